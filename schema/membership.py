@@ -1,0 +1,118 @@
+"""The membership record each node publishes to `statefed.members` (key = node id).
+
+A node publishes on every change and every heartbeat; on clean shutdown it publishes a
+tombstone (null value). Readers treat a record older than `DEAD_AFTER_HEARTBEATS`
+heartbeat intervals as a dead node. The embedded broker never compacts, so readers start
+a few heartbeats back in time (offsets_for_times), not from the beginning.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import orjson
+
+__all__ = [
+    "DEAD_AFTER_HEARTBEATS",
+    "MEMBERS_TOPIC",
+    "MemberRecord",
+    "NodeState",
+    "PartitionStatus",
+    "Role",
+    "decode_member",
+    "encode_member",
+]
+
+MEMBERS_TOPIC = "statefed.members"
+DEAD_AFTER_HEARTBEATS = 3
+
+
+class NodeState(enum.Enum):
+    STARTING = "STARTING"
+    REBALANCING = "REBALANCING"
+    RESTORING = "RESTORING"
+    RUNNING = "RUNNING"
+
+
+class Role(enum.Enum):
+    ACTIVE = "ACTIVE"
+    STANDBY = "STANDBY"
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    """One partition copy a node holds: its role, applied and end offset (summed over the
+    partition's changelog topics) and the lag between them."""
+
+    partition: int
+    role: Role
+    applied_offset: int
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end_offset - self.applied_offset)
+
+
+@dataclass(frozen=True)
+class MemberRecord:
+    node_id: str
+    url: str
+    state: NodeState
+    heartbeat_ms: int
+    heartbeat_interval_ms: int
+    partitions: tuple[PartitionStatus, ...] = field(default_factory=tuple)
+
+    def active_partitions(self) -> list[int]:
+        return sorted(p.partition for p in self.partitions if p.role is Role.ACTIVE)
+
+    def standby_partitions(self) -> list[int]:
+        return sorted(p.partition for p in self.partitions if p.role is Role.STANDBY)
+
+    def is_alive(self, now_ms: int) -> bool:
+        return now_ms - self.heartbeat_ms <= DEAD_AFTER_HEARTBEATS * self.heartbeat_interval_ms
+
+
+def encode_member(record: MemberRecord) -> bytes:
+    return orjson.dumps(
+        {
+            "node_id": record.node_id,
+            "url": record.url,
+            "state": record.state.value,
+            "heartbeat_ms": record.heartbeat_ms,
+            "heartbeat_interval_ms": record.heartbeat_interval_ms,
+            "partitions": [
+                {
+                    "partition": p.partition,
+                    "role": p.role.value,
+                    "applied_offset": p.applied_offset,
+                    "end_offset": p.end_offset,
+                }
+                for p in record.partitions
+            ],
+        }
+    )
+
+
+def decode_member(value: bytes) -> MemberRecord:
+    try:
+        doc = orjson.loads(value)
+        return MemberRecord(
+            node_id=doc["node_id"],
+            url=doc["url"],
+            state=NodeState(doc["state"]),
+            heartbeat_ms=int(doc["heartbeat_ms"]),
+            heartbeat_interval_ms=int(doc["heartbeat_interval_ms"]),
+            partitions=tuple(
+                PartitionStatus(
+                    partition=int(p["partition"]),
+                    role=Role(p["role"]),
+                    applied_offset=int(p["applied_offset"]),
+                    end_offset=int(p["end_offset"]),
+                )
+                for p in doc["partitions"]
+            ),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"undecodable membership record {value[:200]!r}") from exc
