@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 from confluent_kafka.admin import AdminClient
 
@@ -41,6 +42,7 @@ class EmbeddedBroker:
         self.port = port or free_port(host)
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -48,10 +50,11 @@ class EmbeddedBroker:
 
     def start(self, timeout_s: float = 30.0) -> None:
         url = f"tcp://{self.host}:{self.port}"
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        if self.log_path is not None:
+            self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
             [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],
-            stdout=log,
+            stdout=self._log if self._log is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -76,14 +79,16 @@ class EmbeddedBroker:
         raise TimeoutError(f"embedded broker on {self.bootstrap} not ready in {timeout_s} s")
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        if self._process is None or self._process.poll() is not None:
-            return
-        self._process.terminate()
-        try:
-            self._process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(timeout_s)
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout_s)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def __enter__(self) -> EmbeddedBroker:
         self.start()

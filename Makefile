@@ -1,0 +1,36 @@
+# statefed: `make demo` runs the whole system locally, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test check format schema bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv with the pinned dependencies
+
+demo: $(STAMP)  ## broker, pipeline, two nodes, gateway and demo data; prints the GraphiQL URL
+	$(BIN)/statefed demo
+
+test: $(STAMP)  ## the whole suite (unit and end-to-end on real parts)
+	$(BIN)/pytest
+
+check: $(STAMP)  ## format, lint and types
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(STAMP)  ## benchmarks; figures go to tests/bench/RESULTS.md
+	$(BIN)/python -m tests.bench
+
+clean:
+	rm -rf $(VENV) .statefed *.egg-info

@@ -1,0 +1,177 @@
+"""`statefed`: one command line for every part of the system.
+
+Every flag is a shorthand for an environment variable with the `STATEFED_` prefix (shown
+in `--help`); each part reads its configuration from the environment in one place, so a
+flag, an exported variable and a compose file's `environment:` are the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+__all__ = ["main"]
+
+# (flag, environment variable, help) per subcommand
+_COMMON = [("--bootstrap", "STATEFED_BOOTSTRAP", "Kafka bootstrap servers (127.0.0.1:9092)")]
+_FLAGS: dict[str, list[tuple[str, str, str]]] = {
+    "broker": [
+        ("--host", "STATEFED_BROKER_HOST", "loopback address to listen on (127.0.0.1)"),
+        ("--port", "STATEFED_BROKER_PORT", "port to listen on (9092)"),
+        ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
+    ],
+    "topics": [*_COMMON, ("--partitions", "STATEFED_PARTITIONS", "partitions per input topic (6)")],
+    "pipeline": [
+        *_COMMON,
+        ("--checkpoint-dir", "STATEFED_CHECKPOINT_DIR", "Spark checkpoints, one per view"),
+        ("--master", "STATEFED_SPARK_MASTER", "Spark master (local[2])"),
+    ],
+    "node": [
+        *_COMMON,
+        ("--id", "STATEFED_NODE_ID", "node id, unique in the cluster"),
+        ("--host", "STATEFED_NODE_HOST", "address to serve on (127.0.0.1)"),
+        ("--port", "STATEFED_NODE_PORT", "port to serve on (8101)"),
+        ("--url", "STATEFED_NODE_URL", "URL the gateway reaches this node at"),
+        ("--state-dir", "STATEFED_STATE_DIR", "directory of the LevelDB partition stores"),
+    ],
+    "gateway": [
+        *_COMMON,
+        ("--host", "STATEFED_GATEWAY_HOST", "address to serve on (127.0.0.1)"),
+        ("--port", "STATEFED_GATEWAY_PORT", "port to serve on (8100)"),
+    ],
+    "produce": [*_COMMON],
+    "demo": [
+        ("--port", "STATEFED_GATEWAY_PORT", "gateway port (8100)"),
+        ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
+        ("--dir", "STATEFED_DEMO_DIR", "where the demo keeps state and logs (.statefed/demo)"),
+    ],
+}
+_HELP = {
+    "broker": "run the embedded Kafka-protocol broker (tansu) and create statefed's topics",
+    "topics": "create statefed's topics on an existing Kafka cluster",
+    "pipeline": "run the Spark Structured Streaming pipeline that computes every view",
+    "node": "run a node: materialize partitions into LevelDB and serve its GraphQL subgraph",
+    "gateway": "run the gateway: the one GraphQL endpoint (GraphiQL at /graphql)",
+    "produce": "produce keys to a topic, from stdin (whitespace-separated) or generated",
+    "demo": "run everything locally with demo data and print the GraphiQL URL",
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="statefed", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command, flags in _FLAGS.items():
+        p = sub.add_parser(command, help=_HELP[command], description=_HELP[command])
+        for flag, env, text in flags:
+            p.add_argument(flag, dest=env, metavar=flag.strip("-").upper(), help=f"{text} [{env}]")
+        if command == "produce":
+            p.add_argument("--topic", default="words", help="topic to produce to (words)")
+            p.add_argument("--count", type=int, help="generate this many skewed words")
+            p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
+    return parser
+
+
+def _environment(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in vars(args).items():
+        if key.startswith("STATEFED_") and value is not None:
+            env[key] = str(value)
+    return env
+
+
+def _partitions(env: dict[str, str]) -> int:
+    raw = env.get("STATEFED_PARTITIONS", "6")
+    if not raw.isdigit() or int(raw) < 1:
+        raise SystemExit(f"STATEFED_PARTITIONS must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+
+
+def _broker(env: dict[str, str]) -> None:
+    from node.broker import EmbeddedBroker
+    from node.topics import ensure_topics, statefed_topics
+
+    host = env.get("STATEFED_BROKER_HOST", "127.0.0.1")
+    port = int(env.get("STATEFED_BROKER_PORT", "9092"))
+    with EmbeddedBroker(host=host, port=port) as broker:
+        ensure_topics(broker.bootstrap, statefed_topics(_partitions(env)))
+        print(f"statefed broker: ready on {broker.bootstrap} (memory only)", file=sys.stderr)
+        _wait_for_signal()
+    print("statefed broker: stopped", file=sys.stderr)
+
+
+def _topics(env: dict[str, str]) -> None:
+    from node.topics import ensure_topics, statefed_topics
+
+    bootstrap = env.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    topics = statefed_topics(_partitions(env))
+    ensure_topics(bootstrap, topics)
+    for topic, partitions in topics.items():
+        print(f"{topic}\t{partitions} partitions")
+
+
+def _pipeline(env: dict[str, str]) -> None:
+    from node.pipeline import PipelineConfig, run_pipeline
+
+    run_pipeline(PipelineConfig.from_env(env))
+
+
+def _node(env: dict[str, str]) -> None:
+    from node.config import NodeConfig
+    from node.server import run_node
+
+    run_node(NodeConfig.from_env(env))
+
+
+def _gateway(env: dict[str, str]) -> None:
+    from gateway.config import GatewayConfig
+    from gateway.server import run_gateway
+
+    run_gateway(GatewayConfig.from_env(env))
+
+
+def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
+    from node.produce import produce_keys, skewed_words
+
+    bootstrap = env.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    if args.count is not None:
+        keys = skewed_words(args.count, seed=args.seed)
+    else:
+        keys = [word for line in sys.stdin for word in line.split()]
+    writes = produce_keys(bootstrap, args.topic, keys)
+    print(f"produced {len(writes)} records to {args.topic} on {bootstrap}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    env = _environment(args)
+    handlers: dict[str, Callable[[dict[str, str]], None]] = {
+        "broker": _broker,
+        "topics": _topics,
+        "pipeline": _pipeline,
+        "node": _node,
+        "gateway": _gateway,
+        "produce": lambda e: _produce(e, args),
+        "demo": _demo,
+    }
+    handlers[args.command](env)
+
+
+def _demo(env: dict[str, str]) -> None:
+    from node.demo import run_demo
+
+    run_demo(env)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""A whole statefed cluster on this machine: embedded broker, pipeline, nodes, gateway.
+
+`make demo` and the end-to-end tests both run the system through this one launcher, so
+what the tests exercise is what a user starts. Every part is a real process owned by a
+handle here; `stop()` stops them all, newest first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from node.broker import EmbeddedBroker, free_port
+from node.processes import ManagedProcess, wait_until
+from node.topics import ensure_topics, statefed_topics
+
+__all__ = ["LocalCluster"]
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+class LocalCluster:
+    """Starts and owns the parts of a local cluster under `base_dir`."""
+
+    def __init__(
+        self,
+        base_dir: Path,
+        partitions: int = 6,
+        gateway_port: int = 0,
+        env: Mapping[str, str] | None = None,
+        progress: Progress = _quiet,
+    ) -> None:
+        self.base_dir = base_dir
+        self.partitions = partitions
+        self.gateway_port = gateway_port or free_port()
+        self.progress = progress
+        self._base_env = dict(os.environ if env is None else env)
+        self.broker: EmbeddedBroker | None = None
+        self.pipeline: ManagedProcess | None = None
+        self.nodes: dict[str, ManagedProcess] = {}
+        self.node_urls: dict[str, str] = {}
+        self.gateway: ManagedProcess | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        if self.broker is None:
+            raise RuntimeError("the broker is not started: call start_broker() first")
+        return self.broker.bootstrap
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}/graphql"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {**self._base_env, "STATEFED_BOOTSTRAP": self.bootstrap, **extra}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    def start_broker(self) -> None:
+        self.progress("broker: starting (embedded tansu, memory only)")
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.broker = EmbeddedBroker(log_path=self.base_dir / "broker.log")
+        self.broker.start()
+        ensure_topics(self.broker.bootstrap, statefed_topics(self.partitions))
+        self.progress(f"broker: ready on {self.broker.bootstrap}, {self.partitions} partitions")
+
+    def start_pipeline(self, timeout_s: float = 240.0) -> ManagedProcess:
+        self.progress("pipeline: starting Spark (takes 10-30 s)")
+        env = self.env(STATEFED_CHECKPOINT_DIR=str(self.base_dir / "checkpoints"))
+        process = ManagedProcess("pipeline", ["pipeline"], env, self.base_dir / "pipeline.log")
+        self.pipeline = process.start()
+        process.wait_for_log("statefed pipeline: ready", timeout_s)
+        self.progress("pipeline: ready")
+        return process
+
+    def start_node(self, node_id: str, timeout_s: float = 60.0) -> ManagedProcess:
+        self.progress(f"node {node_id}: starting")
+        port = free_port()
+        env = self.env(
+            STATEFED_NODE_ID=node_id,
+            STATEFED_NODE_PORT=str(port),
+            STATEFED_STATE_DIR=str(self.base_dir / "state" / node_id),
+        )
+        log = self.base_dir / f"node-{node_id}.log"
+        process = ManagedProcess(f"node {node_id}", ["node"], env, log).start()
+        self.nodes[node_id] = process
+        self.node_urls[node_id] = f"http://127.0.0.1:{port}"
+        process.wait_for_http(f"{self.node_urls[node_id]}/health", timeout_s)
+        self.progress(f"node {node_id}: serving on {self.node_urls[node_id]}")
+        return process
+
+    def start_gateway(self, timeout_s: float = 60.0) -> ManagedProcess:
+        self.progress("gateway: starting")
+        env = self.env(STATEFED_GATEWAY_PORT=str(self.gateway_port))
+        process = ManagedProcess("gateway", ["gateway"], env, self.base_dir / "gateway.log")
+        self.gateway = process.start()
+        health = f"http://127.0.0.1:{self.gateway_port}/health"
+        process.wait_for_http(health, timeout_s)
+        self.progress(f"gateway: serving on {self.gateway_url}")
+        return process
+
+    def wait_routable(self, timeout_s: float = 90.0) -> None:
+        """Wait until the gateway routes every partition to a live node."""
+        health = f"http://127.0.0.1:{self.gateway_port}/health"
+
+        def all_routable() -> bool:
+            try:
+                body = httpx.get(health, timeout=2.0).json()
+            except (httpx.HTTPError, ValueError):
+                return False
+            return len(body.get("routable", [])) == self.partitions
+
+        self.progress("cluster: waiting until every partition has a live owner")
+        wait_until(all_routable, timeout_s, f"all {self.partitions} partitions routable")
+        self.progress("cluster: every partition is served")
+
+    def start_all(self, node_ids: tuple[str, ...] = ("n1", "n2")) -> None:
+        self.start_broker()
+        for node_id in node_ids:
+            self.start_node(node_id)
+        self.start_gateway()
+        self.start_pipeline()
+        self.wait_routable()
+
+    def stop(self) -> list[str]:
+        """Stop every part, newest first; returns what was stopped."""
+        stopped: list[str] = []
+        parts = [self.gateway, *reversed(self.nodes.values()), self.pipeline]
+        for part in parts:
+            if part is not None and part.running():
+                part.stop()
+                stopped.append(part.name)
+        if self.broker is not None:
+            self.broker.stop()
+            stopped.append("broker")
+            self.broker = None
+        return stopped
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

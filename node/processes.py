@@ -1,0 +1,150 @@
+"""Child processes owned by a handle: the demo and the tests start statefed parts with it.
+
+Each part runs as `python -m node.cli <part>` with its configuration in the environment,
+logs to its own file, and is stopped by its handle: SIGTERM (clean shutdown) or SIGKILL
+(a crash, for failure tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+import httpx
+
+__all__ = ["ManagedProcess", "ProcessFailed", "wait_until"]
+
+
+class ProcessFailed(RuntimeError):
+    """A managed process exited or did not become ready; names the part and its log."""
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.2
+) -> None:
+    """Poll `condition` until it holds; raise TimeoutError naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+class ManagedProcess:
+    """One statefed part (`pipeline`, `node`, `gateway`, ...) as a child process."""
+
+    def __init__(
+        self,
+        name: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+    ) -> None:
+        self.name = name
+        self.args = [sys.executable, "-m", "node.cli", *args]
+        self.env = dict(env)
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: BinaryIO | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> ManagedProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap()
+        self._process = subprocess.Popen(
+            self.args,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C in a terminal reaches the launcher only
+        )
+        return self
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def _check_alive(self) -> bool:
+        if not self.running():
+            raise ProcessFailed(
+                f"{self.name} exited (code {self.returncode}) before it was ready; "
+                f"see its log {self.log_path}:\n{self.log_tail()}"
+            )
+        return True
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.poll() if self._process is not None else None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_for_log(self, needle: str, timeout_s: float) -> None:
+        """Wait until the process has written `needle` to its log."""
+
+        def seen() -> bool:
+            if needle in self.log_path.read_text(errors="replace"):
+                return True
+            return not self._check_alive()
+
+        wait_until(seen, timeout_s, f"{self.name} to log {needle!r} ({self.log_path})")
+
+    def wait_for_http(self, url: str, timeout_s: float) -> None:
+        """Wait until GET `url` answers 200."""
+
+        def healthy() -> bool:
+            self._check_alive()
+            try:
+                return httpx.get(url, timeout=1.0).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(healthy, timeout_s, f"{self.name} to answer 200 on {url}")
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        """Clean shutdown: SIGTERM, then SIGKILL if it does not exit within `timeout_s`."""
+        return self._signal_and_reap(signal.SIGTERM, timeout_s)
+
+    def kill(self) -> int | None:
+        """A crash: SIGKILL, no shutdown hooks run."""
+        return self._signal_and_reap(signal.SIGKILL, 10.0)
+
+    def _signal_and_reap(self, sig: signal.Signals, timeout_s: float) -> int | None:
+        process = self._process
+        if process is None:
+            return None
+        if process.poll() is None:
+            if sig == signal.SIGKILL:
+                _kill_group(process.pid)
+            else:
+                process.send_signal(sig)  # the part shuts its own children down
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(process.pid)
+                process.wait(10.0)
+        _kill_group(process.pid)  # stragglers (a JVM whose parent died) must not outlive us
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return process.returncode
+
+
+def _kill_group(pid: int) -> None:
+    # The part may have children (Spark's JVM and Python workers): they share its group.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

@@ -1,0 +1,85 @@
+"""One real local cluster for the end-to-end tests: broker, pipeline, two nodes, gateway.
+
+Every test that produces records adds them to `truth`, the ground truth of everything the
+run produced, so any test can compare the system's answers with it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from node.localcluster import LocalCluster
+from node.processes import wait_until
+from node.produce import produce_keys
+
+
+class Cluster:
+    """The running cluster plus a GraphQL client and the ground truth of produced words."""
+
+    def __init__(self, local: LocalCluster) -> None:
+        self.local = local
+        self.truth: Counter[str] = Counter()
+        self.http = httpx.Client(timeout=30.0)
+
+    def produce(self, words: list[str]) -> None:
+        produce_keys(self.local.bootstrap, "words", words)
+        self.truth.update(words)
+
+    def query(
+        self, query: str, variables: dict[str, Any] | None = None, url: str | None = None
+    ) -> httpx.Response:
+        body = {"query": query, "variables": variables or {}}
+        return self.http.post(url or self.local.gateway_url, json=body)
+
+    def data(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The `data` of a query that must succeed without errors."""
+        response = self.query(query, variables)
+        body = response.json()
+        assert response.status_code == 200, body
+        assert "errors" not in body, body
+        return body["data"]
+
+    def counts(self, words: list[str]) -> dict[str, int | None]:
+        rows = self.data(
+            "query($w: [String!]!) { wordCounts(words: $w) { word count } }", {"w": words}
+        )["wordCounts"]
+        return {w: (row["count"] if row else None) for w, row in zip(words, rows, strict=True)}
+
+    def wait_counts_equal_truth(self, words: list[str], timeout_s: float = 120.0) -> None:
+        expected = {w: self.truth[w] or None for w in words}
+        last: dict[str, int | None] = {}
+
+        def equal() -> bool:
+            nonlocal last
+            body = self.query(
+                "query($w: [String!]!) { wordCounts(words: $w) { word count } }", {"w": words}
+            ).json()
+            if body.get("errors") or not body.get("data"):
+                return False
+            rows = body["data"]["wordCounts"]
+            last = {w: (r["count"] if r else None) for w, r in zip(words, rows, strict=True)}
+            return last == expected
+
+        try:
+            wait_until(equal, timeout_s, "gateway counts to equal the ground truth", 0.5)
+        except TimeoutError:
+            wrong = {w: (last.get(w), expected[w]) for w in words if last.get(w) != expected[w]}
+            raise AssertionError(
+                f"(got, expected) where they differ: {dict(list(wrong.items())[:20])}"
+            ) from None
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    base = Path(tmp_path_factory.mktemp("cluster"))
+    with LocalCluster(base, partitions=6, progress=print) as local:
+        local.start_all(("n1", "n2"))
+        running = Cluster(local)
+        yield running
+        running.http.close()

@@ -1,0 +1,86 @@
+"""The catalogue, record formats and the package surface."""
+
+from __future__ import annotations
+
+import pytest
+
+import schema
+from schema import (
+    CATALOGUE,
+    CountRow,
+    MemberRecord,
+    NodeState,
+    PartitionStatus,
+    Role,
+    View,
+    ViewKind,
+    decode_count,
+    decode_member,
+    encode_count,
+    encode_member,
+    view_by_name,
+)
+
+
+def test_exported_members_are_exactly_the_public_names() -> None:
+    public = {name for name in dir(schema) if not name.startswith("_")}
+    modules = {"changelog", "keycodec", "membership", "partitioner", "views"}
+    assert set(schema.__all__) == public - modules
+
+
+def test_word_counts_view_is_in_the_catalogue() -> None:
+    view = view_by_name("word_counts")
+    assert view.topic == "words"
+    assert view.kind is ViewKind.COUNT
+    assert view.changelog_topic == "statefed.word_counts.changelog"
+    assert (view.point_field, view.many_field, view.top_field) == (
+        "wordCount",
+        "wordCounts",
+        "topWords",
+    )
+    assert view.keys_arg == "words"
+
+
+def test_view_names_are_unique() -> None:
+    names = [v.name for v in CATALOGUE]
+    assert len(names) == len(set(names))
+
+
+def test_unknown_view_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="word_counts"):
+        view_by_name("nope")
+
+
+def test_bad_graphql_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="GraphQL field name"):
+        View("v", "t", ViewKind.COUNT, "key", "V", "bad-name", "many", "top")
+
+
+def test_count_row_round_trip() -> None:
+    row = CountRow("kafka", 8, 1_700_000_000_000)
+    assert decode_count(encode_count(row)) == row
+
+
+def test_undecodable_count_names_the_value() -> None:
+    with pytest.raises(ValueError, match="undecodable count"):
+        decode_count(b"{not json")
+
+
+def test_member_round_trip_and_liveness() -> None:
+    record = MemberRecord(
+        node_id="n1",
+        url="http://127.0.0.1:8101",
+        state=NodeState.RUNNING,
+        heartbeat_ms=10_000,
+        heartbeat_interval_ms=1_000,
+        partitions=(
+            PartitionStatus(0, Role.ACTIVE, 5, 7),
+            PartitionStatus(3, Role.STANDBY, 9, 9),
+        ),
+    )
+    assert decode_member(encode_member(record)) == record
+    assert record.active_partitions() == [0]
+    assert record.standby_partitions() == [3]
+    assert record.partitions[0].lag == 2
+    assert record.is_alive(now_ms=13_000)
+    assert not record.is_alive(now_ms=13_001)

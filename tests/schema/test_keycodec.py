@@ -1,0 +1,45 @@
+"""The key codec: round trip and order preservation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from schema import MAX_UINT, pack, unpack
+
+parts = st.one_of(st.text(), st.integers(min_value=0, max_value=MAX_UINT))
+# Tuples compared element by element only make sense when the element types line up.
+shaped = st.lists(st.tuples(st.text(), st.integers(min_value=0, max_value=MAX_UINT), st.text()))
+
+
+@given(st.lists(parts, max_size=6))
+def test_round_trip(values: list[str | int]) -> None:
+    assert unpack(pack(*values)) == tuple(values)
+
+
+@given(st.text(), st.text())
+def test_string_order_is_preserved(a: str, b: str) -> None:
+    assert (pack(a) < pack(b)) == (a < b)
+
+
+@given(st.integers(0, MAX_UINT), st.integers(0, MAX_UINT))
+def test_integer_order_is_preserved(a: int, b: int) -> None:
+    assert (pack(a) < pack(b)) == (a < b)
+
+
+@given(shaped)
+def test_tuple_order_is_preserved(rows: list[tuple[str, int, str]]) -> None:
+    assert sorted(rows) == sorted(rows, key=lambda row: pack(*row))
+
+
+@given(st.text(), st.text(), st.text())
+def test_a_string_never_runs_into_the_next_part(a: str, b: str, c: str) -> None:
+    assert pack(a, b).startswith(pack(a))
+    assert not pack(a + c, b).startswith(pack(a)) or c == ""
+
+
+@pytest.mark.parametrize("bad", [-1, MAX_UINT + 1, 1.5, True, b"bytes"])
+def test_bad_parts_are_refused(bad: object) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        pack(bad)  # type: ignore[arg-type]
