@@ -75,7 +75,8 @@ class Cluster:
             ) from None
 
 
-@pytest.fixture(scope="session")
+# Package scope: the cluster (and its Spark JVM) is gone before other packages' tests run.
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = Path(tmp_path_factory.mktemp("cluster"))
     with LocalCluster(base, partitions=6, progress=print) as local:

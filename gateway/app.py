@@ -1,0 +1,314 @@
+"""The gateway's ASGI app: POST/GET /graphql, GraphiQL, /health and the GraphiQL assets.
+
+A plain ASGI app (no web framework): GraphQL requests go straight to the strawberry
+schema, bodies are encoded with orjson. The lifespan starts the membership reader and
+the upstream httpx clients and stops them; nothing is opened before start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+import httpx
+import orjson
+from strawberry.exceptions import MissingQueryError
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+
+from gateway.config import GatewayConfig
+from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
+from gateway.membership import MembershipReader, wall_clock_ms
+from gateway.planner import Planner
+from gateway.request import RequestContext
+from gateway.responses import request_error, response_body
+from gateway.routing import RoutingFeed, RoutingTable
+from gateway.schema import build_schema
+from gateway.upstream import Upstream, make_clients
+from schema import CATALOGUE, View
+
+__all__ = ["GatewayApp", "health_body"]
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_MAX_BODY = 1 << 20
+_JSON = b"application/json"
+
+
+@dataclass
+class _Runtime:
+    """What lives from start-up to shutdown."""
+
+    feed: RoutingFeed
+    planner: Planner
+    reader: MembershipReader | None
+    owned_clients: list[httpx.AsyncClient]
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, message: str, code: str = "BAD_REQUEST") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class GatewayApp:
+    """The gateway as an ASGI app.
+
+    Inject `feed` to route from tables you publish yourself instead of reading membership
+    from Kafka, and `clients` to call nodes through your own httpx clients (they are then
+    yours to close).
+    """
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        feed: RoutingFeed | None = None,
+        clients: Sequence[httpx.AsyncClient] | None = None,
+        catalogue: Iterable[View] = CATALOGUE,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.config = config
+        self._catalogue = tuple(catalogue)
+        self._schema = build_schema(self._catalogue)
+        self._feed = feed
+        self._clients = clients
+        self._clock = clock
+        self._assets = StaticAssets()
+        self._page = graphiql_page("/graphql", _default_query(self._catalogue))
+        self._runtime: _Runtime | None = None
+
+    @property
+    def feed(self) -> RoutingFeed | None:
+        """The routing feed in use (None before start-up)."""
+        return self._runtime.feed if self._runtime else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def startup(self) -> None:
+        """Open the upstream clients and start following membership."""
+        feed = self._feed or RoutingFeed()
+        owned = [] if self._clients is not None else make_clients(self.config)
+        reader = None
+        if self._feed is None:
+            reader = MembershipReader(
+                self.config.bootstrap,
+                feed,
+                lookback_ms=self.config.members_lookback_ms,
+                catalogue=self._catalogue,
+                clock=self._clock,
+            )
+            reader.start(asyncio.get_running_loop())
+        upstream = Upstream(self._clients if self._clients is not None else owned)
+        planner = Planner(feed, upstream, self.config, self._catalogue)
+        self._runtime = _Runtime(feed, planner, reader, owned)
+
+    async def shutdown(self) -> None:
+        runtime, self._runtime = self._runtime, None
+        if runtime is None:
+            return
+        if runtime.reader is not None:
+            await asyncio.to_thread(runtime.reader.stop)
+        for client in runtime.owned_clients:
+            await client.aclose()
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    log.exception("gateway start-up failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope["path"], scope["method"]
+        try:
+            if path == "/graphql":
+                await self._graphql(scope, receive, send, method)
+            elif path == "/health" and method in ("GET", "HEAD"):
+                await _respond(send, 200, orjson.dumps(health_body(self._table(), self._clock())))
+            elif path.startswith(STATIC_PREFIX) and method in ("GET", "HEAD"):
+                await self._static(send, path.removeprefix(STATIC_PREFIX))
+            elif path == "/" and method in ("GET", "HEAD"):
+                await _respond(send, 307, b"", b"text/plain", [(b"location", b"/graphql")])
+            else:
+                raise _HTTPError(404, f"no route for {method} {path}", "NOT_FOUND")
+        except _HTTPError as exc:
+            await _respond(send, exc.status, orjson.dumps(request_error(str(exc), exc.code)))
+
+    def _table(self) -> RoutingTable:
+        if self._runtime is None:
+            raise _HTTPError(503, "the gateway is not started", "UNAVAILABLE")
+        return self._runtime.feed.current
+
+    async def _graphql(self, scope: Scope, receive: Receive, send: Send, method: str) -> None:
+        if method == "POST":
+            request = _decode_request(await _read_body(receive))
+        elif method in ("GET", "HEAD"):
+            params = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            if "query" not in params:
+                await _respond(send, 200, self._page, b"text/html; charset=utf-8")
+                return
+            request = _request_from_params(params)
+        else:
+            raise _HTTPError(405, "GraphQL takes GET or POST", "METHOD_NOT_ALLOWED")
+        body = await self._execute(*request)
+        await _respond(send, 200, orjson.dumps(body))
+
+    async def _execute(
+        self, query: str, variables: dict[str, Any] | None, operation: str | None
+    ) -> dict[str, Any]:
+        runtime = self._runtime
+        if runtime is None:
+            raise _HTTPError(503, "the gateway is not started", "UNAVAILABLE")
+        context = RequestContext(
+            planner=runtime.planner,
+            feed=runtime.feed,
+            config=self.config,
+            deadline=runtime.planner.deadline(),
+            clock=self._clock,
+        )
+        try:
+            result = await self._schema.execute(
+                query, variable_values=variables, context_value=context, operation_name=operation
+            )
+        except MissingQueryError as exc:
+            raise _HTTPError(400, "the request has no GraphQL query") from exc
+        except (CannotGetOperationTypeError, InvalidOperationTypeError) as exc:
+            raise _HTTPError(400, f"cannot run this operation: {exc}") from exc
+        return response_body(result, context)
+
+    async def _static(self, send: Send, name: str) -> None:
+        asset = self._assets.get(name)
+        if asset is None:
+            raise _HTTPError(404, f"no asset {name!r}", "NOT_FOUND")
+        content, content_type = asset
+        cache = [(b"cache-control", b"public, max-age=86400")]
+        await _respond(send, 200, content, content_type.encode(), cache)
+
+
+def _default_query(catalogue: Sequence[View]) -> str:
+    if not catalogue:
+        return "{\n  cluster { nodes { id state } }\n}\n"
+    view = catalogue[0]
+    return f"{{\n  {view.top_field}(limit: 10) {{\n    {view.key_field}\n    count\n  }}\n}}\n"
+
+
+def health_body(table: RoutingTable, now_ms: int) -> dict[str, Any]:
+    """GET /health: P, the partitions with a live ACTIVE owner, and the known nodes."""
+    count = table.max_partition_count()
+    routable = table.routable(count) if count else []
+    return {
+        "ready": count is not None and len(routable) == count,
+        "partitions": count,
+        "routable": routable,
+        "routing_version": table.version,
+        "nodes": [
+            {
+                "id": node.node_id,
+                "url": node.url,
+                "state": node.state.value,
+                "alive": node.alive,
+                "heartbeat_age_ms": max(0, now_ms - node.heartbeat_ms),
+                "active": node.active(),
+                "standby": node.standby(),
+            }
+            for node in sorted(table.nodes.values(), key=lambda n: n.node_id)
+        ],
+    }
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _HTTPError(400, "the client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > _MAX_BODY:
+            raise _HTTPError(
+                413, f"request body larger than {_MAX_BODY} bytes", "PAYLOAD_TOO_LARGE"
+            )
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+Request = tuple[str, dict[str, Any] | None, str | None]
+
+
+def _checked(query: Any, variables: Any, operation: Any) -> Request:
+    if not isinstance(query, str) or not query.strip():
+        raise _HTTPError(400, "the request has no GraphQL query (a string in `query`)")
+    if variables is not None and not isinstance(variables, dict):
+        raise _HTTPError(400, "`variables` must be a JSON object")
+    if operation is not None and not isinstance(operation, str):
+        raise _HTTPError(400, "`operationName` must be a string")
+    return query, variables, operation
+
+
+def _decode_request(body: bytes) -> Request:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise _HTTPError(400, f"the body is not JSON: {exc}") from exc
+    if isinstance(doc, list):
+        raise _HTTPError(400, "batched requests are not supported: send one operation")
+    if not isinstance(doc, dict):
+        raise _HTTPError(400, "the body must be a JSON object with `query`")
+    return _checked(doc.get("query"), doc.get("variables"), doc.get("operationName"))
+
+
+def _request_from_params(params: dict[str, list[str]]) -> Request:
+    variables: Any = None
+    if "variables" in params:
+        try:
+            variables = orjson.loads(params["variables"][0])
+        except orjson.JSONDecodeError as exc:
+            raise _HTTPError(400, f"`variables` is not JSON: {exc}") from exc
+    operation = params.get("operationName", [None])[0]
+    return _checked(params["query"][0], variables, operation)
+
+
+async def _respond(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: bytes = _JSON,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,102 @@
+"""The gateway's configuration, read from `STATEFED_*` environment variables in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = ["GatewayConfig"]
+
+_LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Everything `run_gateway` needs; the defaults suit the local demo."""
+
+    bootstrap: str = "127.0.0.1:9092"
+    host: str = "127.0.0.1"
+    port: int = 8100
+    timeout_ms: int = 5000  # deadline of one client request, retries included
+    retries: int = 3  # extra rounds for partitions that failed (NOT_OWNER, refused, unassigned)
+    backoff_ms: int = 50  # wait before the first retry; doubles each round
+    max_top_limit: int = 1000
+    max_lookup_keys: int = 1000
+    members_lookback_ms: int = 10_000  # how far back in statefed.members reading starts
+    upstream_clients: int = 4  # small httpx clients beat one big pool (encode/httpx#3215)
+    upstream_connections: int = 16  # per client
+    log_level: str = "info"
+
+    ENV: ClassVar[Mapping[str, str]] = {
+        "bootstrap": "STATEFED_BOOTSTRAP",
+        "host": "STATEFED_GATEWAY_HOST",
+        "port": "STATEFED_GATEWAY_PORT",
+        "timeout_ms": "STATEFED_GATEWAY_TIMEOUT_MS",
+        "retries": "STATEFED_GATEWAY_RETRIES",
+        "backoff_ms": "STATEFED_GATEWAY_BACKOFF_MS",
+        "max_top_limit": "STATEFED_MAX_TOP_LIMIT",
+        "max_lookup_keys": "STATEFED_MAX_LOOKUP_KEYS",
+        "members_lookback_ms": "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS",
+        "upstream_clients": "STATEFED_GATEWAY_UPSTREAM_CLIENTS",
+        "upstream_connections": "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS",
+        "log_level": "STATEFED_GATEWAY_LOG_LEVEL",
+    }
+
+    # inclusive bounds of the integer settings
+    _BOUNDS: ClassVar[Mapping[str, tuple[int, int]]] = {
+        "port": (1, 65535),
+        "timeout_ms": (1, 600_000),
+        "retries": (0, 100),
+        "backoff_ms": (0, 60_000),
+        "max_top_limit": (1, 10_000),  # a node answers a local top-N of at most 10000
+        "max_lookup_keys": (1, 1_000_000),
+        "members_lookback_ms": (1, 86_400_000),
+        "upstream_clients": (1, 256),
+        "upstream_connections": (1, 10_000),
+    }
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in self._BOUNDS.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(
+                    f"{self.ENV[name]} must be an integer in {low}..{high}, got {value!r}"
+                )
+        for name in ("bootstrap", "host"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"{self.ENV[name]} must not be empty")
+        if self.log_level not in _LOG_LEVELS:
+            raise ValueError(f"{self.ENV['log_level']} must be one of {', '.join(_LOG_LEVELS)}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> GatewayConfig:
+        """Read the configuration; unset variables keep their defaults."""
+        values: dict[str, object] = {}
+        for field in dataclasses.fields(cls):
+            raw = environ.get(cls.ENV[field.name])
+            if raw is None:
+                continue
+            if field.name in cls._BOUNDS:
+                try:
+                    values[field.name] = int(raw.strip())
+                except ValueError as exc:
+                    raise ValueError(
+                        f"{cls.ENV[field.name]} must be an integer, got {raw!r}"
+                    ) from exc
+            else:
+                values[field.name] = raw.strip().lower() if field.name == "log_level" else raw
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout_ms / 1000.0
+
+    @property
+    def backoff_s(self) -> float:
+        return self.backoff_ms / 1000.0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"

@@ -1,0 +1,251 @@
+"""Following `statefed.members`: a background thread that turns membership records into
+routing tables and publishes them to a `RoutingFeed` on the event loop.
+
+The embedded broker never compacts the topic, so reading starts a few heartbeats back in
+time rather than at the beginning. Its ListOffsets is unreliable (by timestamp as well as
+LATEST), so the broker's answer is only a first guess that `find_start_offset` checks
+against the records' own timestamps and corrects by bisection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
+from node.topics import partition_count
+from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
+
+__all__ = ["MemberDirectory", "MembershipReader", "find_start_offset", "wall_clock_ms"]
+
+log = logging.getLogger(__name__)
+
+_PROBE_TIMEOUT_S = 2.0
+_PROBE_FETCH_WAIT_MS = 10
+_FOLLOW_FETCH_WAIT_MS = 100
+_RETRY_S = 1.0
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MemberDirectory:
+    """The newest record of every node that has not left, from records applied in order."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, MemberRecord] = {}
+
+    def apply(self, key: bytes | None, value: bytes | None) -> bool:
+        """Apply one record of the members topic; a null value (tombstone) means the node left."""
+        if key is None:
+            log.warning("membership record without a key ignored")
+            return False
+        node_id = key.decode("utf-8", errors="replace")
+        if value is None:
+            return self.records.pop(node_id, None) is not None
+        try:
+            record = decode_member(value)
+        except ValueError as exc:
+            log.warning("membership record of node %s ignored: %s", node_id, exc)
+            return False
+        self.records[node_id] = record
+        return True
+
+    def prune(self, now_ms: int, keep_ms: int) -> bool:
+        """Forget dead nodes silent for longer than `keep_ms` (a fresh reader would not see
+        them either)."""
+        stale = [
+            node_id
+            for node_id, record in self.records.items()
+            if now_ms - record.heartbeat_ms > keep_ms and not record.is_alive(now_ms)
+        ]
+        for node_id in stale:
+            del self.records[node_id]
+        return bool(stale)
+
+
+def _timestamp_at(consumer: Consumer, topic: str, offset: int) -> tuple[int, int] | None:
+    """The (offset, timestamp) of the first record at or after `offset`, None past the end."""
+    consumer.assign([TopicPartition(topic, 0, offset)])
+    for message in consumer.consume(1, _PROBE_TIMEOUT_S):
+        found = message.offset()
+        if message.error() is None and found is not None:
+            _kind, timestamp = message.timestamp()
+            # a record without a timestamp counts as new: starting earlier is always safe
+            return found, timestamp if timestamp >= 0 else 2**63
+    return None
+
+
+def find_start_offset(consumer: Consumer, topic: str, target_ms: int) -> int:
+    """The first offset of partition 0 of `topic` whose record is at least as new as
+    `target_ms` (record timestamps, assumed nearly monotonic), or the end."""
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    if high <= low:
+        return low
+    try:
+        lookup = consumer.offsets_for_times([TopicPartition(topic, 0, target_ms)], timeout=10)
+        guess = lookup[0].offset
+    except KafkaException as exc:  # a broker without timestamp lookups: bisect from the end
+        log.info("offsets_for_times on %s failed (%s); bisecting", topic, exc)
+        guess = high
+    if not low <= guess <= high:
+        guess = high  # "no record that new", or nonsense: the end is the guess
+    # Bisect for the answer in [lo, hi], probing around the broker's guess first: when the
+    # guess is right, two probes confirm it. `high` may underestimate the end (broker bug);
+    # then records past it are read anyway, which is harmless.
+    lo, hi = low, high
+    first_probes = [guess - 1, guess]
+    while lo < hi:
+        mid = next((p for p in first_probes if lo <= p < hi), (lo + hi) // 2)
+        first_probes = [p for p in first_probes if p != mid]
+        probe = _timestamp_at(consumer, topic, mid)
+        if probe is None or probe[1] >= target_ms:
+            hi = mid
+        else:
+            lo = min(hi, max(mid, probe[0]) + 1)
+    return lo
+
+
+class MembershipReader:
+    """Reads membership in a thread and publishes a routing table on every change.
+
+    Nothing is opened before `start`; `stop` closes the consumer and joins the thread.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        feed: RoutingFeed,
+        *,
+        lookback_ms: int,
+        catalogue: Iterable[View] = CATALOGUE,
+        partition_counts: Callable[[], Mapping[str, int]] | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        topic: str = MEMBERS_TOPIC,
+        poll_s: float = 0.1,
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._feed = feed
+        self._lookback_ms = lookback_ms
+        self._views = tuple(catalogue)
+        self._partition_counts = partition_counts or self._counts_from_metadata
+        self._clock = clock
+        self._topic = topic
+        self._poll_s = poll_s
+        self._stopping = threading.Event()
+        self._poked = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start following membership; tables are published on `loop`."""
+        self._loop = loop
+        self._feed.on_refresh(self._poked.set)
+        self._thread = threading.Thread(target=self._run, name="statefed-members", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.error("membership reader did not stop within %s s", timeout_s)
+
+    def _counts_from_metadata(self) -> dict[str, int]:
+        return {v.name: partition_count(self._bootstrap, v.changelog_topic) for v in self._views}
+
+    def _consumer(self, fetch_wait_ms: int) -> Consumer:
+        return Consumer(
+            {
+                "bootstrap.servers": self._bootstrap,
+                # assign() only: the group id is never joined, but librdkafka wants one
+                "group.id": f"statefed-gateway-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+                "log.connection.close": False,
+                # a probe costs about one fetch wait; membership news may wait this long
+                "fetch.wait.max.ms": fetch_wait_ms,
+            }
+        )
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._follow(self._start_offset())
+            except Exception as exc:  # broker down or topic missing: log, wait, start over
+                log.warning("reading %s failed (%s); retrying in %s s", self._topic, exc, _RETRY_S)
+                self._stopping.wait(_RETRY_S)
+
+    def _start_offset(self) -> int:
+        consumer = self._consumer(_PROBE_FETCH_WAIT_MS)
+        try:
+            return find_start_offset(consumer, self._topic, self._clock() - self._lookback_ms)
+        finally:
+            consumer.close()
+
+    def _follow(self, start: int) -> None:
+        consumer = self._consumer(_FOLLOW_FETCH_WAIT_MS)
+        try:
+            consumer.assign([TopicPartition(self._topic, 0, start)])
+            self._publish_changes(consumer)
+        finally:
+            consumer.close()
+
+    def _publish_changes(self, consumer: Consumer) -> None:
+        directory = MemberDirectory()
+        counts: dict[str, int] = {}
+        counts_due = 0.0
+        published: tuple[object, ...] | None = None
+        while not self._stopping.is_set():
+            if not counts and time.monotonic() >= counts_due:
+                counts = self._read_counts()
+                counts_due = time.monotonic() + _RETRY_S
+            messages = consumer.consume(500, 0 if self._poked.is_set() else self._poll_s)
+            self._poked.clear()
+            self._apply(directory, messages)
+            now = self._clock()
+            directory.prune(now, self._lookback_ms)
+            table = build_routing_table(directory.records, counts, now)
+            fingerprint = _fingerprint(table)
+            if fingerprint != published:
+                published = fingerprint
+                self._publish(table)
+
+    def _apply(self, directory: MemberDirectory, messages: list[Message]) -> None:
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.fatal():
+                    raise KafkaException(error)
+                log.warning("membership topic %s: %s", self._topic, error)
+                continue
+            directory.apply(message.key(), message.value())
+
+    def _read_counts(self) -> dict[str, int]:
+        try:
+            return dict(self._partition_counts())
+        except Exception as exc:  # topics not created yet: queries say ROUTING_NOT_READY
+            log.warning("partition counts not available yet: %s", exc)
+            return {}
+
+    def _publish(self, table: RoutingTable) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._feed.publish, table)
+        except RuntimeError:  # the loop closed while stopping
+            self._stopping.set()
+
+
+def _fingerprint(table: RoutingTable) -> tuple[object, ...]:
+    """What makes two tables different for routing and for the cluster view."""
+    nodes = tuple(
+        sorted((n.node_id, n.heartbeat_ms, n.alive, n.state) for n in table.nodes.values())
+    )
+    return (nodes, tuple(sorted(table.partition_counts.items())))

@@ -1,0 +1,94 @@
+"""Per-request state: the deadline, batched key lookups, partial-result errors, freshness.
+
+Every lookup field of one GraphQL request goes through one loader per view, so all keys
+asked in a request reach each owning node in a single call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from strawberry.dataloader import DataLoader
+
+from gateway.config import GatewayConfig
+from gateway.errors import RoutingError
+from gateway.planner import LookupResult, Planner, Row
+from gateway.routing import RoutingFeed
+from schema import View
+
+__all__ = ["KeyResult", "MissingPartition", "RequestContext"]
+
+
+@dataclass(frozen=True)
+class KeyResult:
+    """A looked-up key: its row (None = unknown), or why its partition could not be read."""
+
+    key: str
+    partition: int
+    row: Row | None
+    error: RoutingError | None = None
+
+
+@dataclass(frozen=True)
+class MissingPartition:
+    """One partition a field could not read: becomes one PARTITION_UNAVAILABLE error."""
+
+    path: tuple[str | int, ...]
+    partition: int
+    error: RoutingError
+    keys: tuple[str, ...] = ()
+
+
+@dataclass
+class RequestContext:
+    """What resolvers of one request share; built by the app for every request."""
+
+    planner: Planner
+    feed: RoutingFeed
+    config: GatewayConfig
+    deadline: float
+    clock: Callable[[], int]
+    missing: list[MissingPartition] = field(default_factory=list)
+    freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    _loaders: dict[str, DataLoader[str, KeyResult]] = field(default_factory=dict)
+
+    def loader(self, view: View) -> DataLoader[str, KeyResult]:
+        """The request's batching loader for `view`'s keys."""
+        loader = self._loaders.get(view.name)
+        if loader is None:
+
+            async def load(keys: list[str]) -> Sequence[KeyResult]:
+                result = await self.planner.lookup(view, keys, self.deadline)
+                self.add_freshness(result.freshness)
+                return _per_key(keys, result)
+
+            loader = self._loaders[view.name] = DataLoader(load)
+        return loader
+
+    def add_freshness(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        for entry in entries:
+            ident = (entry.get("partition"), entry.get("node"), entry.get("role"))
+            self.freshness[ident] = dict(entry)
+
+    def add_missing(
+        self, path: Sequence[str | int], partition: int, error: RoutingError, keys: Sequence[str]
+    ) -> None:
+        self.missing.append(MissingPartition(tuple(path), partition, error, tuple(keys)))
+
+    def freshness_list(self) -> list[dict[str, Any]]:
+        return sorted(self.freshness.values(), key=_freshness_order)
+
+
+def _freshness_order(entry: Mapping[str, Any]) -> tuple[int, str, str]:
+    partition = entry.get("partition")
+    number = partition if isinstance(partition, int) else -1
+    return (number, str(entry.get("node")), str(entry.get("role")))
+
+
+def _per_key(keys: list[str], result: LookupResult) -> list[KeyResult]:
+    return [
+        KeyResult(key, partition, row, result.failures.get(partition))
+        for key, row, partition in zip(keys, result.rows, result.partitions, strict=True)
+    ]

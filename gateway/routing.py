@@ -1,0 +1,187 @@
+"""Which node serves a partition: the versioned routing table built from membership records.
+
+"Which partition" is `schema.partition_for(key, P)` with P from topic metadata; this module
+only maps partitions to nodes. Everything here is pure except `RoutingFeed`, which hands the
+newest table to the request handlers and lets them wait for a newer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gateway.errors import RoutingNotReadyError
+from schema import MemberRecord, NodeState, PartitionStatus, Role, View
+
+__all__ = [
+    "Disclaimers",
+    "NodeInfo",
+    "RoutingFeed",
+    "RoutingTable",
+    "build_routing_table",
+]
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node as the newest membership record describes it."""
+
+    node_id: str
+    url: str
+    state: NodeState
+    heartbeat_ms: int
+    alive: bool
+    partitions: tuple[PartitionStatus, ...]
+    graphql_url: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "graphql_url", self.url.rstrip("/") + "/graphql")
+
+    def active(self) -> list[int]:
+        return sorted(p.partition for p in self.partitions if p.role is Role.ACTIVE)
+
+    def standby(self) -> list[int]:
+        return sorted(p.partition for p in self.partitions if p.role is Role.STANDBY)
+
+
+class Disclaimers:
+    """Claims a node disowned with NOT_OWNER: ignored until the node publishes a newer record."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, int], int] = {}
+
+    def add(self, node: NodeInfo, partitions: Iterable[int]) -> None:
+        for partition in partitions:
+            self._seen[(node.node_id, partition)] = node.heartbeat_ms
+
+    def excludes(self, node: NodeInfo, partition: int) -> bool:
+        heartbeat = self._seen.get((node.node_id, partition))
+        return heartbeat is not None and node.heartbeat_ms <= heartbeat
+
+
+_NO_DISCLAIMERS = Disclaimers()
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    """A snapshot: known nodes, the live ACTIVE claimants of each partition, P per view.
+
+    `version` grows with every snapshot a `RoutingFeed` publishes.
+    """
+
+    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
+    claims: Mapping[int, tuple[NodeInfo, ...]] = field(default_factory=dict)
+    partition_counts: Mapping[str, int] = field(default_factory=dict)
+    built_ms: int = 0
+    version: int = 0
+
+    def partition_count(self, view: View) -> int:
+        """P of `view`, read from its changelog topic's metadata."""
+        count = self.partition_counts.get(view.name)
+        if count is None:
+            raise RoutingNotReadyError(view.name, view.changelog_topic)
+        return count
+
+    def owner(self, partition: int, disclaimers: Disclaimers = _NO_DISCLAIMERS) -> NodeInfo | None:
+        """The node to ask for `partition`: the best live ACTIVE claimant not disclaimed."""
+        for node in self.claims.get(partition, ()):
+            if not disclaimers.excludes(node, partition):
+                return node
+        return None
+
+    def route(
+        self, partitions: Iterable[int], disclaimers: Disclaimers = _NO_DISCLAIMERS
+    ) -> tuple[dict[str, tuple[NodeInfo, list[int]]], list[int]]:
+        """Group `partitions` by owning node; also return the ones without an owner."""
+        groups: dict[str, tuple[NodeInfo, list[int]]] = {}
+        unassigned: list[int] = []
+        for partition in sorted(set(partitions)):
+            node = self.owner(partition, disclaimers)
+            if node is None:
+                unassigned.append(partition)
+            else:
+                groups.setdefault(node.node_id, (node, []))[1].append(partition)
+        return groups, unassigned
+
+    def routable(self, partitions: int) -> list[int]:
+        return [p for p in range(partitions) if self.claims.get(p)]
+
+    def max_partition_count(self) -> int | None:
+        return max(self.partition_counts.values(), default=None)
+
+
+def _claim_order(node: NodeInfo) -> tuple[bool, int, str]:
+    # a RUNNING node before one still restoring; then the newest record, then a stable order
+    return (node.state is not NodeState.RUNNING, -node.heartbeat_ms, node.node_id)
+
+
+def build_routing_table(
+    members: Mapping[str, MemberRecord],
+    partition_counts: Mapping[str, int],
+    now_ms: int,
+) -> RoutingTable:
+    """The routing table for `members` at time `now_ms` (records older than 3 heartbeats are
+    dead and own nothing)."""
+    nodes = {
+        node_id: NodeInfo(
+            node_id=node_id,
+            url=record.url,
+            state=record.state,
+            heartbeat_ms=record.heartbeat_ms,
+            alive=record.is_alive(now_ms),
+            partitions=record.partitions,
+        )
+        for node_id, record in members.items()
+    }
+    claims: dict[int, list[NodeInfo]] = {}
+    for node in nodes.values():
+        if node.alive:
+            for partition in node.active():
+                claims.setdefault(partition, []).append(node)
+    return RoutingTable(
+        nodes=nodes,
+        claims={p: tuple(sorted(c, key=_claim_order)) for p, c in claims.items()},
+        partition_counts=dict(partition_counts),
+        built_ms=now_ms,
+    )
+
+
+class RoutingFeed:
+    """The current routing table, replaced as membership changes; lives on the event loop."""
+
+    def __init__(self, initial: RoutingTable | None = None) -> None:
+        self._table = dataclasses.replace(initial or RoutingTable(), version=1)
+        self._changed = asyncio.Event()
+        self._refresh_hooks: list[Callable[[], None]] = []
+
+    @property
+    def current(self) -> RoutingTable:
+        return self._table
+
+    def publish(self, table: RoutingTable) -> RoutingTable:
+        """Make `table` current under the next version and wake everyone waiting for it."""
+        self._table = dataclasses.replace(table, version=self._table.version + 1)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+        return self._table
+
+    def on_refresh(self, hook: Callable[[], None]) -> None:
+        """Call `hook` whenever a request asks for a fresher table (e.g. to re-read membership)."""
+        self._refresh_hooks.append(hook)
+
+    async def refresh(self, seen_version: int, timeout_s: float) -> RoutingTable:
+        """Ask for a fresher table and wait up to `timeout_s` for one newer than `seen_version`."""
+        for hook in self._refresh_hooks:
+            hook()
+        if self._table.version <= seen_version and timeout_s > 0:
+            changed = self._changed
+            try:
+                async with asyncio.timeout(timeout_s):
+                    while self._table.version <= seen_version:
+                        await changed.wait()
+                        changed = self._changed
+            except TimeoutError:
+                pass
+        return self._table

@@ -1,0 +1,60 @@
+"""Running the gateway: uvicorn with uvloop and httptools, one worker."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import signal
+import socket
+import sys
+from types import FrameType
+
+import uvicorn
+
+from gateway.app import GatewayApp
+from gateway.config import GatewayConfig
+
+__all__ = ["run_gateway"]
+
+
+class _Server(uvicorn.Server):
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # SIGTERM asks for the clean shutdown that follows: then exit 0 instead of having
+        # uvicorn re-raise the signal once it has shut down
+        if sig == signal.SIGTERM:
+            self._captured_signals = [s for s in self._captured_signals if s != signal.SIGTERM]
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit:  # start-up failed; uvicorn has said why
+            return
+        # what start-up allocated lives as long as the process: keep it out of GC passes
+        gc.collect()
+        gc.freeze()
+        url = f"http://{self.config.host}:{self.config.port}/graphql"
+        print(f"statefed gateway: ready on {url}", file=sys.stderr, flush=True)
+
+
+def run_gateway(config: GatewayConfig) -> None:
+    """Serve the gateway until SIGTERM or SIGINT, then stop the membership reader and clients."""
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    server = _Server(
+        uvicorn.Config(
+            GatewayApp(config),
+            host=config.host,
+            port=config.port,
+            loop="uvloop",
+            http="httptools",
+            lifespan="on",
+            log_level=config.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=5,
+        )
+    )
+    server.run()
+    if not server.started:
+        raise SystemExit(f"statefed gateway: could not start on {config.host}:{config.port}")

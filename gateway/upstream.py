@@ -1,0 +1,147 @@
+"""Calling nodes: pre-built GraphQL documents per view, posted with long-lived httpx clients.
+
+A reply is turned into data or into one of the routing errors; the planner decides what
+to retry. Several small clients, used in turn, serve better than one big pool
+(encode/httpx#3215).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from gateway.config import GatewayConfig
+from gateway.errors import (
+    NodeProtocolError,
+    NodeTimeoutError,
+    NodeUnavailableError,
+    NotOwnerError,
+)
+from gateway.routing import NodeInfo
+from schema import View
+
+__all__ = ["NodeReply", "Upstream", "ViewQueries", "make_clients"]
+
+_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+
+
+class ViewQueries:
+    """The node documents of one COUNT view, serialized once; a request only adds variables.
+
+    Aliases (`r`, `k`, `c`) keep reply parsing the same for every view.
+    """
+
+    def __init__(self, view: View) -> None:
+        fields = f"{{k:{view.key_field} c:count}}"
+        self.lookup = f"query($k:[String!]!){{r:{view.many_field}({view.keys_arg}:$k){fields}}}"
+        self.top = f"query($l:Int!,$p:[Int!]){{r:{view.top_field}(limit:$l,partitions:$p){fields}}}"
+        self._lookup_head = orjson.dumps({"query": self.lookup})[:-1] + b',"variables":{"k":'
+        self._top_head = orjson.dumps({"query": self.top})[:-1] + b',"variables":{"l":'
+
+    def lookup_body(self, keys: Sequence[str]) -> bytes:
+        return self._lookup_head + orjson.dumps(list(keys)) + b"}}"
+
+    def top_body(self, limit: int, partitions: Sequence[int]) -> bytes:
+        return self._top_head + b"%d" % limit + b',"p":' + orjson.dumps(list(partitions)) + b"}}"
+
+
+@dataclass(frozen=True)
+class NodeReply:
+    """The aliased field `r` of a node's answer, and the freshness entries it carried."""
+
+    data: Any
+    freshness: list[dict[str, Any]]
+
+
+def make_clients(config: GatewayConfig) -> list[httpx.AsyncClient]:
+    """The gateway's upstream clients; the caller closes them (the app's lifespan does)."""
+    size = config.upstream_connections
+    return [
+        httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+            timeout=httpx.Timeout(config.timeout_s),
+            trust_env=False,  # node URLs are direct addresses: never through an env proxy
+        )
+        for _ in range(config.upstream_clients)
+    ]
+
+
+class Upstream:
+    """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time)."""
+
+    def __init__(self, clients: Sequence[httpx.AsyncClient]) -> None:
+        if not clients:
+            raise ValueError("Upstream needs at least one httpx.AsyncClient")
+        self._clients = itertools.cycle(tuple(clients))
+
+    async def post(
+        self,
+        node: NodeInfo,
+        body: bytes,
+        *,
+        view: str,
+        partitions: Sequence[int],
+        keys: Sequence[str] = (),
+        deadline: float,
+    ) -> NodeReply:
+        where: dict[str, Any] = {"partitions": partitions, "node": node.node_id, "keys": keys}
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(remaining):
+                response = await next(self._clients).post(
+                    node.graphql_url, content=body, headers=_HEADERS
+                )
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            detail = f"no answer from {node.url} before the request's deadline"
+            raise NodeTimeoutError(view, detail, **where) from exc
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            detail = f"{node.url} unreachable: {type(exc).__name__}: {exc}"
+            raise NodeUnavailableError(view, detail, **where) from exc
+        return _decode(response, view, where)
+
+
+def _decode(response: httpx.Response, view: str, where: dict[str, Any]) -> NodeReply:
+    if response.status_code >= 500:
+        raise NodeUnavailableError(view, f"HTTP {response.status_code}", **where)
+    if response.status_code != 200:
+        raise NodeProtocolError(
+            view, f"HTTP {response.status_code}: {response.text[:200]!r}", **where
+        )
+    try:
+        doc = orjson.loads(response.content)
+    except orjson.JSONDecodeError as exc:
+        raise NodeProtocolError(view, f"answer is not JSON: {exc}", **where) from exc
+    if not isinstance(doc, dict):
+        raise NodeProtocolError(view, "answer is not a JSON object", **where)
+    if doc.get("errors"):
+        raise _node_error(doc["errors"], view, where)
+    data = doc.get("data")
+    if not isinstance(data, dict) or data.get("r") is None:
+        raise NodeProtocolError(view, "answer has no data and no errors", **where)
+    extensions = doc.get("extensions")
+    freshness = extensions.get("freshness") if isinstance(extensions, dict) else None
+    entries = [e for e in freshness if isinstance(e, dict)] if isinstance(freshness, list) else []
+    return NodeReply(data=data["r"], freshness=entries)
+
+
+def _node_error(errors: Any, view: str, where: dict[str, Any]) -> Exception:
+    first = errors[0] if isinstance(errors, list) and isinstance(errors[0], dict) else {}
+    message = str(first.get("message", errors))[:300]
+    extensions = first.get("extensions")
+    extensions = extensions if isinstance(extensions, dict) else {}
+    code = extensions.get("code")
+    if code == "NOT_OWNER":
+        disowned = extensions.get("partitions") or [extensions.get("partition")]
+        named = [p for p in disowned if isinstance(p, int)] or list(where["partitions"])
+        return NotOwnerError(
+            view, f"NOT_OWNER: {message}", partitions=named, node=where["node"], keys=where["keys"]
+        )
+    return NodeProtocolError(view, f"node error {code or 'without code'}: {message}", **where)

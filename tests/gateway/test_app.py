@@ -1,0 +1,269 @@
+"""The gateway over HTTP: error codes and statuses, GraphiQL from local assets, health, cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import gateway
+from gateway.app import GatewayApp
+from gateway.config import GatewayConfig
+from gateway.routing import RoutingFeed
+from gateway.schema import build_schema
+from tests.gateway.fakes import FakeNode, post_query, round_robin, running_gateway, split
+
+P = 4
+COUNTS = {"kafka": 5, "franz": 3, "spark": 5, "flink": 1}
+STATIC = Path(gateway.__file__).parent / "static"
+
+
+def nodes(count: int = 2) -> list[FakeNode]:
+    data = split(COUNTS, P)
+    return [FakeNode(f"n{i}", data, held, P) for i, held in enumerate(round_robin(P, count))]
+
+
+def with_gateway(check: Callable[[httpx.AsyncClient], Awaitable[Any]], node_count: int = 2) -> Any:
+    async def scenario() -> Any:
+        async with running_gateway(nodes(node_count), P) as http:
+            return await check(http)
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("node_count", [1, 3])
+def test_the_brief_examples(node_count: int) -> None:
+    async def check(http: httpx.AsyncClient) -> list[dict[str, Any]]:
+        return [
+            (await post_query(http, q))[1]
+            for q in (
+                '{ wordCount(word: "kafka") { word count } }',
+                '{ wordCount(word: "nope") { word count } }',
+                '{ wordCounts(words: ["kafka","franz","nope"]) { word count } }',
+                "{ topWords(limit: 3) { word count } }",
+            )
+        ]
+
+    point, unknown, many, top = with_gateway(check, node_count)
+    assert point["data"] == {"wordCount": {"word": "kafka", "count": 5}}
+    assert unknown["data"] == {"wordCount": None} and "errors" not in unknown
+    assert many["data"]["wordCounts"] == [
+        {"word": "kafka", "count": 5},
+        {"word": "franz", "count": 3},
+        None,
+    ]
+    assert top["data"]["topWords"] == [
+        {"word": "kafka", "count": 5},
+        {"word": "spark", "count": 5},
+        {"word": "franz", "count": 3},
+    ]
+    assert {f["partition"] for f in top["extensions"]["freshness"]} == set(range(P))
+
+
+BAD = [
+    ('{ wordCount(word: "") { count } }', "BAD_USER_INPUT"),
+    ('{ wordCounts(words: ["kafka", ""]) { count } }', "BAD_USER_INPUT"),
+    ("{ topWords(limit: 0) { word } }", "BAD_USER_INPUT"),
+    ("{ topWords(limit: 1001) { word } }", "BAD_USER_INPUT"),
+    ("{ topWords(limit: -3) { word } }", "BAD_USER_INPUT"),
+    ('{ topWords(limit: "ten") { word } }', "GRAPHQL_VALIDATION_FAILED"),
+    ("{ topWords(limit: 99999999999) { word } }", "GRAPHQL_VALIDATION_FAILED"),
+    ("{ topWords(limit: 3) { word ", "GRAPHQL_PARSE_FAILED"),
+    ("{ nope }", "GRAPHQL_VALIDATION_FAILED"),
+    ("{ wordCount { count } }", "GRAPHQL_VALIDATION_FAILED"),
+    ("mutation { x }", "GRAPHQL_VALIDATION_FAILED"),
+    ("}}}", "GRAPHQL_PARSE_FAILED"),
+]
+
+
+@pytest.mark.parametrize(("query", "code"), BAD)
+def test_bad_queries_are_graphql_errors_with_codes(query: str, code: str) -> None:
+    status, body = with_gateway(lambda http: post_query(http, query))
+    assert status == 200
+    assert [e["extensions"]["code"] for e in body["errors"]] == [code]
+    assert not any((body.get("data") or {}).values())
+
+
+def test_bad_variables_are_bad_user_input() -> None:
+    query = "query($n: Int!) { topWords(limit: $n) { word } }"
+    status, body = with_gateway(lambda http: post_query(http, query, {"n": "many"}))
+    assert status == 200
+    assert [e["extensions"]["code"] for e in body["errors"]] == ["BAD_USER_INPUT"]
+
+
+def test_limit_bound_comes_from_config() -> None:
+    async def scenario() -> dict[str, Any]:
+        config = GatewayConfig(max_top_limit=2)
+        async with running_gateway(nodes(), P, config) as http:
+            return (await post_query(http, "{ topWords(limit: 3) { word } }"))[1]
+
+    body = asyncio.run(scenario())
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "1..2" in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "code"),
+    [
+        (b"{not json", 400, "BAD_REQUEST"),
+        (b"[]", 400, "BAD_REQUEST"),
+        (b'"query"', 400, "BAD_REQUEST"),
+        (b"{}", 400, "BAD_REQUEST"),
+        (b'{"query": ""}', 400, "BAD_REQUEST"),
+        (b'{"query": "{ cluster { unassigned } }", "variables": [1]}', 400, "BAD_REQUEST"),
+        (b"x" * (1 << 20) + b"x", 413, "PAYLOAD_TOO_LARGE"),
+    ],
+)
+def test_broken_requests_are_4xx_never_500(content: bytes, status: int, code: str) -> None:
+    async def check(http: httpx.AsyncClient) -> httpx.Response:
+        return await http.post(
+            "/graphql", content=content, headers={"content-type": "application/json"}
+        )
+
+    response = with_gateway(check)
+    assert response.status_code == status
+    assert response.json()["errors"][0]["extensions"]["code"] == code
+
+
+def test_routes_and_methods() -> None:
+    async def check(http: httpx.AsyncClient) -> list[int]:
+        return [
+            (await http.get("/nope")).status_code,
+            (await http.put("/graphql", content=b"{}")).status_code,
+            (await http.get("/")).status_code,
+            (await http.get("/static/../app.py")).status_code,
+            (await http.get("/static/nothing.js")).status_code,
+        ]
+
+    assert with_gateway(check) == [404, 405, 307, 404, 404]
+
+
+def test_graphql_over_get() -> None:
+    async def check(http: httpx.AsyncClient) -> dict[str, Any]:
+        params = {
+            "query": "query($w: String!) { wordCount(word: $w) { count } }",
+            "variables": '{"w": "franz"}',
+        }
+        return (await http.get("/graphql", params=params)).json()
+
+    assert with_gateway(check)["data"] == {"wordCount": {"count": 3}}
+
+
+def test_graphiql_page_uses_only_local_assets_and_they_are_served() -> None:
+    async def check(http: httpx.AsyncClient) -> tuple[httpx.Response, dict[str, httpx.Response]]:
+        page = await http.get("/graphql", headers={"accept": "text/html"})
+        urls = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        return page, {url: await http.get(url) for url in urls}
+
+    page, assets = with_gateway(check)
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert "://" not in page.text  # no CDN, no absolute URL of any kind
+    assert set(assets) == {
+        "/static/graphiql.min.css",
+        "/static/react.production.min.js",
+        "/static/react-dom.production.min.js",
+        "/static/graphiql.min.js",
+    }
+    for url, response in assets.items():
+        assert response.status_code == 200, url
+        assert response.content == (STATIC / url.removeprefix("/static/")).read_bytes()
+        kind = "text/css" if url.endswith(".css") else "text/javascript"
+        assert response.headers["content-type"].startswith(kind)
+    for name in ("graphiql", "react", "react-dom"):
+        assert "MIT License" in (STATIC / f"{name}.LICENSE").read_text()
+
+
+def test_health_and_cluster() -> None:
+    async def check(http: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, Any]]:
+        health = (await http.get("/health")).json()
+        query = """{ cluster { routingVersion partitionCount unassigned
+                    nodes { id url state alive heartbeatAgeMs active standby }
+                    partitions { partition node role appliedOffset endOffset lag } } }"""
+        return health, (await post_query(http, query))[1]
+
+    health, cluster = with_gateway(check)
+    assert health["partitions"] == P
+    assert health["routable"] == list(range(P))
+    assert health["ready"] is True
+    assert [n["id"] for n in health["nodes"]] == ["n0", "n1"]
+    data = cluster["data"]["cluster"]
+    assert data["partitionCount"] == P and data["unassigned"] == []
+    assert [(n["id"], n["alive"], n["state"], n["active"]) for n in data["nodes"]] == [
+        ("n0", True, "RUNNING", [0, 2]),
+        ("n1", True, "RUNNING", [1, 3]),
+    ]
+    assert 0 <= data["nodes"][0]["heartbeatAgeMs"] < 60_000
+    assert [(p["partition"], p["node"], p["role"]) for p in data["partitions"]] == [
+        (0, "n0", "ACTIVE"),
+        (1, "n1", "ACTIVE"),
+        (2, "n0", "ACTIVE"),
+        (3, "n1", "ACTIVE"),
+    ]
+
+
+def test_routing_not_ready_is_a_graphql_error() -> None:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with running_gateway([], P, feed=RoutingFeed()) as http:
+            body = (await post_query(http, '{ wordCount(word: "kafka") { count } }'))[1]
+            return body, (await http.get("/health")).json()
+
+    body, health = asyncio.run(scenario())
+    assert body["errors"][0]["extensions"]["code"] == "ROUTING_NOT_READY"
+    assert health == {
+        "ready": False,
+        "partitions": None,
+        "routable": [],
+        "routing_version": 1,
+        "nodes": [],
+    }
+
+
+def test_lifespan_protocol_starts_and_stops() -> None:
+    """Drive the ASGI lifespan as a server would; requests before start-up get 503."""
+
+    async def scenario() -> list[Any]:
+        app = GatewayApp(GatewayConfig(), feed=RoutingFeed(), clients=[httpx.AsyncClient()])
+        transport = httpx.ASGITransport(app=app)
+        seen: list[Any] = []
+        async with httpx.AsyncClient(transport=transport, base_url="http://g.test") as http:
+            seen.append((await http.get("/health")).status_code)
+            inbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
+            outbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
+            task = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))
+            await inbox.put({"type": "lifespan.startup"})
+            seen.append((await outbox.get())["type"])
+            seen.append((await http.get("/health")).status_code)
+            await inbox.put({"type": "lifespan.shutdown"})
+            seen.append((await outbox.get())["type"])
+            await task
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        503,
+        "lifespan.startup.complete",
+        200,
+        "lifespan.shutdown.complete",
+    ]
+
+
+def test_committed_sdl_matches_the_generated_schema() -> None:
+    committed = (Path(__file__).parents[2] / "schema" / "gateway.graphql").read_text()
+    assert build_schema().as_str() + "\n" == committed
+
+
+def test_exported_members() -> None:
+    assert gateway.__all__ == sorted(gateway.__all__)
+    for name in gateway.__all__:
+        assert getattr(gateway, name) is not None
+    public = {n for n in dir(gateway) if not n.startswith("_")}
+    modules = {
+        "app", "config", "errors", "graphiql", "membership", "planner", "request",
+        "responses", "routing", "schema", "server", "upstream",
+    }  # fmt: skip
+    assert public - modules == set(gateway.__all__)

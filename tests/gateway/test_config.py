@@ -1,0 +1,65 @@
+"""GatewayConfig.from_env: defaults, parsing, and errors that name the variable."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gateway.config import GatewayConfig
+
+
+def test_defaults() -> None:
+    config = GatewayConfig.from_env({})
+    assert config == GatewayConfig()
+    assert (config.bootstrap, config.host, config.port) == ("127.0.0.1:9092", "127.0.0.1", 8100)
+    assert config.max_top_limit == 1000
+    assert config.timeout_s == 5.0
+
+
+def test_every_variable_is_read() -> None:
+    environ = {
+        "STATEFED_BOOTSTRAP": "kafka:9092",
+        "STATEFED_GATEWAY_HOST": "0.0.0.0",
+        "STATEFED_GATEWAY_PORT": "9000",
+        "STATEFED_GATEWAY_TIMEOUT_MS": "750",
+        "STATEFED_GATEWAY_RETRIES": "0",
+        "STATEFED_GATEWAY_BACKOFF_MS": "20",
+        "STATEFED_MAX_TOP_LIMIT": "50",
+        "STATEFED_MAX_LOOKUP_KEYS": "10",
+        "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS": "30000",
+        "STATEFED_GATEWAY_UPSTREAM_CLIENTS": "2",
+        "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS": "8",
+        "STATEFED_GATEWAY_LOG_LEVEL": "WARNING",
+    }
+    config = GatewayConfig.from_env(environ)
+    assert set(GatewayConfig.ENV.values()) == set(environ)
+    assert {f.name for f in dataclasses.fields(GatewayConfig)} == set(GatewayConfig.ENV)
+    assert config.bootstrap == "kafka:9092" and config.port == 9000
+    assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
+    assert config.url == "http://0.0.0.0:9000"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("STATEFED_GATEWAY_PORT", "eighty"),
+        ("STATEFED_GATEWAY_PORT", "0"),
+        ("STATEFED_GATEWAY_PORT", "70000"),
+        ("STATEFED_GATEWAY_TIMEOUT_MS", "0"),
+        ("STATEFED_GATEWAY_RETRIES", "-1"),
+        ("STATEFED_MAX_TOP_LIMIT", "10001"),
+        ("STATEFED_GATEWAY_UPSTREAM_CLIENTS", "0"),
+        ("STATEFED_GATEWAY_HOST", " "),
+        ("STATEFED_BOOTSTRAP", ""),
+        ("STATEFED_GATEWAY_LOG_LEVEL", "loud"),
+    ],
+)
+def test_invalid_values_name_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(ValueError, match=variable):
+        GatewayConfig.from_env({variable: value})
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        GatewayConfig().port = 1  # type: ignore[misc]

@@ -1,0 +1,129 @@
+"""The membership reader against the real embedded broker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, Producer
+
+from gateway.membership import MembershipReader, find_start_offset
+from gateway.routing import RoutingFeed, RoutingTable
+from node.broker import EmbeddedBroker
+from node.topics import ensure_topics
+from schema import MEMBERS_TOPIC, View, ViewKind, encode_member
+from tests.gateway.fakes import member, now_ms
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def test_find_start_offset_finds_the_first_record_at_or_after_a_time(
+    broker: EmbeddedBroker,
+) -> None:
+    topic = unique("gw_members_probe")
+    ensure_topics(broker.bootstrap, {topic: 1})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    base = now_ms() - 100_000
+    for i in range(30):  # one batch each, so the broker's end offset is right
+        producer.produce(topic, key=b"k", value=b"%d" % i, timestamp=base + i * 1000)
+        producer.flush(10)
+    producer.close()
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": unique("gw"), "fetch.wait.max.ms": 10}
+    )
+    try:
+        found = {
+            target: find_start_offset(consumer, topic, base + target)
+            for target in (-5000, 0, 1, 10_500, 11_000, 29_000, 29_001, 500_000)
+        }
+    finally:
+        consumer.close()
+    assert found == {
+        -5000: 0,
+        0: 0,
+        1: 1,
+        10_500: 11,
+        11_000: 11,
+        29_000: 29,
+        29_001: 30,
+        500_000: 30,
+    }
+
+
+def test_find_start_offset_of_an_empty_topic_is_zero(broker: EmbeddedBroker) -> None:
+    topic = unique("gw_members_empty")
+    ensure_topics(broker.bootstrap, {topic: 1})
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": unique("gw"), "fetch.wait.max.ms": 10}
+    )
+    try:
+        assert find_start_offset(consumer, topic, now_ms()) == 0
+    finally:
+        consumer.close()
+
+
+def claimants(table: RoutingTable, partition: int) -> list[str]:
+    return [node.node_id for node in table.claims.get(partition, ())]
+
+
+async def wait_for(
+    feed: RoutingFeed, condition: Callable[[RoutingTable], bool], timeout_s: float = 20
+) -> RoutingTable:
+    """Poll the feed's tables until `condition` holds, failing after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition(feed.current):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"routing table never satisfied the condition: {feed.current}")
+        await feed.refresh(feed.current.version, timeout_s=0.2)
+    return feed.current
+
+
+def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(
+    broker: EmbeddedBroker,
+) -> None:
+    name = unique("gwt")
+    view = View(name, f"{name}_in", ViewKind.COUNT, "word", "Word", "w", "ws", "tw")
+    ensure_topics(broker.bootstrap, {MEMBERS_TOPIC: 1, view.changelog_topic: 5})
+    a, b, dead = unique("node_a"), unique("node_b"), unique("node_dead")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+
+    def publish(node_id: str, value: bytes | None) -> None:
+        producer.produce(MEMBERS_TOPIC, key=node_id.encode(), value=value)
+        producer.flush(10)
+
+    # published before the reader starts: it must still be found (read from a few beats back)
+    publish(a, encode_member(member(a, "http://127.0.0.1:1", [0, 1, 2], now_ms(), 60_000)))
+    publish(dead, encode_member(member(dead, "http://127.0.0.1:3", [4], now_ms() - 5000)))
+
+    async def scenario() -> None:
+        feed = RoutingFeed()
+        reader = MembershipReader(broker.bootstrap, feed, lookback_ms=10_000, catalogue=[view])
+        reader.start(asyncio.get_running_loop())
+        try:
+            table = await wait_for(feed, lambda t: a in t.nodes and bool(t.partition_counts))
+            assert table.partition_count(view) == 5  # from topic metadata
+            # other tests share the members topic: look at our nodes' claims only
+            assert all(a in claimants(table, p) for p in (0, 1, 2))
+            assert dead not in table.nodes or not table.nodes[dead].alive
+            assert dead not in claimants(table, 4)
+
+            publish(b, encode_member(member(b, "http://127.0.0.1:2", [3], now_ms(), 60_000)))
+            table = await wait_for(feed, lambda t: b in t.nodes)
+            assert b in claimants(table, 3)
+            assert table.nodes[b].url == "http://127.0.0.1:2"
+
+            publish(a, None)
+            table = await wait_for(feed, lambda t: a not in t.nodes)
+            assert not any(a in claimants(table, p) for p in (0, 1, 2))
+            assert b in table.nodes
+            assert table.version > 1
+        finally:
+            await asyncio.to_thread(reader.stop)
+
+    asyncio.run(scenario())
+    publish(b, None)
+    producer.close()

@@ -1,0 +1,316 @@
+"""The planner against fake nodes: grouping per node, top-N merge, retries, partial results."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.config import GatewayConfig
+from gateway.planner import Planner, Row
+from gateway.routing import RoutingFeed
+from gateway.upstream import Upstream
+from node.broker import free_port
+from schema import partition_for
+from tests.gateway.fakes import (
+    WORDS,
+    FakeNode,
+    client_for,
+    feed_for,
+    post_query,
+    round_robin,
+    running_gateway,
+    split,
+    table_for,
+    top_truth,
+)
+
+P = 6
+COUNTS = {f"w{i:02d}": (i * 7) % 11 for i in range(60)}  # many ties
+
+
+def three_nodes(counts: Mapping[str, int] = COUNTS, partitions: int = P) -> list[FakeNode]:
+    data = split(counts, partitions)
+    return [
+        FakeNode(f"n{i}", data, held, partitions)
+        for i, held in enumerate(round_robin(partitions, 3))
+    ]
+
+
+def unavailable(body: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    errors = [
+        e for e in body.get("errors", []) if e["extensions"]["code"] == "PARTITION_UNAVAILABLE"
+    ]
+    return {e["extensions"]["partition"]: e for e in errors}
+
+
+def test_multi_key_lookup_is_one_request_per_node_in_input_order() -> None:
+    nodes = three_nodes()
+    words = [
+        "w05",
+        "nope",
+        "w17",
+        "w05",
+        "w42",
+        "w00",
+        "zzz",
+        *[f"w{i:02d}" for i in range(30, 50)],
+    ]
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P) as http:
+            status, body = await post_query(
+                http, "query($w: [String!]!) { wordCounts(words: $w) { word count } }", {"w": words}
+            )
+            assert status == 200
+            return body
+
+    body = asyncio.run(scenario())
+    expected = [{"word": w, "count": COUNTS[w]} if w in COUNTS else None for w in words]
+    assert body["data"]["wordCounts"] == expected
+    assert "errors" not in body
+    assert [n.requests for n in nodes] == [1, 1, 1]
+    assert sorted(k for n in nodes for k in n.keys_asked) == sorted(set(words))
+
+
+def test_lookups_of_one_request_share_the_node_requests() -> None:
+    nodes = three_nodes()
+    query = """{ a: wordCount(word: "w01") { count } b: wordCount(word: "w02") { count }
+                 c: wordCounts(words: ["w03", "w04", "w05", "nope"]) { word } }"""
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P) as http:
+            return (await post_query(http, query))[1]
+
+    body = asyncio.run(scenario())
+    assert body["data"]["a"] == {"count": COUNTS["w01"]}
+    assert body["data"]["c"] == [{"word": "w03"}, {"word": "w04"}, {"word": "w05"}, None]
+    assert all(n.requests <= 1 for n in nodes)
+    assert sum(n.requests for n in nodes) == len({n.node_id for n in nodes if n.keys_asked})
+
+
+def test_top_n_asks_every_partition_exactly_once_and_merges() -> None:
+    nodes = three_nodes()
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P) as http:
+            return (await post_query(http, "{ topWords(limit: 7) { word count } }"))[1]
+
+    body = asyncio.run(scenario())
+    assert body["data"]["topWords"] == top_truth(COUNTS, 7)
+    assert sorted(p for n in nodes for p in n.partitions_read) == list(range(P))
+    assert [n.requests for n in nodes] == [1, 1, 1]
+    fresh = body["extensions"]["freshness"]
+    assert [(f["partition"], f["node"]) for f in fresh] == [(p, f"n{p % 3}") for p in range(P)]
+
+
+def test_top_default_limit_is_ten() -> None:
+    nodes = three_nodes()
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P) as http:
+            return (await post_query(http, "{ topWords { word count } }"))[1]
+
+    assert asyncio.run(scenario())["data"]["topWords"] == top_truth(COUNTS, 10)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    counts=st.dictionaries(
+        st.text(alphabet="abcdxyzé", min_size=1, max_size=4), st.integers(0, 9), max_size=60
+    ),
+    partitions=st.integers(1, 8),
+    node_count=st.sampled_from([1, 3]),
+    limit=st.integers(1, 40),
+)
+def test_top_n_equals_sorted_truth(
+    counts: dict[str, int], partitions: int, node_count: int, limit: int
+) -> None:
+    data = split(counts, partitions)
+    nodes = [
+        FakeNode(f"n{i}", data, held, partitions)
+        for i, held in enumerate(round_robin(partitions, node_count))
+    ]
+
+    async def scenario() -> list[Row]:
+        async with client_for(nodes) as client:
+            planner = Planner(feed_for(nodes, partitions), Upstream([client]), GatewayConfig())
+            result = await planner.top(WORDS, limit, planner.deadline())
+            assert result.failures == {}
+            return result.rows
+
+    rows = asyncio.run(scenario())
+    assert [{"word": r.key, "count": r.count} for r in rows] == top_truth(counts, limit)
+    assert sorted(p for n in nodes for p in n.partitions_read) == list(range(partitions))
+
+
+def test_a_node_that_times_out_gives_a_partial_result() -> None:
+    nodes = three_nodes()
+    timeouts = 0
+
+    def hang(request: httpx.Request) -> httpx.Response:
+        nonlocal timeouts
+        timeouts += 1
+        raise httpx.ReadTimeout("node did not answer", request=request)
+
+    dead = nodes[2]
+    config = GatewayConfig(timeout_ms=2000, retries=2, backoff_ms=10)
+
+    async def scenario() -> dict[str, Any]:
+        extra = {dead.url(): httpx.MockTransport(hang)}
+        async with running_gateway(nodes[:2], P, config, feed_for(nodes, P), extra) as http:
+            return (await post_query(http, "{ topWords(limit: 100) { word count } }"))[1]
+
+    body = asyncio.run(scenario())
+    missing = unavailable(body)
+    assert sorted(missing) == sorted(dead.held) == [2, 5]
+    for partition, error in missing.items():
+        assert error["extensions"]["node"] == "n2"
+        assert error["extensions"]["reason"] == "TIMEOUT"
+        assert error["path"] == ["topWords"]
+        assert f"partition {partition}" in error["message"] and "n2" in error["message"]
+    readable = {
+        k: c for p, kc in split(COUNTS, P).items() if p not in dead.held for k, c in kc.items()
+    }
+    assert body["data"]["topWords"] == top_truth(readable, 100)
+    assert timeouts == 3  # first try and two retries
+
+
+def test_a_hanging_node_is_cut_at_the_deadline() -> None:
+    nodes = three_nodes()
+    nodes[1].delay_s = 30
+    config = GatewayConfig(timeout_ms=300)
+
+    async def scenario() -> tuple[dict[str, Any], float]:
+        async with running_gateway(nodes, P, config) as http:
+            started = time.monotonic()
+            body = (
+                await post_query(
+                    http, '{ wordCounts(words: ["w00","w01","w02","w03"]) { word count } }'
+                )
+            )[1]
+            return body, time.monotonic() - started
+
+    body, elapsed = asyncio.run(scenario())
+    assert elapsed < 2.0
+    hung = unavailable(body)
+    slow_parts = sorted({partition_for(w, P) for w in ["w00", "w01", "w02", "w03"]} & nodes[1].held)
+    assert sorted(hung) == slow_parts
+    for word, row in zip(["w00", "w01", "w02", "w03"], body["data"]["wordCounts"], strict=True):
+        if partition_for(word, P) in nodes[1].held:
+            assert row is None
+            assert any(repr(word) in e["message"] for e in hung.values())
+        else:
+            assert row == {"word": word, "count": COUNTS[word]}
+
+
+def test_not_owner_refreshes_routing_and_retries() -> None:
+    nodes = three_nodes()
+    a, b, c = nodes
+    # stale table: a still claims partition 1, which b holds now
+    stale = table_for(
+        {
+            "n0": (a.url(), [*a.held, 1]),
+            "n1": (b.url(), sorted(b.held - {1})),
+            "n2": (c.url(), c.held),
+        },
+        P,
+    )
+    fresh = table_for({n.node_id: (n.url(), n.held) for n in nodes}, P)
+    feed = feed_for(nodes, P)
+    feed.publish(stale)
+
+    def refresh() -> None:  # membership catches up when asked to
+        if feed.current.claims != fresh.claims:
+            feed.publish(fresh)
+
+    feed.on_refresh(refresh)
+    config = GatewayConfig(backoff_ms=1000)  # the refresh, not the backoff, unblocks the retry
+
+    async def scenario() -> tuple[dict[str, Any], float]:
+        async with running_gateway(nodes, P, config, feed) as http:
+            started = time.monotonic()
+            body = (await post_query(http, "{ topWords(limit: 60) { word count } }"))[1]
+            return body, time.monotonic() - started
+
+    body, elapsed = asyncio.run(scenario())
+    assert "errors" not in body
+    assert body["data"]["topWords"] == top_truth(COUNTS, 60)
+    assert elapsed < 1.0
+    assert sorted(p for n in nodes for p in n.partitions_read) == list(range(P))
+
+
+def test_not_owner_falls_back_to_another_claimant_without_a_new_table() -> None:
+    nodes = three_nodes()
+    a, b, _ = nodes
+    claims = {n.node_id: (n.url(), sorted(n.held)) for n in nodes}
+    claims["n0"] = (a.url(), [*sorted(a.held), *sorted(b.held)])  # a's claim is newer...
+    feed = feed_for(nodes, P)
+    feed.publish(table_for(claims, P))
+    words = ["w01", "w02", "w03", "w04", "w05", "w06", "w07"]
+
+    async def scenario() -> dict[str, Any]:
+        config = GatewayConfig(backoff_ms=5)
+        async with running_gateway(nodes, P, config, feed) as http:
+            return (
+                await post_query(
+                    http,
+                    "query($w:[String!]!){ wordCounts(words: $w) { word count } }",
+                    {"w": words},
+                )
+            )[1]
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body
+    assert body["data"]["wordCounts"] == [{"word": w, "count": COUNTS[w]} for w in words]
+
+
+def test_refused_connections_are_retried_then_reported() -> None:
+    nodes = three_nodes()
+    refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    claims = {n.node_id: (n.url(), n.held) for n in nodes}
+    claims["n1"] = (refused, nodes[1].held)
+    config = GatewayConfig(retries=2, backoff_ms=5)
+
+    async def scenario() -> dict[str, Any]:
+        # the refused node is reached over real loopback TCP
+        extra = {refused: httpx.AsyncHTTPTransport()}
+        async with running_gateway(
+            nodes, P, config, RoutingFeed(table_for(claims, P)), extra
+        ) as http:
+            return (await post_query(http, "{ topWords(limit: 100) { word count } }"))[1]
+
+    body = asyncio.run(scenario())
+    missing = unavailable(body)
+    assert sorted(missing) == sorted(nodes[1].held)
+    for error in missing.values():
+        assert error["extensions"]["reason"] == "NODE_UNAVAILABLE"
+        assert error["extensions"]["node"] == "n1"
+        assert "ConnectError" in error["message"]
+    assert nodes[1].requests == 0
+
+
+def test_unassigned_partitions_are_reported_with_null_node() -> None:
+    nodes = three_nodes()
+    feed = feed_for(nodes[:2], P)  # nobody claims n2's partitions
+    config = GatewayConfig(retries=1, backoff_ms=5)
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P, config, feed) as http:
+            return (
+                await post_query(
+                    http, '{ wordCount(word: "w05") { count } topWords(limit: 3) { word } }'
+                )
+            )[1]
+
+    body = asyncio.run(scenario())
+    missing = [e for e in body["errors"] if e["path"] == ["topWords"]]
+    assert sorted(e["extensions"]["partition"] for e in missing) == sorted(nodes[2].held)
+    assert all(e["extensions"]["node"] is None for e in missing)
+    assert all(e["extensions"]["reason"] == "UNASSIGNED" for e in missing)
+    assert nodes[2].requests == 0

@@ -1,0 +1,119 @@
+"""The gateway process (`python -m gateway` = run_gateway) over real loopback HTTP and the real
+broker: membership records published here point at fake nodes served by uvicorn."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from confluent_kafka import Producer
+
+from node.broker import EmbeddedBroker, free_port
+from node.topics import ensure_topics, partition_count, statefed_topics
+from schema import MEMBERS_TOPIC, encode_member
+from tests.gateway.fakes import (
+    WORDS,
+    FakeNode,
+    ServerThread,
+    member,
+    now_ms,
+    round_robin,
+    split,
+    top_truth,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+COUNTS = {f"word{i}": i % 13 + 1 for i in range(200)}
+
+
+def poll_health(
+    url: str, process: subprocess.Popen[bytes], want: set[str], p: int
+) -> dict[str, Any]:
+    """GET /health until the gateway routes every partition to the nodes in `want`."""
+    deadline = time.monotonic() + 60
+    health: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the gateway process exited"
+        try:
+            health = httpx.get(f"{url}/health", timeout=2, trust_env=False).json()
+        except httpx.TransportError:
+            health = {}
+        alive = {n["id"] for n in health.get("nodes", []) if n["alive"]}
+        if health.get("routable") == list(range(p)) and want <= alive:
+            return health
+        time.sleep(0.05)
+    raise AssertionError(f"gateway never routed all {p} partitions: {health}")
+
+
+def test_gateway_process_serves_queries_from_nodes_found_in_membership(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    ensure_topics(broker.bootstrap, statefed_topics(4))
+    p = partition_count(broker.bootstrap, WORDS.changelog_topic)  # whatever an earlier test made
+    data = split(COUNTS, p)
+    ids = [f"gw-e2e-{uuid.uuid4().hex[:6]}-{i}" for i in range(2)]
+    nodes = [FakeNode(ids[i], data, held, p) for i, held in enumerate(round_robin(p, 2))]
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "gateway.log"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "STATEFED_BOOTSTRAP": broker.bootstrap,
+        "STATEFED_GATEWAY_PORT": str(port),
+        "STATEFED_GATEWAY_LOG_LEVEL": "warning",
+    }
+    with ServerThread(nodes[0]) as first, ServerThread(nodes[1]) as second:
+        for node, server in zip(nodes, (first, second), strict=True):
+            record = member(node.node_id, server.url, node.held, now_ms(), interval_ms=60_000)
+            producer.produce(MEMBERS_TOPIC, key=node.node_id.encode(), value=encode_member(record))
+        producer.flush(10)
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "gateway"], cwd=REPO, env=env, stdout=out, stderr=out
+            )
+        try:
+            health = poll_health(url, process, set(ids), p)
+            assert health["partitions"] == p
+            with httpx.Client(base_url=url, trust_env=False, timeout=10) as http:
+                top = http.post(
+                    "/graphql", json={"query": "{ topWords(limit: 12) { word count } }"}
+                )
+                words = ["word7", "nope", "word150", "word3"]
+                many = http.post(
+                    "/graphql",
+                    json={
+                        "query": "query($w: [String!]!) { wordCounts(words: $w) { word count } }",
+                        "variables": {"w": words},
+                    },
+                )
+                page = http.get("/graphql")
+                asset = http.get("/static/graphiql.min.js")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(20)
+        for node in nodes:
+            producer.produce(MEMBERS_TOPIC, key=node.node_id.encode(), value=None)
+        producer.flush(10)
+        producer.close()
+    output = log.read_text()
+    assert code == 0, output
+    assert f"statefed gateway: ready on {url}/graphql" in output
+    assert top.status_code == 200
+    assert top.json()["data"]["topWords"] == top_truth(COUNTS, 12)
+    fresh = top.json()["extensions"]["freshness"]
+    assert sorted(f["partition"] for f in fresh) == list(range(p))
+    assert many.json()["data"]["wordCounts"] == [
+        {"word": w, "count": COUNTS[w]} if w in COUNTS else None for w in words
+    ]
+    assert page.status_code == 200 and "graphiql.min.js" in page.text
+    assert asset.status_code == 200 and len(asset.content) > 100_000
+    assert sum(n.requests for n in nodes) <= 4  # one top-N and one lookup per node at most
