@@ -10,14 +10,14 @@ from collections.abc import Iterable
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from schema import CATALOGUE, DEADLETTER_TOPIC, MEMBERS_TOPIC, View
+from schema import CATALOGUE, DEADLETTER_TOPIC, MEMBERS_TOPIC, PIPELINE_TOPIC, View
 
 __all__ = ["ensure_topics", "partition_count", "statefed_topics"]
 
 
 def statefed_topics(partitions: int, catalogue: Iterable[View] = CATALOGUE) -> dict[str, int]:
     """Every topic statefed needs, with its partition count."""
-    topics: dict[str, int] = {MEMBERS_TOPIC: 1, DEADLETTER_TOPIC: 1}
+    topics: dict[str, int] = {MEMBERS_TOPIC: 1, DEADLETTER_TOPIC: 1, PIPELINE_TOPIC: 1}
     for view in catalogue:
         topics[view.topic] = partitions
         topics[view.changelog_topic] = partitions

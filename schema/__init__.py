@@ -1,6 +1,19 @@
 """The statefed contract: view catalogue, partitioner, key codec and record formats."""
 
-from schema.changelog import DEADLETTER_TOPIC, CountRow, decode_count, encode_count
+from schema.changelog import (
+    DEADLETTER_TOPIC,
+    CountRow,
+    EventRow,
+    WindowRow,
+    decode_count,
+    decode_event,
+    decode_window,
+    encode_count,
+    encode_event,
+    encode_window,
+    event_record_key,
+    window_record_key,
+)
 from schema.keycodec import MAX_UINT, KeyPart, pack, prefix, unpack
 from schema.membership import (
     DEAD_AFTER_HEARTBEATS,
@@ -13,30 +26,58 @@ from schema.membership import (
     encode_member,
 )
 from schema.partitioner import murmur2, partition_for
-from schema.views import CATALOGUE, View, ViewKind, view_by_name
+from schema.status import PIPELINE_TOPIC, ViewStatus, decode_status, encode_status
+from schema.views import (
+    CATALOGUE,
+    DEMO_DOMAIN,
+    WORD_COUNTS,
+    FieldType,
+    ValueField,
+    View,
+    ViewKind,
+    WindowSpec,
+    view_by_name,
+)
 
 __all__ = [
     "CATALOGUE",
     "DEADLETTER_TOPIC",
     "DEAD_AFTER_HEARTBEATS",
+    "DEMO_DOMAIN",
     "MAX_UINT",
     "MEMBERS_TOPIC",
+    "PIPELINE_TOPIC",
+    "WORD_COUNTS",
     "CountRow",
+    "EventRow",
+    "FieldType",
     "KeyPart",
     "MemberRecord",
     "NodeState",
     "PartitionStatus",
     "Role",
+    "ValueField",
     "View",
     "ViewKind",
+    "ViewStatus",
+    "WindowRow",
+    "WindowSpec",
     "decode_count",
+    "decode_event",
     "decode_member",
+    "decode_status",
+    "decode_window",
     "encode_count",
+    "encode_event",
     "encode_member",
+    "encode_status",
+    "encode_window",
+    "event_record_key",
     "murmur2",
     "pack",
     "partition_for",
     "prefix",
     "unpack",
     "view_by_name",
+    "window_record_key",
 ]

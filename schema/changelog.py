@@ -1,19 +1,42 @@
-"""The changelog record: what the pipeline writes and the nodes materialize.
+"""The changelog records: what the pipeline writes and the nodes materialize.
 
-Topic `statefed.<view>.changelog`, same partition count as the view's input topic, key =
-UTF-8 entity key, explicit partition = `partition_for(key, P)`, value = JSON of the FULL
-current aggregate (never a delta), so replaying a record is harmless.
+Topic `statefed.<view>.changelog`, same partition count as the view's input topic,
+explicit partition = `partition_for(entity key, P)`, value = JSON. A record is always an
+idempotent upsert, so replaying a micro-batch is harmless:
+- count: the FULL current count of a key (never a delta); record key = entity key.
+- windowed_count: the full count of one (key, window); record key = pack(key, start).
+- latest: the newest event of a key by event time; record key = entity key.
+- history: one event, identified by (key, event time, source partition, source offset);
+  record key = pack(key, event time, source partition, source offset).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
-__all__ = ["DEADLETTER_TOPIC", "CountRow", "decode_count", "encode_count"]
+from schema.keycodec import pack
+
+__all__ = [
+    "DEADLETTER_TOPIC",
+    "CountRow",
+    "EventRow",
+    "WindowRow",
+    "decode_count",
+    "decode_event",
+    "decode_window",
+    "encode_count",
+    "encode_event",
+    "encode_window",
+    "event_record_key",
+    "window_record_key",
+]
 
 DEADLETTER_TOPIC = "statefed.deadletter"
+
+_DECODE_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError)
 
 
 @dataclass(frozen=True)
@@ -25,6 +48,30 @@ class CountRow:
     last_event_ms: int
 
 
+@dataclass(frozen=True)
+class WindowRow:
+    """Events of one key in the tumbling window [start_ms, end_ms)."""
+
+    key: str
+    start_ms: int
+    end_ms: int
+    count: int
+    last_event_ms: int
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One input event of a key (latest and history views): its event time, where it was
+    read from (the tie-break among equal event times: later offset wins) and its decoded
+    value fields."""
+
+    key: str
+    event_ms: int
+    source_partition: int
+    source_offset: int
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
 def encode_count(row: CountRow) -> bytes:
     return orjson.dumps({"key": row.key, "count": row.count, "last_event_ms": row.last_event_ms})
 
@@ -32,8 +79,69 @@ def encode_count(row: CountRow) -> bytes:
 def decode_count(value: bytes) -> CountRow:
     try:
         doc = orjson.loads(value)
-        return CountRow(
-            key=doc["key"], count=int(doc["count"]), last_event_ms=int(doc["last_event_ms"])
-        )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        return CountRow(doc["key"], int(doc["count"]), int(doc["last_event_ms"]))
+    except _DECODE_ERRORS as exc:
         raise ValueError(f"undecodable count changelog value {value[:200]!r}") from exc
+
+
+def window_record_key(row: WindowRow) -> bytes:
+    return pack(row.key, row.start_ms)
+
+
+def encode_window(row: WindowRow) -> bytes:
+    return orjson.dumps(
+        {
+            "key": row.key,
+            "start_ms": row.start_ms,
+            "end_ms": row.end_ms,
+            "count": row.count,
+            "last_event_ms": row.last_event_ms,
+        }
+    )
+
+
+def decode_window(value: bytes) -> WindowRow:
+    try:
+        doc = orjson.loads(value)
+        return WindowRow(
+            doc["key"],
+            int(doc["start_ms"]),
+            int(doc["end_ms"]),
+            int(doc["count"]),
+            int(doc["last_event_ms"]),
+        )
+    except _DECODE_ERRORS as exc:
+        raise ValueError(f"undecodable window changelog value {value[:200]!r}") from exc
+
+
+def event_record_key(row: EventRow) -> bytes:
+    return pack(row.key, row.event_ms, row.source_partition, row.source_offset)
+
+
+def encode_event(row: EventRow) -> bytes:
+    return orjson.dumps(
+        {
+            "key": row.key,
+            "event_ms": row.event_ms,
+            "source_partition": row.source_partition,
+            "source_offset": row.source_offset,
+            "fields": row.fields,
+        }
+    )
+
+
+def decode_event(value: bytes) -> EventRow:
+    try:
+        doc = orjson.loads(value)
+        fields = doc["fields"]
+        if not isinstance(fields, dict):
+            raise TypeError("fields is not an object")
+        return EventRow(
+            doc["key"],
+            int(doc["event_ms"]),
+            int(doc["source_partition"]),
+            int(doc["source_offset"]),
+            fields,
+        )
+    except _DECODE_ERRORS as exc:
+        raise ValueError(f"undecodable event changelog value {value[:200]!r}") from exc

@@ -11,7 +11,17 @@ import enum
 import re
 from dataclasses import dataclass
 
-__all__ = ["CATALOGUE", "View", "ViewKind", "view_by_name"]
+__all__ = [
+    "CATALOGUE",
+    "DEMO_DOMAIN",
+    "WORD_COUNTS",
+    "FieldType",
+    "ValueField",
+    "View",
+    "ViewKind",
+    "WindowSpec",
+    "view_by_name",
+]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FIELD = re.compile(r"^[a-z][A-Za-z0-9]*$")
@@ -25,13 +35,61 @@ class ViewKind(enum.Enum):
     HISTORY = "history"
 
 
+class FieldType(enum.Enum):
+    """GraphQL scalar of a value field decoded from the event's JSON value."""
+
+    STRING = "String"
+    INT = "Int"
+    FLOAT = "Float"
+    BOOLEAN = "Boolean"
+
+
+@dataclass(frozen=True)
+class ValueField:
+    """One field of the event's JSON value that a `latest` or `history` view exposes."""
+
+    name: str
+    type: FieldType = FieldType.STRING
+
+    def __post_init__(self) -> None:
+        if not _FIELD.match(self.name):
+            raise ValueError(f"value field {self.name!r} is no GraphQL field name")
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """Tumbling windows of `size_ms`; events up to `grace_ms` late (behind the newest event
+    time seen) still count; windows older than `retention_ms` are removed and never
+    returned."""
+
+    size_ms: int
+    grace_ms: int
+    retention_ms: int
+
+    def __post_init__(self) -> None:
+        if self.size_ms <= 0 or self.grace_ms < 0 or self.retention_ms < self.size_ms:
+            raise ValueError(
+                f"window needs size_ms > 0, grace_ms >= 0 and retention_ms >= size_ms, got {self}"
+            )
+
+
+# Which GraphQL field names each kind needs (besides point_field, which every kind has).
+_NEEDS_MANY = {ViewKind.COUNT, ViewKind.LATEST}
+_NEEDS_TOP = {ViewKind.COUNT, ViewKind.WINDOWED_COUNT}
+
+
 @dataclass(frozen=True)
 class View:
     """One queryable view over one keyed input topic.
 
     `key_field` names the entity key both as a GraphQL argument and as a field of the
     view's type (e.g. `word`); `type_name`, `point_field`, `many_field` and `top_field`
-    are the GraphQL names the gateway and the node subgraph expose.
+    are the GraphQL names the gateway and the node subgraph expose (`many_field` only for
+    count and latest, `top_field` only for count and windowed_count). The point field of
+    a windowed view returns the key's windows in a time range; that of a history view a
+    connection of events. `event_time_field` names the JSON value field holding the event
+    time in ms since the epoch; None means the Kafka record timestamp. `value_fields` are
+    the JSON value fields a latest or history view exposes.
     """
 
     name: str
@@ -40,17 +98,32 @@ class View:
     key_field: str
     type_name: str
     point_field: str
-    many_field: str
-    top_field: str
+    many_field: str = ""
+    top_field: str = ""
+    event_time_field: str | None = None
+    value_fields: tuple[ValueField, ...] = ()
+    window: WindowSpec | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"view name {self.name!r} must match {_NAME.pattern}")
         if not _TYPE.match(self.type_name):
             raise ValueError(f"view {self.name}: type_name {self.type_name!r} is no type name")
-        for field in (self.key_field, self.point_field, self.many_field, self.top_field):
+        for field in (self.key_field, self.point_field, *self._kind_fields()):
             if not _FIELD.match(field):
                 raise ValueError(f"view {self.name}: {field!r} is no GraphQL field name")
+        if (self.kind is ViewKind.WINDOWED_COUNT) != (self.window is not None):
+            raise ValueError(
+                f"view {self.name}: a window is needed by, and only by, windowed_count"
+            )
+
+    def _kind_fields(self) -> list[str]:
+        fields = []
+        if self.kind in _NEEDS_MANY or self.many_field:
+            fields.append(self.many_field)
+        if self.kind in _NEEDS_TOP or self.top_field:
+            fields.append(self.top_field)
+        return fields
 
     @property
     def changelog_topic(self) -> str:
@@ -62,18 +135,67 @@ class View:
         return f"{self.key_field}s"
 
 
-CATALOGUE: tuple[View, ...] = (
+WORD_COUNTS = View(
+    name="word_counts",
+    topic="words",
+    kind=ViewKind.COUNT,
+    key_field="word",
+    type_name="WordCount",
+    point_field="wordCount",
+    many_field="wordCounts",
+    top_field="topWords",
+)
+
+_TIMESTAMP = "timestamp"  # the demo domain's JSON values carry event time in ms here
+
+# The demo domain of issue 3: page views per host and bookings per customer.
+DEMO_DOMAIN: tuple[View, ...] = (
     View(
-        name="word_counts",
-        topic="words",
+        name="host_access",
+        topic="pageviews",
         kind=ViewKind.COUNT,
-        key_field="word",
-        type_name="WordCount",
-        point_field="wordCount",
-        many_field="wordCounts",
-        top_field="topWords",
+        key_field="host",
+        type_name="HostAccess",
+        point_field="hostAccess",
+        many_field="hostAccessMany",
+        top_field="topHosts",
+        event_time_field=_TIMESTAMP,
+    ),
+    View(
+        name="host_access_per_minute",
+        topic="pageviews",
+        kind=ViewKind.WINDOWED_COUNT,
+        key_field="host",
+        type_name="HostAccessWindow",
+        point_field="hostAccessWindows",
+        top_field="topHostsPerMinute",
+        event_time_field=_TIMESTAMP,
+        window=WindowSpec(size_ms=60_000, grace_ms=30_000, retention_ms=24 * 3_600_000),
+    ),
+    View(
+        name="last_booking",
+        topic="bookings",
+        kind=ViewKind.LATEST,
+        key_field="customer",
+        type_name="LastBooking",
+        point_field="lastBooking",
+        many_field="lastBookings",
+        event_time_field=_TIMESTAMP,
+        value_fields=(ValueField("trip"),),
+    ),
+    View(
+        name="booking_history",
+        topic="bookings",
+        kind=ViewKind.HISTORY,
+        key_field="customer",
+        type_name="BookingEvent",
+        point_field="bookingHistory",
+        event_time_field=_TIMESTAMP,
+        value_fields=(ValueField("trip"),),
     ),
 )
+
+CATALOGUE: tuple[View, ...] = (WORD_COUNTS,)
 
 
 def view_by_name(name: str, catalogue: tuple[View, ...] = CATALOGUE) -> View:
