@@ -1,0 +1,34 @@
+"""The Spark Structured Streaming pipeline: input topics -> view state -> changelog topics.
+
+`run_pipeline(config)` is the process; `start_queries(spark, config, catalogue)` runs the
+same queries in an existing session (tests share one session per run).
+"""
+
+from node.pipeline.config import PipelineConfig
+from node.pipeline.errors import (
+    DeliveryError,
+    PipelineConfigError,
+    PipelineError,
+    QueryFailedError,
+    SourceError,
+)
+from node.pipeline.job import RunningPipeline, start_queries
+from node.pipeline.run import run_pipeline
+from node.pipeline.session import build_session
+from node.pipeline.source import SOURCE_NAME, KafkaSource, register_source
+
+__all__ = [
+    "SOURCE_NAME",
+    "DeliveryError",
+    "KafkaSource",
+    "PipelineConfig",
+    "PipelineConfigError",
+    "PipelineError",
+    "QueryFailedError",
+    "RunningPipeline",
+    "SourceError",
+    "build_session",
+    "register_source",
+    "run_pipeline",
+    "start_queries",
+]

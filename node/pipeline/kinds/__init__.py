@@ -1,0 +1,23 @@
+"""How each view kind is computed: one module per kind, looked up by `plan_for(view)`."""
+
+from __future__ import annotations
+
+from node.pipeline.errors import PipelineError
+from node.pipeline.kinds import count
+from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from schema import View, ViewKind
+
+__all__ = ["PLANS", "ChangelogRecord", "KindPlan", "plan_for"]
+
+PLANS: dict[ViewKind, KindPlan] = {ViewKind.COUNT: count.PLAN}
+
+
+def plan_for(view: View) -> KindPlan:
+    """The plan of `view`'s kind, or an error naming the view if the kind is not built yet."""
+    try:
+        return PLANS[view.kind]
+    except KeyError:
+        raise PipelineError(
+            f"view {view.name}: kind {view.kind.value} is not supported by the pipeline yet "
+            f"(supported: {', '.join(k.value for k in PLANS)})"
+        ) from None

@@ -1,0 +1,34 @@
+"""COUNT views: the number of events per key and the newest event time among them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from schema import CountRow, encode_count
+
+__all__ = ["PLAN", "aggregate", "changelog"]
+
+
+def aggregate(events: DataFrame) -> DataFrame:
+    """Per key: `count` of events and `last_event_ms`, the newest event time."""
+    return events.groupBy("key").agg(
+        F.count(F.lit(1)).alias("count"), F.max("event_ms").alias("last_event_ms")
+    )
+
+
+def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
+    """One absolute record per updated key."""
+    keys = rows.column("key").to_pylist()
+    counts = rows.column("count").to_pylist()
+    lasts = rows.column("last_event_ms").to_pylist()
+    for key, count, last in zip(keys, counts, lasts, strict=True):
+        value = encode_count(CountRow(key=key, count=count, last_event_ms=last))
+        yield ChangelogRecord(entity_key=key, key=key.encode("utf-8"), value=value)
+
+
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog)

@@ -1,0 +1,73 @@
+"""`run_pipeline`: the pipeline as a process, from a fresh Spark session to a clean stop."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from node.pipeline.config import PipelineConfig
+from node.pipeline.job import start_queries
+from node.pipeline.session import build_session
+from schema import CATALOGUE
+
+__all__ = ["run_pipeline"]
+
+log = logging.getLogger(__name__)
+
+
+def run_pipeline(config: PipelineConfig) -> None:
+    """Run every query of the catalogue until SIGTERM or SIGINT, then stop queries and Spark.
+
+    Prints `statefed pipeline: ready (<n> queries)` to stderr once every query started;
+    raises `QueryFailedError` if a query fails (after stopping the others).
+    """
+    _default_logging()
+    stop = threading.Event()
+    log.info("starting Spark (%s) for the pipeline", config.spark_master)
+    spark = build_session(config)
+    try:
+        with _stop_on_signals(stop), start_queries(spark, config, CATALOGUE) as running:
+            print(
+                f"statefed pipeline: ready ({len(running.queries)} queries)",
+                file=sys.stderr,
+                flush=True,
+            )
+            running.wait(stop)
+            log.info("stopping %d queries", len(running.queries))
+    finally:
+        spark.stop()
+        log.info("pipeline stopped")
+
+
+def _default_logging() -> None:
+    """Progress lines on stderr, unless the embedding program configured logging itself."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+        )
+        # py4j logs every callback (each foreachBatch call) at INFO
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Set `stop` on SIGTERM/SIGINT (handlers can only be installed in the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

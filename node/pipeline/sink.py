@@ -1,0 +1,89 @@
+"""Delivering one micro-batch's records to Kafka: every record acknowledged, or the batch fails.
+
+A failed micro-batch is replayed by Spark from its checkpoint; the records it writes are
+absolute values, so the records that did get through the first time are harmless.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from node.pipeline.errors import DeliveryError
+
+__all__ = ["BatchProducer"]
+
+
+class BatchProducer:
+    """A producer used batch by batch: `send` records, then `flush_or_raise` per batch."""
+
+    def __init__(self, bootstrap: str, client_id: str, timeout_s: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": int(timeout_s * 1000),
+                "log_level": 3,
+            }
+        )
+        self._failures: list[str] = []  # the first few, for the message
+        self._failed = 0
+        self._sent = 0
+
+    def send(self, topic: str, key: bytes | None, value: bytes, partition: int = -1) -> None:
+        """Queue one record; `partition` -1 lets the producer's partitioner choose."""
+        while True:
+            try:
+                self._producer.produce(
+                    topic, value, key, partition=partition, on_delivery=self._on_delivery
+                )
+                break
+            except BufferError:
+                # the local queue is full: serve delivery reports until there is room
+                self._producer.poll(0.1)
+        self._sent += 1
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            return
+        self._failed += 1
+        if len(self._failures) < 5:
+            where = f"topic {message.topic()} partition {message.partition()}"
+            self._failures.append(f"{where} key {message.key()!r}: {error}")
+
+    def flush_or_raise(self, what: str) -> int:
+        """Wait until every queued record is acknowledged; raise `DeliveryError` naming
+        `what` (e.g. the view and batch) if any was not. Returns the records sent."""
+        left = self._producer.flush(self.timeout_s)
+        failed, failures, sent = self._failed, self._failures, self._sent
+        if left:
+            # drop what is still queued so it cannot land after the replayed batch
+            self._producer.purge()
+            self._producer.poll(0)
+        self._failures, self._failed, self._sent = [], 0, 0
+        if left or failed:
+            raise DeliveryError(
+                f"{what}: {failed} of {sent} records failed and {left} were unacknowledged "
+                f"after {self.timeout_s} s on {self.bootstrap}: {'; '.join(failures)}"
+            )
+        return sent
+
+    def close(self) -> None:
+        self._producer.flush(self.timeout_s)
+        self._producer.close()
+
+    def __enter__(self) -> BatchProducer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

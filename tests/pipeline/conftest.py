@@ -1,0 +1,48 @@
+"""Fixtures of the pipeline tests: one real Spark session for the package, test-only views.
+
+Starting a session takes 8-22 s, so every test of this package shares one; each test
+runs its queries over its own topics and checkpoint directory, so tests stay independent
+although the broker and the session are shared.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from node.broker import EmbeddedBroker
+from node.pipeline import PipelineConfig, build_session
+from node.topics import ensure_topics, statefed_topics
+from schema import View, ViewKind
+from tests.pipeline.support import PARTITIONS
+
+
+# Package scope: the session is stopped before other packages' tests run.
+@pytest.fixture(scope="package")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """A real local Spark session with the pipeline's settings."""
+    config = PipelineConfig(checkpoint_dir=tmp_path_factory.mktemp("unused-checkpoints"))
+    session = build_session(config, app_name="statefed-pipeline-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def count_view(broker: EmbeddedBroker) -> View:
+    """A COUNT view over a fresh input topic, with its changelog topic created."""
+    suffix = uuid.uuid4().hex[:10]
+    view = View(
+        name=f"test_{suffix}",
+        topic=f"test.{suffix}.words",
+        kind=ViewKind.COUNT,
+        key_field="word",
+        type_name="TestCount",
+        point_field="testCount",
+        many_field="testCounts",
+        top_field="topTests",
+    )
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, [view]))
+    return view

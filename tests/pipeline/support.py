@@ -1,0 +1,145 @@
+"""Test support: the pipeline config of a test, producing input events, reading the
+changelog and dead-letter topics."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from node.broker import EmbeddedBroker
+from node.pipeline import PipelineConfig
+from node.pipeline.deadletter import DeadLetter, decode_dead_letter
+from node.topics import partition_count
+from schema import DEADLETTER_TOPIC, CountRow, decode_count, partition_for
+
+PARTITIONS = 6
+
+
+def pipeline_config(broker: EmbeddedBroker, checkpoint_dir: Path) -> PipelineConfig:
+    """Fast triggers and short timeouts, so a failing test fails in seconds."""
+    return PipelineConfig(
+        bootstrap=broker.bootstrap,
+        checkpoint_dir=checkpoint_dir,
+        trigger_ms=200,
+        read_timeout_ms=20_000,
+        delivery_timeout_ms=20_000,
+    )
+
+
+def produce(bootstrap: str, topic: str, keys: Iterable[bytes | None], value: bytes = b"1") -> None:
+    """Produce one record per key as statefed producers do (murmur2) and wait for acks."""
+    failures: list[str] = []
+
+    def report(error: KafkaError | None, _message: object) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    for key in keys:
+        producer.produce(topic, value, key, on_delivery=report)
+        producer.poll(0)
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    assert not failures, failures
+
+
+def poll_until(
+    condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.0
+) -> None:
+    """Call `condition` until it holds, every `interval_s` (0: the condition itself waits,
+    e.g. by consuming); fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)  # the poll interval; the deadline bounds the wait
+
+
+@dataclass
+class TopicReader:
+    """Reads every partition of a topic from the beginning, with assign() (no group)."""
+
+    bootstrap: str
+    topic: str
+    consumer: Consumer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": f"test-{self.topic}"}
+        )
+        parts = partition_count(self.bootstrap, self.topic)
+        self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(parts)])
+
+    def read(self, wait_s: float = 0.3) -> list[tuple[int, bytes | None, bytes]]:
+        """The (partition, key, value) records that arrived within `wait_s`."""
+        records = []
+        for message in self.consumer.consume(1000, wait_s):
+            assert message.error() is None, message.error()
+            records.append((message.partition() or 0, message.key(), message.value() or b""))
+        return records
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class ChangelogReader:
+    """The changelog of a COUNT view: the latest row per key, and every row ever read."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.reader = TopicReader(bootstrap, topic)
+        self.partitions = partition_count(bootstrap, topic)
+        self.latest: dict[str, CountRow] = {}
+        self.highest: Counter[str] = Counter()
+        self.misplaced: list[tuple[str, int]] = []
+
+    def poll(self) -> None:
+        for partition, key, value in self.reader.read():
+            row = decode_count(value)
+            assert key == row.key.encode("utf-8")
+            if partition != partition_for(row.key, self.partitions):
+                self.misplaced.append((row.key, partition))
+            self.latest[row.key] = row
+            self.highest[row.key] = max(self.highest[row.key], row.count)
+
+    def counts(self) -> dict[str, int]:
+        return {k: r.count for k, r in self.latest.items()}
+
+    def wait_for(self, expected: Counter[str], timeout_s: float = 90.0) -> None:
+        """Poll until the latest count of every key equals `expected`."""
+
+        def equal() -> bool:
+            self.poll()
+            return self.counts() == dict(expected)
+
+        try:
+            poll_until(equal, timeout_s, "changelog counts to equal the ground truth")
+        except AssertionError:
+            got = self.counts()
+            diff = {k: (got.get(k), expected.get(k)) for k in set(got) | set(expected)}
+            wrong = {k: v for k, v in diff.items() if v[0] != v[1]}
+            raise AssertionError(f"(got, expected) where they differ: {wrong}") from None
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+class DeadLetterReader:
+    """The dead letters of one input topic."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.reader = TopicReader(bootstrap, DEADLETTER_TOPIC)
+        self.letters: list[DeadLetter] = []
+
+    def poll(self) -> None:
+        for _partition, _key, value in self.reader.read():
+            letter = decode_dead_letter(value)
+            if letter.topic == self.topic:
+                self.letters.append(letter)
+
+    def close(self) -> None:
+        self.reader.close()

@@ -1,0 +1,12 @@
+"""The package's public names are exactly its `__all__`, and each of them exists."""
+
+from __future__ import annotations
+
+import node.pipeline
+
+
+def test_all_lists_the_public_names() -> None:
+    public = {name for name in vars(node.pipeline) if not name.startswith("_")}
+    modules = {name for name in public if type(vars(node.pipeline)[name]).__name__ == "module"}
+    assert set(node.pipeline.__all__) == public - modules
+    assert {"PipelineConfig", "run_pipeline", "start_queries"} <= set(node.pipeline.__all__)

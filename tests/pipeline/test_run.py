@@ -1,0 +1,107 @@
+"""`python -m node.pipeline` as a process: ready line, counts, clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from node.broker import EmbeddedBroker
+from node.topics import ensure_topics, statefed_topics
+from schema import CATALOGUE
+from tests.pipeline.support import PARTITIONS, ChangelogReader, poll_until, produce
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Lines:
+    """The lines a stream produced so far, read by a thread."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+
+    def close(self) -> None:
+        """Call once the process exited: the thread reads to the end, then the pipe closes."""
+        self._thread.join(10)
+        self.stream.close()
+
+    def wait_for(self, text: str, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+            except queue.Empty:
+                continue
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(
+            f"no line with {text!r} in {timeout_s} s; last lines: {self.seen[-20:]}"
+        )
+
+
+@pytest.mark.timeout(300)
+def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS))
+    env = {
+        **os.environ,
+        "STATEFED_BOOTSTRAP": broker.bootstrap,
+        "STATEFED_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+        "STATEFED_TRIGGER_MS": "200",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "node.pipeline"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    (view,) = CATALOGUE
+    changelog = ChangelogReader(broker.bootstrap, view.changelog_topic)
+    assert process.stderr is not None
+    lines = Lines(process.stderr)
+    try:
+        ready = lines.wait_for("statefed pipeline: ready", 180)
+        assert "ready (2 queries)" in ready
+        assert any(f"query statefed.{view.name} started" in line for line in lines.seen)
+
+        words = [f"{uuid.uuid4().hex[:8]}-{i % 7}" for i in range(70)]
+        produce(broker.bootstrap, view.topic, (w.encode() for w in words))
+
+        def counted() -> bool:
+            changelog.poll()
+            got = changelog.counts()
+            return all(got.get(w) == n for w, n in Counter(words).items())
+
+        poll_until(counted, 90, "the process to count this test's words")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        lines.wait_for("pipeline stopped", 5)
+    finally:
+        changelog.close()
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        lines.close()

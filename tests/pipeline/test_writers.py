@@ -1,0 +1,64 @@
+"""Writing micro-batches: records on the right partition, and no batch without all acks."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from node.broker import EmbeddedBroker, free_port
+from node.pipeline import DeliveryError
+from node.pipeline.kinds import count
+from node.pipeline.sink import BatchProducer
+from node.pipeline.writers import ChangelogWriter
+from schema import CountRow, View, partition_for
+from tests.pipeline.support import PARTITIONS, ChangelogReader, poll_until
+
+
+def _rows(spark: SparkSession) -> DataFrame:
+    data = [("kafka", 3, 1_700_000_000_123), ("franz", 1, 1_700_000_000_000)]
+    return spark.createDataFrame(data, "key string, count long, last_event_ms long")
+
+
+def test_a_batch_becomes_absolute_records_on_the_key_partition(
+    spark: SparkSession, broker: EmbeddedBroker, count_view: View
+) -> None:
+    with BatchProducer(broker.bootstrap, "test-writer") as producer:
+        ChangelogWriter(count_view, count.PLAN, producer, PARTITIONS)(_rows(spark), 0)
+    changelog = ChangelogReader(broker.bootstrap, count_view.changelog_topic)
+    try:
+
+        def both() -> bool:
+            changelog.poll()
+            return len(changelog.latest) == 2
+
+        poll_until(both, 30, "two changelog records")
+    finally:
+        changelog.close()
+    assert changelog.latest == {
+        "kafka": CountRow("kafka", 3, 1_700_000_000_123),
+        "franz": CountRow("franz", 1, 1_700_000_000_000),
+    }
+    assert not changelog.misplaced
+    assert partition_for("kafka", PARTITIONS) != partition_for("franz", PARTITIONS)
+
+
+def test_a_batch_fails_when_a_record_is_not_acknowledged(
+    spark: SparkSession, count_view: View
+) -> None:
+    nobody = f"127.0.0.1:{free_port()}"
+    producer = BatchProducer(nobody, "test-writer-nobody", timeout_s=1.0)
+    writer = ChangelogWriter(count_view, count.PLAN, producer, PARTITIONS)
+    with pytest.raises(DeliveryError, match=f"view {count_view.name} batch 7: .* {nobody}"):
+        writer(_rows(spark), 7)
+    producer.close()
+
+
+def test_a_rejected_record_fails_the_batch_and_the_next_batch_starts_clean(
+    broker: EmbeddedBroker, count_view: View
+) -> None:
+    with BatchProducer(broker.bootstrap, "test-writer-bad", timeout_s=5.0) as producer:
+        producer.send(count_view.changelog_topic, b"k", b"v", partition=PARTITIONS + 3)
+        with pytest.raises(DeliveryError, match=f"partition {PARTITIONS + 3}"):
+            producer.flush_or_raise("bad batch")
+        producer.send(count_view.changelog_topic, b"k", b"v", partition=0)
+        assert producer.flush_or_raise("good batch") == 1
