@@ -16,6 +16,8 @@ from typing import BinaryIO
 
 from confluent_kafka.admin import AdminClient
 
+from node.processes import die_with_parent
+
 __all__ = ["EmbeddedBroker", "free_port", "tansu_binary"]
 
 
@@ -57,6 +59,7 @@ class EmbeddedBroker:
             stdout=self._log if self._log is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         self._wait_ready(timeout_s)
 

@@ -8,6 +8,7 @@ logs to its own file, and is stopped by its handle: SIGTERM (clean shutdown) or 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -19,7 +20,20 @@ from typing import BinaryIO
 
 import httpx
 
-__all__ = ["ManagedProcess", "ProcessFailed", "wait_until"]
+__all__ = ["ManagedProcess", "ProcessFailed", "die_with_parent", "wait_until"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Runs in the child before exec: on Linux, SIGKILL it when its parent dies.
+
+    Parts run in their own session (so Ctrl-C reaches only the launcher, which stops them
+    in order); this makes sure a launcher that crashes or is killed leaves no orphans.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class ProcessFailed(RuntimeError):
@@ -68,6 +82,7 @@ class ManagedProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C in a terminal reaches the launcher only
+            preexec_fn=die_with_parent,
         )
         return self
 
