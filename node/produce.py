@@ -12,7 +12,16 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, Message, Producer
 
-__all__ = ["DEMO_WORDS", "ProduceError", "Write", "produce_keys", "skewed_words"]
+__all__ = [
+    "DEMO_WORDS",
+    "ProduceError",
+    "Record",
+    "Write",
+    "new_producer",
+    "produce_keys",
+    "produce_records",
+    "skewed_words",
+]
 
 DEMO_WORDS = (
     "kafka",
@@ -78,15 +87,33 @@ def new_producer(bootstrap: str) -> Producer:
     )
 
 
+@dataclass(frozen=True)
+class Record:
+    """One record to produce: key, value and (optionally) the Kafka timestamp in ms."""
+
+    key: str
+    value: bytes = b""
+    timestamp_ms: int | None = None
+
+
 def produce_keys(
     bootstrap: str,
     topic: str,
     keys: Iterable[str],
     value: bytes = b"",
-    timestamp_ms: int | None = None,
     producer: Producer | None = None,
 ) -> list[Write]:
-    """Produce one record per key and wait until every one is delivered."""
+    """Produce one record per key (all with `value`) and wait until each is delivered."""
+    return produce_records(bootstrap, topic, (Record(k, value) for k in keys), producer)
+
+
+def produce_records(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[Record],
+    producer: Producer | None = None,
+) -> list[Write]:
+    """Produce `records` in order and wait until every one is delivered."""
     client = producer if producer is not None else new_producer(bootstrap)
     writes: list[Write] = []
     failures: list[str] = []
@@ -98,8 +125,8 @@ def produce_keys(
         else:
             writes.append(Write(topic, key, int(msg.partition() or 0), int(msg.offset() or 0)))
 
-    for key in keys:
-        _produce(client, topic, key, value, delivered, timestamp_ms or 0)
+    for record in records:
+        _produce(client, topic, record, delivered)
     remaining = client.flush(30)
     if remaining or failures:
         raise ProduceError(
@@ -112,16 +139,17 @@ def produce_keys(
 def _produce(
     client: Producer,
     topic: str,
-    key: str,
-    value: bytes,
+    record: Record,
     cb: Callable[[KafkaError | None, Message], None],
-    timestamp_ms: int,
 ) -> None:
     while True:
         try:
-            # timestamp 0 = the producer's clock
             client.produce(
-                topic, key=key.encode("utf-8"), value=value, on_delivery=cb, timestamp=timestamp_ms
+                topic,
+                key=record.key.encode("utf-8"),
+                value=record.value,
+                on_delivery=cb,
+                timestamp=record.timestamp_ms or 0,  # 0 = the producer's clock
             )
             return
         except BufferError:
