@@ -1,8 +1,10 @@
-"""The streaming job: one update-mode query per view, plus one dead-letter query per input topic.
+"""The streaming job: one query per view, plus one dead-letter query per input topic.
 
-Each query has its own checkpoint directory under `config.checkpoint_dir`
-(`<view name>/` and `deadletter/<topic>/`), so a restart resumes every query where its
-last committed micro-batch ended.
+A view's query runs in its kind's output mode (update, or append for history) and
+publishes the view's status after every micro-batch (see status.py). Each query has its
+own checkpoint directory under `config.checkpoint_dir` (`<view name>/` and
+`deadletter/<topic>/`), so a restart resumes every query where its last committed
+micro-batch ended.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from node.pipeline.config import PipelineConfig
 from node.pipeline.errors import QueryFailedError
 from node.pipeline.kinds import plan_for
-from node.pipeline.records import keyed_events, rejected_records
+from node.pipeline.records import Decoding, keyed_events, rejected_records
 from node.pipeline.sink import BatchProducer
 from node.pipeline.source import SOURCE_NAME, register_source
+from node.pipeline.status import Clock, StatusListener, ViewTracker, wall_clock_ms
+from node.pipeline.statuslog import StatusPublisher, read_last_statuses
 from node.pipeline.writers import ChangelogWriter, DeadLetterWriter
-from node.topics import partition_count
-from schema import CATALOGUE, DEADLETTER_TOPIC, View
+from node.topics import ensure_topics, partition_count
+from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, View, ViewKind
 
 __all__ = ["ProducerFactory", "RunningPipeline", "default_producer", "read_topic", "start_queries"]
 
@@ -34,15 +38,23 @@ ProducerFactory = Callable[[PipelineConfig, str], BatchProducer]
 
 
 class RunningPipeline:
-    """The started queries and the producers they write with; `stop()` ends both."""
+    """The started queries, the producers they write with and the status listener;
+    `stop()` ends them all, after the last status of each view query is published."""
 
-    def __init__(self) -> None:
+    def __init__(self, spark: SparkSession, listener: StatusListener) -> None:
+        self.spark = spark
+        self.listener = listener
         self.queries: list[StreamingQuery] = []
         self._producers: list[BatchProducer] = []
+        self._trackers: dict[str, ViewTracker] = {}
 
-    def add(self, query: StreamingQuery, producer: BatchProducer) -> None:
+    def add(
+        self, query: StreamingQuery, producer: BatchProducer, tracker: ViewTracker | None = None
+    ) -> None:
         self.queries.append(query)
         self._producers.append(producer)
+        if tracker is not None:
+            self._trackers[tracker.view] = tracker
 
     def check(self) -> None:
         """Raise `QueryFailedError` if a query is no longer running."""
@@ -55,12 +67,16 @@ class RunningPipeline:
         while not stop.wait(poll_s):
             self.check()
 
-    def stop(self) -> None:
+    def stop(self, status_timeout_s: float = 10.0) -> None:
         for query in self.queries:
             query.stop()
+        # progress events arrive asynchronously: publish the last ones before leaving
+        self.listener.wait_terminated(self._trackers, status_timeout_s)
+        self.spark.streams.removeListener(self.listener)
+        self.listener.publisher.close()
         for producer in self._producers:
             producer.close()
-        self.queries, self._producers = [], []
+        self.queries, self._producers, self._trackers = [], [], {}
 
     def __enter__(self) -> RunningPipeline:
         return self
@@ -106,48 +122,98 @@ def start_queries(
     config: PipelineConfig,
     catalogue: Iterable[View] = CATALOGUE,
     producer: ProducerFactory = default_producer,
+    clock: Clock = wall_clock_ms,
 ) -> RunningPipeline:
     """Start every query of `catalogue` in `spark`; on an error, stop the ones started.
 
-    `producer` makes each query's producer (a seam: tests inject one that cannot deliver).
+    `producer` makes each query's producer (a seam: tests inject one that cannot deliver);
+    `clock` stamps the status records (ms since the epoch; default: the wall clock).
     """
     register_source(spark)
     views = list(catalogue)
-    running = RunningPipeline()
+    ensure_topics(config.bootstrap, {PIPELINE_TOPIC: 1})
+    trackers = _trackers(config, views, clock)
+    listener = StatusListener(StatusPublisher(config.bootstrap, config.delivery_timeout_ms / 1000))
+    spark.streams.addListener(listener)
+    running = RunningPipeline(spark, listener)
     try:
         for view in views:
-            running.add(*_start_view(spark, config, view, producer))
-        for topic in dict.fromkeys(v.topic for v in views):
-            running.add(*_start_dead_letters(spark, config, topic, producer))
+            running.add(*_start_view(spark, config, view, producer, listener, trackers[view.name]))
+        for topic, decodings in _decodings_by_topic(views).items():
+            running.add(*_start_dead_letters(spark, config, topic, decodings, producer))
     except BaseException:
         running.stop()
         raise
     return running
 
 
+def _trackers(config: PipelineConfig, views: list[View], clock: Clock) -> dict[str, ViewTracker]:
+    """A status tracker per view; a windowed view resuming from its checkpoint continues the
+    `late_dropped` total of its last published status."""
+    resuming = [
+        v.name
+        for v in views
+        if v.kind is ViewKind.WINDOWED_COUNT and _has_commits(config.checkpoint_dir / v.name)
+    ]
+    last = read_last_statuses(config.bootstrap, resuming, config.read_timeout_ms / 1000)
+    return {
+        v.name: ViewTracker(
+            v.name, v.topic, last[v.name].late_dropped if v.name in last else 0, clock
+        )
+        for v in views
+    }
+
+
+def _has_commits(checkpoint: Path) -> bool:
+    commits = checkpoint / "commits"
+    return commits.is_dir() and any(commits.iterdir())
+
+
+def _decodings_by_topic(views: list[View]) -> dict[str, list[Decoding]]:
+    """The distinct decodings of each input topic's views, in catalogue order."""
+    by_topic: dict[str, list[Decoding]] = {}
+    for view in views:
+        decodings = by_topic.setdefault(view.topic, [])
+        if Decoding.of(view) not in decodings:
+            decodings.append(Decoding.of(view))
+    return by_topic
+
+
 def _start_view(
-    spark: SparkSession, config: PipelineConfig, view: View, make_producer: ProducerFactory
-) -> tuple[StreamingQuery, BatchProducer]:
+    spark: SparkSession,
+    config: PipelineConfig,
+    view: View,
+    make_producer: ProducerFactory,
+    listener: StatusListener,
+    tracker: ViewTracker,
+) -> tuple[StreamingQuery, BatchProducer, ViewTracker]:
     plan = plan_for(view)
     partition_count(config.bootstrap, view.topic)  # fail now, naming the topic, if missing
     partitions = partition_count(config.bootstrap, view.changelog_topic)
     producer = make_producer(config, f"statefed-pipeline-{view.name}")
-    rows = plan.aggregate(keyed_events(read_topic(spark, config, view.topic)))
-    writer = rows.writeStream.outputMode("update").foreachBatch(
-        ChangelogWriter(view, plan, producer, partitions)
+    events = keyed_events(read_topic(spark, config, view.topic), Decoding.of(view))
+    writer = (
+        plan.aggregate(events, view)
+        .writeStream.outputMode(plan.output_mode)
+        .foreachBatch(ChangelogWriter(view, plan, producer, partitions))
     )
     name = f"statefed.{view.name}"
+    listener.expect(name, tracker)
     query = _start(writer, config, name, config.checkpoint_dir / view.name, producer)
     log.info("query %s started: %s -> %s", name, view.topic, view.changelog_topic)
-    return query, producer
+    return query, producer, tracker
 
 
 def _start_dead_letters(
-    spark: SparkSession, config: PipelineConfig, topic: str, make_producer: ProducerFactory
+    spark: SparkSession,
+    config: PipelineConfig,
+    topic: str,
+    decodings: list[Decoding],
+    make_producer: ProducerFactory,
 ) -> tuple[StreamingQuery, BatchProducer]:
     partition_count(config.bootstrap, DEADLETTER_TOPIC)  # fail early if it is missing
     producer = make_producer(config, f"statefed-pipeline-deadletter-{topic}")
-    rejected = rejected_records(read_topic(spark, config, topic))
+    rejected = rejected_records(read_topic(spark, config, topic), decodings)
     writer = rejected.writeStream.outputMode("append").foreachBatch(
         DeadLetterWriter(topic, producer)
     )

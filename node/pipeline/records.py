@@ -1,20 +1,34 @@
-"""Input records as every view sees them: a UTF-8 entity key and an event time.
+"""Input records as a view sees them: a UTF-8 entity key, an event time and value fields.
 
-A record without a usable key or event time cannot be placed in any view; it goes to
-the dead-letter topic with the reason from `reject_reason`.
+How a view reads its records is its `Decoding`: the event time is the JSON value field
+`event_time_field` (ms since the epoch) or, when None, the Kafka record timestamp; the
+`value_fields` are decoded from the JSON value (a missing field is null). A record
+without a usable key, value or event time cannot be placed in the view; it goes to the
+dead-letter topic with the reason from `reject_reason`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from schema import FieldType, ValueField, View
+
 __all__ = [
+    "MAX_EVENT_MS",
     "REASON_BAD_UTF8",
+    "REASON_BAD_VALUE",
     "REASON_EMPTY_KEY",
     "REASON_NO_KEY",
     "REASON_NO_TIMESTAMP",
+    "REASON_NO_VALUE",
+    "Decoding",
+    "bad_event_time",
     "keyed_events",
+    "missing_event_time",
     "reject_reason",
     "rejected_records",
 ]
@@ -23,29 +37,141 @@ REASON_NO_KEY = "null key"
 REASON_BAD_UTF8 = "key is not valid UTF-8"
 REASON_EMPTY_KEY = "empty key"
 REASON_NO_TIMESTAMP = "missing timestamp"
+REASON_NO_VALUE = "null value"
+REASON_BAD_VALUE = "value is not a JSON object"
+
+# Year 10000: later times overflow Spark's timestamps (and no real event is that late)
+MAX_EVENT_MS = 253_402_300_800_000
+
+_CORRUPT = "_corrupt_record"  # never a value field: those start with a lowercase letter
+_SPARK_TYPES = {
+    FieldType.STRING: "string",
+    FieldType.INT: "bigint",
+    FieldType.FLOAT: "double",
+    FieldType.BOOLEAN: "boolean",
+}
 
 
-def reject_reason() -> Column:
-    """Why a raw Kafka row (key binary, timestamp) is unusable, or null if it is fine."""
+def missing_event_time(field: str) -> str:
+    """The reason of a JSON value without its event time field (or with null there)."""
+    return f"missing event time field {field!r}"
+
+
+def bad_event_time(field: str) -> str:
+    """The reason of an event time that is no integer ms since the epoch up to year 9999."""
+    return f"event time field {field!r} is not an integer of ms since the epoch"
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Where a view's event time comes from and which JSON value fields it keeps."""
+
+    event_time_field: str | None = None
+    value_fields: tuple[ValueField, ...] = ()
+
+    @classmethod
+    def of(cls, view: View) -> Decoding:
+        return cls(view.event_time_field, view.value_fields)
+
+    @property
+    def needs_json(self) -> bool:
+        """Whether the record value must be a JSON object (else it is ignored)."""
+        return self.event_time_field is not None or bool(self.value_fields)
+
+    def json_schema(self) -> str:
+        """Every field read as a string (a JSON number or object as its text), typed later,
+        so a field of an unexpected type is null rather than making the value corrupt."""
+        names = dict.fromkeys([*self._time_fields(), *(f.name for f in self.value_fields)])
+        return ", ".join([*(f"`{n}` string" for n in names), f"`{_CORRUPT}` string"])
+
+    def _time_fields(self) -> list[str]:
+        return [] if self.event_time_field is None else [self.event_time_field]
+
+
+def _json(decoding: Decoding) -> Column:
+    """The parsed value: null for an empty value, `_corrupt_record` set if not an object;
+    a null literal when the view ignores the value."""
+    if not decoding.needs_json:
+        return F.lit(None)
+    options = {"columnNameOfCorruptRecord": _CORRUPT}
+    return F.from_json(F.col("value").cast("string"), decoding.json_schema(), options)
+
+
+def _event_ms(decoding: Decoding, parsed: Column) -> Column:
+    """Event time in ms, null if missing or unusable; an integral JSON float is accepted."""
+    if decoding.event_time_field is None:
+        return F.unix_millis(F.col("timestamp"))
+    as_double = parsed[decoding.event_time_field].try_cast("double")
+    usable = (as_double >= 0) & (as_double < MAX_EVENT_MS) & (as_double == F.floor(as_double))
+    return F.when(usable, as_double.cast("bigint"))
+
+
+def _key_reason() -> Column:
     key = F.col("key").cast("string")
     return (
         F.when(F.col("key").isNull(), F.lit(REASON_NO_KEY))
         .when(~F.is_valid_utf8(key), F.lit(REASON_BAD_UTF8))
         # the lookup API rejects an empty key, so such a record could never be read
         .when(F.length(F.col("key")) == 0, F.lit(REASON_EMPTY_KEY))
-        .when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP))
     )
 
 
-def keyed_events(raw: DataFrame) -> DataFrame:
-    """The usable rows of a raw Kafka stream: `key` (string), `event_ms`, `value` (binary)."""
-    return raw.where(reject_reason().isNull()).select(
-        F.col("key").cast("string").alias("key"),
-        F.unix_millis(F.col("timestamp")).alias("event_ms"),
-        F.col("value"),
+def reject_reason(decoding: Decoding, parsed: Column) -> Column:
+    """Why a raw Kafka row is unusable for views of `decoding`, or null if it is fine;
+    `parsed` is the row's `_json(decoding)`."""
+    reason = _key_reason()
+    field = decoding.event_time_field
+    if decoding.needs_json:
+        reason = reason.when(F.col("value").isNull(), F.lit(REASON_NO_VALUE)).when(
+            ~F.is_valid_utf8(F.col("value").cast("string"))
+            | parsed.isNull()
+            | parsed[_CORRUPT].isNotNull(),
+            F.lit(REASON_BAD_VALUE),
+        )
+    if field is None:
+        return reason.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP))
+    return reason.when(parsed[field].isNull(), F.lit(missing_event_time(field))).when(
+        _event_ms(decoding, parsed).isNull(), F.lit(bad_event_time(field))
     )
 
 
-def rejected_records(raw: DataFrame) -> DataFrame:
-    """The unusable rows of a raw Kafka stream, with their `reason`."""
-    return raw.withColumn("reason", reject_reason()).where(F.col("reason").isNotNull())
+def _fields(decoding: Decoding, parsed: Column) -> Column:
+    return F.struct(
+        *(
+            parsed[f.name].try_cast(_SPARK_TYPES[f.type]).alias(f.name)
+            for f in decoding.value_fields
+        )
+    )
+
+
+def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
+    """The usable rows of a raw Kafka stream: `key` (string), `event_ms`, `partition`,
+    `offset`, `fields` (a struct of the value fields) and the raw `value`."""
+    parsed = F.col("_json")
+    return (
+        raw.withColumn("_json", _json(decoding))
+        .where(reject_reason(decoding, parsed).isNull())
+        .select(
+            F.col("key").cast("string").alias("key"),
+            _event_ms(decoding, parsed).alias("event_ms"),
+            F.col("partition"),
+            F.col("offset"),
+            _fields(decoding, parsed).alias("fields"),
+            F.col("value"),
+        )
+    )
+
+
+def rejected_records(raw: DataFrame, decodings: Sequence[Decoding] = (Decoding(),)) -> DataFrame:
+    """The raw rows unusable for at least one of `decodings` (the views of one topic), with
+    the `reason` of the first decoding that rejects them."""
+    if not decodings:
+        raise ValueError("rejected_records needs at least one decoding")
+    reasons = []
+    for i, decoding in enumerate(decodings):
+        raw = raw.withColumn(f"_json{i}", _json(decoding))
+        reasons.append(reject_reason(decoding, F.col(f"_json{i}")))
+    with_reason = raw.withColumn("reason", F.coalesce(*reasons))
+    return with_reason.where(F.col("reason").isNotNull()).drop(
+        *(f"_json{i}" for i in range(len(decodings)))
+    )

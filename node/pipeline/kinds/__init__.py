@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from node.pipeline.errors import PipelineError
-from node.pipeline.kinds import count
+from node.pipeline.kinds import count, history, latest, windowed_count
 from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, ViewKind
 
 __all__ = ["PLANS", "ChangelogRecord", "KindPlan", "plan_for"]
 
-PLANS: dict[ViewKind, KindPlan] = {ViewKind.COUNT: count.PLAN}
+PLANS: dict[ViewKind, KindPlan] = {
+    ViewKind.COUNT: count.PLAN,
+    ViewKind.WINDOWED_COUNT: windowed_count.PLAN,
+    ViewKind.LATEST: latest.PLAN,
+    ViewKind.HISTORY: history.PLAN,
+}
 
 
 def plan_for(view: View) -> KindPlan:

@@ -9,12 +9,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
-from schema import CountRow, encode_count
+from schema import CountRow, View, encode_count
 
 __all__ = ["PLAN", "aggregate", "changelog"]
 
 
-def aggregate(events: DataFrame) -> DataFrame:
+def aggregate(events: DataFrame, view: View) -> DataFrame:
     """Per key: `count` of events and `last_event_ms`, the newest event time."""
     return events.groupBy("key").agg(
         F.count(F.lit(1)).alias("count"), F.max("event_ms").alias("last_event_ms")

@@ -1,4 +1,4 @@
-"""What a view kind provides: the streaming aggregation and its changelog records."""
+"""What a view kind provides: the streaming computation and its changelog records."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+
+from schema import View
 
 __all__ = ["ChangelogRecord", "KindPlan"]
 
@@ -22,8 +24,10 @@ class ChangelogRecord:
 
 @dataclass(frozen=True)
 class KindPlan:
-    """`aggregate` turns keyed events (key, event_ms, value) into the view's rows, run in
-    update mode; `changelog` turns one micro-batch of those rows into absolute records."""
+    """`aggregate` turns a view's keyed events (see `records.keyed_events`) into the rows
+    it writes, in `output_mode`; `changelog` turns one micro-batch of those rows into
+    absolute records (idempotent upserts, so a replayed batch is harmless)."""
 
-    aggregate: Callable[[DataFrame], DataFrame]
+    aggregate: Callable[[DataFrame, View], DataFrame]
     changelog: Callable[[pa.Table], Iterator[ChangelogRecord]]
+    output_mode: str = "update"

@@ -1,0 +1,161 @@
+"""The node's ASGI app: `POST /graphql`, `GET /health`, and a lifespan that runs the node.
+
+Constructing the app opens nothing. Lifespan startup reads the changelog topics'
+partition counts from metadata, then starts the materializer and the membership
+publisher; shutdown stops consuming and closes the stores, publishes the membership
+tombstone, and leaves the consumer group, in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from node.asgi import Receive, Scope, Send, send_json
+from node.config import NodeConfig
+from node.errors import TopologyError
+from node.graphql_http import GraphQLEndpoint
+from node.materializer import Materializer
+from node.membership import MembershipPublisher
+from node.partitions import PartitionRegistry
+from node.subgraph import build_subgraph
+from node.topics import partition_count
+from schema import CATALOGUE, Role, View
+
+__all__ = ["NodeApp", "changelog_partition_counts"]
+
+log = logging.getLogger(__name__)
+
+
+def changelog_partition_counts(bootstrap: str, catalogue: Iterable[View]) -> dict[str, int]:
+    """Partition count of every changelog topic, which must all be equal (co-partitioned)."""
+    counts: dict[str, int] = {}
+    for view in catalogue:
+        try:
+            counts[view.changelog_topic] = partition_count(bootstrap, view.changelog_topic)
+        except RuntimeError as exc:
+            raise TopologyError(f"view {view.name}: {exc}") from exc
+    if len(set(counts.values())) > 1:
+        raise TopologyError(
+            f"changelog topics must have one partition count (the range assignor puts "
+            f"partition p of every topic on one node), got {counts}"
+        )
+    return counts
+
+
+class NodeApp:
+    """The ASGI application of one node; run it under uvicorn with `lifespan="on"`."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        catalogue: Iterable[View] = CATALOGUE,
+        *,
+        registry: PartitionRegistry | None = None,
+    ):
+        self.config = config
+        self.catalogue = tuple(catalogue)
+        self.registry = registry or PartitionRegistry(config.node_id)
+        self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry)
+        self.materializer: Materializer | None = None
+        self.publisher: MembershipPublisher | None = None
+        self.failure: BaseException | None = None
+        self._stopped = False
+        # called from the materializer thread when it dies; run_node stops the server
+        self.on_fatal: Callable[[BaseException], None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
+        if path == "/graphql":
+            await self.graphql(scope, receive, send)
+        elif path == "/health" and scope["method"] in ("GET", "HEAD"):
+            status, document = self.health()
+            await send_json(send, status, document)
+        else:
+            await send_json(send, 404, {"error": f"no route {scope['method']} {path}"})
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """HTTP status and body of `GET /health`."""
+        document: dict[str, Any] = {
+            "node_id": self.config.node_id,
+            "url": self.config.url,
+            "state": self.registry.state.value,
+            "active": self.registry.partitions(Role.ACTIVE),
+            "standby": self.registry.partitions(Role.STANDBY),
+            "partitions": [
+                {
+                    "partition": s.partition,
+                    "role": s.role.value,
+                    "appliedOffset": s.applied_offset,
+                    "endOffset": s.end_offset,
+                    "lag": s.lag,
+                }
+                for s in self.registry.statuses()
+            ],
+        }
+        if self.failure is not None:
+            document["state"] = "FAILED"
+            document["error"] = str(self.failure)
+            return 503, document
+        return 200, document
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await asyncio.to_thread(self.start)
+                except Exception as exc:
+                    log.exception("node %s failed to start", self.config.node_id)
+                    await asyncio.to_thread(self.stop)
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await asyncio.to_thread(self.stop)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def start(self) -> None:
+        """Read the topic layout, then start materializing and publishing membership."""
+        counts = changelog_partition_counts(self.config.bootstrap, self.catalogue)
+        self.registry.set_partition_counts(counts)
+        self.materializer = Materializer(
+            self.config, self.catalogue, self.registry, on_fatal=self._fatal
+        )
+        self.publisher = MembershipPublisher(self.config, self.registry)
+        self.materializer.start()
+        self.publisher.start()
+        log.info(
+            "node %s: serving %s at %s (partitions per topic: %s)",
+            self.config.node_id,
+            ", ".join(v.name for v in self.catalogue),
+            self.config.url,
+            sorted(set(counts.values())),
+        )
+
+    def stop(self) -> None:
+        """Stop consuming and close stores, publish the tombstone, then leave the group."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.materializer is not None:
+            self.materializer.stop()
+        if self.publisher is not None:
+            self.publisher.stop()
+        if self.materializer is not None:
+            self.materializer.close()
+        log.info("node %s: stopped", self.config.node_id)
+
+    def _fatal(self, exc: BaseException) -> None:
+        self.failure = exc
+        if self.on_fatal is not None:
+            self.on_fatal(exc)

@@ -1,0 +1,125 @@
+"""The node's exceptions, one tree.
+
+```
+NodeError                          anything the node raises on purpose
+├── ConfigError (ValueError)       a STATEFED_* variable is missing or invalid
+├── TopologyError                  changelog topics missing or not co-partitioned
+├── QueryError                     a caller's request the node refuses (a GraphQL error)
+│   ├── BadRequestError            BAD_USER_INPUT: empty key, limit out of range, ...
+│   ├── NotOwnerError              NOT_OWNER: the key's partition is not held here
+│   └── MalformedRequestError      BAD_REQUEST: the HTTP body is no GraphQL request
+└── StoreError                     a partition store failed
+    ├── StoreClosedError           used after close (or never opened)
+    └── SerializationError         a stored value cannot be decoded
+```
+
+Messages name the view, key, partition and node they are about. `QueryError`s become
+GraphQL errors with `extensions.code` in one place: `node.graphql_http.format_error`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "BadRequestError",
+    "ConfigError",
+    "MalformedRequestError",
+    "NodeError",
+    "NotOwnerError",
+    "QueryError",
+    "SerializationError",
+    "StoreClosedError",
+    "StoreError",
+    "TopologyError",
+]
+
+
+class NodeError(Exception):
+    """Base of every error the node raises on purpose."""
+
+
+class ConfigError(NodeError, ValueError):
+    """A configuration variable is missing or invalid; the message names the variable."""
+
+    def __init__(self, variable: str, problem: str):
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+
+
+class TopologyError(NodeError):
+    """The changelog topics cannot be served: missing, or with differing partition counts."""
+
+
+class QueryError(NodeError):
+    """A request the node refuses; carries the GraphQL error code and extensions."""
+
+    code: ClassVar[str] = "BAD_USER_INPUT"
+
+    def graphql_extensions(self) -> dict[str, Any]:
+        return {"code": self.code}
+
+
+class BadRequestError(QueryError):
+    """Invalid arguments: an empty key, a limit or partition out of range."""
+
+    def __init__(self, view: str, problem: str):
+        super().__init__(f"view {view}: {problem}")
+        self.view = view
+
+
+class NotOwnerError(QueryError):
+    """The request reads a partition this node does not hold (any more, or not yet)."""
+
+    code: ClassVar[str] = "NOT_OWNER"
+
+    def __init__(
+        self,
+        view: str,
+        partition: int,
+        node: str,
+        key: str | None = None,
+        partitions: list[int] | None = None,
+    ):
+        if key is None:
+            what = f"partition {partition} is requested"
+        else:
+            what = f"key {key!r} is in partition {partition}"
+        message = f"view {view}: {what}, which node {node} does not hold"
+        if partitions is not None and len(partitions) > 1:
+            message += f" (partitions not held: {partitions})"
+        super().__init__(message)
+        self.view = view
+        self.partition = partition
+        self.node = node
+        self.key = key
+        self.partitions = partitions
+
+    def graphql_extensions(self) -> dict[str, Any]:
+        extensions: dict[str, Any] = {
+            "code": self.code,
+            "view": self.view,
+            "partition": self.partition,
+            "node": self.node,
+        }
+        if self.partitions is not None:
+            extensions["partitions"] = self.partitions
+        return extensions
+
+
+class MalformedRequestError(QueryError):
+    """The HTTP request carries no GraphQL request: bad JSON, no query, wrong types."""
+
+    code: ClassVar[str] = "BAD_REQUEST"
+
+
+class StoreError(NodeError):
+    """A partition store failed to open, read or write."""
+
+
+class StoreClosedError(StoreError):
+    """A partition store was used while closed."""
+
+
+class SerializationError(StoreError):
+    """A stored value cannot be decoded: the store is corrupt or from another format."""

@@ -1,0 +1,129 @@
+"""GraphQL over HTTP for the node: `POST /graphql` as a raw ASGI handler.
+
+It executes the strawberry subgraph synchronously (the resolvers are LevelDB reads that
+take microseconds), serializes with orjson, and adds `extensions.freshness`: one entry
+per partition the request read. `format_error` is the one place where exceptions become
+GraphQL errors with `extensions.code`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import strawberry
+from graphql import GraphQLError, GraphQLSyntaxError
+from strawberry.exceptions import MissingQueryError
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.types.graphql import OperationType
+
+from node.asgi import Receive, Scope, Send, read_body, send_json
+from node.errors import MalformedRequestError, NodeError, QueryError
+from node.partitions import PartitionRegistry
+from node.subgraph import ReadContext
+
+__all__ = ["GraphQLEndpoint", "error_extensions", "format_error"]
+
+MAX_BODY_BYTES = 1 << 20
+_QUERIES_ONLY = (OperationType.QUERY,)
+
+
+def error_extensions(error: GraphQLError, executed: bool) -> dict[str, Any]:
+    """`extensions` of a GraphQL error; `executed` = parse and validation had passed."""
+    original = error.original_error
+    if isinstance(original, QueryError):
+        return original.graphql_extensions()
+    if isinstance(error, GraphQLSyntaxError):
+        return {"code": "GRAPHQL_PARSE_FAILED"}
+    if not executed:
+        return {"code": "GRAPHQL_VALIDATION_FAILED"}
+    if error.path is None and (original is None or isinstance(original, GraphQLError)):
+        # failed outside any field after validation: coercing the variables' values
+        return {"code": "BAD_USER_INPUT"}
+    if isinstance(original, NodeError):
+        return {"code": "INTERNAL_SERVER_ERROR", "reason": type(original).__name__}
+    return {"code": "INTERNAL_SERVER_ERROR"}
+
+
+def format_error(error: GraphQLError, executed: bool = True) -> dict[str, Any]:
+    """The JSON of one GraphQL error, with `extensions.code` always set."""
+    formatted: dict[str, Any] = {"message": error.message}
+    if error.locations:
+        formatted["locations"] = [{"line": x.line, "column": x.column} for x in error.locations]
+    if error.path:
+        formatted["path"] = error.path
+    formatted["extensions"] = error_extensions(error, executed)
+    return formatted
+
+
+def _parse_request(body: bytes) -> tuple[str, dict[str, Any] | None, str | None]:
+    try:
+        request = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedRequestError(f"request body is not JSON: {exc}") from exc
+    if not isinstance(request, dict):
+        raise MalformedRequestError("request body must be a JSON object")
+    query, variables = request.get("query"), request.get("variables")
+    operation_name = request.get("operationName")
+    if not isinstance(query, str) or not query.strip():
+        raise MalformedRequestError('request has no "query" string')
+    if variables is not None and not isinstance(variables, dict):
+        raise MalformedRequestError('"variables" must be a JSON object')
+    if operation_name is not None and not isinstance(operation_name, str):
+        raise MalformedRequestError('"operationName" must be a string')
+    return query, variables, operation_name
+
+
+class GraphQLEndpoint:
+    """ASGI handler of `POST /graphql` over a subgraph schema and this node's partitions."""
+
+    def __init__(self, schema: strawberry.Schema, registry: PartitionRegistry):
+        self.schema = schema
+        self.registry = registry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            error = MalformedRequestError("use POST with a JSON body")
+            await send_json(send, 405, self._refused(error), [(b"allow", b"POST")])
+            return
+        try:
+            body = await read_body(receive, MAX_BODY_BYTES)
+            query, variables, operation_name = _parse_request(body)
+        except MalformedRequestError as exc:
+            await send_json(send, 400, self._refused(exc))
+            return
+        await send_json(send, 200, self.execute(query, variables, operation_name))
+
+    def execute(
+        self, query: str, variables: dict[str, Any] | None = None, operation_name: str | None = None
+    ) -> dict[str, Any]:
+        """Run one GraphQL request; the response document, freshness included."""
+        context = ReadContext(self.registry)
+        try:
+            result = self.schema.execute_sync(
+                query,
+                variable_values=variables,
+                context_value=context,
+                operation_name=operation_name,
+                allowed_operation_types=_QUERIES_ONLY,
+            )
+        except MissingQueryError as exc:
+            return self._refused(MalformedRequestError(str(exc)))
+        except CannotGetOperationTypeError as exc:
+            return self._refused(MalformedRequestError(exc.as_http_error_reason()))
+        except InvalidOperationTypeError as exc:
+            return self._refused(MalformedRequestError(exc.as_http_error_reason("POST")))
+        response: dict[str, Any] = {}
+        if context.executed:
+            response["data"] = result.data
+        if result.errors:
+            response["errors"] = [format_error(e, context.executed) for e in result.errors]
+        response["extensions"] = {
+            **(result.extensions or {}),
+            "freshness": context.freshness_entries(),
+        }
+        return response
+
+    def _refused(self, exc: MalformedRequestError) -> dict[str, Any]:
+        error = GraphQLError(str(exc), original_error=exc)
+        return {"errors": [format_error(error)], "extensions": {"freshness": []}}

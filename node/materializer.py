@@ -1,0 +1,265 @@
+"""The materializer: a thread that applies the changelog partitions this node owns.
+
+It runs one confluent-kafka consumer in the node group over every view's changelog
+topic. The range assignor gives partition p of every changelog topic to the same node,
+so partition p is one LevelDB store. On assign it opens the stores and seeks to their
+stored offsets (the group's committed offsets are never trusted), reports RESTORING
+until every partition reaches the high watermark of a fetch, then RUNNING. On revoke it
+closes the stores, which stay on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from node.config import NodeConfig
+from node.errors import NodeError, SerializationError
+from node.partitions import PartitionRegistry
+from node.store import ChangeBatch, LevelDBStore, PartitionStore
+from schema import NodeState, Role, View, ViewKind, decode_count
+
+__all__ = ["Materializer", "StoreFactory"]
+
+log = logging.getLogger(__name__)
+
+StoreFactory = Callable[[int], PartitionStore]
+
+
+def _apply_count(batch: ChangeBatch, view: View, message: Message) -> None:
+    value = message.value()
+    if value is None:
+        # a tombstone deletes the key (the pipeline does not write them today)
+        batch.delete(view.name, (message.key() or b"").decode("utf-8"))
+        return
+    batch.put_count(view.name, decode_count(value))
+
+
+# how each view kind turns one changelog record into store changes
+_APPLIERS: dict[ViewKind, Callable[[ChangeBatch, View, Message], None]] = {
+    ViewKind.COUNT: _apply_count,
+}
+
+
+class Materializer:
+    """Owns the consumer thread; `start()` it, `stop()` it, then `close()` to leave the group."""
+
+    batch_size = 2000
+    poll_timeout_s = 0.1
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        catalogue: Iterable[View],
+        registry: PartitionRegistry,
+        *,
+        store_factory: StoreFactory | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+    ):
+        self.config = config
+        self.registry = registry
+        self.views = {view.changelog_topic: view for view in catalogue}
+        for view in self.views.values():
+            if view.kind not in _APPLIERS:
+                raise NodeError(f"view {view.name}: kind {view.kind.value} is not served yet")
+        self._store_factory = store_factory or self._leveldb_store
+        self._on_fatal = on_fatal
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._consumer: Consumer | None = None
+        self._stores: dict[int, PartitionStore] = {}
+        self._assigned: list[TopicPartition] = []
+        self._restoring: set[int] = set()
+        # next offset to apply and restore target (first high watermark) per (topic, partition)
+        self._positions: dict[tuple[str, int], int] = {}
+        self._targets: dict[tuple[str, int], int] = {}
+        self._restore_started = 0.0
+        self.records_read = 0
+        self.failure: BaseException | None = None
+
+    def _leveldb_store(self, partition: int) -> PartitionStore:
+        path = Path(self.config.state_dir) / f"partition-{partition}"
+        return LevelDBStore(path, cache_mb=self.config.store_cache_mb)
+
+    def consumer_config(self) -> dict[str, object]:
+        return {
+            "bootstrap.servers": self.config.bootstrap,
+            "group.id": self.config.group_id,
+            "client.id": self.config.node_id,
+            # range: partition p of every changelog topic lands on the same node
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 6000,
+            # the stored offset is the truth; commits only show progress to Kafka tools
+            "enable.auto.commit": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+            "logger": logging.getLogger("node.kafka"),
+        }
+
+    def start(self) -> None:
+        """Start consuming in a new thread; returns at once."""
+        if self._thread is not None:
+            raise RuntimeError("materializer already started")
+        self._thread = threading.Thread(
+            target=self._run, name=f"materializer-{self.config.node_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop consuming and close every store; the consumer stays in the group."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.error("materializer of %s did not stop in %s s", self.config.node_id, timeout_s)
+
+    def close(self) -> None:
+        """Leave the group (after `stop`)."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+        self._close_stores(list(self._stores))
+
+    def _run(self) -> None:
+        try:
+            consumer = Consumer(self.consumer_config())
+            self._consumer = consumer
+            consumer.subscribe(
+                list(self.views),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_revoke,
+            )
+            while not self._stop.is_set():
+                messages = consumer.consume(self.batch_size, self.poll_timeout_s)
+                if messages:
+                    self._apply(messages)
+                self._track_end_offsets(consumer)
+        except BaseException as exc:
+            self.failure = exc
+            log.exception("materializer of node %s failed", self.config.node_id)
+            if self._on_fatal is not None:
+                self._on_fatal(exc)
+        finally:
+            self._close_stores(list(self._stores))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.registry.set_state(NodeState.RESTORING)
+        restore_from: dict[int, dict[str, int]] = {}
+        for partition in sorted({tp.partition for tp in partitions}):
+            topics = [tp for tp in partitions if tp.partition == partition]
+            store = self._store_factory(partition).open()
+            stored = store.offsets()
+            for tp in topics:
+                tp.offset = stored.get(tp.topic, OFFSET_BEGINNING)
+            self._stores[partition] = store
+            applied = {tp.topic: stored.get(tp.topic, 0) for tp in topics}
+            self._positions.update({(t, partition): n for t, n in applied.items()})
+            self.registry.attach(partition, store, Role.ACTIVE, applied)
+            restore_from[partition] = applied
+        log.info("node %s: assigned, restoring from %s", self.config.node_id, restore_from)
+        consumer.assign(partitions)
+        self._assigned = list(partitions)
+        self._restoring = {tp.partition for tp in partitions}
+        self._targets.clear()
+        self._restore_started = time.monotonic()
+        if not self._restoring:
+            self.registry.set_state(NodeState.RUNNING)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.registry.set_state(NodeState.REBALANCING)
+        revoked = {tp.partition for tp in partitions}
+        self._close_stores(revoked)
+        self._assigned = [tp for tp in self._assigned if tp.partition not in revoked]
+        self._restoring -= revoked
+        log.info("node %s: partitions %s revoked", self.config.node_id, sorted(revoked))
+
+    def _close_stores(self, partitions: Iterable[int]) -> None:
+        for partition in sorted(partitions):
+            # detach first: it waits for running reads, so no read sees a closed store
+            self.registry.detach(partition)
+            store = self._stores.pop(partition, None)
+            if store is not None:
+                store.close()
+
+    def _apply(self, messages: list[Message]) -> None:
+        """Apply one poll batch: one ChangeBatch, so one atomic write, per partition."""
+        batches: dict[int, ChangeBatch] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._on_message_error(error)
+                continue
+            self.records_read += 1
+            topic, partition, offset = message.topic(), message.partition(), message.offset()
+            assert topic is not None and partition is not None and offset is not None
+            view = self.views[topic]
+            batch = batches.setdefault(partition, ChangeBatch())
+            try:
+                _APPLIERS[view.kind](batch, view, message)
+            except (ValueError, SerializationError) as exc:
+                # skip it but advance past it: one bad record must not stop the partition
+                log.warning(
+                    "view %s: skipping undecodable changelog record at partition %d offset %d: %s",
+                    view.name,
+                    partition,
+                    offset,
+                    exc,
+                )
+            batch.advance(topic, offset + 1)
+        for partition, batch in batches.items():
+            store = self._stores.get(partition)
+            if store is None:  # revoked during this poll; the next owner applies it
+                continue
+            store.apply(batch)
+            self.registry.record_applied(partition, batch.offsets)
+            for topic, next_offset in batch.offsets.items():
+                self._positions[(topic, partition)] = next_offset
+
+    def _on_message_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            raise KafkaException(error)
+        if error.code() != KafkaError._PARTITION_EOF:
+            log.warning("node %s: changelog consumer error: %s", self.config.node_id, error)
+
+    def _track_end_offsets(self, consumer: Consumer) -> None:
+        """Record each partition's high watermark from the latest fetch; finish restores.
+
+        Cached watermarks come from fetch responses: ListOffsets LATEST is wrong on the
+        embedded broker, and a fetch is what we are doing anyway. A partition is restored
+        once it reaches the first high watermark seen after its assignment (a moving
+        target would never be reached under steady traffic).
+        """
+        for tp in self._assigned:
+            _low, high = consumer.get_watermark_offsets(tp, cached=True)
+            if high >= 0:
+                self.registry.record_end(tp.partition, tp.topic, high)
+                if tp.partition in self._restoring:
+                    self._targets.setdefault((tp.topic, tp.partition), high)
+        if self._restoring:
+            self._restoring = {p for p in self._restoring if not self._restored(p)}
+            if not self._restoring:
+                elapsed = time.monotonic() - self._restore_started
+                log.info("node %s: restored, RUNNING after %.1f s", self.config.node_id, elapsed)
+                self.registry.set_state(NodeState.RUNNING)
+
+    def _restored(self, partition: int) -> bool:
+        for tp in self._assigned:
+            if tp.partition != partition:
+                continue
+            target = self._targets.get((tp.topic, partition))
+            if target is None or self._positions.get((tp.topic, partition), 0) < target:
+                return False
+        return True

@@ -1,0 +1,111 @@
+"""The membership publisher: this node's MemberRecord on `statefed.members`.
+
+A thread publishes the record (key = node id) every heartbeat and at once on every change
+of state or held partitions; `stop()` publishes a tombstone so readers drop the node
+without waiting for its heartbeats to age out.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from node.config import NodeConfig
+from node.partitions import PartitionRegistry
+from schema import MEMBERS_TOPIC, MemberRecord, encode_member
+
+__all__ = ["MembershipPublisher"]
+
+log = logging.getLogger(__name__)
+
+
+class MembershipPublisher:
+    """Publishes `record()` from a thread; `start()`, then `stop()` (which sends the tombstone)."""
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        registry: PartitionRegistry,
+        *,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.config = config
+        self.registry = registry
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._producer: Producer | None = None
+        self.published = 0
+        self._failing = False
+
+    def record(self) -> MemberRecord:
+        """This node's membership record as of now."""
+        return MemberRecord(
+            node_id=self.config.node_id,
+            url=self.config.url,
+            state=self.registry.state,
+            heartbeat_ms=int(self._clock() * 1000),
+            heartbeat_interval_ms=self.config.heartbeat_ms,
+            partitions=tuple(self.registry.statuses()),
+        )
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("membership publisher already started")
+        self._producer = Producer(
+            {
+                "bootstrap.servers": self.config.bootstrap,
+                "client.id": f"{self.config.node_id}-members",
+                "linger.ms": 0,
+                "logger": logging.getLogger("node.kafka"),
+            }
+        )
+        self._thread = threading.Thread(
+            target=self._run, name=f"membership-{self.config.node_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop heartbeating and publish the tombstone (waits up to `timeout_s` for it)."""
+        self._stop.set()
+        self.registry.changed.set()  # wake the thread from its heartbeat wait
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
+        self._produce(producer, None)
+        if producer.flush(timeout_s) > 0:
+            log.warning("node %s: membership tombstone not delivered", self.config.node_id)
+
+    def _run(self) -> None:
+        producer = self._producer
+        assert producer is not None
+        interval_s = self.config.heartbeat_ms / 1000
+        while not self._stop.is_set():
+            # clear before reading the state: a change after this wakes the next wait
+            self.registry.changed.clear()
+            try:
+                self._produce(producer, encode_member(self.record()))
+            except Exception:  # a full queue or a broker hiccup: try again next heartbeat
+                log.exception("node %s: publishing membership failed", self.config.node_id)
+            producer.poll(0)
+            self.registry.changed.wait(interval_s)
+
+    def _produce(self, producer: Producer, value: bytes | None) -> None:
+        producer.produce(
+            MEMBERS_TOPIC, key=self.config.node_id, value=value, on_delivery=self._delivered
+        )
+        self.published += 1
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        # log transitions only: a broker outage would otherwise log every heartbeat
+        if error is not None and not self._failing:
+            log.warning("node %s: membership records not delivered: %s", self.config.node_id, error)
+        elif error is None and self._failing:
+            log.info("node %s: membership records delivered again", self.config.node_id)
+        self._failing = error is not None

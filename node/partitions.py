@@ -1,0 +1,119 @@
+"""The partition copies a node holds, shared by the materializer thread and the readers.
+
+The materializer attaches a partition's open store when the group assigns it and
+detaches it before closing it; readers go through `read`, which holds the registry lock,
+so a store is never closed under a running read. The registry also keeps the node state
+and per-partition applied and end offsets (for lag, freshness and membership).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from node.errors import TopologyError
+from node.store import PartitionStore
+from schema import NodeState, PartitionStatus, Role
+
+__all__ = ["PartitionRegistry"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Copy:
+    store: PartitionStore
+    role: Role
+    applied: dict[str, int]
+    # high watermark per changelog topic from the latest fetch; -1 until one is seen
+    end: dict[str, int] = field(default_factory=dict)
+
+    def status(self, partition: int) -> PartitionStatus:
+        applied = sum(self.applied.values())
+        end = sum(max(self.end.get(t, -1), n) for t, n in self.applied.items())
+        return PartitionStatus(partition, self.role, applied, end)
+
+
+class PartitionRegistry:
+    """Thread-safe table of held partition copies, the node state and topic layout."""
+
+    def __init__(self, node_id: str):
+        self.node_id = node_id
+        # set on every change of state or held partitions; the membership publisher waits on it
+        self.changed = threading.Event()
+        self._lock = threading.Lock()
+        self._copies: dict[int, _Copy] = {}
+        self._state = NodeState.STARTING
+        self._partition_counts: dict[str, int] = {}
+
+    def set_partition_counts(self, counts: Mapping[str, int]) -> None:
+        """The partition count of each changelog topic, from topic metadata."""
+        with self._lock:
+            self._partition_counts = dict(counts)
+
+    def partition_count(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            raise TopologyError(f"partition count of {topic} is not known yet on {self.node_id}")
+        return count
+
+    @property
+    def state(self) -> NodeState:
+        return self._state
+
+    def set_state(self, state: NodeState) -> None:
+        with self._lock:
+            changed = state is not self._state
+            self._state = state
+        if changed:
+            self.changed.set()
+
+    def attach(
+        self, partition: int, store: PartitionStore, role: Role, applied: Mapping[str, int]
+    ) -> None:
+        """Serve `partition` from the open `store`; `applied` = next offset of each topic."""
+        with self._lock:
+            self._copies[partition] = _Copy(store, role, dict(applied))
+        self.changed.set()
+
+    def detach(self, partition: int) -> PartitionStore | None:
+        """Stop serving `partition`; waits for running reads, then returns its store."""
+        with self._lock:
+            copy = self._copies.pop(partition, None)
+        self.changed.set()
+        return None if copy is None else copy.store
+
+    def record_applied(self, partition: int, offsets: Mapping[str, int]) -> None:
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is not None:
+                copy.applied.update(offsets)
+
+    def record_end(self, partition: int, topic: str, end_offset: int) -> None:
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is not None:
+                copy.end[topic] = end_offset
+
+    def read(
+        self, partition: int, reader: Callable[[PartitionStore], T]
+    ) -> tuple[T, PartitionStatus] | None:
+        """`reader(store)` and the partition's status, or None when `partition` is not held."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is None:
+                return None
+            return reader(copy.store), copy.status(partition)
+
+    def holds(self, partition: int) -> bool:
+        return partition in self._copies
+
+    def partitions(self, role: Role | None = None) -> list[int]:
+        with self._lock:
+            return sorted(p for p, c in self._copies.items() if role is None or c.role is role)
+
+    def statuses(self) -> list[PartitionStatus]:
+        with self._lock:
+            return [self._copies[p].status(p) for p in sorted(self._copies)]

@@ -1,0 +1,57 @@
+"""WINDOWED_COUNT views: events per key and tumbling window, with a watermark for late events.
+
+Windows are Spark's tumbling `window()` over the event time (aligned to the epoch:
+start = floor(t / size) * size); the watermark is the newest event time seen minus the
+grace period, and an event whose window ends at or before the watermark in force for its
+micro-batch is dropped (Spark's `numRowsDroppedByWatermark`, published as `late_dropped`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from node.pipeline.errors import PipelineError
+from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from schema import View, WindowRow, encode_window, window_record_key
+
+__all__ = ["PLAN", "aggregate", "changelog"]
+
+
+def aggregate(events: DataFrame, view: View) -> DataFrame:
+    """Per (key, window): `count`, `last_event_ms`, and the window's `start_ms`/`end_ms`."""
+    if view.window is None:
+        raise PipelineError(f"view {view.name}: a windowed_count view needs a window")
+    size, grace = view.window.size_ms, view.window.grace_ms
+    windows = (
+        events.withColumn("event_time", F.timestamp_millis("event_ms"))
+        .withWatermark("event_time", f"{grace} milliseconds")
+        .groupBy("key", F.window("event_time", f"{size} milliseconds"))
+        .agg(F.count(F.lit(1)).alias("count"), F.max("event_ms").alias("last_event_ms"))
+    )
+    return windows.select(
+        "key",
+        F.unix_millis(F.col("window.start")).alias("start_ms"),
+        F.unix_millis(F.col("window.end")).alias("end_ms"),
+        "count",
+        "last_event_ms",
+    )
+
+
+def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
+    """One absolute record per updated (key, window)."""
+    for row in rows.to_pylist():
+        window = WindowRow(
+            key=row["key"],
+            start_ms=row["start_ms"],
+            end_ms=row["end_ms"],
+            count=row["count"],
+            last_event_ms=row["last_event_ms"],
+        )
+        yield ChangelogRecord(window.key, window_record_key(window), encode_window(window))
+
+
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog)

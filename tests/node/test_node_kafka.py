@@ -1,0 +1,257 @@
+"""Nodes against the real embedded broker, served by real uvicorn on loopback.
+
+Each test has its own view (own changelog topic) and consumer group, so tests sharing
+the session broker cannot disturb each other. Nodes are stopped only when their group
+is stable (every partition assigned and RUNNING): tansu can wedge a group whose leader
+leaves mid-rebalance.
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from node.broker import EmbeddedBroker
+from node.errors import StoreError
+from node.store import ChangeBatch, LevelDBStore
+from node.topics import ensure_topics, statefed_topics
+from schema import MEMBERS_TOPIC, CountRow, NodeState, View, decode_member, partition_for
+from tests.node.harness import (
+    P,
+    ThreadNode,
+    node_config,
+    produce_counts,
+    produce_raw,
+    spawn_node,
+    unique_count_view,
+    wait_for,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def view(broker: EmbeddedBroker) -> View:
+    view = unique_count_view()
+    ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
+    return view
+
+
+def rows_for(keys: list[str], counts: dict[str, int]) -> list[CountRow]:
+    """Every intermediate absolute count of each key, in order, as the pipeline emits them."""
+    return [CountRow(k, n, 1_700_000_000_000 + n) for k in keys for n in range(1, counts[k] + 1)]
+
+
+def running_with(node: ThreadNode, partitions: int) -> dict[str, Any] | None:
+    health = node.health()
+    ok = health["state"] == "RUNNING" and len(health["active"]) == partitions
+    return health if ok else None
+
+
+def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    head_keys = [f"{uuid.uuid4().hex[:6]}-h{i}" for i in range(24)]
+    head = {k: i % 5 + 1 for i, k in enumerate(head_keys)}
+    written = produce_counts(broker.bootstrap, view, rows_for(head_keys, head))
+    # an undecodable record is skipped, but its offset is applied
+    bad_partition = partition_for(head_keys[0], P)
+    produce_raw(broker.bootstrap, view, bad_partition, b"not json")
+    written[bad_partition] += 1
+
+    config = node_config(broker.bootstrap, tmp_path, "n1", f"g-{view.name}")
+    node = ThreadNode(config, [view]).start()
+    try:
+        wait_for(lambda: running_with(node, P), 30, "n1 RUNNING with every partition")
+        wait_for(lambda: node.counts(head_keys) == head, 15, "head counts")
+        document = node.query("{ topWords(limit: 3) { word count } }")
+        expected_top = sorted(head.items(), key=lambda kc: (-kc[1], kc[0]))[:3]
+        assert document["data"]["topWords"] == [{"word": k, "count": c} for k, c in expected_top]
+        freshness = {e["partition"]: e for e in document["extensions"]["freshness"]}
+        assert sorted(freshness) == list(range(P))
+        assert {
+            p: e["appliedOffset"] for p, e in freshness.items() if e["appliedOffset"]
+        } == written
+        assert all(e["lag"] == 0 and e["node"] == "n1" for e in freshness.values())
+    finally:
+        node.stop()
+    assert node.app.materializer is not None
+    assert node.app.materializer.records_read == sum(written.values())
+
+    # while n1 is down: mark one head key in its store (a re-read of the head would undo
+    # it), and append a tail to the changelog
+    marked = head_keys[1]
+    with LevelDBStore(config.state_dir / f"partition-{partition_for(marked, P)}") as store:
+        change = ChangeBatch()
+        change.put_count(view.name, CountRow(marked, 999, 0))
+        store.apply(change)
+    tail_keys = [f"{uuid.uuid4().hex[:6]}-t{i}" for i in range(10)]
+    tail = {k: 2 for k in tail_keys}
+    tail_rows = [*rows_for(tail_keys, tail), CountRow(head_keys[2], 50, 0)]
+    produce_counts(broker.bootstrap, view, tail_rows)
+
+    # a new group has no committed offsets: only the stored offsets can skip the head
+    restarted = node_config(broker.bootstrap, tmp_path, "n1", f"g2-{view.name}")
+    node = ThreadNode(restarted, [view]).start()
+    try:
+        wait_for(lambda: running_with(node, P), 30, "restarted n1 RUNNING")
+        expected = {**tail, head_keys[2]: 50, marked: 999, head_keys[3]: head[head_keys[3]]}
+        wait_for(lambda: node.counts(list(expected)) == expected, 15, "tail counts")
+    finally:
+        node.stop()
+    assert node.app.materializer is not None
+    assert node.app.materializer.records_read == len(tail_rows)
+
+
+def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    keys = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(30)]
+    counts = {k: 1 + i % 3 for i, k in enumerate(keys)}
+    produce_counts(broker.bootstrap, view, rows_for(keys, counts))
+    group = f"g-{view.name}"
+    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "na", group), [view]).start()
+    b: ThreadNode | None = None
+    try:
+        wait_for(lambda: running_with(a, P), 30, "na RUNNING with every partition")
+        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "nb", group), [view]).start()
+
+        def split() -> tuple[list[int], list[int]] | None:
+            ha, hb = a.health(), b.health() if b else {}
+            if ha["state"] != "RUNNING" or hb["state"] != "RUNNING":
+                return None
+            if sorted(ha["active"] + hb["active"]) != list(range(P)) or not hb["active"]:
+                return None
+            return ha["active"], hb["active"]
+
+        held_a, held_b = wait_for(split, 40, "na and nb to split the partitions")
+        key_b = next(k for k in keys if partition_for(k, P) in held_b)
+        key_a = next(k for k in keys if partition_for(k, P) in held_a)
+        wait_for(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "nb serving its key")
+        assert a.counts([key_a]) == {key_a: counts[key_a]}
+
+        refused = a.query("query($w: String!) { wordCount(word: $w) { count } }", {"w": key_b})
+        (error,) = refused["errors"]
+        assert error["extensions"] == {
+            "code": "NOT_OWNER",
+            "view": view.name,
+            "partition": partition_for(key_b, P),
+            "node": "na",
+        }
+        top = a.query(
+            "query($ps: [Int!]) { topWords(limit: 5, partitions: $ps) { word } }", {"ps": held_b}
+        )
+        assert top["errors"][0]["extensions"]["code"] == "NOT_OWNER"
+        local = a.query("{ topWords(limit: 100) { word count } }")
+        assert {row["word"] for row in local["data"]["topWords"]} == {
+            k for k in keys if partition_for(k, P) in held_a
+        }
+    finally:
+        if b is not None:
+            b.stop()
+    try:
+        # nb left: na takes every partition over and answers nb's keys
+        wait_for(lambda: running_with(a, P), 40, "na RUNNING with every partition again")
+        wait_for(lambda: a.counts(keys) == counts, 15, "na serving every key")
+    finally:
+        a.stop()
+
+
+def members_of(broker: EmbeddedBroker, node_id: str) -> list[bytes | None]:
+    """Every value published to statefed.members under `node_id`, oldest first."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    members = TopicPartition(MEMBERS_TOPIC, 0, OFFSET_BEGINNING)
+    try:
+        consumer.assign([members])
+        values: list[bytes | None] = []
+        position = 0
+        # read up to the high watermark of the latest fetch (heartbeats keep coming)
+        while True:
+            for message in consumer.consume(500, 1.0):
+                assert message.error() is None, message.error()
+                position = (message.offset() or 0) + 1
+                if message.key() == node_id.encode():
+                    values.append(message.value())
+            high = consumer.get_watermark_offsets(members, cached=True)[1]
+            if 0 <= high <= position:
+                return values
+    finally:
+        consumer.close()
+
+
+def test_run_node_heartbeats_membership_and_leaves_cleanly_on_sigterm(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    node_log = tmp_path / "node.log"
+    node_id = f"m-{uuid.uuid4().hex[:6]}"
+    config = node_config(broker.bootstrap, tmp_path, node_id, f"g-{view.name}")
+    process = spawn_node(config, view, node_log)
+    try:
+        with httpx.Client(base_url=config.url, timeout=5) as client:
+
+            def running() -> bool:
+                try:
+                    health = client.get("/health").json()
+                except httpx.TransportError:
+                    assert process.poll() is None, node_log.read_text()
+                    return False
+                return health["state"] == "RUNNING" and len(health["active"]) == P
+
+            wait_for(running, 40, f"{node_id} RUNNING")
+
+        def heartbeats() -> list[Any] | None:
+            records = [decode_member(v) for v in members_of(broker, node_id) if v is not None]
+            running = [r for r in records if r.state is NodeState.RUNNING]
+            return records if len(running) >= 3 else None
+
+        records = wait_for(heartbeats, 15, "three RUNNING heartbeats", interval_s=0.3)
+        last = records[-1]
+        assert last.url == config.url
+        assert last.heartbeat_interval_ms == 250
+        assert last.active_partitions() == list(range(P))
+        stamps = [r.heartbeat_ms for r in records]
+        assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
+        assert records[0].state is not NodeState.RUNNING  # published before it was ready
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, node_log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    values = members_of(broker, node_id)
+    assert values[-1] is None, "no tombstone after the last heartbeat"
+    assert sorted(p.name for p in config.state_dir.iterdir()) == [
+        f"partition-{p}" for p in range(P)
+    ]
+    assert "Traceback" not in node_log.read_text()
+
+
+def test_a_store_that_cannot_open_stops_the_node(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    config = node_config(broker.bootstrap, tmp_path, "nf", f"g-{view.name}")
+    # another process holding partition 0's LevelDB: the state dir is used twice
+    with LevelDBStore(config.state_dir / "partition-0"):
+        node = ThreadNode(config, [view]).start()
+        try:
+            node.thread.join(40)
+            assert not node.thread.is_alive(), "the server kept running without its materializer"
+        finally:
+            node.stop()
+    assert isinstance(node.app.failure, StoreError)
+    assert "partition-0" in str(node.app.failure)
+    status, health = node.app.health()
+    assert (status, health["state"]) == (503, "FAILED")

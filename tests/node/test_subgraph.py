@@ -1,0 +1,273 @@
+"""The node subgraph and its HTTP endpoint, over real LevelDB stores attached by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from node.app import NodeApp
+from node.config import NodeConfig
+from node.graphql_http import GraphQLEndpoint
+from node.partitions import PartitionRegistry
+from node.store import ChangeBatch, LevelDBStore
+from node.subgraph import build_subgraph
+from schema import CATALOGUE, CountRow, Role, partition_for, view_by_name
+
+P = 6
+HELD = (0, 1, 2)
+VIEW = view_by_name("word_counts")
+WORDS = {f"w{i}": (i * 7) % 23 + 1 for i in range(60)}
+HELD_WORDS = {w: c for w, c in WORDS.items() if partition_for(w, P) in HELD}
+FOREIGN_WORDS = [w for w in WORDS if partition_for(w, P) not in HELD]
+
+NODE_SDL = """\
+type Query {
+  wordCount(word: String!): WordCount
+  wordCounts(words: [String!]!): [WordCount]!
+  topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
+}
+
+type WordCount {
+  word: String!
+  count: Int!
+}"""
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[PartitionRegistry]:
+    """Node n1 holding partitions 0-2 of word_counts (P = 6), filled with HELD_WORDS."""
+    registry = PartitionRegistry("n1")
+    registry.set_partition_counts({VIEW.changelog_topic: P})
+    stores = []
+    for partition in HELD:
+        store = LevelDBStore(tmp_path / f"partition-{partition}").open()
+        change = ChangeBatch(offsets={VIEW.changelog_topic: 100 + partition})
+        for word, count in HELD_WORDS.items():
+            if partition_for(word, P) == partition:
+                change.put_count(VIEW.name, CountRow(word, count, 0))
+        store.apply(change)
+        registry.attach(partition, store, Role.ACTIVE, store.offsets())
+        registry.record_end(partition, VIEW.changelog_topic, 105 + partition)
+        stores.append(store)
+    yield registry
+    for partition in HELD:
+        registry.detach(partition)
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def endpoint(registry: PartitionRegistry) -> GraphQLEndpoint:
+    return GraphQLEndpoint(build_subgraph(CATALOGUE), registry)
+
+
+def ranked(words: dict[str, int]) -> list[dict[str, Any]]:
+    order = sorted(words.items(), key=lambda wc: (-wc[1], wc[0]))
+    return [{"word": w, "count": c} for w, c in order]
+
+
+def test_sdl_is_generated_from_the_catalogue() -> None:
+    assert build_subgraph(CATALOGUE).as_str() == NODE_SDL
+
+
+def test_a_second_view_of_the_same_kind_needs_only_a_catalogue_entry() -> None:
+    users = dataclasses.replace(
+        VIEW,
+        name="user_clicks",
+        topic="clicks",
+        key_field="user",
+        type_name="UserClicks",
+        point_field="userClicks",
+        many_field="usersClicks",
+        top_field="topUsers",
+    )
+    sdl = build_subgraph((VIEW, users)).as_str()
+    assert "userClicks(user: String!): UserClicks" in sdl
+    assert "usersClicks(users: [String!]!): [UserClicks]!" in sdl
+    assert "wordCount(word: String!): WordCount" in sdl
+
+
+def test_point_lookup_and_unknown_key(endpoint: GraphQLEndpoint) -> None:
+    word = next(iter(HELD_WORDS))
+    unknown = next(f"x{i}" for i in range(100) if partition_for(f"x{i}", P) in HELD)
+    response = endpoint.execute(
+        "query($w: String!, $u: String!) { a: wordCount(word: $w) { word count } "
+        "b: wordCount(word: $u) { word count } }",
+        {"w": word, "u": unknown},
+    )
+    assert response["data"] == {"a": {"word": word, "count": HELD_WORDS[word]}, "b": None}
+    assert "errors" not in response
+
+
+def test_freshness_names_each_partition_read(endpoint: GraphQLEndpoint) -> None:
+    word = next(iter(HELD_WORDS))
+    partition = partition_for(word, P)
+    response = endpoint.execute("query($w: String!) { wordCount(word: $w) { count } }", {"w": word})
+    assert response["extensions"]["freshness"] == [
+        {
+            "partition": partition,
+            "node": "n1",
+            "role": "ACTIVE",
+            "appliedOffset": 100 + partition,
+            "lag": 5,
+        }
+    ]
+
+
+def test_multi_key_lookup_keeps_input_order_with_nulls(endpoint: GraphQLEndpoint) -> None:
+    unknown = next(f"nope{i}" for i in range(100) if partition_for(f"nope{i}", P) in HELD)
+    first = next(iter(HELD_WORDS))
+    words = [*list(HELD_WORDS)[:5], unknown, first]
+    response = endpoint.execute(
+        "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }", {"ws": words}
+    )
+    expected = [{"word": w, "count": HELD_WORDS[w]} if w in HELD_WORDS else None for w in words]
+    assert response["data"] == {"wordCounts": expected}
+    read = {entry["partition"] for entry in response["extensions"]["freshness"]}
+    assert read == {partition_for(w, P) for w in words}
+
+
+def test_top_is_local_over_held_partitions(endpoint: GraphQLEndpoint) -> None:
+    response = endpoint.execute("{ topWords(limit: 7) { word count } }")
+    assert response["data"] == {"topWords": ranked(HELD_WORDS)[:7]}
+    assert [e["partition"] for e in response["extensions"]["freshness"]] == list(HELD)
+
+
+def test_top_over_chosen_partitions(endpoint: GraphQLEndpoint) -> None:
+    response = endpoint.execute("{ topWords(limit: 1000, partitions: [2, 0]) { word count } }")
+    chosen = {w: c for w, c in HELD_WORDS.items() if partition_for(w, P) in (0, 2)}
+    assert response["data"] == {"topWords": ranked(chosen)}
+    assert [e["partition"] for e in response["extensions"]["freshness"]] == [0, 2]
+
+
+def test_point_lookup_of_a_foreign_partition_is_not_owner(endpoint: GraphQLEndpoint) -> None:
+    word = FOREIGN_WORDS[0]
+    partition = partition_for(word, P)
+    response = endpoint.execute("query($w: String!) { wordCount(word: $w) { count } }", {"w": word})
+    assert response["data"] == {"wordCount": None}
+    (error,) = response["errors"]
+    assert error["message"] == (
+        f"view word_counts: key {word!r} is in partition {partition}, which node n1 does not hold"
+    )
+    assert error["extensions"] == {
+        "code": "NOT_OWNER",
+        "view": "word_counts",
+        "partition": partition,
+        "node": "n1",
+    }
+    assert error["path"] == ["wordCount"]
+
+
+def test_multi_key_with_foreign_keys_is_one_not_owner(endpoint: GraphQLEndpoint) -> None:
+    words = [next(iter(HELD_WORDS)), *FOREIGN_WORDS]
+    response = endpoint.execute(
+        "query($ws: [String!]!) { wordCounts(words: $ws) { word } }", {"ws": words}
+    )
+    (error,) = response["errors"]
+    assert error["extensions"]["code"] == "NOT_OWNER"
+    assert error["extensions"]["partition"] == partition_for(FOREIGN_WORDS[0], P)
+    assert error["extensions"]["partitions"] == sorted({partition_for(w, P) for w in FOREIGN_WORDS})
+
+
+def test_top_with_a_foreign_partition_is_not_owner(endpoint: GraphQLEndpoint) -> None:
+    response = endpoint.execute("{ topWords(limit: 3, partitions: [1, 4, 5]) { word } }")
+    (error,) = response["errors"]
+    assert error["extensions"] == {
+        "code": "NOT_OWNER",
+        "view": "word_counts",
+        "partition": 4,
+        "node": "n1",
+        "partitions": [4, 5],
+    }
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '{ wordCount(word: "") { count } }',
+        '{ wordCounts(words: ["a", ""]) { count } }',
+        "{ topWords(limit: 0) { count } }",
+        "{ topWords(limit: 10001) { count } }",
+        "{ topWords(limit: 3, partitions: [6]) { count } }",
+    ],
+)
+def test_bad_arguments_are_bad_user_input(endpoint: GraphQLEndpoint, query: str) -> None:
+    (error,) = endpoint.execute(query)["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT"}
+    assert error["message"].startswith("view word_counts: ")
+
+
+@pytest.mark.parametrize(
+    ("query", "variables", "code"),
+    [
+        ("{ wordCount(word: ", None, "GRAPHQL_PARSE_FAILED"),
+        ("{ wordCount { count } }", None, "GRAPHQL_VALIDATION_FAILED"),
+        ("{ nope }", None, "GRAPHQL_VALIDATION_FAILED"),
+        ("query($w: String!) { wordCount(word: $w) { count } }", {"w": 3}, "BAD_USER_INPUT"),
+        ("query($w: String!) { wordCount(word: $w) { count } }", {}, "BAD_USER_INPUT"),
+    ],
+)
+def test_invalid_documents_carry_a_code(
+    endpoint: GraphQLEndpoint, query: str, variables: dict[str, Any] | None, code: str
+) -> None:
+    response = endpoint.execute(query, variables)
+    assert [e["extensions"]["code"] for e in response["errors"]] == [code]
+    assert response["extensions"] == {"freshness": []}
+
+
+def node_app(registry: PartitionRegistry, tmp_path: Path) -> NodeApp:
+    """A NodeApp whose registry is the hand-filled one; no lifespan runs under ASGITransport."""
+    config = NodeConfig.from_env({"STATEFED_NODE_ID": "n1", "STATEFED_STATE_DIR": str(tmp_path)})
+    return NodeApp(config, CATALOGUE, registry=registry)
+
+
+def test_http_graphql_and_health(registry: PartitionRegistry, tmp_path: Path) -> None:
+    asyncio.run(http_graphql_and_health(node_app(registry, tmp_path)))
+
+
+async def http_graphql_and_health(app: NodeApp) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://node") as client:
+        word = next(iter(HELD_WORDS))
+        response = await client.post(
+            "/graphql",
+            json={
+                "query": "query($w: String!) { wordCount(word: $w) { count } }",
+                "variables": {"w": word},
+            },
+        )
+        assert response.status_code == 200
+        assert response.json()["data"] == {"wordCount": {"count": HELD_WORDS[word]}}
+        health = await client.get("/health")
+        assert health.status_code == 200
+        assert health.json()["node_id"] == "n1"
+        assert health.json()["state"] == "STARTING"
+        assert health.json()["active"] == list(HELD)
+        assert health.json()["standby"] == []
+        assert (await client.get("/nope")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [(b"{not json", 400), (b"[]", 400), (b'{"variables": {}}', 400), (b'{"query": 3}', 400)],
+)
+def test_http_malformed_requests_are_bad_request(
+    registry: PartitionRegistry, tmp_path: Path, body: bytes, status: int
+) -> None:
+    asyncio.run(http_malformed_request(node_app(registry, tmp_path), body, status))
+
+
+async def http_malformed_request(app: NodeApp, body: bytes, status: int) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://node") as client:
+        response = await client.post("/graphql", content=body)
+        assert response.status_code == status
+        assert response.json()["errors"][0]["extensions"] == {"code": "BAD_REQUEST"}
+        get = await client.get("/graphql")
+        assert get.status_code == 405
