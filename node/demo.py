@@ -1,12 +1,14 @@
 """`statefed demo`: the whole system on this machine, with live demo data.
 
 Starts the embedded broker, two nodes, the gateway and the Spark pipeline through
-`LocalCluster`, produces the demo words, prints the GraphiQL URL and an example query,
-then keeps a trickle of words flowing until Ctrl-C, when it stops everything it started.
+`LocalCluster`, produces the demo data of every input topic in the catalogue, prints the
+GraphiQL URL and example queries, then keeps a trickle of events flowing until Ctrl-C,
+when it stops everything it started.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
@@ -14,12 +16,15 @@ import threading
 import time
 from pathlib import Path
 
+from confluent_kafka import Producer
+
+from node import demodata
 from node.localcluster import LocalCluster
-from node.produce import DEMO_WORDS, new_producer, produce_keys, skewed_words
+from node.produce import Record, new_producer, produce_records
+from schema import CATALOGUE
 
 __all__ = ["run_demo"]
 
-SEED_WORDS = ["kafka"] * 8 + ["franz"] * 3 + ["caste"] * 2 + ["trail", "castle"]
 EXAMPLE = """\
   { wordCount(word: "kafka") { word count } }
   { wordCounts(words: ["kafka", "franz", "nope"]) { word count } }
@@ -56,8 +61,7 @@ def run_demo(env: dict[str, str]) -> None:
     cluster = LocalCluster(base, partitions, gateway_port=port, env=env, progress=_say)
     try:
         cluster.start_all()
-        produce_keys(cluster.bootstrap, "words", SEED_WORDS + skewed_words(5000, 200, seed=1))
-        _say(f"demo data: {len(SEED_WORDS) + 5000} words produced to topic words")
+        _produce_initial(cluster.bootstrap)
         print(f"\nGraphiQL: {cluster.gateway_url}\nTry:\n{EXAMPLE}\n", flush=True)
         print(f"Logs: {base}/*.log. Ctrl-C stops everything.\n", flush=True)
         _trickle(cluster.bootstrap, stop)
@@ -72,10 +76,38 @@ def run_demo(env: dict[str, str]) -> None:
         _say(f"stopped {', '.join(stopped) or 'nothing'}")
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _input_topics() -> set[str]:
+    return {view.topic for view in CATALOGUE}
+
+
+def _produce(bootstrap: str, batch: dict[str, list[Record]], producer: Producer) -> None:
+    for topic, records in batch.items():
+        if topic in _input_topics():
+            produce_records(bootstrap, topic, records, producer)
+
+
+def _produce_initial(bootstrap: str) -> None:
+    rng = random.Random(1)
+    now = _now_ms()
+    batch = {
+        "words": demodata.words(5000, rng),
+        "pageviews": demodata.pageviews(3000, rng, now),
+        "bookings": demodata.bookings(500, rng, now),
+    }
+    _produce(bootstrap, batch, new_producer(bootstrap))
+    for topic in sorted(_input_topics()):
+        _say(f"demo data: {len(batch.get(topic, []))} events produced to topic {topic}")
+
+
 def _trickle(bootstrap: str, stop: threading.Event) -> None:
-    """A few demo words a second, so the counts in GraphiQL move."""
+    """A few events a second, so what GraphiQL shows moves."""
     producer = new_producer(bootstrap)
+    rng = random.Random(2)
     tick = 0
     while not stop.wait(1.0):
         tick += 1
-        produce_keys(bootstrap, "words", [DEMO_WORDS[tick % len(DEMO_WORDS)]], producer=producer)
+        _produce(bootstrap, demodata.trickle(tick, rng, _now_ms()), producer)
