@@ -1,11 +1,13 @@
 """The statefed gateway: one GraphQL endpoint over the nodes' partitions.
 
-Routing from membership, lookups grouped per owning node, top-N fanned out to every
-partition and merged, partial results for what cannot be read.
+Routing from membership, lookups grouped per owning node, a key's windows and history
+from its owner, top-N fanned out to every partition and merged, partial results for
+what cannot be read, and the pipeline's status per view.
 """
 
 from gateway.app import GatewayApp, health_body
 from gateway.config import GatewayConfig
+from gateway.documents import ViewQueries
 from gateway.errors import (
     BadRequestError,
     GatewayError,
@@ -18,18 +20,23 @@ from gateway.errors import (
     RoutingNotReadyError,
 )
 from gateway.membership import MemberDirectory, MembershipReader, find_start_offset
-from gateway.planner import LookupResult, Planner, Row, TopResult
+from gateway.planner import KeyRead, LookupResult, Planner, TopResult
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, build_routing_table
-from gateway.schema import build_schema
+from gateway.rows import Edge, Event, Page, Row, WindowCount
+from gateway.schema import build_schema, print_sdl
 from gateway.server import run_gateway
-from gateway.upstream import Upstream, ViewQueries, make_clients
+from gateway.status import PipelineStatusReader, StatusBoard
+from gateway.upstream import Upstream, make_clients
 
 __all__ = [
     "BadRequestError",
     "Disclaimers",
+    "Edge",
+    "Event",
     "GatewayApp",
     "GatewayConfig",
     "GatewayError",
+    "KeyRead",
     "LookupResult",
     "MemberDirectory",
     "MembershipReader",
@@ -38,20 +45,25 @@ __all__ = [
     "NodeTimeoutError",
     "NodeUnavailableError",
     "NotOwnerError",
+    "Page",
     "PartitionUnassignedError",
+    "PipelineStatusReader",
     "Planner",
     "RoutingError",
     "RoutingFeed",
     "RoutingNotReadyError",
     "RoutingTable",
     "Row",
+    "StatusBoard",
     "TopResult",
     "Upstream",
     "ViewQueries",
+    "WindowCount",
     "build_routing_table",
     "build_schema",
     "find_start_offset",
     "health_body",
     "make_clients",
+    "print_sdl",
     "run_gateway",
 ]

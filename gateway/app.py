@@ -1,8 +1,9 @@
 """The gateway's ASGI app: POST/GET /graphql, GraphiQL, /health and the GraphiQL assets.
 
 A plain ASGI app (no web framework): GraphQL requests go straight to the strawberry
-schema, bodies are encoded with orjson. The lifespan starts the membership reader and
-the upstream httpx clients and stops them; nothing is opened before start-up.
+schema, bodies are encoded with orjson. The lifespan starts the membership and pipeline
+status readers and the upstream httpx clients and stops them; nothing is opened before
+start-up.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from gateway.request import RequestContext
 from gateway.responses import request_error, response_body
 from gateway.routing import RoutingFeed, RoutingTable
 from gateway.schema import build_schema
+from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.upstream import Upstream, make_clients
-from schema import CATALOGUE, View
+from schema import CATALOGUE, View, ViewKind
 
 __all__ = ["GatewayApp", "health_body"]
 
@@ -50,6 +52,8 @@ class _Runtime:
     feed: RoutingFeed
     planner: Planner
     reader: MembershipReader | None
+    statuses: StatusBoard
+    status_reader: PipelineStatusReader | None
     owned_clients: list[httpx.AsyncClient]
 
 
@@ -64,8 +68,10 @@ class GatewayApp:
     """The gateway as an ASGI app.
 
     Inject `feed` to route from tables you publish yourself instead of reading membership
-    from Kafka, and `clients` to call nodes through your own httpx clients (they are then
-    yours to close).
+    from Kafka, `statuses` to show pipeline statuses you put there yourself instead of
+    reading `statefed.pipeline` (with an injected feed and no board, nothing is read from
+    Kafka and every view shows no status), and `clients` to call nodes through your own
+    httpx clients (they are then yours to close). `catalogue` is the views to serve.
     """
 
     def __init__(
@@ -74,6 +80,7 @@ class GatewayApp:
         *,
         feed: RoutingFeed | None = None,
         clients: Sequence[httpx.AsyncClient] | None = None,
+        statuses: StatusBoard | None = None,
         catalogue: Iterable[View] = CATALOGUE,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
@@ -81,6 +88,7 @@ class GatewayApp:
         self._catalogue = tuple(catalogue)
         self._schema = build_schema(self._catalogue)
         self._feed = feed
+        self._statuses = statuses
         self._clients = clients
         self._clock = clock
         self._assets = StaticAssets()
@@ -112,16 +120,23 @@ class GatewayApp:
                 clock=self._clock,
             )
             reader.start(asyncio.get_running_loop())
+        statuses, status_reader = self._statuses or StatusBoard(), None
+        if self._statuses is None and self._feed is None:
+            status_reader = PipelineStatusReader(
+                self.config.bootstrap, statuses, tail_records=self.config.status_tail_records
+            )
+            status_reader.start()
         upstream = Upstream(self._clients if self._clients is not None else owned)
         planner = Planner(feed, upstream, self.config, self._catalogue)
-        self._runtime = _Runtime(feed, planner, reader, owned)
+        self._runtime = _Runtime(feed, planner, reader, statuses, status_reader, owned)
 
     async def shutdown(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is None:
             return
-        if runtime.reader is not None:
-            await asyncio.to_thread(runtime.reader.stop)
+        for reader in (runtime.reader, runtime.status_reader):
+            if reader is not None:
+                await asyncio.to_thread(reader.stop)
         for client in runtime.owned_clients:
             await client.aclose()
 
@@ -188,6 +203,7 @@ class GatewayApp:
             config=self.config,
             deadline=runtime.planner.deadline(),
             clock=self._clock,
+            statuses=runtime.statuses,
         )
         try:
             result = await self._schema.execute(
@@ -209,10 +225,13 @@ class GatewayApp:
 
 
 def _default_query(catalogue: Sequence[View]) -> str:
-    if not catalogue:
-        return "{\n  cluster { nodes { id state } }\n}\n"
-    view = catalogue[0]
-    return f"{{\n  {view.top_field}(limit: 10) {{\n    {view.key_field}\n    count\n  }}\n}}\n"
+    """GraphiQL's first query: the top of the first count view, else the cluster."""
+    for view in catalogue:
+        if view.kind is ViewKind.COUNT:
+            return (
+                f"{{\n  {view.top_field}(limit: 10) {{\n    {view.key_field}\n    count\n  }}\n}}\n"
+            )
+    return "{\n  cluster { nodes { id state } views { name kind lateDropped } }\n}\n"
 
 
 def health_body(table: RoutingTable, now_ms: int) -> dict[str, Any]:

@@ -25,6 +25,7 @@ class GatewayConfig:
     max_top_limit: int = 1000
     max_lookup_keys: int = 1000
     members_lookback_ms: int = 10_000  # how far back in statefed.members reading starts
+    status_tail_records: int = 10_000  # how many records of statefed.pipeline are read back
     upstream_clients: int = 4  # small httpx clients beat one big pool (encode/httpx#3215)
     upstream_connections: int = 16  # per client
     log_level: str = "info"
@@ -39,6 +40,7 @@ class GatewayConfig:
         "max_top_limit": "STATEFED_MAX_TOP_LIMIT",
         "max_lookup_keys": "STATEFED_MAX_LOOKUP_KEYS",
         "members_lookback_ms": "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS",
+        "status_tail_records": "STATEFED_GATEWAY_STATUS_TAIL_RECORDS",
         "upstream_clients": "STATEFED_GATEWAY_UPSTREAM_CLIENTS",
         "upstream_connections": "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS",
         "log_level": "STATEFED_GATEWAY_LOG_LEVEL",
@@ -53,6 +55,7 @@ class GatewayConfig:
         "max_top_limit": (1, 10_000),  # a node answers a local top-N of at most 10000
         "max_lookup_keys": (1, 1_000_000),
         "members_lookback_ms": (1, 86_400_000),
+        "status_tail_records": (1, 100_000_000),
         "upstream_clients": (1, 256),
         "upstream_connections": (1, 10_000),
     }

@@ -2,7 +2,10 @@
 
 ```
 GatewayError                        code
-├── BadRequestError                 BAD_USER_INPUT      empty key, limit out of range, too many keys
+├── BadRequestError                 BAD_USER_INPUT      empty key, too many keys, limit or first
+│                                                       out of range, unaligned window, from after
+│                                                       to, no UTC offset, bad cursor (also when
+│                                                       the node rejects the arguments)
 └── RoutingError                    PARTITION_UNAVAILABLE (per partition that could not be read)
     ├── RoutingNotReadyError        ROUTING_NOT_READY   partition count not read from metadata yet
     ├── PartitionUnassignedError    no live node holds the partition ACTIVE

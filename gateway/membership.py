@@ -159,7 +159,14 @@ class MembershipReader:
                 log.error("membership reader did not stop within %s s", timeout_s)
 
     def _counts_from_metadata(self) -> dict[str, int]:
-        return {v.name: partition_count(self._bootstrap, v.changelog_topic) for v in self._views}
+        """P of every view whose changelog topic exists; the others are asked again later."""
+        counts: dict[str, int] = {}
+        for view in self._views:
+            try:
+                counts[view.name] = partition_count(self._bootstrap, view.changelog_topic)
+            except Exception as exc:  # not created yet: that view says ROUTING_NOT_READY
+                log.warning("view %s: partition count not available yet: %s", view.name, exc)
+        return counts
 
     def _consumer(self, fetch_wait_ms: int) -> Consumer:
         return Consumer(
@@ -204,8 +211,8 @@ class MembershipReader:
         counts_due = 0.0
         published: tuple[object, ...] | None = None
         while not self._stopping.is_set():
-            if not counts and time.monotonic() >= counts_due:
-                counts = self._read_counts()
+            if len(counts) < len(self._views) and time.monotonic() >= counts_due:
+                counts.update(self._read_counts())
                 counts_due = time.monotonic() + _RETRY_S
             messages = consumer.consume(500, 0 if self._poked.is_set() else self._poll_s)
             self._poked.clear()

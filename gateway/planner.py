@@ -1,5 +1,6 @@
-"""Planning reads over partitions: point and multi-key lookups go to the owning nodes, one
-request per node; top-N asks every partition exactly once and merges the nodes' local tops.
+"""Planning reads over partitions: lookups go to the owning nodes, one request per node;
+a key's windows and history go to its owner; top-N (per window for windowed views) asks
+every partition exactly once and merges the nodes' local tops.
 
 Partitions that fail (NOT_OWNER, refused, timed out, unassigned) are retried after a routing
 refresh, with backoff, inside the request's deadline. What still fails is returned as one
@@ -9,45 +10,40 @@ refresh, with backoff, inside the request's deadline. What still fails is return
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, Generic, TypeVar
 
+from gateway import inputs
 from gateway.config import GatewayConfig
+from gateway.documents import ViewQueries
 from gateway.errors import (
     BadRequestError,
+    GatewayError,
     NodeProtocolError,
     NotOwnerError,
     PartitionUnassignedError,
     RoutingError,
 )
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed
-from gateway.upstream import NodeReply, Upstream, ViewQueries
+from gateway.rows import Event, Page, Ranked, Row, WindowCount, rank
+from gateway.upstream import NodeReply, Upstream
 from schema import CATALOGUE, View, partition_for
 
-__all__ = ["LookupResult", "Planner", "Row", "TopResult", "rank"]
+__all__ = ["KeyRead", "LookupResult", "Planner", "TopResult"]
 
-
-@dataclass(frozen=True)
-class Row:
-    """One entity of a COUNT view."""
-
-    key: str
-    count: int
-
-
-def rank(row: Row) -> tuple[int, str]:
-    """Top-N order: count descending, then key ascending."""
-    return (-row.count, row.key)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class LookupResult:
     """Rows in the order of the keys asked (None = unknown or unavailable)."""
 
-    rows: list[Row | None]
+    rows: list[Row | Event | None]
     partitions: list[int]  # the partition of each key
     failures: dict[int, RoutingError] = field(default_factory=dict)
     freshness: list[dict[str, Any]] = field(default_factory=list)
@@ -55,8 +51,19 @@ class LookupResult:
 
 @dataclass(frozen=True)
 class TopResult:
-    rows: list[Row]
+    rows: list[Ranked]
     failures: dict[int, RoutingError] = field(default_factory=dict)
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class KeyRead(Generic[T]):
+    """What the owner of `key` answered (None when its partition could not be read)."""
+
+    key: str
+    partition: int
+    value: T | None
+    failure: RoutingError | None = None
     freshness: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -84,62 +91,108 @@ class Planner:
 
     def check_keys(self, view: View, keys: Sequence[str]) -> None:
         """Reject what no node could answer: empty keys, keys that are no UTF-8, too many."""
-        if len(keys) > self._config.max_lookup_keys:
-            raise BadRequestError(
-                view.name, f"at most {self._config.max_lookup_keys} {view.keys_arg} per request"
-            )
-        for index, key in enumerate(keys):
-            if not key:
-                where = f" (position {index})" if len(keys) > 1 else ""
-                raise BadRequestError(view.name, f"{view.key_field} must not be empty{where}")
-            try:
-                key.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise BadRequestError(view.name, f"{view.key_field} {key!r} is no text") from exc
+        inputs.check_keys(view, keys, self._config.max_lookup_keys)
 
     def check_limit(self, view: View, limit: int) -> None:
-        top = self._config.max_top_limit
-        if not 1 <= limit <= top:
-            raise BadRequestError(view.name, f"limit must be in 1..{top}, got {limit}")
+        inputs.check_limit(view, limit, self._config.max_top_limit)
 
     async def lookup(self, view: View, keys: Sequence[str], deadline: float) -> LookupResult:
-        """The rows of `keys`, asking each owning node once for all its keys."""
+        """The rows of `keys` (count and latest views), asking each owning node once."""
         self.check_keys(view, keys)
         count = self._feed.current.partition_count(view)
         partitions = [partition_for(key, count) for key in keys]
         keys_of: dict[int, list[str]] = {}
         for key, partition in zip(keys, partitions, strict=True):
             keys_of.setdefault(partition, []).append(key)
-        found: dict[str, Row | None] = {}
+        found: dict[str, Row | Event | None] = {}
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int]) -> list[dict[str, Any]]:
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
-            body = queries.lookup_body(asked)
-            reply = await self._post(node, body, view, group, deadline, asked)
-            found.update(zip(asked, _lookup_rows(reply, view, node, group, asked), strict=True))
+            reply = await self._post(node, queries.lookup_body(asked), view, group, deadline, asked)
+            read = functools.partial(queries.read_lookup, asked=len(asked))
+            rows = _read(read, reply, view, node, group, asked)
+            found.update(zip(asked, rows, strict=True))
             return reply.freshness
 
         failures, freshness = await self._rounds(view, keys_of, ask, deadline, keys_of)
         rows = [found.get(key) for key in keys]
         return LookupResult(rows, partitions, failures, freshness)
 
-    async def top(self, view: View, limit: int, deadline: float) -> TopResult:
-        """The global top `limit` rows, merged from every partition's local top."""
+    async def top(
+        self, view: View, limit: int, deadline: float, window: datetime | None = None
+    ) -> TopResult:
+        """The global top `limit` rows (of one window for a windowed view), merged from every
+        partition's local top."""
         self.check_limit(view, limit)
+        start = inputs.top_window(view, window)
         count = self._feed.current.partition_count(view)
-        partials: list[list[Row]] = []
+        partials: list[list[Ranked]] = []
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int]) -> list[dict[str, Any]]:
-            body = queries.top_body(limit, group)
-            reply = await self._post(node, body, view, group, deadline)
-            partials.append(sorted(_top_rows(reply, view, node, group), key=rank))
+            reply = await self._post(
+                node, queries.top_body(limit, group, start), view, group, deadline
+            )
+            partials.append(sorted(_read(queries.read_top, reply, view, node, group), key=rank))
             return reply.freshness
 
         failures, freshness = await self._rounds(view, range(count), ask, deadline)
         merged = list(itertools.islice(heapq.merge(*partials, key=rank), limit))
         return TopResult(merged, failures, freshness)
+
+    async def windows(
+        self,
+        view: View,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+    ) -> KeyRead[list[WindowCount]]:
+        """The windows of `key` with since <= start < until, in time order, from its owner."""
+        self.check_keys(view, [key])
+        span = inputs.time_range(view, since, until)
+        queries = self._queries[view.name]
+        return await self._key_read(
+            view, key, queries.windows_body(key, span), queries.read_windows, deadline
+        )
+
+    async def history(
+        self,
+        view: View,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        first: int,
+        after: str | None,
+        deadline: float,
+    ) -> KeyRead[Page]:
+        """One page of `key`'s events with since <= event time < until, from its owner."""
+        self.check_keys(view, [key])
+        span = inputs.time_range(view, since, until)
+        inputs.check_page_size(view, first)
+        if after is not None:
+            inputs.check_cursor(view, after)
+        queries = self._queries[view.name]
+        body = queries.history_body(key, span, first, after)
+        return await self._key_read(view, key, body, queries.read_page, deadline)
+
+    async def _key_read(
+        self, view: View, key: str, body: bytes, read: Callable[[Any], T], deadline: float
+    ) -> KeyRead[T]:
+        partition = partition_for(key, self._feed.current.partition_count(view))
+        answers: list[T] = []
+
+        async def ask(node: NodeInfo, group: list[int]) -> list[dict[str, Any]]:
+            reply = await self._post(node, body, view, group, deadline, [key])
+            answers.append(_read(read, reply, view, node, group, [key]))
+            return reply.freshness
+
+        failures, freshness = await self._rounds(
+            view, [partition], ask, deadline, {partition: [key]}
+        )
+        value = answers[-1] if answers else None
+        return KeyRead(key, partition, value, failures.get(partition), freshness)
 
     async def _post(
         self,
@@ -163,7 +216,8 @@ class Planner:
         keys_of: dict[int, list[str]] | None = None,
     ) -> tuple[dict[int, RoutingError], list[dict[str, Any]]]:
         """Ask owners for `partitions`, one call per node per round, until each partition is
-        answered or the retries or the deadline run out; return the failures and freshness."""
+        answered or the retries or the deadline run out; return the failures and freshness.
+        A node rejecting the arguments ends the read with that BadRequestError."""
         loop = asyncio.get_running_loop()
         pending = set(partitions)
         failures: dict[int, RoutingError] = {}
@@ -177,14 +231,16 @@ class Planner:
                 keys = keys_of.get(partition, []) if keys_of else []
                 failures[partition] = PartitionUnassignedError(view.name, [partition], keys)
             calls = [_attempt(ask, node, group) for node, group in groups.values()]
-            for (node, group), result in zip(
-                groups.values(), await asyncio.gather(*calls), strict=True
-            ):
+            results = await asyncio.gather(*calls)
+            rejected = [r for r in results if isinstance(r, BadRequestError)]
+            if rejected:
+                raise rejected[0]
+            for (node, group), result in zip(groups.values(), results, strict=True):
                 if isinstance(result, RoutingError):
                     failures.update(dict.fromkeys(group, result))
                     if isinstance(result, NotOwnerError):
                         disclaimers.add(node, result.partitions)
-                else:
+                elif isinstance(result, list):
                     freshness.extend(result)
                     pending.difference_update(group)
                     for partition in group:
@@ -199,46 +255,29 @@ class Planner:
 
 async def _attempt(
     ask: Ask, node: NodeInfo, group: list[int]
-) -> list[dict[str, Any]] | RoutingError:
+) -> list[dict[str, Any]] | GatewayError:
     try:
         return await ask(node, group)
-    except RoutingError as exc:
+    except (RoutingError, BadRequestError) as exc:
         return exc
 
 
-def _row(item: Any) -> Row | None:
-    if isinstance(item, dict):
-        key, count = item.get("k"), item.get("c")
-        if isinstance(key, str) and isinstance(count, int) and not isinstance(count, bool):
-            return Row(key, count)
-    return None
-
-
-def _lookup_rows(
-    reply: NodeReply, view: View, node: NodeInfo, group: list[int], asked: list[str]
-) -> list[Row | None]:
-    data = reply.data
-    rows = [_row(item) for item in data] if isinstance(data, list) else []
-    valid = isinstance(data, list) and len(data) == len(asked)
-    if not valid or any(r is None and d is not None for r, d in zip(rows, data, strict=True)):
+def _read(
+    read: Callable[[Any], T],
+    reply: NodeReply,
+    view: View,
+    node: NodeInfo,
+    group: list[int],
+    keys: Sequence[str] = (),
+) -> T:
+    """`read(reply.data)`, or the NodeProtocolError saying what the node answered."""
+    try:
+        return read(reply.data)
+    except (ValueError, TypeError) as exc:
         raise NodeProtocolError(
             view.name,
-            f"{view.many_field} answered {str(data)[:200]} for {len(asked)} keys",
+            f"answered {str(reply.data)[:200]}: {exc}",
             partitions=group,
             node=node.node_id,
-            keys=asked,
-        )
-    return rows
-
-
-def _top_rows(reply: NodeReply, view: View, node: NodeInfo, group: list[int]) -> list[Row]:
-    data = reply.data
-    rows = [_row(item) for item in data] if isinstance(data, list) else [None]
-    if any(row is None for row in rows):
-        raise NodeProtocolError(
-            view.name,
-            f"{view.top_field} answered {str(data)[:200]}",
-            partitions=group,
-            node=node.node_id,
-        )
-    return [row for row in rows if row is not None]
+            keys=keys,
+        ) from exc

@@ -1,4 +1,5 @@
-"""Per-request state: the deadline, batched key lookups, partial-result errors, freshness.
+"""Per-request state: the deadline, batched key lookups, partial-result errors, freshness,
+and the pipeline's status board.
 
 Every lookup field of one GraphQL request goes through one loader per view, so all keys
 asked in a request reach each owning node in a single call.
@@ -14,8 +15,10 @@ from strawberry.dataloader import DataLoader
 
 from gateway.config import GatewayConfig
 from gateway.errors import RoutingError
-from gateway.planner import LookupResult, Planner, Row
+from gateway.planner import LookupResult, Planner
 from gateway.routing import RoutingFeed
+from gateway.rows import Event, Row
+from gateway.status import StatusBoard
 from schema import View
 
 __all__ = ["KeyResult", "MissingPartition", "RequestContext"]
@@ -27,7 +30,7 @@ class KeyResult:
 
     key: str
     partition: int
-    row: Row | None
+    row: Row | Event | None
     error: RoutingError | None = None
 
 
@@ -50,6 +53,7 @@ class RequestContext:
     config: GatewayConfig
     deadline: float
     clock: Callable[[], int]
+    statuses: StatusBoard = field(default_factory=StatusBoard)
     missing: list[MissingPartition] = field(default_factory=list)
     freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     _loaders: dict[str, DataLoader[str, KeyResult]] = field(default_factory=dict)

@@ -7,12 +7,14 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Iterable
 from types import FrameType
 
 import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from schema import CATALOGUE, View
 
 __all__ = ["run_gateway"]
 
@@ -36,15 +38,16 @@ class _Server(uvicorn.Server):
         print(f"statefed gateway: ready on {url}", file=sys.stderr, flush=True)
 
 
-def run_gateway(config: GatewayConfig) -> None:
-    """Serve the gateway until SIGTERM or SIGINT, then stop the membership reader and clients."""
+def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) -> None:
+    """Serve the gateway over `catalogue` until SIGTERM or SIGINT, then stop the readers and
+    clients."""
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     server = _Server(
         uvicorn.Config(
-            GatewayApp(config),
+            GatewayApp(config, catalogue=catalogue),
             host=config.host,
             port=config.port,
             loop="uvloop",

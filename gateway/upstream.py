@@ -1,8 +1,8 @@
-"""Calling nodes: pre-built GraphQL documents per view, posted with long-lived httpx clients.
+"""Calling nodes: pre-built bodies (`gateway.documents`) posted with long-lived httpx clients.
 
-A reply is turned into data or into one of the routing errors; the planner decides what
-to retry. Several small clients, used in turn, serve better than one big pool
-(encode/httpx#3215).
+A reply is turned into data, into one of the routing errors, or (when the node says the
+arguments are bad) into a BadRequestError; the planner decides what to retry. Several
+small clients, used in turn, serve better than one big pool (encode/httpx#3215).
 """
 
 from __future__ import annotations
@@ -18,37 +18,17 @@ import orjson
 
 from gateway.config import GatewayConfig
 from gateway.errors import (
+    BadRequestError,
     NodeProtocolError,
     NodeTimeoutError,
     NodeUnavailableError,
     NotOwnerError,
 )
 from gateway.routing import NodeInfo
-from schema import View
 
-__all__ = ["NodeReply", "Upstream", "ViewQueries", "make_clients"]
+__all__ = ["NodeReply", "Upstream", "make_clients"]
 
 _HEADERS = {"content-type": "application/json", "accept": "application/json"}
-
-
-class ViewQueries:
-    """The node documents of one COUNT view, serialized once; a request only adds variables.
-
-    Aliases (`r`, `k`, `c`) keep reply parsing the same for every view.
-    """
-
-    def __init__(self, view: View) -> None:
-        fields = f"{{k:{view.key_field} c:count}}"
-        self.lookup = f"query($k:[String!]!){{r:{view.many_field}({view.keys_arg}:$k){fields}}}"
-        self.top = f"query($l:Int!,$p:[Int!]){{r:{view.top_field}(limit:$l,partitions:$p){fields}}}"
-        self._lookup_head = orjson.dumps({"query": self.lookup})[:-1] + b',"variables":{"k":'
-        self._top_head = orjson.dumps({"query": self.top})[:-1] + b',"variables":{"l":'
-
-    def lookup_body(self, keys: Sequence[str]) -> bytes:
-        return self._lookup_head + orjson.dumps(list(keys)) + b"}}"
-
-    def top_body(self, limit: int, partitions: Sequence[int]) -> bytes:
-        return self._top_head + b"%d" % limit + b',"p":' + orjson.dumps(list(partitions)) + b"}}"
 
 
 @dataclass(frozen=True)
@@ -144,4 +124,6 @@ def _node_error(errors: Any, view: str, where: dict[str, Any]) -> Exception:
         return NotOwnerError(
             view, f"NOT_OWNER: {message}", partitions=named, node=where["node"], keys=where["keys"]
         )
+    if code == "BAD_USER_INPUT":  # e.g. a cursor only the node can decode: the client's mistake
+        return BadRequestError(view, f"node {where['node']} rejected the arguments: {message}")
     return NodeProtocolError(view, f"node error {code or 'without code'}: {message}", **where)

@@ -42,7 +42,9 @@ def ensure_topics(bootstrap: str, topics: dict[str, int], timeout_s: float = 15.
 def partition_count(bootstrap: str, topic: str, timeout_s: float = 10.0) -> int:
     """The partition count of `topic` from the broker's metadata."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    metadata = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    # Ask for all topics: a metadata request naming a missing topic makes brokers with
+    # auto-creation (the embedded one) create it, with their default partition count.
+    metadata = admin.list_topics(timeout=timeout_s).topics.get(topic)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         raise RuntimeError(
             f"topic {topic} has no partitions on {bootstrap}: create it first (`statefed broker` "

@@ -1,144 +1,366 @@
-"""Fake nodes speaking the node HTTP protocol of the team brief, and helpers around them.
+"""Fake nodes speaking the node HTTP protocol (team brief, issue 3), and helpers around them.
 
-A `FakeNode` is an ASGI app serving the node subgraph of one COUNT view with graphql-core
-(parsed from SDL, so the gateway's documents must be valid against the contract), holding
-a dict of counts per partition. It counts what it was asked, so tests can assert on
-requests per node and partitions read.
+A `Model` holds what the pipeline would have materialized for every view, and answers the
+questions a test asks of the truth. A `FakeNode` is an ASGI app serving the node subgraph
+of a catalogue with graphql-core (parsed from SDL written from the protocol, so the
+gateway's documents must be valid against the contract), over the model's keys in the
+partitions it holds. It counts what it was asked, so tests can assert on requests per
+node and partitions read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import orjson
 import uvicorn
-from graphql import GraphQLError, build_schema, graphql
+from graphql import (
+    FieldNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    build_schema,
+    graphql,
+    parse,
+)
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
+from gateway.status import StatusBoard
 from node.broker import free_port
 from schema import (
-    CATALOGUE,
+    DEMO_DOMAIN,
+    WORD_COUNTS,
+    EventRow,
     MemberRecord,
     NodeState,
     PartitionStatus,
     Role,
     View,
+    ViewKind,
     partition_for,
 )
 
-WORDS = CATALOGUE[0]
+WORDS = WORD_COUNTS
+FULL: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN)
+HOSTS, PER_MINUTE, LAST_BOOKING, BOOKING_HISTORY = DEMO_DOMAIN
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MS = timedelta(milliseconds=1)
 
 
-def node_sdl(view: View) -> str:
+def to_iso(ms: int) -> str:
+    """How the fake writes DateTime: UTC with `Z` (the gateway must read any offset)."""
+    return (EPOCH + ms * MS).isoformat().replace("+00:00", "Z")
+
+
+def to_ms(text: str) -> int:
+    moment = datetime.fromisoformat(text)
+    assert moment.tzinfo is not None, f"naive DateTime {text!r} sent to a node"
+    return (moment - EPOCH) // MS
+
+
+def bad_input(message: str) -> GraphQLError:
+    return GraphQLError(message, extensions={"code": "BAD_USER_INPUT"})
+
+
+# -- the node subgraph of issue 3, written out from the protocol --------------------------
+
+_SCALARS = "scalar DateTime\ninput WindowInput { start: DateTime! }\n"
+_PAGE_INFO = "type PageInfo { hasNextPage: Boolean!  endCursor: String }\n"
+
+
+def _event_type(view: View, name: str) -> str:
+    values = " ".join(f"{f.name}: {f.type.value}" for f in view.value_fields)
+    return f"type {name} {{ {view.key_field}: String!  {values}  eventTime: DateTime! }}\n"
+
+
+def _view_sdl(view: View) -> tuple[str, str]:
+    """(types, query fields) of one view."""
     t, k = view.type_name, view.key_field
-    return f"""
-    type {t} {{ {k}: String!  count: Int! }}
-    type Query {{
-      {view.point_field}({k}: String!): {t}
-      {view.many_field}({view.keys_arg}: [String!]!): [{t}]!
-      {view.top_field}(limit: Int!, partitions: [Int!]): [{t}!]!
-    }}
-    """
+    if view.kind is ViewKind.COUNT:
+        return f"type {t} {{ {k}: String!  count: Int! }}\n", (
+            f"{view.point_field}({k}: String!): {t}\n"
+            f"{view.many_field}({view.keys_arg}: [String!]!): [{t}]!\n"
+            f"{view.top_field}(limit: Int!, partitions: [Int!]): [{t}!]!\n"
+        )
+    if view.kind is ViewKind.WINDOWED_COUNT:
+        types = f"type {t} {{ {k}: String!  start: DateTime!  end: DateTime!  count: Int! }}\n"
+        return types, (
+            f"{view.point_field}({k}: String!, from: DateTime, to: DateTime): [{t}!]!\n"
+            f"{view.top_field}(limit: Int!, window: WindowInput!, partitions: [Int!]): [{t}!]!\n"
+        )
+    if view.kind is ViewKind.LATEST:
+        return _event_type(view, t), (
+            f"{view.point_field}({k}: String!): {t}\n"
+            f"{view.many_field}({view.keys_arg}: [String!]!): [{t}]!\n"
+        )
+    types = _event_type(view, t) + (
+        f"type {t}Edge {{ cursor: String!  node: {t}! }}\n"
+        f"type {t}Connection {{ edges: [{t}Edge!]!  pageInfo: PageInfo! }}\n"
+    )
+    return types, (
+        f"{view.point_field}({k}: String!, from: DateTime, to: DateTime, first: Int! = 100, "
+        f"after: String): {t}Connection!\n"
+    )
 
 
-def split(counts: Mapping[str, int], partitions: int) -> dict[int, dict[str, int]]:
-    """`counts` by partition, as the pipeline would have written them."""
-    out: dict[int, dict[str, int]] = {p: {} for p in range(partitions)}
-    for key, count in counts.items():
-        out[partition_for(key, partitions)][key] = count
-    return out
+def node_sdl(catalogue: Sequence[View]) -> str:
+    parts = [_view_sdl(view) for view in catalogue]
+    types = "".join(t for t, _ in parts)
+    return _SCALARS + _PAGE_INFO + types + "type Query {\n" + "".join(q for _, q in parts) + "}\n"
+
+
+# -- the truth ----------------------------------------------------------------------------
+
+
+def event_order(event: EventRow) -> tuple[int, int, int]:
+    return (event.event_ms, event.source_partition, event.source_offset)
+
+
+@dataclass
+class Model:
+    """What the pipeline would have materialized, by view name: COUNT key -> count;
+    WINDOWED_COUNT (key, window start ms) -> count; LATEST and HISTORY key -> events."""
+
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    windows: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    events: dict[str, dict[str, list[EventRow]]] = field(default_factory=dict)
+
+    @classmethod
+    def of_counts(cls, counts: Mapping[str, int], view: View = WORDS) -> Model:
+        return cls(counts={view.name: dict(counts)})
+
+    def add_event(self, view: View, event: EventRow) -> None:
+        self.events.setdefault(view.name, {}).setdefault(event.key, []).append(event)
+
+    def top(self, view: View, limit: int, start_ms: int | None = None) -> list[tuple[str, int]]:
+        if start_ms is None:
+            rows = list(self.counts.get(view.name, {}).items())
+        else:
+            windows = self.windows.get(view.name, {})
+            rows = [(k, c) for (k, s), c in windows.items() if s == start_ms]
+        return sorted(rows, key=lambda kc: (-kc[1], kc[0]))[:limit]
+
+    def windows_of(
+        self, view: View, key: str, since: int | None = None, until: int | None = None
+    ) -> list[tuple[int, int]]:
+        """(start ms, count) of `key`'s windows with since <= start < until, in time order."""
+        return sorted(
+            (s, c)
+            for (k, s), c in self.windows.get(view.name, {}).items()
+            if k == key and (since is None or since <= s) and (until is None or s < until)
+        )
+
+    def latest(self, view: View, key: str) -> EventRow | None:
+        events = self.events.get(view.name, {}).get(key, [])
+        return max(events, key=event_order) if events else None
+
+    def history(
+        self, view: View, key: str, since: int | None = None, until: int | None = None
+    ) -> list[EventRow]:
+        events = self.events.get(view.name, {}).get(key, [])
+        return sorted(
+            (
+                e
+                for e in events
+                if (since is None or since <= e.event_ms) and (until is None or e.event_ms < until)
+            ),
+            key=event_order,
+        )
+
+
+def cursor_of(event: EventRow) -> str:
+    packed = struct.pack(">qII", event.event_ms, event.source_partition, event.source_offset)
+    return base64.urlsafe_b64encode(packed).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, int, int]:
+    try:
+        packed = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        event_ms, partition, offset = struct.unpack(">qII", packed)
+    except (binascii.Error, ValueError, struct.error) as exc:
+        raise bad_input(f"bad cursor {cursor!r}") from exc
+    return event_ms, partition, offset
+
+
+# -- the fake node ------------------------------------------------------------------------
 
 
 class FakeNode:
-    """An ASGI node holding `held` partitions of `data` (partition -> key -> count)."""
+    """An ASGI node holding the `held` partitions of `model` for the views of `catalogue`."""
 
     def __init__(
         self,
         node_id: str,
-        data: Mapping[int, Mapping[str, int]],
+        model: Model,
         held: Iterable[int],
         partitions: int,
-        view: View = WORDS,
+        catalogue: Sequence[View] = (WORDS,),
         delay_s: float = 0.0,
     ) -> None:
         self.node_id = node_id
-        self.data = data
+        self.model = model
         self.held = set(held)
         self.partitions = partitions
-        self.view = view
         self.delay_s = delay_s
         self.requests = 0
-        self.partitions_read: list[int] = []  # by topN, one entry per partition per request
+        self.partitions_read: list[int] = []  # by top fields, one entry per partition per request
         self.keys_asked: list[str] = []
-        self._schema = build_schema(node_sdl(view))
-        self._root = {
-            view.point_field: self._point,
-            view.many_field: self._many,
-            view.top_field: self._top,
-        }
+        self.fields_asked: list[str] = []  # the root field of every request
+        self._schema = build_schema(node_sdl(catalogue))
+        self._root: dict[str, Callable[..., Any]] = {}
+        for view in catalogue:
+            self._root.update(self._resolvers(view))
 
     def url(self) -> str:
         return f"http://{self.node_id}.test"
 
-    def _row(self, key: str) -> dict[str, Any] | None:
-        count = self.data.get(partition_for(key, self.partitions), {}).get(key)
-        return None if count is None else {self.view.key_field: key, "count": count}
+    def _resolvers(self, view: View) -> dict[str, Callable[..., Any]]:
+        k = view.key_field
 
-    def _not_owner(self, foreign: Sequence[int], what: str) -> GraphQLError:
+        def point(info: Any, **args: Any) -> Any:
+            return self._rows(info, view, [args[k]])[0]
+
+        def many(info: Any, **args: Any) -> Any:
+            return self._rows(info, view, args[view.keys_arg])
+
+        def top(info: Any, limit: int, partitions: list[int] | None = None, **args: Any) -> Any:
+            return self._top(info, view, limit, partitions, args.get("window"))
+
+        def windows(info: Any, **args: Any) -> Any:
+            return self._windows(info, view, args[k], args.get("from"), args.get("to"))
+
+        def history(info: Any, **args: Any) -> Any:
+            return self._history(info, view, args[k], args)
+
+        if view.kind is ViewKind.WINDOWED_COUNT:
+            return {view.point_field: windows, view.top_field: top}
+        if view.kind is ViewKind.HISTORY:
+            return {view.point_field: history}
+        fields: dict[str, Callable[..., Any]] = {view.point_field: point, view.many_field: many}
+        if view.kind is ViewKind.COUNT:
+            fields[view.top_field] = top
+        return fields
+
+    def _not_owner(self, view: View, foreign: Sequence[int], what: str) -> GraphQLError:
         return GraphQLError(
-            f"view {self.view.name}: {what} is in partition {foreign[0]}, which node "
+            f"view {view.name}: {what} is in partition {foreign[0]}, which node "
             f"{self.node_id} does not hold",
             extensions={
                 "code": "NOT_OWNER",
-                "view": self.view.name,
+                "view": view.name,
                 "partition": foreign[0],
                 "partitions": list(foreign),
                 "node": self.node_id,
             },
         )
 
-    def _check_keys(self, info: Any, keys: Sequence[str]) -> None:
+    def _own(self, info: Any, view: View, keys: Sequence[str]) -> None:
+        """Check the keys are held (else NOT_OWNER) and note their partitions as read."""
+        self.keys_asked.extend(keys)
         if any(not k for k in keys):
-            raise GraphQLError("empty key", extensions={"code": "BAD_USER_INPUT"})
+            raise bad_input("empty key")
         parts = [partition_for(k, self.partitions) for k in keys]
         foreign = sorted({p for p in parts if p not in self.held})
         if foreign:
-            bad = keys[parts.index(foreign[0])]
-            raise self._not_owner(foreign, f"key {bad!r}")
+            raise self._not_owner(view, foreign, f"key {keys[parts.index(foreign[0])]!r}")
         info.context["read"].update(parts)
 
-    def _point(self, info: Any, **args: Any) -> dict[str, Any] | None:
-        key = args[self.view.key_field]
-        self.keys_asked.append(key)
-        self._check_keys(info, [key])
-        return self._row(key)
+    def _rows(self, info: Any, view: View, keys: Sequence[str]) -> list[Any]:
+        self._own(info, view, keys)
+        if view.kind is ViewKind.COUNT:
+            counts = self.model.counts.get(view.name, {})
+            return [
+                None if k not in counts else {view.key_field: k, "count": counts[k]} for k in keys
+            ]
+        latest = [self.model.latest(view, k) for k in keys]
+        return [None if e is None else self._event(view, e) for e in latest]
 
-    def _many(self, info: Any, **args: Any) -> list[dict[str, Any] | None]:
-        keys = args[self.view.keys_arg]
-        self.keys_asked.extend(keys)
-        self._check_keys(info, keys)
-        return [self._row(k) for k in keys]
+    def _event(self, view: View, event: EventRow) -> dict[str, Any]:
+        values = {f.name: event.fields.get(f.name) for f in view.value_fields}
+        return {view.key_field: event.key, **values, "eventTime": to_iso(event.event_ms)}
 
-    def _top(self, info: Any, limit: int, partitions: list[int] | None = None) -> list[Any]:
+    def _window(self, view: View, key: str, start: int, count: int) -> dict[str, Any]:
+        assert view.window is not None
+        end = to_iso(start + view.window.size_ms)
+        return {view.key_field: key, "start": to_iso(start), "end": end, "count": count}
+
+    def _top(
+        self,
+        info: Any,
+        view: View,
+        limit: int,
+        partitions: list[int] | None,
+        window: dict[str, Any] | None,
+    ) -> list[Any]:
         if not 1 <= limit <= 10_000:
-            raise GraphQLError("bad limit", extensions={"code": "BAD_USER_INPUT"})
+            raise bad_input("bad limit")
+        start = None if window is None else to_ms(window["start"])
+        if view.window is not None and (start is None or start % view.window.size_ms):
+            raise bad_input(f"window start {window} is not aligned")
         wanted = sorted(self.held) if partitions is None else partitions
         foreign = sorted({p for p in wanted if p not in self.held})
         if foreign:
-            raise self._not_owner(foreign, f"partition {foreign[0]}")
+            raise self._not_owner(view, foreign, f"partition {foreign[0]}")
         self.partitions_read.extend(wanted)
         info.context["read"].update(wanted)
-        rows = [(k, c) for p in wanted for k, c in self.data.get(p, {}).items()]
-        rows.sort(key=lambda kc: (-kc[1], kc[0]))
-        return [{self.view.key_field: k, "count": c} for k, c in rows[:limit]]
+        rows = [
+            (k, c)
+            for k, c in self.model.top(view, 1_000_000, start)
+            if partition_for(k, self.partitions) in wanted
+        ][:limit]
+        if start is None:
+            return [{view.key_field: k, "count": c} for k, c in rows]
+        return [self._window(view, k, start, c) for k, c in rows]
+
+    def _windows(
+        self, info: Any, view: View, key: str, since: str | None, until: str | None
+    ) -> list[Any]:
+        self._own(info, view, [key])
+        found = self.model.windows_of(
+            view,
+            key,
+            None if since is None else to_ms(since),
+            None if until is None else to_ms(until),
+        )
+        return [self._window(view, key, s, c) for s, c in found]
+
+    def _history(self, info: Any, view: View, key: str, args: dict[str, Any]) -> dict[str, Any]:
+        self._own(info, view, [key])
+        first, after = args["first"], args.get("after")
+        if not 1 <= first <= 1000:
+            raise bad_input("bad first")
+        since, until = args.get("from"), args.get("to")
+        events = self.model.history(
+            view,
+            key,
+            None if since is None else to_ms(since),
+            None if until is None else to_ms(until),
+        )
+        if after is not None:
+            position = decode_cursor(after)
+            events = [e for e in events if event_order(e) > position]
+        page = events[:first]
+        edges = [{"cursor": cursor_of(e), "node": self._event(view, e)} for e in page]
+        return {
+            "edges": edges,
+            "pageInfo": {
+                "hasNextPage": len(events) > first,
+                "endCursor": edges[-1]["cursor"] if edges else None,
+            },
+        }
 
     def freshness(self, read: Iterable[int]) -> list[dict[str, Any]]:
         return [
@@ -187,11 +409,27 @@ class FakeNode:
             variable_values=request.get("variables"),
             context_value=context,
         )
+        operation = parse(request["query"]).definitions[0]
+        assert isinstance(operation, OperationDefinitionNode)
+        self.fields_asked.extend(
+            s.name.value for s in operation.selection_set.selections if isinstance(s, FieldNode)
+        )
         doc: dict[str, Any] = {"data": result.data}
         if result.errors:
             doc["errors"] = [e.formatted for e in result.errors]
         doc["extensions"] = {"freshness": self.freshness(context["read"])}
         return doc
+
+
+# -- routing, clients and the gateway over fake nodes -------------------------------------
+
+
+def split(counts: Mapping[str, int], partitions: int) -> dict[int, dict[str, int]]:
+    """`counts` by partition, as the pipeline would have written them."""
+    out: dict[int, dict[str, int]] = {p: {} for p in range(partitions)}
+    for key, count in counts.items():
+        out[partition_for(key, partitions)][key] = count
+    return out
 
 
 def member(
@@ -219,20 +457,24 @@ def now_ms() -> int:
 def table_for(
     claims: Mapping[str, tuple[str, Iterable[int]]],
     partitions: int,
-    view: View = WORDS,
+    catalogue: Sequence[View] = FULL,
     heartbeat_ms: int | None = None,
 ) -> RoutingTable:
-    """A routing table where node id -> (url, claimed partitions), all alive."""
+    """A routing table where node id -> (url, claimed partitions), all alive, and every view
+    of `catalogue` has `partitions` partitions."""
     beat = now_ms() if heartbeat_ms is None else heartbeat_ms
     members = {
         node_id: member(node_id, url, parts, beat) for node_id, (url, parts) in claims.items()
     }
-    return build_routing_table(members, {view.name: partitions}, beat)
+    return build_routing_table(members, {v.name: partitions for v in catalogue}, beat)
 
 
-def feed_for(nodes: Sequence[FakeNode], partitions: int) -> RoutingFeed:
+def feed_for(
+    nodes: Sequence[FakeNode], partitions: int, catalogue: Sequence[View] = FULL
+) -> RoutingFeed:
     """A feed whose table says each fake node owns what it holds."""
-    return RoutingFeed(table_for({n.node_id: (n.url(), n.held) for n in nodes}, partitions))
+    claims = {n.node_id: (n.url(), n.held) for n in nodes}
+    return RoutingFeed(table_for(claims, partitions, catalogue))
 
 
 def client_for(
@@ -249,6 +491,16 @@ def client_for(
 def round_robin(partitions: int, nodes: int) -> list[list[int]]:
     """Partition p goes to node p % nodes."""
     return [[p for p in range(partitions) if p % nodes == i] for i in range(nodes)]
+
+
+def fake_nodes(
+    model: Model, partitions: int, count: int, catalogue: Sequence[View] = (WORDS,)
+) -> list[FakeNode]:
+    """`count` fake nodes n0, n1, ... holding the partitions round robin."""
+    return [
+        FakeNode(f"n{i}", model, held, partitions, catalogue)
+        for i, held in enumerate(round_robin(partitions, count))
+    ]
 
 
 class ServerThread:
@@ -292,11 +544,17 @@ async def running_gateway(
     config: GatewayConfig | None = None,
     feed: RoutingFeed | None = None,
     extra: Mapping[str, httpx.AsyncBaseTransport] | None = None,
+    catalogue: Sequence[View] = (WORDS,),
+    statuses: StatusBoard | None = None,
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway app over fake nodes, started, with an httpx client talking to it."""
     upstream = client_for(nodes, extra)
     app = GatewayApp(
-        config or GatewayConfig(), feed=feed or feed_for(nodes, partitions), clients=[upstream]
+        config or GatewayConfig(),
+        feed=feed or feed_for(nodes, partitions, catalogue),
+        clients=[upstream],
+        statuses=statuses,
+        catalogue=catalogue,
     )
     await app.startup()
     try:
@@ -318,3 +576,8 @@ async def post_query(
 def top_truth(counts: Mapping[str, int], limit: int) -> list[dict[str, Any]]:
     ranked = sorted(counts.items(), key=lambda kc: (-kc[1], kc[0]))[:limit]
     return [{"word": k, "count": c} for k, c in ranked]
+
+
+def codes(body: Mapping[str, Any]) -> list[str]:
+    """The `extensions.code` of every error of a response body."""
+    return [e["extensions"]["code"] for e in body.get("errors", [])]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,32 +13,54 @@ import httpx
 import pytest
 
 import gateway
+from gateway import sdl
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.routing import RoutingFeed
-from gateway.schema import build_schema
-from tests.gateway.fakes import FakeNode, post_query, round_robin, running_gateway, split
+from gateway.schema import build_schema, print_sdl
+from gateway.status import StatusBoard
+from schema import CATALOGUE, DEMO_DOMAIN, ValueField, View, ViewKind, ViewStatus
+from tests.gateway.fakes import (
+    BOOKING_HISTORY,
+    FULL,
+    HOSTS,
+    LAST_BOOKING,
+    PER_MINUTE,
+    WORDS,
+    FakeNode,
+    Model,
+    fake_nodes,
+    post_query,
+    running_gateway,
+)
 
 P = 4
 COUNTS = {"kafka": 5, "franz": 3, "spark": 5, "flink": 1}
 STATIC = Path(gateway.__file__).parent / "static"
+REPO = Path(__file__).parents[2]
 
 
-def nodes(count: int = 2) -> list[FakeNode]:
-    data = split(COUNTS, P)
-    return [FakeNode(f"n{i}", data, held, P) for i, held in enumerate(round_robin(P, count))]
+def nodes(count: int = 2, catalogue: Sequence[View] = (WORDS,)) -> list[FakeNode]:
+    return fake_nodes(Model.of_counts(COUNTS), P, count, catalogue)
 
 
-def with_gateway(check: Callable[[httpx.AsyncClient], Awaitable[Any]], node_count: int = 2) -> Any:
+def with_gateway(
+    check: Callable[[httpx.AsyncClient], Awaitable[Any]],
+    node_count: int = 2,
+    catalogue: Sequence[View] = (WORDS,),
+    statuses: StatusBoard | None = None,
+) -> Any:
     async def scenario() -> Any:
-        async with running_gateway(nodes(node_count), P) as http:
+        fakes = nodes(node_count, catalogue)
+        async with running_gateway(fakes, P, catalogue=catalogue, statuses=statuses) as http:
             return await check(http)
 
     return asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("catalogue", [(WORDS,), FULL], ids=["words", "full"])
 @pytest.mark.parametrize("node_count", [1, 3])
-def test_the_brief_examples(node_count: int) -> None:
+def test_the_brief_examples(node_count: int, catalogue: Sequence[View]) -> None:
     async def check(http: httpx.AsyncClient) -> list[dict[str, Any]]:
         return [
             (await post_query(http, q))[1]
@@ -49,7 +72,7 @@ def test_the_brief_examples(node_count: int) -> None:
             )
         ]
 
-    point, unknown, many, top = with_gateway(check, node_count)
+    point, unknown, many, top = with_gateway(check, node_count, catalogue)
     assert point["data"] == {"wordCount": {"word": "kafka", "count": 5}}
     assert unknown["data"] == {"wordCount": None} and "errors" not in unknown
     assert many["data"]["wordCounts"] == [
@@ -253,8 +276,73 @@ def test_lifespan_protocol_starts_and_stops() -> None:
 
 
 def test_committed_sdl_matches_the_generated_schema() -> None:
-    committed = (Path(__file__).parents[2] / "schema" / "gateway.graphql").read_text()
-    assert build_schema().as_str() + "\n" == committed
+    committed = (REPO / "schema" / "gateway.graphql").read_text()
+    assert print_sdl() == committed == build_schema(CATALOGUE).as_str() + "\n"
+
+
+def test_the_full_catalogue_schema_is_the_reviewed_one() -> None:
+    """What schema/gateway.graphql becomes once CATALOGUE holds the demo domain."""
+    assert print_sdl(FULL) == (Path(__file__).parent / "full_catalogue.graphql").read_text()
+
+
+def test_sdl_entry_point_prints_writes_and_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sdl.main([]) == 0
+    assert capsys.readouterr().out == print_sdl()
+    written = tmp_path / "gateway.graphql"
+    assert sdl.main(["--catalogue", "full", "--write", str(written)]) == 0
+    assert written.read_text() == print_sdl(FULL)
+    assert sdl.main(["--catalogue", "full", "--check", str(written)]) == 0
+    written.write_text(print_sdl(FULL) + "# edited\n")
+    assert sdl.main(["--catalogue", "full", "--check", str(written)]) == 1
+    assert "make schema" in capsys.readouterr().err
+    assert sdl.main(["--check", str(tmp_path / "missing.graphql")]) == 1
+
+
+def test_every_kind_has_a_builder_and_clashing_names_are_refused() -> None:
+    assert {view.kind for view in FULL} == set(ViewKind)
+    clash = dataclasses.replace(HOSTS, name="other_hosts", type_name="OtherHosts")
+    with pytest.raises(ValueError, match="field hostAccess is defined twice"):
+        build_schema((HOSTS, clash))
+    named_like_key = dataclasses.replace(LAST_BOOKING, value_fields=(ValueField("customer"),))
+    with pytest.raises(ValueError, match="would repeat a field"):
+        build_schema((named_like_key,))
+
+
+def test_cluster_lists_the_views_with_the_pipelines_late_counts() -> None:
+    board = StatusBoard()
+    board.put(
+        ViewStatus(PER_MINUTE.name, batch_id=3, updated_ms=1_700_000_000_000, late_dropped=17)
+    )
+    query = "{ cluster { views { name kind lateDropped statusUpdatedAt } } }"
+    body = with_gateway(lambda http: post_query(http, query), 1, FULL, board)[1]
+    views = body["data"]["cluster"]["views"]
+    assert [(v["name"], v["kind"]) for v in views] == [(v.name, v.kind.name) for v in FULL]
+    by_name = {v["name"]: v for v in views}
+    assert by_name[PER_MINUTE.name]["lateDropped"] == 17
+    assert by_name[PER_MINUTE.name]["statusUpdatedAt"] == "2023-11-14T22:13:20+00:00"
+    assert by_name[WORDS.name] == {
+        "name": WORDS.name,
+        "kind": "COUNT",
+        "lateDropped": 0,
+        "statusUpdatedAt": None,
+    }
+
+
+def test_graphiql_starts_with_a_query_the_catalogue_can_answer() -> None:
+    async def page_of(catalogue: Sequence[View]) -> str:
+        app = GatewayApp(GatewayConfig(), feed=RoutingFeed(), catalogue=catalogue)
+        await app.startup()
+        try:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://g.test") as http:
+                return (await http.get("/graphql")).text
+        finally:
+            await app.shutdown()
+
+    assert "topHosts(limit: 10)" in asyncio.run(page_of(DEMO_DOMAIN))
+    assert "lateDropped" in asyncio.run(page_of((BOOKING_HISTORY,)))
 
 
 def test_exported_members() -> None:
@@ -263,7 +351,8 @@ def test_exported_members() -> None:
         assert getattr(gateway, name) is not None
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
-        "app", "config", "errors", "graphiql", "membership", "planner", "request",
-        "responses", "routing", "schema", "server", "upstream",
+        "app", "config", "documents", "errors", "fields", "graphiql", "inputs", "membership",
+        "planner", "request", "responses", "routing", "rows", "schema", "sdl", "server",
+        "status", "timestamps", "upstream",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)

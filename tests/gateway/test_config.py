@@ -28,6 +28,7 @@ def test_every_variable_is_read() -> None:
         "STATEFED_MAX_TOP_LIMIT": "50",
         "STATEFED_MAX_LOOKUP_KEYS": "10",
         "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS": "30000",
+        "STATEFED_GATEWAY_STATUS_TAIL_RECORDS": "500",
         "STATEFED_GATEWAY_UPSTREAM_CLIENTS": "2",
         "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS": "8",
         "STATEFED_GATEWAY_LOG_LEVEL": "WARNING",
@@ -38,6 +39,7 @@ def test_every_variable_is_read() -> None:
     assert config.bootstrap == "kafka:9092" and config.port == 9000
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
     assert config.url == "http://0.0.0.0:9000"
+    assert config.status_tail_records == 500
 
 
 @pytest.mark.parametrize(
@@ -50,6 +52,7 @@ def test_every_variable_is_read() -> None:
         ("STATEFED_GATEWAY_RETRIES", "-1"),
         ("STATEFED_MAX_TOP_LIMIT", "10001"),
         ("STATEFED_GATEWAY_UPSTREAM_CLIENTS", "0"),
+        ("STATEFED_GATEWAY_STATUS_TAIL_RECORDS", "0"),
         ("STATEFED_GATEWAY_HOST", " "),
         ("STATEFED_BOOTSTRAP", ""),
         ("STATEFED_GATEWAY_LOG_LEVEL", "loud"),

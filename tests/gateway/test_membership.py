@@ -127,3 +127,32 @@ def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(
     asyncio.run(scenario())
     publish(b, None)
     producer.close()
+
+
+def test_views_whose_partition_count_is_unknown_are_asked_again(broker: EmbeddedBroker) -> None:
+    ready, late = (unique("gwr"), unique("gwl"))
+    views = [View(n, f"{n}_in", ViewKind.COUNT, "w", "W", "w", "ws", "tw") for n in (ready, late)]
+    ensure_topics(broker.bootstrap, {MEMBERS_TOPIC: 1})
+    known = {ready: 3}  # what "metadata" knows so far; the late view's topic comes later
+
+    async def scenario() -> None:
+        feed = RoutingFeed()
+        reader = MembershipReader(
+            broker.bootstrap,
+            feed,
+            lookback_ms=10_000,
+            catalogue=views,
+            partition_counts=lambda: dict(known),
+        )
+        reader.start(asyncio.get_running_loop())
+        try:
+            table = await wait_for(feed, lambda t: ready in t.partition_counts)
+            assert table.partition_count(views[0]) == 3
+            assert late not in table.partition_counts
+            known[late] = 2
+            table = await wait_for(feed, lambda t: late in t.partition_counts)
+            assert dict(table.partition_counts) == {ready: 3, late: 2}
+        finally:
+            await asyncio.to_thread(reader.stop)
+
+    asyncio.run(scenario())

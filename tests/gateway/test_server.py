@@ -17,15 +17,22 @@ from confluent_kafka import Producer
 
 from node.broker import EmbeddedBroker, free_port
 from node.topics import ensure_topics, partition_count, statefed_topics
-from schema import MEMBERS_TOPIC, encode_member
+from schema import (
+    CATALOGUE,
+    MEMBERS_TOPIC,
+    PIPELINE_TOPIC,
+    ViewStatus,
+    encode_member,
+    encode_status,
+)
 from tests.gateway.fakes import (
     WORDS,
     FakeNode,
+    Model,
     ServerThread,
     member,
     now_ms,
     round_robin,
-    split,
     top_truth,
 )
 
@@ -52,14 +59,31 @@ def poll_health(
     raise AssertionError(f"gateway never routed all {p} partitions: {health}")
 
 
+def poll_late_dropped(http: httpx.Client, view: str, want: int) -> list[dict[str, Any]]:
+    """Query cluster.views until `view` shows `want` late events dropped."""
+    deadline = time.monotonic() + 30
+    views: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        body = http.post(
+            "/graphql", json={"query": "{ cluster { views { name kind lateDropped } } }"}
+        )
+        views = body.json()["data"]["cluster"]["views"]
+        if {"name": view, "kind": "COUNT", "lateDropped": want} in views:
+            return views
+        time.sleep(0.05)
+    raise AssertionError(f"cluster.views never showed {want} late events of {view}: {views}")
+
+
 def test_gateway_process_serves_queries_from_nodes_found_in_membership(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     ensure_topics(broker.bootstrap, statefed_topics(4))
     p = partition_count(broker.bootstrap, WORDS.changelog_topic)  # whatever an earlier test made
-    data = split(COUNTS, p)
+    model = Model.of_counts(COUNTS)
     ids = [f"gw-e2e-{uuid.uuid4().hex[:6]}-{i}" for i in range(2)]
-    nodes = [FakeNode(ids[i], data, held, p) for i, held in enumerate(round_robin(p, 2))]
+    nodes = [
+        FakeNode(ids[i], model, held, p, CATALOGUE) for i, held in enumerate(round_robin(p, 2))
+    ]
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -75,6 +99,10 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
         for node, server in zip(nodes, (first, second), strict=True):
             record = member(node.node_id, server.url, node.held, now_ms(), interval_ms=60_000)
             producer.produce(MEMBERS_TOPIC, key=node.node_id.encode(), value=encode_member(record))
+        # the newest status of a view is what counts, whatever earlier tests published
+        late = uuid.uuid4().int % 1_000_000 + 1
+        status = ViewStatus(WORDS.name, batch_id=7, updated_ms=now_ms(), late_dropped=late)
+        producer.produce(PIPELINE_TOPIC, key=WORDS.name.encode(), value=encode_status(status))
         producer.flush(10)
         with open(log, "wb") as out:
             process = subprocess.Popen(
@@ -97,6 +125,7 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
                 )
                 page = http.get("/graphql")
                 asset = http.get("/static/graphiql.min.js")
+                views = poll_late_dropped(http, WORDS.name, late)
         finally:
             process.send_signal(signal.SIGTERM)
             code = process.wait(20)
@@ -108,7 +137,7 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
     assert code == 0, output
     assert f"statefed gateway: ready on {url}/graphql" in output
     assert top.status_code == 200
-    assert top.json()["data"]["topWords"] == top_truth(COUNTS, 12)
+    assert top.json()["data"]["topWords"] == top_truth(COUNTS, 12), top.json()
     fresh = top.json()["extensions"]["freshness"]
     assert sorted(f["partition"] for f in fresh) == list(range(p))
     assert many.json()["data"]["wordCounts"] == [
@@ -117,3 +146,4 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
     assert page.status_code == 200 and "graphiql.min.js" in page.text
     assert asset.status_code == 200 and len(asset.content) > 100_000
     assert sum(n.requests for n in nodes) <= 4  # one top-N and one lookup per node at most
+    assert [v["name"] for v in views] == [v.name for v in CATALOGUE]

@@ -9,14 +9,16 @@ import httpx
 import orjson
 import pytest
 
+from gateway.documents import ViewQueries
 from gateway.errors import (
+    BadRequestError,
     NodeProtocolError,
     NodeTimeoutError,
     NodeUnavailableError,
     NotOwnerError,
     RoutingError,
 )
-from gateway.upstream import NodeReply, Upstream, ViewQueries
+from gateway.upstream import NodeReply, Upstream
 from tests.gateway.fakes import WORDS, table_for
 
 
@@ -105,3 +107,12 @@ def test_broken_answers_become_routing_errors(
     assert text in str(reply)
     assert "view word_counts" in str(reply) and "partition 2" in str(reply)
     assert "'kafka'" in str(reply) and "node n1" in str(reply)
+
+
+def test_a_node_rejecting_the_arguments_is_the_clients_mistake() -> None:
+    error = {"message": "bad cursor 'QUJD'", "extensions": {"code": "BAD_USER_INPUT"}}
+    with pytest.raises(
+        BadRequestError, match="node n1 rejected the arguments: bad cursor"
+    ) as raised:
+        call(answer(200, {"data": None, "errors": [error]}))
+    assert raised.value.extensions() == {"code": "BAD_USER_INPUT", "view": "word_counts"}

@@ -1,0 +1,206 @@
+"""The node subgraph as the gateway speaks it: per view, the documents it sends (built once;
+a request only adds variables) and the readers of the answers.
+
+Nodes answer under the alias `r`. Keys, counts, window bounds and event times come back
+under short aliases (`k`, `c`, `s`, `e`, `t`) and value fields as `v0`, `v1`, ..., so no
+field name of a view can collide with another. A reader raises ValueError for anything
+the protocol does not allow; the planner turns it into a NodeProtocolError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from gateway.inputs import TimeRange
+from gateway.rows import Edge, Event, Page, Ranked, Row, WindowCount
+from gateway.timestamps import iso, parse_utc
+from schema import FieldType, View, ViewKind
+
+__all__ = ["ViewQueries"]
+
+_COUNT = "{k:%s c:count}"
+_WINDOW = "{k:%s s:start e:end c:count}"
+_SCALARS: Mapping[FieldType, Callable[[Any], bool]] = {
+    FieldType.STRING: lambda v: isinstance(v, str),
+    FieldType.INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    FieldType.FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    FieldType.BOOLEAN: lambda v: isinstance(v, bool),
+}
+
+
+def _head(document: str) -> bytes:
+    """`{"query":...,"variables":` so that a body is this plus the variables plus `}`."""
+    return orjson.dumps({"query": document})[:-1] + b',"variables":'
+
+
+def _body(head: bytes | None, view: View, what: str, variables: dict[str, Any]) -> bytes:
+    if head is None:
+        raise ValueError(f"view {view.name} ({view.kind.value}) has no {what}")
+    return head + orjson.dumps(variables) + b"}"
+
+
+def _span(span: TimeRange) -> dict[str, str | None]:
+    return {
+        "f": None if span.since is None else iso(span.since),
+        "t": None if span.until is None else iso(span.until),
+    }
+
+
+class ViewQueries:
+    """The node documents of one view and the readers of their answers."""
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.lookup = self.top = self.windows = self.history = ""
+        kind, key = view.kind, view.key_field
+        if kind is ViewKind.COUNT:
+            self.lookup = self._lookup_document(_COUNT % key)
+            self.top = self._top_document(_COUNT % key, windowed=False)
+        elif kind is ViewKind.WINDOWED_COUNT:
+            self.top = self._top_document(_WINDOW % key, windowed=True)
+            self.windows = (
+                f"query($k:String!,$f:DateTime,$t:DateTime){{r:{view.point_field}"
+                f"({key}:$k,from:$f,to:$t){_WINDOW % key}}}"
+            )
+        elif kind is ViewKind.LATEST:
+            self.lookup = self._lookup_document(self._event_fields())
+        elif kind is ViewKind.HISTORY:
+            self.history = (
+                f"query($k:String!,$f:DateTime,$t:DateTime,$n:Int!,$a:String)"
+                f"{{r:{view.point_field}({key}:$k,from:$f,to:$t,first:$n,after:$a)"
+                f"{{edges{{cursor node{self._event_fields()}}}"
+                f"pageInfo{{hasNextPage endCursor}}}}}}"
+            )
+        self._heads = {
+            name: _head(document) if document else None
+            for name, document in (
+                ("lookup", self.lookup),
+                ("top", self.top),
+                ("windows", self.windows),
+                ("history", self.history),
+            )
+        }
+
+    def _lookup_document(self, selection: str) -> str:
+        view = self.view
+        return f"query($k:[String!]!){{r:{view.many_field}({view.keys_arg}:$k){selection}}}"
+
+    def _top_document(self, selection: str, *, windowed: bool) -> str:
+        variables = "$l:Int!,$w:WindowInput!,$p:[Int!]" if windowed else "$l:Int!,$p:[Int!]"
+        window = ",window:$w" if windowed else ""
+        return (
+            f"query({variables}){{r:{self.view.top_field}"
+            f"(limit:$l{window},partitions:$p){selection}}}"
+        )
+
+    def _event_fields(self) -> str:
+        values = [f"v{i}:{f.name}" for i, f in enumerate(self.view.value_fields)]
+        return "{" + " ".join([f"k:{self.view.key_field}", "t:eventTime", *values]) + "}"
+
+    # -- bodies ---------------------------------------------------------------------------
+
+    def lookup_body(self, keys: Sequence[str]) -> bytes:
+        return _body(self._heads["lookup"], self.view, "multi-key lookup", {"k": list(keys)})
+
+    def top_body(
+        self, limit: int, partitions: Sequence[int], window: datetime | None = None
+    ) -> bytes:
+        variables: dict[str, Any] = {"l": limit, "p": list(partitions)}
+        if window is not None:
+            variables["w"] = {"start": iso(window)}
+        return _body(self._heads["top"], self.view, "top-N", variables)
+
+    def windows_body(self, key: str, span: TimeRange) -> bytes:
+        return _body(self._heads["windows"], self.view, "windows", {"k": key, **_span(span)})
+
+    def history_body(self, key: str, span: TimeRange, first: int, after: str | None) -> bytes:
+        variables = {"k": key, **_span(span), "n": first, "a": after}
+        return _body(self._heads["history"], self.view, "history", variables)
+
+    # -- readers --------------------------------------------------------------------------
+
+    def read_lookup(self, data: Any, asked: int) -> list[Row | Event | None]:
+        """One row or None per key asked, in the order asked."""
+        if not isinstance(data, list) or len(data) != asked:
+            raise ValueError(f"expected a list of {asked} entries")
+        read = _count_row if self.view.kind is ViewKind.COUNT else self._event
+        return [None if item is None else read(item) for item in data]
+
+    def read_top(self, data: Any) -> list[Ranked]:
+        read = _count_row if self.view.kind is ViewKind.COUNT else _window_row
+        return [read(item) for item in _list(data)]
+
+    def read_windows(self, data: Any) -> list[WindowCount]:
+        return [_window_row(item) for item in _list(data)]
+
+    def read_page(self, data: Any) -> Page:
+        doc = _object(data)
+        info = _object(doc.get("pageInfo"))
+        more, end = info.get("hasNextPage"), info.get("endCursor")
+        if not isinstance(more, bool) or not (end is None or isinstance(end, str)):
+            raise ValueError("pageInfo needs hasNextPage (boolean) and endCursor (string or null)")
+        edges = []
+        for item in _list(doc.get("edges")):
+            edge = _object(item)
+            cursor = edge.get("cursor")
+            if not isinstance(cursor, str):
+                raise ValueError("an edge has no cursor")
+            edges.append(Edge(cursor, self._event(edge.get("node"))))
+        return Page(edges, more, end)
+
+    def _event(self, item: Any) -> Event:
+        doc = _object(item)
+        values = {}
+        for index, spec in enumerate(self.view.value_fields):
+            value = doc.get(f"v{index}")
+            if value is not None and not _SCALARS[spec.type](value):
+                raise ValueError(f"{spec.name} is no {spec.type.value}: {value!r}")
+            values[spec.name] = value
+        return Event(_key(doc), _time(doc, "t"), values)
+
+
+def _list(data: Any) -> list[Any]:
+    if not isinstance(data, list):
+        raise ValueError("expected a list")
+    return data
+
+
+def _object(item: Any) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise ValueError(f"expected an object, got {item!r}")
+    return item
+
+
+def _key(doc: dict[str, Any]) -> str:
+    key = doc.get("k")
+    if not isinstance(key, str):
+        raise ValueError(f"no key in {doc!r}")
+    return key
+
+
+def _count(doc: dict[str, Any]) -> int:
+    count = doc.get("c")
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ValueError(f"no count in {doc!r}")
+    return count
+
+
+def _time(doc: dict[str, Any], alias: str) -> datetime:
+    text = doc.get(alias)
+    if not isinstance(text, str):
+        raise ValueError(f"no DateTime in {doc!r}")
+    return parse_utc(text)
+
+
+def _count_row(item: Any) -> Row:
+    doc = _object(item)
+    return Row(_key(doc), _count(doc))
+
+
+def _window_row(item: Any) -> WindowCount:
+    doc = _object(item)
+    return WindowCount(_key(doc), _time(doc, "s"), _time(doc, "e"), _count(doc))

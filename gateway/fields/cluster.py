@@ -1,0 +1,150 @@
+"""The public `cluster` field: nodes, partition copies and routing from membership, and the
+views of the catalogue with what the pipeline reports about them."""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+import enum
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import strawberry
+
+from gateway.request import RequestContext
+from gateway.timestamps import from_ms
+from schema import NodeState, Role, View, ViewKind
+
+__all__ = ["cluster_field"]
+
+
+def _mirror(source: type[enum.Enum], description: str) -> Any:
+    """A GraphQL enum with the members of `source` (which stays untouched by strawberry)."""
+    members = {m.name: m.value for m in source}
+    return strawberry.enum(cast(Any, enum.Enum(source.__name__, members)), description=description)
+
+
+NodeStateEnum = _mirror(
+    NodeState, "What a node is doing: starting, rebalancing, restoring a partition, running."
+)
+RoleEnum = _mirror(
+    Role, "ACTIVE copies serve reads; STANDBY copies follow the changelog as spares."
+)
+ViewKindEnum = _mirror(
+    ViewKind,
+    "COUNT: events per key; WINDOWED_COUNT: events per key and tumbling window; "
+    "LATEST: the newest event per key; HISTORY: every event of a key.",
+)
+
+
+@strawberry.type(description="A node, as its newest membership record describes it.")
+class ClusterNode:
+    id: str
+    url: str
+    state: NodeStateEnum  # type: ignore[valid-type]
+    alive: bool = strawberry.field(description="Heartbeat newer than 3 heartbeat intervals.")
+    heartbeat_age_ms: int
+    active: list[int]
+    standby: list[int]
+
+
+@strawberry.type(description="One copy of a partition held by a live node.")
+class ClusterPartition:
+    partition: int
+    node: str
+    role: RoleEnum  # type: ignore[valid-type]
+    applied_offset: int
+    end_offset: int
+    lag: int
+
+
+@strawberry.type(description="A view of the catalogue, and the pipeline's newest report on it.")
+class ClusterView:
+    name: str
+    kind: ViewKindEnum  # type: ignore[valid-type]
+    late_dropped: int = strawberry.field(
+        description="Events dropped for arriving after the window's grace period, since the "
+        "view's checkpoint began; 0 until the pipeline reports."
+    )
+    status_updated_at: datetime | None = strawberry.field(
+        description="When the pipeline last reported on the view; null if not yet."
+    )
+
+
+@strawberry.type(description="Membership and routing as the gateway sees them now.")
+class Cluster:
+    routing_version: int
+    partition_count: int | None = strawberry.field(
+        description="P, partitions per view, from topic metadata; null until read."
+    )
+    nodes: list[ClusterNode]
+    partitions: list[ClusterPartition]
+    unassigned: list[int] = strawberry.field(description="Partitions without a live ACTIVE owner.")
+    views: list[ClusterView]
+
+
+def _views(context: RequestContext, catalogue: Sequence[View]) -> list[ClusterView]:
+    views = []
+    for view in catalogue:
+        status = context.statuses.get(view.name)
+        views.append(
+            ClusterView(
+                name=view.name,
+                kind=ViewKindEnum[view.kind.name],
+                late_dropped=status.late_dropped if status else 0,
+                status_updated_at=from_ms(status.updated_ms) if status else None,
+            )
+        )
+    return views
+
+
+def _partitions(nodes: Sequence[Any]) -> list[ClusterPartition]:
+    copies = [
+        ClusterPartition(
+            partition=p.partition,
+            node=n.node_id,
+            role=RoleEnum[p.role.name],
+            applied_offset=p.applied_offset,
+            end_offset=p.end_offset,
+            lag=p.lag,
+        )
+        for n in nodes
+        if n.alive
+        for p in n.partitions
+    ]
+    return sorted(copies, key=lambda c: (c.partition, c.node))
+
+
+def cluster_field(catalogue: Sequence[View]) -> Any:
+    """The `cluster` field over `catalogue`."""
+
+    def cluster(info: strawberry.Info) -> Cluster:
+        context: RequestContext = info.context
+        table = context.feed.current
+        now = context.clock()
+        nodes = sorted(table.nodes.values(), key=lambda n: n.node_id)
+        count = table.max_partition_count()
+        return Cluster(
+            routing_version=table.version,
+            partition_count=count,
+            nodes=[
+                ClusterNode(
+                    id=n.node_id,
+                    url=n.url,
+                    state=NodeStateEnum[n.state.name],
+                    alive=n.alive,
+                    heartbeat_age_ms=max(0, now - n.heartbeat_ms),
+                    active=n.active(),
+                    standby=n.standby(),
+                )
+                for n in nodes
+            ],
+            partitions=_partitions(nodes),
+            unassigned=[p for p in range(count or 0) if not table.claims.get(p)],
+            views=_views(context, catalogue),
+        )
+
+    return strawberry.field(
+        resolver=cluster,
+        description="Nodes, partition copies, roles and lag from membership; views and "
+        "what the pipeline reports about them.",
+    )

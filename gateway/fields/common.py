@@ -1,0 +1,134 @@
+"""What the per-kind builders share: object types made from catalogue entries, the shared
+GraphQL types (WindowInput, PageInfo), and recording partial results on the request."""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import strawberry
+
+from gateway.errors import RoutingError
+from gateway.planner import KeyRead
+from gateway.request import KeyResult, RequestContext
+from gateway.rows import Event
+from schema import FieldType, View
+
+__all__ = [
+    "EVENT_TIME",
+    "FieldSpec",
+    "PageInfo",
+    "WindowInput",
+    "duration_text",
+    "event_type",
+    "event_values",
+    "given",
+    "make",
+    "object_type",
+    "record_failures",
+    "record_key_read",
+    "record_missing",
+]
+
+EVENT_TIME = "eventTime"
+
+FieldSpec = tuple[str, Any, str | None]  # GraphQL name, annotation, description
+
+_SCALARS: Mapping[FieldType, type] = {
+    FieldType.STRING: str,
+    FieldType.INT: int,
+    FieldType.FLOAT: float,
+    FieldType.BOOLEAN: bool,
+}
+
+
+@strawberry.input(description="One tumbling window, named by its start (UTC, aligned to the size).")
+class WindowInput:
+    start: datetime
+
+
+@strawberry.type(description="Where a page of a connection ends, and whether more follows.")
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None = strawberry.field(
+        description="Pass as `after` to get the next page; null when the page is empty."
+    )
+
+
+def _attribute(name: str) -> str:
+    # GraphQL names from the catalogue may be Python keywords (`from`): prefix them
+    return f"f_{name}"
+
+
+def object_type(view: View, name: str, description: str, fields: Sequence[FieldSpec]) -> Any:
+    """A GraphQL object type `name` with `fields`; instances are built with `make`."""
+    names = [field[0] for field in fields]
+    if len(set(names)) != len(names):
+        raise ValueError(f"view {view.name}: type {name} would repeat a field: {names}")
+    namespace: dict[str, Any] = {"__annotations__": {}}
+    for field_name, annotation, field_description in fields:
+        namespace["__annotations__"][_attribute(field_name)] = annotation
+        namespace[_attribute(field_name)] = strawberry.field(
+            name=field_name, description=field_description
+        )
+    return strawberry.type(type(name, (), namespace), description=description)
+
+
+def make(object_class: Any, values: Mapping[str, Any]) -> Any:
+    """An instance of a class from `object_type`, from values by GraphQL field name."""
+    return object_class(**{_attribute(name): value for name, value in values.items()})
+
+
+def event_type(view: View, name: str, description: str) -> Any:
+    """The type of one event of a latest or history view: key, value fields, event time."""
+    fields: list[FieldSpec] = [(view.key_field, str, None)]
+    fields.extend((f.name, _SCALARS[f.type] | None, None) for f in view.value_fields)
+    fields.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
+    return object_type(view, name, description, fields)
+
+
+def event_values(view: View, event: Event) -> dict[str, Any]:
+    """The field values of `event_type(view, ...)` for `event`."""
+    values = {f.name: event.values.get(f.name) for f in view.value_fields}
+    return {view.key_field: event.key, **values, EVENT_TIME: event.event_time}
+
+
+def given(value: Any) -> Any:
+    """An optional argument's value, None when the client left it out."""
+    return None if value is strawberry.UNSET else value
+
+
+def duration_text(ms: int) -> str:
+    for unit, size in (("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
+def record_missing(
+    context: RequestContext, info: strawberry.Info, results: Sequence[KeyResult]
+) -> None:
+    """One PARTITION_UNAVAILABLE error per partition that some looked-up keys are in."""
+    by_partition: dict[int, list[KeyResult]] = {}
+    for result in results:
+        if result.error is not None:
+            by_partition.setdefault(result.partition, []).append(result)
+    path = info.path.as_list()
+    for partition, failed in sorted(by_partition.items()):
+        keys = list(dict.fromkeys(r.key for r in failed))
+        context.add_missing(path, partition, failed[0].error, keys)  # type: ignore[arg-type]
+
+
+def record_failures(
+    context: RequestContext, info: strawberry.Info, failures: Mapping[int, RoutingError]
+) -> None:
+    path = info.path.as_list()
+    for partition, error in sorted(failures.items()):
+        context.add_missing(path, partition, error, ())
+
+
+def record_key_read(context: RequestContext, info: strawberry.Info, read: KeyRead[Any]) -> None:
+    context.add_freshness(read.freshness)
+    if read.failure is not None:
+        context.add_missing(info.path.as_list(), read.partition, read.failure, [read.key])

@@ -1,0 +1,82 @@
+"""The public fields of a COUNT view: point lookup, multi-key lookup, global top-N.
+
+```graphql
+wordCount(word: String!): WordCount
+wordCounts(words: [String!]!): [WordCount]!
+topWords(limit: Int! = 10): [WordCount!]!
+```
+"""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+from typing import Annotated, Any
+
+import strawberry
+
+from gateway.fields.common import make, object_type, record_failures, record_missing
+from gateway.request import RequestContext
+from gateway.rows import Event, Ranked, Row
+from schema import View
+
+__all__ = ["count_fields"]
+
+
+def count_fields(view: View) -> dict[str, Any]:
+    """Point lookup, multi-key lookup and top-N of a COUNT view."""
+    row_type = object_type(
+        view,
+        view.type_name,
+        f"Events counted per {view.key_field} (view {view.name}, topic {view.topic}).",
+        [(view.key_field, str, None), ("count", int, None)],
+    )
+
+    def to_type(row: Row | Event | Ranked | None) -> Any:
+        if row is None:
+            return None
+        assert isinstance(row, Row)
+        return make(row_type, {view.key_field: row.key, "count": row.count})
+
+    async def point(
+        info: strawberry.Info, key: Annotated[str, strawberry.argument(name=view.key_field)]
+    ) -> row_type | None:  # type: ignore[valid-type]
+        context: RequestContext = info.context
+        context.planner.check_keys(view, [key])
+        result = await context.loader(view).load(key)
+        record_missing(context, info, [result])
+        return to_type(result.row)
+
+    async def many(
+        info: strawberry.Info, keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)]
+    ) -> list[row_type | None]:  # type: ignore[valid-type]
+        context: RequestContext = info.context
+        context.planner.check_keys(view, keys)
+        results = await context.loader(view).load_many(keys)
+        record_missing(context, info, results)
+        return [to_type(r.row) for r in results]
+
+    async def top(info: strawberry.Info, limit: int = 10) -> list[row_type]:  # type: ignore[valid-type]
+        context: RequestContext = info.context
+        result = await context.planner.top(view, limit, context.deadline)
+        context.add_freshness(result.freshness)
+        record_failures(context, info, result.failures)
+        return [to_type(r) for r in result.rows]
+
+    noun = f"{view.key_field} of view {view.name}"
+    return {
+        view.point_field: strawberry.field(
+            resolver=point,
+            name=view.point_field,
+            description=f"The count of one {noun}; null if unknown.",
+        ),
+        view.many_field: strawberry.field(
+            resolver=many,
+            name=view.many_field,
+            description=f"Counts of several {view.keys_arg}, in the order asked; null if unknown.",
+        ),
+        view.top_field: strawberry.field(
+            resolver=top,
+            name=view.top_field,
+            description=f"The `limit` most counted {view.keys_arg} (count desc, then "
+            f"{view.key_field} asc) of view {view.name}.",
+        ),
+    }

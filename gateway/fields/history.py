@@ -1,0 +1,87 @@
+"""The public field of a HISTORY view: a key's events in a time range, page by page.
+
+```graphql
+bookingHistory(customer: String!, from: DateTime, to: DateTime, first: Int! = 100,
+               after: String): BookingEventConnection!
+```
+"""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+from datetime import datetime
+from typing import Annotated, Any
+
+import strawberry
+
+from gateway.fields.common import (
+    PageInfo,
+    event_type,
+    event_values,
+    given,
+    make,
+    object_type,
+    record_key_read,
+)
+from gateway.inputs import MAX_PAGE_SIZE
+from gateway.request import RequestContext
+from gateway.rows import Page
+from schema import View
+
+__all__ = ["history_fields"]
+
+
+def history_fields(view: View) -> dict[str, Any]:
+    """The Relay-style connection of a key's events, forwarded to the key's owner."""
+    key = view.key_field
+    name = view.type_name
+    node_type = event_type(
+        view, name, f"One event of a {key} (view {view.name}, topic {view.topic})."
+    )
+    edge_type = object_type(
+        view,
+        f"{name}Edge",
+        f"An event of view {view.name} and its cursor.",
+        [("cursor", str, None), ("node", node_type, None)],
+    )
+    connection_type = object_type(
+        view,
+        f"{name}Connection",
+        f"A page of events of view {view.name}, ordered by event time.",
+        [("edges", list[edge_type], None), ("pageInfo", PageInfo, None)],  # type: ignore[valid-type]
+    )
+
+    def to_type(page: Page) -> Any:
+        edges = [
+            make(
+                edge_type,
+                {"cursor": e.cursor, "node": make(node_type, event_values(view, e.event))},
+            )
+            for e in page.edges
+        ]
+        info = PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor)
+        return make(connection_type, {"edges": edges, "pageInfo": info})
+
+    async def history(
+        info: strawberry.Info,
+        entity: Annotated[str, strawberry.argument(name=key)],
+        since: Annotated[datetime | None, strawberry.argument(name="from")] = strawberry.UNSET,
+        until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
+        first: int = 100,
+        after: str | None = strawberry.UNSET,
+    ) -> connection_type:  # type: ignore[valid-type]
+        context: RequestContext = info.context
+        read = await context.planner.history(
+            view, entity, given(since), given(until), first, given(after), context.deadline
+        )
+        record_key_read(context, info, read)
+        return to_type(read.value or Page.empty())
+
+    return {
+        view.point_field: strawberry.field(
+            resolver=history,
+            name=view.point_field,
+            description=f"The events of one {key} of view {view.name} with from <= eventTime "
+            f"< to (open ends when omitted), oldest first, `first` (1..{MAX_PAGE_SIZE}) per "
+            "page; pass pageInfo.endCursor as `after` for the next page.",
+        ),
+    }

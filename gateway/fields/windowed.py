@@ -1,0 +1,93 @@
+"""The public fields of a WINDOWED_COUNT view: a key's windows in a time range, and the
+top-N of one window over every partition.
+
+```graphql
+hostAccessWindows(host: String!, from: DateTime, to: DateTime): [HostAccessWindow!]!
+topHostsPerMinute(limit: Int! = 10, window: WindowInput!): [HostAccessWindow!]!
+```
+"""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+from datetime import datetime
+from typing import Annotated, Any
+
+import strawberry
+
+from gateway.fields.common import (
+    WindowInput,
+    duration_text,
+    given,
+    make,
+    object_type,
+    record_failures,
+    record_key_read,
+)
+from gateway.request import RequestContext
+from gateway.rows import Ranked, WindowCount
+from schema import View
+
+__all__ = ["windowed_fields"]
+
+
+def windowed_fields(view: View) -> dict[str, Any]:
+    """Window range per key and per-window top-N of a WINDOWED_COUNT view."""
+    assert view.window is not None
+    size = duration_text(view.window.size_ms)
+    retention = duration_text(view.window.retention_ms)
+    key = view.key_field
+    window_type = object_type(
+        view,
+        view.type_name,
+        f"Events per {key} in one tumbling window of {size} (view {view.name}, topic "
+        f"{view.topic}); windows are kept for {retention}.",
+        [
+            (key, str, None),
+            ("start", datetime, "First instant of the window (UTC)."),
+            ("end", datetime, "First instant after the window: start + window size."),
+            ("count", int, None),
+        ],
+    )
+
+    def to_type(row: WindowCount | Ranked) -> Any:
+        assert isinstance(row, WindowCount)
+        values = {key: row.key, "start": row.start, "end": row.end, "count": row.count}
+        return make(window_type, values)
+
+    async def windows(
+        info: strawberry.Info,
+        entity: Annotated[str, strawberry.argument(name=key)],
+        since: Annotated[datetime | None, strawberry.argument(name="from")] = strawberry.UNSET,
+        until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
+    ) -> list[window_type]:  # type: ignore[valid-type]
+        context: RequestContext = info.context
+        read = await context.planner.windows(
+            view, entity, given(since), given(until), context.deadline
+        )
+        record_key_read(context, info, read)
+        return [to_type(row) for row in read.value or []]
+
+    async def top(
+        info: strawberry.Info, *, limit: int = 10, window: WindowInput
+    ) -> list[window_type]:  # type: ignore[valid-type]
+        context: RequestContext = info.context
+        result = await context.planner.top(view, limit, context.deadline, window.start)
+        context.add_freshness(result.freshness)
+        record_failures(context, info, result.failures)
+        return [to_type(row) for row in result.rows]
+
+    return {
+        view.point_field: strawberry.field(
+            resolver=windows,
+            name=view.point_field,
+            description=f"The {size} windows of one {key} of view {view.name} with "
+            "from <= start < to (open ends when omitted), in time order.",
+        ),
+        view.top_field: strawberry.field(
+            resolver=top,
+            name=view.top_field,
+            description=f"The `limit` {view.keys_arg} most counted in one {size} window "
+            f"(count desc, then {key} asc) of view {view.name}; the window's start must be "
+            f"a multiple of {size} since 1970.",
+        ),
+    }

@@ -1,0 +1,131 @@
+"""Checking a client's arguments before any node is asked: what no node could answer is
+a `BadRequestError` (BAD_USER_INPUT) naming the view and the argument."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gateway.errors import BadRequestError
+from gateway.timestamps import EPOCH, ceil_ms, floor_ms, from_ms
+from schema import View
+
+__all__ = [
+    "MAX_CURSOR_CHARS",
+    "MAX_PAGE_SIZE",
+    "TimeRange",
+    "check_cursor",
+    "check_keys",
+    "check_limit",
+    "check_page_size",
+    "time_range",
+    "top_window",
+    "window_start",
+]
+
+MAX_PAGE_SIZE = 1000  # what a node serves per history page
+MAX_CURSOR_CHARS = 512
+_BASE64URL = re.compile(r"^[A-Za-z0-9_-]+={0,2}$")
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """`since <= t < until` in whole UTC milliseconds, not before the epoch; None = open."""
+
+    since: datetime | None
+    until: datetime | None
+
+
+def check_keys(view: View, keys: Sequence[str], max_keys: int) -> None:
+    """Reject empty keys, keys that are no UTF-8, and more than `max_keys` keys."""
+    if len(keys) > max_keys:
+        raise BadRequestError(view.name, f"at most {max_keys} {view.keys_arg} per request")
+    for index, key in enumerate(keys):
+        if not key:
+            where = f" (position {index})" if len(keys) > 1 else ""
+            raise BadRequestError(view.name, f"{view.key_field} must not be empty{where}")
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise BadRequestError(view.name, f"{view.key_field} {key!r} is no text") from exc
+
+
+def check_limit(view: View, limit: int, max_limit: int) -> None:
+    if not 1 <= limit <= max_limit:
+        raise BadRequestError(view.name, f"limit must be in 1..{max_limit}, got {limit}")
+
+
+def check_page_size(view: View, first: int) -> None:
+    if not 1 <= first <= MAX_PAGE_SIZE:
+        raise BadRequestError(view.name, f"first must be in 1..{MAX_PAGE_SIZE}, got {first}")
+
+
+def _utc(view: View, name: str, moment: datetime) -> datetime:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise BadRequestError(
+            view.name, f"{name} {moment.isoformat()} needs a UTC offset (e.g. ...T12:00:00Z)"
+        )
+    return moment.astimezone(UTC)
+
+
+def window_start(view: View, start: datetime) -> datetime:
+    """`start` in UTC, checked to begin one of the view's tumbling windows."""
+    if view.window is None:
+        raise BadRequestError(view.name, "the view has no windows")
+    size = view.window.size_ms
+    moment = _utc(view, "window start", start)
+    ms = floor_ms(moment)
+    if moment != from_ms(ms) or ms % size != 0:
+        raise BadRequestError(
+            view.name,
+            f"window start {moment.isoformat()} is not aligned to the window size of "
+            f"{size} ms (the previous window starts at {from_ms(ms - ms % size).isoformat()})",
+        )
+    if moment < EPOCH:
+        raise BadRequestError(view.name, f"window start {moment.isoformat()} is before 1970")
+    return moment
+
+
+def top_window(view: View, window: datetime | None) -> datetime | None:
+    """The window a top-N reads: required by, and only by, windowed views."""
+    if view.window is None:
+        if window is not None:
+            raise BadRequestError(view.name, "the view has no windows")
+        return None
+    if window is None:
+        raise BadRequestError(view.name, "a window is needed, e.g. window: {start: ...}")
+    return window_start(view, window)
+
+
+def time_range(view: View, since: datetime | None, until: datetime | None) -> TimeRange:
+    """`[since, until)` in UTC, rounded up to whole ms and raised to the epoch (event times are
+    ms since the epoch, so neither changes which events or windows fall inside)."""
+    start = None if since is None else _utc(view, "from", since)
+    end = None if until is None else _utc(view, "to", until)
+    if start is not None and end is not None and start > end:
+        raise BadRequestError(view.name, f"from {start.isoformat()} is after to {end.isoformat()}")
+    return TimeRange(_whole_ms(start), _whole_ms(end))
+
+
+def _whole_ms(moment: datetime | None) -> datetime | None:
+    return None if moment is None else from_ms(max(0, ceil_ms(moment)))
+
+
+def check_cursor(view: View, cursor: str) -> None:
+    """Reject what cannot be a cursor (base64url); the owning node checks what it encodes."""
+    bad = not cursor or len(cursor) > MAX_CURSOR_CHARS or not _BASE64URL.match(cursor)
+    if not bad:
+        try:
+            bare = cursor.rstrip("=")
+            base64.urlsafe_b64decode(bare + "=" * (-len(bare) % 4))
+        except (binascii.Error, ValueError):
+            bad = True
+    if bad:
+        shown = cursor if len(cursor) <= 40 else cursor[:40] + "..."
+        raise BadRequestError(
+            view.name, f"after {shown!r} is no cursor of this view (use pageInfo.endCursor)"
+        )

@@ -1,0 +1,64 @@
+"""What the gateway reads from nodes, per view kind, before it becomes a GraphQL object."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = ["Edge", "Event", "Page", "Ranked", "Row", "WindowCount", "rank"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One entity of a COUNT view."""
+
+    key: str
+    count: int
+
+
+@dataclass(frozen=True)
+class WindowCount:
+    """The count of one key in the tumbling window [start, end) of a windowed_count view."""
+
+    key: str
+    start: datetime
+    end: datetime
+    count: int
+
+
+Ranked = Row | WindowCount
+
+
+def rank(row: Ranked) -> tuple[int, str]:
+    """Top-N order: count descending, then key ascending."""
+    return (-row.count, row.key)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a latest or history view: its key, event time and value fields."""
+
+    key: str
+    event_time: datetime
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Edge:
+    cursor: str
+    event: Event
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a key's history, as the owning node cut it."""
+
+    edges: list[Edge]
+    has_next_page: bool
+    end_cursor: str | None
+
+    @classmethod
+    def empty(cls) -> Page:
+        return cls([], False, None)

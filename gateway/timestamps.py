@@ -1,0 +1,42 @@
+"""UTC datetimes and milliseconds since the epoch: the one place the gateway converts them.
+
+Every datetime here is timezone-aware and in UTC; ms values are exact integers (no float
+round trip).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["EPOCH", "ceil_ms", "floor_ms", "from_ms", "iso", "parse_utc"]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def from_ms(ms: int) -> datetime:
+    """The UTC datetime `ms` milliseconds after the epoch."""
+    return EPOCH + ms * _MS
+
+
+def floor_ms(moment: datetime) -> int:
+    """Whole milliseconds since the epoch, rounded down; `moment` must be aware."""
+    return (moment - EPOCH) // _MS
+
+
+def ceil_ms(moment: datetime) -> int:
+    """Whole milliseconds since the epoch, rounded up; `moment` must be aware."""
+    return -((EPOCH - moment) // _MS)
+
+
+def iso(moment: datetime) -> str:
+    """ISO-8601 in UTC, as the DateTime scalar of the node subgraph expects it."""
+    return moment.astimezone(UTC).isoformat()
+
+
+def parse_utc(text: str) -> datetime:
+    """An ISO-8601 text with an offset, as UTC; ValueError for anything else."""
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset")
+    return moment.astimezone(UTC)

@@ -1,0 +1,109 @@
+"""The node documents of every kind (valid against the node subgraph of the protocol) and
+the readers of their answers, which reject what the protocol does not allow."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+from graphql import build_schema, parse, validate
+
+from gateway.documents import ViewQueries
+from gateway.inputs import TimeRange
+from gateway.rows import Edge, Event, Page, Row, WindowCount
+from tests.gateway.fakes import BOOKING_HISTORY, FULL, LAST_BOOKING, PER_MINUTE, WORDS, node_sdl
+
+START = datetime(2023, 11, 14, 22, 13, tzinfo=UTC)
+END = datetime(2023, 11, 14, 22, 14, tzinfo=UTC)
+
+
+def test_every_document_is_valid_against_the_node_subgraph() -> None:
+    subgraph = build_schema(node_sdl(FULL))
+    for view in FULL:
+        queries = ViewQueries(view)
+        documents = [queries.lookup, queries.top, queries.windows, queries.history]
+        assert any(documents)
+        for document in filter(None, documents):
+            assert validate(subgraph, parse(document)) == [], document
+
+
+def test_windowed_bodies() -> None:
+    queries = ViewQueries(PER_MINUTE)
+    assert orjson.loads(queries.top_body(5, [1, 4], START)) == {
+        "query": "query($l:Int!,$w:WindowInput!,$p:[Int!]){r:topHostsPerMinute(limit:$l,"
+        "window:$w,partitions:$p){k:host s:start e:end c:count}}",
+        "variables": {"l": 5, "w": {"start": "2023-11-14T22:13:00+00:00"}, "p": [1, 4]},
+    }
+    body = orjson.loads(queries.windows_body("a.com", TimeRange(START, None)))
+    assert body["variables"] == {"k": "a.com", "f": "2023-11-14T22:13:00+00:00", "t": None}
+
+
+def test_latest_and_history_bodies() -> None:
+    lookup = orjson.loads(ViewQueries(LAST_BOOKING).lookup_body(["c1", "c2"]))
+    assert lookup == {
+        "query": "query($k:[String!]!)"
+        "{r:lastBookings(customers:$k){k:customer t:eventTime v0:trip}}",
+        "variables": {"k": ["c1", "c2"]},
+    }
+    page = orjson.loads(
+        ViewQueries(BOOKING_HISTORY).history_body("c1", TimeRange(None, END), 7, "QQ")
+    )
+    assert page["variables"] == {
+        "k": "c1",
+        "f": None,
+        "t": "2023-11-14T22:14:00+00:00",
+        "n": 7,
+        "a": "QQ",
+    }
+    assert "edges{cursor node{k:customer t:eventTime v0:trip}}" in page["query"]
+
+
+def test_a_kind_without_a_read_has_no_body() -> None:
+    with pytest.raises(ValueError, match=r"word_counts .*has no history"):
+        ViewQueries(WORDS).history_body("w", TimeRange(None, None), 1, None)
+    with pytest.raises(ValueError, match=r"booking_history .*has no top-N"):
+        ViewQueries(BOOKING_HISTORY).top_body(1, [0])
+
+
+def test_readers_turn_answers_into_rows() -> None:
+    window = {"k": "a", "s": "2023-11-14T22:13:00Z", "e": "2023-11-14T23:14:00+01:00", "c": 3}
+    assert ViewQueries(PER_MINUTE).read_top([window]) == [WindowCount("a", START, END, 3)]
+    assert ViewQueries(WORDS).read_lookup([{"k": "w", "c": 2}, None], 2) == [Row("w", 2), None]
+    event = {"k": "c1", "t": "2023-11-14T22:13:00+00:00", "v0": None}
+    assert ViewQueries(LAST_BOOKING).read_lookup([event], 1) == [Event("c1", START, {"trip": None})]
+    page = {
+        "edges": [{"cursor": "QQ", "node": {**event, "v0": "rome"}}],
+        "pageInfo": {"hasNextPage": True, "endCursor": "QQ"},
+    }
+    assert ViewQueries(BOOKING_HISTORY).read_page(page) == Page(
+        [Edge("QQ", Event("c1", START, {"trip": "rome"}))], True, "QQ"
+    )
+
+
+BROKEN: list[tuple[Any, str, Any]] = [
+    (WORDS, "lookup", [{"k": "w", "c": 2}]),  # two keys asked, one answered
+    (WORDS, "lookup", [{"k": "w", "c": True}, None]),
+    (WORDS, "top", {"k": "w", "c": 1}),
+    (PER_MINUTE, "top", [{"k": "a", "s": "2023-11-14T22:13:00", "e": "2023-11-14T22:14Z", "c": 1}]),
+    (PER_MINUTE, "windows", [{"k": "a", "s": "soon", "e": "later", "c": 1}]),
+    (LAST_BOOKING, "lookup", [{"k": "c", "t": "2023-11-14T22:13:00Z", "v0": 5}, None]),
+    (LAST_BOOKING, "lookup", [{"k": 7, "t": "2023-11-14T22:13:00Z"}, None]),
+    (BOOKING_HISTORY, "page", {"edges": [], "pageInfo": {"hasNextPage": "no"}}),
+    (BOOKING_HISTORY, "page", {"edges": [{"node": {}}], "pageInfo": {"hasNextPage": False}}),
+    (BOOKING_HISTORY, "page", []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("view", "read", "data"), BROKEN)
+def test_readers_reject_what_the_protocol_does_not_allow(view: Any, read: str, data: Any) -> None:
+    queries = ViewQueries(view)
+    readers = {
+        "lookup": lambda d: queries.read_lookup(d, 2),
+        "top": queries.read_top,
+        "windows": queries.read_windows,
+        "page": queries.read_page,
+    }
+    with pytest.raises(ValueError):
+        readers[read](data)
