@@ -25,6 +25,9 @@ check: $(STAMP)  ## format, lint and types
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code
+	$(BIN)/python -m gateway.sdl --write schema/gateway.graphql
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
