@@ -16,10 +16,12 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 from confluent_kafka import Producer
 
 from node import demodata
 from node.localcluster import LocalCluster
+from node.processes import wait_until
 from node.produce import Record, new_producer, produce_records
 from schema import CATALOGUE
 
@@ -62,6 +64,7 @@ def run_demo(env: dict[str, str]) -> None:
     try:
         cluster.start_all()
         _produce_initial(cluster.bootstrap)
+        _wait_visible(cluster.gateway_url)
         print(f"\nGraphiQL: {cluster.gateway_url}\nTry:\n{EXAMPLE}\n", flush=True)
         print(f"Logs: {base}/*.log. Ctrl-C stops everything.\n", flush=True)
         _trickle(cluster.bootstrap, stop)
@@ -101,6 +104,23 @@ def _produce_initial(bootstrap: str) -> None:
     _produce(bootstrap, batch, new_producer(bootstrap))
     for topic in sorted(_input_topics()):
         _say(f"demo data: {len(batch.get(topic, []))} events produced to topic {topic}")
+
+
+def _wait_visible(gateway_url: str, timeout_s: float = 180.0) -> None:
+    """Wait until the first micro-batch reached the stores, so the URL we print answers."""
+    _say("demo data: waiting for the first micro-batch to reach the nodes")
+    started = time.monotonic()
+    query = {"query": '{ wordCount(word: "kafka") { count } }'}
+
+    def visible() -> bool:
+        try:
+            body = httpx.post(gateway_url, json=query, timeout=5.0).json()
+        except (httpx.HTTPError, ValueError):
+            return False
+        return bool((body.get("data") or {}).get("wordCount"))
+
+    wait_until(visible, timeout_s, "the demo data to be visible through the gateway", 0.5)
+    _say(f"demo data: visible through the gateway after {time.monotonic() - started:.1f} s")
 
 
 def _trickle(bootstrap: str, stop: threading.Event) -> None:
