@@ -6,8 +6,9 @@ run produced, so any test can compare the system's answers with it.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from node.localcluster import LocalCluster
 from node.processes import wait_until
 from node.produce import produce_keys
 
+_MINUTE_MS = 60_000
+
 
 class Cluster:
     """The running cluster plus a GraphQL client and the ground truth of produced words."""
@@ -26,6 +29,16 @@ class Cluster:
         self.local = local
         self.truth: Counter[str] = Counter()
         self.http = httpx.Client(timeout=30.0)
+        self._max_event_ms = 0
+
+    def saw_event_times(self, times_ms: Iterable[int]) -> None:
+        self._max_event_ms = max(self._max_event_ms, *times_ms, 0)
+
+    def next_epoch_ms(self) -> int:
+        """A minute-aligned event-time epoch past every event produced so far (and past
+        their grace periods), so a test's windows and watermark start clean."""
+        floor = max(time.time_ns() // 1_000_000, self._max_event_ms + 5 * _MINUTE_MS)
+        return (floor // _MINUTE_MS + 1) * _MINUTE_MS
 
     def produce(self, words: list[str]) -> None:
         produce_keys(self.local.bootstrap, "words", words)

@@ -1,0 +1,66 @@
+"""Waiting until the pipeline has processed what a test produced.
+
+Spark's watermark advances per micro-batch, so which events a windowed view drops as
+late depends on batch boundaries; tests that produce late events produce in rounds and
+wait, between rounds, until every view over the topic reports (on `statefed.pipeline`)
+source offsets past the round's last record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, TopicPartition
+
+from node.produce import Write
+from schema import CATALOGUE, PIPELINE_TOPIC, View, ViewStatus, decode_status
+
+
+def needed_offsets(writes: Iterable[Write]) -> dict[int, int]:
+    """Per partition, the next offset after the last record written there."""
+    needed: dict[int, int] = {}
+    for write in writes:
+        needed[write.partition] = max(needed.get(write.partition, 0), write.offset + 1)
+    return needed
+
+
+class PipelineProgress:
+    """Follows `statefed.pipeline` and keeps the newest status of each view."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "statefed-tests-progress",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 50,
+            }
+        )
+        self._consumer.assign([TopicPartition(PIPELINE_TOPIC, 0, 0)])
+        self.latest: dict[str, ViewStatus] = {}
+
+    def _drain(self, timeout_s: float) -> None:
+        for message in self._consumer.consume(1000, timeout_s):
+            if message.error() is None and message.value():
+                status = decode_status(message.value())
+                self.latest[status.view] = status
+
+    def _done(self, view: View, needed: dict[int, int]) -> bool:
+        status = self.latest.get(view.name)
+        if status is None:
+            return False
+        return all(status.source_offsets.get(p, 0) >= o for p, o in needed.items())
+
+    def wait(self, topic: str, needed: dict[int, int], timeout_s: float = 90.0) -> None:
+        """Wait until every view over `topic` has processed up to `needed`."""
+        views = [v for v in CATALOGUE if v.topic == topic]
+        deadline = time.monotonic() + timeout_s
+        while not all(self._done(v, needed) for v in views):
+            if time.monotonic() > deadline:
+                seen = {v.name: self.latest.get(v.name) for v in views}
+                raise TimeoutError(f"pipeline did not reach {needed} on {topic}: {seen}")
+            self._drain(0.2)
+
+    def close(self) -> None:
+        self._consumer.close()
