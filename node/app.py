@@ -20,6 +20,7 @@ from node.graphql_http import GraphQLEndpoint
 from node.materializer import Materializer
 from node.membership import MembershipPublisher
 from node.partitions import PartitionRegistry
+from node.retention import Clock, wall_clock_ms
 from node.subgraph import build_subgraph
 from node.topics import partition_count
 from schema import CATALOGUE, Role, View
@@ -54,11 +55,14 @@ class NodeApp:
         catalogue: Iterable[View] = CATALOGUE,
         *,
         registry: PartitionRegistry | None = None,
+        clock: Clock = wall_clock_ms,
     ):
         self.config = config
         self.catalogue = tuple(catalogue)
         self.registry = registry or PartitionRegistry(config.node_id)
-        self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry)
+        # one clock for retention: what the materializer purges, the subgraph never returns
+        self.clock = clock
+        self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock)
         self.materializer: Materializer | None = None
         self.publisher: MembershipPublisher | None = None
         self.failure: BaseException | None = None
@@ -129,7 +133,7 @@ class NodeApp:
         counts = changelog_partition_counts(self.config.bootstrap, self.catalogue)
         self.registry.set_partition_counts(counts)
         self.materializer = Materializer(
-            self.config, self.catalogue, self.registry, on_fatal=self._fatal
+            self.config, self.catalogue, self.registry, on_fatal=self._fatal, clock=self.clock
         )
         self.publisher = MembershipPublisher(self.config, self.registry)
         self.materializer.start()

@@ -44,6 +44,8 @@ class NodeConfig:
     heartbeat_ms: int = 1000
     group_id: str = "statefed-nodes"
     store_cache_mb: int = 32
+    # how often expired windows are purged from partitions that receive no records
+    retention_sweep_ms: int = 10_000
 
     def __post_init__(self) -> None:
         if not self.bootstrap.strip():
@@ -70,6 +72,11 @@ class NodeConfig:
             raise ConfigError(
                 "STATEFED_STORE_CACHE_MB", f"must be in 1..65536, got {self.store_cache_mb}"
             )
+        if not 50 <= self.retention_sweep_ms <= 86_400_000:
+            raise ConfigError(
+                "STATEFED_RETENTION_SWEEP_MS",
+                f"must be in 50..86400000, got {self.retention_sweep_ms}",
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> NodeConfig:
@@ -94,4 +101,5 @@ class NodeConfig:
             heartbeat_ms=_int(environ, "STATEFED_HEARTBEAT_MS", 1000),
             group_id=_str(environ, "STATEFED_GROUP_ID", "statefed-nodes"),
             store_cache_mb=_int(environ, "STATEFED_STORE_CACHE_MB", 32),
+            retention_sweep_ms=_int(environ, "STATEFED_RETENTION_SWEEP_MS", 10_000),
         )

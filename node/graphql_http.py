@@ -20,6 +20,7 @@ from strawberry.types.graphql import OperationType
 from node.asgi import Receive, Scope, Send, read_body, send_json
 from node.errors import MalformedRequestError, NodeError, QueryError
 from node.partitions import PartitionRegistry
+from node.retention import Clock, wall_clock_ms
 from node.subgraph import ReadContext
 
 __all__ = ["GraphQLEndpoint", "error_extensions", "format_error"]
@@ -77,9 +78,12 @@ def _parse_request(body: bytes) -> tuple[str, dict[str, Any] | None, str | None]
 class GraphQLEndpoint:
     """ASGI handler of `POST /graphql` over a subgraph schema and this node's partitions."""
 
-    def __init__(self, schema: strawberry.Schema, registry: PartitionRegistry):
+    def __init__(
+        self, schema: strawberry.Schema, registry: PartitionRegistry, clock: Clock = wall_clock_ms
+    ):
         self.schema = schema
         self.registry = registry
+        self.clock = clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
@@ -98,7 +102,7 @@ class GraphQLEndpoint:
         self, query: str, variables: dict[str, Any] | None = None, operation_name: str | None = None
     ) -> dict[str, Any]:
         """Run one GraphQL request; the response document, freshness included."""
-        context = ReadContext(self.registry)
+        context = ReadContext(self.registry, self.clock)
         try:
             result = self.schema.execute_sync(
                 query,

@@ -5,16 +5,20 @@ topic. The range assignor gives partition p of every changelog topic to the same
 so partition p is one LevelDB store. On assign it opens the stores and seeks to their
 stored offsets (the group's committed offsets are never trusted), reports RESTORING
 until every partition reaches the high watermark of a fetch, then RUNNING. On revoke it
-closes the stores, which stay on disk.
+closes the stores, which stay on disk. Each view kind has an applier in `_APPLIERS` that
+turns one changelog record into store changes; windows past their retention (by the
+injected clock) are purged with every batch and by a periodic sweep.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -28,8 +32,18 @@ from confluent_kafka import (
 from node.config import NodeConfig
 from node.errors import NodeError, SerializationError
 from node.partitions import PartitionRegistry
+from node.retention import Clock, expiry_horizon, wall_clock_ms
 from node.store import ChangeBatch, LevelDBStore, PartitionStore
-from schema import NodeState, Role, View, ViewKind, decode_count
+from schema import (
+    NodeState,
+    Role,
+    View,
+    ViewKind,
+    decode_count,
+    decode_event,
+    decode_window,
+    unpack,
+)
 
 __all__ = ["Materializer", "StoreFactory"]
 
@@ -38,18 +52,64 @@ log = logging.getLogger(__name__)
 StoreFactory = Callable[[int], PartitionStore]
 
 
+def _entity_key(message: Message) -> str:
+    return (message.key() or b"").decode("utf-8")
+
+
+def _record_key(view: View, message: Message, *types: type) -> tuple[Any, ...]:
+    """The parts of a packed record key (e.g. (key, window start)), checked against `types`."""
+    try:
+        parts = unpack(message.key() or b"")
+    except struct.error as exc:  # a truncated integer; every other defect is a ValueError
+        raise ValueError(f"view {view.name}: record key {message.key()!r} is cut short") from exc
+    if len(parts) != len(types) or not all(
+        isinstance(part, t) for part, t in zip(parts, types, strict=True)
+    ):
+        raise ValueError(f"view {view.name}: record key {message.key()!r} is not {types}")
+    return parts
+
+
 def _apply_count(batch: ChangeBatch, view: View, message: Message) -> None:
     value = message.value()
     if value is None:
         # a tombstone deletes the key (the pipeline does not write them today)
-        batch.delete(view.name, (message.key() or b"").decode("utf-8"))
+        batch.delete(view.name, _entity_key(message))
         return
     batch.put_count(view.name, decode_count(value))
+
+
+def _apply_window(batch: ChangeBatch, view: View, message: Message) -> None:
+    value = message.value()
+    if value is None:
+        key, start_ms = _record_key(view, message, str, int)
+        batch.delete_window(view.name, key, start_ms)
+        return
+    batch.put_window(view.name, decode_window(value))
+
+
+def _apply_latest(batch: ChangeBatch, view: View, message: Message) -> None:
+    value = message.value()
+    if value is None:
+        batch.delete_latest(view.name, _entity_key(message))
+        return
+    batch.put_latest(view.name, decode_event(value))
+
+
+def _apply_history(batch: ChangeBatch, view: View, message: Message) -> None:
+    value = message.value()
+    if value is None:
+        key, event_ms, partition, offset = _record_key(view, message, str, int, int, int)
+        batch.delete_event(view.name, key, (event_ms, partition, offset))
+        return
+    batch.put_event(view.name, decode_event(value))
 
 
 # how each view kind turns one changelog record into store changes
 _APPLIERS: dict[ViewKind, Callable[[ChangeBatch, View, Message], None]] = {
     ViewKind.COUNT: _apply_count,
+    ViewKind.WINDOWED_COUNT: _apply_window,
+    ViewKind.LATEST: _apply_latest,
+    ViewKind.HISTORY: _apply_history,
 }
 
 
@@ -67,6 +127,7 @@ class Materializer:
         *,
         store_factory: StoreFactory | None = None,
         on_fatal: Callable[[BaseException], None] | None = None,
+        clock: Clock = wall_clock_ms,
     ):
         self.config = config
         self.registry = registry
@@ -76,6 +137,9 @@ class Materializer:
                 raise NodeError(f"view {view.name}: kind {view.kind.value} is not served yet")
         self._store_factory = store_factory or self._leveldb_store
         self._on_fatal = on_fatal
+        self._clock = clock
+        self._windowed = [v for v in self.views.values() if v.kind is ViewKind.WINDOWED_COUNT]
+        self._last_sweep = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: Consumer | None = None
@@ -147,6 +211,7 @@ class Materializer:
                 if messages:
                     self._apply(messages)
                 self._track_end_offsets(consumer)
+                self._sweep_if_due()
         except BaseException as exc:
             self.failure = exc
             log.exception("materializer of node %s failed", self.config.node_id)
@@ -206,7 +271,9 @@ class Materializer:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
             view = self.views[topic]
-            batch = batches.setdefault(partition, ChangeBatch())
+            batch = batches.get(partition)
+            if batch is None:
+                batch = batches[partition] = self._new_batch()
             try:
                 _APPLIERS[view.kind](batch, view, message)
             except (ValueError, SerializationError) as exc:
@@ -227,6 +294,25 @@ class Materializer:
             self.registry.record_applied(partition, batch.offsets)
             for topic, next_offset in batch.offsets.items():
                 self._positions[(topic, partition)] = next_offset
+
+    def _new_batch(self) -> ChangeBatch:
+        """An empty batch that also purges the windows expired by now (and drops incoming
+        ones that are), so a restore from an old changelog does not store dead windows."""
+        batch = ChangeBatch()
+        if self._windowed:
+            now_ms = self._clock()
+            for view in self._windowed:
+                batch.expire_windows(view.name, expiry_horizon(view, now_ms))
+        return batch
+
+    def _sweep_if_due(self) -> None:
+        """Purge expired windows of every store now and then, records or not."""
+        interval_s = self.config.retention_sweep_ms / 1000
+        if not self._windowed or time.monotonic() - self._last_sweep < interval_s:
+            return
+        self._last_sweep = time.monotonic()
+        for store in list(self._stores.values()):
+            store.apply(self._new_batch())
 
     def _on_message_error(self, error: KafkaError) -> None:
         if error.fatal():

@@ -1,75 +1,42 @@
 """Partition stores: the storage interface and its LevelDB (plyvel) implementation.
 
-One store per partition p holds every view of p: the rows under a view prefix, a top-N
-index (count descending, then key ascending) and the applied offset of each changelog
-topic of p. `apply` writes one poll batch (rows, index updates, offsets) atomically, so
-a store is always consistent with its offsets and restore resumes from them.
+One store per partition p holds every view of p: the rows of each view kind under view
+prefixes, the top-N indexes (count descending, then key ascending; per window for
+windowed views) and the applied offset of each changelog topic of p. `apply` writes one
+poll batch (rows, index updates, expiries, offsets) atomically, so a store is always
+consistent with its offsets and restore resumes from them. The key layout is in
+`node.layout`.
 
-LevelDB key layout, all keys made by `schema.keycodec.pack`:
-
-```
-("meta", "format")                          -> b"1"
-("row", view, key)                          -> >Qq  count, last_event_ms
-("top", view, MAX_UINT - count, key)        -> >Qq  count, last_event_ms, then UTF-8 key
-("offset", topic)                           -> >Q   next offset to read
-```
-
-The index value repeats the row, so top-N reads never decode keys (measured: the
-generic key decoder was half the cost of a top-1000 read).
+Time is a parameter: window reads take a `horizon_ms` (windows that end at or before it
+are expired and never returned), and a batch's `horizons` purge expired windows.
 """
 
 from __future__ import annotations
 
 import abc
-import struct
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 import plyvel
 
+from node import layout
+from node.changes import ChangeBatch, EventPosition, position
 from node.errors import SerializationError, StoreClosedError, StoreError
-from schema import MAX_UINT, CountRow, pack, prefix, unpack
+from schema import CountRow, EventRow, WindowRow, unpack
 
 __all__ = ["ChangeBatch", "LevelDBStore", "PartitionStore"]
 
-_FORMAT = b"1"
-_COUNT_VALUE = struct.Struct(">Qq")
-_OFFSET_VALUE = struct.Struct(">Q")
-
-
-@dataclass
-class ChangeBatch:
-    """The changes of one poll batch for one partition: upserts, deletes and new offsets.
-
-    A later change of the same (view, key) replaces an earlier one: changelog values are
-    absolute, so only the newest matters.
-    """
-
-    counts: dict[tuple[str, str], CountRow | None] = field(default_factory=dict)
-    offsets: dict[str, int] = field(default_factory=dict)
-
-    def put_count(self, view: str, row: CountRow) -> None:
-        if not 0 <= row.count <= MAX_UINT:
-            raise SerializationError(f"view {view}: key {row.key!r} has count {row.count}")
-        self.counts[(view, row.key)] = row
-
-    def delete(self, view: str, key: str) -> None:
-        self.counts[(view, key)] = None
-
-    def advance(self, topic: str, next_offset: int) -> None:
-        """Record that every record of `topic` before `next_offset` is applied."""
-        self.offsets[topic] = next_offset
-
 
 class PartitionStore(abc.ABC):
-    """The state of one partition: every view's rows, their top-N index and offsets.
+    """The state of one partition: every view's rows, their indexes and offsets.
 
     Lifecycle: `open()` (or `with store:`) before use, `close()` after; data and
     offsets outlive `close()`. Reads and `apply` of an unopened store raise
     `StoreClosedError`. Implementations are safe for one writer thread plus readers
-    that never overlap `close()`.
+    that never overlap `close()`. Time bounds are ms since the epoch; `since_ms` is
+    inclusive and `until_ms` exclusive, None = open.
     """
 
     @abc.abstractmethod
@@ -86,19 +53,51 @@ class PartitionStore(abc.ABC):
 
     @abc.abstractmethod
     def apply(self, batch: ChangeBatch) -> None:
-        """Write every change and offset of `batch` atomically."""
+        """Write every change, expiry and offset of `batch` atomically."""
 
     @abc.abstractmethod
     def get(self, view: str, key: str) -> CountRow | None:
-        """The row of `key` in `view`, or None when unknown."""
+        """The count row of `key` in `view`, or None when unknown."""
 
     def get_many(self, view: str, keys: list[str]) -> list[CountRow | None]:
-        """The rows of `keys` in input order, None for unknown keys."""
+        """The count rows of `keys` in input order, None for unknown keys."""
         return [self.get(view, key) for key in keys]
 
     @abc.abstractmethod
     def top(self, view: str, limit: int) -> list[CountRow]:
-        """The `limit` rows of `view` with the highest counts, ties by key ascending."""
+        """The `limit` count rows of `view` with the highest counts, ties by key ascending."""
+
+    @abc.abstractmethod
+    def windows(
+        self, view: str, key: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
+    ) -> list[WindowRow]:
+        """The unexpired windows of `key` with since <= start < until, by start."""
+
+    @abc.abstractmethod
+    def top_window(self, view: str, start_ms: int, limit: int, horizon_ms: int) -> list[WindowRow]:
+        """The `limit` highest counts of the window starting at `start_ms`, ties by key
+        ascending; empty when that window is expired."""
+
+    @abc.abstractmethod
+    def latest(self, view: str, key: str) -> EventRow | None:
+        """The latest event of `key` in `view`, or None when unknown."""
+
+    def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
+        """The latest events of `keys` in input order, None for unknown keys."""
+        return [self.latest(view, key) for key in keys]
+
+    @abc.abstractmethod
+    def history(
+        self,
+        view: str,
+        key: str,
+        since_ms: int | None,
+        until_ms: int | None,
+        after: EventPosition | None,
+        limit: int,
+    ) -> list[EventRow]:
+        """Up to `limit` events of `key` with since <= event_ms < until and a position
+        greater than `after`, in position order."""
 
     @abc.abstractmethod
     def offsets(self) -> dict[str, int]:
@@ -116,18 +115,9 @@ class PartitionStore(abc.ABC):
         self.close()
 
 
-def _encode_count(row: CountRow) -> bytes:
-    return _COUNT_VALUE.pack(row.count, row.last_event_ms)
-
-
-def _decode_count(view: str, key: str, value: bytes) -> CountRow:
-    try:
-        count, last_event_ms = _COUNT_VALUE.unpack(value)
-    except struct.error as exc:
-        raise SerializationError(
-            f"view {view}: stored value of key {key!r} is not a count row: {value[:40]!r}"
-        ) from exc
-    return CountRow(key=key, count=count, last_event_ms=last_event_ms)
+def _bound(ms: int | None) -> int | None:
+    # stored times are never negative: an earlier bound means the same as 0
+    return None if ms is None else max(0, ms)
 
 
 class LevelDBStore(PartitionStore):
@@ -152,13 +142,14 @@ class LevelDBStore(PartitionStore):
         except (plyvel.Error, OSError) as exc:
             # most often the LOCK of another process that uses the same state directory
             raise StoreError(f"cannot open partition store {self.path}: {exc}") from exc
-        stored_format = db.get(pack("meta", "format"))
+        stored_format = db.get(layout.FORMAT_KEY)
         if stored_format is None:
-            db.put(pack("meta", "format"), _FORMAT)
-        elif stored_format != _FORMAT:
+            db.put(layout.FORMAT_KEY, layout.FORMAT)
+        elif stored_format != layout.FORMAT:
             db.close()
             raise SerializationError(
-                f"partition store {self.path} has format {stored_format!r}, expected {_FORMAT!r}"
+                f"partition store {self.path} has format {stored_format!r}, "
+                f"expected {layout.FORMAT!r}"
             )
         self._db = db
         return self
@@ -177,36 +168,99 @@ class LevelDBStore(PartitionStore):
             raise StoreClosedError(f"partition store {self.path} is closed")
         return self._db
 
+    # -- writes ----------------------------------------------------------------------------
+
     def apply(self, batch: ChangeBatch) -> None:
         db = self._require_open()
         # transaction=True: an exception while building the batch writes nothing
         with db.write_batch(transaction=True) as wb:
-            for (view, key), row in batch.counts.items():
-                row_key = pack("row", view, key)
-                old = db.get(row_key)
-                if old is not None:
-                    old_count = _decode_count(view, key, old).count
-                    wb.delete(pack("top", view, MAX_UINT - old_count, key))
-                if row is None:
-                    wb.delete(row_key)
-                    continue
-                value = _encode_count(row)
-                wb.put(row_key, value)
-                wb.put(pack("top", view, MAX_UINT - row.count, key), value + key.encode("utf-8"))
+            self._write_counts(db, wb, batch)
+            # purge before writing: a window rewritten by this batch must not be deleted
+            self._purge_windows(db, wb, batch.horizons)
+            self._write_windows(db, wb, batch)
+            self._write_latest(db, wb, batch)
+            for (view, key, at), event in batch.events.items():
+                if event is None:
+                    wb.delete(layout.event_key(view, key, at))
+                else:
+                    wb.put(layout.event_key(view, key, at), layout.encode_event(event))
             for topic, next_offset in batch.offsets.items():
-                wb.put(pack("offset", topic), _OFFSET_VALUE.pack(next_offset))
+                wb.put(layout.offset_key(topic), layout.encode_offset(next_offset))
+
+    @staticmethod
+    def _write_counts(db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+        for (view, key), row in batch.counts.items():
+            row_key = layout.count_key(view, key)
+            old = db.get(row_key)
+            if old is not None:
+                old_count = layout.decode_count(view, key, old).count
+                wb.delete(layout.count_top_key(view, old_count, key))
+            if row is None:
+                wb.delete(row_key)
+                continue
+            value = layout.encode_count(row)
+            wb.put(row_key, value)
+            wb.put(layout.count_top_key(view, row.count, key), value + key.encode("utf-8"))
+
+    @staticmethod
+    def _write_windows(db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+        for (view, key, start_ms), row in batch.windows.items():
+            row_key = layout.window_key(view, key, start_ms)
+            old = db.get(row_key)
+            if old is not None:
+                old_count = layout.decode_window(view, key, start_ms, old).count
+                wb.delete(layout.window_top_key(view, start_ms, old_count, key))
+            horizon = batch.horizons.get(view)
+            if row is None or (horizon is not None and row.end_ms <= horizon):
+                wb.delete(row_key)
+                continue
+            value = layout.encode_window(row)
+            wb.put(row_key, value)
+            index_key = layout.window_top_key(view, start_ms, row.count, key)
+            wb.put(index_key, value + key.encode("utf-8"))
+
+    @staticmethod
+    def _purge_windows(db: plyvel.DB, wb: plyvel.WriteBatch, horizons: dict[str, int]) -> None:
+        """Delete every window (row and index entry) that ends at or before its horizon."""
+        for view, horizon in horizons.items():
+            if horizon <= 0:  # windows start at 0 or later, so none ends at 0 or before
+                continue
+            base = layout.window_top_prefix(view)
+            # a window starting at or after the horizon ends after it: scan only earlier ones
+            stop = layout.window_top_prefix(view, horizon)
+            with db.iterator(start=base, stop=stop) as entries:
+                for index_key, value in entries:
+                    start_ms = layout.int_at(index_key, len(base))
+                    row = layout.decode_window_top(start_ms, value)
+                    if row.end_ms <= horizon:
+                        wb.delete(index_key)
+                        wb.delete(layout.window_key(view, row.key, start_ms))
+
+    @staticmethod
+    def _write_latest(db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+        for (view, key), row in batch.latest.items():
+            row_key = layout.latest_key(view, key)
+            if row is None:
+                wb.delete(row_key)
+                continue
+            old = db.get(row_key)
+            # replays and out-of-order records must never replace a later event
+            if old is None or position(row) > position(layout.decode_latest(view, key, old)):
+                wb.put(row_key, layout.encode_latest(row))
+
+    # -- reads -----------------------------------------------------------------------------
 
     def get(self, view: str, key: str) -> CountRow | None:
-        value = self._require_open().get(pack("row", view, key))
-        return None if value is None else _decode_count(view, key, value)
+        value = self._require_open().get(layout.count_key(view, key))
+        return None if value is None else layout.decode_count(view, key, value)
 
     def get_many(self, view: str, keys: list[str]) -> list[CountRow | None]:
         db = self._require_open()
         # one snapshot: a batch applied meanwhile is seen by all keys or by none
         with db.snapshot() as snapshot:
-            values = [snapshot.get(pack("row", view, key)) for key in keys]
+            values = [snapshot.get(layout.count_key(view, key)) for key in keys]
         return [
-            None if value is None else _decode_count(view, key, value)
+            None if value is None else layout.decode_count(view, key, value)
             for key, value in zip(keys, values, strict=True)
         ]
 
@@ -215,22 +269,107 @@ class LevelDBStore(PartitionStore):
         rows: list[CountRow] = []
         if limit <= 0:
             return rows
-        size = _COUNT_VALUE.size
-        with db.iterator(prefix=prefix("top", view), include_key=False) as entries:
+        prefix = layout.count_top_prefix(view)
+        with db.iterator(prefix=prefix, include_key=False) as entries:
             for value in entries:
-                count, last_event_ms = _COUNT_VALUE.unpack_from(value)
-                rows.append(CountRow(value[size:].decode("utf-8"), count, last_event_ms))
+                rows.append(layout.decode_count_top(value))
                 if len(rows) >= limit:
                     break
         return rows
 
+    def windows(
+        self, view: str, key: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
+    ) -> list[WindowRow]:
+        db = self._require_open()
+        since_ms, until_ms = _bound(since_ms), _bound(until_ms)
+        prefix = layout.window_prefix(view, key)
+        start = prefix if since_ms is None else layout.window_key(view, key, since_ms)
+        stop = (
+            layout.prefix_end(prefix)
+            if until_ms is None
+            else layout.window_key(view, key, until_ms)
+        )
+        rows = []
+        with db.iterator(start=start, stop=stop) as entries:
+            for row_key, value in entries:
+                row = layout.decode_window(view, key, layout.int_at(row_key, len(prefix)), value)
+                if row.end_ms > horizon_ms:
+                    rows.append(row)
+        return rows
+
+    def top_window(self, view: str, start_ms: int, limit: int, horizon_ms: int) -> list[WindowRow]:
+        db = self._require_open()
+        rows: list[WindowRow] = []
+        if limit <= 0 or start_ms < 0:
+            return rows
+        prefix = layout.window_top_prefix(view, start_ms)
+        with db.iterator(prefix=prefix, include_key=False) as entries:
+            for value in entries:
+                row = layout.decode_window_top(start_ms, value)
+                if row.end_ms <= horizon_ms:
+                    continue
+                rows.append(row)
+                if len(rows) >= limit:
+                    break
+        return rows
+
+    def latest(self, view: str, key: str) -> EventRow | None:
+        value = self._require_open().get(layout.latest_key(view, key))
+        return None if value is None else layout.decode_latest(view, key, value)
+
+    def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
+        db = self._require_open()
+        with db.snapshot() as snapshot:
+            values = [snapshot.get(layout.latest_key(view, key)) for key in keys]
+        return [
+            None if value is None else layout.decode_latest(view, key, value)
+            for key, value in zip(keys, values, strict=True)
+        ]
+
+    def history(
+        self,
+        view: str,
+        key: str,
+        since_ms: int | None,
+        until_ms: int | None,
+        after: EventPosition | None,
+        limit: int,
+    ) -> list[EventRow]:
+        db = self._require_open()
+        if limit <= 0:
+            return []
+        since_ms, until_ms = _bound(since_ms), _bound(until_ms)
+        prefix = layout.event_prefix(view, key)
+        start = prefix if since_ms is None else layout.event_prefix(view, key, since_ms)
+        if after is not None:
+            # the smallest key after `after`'s own key: no key extends a full event key
+            start = max(start, layout.event_key(view, key, after) + b"\x00")
+        stop = (
+            layout.prefix_end(prefix)
+            if until_ms is None
+            else layout.event_prefix(view, key, until_ms)
+        )
+        if start >= stop:
+            return []
+        return list(self._events(db, view, key, len(prefix), start, stop, limit))
+
+    @staticmethod
+    def _events(
+        db: plyvel.DB, view: str, key: str, cut: int, start: bytes, stop: bytes, limit: int
+    ) -> Iterator[EventRow]:
+        with db.iterator(start=start, stop=stop) as entries:
+            for count, (event_key, value) in enumerate(entries, start=1):
+                yield layout.decode_event(view, key, event_key[cut:], value)
+                if count >= limit:
+                    return
+
     def offsets(self) -> dict[str, int]:
         db = self._require_open()
-        offset_prefix = prefix("offset")
+        offset_prefix = layout.offset_prefix()
         cut = len(offset_prefix)
         result: dict[str, int] = {}
         with db.iterator(prefix=offset_prefix) as entries:
             for key, value in entries:
                 (topic,) = unpack(key[cut:])
-                result[str(topic)] = _OFFSET_VALUE.unpack(value)[0]
+                result[str(topic)] = layout.decode_offset(value)
         return result

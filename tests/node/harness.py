@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from node.app import NodeApp
 from node.broker import free_port
 from node.config import NodeConfig
+from node.retention import Clock, wall_clock_ms
 from node.server import NodeServer
 from schema import WORD_COUNTS, CountRow, View, encode_count, partition_for
 
@@ -60,6 +61,20 @@ def produce_counts(bootstrap: str, view: View, rows: Iterable[CountRow]) -> dict
     return written
 
 
+def produce_changelog(
+    bootstrap: str, view: View, records: Iterable[tuple[bytes, bytes | None, int]]
+) -> dict[int, int]:
+    """Write (record key, value or None for a tombstone, partition) records in order;
+    returns records per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    written: dict[int, int] = {}
+    for key, value, partition in records:
+        producer.produce(view.changelog_topic, key=key, value=value, partition=partition)
+        written[partition] = written.get(partition, 0) + 1
+    assert producer.flush(15) == 0, "changelog records not delivered"
+    return written
+
+
 def produce_raw(bootstrap: str, view: View, partition: int, value: bytes) -> None:
     """One changelog record with an arbitrary value, e.g. one the node cannot decode."""
     producer = Producer({"bootstrap.servers": bootstrap})
@@ -85,9 +100,9 @@ def node_config(
 class ThreadNode:
     """A node app under real uvicorn (uvloop, httptools) in a thread of the test process."""
 
-    def __init__(self, config: NodeConfig, catalogue: Iterable[View]):
+    def __init__(self, config: NodeConfig, catalogue: Iterable[View], clock: Clock = wall_clock_ms):
         self.config = config
-        self.app = NodeApp(config, catalogue)
+        self.app = NodeApp(config, catalogue, clock=clock)
         self.server = NodeServer(self.app, freeze_gc=False)
         # daemon: a node a failed test could not stop must not keep pytest from exiting
         self.thread = threading.Thread(

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Self, TypeVar
 
+from node.changes import ChangeBatch, EventPosition, position
 from node.errors import StoreClosedError
-from node.store import ChangeBatch, PartitionStore
-from schema import CountRow
+from node.store import PartitionStore
+from schema import CountRow, EventRow, WindowRow
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _within(ms: int, since_ms: int | None, until_ms: int | None) -> bool:
+    return (since_ms is None or since_ms <= ms) and (until_ms is None or ms < until_ms)
 
 
 class MemoryStore(PartitionStore):
@@ -14,6 +22,9 @@ class MemoryStore(PartitionStore):
 
     def __init__(self) -> None:
         self._rows: dict[str, dict[str, CountRow]] = {}
+        self._windows: dict[str, dict[tuple[str, int], WindowRow]] = {}
+        self._latest: dict[str, dict[str, EventRow]] = {}
+        self._events: dict[str, dict[tuple[str, EventPosition], EventRow]] = {}
         self._offsets: dict[str, int] = {}
         self._open = False
 
@@ -35,11 +46,22 @@ class MemoryStore(PartitionStore):
     def apply(self, batch: ChangeBatch) -> None:
         self._require_open()
         for (view, key), row in batch.counts.items():
-            rows = self._rows.setdefault(view, {})
-            if row is None:
-                rows.pop(key, None)
-            else:
-                rows[key] = row
+            _put(self._rows.setdefault(view, {}), key, row)
+        for view, horizon in batch.horizons.items():
+            windows = self._windows.setdefault(view, {})
+            for at in [at for at, w in windows.items() if w.end_ms <= horizon]:
+                del windows[at]
+        for (view, key, start_ms), window in batch.windows.items():
+            horizon = batch.horizons.get(view)
+            expired = window is not None and horizon is not None and window.end_ms <= horizon
+            _put(self._windows.setdefault(view, {}), (key, start_ms), None if expired else window)
+        for (view, key), event in batch.latest.items():
+            latest = self._latest.setdefault(view, {})
+            old = latest.get(key)
+            if event is None or old is None or position(event) > position(old):
+                _put(latest, key, event)
+        for (view, key, at), event in batch.events.items():
+            _put(self._events.setdefault(view, {}), (key, at), event)
         self._offsets.update(batch.offsets)
 
     def get(self, view: str, key: str) -> CountRow | None:
@@ -51,6 +73,61 @@ class MemoryStore(PartitionStore):
         ranked = sorted(self._rows.get(view, {}).values(), key=lambda r: (-r.count, r.key))
         return ranked[: max(limit, 0)]
 
+    def windows(
+        self, view: str, key: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
+    ) -> list[WindowRow]:
+        self._require_open()
+        return sorted(
+            (
+                w
+                for (k, start), w in self._windows.get(view, {}).items()
+                if k == key and _within(start, since_ms, until_ms) and w.end_ms > horizon_ms
+            ),
+            key=lambda w: w.start_ms,
+        )
+
+    def top_window(self, view: str, start_ms: int, limit: int, horizon_ms: int) -> list[WindowRow]:
+        self._require_open()
+        rows = [
+            w
+            for (_, start), w in self._windows.get(view, {}).items()
+            if start == start_ms and w.end_ms > horizon_ms
+        ]
+        return sorted(rows, key=lambda w: (-w.count, w.key))[: max(limit, 0)]
+
+    def latest(self, view: str, key: str) -> EventRow | None:
+        self._require_open()
+        return self._latest.get(view, {}).get(key)
+
+    def history(
+        self,
+        view: str,
+        key: str,
+        since_ms: int | None,
+        until_ms: int | None,
+        after: EventPosition | None,
+        limit: int,
+    ) -> list[EventRow]:
+        self._require_open()
+        events = sorted(
+            (
+                e
+                for (k, at), e in self._events.get(view, {}).items()
+                if k == key
+                and _within(e.event_ms, since_ms, until_ms)
+                and (after is None or at > after)
+            ),
+            key=position,
+        )
+        return events[: max(limit, 0)]
+
     def offsets(self) -> dict[str, int]:
         self._require_open()
         return dict(self._offsets)
+
+
+def _put(rows: dict[K, V], key: K, row: V | None) -> None:
+    if row is None:
+        rows.pop(key, None)
+    else:
+        rows[key] = row

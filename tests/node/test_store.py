@@ -6,7 +6,6 @@ LevelDB runs on real files in tmp_path; the in-memory store is the reference mod
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,7 @@ from hypothesis import strategies as st
 from node.errors import SerializationError, StoreClosedError, StoreError
 from node.store import ChangeBatch, LevelDBStore, PartitionStore
 from schema import CountRow
-from tests.node.memory_store import MemoryStore
-
-StoreMaker = Callable[[], PartitionStore]
-
-
-@pytest.fixture(params=["leveldb", "memory"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreMaker:
-    """A factory of stores that share one location: a new handle reopens the same data."""
-    if request.param == "leveldb":
-        return lambda: LevelDBStore(tmp_path / "partition-0", cache_mb=8)
-    shared = MemoryStore()
-    return lambda: shared
-
-
-@pytest.fixture
-def store(make_store: StoreMaker) -> Iterator[PartitionStore]:
-    with make_store() as opened:
-        yield opened
+from tests.node.stores import StoreMaker
 
 
 def batch(*rows: tuple[str, str, int], offsets: dict[str, int] | None = None) -> ChangeBatch:

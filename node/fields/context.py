@@ -1,0 +1,77 @@
+"""What one GraphQL request of the node sees: the held partitions, now, what it read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import strawberry
+
+from node.errors import NotOwnerError
+from node.partitions import PartitionRegistry
+from node.retention import Clock, wall_clock_ms
+from node.store import PartitionStore
+from schema import PartitionStatus, View
+
+__all__ = ["ReadContext", "context_of"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class ReadContext:
+    """One request's view of the node: where to read, the time of the request (one `now`
+    for every read, so retention cuts the same everywhere) and what was read (freshness)."""
+
+    registry: PartitionRegistry
+    clock: Clock = wall_clock_ms
+    freshness: dict[int, PartitionStatus] = field(default_factory=dict)
+    executed: bool = False
+    _now_ms: int | None = field(default=None, init=False, repr=False)
+
+    @property
+    def node_id(self) -> str:
+        return self.registry.node_id
+
+    @property
+    def now_ms(self) -> int:
+        if self._now_ms is None:
+            self._now_ms = self.clock()
+        return self._now_ms
+
+    def read(
+        self, view: View, partition: int, reader: Callable[[PartitionStore], T], key: str | None
+    ) -> T:
+        """`reader(store)` on `partition`, or `NotOwnerError` naming `key` when not held."""
+        result = self.try_read(partition, reader)
+        if result is None:
+            raise NotOwnerError(view.name, partition, self.node_id, key=key)
+        return result[0]
+
+    def try_read(self, partition: int, reader: Callable[[PartitionStore], T]) -> tuple[T] | None:
+        """`(reader(store),)` on `partition`, or None when this node does not hold it."""
+        result = self.registry.read(partition, reader)
+        if result is None:
+            return None
+        value, status = result
+        self.freshness.setdefault(partition, status)
+        return (value,)
+
+    def freshness_entries(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "partition": partition,
+                "node": self.node_id,
+                "role": status.role.value,
+                "appliedOffset": status.applied_offset,
+                "lag": status.lag,
+            }
+            for partition, status in sorted(self.freshness.items())
+        ]
+
+
+def context_of(info: strawberry.Info) -> ReadContext:
+    context = info.context
+    assert isinstance(context, ReadContext), "execute the subgraph with a ReadContext"
+    return context

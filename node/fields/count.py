@@ -1,0 +1,77 @@
+"""The fields of a COUNT view (e.g. word_counts).
+
+```graphql
+type WordCount { word: String!  count: Int! }
+wordCount(word: String!): WordCount
+wordCounts(words: [String!]!): [WordCount]!
+topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
+```
+"""
+
+# No `from __future__ import annotations`: the resolvers' annotations are built from
+# catalogue entries at run time and strawberry must see the objects, not strings.
+
+from operator import methodcaller
+from typing import Annotated
+
+import strawberry
+from strawberry.types.field import StrawberryField
+
+from node.fields.common import (
+    check_limit,
+    given,
+    merge_top,
+    query_field,
+    read_key,
+    read_keys,
+    read_partitions,
+)
+from node.fields.context import context_of
+from schema import CountRow, View
+
+__all__ = ["count_fields"]
+
+
+def _count_type(view: View) -> type:
+    """`type WordCount { word: String!  count: Int! }`, resolved straight from CountRow."""
+    namespace = {
+        "__annotations__": {"key": str, "count": int},
+        "key": strawberry.field(name=view.key_field),
+    }
+    return strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
+
+
+def _rank(row: CountRow) -> tuple[int, str]:
+    return (-row.count, row.key)
+
+
+def count_fields(view: View) -> dict[str, StrawberryField]:
+    """Point lookup, multi-key lookup and node-local top-N of a COUNT view."""
+    row_type = _count_type(view)
+
+    def point(
+        info: strawberry.Info, key: Annotated[str, strawberry.argument(name=view.key_field)]
+    ) -> row_type | None:  # type: ignore[valid-type]
+        return read_key(view, context_of(info), key, methodcaller("get", view.name, key))
+
+    def many(
+        info: strawberry.Info, keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)]
+    ) -> list[row_type | None]:  # type: ignore[valid-type]
+        return read_keys(
+            view, context_of(info), keys, lambda wanted: methodcaller("get_many", view.name, wanted)
+        )
+
+    def top(
+        info: strawberry.Info, limit: int, partitions: list[int] | None = strawberry.UNSET
+    ) -> list[row_type]:  # type: ignore[valid-type]
+        # UNSET (not None) as the default keeps the SDL at `partitions: [Int!]`
+        check_limit(view, limit)
+        reader = methodcaller("top", view.name, limit)
+        tops = read_partitions(view, context_of(info), given(partitions), reader)
+        return merge_top(tops, limit, _rank)
+
+    return {
+        view.point_field: query_field(point, view.point_field),
+        view.many_field: query_field(many, view.many_field),
+        view.top_field: query_field(top, view.top_field),
+    }

@@ -1,0 +1,49 @@
+"""The GraphQL type of one event of a LATEST or HISTORY view, e.g.
+`type LastBooking { customer: String!  trip: String  eventTime: DateTime! }`.
+
+Value fields are nullable: a field missing from the event, or whose value does not fit
+its scalar, is null.
+"""
+
+# No `from __future__ import annotations`: strawberry must see the types, not strings.
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import strawberry
+
+from node.errors import NodeError
+from node.fields.common import scalar_type, scalar_value
+from node.fields.times import from_ms
+from schema import EventRow, View
+
+__all__ = ["EVENT_TIME_FIELD", "event_type"]
+
+EVENT_TIME_FIELD = "eventTime"
+
+
+def event_type(view: View) -> tuple[type, Callable[[EventRow], Any]]:
+    """The event type of `view` and the function that turns an EventRow into it."""
+    names = [view.key_field, *(f.name for f in view.value_fields), EVENT_TIME_FIELD]
+    if len(set(names)) != len(names):
+        raise NodeError(f"view {view.name}: its event type would repeat a field: {names}")
+    # Python attributes v0, v1, ... stand for the value fields, whatever their names
+    annotations: dict[str, Any] = {"key": str}
+    namespace: dict[str, Any] = {"key": strawberry.field(name=view.key_field)}
+    for index, value_field in enumerate(view.value_fields):
+        annotations[f"v{index}"] = scalar_type(value_field.type) | None
+        namespace[f"v{index}"] = strawberry.field(name=value_field.name)
+    annotations["event_time"] = datetime
+    namespace["event_time"] = strawberry.field(name=EVENT_TIME_FIELD)
+    namespace["__annotations__"] = annotations
+    row_type = strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
+
+    def to_type(row: EventRow) -> Any:
+        values = {
+            f"v{index}": scalar_value(value_field.type, row.fields.get(value_field.name))
+            for index, value_field in enumerate(view.value_fields)
+        }
+        return row_type(key=row.key, event_time=from_ms(row.event_ms), **values)
+
+    return row_type, to_type

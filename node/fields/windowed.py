@@ -1,0 +1,90 @@
+"""The fields of a WINDOWED_COUNT view (e.g. host_access_per_minute).
+
+```graphql
+type HostAccessWindow { host: String!  start: DateTime!  end: DateTime!  count: Int! }
+hostAccessWindows(host: String!, from: DateTime, to: DateTime): [HostAccessWindow!]!
+topHostsPerMinute(limit: Int!, window: WindowInput!, partitions: [Int!]): [HostAccessWindow!]!
+```
+
+Windows past the view's retention (by the request's clock) are never returned.
+"""
+
+# No `from __future__ import annotations`: the resolvers' annotations are built from
+# catalogue entries at run time and strawberry must see the objects, not strings.
+
+from datetime import datetime
+from operator import methodcaller
+from typing import Annotated, Any
+
+import strawberry
+from strawberry.types.field import StrawberryField
+
+from node.fields.common import (
+    WindowInput,
+    check_limit,
+    given,
+    merge_top,
+    query_field,
+    read_key,
+    read_partitions,
+)
+from node.fields.context import ReadContext, context_of
+from node.fields.times import from_ms, time_range, window_start_ms
+from node.retention import expiry_horizon
+from schema import View, WindowRow
+
+__all__ = ["windowed_fields"]
+
+
+def _window_type(view: View) -> type:
+    namespace = {
+        "__annotations__": {"key": str, "start": datetime, "end": datetime, "count": int},
+        "key": strawberry.field(name=view.key_field),
+    }
+    return strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
+
+
+def _rank(row: WindowRow) -> tuple[int, str]:
+    return (-row.count, row.key)
+
+
+def windowed_fields(view: View) -> dict[str, StrawberryField]:
+    """A key's windows in a time range, and the node-local top-N of one window."""
+    window_type = _window_type(view)
+
+    def to_type(row: WindowRow) -> Any:
+        return window_type(
+            key=row.key, start=from_ms(row.start_ms), end=from_ms(row.end_ms), count=row.count
+        )
+
+    def horizon(context: ReadContext) -> int:
+        return expiry_horizon(view, context.now_ms)
+
+    def windows(
+        info: strawberry.Info,
+        key: Annotated[str, strawberry.argument(name=view.key_field)],
+        since: Annotated[datetime | None, strawberry.argument(name="from")] = strawberry.UNSET,
+        until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
+    ) -> list[window_type]:  # type: ignore[valid-type]
+        context = context_of(info)
+        since_ms, until_ms = time_range(view, given(since), given(until))
+        reader = methodcaller("windows", view.name, key, since_ms, until_ms, horizon(context))
+        return [to_type(row) for row in read_key(view, context, key, reader)]
+
+    def top(
+        info: strawberry.Info,
+        limit: int,
+        window: WindowInput,
+        partitions: list[int] | None = strawberry.UNSET,
+    ) -> list[window_type]:  # type: ignore[valid-type]
+        context = context_of(info)
+        check_limit(view, limit)
+        start_ms = window_start_ms(view, window.start)
+        reader = methodcaller("top_window", view.name, start_ms, limit, horizon(context))
+        tops = read_partitions(view, context, given(partitions), reader)
+        return [to_type(row) for row in merge_top(tops, limit, _rank)]
+
+    return {
+        view.point_field: query_field(windows, view.point_field),
+        view.top_field: query_field(top, view.top_field),
+    }

@@ -1,0 +1,237 @@
+"""The byte layout of a LevelDB partition store: its keys and how each value is encoded.
+
+Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple order:
+
+```
+("meta", "format")                                -> b"1"
+("row", view, key)                                -> >Qq   count, last_event_ms
+("top", view, MAX_UINT - count, key)              -> >Qq   count, last_event_ms; UTF-8 key
+("win", view, key, start_ms)                      -> >Qqq  count, end_ms, last_event_ms
+("wtop", view, start_ms, MAX_UINT - count, key)   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
+("latest", view, key)                             -> >QQQ  event_ms, partition, offset; JSON fields
+("hist", view, key, event_ms, partition, offset)  -> JSON fields
+("offset", topic)                                 -> >Q    next offset to read
+```
+
+"top" and "wtop" are indexes (count descending, then key ascending; "wtop" per window).
+Index values repeat the row, so top-N reads never decode keys (measured: the generic key
+decoder was half the cost of a top-1000 read).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import orjson
+
+from node.changes import EventPosition
+from node.errors import SerializationError
+from schema import MAX_UINT, CountRow, EventRow, WindowRow, pack, unpack
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_KEY",
+    "count_key",
+    "count_top_key",
+    "count_top_prefix",
+    "decode_count",
+    "decode_count_top",
+    "decode_event",
+    "decode_latest",
+    "decode_offset",
+    "decode_window",
+    "decode_window_top",
+    "encode_count",
+    "encode_event",
+    "encode_latest",
+    "encode_offset",
+    "encode_window",
+    "event_key",
+    "event_prefix",
+    "int_at",
+    "latest_key",
+    "offset_key",
+    "offset_prefix",
+    "prefix_end",
+    "window_key",
+    "window_prefix",
+    "window_top_key",
+    "window_top_prefix",
+]
+
+FORMAT = b"1"
+FORMAT_KEY = pack("meta", "format")
+
+_COUNT = struct.Struct(">Qq")
+_WINDOW = struct.Struct(">Qqq")
+_LATEST = struct.Struct(">QQQ")
+_OFFSET = struct.Struct(">Q")
+_UINT = _OFFSET
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key that starts with `prefix`."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        raise ValueError("a prefix of only 0xff bytes has no end")
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _corrupt(view: str, key: str, what: str, value: bytes) -> SerializationError:
+    return SerializationError(
+        f"view {view}: stored {what} of key {key!r} cannot be decoded: {value[:40]!r}"
+    )
+
+
+# -- count ---------------------------------------------------------------------------------
+
+
+def count_key(view: str, key: str) -> bytes:
+    return pack("row", view, key)
+
+
+def count_top_key(view: str, count: int, key: str) -> bytes:
+    return pack("top", view, MAX_UINT - count, key)
+
+
+def count_top_prefix(view: str) -> bytes:
+    return pack("top", view)
+
+
+def encode_count(row: CountRow) -> bytes:
+    return _COUNT.pack(row.count, row.last_event_ms)
+
+
+def decode_count(view: str, key: str, value: bytes) -> CountRow:
+    try:
+        count, last_event_ms = _COUNT.unpack(value)
+    except struct.error as exc:
+        raise _corrupt(view, key, "count row", value) from exc
+    return CountRow(key=key, count=count, last_event_ms=last_event_ms)
+
+
+def decode_count_top(value: bytes) -> CountRow:
+    """A count row from its index entry (the row's value followed by the UTF-8 key)."""
+    count, last_event_ms = _COUNT.unpack_from(value)
+    return CountRow(value[_COUNT.size :].decode("utf-8"), count, last_event_ms)
+
+
+# -- windowed_count ------------------------------------------------------------------------
+
+
+def window_key(view: str, key: str, start_ms: int) -> bytes:
+    return pack("win", view, key, start_ms)
+
+
+def window_prefix(view: str, key: str) -> bytes:
+    return pack("win", view, key)
+
+
+def window_top_key(view: str, start_ms: int, count: int, key: str) -> bytes:
+    return pack("wtop", view, start_ms, MAX_UINT - count, key)
+
+
+def window_top_prefix(view: str, *start_ms: int) -> bytes:
+    """The index of every window of `view`, or of the one starting at `start_ms`."""
+    return pack("wtop", view, *start_ms)
+
+
+def int_at(key: bytes, at: int) -> int:
+    """The packed integer that starts at byte `at` of `key` (read without decoding the rest)."""
+    value: int = _UINT.unpack_from(key, at + 1)[0]  # + 1: skip the type tag
+    return value
+
+
+def encode_window(row: WindowRow) -> bytes:
+    return _WINDOW.pack(row.count, row.end_ms, row.last_event_ms)
+
+
+def decode_window(view: str, key: str, start_ms: int, value: bytes) -> WindowRow:
+    try:
+        count, end_ms, last_event_ms = _WINDOW.unpack(value)
+    except struct.error as exc:
+        raise _corrupt(view, key, "window", value) from exc
+    return WindowRow(key, start_ms, end_ms, count, last_event_ms)
+
+
+def decode_window_top(start_ms: int, value: bytes) -> WindowRow:
+    """A window from its index entry (the row's value followed by the UTF-8 key)."""
+    count, end_ms, last_event_ms = _WINDOW.unpack_from(value)
+    return WindowRow(value[_WINDOW.size :].decode("utf-8"), start_ms, end_ms, count, last_event_ms)
+
+
+# -- latest --------------------------------------------------------------------------------
+
+
+def latest_key(view: str, key: str) -> bytes:
+    return pack("latest", view, key)
+
+
+def encode_latest(row: EventRow) -> bytes:
+    header = _LATEST.pack(row.event_ms, row.source_partition, row.source_offset)
+    return header + orjson.dumps(row.fields)
+
+
+def decode_latest(view: str, key: str, value: bytes) -> EventRow:
+    try:
+        event_ms, partition, offset = _LATEST.unpack_from(value)
+        fields = _fields(value[_LATEST.size :])
+    except (struct.error, orjson.JSONDecodeError, TypeError) as exc:
+        raise _corrupt(view, key, "latest event", value) from exc
+    return EventRow(key, event_ms, partition, offset, fields)
+
+
+def _fields(data: bytes) -> dict[str, Any]:
+    fields = orjson.loads(data)
+    if not isinstance(fields, dict):
+        raise TypeError("event fields are not a JSON object")
+    return fields
+
+
+# -- history -------------------------------------------------------------------------------
+
+
+def event_key(view: str, key: str, at: EventPosition) -> bytes:
+    return pack("hist", view, key, *at)
+
+
+def event_prefix(view: str, key: str, *event_ms: int) -> bytes:
+    """The events of `key`, or those of `key` at the event time `event_ms`."""
+    return pack("hist", view, key, *event_ms)
+
+
+def encode_event(row: EventRow) -> bytes:
+    return orjson.dumps(row.fields)
+
+
+def decode_event(view: str, key: str, tail: bytes, value: bytes) -> EventRow:
+    """An event from its value and `tail`, the packed position after `event_prefix`."""
+    try:
+        event_ms, partition, offset = unpack(tail)
+        fields = _fields(value)
+    except (ValueError, TypeError, IndexError, struct.error) as exc:
+        raise _corrupt(view, key, "event", tail + b" " + value) from exc
+    if not all(isinstance(part, int) for part in (event_ms, partition, offset)):
+        raise _corrupt(view, key, "event position", tail)
+    return EventRow(key, int(event_ms), int(partition), int(offset), fields)
+
+
+# -- offsets -------------------------------------------------------------------------------
+
+
+def offset_key(topic: str) -> bytes:
+    return pack("offset", topic)
+
+
+def offset_prefix() -> bytes:
+    return pack("offset")
+
+
+def encode_offset(next_offset: int) -> bytes:
+    return _OFFSET.pack(next_offset)
+
+
+def decode_offset(value: bytes) -> int:
+    offset: int = _OFFSET.unpack(value)[0]
+    return offset

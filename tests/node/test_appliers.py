@@ -1,0 +1,95 @@
+"""Each view kind's applier: one changelog record (as the pipeline writes it) becomes
+store changes; a record it cannot read is an error the materializer skips."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Message
+
+from node.changes import ChangeBatch
+from node.errors import SerializationError
+from node.materializer import _APPLIERS
+from schema import (
+    DEMO_DOMAIN,
+    WORD_COUNTS,
+    CountRow,
+    EventRow,
+    View,
+    ViewKind,
+    WindowRow,
+    encode_count,
+    encode_event,
+    encode_window,
+    event_record_key,
+    pack,
+    window_record_key,
+)
+
+WINDOWED, LATEST, HISTORY = DEMO_DOMAIN[1:]
+
+
+def apply(view: View, key: bytes, value: bytes | None) -> ChangeBatch:
+    batch = ChangeBatch()
+    message = Message(topic=view.changelog_topic, partition=0, offset=0, key=key, value=value)
+    _APPLIERS[view.kind](batch, view, message)
+    return batch
+
+
+def test_every_kind_has_an_applier() -> None:
+    assert set(_APPLIERS) == set(ViewKind)
+
+
+def test_count_records() -> None:
+    row = CountRow("kafka", 3, 7)
+    assert apply(WORD_COUNTS, b"kafka", encode_count(row)).counts == {
+        (WORD_COUNTS.name, "kafka"): row
+    }
+    assert apply(WORD_COUNTS, b"kafka", None).counts == {(WORD_COUNTS.name, "kafka"): None}
+
+
+def test_window_records_and_tombstones() -> None:
+    row = WindowRow("h", 60_000, 120_000, 4, 61_000)
+    batch = apply(WINDOWED, window_record_key(row), encode_window(row))
+    assert batch.windows == {(WINDOWED.name, "h", 60_000): row}
+    tombstone = apply(WINDOWED, window_record_key(row), None)
+    assert tombstone.windows == {(WINDOWED.name, "h", 60_000): None}
+
+
+def test_latest_records_and_tombstones() -> None:
+    row = EventRow("c", 5, 1, 2, {"trip": "x"})
+    assert apply(LATEST, b"c", encode_event(row)).latest == {(LATEST.name, "c"): row}
+    assert apply(LATEST, b"c", None).latest == {(LATEST.name, "c"): None}
+
+
+def test_history_records_and_tombstones() -> None:
+    row = EventRow("c", 5, 1, 2, {"trip": "x"})
+    key = event_record_key(row)
+    assert apply(HISTORY, key, encode_event(row)).events == {(HISTORY.name, "c", (5, 1, 2)): row}
+    assert apply(HISTORY, key, None).events == {(HISTORY.name, "c", (5, 1, 2)): None}
+
+
+@pytest.mark.parametrize(
+    ("view", "key", "value"),
+    [
+        (WINDOWED, b"k", b"not json"),
+        (WINDOWED, b"k", encode_window(WindowRow("k", 0, 0, 1, 0))),  # empty window
+        (WINDOWED, pack("h"), None),  # tombstone without the window start
+        (WINDOWED, pack("h", 1)[:-3], None),  # cut short
+        (WINDOWED, b"\xff", None),
+        (LATEST, b"c", b'{"key": "c"}'),
+        (LATEST, b"c", encode_event(EventRow("c", -5, 0, 0))),
+        (LATEST, b"\xff", None),
+        (HISTORY, pack("c", 1, 2), None),
+        (HISTORY, pack("c", "x", 2, 3), None),
+        (
+            HISTORY,
+            b"c",
+            b'{"key": "c", "event_ms": 1, "source_partition": 0, "source_offset": 0, "fields": []}',
+        ),
+    ],
+)
+def test_unreadable_records_are_errors_the_materializer_skips(
+    view: View, key: bytes, value: bytes | None
+) -> None:
+    with pytest.raises((ValueError, SerializationError)):
+        apply(view, key, value)
