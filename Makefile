@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test check format schema bench clean
+.PHONY: install browser demo test check format schema bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,10 @@ install: $(STAMP)  ## create .venv with the pinned dependencies
 demo: $(STAMP)  ## broker, pipeline, two nodes, gateway and demo data; prints the GraphiQL URL
 	$(BIN)/statefed demo
 
-test: $(STAMP)  ## the whole suite (unit and end-to-end on real parts)
+browser:  ## Debian's Chromium, which the GraphiQL browser test drives (installing needs root)
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+test: $(STAMP) browser  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest
 
 check: $(STAMP)  ## format, lint and types
@@ -25,8 +28,9 @@ check: $(STAMP)  ## format, lint and types
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code
+schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code (gateway and node)
 	$(BIN)/python -m gateway.sdl --write schema/gateway.graphql
+	$(BIN)/python -m node.sdl --write schema/node.graphql
 
 format: $(STAMP)
 	$(BIN)/ruff format .

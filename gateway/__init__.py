@@ -1,4 +1,5 @@
-"""The statefed gateway: one GraphQL endpoint over the nodes' partitions.
+"""The statefed gateway: one GraphQL endpoint over the nodes' partitions, and an Apollo
+Federation v2 subgraph.
 
 Routing from membership, lookups grouped per owning node, a key's windows and history
 from its owner, top-N fanned out to every partition and merged, partial results for
@@ -9,16 +10,24 @@ from gateway.app import GatewayApp, health_body
 from gateway.config import GatewayConfig
 from gateway.documents import ViewQueries
 from gateway.errors import (
+    BadRepresentationError,
     BadRequestError,
     GatewayError,
+    IntrospectionDisabledError,
     NodeProtocolError,
     NodeTimeoutError,
     NodeUnavailableError,
     NotOwnerError,
     PartitionUnassignedError,
+    QueryLimitError,
+    QueryTooCostlyError,
+    QueryTooDeepError,
     RoutingError,
     RoutingNotReadyError,
+    TooManyAliasesError,
+    TooManyRootFieldsError,
 )
+from gateway.limits import QueryLimits
 from gateway.membership import MemberDirectory, MembershipReader, find_start_offset
 from gateway.planner import KeyRead, LookupResult, Planner, TopResult
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, build_routing_table
@@ -29,6 +38,7 @@ from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.upstream import Upstream, make_clients
 
 __all__ = [
+    "BadRepresentationError",
     "BadRequestError",
     "Disclaimers",
     "Edge",
@@ -36,6 +46,7 @@ __all__ = [
     "GatewayApp",
     "GatewayConfig",
     "GatewayError",
+    "IntrospectionDisabledError",
     "KeyRead",
     "LookupResult",
     "MemberDirectory",
@@ -49,12 +60,18 @@ __all__ = [
     "PartitionUnassignedError",
     "PipelineStatusReader",
     "Planner",
+    "QueryLimitError",
+    "QueryLimits",
+    "QueryTooCostlyError",
+    "QueryTooDeepError",
     "RoutingError",
     "RoutingFeed",
     "RoutingNotReadyError",
     "RoutingTable",
     "Row",
     "StatusBoard",
+    "TooManyAliasesError",
+    "TooManyRootFieldsError",
     "TopResult",
     "Upstream",
     "ViewQueries",

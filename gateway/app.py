@@ -19,9 +19,11 @@ import httpx
 import orjson
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
+from strawberry.types.execution import PreExecutionError
 
 from gateway.config import GatewayConfig
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
+from gateway.limits import QueryLimits
 from gateway.membership import MembershipReader, wall_clock_ms
 from gateway.planner import Planner
 from gateway.request import RequestContext
@@ -41,7 +43,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-_MAX_BODY = 1 << 20
 _JSON = b"application/json"
 
 
@@ -87,6 +88,7 @@ class GatewayApp:
         self.config = config
         self._catalogue = tuple(catalogue)
         self._schema = build_schema(self._catalogue)
+        self._limits = QueryLimits(config, self._schema._schema, self._catalogue)
         self._feed = feed
         self._statuses = statuses
         self._clients = clients
@@ -178,10 +180,14 @@ class GatewayApp:
         return self._runtime.feed.current
 
     async def _graphql(self, scope: Scope, receive: Receive, send: Send, method: str) -> None:
+        limit = self.config.max_body_bytes
         if method == "POST":
-            request = _decode_request(await _read_body(receive))
+            request = _decode_request(await _read_body(scope, receive, limit))
         elif method in ("GET", "HEAD"):
-            params = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            query_string = scope.get("query_string", b"")
+            if len(query_string) > limit:
+                raise _HTTPError(414, _too_large("query string", limit), "URI_TOO_LONG")
+            params = parse_qs(query_string.decode("latin-1"))
             if "query" not in params:
                 await _respond(send, 200, self._page, b"text/html; charset=utf-8")
                 return
@@ -205,6 +211,12 @@ class GatewayApp:
             clock=self._clock,
             statuses=runtime.statuses,
         )
+        table = runtime.feed.current
+        refused = self._limits.check(
+            query, operation, variables, lambda view: _partitions(table, view)
+        )
+        if refused:
+            return response_body(PreExecutionError(data=None, errors=refused), context)
         try:
             result = await self._schema.execute(
                 query, variable_values=variables, context_value=context, operation_name=operation
@@ -258,7 +270,20 @@ def health_body(table: RoutingTable, now_ms: int) -> dict[str, Any]:
     }
 
 
-async def _read_body(receive: Receive) -> bytes:
+def _partitions(table: RoutingTable, view: View) -> int:
+    """P of `view` for the cost of a fan-out; before metadata is read the read fails anyway."""
+    return table.partition_counts.get(view.name) or table.max_partition_count() or 1
+
+
+def _too_large(what: str, limit: int) -> str:
+    return f"the {what} is larger than {limit} bytes (STATEFED_GATEWAY_MAX_BODY_BYTES)"
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
+    declared = dict(scope.get("headers", ())).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        raise _HTTPError(413, _too_large("request body", limit), "PAYLOAD_TOO_LARGE")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -267,10 +292,8 @@ async def _read_body(receive: Receive) -> bytes:
             raise _HTTPError(400, "the client went away")
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > _MAX_BODY:
-            raise _HTTPError(
-                413, f"request body larger than {_MAX_BODY} bytes", "PAYLOAD_TOO_LARGE"
-            )
+        if size > limit:
+            raise _HTTPError(413, _too_large("request body", limit), "PAYLOAD_TOO_LARGE")
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

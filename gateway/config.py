@@ -10,6 +10,16 @@ from typing import ClassVar
 __all__ = ["GatewayConfig"]
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+_FLAGS = dict.fromkeys(("true", "1", "yes", "on"), True) | dict.fromkeys(
+    ("false", "0", "no", "off"), False
+)
+
+
+def _flag(variable: str, raw: str) -> bool:
+    value = _FLAGS.get(raw.strip().lower())
+    if value is None:
+        raise ValueError(f"{variable} must be true or false, got {raw!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -22,6 +32,9 @@ class GatewayConfig:
     timeout_ms: int = 5000  # deadline of one client request, retries included
     retries: int = 3  # extra rounds for partitions that failed (NOT_OWNER, refused, unassigned)
     backoff_ms: int = 50  # wait before the first retry; doubles each round
+    # a partition whose active copy cannot answer is read from a standby at most this many
+    # records behind; 0 = active copies only
+    max_lag: int = 0
     max_top_limit: int = 1000
     max_lookup_keys: int = 1000
     members_lookback_ms: int = 10_000  # how far back in statefed.members reading starts
@@ -29,6 +42,14 @@ class GatewayConfig:
     upstream_clients: int = 4  # small httpx clients beat one big pool (encode/httpx#3215)
     upstream_connections: int = 16  # per client
     log_level: str = "info"
+    # query limits (gateway.limits); the standard introspection query, GraphiQL's, is 15 deep
+    max_depth: int = 15
+    max_aliases: int = 30
+    max_root_fields: int = 20
+    max_cost: int = 50_000  # P x limit per top-N, keys per lookup, `first` per history page
+    max_key_bytes: int = 1024  # UTF-8 bytes of one key
+    max_body_bytes: int = 1 << 20  # of a POST body; of a GET query string
+    introspection: bool = True  # __schema and __type; __typename always works
 
     ENV: ClassVar[Mapping[str, str]] = {
         "bootstrap": "STATEFED_BOOTSTRAP",
@@ -37,6 +58,7 @@ class GatewayConfig:
         "timeout_ms": "STATEFED_GATEWAY_TIMEOUT_MS",
         "retries": "STATEFED_GATEWAY_RETRIES",
         "backoff_ms": "STATEFED_GATEWAY_BACKOFF_MS",
+        "max_lag": "STATEFED_GATEWAY_MAX_LAG",
         "max_top_limit": "STATEFED_MAX_TOP_LIMIT",
         "max_lookup_keys": "STATEFED_MAX_LOOKUP_KEYS",
         "members_lookback_ms": "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS",
@@ -44,6 +66,13 @@ class GatewayConfig:
         "upstream_clients": "STATEFED_GATEWAY_UPSTREAM_CLIENTS",
         "upstream_connections": "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS",
         "log_level": "STATEFED_GATEWAY_LOG_LEVEL",
+        "max_depth": "STATEFED_GATEWAY_MAX_DEPTH",
+        "max_aliases": "STATEFED_GATEWAY_MAX_ALIASES",
+        "max_root_fields": "STATEFED_GATEWAY_MAX_ROOT_FIELDS",
+        "max_cost": "STATEFED_GATEWAY_MAX_COST",
+        "max_key_bytes": "STATEFED_GATEWAY_MAX_KEY_BYTES",
+        "max_body_bytes": "STATEFED_GATEWAY_MAX_BODY_BYTES",
+        "introspection": "STATEFED_GATEWAY_INTROSPECTION",
     }
 
     # inclusive bounds of the integer settings
@@ -52,12 +81,19 @@ class GatewayConfig:
         "timeout_ms": (1, 600_000),
         "retries": (0, 100),
         "backoff_ms": (0, 60_000),
+        "max_lag": (0, 1 << 62),
         "max_top_limit": (1, 10_000),  # a node answers a local top-N of at most 10000
         "max_lookup_keys": (1, 1_000_000),
         "members_lookback_ms": (1, 86_400_000),
         "status_tail_records": (1, 100_000_000),
         "upstream_clients": (1, 256),
         "upstream_connections": (1, 10_000),
+        "max_depth": (1, 200),  # gateway.limits stops walking deeper than 200 levels
+        "max_aliases": (0, 100_000),
+        "max_root_fields": (1, 10_000),
+        "max_cost": (1, 10**12),
+        "max_key_bytes": (1, 1 << 20),
+        "max_body_bytes": (1024, 1 << 30),
     }
 
     def __post_init__(self) -> None:
@@ -70,6 +106,8 @@ class GatewayConfig:
         for name in ("bootstrap", "host"):
             if not getattr(self, name).strip():
                 raise ValueError(f"{self.ENV[name]} must not be empty")
+        if not isinstance(self.introspection, bool):
+            raise ValueError(f"{self.ENV['introspection']} must be true or false")
         if self.log_level not in _LOG_LEVELS:
             raise ValueError(f"{self.ENV['log_level']} must be one of {', '.join(_LOG_LEVELS)}")
 
@@ -81,7 +119,9 @@ class GatewayConfig:
             raw = environ.get(cls.ENV[field.name])
             if raw is None:
                 continue
-            if field.name in cls._BOUNDS:
+            if field.name == "introspection":
+                values[field.name] = _flag(cls.ENV[field.name], raw)
+            elif field.name in cls._BOUNDS:
                 try:
                     values[field.name] = int(raw.strip())
                 except ValueError as exc:

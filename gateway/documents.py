@@ -1,9 +1,11 @@
 """The node subgraph as the gateway speaks it: per view, the documents it sends (built once;
 a request only adds variables) and the readers of the answers.
 
-Nodes answer under the alias `r`. Keys, counts, window bounds and event times come back
-under short aliases (`k`, `c`, `s`, `e`, `t`) and value fields as `v0`, `v1`, ..., so no
-field name of a view can collide with another. A reader raises ValueError for anything
+Lookups of count and latest views ask the node's federation `_entities` for a batch of
+representations `{"__typename", <key field>}`. Nodes answer under the alias `r`. Keys,
+counts, window bounds and event times come back under short aliases (`k`, `c`, `s`, `e`,
+`t`) and value fields as `v0`, `v1`, ..., so no field name of a view can collide with
+another. A reader raises ValueError for anything
 the protocol does not allow; the planner turns it into a NodeProtocolError.
 """
 
@@ -86,8 +88,10 @@ class ViewQueries:
         }
 
     def _lookup_document(self, selection: str) -> str:
-        view = self.view
-        return f"query($k:[String!]!){{r:{view.many_field}({view.keys_arg}:$k){selection}}}"
+        return (
+            f"query($r:[_Any!]!){{r:_entities(representations:$r)"
+            f"{{...on {self.view.type_name}{selection}}}}}"
+        )
 
     def _top_document(self, selection: str, *, windowed: bool) -> str:
         variables = "$l:Int!,$w:WindowInput!,$p:[Int!]" if windowed else "$l:Int!,$p:[Int!]"
@@ -104,7 +108,9 @@ class ViewQueries:
     # -- bodies ---------------------------------------------------------------------------
 
     def lookup_body(self, keys: Sequence[str]) -> bytes:
-        return _body(self._heads["lookup"], self.view, "multi-key lookup", {"k": list(keys)})
+        type_name, key_field = self.view.type_name, self.view.key_field
+        representations = [{"__typename": type_name, key_field: key} for key in keys]
+        return _body(self._heads["lookup"], self.view, "multi-key lookup", {"r": representations})
 
     def top_body(
         self, limit: int, partitions: Sequence[int], window: datetime | None = None

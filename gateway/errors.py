@@ -2,10 +2,19 @@
 
 ```
 GatewayError                        code
-├── BadRequestError                 BAD_USER_INPUT      empty key, too many keys, limit or first
-│                                                       out of range, unaligned window, from after
-│                                                       to, no UTC offset, bad cursor (also when
-│                                                       the node rejects the arguments)
+├── BadRequestError                 BAD_USER_INPUT      empty or too long key, too many keys,
+│   │                                                   limit or first out of range, unaligned
+│   │                                                   window, from after to, no UTC offset, bad
+│   │                                                   cursor (also when the node rejects the
+│   │                                                   arguments)
+│   └── BadRepresentationError                          an `_entities` representation names no
+│                                                       entity type or lacks its key
+├── QueryLimitError                                     the document exceeds a configured limit
+│   ├── QueryTooDeepError           QUERY_TOO_DEEP      fields nested deeper than max depth
+│   ├── TooManyAliasesError         TOO_MANY_ALIASES
+│   ├── TooManyRootFieldsError      TOO_MANY_ROOT_FIELDS
+│   ├── QueryTooCostlyError         QUERY_TOO_COSTLY    partitions x limit, keys, first, ...
+│   └── IntrospectionDisabledError  INTROSPECTION_DISABLED  __schema or __type, switched off
 └── RoutingError                    PARTITION_UNAVAILABLE (per partition that could not be read)
     ├── RoutingNotReadyError        ROUTING_NOT_READY   partition count not read from metadata yet
     ├── PartitionUnassignedError    no live node holds the partition ACTIVE
@@ -25,15 +34,22 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 __all__ = [
+    "BadRepresentationError",
     "BadRequestError",
     "GatewayError",
+    "IntrospectionDisabledError",
     "NodeProtocolError",
     "NodeTimeoutError",
     "NodeUnavailableError",
     "NotOwnerError",
     "PartitionUnassignedError",
+    "QueryLimitError",
+    "QueryTooCostlyError",
+    "QueryTooDeepError",
     "RoutingError",
     "RoutingNotReadyError",
+    "TooManyAliasesError",
+    "TooManyRootFieldsError",
 ]
 
 
@@ -57,6 +73,64 @@ class BadRequestError(GatewayError):
 
     def extensions(self) -> dict[str, Any]:
         return {"code": self.code, "view": self.view}
+
+
+class BadRepresentationError(BadRequestError):
+    """An `_entities` representation the gateway cannot resolve; the others still are."""
+
+    def __init__(self, index: int, message: str, view: str | None = None) -> None:
+        GatewayError.__init__(self, f"_entities representation {index}: {message}")
+        self.view = view or ""
+        self.index = index
+
+    def extensions(self) -> dict[str, Any]:
+        named = {"view": self.view} if self.view else {}
+        return {"code": self.code, **named, "representation": self.index}
+
+
+class QueryLimitError(GatewayError):
+    """The document asks more than a configured limit allows: `actual` against `limit`, set
+    by the environment variable `variable`."""
+
+    def __init__(self, message: str, *, actual: int, limit: int, variable: str) -> None:
+        super().__init__(f"{message} (set by {variable})")
+        self.actual = actual
+        self.limit = limit
+        self.variable = variable
+
+    def extensions(self) -> dict[str, Any]:
+        return {"code": self.code, "actual": self.actual, "limit": self.limit}
+
+
+class QueryTooDeepError(QueryLimitError):
+    code = "QUERY_TOO_DEEP"
+
+
+class TooManyAliasesError(QueryLimitError):
+    code = "TOO_MANY_ALIASES"
+
+
+class TooManyRootFieldsError(QueryLimitError):
+    code = "TOO_MANY_ROOT_FIELDS"
+
+
+class QueryTooCostlyError(QueryLimitError):
+    code = "QUERY_TOO_COSTLY"
+
+
+class IntrospectionDisabledError(QueryLimitError):
+    code = "INTROSPECTION_DISABLED"
+
+    def __init__(self, variable: str) -> None:
+        super().__init__(
+            "introspection (__schema, __type) is turned off on this gateway; __typename works",
+            actual=1,
+            limit=0,
+            variable=variable,
+        )
+
+    def extensions(self) -> dict[str, Any]:
+        return {"code": self.code}
 
 
 def _keys_text(keys: Sequence[str]) -> str:

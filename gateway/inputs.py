@@ -40,18 +40,25 @@ class TimeRange:
     until: datetime | None
 
 
-def check_keys(view: View, keys: Sequence[str], max_keys: int) -> None:
-    """Reject empty keys, keys that are no UTF-8, and more than `max_keys` keys."""
+def check_keys(view: View, keys: Sequence[str], max_keys: int, max_key_bytes: int) -> None:
+    """Reject empty keys, keys that are no UTF-8 or longer than `max_key_bytes` of it, and
+    more than `max_keys` keys."""
     if len(keys) > max_keys:
         raise BadRequestError(view.name, f"at most {max_keys} {view.keys_arg} per request")
     for index, key in enumerate(keys):
+        where = f" (position {index})" if len(keys) > 1 else ""
         if not key:
-            where = f" (position {index})" if len(keys) > 1 else ""
             raise BadRequestError(view.name, f"{view.key_field} must not be empty{where}")
         try:
-            key.encode("utf-8")
+            size = len(key.encode("utf-8"))
         except UnicodeEncodeError as exc:
             raise BadRequestError(view.name, f"{view.key_field} {key!r} is no text") from exc
+        if size > max_key_bytes:
+            raise BadRequestError(
+                view.name,
+                f"{view.key_field} {key[:40]!r}... is {size} bytes of UTF-8{where}, at most "
+                f"{max_key_bytes} (STATEFED_GATEWAY_MAX_KEY_BYTES)",
+            )
 
 
 def check_limit(view: View, limit: int, max_limit: int) -> None:

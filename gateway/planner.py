@@ -3,8 +3,11 @@ a key's windows and history go to its owner; top-N (per window for windowed view
 every partition exactly once and merges the nodes' local tops.
 
 Partitions that fail (NOT_OWNER, refused, timed out, unassigned) are retried after a routing
-refresh, with backoff, inside the request's deadline. What still fails is returned as one
-`RoutingError` per partition next to the data for the rest: never a silently short answer.
+refresh, with backoff, inside the request's deadline. With `max_lag` > 0, a partition
+without a live owner, or whose owner failed it, is read from a STANDBY copy at most
+`max_lag` records behind (asked for with the `readStandby` request extension; the node's
+freshness then says STANDBY). What still fails is returned as one `RoutingError` per
+partition next to the data for the rest: never a silently short answer.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import asyncio
 import functools
 import heapq
 import itertools
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
+
+import orjson
 
 from gateway import inputs
 from gateway.config import GatewayConfig
@@ -29,7 +35,7 @@ from gateway.errors import (
     PartitionUnassignedError,
     RoutingError,
 )
-from gateway.routing import Disclaimers, NodeInfo, RoutingFeed
+from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
 from gateway.rows import Event, Page, Ranked, Row, WindowCount, rank
 from gateway.upstream import NodeReply, Upstream
 from schema import CATALOGUE, View, partition_for
@@ -67,7 +73,12 @@ class KeyRead(Generic[T]):
     freshness: list[dict[str, Any]] = field(default_factory=list)
 
 
-Ask = Callable[[NodeInfo, list[int]], Awaitable[list[dict[str, Any]]]]
+Ask = Callable[[NodeInfo, list[int], bool], Awaitable[list[dict[str, Any]]]]
+# one node request of a round: the node, its partitions, whether they are standby copies
+Route = tuple[NodeInfo, list[int], bool]
+
+# the request extension by which a node reads its STANDBY copies (node.graphql_http)
+_READ_STANDBY = "readStandby"
 
 
 class Planner:
@@ -90,8 +101,9 @@ class Planner:
         return asyncio.get_running_loop().time() + self._config.timeout_s
 
     def check_keys(self, view: View, keys: Sequence[str]) -> None:
-        """Reject what no node could answer: empty keys, keys that are no UTF-8, too many."""
-        inputs.check_keys(view, keys, self._config.max_lookup_keys)
+        """Reject what no node could answer: empty keys, keys that are no UTF-8 or too long,
+        too many keys."""
+        inputs.check_keys(view, keys, self._config.max_lookup_keys, self._config.max_key_bytes)
 
     def check_limit(self, view: View, limit: int) -> None:
         inputs.check_limit(view, limit, self._config.max_top_limit)
@@ -107,9 +119,10 @@ class Planner:
         found: dict[str, Row | Event | None] = {}
         queries = self._queries[view.name]
 
-        async def ask(node: NodeInfo, group: list[int]) -> list[dict[str, Any]]:
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
-            reply = await self._post(node, queries.lookup_body(asked), view, group, deadline, asked)
+            body = queries.lookup_body(asked)
+            reply = await self._post(node, body, view, group, deadline, asked, standby)
             read = functools.partial(queries.read_lookup, asked=len(asked))
             rows = _read(read, reply, view, node, group, asked)
             found.update(zip(asked, rows, strict=True))
@@ -130,10 +143,9 @@ class Planner:
         partials: list[list[Ranked]] = []
         queries = self._queries[view.name]
 
-        async def ask(node: NodeInfo, group: list[int]) -> list[dict[str, Any]]:
-            reply = await self._post(
-                node, queries.top_body(limit, group, start), view, group, deadline
-            )
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
+            body = queries.top_body(limit, group, start)
+            reply = await self._post(node, body, view, group, deadline, standby=standby)
             partials.append(sorted(_read(queries.read_top, reply, view, node, group), key=rank))
             return reply.freshness
 
@@ -183,8 +195,8 @@ class Planner:
         partition = partition_for(key, self._feed.current.partition_count(view))
         answers: list[T] = []
 
-        async def ask(node: NodeInfo, group: list[int]) -> list[dict[str, Any]]:
-            reply = await self._post(node, body, view, group, deadline, [key])
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
+            reply = await self._post(node, body, view, group, deadline, [key], standby)
             answers.append(_read(read, reply, view, node, group, [key]))
             return reply.freshness
 
@@ -202,7 +214,10 @@ class Planner:
         group: list[int],
         deadline: float,
         keys: Sequence[str] = (),
+        standby: bool = False,
     ) -> NodeReply:
+        if standby:
+            body = _reading_standby(body)
         return await self._upstream.post(
             node, body, view=view.name, partitions=group, keys=keys, deadline=deadline
         )
@@ -223,21 +238,24 @@ class Planner:
         failures: dict[int, RoutingError] = {}
         freshness: list[dict[str, Any]] = []
         disclaimers = Disclaimers()
+        failed_on: defaultdict[int, set[str]] = defaultdict(set)
         table = self._feed.current
         backoff = self._config.backoff_s
         for attempt in range(self._config.retries + 1):
-            groups, unassigned = table.route(pending, disclaimers)
+            routes, unassigned = self._route(table, pending, disclaimers, failed_on)
             for partition in unassigned:
                 keys = keys_of.get(partition, []) if keys_of else []
                 failures[partition] = PartitionUnassignedError(view.name, [partition], keys)
-            calls = [_attempt(ask, node, group) for node, group in groups.values()]
+            calls = [_attempt(ask, *route) for route in routes]
             results = await asyncio.gather(*calls)
             rejected = [r for r in results if isinstance(r, BadRequestError)]
             if rejected:
                 raise rejected[0]
-            for (node, group), result in zip(groups.values(), results, strict=True):
+            for (node, group, _standby), result in zip(routes, results, strict=True):
                 if isinstance(result, RoutingError):
                     failures.update(dict.fromkeys(group, result))
+                    for partition in group:
+                        failed_on[partition].add(node.node_id)
                     if isinstance(result, NotOwnerError):
                         disclaimers.add(node, result.partitions)
                 elif isinstance(result, list):
@@ -252,12 +270,45 @@ class Planner:
             backoff *= 2
         return failures, freshness
 
+    def _route(
+        self,
+        table: RoutingTable,
+        partitions: Iterable[int],
+        disclaimers: Disclaimers,
+        failed_on: Mapping[int, set[str]],
+    ) -> tuple[list[Route], list[int]]:
+        """One request per node (and role) for `partitions`: each to its owner, or to a
+        standby within `max_lag` when it has no owner or its owner failed it; also return
+        the partitions nobody can be asked for."""
+        max_lag = self._config.max_lag
+        routes: dict[tuple[str, bool], Route] = {}
+        unassigned: list[int] = []
+        for partition in sorted(set(partitions)):
+            node, standby = table.owner(partition, disclaimers), False
+            failed = failed_on.get(partition, set())
+            if max_lag > 0 and (node is None or node.node_id in failed):
+                copy = table.standby(partition, max_lag, disclaimers, avoid=failed)
+                if copy is not None:
+                    node, standby = copy, True
+            if node is None:
+                unassigned.append(partition)
+            else:
+                routes.setdefault((node.node_id, standby), (node, [], standby))[1].append(partition)
+        return list(routes.values()), unassigned
+
+
+def _reading_standby(body: bytes) -> bytes:
+    """`body` asking the node to read its STANDBY copies too."""
+    document = orjson.loads(body)
+    document["extensions"] = {**document.get("extensions", {}), _READ_STANDBY: True}
+    return orjson.dumps(document)
+
 
 async def _attempt(
-    ask: Ask, node: NodeInfo, group: list[int]
+    ask: Ask, node: NodeInfo, group: list[int], standby: bool
 ) -> list[dict[str, Any]] | GatewayError:
     try:
-        return await ask(node, group)
+        return await ask(node, group, standby)
     except (RoutingError, BadRequestError) as exc:
         return exc
 

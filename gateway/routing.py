@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gateway.errors import RoutingNotReadyError
@@ -66,13 +66,15 @@ _NO_DISCLAIMERS = Disclaimers()
 
 @dataclass(frozen=True)
 class RoutingTable:
-    """A snapshot: known nodes, the live ACTIVE claimants of each partition, P per view.
+    """A snapshot: known nodes, the live ACTIVE claimants of each partition, P per view,
+    and the live STANDBY copies of each partition with their lag, least lag first.
 
     `version` grows with every snapshot a `RoutingFeed` publishes.
     """
 
     nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
     claims: Mapping[int, tuple[NodeInfo, ...]] = field(default_factory=dict)
+    standbys: Mapping[int, tuple[tuple[NodeInfo, int], ...]] = field(default_factory=dict)
     partition_counts: Mapping[str, int] = field(default_factory=dict)
     built_ms: int = 0
     version: int = 0
@@ -88,6 +90,22 @@ class RoutingTable:
         """The node to ask for `partition`: the best live ACTIVE claimant not disclaimed."""
         for node in self.claims.get(partition, ()):
             if not disclaimers.excludes(node, partition):
+                return node
+        return None
+
+    def standby(
+        self,
+        partition: int,
+        max_lag: int,
+        disclaimers: Disclaimers = _NO_DISCLAIMERS,
+        avoid: Collection[str] = (),
+    ) -> NodeInfo | None:
+        """The least lagging live STANDBY copy of `partition` at most `max_lag` behind, on a
+        node not in `avoid` and not disclaimed; None when there is none."""
+        for node, lag in self.standbys.get(partition, ()):
+            if lag > max_lag:
+                break
+            if node.node_id not in avoid and not disclaimers.excludes(node, partition):
                 return node
         return None
 
@@ -136,13 +154,21 @@ def build_routing_table(
         for node_id, record in members.items()
     }
     claims: dict[int, list[NodeInfo]] = {}
+    standbys: dict[int, list[tuple[NodeInfo, int]]] = {}
     for node in nodes.values():
         if node.alive:
             for partition in node.active():
                 claims.setdefault(partition, []).append(node)
+            for status in node.partitions:
+                if status.role is Role.STANDBY and not status.restoring:
+                    standbys.setdefault(status.partition, []).append((node, status.lag))
     return RoutingTable(
         nodes=nodes,
         claims={p: tuple(sorted(c, key=_claim_order)) for p, c in claims.items()},
+        standbys={
+            p: tuple(sorted(s, key=lambda copy: (copy[1], copy[0].node_id)))
+            for p, s in standbys.items()
+        },
         partition_counts=dict(partition_counts),
         built_ms=now_ms,
     )

@@ -1,23 +1,27 @@
-"""The public GraphQL schema, generated from the view catalogue.
+"""The public GraphQL schema, generated from the view catalogue: an Apollo Federation v2
+subgraph, so a supergraph can compose the gateway as one of its subgraphs.
 
 Each view kind has one builder (`gateway.fields`) that turns a catalogue entry into its
 types and query fields; adding a view of an existing kind needs no code here. `cluster`
-shows membership, routing and the pipeline's reports. Parsed and validated documents are
-cached.
+shows membership, routing and the pipeline's reports. The types of count and latest views
+are entities keyed by the view's key field (`_entities`, batched per owning node like
+lookups); `_service { sdl }` prints the schema. Parsed and validated documents are cached.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import strawberry
+import strawberry.federation
 from graphql import GraphQLError
 from strawberry.extensions import ParserCache, ValidationCache
+from strawberry.federation.schema import FederationAny
 from strawberry.types.execution import ExecutionContext
 
-from gateway.fields import BUILDERS, cluster_field
+from gateway.fields import BUILDERS, Entity, cluster_field, resolve_entities
 from gateway.responses import is_server_fault
 from schema import CATALOGUE, View
 
@@ -26,9 +30,21 @@ __all__ = ["build_schema", "print_sdl"]
 log = logging.getLogger(__name__)
 
 _CACHE_SIZE = 1024  # distinct documents whose parse and validation are kept
+_RESERVED = {"cluster", "_entities", "_service"}
 
 
-class _Schema(strawberry.Schema):
+class _Schema(strawberry.federation.Schema):
+    def __init__(self, entities: Mapping[str, Entity], **kwargs: Any) -> None:
+        self._entities = dict(entities)  # by type name; read by the federation base class
+        super().__init__(**kwargs)
+
+    async def entities_resolver(  # type: ignore[override]
+        self, info: strawberry.Info, representations: list[FederationAny]
+    ) -> list[FederationAny]:
+        # replaces strawberry's per-representation resolve_reference: keys are batched
+        # per view and owning node, and errors name the representation
+        return await resolve_entities(self._entities, info, representations)
+
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
@@ -42,17 +58,22 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     """The gateway's schema for `catalogue`: per view the fields its kind defines, plus cluster."""
     views = tuple(catalogue)
     fields: dict[str, Any] = {}
+    entities: dict[str, Entity] = {}
     for view in views:
         builder = BUILDERS.get(view.kind)
         if builder is None:
             raise ValueError(f"view {view.name}: kind {view.kind.value} has no gateway builder")
-        for name, field in builder(view).items():
-            if name in fields or name == "cluster":
+        built = builder(view)
+        for name, field in built.fields.items():
+            if name in fields or name in _RESERVED:
                 raise ValueError(f"view {view.name}: field {name} is defined twice")
             fields[name] = field
+        if built.entity is not None:
+            entities[view.type_name] = built.entity
     fields["cluster"] = cluster_field(views)
     query = strawberry.type(type("Query", (), fields))
     return _Schema(
+        entities,
         query=query,
         extensions=[
             lambda: ParserCache(maxsize=_CACHE_SIZE),

@@ -1,9 +1,10 @@
 """The node's ASGI app: `POST /graphql`, `GET /health`, and a lifespan that runs the node.
 
 Constructing the app opens nothing. Lifespan startup reads the changelog topics'
-partition counts from metadata, then starts the materializer and the membership
-publisher; shutdown stops consuming and closes the stores, publishes the membership
-tombstone, and leaves the consumer group, in that order.
+partition counts from metadata, then starts the materializer, the standby replicator
+(unless STATEFED_STANDBY_REPLICAS is 0) and the membership publisher; shutdown stops
+consuming and closes the stores, publishes the membership tombstone, and leaves the
+consumer group, in that order.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from node.materializer import Materializer
 from node.membership import MembershipPublisher
 from node.partitions import PartitionRegistry
 from node.retention import Clock, wall_clock_ms
+from node.standby import StandbyReplicator
 from node.subgraph import build_subgraph
 from node.topics import partition_count
 from schema import CATALOGUE, Role, View
@@ -64,6 +66,7 @@ class NodeApp:
         self.clock = clock
         self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock)
         self.materializer: Materializer | None = None
+        self.standby: StandbyReplicator | None = None
         self.publisher: MembershipPublisher | None = None
         self.failure: BaseException | None = None
         self._stopped = False
@@ -101,6 +104,9 @@ class NodeApp:
                     "appliedOffset": s.applied_offset,
                     "endOffset": s.end_offset,
                     "lag": s.lag,
+                    "restoring": s.restoring,
+                    "restoreDone": s.restore_done,
+                    "restoreTotal": s.restore_total,
                 }
                 for s in self.registry.statuses()
             ],
@@ -132,11 +138,22 @@ class NodeApp:
         """Read the topic layout, then start materializing and publishing membership."""
         counts = changelog_partition_counts(self.config.bootstrap, self.catalogue)
         self.registry.set_partition_counts(counts)
+        if self.config.standby_replicas > 0:
+            self.standby = StandbyReplicator(
+                self.config, self.catalogue, self.registry, on_fatal=self._fatal, clock=self.clock
+            )
         self.materializer = Materializer(
-            self.config, self.catalogue, self.registry, on_fatal=self._fatal, clock=self.clock
+            self.config,
+            self.catalogue,
+            self.registry,
+            on_fatal=self._fatal,
+            clock=self.clock,
+            handoff=self.standby,
         )
         self.publisher = MembershipPublisher(self.config, self.registry)
         self.materializer.start()
+        if self.standby is not None:
+            self.standby.start()
         self.publisher.start()
         log.info(
             "node %s: serving %s at %s (partitions per topic: %s)",
@@ -151,12 +168,17 @@ class NodeApp:
         if self._stopped:
             return
         self._stopped = True
+        # standbys first: stores the materializer releases must not reopen as standbys
+        if self.standby is not None:
+            self.standby.stop()
         if self.materializer is not None:
             self.materializer.stop()
         if self.publisher is not None:
             self.publisher.stop()
         if self.materializer is not None:
             self.materializer.close()
+        if self.standby is not None:
+            self.standby.close()
         log.info("node %s: stopped", self.config.node_id)
 
     def _fatal(self, exc: BaseException) -> None:

@@ -46,6 +46,8 @@ class NodeConfig:
     store_cache_mb: int = 32
     # how often expired windows are purged from partitions that receive no records
     retention_sweep_ms: int = 10_000
+    # standby copies of each partition on other nodes (fewer when fewer nodes are live)
+    standby_replicas: int = 1
 
     def __post_init__(self) -> None:
         if not self.bootstrap.strip():
@@ -77,6 +79,10 @@ class NodeConfig:
                 "STATEFED_RETENTION_SWEEP_MS",
                 f"must be in 50..86400000, got {self.retention_sweep_ms}",
             )
+        if not 0 <= self.standby_replicas <= 16:
+            raise ConfigError(
+                "STATEFED_STANDBY_REPLICAS", f"must be in 0..16, got {self.standby_replicas}"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> NodeConfig:
@@ -102,4 +108,5 @@ class NodeConfig:
             group_id=_str(environ, "STATEFED_GROUP_ID", "statefed-nodes"),
             store_cache_mb=_int(environ, "STATEFED_STORE_CACHE_MB", 32),
             retention_sweep_ms=_int(environ, "STATEFED_RETENTION_SWEEP_MS", 10_000),
+            standby_replicas=_int(environ, "STATEFED_STANDBY_REPLICAS", 1),
         )

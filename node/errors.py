@@ -6,6 +6,8 @@ NodeError                          anything the node raises on purpose
 ├── TopologyError                  changelog topics missing or not co-partitioned
 ├── QueryError                     a caller's request the node refuses (a GraphQL error)
 │   ├── BadRequestError            BAD_USER_INPUT: empty key, limit out of range, ...
+│   ├── BadRepresentationError     BAD_USER_INPUT: an `_entities` representation names no
+│   │                              entity type or lacks its key
 │   ├── NotOwnerError              NOT_OWNER: the key's partition is not held here
 │   └── MalformedRequestError      BAD_REQUEST: the HTTP body is no GraphQL request
 └── StoreError                     a partition store failed
@@ -22,6 +24,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "BadRepresentationError",
     "BadRequestError",
     "ConfigError",
     "MalformedRequestError",
@@ -66,6 +69,14 @@ class BadRequestError(QueryError):
     def __init__(self, view: str, problem: str):
         super().__init__(f"view {view}: {problem}")
         self.view = view
+
+
+class BadRepresentationError(QueryError):
+    """A representation of `_entities` that names no entity type or lacks its key."""
+
+    def __init__(self, index: int, problem: str):
+        super().__init__(f"_entities representation {index}: {problem}")
+        self.index = index
 
 
 class NotOwnerError(QueryError):

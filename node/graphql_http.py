@@ -2,7 +2,8 @@
 
 It executes the strawberry subgraph synchronously (the resolvers are LevelDB reads that
 take microseconds), serializes with orjson, and adds `extensions.freshness`: one entry
-per partition the request read. `format_error` is the one place where exceptions become
+per partition the request read. Only ACTIVE copies are read unless the request's
+`extensions` say `{"readStandby": true}`. `format_error` is the one place where exceptions become
 GraphQL errors with `extensions.code`.
 """
 
@@ -22,10 +23,14 @@ from node.errors import MalformedRequestError, NodeError, QueryError
 from node.partitions import PartitionRegistry
 from node.retention import Clock, wall_clock_ms
 from node.subgraph import ReadContext
+from schema import Role
 
 __all__ = ["GraphQLEndpoint", "error_extensions", "format_error"]
 
 MAX_BODY_BYTES = 1 << 20
+# request extension by which a caller (the gateway falling back) may read STANDBY copies
+READ_STANDBY = "readStandby"
+_ACTIVE_ONLY = (Role.ACTIVE,)
 _QUERIES_ONLY = (OperationType.QUERY,)
 
 
@@ -57,7 +62,9 @@ def format_error(error: GraphQLError, executed: bool = True) -> dict[str, Any]:
     return formatted
 
 
-def _parse_request(body: bytes) -> tuple[str, dict[str, Any] | None, str | None]:
+def _parse_request(
+    body: bytes,
+) -> tuple[str, dict[str, Any] | None, str | None, tuple[Role, ...]]:
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -72,7 +79,17 @@ def _parse_request(body: bytes) -> tuple[str, dict[str, Any] | None, str | None]
         raise MalformedRequestError('"variables" must be a JSON object')
     if operation_name is not None and not isinstance(operation_name, str):
         raise MalformedRequestError('"operationName" must be a string')
-    return query, variables, operation_name
+    return query, variables, operation_name, _roles(request.get("extensions"))
+
+
+def _roles(extensions: Any) -> tuple[Role, ...]:
+    """The copies a request may read: STANDBY ones only when it asks (`readStandby`)."""
+    if extensions is None:
+        return _ACTIVE_ONLY
+    standby = extensions.get(READ_STANDBY, False) if isinstance(extensions, dict) else None
+    if not isinstance(standby, bool):
+        raise MalformedRequestError(f'"extensions" must be a JSON object, {READ_STANDBY} a bool')
+    return (Role.ACTIVE, Role.STANDBY) if standby else _ACTIVE_ONLY
 
 
 class GraphQLEndpoint:
@@ -92,17 +109,21 @@ class GraphQLEndpoint:
             return
         try:
             body = await read_body(receive, MAX_BODY_BYTES)
-            query, variables, operation_name = _parse_request(body)
+            query, variables, operation_name, roles = _parse_request(body)
         except MalformedRequestError as exc:
             await send_json(send, 400, self._refused(exc))
             return
-        await send_json(send, 200, self.execute(query, variables, operation_name))
+        await send_json(send, 200, self.execute(query, variables, operation_name, roles))
 
     def execute(
-        self, query: str, variables: dict[str, Any] | None = None, operation_name: str | None = None
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        operation_name: str | None = None,
+        roles: tuple[Role, ...] = _ACTIVE_ONLY,
     ) -> dict[str, Any]:
-        """Run one GraphQL request; the response document, freshness included."""
-        context = ReadContext(self.registry, self.clock)
+        """Run one GraphQL request reading copies in `roles`; the response, freshness included."""
+        context = ReadContext(self.registry, self.clock, roles=roles)
         try:
             result = self.schema.execute_sync(
                 query,

@@ -4,10 +4,13 @@ It runs one confluent-kafka consumer in the node group over every view's changel
 topic. The range assignor gives partition p of every changelog topic to the same node,
 so partition p is one LevelDB store. On assign it opens the stores and seeks to their
 stored offsets (the group's committed offsets are never trusted), reports RESTORING
-until every partition reaches the high watermark of a fetch, then RUNNING. On revoke it
-closes the stores, which stay on disk. Each view kind has an applier in `_APPLIERS` that
-turns one changelog record into store changes; windows past their retention (by the
-injected clock) are purged with every batch and by a periodic sweep.
+until every partition reaches the high watermark of a fetch, then RUNNING; each
+partition's restore progress (records done / to do) goes to the registry, and its start
+and finish (records, rate) to the log. On revoke it closes the stores, which stay on
+disk. The `Replicator` base is shared with the standby replicator. Each view kind has
+an applier in `_APPLIERS` that turns one changelog record into store changes; windows
+past their retention (by the injected clock) are purged with every batch and by a
+periodic sweep.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -45,7 +49,7 @@ from schema import (
     unpack,
 )
 
-__all__ = ["Materializer", "StoreFactory"]
+__all__ = ["Materializer", "Replicator", "StoreFactory", "StoreHandoff"]
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +117,39 @@ _APPLIERS: dict[ViewKind, Callable[[ChangeBatch, View, Message], None]] = {
 }
 
 
-class Materializer:
-    """Owns the consumer thread; `start()` it, `stop()` it, then `close()` to leave the group."""
+@dataclass
+class _Restore:
+    """One partition catching up since it was attached: where it started, its targets."""
 
+    started_s: float
+    starts: dict[str, int]
+    # the first high watermark seen per topic after the attach
+    targets: dict[str, int] = field(default_factory=dict)
+
+    def progress(self, positions: Mapping[tuple[str, int], int], partition: int) -> tuple[int, int]:
+        """(records restored so far, records to restore; 0 while a target is unknown)."""
+        done = sum(max(0, positions.get((t, partition), s) - s) for t, s in self.starts.items())
+        total = sum(
+            max(0, self.targets[t] - s) for t, s in self.starts.items() if t in self.targets
+        )
+        return min(done, total), total
+
+    def finished(self, positions: Mapping[tuple[str, int], int], partition: int) -> bool:
+        return all(
+            t in self.targets and positions.get((t, partition), s) >= self.targets[t]
+            for t, s in self.starts.items()
+        )
+
+
+class Replicator:
+    """Applies changelog partitions into partition stores from a consumer thread.
+
+    Subclasses own the consumer (`_run`): the group-based `Materializer` for ACTIVE copies,
+    `node.standby.StandbyReplicator` (assign() only) for STANDBY copies. `start()` it,
+    `stop()` it, then `close()`.
+    """
+
+    role: ClassVar[Role] = Role.ACTIVE
     batch_size = 2000
     poll_timeout_s = 0.1
 
@@ -144,12 +178,9 @@ class Materializer:
         self._thread: threading.Thread | None = None
         self._consumer: Consumer | None = None
         self._stores: dict[int, PartitionStore] = {}
-        self._assigned: list[TopicPartition] = []
-        self._restoring: set[int] = set()
-        # next offset to apply and restore target (first high watermark) per (topic, partition)
+        # next offset to apply per (topic, partition)
         self._positions: dict[tuple[str, int], int] = {}
-        self._targets: dict[tuple[str, int], int] = {}
-        self._restore_started = 0.0
+        self._restores: dict[int, _Restore] = {}
         self.records_read = 0
         self.failure: BaseException | None = None
 
@@ -157,72 +188,53 @@ class Materializer:
         path = Path(self.config.state_dir) / f"partition-{partition}"
         return LevelDBStore(path, cache_mb=self.config.store_cache_mb)
 
-    def consumer_config(self) -> dict[str, object]:
-        return {
-            "bootstrap.servers": self.config.bootstrap,
-            "group.id": self.config.group_id,
-            "client.id": self.config.node_id,
-            # range: partition p of every changelog topic lands on the same node
-            "partition.assignment.strategy": "range",
-            "session.timeout.ms": 6000,
-            # the stored offset is the truth; commits only show progress to Kafka tools
-            "enable.auto.commit": True,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100,
-            "logger": logging.getLogger("node.kafka"),
-        }
+    @property
+    def name(self) -> str:
+        return f"{self.role.value.lower()} replicator of node {self.config.node_id}"
 
     def start(self) -> None:
         """Start consuming in a new thread; returns at once."""
         if self._thread is not None:
-            raise RuntimeError("materializer already started")
+            raise RuntimeError(f"{self.name} already started")
         self._thread = threading.Thread(
-            target=self._run, name=f"materializer-{self.config.node_id}", daemon=True
+            target=self._guarded_run,
+            name=f"{self.role.value.lower()}-{self.config.node_id}",
+            daemon=True,
         )
         self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop consuming and close every store; the consumer stays in the group."""
+        """Stop consuming and close every store; the consumer stays open until `close`."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
             if self._thread.is_alive():
-                log.error("materializer of %s did not stop in %s s", self.config.node_id, timeout_s)
+                log.error("%s did not stop in %s s", self.name, timeout_s)
 
     def close(self) -> None:
-        """Leave the group (after `stop`)."""
+        """Close the consumer (after `stop`): the Materializer leaves the group here."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             consumer.close()
         self._close_stores(list(self._stores))
 
-    def _run(self) -> None:
+    def _guarded_run(self) -> None:
         try:
-            consumer = Consumer(self.consumer_config())
-            self._consumer = consumer
-            consumer.subscribe(
-                list(self.views),
-                on_assign=self._on_assign,
-                on_revoke=self._on_revoke,
-                on_lost=self._on_revoke,
-            )
-            while not self._stop.is_set():
-                messages = consumer.consume(self.batch_size, self.poll_timeout_s)
-                if messages:
-                    self._apply(messages)
-                self._track_end_offsets(consumer)
-                self._sweep_if_due()
+            self._run()
         except BaseException as exc:
             self.failure = exc
-            log.exception("materializer of node %s failed", self.config.node_id)
+            log.exception("%s failed", self.name)
             if self._on_fatal is not None:
                 self._on_fatal(exc)
         finally:
             self._close_stores(list(self._stores))
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.registry.set_state(NodeState.RESTORING)
-        restore_from: dict[int, dict[str, int]] = {}
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _attach(self, partitions: list[TopicPartition]) -> None:
+        """Open the stores of `partitions`, point each TopicPartition at its stored offset,
+        and serve them in `role`, restoring from there."""
         for partition in sorted({tp.partition for tp in partitions}):
             topics = [tp for tp in partitions if tp.partition == partition]
             store = self._store_factory(partition).open()
@@ -232,29 +244,21 @@ class Materializer:
             self._stores[partition] = store
             applied = {tp.topic: stored.get(tp.topic, 0) for tp in topics}
             self._positions.update({(t, partition): n for t, n in applied.items()})
-            self.registry.attach(partition, store, Role.ACTIVE, applied)
-            restore_from[partition] = applied
-        log.info("node %s: assigned, restoring from %s", self.config.node_id, restore_from)
-        consumer.assign(partitions)
-        self._assigned = list(partitions)
-        self._restoring = {tp.partition for tp in partitions}
-        self._targets.clear()
-        self._restore_started = time.monotonic()
-        if not self._restoring:
-            self.registry.set_state(NodeState.RUNNING)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.registry.set_state(NodeState.REBALANCING)
-        revoked = {tp.partition for tp in partitions}
-        self._close_stores(revoked)
-        self._assigned = [tp for tp in self._assigned if tp.partition not in revoked]
-        self._restoring -= revoked
-        log.info("node %s: partitions %s revoked", self.config.node_id, sorted(revoked))
+            self._restores[partition] = _Restore(time.monotonic(), applied)
+            self.registry.attach(partition, store, self.role, applied, restoring=True)
+            log.info(
+                "node %s: %s partition %d restoring from offsets %s",
+                self.config.node_id,
+                self.role.value,
+                partition,
+                applied,
+            )
 
     def _close_stores(self, partitions: Iterable[int]) -> None:
         for partition in sorted(partitions):
             # detach first: it waits for running reads, so no read sees a closed store
             self.registry.detach(partition)
+            self._restores.pop(partition, None)
             store = self._stores.pop(partition, None)
             if store is not None:
                 store.close()
@@ -267,9 +271,11 @@ class Materializer:
             if error is not None:
                 self._on_message_error(error)
                 continue
-            self.records_read += 1
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
+            if partition not in self._stores:  # closed during this poll; its next holder applies it
+                continue
+            self.records_read += 1
             view = self.views[topic]
             batch = batches.get(partition)
             if batch is None:
@@ -287,10 +293,7 @@ class Materializer:
                 )
             batch.advance(topic, offset + 1)
         for partition, batch in batches.items():
-            store = self._stores.get(partition)
-            if store is None:  # revoked during this poll; the next owner applies it
-                continue
-            store.apply(batch)
+            self._stores[partition].apply(batch)
             self.registry.record_applied(partition, batch.offsets)
             for topic, next_offset in batch.offsets.items():
                 self._positions[(topic, partition)] = next_offset
@@ -318,34 +321,155 @@ class Materializer:
         if error.fatal():
             raise KafkaException(error)
         if error.code() != KafkaError._PARTITION_EOF:
-            log.warning("node %s: changelog consumer error: %s", self.config.node_id, error)
+            log.warning("%s: changelog consumer error: %s", self.name, error)
 
-    def _track_end_offsets(self, consumer: Consumer) -> None:
-        """Record each partition's high watermark from the latest fetch; finish restores.
+    def _track_end_offsets(self, consumer: Consumer, assigned: Iterable[TopicPartition]) -> int:
+        """Record each partition's high watermark from the latest fetch and the restore
+        progress; returns the records of the restores that finished now.
 
         Cached watermarks come from fetch responses: ListOffsets LATEST is wrong on the
         embedded broker, and a fetch is what we are doing anyway. A partition is restored
-        once it reaches the first high watermark seen after its assignment (a moving
-        target would never be reached under steady traffic).
+        once it reaches the first high watermark seen after its attach (a moving target
+        would never be reached under steady traffic).
         """
-        for tp in self._assigned:
+        for tp in assigned:
+            if tp.partition not in self._stores:
+                continue
             _low, high = consumer.get_watermark_offsets(tp, cached=True)
             if high >= 0:
                 self.registry.record_end(tp.partition, tp.topic, high)
-                if tp.partition in self._restoring:
-                    self._targets.setdefault((tp.topic, tp.partition), high)
-        if self._restoring:
-            self._restoring = {p for p in self._restoring if not self._restored(p)}
-            if not self._restoring:
-                elapsed = time.monotonic() - self._restore_started
-                log.info("node %s: restored, RUNNING after %.1f s", self.config.node_id, elapsed)
-                self.registry.set_state(NodeState.RUNNING)
+                restore = self._restores.get(tp.partition)
+                if restore is not None:
+                    restore.targets.setdefault(tp.topic, high)
+        restored = 0
+        for partition, restore in list(self._restores.items()):
+            done, total = restore.progress(self._positions, partition)
+            finished = restore.finished(self._positions, partition)
+            self.registry.record_restore(partition, done, total, restoring=not finished)
+            if finished:
+                del self._restores[partition]
+                restored += done
+                self._log_restored(partition, done, time.monotonic() - restore.started_s)
+        return restored
 
-    def _restored(self, partition: int) -> bool:
-        for tp in self._assigned:
-            if tp.partition != partition:
-                continue
-            target = self._targets.get((tp.topic, partition))
-            if target is None or self._positions.get((tp.topic, partition), 0) < target:
-                return False
-        return True
+    def _log_restored(self, partition: int, records: int, elapsed_s: float) -> None:
+        log.info(
+            "node %s: %s partition %d restored: %d records in %.2f s (%.0f records/s)",
+            self.config.node_id,
+            self.role.value,
+            partition,
+            records,
+            elapsed_s,
+            records / elapsed_s if elapsed_s > 0 else 0.0,
+        )
+
+
+class StoreHandoff(Protocol):
+    """Who else may hold this node's partition stores (the standby replicator): the
+    Materializer claims a partition before opening its store, releases it after closing."""
+
+    def claim(self, partitions: set[int]) -> None: ...
+
+    def release(self, partitions: set[int]) -> None: ...
+
+
+class Materializer(Replicator):
+    """The ACTIVE copies: one consumer in the node group over every changelog topic."""
+
+    role = Role.ACTIVE
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        catalogue: Iterable[View],
+        registry: PartitionRegistry,
+        *,
+        store_factory: StoreFactory | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        clock: Clock = wall_clock_ms,
+        handoff: StoreHandoff | None = None,
+    ):
+        super().__init__(
+            config,
+            catalogue,
+            registry,
+            store_factory=store_factory,
+            on_fatal=on_fatal,
+            clock=clock,
+        )
+        self._handoff = handoff
+        self._assigned: list[TopicPartition] = []
+        self._restore_started = 0.0
+        self._restored_records = 0
+
+    def consumer_config(self) -> dict[str, object]:
+        return {
+            "bootstrap.servers": self.config.bootstrap,
+            "group.id": self.config.group_id,
+            "client.id": self.config.node_id,
+            # range: partition p of every changelog topic lands on the same node
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 6000,
+            # the stored offset is the truth; commits only show progress to Kafka tools
+            "enable.auto.commit": True,
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 100,
+            "logger": logging.getLogger("node.kafka"),
+        }
+
+    def _run(self) -> None:
+        consumer = Consumer(self.consumer_config())
+        self._consumer = consumer
+        consumer.subscribe(
+            list(self.views),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
+        )
+        while not self._stop.is_set():
+            messages = consumer.consume(self.batch_size, self.poll_timeout_s)
+            if messages:
+                self._apply(messages)
+            self._track(consumer)
+            self._sweep_if_due()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.registry.set_state(NodeState.RESTORING)
+        if self._handoff is not None:
+            self._handoff.claim({tp.partition for tp in partitions})
+        self._attach(partitions)
+        consumer.assign(partitions)
+        self._assigned = list(partitions)
+        self._restore_started = time.monotonic()
+        self._restored_records = 0
+        if not self._restores:
+            self.registry.set_state(NodeState.RUNNING)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.registry.set_state(NodeState.REBALANCING)
+        revoked = {tp.partition for tp in partitions}
+        self._close_stores(revoked)
+        self._assigned = [tp for tp in self._assigned if tp.partition not in revoked]
+        log.info("node %s: partitions %s revoked", self.config.node_id, sorted(revoked))
+
+    def _close_stores(self, partitions: Iterable[int]) -> None:
+        closing = set(partitions)
+        super()._close_stores(closing)
+        if self._handoff is not None and closing:
+            self._handoff.release(closing)
+
+    def _track(self, consumer: Consumer) -> None:
+        """Track end offsets and restores; RUNNING once every assigned partition is restored."""
+        if not self._assigned:
+            return
+        self._restored_records += self._track_end_offsets(consumer, self._assigned)
+        if self.registry.state is NodeState.RESTORING and not self._restores:
+            elapsed = time.monotonic() - self._restore_started
+            log.info(
+                "node %s: restored %d records in %.1f s (%.0f records/s), RUNNING",
+                self.config.node_id,
+                self._restored_records,
+                elapsed,
+                self._restored_records / elapsed if elapsed > 0 else 0.0,
+            )
+            self.registry.set_state(NodeState.RUNNING)

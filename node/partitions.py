@@ -9,7 +9,7 @@ and per-partition applied and end offsets (for lag, freshness and membership).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -29,11 +29,23 @@ class _Copy:
     applied: dict[str, int]
     # high watermark per changelog topic from the latest fetch; -1 until one is seen
     end: dict[str, int] = field(default_factory=dict)
+    # catching up since it was attached: records done / to do (0 until the target is known)
+    restoring: bool = False
+    restore_done: int = 0
+    restore_total: int = 0
 
     def status(self, partition: int) -> PartitionStatus:
         applied = sum(self.applied.values())
         end = sum(max(self.end.get(t, -1), n) for t, n in self.applied.items())
-        return PartitionStatus(partition, self.role, applied, end)
+        return PartitionStatus(
+            partition,
+            self.role,
+            applied,
+            end,
+            restoring=self.restoring,
+            restore_done=self.restore_done,
+            restore_total=self.restore_total,
+        )
 
 
 class PartitionRegistry:
@@ -71,11 +83,17 @@ class PartitionRegistry:
             self.changed.set()
 
     def attach(
-        self, partition: int, store: PartitionStore, role: Role, applied: Mapping[str, int]
+        self,
+        partition: int,
+        store: PartitionStore,
+        role: Role,
+        applied: Mapping[str, int],
+        *,
+        restoring: bool = False,
     ) -> None:
         """Serve `partition` from the open `store`; `applied` = next offset of each topic."""
         with self._lock:
-            self._copies[partition] = _Copy(store, role, dict(applied))
+            self._copies[partition] = _Copy(store, role, dict(applied), restoring=restoring)
         self.changed.set()
 
     def detach(self, partition: int) -> PartitionStore | None:
@@ -97,18 +115,34 @@ class PartitionRegistry:
             if copy is not None:
                 copy.end[topic] = end_offset
 
-    def read(
-        self, partition: int, reader: Callable[[PartitionStore], T]
-    ) -> tuple[T, PartitionStatus] | None:
-        """`reader(store)` and the partition's status, or None when `partition` is not held."""
+    def record_restore(self, partition: int, done: int, total: int, restoring: bool) -> None:
+        """Restore progress of `partition`: records caught up of `total`; publishes the end."""
         with self._lock:
             copy = self._copies.get(partition)
             if copy is None:
+                return
+            finished = copy.restoring and not restoring
+            copy.restoring, copy.restore_done, copy.restore_total = restoring, done, total
+        if finished:
+            self.changed.set()
+
+    def read(
+        self,
+        partition: int,
+        reader: Callable[[PartitionStore], T],
+        roles: Collection[Role] = (Role.ACTIVE,),
+    ) -> tuple[T, PartitionStatus] | None:
+        """`reader(store)` and the partition's status, or None when `partition` is not held
+        in one of `roles`."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is None or copy.role not in roles:
                 return None
             return reader(copy.store), copy.status(partition)
 
-    def holds(self, partition: int) -> bool:
-        return partition in self._copies
+    def holds(self, partition: int, roles: Collection[Role] = (Role.ACTIVE,)) -> bool:
+        copy = self._copies.get(partition)
+        return copy is not None and copy.role in roles
 
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:

@@ -1,4 +1,6 @@
-"""The node's GraphQL subgraph, generated from the view catalogue.
+"""The node's GraphQL subgraph, generated from the view catalogue: an Apollo Federation v2
+subgraph whose count and latest types are entities keyed by the view's key field, so the
+gateway fetches a batch of keys with `_entities`.
 
 Each view kind has one builder (`_BUILDERS`, in `node.fields`) that turns a catalogue
 entry into GraphQL fields, so a new view of an existing kind needs no resolver code. The
@@ -10,21 +12,27 @@ every partition read is recorded in the request's `ReadContext` for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import strawberry
+import strawberry.federation
 from graphql import GraphQLError
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
+from strawberry.federation.schema import FederationAny
 from strawberry.types import ExecutionContext
 from strawberry.types.field import StrawberryField
 from strawberry.utils.logging import StrawberryLogger
 
 from node.errors import NodeError, QueryError
 from node.fields import (
+    Entity,
     ReadContext,
+    ViewFields,
     count_fields,
     history_fields,
     latest_fields,
+    resolve_entities,
     windowed_fields,
 )
 from node.fields.common import MAX_KEYS, MAX_TOP_LIMIT
@@ -43,9 +51,10 @@ __all__ = [
 # distinct query texts kept parsed and validated; the gateway sends a handful of
 # documents with variables, GraphiQL users a few more
 _DOCUMENT_CACHE_SIZE = 1024
+_RESERVED = {"_entities", "_service"}  # federation's fields
 
 # one builder per view kind: the fields of Query for one view of that kind
-_BUILDERS: dict[ViewKind, Callable[[View], dict[str, StrawberryField]]] = {
+_BUILDERS: dict[ViewKind, Callable[[View], ViewFields]] = {
     ViewKind.COUNT: count_fields,
     ViewKind.WINDOWED_COUNT: windowed_fields,
     ViewKind.LATEST: latest_fields,
@@ -63,9 +72,20 @@ class _MarkExecuted(SchemaExtension):
         yield
 
 
-class _SubgraphSchema(strawberry.Schema):
+class _SubgraphSchema(strawberry.federation.Schema):
     """Logs only failures of fields; refused requests (QueryError), invalid documents and
     variables (no path) are the caller's business, and logging each would flood the log."""
+
+    def __init__(self, entities: Mapping[str, Entity], **kwargs: Any) -> None:
+        self._entities = dict(entities)  # by type name; read by the federation base class
+        super().__init__(**kwargs)
+
+    def entities_resolver(
+        self, info: strawberry.Info, representations: list[FederationAny]
+    ) -> list[FederationAny]:
+        # replaces strawberry's per-representation resolve_reference: each view's keys are
+        # read like the multi-key field (each partition once, one NOT_OWNER)
+        return resolve_entities(self._entities, info, representations)
 
     def process_errors(
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
@@ -78,16 +98,21 @@ class _SubgraphSchema(strawberry.Schema):
 def build_subgraph(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     """The strawberry schema of the node subgraph for every view of `catalogue`."""
     fields: dict[str, StrawberryField] = {}
+    entities: dict[str, Entity] = {}
     for view in catalogue:
         builder = _BUILDERS.get(view.kind)
         if builder is None:
             raise NodeError(f"view {view.name}: kind {view.kind.value} is not served yet")
-        for name, view_field in builder(view).items():
-            if name in fields:
+        built = builder(view)
+        for name, view_field in built.fields.items():
+            if name in fields or name in _RESERVED:
                 raise NodeError(f"view {view.name}: field {name} is defined by two views")
             fields[name] = view_field
+        if built.entity is not None:
+            entities[view.type_name] = built.entity
     query = strawberry.type(type("Query", (), fields))
     return _SubgraphSchema(
+        entities,
         query=query,
         extensions=[
             lambda: ParserCache(maxsize=_DOCUMENT_CACHE_SIZE),

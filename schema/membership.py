@@ -43,12 +43,17 @@ class Role(enum.Enum):
 @dataclass(frozen=True)
 class PartitionStatus:
     """One partition copy a node holds: its role, applied and end offset (summed over the
-    partition's changelog topics) and the lag between them."""
+    partition's changelog topics) and the lag between them; while `restoring`, the records
+    restored so far of the `restore_total` it had to catch up on assignment (0 = not known
+    yet). The restore fields are optional on the wire (absent = 0 / False)."""
 
     partition: int
     role: Role
     applied_offset: int
     end_offset: int
+    restoring: bool = False
+    restore_done: int = 0
+    restore_total: int = 0
 
     @property
     def lag(self) -> int:
@@ -88,6 +93,9 @@ def encode_member(record: MemberRecord) -> bytes:
                     "role": p.role.value,
                     "applied_offset": p.applied_offset,
                     "end_offset": p.end_offset,
+                    "restoring": p.restoring,
+                    "restore_done": p.restore_done,
+                    "restore_total": p.restore_total,
                 }
                 for p in record.partitions
             ],
@@ -110,9 +118,13 @@ def decode_member(value: bytes) -> MemberRecord:
                     role=Role(p["role"]),
                     applied_offset=int(p["applied_offset"]),
                     end_offset=int(p["end_offset"]),
+                    # added later: records of older nodes do not have them
+                    restoring=bool(p.get("restoring", False)),
+                    restore_done=int(p.get("restore_done", 0)),
+                    restore_total=int(p.get("restore_total", 0)),
                 )
                 for p in doc["partitions"]
             ),
         )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"undecodable membership record {value[:200]!r}") from exc

@@ -55,6 +55,13 @@ class ClusterPartition:
     applied_offset: int
     end_offset: int
     lag: int
+    restoring: bool = strawberry.field(
+        description="Catching up since the node got this copy (on assignment or restart)."
+    )
+    restore_done: int = strawberry.field(description="Records restored so far.")
+    restore_total: int = strawberry.field(
+        description="Records to restore when the copy was assigned; 0 until known."
+    )
 
 
 @strawberry.type(description="A view of the catalogue, and the pipeline's newest report on it.")
@@ -106,6 +113,9 @@ def _partitions(nodes: Sequence[Any]) -> list[ClusterPartition]:
             applied_offset=p.applied_offset,
             end_offset=p.end_offset,
             lag=p.lag,
+            restoring=p.restoring,
+            restore_done=p.restore_done,
+            restore_total=p.restore_total,
         )
         for n in nodes
         if n.alive

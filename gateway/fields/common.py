@@ -1,26 +1,32 @@
-"""What the per-kind builders share: object types made from catalogue entries, the shared
-GraphQL types (WindowInput, PageInfo), and recording partial results on the request."""
+"""What the per-kind builders share: what a builder makes of a view (`ViewFields`), object
+types made from catalogue entries, the shared GraphQL types (WindowInput, PageInfo), and
+recording partial results on the request."""
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import strawberry
+from strawberry.federation.schema_directives import Key, Shareable
 
 from gateway.errors import RoutingError
 from gateway.planner import KeyRead
 from gateway.request import KeyResult, RequestContext
-from gateway.rows import Event
+from gateway.rows import Event, Row
 from schema import FieldType, View
 
 __all__ = [
     "EVENT_TIME",
+    "Entity",
     "FieldSpec",
     "PageInfo",
+    "ViewFields",
     "WindowInput",
     "duration_text",
+    "entity_key",
     "event_type",
     "event_values",
     "given",
@@ -43,12 +49,39 @@ _SCALARS: Mapping[FieldType, type] = {
 }
 
 
+@dataclass(frozen=True)
+class Entity:
+    """A view's type as a federation entity, `@key(fields: "<key field>")`: `convert` makes
+    an instance from what a lookup of the key found."""
+
+    view: View
+    type: Any
+    convert: Callable[[Row | Event], Any]
+
+
+@dataclass(frozen=True)
+class ViewFields:
+    """What a kind's builder makes of a view: its Query fields, and its entity if it has one."""
+
+    fields: dict[str, Any]
+    entity: Entity | None = None
+
+
+def entity_key(view: View) -> Key:
+    """`@key(fields: "<key field>")`: an entity of the view is found by its key alone."""
+    return Key(fields=view.key_field)  # type: ignore[arg-type]
+
+
 @strawberry.input(description="One tumbling window, named by its start (UTC, aligned to the size).")
 class WindowInput:
     start: datetime
 
 
-@strawberry.type(description="Where a page of a connection ends, and whether more follows.")
+# @shareable: Relay's PageInfo is defined by many subgraphs of a supergraph
+@strawberry.type(
+    description="Where a page of a connection ends, and whether more follows.",
+    directives=[Shareable()],
+)
 class PageInfo:
     has_next_page: bool
     end_cursor: str | None = strawberry.field(
@@ -61,7 +94,13 @@ def _attribute(name: str) -> str:
     return f"f_{name}"
 
 
-def object_type(view: View, name: str, description: str, fields: Sequence[FieldSpec]) -> Any:
+def object_type(
+    view: View,
+    name: str,
+    description: str,
+    fields: Sequence[FieldSpec],
+    directives: Sequence[object] = (),
+) -> Any:
     """A GraphQL object type `name` with `fields`; instances are built with `make`."""
     names = [field[0] for field in fields]
     if len(set(names)) != len(names):
@@ -72,7 +111,9 @@ def object_type(view: View, name: str, description: str, fields: Sequence[FieldS
         namespace[_attribute(field_name)] = strawberry.field(
             name=field_name, description=field_description
         )
-    return strawberry.type(type(name, (), namespace), description=description)
+    return strawberry.type(
+        type(name, (), namespace), description=description, directives=directives
+    )
 
 
 def make(object_class: Any, values: Mapping[str, Any]) -> Any:
@@ -80,12 +121,12 @@ def make(object_class: Any, values: Mapping[str, Any]) -> Any:
     return object_class(**{_attribute(name): value for name, value in values.items()})
 
 
-def event_type(view: View, name: str, description: str) -> Any:
+def event_type(view: View, name: str, description: str, directives: Sequence[object] = ()) -> Any:
     """The type of one event of a latest or history view: key, value fields, event time."""
     fields: list[FieldSpec] = [(view.key_field, str, None)]
     fields.extend((f.name, _SCALARS[f.type] | None, None) for f in view.value_fields)
     fields.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
-    return object_type(view, name, description, fields)
+    return object_type(view, name, description, fields, directives)
 
 
 def event_values(view: View, event: Event) -> dict[str, Any]:

@@ -1,6 +1,8 @@
-"""The public fields of a COUNT view: point lookup, multi-key lookup, global top-N.
+"""The public fields of a COUNT view: point lookup, multi-key lookup, global top-N; the
+view's type is a federation entity keyed by the view's key field.
 
 ```graphql
+type WordCount @key(fields: "word") { word: String!  count: Int! }
 wordCount(word: String!): WordCount
 wordCounts(words: [String!]!): [WordCount]!
 topWords(limit: Int! = 10): [WordCount!]!
@@ -13,7 +15,15 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway.fields.common import make, object_type, record_failures, record_missing
+from gateway.fields.common import (
+    Entity,
+    ViewFields,
+    entity_key,
+    make,
+    object_type,
+    record_failures,
+    record_missing,
+)
 from gateway.request import RequestContext
 from gateway.rows import Event, Ranked, Row
 from schema import View
@@ -21,13 +31,14 @@ from schema import View
 __all__ = ["count_fields"]
 
 
-def count_fields(view: View) -> dict[str, Any]:
-    """Point lookup, multi-key lookup and top-N of a COUNT view."""
+def count_fields(view: View) -> ViewFields:
+    """Point lookup, multi-key lookup and top-N of a COUNT view, and its entity."""
     row_type = object_type(
         view,
         view.type_name,
         f"Events counted per {view.key_field} (view {view.name}, topic {view.topic}).",
         [(view.key_field, str, None), ("count", int, None)],
+        [entity_key(view)],
     )
 
     def to_type(row: Row | Event | Ranked | None) -> Any:
@@ -62,7 +73,7 @@ def count_fields(view: View) -> dict[str, Any]:
         return [to_type(r) for r in result.rows]
 
     noun = f"{view.key_field} of view {view.name}"
-    return {
+    fields = {
         view.point_field: strawberry.field(
             resolver=point,
             name=view.point_field,
@@ -80,3 +91,4 @@ def count_fields(view: View) -> dict[str, Any]:
             f"{view.key_field} asc) of view {view.name}.",
         ),
     }
+    return ViewFields(fields, Entity(view, row_type, to_type))

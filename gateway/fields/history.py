@@ -15,6 +15,7 @@ import strawberry
 
 from gateway.fields.common import (
     PageInfo,
+    ViewFields,
     event_type,
     event_values,
     given,
@@ -30,7 +31,7 @@ from schema import View
 __all__ = ["history_fields"]
 
 
-def history_fields(view: View) -> dict[str, Any]:
+def history_fields(view: View) -> ViewFields:
     """The Relay-style connection of a key's events, forwarded to the key's owner."""
     key = view.key_field
     name = view.type_name
@@ -76,12 +77,14 @@ def history_fields(view: View) -> dict[str, Any]:
         record_key_read(context, info, read)
         return to_type(read.value or Page.empty())
 
-    return {
-        view.point_field: strawberry.field(
-            resolver=history,
-            name=view.point_field,
-            description=f"The events of one {key} of view {view.name} with from <= eventTime "
-            f"< to (open ends when omitted), oldest first, `first` (1..{MAX_PAGE_SIZE}) per "
-            "page; pass pageInfo.endCursor as `after` for the next page.",
-        ),
-    }
+    return ViewFields(
+        {
+            view.point_field: strawberry.field(
+                resolver=history,
+                name=view.point_field,
+                description=f"The events of one {key} of view {view.name} with from <= eventTime "
+                f"< to (open ends when omitted), oldest first, `first` (1..{MAX_PAGE_SIZE}) per "
+                "page; pass pageInfo.endCursor as `after` for the next page.",
+            ),
+        }
+    )

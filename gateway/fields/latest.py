@@ -1,6 +1,8 @@
-"""The public fields of a LATEST view: the newest event of a key, and of several keys.
+"""The public fields of a LATEST view: the newest event of a key, and of several keys; the
+view's type is a federation entity keyed by the view's key field.
 
 ```graphql
+type LastBooking @key(fields: "customer") { customer: String!  trip: String  eventTime: DateTime! }
 lastBooking(customer: String!): LastBooking
 lastBookings(customers: [String!]!): [LastBooking]!
 ```
@@ -12,7 +14,15 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway.fields.common import event_type, event_values, make, record_missing
+from gateway.fields.common import (
+    Entity,
+    ViewFields,
+    entity_key,
+    event_type,
+    event_values,
+    make,
+    record_missing,
+)
 from gateway.request import RequestContext
 from gateway.rows import Event, Row
 from schema import View
@@ -20,13 +30,14 @@ from schema import View
 __all__ = ["latest_fields"]
 
 
-def latest_fields(view: View) -> dict[str, Any]:
-    """Point and multi-key lookup of a LATEST view."""
+def latest_fields(view: View) -> ViewFields:
+    """Point and multi-key lookup of a LATEST view, and its entity."""
     key = view.key_field
     latest_type = event_type(
         view,
         view.type_name,
         f"The newest event of a {key} by event time (view {view.name}, topic {view.topic}).",
+        [entity_key(view)],
     )
 
     def to_type(event: Row | Event | None) -> Any:
@@ -53,7 +64,7 @@ def latest_fields(view: View) -> dict[str, Any]:
         record_missing(context, info, results)
         return [to_type(r.row) for r in results]
 
-    return {
+    fields = {
         view.point_field: strawberry.field(
             resolver=point,
             name=view.point_field,
@@ -66,3 +77,4 @@ def latest_fields(view: View) -> dict[str, Any]:
             "null if unknown.",
         ),
     }
+    return ViewFields(fields, Entity(view, latest_type, to_type))

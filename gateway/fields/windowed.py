@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import strawberry
 
 from gateway.fields.common import (
+    ViewFields,
     WindowInput,
     duration_text,
     given,
@@ -30,7 +31,7 @@ from schema import View
 __all__ = ["windowed_fields"]
 
 
-def windowed_fields(view: View) -> dict[str, Any]:
+def windowed_fields(view: View) -> ViewFields:
     """Window range per key and per-window top-N of a WINDOWED_COUNT view."""
     assert view.window is not None
     size = duration_text(view.window.size_ms)
@@ -76,18 +77,20 @@ def windowed_fields(view: View) -> dict[str, Any]:
         record_failures(context, info, result.failures)
         return [to_type(row) for row in result.rows]
 
-    return {
-        view.point_field: strawberry.field(
-            resolver=windows,
-            name=view.point_field,
-            description=f"The {size} windows of one {key} of view {view.name} with "
-            "from <= start < to (open ends when omitted), in time order.",
-        ),
-        view.top_field: strawberry.field(
-            resolver=top,
-            name=view.top_field,
-            description=f"The `limit` {view.keys_arg} most counted in one {size} window "
-            f"(count desc, then {key} asc) of view {view.name}; the window's start must be "
-            f"a multiple of {size} since 1970.",
-        ),
-    }
+    return ViewFields(
+        {
+            view.point_field: strawberry.field(
+                resolver=windows,
+                name=view.point_field,
+                description=f"The {size} windows of one {key} of view {view.name} with "
+                "from <= start < to (open ends when omitted), in time order.",
+            ),
+            view.top_field: strawberry.field(
+                resolver=top,
+                name=view.top_field,
+                description=f"The `limit` {view.keys_arg} most counted in one {size} window "
+                f"(count desc, then {key} asc) of view {view.name}; the window's start must be "
+                f"a multiple of {size} since 1970.",
+            ),
+        }
+    )

@@ -1,9 +1,20 @@
-"""The subgraph's fields, one builder per view kind, and what the builders share."""
+"""The subgraph's fields, one builder per view kind, what the builders share, and
+federation's `_entities` over the entity types of count and latest views."""
 
 from node.fields.context import ReadContext
 from node.fields.count import count_fields
+from node.fields.entities import Entity, ViewFields, resolve_entities
 from node.fields.history import history_fields
 from node.fields.latest import latest_fields
 from node.fields.windowed import windowed_fields
 
-__all__ = ["ReadContext", "count_fields", "history_fields", "latest_fields", "windowed_fields"]
+__all__ = [
+    "Entity",
+    "ReadContext",
+    "ViewFields",
+    "count_fields",
+    "history_fields",
+    "latest_fields",
+    "resolve_entities",
+    "windowed_fields",
+]

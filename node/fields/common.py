@@ -101,7 +101,7 @@ def read_keys(
     for index, key in enumerate(keys):
         check_key(view, key)
         by_partition.setdefault(partition_for(key, partition_count), []).append(index)
-    foreign = [p for p in by_partition if not context.registry.holds(p)]
+    foreign = [p for p in by_partition if not context.holds(p)]
     if foreign:
         first = foreign[0]  # dict order: the partition of the first foreign key
         key = keys[by_partition[first][0]]
@@ -123,7 +123,7 @@ def _chosen_partitions(view: View, context: ReadContext, partitions: list[int]) 
             raise BadRequestError(
                 view.name, f"partition {partition} is outside 0..{partition_count - 1}"
             )
-    foreign = [p for p in wanted if not context.registry.holds(p)]
+    foreign = [p for p in wanted if not context.holds(p)]
     if foreign:
         raise NotOwnerError(view.name, foreign[0], context.node_id, partitions=sorted(foreign))
     return wanted

@@ -12,7 +12,7 @@ from node.errors import NotOwnerError
 from node.partitions import PartitionRegistry
 from node.retention import Clock, wall_clock_ms
 from node.store import PartitionStore
-from schema import PartitionStatus, View
+from schema import PartitionStatus, Role, View
 
 __all__ = ["ReadContext", "context_of"]
 
@@ -22,10 +22,12 @@ T = TypeVar("T")
 @dataclass
 class ReadContext:
     """One request's view of the node: where to read, the time of the request (one `now`
-    for every read, so retention cuts the same everywhere) and what was read (freshness)."""
+    for every read, so retention cuts the same everywhere) and what was read (freshness).
+    `roles`: the copies it may read; STANDBY copies only when the caller asked for them."""
 
     registry: PartitionRegistry
     clock: Clock = wall_clock_ms
+    roles: tuple[Role, ...] = (Role.ACTIVE,)
     freshness: dict[int, PartitionStatus] = field(default_factory=dict)
     executed: bool = False
     _now_ms: int | None = field(default=None, init=False, repr=False)
@@ -51,12 +53,16 @@ class ReadContext:
 
     def try_read(self, partition: int, reader: Callable[[PartitionStore], T]) -> tuple[T] | None:
         """`(reader(store),)` on `partition`, or None when this node does not hold it."""
-        result = self.registry.read(partition, reader)
+        result = self.registry.read(partition, reader, self.roles)
         if result is None:
             return None
         value, status = result
         self.freshness.setdefault(partition, status)
         return (value,)
+
+    def holds(self, partition: int) -> bool:
+        """Whether this request may read `partition` here."""
+        return self.registry.holds(partition, self.roles)
 
     def freshness_entries(self) -> list[dict[str, Any]]:
         return [

@@ -1,7 +1,7 @@
-"""The fields of a COUNT view (e.g. word_counts).
+"""The fields of a COUNT view (e.g. word_counts); its type is a federation entity.
 
 ```graphql
-type WordCount { word: String!  count: Int! }
+type WordCount @key(fields: "word") { word: String!  count: Int! }
 wordCount(word: String!): WordCount
 wordCounts(words: [String!]!): [WordCount]!
 topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
@@ -15,7 +15,6 @@ from operator import methodcaller
 from typing import Annotated
 
 import strawberry
-from strawberry.types.field import StrawberryField
 
 from node.fields.common import (
     check_limit,
@@ -26,7 +25,8 @@ from node.fields.common import (
     read_keys,
     read_partitions,
 )
-from node.fields.context import context_of
+from node.fields.context import ReadContext, context_of
+from node.fields.entities import Entity, ViewFields, entity_key
 from schema import CountRow, View
 
 __all__ = ["count_fields"]
@@ -38,16 +38,23 @@ def _count_type(view: View) -> type:
         "__annotations__": {"key": str, "count": int},
         "key": strawberry.field(name=view.key_field),
     }
-    return strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
+    return strawberry.type(
+        type(view.type_name, (), namespace), name=view.type_name, directives=[entity_key(view)]
+    )
 
 
 def _rank(row: CountRow) -> tuple[int, str]:
     return (-row.count, row.key)
 
 
-def count_fields(view: View) -> dict[str, StrawberryField]:
-    """Point lookup, multi-key lookup and node-local top-N of a COUNT view."""
+def count_fields(view: View) -> ViewFields:
+    """Point lookup, multi-key lookup and node-local top-N of a COUNT view, and its entity."""
     row_type = _count_type(view)
+
+    def read_many(context: ReadContext, keys: list[str]) -> list[CountRow | None]:
+        return read_keys(
+            view, context, keys, lambda wanted: methodcaller("get_many", view.name, wanted)
+        )
 
     def point(
         info: strawberry.Info, key: Annotated[str, strawberry.argument(name=view.key_field)]
@@ -57,9 +64,12 @@ def count_fields(view: View) -> dict[str, StrawberryField]:
     def many(
         info: strawberry.Info, keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)]
     ) -> list[row_type | None]:  # type: ignore[valid-type]
-        return read_keys(
-            view, context_of(info), keys, lambda wanted: methodcaller("get_many", view.name, wanted)
-        )
+        return read_many(context_of(info), keys)
+
+    def entities(context: ReadContext, keys: list[str]) -> list[object | None]:
+        # `_Entity` is a union: its members must be instances of the type, not CountRows
+        rows = read_many(context, keys)
+        return [None if r is None else row_type(key=r.key, count=r.count) for r in rows]
 
     def top(
         info: strawberry.Info, limit: int, partitions: list[int] | None = strawberry.UNSET
@@ -70,8 +80,9 @@ def count_fields(view: View) -> dict[str, StrawberryField]:
         tops = read_partitions(view, context_of(info), given(partitions), reader)
         return merge_top(tops, limit, _rank)
 
-    return {
+    fields = {
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
         view.top_field: query_field(top, view.top_field),
     }
+    return ViewFields(fields, Entity(view, entities))

@@ -7,7 +7,7 @@ its scalar, is null.
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,8 +23,11 @@ __all__ = ["EVENT_TIME_FIELD", "event_type"]
 EVENT_TIME_FIELD = "eventTime"
 
 
-def event_type(view: View) -> tuple[type, Callable[[EventRow], Any]]:
-    """The event type of `view` and the function that turns an EventRow into it."""
+def event_type(
+    view: View, directives: Sequence[object] = ()
+) -> tuple[type, Callable[[EventRow], Any]]:
+    """The event type of `view` (with `directives`) and the function that turns an EventRow
+    into it."""
     names = [view.key_field, *(f.name for f in view.value_fields), EVENT_TIME_FIELD]
     if len(set(names)) != len(names):
         raise NodeError(f"view {view.name}: its event type would repeat a field: {names}")
@@ -37,7 +40,9 @@ def event_type(view: View) -> tuple[type, Callable[[EventRow], Any]]:
     annotations["event_time"] = datetime
     namespace["event_time"] = strawberry.field(name=EVENT_TIME_FIELD)
     namespace["__annotations__"] = annotations
-    row_type = strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
+    row_type = strawberry.type(
+        type(view.type_name, (), namespace), name=view.type_name, directives=directives
+    )
 
     def to_type(row: EventRow) -> Any:
         values = {

@@ -23,12 +23,12 @@ from operator import methodcaller
 from typing import Annotated, Any
 
 import strawberry
-from strawberry.types.field import StrawberryField
 
 from node.changes import EventPosition, position
 from node.errors import BadRequestError
 from node.fields.common import PageInfo, given, query_field, read_key
 from node.fields.context import context_of
+from node.fields.entities import ViewFields
 from node.fields.events import event_type
 from node.fields.times import time_range
 from schema import EventRow, View, pack, unpack
@@ -73,7 +73,7 @@ def _connection_types(view: View, node_type: type) -> tuple[type, type]:
     return edge_type, strawberry.type(connection, name=f"{name}Connection")
 
 
-def history_fields(view: View) -> dict[str, StrawberryField]:
+def history_fields(view: View) -> ViewFields:
     """A key's events in a time range as a Relay-style connection."""
     node_type, to_node = event_type(view)
     edge_type, connection_type = _connection_types(view, node_type)
@@ -102,4 +102,4 @@ def history_fields(view: View) -> dict[str, StrawberryField]:
         reader = methodcaller("history", view.name, key, since_ms, until_ms, start, first + 1)
         return page(read_key(view, context_of(info), key, reader), first)
 
-    return {view.point_field: query_field(history, view.point_field)}
+    return ViewFields({view.point_field: query_field(history, view.point_field)})

@@ -1,7 +1,8 @@
-"""The fields of a LATEST view (e.g. last_booking): the newest event of a key.
+"""The fields of a LATEST view (e.g. last_booking): the newest event of a key; its type
+is a federation entity.
 
 ```graphql
-type LastBooking { customer: String!  trip: String  eventTime: DateTime! }
+type LastBooking @key(fields: "customer") { customer: String!  trip: String  eventTime: DateTime! }
 lastBooking(customer: String!): LastBooking
 lastBookings(customers: [String!]!): [LastBooking]!
 ```
@@ -11,22 +12,28 @@ lastBookings(customers: [String!]!): [LastBooking]!
 # catalogue entries at run time and strawberry must see the objects, not strings.
 
 from operator import methodcaller
-from typing import Annotated
+from typing import Annotated, Any
 
 import strawberry
-from strawberry.types.field import StrawberryField
 
 from node.fields.common import query_field, read_key, read_keys
-from node.fields.context import context_of
+from node.fields.context import ReadContext, context_of
+from node.fields.entities import Entity, ViewFields, entity_key
 from node.fields.events import event_type
 from schema import View
 
 __all__ = ["latest_fields"]
 
 
-def latest_fields(view: View) -> dict[str, StrawberryField]:
-    """Point and multi-key lookup of the latest event per key."""
-    row_type, to_type = event_type(view)
+def latest_fields(view: View) -> ViewFields:
+    """Point and multi-key lookup of the latest event per key, and its entity."""
+    row_type, to_type = event_type(view, [entity_key(view)])
+
+    def read_many(context: ReadContext, keys: list[str]) -> list[Any]:
+        rows = read_keys(
+            view, context, keys, lambda wanted: methodcaller("latest_many", view.name, wanted)
+        )
+        return [None if row is None else to_type(row) for row in rows]
 
     def point(
         info: strawberry.Info, key: Annotated[str, strawberry.argument(name=view.key_field)]
@@ -37,15 +44,10 @@ def latest_fields(view: View) -> dict[str, StrawberryField]:
     def many(
         info: strawberry.Info, keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)]
     ) -> list[row_type | None]:  # type: ignore[valid-type]
-        rows = read_keys(
-            view,
-            context_of(info),
-            keys,
-            lambda wanted: methodcaller("latest_many", view.name, wanted),
-        )
-        return [None if row is None else to_type(row) for row in rows]
+        return read_many(context_of(info), keys)
 
-    return {
+    fields = {
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
     }
+    return ViewFields(fields, Entity(view, read_many))

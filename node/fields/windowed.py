@@ -17,7 +17,6 @@ from operator import methodcaller
 from typing import Annotated, Any
 
 import strawberry
-from strawberry.types.field import StrawberryField
 
 from node.fields.common import (
     WindowInput,
@@ -29,6 +28,7 @@ from node.fields.common import (
     read_partitions,
 )
 from node.fields.context import ReadContext, context_of
+from node.fields.entities import ViewFields
 from node.fields.times import from_ms, time_range, window_start_ms
 from node.retention import expiry_horizon
 from schema import View, WindowRow
@@ -48,7 +48,7 @@ def _rank(row: WindowRow) -> tuple[int, str]:
     return (-row.count, row.key)
 
 
-def windowed_fields(view: View) -> dict[str, StrawberryField]:
+def windowed_fields(view: View) -> ViewFields:
     """A key's windows in a time range, and the node-local top-N of one window."""
     window_type = _window_type(view)
 
@@ -84,7 +84,9 @@ def windowed_fields(view: View) -> dict[str, StrawberryField]:
         tops = read_partitions(view, context, given(partitions), reader)
         return [to_type(row) for row in merge_top(tops, limit, _rank)]
 
-    return {
-        view.point_field: query_field(windows, view.point_field),
-        view.top_field: query_field(top, view.top_field),
-    }
+    return ViewFields(
+        {
+            view.point_field: query_field(windows, view.point_field),
+            view.top_field: query_field(top, view.top_field),
+        }
+    )

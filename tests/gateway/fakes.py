@@ -116,8 +116,18 @@ def _view_sdl(view: View) -> tuple[str, str]:
     )
 
 
+def _entities_sdl(catalogue: Sequence[View]) -> tuple[str, str]:
+    """Federation's `_entities` over the entity types (count and latest views), if any."""
+    entities = [v.type_name for v in catalogue if v.kind in (ViewKind.COUNT, ViewKind.LATEST)]
+    if not entities:
+        return "", ""
+    types = f"scalar _Any\nunion _Entity = {' | '.join(entities)}\n"
+    return types, "_entities(representations: [_Any!]!): [_Entity]!\n"
+
+
 def node_sdl(catalogue: Sequence[View]) -> str:
     parts = [_view_sdl(view) for view in catalogue]
+    parts.append(_entities_sdl(catalogue))
     types = "".join(t for t, _ in parts)
     return _SCALARS + _PAGE_INFO + types + "type Query {\n" + "".join(q for _, q in parts) + "}\n"
 
@@ -219,8 +229,12 @@ class FakeNode:
         self.partitions_read: list[int] = []  # by top fields, one entry per partition per request
         self.keys_asked: list[str] = []
         self.fields_asked: list[str] = []  # the root field of every request
+        self.entities_asked: list[str] = []  # per `_entities` request, each type name asked
         self._schema = build_schema(node_sdl(catalogue))
-        self._root: dict[str, Callable[..., Any]] = {}
+        self._root: dict[str, Callable[..., Any]] = {"_entities": self._entities}
+        self._entity_views = {
+            v.type_name: v for v in catalogue if v.kind in (ViewKind.COUNT, ViewKind.LATEST)
+        }
         for view in catalogue:
             self._root.update(self._resolvers(view))
 
@@ -253,6 +267,23 @@ class FakeNode:
         if view.kind is ViewKind.COUNT:
             fields[view.top_field] = top
         return fields
+
+    def _entities(self, info: Any, representations: list[dict[str, Any]]) -> list[Any]:
+        """Rows by representation, one read per view; NOT_OWNER as for the multi-key field."""
+        by_type: dict[str, list[int]] = {}
+        for index, representation in enumerate(representations):
+            name = representation.get("__typename")
+            if name not in self._entity_views:
+                raise bad_input(f"no entity type {name!r}")
+            by_type.setdefault(name, []).append(index)
+        rows: list[Any] = [None] * len(representations)
+        for name, indexes in by_type.items():
+            self.entities_asked.append(name)
+            view = self._entity_views[name]
+            keys = [representations[i][view.key_field] for i in indexes]
+            for index, row in zip(indexes, self._rows(info, view, keys), strict=True):
+                rows[index] = None if row is None else {"__typename": name, **row}
+        return rows
 
     def _not_owner(self, view: View, foreign: Sequence[int], what: str) -> GraphQLError:
         return GraphQLError(

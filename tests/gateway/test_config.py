@@ -15,6 +15,9 @@ def test_defaults() -> None:
     assert (config.bootstrap, config.host, config.port) == ("127.0.0.1:9092", "127.0.0.1", 8100)
     assert config.max_top_limit == 1000
     assert config.timeout_s == 5.0
+    assert (config.max_depth, config.max_aliases, config.max_root_fields) == (15, 30, 20)
+    assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (50_000, 1024, 1 << 20)
+    assert config.introspection is True
 
 
 def test_every_variable_is_read() -> None:
@@ -25,6 +28,7 @@ def test_every_variable_is_read() -> None:
         "STATEFED_GATEWAY_TIMEOUT_MS": "750",
         "STATEFED_GATEWAY_RETRIES": "0",
         "STATEFED_GATEWAY_BACKOFF_MS": "20",
+        "STATEFED_GATEWAY_MAX_LAG": "5",
         "STATEFED_MAX_TOP_LIMIT": "50",
         "STATEFED_MAX_LOOKUP_KEYS": "10",
         "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS": "30000",
@@ -32,6 +36,13 @@ def test_every_variable_is_read() -> None:
         "STATEFED_GATEWAY_UPSTREAM_CLIENTS": "2",
         "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS": "8",
         "STATEFED_GATEWAY_LOG_LEVEL": "WARNING",
+        "STATEFED_GATEWAY_MAX_DEPTH": "8",
+        "STATEFED_GATEWAY_MAX_ALIASES": "0",
+        "STATEFED_GATEWAY_MAX_ROOT_FIELDS": "5",
+        "STATEFED_GATEWAY_MAX_COST": "123456",
+        "STATEFED_GATEWAY_MAX_KEY_BYTES": "64",
+        "STATEFED_GATEWAY_MAX_BODY_BYTES": "65536",
+        "STATEFED_GATEWAY_INTROSPECTION": "Off",
     }
     config = GatewayConfig.from_env(environ)
     assert set(GatewayConfig.ENV.values()) == set(environ)
@@ -40,6 +51,18 @@ def test_every_variable_is_read() -> None:
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
     assert config.url == "http://0.0.0.0:9000"
     assert config.status_tail_records == 500
+    assert config.max_lag == 5
+    assert (config.max_depth, config.max_aliases, config.max_root_fields) == (8, 0, 5)
+    assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (123456, 64, 65536)
+    assert config.introspection is False
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"), [("true", True), ("1", True), (" YES ", True), ("false", False), ("0", False)]
+)
+def test_introspection_flag(raw: str, value: bool) -> None:
+    config = GatewayConfig.from_env({"STATEFED_GATEWAY_INTROSPECTION": raw})
+    assert config.introspection is value
 
 
 @pytest.mark.parametrize(
@@ -56,6 +79,14 @@ def test_every_variable_is_read() -> None:
         ("STATEFED_GATEWAY_HOST", " "),
         ("STATEFED_BOOTSTRAP", ""),
         ("STATEFED_GATEWAY_LOG_LEVEL", "loud"),
+        ("STATEFED_GATEWAY_MAX_DEPTH", "0"),
+        ("STATEFED_GATEWAY_MAX_DEPTH", "201"),
+        ("STATEFED_GATEWAY_MAX_ALIASES", "-1"),
+        ("STATEFED_GATEWAY_MAX_ROOT_FIELDS", "0"),
+        ("STATEFED_GATEWAY_MAX_COST", "0"),
+        ("STATEFED_GATEWAY_MAX_KEY_BYTES", "0"),
+        ("STATEFED_GATEWAY_MAX_BODY_BYTES", "100"),
+        ("STATEFED_GATEWAY_INTROSPECTION", "maybe"),
     ],
 )
 def test_invalid_values_name_the_variable(variable: str, value: str) -> None:

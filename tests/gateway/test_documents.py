@@ -43,9 +43,14 @@ def test_windowed_bodies() -> None:
 def test_latest_and_history_bodies() -> None:
     lookup = orjson.loads(ViewQueries(LAST_BOOKING).lookup_body(["c1", "c2"]))
     assert lookup == {
-        "query": "query($k:[String!]!)"
-        "{r:lastBookings(customers:$k){k:customer t:eventTime v0:trip}}",
-        "variables": {"k": ["c1", "c2"]},
+        "query": "query($r:[_Any!]!){r:_entities(representations:$r)"
+        "{...on LastBooking{k:customer t:eventTime v0:trip}}}",
+        "variables": {
+            "r": [
+                {"__typename": "LastBooking", "customer": "c1"},
+                {"__typename": "LastBooking", "customer": "c2"},
+            ]
+        },
     }
     page = orjson.loads(
         ViewQueries(BOOKING_HISTORY).history_body("c1", TimeRange(None, END), 7, "QQ")

@@ -69,7 +69,8 @@ def test_many_keys_are_one_request_per_owning_node_in_input_order(node_count: in
     assert body["data"]["lastBookings"] == [booking(truth, c) for c in asked]
     owners = {n.node_id for n in nodes for c in asked if partition_for(c, P) in n.held}
     assert [n.requests for n in nodes] == [int(n.node_id in owners) for n in nodes]
-    assert all(set(n.fields_asked) <= {LAST_BOOKING.many_field} for n in nodes)
+    assert all(set(n.fields_asked) <= {"_entities"} for n in nodes)
+    assert all(set(n.entities_asked) <= {LAST_BOOKING.type_name} for n in nodes)
     assert sorted(k for n in nodes for k in n.keys_asked) == sorted(set(asked))
 
 
@@ -90,9 +91,9 @@ def test_point_and_many_lookups_of_one_request_share_node_requests() -> None:
     assert body["data"]["b"] is None
     assert body["data"]["c"] == [{"customer": c} for c in ("c02", "c03", "c04")]
     assert body["data"]["w"] is None
-    per_node = [n.fields_asked.count(LAST_BOOKING.many_field) for n in nodes]
+    per_node = [n.entities_asked.count(LAST_BOOKING.type_name) for n in nodes]
     assert all(count <= 1 for count in per_node)
-    assert sum(n.fields_asked.count(WORDS.many_field) for n in nodes) == 1
+    assert sum(n.entities_asked.count(WORDS.type_name) for n in nodes) == 1
 
 
 SENSORS = View(
@@ -167,8 +168,8 @@ def test_a_node_answering_nonsense_is_a_protocol_error_for_its_partitions_only()
     broken = nodes[0]
 
     def nonsense(request: httpx.Request) -> httpx.Response:
-        keys = orjson.loads(request.content)["variables"]["k"]
-        wrong = [{"k": k, "t": "yesterday", "v0": "x"} for k in keys]
+        representations = orjson.loads(request.content)["variables"]["r"]
+        wrong = [{"k": r["customer"], "t": "yesterday", "v0": "x"} for r in representations]
         return httpx.Response(200, content=orjson.dumps({"data": {"r": wrong}}))
 
     async def scenario() -> dict[str, Any]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from gateway.errors import RoutingNotReadyError
 from gateway.membership import MemberDirectory
 from gateway.routing import Disclaimers, RoutingFeed, build_routing_table
-from schema import CATALOGUE, NodeState, encode_member
+from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, encode_member
 from tests.gateway.fakes import member
 
 VIEW = CATALOGUE[0]
@@ -115,3 +116,28 @@ def test_feed_versions_grow_and_waiters_wake() -> None:
         assert (await feed.refresh(published.version, timeout_s=0.01)) is published
 
     asyncio.run(scenario())
+
+
+def test_standby_copies_are_offered_by_least_lag_within_the_bound() -> None:
+    def with_copies(node_id: str, heartbeat_ms: int, *copies: PartitionStatus) -> MemberRecord:
+        return dataclasses.replace(
+            member(node_id, f"http://{node_id}:1", [], heartbeat_ms), partitions=copies
+        )
+
+    members = {
+        "a": with_copies("a", NOW, PartitionStatus(0, Role.STANDBY, 90, 95)),
+        "b": with_copies("b", NOW, PartitionStatus(0, Role.STANDBY, 98, 100)),
+        # a copy still restoring reports no trustworthy lag; a dead node's copy is gone
+        "c": with_copies("c", NOW, PartitionStatus(0, Role.STANDBY, 9, 9, restoring=True)),
+        "d": with_copies("d", NOW - 10_000, PartitionStatus(0, Role.STANDBY, 100, 100)),
+    }
+    table = build_routing_table(members, {VIEW.name: 1}, NOW)
+    assert table.owner(0) is None
+    assert [(n.node_id, lag) for n, lag in table.standbys[0]] == [("b", 2), ("a", 5)]
+    chosen = [table.standby(0, max_lag) for max_lag in (1, 2, 5)]
+    assert [n.node_id if n else None for n in chosen] == [None, "b", "b"]
+    standby_a = table.standby(0, 5, avoid={"b"})
+    assert standby_a is not None and standby_a.node_id == "a"
+    disclaimers = Disclaimers()
+    disclaimers.add(table.nodes["b"], [0])
+    assert table.standby(0, 2, disclaimers) is None

@@ -25,8 +25,14 @@ from tests.gateway.fakes import WORDS, table_for
 def test_bodies_are_the_documents_plus_variables() -> None:
     queries = ViewQueries(WORDS)
     assert orjson.loads(queries.lookup_body(["kafka", 'qu"ote'])) == {
-        "query": "query($k:[String!]!){r:wordCounts(words:$k){k:word c:count}}",
-        "variables": {"k": ["kafka", 'qu"ote']},
+        "query": "query($r:[_Any!]!){r:_entities(representations:$r)"
+        "{...on WordCount{k:word c:count}}}",
+        "variables": {
+            "r": [
+                {"__typename": "WordCount", "word": "kafka"},
+                {"__typename": "WordCount", "word": 'qu"ote'},
+            ]
+        },
     }
     assert orjson.loads(queries.top_body(7, [0, 3])) == {
         "query": "query($l:Int!,$p:[Int!]){r:topWords(limit:$l,partitions:$p){k:word c:count}}",

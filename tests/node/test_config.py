@@ -23,6 +23,7 @@ def test_defaults_suit_one_local_node() -> None:
         group_id="statefed-nodes",
         store_cache_mb=32,
         retention_sweep_ms=10_000,
+        standby_replicas=1,
     )
 
 
@@ -39,6 +40,7 @@ def test_every_variable_is_read() -> None:
             "STATEFED_GROUP_ID": "g",
             "STATEFED_STORE_CACHE_MB": "256",
             "STATEFED_RETENTION_SWEEP_MS": "500",
+            "STATEFED_STANDBY_REPLICAS": "2",
         }
     )
     assert config.bootstrap == "kafka:9092"
@@ -46,7 +48,7 @@ def test_every_variable_is_read() -> None:
     assert config.url == "http://n1.internal:9000"
     assert config.state_dir == Path("/var/lib/statefed")
     assert (config.heartbeat_ms, config.group_id, config.store_cache_mb) == (250, "g", 256)
-    assert config.retention_sweep_ms == 500
+    assert (config.retention_sweep_ms, config.standby_replicas) == (500, 2)
 
 
 def test_port_and_id_shape_the_url_and_state_dir() -> None:
@@ -70,6 +72,7 @@ def test_wildcard_bind_advertises_the_host_name() -> None:
         ("STATEFED_HEARTBEAT_MS", "0"),
         ("STATEFED_STORE_CACHE_MB", "-1"),
         ("STATEFED_RETENTION_SWEEP_MS", "10"),
+        ("STATEFED_STANDBY_REPLICAS", "-1"),
     ],
 )
 def test_invalid_values_name_the_variable(variable: str, value: str) -> None:

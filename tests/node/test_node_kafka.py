@@ -8,6 +8,7 @@ leaves mid-rebalance.
 
 from __future__ import annotations
 
+import logging
 import signal
 import uuid
 from pathlib import Path
@@ -55,8 +56,9 @@ def running_with(node: ThreadNode, partitions: int) -> dict[str, Any] | None:
 
 
 def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="node.materializer")
     head_keys = [f"{uuid.uuid4().hex[:6]}-h{i}" for i in range(24)]
     head = {k: i % 5 + 1 for i, k in enumerate(head_keys)}
     written = produce_counts(broker.bootstrap, view, rows_for(head_keys, head))
@@ -94,7 +96,8 @@ def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
     tail_keys = [f"{uuid.uuid4().hex[:6]}-t{i}" for i in range(10)]
     tail = {k: 2 for k in tail_keys}
     tail_rows = [*rows_for(tail_keys, tail), CountRow(head_keys[2], 50, 0)]
-    produce_counts(broker.bootstrap, view, tail_rows)
+    tail_written = produce_counts(broker.bootstrap, view, tail_rows)
+    caplog.clear()
 
     # a new group has no committed offsets: only the stored offsets can skip the head
     restarted = node_config(broker.bootstrap, tmp_path, "n1", f"g2-{view.name}")
@@ -103,10 +106,21 @@ def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
         wait_for(lambda: running_with(node, P), 30, "restarted n1 RUNNING")
         expected = {**tail, head_keys[2]: 50, marked: 999, head_keys[3]: head[head_keys[3]]}
         wait_for(lambda: node.counts(list(expected)) == expected, 15, "tail counts")
+        # restore progress: each partition caught up on exactly its tail, and says so
+        progress = {
+            p["partition"]: (p["restoring"], p["restoreDone"], p["restoreTotal"])
+            for p in node.health()["partitions"]
+        }
+        assert progress == {
+            p: (False, tail_written.get(p, 0), tail_written.get(p, 0)) for p in range(P)
+        }
     finally:
         node.stop()
     assert node.app.materializer is not None
     assert node.app.materializer.records_read == len(tail_rows)
+    restored = [r.getMessage() for r in caplog.records if " restored" in r.getMessage()]
+    assert f"n1: restored {len(tail_rows)} records in" in "\n".join(restored), restored
+    assert sum(" partition " in m for m in restored) == P, restored
 
 
 def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
@@ -221,6 +235,7 @@ def test_run_node_heartbeats_membership_and_leaves_cleanly_on_sigterm(
         assert last.url == config.url
         assert last.heartbeat_interval_ms == 250
         assert last.active_partitions() == list(range(P))
+        assert not any(p.restoring for p in last.partitions)
         stamps = [r.heartbeat_ms for r in records]
         assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
         assert records[0].state is not NodeState.RUNNING  # published before it was ready
@@ -255,3 +270,77 @@ def test_a_store_that_cannot_open_stops_the_node(
     assert "partition-0" in str(node.app.failure)
     status, health = node.app.health()
     assert (status, health["state"]) == (503, "FAILED")
+
+
+def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    keys = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(30)]
+    counts = {k: 1 + i % 3 for i, k in enumerate(keys)}
+    produce_counts(broker.bootstrap, view, rows_for(keys, counts))
+    group = f"g-{view.name}"
+    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "sa", group), [view]).start()
+    b: ThreadNode | None = None
+    try:
+        wait_for(lambda: running_with(a, P), 30, "sa RUNNING with every partition")
+        assert a.health()["standby"] == []  # one live node: no standbys
+        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "sb", group), [view]).start()
+
+        def mirrored() -> tuple[list[int], list[int]] | None:
+            ha, hb = a.health(), b.health() if b else {}
+            if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
+                return None
+            if sorted(ha["active"] + hb["active"]) != list(range(P)):
+                return None
+            # with two nodes and one replica, each node is the standby of the other's partitions
+            if ha["standby"] != hb["active"] or hb["standby"] != ha["active"]:
+                return None
+            copies = ha["partitions"] + hb["partitions"]
+            if any(c["restoring"] or c["lag"] for c in copies):
+                return None
+            return ha["active"], hb["active"]
+
+        _held_a, held_b = wait_for(mirrored, 60, "sa and sb to split and mirror the partitions")
+        key_b = next(k for k in keys if partition_for(k, P) in held_b)
+        wait_for(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "sb serving its key")
+        # sa holds key_b's partition as a standby: it answers only when asked to
+        point = "query($w: String!) { wordCount(word: $w) { count } }"
+        refused = a.query(point, {"w": key_b})
+        assert refused["errors"][0]["extensions"]["code"] == "NOT_OWNER"
+        standby = {"query": point, "variables": {"w": key_b}, "extensions": {"readStandby": True}}
+
+        def standby_count() -> dict[str, Any]:
+            document: dict[str, Any] = a.client.post("/graphql", json=standby).json()
+            return document
+
+        # a newer count written while sb is active reaches sa's standby copy
+        produce_counts(broker.bootstrap, view, [CountRow(key_b, 77, 0)])
+        answered = wait_for(
+            lambda: (d := standby_count())["data"]["wordCount"] == {"count": 77} and d,
+            15,
+            "sa's standby copy to apply the new count",
+        )
+        (fresh,) = answered["extensions"]["freshness"]
+        assert (fresh["role"], fresh["node"], fresh["lag"]) == ("STANDBY", "sa", 0)
+        roles = {
+            (p.partition, p.role.value)
+            for v in members_of(broker, "sa")[-1:]
+            if v is not None
+            for p in decode_member(v).partitions
+        }
+        assert {p for p, role in roles if role == "STANDBY"} == set(held_b)
+        assert a.app.materializer is not None
+        read_as_active = a.app.materializer.records_read
+    finally:
+        if b is not None:
+            b.stop()
+    try:
+        # sb left: sa's standby copies become active and have no tail to catch up
+        wait_for(lambda: running_with(a, P), 40, "sa RUNNING with every partition again")
+        health = a.health()
+        assert health["standby"] == []
+        assert all(p["restoreTotal"] == 0 for p in health["partitions"]), health
+        assert a.app.materializer.records_read == read_as_active
+        wait_for(lambda: a.counts(keys) == {**counts, key_b: 77}, 15, "sa serving every key")
+    finally:
+        a.stop()

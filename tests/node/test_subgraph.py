@@ -29,15 +29,29 @@ HELD_WORDS = {w: c for w, c in WORDS.items() if partition_for(w, P) in HELD}
 FOREIGN_WORDS = [w for w in WORDS if partition_for(w, P) not in HELD]
 
 NODE_SDL = """\
+schema @link(url: "https://specs.apollo.dev/federation/v2.11", import: ["@key"]) {
+  query: Query
+}
+
 type Query {
+  _entities(representations: [_Any!]!): [_Entity]!
+  _service: _Service!
   wordCount(word: String!): WordCount
   wordCounts(words: [String!]!): [WordCount]!
   topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
 }
 
-type WordCount {
+type WordCount @key(fields: "word", resolvable: true) {
   word: String!
   count: Int!
+}
+
+scalar _Any
+
+union _Entity = WordCount
+
+type _Service {
+  sdl: String!
 }"""
 
 
@@ -175,6 +189,59 @@ def test_multi_key_with_foreign_keys_is_one_not_owner(endpoint: GraphQLEndpoint)
     assert error["extensions"]["code"] == "NOT_OWNER"
     assert error["extensions"]["partition"] == partition_for(FOREIGN_WORDS[0], P)
     assert error["extensions"]["partitions"] == sorted({partition_for(w, P) for w in FOREIGN_WORDS})
+
+
+ENTITIES = """query($r: [_Any!]!) {
+  _entities(representations: $r) { __typename ... on WordCount { word count } } }"""
+
+
+def representations(words: list[str]) -> list[dict[str, str]]:
+    return [{"__typename": "WordCount", "word": w} for w in words]
+
+
+def test_entities_are_rows_in_input_order_with_nulls(endpoint: GraphQLEndpoint) -> None:
+    unknown = next(f"nope{i}" for i in range(100) if partition_for(f"nope{i}", P) in HELD)
+    words = [*list(HELD_WORDS)[:8], unknown, next(iter(HELD_WORDS))]
+    response = endpoint.execute(ENTITIES, {"r": representations(words)})
+    assert "errors" not in response
+    assert response["data"]["_entities"] == [
+        {"__typename": "WordCount", "word": w, "count": HELD_WORDS[w]} if w in HELD_WORDS else None
+        for w in words
+    ]
+    read = sorted({partition_for(w, P) for w in words})
+    assert [f["partition"] for f in response["extensions"]["freshness"]] == read
+
+
+def test_entities_with_foreign_keys_are_one_not_owner(endpoint: GraphQLEndpoint) -> None:
+    words = [next(iter(HELD_WORDS)), *FOREIGN_WORDS]
+    response = endpoint.execute(ENTITIES, {"r": representations(words)})
+    assert response["data"] is None
+    (error,) = response["errors"]
+    assert error["extensions"] == {
+        "code": "NOT_OWNER",
+        "view": "word_counts",
+        "partition": partition_for(FOREIGN_WORDS[0], P),
+        "partitions": sorted({partition_for(w, P) for w in FOREIGN_WORDS}),
+        "node": "n1",
+    }
+
+
+@pytest.mark.parametrize(
+    "representation",
+    [{"__typename": "Nope", "word": "w1"}, {"__typename": "WordCount"}, "w1", {"word": "w1"}],
+)
+def test_a_bad_representation_is_bad_user_input(
+    endpoint: GraphQLEndpoint, representation: Any
+) -> None:
+    response = endpoint.execute(ENTITIES, {"r": [*representations(["w1"]), representation]})
+    (error,) = response["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT"}
+    assert error["message"].startswith("_entities representation 1: ")
+
+
+def test_service_sdl_is_the_printed_subgraph(endpoint: GraphQLEndpoint) -> None:
+    response = endpoint.execute("{ _service { sdl } }")
+    assert response["data"]["_service"]["sdl"] == NODE_SDL
 
 
 def test_top_with_a_foreign_partition_is_not_owner(endpoint: GraphQLEndpoint) -> None:

@@ -357,6 +357,19 @@ def test_latest_of_a_foreign_customer_is_not_owner(endpoint: GraphQLEndpoint) ->
     assert error["extensions"]["partitions"] == [partition_for(customer, P)]
 
 
+def test_latest_entities_in_input_order(endpoint: GraphQLEndpoint) -> None:
+    unknown = held("nobody", 10)[0]
+    customers = [CUSTOMERS[3], unknown, CUSTOMERS[0], CUSTOMERS[3]]
+    query = """query($r: [_Any!]!) { _entities(representations: $r) {
+      ... on LastBooking { customer trip eventTime } } }"""
+    representations = [{"__typename": "LastBooking", "customer": c} for c in customers]
+    data = ok(endpoint.execute(query, {"r": representations}))
+    assert data["_entities"] == [latest_json(c) for c in customers]
+    foreign_one = [*representations, {"__typename": "LastBooking", "customer": foreign("c")}]
+    error = only_error(endpoint.execute(query, {"r": foreign_one}))
+    assert error["extensions"]["code"] == "NOT_OWNER"
+
+
 # -- history -------------------------------------------------------------------------------
 
 HISTORY_QUERY = """query($c: String!, $f: DateTime, $t: DateTime, $n: Int!, $a: String) {

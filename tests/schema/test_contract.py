@@ -84,3 +84,20 @@ def test_member_round_trip_and_liveness() -> None:
     assert record.partitions[0].lag == 2
     assert record.is_alive(now_ms=13_000)
     assert not record.is_alive(now_ms=13_001)
+
+
+def test_member_restore_progress_is_optional_on_the_wire() -> None:
+    restoring = PartitionStatus(
+        2, Role.ACTIVE, 5, 9, restoring=True, restore_done=3, restore_total=7
+    )
+    record = MemberRecord("n1", "http://127.0.0.1:8101", NodeState.RESTORING, 1, 1, (restoring,))
+    assert decode_member(encode_member(record)) == record
+    # a record of a node that predates restore progress
+    old = (
+        b'{"node_id": "n0", "url": "http://x", "state": "RUNNING", "heartbeat_ms": 1,'
+        b' "heartbeat_interval_ms": 1000, "partitions": [{"partition": 0, "role": "ACTIVE",'
+        b' "applied_offset": 4, "end_offset": 6}]}'
+    )
+    (status,) = decode_member(old).partitions
+    assert status == PartitionStatus(0, Role.ACTIVE, 4, 6)
+    assert (status.restoring, status.restore_done, status.restore_total) == (False, 0, 0)

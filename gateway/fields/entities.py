@@ -1,0 +1,93 @@
+"""Federation's `_entities`: the entities of a supergraph's representations, batched like
+lookups.
+
+A router sends `{"__typename": "WordCount", "word": "kafka"}` per entity. The keys of one
+view's type go through the request's loader of that view, so every key of a request
+reaches its owning node in one call per node. A representation that names no entity type
+or lacks its key fails alone (BAD_USER_INPUT); an unknown key is null; a partition that
+cannot be read is one PARTITION_UNAVAILABLE error, its entities null.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import strawberry
+
+from gateway.errors import BadRepresentationError, GatewayError
+from gateway.fields.common import Entity
+from gateway.request import KeyResult, RequestContext
+
+__all__ = ["resolve_entities"]
+
+_Wanted = dict[str, list[tuple[int, str]]]  # type name -> (representation index, key)
+
+
+def _parse(entities: Mapping[str, Entity], index: int, representation: Any) -> tuple[str, str]:
+    """(type name, key) of one representation, or BadRepresentationError saying what is wrong."""
+    if not isinstance(representation, Mapping):
+        raise BadRepresentationError(index, "a representation is an object with __typename")
+    name = representation.get("__typename")
+    entity = entities.get(name) if isinstance(name, str) else None
+    if entity is None or not isinstance(name, str):
+        known = ", ".join(sorted(entities)) or "none"
+        raise BadRepresentationError(index, f"no entity type {name!r} (entity types: {known})")
+    view = entity.view
+    key = representation.get(view.key_field)
+    if not isinstance(key, str) or not key:
+        raise BadRepresentationError(
+            index, f"{name} needs a non-empty string {view.key_field!r}", view.name
+        )
+    return name, key
+
+
+async def resolve_entities(
+    entities: Mapping[str, Entity], info: strawberry.Info, representations: Sequence[Any]
+) -> list[Any]:
+    """One object, None (unknown key or partition unavailable) or error per representation."""
+    context: RequestContext = info.context
+    results: list[Any] = [None] * len(representations)
+    wanted: _Wanted = {}
+    for index, representation in enumerate(representations):
+        try:
+            name, key = _parse(entities, index, representation)
+        except GatewayError as exc:
+            results[index] = exc
+            continue
+        wanted.setdefault(name, []).append((index, key))
+    for name, items in wanted.items():
+        context.planner.check_keys(entities[name].view, [key for _, key in items])
+    loaded = await asyncio.gather(
+        *(
+            context.loader(entities[name].view).load_many([key for _, key in items])
+            for name, items in wanted.items()
+        )
+    )
+    path = info.path.as_list()
+    for (name, items), found in zip(wanted.items(), loaded, strict=True):
+        indexes = [index for index, _ in items]
+        _record_missing(context, path, indexes, found)
+        convert = entities[name].convert
+        for index, result in zip(indexes, found, strict=True):
+            results[index] = None if result.row is None else convert(result.row)
+    return results
+
+
+def _record_missing(
+    context: RequestContext,
+    path: Sequence[str | int],
+    indexes: Sequence[int],
+    found: Sequence[KeyResult],
+) -> None:
+    """One PARTITION_UNAVAILABLE per partition, at the first of its representations."""
+    failed: dict[int, list[tuple[int, KeyResult]]] = {}
+    for index, result in zip(indexes, found, strict=True):
+        if result.error is not None:
+            failed.setdefault(result.partition, []).append((index, result))
+    for partition, entries in sorted(failed.items()):
+        first_index, first = entries[0]
+        keys = list(dict.fromkeys(result.key for _, result in entries))
+        assert first.error is not None
+        context.add_missing([*path, first_index], partition, first.error, keys)

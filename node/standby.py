@@ -1,0 +1,189 @@
+"""Standby replicas: copies of partitions that other nodes own, kept current with assign().
+
+Placement is deterministic from the membership table (`standby_placement`): for partition
+p with a live ACTIVE owner o, the standbys are the next `replicas` live nodes after o in
+node-id order, wrapping around, never o itself; with one live node there are none. The
+`StandbyReplicator` follows `statefed.members` and its standby partitions with one
+consumer that never joins a group, into the same partition stores the Materializer uses
+(`<state_dir>/partition-<p>/`), so a standby that becomes active only catches up the
+tail. A partition is in one store handle at a time: the Materializer claims it (the
+standby copy closes) before opening it and releases it after closing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
+
+from node.config import NodeConfig
+from node.materializer import Replicator, StoreFactory
+from node.partitions import PartitionRegistry
+from node.retention import Clock, wall_clock_ms
+from schema import MEMBERS_TOPIC, MemberRecord, Role, View, decode_member
+
+__all__ = ["StandbyReplicator", "standby_placement"]
+
+log = logging.getLogger(__name__)
+
+# heartbeats to follow membership before placing standbys: every live node republishes
+# within one heartbeat, so the table is complete by then
+_WARM_UP_HEARTBEATS = 2
+
+
+def standby_placement(
+    members: Mapping[str, MemberRecord], replicas: int, now_ms: int, live: Iterable[str] = ()
+) -> dict[int, tuple[str, ...]]:
+    """The standby nodes of every partition that has a live ACTIVE owner; `live` adds node
+    ids known to be alive (the caller itself) to those with a fresh record."""
+    nodes = sorted({n for n, r in members.items() if r.is_alive(now_ms)} | set(live))
+    owners: dict[int, str] = {}
+    for node_id in nodes:  # by id: two claimants mid-rebalance resolve to the smaller id
+        record = members.get(node_id)
+        for partition in record.active_partitions() if record else ():
+            owners.setdefault(partition, node_id)
+    count = min(replicas, len(nodes) - 1)
+    placement: dict[int, tuple[str, ...]] = {}
+    for partition, owner in sorted(owners.items()):
+        at = nodes.index(owner)
+        placement[partition] = tuple(nodes[(at + k) % len(nodes)] for k in range(1, count + 1))
+    return placement
+
+
+class StandbyReplicator(Replicator):
+    """Materializes this node's standby partitions; also the Materializer's `StoreHandoff`."""
+
+    role = Role.STANDBY
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        catalogue: Iterable[View],
+        registry: PartitionRegistry,
+        *,
+        store_factory: StoreFactory | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        clock: Clock = wall_clock_ms,
+        wall_ms: Callable[[], int] = wall_clock_ms,
+    ):
+        super().__init__(
+            config,
+            catalogue,
+            registry,
+            store_factory=store_factory,
+            on_fatal=on_fatal,
+            clock=clock,
+        )
+        self._wall_ms = wall_ms
+        # held by the thread while it touches stores, and by claim(): one handle per store
+        self._lock = threading.RLock()
+        self._claimed: set[int] = set()
+        self._members: dict[str, MemberRecord] = {}
+        self._assigned: dict[int, list[TopicPartition]] = {}
+        self._following_since = 0.0
+
+    def claim(self, partitions: set[int]) -> None:
+        """The Materializer opens `partitions`: close their standby copies, hold off."""
+        with self._lock:
+            self._claimed |= partitions
+            held = partitions & set(self._stores)
+            if held:
+                log.info("node %s: standby partitions %s become active", self.config.node_id, held)
+                self._close_stores(held)
+
+    def release(self, partitions: set[int]) -> None:
+        """The Materializer closed `partitions`: they may be standby copies again."""
+        with self._lock:
+            self._claimed -= partitions
+
+    def consumer_config(self) -> dict[str, object]:
+        return {
+            "bootstrap.servers": self.config.bootstrap,
+            # assign() only: never joined, but librdkafka wants a group id
+            "group.id": f"{self.config.group_id}-standby-{self.config.node_id}",
+            "client.id": f"{self.config.node_id}-standby",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 100,
+            "logger": logging.getLogger("node.kafka"),
+        }
+
+    def _run(self) -> None:
+        consumer = Consumer(self.consumer_config())
+        self._consumer = consumer
+        # from the end: every live node republishes its record within a heartbeat
+        consumer.incremental_assign([TopicPartition(MEMBERS_TOPIC, 0, OFFSET_END)])
+        self._following_since = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                messages = consumer.consume(self.batch_size, self.poll_timeout_s)
+                with self._lock:
+                    changelog = self._read_members(messages)
+                    if changelog:
+                        self._apply(changelog)
+                    self._reconcile(consumer)
+                    held = [tp for tps in self._assigned.values() for tp in tps]
+                    self._track_end_offsets(consumer, held)
+                    self._sweep_if_due()
+        finally:
+            with self._lock:
+                self._close_stores(list(self._stores))
+
+    def _read_members(self, messages: list[Message]) -> list[Message]:
+        """Apply the membership records of a poll; return the changelog records."""
+        changelog = []
+        for message in messages:
+            if message.topic() != MEMBERS_TOPIC or message.error() is not None:
+                changelog.append(message)
+                continue
+            node_id = (message.key() or b"").decode("utf-8", errors="replace")
+            value = message.value()
+            if value is None:
+                self._members.pop(node_id, None)
+                continue
+            try:
+                self._members[node_id] = decode_member(value)
+            except ValueError as exc:
+                log.warning("node %s: membership record ignored: %s", self.config.node_id, exc)
+        return changelog
+
+    def _wanted(self) -> set[int] | None:
+        """The partitions to hold as standby now; None while membership is warming up."""
+        warm_up_s = _WARM_UP_HEARTBEATS * self.config.heartbeat_ms / 1000
+        if time.monotonic() - self._following_since < warm_up_s:
+            return None
+        node_id = self.config.node_id
+        placement = standby_placement(
+            self._members, self.config.standby_replicas, self._wall_ms(), [node_id]
+        )
+        wanted = {p for p, standbys in placement.items() if node_id in standbys}
+        # a partition without a live owner keeps its standby: this copy may be its next active
+        wanted |= {p for p in self._assigned if p not in placement}
+        return wanted - self._claimed
+
+    def _reconcile(self, consumer: Consumer) -> None:
+        """Assign the wanted standby partitions and drop the others."""
+        wanted = self._wanted()
+        if wanted is None:
+            return
+        dropped = set(self._assigned) - wanted
+        if dropped:
+            consumer.incremental_unassign([tp for p in dropped for tp in self._assigned.pop(p)])
+            self._close_stores(dropped & set(self._stores))
+        added = sorted(wanted - set(self._assigned))
+        if added:
+            tps = [TopicPartition(topic, p) for p in added for topic in self.views]
+            self._attach(tps)
+            consumer.incremental_assign(tps)
+            for p in added:
+                self._assigned[p] = [tp for tp in tps if tp.partition == p]
+        if dropped or added:
+            log.info(
+                "node %s: standby partitions now %s (dropped %s)",
+                self.config.node_id,
+                sorted(self._assigned),
+                sorted(dropped),
+            )

@@ -1,0 +1,93 @@
+"""Bounded-staleness reads: when a partition's active copy cannot answer, the gateway reads
+a standby copy within `max_lag` and says so in extensions.freshness; `max_lag` 0 means
+active copies only."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.routing import RoutingFeed, build_routing_table
+from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for
+from tests.gateway.fakes import FakeNode, Model, codes, now_ms, post_query, running_gateway
+
+P = 4
+COUNTS = {f"w{i}": i + 1 for i in range(40)}
+ALL = sorted(COUNTS)
+STANDBY_LAG = 3
+LOOKUP = "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }"
+
+
+class StandbyNode(FakeNode):
+    """A fake node that also holds `standby` partitions, read only when a request asks."""
+
+    def __init__(self, node_id: str, active: set[int], standby: set[int]) -> None:
+        super().__init__(node_id, Model.of_counts(COUNTS), active, P)
+        self.active, self.standby = set(active), set(standby)
+
+    async def _graphql(self, request: dict[str, Any]) -> dict[str, Any]:
+        asked = (request.get("extensions") or {}).get("readStandby") is True
+        self.held = self.active | (self.standby if asked else set())
+        doc = await super()._graphql(request)
+        for entry in doc["extensions"]["freshness"]:
+            if entry["partition"] in self.standby:
+                entry.update(role="STANDBY", lag=STANDBY_LAG)
+        return doc
+
+
+def record(node_id: str, active: set[int], standby: frozenset[int] = frozenset()) -> MemberRecord:
+    copies = [PartitionStatus(p, Role.ACTIVE, 10, 10) for p in sorted(active)]
+    copies += [PartitionStatus(p, Role.STANDBY, 10, 10 + STANDBY_LAG) for p in sorted(standby)]
+    url = f"http://{node_id}.test"
+    return MemberRecord(node_id, url, NodeState.RUNNING, now_ms(), 1000, tuple(copies))
+
+
+def refuse(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("refused", request=request)
+
+
+def lookup(max_lag: int, n0_in_membership: bool) -> dict[str, Any]:
+    """n0 (active 0, 1) is down; n1 is active for 2, 3 and standby for 0, 1."""
+    n1 = StandbyNode("n1", {2, 3}, {0, 1})
+    members = {"n1": record("n1", {2, 3}, frozenset({0, 1}))}
+    if n0_in_membership:
+        members["n0"] = record("n0", {0, 1})
+    feed = RoutingFeed(build_routing_table(members, {"word_counts": P}, now_ms()))
+    config = GatewayConfig(max_lag=max_lag, retries=1, backoff_ms=1)
+    extra: dict[str, httpx.AsyncBaseTransport] = {"http://n0.test": httpx.MockTransport(refuse)}
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway([n1], P, config=config, feed=feed, extra=extra) as http:
+            return (await post_query(http, LOOKUP, {"ws": ALL}))[1]
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("n0_in_membership", [True, False])
+def test_a_standby_within_max_lag_answers_for_the_failed_active(n0_in_membership: bool) -> None:
+    body = lookup(max_lag=STANDBY_LAG, n0_in_membership=n0_in_membership)
+    assert "errors" not in body, body
+    assert body["data"]["wordCounts"] == [{"word": w, "count": COUNTS[w]} for w in ALL]
+    freshness = {e["partition"]: e for e in body["extensions"]["freshness"]}
+    assert {p: (e["node"], e["role"]) for p, e in freshness.items()} == {
+        0: ("n1", "STANDBY"),
+        1: ("n1", "STANDBY"),
+        2: ("n1", "ACTIVE"),
+        3: ("n1", "ACTIVE"),
+    }
+    assert freshness[0]["lag"] == STANDBY_LAG
+
+
+@pytest.mark.parametrize("max_lag", [0, STANDBY_LAG - 1])
+def test_no_standby_read_beyond_max_lag(max_lag: int) -> None:
+    body = lookup(max_lag=max_lag, n0_in_membership=True)
+    assert set(codes(body)) == {"PARTITION_UNAVAILABLE"}
+    assert sorted(e["extensions"]["partition"] for e in body["errors"]) == [0, 1]
+    rows = dict(zip(ALL, body["data"]["wordCounts"], strict=True))
+    for word, row in rows.items():
+        assert (row is None) == (partition_for(word, P) in (0, 1))
+    assert all(e["role"] == "ACTIVE" for e in body["extensions"]["freshness"])
