@@ -14,15 +14,21 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
+from schema import View, load_catalogue
+
 __all__ = ["main"]
 
 # (flag, environment variable, help) per subcommand
-_COMMON = [("--bootstrap", "STATEFED_BOOTSTRAP", "Kafka bootstrap servers (127.0.0.1:9092)")]
+_COMMON = [
+    ("--bootstrap", "STATEFED_BOOTSTRAP", "Kafka bootstrap servers (127.0.0.1:9092)"),
+    ("--catalogue", "STATEFED_CATALOGUE", "views to serve, `package.module:NAME` (built-in)"),
+]
 _FLAGS: dict[str, list[tuple[str, str, str]]] = {
     "broker": [
         ("--host", "STATEFED_BROKER_HOST", "loopback address to listen on (127.0.0.1)"),
         ("--port", "STATEFED_BROKER_PORT", "port to listen on (9092)"),
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
+        _COMMON[1],
     ],
     "topics": [*_COMMON, ("--partitions", "STATEFED_PARTITIONS", "partitions per input topic (6)")],
     "pipeline": [
@@ -104,17 +110,24 @@ def _broker(env: dict[str, str]) -> None:
     host = env.get("STATEFED_BROKER_HOST", "127.0.0.1")
     port = int(env.get("STATEFED_BROKER_PORT", "9092"))
     with EmbeddedBroker(host=host, port=port) as broker:
-        ensure_topics(broker.bootstrap, statefed_topics(_partitions(env)))
+        ensure_topics(broker.bootstrap, statefed_topics(_partitions(env), _catalogue(env)))
         print(f"statefed broker: ready on {broker.bootstrap} (memory only)", file=sys.stderr)
         _wait_for_signal()
     print("statefed broker: stopped", file=sys.stderr)
+
+
+def _catalogue(env: dict[str, str]) -> tuple[View, ...]:
+    try:
+        return load_catalogue(env.get("STATEFED_CATALOGUE"))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
 
 
 def _topics(env: dict[str, str]) -> None:
     from node.topics import ensure_topics, statefed_topics
 
     bootstrap = env.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
-    topics = statefed_topics(_partitions(env))
+    topics = statefed_topics(_partitions(env), _catalogue(env))
     ensure_topics(bootstrap, topics)
     for topic, partitions in topics.items():
         print(f"{topic}\t{partitions} partitions")
@@ -130,14 +143,14 @@ def _node(env: dict[str, str]) -> None:
     from node.config import NodeConfig
     from node.server import run_node
 
-    run_node(NodeConfig.from_env(env))
+    run_node(NodeConfig.from_env(env), _catalogue(env))
 
 
 def _gateway(env: dict[str, str]) -> None:
     from gateway.config import GatewayConfig
     from gateway.server import run_gateway
 
-    run_gateway(GatewayConfig.from_env(env))
+    run_gateway(GatewayConfig.from_env(env), _catalogue(env))
 
 
 def _produce(env: dict[str, str], args: argparse.Namespace) -> None:

@@ -17,6 +17,7 @@ import httpx
 from node.broker import EmbeddedBroker, free_port
 from node.processes import ManagedProcess, wait_until
 from node.topics import ensure_topics, statefed_topics
+from schema import load_catalogue
 
 __all__ = ["LocalCluster"]
 
@@ -69,7 +70,8 @@ class LocalCluster:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.broker = EmbeddedBroker(log_path=self.base_dir / "broker.log")
         self.broker.start()
-        ensure_topics(self.broker.bootstrap, statefed_topics(self.partitions))
+        catalogue = load_catalogue(self._base_env.get("STATEFED_CATALOGUE"))
+        ensure_topics(self.broker.bootstrap, statefed_topics(self.partitions, catalogue))
         self.progress(f"broker: ready on {self.broker.bootstrap}, {self.partitions} partitions")
 
     def start_pipeline(self, timeout_s: float = 240.0) -> ManagedProcess:

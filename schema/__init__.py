@@ -36,6 +36,7 @@ from schema.views import (
     View,
     ViewKind,
     WindowSpec,
+    load_catalogue,
     view_by_name,
 )
 
@@ -73,6 +74,7 @@ __all__ = [
     "encode_status",
     "encode_window",
     "event_record_key",
+    "load_catalogue",
     "murmur2",
     "pack",
     "partition_for",
