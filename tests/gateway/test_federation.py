@@ -125,7 +125,7 @@ def test_entities_are_resolved_in_order_one_request_per_owning_node_and_view(
         assert sorted(node.entities_asked) == sorted(set(node.entities_asked))
         assert node.requests == len(node.entities_asked)
     asked = sorted(k for n in nodes for k in n.keys_asked)
-    keys = {r.get("word") or r.get("host") or r.get("customer") for r in representations}
+    keys = {r.get("word") or r.get("host") or r.get("customer") or "" for r in representations}
     assert asked == sorted(keys)
 
 
@@ -171,7 +171,7 @@ def test_unavailable_partitions_are_errors_at_their_first_representation() -> No
     entities = body["data"]["_entities"]
     for i, representation in enumerate(representations):
         assert entities[i] == (None if i in lost else expected(model, representation))
-    first_of = {}
+    first_of: dict[int, int] = {}
     for i in lost:
         first_of.setdefault(partition_for(words[i], P), i)
     assert sorted((e["extensions"]["partition"], e["path"]) for e in body["errors"]) == sorted(
