@@ -30,7 +30,13 @@ __all__ = ["run_demo"]
 EXAMPLE = """\
   { wordCount(word: "kafka") { word count } }
   { wordCounts(words: ["kafka", "franz", "nope"]) { word count } }
-  { topWords(limit: 3) { word count } }"""
+  { topWords(limit: 3) { word count } }
+  { topHosts(limit: 3) { host count } }
+  { hostAccessWindows(host: "graphql.org") { start end count } }
+  { lastBooking(customer: "c001") { trip eventTime } }
+  { bookingHistory(customer: "c001", first: 3) { edges { node { trip eventTime } } } }
+  { cluster { nodes { id state } views { name lateDropped } } }
+More in schema/operations/ and the README."""
 
 
 def _say(message: str) -> None:
