@@ -136,7 +136,7 @@ def _topics(env: dict[str, str]) -> None:
 def _pipeline(env: dict[str, str]) -> None:
     from node.pipeline import PipelineConfig, run_pipeline
 
-    run_pipeline(PipelineConfig.from_env(env))
+    run_pipeline(PipelineConfig.from_env(env), _catalogue(env))
 
 
 def _node(env: dict[str, str]) -> None:

@@ -6,42 +6,71 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 
+from pyspark.sql import SparkSession
+
 from node.pipeline.config import PipelineConfig
+from node.pipeline.errors import QueryFailedError
 from node.pipeline.job import start_queries
 from node.pipeline.session import build_session
-from schema import CATALOGUE
+from schema import CATALOGUE, View
 
 __all__ = ["run_pipeline"]
 
 log = logging.getLogger(__name__)
 
 
-def run_pipeline(config: PipelineConfig) -> None:
+# A failed query is restarted (with every other query, from the checkpoints: absolute
+# changelog values make the replay harmless) this many times before the pipeline gives up.
+RESTARTS = 5
+RESTART_BACKOFF_S = 2.0
+
+
+def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) -> None:
     """Run every query of the catalogue until SIGTERM or SIGINT, then stop queries and Spark.
 
-    Prints `statefed pipeline: ready (<n> queries)` to stderr once every query started;
-    raises `QueryFailedError` if a query fails (after stopping the others).
+    Prints `statefed pipeline: ready (<n> queries)` to stderr once every query started. A
+    query that fails (e.g. a Python worker that did not connect back on a loaded machine)
+    restarts the queries from their checkpoints, up to RESTARTS times; then the
+    `QueryFailedError` is raised.
     """
     _default_logging()
     stop = threading.Event()
     log.info("starting Spark (%s) for the pipeline", config.spark_master)
     spark = build_session(config)
     try:
-        with _stop_on_signals(stop), start_queries(spark, config, CATALOGUE) as running:
-            print(
-                f"statefed pipeline: ready ({len(running.queries)} queries)",
-                file=sys.stderr,
-                flush=True,
-            )
-            running.wait(stop)
-            log.info("stopping %d queries", len(running.queries))
+        with _stop_on_signals(stop):
+            _run_with_restarts(spark, config, tuple(catalogue), stop)
     finally:
         spark.stop()
         log.info("pipeline stopped")
+
+
+def _run_with_restarts(
+    spark: SparkSession, config: PipelineConfig, catalogue: tuple[View, ...], stop: threading.Event
+) -> None:
+    failures = 0
+    while not stop.is_set():
+        try:
+            with start_queries(spark, config, catalogue) as running:
+                if failures == 0:
+                    print(
+                        f"statefed pipeline: ready ({len(running.queries)} queries)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                running.wait(stop)
+                log.info("stopping %d queries", len(running.queries))
+                return
+        except QueryFailedError as exc:
+            failures += 1
+            if failures > RESTARTS:
+                raise
+            log.warning("%s; restarting the queries (%d of %d)", exc, failures, RESTARTS)
+            stop.wait(RESTART_BACKOFF_S * failures)
 
 
 def _default_logging() -> None:
