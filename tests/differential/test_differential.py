@@ -1,0 +1,278 @@
+"""Differential tests: generated events through the real path (broker, Spark, nodes,
+gateway) with one node and with three; every query kind must answer exactly what a
+straightforward model computes from the same events.
+
+Spark's watermark advances per micro-batch, so events come in three rounds, each
+produced once the pipeline has processed the previous one (tests/e2e/progress.py):
+round 0 lies in the epoch's first minute (never late, whatever the batching), round 1
+advances event time to 150 s and only adds events in windows that end after 120 s,
+round 2 lies at or before 150 s, so the watermark in force is exactly 150 s - grace
+(30 s): a round-2 event whose window ends at or before 120 s is dropped as late.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from node.processes import wait_until
+from node.produce import Record, Write, produce_keys, produce_records
+from tests.e2e.conftest import Cluster
+from tests.e2e.progress import PipelineProgress, needed_offsets
+
+MINUTE = 60_000
+WATERMARK_AFTER_ROUND_1 = 150_000 - 30_000
+TRIPS = ("LIS-BER", "BER-OSL", "OSL-LIS")
+KEYS = 4
+_examples = itertools.count()
+
+Event = tuple[int, int, int, int]  # (round, seconds after the epoch, key index, trip index)
+round0 = st.tuples(st.just(0), st.integers(0, 59), st.integers(0, KEYS - 1), st.integers(0, 2))
+round1 = st.tuples(st.just(1), st.integers(120, 150), st.integers(0, KEYS - 1), st.integers(0, 2))
+round2 = st.tuples(st.just(2), st.integers(0, 150), st.integers(0, KEYS - 1), st.integers(0, 2))
+event_sets = st.tuples(
+    st.lists(round0, min_size=1, max_size=10),
+    # round 1 always holds the event that advances event time to 150 s
+    st.lists(round1, max_size=5).map(lambda events: [*events, (1, 150, 0, 0)]),
+    st.lists(round2, max_size=6),
+)
+
+
+@dataclass
+class Model:
+    """What every view must answer, computed directly from the produced events."""
+
+    hosts: Counter[str] = field(default_factory=Counter)
+    windows: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    late: int = 0
+    late_groups: set[tuple[str, int]] = field(default_factory=set)
+    bookings: dict[str, list[tuple[int, int, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+    def page_view(self, host: str, at_ms: int, late: bool) -> None:
+        self.hosts[host] += 1
+        if late:
+            self.late += 1
+            self.late_groups.add((host, at_ms // MINUTE))
+        else:
+            self.windows[host][at_ms // MINUTE * MINUTE] += 1
+
+    def booking(self, customer: str, at_ms: int, offset: int, trip: str) -> None:
+        self.bookings[customer].append((at_ms, offset, trip))
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+
+
+def _late_dropped(cluster: Cluster) -> int:
+    views = cluster.data("{ cluster { views { name lateDropped } } }")["cluster"]["views"]
+    return next(v["lateDropped"] for v in views if v["name"] == "host_access_per_minute")
+
+
+def _late_count_agrees(reported: int, model: Model) -> bool:
+    """Spark counts late rows at its state operator, after partial aggregation: late events
+    of one (key, window) in one micro-batch count once. So the figure lies between the
+    late (key, window) groups and the late events, and is 0 exactly when nothing was late."""
+    return len(model.late_groups) <= reported <= model.late
+
+
+def _is_late(event: Event) -> bool:
+    window_end = event[1] * 1000 // MINUTE * MINUTE + MINUTE
+    return event[0] == 2 and window_end <= WATERMARK_AFTER_ROUND_1
+
+
+def _offsets_by_key(writes: list[Write]) -> dict[str, list[int]]:
+    """Each key's offsets in produce order (one key stays on one partition, in order)."""
+    offsets: dict[str, list[int]] = defaultdict(list)
+    for write in writes:
+        offsets[write.key].append(write.offset)
+    return {key: sorted(found) for key, found in offsets.items()}
+
+
+def _produce_round(
+    cluster: Cluster,
+    progress: PipelineProgress,
+    epoch: int,
+    prefix: str,
+    events: list[Event],
+    model: Model,
+) -> None:
+    views, bookings = [], []
+    for event in events:
+        _, seconds, key, trip = event
+        at = epoch + seconds * 1000
+        host, customer = f"{prefix}h{key}", f"{prefix}c{key}"
+        views.append(Record(host, orjson.dumps({"timestamp": at, "path": "/"}), at))
+        bookings.append(Record(customer, orjson.dumps({"timestamp": at, "trip": TRIPS[trip]}), at))
+        model.page_view(host, at, _is_late(event))
+    view_writes = produce_records(cluster.local.bootstrap, "pageviews", views)
+    booking_writes = produce_records(cluster.local.bootstrap, "bookings", bookings)
+    offsets = _offsets_by_key(booking_writes)
+    seen: Counter[str] = Counter()
+    for record in bookings:
+        offset = offsets[record.key][seen[record.key]]
+        seen[record.key] += 1
+        model.booking(
+            record.key, record.timestamp_ms or 0, offset, orjson.loads(record.value)["trip"]
+        )
+    cluster.saw_event_times(r.timestamp_ms or 0 for r in views)
+    progress.wait("pageviews", needed_offsets(view_writes))
+    progress.wait("bookings", needed_offsets(booking_writes))
+
+
+def _expected(model: Model, epoch: int, hosts: list[str], customers: list[str]) -> dict[str, Any]:
+    windows = {
+        host: [
+            {"start": _iso(start), "end": _iso(start + MINUTE), "count": n}
+            for start, n in sorted(model.windows[host].items())
+        ]
+        for host in hosts
+    }
+    tops = {}
+    for minute in range(3):
+        start = epoch + minute * MINUTE
+        rows = [(h, model.windows[h][start]) for h in hosts if model.windows[h][start]]
+        tops[minute] = [
+            {"host": h, "count": n} for h, n in sorted(rows, key=lambda r: (-r[1], r[0]))
+        ]
+    history = {c: sorted(model.bookings[c]) for c in customers}
+    return {
+        "counts": [{"host": h, "count": model.hosts[h]} if model.hosts[h] else None for h in hosts],
+        "windows": windows,
+        "tops": tops,
+        "latest": [
+            {"customer": c, "trip": history[c][-1][2], "eventTime": _iso(history[c][-1][0])}
+            if history[c]
+            else None
+            for c in customers
+        ],
+        "history": {
+            c: [{"trip": t, "eventTime": _iso(at)} for at, _, t in history[c]] for c in customers
+        },
+    }
+
+
+def _answers(
+    cluster: Cluster, epoch: int, hosts: list[str], customers: list[str]
+) -> dict[str, Any]:
+    data = cluster.data(
+        "query($h: [String!]!, $c: [String!]!) { hostAccessMany(hosts: $h) { host count }"
+        " lastBookings(customers: $c) { customer trip eventTime } }",
+        {"h": hosts, "c": customers},
+    )
+    windows, history = {}, {}
+    for host in hosts:
+        windows[host] = cluster.data(
+            "query($h: String!, $f: DateTime, $t: DateTime) {"
+            " hostAccessWindows(host: $h, from: $f, to: $t) { start end count } }",
+            {"h": host, "f": _iso(epoch), "t": _iso(epoch + 3 * MINUTE)},
+        )["hostAccessWindows"]
+    for customer in customers:
+        page = cluster.data(
+            "query($c: String!) { bookingHistory(customer: $c, first: 1000) {"
+            " edges { node { trip eventTime } } pageInfo { hasNextPage } } }",
+            {"c": customer},
+        )["bookingHistory"]
+        history[customer] = [edge["node"] for edge in page["edges"]]
+    tops = {
+        minute: cluster.data(
+            "query($s: DateTime!) {"
+            " topHostsPerMinute(limit: 100, window: {start: $s}) { host count } }",
+            {"s": _iso(epoch + minute * MINUTE)},
+        )["topHostsPerMinute"]
+        for minute in range(3)
+    }
+    return {
+        "counts": data["hostAccessMany"],
+        "windows": windows,
+        "tops": tops,
+        "latest": data["lastBookings"],
+        "history": history,
+    }
+
+
+def _check(cluster: Cluster, progress: PipelineProgress, rounds: tuple[list[Event], ...]) -> None:
+    prefix = f"d{next(_examples)}-"
+    epoch = cluster.next_epoch_ms()
+    late_before = _late_dropped(cluster)
+    model = Model()
+    for events in rounds:
+        if events:
+            _produce_round(cluster, progress, epoch, prefix, events, model)
+    hosts = [f"{prefix}h{k}" for k in range(KEYS)]
+    customers = [f"{prefix}c{k}" for k in range(KEYS)]
+    expected = _expected(model, epoch, hosts, customers)
+    last: dict[str, Any] = {}
+
+    def agrees() -> bool:
+        nonlocal last
+        last = _answers(cluster, epoch, hosts, customers)
+        return last == expected and _late_count_agrees(_late_dropped(cluster) - late_before, model)
+
+    try:
+        wait_until(agrees, 90, "the cluster to answer what the model computes", 0.5)
+    except TimeoutError:
+        differ = {k: (last.get(k), v) for k, v in expected.items() if last.get(k) != v}
+        late = (_late_dropped(cluster) - late_before, model.late)
+        raise AssertionError(f"(answer, model) where they differ: {differ}; late {late}") from None
+
+
+_SETTINGS = settings(
+    max_examples=2,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],  # each example costs seconds of real processing
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@_SETTINGS
+@given(rounds=event_sets)
+def test_one_node_answers_what_the_model_computes(
+    grown_cluster: Cluster, progress: PipelineProgress, rounds: tuple[list[Event], ...]
+) -> None:
+    assert len(grown_cluster.local.nodes) == 1
+    _check(grown_cluster, progress, rounds)
+
+
+def test_grow_to_three_nodes(grown_cluster: Cluster) -> None:
+    grown_cluster.local.start_node("d2")
+    grown_cluster.local.start_node("d3")
+    grown_cluster.local.wait_routable()
+    owners = {
+        p["node"]
+        for p in grown_cluster.data("{ cluster { partitions { node role } } }")["cluster"][
+            "partitions"
+        ]
+        if p["role"] == "ACTIVE"
+    }
+    assert owners == {"d1", "d2", "d3"}
+
+
+@_SETTINGS
+@given(rounds=event_sets)
+def test_three_nodes_answer_what_the_model_computes(
+    grown_cluster: Cluster, progress: PipelineProgress, rounds: tuple[list[Event], ...]
+) -> None:
+    assert len(grown_cluster.local.nodes) == 3
+    _check(grown_cluster, progress, rounds)
+
+
+def test_a_view_added_by_one_catalogue_entry_is_queryable(grown_cluster: Cluster) -> None:
+    """`word_tally` exists only as one View entry in tests/differential/views.py."""
+    produce_keys(grown_cluster.local.bootstrap, "words", ["tally-a", "tally-a", "tally-b"])
+    expected = [{"term": "tally-a", "count": 2}, {"term": "tally-b", "count": 1}, None]
+    query = '{ wordTallies(terms: ["tally-a", "tally-b", "tally-none"]) { term count } }'
+    wait_until(
+        lambda: grown_cluster.query(query).json().get("data") == {"wordTallies": expected},
+        90,
+        "the added view to answer",
+    )
