@@ -1,7 +1,9 @@
 """The Spark Structured Streaming pipeline: input topics -> view state -> changelog topics.
 
-`run_pipeline(config)` is the process; `start_queries(spark, config, catalogue)` runs the
-same queries in an existing session (tests share one session per run).
+One query per view (every kind: count, windowed_count, latest, history), one dead-letter
+query per input topic, and a status record per view and micro-batch on
+`statefed.pipeline`. `run_pipeline(config)` is the process; `start_queries(spark, config,
+catalogue)` runs the same queries in an existing session (tests share one session per run).
 """
 
 from node.pipeline.config import PipelineConfig

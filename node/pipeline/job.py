@@ -24,7 +24,8 @@ from node.pipeline.kinds import plan_for
 from node.pipeline.records import Decoding, keyed_events, rejected_records
 from node.pipeline.sink import BatchProducer
 from node.pipeline.source import SOURCE_NAME, register_source
-from node.pipeline.status import Clock, StatusListener, ViewTracker, wall_clock_ms
+from node.pipeline.starting import start_initialized
+from node.pipeline.status import Clock, StatusPoller, ViewTracker, wall_clock_ms
 from node.pipeline.statuslog import StatusPublisher, read_last_statuses
 from node.pipeline.writers import ChangelogWriter, DeadLetterWriter
 from node.topics import ensure_topics, partition_count
@@ -38,15 +39,14 @@ ProducerFactory = Callable[[PipelineConfig, str], BatchProducer]
 
 
 class RunningPipeline:
-    """The started queries, the producers they write with and the status listener;
-    `stop()` ends them all, after the last status of each view query is published."""
+    """The started queries, the producers they write with and the status poller; `stop()`
+    ends them all, after the last status of each view query is published."""
 
-    def __init__(self, spark: SparkSession, listener: StatusListener) -> None:
-        self.spark = spark
-        self.listener = listener
+    def __init__(self, poller: StatusPoller) -> None:
+        self.poller = poller
         self.queries: list[StreamingQuery] = []
         self._producers: list[BatchProducer] = []
-        self._trackers: dict[str, ViewTracker] = {}
+        self._stopped = False
 
     def add(
         self, query: StreamingQuery, producer: BatchProducer, tracker: ViewTracker | None = None
@@ -54,7 +54,7 @@ class RunningPipeline:
         self.queries.append(query)
         self._producers.append(producer)
         if tracker is not None:
-            self._trackers[tracker.view] = tracker
+            self.poller.watch(query, tracker)
 
     def check(self) -> None:
         """Raise `QueryFailedError` if a query is no longer running."""
@@ -67,16 +67,21 @@ class RunningPipeline:
         while not stop.wait(poll_s):
             self.check()
 
-    def stop(self, status_timeout_s: float = 10.0) -> None:
+    def stop(self) -> None:
+        """Stop every query, publish their last statuses, close the producers (once)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.poller.stop()
         for query in self.queries:
             query.stop()
-        # progress events arrive asynchronously: publish the last ones before leaving
-        self.listener.wait_terminated(self._trackers, status_timeout_s)
-        self.spark.streams.removeListener(self.listener)
-        self.listener.publisher.close()
-        for producer in self._producers:
-            producer.close()
-        self.queries, self._producers, self._trackers = [], [], {}
+        try:
+            self.poller.poll()  # the batches that ended since the last poll
+        finally:
+            self.poller.publisher.close()
+            for producer in self._producers:
+                producer.close()
+        self.queries, self._producers = [], []
 
     def __enter__(self) -> RunningPipeline:
         return self
@@ -133,14 +138,14 @@ def start_queries(
     views = list(catalogue)
     ensure_topics(config.bootstrap, {PIPELINE_TOPIC: 1})
     trackers = _trackers(config, views, clock)
-    listener = StatusListener(StatusPublisher(config.bootstrap, config.delivery_timeout_ms / 1000))
-    spark.streams.addListener(listener)
-    running = RunningPipeline(spark, listener)
+    publisher = StatusPublisher(config.bootstrap, config.delivery_timeout_ms / 1000)
+    running = RunningPipeline(StatusPoller(publisher))
     try:
         for view in views:
-            running.add(*_start_view(spark, config, view, producer, listener, trackers[view.name]))
+            running.add(*_start_view(spark, config, view, producer, trackers[view.name]))
         for topic, decodings in _decodings_by_topic(views).items():
             running.add(*_start_dead_letters(spark, config, topic, decodings, producer))
+        running.poller.start()
     except BaseException:
         running.stop()
         raise
@@ -184,7 +189,6 @@ def _start_view(
     config: PipelineConfig,
     view: View,
     make_producer: ProducerFactory,
-    listener: StatusListener,
     tracker: ViewTracker,
 ) -> tuple[StreamingQuery, BatchProducer, ViewTracker]:
     plan = plan_for(view)
@@ -198,7 +202,6 @@ def _start_view(
         .foreachBatch(ChangelogWriter(view, plan, producer, partitions))
     )
     name = f"statefed.{view.name}"
-    listener.expect(name, tracker)
     query = _start(writer, config, name, config.checkpoint_dir / view.name, producer)
     log.info("query %s started: %s -> %s", name, view.topic, view.changelog_topic)
     return query, producer, tracker
@@ -234,7 +237,7 @@ def _start(
     if config.trigger_ms:
         writer = writer.trigger(processingTime=f"{config.trigger_ms} milliseconds")
     try:
-        return writer.start()
+        return start_initialized(writer, name)
     except BaseException:
         producer.close()
         raise

@@ -1,13 +1,16 @@
 """Pipeline status per view, published after every micro-batch of the view's query.
 
-A `StatusListener` (a Spark `StreamingQueryListener`, so every batch is seen exactly once,
-unlike polling `lastProgress`) turns each progress event of a view query into a
-`ViewStatus`: the batch id, the source offsets the batch ended at (`endOffset`: the next
-offset per partition of the input topic), and `late_dropped`, the total of Spark's
-`numRowsDroppedByWatermark` since the view's checkpoint began (the total before this
-run is read back from the status topic at start). Spark delivers progress events after
-the batch's sink (the changelog writer) has returned, so a status never runs ahead of
-the changelog.
+A `StatusPoller` thread polls each view query's `lastProgress` (and, when it missed
+batches, `recentProgress`) and turns every new progress into a `ViewStatus`: the batch
+id, the source offsets the batch ended at (`endOffset`: the next offset per partition of
+the input topic), and `late_dropped`, the total of Spark's `numRowsDroppedByWatermark`
+since the view's checkpoint began (the total before this run is read back from the status
+topic at start; see kinds/windowed_count.py for what Spark counts). Spark records a
+batch's progress after its sink (the changelog writer) returned, so a status never runs
+ahead of the changelog. Polling, not a `StreamingQueryListener`: PySpark converts each
+listener event with dozens of py4j calls from the callback thread (measured 0.7 s per
+event on 2 busy cores, which stalled the listener bus), while `lastProgress` is one JSON
+document.
 """
 
 from __future__ import annotations
@@ -15,28 +18,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import orjson
-from pyspark.sql.streaming import StreamingQueryListener
-from pyspark.sql.streaming.listener import (
-    QueryIdleEvent,
-    QueryProgressEvent,
-    QueryStartedEvent,
-    QueryTerminatedEvent,
-    StreamingQueryProgress,
-)
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from node.pipeline.statuslog import StatusPublisher
 from schema import ViewStatus
 
 __all__ = [
     "Clock",
-    "StatusListener",
+    "Progressing",
+    "Publisher",
+    "StatusPoller",
     "ViewTracker",
     "dropped_by_watermark",
+    "executed",
+    "new_progress",
     "source_offsets",
     "wall_clock_ms",
 ]
@@ -44,6 +43,24 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
+
+
+class Progressing(Protocol):
+    """What the poller reads of a query (a `StreamingQuery`)."""
+
+    @property
+    def lastProgress(self) -> StreamingQueryProgress | None: ...
+
+    @property
+    def recentProgress(self) -> list[StreamingQueryProgress]: ...
+
+
+class Publisher(Protocol):
+    """Where statuses go (`statuslog.StatusPublisher`)."""
+
+    def publish(self, status: ViewStatus) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def wall_clock_ms() -> int:
@@ -71,77 +88,85 @@ def dropped_by_watermark(progress: StreamingQueryProgress) -> int:
 
 @dataclass
 class ViewTracker:
-    """The running status of one view's query; `late_dropped` starts at the total so far."""
+    """The running status of one view's query; `late_dropped` starts at the total so far,
+    `last_batch` is the newest batch published in this run."""
 
     view: str
     topic: str
     late_dropped: int = 0
     clock: Clock = wall_clock_ms
-    terminated: threading.Event = field(default_factory=threading.Event)
+    last_batch: int | None = None
 
     def on_progress(self, progress: StreamingQueryProgress) -> ViewStatus:
         self.late_dropped += dropped_by_watermark(progress)
+        self.last_batch = int(progress.batchId)
         offsets: dict[int, int] = {}
         for source in progress.sources:
             offsets.update(source_offsets(source.endOffset, self.topic))
         return ViewStatus(
             view=self.view,
-            batch_id=int(progress.batchId),
+            batch_id=self.last_batch,
             updated_ms=self.clock(),
             late_dropped=self.late_dropped,
             source_offsets=offsets,
         )
 
 
-class StatusListener(StreamingQueryListener):
-    """Publishes the status of the view queries it was told to `expect`, ignoring others.
+def executed(progress: StreamingQueryProgress) -> bool:
+    """Whether the progress is of a batch that ran: at a restart Spark also reports the
+    batch it is about to run, with no operators and without an `addBatch` phase."""
+    return "addBatch" in (progress.durationMs or {})
 
-    A query is bound by its run id in `onQueryStarted`, which Spark calls synchronously in
-    `start()`; so a late event of an earlier run of the same query name is never counted.
-    """
 
-    def __init__(self, publisher: StatusPublisher) -> None:
+def new_progress(query: Progressing, after: int | None) -> list[StreamingQueryProgress]:
+    """The progress of every batch of `query` that ran after batch `after` (None: all of
+    this run), oldest first; `recentProgress` is read only when `lastProgress` is not
+    simply the next batch."""
+    last = query.lastProgress
+    if last is None:
+        return []
+    if after is not None:
+        if last.batchId <= after or (last.batchId == after + 1 and not executed(last)):
+            return []  # nothing ran since `after`
+        if last.batchId == after + 1:
+            return [last]
+    ran = [p for p in [*query.recentProgress, last] if executed(p)]
+    newest = {p.batchId: p for p in ran if after is None or p.batchId > after}
+    return [newest[b] for b in sorted(newest)]
+
+
+class StatusPoller:
+    """Publishes a status for every new batch of the view queries it `watch`es."""
+
+    def __init__(self, publisher: Publisher, interval_s: float = 0.2) -> None:
         self.publisher = publisher
-        self._lock = threading.Lock()
-        self._expected: dict[str, ViewTracker] = {}  # by query name, until started
-        self._runs: dict[str, ViewTracker] = {}  # by run id
+        self.interval_s = interval_s
+        self._watched: list[tuple[Progressing, ViewTracker]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="statefed-status", daemon=True)
 
-    def expect(self, query_name: str, tracker: ViewTracker) -> None:
-        with self._lock:
-            self._expected[query_name] = tracker
+    def watch(self, query: Progressing, tracker: ViewTracker) -> None:
+        self._watched.append((query, tracker))
 
-    def onQueryStarted(self, event: QueryStartedEvent) -> None:
-        with self._lock:
-            tracker = self._expected.pop(event.name or "", None)
-            if tracker is not None:
-                self._runs[str(event.runId)] = tracker
+    def start(self) -> None:
+        self._thread.start()
 
-    def onQueryProgress(self, event: QueryProgressEvent) -> None:
-        progress = event.progress
-        with self._lock:
-            tracker = self._runs.get(str(progress.runId))
-            if tracker is None:
-                return
+    def poll(self) -> None:
+        """Publish what every watched query did since the last poll."""
+        for query, tracker in list(self._watched):
+            for progress in new_progress(query, tracker.last_batch):
+                self.publisher.publish(tracker.on_progress(progress))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
             try:
-                status = tracker.on_progress(progress)
-            except (ValueError, TypeError, AttributeError):
-                # a listener must not raise into Spark's listener bus; the next batch retries
-                log.exception("view %s: no status for batch %s", tracker.view, progress.batchId)
-                return
-            self.publisher.publish(status)
+                self.poll()
+            except Exception:
+                # keep publishing for the other views; the next poll retries this one
+                log.exception("pipeline status poll failed")
 
-    def onQueryIdle(self, event: QueryIdleEvent) -> None:
-        """Nothing to publish: no batch ran."""
-
-    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
-        with self._lock:
-            tracker = self._runs.pop(str(event.runId), None)
-        if tracker is not None:
-            tracker.terminated.set()
-
-    def wait_terminated(self, trackers: Mapping[str, ViewTracker], timeout_s: float) -> None:
-        """Wait until Spark delivered the last events of the stopped `trackers` (by view)."""
-        deadline = time.monotonic() + timeout_s
-        for tracker in trackers.values():
-            if not tracker.terminated.wait(max(0.0, deadline - time.monotonic())):
-                log.warning("view %s: no termination event within %.0f s", tracker.view, timeout_s)
+    def stop(self) -> None:
+        """Stop polling; call `poll()` once more after the queries stopped."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()

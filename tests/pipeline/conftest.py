@@ -7,6 +7,7 @@ although the broker and the session are shared.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 
@@ -16,7 +17,7 @@ from pyspark.sql import SparkSession
 from node.broker import EmbeddedBroker
 from node.pipeline import PipelineConfig, build_session
 from node.topics import ensure_topics, statefed_topics
-from schema import View, ViewKind
+from schema import DEMO_DOMAIN, View, ViewKind
 from tests.pipeline.support import PARTITIONS
 
 
@@ -46,3 +47,18 @@ def count_view(broker: EmbeddedBroker) -> View:
     )
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, [view]))
     return view
+
+
+@pytest.fixture
+def demo_views(broker: EmbeddedBroker) -> dict[str, View]:
+    """Copies of the demo domain's views (by kind value) over fresh topics, created."""
+    suffix = uuid.uuid4().hex[:10]
+    views = {
+        v.kind.value: dataclasses.replace(
+            v, name=f"{v.name}_{suffix}", topic=f"test.{suffix}.{v.topic}"
+        )
+        for v in DEMO_DOMAIN
+    }
+    assert len(views) == len(DEMO_DOMAIN), "one demo view per kind"
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views.values()))
+    return views

@@ -1,5 +1,5 @@
 """Test support: the pipeline config of a test, producing input events, reading the
-changelog and dead-letter topics."""
+changelog, dead-letter and pipeline status topics."""
 
 from __future__ import annotations
 
@@ -9,13 +9,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from node.broker import EmbeddedBroker
 from node.pipeline import PipelineConfig
 from node.pipeline.deadletter import DeadLetter, decode_dead_letter
 from node.topics import partition_count
-from schema import DEADLETTER_TOPIC, CountRow, decode_count, partition_for
+from schema import (
+    DEADLETTER_TOPIC,
+    PIPELINE_TOPIC,
+    CountRow,
+    ViewStatus,
+    decode_count,
+    decode_status,
+    partition_for,
+)
 
 PARTITIONS = 6
 
@@ -45,6 +53,53 @@ def produce(bootstrap: str, topic: str, keys: Iterable[bytes | None], value: byt
         producer.poll(0)
     assert producer.flush(30) == 0, "records left unacknowledged"
     assert not failures, failures
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input record to produce: `timestamp_ms` None lets the producer stamp it."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int | None = None
+
+
+def produce_records(bootstrap: str, topic: str, records: Iterable[Record]) -> list[tuple[int, int]]:
+    """Produce `records` (murmur2 partitioning) and return each one's (partition, offset)."""
+    placed: dict[int, tuple[int, int]] = {}
+    failures: list[str] = []
+
+    def report(index: int) -> Callable[[KafkaError | None, Message], None]:
+        def on_delivery(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                failures.append(str(error))
+            else:
+                placed[index] = (message.partition() or 0, message.offset() or 0)
+
+        return on_delivery
+
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    count = 0
+    for count, record in enumerate(records, start=1):
+        producer.produce(
+            topic,
+            record.value,
+            record.key,
+            on_delivery=report(count - 1),
+            timestamp=record.timestamp_ms or 0,  # 0: stamped by the producer
+        )
+        producer.poll(0)
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    assert not failures, failures
+    return [placed[i] for i in range(count)]
+
+
+def end_offsets(placements: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """The next offset per partition after the records placed at `placements`."""
+    ends: dict[int, int] = {}
+    for partition, offset in placements:
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    return ends
 
 
 def poll_until(
@@ -140,6 +195,74 @@ class DeadLetterReader:
             letter = decode_dead_letter(value)
             if letter.topic == self.topic:
                 self.letters.append(letter)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+class StatusReader:
+    """The pipeline status topic: every status of the views named, in order."""
+
+    def __init__(self, bootstrap: str, views: Iterable[str]) -> None:
+        self.reader = TopicReader(bootstrap, PIPELINE_TOPIC)
+        self.views = set(views)
+        self.statuses: list[ViewStatus] = []
+
+    def poll(self) -> None:
+        for _partition, key, value in self.reader.read():
+            status = decode_status(value)
+            if status.view in self.views:
+                assert key == status.view.encode("utf-8")
+                self.statuses.append(status)
+
+    def latest(self, view: str) -> ViewStatus | None:
+        return next((s for s in reversed(self.statuses) if s.view == view), None)
+
+    def wait_for_offsets(
+        self, view: str, ends: dict[int, int], timeout_s: float = 60
+    ) -> ViewStatus:
+        """Poll until a status of `view` shows `ends` processed (every partition at or past
+        its end); return that status."""
+
+        def reached() -> bool:
+            self.poll()
+            status = self.latest(view)
+            return status is not None and all(
+                status.source_offsets.get(p, 0) >= e for p, e in ends.items()
+            )
+
+        poll_until(reached, timeout_s, f"status of view {view} to reach offsets {ends}")
+        status = self.latest(view)
+        assert status is not None
+        return status
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+class RecordLog:
+    """Every record of a changelog topic, in the order read."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.reader = TopicReader(bootstrap, topic)
+        self.partitions = partition_count(bootstrap, topic)
+        self.records: list[tuple[int, bytes, bytes]] = []
+
+    def poll(self) -> None:
+        for partition, key, value in self.reader.read():
+            assert key is not None
+            self.records.append((partition, key, value))
+
+    def latest(self) -> dict[bytes, tuple[int, bytes]]:
+        """The newest (partition, value) per record key."""
+        return {key: (partition, value) for partition, key, value in self.records}
+
+    def wait_until(self, condition: Callable[[], bool], what: str, timeout_s: float = 60) -> None:
+        def polled() -> bool:
+            self.poll()
+            return condition()
+
+        poll_until(polled, timeout_s, what)
 
     def close(self) -> None:
         self.reader.close()

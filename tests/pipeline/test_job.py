@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import random
-import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from node.broker import EmbeddedBroker, free_port
-from node.pipeline import PipelineConfig, QueryFailedError, start_queries
+from node.pipeline import (
+    SOURCE_NAME,
+    PipelineConfig,
+    QueryFailedError,
+    register_source,
+    start_queries,
+)
 from node.pipeline.records import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY
 from node.pipeline.sink import BatchProducer
-from node.topics import ensure_topics, statefed_topics
-from schema import CATALOGUE, View
+from node.pipeline.starting import start_initialized
+from schema import View
 from tests.pipeline.support import (
     PARTITIONS,
     ChangelogReader,
@@ -99,32 +105,6 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_rest_still_counts(
         assert letter.timestamp_ms is not None and letter.timestamp_ms > 0
 
 
-def test_the_catalogue_view_counts_the_words_topic(
-    spark: SparkSession, broker: EmbeddedBroker, tmp_path: Path
-) -> None:
-    """The real catalogue and topics; other tests may write to `words`, so the words here
-    are unique to this test and only they are checked."""
-    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS))
-    (view,) = CATALOGUE
-    tag = uuid.uuid4().hex[:8]
-    words = _words(500, [f"{tag}-{i}" for i in range(20)], seed=4)
-    produce(broker.bootstrap, view.topic, (w.encode() for w in words))
-    changelog = ChangelogReader(broker.bootstrap, view.changelog_topic)
-    try:
-        with start_queries(spark, pipeline_config(broker, tmp_path / "cp")) as running:
-
-            def counted() -> bool:
-                changelog.poll()
-                got = changelog.counts()
-                return all(got.get(w) == n for w, n in Counter(words).items())
-
-            poll_until(counted, 90, "counts of this test's words")
-            running.check()
-    finally:
-        changelog.close()
-    assert not changelog.misplaced
-
-
 def test_a_failed_delivery_stops_the_query_and_the_restart_loses_nothing(
     spark: SparkSession, broker: EmbeddedBroker, count_view: View, tmp_path: Path
 ) -> None:
@@ -159,3 +139,17 @@ def test_a_failed_delivery_stops_the_query_and_the_restart_loses_nothing(
     finally:
         changelog.close()
     assert max(changelog.highest.values()) == 1
+
+
+def test_a_query_that_dies_while_starting_is_retried_then_named(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    register_source(spark)
+    # no topic option: the source fails while Spark initializes it, on every attempt
+    raw = spark.readStream.format(SOURCE_NAME).option("bootstrap", "127.0.0.1:1").load()
+    writer = raw.writeStream.foreachBatch(lambda batch, batch_id: None).option(
+        "checkpointLocation", str(tmp_path / "cp")
+    )
+    with pytest.raises(QueryFailedError, match=r"query statefed\.broken failed to start 2 times"):
+        start_initialized(writer.queryName("statefed.broken"), "statefed.broken", attempts=2)
+    assert not [q for q in spark.streams.active if q.name == "statefed.broken"]

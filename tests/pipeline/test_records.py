@@ -1,4 +1,5 @@
-"""Which input rows are usable, on static DataFrames in the shared Spark session."""
+"""Which input rows are usable and how they decode, on static DataFrames in the shared
+Spark session."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ from pyspark.sql import DataFrame, SparkSession
 
 from node.pipeline.records import (
     REASON_BAD_UTF8,
+    REASON_BAD_VALUE,
     REASON_EMPTY_KEY,
     REASON_NO_KEY,
     REASON_NO_TIMESTAMP,
+    REASON_NO_VALUE,
+    Decoding,
+    bad_event_time,
     keyed_events,
+    missing_event_time,
     rejected_records,
 )
 from node.pipeline.source import KAFKA_SCHEMA
+from schema import FieldType, ValueField
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
@@ -43,3 +50,73 @@ def test_a_usable_row_becomes_a_keyed_event_in_milliseconds(spark: SparkSession)
     assert event["key"] == "straße"
     assert event["event_ms"] == int(WHEN.timestamp() * 1000)
     assert event["value"] == b"v"
+
+
+BOOKINGS = Decoding(
+    event_time_field="timestamp",
+    value_fields=(
+        ValueField("trip"),
+        ValueField("seats", FieldType.INT),
+        ValueField("price", FieldType.FLOAT),
+        ValueField("paid", FieldType.BOOLEAN),
+    ),
+)
+
+
+def _valued(spark: SparkSession, *values: bytes | None, when: datetime | None = WHEN) -> DataFrame:
+    rows = [(b"c1", v, "bookings", 0, i, when, 0 if when else -1) for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+
+
+def test_event_time_and_value_fields_come_from_the_json_value(spark: SparkSession) -> None:
+    raw = _valued(
+        spark,
+        b'{"timestamp": 1767225600000, "trip": "LIS", "seats": 2, "price": 9.5, "paid": true}',
+        b'{"timestamp": 1.7e12, "trip": 7, "seats": "many"}',
+        when=None,  # the Kafka timestamp is not this view's event time
+    )
+    assert rejected_records(raw, [BOOKINGS]).count() == 0
+    events = [e.asDict(recursive=True) for e in keyed_events(raw, BOOKINGS).collect()]
+    assert [(e["key"], e["event_ms"], e["partition"], e["offset"]) for e in events] == [
+        ("c1", 1_767_225_600_000, 0, 0),
+        ("c1", 1_700_000_000_000, 0, 1),
+    ]
+    assert [e["fields"] for e in events] == [
+        {"trip": "LIS", "seats": 2, "price": 9.5, "paid": True},
+        # a number where a string is expected is its text; a wrong type or no field is null
+        {"trip": "7", "seats": None, "price": None, "paid": None},
+    ]
+
+
+def test_each_unusable_value_gets_its_reason(spark: SparkSession) -> None:
+    cases = {
+        None: REASON_NO_VALUE,
+        b"": REASON_BAD_VALUE,
+        b"not json": REASON_BAD_VALUE,
+        b"[1]": REASON_BAD_VALUE,
+        b"\xff{}": REASON_BAD_VALUE,
+        b'{"trip": "LIS"}': missing_event_time("timestamp"),
+        b'{"timestamp": null}': missing_event_time("timestamp"),
+        b'{"timestamp": "soon"}': bad_event_time("timestamp"),
+        b'{"timestamp": 1.5}': bad_event_time("timestamp"),
+        b'{"timestamp": -1}': bad_event_time("timestamp"),
+        b'{"timestamp": 99999999999999999}': bad_event_time("timestamp"),
+    }
+    raw = _valued(spark, *cases)
+    assert keyed_events(raw, BOOKINGS).count() == 0
+    got = {r["value"]: r["reason"] for r in rejected_records(raw, [BOOKINGS]).collect()}
+    assert got == cases
+
+
+def test_a_topic_read_two_ways_rejects_what_either_view_cannot_use(spark: SparkSession) -> None:
+    kafka_time = Decoding()
+    json_time = Decoding(event_time_field="timestamp")
+    fine = _valued(spark, b'{"timestamp": 5}')
+    no_json = _valued(spark, b"plain")
+    no_kafka_time = _valued(spark, b'{"timestamp": 5}', when=None)
+    assert rejected_records(fine, [kafka_time, json_time]).count() == 0
+    for raw, reason in ((no_json, REASON_BAD_VALUE), (no_kafka_time, REASON_NO_TIMESTAMP)):
+        rows = rejected_records(raw, [kafka_time, json_time]).collect()
+        assert [r["reason"] for r in rows] == [reason]
+    # a view on the Kafka timestamp ignores the value
+    assert keyed_events(no_json, kafka_time).count() == 1

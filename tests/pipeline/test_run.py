@@ -1,7 +1,9 @@
-"""`python -m node.pipeline` as a process: ready line, counts, clean stop on SIGTERM."""
+"""`python -m node.pipeline` as a process: ready line, every catalogue view computed, clean
+stop on SIGTERM."""
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import signal
@@ -14,12 +16,13 @@ from collections import Counter
 from pathlib import Path
 from typing import IO
 
+import orjson
 import pytest
 
 from node.broker import EmbeddedBroker
 from node.topics import ensure_topics, statefed_topics
-from schema import CATALOGUE
-from tests.pipeline.support import PARTITIONS, ChangelogReader, poll_until, produce
+from schema import CATALOGUE, WORD_COUNTS, View
+from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, poll_until, produce
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,17 +81,25 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         stderr=subprocess.PIPE,
         text=True,
     )
-    (view,) = CATALOGUE
+    view = WORD_COUNTS
+    assert view in CATALOGUE
+    others = [v for v in CATALOGUE if v is not view]
+    # a query per view, and a dead-letter query per input topic
+    queries = len(CATALOGUE) + len({v.topic for v in CATALOGUE})
     changelog = ChangelogReader(broker.bootstrap, view.changelog_topic)
+    logs = {v.name: RecordLog(broker.bootstrap, v.changelog_topic) for v in others}
     assert process.stderr is not None
     lines = Lines(process.stderr)
     try:
         ready = lines.wait_for("statefed pipeline: ready", 180)
-        assert "ready (2 queries)" in ready
+        assert f"ready ({queries} queries)" in ready
         assert any(f"query statefed.{view.name} started" in line for line in lines.seen)
 
-        words = [f"{uuid.uuid4().hex[:8]}-{i % 7}" for i in range(70)]
+        tag = uuid.uuid4().hex[:8]
+        words = [f"{tag}-{i % 7}" for i in range(70)]
         produce(broker.bootstrap, view.topic, (w.encode() for w in words))
+        for topic in {v.topic for v in others}:  # one event every other view can read
+            produce(broker.bootstrap, topic, [tag.encode()], _event_value(others))
 
         def counted() -> bool:
             changelog.poll()
@@ -96,12 +107,30 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
             return all(got.get(w) == n for w, n in Counter(words).items())
 
         poll_until(counted, 90, "the process to count this test's words")
+        for name, log in logs.items():
+            log.wait_until(functools.partial(_has_key, log, tag), f"{name} to hold the event")
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
         lines.wait_for("pipeline stopped", 5)
     finally:
         changelog.close()
+        for log in logs.values():
+            log.close()
         if process.poll() is None:
             process.kill()
             process.wait(10)
         lines.close()
+
+
+def _event_value(views: list[View]) -> bytes:
+    """A JSON value with every event time and value field these views read."""
+    doc: dict[str, object] = {}
+    for v in views:
+        if v.event_time_field is not None:
+            doc[v.event_time_field] = 1_767_225_600_000
+        doc.update({f.name: "x" for f in v.value_fields})
+    return orjson.dumps(doc)
+
+
+def _has_key(log: RecordLog, key: str) -> bool:
+    return any(orjson.loads(value)["key"] == key for _, _, value in log.records)

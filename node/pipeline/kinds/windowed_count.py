@@ -3,7 +3,9 @@
 Windows are Spark's tumbling `window()` over the event time (aligned to the epoch:
 start = floor(t / size) * size); the watermark is the newest event time seen minus the
 grace period, and an event whose window ends at or before the watermark in force for its
-micro-batch is dropped (Spark's `numRowsDroppedByWatermark`, published as `late_dropped`).
+micro-batch is dropped and counted in Spark's `numRowsDroppedByWatermark` (published as
+`late_dropped`). Spark counts rows after its partial aggregation: late events of the same
+(key, window) read by one task of one micro-batch count as one.
 """
 
 from __future__ import annotations

@@ -1,0 +1,94 @@
+"""Each kind's computation on a static batch of keyed events, and its changelog records."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from node.pipeline.errors import PipelineError
+from node.pipeline.kinds import PLANS, history, latest, plan_for, windowed_count
+from schema import (
+    DEMO_DOMAIN,
+    WORD_COUNTS,
+    EventRow,
+    View,
+    ViewKind,
+    WindowRow,
+    decode_event,
+    decode_window,
+    event_record_key,
+    window_record_key,
+)
+
+T0 = 1_767_225_600_000
+EVENTS = "key string, event_ms long, partition int, offset long, fields struct<trip: string>"
+
+
+def _view(kind: ViewKind) -> View:
+    return next(v for v in DEMO_DOMAIN if v.kind is kind)
+
+
+def _events(spark: SparkSession, rows: list[tuple[str, int, int, int, str]]) -> DataFrame:
+    return spark.createDataFrame([(k, t, p, o, (trip,)) for k, t, p, o, trip in rows], EVENTS)
+
+
+def test_every_kind_of_the_catalogues_has_a_plan() -> None:
+    assert set(PLANS) == set(ViewKind)
+    for view in (WORD_COUNTS, *DEMO_DOMAIN):
+        assert plan_for(view) is PLANS[view.kind]
+    assert PLANS[ViewKind.HISTORY].output_mode == "append"
+
+
+def test_an_unknown_kind_is_named() -> None:
+    saved = PLANS.pop(ViewKind.HISTORY)
+    try:
+        with pytest.raises(PipelineError, match="view booking_history: kind history is not"):
+            plan_for(_view(ViewKind.HISTORY))
+    finally:
+        PLANS[ViewKind.HISTORY] = saved
+
+
+def test_latest_is_the_greatest_event_time_then_partition_then_offset(spark: SparkSession) -> None:
+    events = _events(
+        spark,
+        [
+            ("c1", T0 + 5, 0, 9, "newest"),
+            ("c1", T0 + 1, 3, 99, "older, read later"),
+            ("c2", T0, 1, 4, "same time, lower partition"),
+            ("c2", T0, 2, 1, "same time, higher partition"),
+            ("c2", T0, 2, 0, "same time and partition, lower offset"),
+        ],
+    )
+    rows = latest.aggregate(events, _view(ViewKind.LATEST)).toArrow()
+    records = {r.entity_key: r for r in latest.changelog(rows)}
+    assert {k: r.key for k, r in records.items()} == {"c1": b"c1", "c2": b"c2"}
+    assert decode_event(records["c1"].value) == EventRow("c1", T0 + 5, 0, 9, {"trip": "newest"})
+    assert decode_event(records["c2"].value).fields == {"trip": "same time, higher partition"}
+
+
+def test_windows_are_aligned_to_the_epoch(spark: SparkSession) -> None:
+    view = _view(ViewKind.WINDOWED_COUNT)
+    minute = 60_000
+    events = _events(
+        spark,
+        [("h", T0, 0, 0, ""), ("h", T0 + minute - 1, 0, 1, ""), ("h", T0 + minute, 0, 2, "")],
+    )
+    rows = windowed_count.aggregate(events, view).toArrow()
+    records = sorted(windowed_count.changelog(rows), key=lambda r: r.key)
+    windows = [decode_window(r.value) for r in records]
+    assert windows == [
+        WindowRow("h", T0, T0 + minute, 2, T0 + minute - 1),
+        WindowRow("h", T0 + minute, T0 + 2 * minute, 1, T0 + minute),
+    ]
+    assert [r.key for r in records] == [window_record_key(w) for w in windows]
+    assert {r.entity_key for r in records} == {"h"}
+
+
+def test_history_writes_every_event_under_its_own_key(spark: SparkSession) -> None:
+    events = _events(spark, [("c1", T0, 0, 1, "a"), ("c1", T0, 0, 1, "a"), ("c1", T0, 0, 2, "b")])
+    rows = history.aggregate(events, _view(ViewKind.HISTORY)).toArrow()
+    records = list(history.changelog(rows))
+    expected = [EventRow("c1", T0, 0, o, {"trip": t}) for o, t in ((1, "a"), (1, "a"), (2, "b"))]
+    assert [decode_event(r.value) for r in records] == expected
+    # a replayed event rewrites the same record key: an idempotent upsert
+    assert [r.key for r in records] == [event_record_key(e) for e in expected]

@@ -1,0 +1,151 @@
+"""Pipeline status records: from Spark progress events, and read back from the topic."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+from node.broker import EmbeddedBroker
+from node.pipeline.status import StatusPoller, ViewTracker, new_progress, source_offsets
+from node.pipeline.statuslog import StatusPublisher, read_last_statuses
+from node.topics import ensure_topics
+from schema import PIPELINE_TOPIC, ViewStatus
+
+
+def _progress(batch: int, dropped: list[int], end: str, ran: bool = True) -> StreamingQueryProgress:
+    """A progress as Spark reports it (only the fields the status reads matter); `ran`
+    False is what Spark reports at a restart for the batch it is about to run."""
+    operator = {
+        "operatorName": "stateStoreSave",
+        **dict.fromkeys(["numRowsTotal", "numRowsUpdated", "numRowsRemoved"], 0),
+        **dict.fromkeys(["allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"], 0),
+        "memoryUsedBytes": 0,
+        "numShufflePartitions": 2,
+        "numStateStoreInstances": 2,
+    }
+    source = {
+        "description": "statefed_kafka",
+        "startOffset": None,
+        "endOffset": end,
+        "latestOffset": end,
+        "numInputRows": 1,
+        "inputRowsPerSecond": 1.0,
+        "processedRowsPerSecond": 1.0,
+    }
+    doc: dict[str, Any] = {
+        "id": str(uuid.uuid4()),
+        "runId": str(uuid.uuid4()),
+        "name": "statefed.v",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "batchId": batch,
+        "batchDuration": 10,
+        "durationMs": {"triggerExecution": 10, **({"addBatch": 5} if ran else {})},
+        "stateOperators": [{**operator, "numRowsDroppedByWatermark": d} for d in dropped],
+        "sources": [source],
+        "sink": {"description": "ForeachBatchSink", "numOutputRows": 0},
+    }
+    return StreamingQueryProgress.fromJson(doc)
+
+
+class Collected:
+    """A publisher that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.statuses: list[ViewStatus] = []
+
+    def publish(self, status: ViewStatus) -> None:
+        self.statuses.append(status)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class Query:
+    """What a query reports of its progress: the newest, and a window of recent ones."""
+
+    def __init__(self, *progress: StreamingQueryProgress, keep: int = 100) -> None:
+        self.progress = list(progress)
+        self.keep = keep
+        self.recent_reads = 0
+
+    @property
+    def lastProgress(self) -> StreamingQueryProgress | None:
+        return self.progress[-1] if self.progress else None
+
+    @property
+    def recentProgress(self) -> list[StreamingQueryProgress]:
+        self.recent_reads += 1
+        return self.progress[-self.keep :]
+
+
+def test_source_offsets_of_either_source_form() -> None:
+    assert source_offsets('{"0": 12, "1": 0}', "words") == {0: 12, 1: 0}
+    assert source_offsets('{"words": {"1": 3, "0": 5}}', "words") == {0: 5, 1: 3}
+    assert source_offsets(None, "words") == {}
+    with pytest.raises(ValueError, match="no JSON object"):
+        source_offsets("[1]", "words")
+
+
+def test_a_tracker_continues_the_late_total_it_started_from() -> None:
+    tracker = ViewTracker("v", "words", late_dropped=5, clock=lambda: 1234)
+    first = tracker.on_progress(_progress(7, [2, 1], '{"0": 4, "1": 9}'))
+    assert first == ViewStatus("v", 7, 1234, 8, {0: 4, 1: 9})
+    assert tracker.on_progress(_progress(8, [], '{"0": 4, "1": 9}')).late_dropped == 8
+    assert tracker.last_batch == 8
+
+
+def test_new_progress_is_every_batch_after_the_last_one_published() -> None:
+    query = Query()
+    assert new_progress(query, None) == []
+    query.progress += [_progress(b, [], "{}") for b in (3, 4)]
+    assert [p.batchId for p in new_progress(query, None)] == [3, 4]  # all of this run
+    assert new_progress(query, 4) == []
+    reads = query.recent_reads
+    query.progress.append(_progress(5, [], "{}"))
+    assert [p.batchId for p in new_progress(query, 4)] == [5]
+    assert query.recent_reads == reads  # one new batch: lastProgress was enough
+    query.progress += [_progress(b, [], "{}") for b in (6, 7, 8)]
+    assert [p.batchId for p in new_progress(query, 5)] == [6, 7, 8]
+
+
+def test_a_batch_reported_before_it_ran_is_not_taken_for_the_batch() -> None:
+    query = Query(_progress(5, [0], "{}"), _progress(6, [], "{}", ran=False))
+    assert [p.batchId for p in new_progress(query, None)] == [5]
+    assert new_progress(query, 5) == []
+    ran = _progress(6, [1], "{}")
+    query.progress += [ran, _progress(7, [0], "{}")]
+    assert new_progress(query, 5) == [ran, query.progress[-1]]
+
+
+def test_the_poller_publishes_each_batch_once_in_order() -> None:
+    published = Collected()
+    poller = StatusPoller(published)
+    query = Query(_progress(0, [], '{"0": 0}'))
+    poller.watch(query, ViewTracker("v", "words", clock=lambda: 1))
+    poller.poll()
+    query.progress += [_progress(1, [1], '{"0": 2}'), _progress(2, [0], '{"0": 5}')]
+    poller.poll()
+    poller.poll()
+    assert published.statuses == [
+        ViewStatus("v", 0, 1, 0, {0: 0}),
+        ViewStatus("v", 1, 1, 1, {0: 2}),
+        ViewStatus("v", 2, 1, 1, {0: 5}),
+    ]
+    poller.stop()  # never started: nothing to join
+
+
+def test_the_last_status_of_each_view_is_read_back_across_chunks(broker: EmbeddedBroker) -> None:
+    ensure_topics(broker.bootstrap, {PIPELINE_TOPIC: 1})
+    tag = uuid.uuid4().hex[:8]
+    a, b, never = f"a_{tag}", f"b_{tag}", f"never_{tag}"
+    with StatusPublisher(broker.bootstrap) as publisher:
+        for batch in range(3):
+            publisher.publish(ViewStatus(a, batch, 10, batch * 2, {0: batch}))
+        for batch in range(1500):  # more than one backwards chunk after a's last record
+            publisher.publish(ViewStatus(b, batch, 20, 1, {}))
+    found = read_last_statuses(broker.bootstrap, [a, b, never])
+    assert found == {a: ViewStatus(a, 2, 10, 4, {0: 2}), b: ViewStatus(b, 1499, 20, 1, {})}
+    assert read_last_statuses(broker.bootstrap, []) == {}
