@@ -1,0 +1,94 @@
+"""CPU accounting of a run: how busy our processes are, and what else used the machine.
+
+The benchmark shares the machine with whatever else runs on it; `CpuMeter` measures the
+CPU time used by processes outside this run's process tree during a step, so a figure
+taken while something else was busy can be told apart.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import psutil
+
+__all__ = ["CpuMeter", "CpuUsage", "own_cpu_seconds", "wait_machine_idle", "wait_quiet"]
+
+
+def _busy_seconds() -> float:
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def own_cpu_seconds(include_self: bool = True) -> float:
+    """CPU seconds of this process (with reaped children) and every live descendant."""
+    me = psutil.Process(os.getpid())
+    total = 0.0
+    if include_self:
+        t = me.cpu_times()
+        total += t.user + t.system + t.children_user + t.children_system
+    for child in me.children(recursive=True):
+        try:
+            t = child.cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        total += t.user + t.system
+    return total
+
+
+@dataclass(frozen=True)
+class CpuUsage:
+    seconds: float
+    own_cores: float  # average cores used by this run's processes
+    other_cores: float  # average cores used by everything else
+
+    def describe(self) -> str:
+        return (
+            f"this run's processes used {self.own_cores:.2f} cores on average, "
+            f"other processes on the machine {self.other_cores:.2f}"
+        )
+
+
+class CpuMeter:
+    """`meter = CpuMeter()` ... `meter.stop()` -> CpuUsage over that interval."""
+
+    def __init__(self) -> None:
+        self._began = time.monotonic()
+        self._busy = _busy_seconds()
+        self._own = own_cpu_seconds()
+
+    def stop(self) -> CpuUsage:
+        elapsed = max(1e-6, time.monotonic() - self._began)
+        busy = _busy_seconds() - self._busy
+        own = own_cpu_seconds() - self._own
+        return CpuUsage(elapsed, own / elapsed, max(0.0, busy - own) / elapsed)
+
+
+def wait_quiet(max_s: float, threshold_cores: float = 0.15, window_s: float = 0.5) -> float:
+    """Wait (at most `max_s`) until this run's child processes are idle; returns the wait.
+
+    After a restore or a rebalance, LevelDB compactions and catch-up reads go on for a
+    while; a load run started meanwhile measures them too.
+    """
+    began = time.monotonic()
+    while time.monotonic() - began < max_s:
+        before = own_cpu_seconds(include_self=False)
+        time.sleep(window_s)
+        if (own_cpu_seconds(include_self=False) - before) / window_s < threshold_cores:
+            break
+    return time.monotonic() - began
+
+
+def wait_machine_idle(
+    max_s: float, threshold_cores: float = 0.3, window_s: float = 2.0
+) -> CpuUsage:
+    """Wait (at most `max_s`) until other processes use under `threshold_cores`."""
+    began = time.monotonic()
+    while True:
+        meter = CpuMeter()
+        time.sleep(window_s)
+        usage = meter.stop()
+        waited = time.monotonic() - began
+        if usage.other_cores < threshold_cores or waited > max_s:
+            return CpuUsage(waited, usage.own_cores, usage.other_cores)

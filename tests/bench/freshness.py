@@ -1,0 +1,277 @@
+"""Freshness: producer delivery callback -> value visible through the gateway.
+
+A producer thread writes words at a fixed rate; among them, `probes_per_s` unique probe
+keys per second record the time their delivery callback fired. The main thread polls the
+gateway with one multi-key request over the pending probes every `poll_interval_s`; a
+probe's freshness is the time the response that first showed its count arrived minus its
+delivery time (so the figure includes up to one poll interval plus one request).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from node.produce import new_producer
+from tests.bench.report import Report, Section, fmt_ms, fmt_num
+from tests.bench.session import BenchSession
+from tests.bench.stats import Summary
+
+__all__ = ["NAME", "Freshness", "RateRun"]
+
+NAME = "freshness"
+TITLE = "Freshness: delivery callback -> visible through the gateway"
+_FILLER_WORDS = 1000
+_MAX_KEYS_PER_POLL = 1000  # the gateway's default STATEFED_MAX_LOOKUP_KEYS
+_DRAIN_S = 15.0  # after producing stops, how long a probe may still take to appear
+_RESERVE_S = 100.0  # the ramp leaves this much of the budget to the steps after it
+_SLACK_S = 1.0  # a sustained rate's latency grows by less than this + 50%
+
+
+@dataclass
+class Probe:
+    key: str
+    delivered: float | None = None
+    seen: float | None = None
+
+
+@dataclass
+class RateRun:
+    """One steady rate: what was produced and when each probe was delivered and seen."""
+
+    rate: int
+    seconds: float
+    produced: int = 0
+    produce_s: float = 0.0
+    failed: int = 0
+    probes: list[Probe] = field(default_factory=list)
+    drained_at: float = 0.0
+    baseline_p99_ms: float | None = None  # p99 of the steady rate, for higher rates
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.produced / self.produce_s if self.produce_s else 0.0
+
+    def latencies_ms(self) -> list[float]:
+        """Seen probes' freshness; unseen ones count as at least the drain time (censored)."""
+        return [
+            ((p.seen if p.seen is not None else self.drained_at) - p.delivered) * 1000
+            for p in self.probes
+            if p.delivered is not None
+        ]
+
+    @property
+    def missing(self) -> int:
+        return sum(1 for p in self.probes if p.delivered is not None and p.seen is None)
+
+    def growth_ms(self) -> float:
+        """p50 of the last third of the probes minus p50 of the first third."""
+        latencies = self.latencies_ms()
+        third = len(latencies) // 3
+        if third == 0:
+            return 0.0
+        return Summary.of(latencies[-third:]).p50 - Summary.of(latencies[:third]).p50
+
+    def sustained(self) -> bool:
+        """The producer kept the rate, every probe appeared, and latency did not pile up:
+        it grew by under 1 s + 50% within the run, and p99 stayed under 1.5 x the steady
+        rate's p99 + 1 s (a backlog shows in both once runs outlast micro-batches)."""
+        latencies = self.latencies_ms()
+        first = Summary.of(latencies[: max(1, len(latencies) // 3)]).p50
+        p99 = Summary.of(latencies).p99
+        bounded = self.baseline_p99_ms is None or p99 <= 1.5 * self.baseline_p99_ms + 1000
+        return (
+            self.missing == 0
+            and self.failed == 0
+            and self.achieved_rate >= 0.95 * self.rate
+            and self.growth_ms() <= _SLACK_S * 1000 + 0.5 * first
+            and bounded
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rate": self.rate,
+            "achieved_rate": round(self.achieved_rate),
+            "produced": self.produced,
+            "probes": len(self.probes),
+            "missing": self.missing,
+            "delivery_failures": self.failed,
+            "latency_ms": Summary.of(self.latencies_ms()).to_json(),
+            "growth_ms": round(self.growth_ms(), 1),
+            "sustained": self.sustained(),
+        }
+
+
+def _produce(producer: Producer, topic: str, run: RateRun, probe_every: int, tag: str) -> None:
+    """Produce `run.rate` events/s for `run.seconds`; every `probe_every`-th is a probe."""
+    fillers = itertools.cycle([f"fw{n:04d}".encode() for n in range(_FILLER_WORDS)])
+    total = int(run.rate * run.seconds)
+
+    def delivered(probe: Probe) -> Any:
+        def callback(err: KafkaError | None, _: Message) -> None:
+            if err is not None:
+                run.failed += 1
+            else:
+                probe.delivered = time.monotonic()
+
+        return callback
+
+    began = time.monotonic()
+    while run.produced < total and time.monotonic() - began < run.seconds + 5:
+        due = min(total, int((time.monotonic() - began) * run.rate) + 1)
+        while run.produced < due:
+            try:
+                if run.produced % probe_every == 0:
+                    probe = Probe(f"fp{tag}-{run.rate}-{run.produced}")
+                    producer.produce(topic, b"", probe.key.encode(), on_delivery=delivered(probe))
+                    run.probes.append(probe)
+                else:
+                    producer.produce(topic, b"", next(fillers))
+            except BufferError:
+                break  # local queue full: serve it below, then go on
+            run.produced += 1
+        producer.poll(0.001)
+    run.produce_s = time.monotonic() - began
+    producer.flush(10.0)
+
+
+def _poll(session: BenchSession, run: RateRun, producing: threading.Thread) -> None:
+    """Poll the gateway for pending probes until all are seen or the drain time is up."""
+    view = session.dataset.view
+    drain_deadline: float | None = None
+    while True:
+        pending = [p for p in list(run.probes) if p.delivered is not None and p.seen is None]
+        if pending:
+            keys = [p.key for p in pending[:_MAX_KEYS_PER_POLL]]
+            try:
+                counts = session.client.counts(session.gateway_url, keys, view)
+            except Exception:  # a transient gateway error: poll again
+                counts = {}
+            now = time.monotonic()
+            for probe in pending[:_MAX_KEYS_PER_POLL]:
+                if counts.get(probe.key):
+                    probe.seen = now
+        if not producing.is_alive():
+            drain_deadline = drain_deadline or time.monotonic() + _DRAIN_S
+            undone = [p for p in run.probes if p.seen is None and p.delivered is not None]
+            if not undone or time.monotonic() > drain_deadline:
+                run.drained_at = time.monotonic()
+                return
+        time.sleep(session.settings.poll_interval_s)
+
+
+def _run_rate(
+    session: BenchSession,
+    producer: Producer,
+    rate: int,
+    seconds: float,
+    baseline: RateRun | None = None,
+) -> RateRun:
+    run = RateRun(rate, seconds)
+    if baseline is not None:
+        run.baseline_p99_ms = Summary.of(baseline.latencies_ms()).p99
+    probe_every = max(1, rate // session.settings.probes_per_s)
+    tag = str(int(time.time()) % 100_000)
+    topic = session.dataset.view.topic
+    thread = threading.Thread(
+        target=_produce, args=(producer, topic, run, probe_every, tag), daemon=True
+    )
+    thread.start()
+    _poll(session, run, thread)
+    thread.join(15.0)
+    summary = Summary.of(run.latencies_ms())
+    session.progress(
+        f"freshness at {rate:,}/s (achieved {run.achieved_rate:,.0f}/s): p50 {summary.p50:.0f} ms, "
+        f"p99 {summary.p99:.0f} ms, {run.missing} of {len(run.probes)} probes missing"
+    )
+    return run
+
+
+def _write(section: Section, session: BenchSession, runs: list[RateRun], ramp_note: str) -> None:
+    settings = session.settings
+    sustained = [r for r in runs if r.sustained()]
+    best = max(sustained, key=lambda r: r.rate, default=None)
+    section.figures.update(
+        steady=runs[0].to_json(),
+        ramp=[r.to_json() for r in runs[1:]],
+        highest_sustained_rate=best.rate if best else None,
+        highest_sustained=best.to_json() if best else None,
+        poll_interval_ms=settings.poll_interval_s * 1000,
+        pipeline_start_seconds=round(session.pipeline_start_s or 0, 1),
+        pipeline_first_visible_seconds=round(session.pipeline_first_visible_s or 0, 1),
+    )
+    section.tables.clear()  # rewritten after each step
+    section.notes.clear()
+    table = section.table(
+        "target rate", "achieved", "probes", "p50", "p99", "max", "growth", "missing", "sustained"
+    )
+    for run in runs:
+        s = Summary.of(run.latencies_ms())
+        table.add(
+            fmt_num(run.rate) + "/s",
+            fmt_num(run.achieved_rate) + "/s",
+            len(run.probes),
+            fmt_ms(s.p50),
+            fmt_ms(s.p99),
+            fmt_ms(s.max),
+            fmt_ms(run.growth_ms()),
+            run.missing,
+            "yes" if run.sustained() else "no",
+        )
+    section.notes.append(
+        f"Highest sustained rate tried: {fmt_num(best.rate) if best else 'none'}/s "
+        f"{ramp_note}(sustained = the producer reached 95% of the rate, every probe appeared, "
+        "the p50 of the last third of the probes exceeds that of the first third by less "
+        "than 1 s + 50%, and the p99 stays under 1.5 x the steady rate's p99 + 1 s: the "
+        "pipeline keeps up instead of building a backlog)."
+    )
+    section.notes.append(
+        f"{len(session.live)} nodes. Probes: {settings.probes_per_s}/s unique keys among the "
+        f"events; the gateway polled every {settings.poll_interval_s * 1000:.0f} ms. Spark: "
+        f"local[2], trigger 500 ms, started in {session.pipeline_start_s or 0:.0f} s, first "
+        f"event visible {session.pipeline_first_visible_s or 0:.1f} s later; then "
+        f"{settings.freshness_warmup_s:g} s at the steady rate, not measured (Spark's first "
+        "micro-batches are slow)."
+    )
+
+
+class Freshness:
+    """Two steps of one measurement: the steady rate early, the ramp of rates later (the
+    ramp is the first thing to give up when the time budget runs short)."""
+
+    def __init__(self) -> None:
+        self.runs: list[RateRun] = []
+        self.ramp_note = ""
+
+    def steady(self, session: BenchSession, report: Report) -> None:
+        """Events at the steady rate (1,000/s) through the demo's two nodes."""
+        session.ensure_nodes(2)
+        session.shrink_to(2)
+        session.ensure_pipeline()
+        settings = session.settings
+        producer = new_producer(session.cluster.bootstrap)
+        _run_rate(session, producer, settings.steady_rate, settings.freshness_warmup_s)
+        self.runs = [_run_rate(session, producer, settings.steady_rate, settings.steady_s)]
+        _write(report.section(NAME, TITLE), session, self.runs, "")
+
+    def ramp(self, session: BenchSession, report: Report) -> None:
+        """Higher rates until one is not sustained, or the budget (with a reserve) is spent."""
+        if not self.runs:
+            self.steady(session, report)
+        session.ensure_nodes(2)
+        session.ensure_pipeline()
+        settings = session.settings
+        producer = new_producer(session.cluster.bootstrap)
+        for rate in settings.ramp_rates:
+            if session.remaining_s() < settings.ramp_s + _DRAIN_S + _RESERVE_S:
+                self.ramp_note = f"(the ramp stopped before {rate:,}/s for the time budget) "
+                break
+            self.runs.append(_run_rate(session, producer, rate, settings.ramp_s, self.runs[0]))
+            if not self.runs[-1].sustained():
+                break
+        _write(report.section(NAME, TITLE), session, self.runs, self.ramp_note)

@@ -1,0 +1,87 @@
+"""The run plan: measurements as steps in the order that grows the cluster cheapest.
+
+The first node restores the data set (restore), serves alone (fan-out over 1 node),
+gets a peer (point queries, fan-out over 2), a third (fan-out over 3); back to two nodes,
+the pipeline starts (freshness at 1,000 events/s, throughput, freshness at higher rates
+while the budget lasts), memory is read, and nodes are killed last (failover), so the
+peak memory covers measurements 1-4 and the kills disturb nothing after them. `only`
+keeps the steps of the named measurements; the session still starts what they need.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+from tests.bench import failover, fanout, freshness, memory, point, restore, throughput
+from tests.bench.cpu import CpuMeter
+from tests.bench.report import Report
+from tests.bench.session import BenchSession
+
+__all__ = ["MEASUREMENTS", "Step", "plan", "run_plan"]
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    run: Callable[[BenchSession, Report], None]
+    estimate_s: float  # not started with less time left in the budget
+
+
+def plan() -> tuple[Step, ...]:
+    """Every step of a run, in order; the cluster only grows until the pipeline starts."""
+    fresh = freshness.Freshness()
+    return (
+        Step(restore.NAME, restore.measure, 60),
+        Step(fanout.NAME, fanout.measure_at(1), 20),
+        Step(point.NAME, point.measure, 60),
+        Step(fanout.NAME, fanout.measure_at(2), 20),
+        Step(fanout.NAME, fanout.measure_at(3), 30),
+        Step(freshness.NAME, fresh.steady, 80),
+        Step(throughput.NAME, throughput.measure, 40),
+        Step(freshness.NAME, fresh.ramp, 40),
+        Step(memory.NAME, memory.measure, 1),
+        Step(failover.NAME, failover.measure, 60),
+    )
+
+
+TITLES = {
+    m.NAME: m.TITLE for m in (restore, fanout, point, failover, freshness, throughput, memory)
+}
+MEASUREMENTS = tuple(dict.fromkeys(step.name for step in plan()))
+
+
+def _describe(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1:]
+    at = f" (at {where[0].filename.split('/')[-1]}:{where[0].lineno})" if where else ""
+    return f"{type(exc).__name__}: {str(exc)[:1500]}{at}"
+
+
+def run_plan(session: BenchSession, report: Report, only: Collection[str] = ()) -> None:
+    """Run every step (of `only`, when given); a failing step is recorded, not raised."""
+    for step in plan():
+        if only and step.name not in only:
+            continue
+        section = report.section(step.name, TITLES[step.name])
+        if session.remaining_s() < step.estimate_s:
+            section.errors.append(
+                f"a step skipped: under {step.estimate_s:.0f} s left in the budget"
+            )
+            continue
+        session.progress(f"== {step.name} ({session.remaining_s():.0f} s of budget left)")
+        began, meter = time.monotonic(), CpuMeter()
+        try:
+            step.run(session, report)
+        except Exception as exc:
+            section.errors.append(_describe(exc))
+            session.progress(f"{step.name} failed: {_describe(exc)}")
+        finally:
+            section.seconds += time.monotonic() - began
+            usage = meter.stop()
+            section.cpu.append(
+                {"own": round(usage.own_cores, 2), "other": round(usage.other_cores, 2)}
+            )
+            if usage.other_cores > 0.25:
+                session.progress(f"{step.name}: other processes used {usage.other_cores:.2f} cores")

@@ -1,0 +1,315 @@
+"""The system under test for one run: a LocalCluster grown as the measurements need it.
+
+Steps ask for what they need (`ensure_nodes(n)`, `ensure_gateway()`,
+`ensure_pipeline()`) and the session starts the missing parts, in the order the run
+plan makes cheapest. The first node always restores the data set from the changelog,
+and that start is timed (the restore measurement). Every process is a real one on
+loopback, stopped by its handle in `close()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from node.broker import free_port
+from node.localcluster import LocalCluster
+from node.processes import ManagedProcess, wait_until
+from node.produce import produce_keys
+from tests.bench.cpu import wait_quiet
+from tests.bench.dataset import Dataset, produce_dataset
+from tests.bench.graphql import GraphQLClient, many_body, point_body
+from tests.bench.loadgen import LoadGenerator
+from tests.bench.rss import RssSampler
+from tests.bench.settings import BenchSettings
+
+__all__ = ["BenchError", "BenchSession", "RestoreTiming", "bench_process", "directory_bytes"]
+
+Progress = Callable[[str], None]
+# the gateway falls back to standby copies at most this many records behind (default: never),
+# so failover with standby can be measured; it changes nothing while every owner answers
+GATEWAY_ENV = {"STATEFED_GATEWAY_MAX_LAG": "10000"}
+RESTORE_POLL_S = 0.2  # /health polls cost the node's GIL; 0.2 s is 2% of a 10 s restore
+
+
+class BenchError(RuntimeError):
+    """A part of the system did not do what a measurement needs; names the part."""
+
+
+@dataclass(frozen=True)
+class RestoreTiming:
+    """The timed start of the first node on a changelog holding the whole data set."""
+
+    records: int
+    produce_s: float  # writing the records to the changelog
+    join_s: float  # process start -> partitions assigned (start-up and group join)
+    restore_s: float  # assignment -> every partition applied to its end
+    store_bytes: int  # the node's LevelDB directories right after
+
+
+def directory_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def bench_process(name: str, module: str, args: list[str], log: Path) -> ManagedProcess:
+    """A benchmark helper process (`python -m module args`) with a ManagedProcess handle."""
+    process = ManagedProcess(name, [], {}, log)
+    process.args = [sys.executable, "-m", module, *args]
+    repo = str(Path(__file__).resolve().parents[2])
+    process.env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": repo}
+    return process
+
+
+class BenchSession:
+    """Owns the cluster, the data set and the helpers shared by the measurements."""
+
+    def __init__(self, settings: BenchSettings, progress: Progress) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.cluster = LocalCluster(
+            settings.workdir / "cluster",
+            partitions=settings.partitions,
+            env={**os.environ, **GATEWAY_ENV},
+            progress=progress,
+        )
+        self.dataset = Dataset(settings.keys, settings.partitions)
+        self.client = GraphQLClient()
+        self.load = LoadGenerator(settings.workdir / "load")
+        self.rss = RssSampler(self.pids)
+        self.live: list[str] = []
+        self.restore: RestoreTiming | None = None
+        self.pipeline_start_s: float | None = None
+        self.pipeline_first_visible_s: float | None = None
+        self.pipeline_error: str | None = None
+        self.started = time.monotonic()
+        self._probe = self.dataset.one_per_partition()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self.cluster.start_broker()
+        self.rss.__enter__()
+
+    def close(self) -> None:
+        self.rss.__exit__(None, None, None)
+        with contextlib.suppress(Exception):
+            self.cluster.stop()
+        self.client.close()
+
+    def remaining_s(self) -> float:
+        return self.settings.budget_s - (time.monotonic() - self.started)
+
+    def timeout_s(self, wanted: float) -> float:
+        """`wanted`, cut to what is left of the budget (at least 10 s): no wait overruns it."""
+        return max(10.0, min(wanted, self.remaining_s()))
+
+    def pids(self) -> dict[str, int]:
+        """The running parts for the memory sampler: part name -> pid."""
+        parts: dict[str, ManagedProcess | None] = {
+            "gateway": self.cluster.gateway,
+            "pipeline": self.cluster.pipeline,
+            **{f"node {n}": self.cluster.nodes.get(n) for n in self.live},
+        }
+        return {
+            name: p.pid
+            for name, p in parts.items()
+            if p is not None and p.pid is not None and p.running()
+        }
+
+    # -- addresses ---------------------------------------------------------------
+
+    @property
+    def gateway_url(self) -> str:
+        return self.cluster.gateway_url
+
+    def node_graphql(self, node_id: str) -> str:
+        return f"{self.cluster.node_urls[node_id]}/graphql"
+
+    def health(self, node_id: str) -> dict[str, Any] | None:
+        try:
+            document: dict[str, Any] = httpx.get(
+                f"{self.cluster.node_urls[node_id]}/health", timeout=2.0
+            ).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        return document
+
+    # -- nodes -------------------------------------------------------------------
+
+    def ensure_nodes(self, count: int) -> None:
+        """At least `count` live nodes, every partition owned once and caught up."""
+        if not self.live:
+            self._restore_first_node()
+        while len(self.live) < count:
+            self.start_node(f"n{len(self.cluster.nodes) + 1}")
+        self.settle()
+
+    def start_node(self, node_id: str, **extra_env: str) -> None:
+        """LocalCluster.start_node plus environment for this node (e.g. no standbys).
+
+        A node id names its state directory, so a restarted node resumes its stores.
+        """
+        port = free_port()
+        base = self.cluster.base_dir
+        env = self.cluster.env(
+            STATEFED_NODE_ID=node_id,
+            STATEFED_NODE_PORT=str(port),
+            STATEFED_STATE_DIR=str(base / "state" / node_id),
+            **extra_env,
+        )
+        process = ManagedProcess(f"node {node_id}", ["node"], env, base / f"node-{node_id}.log")
+        self.cluster.nodes[node_id] = process.start()
+        self.cluster.node_urls[node_id] = f"http://127.0.0.1:{port}"
+        process.wait_for_http(f"http://127.0.0.1:{port}/health", 60.0)
+        self.live.append(node_id)
+        self.progress(f"node {node_id}: serving on port {port} {extra_env or ''}".rstrip())
+
+    def shrink_to(self, count: int) -> None:
+        """Stop the newest nodes cleanly until `count` are live, settling after each."""
+        while len(self.live) > count:
+            node_id = self.live.pop()
+            self.cluster.nodes[node_id].stop()
+            self.progress(f"node {node_id}: stopped")
+            self.settle()
+
+    def restart_node(self, node_id: str, **extra_env: str) -> None:
+        """Stop a node cleanly, let the others take over, start it again with `extra_env`."""
+        self.cluster.nodes[node_id].stop()
+        self.live.remove(node_id)
+        self.settle()
+        self.start_node(node_id, **extra_env)
+        self.settle()
+
+    def _restore_first_node(self) -> None:
+        self.progress(f"data set: producing {self.dataset.size:,} changelog records")
+        produce_s = produce_dataset(self.cluster.bootstrap, self.dataset)
+        began = time.monotonic()
+        self.start_node("n1")
+        assigned: list[float] = []
+
+        def restored() -> bool:
+            health = self.health("n1") or {}
+            statuses = health.get("partitions", [])
+            if statuses and not assigned:
+                assigned.append(time.monotonic())
+            applied = sum(s["appliedOffset"] for s in statuses)
+            return health.get("state") == "RUNNING" and applied >= self.dataset.size
+
+        wait_until(
+            restored,
+            self.timeout_s(300),
+            f"node n1 to restore {self.dataset.size:,} records",
+            RESTORE_POLL_S,
+        )
+        done = time.monotonic()
+        assigned_at = assigned[0] if assigned else began
+        self.restore = RestoreTiming(
+            records=self.dataset.size,
+            produce_s=produce_s,
+            join_s=assigned_at - began,
+            restore_s=done - assigned_at,
+            store_bytes=directory_bytes(self.cluster.base_dir / "state" / "n1"),
+        )
+        self.progress(f"node n1: restored {self.dataset.size:,} records in {done - began:.1f} s")
+
+    def owners(self) -> dict[int, str] | None:
+        """partition -> node from the live nodes' health, or None while unsettled."""
+        owners: dict[int, str] = {}
+        for node_id in self.live:
+            health = self.health(node_id)
+            if health is None or health.get("state") != "RUNNING":
+                return None
+            if any(s["lag"] for s in health.get("partitions", [])):
+                return None
+            for partition in health.get("active", []):
+                if partition in owners:
+                    return None  # a rebalance is under way
+                owners[partition] = node_id
+        return owners if len(owners) == self.settings.partitions else None
+
+    def settle(self, timeout_s: float = 180.0) -> None:
+        """Wait until the nodes own every partition once, caught up, and the gateway agrees."""
+
+        def settled() -> bool:
+            owners = self.owners()
+            if owners is None:
+                return False
+            return self.cluster.gateway is None or self._gateway_agrees(owners)
+
+        wait_until(settled, self.timeout_s(timeout_s), f"nodes {self.live} to settle", 0.2)
+
+    def _gateway_agrees(self, owners: dict[int, str]) -> bool:
+        """One key per partition through the gateway: right counts, read from the owners."""
+        keys = [self.dataset.key(i) for i in self._probe]
+        try:
+            document = self.client.post(self.gateway_url, many_body(keys))
+        except (httpx.HTTPError, ValueError):
+            return False
+        if document.get("errors") or not document.get("data"):
+            return False
+        rows = document["data"][self.dataset.view.many_field]
+        if [r and r["count"] for r in rows] != [self.dataset.count(i) for i in self._probe]:
+            return False
+        read = {e["partition"]: e["node"] for e in document["extensions"]["freshness"]}
+        return read == owners
+
+    def quiet(self, max_s: float = 15.0) -> float:
+        """Wait until compactions and catch-up of the parts are over; returns the wait."""
+        waited = wait_quiet(max_s)
+        if waited > 1.0:
+            self.progress(f"waited {waited:.1f} s for the cluster to go idle")
+        return waited
+
+    def kill_node(self, node_id: str) -> None:
+        """SIGKILL a node (a crash); it is no longer live."""
+        self.cluster.nodes[node_id].kill()
+        self.live.remove(node_id)
+
+    # -- gateway and pipeline ----------------------------------------------------
+
+    def ensure_gateway(self) -> None:
+        if self.cluster.gateway is None:
+            self.cluster.start_gateway()
+            if self.live:
+                self.settle()
+
+    def ensure_pipeline(self) -> None:
+        """Start Spark, then wait for its first micro-batch to reach the gateway."""
+        if self.pipeline_error is not None:
+            raise BenchError(f"the pipeline failed before: {self.pipeline_error}")
+        if self.cluster.pipeline is not None:
+            return
+        try:
+            self._start_pipeline()
+        except Exception as exc:
+            self.pipeline_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+            raise
+
+    def _start_pipeline(self) -> None:
+        self.ensure_gateway()
+        began = time.monotonic()
+        self.cluster.start_pipeline(timeout_s=self.timeout_s(240))
+        self.pipeline_start_s = time.monotonic() - began
+        key = "bench-warmup"
+        produce_keys(self.cluster.bootstrap, self.dataset.view.topic, [key])
+        began = time.monotonic()
+
+        def visible() -> bool:
+            try:
+                document = self.client.post(self.gateway_url, point_body(key))
+            except (httpx.HTTPError, ValueError):
+                return False
+            return bool((document.get("data") or {}).get(self.dataset.view.point_field))
+
+        what = "the pipeline's first micro-batch to be visible"
+        wait_until(visible, self.timeout_s(120), what, 0.1)
+        self.pipeline_first_visible_s = time.monotonic() - began
+        self.progress(f"pipeline: first event visible after {self.pipeline_first_visible_s:.1f} s")

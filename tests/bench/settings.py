@@ -1,0 +1,59 @@
+"""How big and how long each measurement is; `make bench` must stay under 10 minutes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+__all__ = ["BenchSettings"]
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """Sizes and durations of one run; `quick()` shrinks them for a smoke run."""
+
+    workdir: Path
+    keys: int = 1_000_000  # changelog records restored, and the query data set
+    partitions: int = 6
+    budget_s: float = 540.0  # a step that would start after this is skipped
+    warmup_s: float = 1.0
+    point_s: float = 5.0  # per (target, connections) load run
+    point_connections: tuple[int, ...] = (1, 32)
+    point_keys: int = 2000  # distinct keys the point load cycles through
+    fanout_s: float = 3.0
+    fanout_keys: int = 100
+    top_limit: int = 10
+    steady_rate: int = 1000  # events/s of the freshness target
+    steady_s: float = 15.0
+    freshness_warmup_s: float = 6.0  # at the steady rate, not measured: Spark's first batches
+    ramp_rates: tuple[int, ...] = (5000, 20_000, 50_000, 100_000)
+    ramp_s: float = 12.0
+    probes_per_s: int = 20  # freshness probes among the events
+    poll_interval_s: float = 0.05  # polling costs the gateway CPU Spark needs
+    throughput_events: int = 1_000_000
+    throughput_vocabulary: int = 1000
+    failover_timeout_s: float = 90.0
+    py_spy: str | None = None
+    profile_s: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.keys < 1000:
+            raise ValueError(f"--keys must be at least 1000, got {self.keys}")
+        if self.point_s <= 0 or self.fanout_s <= 0 or self.steady_s <= 0:
+            raise ValueError("load durations must be positive")
+
+    def quick(self) -> BenchSettings:
+        """A smoke run: small data set, short loads (for developing the benchmark)."""
+        return replace(
+            self,
+            keys=min(self.keys, 100_000),
+            warmup_s=0.5,
+            point_s=2.0,
+            fanout_s=1.5,
+            steady_s=6.0,
+            freshness_warmup_s=2.0,
+            ramp_rates=(5000,),
+            ramp_s=4.0,
+            throughput_events=100_000,
+            profile_s=2.0,
+        )

@@ -1,0 +1,115 @@
+"""The targets of issue 6, judged from a run's figures: PASS, FAIL or NOT MEASURED."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tests.bench.report import Report
+
+__all__ = ["TargetResult", "evaluate"]
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    target: str
+    status: str  # PASS, FAIL or NOT MEASURED
+    measured: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _judge(target: str, value: float | None, ok: bool | None, measured: str) -> TargetResult:
+    if value is None or ok is None:
+        return TargetResult(target, "NOT MEASURED", measured)
+    return TargetResult(target, "PASS" if ok else "FAIL", measured)
+
+
+def _at_most(report: Report, target: str, limit: float, unit: str, *path: str) -> TargetResult:
+    value = report.figure(*path)
+    ok = None if value is None else value <= limit
+    return _judge(target, value, ok, "n/a" if value is None else f"{value:,.2f}{unit}")
+
+
+def _at_least(report: Report, target: str, limit: float, unit: str, *path: str) -> TargetResult:
+    value = report.figure(*path)
+    ok = None if value is None else value >= limit
+    return _judge(target, value, ok, "n/a" if value is None else f"{value:,.2f}{unit}")
+
+
+def evaluate(report: Report) -> list[TargetResult]:
+    """Every target of the issue, in its order."""
+    standby = report.figure("failover", "with_standby_seconds")
+    return [
+        _at_least(
+            report,
+            "gateway point throughput >= 0.5 x floor at 32 connections",
+            0.5,
+            "x",
+            "point",
+            "ratios",
+            "gateway_over_floor_rps_c32",
+        ),
+        _at_most(
+            report,
+            "gateway point p99 <= 3 x floor p99 at 32 connections",
+            3.0,
+            "x",
+            "point",
+            "ratios",
+            "gateway_over_floor_p99_c32",
+        ),
+        _at_most(
+            report,
+            "gateway point p99 <= 3 x floor p99 at 1 connection",
+            3.0,
+            "x",
+            "point",
+            "ratios",
+            "gateway_over_floor_p99_c1",
+        ),
+        _at_most(
+            report,
+            "top-10 over 3 nodes p50 <= 2 x point query p50",
+            2.0,
+            "x",
+            "fanout",
+            "nodes_3",
+            "top10_over_point_p50",
+        ),
+        _at_most(
+            report,
+            "freshness p50 <= 1 s at 1,000 events/s",
+            1000.0,
+            " ms",
+            "freshness",
+            "steady",
+            "latency_ms",
+            "p50",
+        ),
+        _at_most(
+            report,
+            "freshness p99 <= 3 s at 1,000 events/s",
+            3000.0,
+            " ms",
+            "freshness",
+            "steady",
+            "latency_ms",
+            "p99",
+        ),
+        _at_least(
+            report,
+            "restore >= 100,000 records/s",
+            100_000,
+            " records/s",
+            "restore",
+            "records_per_s",
+        ),
+        _judge(
+            "failover with standby: every key answerable within 3 s",
+            standby,
+            None if standby is None else standby <= 3.0,
+            "n/a" if standby is None else f"{standby:.2f} s",
+        ),
+    ]
