@@ -37,6 +37,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 bench: $(STAMP)  ## benchmarks; figures go to tests/bench/RESULTS.md
+	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 	$(BIN)/python -m tests.bench
 
 clean:
