@@ -246,15 +246,16 @@ def test_one_node_answers_what_the_model_computes(
 def test_grow_to_three_nodes(grown_cluster: Cluster) -> None:
     grown_cluster.local.start_node("d2")
     grown_cluster.local.start_node("d3")
-    grown_cluster.local.wait_routable()
-    owners = {
-        p["node"]
-        for p in grown_cluster.data("{ cluster { partitions { node role } } }")["cluster"][
+
+    def active_owners() -> set[str]:
+        partitions = grown_cluster.data("{ cluster { partitions { node role } } }")["cluster"][
             "partitions"
         ]
-        if p["role"] == "ACTIVE"
-    }
-    assert owners == {"d1", "d2", "d3"}
+        return {p["node"] for p in partitions if p["role"] == "ACTIVE"}
+
+    # Routable already holds while d1 owns everything: wait for the rebalance to spread it.
+    wait_until(lambda: active_owners() == {"d1", "d2", "d3"}, 90, "partitions on all 3 nodes")
+    grown_cluster.local.wait_routable()
 
 
 @_SETTINGS
