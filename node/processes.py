@@ -142,21 +142,36 @@ class ManagedProcess:
         process = self._process
         if process is None:
             return None
-        if process.poll() is None:
+        # Only an unreaped leader's pid is sure to still name its process group: once
+        # reaped, the pid may belong to an unrelated process, so never signal it then.
+        if process.returncode is None:
             if sig == signal.SIGKILL:
                 _kill_group(process.pid)
             else:
                 process.send_signal(sig)  # the part shuts its own children down
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
+            if not _exited_unreaped(process.pid, timeout_s):
                 _kill_group(process.pid)
-                process.wait(10.0)
-        _kill_group(process.pid)  # stragglers (a JVM whose parent died) must not outlive us
+                _exited_unreaped(process.pid, 10.0)
+            _kill_group(process.pid)  # stragglers (a JVM whose parent died) must not outlive it
+            process.wait(10.0)
         if self._log is not None:
             self._log.close()
             self._log = None
         return process.returncode
+
+
+def _exited_unreaped(pid: int, timeout_s: float) -> bool:
+    """Wait for `pid` to exit, leaving it a zombie so its pid stays reserved."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def _kill_group(pid: int) -> None:
