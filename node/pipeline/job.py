@@ -9,6 +9,7 @@ micro-batch ended.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -195,6 +196,7 @@ def _start_view(
     partition_count(config.bootstrap, view.topic)  # fail now, naming the topic, if missing
     partitions = partition_count(config.bootstrap, view.changelog_topic)
     producer = make_producer(config, f"statefed-pipeline-{view.name}")
+    tracker.changelog_offsets = functools.partial(producer.delivered, view.changelog_topic)
     events = keyed_events(read_topic(spark, config, view.topic), Decoding.of(view))
     writer = (
         plan.aggregate(events, view)

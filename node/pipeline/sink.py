@@ -32,6 +32,9 @@ class BatchProducer:
             }
         )
         self._failures: list[str] = []  # the first few, for the message
+        # next offset per (topic, partition) after the newest acknowledged record; read by
+        # the status poller's thread, so replaced as a whole, never updated in place
+        self._delivered: dict[tuple[str, int], int] = {}
         self._failed = 0
         self._sent = 0
 
@@ -48,8 +51,17 @@ class BatchProducer:
                 self._producer.poll(0.1)
         self._sent += 1
 
+    def delivered(self, topic: str) -> dict[int, int]:
+        """`{partition: next offset}` of `topic` after the newest record this producer got
+        acknowledged (partitions it never wrote to are absent)."""
+        return {p: o for (t, p), o in self._delivered.items() if t == topic}
+
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
+            placed = (message.topic() or "", message.partition() or 0)
+            offset = (message.offset() or 0) + 1
+            if offset > self._delivered.get(placed, 0):
+                self._delivered = {**self._delivered, placed: offset}
             return
         self._failed += 1
         if len(self._failures) < 5:

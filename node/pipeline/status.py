@@ -96,6 +96,9 @@ class ViewTracker:
     late_dropped: int = 0
     clock: Clock = wall_clock_ms
     last_batch: int | None = None
+    # the changelog offsets acknowledged so far (the view's producer); read after Spark
+    # reported the batch, so they cover every row the batch wrote
+    changelog_offsets: Callable[[], dict[int, int]] = dict
 
     def on_progress(self, progress: StreamingQueryProgress) -> ViewStatus:
         self.late_dropped += dropped_by_watermark(progress)
@@ -109,6 +112,7 @@ class ViewTracker:
             updated_ms=self.clock(),
             late_dropped=self.late_dropped,
             source_offsets=offsets,
+            changelog_offsets=self.changelog_offsets(),
         )
 
 

@@ -24,6 +24,12 @@ def test_a_batch_becomes_absolute_records_on_the_key_partition(
 ) -> None:
     with BatchProducer(broker.bootstrap, "test-writer") as producer:
         ChangelogWriter(count_view, count.PLAN, producer, PARTITIONS)(_rows(spark), 0)
+        # what read-your-writes waits for: past each acknowledged record (a fresh topic)
+        assert producer.delivered(count_view.changelog_topic) == {
+            partition_for("kafka", PARTITIONS): 1,
+            partition_for("franz", PARTITIONS): 1,
+        }
+        assert producer.delivered("elsewhere") == {}
     changelog = ChangelogReader(broker.bootstrap, count_view.changelog_topic)
     try:
 
