@@ -9,6 +9,8 @@ NodeError                          anything the node raises on purpose
 │   ├── BadRepresentationError     BAD_USER_INPUT: an `_entities` representation names no
 │   │                              entity type or lacks its key
 │   ├── NotOwnerError              NOT_OWNER: the key's partition is not held here
+│   ├── NotCaughtUpError           NOT_CAUGHT_UP: a copy has not applied the offset a
+│   │                              read-your-writes request waits for, within its wait
 │   └── MalformedRequestError      BAD_REQUEST: the HTTP body is no GraphQL request
 └── StoreError                     a partition store failed
     ├── StoreClosedError           used after close (or never opened)
@@ -29,6 +31,7 @@ __all__ = [
     "ConfigError",
     "MalformedRequestError",
     "NodeError",
+    "NotCaughtUpError",
     "NotOwnerError",
     "QueryError",
     "SerializationError",
@@ -116,6 +119,36 @@ class NotOwnerError(QueryError):
         if self.partitions is not None:
             extensions["partitions"] = self.partitions
         return extensions
+
+
+class NotCaughtUpError(QueryError):
+    """A copy read by the request has not applied `wanted` (the next offset of `topic`)
+    within the wait the request allowed."""
+
+    code: ClassVar[str] = "NOT_CAUGHT_UP"
+
+    def __init__(
+        self, topic: str, partition: int, applied: int, wanted: int, node: str, wait_ms: int
+    ):
+        super().__init__(
+            f"topic {topic} partition {partition} on node {node} has applied up to offset "
+            f"{applied}, not {wanted} as asked, within {wait_ms} ms"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.applied = applied
+        self.wanted = wanted
+        self.node = node
+
+    def graphql_extensions(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "topic": self.topic,
+            "partition": self.partition,
+            "applied": self.applied,
+            "wanted": self.wanted,
+            "node": self.node,
+        }
 
 
 class MalformedRequestError(QueryError):

@@ -3,12 +3,14 @@
 It executes the strawberry subgraph synchronously (the resolvers are LevelDB reads that
 take microseconds), serializes with orjson, and adds `extensions.freshness`: one entry
 per partition the request read. Only ACTIVE copies are read unless the request's
-`extensions` say `{"readStandby": true}`. `format_error` is the one place where exceptions become
-GraphQL errors with `extensions.code`.
+`extensions` say `{"readStandby": true}`; `{"appliedAtLeast": ...}` makes the request wait
+until the copies read have applied given changelog offsets (node.catchup). `format_error`
+is the one place where exceptions become GraphQL errors with `extensions.code`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -19,7 +21,8 @@ from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOpe
 from strawberry.types.graphql import OperationType
 
 from node.asgi import Receive, Scope, Send, read_body, send_json
-from node.errors import MalformedRequestError, NodeError, QueryError
+from node.catchup import AppliedAtLeast, parse_applied_at_least, wait_applied
+from node.errors import MalformedRequestError, NodeError, NotCaughtUpError, QueryError
 from node.partitions import PartitionRegistry
 from node.retention import Clock, wall_clock_ms
 from node.subgraph import ReadContext
@@ -62,9 +65,16 @@ def format_error(error: GraphQLError, executed: bool = True) -> dict[str, Any]:
     return formatted
 
 
-def _parse_request(
-    body: bytes,
-) -> tuple[str, dict[str, Any] | None, str | None, tuple[Role, ...]]:
+@dataclass(frozen=True)
+class _Request:
+    query: str
+    variables: dict[str, Any] | None
+    operation_name: str | None
+    roles: tuple[Role, ...]
+    applied_at_least: AppliedAtLeast | None
+
+
+def _parse_request(body: bytes) -> _Request:
     try:
         request = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -79,7 +89,14 @@ def _parse_request(
         raise MalformedRequestError('"variables" must be a JSON object')
     if operation_name is not None and not isinstance(operation_name, str):
         raise MalformedRequestError('"operationName" must be a string')
-    return query, variables, operation_name, _roles(request.get("extensions"))
+    extensions = request.get("extensions")
+    return _Request(
+        query,
+        variables,
+        operation_name,
+        _roles(extensions),
+        parse_applied_at_least(extensions),
+    )
 
 
 def _roles(extensions: Any) -> tuple[Role, ...]:
@@ -109,11 +126,20 @@ class GraphQLEndpoint:
             return
         try:
             body = await read_body(receive, MAX_BODY_BYTES)
-            query, variables, operation_name, roles = _parse_request(body)
+            request = _parse_request(body)
         except MalformedRequestError as exc:
             await send_json(send, 400, self._refused(exc))
             return
-        await send_json(send, 200, self.execute(query, variables, operation_name, roles))
+        if request.applied_at_least is not None:
+            try:
+                await wait_applied(self.registry, request.applied_at_least, request.roles)
+            except NotCaughtUpError as exc:
+                await send_json(send, 200, self._refused(exc))
+                return
+        answer = self.execute(
+            request.query, request.variables, request.operation_name, request.roles
+        )
+        await send_json(send, 200, answer)
 
     def execute(
         self,
@@ -149,6 +175,6 @@ class GraphQLEndpoint:
         }
         return response
 
-    def _refused(self, exc: MalformedRequestError) -> dict[str, Any]:
+    def _refused(self, exc: QueryError) -> dict[str, Any]:
         error = GraphQLError(str(exc), original_error=exc)
         return {"errors": [format_error(error)], "extensions": {"freshness": []}}

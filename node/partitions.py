@@ -140,6 +140,17 @@ class PartitionRegistry:
                 return None
             return reader(copy.store), copy.status(partition)
 
+    def applied(
+        self, partition: int, topic: str, roles: Collection[Role] = (Role.ACTIVE,)
+    ) -> int | None:
+        """The next offset of `topic` the copy of `partition` will apply, or None when
+        `partition` is not held in one of `roles`."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is None or copy.role not in roles:
+                return None
+            return copy.applied.get(topic, 0)
+
     def holds(self, partition: int, roles: Collection[Role] = (Role.ACTIVE,)) -> bool:
         copy = self._copies.get(partition)
         return copy is not None and copy.role in roles

@@ -1,0 +1,102 @@
+"""Read-your-writes on the node: a request may name changelog offsets its copies must have
+applied before it is answered (request extension `appliedAtLeast`).
+
+```json
+{"appliedAtLeast": {"topic": "statefed.word_counts.changelog",
+                    "offsets": {"3": 1207}, "waitMs": 2000}}
+```
+
+`offsets` are next offsets per partition (everything before them applied). Only copies
+this node holds in the roles the request may read are waited for; a partition it does
+not hold is answered (or refused with NOT_OWNER) by the read itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from node.errors import MalformedRequestError, NotCaughtUpError
+from node.partitions import PartitionRegistry
+from schema import Role
+
+__all__ = ["APPLIED_AT_LEAST", "AppliedAtLeast", "parse_applied_at_least", "wait_applied"]
+
+APPLIED_AT_LEAST = "appliedAtLeast"
+MAX_WAIT_MS = 60_000
+# how often a waiting request looks at the applied offsets: the materializer applies a
+# poll batch at a time, so a finer step would only burn CPU
+_STEP_S = 0.005
+
+
+@dataclass(frozen=True)
+class AppliedAtLeast:
+    topic: str
+    offsets: dict[int, int]
+    wait_ms: int
+
+
+def parse_applied_at_least(extensions: Any) -> AppliedAtLeast | None:
+    """The request's `appliedAtLeast`, None when it has none; MalformedRequestError when it
+    is not of the documented shape."""
+    if not isinstance(extensions, dict) or extensions.get(APPLIED_AT_LEAST) is None:
+        return None
+    spec = extensions[APPLIED_AT_LEAST]
+    problem = f'"extensions.{APPLIED_AT_LEAST}" must be {{"topic": str, "offsets": '
+    problem += '{"<partition>": int}, "waitMs": int}'
+    if not isinstance(spec, dict):
+        raise MalformedRequestError(problem)
+    topic, offsets, wait_ms = spec.get("topic"), spec.get("offsets"), spec.get("waitMs")
+    if not isinstance(topic, str) or not isinstance(offsets, dict):
+        raise MalformedRequestError(problem)
+    if not isinstance(wait_ms, int) or isinstance(wait_ms, bool):
+        raise MalformedRequestError(problem)
+    if not 0 <= wait_ms <= MAX_WAIT_MS:
+        raise MalformedRequestError(f"{problem}; waitMs within 0..{MAX_WAIT_MS}")
+    try:
+        parsed = {int(p): o for p, o in offsets.items() if _is_int(o)}
+    except ValueError as exc:
+        raise MalformedRequestError(problem) from exc
+    if len(parsed) != len(offsets):
+        raise MalformedRequestError(problem)
+    return AppliedAtLeast(topic, parsed, wait_ms)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+async def wait_applied(
+    registry: PartitionRegistry, wanted: AppliedAtLeast, roles: Collection[Role]
+) -> None:
+    """Return once every held copy (in `roles`) of the named partitions has applied its
+    offset; raise NotCaughtUpError naming the first that has not when the wait is over."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wanted.wait_ms / 1000
+    while True:
+        behind = _first_behind(registry, wanted, roles)
+        if behind is None:
+            return
+        if loop.time() >= deadline:
+            partition, applied = behind
+            raise NotCaughtUpError(
+                wanted.topic,
+                partition,
+                applied,
+                wanted.offsets[partition],
+                registry.node_id,
+                wanted.wait_ms,
+            )
+        await asyncio.sleep(_STEP_S)
+
+
+def _first_behind(
+    registry: PartitionRegistry, wanted: AppliedAtLeast, roles: Collection[Role]
+) -> tuple[int, int] | None:
+    for partition, offset in sorted(wanted.offsets.items()):
+        applied = registry.applied(partition, wanted.topic, roles)
+        if applied is not None and applied < offset:
+            return partition, applied
+    return None
