@@ -8,17 +8,22 @@ what cannot be read, and the pipeline's status per view.
 
 from gateway.app import GatewayApp, health_body
 from gateway.config import GatewayConfig
+from gateway.consistency import AppliedAtLeast, Token, parse_token, wait_processed
 from gateway.documents import ViewQueries
 from gateway.errors import (
     BadRepresentationError,
     BadRequestError,
+    ConsistencyTimeoutError,
     GatewayError,
     IntrospectionDisabledError,
     NodeProtocolError,
     NodeTimeoutError,
     NodeUnavailableError,
+    NotCaughtUpError,
     NotOwnerError,
     PartitionUnassignedError,
+    ProduceDisabledError,
+    ProduceError,
     QueryLimitError,
     QueryTooCostlyError,
     QueryTooDeepError,
@@ -29,7 +34,8 @@ from gateway.errors import (
 )
 from gateway.limits import QueryLimits
 from gateway.membership import MemberDirectory, MembershipReader, find_start_offset
-from gateway.planner import KeyRead, LookupResult, Planner, TopResult
+from gateway.planner import KeyRead, LookupResult, Planner, ReadOptions, TopResult
+from gateway.producer import EventProducer
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, build_routing_table
 from gateway.rows import Edge, Event, Page, Row, WindowCount
 from gateway.schema import build_schema, print_sdl
@@ -38,11 +44,14 @@ from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.upstream import Upstream, make_clients
 
 __all__ = [
+    "AppliedAtLeast",
     "BadRepresentationError",
     "BadRequestError",
+    "ConsistencyTimeoutError",
     "Disclaimers",
     "Edge",
     "Event",
+    "EventProducer",
     "GatewayApp",
     "GatewayConfig",
     "GatewayError",
@@ -55,21 +64,26 @@ __all__ = [
     "NodeProtocolError",
     "NodeTimeoutError",
     "NodeUnavailableError",
+    "NotCaughtUpError",
     "NotOwnerError",
     "Page",
     "PartitionUnassignedError",
     "PipelineStatusReader",
     "Planner",
+    "ProduceDisabledError",
+    "ProduceError",
     "QueryLimitError",
     "QueryLimits",
     "QueryTooCostlyError",
     "QueryTooDeepError",
+    "ReadOptions",
     "RoutingError",
     "RoutingFeed",
     "RoutingNotReadyError",
     "RoutingTable",
     "Row",
     "StatusBoard",
+    "Token",
     "TooManyAliasesError",
     "TooManyRootFieldsError",
     "TopResult",
@@ -81,6 +95,8 @@ __all__ = [
     "find_start_offset",
     "health_body",
     "make_clients",
+    "parse_token",
     "print_sdl",
     "run_gateway",
+    "wait_processed",
 ]

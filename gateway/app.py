@@ -20,12 +20,14 @@ import orjson
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 from strawberry.types.execution import PreExecutionError
+from strawberry.types.graphql import OperationType
 
 from gateway.config import GatewayConfig
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.limits import QueryLimits
 from gateway.membership import MembershipReader, wall_clock_ms
 from gateway.planner import Planner
+from gateway.producer import EventProducer
 from gateway.request import RequestContext
 from gateway.responses import request_error, response_body
 from gateway.routing import RoutingFeed, RoutingTable
@@ -44,6 +46,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _JSON = b"application/json"
+_READ_ONLY = (OperationType.QUERY,)
+_WRITABLE = (OperationType.QUERY, OperationType.MUTATION)
 
 
 @dataclass
@@ -56,6 +60,7 @@ class _Runtime:
     statuses: StatusBoard
     status_reader: PipelineStatusReader | None
     owned_clients: list[httpx.AsyncClient]
+    producer: EventProducer | None  # connects on the first produce mutation
 
 
 class _HTTPError(Exception):
@@ -130,7 +135,10 @@ class GatewayApp:
             status_reader.start()
         upstream = Upstream(self._clients if self._clients is not None else owned)
         planner = Planner(feed, upstream, self.config, self._catalogue)
-        self._runtime = _Runtime(feed, planner, reader, statuses, status_reader, owned)
+        producer = None
+        if self.config.produce:
+            producer = EventProducer(self.config.bootstrap, self.config.timeout_s)
+        self._runtime = _Runtime(feed, planner, reader, statuses, status_reader, owned, producer)
 
     async def shutdown(self) -> None:
         runtime, self._runtime = self._runtime, None
@@ -139,6 +147,8 @@ class GatewayApp:
         for reader in (runtime.reader, runtime.status_reader):
             if reader is not None:
                 await asyncio.to_thread(reader.stop)
+        if runtime.producer is not None:
+            await asyncio.to_thread(runtime.producer.close)
         for client in runtime.owned_clients:
             await client.aclose()
 
@@ -194,11 +204,16 @@ class GatewayApp:
             request = _request_from_params(params)
         else:
             raise _HTTPError(405, "GraphQL takes GET or POST", "METHOD_NOT_ALLOWED")
-        body = await self._execute(*request)
+        # a GET must not change anything: mutations only by POST
+        body = await self._execute(*request, mutations=method == "POST")
         await _respond(send, 200, orjson.dumps(body))
 
     async def _execute(
-        self, query: str, variables: dict[str, Any] | None, operation: str | None
+        self,
+        query: str,
+        variables: dict[str, Any] | None,
+        operation: str | None,
+        mutations: bool,
     ) -> dict[str, Any]:
         runtime = self._runtime
         if runtime is None:
@@ -210,6 +225,7 @@ class GatewayApp:
             deadline=runtime.planner.deadline(),
             clock=self._clock,
             statuses=runtime.statuses,
+            producer=runtime.producer,
         )
         table = runtime.feed.current
         refused = self._limits.check(
@@ -219,7 +235,11 @@ class GatewayApp:
             return response_body(PreExecutionError(data=None, errors=refused), context)
         try:
             result = await self._schema.execute(
-                query, variable_values=variables, context_value=context, operation_name=operation
+                query,
+                variable_values=variables,
+                context_value=context,
+                operation_name=operation,
+                allowed_operation_types=_WRITABLE if mutations else _READ_ONLY,
             )
         except MissingQueryError as exc:
             raise _HTTPError(400, "the request has no GraphQL query") from exc

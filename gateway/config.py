@@ -34,7 +34,7 @@ class GatewayConfig:
     backoff_ms: int = 50  # wait before the first retry; doubles each round
     # a partition whose active copy cannot answer is read from a standby at most this many
     # records behind; 0 = active copies only
-    max_lag: int = 0
+    max_lag: int = 1000
     max_top_limit: int = 1000
     max_lookup_keys: int = 1000
     members_lookback_ms: int = 10_000  # how far back in statefed.members reading starts
@@ -50,6 +50,7 @@ class GatewayConfig:
     max_key_bytes: int = 1024  # UTF-8 bytes of one key
     max_body_bytes: int = 1 << 20  # of a POST body; of a GET query string
     introspection: bool = True  # __schema and __type; __typename always works
+    produce: bool = True  # the produce mutation (writes to the catalogue's input topics)
 
     ENV: ClassVar[Mapping[str, str]] = {
         "bootstrap": "STATEFED_BOOTSTRAP",
@@ -73,6 +74,7 @@ class GatewayConfig:
         "max_key_bytes": "STATEFED_GATEWAY_MAX_KEY_BYTES",
         "max_body_bytes": "STATEFED_GATEWAY_MAX_BODY_BYTES",
         "introspection": "STATEFED_GATEWAY_INTROSPECTION",
+        "produce": "STATEFED_GATEWAY_PRODUCE",
     }
 
     # inclusive bounds of the integer settings
@@ -106,8 +108,9 @@ class GatewayConfig:
         for name in ("bootstrap", "host"):
             if not getattr(self, name).strip():
                 raise ValueError(f"{self.ENV[name]} must not be empty")
-        if not isinstance(self.introspection, bool):
-            raise ValueError(f"{self.ENV['introspection']} must be true or false")
+        for name in ("introspection", "produce"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{self.ENV[name]} must be true or false")
         if self.log_level not in _LOG_LEVELS:
             raise ValueError(f"{self.ENV['log_level']} must be one of {', '.join(_LOG_LEVELS)}")
 
@@ -119,7 +122,7 @@ class GatewayConfig:
             raw = environ.get(cls.ENV[field.name])
             if raw is None:
                 continue
-            if field.name == "introspection":
+            if field.name in ("introspection", "produce"):
                 values[field.name] = _flag(cls.ENV[field.name], raw)
             elif field.name in cls._BOUNDS:
                 try:

@@ -15,12 +15,18 @@ GatewayError                        code
 │   ├── TooManyRootFieldsError      TOO_MANY_ROOT_FIELDS
 │   ├── QueryTooCostlyError         QUERY_TOO_COSTLY    partitions x limit, keys, first, ...
 │   └── IntrospectionDisabledError  INTROSPECTION_DISABLED  __schema or __type, switched off
+├── ConsistencyTimeoutError         CONSISTENCY_TIMEOUT the pipeline had not processed the
+│                                                       write of an `atLeast` token in time
+├── ProduceError                    PRODUCE_FAILED      the produce mutation's write failed
+│   └── ProduceDisabledError        PRODUCE_DISABLED    the mutation is switched off
 └── RoutingError                    PARTITION_UNAVAILABLE (per partition that could not be read)
     ├── RoutingNotReadyError        ROUTING_NOT_READY   partition count not read from metadata yet
     ├── PartitionUnassignedError    no live node holds the partition ACTIVE
     ├── NodeUnavailableError        connection refused or reset, HTTP 5xx
     │   └── NodeTimeoutError        no answer before the request's deadline
     ├── NotOwnerError               the node says it does not hold the partition (NOT_OWNER)
+    ├── NotCaughtUpError            CONSISTENCY_TIMEOUT the node had not applied what an
+    │                                                   `atLeast` read waits for in time
     └── NodeProtocolError           the node answered something the protocol does not allow
 ```
 
@@ -36,13 +42,17 @@ from typing import Any, ClassVar
 __all__ = [
     "BadRepresentationError",
     "BadRequestError",
+    "ConsistencyTimeoutError",
     "GatewayError",
     "IntrospectionDisabledError",
     "NodeProtocolError",
     "NodeTimeoutError",
     "NodeUnavailableError",
+    "NotCaughtUpError",
     "NotOwnerError",
     "PartitionUnassignedError",
+    "ProduceDisabledError",
+    "ProduceError",
     "QueryLimitError",
     "QueryTooCostlyError",
     "QueryTooDeepError",
@@ -133,6 +143,45 @@ class IntrospectionDisabledError(QueryLimitError):
         return {"code": self.code}
 
 
+class ConsistencyTimeoutError(GatewayError):
+    """The pipeline's status did not show the token's write processed before the deadline."""
+
+    code = "CONSISTENCY_TIMEOUT"
+
+    def __init__(self, view: str, token: str, processed: int | None) -> None:
+        upto = "reported nothing" if processed is None else f"processed up to offset {processed}"
+        super().__init__(
+            f"view {view}: the write {token} was not processed by the pipeline before the "
+            f"request's deadline (it {upto} of that partition); retry, or raise "
+            "STATEFED_GATEWAY_TIMEOUT_MS"
+        )
+        self.view = view
+        self.token = token
+
+    def extensions(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "reason": "PIPELINE_BEHIND",
+            "view": self.view,
+            "token": self.token,
+        }
+
+
+class ProduceError(GatewayError):
+    """The produce mutation could not write the event; the message says why."""
+
+    code = "PRODUCE_FAILED"
+
+
+class ProduceDisabledError(ProduceError):
+    code = "PRODUCE_DISABLED"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the produce mutation is switched off on this gateway (STATEFED_GATEWAY_PRODUCE)"
+        )
+
+
 def _keys_text(keys: Sequence[str]) -> str:
     if not keys:
         return ""
@@ -146,6 +195,8 @@ class RoutingError(GatewayError):
 
     code = "PARTITION_UNAVAILABLE"
     reason: ClassVar[str] = "UNAVAILABLE"
+    # the code of the per-partition error a response carries for it (gateway.responses)
+    partition_code: ClassVar[str] = "PARTITION_UNAVAILABLE"
 
     def __init__(
         self,
@@ -211,6 +262,13 @@ class NotOwnerError(RoutingError):
     """The node disclaimed `partitions` (a rebalance moved them); the routing table is stale."""
 
     reason = "NOT_OWNER"
+
+
+class NotCaughtUpError(RoutingError):
+    """The node had not applied the changelog offsets an `atLeast` read waits for."""
+
+    reason = "NODE_BEHIND"
+    partition_code = "CONSISTENCY_TIMEOUT"
 
 
 class NodeProtocolError(RoutingError):

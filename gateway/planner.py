@@ -6,7 +6,9 @@ Partitions that fail (NOT_OWNER, refused, timed out, unassigned) are retried aft
 refresh, with backoff, inside the request's deadline. With `max_lag` > 0, a partition
 without a live owner, or whose owner failed it, is read from a STANDBY copy at most
 `max_lag` records behind (asked for with the `readStandby` request extension; the node's
-freshness then says STANDBY). What still fails is returned as one `RoutingError` per
+freshness then says STANDBY); a read's `ReadOptions` may set its own bound. A read with
+an `atLeast` token makes the nodes wait until they have applied what the token needs
+(`appliedAtLeast`, gateway.consistency). What still fails is returned as one `RoutingError` per
 partition next to the data for the rest: never a silently short answer.
 """
 
@@ -26,6 +28,7 @@ import orjson
 
 from gateway import inputs
 from gateway.config import GatewayConfig
+from gateway.consistency import APPLIED_AT_LEAST, AppliedAtLeast
 from gateway.documents import ViewQueries
 from gateway.errors import (
     BadRequestError,
@@ -40,9 +43,22 @@ from gateway.rows import Event, Page, Ranked, Row, WindowCount, rank
 from gateway.upstream import NodeReply, Upstream
 from schema import CATALOGUE, View, partition_for
 
-__all__ = ["KeyRead", "LookupResult", "Planner", "TopResult"]
+__all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How one read may be answered: from a standby at most `max_lag` records behind when
+    the active copy cannot answer (None = the gateway's default, 0 = active only), and only
+    by copies that have applied `at_least`."""
+
+    max_lag: int | None = None
+    at_least: AppliedAtLeast | None = None
+
+
+ACTIVE_ANY_AGE = ReadOptions()
 
 
 @dataclass(frozen=True)
@@ -108,7 +124,13 @@ class Planner:
     def check_limit(self, view: View, limit: int) -> None:
         inputs.check_limit(view, limit, self._config.max_top_limit)
 
-    async def lookup(self, view: View, keys: Sequence[str], deadline: float) -> LookupResult:
+    async def lookup(
+        self,
+        view: View,
+        keys: Sequence[str],
+        deadline: float,
+        options: ReadOptions = ACTIVE_ANY_AGE,
+    ) -> LookupResult:
         """The rows of `keys` (count and latest views), asking each owning node once."""
         self.check_keys(view, keys)
         count = self._feed.current.partition_count(view)
@@ -122,18 +144,23 @@ class Planner:
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
             body = queries.lookup_body(asked)
-            reply = await self._post(node, body, view, group, deadline, asked, standby)
+            reply = await self._post(node, body, view, group, deadline, asked, standby, options)
             read = functools.partial(queries.read_lookup, asked=len(asked))
             rows = _read(read, reply, view, node, group, asked)
             found.update(zip(asked, rows, strict=True))
             return reply.freshness
 
-        failures, freshness = await self._rounds(view, keys_of, ask, deadline, keys_of)
+        failures, freshness = await self._rounds(view, keys_of, ask, deadline, options, keys_of)
         rows = [found.get(key) for key in keys]
         return LookupResult(rows, partitions, failures, freshness)
 
     async def top(
-        self, view: View, limit: int, deadline: float, window: datetime | None = None
+        self,
+        view: View,
+        limit: int,
+        deadline: float,
+        window: datetime | None = None,
+        options: ReadOptions = ACTIVE_ANY_AGE,
     ) -> TopResult:
         """The global top `limit` rows (of one window for a windowed view), merged from every
         partition's local top."""
@@ -145,11 +172,13 @@ class Planner:
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
             body = queries.top_body(limit, group, start)
-            reply = await self._post(node, body, view, group, deadline, standby=standby)
+            reply = await self._post(
+                node, body, view, group, deadline, standby=standby, options=options
+            )
             partials.append(sorted(_read(queries.read_top, reply, view, node, group), key=rank))
             return reply.freshness
 
-        failures, freshness = await self._rounds(view, range(count), ask, deadline)
+        failures, freshness = await self._rounds(view, range(count), ask, deadline, options)
         merged = list(itertools.islice(heapq.merge(*partials, key=rank), limit))
         return TopResult(merged, failures, freshness)
 
@@ -160,14 +189,14 @@ class Planner:
         since: datetime | None,
         until: datetime | None,
         deadline: float,
+        options: ReadOptions = ACTIVE_ANY_AGE,
     ) -> KeyRead[list[WindowCount]]:
         """The windows of `key` with since <= start < until, in time order, from its owner."""
         self.check_keys(view, [key])
         span = inputs.time_range(view, since, until)
         queries = self._queries[view.name]
-        return await self._key_read(
-            view, key, queries.windows_body(key, span), queries.read_windows, deadline
-        )
+        body = queries.windows_body(key, span)
+        return await self._key_read(view, key, body, queries.read_windows, deadline, options)
 
     async def history(
         self,
@@ -178,6 +207,7 @@ class Planner:
         first: int,
         after: str | None,
         deadline: float,
+        options: ReadOptions = ACTIVE_ANY_AGE,
     ) -> KeyRead[Page]:
         """One page of `key`'s events with since <= event time < until, from its owner."""
         self.check_keys(view, [key])
@@ -187,21 +217,27 @@ class Planner:
             inputs.check_cursor(view, after)
         queries = self._queries[view.name]
         body = queries.history_body(key, span, first, after)
-        return await self._key_read(view, key, body, queries.read_page, deadline)
+        return await self._key_read(view, key, body, queries.read_page, deadline, options)
 
     async def _key_read(
-        self, view: View, key: str, body: bytes, read: Callable[[Any], T], deadline: float
+        self,
+        view: View,
+        key: str,
+        body: bytes,
+        read: Callable[[Any], T],
+        deadline: float,
+        options: ReadOptions,
     ) -> KeyRead[T]:
         partition = partition_for(key, self._feed.current.partition_count(view))
         answers: list[T] = []
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
-            reply = await self._post(node, body, view, group, deadline, [key], standby)
+            reply = await self._post(node, body, view, group, deadline, [key], standby, options)
             answers.append(_read(read, reply, view, node, group, [key]))
             return reply.freshness
 
         failures, freshness = await self._rounds(
-            view, [partition], ask, deadline, {partition: [key]}
+            view, [partition], ask, deadline, options, {partition: [key]}
         )
         value = answers[-1] if answers else None
         return KeyRead(key, partition, value, failures.get(partition), freshness)
@@ -215,9 +251,16 @@ class Planner:
         deadline: float,
         keys: Sequence[str] = (),
         standby: bool = False,
+        options: ReadOptions = ACTIVE_ANY_AGE,
     ) -> NodeReply:
-        if standby:
-            body = _reading_standby(body)
+        extensions: dict[str, Any] = {_READ_STANDBY: True} if standby else {}
+        if options.at_least is not None:
+            wait_s = deadline - asyncio.get_running_loop().time()
+            wanted = options.at_least.extension(group, wait_s)
+            if wanted is not None:
+                extensions[APPLIED_AT_LEAST] = wanted
+        if extensions:
+            body = _with_extensions(body, extensions)
         return await self._upstream.post(
             node, body, view=view.name, partitions=group, keys=keys, deadline=deadline
         )
@@ -228,6 +271,7 @@ class Planner:
         partitions: Iterable[int],
         ask: Ask,
         deadline: float,
+        options: ReadOptions,
         keys_of: dict[int, list[str]] | None = None,
     ) -> tuple[dict[int, RoutingError], list[dict[str, Any]]]:
         """Ask owners for `partitions`, one call per node per round, until each partition is
@@ -241,8 +285,9 @@ class Planner:
         failed_on: defaultdict[int, set[str]] = defaultdict(set)
         table = self._feed.current
         backoff = self._config.backoff_s
+        max_lag = self._config.max_lag if options.max_lag is None else options.max_lag
         for attempt in range(self._config.retries + 1):
-            routes, unassigned = self._route(table, pending, disclaimers, failed_on)
+            routes, unassigned = self._route(table, pending, disclaimers, failed_on, max_lag)
             for partition in unassigned:
                 keys = keys_of.get(partition, []) if keys_of else []
                 failures[partition] = PartitionUnassignedError(view.name, [partition], keys)
@@ -276,11 +321,11 @@ class Planner:
         partitions: Iterable[int],
         disclaimers: Disclaimers,
         failed_on: Mapping[int, set[str]],
+        max_lag: int,
     ) -> tuple[list[Route], list[int]]:
         """One request per node (and role) for `partitions`: each to its owner, or to a
         standby within `max_lag` when it has no owner or its owner failed it; also return
         the partitions nobody can be asked for."""
-        max_lag = self._config.max_lag
         routes: dict[tuple[str, bool], Route] = {}
         unassigned: list[int] = []
         for partition in sorted(set(partitions)):
@@ -297,10 +342,10 @@ class Planner:
         return list(routes.values()), unassigned
 
 
-def _reading_standby(body: bytes) -> bytes:
-    """`body` asking the node to read its STANDBY copies too."""
+def _with_extensions(body: bytes, extensions: Mapping[str, Any]) -> bytes:
+    """`body` with `extensions` added to its request extensions."""
     document = orjson.loads(body)
-    document["extensions"] = {**document.get("extensions", {}), _READ_STANDBY: True}
+    document["extensions"] = {**document.get("extensions", {}), **extensions}
     return orjson.dumps(document)
 
 

@@ -1,8 +1,8 @@
 """Per-request state: the deadline, batched key lookups, partial-result errors, freshness,
 and the pipeline's status board.
 
-Every lookup field of one GraphQL request goes through one loader per view, so all keys
-asked in a request reach each owning node in a single call.
+Every lookup field of one GraphQL request goes through one loader per view (and read
+options), so all keys asked in a request reach each owning node in a single call.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from strawberry.dataloader import DataLoader
 
 from gateway.config import GatewayConfig
 from gateway.errors import RoutingError
-from gateway.planner import LookupResult, Planner
+from gateway.planner import ACTIVE_ANY_AGE, LookupResult, Planner, ReadOptions
+from gateway.producer import EventProducer
 from gateway.routing import RoutingFeed
 from gateway.rows import Event, Row
 from gateway.status import StatusBoard
@@ -54,21 +55,26 @@ class RequestContext:
     deadline: float
     clock: Callable[[], int]
     statuses: StatusBoard = field(default_factory=StatusBoard)
+    producer: EventProducer | None = None  # for the produce mutation; None = switched off
     missing: list[MissingPartition] = field(default_factory=list)
     freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
-    _loaders: dict[str, DataLoader[str, KeyResult]] = field(default_factory=dict)
+    _loaders: dict[tuple[str, ReadOptions], DataLoader[str, KeyResult]] = field(
+        default_factory=dict
+    )
 
-    def loader(self, view: View) -> DataLoader[str, KeyResult]:
-        """The request's batching loader for `view`'s keys."""
-        loader = self._loaders.get(view.name)
+    def loader(
+        self, view: View, options: ReadOptions = ACTIVE_ANY_AGE
+    ) -> DataLoader[str, KeyResult]:
+        """The request's batching loader for `view`'s keys read with `options`."""
+        loader = self._loaders.get((view.name, options))
         if loader is None:
 
             async def load(keys: list[str]) -> Sequence[KeyResult]:
-                result = await self.planner.lookup(view, keys, self.deadline)
+                result = await self.planner.lookup(view, keys, self.deadline, options)
                 self.add_freshness(result.freshness)
                 return _per_key(keys, result)
 
-            loader = self._loaders[view.name] = DataLoader(load)
+            loader = self._loaders[(view.name, options)] = DataLoader(load)
         return loader
 
     def add_freshness(self, entries: Sequence[Mapping[str, Any]]) -> None:

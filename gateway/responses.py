@@ -3,7 +3,8 @@
 Every error gets `extensions.code`: GatewayError subclasses bring their own code;
 syntax errors are GRAPHQL_PARSE_FAILED, other errors before execution
 GRAPHQL_VALIDATION_FAILED, variable values that don't fit BAD_USER_INPUT. Partitions a
-field could not read become one PARTITION_UNAVAILABLE error each, next to the data.
+field could not read become one PARTITION_UNAVAILABLE error each (CONSISTENCY_TIMEOUT when
+the node had not caught up with an `atLeast` token), next to the data.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def _format_missing(missing: MissingPartition) -> dict[str, Any]:
         f"{on_node}: {error.detail}",
         "path": list(missing.path),
         "extensions": {
-            "code": "PARTITION_UNAVAILABLE",
+            "code": error.partition_code,
             "reason": error.reason,
             "view": error.view,
             "partition": missing.partition,

@@ -5,7 +5,9 @@ Each view kind has one builder (`gateway.fields`) that turns a catalogue entry i
 types and query fields; adding a view of an existing kind needs no code here. `cluster`
 shows membership, routing and the pipeline's reports. The types of count and latest views
 are entities keyed by the view's key field (`_entities`, batched per owning node like
-lookups); `_service { sdl }` prints the schema. Parsed and validated documents are cached.
+lookups); `_service { sdl }` prints the schema. The one mutation, `produce`, writes an
+event and returns its consistency token (read-your-writes). Parsed and validated documents
+are cached.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from strawberry.extensions import ParserCache, ValidationCache
 from strawberry.federation.schema import FederationAny
 from strawberry.types.execution import ExecutionContext
 
-from gateway.fields import BUILDERS, Entity, cluster_field, resolve_entities
+from gateway.fields import BUILDERS, Entity, cluster_field, produce_field, resolve_entities
 from gateway.responses import is_server_fault
 from schema import CATALOGUE, View
 
@@ -72,9 +74,11 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             entities[view.type_name] = built.entity
     fields["cluster"] = cluster_field(views)
     query = strawberry.type(type("Query", (), fields))
+    mutation = strawberry.type(type("Mutation", (), {"produce": produce_field(views)}))
     return _Schema(
         entities,
         query=query,
+        mutation=mutation,
         extensions=[
             lambda: ParserCache(maxsize=_CACHE_SIZE),
             lambda: ValidationCache(maxsize=_CACHE_SIZE),

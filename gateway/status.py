@@ -8,6 +8,7 @@ that has none yet) shows no status.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import uuid
@@ -44,7 +45,15 @@ class StatusBoard:
         return True
 
     def put(self, status: ViewStatus) -> None:
+        """Make `status` the view's newest; changelog offsets only grow (a restarted
+        pipeline reports only the partitions it wrote to since)."""
         with self._lock:
+            before = self._latest.get(status.view)
+            if before is not None:
+                merged = dict(before.changelog_offsets)
+                for partition, offset in status.changelog_offsets.items():
+                    merged[partition] = max(offset, merged.get(partition, 0))
+                status = dataclasses.replace(status, changelog_offsets=merged)
             self._latest[status.view] = status
 
     def get(self, view: str) -> ViewStatus | None:

@@ -22,6 +22,7 @@ from gateway.errors import (
     NodeProtocolError,
     NodeTimeoutError,
     NodeUnavailableError,
+    NotCaughtUpError,
     NotOwnerError,
 )
 from gateway.routing import NodeInfo
@@ -124,6 +125,8 @@ def _node_error(errors: Any, view: str, where: dict[str, Any]) -> Exception:
         return NotOwnerError(
             view, f"NOT_OWNER: {message}", partitions=named, node=where["node"], keys=where["keys"]
         )
+    if code == "NOT_CAUGHT_UP":
+        return NotCaughtUpError(view, message, **where)
     if code == "BAD_USER_INPUT":  # e.g. a cursor only the node can decode: the client's mistake
         return BadRequestError(view, f"node {where['node']} rejected the arguments: {message}")
     return NodeProtocolError(view, f"node error {code or 'without code'}: {message}", **where)

@@ -10,10 +10,18 @@ from gateway.fields.count import count_fields
 from gateway.fields.entities import resolve_entities
 from gateway.fields.history import history_fields
 from gateway.fields.latest import latest_fields
+from gateway.fields.produce import produce_field
 from gateway.fields.windowed import windowed_fields
 from schema import View, ViewKind
 
-__all__ = ["BUILDERS", "Entity", "ViewFields", "cluster_field", "resolve_entities"]
+__all__ = [
+    "BUILDERS",
+    "Entity",
+    "ViewFields",
+    "cluster_field",
+    "produce_field",
+    "resolve_entities",
+]
 
 BUILDERS: dict[ViewKind, Callable[[View], ViewFields]] = {
     ViewKind.COUNT: count_fields,

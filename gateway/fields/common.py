@@ -7,21 +7,24 @@ recording partial results on the request."""
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import strawberry
 from strawberry.federation.schema_directives import Key, Shareable
 
-from gateway.errors import RoutingError
-from gateway.planner import KeyRead
+from gateway.consistency import parse_token, wait_processed
+from gateway.errors import BadRequestError, RoutingError
+from gateway.planner import KeyRead, ReadOptions
 from gateway.request import KeyResult, RequestContext
 from gateway.rows import Event, Row
 from schema import FieldType, View
 
 __all__ = [
     "EVENT_TIME",
+    "AtLeast",
     "Entity",
     "FieldSpec",
+    "MaxLag",
     "PageInfo",
     "ViewFields",
     "WindowInput",
@@ -32,6 +35,7 @@ __all__ = [
     "given",
     "make",
     "object_type",
+    "read_options",
     "record_failures",
     "record_key_read",
     "record_missing",
@@ -65,6 +69,41 @@ class ViewFields:
 
     fields: dict[str, Any]
     entity: Entity | None = None
+
+
+MaxLag = Annotated[
+    int | None,
+    strawberry.argument(
+        name="maxLag",
+        description="When the active copy of a partition cannot answer, read a standby at "
+        "most this many changelog records behind (0 = active copies only; default: the "
+        "gateway's STATEFED_GATEWAY_MAX_LAG). extensions.freshness says which copy answered.",
+    ),
+]
+AtLeast = Annotated[
+    str | None,
+    strawberry.argument(
+        name="atLeast",
+        description="A consistency token (from the produce mutation, or <topic>:<partition>:"
+        "<offset> of your own write): answer only once that write is visible, or fail with "
+        "CONSISTENCY_TIMEOUT at the request's deadline.",
+    ),
+]
+
+
+async def read_options(
+    context: RequestContext, view: View, max_lag: int | None, at_least: str | None
+) -> ReadOptions:
+    """The read options of a field's `maxLag` and `atLeast` arguments; waits for the
+    pipeline to have processed the `atLeast` write."""
+    max_lag, at_least = given(max_lag), given(at_least)
+    if max_lag is not None and max_lag < 0:
+        raise BadRequestError(view.name, f"maxLag must be 0 or more, got {max_lag}")
+    if at_least is None:
+        return ReadOptions(max_lag)
+    token = parse_token(view, at_least)
+    applied = await wait_processed(context.statuses, view, token, context.deadline)
+    return ReadOptions(max_lag, applied)
 
 
 def entity_key(view: View) -> Key:

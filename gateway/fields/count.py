@@ -16,11 +16,14 @@ from typing import Annotated, Any
 import strawberry
 
 from gateway.fields.common import (
+    AtLeast,
     Entity,
+    MaxLag,
     ViewFields,
     entity_key,
     make,
     object_type,
+    read_options,
     record_failures,
     record_missing,
 )
@@ -48,26 +51,40 @@ def count_fields(view: View) -> ViewFields:
         return make(row_type, {view.key_field: row.key, "count": row.count})
 
     async def point(
-        info: strawberry.Info, key: Annotated[str, strawberry.argument(name=view.key_field)]
+        info: strawberry.Info,
+        key: Annotated[str, strawberry.argument(name=view.key_field)],
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
     ) -> row_type | None:  # type: ignore[valid-type]
         context: RequestContext = info.context
         context.planner.check_keys(view, [key])
-        result = await context.loader(view).load(key)
+        options = await read_options(context, view, max_lag, at_least)
+        result = await context.loader(view, options).load(key)
         record_missing(context, info, [result])
         return to_type(result.row)
 
     async def many(
-        info: strawberry.Info, keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)]
+        info: strawberry.Info,
+        keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)],
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
     ) -> list[row_type | None]:  # type: ignore[valid-type]
         context: RequestContext = info.context
         context.planner.check_keys(view, keys)
-        results = await context.loader(view).load_many(keys)
+        options = await read_options(context, view, max_lag, at_least)
+        results = await context.loader(view, options).load_many(keys)
         record_missing(context, info, results)
         return [to_type(r.row) for r in results]
 
-    async def top(info: strawberry.Info, limit: int = 10) -> list[row_type]:  # type: ignore[valid-type]
+    async def top(
+        info: strawberry.Info,
+        limit: int = 10,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> list[row_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
-        result = await context.planner.top(view, limit, context.deadline)
+        options = await read_options(context, view, max_lag, at_least)
+        result = await context.planner.top(view, limit, context.deadline, options=options)
         context.add_freshness(result.freshness)
         record_failures(context, info, result.failures)
         return [to_type(r) for r in result.rows]

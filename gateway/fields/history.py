@@ -14,6 +14,8 @@ from typing import Annotated, Any
 import strawberry
 
 from gateway.fields.common import (
+    AtLeast,
+    MaxLag,
     PageInfo,
     ViewFields,
     event_type,
@@ -21,6 +23,7 @@ from gateway.fields.common import (
     given,
     make,
     object_type,
+    read_options,
     record_key_read,
 )
 from gateway.inputs import MAX_PAGE_SIZE
@@ -69,10 +72,20 @@ def history_fields(view: View) -> ViewFields:
         until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
         first: int = 100,
         after: str | None = strawberry.UNSET,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
     ) -> connection_type:  # type: ignore[valid-type]
         context: RequestContext = info.context
+        options = await read_options(context, view, max_lag, at_least)
         read = await context.planner.history(
-            view, entity, given(since), given(until), first, given(after), context.deadline
+            view,
+            entity,
+            given(since),
+            given(until),
+            first,
+            given(after),
+            context.deadline,
+            options,
         )
         record_key_read(context, info, read)
         return to_type(read.value or Page.empty())

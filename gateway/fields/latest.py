@@ -15,12 +15,15 @@ from typing import Annotated, Any
 import strawberry
 
 from gateway.fields.common import (
+    AtLeast,
     Entity,
+    MaxLag,
     ViewFields,
     entity_key,
     event_type,
     event_values,
     make,
+    read_options,
     record_missing,
 )
 from gateway.request import RequestContext
@@ -47,20 +50,28 @@ def latest_fields(view: View) -> ViewFields:
         return make(latest_type, event_values(view, event))
 
     async def point(
-        info: strawberry.Info, entity: Annotated[str, strawberry.argument(name=key)]
+        info: strawberry.Info,
+        entity: Annotated[str, strawberry.argument(name=key)],
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
     ) -> latest_type | None:  # type: ignore[valid-type]
         context: RequestContext = info.context
         context.planner.check_keys(view, [entity])
-        result = await context.loader(view).load(entity)
+        options = await read_options(context, view, max_lag, at_least)
+        result = await context.loader(view, options).load(entity)
         record_missing(context, info, [result])
         return to_type(result.row)
 
     async def many(
-        info: strawberry.Info, keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)]
+        info: strawberry.Info,
+        keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)],
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
     ) -> list[latest_type | None]:  # type: ignore[valid-type]
         context: RequestContext = info.context
         context.planner.check_keys(view, keys)
-        results = await context.loader(view).load_many(keys)
+        options = await read_options(context, view, max_lag, at_least)
+        results = await context.loader(view, options).load_many(keys)
         record_missing(context, info, results)
         return [to_type(r.row) for r in results]
 

@@ -15,12 +15,15 @@ from typing import Annotated, Any
 import strawberry
 
 from gateway.fields.common import (
+    AtLeast,
+    MaxLag,
     ViewFields,
     WindowInput,
     duration_text,
     given,
     make,
     object_type,
+    read_options,
     record_failures,
     record_key_read,
 )
@@ -60,19 +63,28 @@ def windowed_fields(view: View) -> ViewFields:
         entity: Annotated[str, strawberry.argument(name=key)],
         since: Annotated[datetime | None, strawberry.argument(name="from")] = strawberry.UNSET,
         until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
     ) -> list[window_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
+        options = await read_options(context, view, max_lag, at_least)
         read = await context.planner.windows(
-            view, entity, given(since), given(until), context.deadline
+            view, entity, given(since), given(until), context.deadline, options
         )
         record_key_read(context, info, read)
         return [to_type(row) for row in read.value or []]
 
     async def top(
-        info: strawberry.Info, *, limit: int = 10, window: WindowInput
+        info: strawberry.Info,
+        *,
+        limit: int = 10,
+        window: WindowInput,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
     ) -> list[window_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
-        result = await context.planner.top(view, limit, context.deadline, window.start)
+        options = await read_options(context, view, max_lag, at_least)
+        result = await context.planner.top(view, limit, context.deadline, window.start, options)
         context.add_freshness(result.freshness)
         record_failures(context, info, result.failures)
         return [to_type(row) for row in result.rows]

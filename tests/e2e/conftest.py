@@ -6,6 +6,7 @@ run produced, so any test can compare the system's answers with it.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -92,7 +93,10 @@ class Cluster:
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = Path(tmp_path_factory.mktemp("cluster"))
-    with LocalCluster(base, partitions=6, progress=print) as local:
+    # a read with `atLeast` waits up to the request's deadline for the pipeline: give a busy
+    # 2-core CI machine more than the 5 s default
+    env = {**os.environ, "STATEFED_GATEWAY_TIMEOUT_MS": "20000"}
+    with LocalCluster(base, partitions=6, env=env, progress=print) as local:
         local.start_all(("n1", "n2"))
         running = Cluster(local)
         yield running

@@ -340,9 +340,9 @@ def test_exported_members() -> None:
         assert getattr(gateway, name) is not None
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
-        "app", "config", "documents", "errors", "fields", "graphiql", "inputs", "limits",
-        "membership",
-        "planner", "request", "responses", "routing", "rows", "schema", "sdl", "server",
+        "app", "config", "consistency", "documents", "errors", "fields", "graphiql", "inputs",
+        "limits", "membership",
+        "planner", "producer", "request", "responses", "routing", "rows", "schema", "sdl", "server",
         "status", "timestamps", "upstream",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)

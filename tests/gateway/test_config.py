@@ -18,6 +18,7 @@ def test_defaults() -> None:
     assert (config.max_depth, config.max_aliases, config.max_root_fields) == (15, 30, 20)
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (50_000, 1024, 1 << 20)
     assert config.introspection is True
+    assert config.produce is True and config.max_lag == 1000
 
 
 def test_every_variable_is_read() -> None:
@@ -43,6 +44,7 @@ def test_every_variable_is_read() -> None:
         "STATEFED_GATEWAY_MAX_KEY_BYTES": "64",
         "STATEFED_GATEWAY_MAX_BODY_BYTES": "65536",
         "STATEFED_GATEWAY_INTROSPECTION": "Off",
+        "STATEFED_GATEWAY_PRODUCE": "no",
     }
     config = GatewayConfig.from_env(environ)
     assert set(GatewayConfig.ENV.values()) == set(environ)
@@ -54,7 +56,7 @@ def test_every_variable_is_read() -> None:
     assert config.max_lag == 5
     assert (config.max_depth, config.max_aliases, config.max_root_fields) == (8, 0, 5)
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (123456, 64, 65536)
-    assert config.introspection is False
+    assert config.introspection is False and config.produce is False
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ P = 4
 COUNTS = {f"w{i}": i + 1 for i in range(40)}
 ALL = sorted(COUNTS)
 STANDBY_LAG = 3
-LOOKUP = "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }"
+LOOKUP = "query($ws: [String!]!, $lag: Int) { wordCounts(words: $ws, maxLag: $lag) { word count } }"
 
 
 class StandbyNode(FakeNode):
@@ -50,8 +50,9 @@ def refuse(request: httpx.Request) -> httpx.Response:
     raise httpx.ConnectError("refused", request=request)
 
 
-def lookup(max_lag: int, n0_in_membership: bool) -> dict[str, Any]:
-    """n0 (active 0, 1) is down; n1 is active for 2, 3 and standby for 0, 1."""
+def lookup(max_lag: int, n0_in_membership: bool, argument: int | None = None) -> dict[str, Any]:
+    """n0 (active 0, 1) is down; n1 is active for 2, 3 and standby for 0, 1. `max_lag` is
+    the gateway's default, `argument` the query's `maxLag`."""
     n1 = StandbyNode("n1", {2, 3}, {0, 1})
     members = {"n1": record("n1", {2, 3}, frozenset({0, 1}))}
     if n0_in_membership:
@@ -62,7 +63,8 @@ def lookup(max_lag: int, n0_in_membership: bool) -> dict[str, Any]:
 
     async def scenario() -> dict[str, Any]:
         async with running_gateway([n1], P, config=config, feed=feed, extra=extra) as http:
-            return (await post_query(http, LOOKUP, {"ws": ALL}))[1]
+            variables: dict[str, Any] = {"ws": ALL, "lag": argument}
+            return (await post_query(http, LOOKUP, variables))[1]
 
     return asyncio.run(scenario())
 
@@ -82,9 +84,19 @@ def test_a_standby_within_max_lag_answers_for_the_failed_active(n0_in_membership
     assert freshness[0]["lag"] == STANDBY_LAG
 
 
-@pytest.mark.parametrize("max_lag", [0, STANDBY_LAG - 1])
-def test_no_standby_read_beyond_max_lag(max_lag: int) -> None:
-    body = lookup(max_lag=max_lag, n0_in_membership=True)
+def test_the_query_may_allow_a_standby_the_default_does_not() -> None:
+    body = lookup(max_lag=0, n0_in_membership=True, argument=STANDBY_LAG)
+    assert "errors" not in body, body
+    roles = {e["partition"]: e["role"] for e in body["extensions"]["freshness"]}
+    assert roles == {0: "STANDBY", 1: "STANDBY", 2: "ACTIVE", 3: "ACTIVE"}
+
+
+@pytest.mark.parametrize(
+    ("max_lag", "argument"),
+    [(0, None), (STANDBY_LAG - 1, None), (STANDBY_LAG, 0), (STANDBY_LAG, STANDBY_LAG - 1)],
+)
+def test_no_standby_read_beyond_max_lag(max_lag: int, argument: int | None) -> None:
+    body = lookup(max_lag=max_lag, n0_in_membership=True, argument=argument)
     assert set(codes(body)) == {"PARTITION_UNAVAILABLE"}
     assert sorted(e["extensions"]["partition"] for e in body["errors"]) == [0, 1]
     rows = dict(zip(ALL, body["data"]["wordCounts"], strict=True))

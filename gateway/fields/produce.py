@@ -1,0 +1,100 @@
+"""The `produce` mutation: one event to an input topic of the catalogue, and the consistency
+token of the write, for reads that must see it (`atLeast`): read-your-writes for demos,
+tests and frontends that write through the gateway.
+
+```graphql
+produce(topic: String!, key: String!, value: JSON, eventTime: DateTime): Produced!
+```
+"""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations.
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+import strawberry
+from strawberry.scalars import JSON
+
+from gateway import inputs
+from gateway.errors import BadRequestError, ProduceDisabledError
+from gateway.fields.common import given
+from gateway.request import RequestContext
+from gateway.timestamps import floor_ms
+from schema import View
+
+__all__ = ["Produced", "produce_field"]
+
+
+@strawberry.type(
+    description="Where a produced event landed. Pass `token` as `atLeast` to a read that "
+    "must see the event."
+)
+class Produced:
+    topic: str
+    partition: int
+    offset: int
+    token: str
+
+
+def produce_field(catalogue: Iterable[View]) -> Any:
+    """The mutation field writing to the input topics of `catalogue`'s views."""
+    readers: dict[str, list[View]] = {}
+    for view in catalogue:
+        readers.setdefault(view.topic, []).append(view)
+
+    async def produce(
+        info: strawberry.Info,
+        topic: str,
+        key: str,
+        value: JSON | None = strawberry.UNSET,
+        event_time: Annotated[
+            datetime | None, strawberry.argument(name="eventTime")
+        ] = strawberry.UNSET,
+    ) -> Produced:
+        context: RequestContext = info.context
+        if context.producer is None or not context.config.produce:
+            raise ProduceDisabledError()
+        views = readers.get(topic)
+        if views is None:
+            raise BadRequestError(
+                "produce", f"no view reads topic {topic!r}; topics: {', '.join(sorted(readers))}"
+            )
+        config = context.config
+        inputs.check_keys(views[0], [key], 1, config.max_key_bytes)
+        moment = _event_time(views[0], given(event_time), context.clock())
+        body = _value(views, given(value), moment)
+        token = await context.producer.produce(topic, key, body, moment)
+        return Produced(
+            topic=topic, partition=token.partition, offset=token.offset, token=str(token)
+        )
+
+    return strawberry.mutation(
+        resolver=produce,
+        description="Write one event to an input topic of the views (value: a JSON object of "
+        "the views' value fields; eventTime: default now). Returns the write's consistency "
+        "token. Switched off with STATEFED_GATEWAY_PRODUCE=false.",
+    )
+
+
+def _event_time(view: View, moment: datetime | None, now_ms: int) -> int:
+    if moment is None:
+        return now_ms
+    if moment.tzinfo is None:
+        raise BadRequestError(view.name, "eventTime needs a UTC offset, e.g. 2026-01-01T00:00:00Z")
+    return floor_ms(moment.astimezone(UTC))
+
+
+def _value(views: list[View], value: Any, event_ms: int) -> bytes:
+    """The record value: the JSON object given, plus the event-time field of the views that
+    read the time from the value; empty when no view decodes the value."""
+    if value is not None and not isinstance(value, Mapping):
+        raise BadRequestError(views[0].name, "value must be a JSON object of the view's fields")
+    document = dict(value or {})
+    for view in views:
+        if view.event_time_field is not None:
+            document.setdefault(view.event_time_field, event_ms)
+    decodes = any(v.value_fields or v.event_time_field for v in views)
+    if not document and not decodes:
+        return b""
+    return orjson.dumps(document)

@@ -1,0 +1,101 @@
+"""The producer behind the `produce` mutation: one event to an input topic, acknowledged.
+
+Created on the first write (nothing is opened before one is asked for) and closed with
+the gateway. Records are partitioned like every statefed producer's, with Kafka's murmur2
+(`partitioner=murmur2_random`), so the event's key lands where the views expect it. A
+thread serves librdkafka's delivery reports and hands them to the waiting coroutine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from gateway.consistency import Token
+from gateway.errors import ProduceError
+
+__all__ = ["EventProducer"]
+
+_POLL_S = 0.05
+
+
+class EventProducer:
+    """Writes single events and returns where they landed as a consistency `Token`."""
+
+    def __init__(self, bootstrap: str, timeout_s: float) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self._producer: Producer | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    async def produce(self, topic: str, key: str, value: bytes, timestamp_ms: int) -> Token:
+        """Write one record and wait for the broker's acknowledgement; ProduceError when it
+        is not acknowledged within the timeout."""
+        loop = asyncio.get_running_loop()
+        delivered: asyncio.Future[Token] = loop.create_future()
+
+        def on_delivery(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                failure = ProduceError(
+                    f"producing to topic {topic} on {self.bootstrap} failed: {error}"
+                )
+                loop.call_soon_threadsafe(_settle, delivered, failure)
+            else:
+                token = Token(topic, message.partition() or 0, message.offset() or 0)
+                loop.call_soon_threadsafe(_settle, delivered, token)
+
+        producer = self._started()
+        try:
+            producer.produce(
+                topic, value, key.encode(), on_delivery=on_delivery, timestamp=timestamp_ms
+            )
+        except (BufferError, KafkaException) as exc:
+            raise ProduceError(f"producing to topic {topic} failed: {exc}") from exc
+        return await delivered
+
+    def _started(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer(
+                    {
+                        "bootstrap.servers": self.bootstrap,
+                        "partitioner": "murmur2_random",  # Kafka's Java default
+                        "linger.ms": 0,  # one event at a time: do not wait for more
+                        "acks": "all",
+                        "message.timeout.ms": int(self.timeout_s * 1000),
+                        "enable.idempotence": False,  # the embedded broker has none
+                        "log_level": 3,
+                    }
+                )
+                self._thread = threading.Thread(
+                    target=self._serve, args=(self._producer,), name="statefed-produce"
+                )
+                self._thread.start()
+            return self._producer
+
+    def _serve(self, producer: Producer) -> None:
+        while not self._stop.is_set():
+            producer.poll(_POLL_S)
+
+    def close(self) -> None:
+        """Deliver what is queued (within the timeout), then stop."""
+        with self._lock:
+            producer, thread, self._producer = self._producer, self._thread, None
+        if producer is None or thread is None:
+            return
+        producer.flush(self.timeout_s)
+        self._stop.set()
+        thread.join()
+
+
+def _settle(future: asyncio.Future[Token], outcome: Token | ProduceError) -> None:
+    if future.done():  # the waiting request was cancelled
+        return
+    if isinstance(outcome, ProduceError):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -1,0 +1,85 @@
+"""Read-your-writes through the gateway: the `produce` mutation returns a consistency
+token, and a read with `atLeast: token` sees the write every time (issue 4: 1,000
+iterations), while reads without it may not. Also the mutation's and the token's errors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from tests.e2e.conftest import Cluster
+
+PRODUCE = """mutation($k: String!) {
+  produce(topic: "words", key: $k) { topic partition offset token }
+}"""
+READ = "query($w: String!, $t: String) { wordCount(word: $w, atLeast: $t) { count } }"
+WRITERS = 20  # concurrent clients, one word each: every client is its word's only writer
+ROUNDS = 50  # WRITERS x ROUNDS = 1,000 produce-then-read iterations
+
+
+async def _post(client: httpx.AsyncClient, url: str, query: str, **variables: Any) -> Any:
+    response = await client.post(url, json={"query": query, "variables": variables})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def _writer(client: httpx.AsyncClient, url: str, word: str) -> list[str]:
+    """Produce `word` ROUNDS times, reading it back with each token; the mismatches."""
+    wrong: list[str] = []
+    for expected in range(1, ROUNDS + 1):
+        produced = await _post(client, url, PRODUCE, k=word)
+        assert "errors" not in produced, produced
+        token = produced["data"]["produce"]["token"]
+        read = await _post(client, url, READ, w=word, t=token)
+        row = (read.get("data") or {}).get("wordCount")
+        if "errors" in read or row is None or row["count"] != expected:
+            wrong.append(f"{word} write {expected} ({token}): {read}")
+    return wrong
+
+
+async def _iterations(url: str, words: list[str]) -> list[str]:
+    limits = httpx.Limits(max_connections=len(words))
+    async with httpx.AsyncClient(timeout=60.0, limits=limits) as client:
+        results = await asyncio.gather(*(_writer(client, url, w) for w in words))
+    return [problem for problems in results for problem in problems]
+
+
+def test_a_read_with_the_token_of_a_write_sees_it_every_time(cluster: Cluster) -> None:
+    words = [f"ryw-{n:02d}" for n in range(WRITERS)]
+    wrong = asyncio.run(_iterations(cluster.local.gateway_url, words))
+    cluster.truth.update({word: ROUNDS for word in words})
+    assert not wrong, f"{len(wrong)} of {WRITERS * ROUNDS} reads missed their write: {wrong[:5]}"
+    assert cluster.counts(words) == dict.fromkeys(words, ROUNDS)
+
+
+def test_the_token_names_where_the_write_landed(cluster: Cluster) -> None:
+    body = cluster.query(PRODUCE, {"k": "ryw-token"}).json()
+    cluster.truth.update(["ryw-token"])
+    produced = body["data"]["produce"]
+    assert produced["topic"] == "words"
+    assert produced["token"] == f"words:{produced['partition']}:{produced['offset']}"
+    read = cluster.data(READ, {"w": "ryw-token", "t": produced["token"]})
+    assert read["wordCount"] == {"count": 1}
+
+
+def test_bad_tokens_and_writes_are_refused(cluster: Cluster) -> None:
+    cases = {
+        'query { wordCount(word: "x", atLeast: "words:zero") { count } }': "BAD_USER_INPUT",
+        'query { wordCount(word: "x", atLeast: "bookings:0:1") { count } }': ("BAD_USER_INPUT"),
+        'query { wordCount(word: "x", maxLag: -1) { count } }': "BAD_USER_INPUT",
+        'mutation { produce(topic: "nope", key: "x") { token } }': "BAD_USER_INPUT",
+        'mutation { produce(topic: "words", key: "") { token } }': "BAD_USER_INPUT",
+    }
+    for query, code in cases.items():
+        body = cluster.query(query).json()
+        codes = [e["extensions"]["code"] for e in body.get("errors", [])]
+        assert codes == [code], (query, body)
+
+
+def test_a_mutation_is_refused_over_get(cluster: Cluster) -> None:
+    query = 'mutation { produce(topic: "words", key: "ryw-get") { token } }'
+    response = cluster.http.get(cluster.local.gateway_url, params={"query": query})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"

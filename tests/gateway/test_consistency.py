@@ -1,0 +1,151 @@
+"""Read-your-writes in the gateway: consistency tokens, waiting for the pipeline's status
+to cover a write, asking the nodes to have applied its changelog offsets, and the
+CONSISTENCY_TIMEOUT errors when either does not happen before the request's deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from gateway.config import GatewayConfig
+from gateway.consistency import AppliedAtLeast, Token, parse_token, wait_processed
+from gateway.errors import BadRequestError, ConsistencyTimeoutError
+from gateway.status import StatusBoard
+from schema import WORD_COUNTS, ViewStatus, partition_for
+from tests.gateway.fakes import FakeNode, Model, codes, post_query, running_gateway
+
+P = 4
+TOPIC = WORD_COUNTS.changelog_topic
+COUNTS = {f"w{i}": i + 1 for i in range(20)}
+READ = "query($w: String!, $t: String) { wordCount(word: $w, atLeast: $t) { count } }"
+
+
+def status(source: dict[int, int], changelog: dict[int, int]) -> ViewStatus:
+    return ViewStatus(WORD_COUNTS.name, 1, 0, 0, source, changelog)
+
+
+def test_a_token_is_topic_partition_offset_of_the_views_input() -> None:
+    token = parse_token(WORD_COUNTS, "words:3:1207")
+    assert token == Token("words", 3, 1207) and str(token) == "words:3:1207"
+    for bad in ("words:3", "words:-1:2", "words:a:2", "wo rds:1:2", ""):
+        with pytest.raises(BadRequestError, match="no consistency token"):
+            parse_token(WORD_COUNTS, bad)
+    with pytest.raises(BadRequestError, match="reads topic words"):
+        parse_token(WORD_COUNTS, "bookings:0:1")
+
+
+def test_a_node_is_asked_only_for_the_partitions_it_reads() -> None:
+    applied = AppliedAtLeast(TOPIC, ((0, 5), (2, 9)))
+    assert applied.extension([2, 3], wait_s=1.0) == {
+        "topic": TOPIC,
+        "offsets": {"2": 9},
+        "waitMs": 800,  # the node answers before the gateway's own deadline
+    }
+    assert applied.extension([1, 3], wait_s=1.0) is None
+
+
+def test_changelog_offsets_on_the_board_only_grow() -> None:
+    board = StatusBoard()
+    board.put(status({0: 4}, {0: 10, 1: 7}))
+    board.put(status({0: 6}, {0: 12}))  # e.g. a restarted pipeline wrote only to partition 0
+    newest = board.get(WORD_COUNTS.name)
+    assert newest is not None
+    assert newest.source_offsets == {0: 6} and newest.changelog_offsets == {0: 12, 1: 7}
+
+
+def test_the_wait_ends_with_the_status_covering_the_write() -> None:
+    board = StatusBoard()
+    board.put(status({3: 1207}, {0: 50}))  # offset 1207 is the next to process: not yet
+
+    async def scenario() -> AppliedAtLeast:
+        loop = asyncio.get_running_loop()
+        waiting = asyncio.create_task(
+            wait_processed(board, WORD_COUNTS, Token("words", 3, 1207), loop.time() + 30)
+        )
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        board.put(status({3: 1208}, {0: 51, 2: 8}))
+        return await waiting
+
+    assert asyncio.run(scenario()) == AppliedAtLeast(TOPIC, ((0, 51), (2, 8)))
+
+
+def test_a_write_the_pipeline_has_not_processed_times_out() -> None:
+    board = StatusBoard()
+    board.put(status({3: 10}, {}))
+
+    async def scenario() -> None:
+        deadline = asyncio.get_running_loop().time() + 0.05
+        await wait_processed(board, WORD_COUNTS, Token("words", 3, 99), deadline)
+
+    with pytest.raises(ConsistencyTimeoutError, match="processed up to offset 10") as caught:
+        asyncio.run(scenario())
+    assert caught.value.extensions()["reason"] == "PIPELINE_BEHIND"
+
+
+class LaggingNode(FakeNode):
+    """A fake node whose copies have applied changelog offsets up to `applied` (exclusive):
+    it refuses a request waiting for more, as node.catchup does."""
+
+    def __init__(self, applied: int) -> None:
+        super().__init__("n1", Model.of_counts(COUNTS), range(P), P)
+        self.applied = applied
+        self.waits: list[dict[str, Any]] = []
+
+    async def _graphql(self, request: dict[str, Any]) -> dict[str, Any]:
+        wanted = (request.get("extensions") or {}).get("appliedAtLeast")
+        if wanted is not None:
+            self.waits.append(wanted)
+            for partition, offset in wanted["offsets"].items():
+                if offset > self.applied:
+                    message = f"partition {partition} has applied up to {self.applied}"
+                    error = {"message": message, "extensions": {"code": "NOT_CAUGHT_UP"}}
+                    return {"errors": [error], "extensions": {"freshness": []}}
+        return await super()._graphql(request)
+
+
+def read(node: LaggingNode, board: StatusBoard, token: str) -> dict[str, Any]:
+    config = GatewayConfig(timeout_ms=300, retries=0)
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway([node], P, config=config, statuses=board) as http:
+            return (await post_query(http, READ, {"w": "w7", "t": token}))[1]
+
+    return asyncio.run(scenario())
+
+
+def test_a_read_with_a_processed_token_waits_for_the_owning_copy() -> None:
+    board = StatusBoard()
+    board.put(status({0: 6}, dict.fromkeys(range(P), 40)))
+    node = LaggingNode(applied=40)
+    body = read(node, board, "words:0:5")
+    assert body["data"] == {"wordCount": {"count": COUNTS["w7"]}} and "errors" not in body
+    # a lookup asks only the key's partition to have caught up
+    assert [w["offsets"] for w in node.waits] == [{str(partition_for("w7", P)): 40}]
+
+
+def test_a_copy_that_has_not_caught_up_is_a_consistency_timeout() -> None:
+    board = StatusBoard()
+    board.put(status({0: 6}, dict.fromkeys(range(P), 41)))
+    body = read(LaggingNode(applied=40), board, "words:0:5")
+    assert body["data"] == {"wordCount": None}
+    assert codes(body) == ["CONSISTENCY_TIMEOUT"]
+    assert body["errors"][0]["extensions"]["reason"] == "NODE_BEHIND"
+
+
+def test_a_token_the_pipeline_has_not_reached_is_a_consistency_timeout() -> None:
+    board = StatusBoard()
+    board.put(status({0: 5}, {}))
+    node = LaggingNode(applied=40)
+    body = read(node, board, "words:0:5")
+    assert body["data"] == {"wordCount": None}
+    assert codes(body) == ["CONSISTENCY_TIMEOUT"]
+    assert body["errors"][0]["extensions"] == {
+        "code": "CONSISTENCY_TIMEOUT",
+        "reason": "PIPELINE_BEHIND",
+        "view": WORD_COUNTS.name,
+        "token": "words:0:5",
+    }
+    assert node.requests == 0
