@@ -153,6 +153,9 @@ def _gateway(env: dict[str, str]) -> None:
     run_gateway(GatewayConfig.from_env(env), _catalogue(env))
 
 
+_TOKENS_SHOWN = 20  # consistency tokens printed per key, for a few keys typed by hand
+
+
 def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
     from node.produce import produce_keys, skewed_words
 
@@ -163,6 +166,10 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
         keys = [word for line in sys.stdin for word in line.split()]
     writes = produce_keys(bootstrap, args.topic, keys)
     print(f"produced {len(writes)} records to {args.topic} on {bootstrap}")
+    newest = {w.key: w for w in sorted(writes, key=lambda w: w.offset)}  # a key: one partition
+    if len(newest) <= _TOKENS_SHOWN:
+        for key, write in newest.items():
+            print(f"  {key}: atLeast token {write.token}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -75,6 +75,11 @@ class Write:
     partition: int
     offset: int
 
+    @property
+    def token(self) -> str:
+        """The consistency token of the write: pass it as `atLeast` to read it back."""
+        return f"{self.topic}:{self.partition}:{self.offset}"
+
 
 def new_producer(bootstrap: str) -> Producer:
     return Producer(
