@@ -36,6 +36,8 @@ EXAMPLE = """\
   { lastBooking(customer: "c001") { trip eventTime } }
   { bookingHistory(customer: "c001", first: 3) { edges { node { trip eventTime } } } }
   { cluster { nodes { id state } views { name lateDropped } } }
+  mutation { produce(topic: "words", key: "kafka") { token } }
+  { wordCount(word: "kafka", atLeast: "<the token>") { count } }  # sees your write
 More in schema/operations/ and the README."""
 
 
