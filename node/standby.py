@@ -106,7 +106,7 @@ class StandbyReplicator(Replicator):
             "group.id": f"{self.config.group_id}-standby-{self.config.node_id}",
             "client.id": f"{self.config.node_id}-standby",
             "enable.auto.commit": False,
-            "enable.partition.eof": False,
+            "enable.partition.eof": True,  # how a restore knows it reached the end
             "fetch.wait.max.ms": 100,
             "logger": logging.getLogger("node.kafka"),
         }
