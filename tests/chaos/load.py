@@ -3,8 +3,9 @@ truth, and asyncio query clients that record every answer the gateway gives.
 
 An answer is judged per key: answered (a count, with the role and node that read it from
 `extensions.freshness`) or unavailable (its partition named by a PARTITION_UNAVAILABLE
-error). Anything else (HTTP errors, errors without a code, a row next to an error for its
-partition, an answer without freshness) is a `problem`.
+error, or every key under ROUTING_NOT_READY). Anything else (HTTP errors, errors without
+a code, a row next to an error for its partition, an answer without freshness) is a
+`problem`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ POINT = "query($w: String!) { wordCount(word: $w) { word count } }"
 MULTI = "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }"
 # what a read may fail with while the cluster changes: structured, naming the partition
 UNAVAILABLE_CODES = {"PARTITION_UNAVAILABLE"}
+# a gateway that has not read the partition counts yet: structured, for the whole field
+NOT_READY = "ROUTING_NOT_READY"
 
 
 class TruthProducer:
@@ -94,8 +97,8 @@ class Answer:
     keys: dict[str, tuple[int, str, str] | None] = field(default_factory=dict)
     truth: dict[str, int] = field(default_factory=dict)  # delivered when it was received
     problems: list[str] = field(default_factory=list)
-    # why keys were unavailable: (partition, reason, node) of each PARTITION_UNAVAILABLE
-    reasons: list[tuple[int, str, str]] = field(default_factory=list)
+    # why keys were unavailable: (partition or None, reason, node) of each error
+    reasons: list[tuple[int | None, str, str]] = field(default_factory=list)
 
 
 def judge(body: Any, words: list[str], partitions: int, answer: Answer, field_name: str) -> None:
@@ -105,16 +108,17 @@ def judge(body: Any, words: list[str], partitions: int, answer: Answer, field_na
         return
     unavailable: set[int] = set()
     for error in body.get("errors", []):
-        code = (error.get("extensions") or {}).get("code")
-        if code not in UNAVAILABLE_CODES or not isinstance(
-            error["extensions"].get("partition"), int
-        ):
+        extensions = error.get("extensions") or {}
+        code, partition = extensions.get("code"), extensions.get("partition")
+        if code == NOT_READY:  # no partition can be read yet: every key is unavailable
+            unavailable.update(range(partitions))
+        elif code not in UNAVAILABLE_CODES or not isinstance(partition, int):
             answer.problems.append(f"unstructured or unexpected error: {error}")
             continue
-        extensions = error["extensions"]
-        unavailable.add(extensions["partition"])
+        else:
+            unavailable.add(partition)
         answer.reasons.append(
-            (extensions["partition"], str(extensions.get("reason")), str(extensions.get("node")))
+            (partition, str(extensions.get("reason")), str(extensions.get("node")))
         )
     freshness = {e["partition"]: e for e in (body.get("extensions") or {}).get("freshness", [])}
     data = (body.get("data") or {}).get(field_name)
