@@ -125,6 +125,10 @@ class _Restore:
     starts: dict[str, int]
     # the first high watermark seen per topic after the attach
     targets: dict[str, int] = field(default_factory=dict)
+    # topics whose end a fetch after the attach reached (a partition EOF event): a cached
+    # watermark may predate the attach (kept from an earlier assignment of the partition),
+    # so only this proves the copy caught up
+    reached: set[str] = field(default_factory=set)
 
     def progress(self, positions: Mapping[tuple[str, int], int], partition: int) -> tuple[int, int]:
         """(records restored so far, records to restore; 0 while a target is unknown)."""
@@ -134,9 +138,13 @@ class _Restore:
         )
         return min(done, total), total
 
+    def reached_end(self, topic: str, end: int) -> None:
+        self.reached.add(topic)
+        self.targets[topic] = max(self.targets.get(topic, end), end)
+
     def finished(self, positions: Mapping[tuple[str, int], int], partition: int) -> bool:
         return all(
-            t in self.targets and positions.get((t, partition), s) >= self.targets[t]
+            t in self.reached and positions.get((t, partition), s) >= self.targets[t]
             for t, s in self.starts.items()
         )
 
@@ -269,7 +277,7 @@ class Replicator:
         for message in messages:
             error = message.error()
             if error is not None:
-                self._on_message_error(error)
+                self._on_message_error(message, error)
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
@@ -317,11 +325,17 @@ class Replicator:
         for store in list(self._stores.values()):
             store.apply(self._new_batch())
 
-    def _on_message_error(self, error: KafkaError) -> None:
+    def _on_message_error(self, message: Message, error: KafkaError) -> None:
         if error.fatal():
             raise KafkaException(error)
         if error.code() != KafkaError._PARTITION_EOF:
             log.warning("%s: changelog consumer error: %s", self.name, error)
+            return
+        # a fetch reached the end of the partition: its offset is the high watermark
+        topic, partition, end = message.topic(), message.partition(), message.offset()
+        restore = self._restores.get(partition) if partition is not None else None
+        if restore is not None and topic in restore.starts and end is not None and end >= 0:
+            restore.reached_end(topic, end)
 
     def _track_end_offsets(self, consumer: Consumer, assigned: Iterable[TopicPartition]) -> int:
         """Record each partition's high watermark from the latest fetch and the restore
@@ -329,8 +343,9 @@ class Replicator:
 
         Cached watermarks come from fetch responses: ListOffsets LATEST is wrong on the
         embedded broker, and a fetch is what we are doing anyway. A partition is restored
-        once it reaches the first high watermark seen after its attach (a moving target
-        would never be reached under steady traffic).
+        once a fetch after its attach reached the end of each topic (a partition EOF; the
+        cached watermark of a partition assigned again may be an old one) and it applied up
+        to the first end seen (a moving target would never be reached under steady traffic).
         """
         for tp in assigned:
             if tp.partition not in self._stores:
@@ -413,6 +428,7 @@ class Materializer(Replicator):
             # the stored offset is the truth; commits only show progress to Kafka tools
             "enable.auto.commit": True,
             "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,  # how a restore knows it reached the end
             "fetch.wait.max.ms": 100,
             "logger": logging.getLogger("node.kafka"),
         }

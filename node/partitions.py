@@ -2,7 +2,9 @@
 
 The materializer attaches a partition's open store when the group assigns it and
 detaches it before closing it; readers go through `read`, which holds the registry lock,
-so a store is never closed under a running read. The registry also keeps the node state
+so a store is never closed under a running read, and a copy still restoring is not read
+(it may be behind what was already served from it or its previous holder). The registry
+also keeps the node state
 and per-partition applied and end offsets (for lag, freshness and membership).
 """
 
@@ -46,6 +48,12 @@ class _Copy:
             restore_done=self.restore_done,
             restore_total=self.restore_total,
         )
+
+
+def _readable(copy: _Copy | None, roles: Collection[Role]) -> bool:
+    # a restoring copy may be far behind what its previous holder served: reading it
+    # could answer a count lower than one already given, so it is not held yet
+    return copy is not None and copy.role in roles and not copy.restoring
 
 
 class PartitionRegistry:
@@ -133,11 +141,12 @@ class PartitionRegistry:
         roles: Collection[Role] = (Role.ACTIVE,),
     ) -> tuple[T, PartitionStatus] | None:
         """`reader(store)` and the partition's status, or None when `partition` is not held
-        in one of `roles`."""
+        in one of `roles`, or is still restoring."""
         with self._lock:
             copy = self._copies.get(partition)
-            if copy is None or copy.role not in roles:
+            if not _readable(copy, roles):
                 return None
+            assert copy is not None
             return reader(copy.store), copy.status(partition)
 
     def applied(
@@ -152,8 +161,8 @@ class PartitionRegistry:
             return copy.applied.get(topic, 0)
 
     def holds(self, partition: int, roles: Collection[Role] = (Role.ACTIVE,)) -> bool:
-        copy = self._copies.get(partition)
-        return copy is not None and copy.role in roles
+        """Whether `partition` can be read here in one of `roles` (held, not restoring)."""
+        return _readable(self._copies.get(partition), roles)
 
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:

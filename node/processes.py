@@ -30,6 +30,9 @@ def die_with_parent() -> None:
 
     Parts run in their own session (so Ctrl-C reaches only the launcher, which stops them
     in order); this makes sure a launcher that crashes or is killed leaves no orphans.
+    Linux sends the signal when the *thread* that started the child ends, so start parts
+    from a thread that outlives them (a part started from `asyncio.to_thread` dies when the
+    executor's worker thread exits).
     """
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)

@@ -2,7 +2,8 @@
 
 Placement is deterministic from the membership table (`standby_placement`): for partition
 p with a live ACTIVE owner o, the standbys are the next `replicas` live nodes after o in
-node-id order, wrapping around, never o itself; with one live node there are none. The
+node-id order, wrapping around, never o itself; with one live node there are none. A copy
+whose placement moves elsewhere stays until the new standby has caught up. The
 `StandbyReplicator` follows `statefed.members` and its standby partitions with one
 consumer that never joins a group, into the same partition stores the Materializer uses
 (`<state_dir>/partition-<p>/`), so a standby that becomes active only catches up the
@@ -106,7 +107,7 @@ class StandbyReplicator(Replicator):
             "group.id": f"{self.config.group_id}-standby-{self.config.node_id}",
             "client.id": f"{self.config.node_id}-standby",
             "enable.auto.commit": False,
-            "enable.partition.eof": False,
+            "enable.partition.eof": True,  # how a restore knows it reached the end
             "fetch.wait.max.ms": 100,
             "logger": logging.getLogger("node.kafka"),
         }
@@ -160,9 +161,25 @@ class StandbyReplicator(Replicator):
             self._members, self.config.standby_replicas, self._wall_ms(), [node_id]
         )
         wanted = {p for p, standbys in placement.items() if node_id in standbys}
-        # a partition without a live owner keeps its standby: this copy may be its next active
-        wanted |= {p for p in self._assigned if p not in placement}
+        # a partition without a live owner keeps its standby: this copy may be its next active;
+        # a copy placed elsewhere now is kept until the new one caught up, so that a rebalance
+        # in between (a node joining revokes every active copy) still finds a standby
+        wanted |= {p for p in self._assigned if not self._handed_over(p, placement.get(p))}
         return wanted - self._claimed
+
+    def _handed_over(self, partition: int, standbys: tuple[str, ...] | None) -> bool:
+        """Whether every node now placed as `partition`'s standby holds a caught-up copy."""
+        if standbys is None:
+            return False
+        for node_id in standbys:
+            record = self._members.get(node_id)
+            copies = record.partitions if record is not None else ()
+            if not any(
+                c.partition == partition and c.role is Role.STANDBY and not c.restoring
+                for c in copies
+            ):
+                return False
+        return True
 
     def _reconcile(self, consumer: Consumer) -> None:
         """Assign the wanted standby partitions and drop the others."""

@@ -1,0 +1,70 @@
+"""What the chaos tests require of every recorded answer, as functions returning the
+violations (empty = the invariant holds), so a failure lists what went wrong."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from tests.chaos.load import Answer
+
+# (sent, received, count, node) of one key's answer from one role
+_Read = tuple[float, float, int, str]
+
+
+def protocol_problems(answers: Iterable[Answer]) -> list[str]:
+    """Every non-answer must be a structured error; every answer must say who read it."""
+    return [f"{a.kind} at {a.sent:.2f}: {p}" for a in answers for p in a.problems]
+
+
+def above_truth(answers: Iterable[Answer]) -> list[str]:
+    """Counts above what the broker had acknowledged when the answer arrived."""
+    return [
+        f"{word}: {read[0]} from {read[1]} {read[2]} > delivered {a.truth[word]}"
+        for a in answers
+        for word, read in a.keys.items()
+        if read is not None and read[0] > a.truth[word]
+    ]
+
+
+def regressions(answers: Iterable[Answer]) -> list[str]:
+    """A key's count from one role going down: an answer lower than one from the same role
+    that was received before it was asked (real-time order; concurrent ones may cross)."""
+    reads: defaultdict[tuple[str, str], list[_Read]] = defaultdict(list)
+    for a in answers:
+        for word, read in a.keys.items():
+            if read is not None:
+                reads[(word, read[1])].append((a.sent, a.received, read[0], read[2]))
+    found: list[str] = []
+    for (word, role), of_key in reads.items():
+        by_received = sorted(of_key, key=lambda r: r[1])
+        at, best = 0, (0.0, 0.0, 0, "")
+        for later in sorted(of_key, key=lambda r: r[0]):
+            while at < len(by_received) and by_received[at][1] < later[0]:
+                best = max(best, by_received[at], key=lambda r: r[2])
+                at += 1
+            if later[2] < best[2]:
+                found.append(
+                    f"{word} {role}: {later[2]} from {later[3]} at {later[0]:.2f} after "
+                    f"{best[2]} from {best[3]} received at {best[1]:.2f}"
+                )
+    return found
+
+
+def answered_share(
+    answers: Iterable[Answer], kind: str, start: float, end: float
+) -> tuple[int, int]:
+    """(keys answered, keys asked) by `kind` queries asked within [start, end]."""
+    asked = [
+        read
+        for a in answers
+        if a.kind == kind and start <= a.sent <= end
+        for read in a.keys.values()
+    ]
+    return sum(read is not None for read in asked), len(asked)
+
+
+def unavailable_until(answers: Iterable[Answer], since: float) -> float:
+    """Seconds after `since` until the last answer that could not read some key (0 if none)."""
+    failed = [a.received for a in answers if a.sent >= since and None in a.keys.values()]
+    return max(failed) - since if failed else 0.0

@@ -1,0 +1,175 @@
+"""Chaos on the real path (broker, Spark pipeline, node processes, gateway) under
+continuous produce and query load: nodes join, crash and leave, and no answer is ever wrong.
+
+Every answer is recorded and judged afterwards (tests/chaos/invariants.py): a count never
+exceeds what the broker had acknowledged when the answer arrived, never goes down for a
+key between answers of the same role, and every key not answered is named by a
+PARTITION_UNAVAILABLE error. Once the load stops, every count equals the ground truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from node.broker import free_port
+from node.processes import ManagedProcess, wait_until
+from tests.chaos.conftest import MAX_LAG, ChaosCluster, P, words
+from tests.chaos.invariants import (
+    above_truth,
+    answered_share,
+    protocol_problems,
+    regressions,
+    unavailable_until,
+)
+from tests.chaos.load import MULTI, Answer, QueryLoad, TruthProducer
+
+pytestmark = pytest.mark.timeout(420)
+
+RATE_PER_S = 200  # words produced per second while the cluster changes
+LOAD_MAX_S = 300.0  # a bound on every load loop, far above a scenario's length
+SETTLE_S = 2.0  # load on a cluster after its last change, before the load stops
+
+Marks = dict[str, float]
+Scenario = Callable[[Marks], None]
+
+
+def _run(
+    chaos: ChaosCluster, gateway: str, asked: list[str], scenario: Scenario
+) -> tuple[list[Answer], Marks]:
+    """Produce and query while `scenario` changes the cluster, then wait until every count
+    equals the ground truth. The scenario runs on this thread: a part started from another
+    thread would die with it (the parts' parent-death signal is per thread)."""
+    truth = TruthProducer(chaos.local.bootstrap, "words", asked, RATE_PER_S).start()
+    load = QueryLoad(gateway, asked, P, truth)
+    runner = threading.Thread(target=asyncio.run, args=(load.run(LOAD_MAX_S),), name="load")
+    runner.start()
+    marks: Marks = {}
+    try:
+        scenario(marks)
+        load.stop.wait(SETTLE_S)  # bounded load on the final cluster
+    finally:
+        load.stop.set()
+        runner.join(60)
+        final = truth.stop()
+    assert not runner.is_alive(), "the query load did not stop"
+    _wait_counts_equal(gateway, asked, final)
+    return load.answers, marks
+
+
+def _wait_counts_equal(
+    gateway: str, asked: list[str], truth: dict[str, int], timeout_s: float = 120.0
+) -> None:
+    last: dict[str, Any] = {}
+
+    def equal() -> bool:
+        nonlocal last
+        body = httpx.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
+        rows = (body.get("data") or {}).get("wordCounts") or []
+        last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
+        return not body.get("errors") and last == {w: truth.get(w) for w in asked}
+
+    try:
+        wait_until(equal, timeout_s, "every count to equal the ground truth", 0.5)
+    except TimeoutError:
+        differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
+        raise AssertionError(f"(answer, truth) after quiescence: {differ}") from None
+
+
+def _assert_never_wrong(answers: list[Answer]) -> None:
+    assert answers, "the load asked nothing"
+    for violations in (protocol_problems(answers), above_truth(answers), regressions(answers)):
+        assert not violations, f"{len(violations)} violations, first: {violations[:10]}"
+
+
+def _roles(answers: list[Answer], start: float, end: float) -> Counter[str]:
+    return Counter(
+        read[1]
+        for a in answers
+        if start <= a.sent <= end
+        for read in a.keys.values()
+        if read is not None
+    )
+
+
+def _report(answers: list[Answer], what: str, start: float, end: float) -> float:
+    answered, asked = answered_share(answers, "point", start, end)
+    share = answered / asked if asked else 1.0
+    reasons = Counter(r for a in answers if start <= a.sent <= end for r in a.reasons)
+    print(
+        f"{what}: {answered} of {asked} point lookups answered ({share:.2%}) in "
+        f"{end - start:.1f} s; roles {dict(_roles(answers, start, end))}; "
+        f"unavailable (partition, reason, node): {dict(reasons.most_common(6))}"
+    )
+    return share
+
+
+def test_three_nodes_gain_one_lose_one_to_sigkill_and_one_to_a_clean_stop(
+    chaos: ChaosCluster,
+) -> None:
+    local = chaos.local
+    gateway = local.gateway_url
+
+    def scenario(marks: Marks) -> None:
+        chaos.wait_stable(gateway)
+        marks["add"] = time.monotonic()
+        local.start_node("n4")
+        marks["added"] = chaos.wait_stable(gateway)
+        marks["kill"] = time.monotonic()
+        local.nodes["n2"].kill()
+        marks["killed"] = chaos.wait_stable(gateway)
+        # the group is stable again: leaving it cleanly now cannot wedge the embedded broker
+        marks["stop"] = time.monotonic()
+        local.nodes["n3"].stop()
+        marks["stopped"] = chaos.wait_stable(gateway)
+
+    started = time.monotonic()
+    answers, marks = _run(chaos, gateway, words("chaos-a"), scenario)
+    print(
+        f"\nchaos with standbys (max_lag {MAX_LAG}): {len(answers)} answers in "
+        f"{time.monotonic() - started:.1f} s"
+    )
+    _report(answers, "adding n4", marks["add"], marks["added"])
+    after_kill = _report(answers, "after SIGKILL of n2", marks["kill"], marks["killed"])
+    _report(answers, "clean stop of n3", marks["stop"], marks["stopped"])
+    _assert_never_wrong(answers)
+    assert _roles(answers, marks["kill"], marks["killed"])["STANDBY"] > 0, "no standby read"
+    assert after_kill >= 0.99
+
+
+def test_without_standby_reads_a_sigkill_leaves_a_measured_gap(chaos: ChaosCluster) -> None:
+    local = chaos.local
+    port = free_port()
+    env = local.env(STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_MAX_LAG="0")
+    log = local.base_dir / "gateway-active-only.log"
+    process = ManagedProcess("gateway (active copies only)", ["gateway"], env, log).start()
+    gateway = f"http://127.0.0.1:{port}/graphql"
+    try:
+        process.wait_for_http(f"http://127.0.0.1:{port}/health", 60)
+        chaos.wait_stable(gateway)  # routing read before the load starts
+
+        def scenario(marks: Marks) -> None:
+            chaos.wait_stable(gateway)
+            local.start_node("n5")
+            chaos.wait_stable(gateway)
+            victim = next(n for n in chaos.live() if n != "n5")  # an older node, not the newest
+            marks["kill"] = time.monotonic()
+            local.nodes[victim].kill()
+            marks["killed"] = chaos.wait_stable(gateway)
+
+        answers, marks = _run(chaos, gateway, words("chaos-b"), scenario)
+    finally:
+        process.stop()
+    window = unavailable_until(answers, marks["kill"])
+    share = _report(answers, "max_lag 0, after a SIGKILL", marks["kill"], marks["killed"])
+    print(f"max_lag 0: unavailable for {window:.1f} s after the SIGKILL ({share:.2%} answered)")
+    _assert_never_wrong(answers)
+    assert _roles(answers, marks["kill"], marks["killed"])["STANDBY"] == 0
+    assert window > 0, "active copies alone cannot cover a killed node's partitions at once"
