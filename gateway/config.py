@@ -30,7 +30,9 @@ class GatewayConfig:
     host: str = "127.0.0.1"
     port: int = 8100
     timeout_ms: int = 5000  # deadline of one client request, retries included
-    retries: int = 3  # extra rounds for partitions that failed (NOT_OWNER, refused, unassigned)
+    # extra rounds for partitions that failed (NOT_OWNER, refused, unassigned): 5 rounds of
+    # doubling backoff span ~1.5 s, about what promoting a standby to active takes
+    retries: int = 5
     backoff_ms: int = 50  # wait before the first retry; doubles each round
     # a partition whose active copy cannot answer is read from a standby at most this many
     # records behind; 0 = active copies only
