@@ -34,8 +34,9 @@ from tests.bench.settings import BenchSettings
 __all__ = ["BenchError", "BenchSession", "RestoreTiming", "bench_process", "directory_bytes"]
 
 Progress = Callable[[str], None]
-# the gateway falls back to standby copies at most this many records behind (default: never),
-# so failover with standby can be measured; it changes nothing while every owner answers
+# the gateway falls back to standby copies at most this many records behind (default 1000:
+# the heavy load of earlier steps can leave standbys further behind); it changes nothing
+# while every owner answers
 GATEWAY_ENV = {"STATEFED_GATEWAY_MAX_LAG": "10000"}
 RESTORE_POLL_S = 0.2  # /health polls cost the node's GIL; 0.2 s is 2% of a 10 s restore
 
