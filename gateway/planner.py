@@ -13,7 +13,6 @@ partition next to the data for the rest: never a silently short answer.
 from __future__ import annotations
 
 import asyncio
-import functools
 import heapq
 import itertools
 from collections import defaultdict
@@ -120,13 +119,15 @@ class Planner:
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
+            # coalesced with other requests' lookups of the view on this node whose
+            # request extensions are the same (gateway.coalesce)
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
-            body = queries.lookup_body(asked)
-            reply = await self._post(node, body, view, group, deadline, asked, standby)
-            read = functools.partial(queries.read_lookup, asked=len(asked))
-            rows = _read(read, reply, view, node, group, asked)
+            extensions = {_READ_STANDBY: True} if standby else {}
+            rows, freshness = await self._upstream.lookups.lookup(
+                node, queries, group, asked, extensions, deadline
+            )
             found.update(zip(asked, rows, strict=True))
-            return reply.freshness
+            return freshness
 
         failures, freshness = await self._rounds(view, keys_of, ask, deadline, keys_of)
         rows = [found.get(key) for key in keys]

@@ -340,7 +340,8 @@ def test_exported_members() -> None:
         assert getattr(gateway, name) is not None
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
-        "app", "config", "documents", "errors", "execution", "fields", "graphiql", "inputs",
+        "app", "coalesce", "config", "documents", "errors", "execution", "fields", "graphiql",
+        "inputs",
         "limits", "membership",
         "planner", "request", "responses", "routing", "rows", "schema", "sdl", "server",
         "status", "timestamps", "upstream",
