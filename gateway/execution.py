@@ -38,6 +38,7 @@ __all__ = ["Documents", "Prepared", "UnknownOperationError"]
 
 _CACHE_SIZE = 1024  # distinct documents kept parsed, validated and measured
 _CACHED_BYTES = 64 * 1024  # longer texts are prepared per request: bounds the cache's memory
+_SHAPES_PER_DOCUMENT = 16  # operation names whose shape is kept with a document
 _UNMEASURED = object()
 # strawberry's faster check of resolver results (a bool function, typed as graphql-core wants)
 _IS_AWAITABLE = cast(Callable[[Any], TypeGuard[Awaitable[Any]]], optimized_is_awaitable)
@@ -64,7 +65,9 @@ class Prepared:
         shape = self.shapes.get(operation, _UNMEASURED)
         if shape is _UNMEASURED:
             assert self.document is not None
-            shape = self.shapes[operation] = limits.analyze(self.document, operation)
+            shape = limits.analyze(self.document, operation)
+            if len(self.shapes) < _SHAPES_PER_DOCUMENT:  # operation names come from clients
+                self.shapes[operation] = shape
         return shape  # type: ignore[return-value]
 
     def operation_name(self, requested: str | None) -> str | None:
