@@ -1,7 +1,8 @@
 """The gateway's ASGI app: POST/GET /graphql, GraphiQL, /health and the GraphiQL assets.
 
-A plain ASGI app (no web framework): GraphQL requests go straight to the strawberry
-schema, bodies are encoded with orjson. The lifespan starts the membership and pipeline
+A plain ASGI app (no web framework): GraphQL requests run on graphql-core over the
+strawberry schema with cached documents (`gateway.execution`), bodies are encoded with
+orjson. The lifespan starts the membership and pipeline
 status readers and the upstream httpx clients and stops them; nothing is opened before
 start-up.
 """
@@ -17,12 +18,9 @@ from urllib.parse import parse_qs
 
 import httpx
 import orjson
-from strawberry.exceptions import MissingQueryError
-from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
-from strawberry.types.execution import PreExecutionError
-from strawberry.types.graphql import OperationType
 
 from gateway.config import GatewayConfig
+from gateway.execution import Documents, ReadOnlyRequestError, UnknownOperationError
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.limits import QueryLimits
 from gateway.membership import MembershipReader, wall_clock_ms
@@ -46,8 +44,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _JSON = b"application/json"
-_READ_ONLY = (OperationType.QUERY,)
-_WRITABLE = (OperationType.QUERY, OperationType.MUTATION)
 
 
 @dataclass
@@ -93,7 +89,8 @@ class GatewayApp:
         self.config = config
         self._catalogue = tuple(catalogue)
         self._schema = build_schema(self._catalogue)
-        self._limits = QueryLimits(config, self._schema._schema, self._catalogue)
+        limits = QueryLimits(config, self._schema._schema, self._catalogue)
+        self._documents = Documents(self._schema, limits)
         self._feed = feed
         self._statuses = statuses
         self._clients = clients
@@ -228,22 +225,16 @@ class GatewayApp:
             producer=runtime.producer,
         )
         table = runtime.feed.current
-        refused = self._limits.check(
-            query, operation, variables, lambda view: _partitions(table, view)
-        )
-        if refused:
-            return response_body(PreExecutionError(data=None, errors=refused), context)
         try:
-            result = await self._schema.execute(
+            result = await self._documents.run(
                 query,
-                variable_values=variables,
-                context_value=context,
-                operation_name=operation,
-                allowed_operation_types=_WRITABLE if mutations else _READ_ONLY,
+                variables,
+                operation,
+                context,
+                lambda view: _partitions(table, view),
+                mutations=mutations,
             )
-        except MissingQueryError as exc:
-            raise _HTTPError(400, "the request has no GraphQL query") from exc
-        except (CannotGetOperationTypeError, InvalidOperationTypeError) as exc:
+        except (UnknownOperationError, ReadOnlyRequestError) as exc:
             raise _HTTPError(400, f"cannot run this operation: {exc}") from exc
         return response_body(result, context)
 

@@ -223,7 +223,15 @@ class QueryLimits:
     ) -> list[GraphQLError]:
         """One error per limit the operation exceeds; none for a document that does not
         parse or names no operation (the schema reports those)."""
-        shape = self.shape(query, operation)
+        return self.check_shape(self.shape(query, operation), variables, partitions)
+
+    def check_shape(
+        self,
+        shape: Shape | None,
+        variables: Mapping[str, Any] | None,
+        partitions: Callable[[View], int],
+    ) -> list[GraphQLError]:
+        """`check` for a shape from `analyze` (a caller that caches its documents)."""
         if shape is None:
             return []
         refused: list[tuple[QueryLimitError, list[FieldNode]]] = []
@@ -251,6 +259,10 @@ class QueryLimits:
             document = parse(query)
         except GraphQLSyntaxError:
             return None
+        return self.analyze(document, operation_name)
+
+    def analyze(self, document: DocumentNode, operation_name: str | None) -> Shape | None:
+        """The shape of one operation of a parsed document; None when it names none."""
         operation = _operation(document, operation_name)
         if operation is None:
             return None

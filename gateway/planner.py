@@ -15,7 +15,6 @@ partition next to the data for the rest: never a silently short answer.
 from __future__ import annotations
 
 import asyncio
-import functools
 import heapq
 import itertools
 from collections import defaultdict
@@ -142,13 +141,15 @@ class Planner:
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
+            # coalesced with other requests' lookups of the view on this node whose
+            # request extensions are the same (gateway.coalesce)
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
-            body = queries.lookup_body(asked)
-            reply = await self._post(node, body, view, group, deadline, asked, standby, options)
-            read = functools.partial(queries.read_lookup, asked=len(asked))
-            rows = _read(read, reply, view, node, group, asked)
+            extensions = self._extensions(group, deadline, standby, options)
+            rows, freshness = await self._upstream.lookups.lookup(
+                node, queries, group, asked, extensions, deadline
+            )
             found.update(zip(asked, rows, strict=True))
-            return reply.freshness
+            return freshness
 
         failures, freshness = await self._rounds(view, keys_of, ask, deadline, options, keys_of)
         rows = [found.get(key) for key in keys]
@@ -253,17 +254,26 @@ class Planner:
         standby: bool = False,
         options: ReadOptions = ACTIVE_ANY_AGE,
     ) -> NodeReply:
+        extensions = self._extensions(group, deadline, standby, options)
+        if extensions:
+            body = _with_extensions(body, extensions)
+        return await self._upstream.post(
+            node, body, view=view.name, partitions=group, keys=keys, deadline=deadline
+        )
+
+    @staticmethod
+    def _extensions(
+        group: list[int], deadline: float, standby: bool, options: ReadOptions
+    ) -> dict[str, Any]:
+        """The request extensions of a node read of `group`: whether it may read STANDBY
+        copies, and what they must have applied (`atLeast`)."""
         extensions: dict[str, Any] = {_READ_STANDBY: True} if standby else {}
         if options.at_least is not None:
             wait_s = deadline - asyncio.get_running_loop().time()
             wanted = options.at_least.extension(group, wait_s)
             if wanted is not None:
                 extensions[APPLIED_AT_LEAST] = wanted
-        if extensions:
-            body = _with_extensions(body, extensions)
-        return await self._upstream.post(
-            node, body, view=view.name, partitions=group, keys=keys, deadline=deadline
-        )
+        return extensions
 
     async def _rounds(
         self,

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import orjson
 
+from gateway.coalesce import Coalescer
 from gateway.config import GatewayConfig
 from gateway.errors import (
     BadRequestError,
@@ -54,12 +55,14 @@ def make_clients(config: GatewayConfig) -> list[httpx.AsyncClient]:
 
 
 class Upstream:
-    """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time)."""
+    """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time);
+    `lookups` coalesces concurrent key lookups into one body per node (`gateway.coalesce`)."""
 
     def __init__(self, clients: Sequence[httpx.AsyncClient]) -> None:
         if not clients:
             raise ValueError("Upstream needs at least one httpx.AsyncClient")
         self._clients = itertools.cycle(tuple(clients))
+        self.lookups = Coalescer(self.post)
 
     async def post(
         self,

@@ -159,7 +159,9 @@ class Replicator:
 
     role: ClassVar[Role] = Role.ACTIVE
     batch_size = 2000
-    poll_timeout_s = 0.1
+    # how long an idle consumer thread sleeps between wake-ups; a record wakes it at once
+    # (`_consume`), so this bounds stop and housekeeping, not freshness
+    poll_timeout_s = 0.5
 
     def __init__(
         self,
@@ -199,6 +201,15 @@ class Replicator:
     @property
     def name(self) -> str:
         return f"{self.role.value.lower()} replicator of node {self.config.node_id}"
+
+    def _consume(self, consumer: Consumer) -> list[Message]:
+        """Up to `batch_size` records as soon as one is there, else none after
+        `poll_timeout_s`. `consume(n, timeout)` alone waits for n records or the whole
+        timeout, which delayed every change of a quiet changelog by up to the timeout."""
+        messages = consumer.consume(1, self.poll_timeout_s)
+        if messages:
+            messages.extend(consumer.consume(self.batch_size - 1, 0))
+        return messages
 
     def start(self) -> None:
         """Start consuming in a new thread; returns at once."""
@@ -443,7 +454,7 @@ class Materializer(Replicator):
             on_lost=self._on_revoke,
         )
         while not self._stop.is_set():
-            messages = consumer.consume(self.batch_size, self.poll_timeout_s)
+            messages = self._consume(consumer)
             if messages:
                 self._apply(messages)
             self._track(consumer)

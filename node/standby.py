@@ -120,7 +120,7 @@ class StandbyReplicator(Replicator):
         self._following_since = time.monotonic()
         try:
             while not self._stop.is_set():
-                messages = consumer.consume(self.batch_size, self.poll_timeout_s)
+                messages = self._consume(consumer)
                 with self._lock:
                     changelog = self._read_members(messages)
                     if changelog:

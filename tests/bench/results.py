@@ -1,7 +1,8 @@
 """Writing a run to RESULTS.md (for people) and RESULTS.json (for tools and the next run).
 
 Each run keeps the headline figures of the runs before it (from the previous JSON), so
-RESULTS.md shows before/after across changes.
+RESULTS.md shows before/after across changes, and carries over the hand-written section
+"Optimizations (before/after)" of the previous RESULTS.md.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from tests.bench.machine import Machine
 from tests.bench.report import Report, Table, fmt_num
 from tests.bench.targets import TargetResult
 
-__all__ = ["RunInfo", "headline", "write_results"]
+__all__ = ["RunInfo", "headline", "kept_section", "write_results"]
 
 _HISTORY = 20
+# a hand-written section of RESULTS.md that each run carries over from the previous file
+_KEPT_HEADING = "## Optimizations (before/after)"
 # (label, section, path) of the figures compared across runs
 _HEADLINE: list[tuple[str, str, tuple[str, ...]]] = [
     ("floor req/s c32", "point", ("runs", "floor_c32", "rps")),
@@ -128,6 +131,17 @@ def _markdown(
     return "\n".join(lines)
 
 
+def kept_section(markdown: str) -> str:
+    """The hand-written `_KEPT_HEADING` section of `markdown` (up to the next `## `
+    heading), or "" when there is none."""
+    start = markdown.find(_KEPT_HEADING)
+    if start < 0 or (start > 0 and markdown[start - 1] != "\n"):
+        return ""
+    end = markdown.find("\n## ", start + len(_KEPT_HEADING))
+    section = markdown[start:] if end < 0 else markdown[start : end + 1]
+    return section.rstrip() + "\n"
+
+
 def write_results(
     directory: Path, info: RunInfo, report: Report, targets: list[TargetResult]
 ) -> tuple[Path, Path]:
@@ -149,5 +163,10 @@ def write_results(
     json_path.write_bytes(
         orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     )
-    md_path.write_text(_markdown(info, report, targets, history))
+    try:
+        kept = kept_section(md_path.read_text())
+    except OSError:
+        kept = ""
+    markdown = _markdown(info, report, targets, history)
+    md_path.write_text(markdown + ("\n" + kept if kept else ""))
     return md_path, json_path

@@ -340,8 +340,8 @@ def test_exported_members() -> None:
         assert getattr(gateway, name) is not None
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
-        "app", "config", "consistency", "documents", "errors", "fields", "graphiql", "inputs",
-        "limits", "membership",
+        "app", "coalesce", "config", "consistency", "documents", "errors", "execution",
+        "fields", "graphiql", "inputs", "limits", "membership",
         "planner", "producer", "request", "responses", "routing", "rows", "schema", "sdl", "server",
         "status", "timestamps", "upstream",
     }  # fmt: skip

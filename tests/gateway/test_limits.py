@@ -251,7 +251,7 @@ def test_a_document_is_analyzed_once() -> None:
                     await http.post("/graphql", json={"query": "{ cluster { unassigned } }"})
         finally:
             await app.shutdown()
-        info = app._limits.shape.cache_info()
+        info = app._documents.cache_info()  # parse, validation and shape: one entry
         return info.misses, info.hits
 
     assert asyncio.run(scenario()) == (1, 2)

@@ -1,0 +1,228 @@
+"""Coalescing key lookups of different client requests into one node request.
+
+A node request costs the gateway far more CPU than a GraphQL field (httpx's client side
+does ~1,000-1,500 requests/s per process), so concurrent lookups of one view that go to
+the same node with the same request extensions are sent as one `_entities` body: lookups
+arriving in one event-loop turn are collected (a batch is sent early once it holds
+`max_keys` keys), and each waiter gets the rows of its own keys and the freshness entries
+of its own partitions.
+
+Failures stay per waiter: an unreachable or slow node fails every waiter with an error
+naming that waiter's partitions and keys; an answer that may concern only some of the
+batched partitions (NOT_OWNER, a protocol error, rejected arguments) is not shared: each
+waiter of that batch asks again alone, exactly as it would have without coalescing. Each
+waiter waits only until its own deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+
+from gateway.errors import NodeProtocolError, NodeTimeoutError, NodeUnavailableError
+from gateway.routing import NodeInfo
+from gateway.rows import Event, Row
+
+if TYPE_CHECKING:
+    from gateway.documents import ViewQueries
+    from gateway.upstream import NodeReply
+
+__all__ = ["Coalescer", "Post"]
+
+# the node refuses more keys per request (node.fields.common.MAX_KEYS is 10,000); smaller
+# batches also keep one slow batch from holding many client requests
+DEFAULT_MAX_KEYS = 1000
+
+Rows = list[Row | Event | None]
+
+
+class Post(Protocol):
+    """`Upstream.post`: one body to one node under a deadline."""
+
+    def __call__(
+        self,
+        node: NodeInfo,
+        body: bytes,
+        *,
+        view: str,
+        partitions: Sequence[int],
+        keys: Sequence[str] = (),
+        deadline: float,
+    ) -> Awaitable[NodeReply]: ...
+
+
+@dataclass
+class _Waiter:
+    partitions: list[int]
+    keys: list[str]
+    deadline: float
+    answer: asyncio.Future[tuple[Rows, list[dict[str, Any]]]]
+
+
+@dataclass
+class _Batch:
+    node: NodeInfo
+    queries: ViewQueries
+    extensions: bytes  # the request extensions as JSON, b"" for none
+    waiters: list[_Waiter] = field(default_factory=list)
+    keys: dict[str, None] = field(default_factory=dict)  # in order, without repeats
+
+
+_BatchKey = tuple[str, str, str, bytes]  # node id, node URL, view, extensions
+
+
+class Coalescer:
+    """Sends the lookups of one event-loop turn to each (node, view, extensions) as one
+    request through `post`."""
+
+    def __init__(self, post: Post, max_keys: int = DEFAULT_MAX_KEYS) -> None:
+        if max_keys < 1:
+            raise ValueError(f"max_keys must be at least 1, got {max_keys}")
+        self._post = post
+        self._max_keys = max_keys
+        self._open: dict[_BatchKey, _Batch] = {}
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def lookup(
+        self,
+        node: NodeInfo,
+        queries: ViewQueries,
+        partitions: Sequence[int],
+        keys: Sequence[str],
+        extensions: Mapping[str, Any],
+        deadline: float,
+    ) -> tuple[Rows, list[dict[str, Any]]]:
+        """The rows of `keys` (in order) from `node`, and the freshness entries of
+        `partitions`; raises the RoutingError or BadRequestError of this lookup."""
+        loop = asyncio.get_running_loop()
+        encoded = orjson.dumps(extensions, option=orjson.OPT_SORT_KEYS) if extensions else b""
+        waiter = _Waiter(list(partitions), list(keys), deadline, loop.create_future())
+        self._enqueue(loop, node, queries, encoded, waiter)
+        try:
+            # a timeout cancels only this waiter's future: the batch goes on for the others
+            async with asyncio.timeout_at(deadline):
+                return await waiter.answer
+        except TimeoutError as exc:
+            view = queries.view.name
+            detail = f"no answer from {node.url} before the request's deadline"
+            raise NodeTimeoutError(
+                view, detail, partitions=partitions, node=node.node_id, keys=keys
+            ) from exc
+
+    def _enqueue(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        node: NodeInfo,
+        queries: ViewQueries,
+        extensions: bytes,
+        waiter: _Waiter,
+    ) -> None:
+        key = (node.node_id, node.url, queries.view.name, extensions)
+        batch = self._open.get(key)
+        new_keys = [k for k in waiter.keys if batch is None or k not in batch.keys]
+        if batch is not None and len(batch.keys) + len(new_keys) > self._max_keys:
+            self._send(self._open.pop(key))
+            batch = None
+        if batch is None:
+            batch = self._open[key] = _Batch(node, queries, extensions)
+            loop.call_soon(self._flush, key, batch)
+        batch.waiters.append(waiter)
+        batch.keys.update(dict.fromkeys(waiter.keys))
+        if len(batch.keys) >= self._max_keys:
+            self._send(self._open.pop(key))
+
+    def _flush(self, key: _BatchKey, batch: _Batch) -> None:
+        if self._open.get(key) is batch:
+            self._send(self._open.pop(key))
+
+    def _send(self, batch: _Batch) -> None:
+        task = asyncio.get_running_loop().create_task(self._answer(batch))
+        self._sending.add(task)  # the loop keeps only weak references to tasks
+        task.add_done_callback(self._sending.discard)
+
+    async def _answer(self, batch: _Batch) -> None:
+        waiters = [w for w in batch.waiters if not w.answer.done()]
+        if not waiters:
+            return
+        if len(waiters) < len(batch.waiters):
+            batch.keys = dict.fromkeys(k for w in waiters for k in w.keys)
+        try:
+            rows, freshness = await self._ask(
+                batch, waiters, list(batch.keys), max(w.deadline for w in waiters)
+            )
+        except (NodeUnavailableError, NodeTimeoutError) as exc:
+            # the node itself failed: every waiter's partitions are unavailable alike
+            for waiter in waiters:
+                _settle(waiter, exception=_scoped(exc, waiter))
+            return
+        except Exception as exc:
+            if len(waiters) == 1:
+                _settle(waiters[0], exception=exc)
+                return
+            # the answer may concern only some partitions: let each waiter ask alone
+            await asyncio.gather(*(self._alone(batch, w) for w in waiters))
+            return
+        by_key = dict(zip(batch.keys, rows, strict=True))
+        for waiter in waiters:
+            mine = set(waiter.partitions)
+            entries = [e for e in freshness if e.get("partition") in mine]
+            _settle(waiter, result=([by_key[k] for k in waiter.keys], entries))
+
+    async def _alone(self, batch: _Batch, waiter: _Waiter) -> None:
+        try:
+            answer = await self._ask(batch, [waiter], waiter.keys, waiter.deadline)
+        except Exception as exc:
+            _settle(waiter, exception=exc)
+        else:
+            _settle(waiter, result=answer)
+
+    async def _ask(
+        self, batch: _Batch, waiters: list[_Waiter], keys: list[str], deadline: float
+    ) -> tuple[Rows, list[dict[str, Any]]]:
+        view = batch.queries.view.name
+        partitions = sorted({p for w in waiters for p in w.partitions})
+        body = batch.queries.lookup_body(keys)
+        if batch.extensions:
+            body = body[:-1] + b',"extensions":' + batch.extensions + b"}"
+        reply = await self._post(
+            batch.node, body, view=view, partitions=partitions, keys=keys, deadline=deadline
+        )
+        try:
+            rows = batch.queries.read_lookup(reply.data, asked=len(keys))
+        except (ValueError, TypeError) as exc:
+            raise NodeProtocolError(
+                view,
+                f"answered {str(reply.data)[:200]}: {exc}",
+                partitions=partitions,
+                node=batch.node.node_id,
+                keys=keys,
+            ) from exc
+        return rows, reply.freshness
+
+
+def _scoped(exc: NodeUnavailableError, waiter: _Waiter) -> NodeUnavailableError:
+    """`exc` as it names one waiter's partitions and keys."""
+    scoped = type(exc)(
+        exc.view, exc.detail, partitions=waiter.partitions, node=exc.node, keys=waiter.keys
+    )
+    scoped.__cause__ = exc.__cause__
+    return scoped
+
+
+def _settle(
+    waiter: _Waiter,
+    *,
+    result: tuple[Rows, list[dict[str, Any]]] | None = None,
+    exception: BaseException | None = None,
+) -> None:
+    if waiter.answer.done():  # gave up at its deadline, or was cancelled
+        return
+    if exception is not None:
+        waiter.answer.set_exception(exception)
+    else:
+        assert result is not None
+        waiter.answer.set_result(result)
