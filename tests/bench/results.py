@@ -146,6 +146,7 @@ def write_results(
     directory: Path, info: RunInfo, report: Report, targets: list[TargetResult]
 ) -> tuple[Path, Path]:
     """Write RESULTS.md and RESULTS.json into `directory`; returns their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
     md_path, json_path = directory / "RESULTS.md", directory / "RESULTS.json"
     history = _previous(json_path)
     document = {
