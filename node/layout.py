@@ -34,6 +34,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_KEY",
     "count_key",
+    "count_prefix",
     "count_top_key",
     "count_top_prefix",
     "decode_count",
@@ -52,6 +53,7 @@ __all__ = [
     "event_prefix",
     "int_at",
     "latest_key",
+    "latest_prefix",
     "offset_key",
     "offset_prefix",
     "prefix_end",
@@ -99,6 +101,10 @@ def count_key(view: str, key: str) -> bytes:
     return _head("row", view) + pack_str(key)
 
 
+def count_prefix(view: str) -> bytes:
+    return _head("row", view)
+
+
 def count_top_key(view: str, count: int, key: str) -> bytes:
     return _head("top", view) + pack_uint(MAX_UINT - count) + pack_str(key)
 
@@ -132,8 +138,9 @@ def window_key(view: str, key: str, start_ms: int) -> bytes:
     return _head("win", view) + pack_str(key) + pack_uint(start_ms)
 
 
-def window_prefix(view: str, key: str) -> bytes:
-    return pack("win", view, key)
+def window_prefix(view: str, *key: str) -> bytes:
+    """The windows of `key`, or every window row of `view`."""
+    return _head("win", view) + b"".join([pack_str(k) for k in key])
 
 
 def window_top_key(view: str, start_ms: int, count: int, key: str) -> bytes:
@@ -174,6 +181,10 @@ def decode_window_top(start_ms: int, value: bytes) -> WindowRow:
 
 def latest_key(view: str, key: str) -> bytes:
     return _head("latest", view) + pack_str(key)
+
+
+def latest_prefix(view: str) -> bytes:
+    return _head("latest", view)
 
 
 def encode_latest(row: EventRow) -> bytes:
