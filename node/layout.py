@@ -36,6 +36,7 @@ __all__ = [
     "count_key",
     "count_prefix",
     "count_top_key",
+    "count_top_key_of",
     "count_top_prefix",
     "decode_count",
     "decode_count_top",
@@ -107,6 +108,12 @@ def count_prefix(view: str) -> bytes:
 
 def count_top_key(view: str, count: int, key: str) -> bytes:
     return _head("top", view) + pack_uint(MAX_UINT - count) + pack_str(key)
+
+
+def count_top_key_of(view: str, count: int, row_key: bytes) -> bytes:
+    """`count_top_key` from the key's `count_key`, without packing the key again."""
+    head = _head("row", view)
+    return _head("top", view) + pack_uint(MAX_UINT - count) + row_key[len(head) :]
 
 
 def count_top_prefix(view: str) -> bytes:

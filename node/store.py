@@ -245,13 +245,14 @@ class LevelDBStore(PartitionStore):
             old = old_row(row_key)
             if old is not None:
                 old_count = layout.decode_count(view, key, old).count
-                wb.delete(layout.count_top_key(view, old_count, key))
+                wb.delete(layout.count_top_key_of(view, old_count, row_key))
             if row is None:
                 wb.delete(row_key)
                 continue
             value = layout.encode_count(row)
             wb.put(row_key, value)
-            wb.put(layout.count_top_key(view, row.count, key), value + key.encode("utf-8"))
+            index_key = layout.count_top_key_of(view, row.count, row_key)
+            wb.put(index_key, value + key.encode("utf-8"))
 
     def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
         readers: dict[str, Callable[[bytes], bytes | None]] = {}
