@@ -122,21 +122,23 @@ class PartitionStore(abc.ABC):
 
 class _WrittenKeys:
     """The row keys written to one view since its rows were empty, as a one-hash bit
-    filter: `may_exist` is False only for a key never written, so that key has no stored
-    row. 2**23 bits (1 MiB): ~2% false positives (a needless read) at 170k keys."""
+    filter: `add` says whether a key is surely new (never written, so no stored row).
+    2**23 bits (1 MiB): ~2% false positives (a needless read) at 170k keys."""
 
     _MASK = (1 << 23) - 1
 
     def __init__(self) -> None:
         self._bits = bytearray((self._MASK + 1) >> 3)
 
-    def add(self, key: bytes) -> None:
+    def add(self, key: bytes) -> bool:
+        """Record `key` as written; True when it surely was not before."""
         bit = hash(key) & self._MASK
-        self._bits[bit >> 3] |= 1 << (bit & 7)
-
-    def may_exist(self, key: bytes) -> bool:
-        bit = hash(key) & self._MASK
-        return bool(self._bits[bit >> 3] & (1 << (bit & 7)))
+        byte, flag = bit >> 3, 1 << (bit & 7)
+        bits = self._bits
+        if bits[byte] & flag:
+            return False
+        bits[byte] |= flag
+        return True
 
 
 def _bound(ms: int | None) -> int | None:
@@ -228,10 +230,7 @@ class LevelDBStore(PartitionStore):
             return db.get
 
         def old_row(key: bytes) -> bytes | None:
-            if not written.may_exist(key):
-                written.add(key)
-                return None
-            return db.get(key)
+            return None if written.add(key) else db.get(key)
 
         return old_row
 
