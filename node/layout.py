@@ -20,6 +20,7 @@ decoder was half the cost of a top-1000 read).
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any
 
@@ -27,13 +28,15 @@ import orjson
 
 from node.changes import EventPosition
 from node.errors import SerializationError
-from schema import MAX_UINT, CountRow, EventRow, WindowRow, pack, unpack
+from schema import MAX_UINT, CountRow, EventRow, WindowRow, pack, pack_str, pack_uint, unpack
 
 __all__ = [
     "FORMAT",
     "FORMAT_KEY",
     "count_key",
+    "count_prefix",
     "count_top_key",
+    "count_top_key_of",
     "count_top_prefix",
     "decode_count",
     "decode_count_top",
@@ -51,6 +54,7 @@ __all__ = [
     "event_prefix",
     "int_at",
     "latest_key",
+    "latest_prefix",
     "offset_key",
     "offset_prefix",
     "prefix_end",
@@ -78,6 +82,13 @@ def prefix_end(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
+@functools.cache
+def _head(kind: str, view: str) -> bytes:
+    """The packed (kind, view) that starts every key of a view: packed once per view, as
+    the per-record keys below are built on every changelog record of a restore."""
+    return pack(kind, view)
+
+
 def _corrupt(view: str, key: str, what: str, value: bytes) -> SerializationError:
     return SerializationError(
         f"view {view}: stored {what} of key {key!r} cannot be decoded: {value[:40]!r}"
@@ -88,11 +99,21 @@ def _corrupt(view: str, key: str, what: str, value: bytes) -> SerializationError
 
 
 def count_key(view: str, key: str) -> bytes:
-    return pack("row", view, key)
+    return _head("row", view) + pack_str(key)
+
+
+def count_prefix(view: str) -> bytes:
+    return _head("row", view)
 
 
 def count_top_key(view: str, count: int, key: str) -> bytes:
-    return pack("top", view, MAX_UINT - count, key)
+    return _head("top", view) + pack_uint(MAX_UINT - count) + pack_str(key)
+
+
+def count_top_key_of(view: str, count: int, row_key: bytes) -> bytes:
+    """`count_top_key` from the key's `count_key`, without packing the key again."""
+    head = _head("row", view)
+    return _head("top", view) + pack_uint(MAX_UINT - count) + row_key[len(head) :]
 
 
 def count_top_prefix(view: str) -> bytes:
@@ -121,15 +142,16 @@ def decode_count_top(value: bytes) -> CountRow:
 
 
 def window_key(view: str, key: str, start_ms: int) -> bytes:
-    return pack("win", view, key, start_ms)
+    return _head("win", view) + pack_str(key) + pack_uint(start_ms)
 
 
-def window_prefix(view: str, key: str) -> bytes:
-    return pack("win", view, key)
+def window_prefix(view: str, *key: str) -> bytes:
+    """The windows of `key`, or every window row of `view`."""
+    return _head("win", view) + b"".join([pack_str(k) for k in key])
 
 
 def window_top_key(view: str, start_ms: int, count: int, key: str) -> bytes:
-    return pack("wtop", view, start_ms, MAX_UINT - count, key)
+    return _head("wtop", view) + pack_uint(start_ms) + pack_uint(MAX_UINT - count) + pack_str(key)
 
 
 def window_top_prefix(view: str, *start_ms: int) -> bytes:
@@ -165,7 +187,11 @@ def decode_window_top(start_ms: int, value: bytes) -> WindowRow:
 
 
 def latest_key(view: str, key: str) -> bytes:
-    return pack("latest", view, key)
+    return _head("latest", view) + pack_str(key)
+
+
+def latest_prefix(view: str) -> bytes:
+    return _head("latest", view)
 
 
 def encode_latest(row: EventRow) -> bytes:
@@ -193,7 +219,7 @@ def _fields(data: bytes) -> dict[str, Any]:
 
 
 def event_key(view: str, key: str, at: EventPosition) -> bytes:
-    return pack("hist", view, key, *at)
+    return _head("hist", view) + pack_str(key) + pack(*at)
 
 
 def event_prefix(view: str, key: str, *event_ms: int) -> bytes:

@@ -179,6 +179,8 @@ class Replicator:
         for view in self.views.values():
             if view.kind not in _APPLIERS:
                 raise NodeError(f"view {view.name}: kind {view.kind.value} is not served yet")
+        # per topic, resolved once: the apply loop runs once per changelog record
+        self._appliers = {topic: _APPLIERS[view.kind] for topic, view in self.views.items()}
         self._store_factory = store_factory or self._leveldb_store
         self._on_fatal = on_fatal
         self._clock = clock
@@ -300,7 +302,7 @@ class Replicator:
             if batch is None:
                 batch = batches[partition] = self._new_batch()
             try:
-                _APPLIERS[view.kind](batch, view, message)
+                self._appliers[topic](batch, view, message)
             except (ValueError, SerializationError) as exc:
                 # skip it but advance past it: one bad record must not stop the partition
                 log.warning(

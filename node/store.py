@@ -7,6 +7,11 @@ poll batch (rows, index updates, expiries, offsets) atomically, so a store is al
 consistent with its offsets and restore resumes from them. The key layout is in
 `node.layout`.
 
+A store skips reading a row before overwriting it when it knows no old row exists: a
+view whose rows were empty when this handle first wrote to it (a fresh store, i.e. a
+restore from the beginning) records the keys it writes in an in-memory filter, and a key
+the filter never saw has no old row and no old index entry (`_WrittenKeys`).
+
 Time is a parameter: window reads take a `horizon_ms` (windows that end at or before it
 are expired and never returned), and a batch's `horizons` purge expired windows.
 """
@@ -14,7 +19,7 @@ are expired and never returned), and a batch's `horizons` purge expired windows.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -115,6 +120,27 @@ class PartitionStore(abc.ABC):
         self.close()
 
 
+class _WrittenKeys:
+    """The row keys written to one view since its rows were empty, as a one-hash bit
+    filter: `add` says whether a key is surely new (never written, so no stored row).
+    2**23 bits (1 MiB): ~2% false positives (a needless read) at 170k keys."""
+
+    _MASK = (1 << 23) - 1
+
+    def __init__(self) -> None:
+        self._bits = bytearray((self._MASK + 1) >> 3)
+
+    def add(self, key: bytes) -> bool:
+        """Record `key` as written; True when it surely was not before."""
+        bit = hash(key) & self._MASK
+        byte, flag = bit >> 3, 1 << (bit & 7)
+        bits = self._bits
+        if bits[byte] & flag:
+            return False
+        bits[byte] |= flag
+        return True
+
+
 def _bound(ms: int | None) -> int | None:
     # stored times are never negative: an earlier bound means the same as 0
     return None if ms is None else max(0, ms)
@@ -127,6 +153,9 @@ class LevelDBStore(PartitionStore):
         self.path = path
         self.cache_mb = cache_mb
         self._db: plyvel.DB | None = None
+        # per row prefix (kind and view) checked since open: its filter while the rows
+        # were empty when first written, else None (every overwrite reads the old row)
+        self._written: dict[bytes, _WrittenKeys | None] = {}
 
     def open(self) -> Self:
         if self._db is not None:
@@ -155,6 +184,7 @@ class LevelDBStore(PartitionStore):
         return self
 
     def close(self) -> None:
+        self._written.clear()
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -187,26 +217,50 @@ class LevelDBStore(PartitionStore):
             for topic, next_offset in batch.offsets.items():
                 wb.put(layout.offset_key(topic), layout.encode_offset(next_offset))
 
-    @staticmethod
-    def _write_counts(db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+    def _old_rows(self, db: plyvel.DB, head: bytes) -> Callable[[bytes], bytes | None]:
+        """How to read the stored row of a key under `head` before it is overwritten,
+        skipping the read for keys `_WrittenKeys` proves new; a key asked about counts
+        as written from then on (at worst a needless read later)."""
+        if head not in self._written:
+            with db.iterator(prefix=head, include_value=False) as rows:
+                empty = next(rows, None) is None
+            self._written[head] = _WrittenKeys() if empty else None
+        written = self._written[head]
+        if written is None:
+            return db.get
+
+        def old_row(key: bytes) -> bytes | None:
+            return None if written.add(key) else db.get(key)
+
+        return old_row
+
+    def _write_counts(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+        readers: dict[str, Callable[[bytes], bytes | None]] = {}
         for (view, key), row in batch.counts.items():
             row_key = layout.count_key(view, key)
-            old = db.get(row_key)
+            old_row = readers.get(view)
+            if old_row is None:
+                old_row = readers[view] = self._old_rows(db, layout.count_prefix(view))
+            old = old_row(row_key)
             if old is not None:
                 old_count = layout.decode_count(view, key, old).count
-                wb.delete(layout.count_top_key(view, old_count, key))
+                wb.delete(layout.count_top_key_of(view, old_count, row_key))
             if row is None:
                 wb.delete(row_key)
                 continue
             value = layout.encode_count(row)
             wb.put(row_key, value)
-            wb.put(layout.count_top_key(view, row.count, key), value + key.encode("utf-8"))
+            index_key = layout.count_top_key_of(view, row.count, row_key)
+            wb.put(index_key, value + key.encode("utf-8"))
 
-    @staticmethod
-    def _write_windows(db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+    def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+        readers: dict[str, Callable[[bytes], bytes | None]] = {}
         for (view, key, start_ms), row in batch.windows.items():
             row_key = layout.window_key(view, key, start_ms)
-            old = db.get(row_key)
+            old_row = readers.get(view)
+            if old_row is None:
+                old_row = readers[view] = self._old_rows(db, layout.window_prefix(view))
+            old = old_row(row_key)
             if old is not None:
                 old_count = layout.decode_window(view, key, start_ms, old).count
                 wb.delete(layout.window_top_key(view, start_ms, old_count, key))
@@ -236,14 +290,17 @@ class LevelDBStore(PartitionStore):
                         wb.delete(index_key)
                         wb.delete(layout.window_key(view, row.key, start_ms))
 
-    @staticmethod
-    def _write_latest(db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+    def _write_latest(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+        readers: dict[str, Callable[[bytes], bytes | None]] = {}
         for (view, key), row in batch.latest.items():
             row_key = layout.latest_key(view, key)
             if row is None:
                 wb.delete(row_key)
                 continue
-            old = db.get(row_key)
+            old_row = readers.get(view)
+            if old_row is None:
+                old_row = readers[view] = self._old_rows(db, layout.latest_prefix(view))
+            old = old_row(row_key)
             # replays and out-of-order records must never replace a later event
             if old is None or position(row) > position(layout.decode_latest(view, key, old)):
                 wb.put(row_key, layout.encode_latest(row))

@@ -14,7 +14,7 @@ from schema.changelog import (
     event_record_key,
     window_record_key,
 )
-from schema.keycodec import MAX_UINT, KeyPart, pack, prefix, unpack
+from schema.keycodec import MAX_UINT, KeyPart, pack, pack_str, pack_uint, prefix, unpack
 from schema.membership import (
     DEAD_AFTER_HEARTBEATS,
     MEMBERS_TOPIC,
@@ -77,6 +77,8 @@ __all__ = [
     "load_catalogue",
     "murmur2",
     "pack",
+    "pack_str",
+    "pack_uint",
     "partition_for",
     "prefix",
     "unpack",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["MAX_UINT", "KeyPart", "pack", "prefix", "unpack"]
+__all__ = ["MAX_UINT", "KeyPart", "pack", "pack_str", "pack_uint", "prefix", "unpack"]
 
 KeyPart = str | int
 MAX_UINT = (1 << 64) - 1
@@ -23,21 +23,40 @@ _STR_END = b"\x00\x01"
 _ESCAPED_NUL = b"\x00\xff"
 
 
+def pack_str(part: str) -> bytes:
+    """`pack(part)` for one string, without the dispatch (keys are packed per record)."""
+    data = part.encode("utf-8")
+    if b"\x00" in data:
+        data = data.replace(b"\x00", _ESCAPED_NUL)
+    return _STR_TAG + data + _STR_END
+
+
+def pack_uint(part: int) -> bytes:
+    """`pack(part)` for one integer, without the dispatch."""
+    if not 0 <= part <= MAX_UINT:
+        raise ValueError(f"integer key part {part} is outside 0..2**64-1")
+    return _INT_TAG + _UINT.pack(part)
+
+
 def _pack_part(part: KeyPart) -> bytes:
+    # exact types first: bool is an int subclass and must be refused
+    if type(part) is str:
+        return pack_str(part)
+    if type(part) is int:
+        return pack_uint(part)
     if isinstance(part, bool):
         raise TypeError("bool is not a key part; use int 0/1 explicitly")
     if isinstance(part, int):
-        if not 0 <= part <= MAX_UINT:
-            raise ValueError(f"integer key part {part} is outside 0..2**64-1")
-        return _INT_TAG + _UINT.pack(part)
+        return pack_uint(part)
     if isinstance(part, str):
-        return _STR_TAG + part.encode("utf-8").replace(b"\x00", _ESCAPED_NUL) + _STR_END
+        return pack_str(part)
     raise TypeError(f"key part must be str or int, got {type(part).__name__}")
 
 
 def pack(*parts: KeyPart) -> bytes:
-    """Encode `parts` so that byte order equals tuple order."""
-    return b"".join(_pack_part(p) for p in parts)
+    """Encode `parts` so that byte order equals tuple order; `pack(a, b) == pack(a) +
+    pack(b)`, so a packed prefix can be computed once and extended."""
+    return b"".join([_pack_part(p) for p in parts])
 
 
 def prefix(*parts: KeyPart) -> bytes:

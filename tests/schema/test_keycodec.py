@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schema import MAX_UINT, pack, unpack
+from schema import MAX_UINT, pack, pack_str, pack_uint, unpack
 
 parts = st.one_of(st.text(), st.integers(min_value=0, max_value=MAX_UINT))
 # Tuples compared element by element only make sense when the element types line up.
@@ -43,3 +43,18 @@ def test_a_string_never_runs_into_the_next_part(a: str, b: str, c: str) -> None:
 def test_bad_parts_are_refused(bad: object) -> None:
     with pytest.raises((TypeError, ValueError)):
         pack(bad)  # type: ignore[arg-type]
+
+
+@given(st.lists(parts, max_size=6), parts)
+def test_the_one_part_packers_extend_a_packed_prefix(
+    values: list[str | int], last: str | int
+) -> None:
+    one = pack_str(last) if isinstance(last, str) else pack_uint(last)
+    assert one == pack(last)
+    assert pack(*values) + one == pack(*values, last)
+
+
+@pytest.mark.parametrize("bad", [-1, MAX_UINT + 1])
+def test_pack_uint_refuses_what_pack_refuses(bad: int) -> None:
+    with pytest.raises(ValueError):
+        pack_uint(bad)

@@ -1,0 +1,28 @@
+"""The store's key builders are the packed tuples the layout documents, byte for byte."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from node import layout
+from schema import MAX_UINT, pack
+
+views = st.sampled_from(["word_counts", "v\x00iew", "é"])
+keys = st.text()
+uints = st.integers(0, MAX_UINT)
+
+
+@given(views, keys, uints, uints)
+def test_keys_are_the_documented_tuples(view: str, key: str, start_ms: int, count: int) -> None:
+    assert layout.count_key(view, key) == pack("row", view, key)
+    assert layout.count_top_key(view, count, key) == pack("top", view, MAX_UINT - count, key)
+    row_key = layout.count_key(view, key)
+    assert layout.count_top_key_of(view, count, row_key) == layout.count_top_key(view, count, key)
+    assert layout.window_key(view, key, start_ms) == pack("win", view, key, start_ms)
+    assert layout.window_top_key(view, start_ms, count, key) == pack(
+        "wtop", view, start_ms, MAX_UINT - count, key
+    )
+    assert layout.latest_key(view, key) == pack("latest", view, key)
+    at = (start_ms, count, start_ms)
+    assert layout.event_key(view, key, at) == pack("hist", view, key, *at)
