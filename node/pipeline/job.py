@@ -204,7 +204,8 @@ def _start_view(
         .foreachBatch(ChangelogWriter(view, plan, producer, partitions))
     )
     name = f"statefed.{view.name}"
-    query = _start(writer, config, name, config.checkpoint_dir / view.name, producer)
+    checkpoint = config.checkpoint_dir / view.name
+    query = _start(writer, config.trigger_ms, name, checkpoint, producer)
     log.info("query %s started: %s -> %s", name, view.topic, view.changelog_topic)
     return query, producer, tracker
 
@@ -223,21 +224,22 @@ def _start_dead_letters(
         DeadLetterWriter(topic, producer)
     )
     name = f"statefed.deadletter.{topic}"
-    query = _start(writer, config, name, config.checkpoint_dir / "deadletter" / topic, producer)
+    checkpoint = config.checkpoint_dir / "deadletter" / topic
+    query = _start(writer, config.deadletter_trigger_ms, name, checkpoint, producer)
     log.info("query %s started: %s -> %s", name, topic, DEADLETTER_TOPIC)
     return query, producer
 
 
 def _start(
     writer: DataStreamWriter,
-    config: PipelineConfig,
+    trigger_ms: int,
     name: str,
     checkpoint: Path,
     producer: BatchProducer,
 ) -> StreamingQuery:
     writer = writer.queryName(name).option("checkpointLocation", str(checkpoint.absolute()))
-    if config.trigger_ms:
-        writer = writer.trigger(processingTime=f"{config.trigger_ms} milliseconds")
+    if trigger_ms:
+        writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
     try:
         return start_initialized(writer, name)
     except BaseException:

@@ -34,6 +34,7 @@ def pipeline_config(broker: EmbeddedBroker, checkpoint_dir: Path) -> PipelineCon
         bootstrap=broker.bootstrap,
         checkpoint_dir=checkpoint_dir,
         trigger_ms=200,
+        deadletter_trigger_ms=200,
         read_timeout_ms=20_000,
         delivery_timeout_ms=20_000,
     )

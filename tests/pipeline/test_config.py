@@ -27,6 +27,7 @@ def test_every_variable_is_read() -> None:
             "STATEFED_CHECKPOINT_DIR": "/var/lib/statefed/cp",
             "STATEFED_SPARK_MASTER": "spark://master:7077",
             "STATEFED_TRIGGER_MS": "250",
+            "STATEFED_DEADLETTER_TRIGGER_MS": "750",
             "STATEFED_SPARK_SHUFFLE_PARTITIONS": "1",
             "STATEFED_SPARK_DRIVER_MEMORY": "2g",
             "STATEFED_SPARK_DRIVER_HOST": "10.0.0.5",
@@ -45,6 +46,7 @@ def test_every_variable_is_read() -> None:
         checkpoint_dir=Path("/var/lib/statefed/cp"),
         spark_master="spark://master:7077",
         trigger_ms=250,
+        deadletter_trigger_ms=750,
         shuffle_partitions=1,
         driver_memory="2g",
         driver_host="10.0.0.5",
@@ -67,6 +69,7 @@ def test_empty_values_keep_the_default() -> None:
     [
         ("STATEFED_TRIGGER_MS", "soon"),
         ("STATEFED_TRIGGER_MS", "-1"),
+        ("STATEFED_DEADLETTER_TRIGGER_MS", "-1"),
         ("STATEFED_SPARK_SHUFFLE_PARTITIONS", "0"),
         ("STATEFED_SPARK_DRIVER_MEMORY", "lots"),
         ("STATEFED_SPARK_LOG_LEVEL", "loud"),
