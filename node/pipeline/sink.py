@@ -6,6 +6,7 @@ absolute values, so the records that did get through the first time are harmless
 
 from __future__ import annotations
 
+import threading
 from types import TracebackType
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -32,9 +33,10 @@ class BatchProducer:
             }
         )
         self._failures: list[str] = []  # the first few, for the message
-        # next offset per (topic, partition) after the newest acknowledged record; read by
-        # the status poller's thread, so replaced as a whole, never updated in place
+        # next offset per (topic, partition) after the newest acknowledged record; written
+        # by delivery reports, read by the status poller's thread
         self._delivered: dict[tuple[str, int], int] = {}
+        self._delivered_lock = threading.Lock()
         self._failed = 0
         self._sent = 0
 
@@ -54,14 +56,16 @@ class BatchProducer:
     def delivered(self, topic: str) -> dict[int, int]:
         """`{partition: next offset}` of `topic` after the newest record this producer got
         acknowledged (partitions it never wrote to are absent)."""
-        return {p: o for (t, p), o in self._delivered.items() if t == topic}
+        with self._delivered_lock:
+            return {p: o for (t, p), o in self._delivered.items() if t == topic}
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
             placed = (message.topic() or "", message.partition() or 0)
             offset = (message.offset() or 0) + 1
-            if offset > self._delivered.get(placed, 0):
-                self._delivered = {**self._delivered, placed: offset}
+            with self._delivered_lock:
+                if offset > self._delivered.get(placed, 0):
+                    self._delivered[placed] = offset
             return
         self._failed += 1
         if len(self._failures) < 5:
