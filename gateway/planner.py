@@ -57,7 +57,8 @@ class ReadOptions:
     at_least: AppliedAtLeast | None = None
 
 
-ACTIVE_ANY_AGE = ReadOptions()
+# the gateway's configured max lag, no atLeast token
+DEFAULT_READ = ReadOptions()
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class Planner:
         view: View,
         keys: Sequence[str],
         deadline: float,
-        options: ReadOptions = ACTIVE_ANY_AGE,
+        options: ReadOptions = DEFAULT_READ,
     ) -> LookupResult:
         """The rows of `keys` (count and latest views), asking each owning node once."""
         self.check_keys(view, keys)
@@ -161,7 +162,7 @@ class Planner:
         limit: int,
         deadline: float,
         window: datetime | None = None,
-        options: ReadOptions = ACTIVE_ANY_AGE,
+        options: ReadOptions = DEFAULT_READ,
     ) -> TopResult:
         """The global top `limit` rows (of one window for a windowed view), merged from every
         partition's local top."""
@@ -190,7 +191,7 @@ class Planner:
         since: datetime | None,
         until: datetime | None,
         deadline: float,
-        options: ReadOptions = ACTIVE_ANY_AGE,
+        options: ReadOptions = DEFAULT_READ,
     ) -> KeyRead[list[WindowCount]]:
         """The windows of `key` with since <= start < until, in time order, from its owner."""
         self.check_keys(view, [key])
@@ -208,7 +209,7 @@ class Planner:
         first: int,
         after: str | None,
         deadline: float,
-        options: ReadOptions = ACTIVE_ANY_AGE,
+        options: ReadOptions = DEFAULT_READ,
     ) -> KeyRead[Page]:
         """One page of `key`'s events with since <= event time < until, from its owner."""
         self.check_keys(view, [key])
@@ -252,7 +253,7 @@ class Planner:
         deadline: float,
         keys: Sequence[str] = (),
         standby: bool = False,
-        options: ReadOptions = ACTIVE_ANY_AGE,
+        options: ReadOptions = DEFAULT_READ,
     ) -> NodeReply:
         extensions = self._extensions(group, deadline, standby, options)
         if extensions:

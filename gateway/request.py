@@ -15,7 +15,7 @@ from strawberry.dataloader import DataLoader
 
 from gateway.config import GatewayConfig
 from gateway.errors import RoutingError
-from gateway.planner import ACTIVE_ANY_AGE, LookupResult, Planner, ReadOptions
+from gateway.planner import DEFAULT_READ, LookupResult, Planner, ReadOptions
 from gateway.producer import EventProducer
 from gateway.routing import RoutingFeed
 from gateway.rows import Event, Row
@@ -62,9 +62,7 @@ class RequestContext:
         default_factory=dict
     )
 
-    def loader(
-        self, view: View, options: ReadOptions = ACTIVE_ANY_AGE
-    ) -> DataLoader[str, KeyResult]:
+    def loader(self, view: View, options: ReadOptions = DEFAULT_READ) -> DataLoader[str, KeyResult]:
         """The request's batching loader for `view`'s keys read with `options`."""
         loader = self._loaders.get((view.name, options))
         if loader is None:

@@ -1,0 +1,48 @@
+"""The produce mutation's refusals, which never reach Kafka: switched off, a topic no view
+reads, an empty key, a value that is no JSON object. (Writes themselves are shown on the
+real broker in tests/e2e/test_read_your_writes.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from gateway.config import GatewayConfig
+from tests.gateway.fakes import FakeNode, Model, codes, post_query, running_gateway
+
+P = 2
+PRODUCE = """mutation($t: String!, $k: String!, $v: JSON) {
+  produce(topic: $t, key: $k, value: $v) { token }
+}"""
+
+
+def produce(config: GatewayConfig, **variables: Any) -> dict[str, Any]:
+    node = FakeNode("n1", Model.of_counts({}), range(P), P)
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway([node], P, config=config) as http:
+            return (await post_query(http, PRODUCE, variables))[1]
+
+    return asyncio.run(scenario())
+
+
+def test_a_switched_off_mutation_says_so() -> None:
+    body = produce(GatewayConfig(produce=False), t="words", k="kafka")
+    assert codes(body) == ["PRODUCE_DISABLED"]
+    assert "STATEFED_GATEWAY_PRODUCE" in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("variables", "problem"),
+    [
+        ({"t": "nope", "k": "kafka"}, "no view reads topic 'nope'"),
+        ({"t": "words", "k": ""}, "empty"),
+        ({"t": "words", "k": "kafka", "v": [1, 2]}, "JSON object"),
+    ],
+)
+def test_a_write_no_view_could_read_is_refused(variables: dict[str, Any], problem: str) -> None:
+    body = produce(GatewayConfig(), **variables)
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert problem in body["errors"][0]["message"]
