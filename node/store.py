@@ -22,7 +22,7 @@ import abc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 import plyvel
 
@@ -30,6 +30,8 @@ from node import layout
 from node.changes import ChangeBatch, EventPosition, position
 from node.errors import SerializationError, StoreClosedError, StoreError
 from schema import CountRow, EventRow, WindowRow, unpack
+
+_Row = TypeVar("_Row", CountRow, EventRow)
 
 __all__ = ["ChangeBatch", "LevelDBStore", "PartitionStore"]
 
@@ -312,12 +314,22 @@ class LevelDBStore(PartitionStore):
         return None if value is None else layout.decode_count(view, key, value)
 
     def get_many(self, view: str, keys: list[str]) -> list[CountRow | None]:
+        return self._read_many(view, keys, layout.count_key, layout.decode_count)
+
+    def _read_many(
+        self,
+        view: str,
+        keys: list[str],
+        key_of: Callable[[str, str], bytes],
+        decode: Callable[[str, str, bytes], _Row],
+    ) -> list[_Row | None]:
+        """The rows of `keys` in input order, None for unknown keys, from one snapshot: a
+        batch applied meanwhile is seen by all keys or by none."""
         db = self._require_open()
-        # one snapshot: a batch applied meanwhile is seen by all keys or by none
         with db.snapshot() as snapshot:
-            values = [snapshot.get(layout.count_key(view, key)) for key in keys]
+            values = [snapshot.get(key_of(view, key)) for key in keys]
         return [
-            None if value is None else layout.decode_count(view, key, value)
+            None if value is None else decode(view, key, value)
             for key, value in zip(keys, values, strict=True)
         ]
 
@@ -375,13 +387,7 @@ class LevelDBStore(PartitionStore):
         return None if value is None else layout.decode_latest(view, key, value)
 
     def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
-        db = self._require_open()
-        with db.snapshot() as snapshot:
-            values = [snapshot.get(layout.latest_key(view, key)) for key in keys]
-        return [
-            None if value is None else layout.decode_latest(view, key, value)
-            for key, value in zip(keys, values, strict=True)
-        ]
+        return self._read_many(view, keys, layout.latest_key, layout.decode_latest)
 
     def history(
         self,
