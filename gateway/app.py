@@ -3,7 +3,7 @@
 A plain ASGI app (no web framework): GraphQL requests run on graphql-core over the
 strawberry schema with cached documents (`gateway.execution`), bodies are encoded with
 orjson. The lifespan starts the membership and pipeline
-status readers and the upstream httpx clients and stops them; nothing is opened before
+status readers and the connections to the nodes and stops them; nothing is opened before
 start-up.
 """
 
@@ -31,7 +31,8 @@ from gateway.responses import request_error, response_body
 from gateway.routing import RoutingFeed, RoutingTable
 from gateway.schema import build_schema
 from gateway.status import PipelineStatusReader, StatusBoard
-from gateway.upstream import Upstream, make_clients
+from gateway.transport import NodeTransport
+from gateway.upstream import HttpxCaller, Upstream, make_transport
 from schema import CATALOGUE, View, ViewKind
 
 __all__ = ["GatewayApp", "health_body"]
@@ -55,7 +56,7 @@ class _Runtime:
     reader: MembershipReader | None
     statuses: StatusBoard
     status_reader: PipelineStatusReader | None
-    owned_clients: list[httpx.AsyncClient]
+    transport: NodeTransport | None  # None when the app was given clients
     producer: EventProducer | None  # connects on the first produce mutation
 
 
@@ -111,9 +112,9 @@ class GatewayApp:
             await self._lifespan(receive, send)
 
     async def startup(self) -> None:
-        """Open the upstream clients and start following membership."""
+        """Open the connections to the nodes and start following membership."""
         feed = self._feed or RoutingFeed()
-        owned = [] if self._clients is not None else make_clients(self.config)
+        transport = None if self._clients is not None else make_transport(self.config)
         reader = None
         if self._feed is None:
             reader = MembershipReader(
@@ -130,12 +131,18 @@ class GatewayApp:
                 self.config.bootstrap, statuses, tail_records=self.config.status_tail_records
             )
             status_reader.start()
-        upstream = Upstream(self._clients if self._clients is not None else owned)
+        if self._clients is not None:
+            upstream = Upstream([HttpxCaller(client) for client in self._clients])
+        else:
+            assert transport is not None
+            upstream = Upstream([transport])
         planner = Planner(feed, upstream, self.config, self._catalogue)
         producer = None
         if self.config.produce:
             producer = EventProducer(self.config.bootstrap, self.config.timeout_s)
-        self._runtime = _Runtime(feed, planner, reader, statuses, status_reader, owned, producer)
+        self._runtime = _Runtime(
+            feed, planner, reader, statuses, status_reader, transport, producer
+        )
 
     async def shutdown(self) -> None:
         runtime, self._runtime = self._runtime, None
@@ -146,8 +153,8 @@ class GatewayApp:
                 await asyncio.to_thread(reader.stop)
         if runtime.producer is not None:
             await asyncio.to_thread(runtime.producer.close)
-        for client in runtime.owned_clients:
-            await client.aclose()
+        if runtime.transport is not None:
+            await runtime.transport.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

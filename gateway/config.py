@@ -41,8 +41,7 @@ class GatewayConfig:
     max_lookup_keys: int = 1000
     members_lookback_ms: int = 10_000  # how far back in statefed.members reading starts
     status_tail_records: int = 10_000  # how many records of statefed.pipeline are read back
-    upstream_clients: int = 4  # small httpx clients beat one big pool (encode/httpx#3215)
-    upstream_connections: int = 16  # per client
+    upstream_connections: int = 64  # per node, opened as needed and kept alive
     log_level: str = "info"
     # query limits (gateway.limits); the standard introspection query, GraphiQL's, is 15 deep
     max_depth: int = 15
@@ -66,7 +65,6 @@ class GatewayConfig:
         "max_lookup_keys": "STATEFED_MAX_LOOKUP_KEYS",
         "members_lookback_ms": "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS",
         "status_tail_records": "STATEFED_GATEWAY_STATUS_TAIL_RECORDS",
-        "upstream_clients": "STATEFED_GATEWAY_UPSTREAM_CLIENTS",
         "upstream_connections": "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS",
         "log_level": "STATEFED_GATEWAY_LOG_LEVEL",
         "max_depth": "STATEFED_GATEWAY_MAX_DEPTH",
@@ -90,7 +88,6 @@ class GatewayConfig:
         "max_lookup_keys": (1, 1_000_000),
         "members_lookback_ms": (1, 86_400_000),
         "status_tail_records": (1, 100_000_000),
-        "upstream_clients": (1, 256),
         "upstream_connections": (1, 10_000),
         "max_depth": (1, 200),  # gateway.limits stops walking deeper than 200 levels
         "max_aliases": (0, 100_000),

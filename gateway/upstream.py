@@ -1,8 +1,8 @@
-"""Calling nodes: pre-built bodies (`gateway.documents`) posted with long-lived httpx clients.
+"""Calling nodes: pre-built bodies (`gateway.documents`) posted over the gateway's long-lived
+connections (`gateway.transport`).
 
 A reply is turned into data, into one of the routing errors, or (when the node says the
-arguments are bad) into a BadRequestError; the planner decides what to retry. Several
-small clients, used in turn, serve better than one big pool (encode/httpx#3215).
+arguments are bad) into a BadRequestError; the planner decides what to retry.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -27,8 +27,9 @@ from gateway.errors import (
     NotOwnerError,
 )
 from gateway.routing import NodeInfo
+from gateway.transport import NodeTransport
 
-__all__ = ["NodeReply", "Upstream", "make_clients"]
+__all__ = ["Caller", "HttpxCaller", "NodeReply", "Upstream", "make_transport"]
 
 _HEADERS = {"content-type": "application/json", "accept": "application/json"}
 
@@ -41,27 +42,38 @@ class NodeReply:
     freshness: list[dict[str, Any]]
 
 
-def make_clients(config: GatewayConfig) -> list[httpx.AsyncClient]:
-    """The gateway's upstream clients; the caller closes them (the app's lifespan does)."""
-    size = config.upstream_connections
-    return [
-        httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
-            timeout=httpx.Timeout(config.timeout_s),
-            trust_env=False,  # node URLs are direct addresses: never through an env proxy
-        )
-        for _ in range(config.upstream_clients)
-    ]
+class Caller(Protocol):
+    """What posts a JSON body to a node URL: the gateway's NodeTransport, or HttpxCaller
+    around an httpx client. Failures are raised as httpx's exceptions."""
+
+    async def post(self, url: str, body: bytes) -> tuple[int, bytes]: ...
+
+
+class HttpxCaller:
+    """An httpx client as a Caller (tests reach fake nodes through ASGI transports)."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+
+    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
+        response = await self._client.post(url, content=body, headers=_HEADERS)
+        return response.status_code, response.content
+
+
+def make_transport(config: GatewayConfig) -> NodeTransport:
+    """The gateway's connections to the nodes; the caller closes it (the app's lifespan)."""
+    return NodeTransport(config.upstream_connections)
 
 
 class Upstream:
     """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time);
-    `lookups` coalesces concurrent key lookups into one body per node (`gateway.coalesce`)."""
+    `lookups` coalesces concurrent key lookups into one body per node (`gateway.coalesce`).
+    Several callers are used in turn."""
 
-    def __init__(self, clients: Sequence[httpx.AsyncClient]) -> None:
-        if not clients:
-            raise ValueError("Upstream needs at least one httpx.AsyncClient")
-        self._clients = itertools.cycle(tuple(clients))
+    def __init__(self, callers: Sequence[Caller]) -> None:
+        if not callers:
+            raise ValueError("Upstream needs at least one caller")
+        self._callers = itertools.cycle(tuple(callers))
         self.lookups = Coalescer(self.post)
 
     async def post(
@@ -80,27 +92,24 @@ class Upstream:
             if remaining <= 0:
                 raise TimeoutError
             async with asyncio.timeout(remaining):
-                response = await next(self._clients).post(
-                    node.graphql_url, content=body, headers=_HEADERS
-                )
+                status, content = await next(self._callers).post(node.graphql_url, body)
         except (TimeoutError, httpx.TimeoutException) as exc:
             detail = f"no answer from {node.url} before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             detail = f"{node.url} unreachable: {type(exc).__name__}: {exc}"
             raise NodeUnavailableError(view, detail, **where) from exc
-        return _decode(response, view, where)
+        return _decode(status, content, view, where)
 
 
-def _decode(response: httpx.Response, view: str, where: dict[str, Any]) -> NodeReply:
-    if response.status_code >= 500:
-        raise NodeUnavailableError(view, f"HTTP {response.status_code}", **where)
-    if response.status_code != 200:
-        raise NodeProtocolError(
-            view, f"HTTP {response.status_code}: {response.text[:200]!r}", **where
-        )
+def _decode(status: int, content: bytes, view: str, where: dict[str, Any]) -> NodeReply:
+    if status >= 500:
+        raise NodeUnavailableError(view, f"HTTP {status}", **where)
+    if status != 200:
+        text = content[:200].decode("utf-8", "replace")
+        raise NodeProtocolError(view, f"HTTP {status}: {text!r}", **where)
     try:
-        doc = orjson.loads(response.content)
+        doc = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
         raise NodeProtocolError(view, f"answer is not JSON: {exc}", **where) from exc
     if not isinstance(doc, dict):

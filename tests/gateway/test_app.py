@@ -343,6 +343,6 @@ def test_exported_members() -> None:
         "app", "coalesce", "config", "consistency", "documents", "errors", "execution",
         "fields", "graphiql", "inputs", "limits", "membership",
         "planner", "producer", "request", "responses", "routing", "rows", "schema", "sdl", "server",
-        "status", "timestamps", "upstream",
+        "status", "timestamps", "transport", "upstream",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)
