@@ -18,7 +18,7 @@ connection. That is safe because the gateway only sends nodes queries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import httptools
@@ -36,7 +36,8 @@ class _StaleConnection(Exception):
 class _Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: one request at a time, answers parsed by httptools."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_lost: Callable[[_Connection], None]) -> None:
+        self._on_lost = on_lost  # the pool forgets the connection when it is idle there
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._answer: asyncio.Future[_Answer] | None = None
@@ -63,6 +64,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._on_lost(self)
         if self._received:
             self._fail(httpx.RemoteProtocolError("the node closed the connection mid-answer"))
         else:
@@ -152,16 +154,23 @@ class _Pool:
         self._slots.release()
 
     def close(self) -> None:
-        for connection in self._idle:
+        for connection in list(self._idle):
             connection.close()
         self._idle.clear()
+
+    def _forget(self, connection: _Connection) -> None:
+        # an idle connection the node closed (keep-alive timeout, the node went away)
+        if connection in self._idle:
+            self._idle.remove(connection)
 
     async def _connect(self, timeout: float | None) -> _Connection:
         loop = asyncio.get_running_loop()
         where = f"{self._host}:{self._port}"
         try:
             async with asyncio.timeout(timeout):
-                _, connection = await loop.create_connection(_Connection, self._host, self._port)
+                _, connection = await loop.create_connection(
+                    lambda: _Connection(self._forget), self._host, self._port
+                )
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"no connection to {where} within {timeout} s") from exc
         except OSError as exc:

@@ -269,3 +269,23 @@ def test_post_speaks_plain_http_only() -> None:
             await transport.aclose()
 
     asyncio.run(scenario())
+
+
+def test_idle_connections_the_server_closed_are_forgotten() -> None:
+    async def scenario() -> None:
+        server = ScriptedServer(always_ok)
+        transport = NodeTransport(4)
+        try:
+            async with server as url:
+                await asyncio.gather(*(transport.post(url, b"{}") for _ in range(3)))
+                pool = next(iter(transport._pools.values()))
+                assert len(pool._idle) == 3
+            # leaving the server closed every connection
+            deadline = asyncio.get_running_loop().time() + 5
+            while pool._idle and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.01)
+            assert pool._idle == []
+        finally:
+            await transport.aclose()
+
+    asyncio.run(scenario())
