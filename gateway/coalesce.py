@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from gateway.documents import with_extensions
 from gateway.errors import NodeProtocolError, NodeTimeoutError, NodeUnavailableError
 from gateway.routing import NodeInfo
 from gateway.rows import Event, Row
@@ -187,7 +188,7 @@ class Coalescer:
         partitions = sorted({p for w in waiters for p in w.partitions})
         body = batch.queries.lookup_body(keys)
         if batch.extensions:
-            body = body[:-1] + b',"extensions":' + batch.extensions + b"}"
+            body = with_extensions(body, batch.extensions)
         reply = await self._post(
             batch.node, body, view=view, partitions=partitions, keys=keys, deadline=deadline
         )

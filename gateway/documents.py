@@ -22,7 +22,7 @@ from gateway.rows import Edge, Event, Page, Ranked, Row, WindowCount
 from gateway.timestamps import iso, parse_utc
 from schema import FieldType, View, ViewKind
 
-__all__ = ["ViewQueries"]
+__all__ = ["ViewQueries", "with_extensions"]
 
 _COUNT = "{k:%s c:count}"
 _WINDOW = "{k:%s s:start e:end c:count}"
@@ -43,6 +43,12 @@ def _body(head: bytes | None, view: View, what: str, variables: dict[str, Any]) 
     if head is None:
         raise ValueError(f"view {view.name} ({view.kind.value}) has no {what}")
     return head + orjson.dumps(variables) + b"}"
+
+
+def with_extensions(body: bytes, extensions: bytes) -> bytes:
+    """A body built by ViewQueries (which has no `extensions`) with the request extensions
+    `extensions` (a JSON object) added."""
+    return body[:-1] + b',"extensions":' + extensions + b"}"
 
 
 def _span(span: TimeRange) -> dict[str, str | None]:

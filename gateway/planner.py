@@ -28,7 +28,7 @@ import orjson
 from gateway import inputs
 from gateway.config import GatewayConfig
 from gateway.consistency import APPLIED_AT_LEAST, AppliedAtLeast
-from gateway.documents import ViewQueries
+from gateway.documents import ViewQueries, with_extensions
 from gateway.errors import (
     BadRequestError,
     GatewayError,
@@ -257,7 +257,7 @@ class Planner:
     ) -> NodeReply:
         extensions = self._extensions(group, deadline, standby, options)
         if extensions:
-            body = _with_extensions(body, extensions)
+            body = with_extensions(body, orjson.dumps(extensions))
         return await self._upstream.post(
             node, body, view=view.name, partitions=group, keys=keys, deadline=deadline
         )
@@ -351,13 +351,6 @@ class Planner:
             else:
                 routes.setdefault((node.node_id, standby), (node, [], standby))[1].append(partition)
         return list(routes.values()), unassigned
-
-
-def _with_extensions(body: bytes, extensions: Mapping[str, Any]) -> bytes:
-    """`body` with `extensions` added to its request extensions."""
-    document = orjson.loads(body)
-    document["extensions"] = {**document.get("extensions", {}), **extensions}
-    return orjson.dumps(document)
 
 
 async def _attempt(

@@ -50,7 +50,12 @@ def refuse(request: httpx.Request) -> httpx.Response:
     raise httpx.ConnectError("refused", request=request)
 
 
-def lookup(max_lag: int, n0_in_membership: bool, argument: int | None = None) -> dict[str, Any]:
+TOP = "query($lag: Int) { topWords(limit: 5, maxLag: $lag) { word count } }"
+
+
+def lookup(
+    max_lag: int, n0_in_membership: bool, argument: int | None = None, query: str = LOOKUP
+) -> dict[str, Any]:
     """n0 (active 0, 1) is down; n1 is active for 2, 3 and standby for 0, 1. `max_lag` is
     the gateway's default, `argument` the query's `maxLag`."""
     n1 = StandbyNode("n1", {2, 3}, {0, 1})
@@ -63,8 +68,10 @@ def lookup(max_lag: int, n0_in_membership: bool, argument: int | None = None) ->
 
     async def scenario() -> dict[str, Any]:
         async with running_gateway([n1], P, config=config, feed=feed, extra=extra) as http:
-            variables: dict[str, Any] = {"ws": ALL, "lag": argument}
-            return (await post_query(http, LOOKUP, variables))[1]
+            variables: dict[str, Any] = {"lag": argument}
+            if query == LOOKUP:
+                variables["ws"] = ALL
+            return (await post_query(http, query, variables))[1]
 
     return asyncio.run(scenario())
 
@@ -82,6 +89,15 @@ def test_a_standby_within_max_lag_answers_for_the_failed_active(n0_in_membership
         3: ("n1", "ACTIVE"),
     }
     assert freshness[0]["lag"] == STANDBY_LAG
+
+
+def test_a_fan_out_reads_the_standby_too() -> None:
+    body = lookup(max_lag=0, n0_in_membership=True, argument=STANDBY_LAG, query=TOP)
+    assert "errors" not in body, body
+    top = sorted(COUNTS.items(), key=lambda kc: -kc[1])[:5]
+    assert body["data"]["topWords"] == [{"word": w, "count": c} for w, c in top]
+    roles = {e["partition"]: e["role"] for e in body["extensions"]["freshness"]}
+    assert roles == {0: "STANDBY", 1: "STANDBY", 2: "ACTIVE", 3: "ACTIVE"}
 
 
 def test_the_query_may_allow_a_standby_the_default_does_not() -> None:
