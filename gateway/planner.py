@@ -302,8 +302,10 @@ class Planner:
             for partition in unassigned:
                 keys = keys_of.get(partition, []) if keys_of else []
                 failures[partition] = PartitionUnassignedError(view.name, [partition], keys)
-            calls = [_attempt(ask, *route) for route in routes]
-            results = await asyncio.gather(*calls)
+            if len(routes) == 1:  # the usual point read: no task for gather to wrap it in
+                results = [await _attempt(ask, *routes[0])]
+            else:
+                results = await asyncio.gather(*(_attempt(ask, *route) for route in routes))
             rejected = [r for r in results if isinstance(r, BadRequestError)]
             if rejected:
                 raise rejected[0]
