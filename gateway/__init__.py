@@ -41,7 +41,7 @@ from gateway.rows import Edge, Event, Page, Row, WindowCount
 from gateway.schema import build_schema, print_sdl
 from gateway.server import run_gateway
 from gateway.status import PipelineStatusReader, StatusBoard
-from gateway.upstream import Upstream, make_transport
+from gateway.upstream import Upstream
 
 __all__ = [
     "AppliedAtLeast",
@@ -94,7 +94,6 @@ __all__ = [
     "build_schema",
     "find_start_offset",
     "health_body",
-    "make_transport",
     "parse_token",
     "print_sdl",
     "run_gateway",

@@ -31,8 +31,8 @@ from gateway.responses import request_error, response_body
 from gateway.routing import RoutingFeed, RoutingTable
 from gateway.schema import build_schema
 from gateway.status import PipelineStatusReader, StatusBoard
-from gateway.transport import NodeTransport
-from gateway.upstream import HttpxCaller, Upstream, make_transport
+from gateway.transport import HttpxCaller, NodeConnections
+from gateway.upstream import Upstream
 from schema import CATALOGUE, View, ViewKind
 
 __all__ = ["GatewayApp", "health_body"]
@@ -56,7 +56,7 @@ class _Runtime:
     reader: MembershipReader | None
     statuses: StatusBoard
     status_reader: PipelineStatusReader | None
-    transport: NodeTransport | None  # None when the app was given clients
+    connections: NodeConnections | None  # None when the app was given a client
     producer: EventProducer | None  # connects on the first produce mutation
 
 
@@ -73,8 +73,8 @@ class GatewayApp:
     Inject `feed` to route from tables you publish yourself instead of reading membership
     from Kafka, `statuses` to show pipeline statuses you put there yourself instead of
     reading `statefed.pipeline` (with an injected feed and no board, nothing is read from
-    Kafka and every view shows no status), and `clients` to call nodes through your own
-    httpx clients (they are then yours to close). `catalogue` is the views to serve.
+    Kafka and every view shows no status), and `client` to call nodes through your own
+    httpx client (it is then yours to close). `catalogue` is the views to serve.
     """
 
     def __init__(
@@ -82,7 +82,7 @@ class GatewayApp:
         config: GatewayConfig,
         *,
         feed: RoutingFeed | None = None,
-        clients: Sequence[httpx.AsyncClient] | None = None,
+        client: httpx.AsyncClient | None = None,
         statuses: StatusBoard | None = None,
         catalogue: Iterable[View] = CATALOGUE,
         clock: Callable[[], int] = wall_clock_ms,
@@ -94,7 +94,7 @@ class GatewayApp:
         self._documents = Documents(self._schema, limits)
         self._feed = feed
         self._statuses = statuses
-        self._clients = clients
+        self._client = client
         self._clock = clock
         self._assets = StaticAssets()
         self._page = graphiql_page("/graphql", _default_query(self._catalogue))
@@ -114,7 +114,6 @@ class GatewayApp:
     async def startup(self) -> None:
         """Open the connections to the nodes and start following membership."""
         feed = self._feed or RoutingFeed()
-        transport = None if self._clients is not None else make_transport(self.config)
         reader = None
         if self._feed is None:
             reader = MembershipReader(
@@ -131,17 +130,18 @@ class GatewayApp:
                 self.config.bootstrap, statuses, tail_records=self.config.status_tail_records
             )
             status_reader.start()
-        if self._clients is not None:
-            upstream = Upstream([HttpxCaller(client) for client in self._clients])
+        connections = None
+        if self._client is not None:
+            upstream = Upstream(HttpxCaller(self._client))
         else:
-            assert transport is not None
-            upstream = Upstream([transport])
+            connections = NodeConnections(self.config.upstream_connections)
+            upstream = Upstream(connections)
         planner = Planner(feed, upstream, self.config, self._catalogue)
         producer = None
         if self.config.produce:
             producer = EventProducer(self.config.bootstrap, self.config.timeout_s)
         self._runtime = _Runtime(
-            feed, planner, reader, statuses, status_reader, transport, producer
+            feed, planner, reader, statuses, status_reader, connections, producer
         )
 
     async def shutdown(self) -> None:
@@ -153,8 +153,8 @@ class GatewayApp:
                 await asyncio.to_thread(reader.stop)
         if runtime.producer is not None:
             await asyncio.to_thread(runtime.producer.close)
-        if runtime.transport is not None:
-            await runtime.transport.aclose()
+        if runtime.connections is not None:
+            await runtime.connections.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

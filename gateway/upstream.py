@@ -8,7 +8,6 @@ arguments are bad) into a BadRequestError; the planner decides what to retry.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -17,7 +16,6 @@ import httpx
 import orjson
 
 from gateway.coalesce import Coalescer
-from gateway.config import GatewayConfig
 from gateway.errors import (
     BadRequestError,
     NodeProtocolError,
@@ -27,11 +25,8 @@ from gateway.errors import (
     NotOwnerError,
 )
 from gateway.routing import NodeInfo
-from gateway.transport import NodeTransport
 
-__all__ = ["Caller", "HttpxCaller", "NodeReply", "Upstream", "make_transport"]
-
-_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+__all__ = ["Caller", "NodeReply", "Upstream"]
 
 
 @dataclass(frozen=True)
@@ -43,37 +38,18 @@ class NodeReply:
 
 
 class Caller(Protocol):
-    """What posts a JSON body to a node URL: the gateway's NodeTransport, or HttpxCaller
-    around an httpx client. Failures are raised as httpx's exceptions."""
+    """What posts a JSON body to a node URL: the gateway's NodeConnections, or an
+    HttpxCaller (`gateway.transport`). Failures are raised as httpx's exceptions."""
 
     async def post(self, url: str, body: bytes) -> tuple[int, bytes]: ...
 
 
-class HttpxCaller:
-    """An httpx client as a Caller (tests reach fake nodes through ASGI transports)."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
-
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
-        response = await self._client.post(url, content=body, headers=_HEADERS)
-        return response.status_code, response.content
-
-
-def make_transport(config: GatewayConfig) -> NodeTransport:
-    """The gateway's connections to the nodes; the caller closes it (the app's lifespan)."""
-    return NodeTransport(config.upstream_connections)
-
-
 class Upstream:
     """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time);
-    `lookups` coalesces concurrent key lookups into one body per node (`gateway.coalesce`).
-    Several callers are used in turn."""
+    `lookups` coalesces concurrent key lookups into one body per node (`gateway.coalesce`)."""
 
-    def __init__(self, callers: Sequence[Caller]) -> None:
-        if not callers:
-            raise ValueError("Upstream needs at least one caller")
-        self._callers = itertools.cycle(tuple(callers))
+    def __init__(self, caller: Caller) -> None:
+        self._caller = caller
         self.lookups = Coalescer(self.post)
 
     async def post(
@@ -92,7 +68,7 @@ class Upstream:
             if remaining <= 0:
                 raise TimeoutError
             async with asyncio.timeout(remaining):
-                status, content = await next(self._callers).post(node.graphql_url, body)
+                status, content = await self._caller.post(node.graphql_url, body)
         except (TimeoutError, httpx.TimeoutException) as exc:
             detail = f"no answer from {node.url} before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc

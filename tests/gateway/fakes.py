@@ -583,7 +583,7 @@ async def running_gateway(
     app = GatewayApp(
         config or GatewayConfig(),
         feed=feed or feed_for(nodes, partitions, catalogue),
-        clients=[upstream],
+        client=upstream,
         statuses=statuses,
         catalogue=catalogue,
     )

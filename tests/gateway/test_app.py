@@ -250,7 +250,7 @@ def test_lifespan_protocol_starts_and_stops() -> None:
     """Drive the ASGI lifespan as a server would; requests before start-up get 503."""
 
     async def scenario() -> list[Any]:
-        app = GatewayApp(GatewayConfig(), feed=RoutingFeed(), clients=[httpx.AsyncClient()])
+        app = GatewayApp(GatewayConfig(), feed=RoutingFeed(), client=httpx.AsyncClient())
         transport = httpx.ASGITransport(app=app)
         seen: list[Any] = []
         async with httpx.AsyncClient(transport=transport, base_url="http://g.test") as http:

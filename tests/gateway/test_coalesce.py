@@ -24,7 +24,8 @@ from gateway.errors import (
 )
 from gateway.routing import NodeInfo
 from gateway.rows import Row
-from gateway.upstream import HttpxCaller, Upstream
+from gateway.transport import HttpxCaller
+from gateway.upstream import Upstream
 from node.app import NodeApp
 from node.config import NodeConfig
 from node.partitions import PartitionRegistry
@@ -109,7 +110,7 @@ def run(
 
     async def scenario() -> list[Any]:
         async with httpx.AsyncClient(transport=transport) as client:
-            coalescer = Upstream([HttpxCaller(client)]).lookups
+            coalescer = Upstream(HttpxCaller(client)).lookups
             deadline = asyncio.get_running_loop().time() + timeout_s
             calls = [
                 coalescer.lookup(NODE, QUERIES, partitions, keys, extensions, deadline)
@@ -232,7 +233,7 @@ def test_each_waiter_waits_only_until_its_own_deadline() -> None:
 
     async def scenario() -> tuple[Any, Any]:
         async with httpx.AsyncClient(transport=answering(slow)) as client:
-            coalescer = Coalescer(Upstream([HttpxCaller(client)]).post)
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
             now = asyncio.get_running_loop().time()
             hurried = coalescer.lookup(NODE, QUERIES, [0], ["a"], {}, now + 0.05)
             patient = coalescer.lookup(NODE, QUERIES, [1], ["b"], {}, now + 5)
@@ -250,7 +251,7 @@ def test_a_batch_is_sent_once_it_holds_max_keys(node: Counted) -> None:
     async def scenario() -> list[Any]:
         transport = httpx.ASGITransport(app=node)
         async with httpx.AsyncClient(transport=transport) as client:
-            coalescer = Coalescer(Upstream([HttpxCaller(client)]).post, max_keys=5)
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post, max_keys=5)
             deadline = asyncio.get_running_loop().time() + 5
             calls = [
                 coalescer.lookup(NODE, QUERIES, [partition_for(w, P)], [w], {}, deadline)

@@ -179,7 +179,7 @@ def test_schemathesis_finds_no_server_error() -> None:
     app = GatewayApp(
         GatewayConfig(timeout_ms=2000),
         feed=feed_for(fakes, P, FULL),
-        clients=[upstream],
+        client=upstream,
         statuses=StatusBoard(),
         catalogue=FULL,
     )

@@ -242,7 +242,7 @@ def test_the_operation_named_is_the_one_measured() -> None:
 
 def test_a_document_is_analyzed_once() -> None:
     async def scenario() -> tuple[int, int]:
-        app = GatewayApp(GatewayConfig(), feed=RoutingFeed(), clients=[httpx.AsyncClient()])
+        app = GatewayApp(GatewayConfig(), feed=RoutingFeed(), client=httpx.AsyncClient())
         await app.startup()
         try:
             transport = httpx.ASGITransport(app=app)

@@ -15,7 +15,8 @@ from gateway.config import GatewayConfig
 from gateway.planner import Planner
 from gateway.routing import RoutingFeed
 from gateway.rows import Ranked
-from gateway.upstream import HttpxCaller, Upstream
+from gateway.transport import HttpxCaller
+from gateway.upstream import Upstream
 from node.broker import free_port
 from schema import partition_for
 from tests.gateway.fakes import (
@@ -134,7 +135,7 @@ def test_top_n_equals_sorted_truth(
     async def scenario() -> list[Ranked]:
         async with client_for(nodes) as client:
             planner = Planner(
-                feed_for(nodes, partitions), Upstream([HttpxCaller(client)]), GatewayConfig()
+                feed_for(nodes, partitions), Upstream(HttpxCaller(client)), GatewayConfig()
             )
             result = await planner.top(WORDS, limit, planner.deadline())
             assert result.failures == {}

@@ -18,7 +18,8 @@ from gateway.errors import (
     NotOwnerError,
     RoutingError,
 )
-from gateway.upstream import HttpxCaller, NodeReply, Upstream
+from gateway.transport import HttpxCaller
+from gateway.upstream import NodeReply, Upstream
 from tests.gateway.fakes import WORDS, table_for
 
 
@@ -45,7 +46,7 @@ def call(handler: Callable[[httpx.Request], httpx.Response]) -> NodeReply | Rout
 
     async def scenario() -> NodeReply | RoutingError:
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            upstream = Upstream([HttpxCaller(client)])
+            upstream = Upstream(HttpxCaller(client))
             deadline = asyncio.get_running_loop().time() + 5
             try:
                 return await upstream.post(

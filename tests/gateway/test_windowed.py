@@ -15,7 +15,8 @@ from gateway.config import GatewayConfig
 from gateway.planner import Planner
 from gateway.rows import WindowCount
 from gateway.timestamps import from_ms
-from gateway.upstream import HttpxCaller, Upstream
+from gateway.transport import HttpxCaller
+from gateway.upstream import Upstream
 from schema import partition_for
 from tests.gateway.fakes import (
     FULL,
@@ -186,7 +187,7 @@ def test_windowed_top_equals_the_model(
     async def scenario() -> list[Any]:
         async with client_for(nodes) as client:
             planner = Planner(
-                feed_for(nodes, partitions), Upstream([HttpxCaller(client)]), GatewayConfig(), FULL
+                feed_for(nodes, partitions), Upstream(HttpxCaller(client)), GatewayConfig(), FULL
             )
             result = await planner.top(PER_MINUTE, limit, planner.deadline(), start)
             assert result.failures == {}
