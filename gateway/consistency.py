@@ -21,9 +21,8 @@ from gateway.errors import BadRequestError, ConsistencyTimeoutError
 from gateway.status import StatusBoard
 from schema import View
 
-__all__ = ["APPLIED_AT_LEAST", "AppliedAtLeast", "Token", "parse_token", "wait_processed"]
+__all__ = ["AppliedAtLeast", "Token", "parse_token", "wait_processed"]
 
-APPLIED_AT_LEAST = "appliedAtLeast"  # the request extension node.catchup reads
 # the board is fed by a consumer thread; a status arrives every micro-batch (~0.5 s), so
 # looking every 10 ms adds little to the wait and costs nothing measurable
 _STEP_S = 0.01

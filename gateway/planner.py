@@ -27,7 +27,7 @@ import orjson
 
 from gateway import inputs
 from gateway.config import GatewayConfig
-from gateway.consistency import APPLIED_AT_LEAST, AppliedAtLeast
+from gateway.consistency import AppliedAtLeast
 from gateway.documents import ViewQueries, with_extensions
 from gateway.errors import (
     BadRequestError,
@@ -40,7 +40,7 @@ from gateway.errors import (
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
 from gateway.rows import Event, Page, Ranked, Row, WindowCount, rank
 from gateway.upstream import NodeReply, Upstream
-from schema import CATALOGUE, View, partition_for
+from schema import APPLIED_AT_LEAST, CATALOGUE, READ_STANDBY, View, partition_for
 
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
 
@@ -94,7 +94,6 @@ Ask = Callable[[NodeInfo, list[int], bool], Awaitable[list[dict[str, Any]]]]
 Route = tuple[NodeInfo, list[int], bool]
 
 # the request extension by which a node reads its STANDBY copies (node.graphql_http)
-_READ_STANDBY = "readStandby"
 
 
 class Planner:
@@ -268,7 +267,7 @@ class Planner:
     ) -> dict[str, Any]:
         """The request extensions of a node read of `group`: whether it may read STANDBY
         copies, and what they must have applied (`atLeast`)."""
-        extensions: dict[str, Any] = {_READ_STANDBY: True} if standby else {}
+        extensions: dict[str, Any] = {READ_STANDBY: True} if standby else {}
         if options.at_least is not None:
             wait_s = deadline - asyncio.get_running_loop().time()
             wanted = options.at_least.extension(group, wait_s)

@@ -16,15 +16,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from node.errors import MalformedRequestError, NotCaughtUpError
 from node.partitions import PartitionRegistry
-from schema import Role
+from schema import APPLIED_AT_LEAST, Role
 
-__all__ = ["APPLIED_AT_LEAST", "AppliedAtLeast", "parse_applied_at_least", "wait_applied"]
+__all__ = ["AppliedAtLeast", "parse_applied_at_least", "wait_applied"]
 
-APPLIED_AT_LEAST = "appliedAtLeast"
 MAX_WAIT_MS = 60_000
 # how often a waiting request looks at the applied offsets: the materializer applies a
 # poll batch at a time, so a finer step would only burn CPU
@@ -51,7 +50,7 @@ def parse_applied_at_least(extensions: Any) -> AppliedAtLeast | None:
     topic, offsets, wait_ms = spec.get("topic"), spec.get("offsets"), spec.get("waitMs")
     if not isinstance(topic, str) or not isinstance(offsets, dict):
         raise MalformedRequestError(problem)
-    if not isinstance(wait_ms, int) or isinstance(wait_ms, bool):
+    if not _is_int(wait_ms):
         raise MalformedRequestError(problem)
     if not 0 <= wait_ms <= MAX_WAIT_MS:
         raise MalformedRequestError(f"{problem}; waitMs within 0..{MAX_WAIT_MS}")
@@ -64,7 +63,7 @@ def parse_applied_at_least(extensions: Any) -> AppliedAtLeast | None:
     return AppliedAtLeast(topic, parsed, wait_ms)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

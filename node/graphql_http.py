@@ -37,14 +37,14 @@ from node.errors import MalformedRequestError, NodeError, NotCaughtUpError, Quer
 from node.partitions import PartitionRegistry
 from node.retention import Clock, wall_clock_ms
 from node.subgraph import ReadContext
-from schema import Role
+from schema import READ_STANDBY, Role
 
 __all__ = ["GraphQLEndpoint", "error_extensions", "format_error"]
 
 MAX_BODY_BYTES = 1 << 20
 _DOCUMENT_CACHE_SIZE = 1024  # distinct query texts kept parsed and validated
-# request extension by which a caller (the gateway falling back) may read STANDBY copies
-READ_STANDBY = "readStandby"
+# without READ_STANDBY in the request extensions (the gateway falling back), a read is
+# answered from ACTIVE copies only
 _ACTIVE_ONLY = (Role.ACTIVE,)
 _QUERIES_ONLY = (OperationType.QUERY,)
 

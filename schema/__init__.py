@@ -14,6 +14,7 @@ from schema.changelog import (
     event_record_key,
     window_record_key,
 )
+from schema.extensions import APPLIED_AT_LEAST, READ_STANDBY
 from schema.keycodec import MAX_UINT, KeyPart, pack, pack_str, pack_uint, prefix, unpack
 from schema.membership import (
     DEAD_AFTER_HEARTBEATS,
@@ -41,6 +42,7 @@ from schema.views import (
 )
 
 __all__ = [
+    "APPLIED_AT_LEAST",
     "CATALOGUE",
     "DEADLETTER_TOPIC",
     "DEAD_AFTER_HEARTBEATS",
@@ -48,6 +50,7 @@ __all__ = [
     "MAX_UINT",
     "MEMBERS_TOPIC",
     "PIPELINE_TOPIC",
+    "READ_STANDBY",
     "WORD_COUNTS",
     "CountRow",
     "EventRow",
