@@ -1,8 +1,8 @@
 """The producer behind the `produce` mutation: one event to an input topic, acknowledged.
 
 Created on the first write (nothing is opened before one is asked for) and closed with
-the gateway. Records are partitioned like every statefed producer's, with Kafka's murmur2
-(`partitioner=murmur2_random`), so the event's key lands where the views expect it. A
+the gateway. Records are partitioned like every statefed producer's (`node.produce`), so
+the event's key lands where the views expect it. A
 thread serves librdkafka's delivery reports and hands them to the waiting coroutine.
 """
 
@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from gateway.consistency import Token
 from gateway.errors import ProduceError
+from node.produce import new_producer
 
 __all__ = ["EventProducer"]
 
@@ -60,16 +61,14 @@ class EventProducer:
     def _started(self) -> Producer:
         with self._lock:
             if self._producer is None:
-                self._producer = Producer(
+                self._producer = new_producer(
+                    self.bootstrap,
                     {
-                        "bootstrap.servers": self.bootstrap,
-                        "partitioner": "murmur2_random",  # Kafka's Java default
                         "linger.ms": 0,  # one event at a time: do not wait for more
                         "acks": "all",
                         "message.timeout.ms": int(self.timeout_s * 1000),
-                        "enable.idempotence": False,  # the embedded broker has none
                         "log_level": 3,
-                    }
+                    },
                 )
                 self._thread = threading.Thread(
                     target=self._serve, args=(self._producer,), name="statefed-produce"

@@ -7,8 +7,9 @@ key lands on `schema.partition_for(key, P)` whichever client produced it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
@@ -81,13 +82,16 @@ class Write:
         return f"{self.topic}:{self.partition}:{self.offset}"
 
 
-def new_producer(bootstrap: str) -> Producer:
+def new_producer(bootstrap: str, settings: Mapping[str, Any] | None = None) -> Producer:
+    """A producer partitioning as statefed expects; `settings` add librdkafka settings or
+    replace the defaults (never the partitioner)."""
     return Producer(
         {
             "bootstrap.servers": bootstrap,
-            "partitioner": "murmur2_random",  # Kafka's Java default, not librdkafka's
             "linger.ms": 5,
             "enable.idempotence": False,  # the embedded broker has no transactions/idempotence
+            **(settings or {}),
+            "partitioner": "murmur2_random",  # Kafka's Java default, not librdkafka's
         }
     )
 
