@@ -23,10 +23,11 @@ browser:  ## Debian's Chromium, which the GraphiQL browser test drives (installi
 test: $(STAMP) browser  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest
 
-check: $(STAMP)  ## format, lint and types
+check: $(STAMP)  ## format, lint, types and the import contracts (pyproject.toml)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code (gateway and node)
 	$(BIN)/python -m gateway.sdl --write schema/gateway.graphql

@@ -23,7 +23,7 @@ from gateway.config import GatewayConfig
 from gateway.execution import Documents, ReadOnlyRequestError, UnknownOperationError
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.limits import QueryLimits
-from gateway.membership import MembershipReader, wall_clock_ms
+from gateway.membership import MembershipReader
 from gateway.planner import Planner
 from gateway.producer import EventProducer
 from gateway.request import RequestContext
@@ -33,6 +33,7 @@ from gateway.schema import build_schema
 from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.transport import HttpxCaller, NodeConnections
 from gateway.upstream import Upstream
+from runtime.clock import wall_clock_ms
 from schema import CATALOGUE, View, ViewKind
 
 __all__ = ["GatewayApp", "health_body"]

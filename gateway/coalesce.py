@@ -25,12 +25,12 @@ import orjson
 
 from gateway.documents import with_extensions
 from gateway.errors import NodeProtocolError, NodeTimeoutError, NodeUnavailableError
+from gateway.reply import NodeReply
 from gateway.routing import NodeInfo
 from gateway.rows import Event, Row
 
 if TYPE_CHECKING:
     from gateway.documents import ViewQueries
-    from gateway.upstream import NodeReply
 
 __all__ = ["Coalescer", "Post"]
 

@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
-from node.topics import partition_count
+from runtime.clock import wall_clock_ms
+from runtime.topics import partition_count
 from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
 
-__all__ = ["MemberDirectory", "MembershipReader", "find_start_offset", "wall_clock_ms"]
+__all__ = ["MemberDirectory", "MembershipReader", "find_start_offset"]
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,6 @@ _PROBE_TIMEOUT_S = 2.0
 _PROBE_FETCH_WAIT_MS = 10
 _FOLLOW_FETCH_WAIT_MS = 100
 _RETRY_S = 1.0
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class MemberDirectory:

@@ -37,9 +37,10 @@ from gateway.errors import (
     PartitionUnassignedError,
     RoutingError,
 )
+from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
 from gateway.rows import Event, Page, Ranked, Row, WindowCount, rank
-from gateway.upstream import NodeReply, Upstream
+from gateway.upstream import Upstream
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_STANDBY, View, partition_for
 
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]

@@ -1,7 +1,7 @@
 """The producer behind the `produce` mutation: one event to an input topic, acknowledged.
 
 Created on the first write (nothing is opened before one is asked for) and closed with
-the gateway. Records are partitioned like every statefed producer's (`node.produce`), so
+the gateway. Records are partitioned like every statefed producer's (`runtime.produce`), so
 the event's key lands where the views expect it. A
 thread serves librdkafka's delivery reports and hands them to the waiting coroutine.
 """
@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from gateway.consistency import Token
 from gateway.errors import ProduceError
-from node.produce import new_producer
+from runtime.produce import new_producer
 
 __all__ = ["EventProducer"]
 

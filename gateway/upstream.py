@@ -9,32 +9,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
-import orjson
 
 from gateway.coalesce import Coalescer
 from gateway.errors import (
-    BadRequestError,
-    NodeProtocolError,
     NodeTimeoutError,
     NodeUnavailableError,
-    NotCaughtUpError,
-    NotOwnerError,
 )
+from gateway.reply import NodeReply, decode_reply
 from gateway.routing import NodeInfo
 
-__all__ = ["Caller", "NodeReply", "Upstream"]
-
-
-@dataclass(frozen=True)
-class NodeReply:
-    """The aliased field `r` of a node's answer, and the freshness entries it carried."""
-
-    data: Any
-    freshness: list[dict[str, Any]]
+__all__ = ["Caller", "Upstream"]
 
 
 class Caller(Protocol):
@@ -75,46 +62,4 @@ class Upstream:
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             detail = f"{node.url} unreachable: {type(exc).__name__}: {exc}"
             raise NodeUnavailableError(view, detail, **where) from exc
-        return _decode(status, content, view, where)
-
-
-def _decode(status: int, content: bytes, view: str, where: dict[str, Any]) -> NodeReply:
-    if status >= 500:
-        raise NodeUnavailableError(view, f"HTTP {status}", **where)
-    if status != 200:
-        text = content[:200].decode("utf-8", "replace")
-        raise NodeProtocolError(view, f"HTTP {status}: {text!r}", **where)
-    try:
-        doc = orjson.loads(content)
-    except orjson.JSONDecodeError as exc:
-        raise NodeProtocolError(view, f"answer is not JSON: {exc}", **where) from exc
-    if not isinstance(doc, dict):
-        raise NodeProtocolError(view, "answer is not a JSON object", **where)
-    if doc.get("errors"):
-        raise _node_error(doc["errors"], view, where)
-    data = doc.get("data")
-    if not isinstance(data, dict) or data.get("r") is None:
-        raise NodeProtocolError(view, "answer has no data and no errors", **where)
-    extensions = doc.get("extensions")
-    freshness = extensions.get("freshness") if isinstance(extensions, dict) else None
-    entries = [e for e in freshness if isinstance(e, dict)] if isinstance(freshness, list) else []
-    return NodeReply(data=data["r"], freshness=entries)
-
-
-def _node_error(errors: Any, view: str, where: dict[str, Any]) -> Exception:
-    first = errors[0] if isinstance(errors, list) and isinstance(errors[0], dict) else {}
-    message = str(first.get("message", errors))[:300]
-    extensions = first.get("extensions")
-    extensions = extensions if isinstance(extensions, dict) else {}
-    code = extensions.get("code")
-    if code == "NOT_OWNER":
-        disowned = extensions.get("partitions") or [extensions.get("partition")]
-        named = [p for p in disowned if isinstance(p, int)] or list(where["partitions"])
-        return NotOwnerError(
-            view, f"NOT_OWNER: {message}", partitions=named, node=where["node"], keys=where["keys"]
-        )
-    if code == "NOT_CAUGHT_UP":
-        return NotCaughtUpError(view, message, **where)
-    if code == "BAD_USER_INPUT":  # e.g. a cursor only the node can decode: the client's mistake
-        return BadRequestError(view, f"node {where['node']} rejected the arguments: {message}")
-    return NodeProtocolError(view, f"node error {code or 'without code'}: {message}", **where)
+        return decode_reply(status, content, view, where)

@@ -21,10 +21,10 @@ from node.graphql_http import GraphQLEndpoint
 from node.materializer import Materializer
 from node.membership import MembershipPublisher
 from node.partitions import PartitionRegistry
-from node.retention import Clock, wall_clock_ms
 from node.standby import StandbyReplicator
 from node.subgraph import build_subgraph
-from node.topics import partition_count
+from runtime.clock import Clock, wall_clock_ms
+from runtime.topics import partition_count
 from schema import CATALOGUE, Role, View
 
 __all__ = ["NodeApp", "changelog_partition_counts"]

@@ -35,8 +35,8 @@ from node.asgi import Receive, Scope, Send, read_body, send_json
 from node.catchup import AppliedAtLeast, parse_applied_at_least, wait_applied
 from node.errors import MalformedRequestError, NodeError, NotCaughtUpError, QueryError
 from node.partitions import PartitionRegistry
-from node.retention import Clock, wall_clock_ms
 from node.subgraph import ReadContext
+from runtime.clock import Clock, wall_clock_ms
 from schema import READ_STANDBY, Role
 
 __all__ = ["GraphQLEndpoint", "error_extensions", "format_error"]

@@ -36,8 +36,9 @@ from confluent_kafka import (
 from node.config import NodeConfig
 from node.errors import NodeError, SerializationError
 from node.partitions import PartitionRegistry
-from node.retention import Clock, expiry_horizon, wall_clock_ms
+from node.retention import expiry_horizon
 from node.store import ChangeBatch, LevelDBStore, PartitionStore
+from runtime.clock import Clock, wall_clock_ms
 from schema import (
     NodeState,
     Role,

@@ -6,19 +6,9 @@ materializer purges expired windows with it and the subgraph hides them with it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from schema import View
 
-__all__ = ["Clock", "expiry_horizon", "wall_clock_ms"]
-
-Clock = Callable[[], int]
-
-
-def wall_clock_ms() -> int:
-    """Now, in whole ms since the epoch."""
-    return time.time_ns() // 1_000_000
+__all__ = ["expiry_horizon"]
 
 
 def expiry_horizon(view: View, now_ms: int) -> int:

@@ -23,7 +23,7 @@ from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
 from node.config import NodeConfig
 from node.materializer import Replicator, StoreFactory
 from node.partitions import PartitionRegistry
-from node.retention import Clock, wall_clock_ms
+from runtime.clock import Clock, wall_clock_ms
 from schema import MEMBERS_TOPIC, MemberRecord, Role, View, decode_member
 
 __all__ = ["StandbyReplicator", "standby_placement"]

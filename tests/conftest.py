@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from node.broker import EmbeddedBroker
+from tooling.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

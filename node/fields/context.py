@@ -10,8 +10,8 @@ import strawberry
 
 from node.errors import NotOwnerError
 from node.partitions import PartitionRegistry
-from node.retention import Clock, wall_clock_ms
 from node.store import PartitionStore
+from runtime.clock import Clock, wall_clock_ms
 from schema import PartitionStatus, Role, View
 
 __all__ = ["ReadContext", "context_of"]

@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 
-from node.processes import wait_until
 from tests.bench.graphql import many_body
 from tests.bench.report import Report, Section
 from tests.bench.session import GATEWAY_ENV, BenchError, BenchSession
+from tooling.processes import wait_until
 
 __all__ = ["NAME", "measure"]
 

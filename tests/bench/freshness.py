@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from node.produce import new_producer
+from runtime.produce import new_producer
 from tests.bench.report import Report, Section, fmt_ms, fmt_num
 from tests.bench.session import BenchSession
 from tests.bench.stats import Summary

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from node.broker import free_port
-from node.processes import ManagedProcess
 from node.store import ChangeBatch, LevelDBStore
 from schema import CountRow
 from tests.bench.graphql import point_body
@@ -14,6 +12,8 @@ from tests.bench.loadgen import LoadResult
 from tests.bench.profile import Profile, ProfileRecorder, find_py_spy
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.session import BenchError, BenchSession, bench_process
+from tooling.broker import free_port
+from tooling.processes import ManagedProcess
 
 __all__ = ["NAME", "measure"]
 

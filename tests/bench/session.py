@@ -20,16 +20,16 @@ from typing import Any
 
 import httpx
 
-from node.broker import free_port
-from node.localcluster import LocalCluster
-from node.processes import ManagedProcess, wait_until
-from node.produce import produce_keys
+from runtime.produce import produce_keys
 from tests.bench.cpu import wait_quiet
 from tests.bench.dataset import Dataset, produce_dataset
 from tests.bench.graphql import GraphQLClient, many_body, point_body
 from tests.bench.loadgen import LoadGenerator
 from tests.bench.rss import RssSampler
 from tests.bench.settings import BenchSettings
+from tooling.broker import free_port
+from tooling.localcluster import LocalCluster
+from tooling.processes import ManagedProcess, wait_until
 
 __all__ = ["BenchError", "BenchSession", "RestoreTiming", "bench_process", "directory_bytes"]
 

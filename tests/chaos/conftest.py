@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from node.localcluster import LocalCluster
-from node.processes import wait_until
+from tooling.localcluster import LocalCluster
+from tooling.processes import wait_until
 
 P = 6
 MAX_LAG = 1000

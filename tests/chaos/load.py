@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from confluent_kafka import KafkaError, Message
 
-from node.produce import new_producer
+from runtime.produce import new_producer
 from schema import partition_for
 
 POINT = "query($w: String!) { wordCount(word: $w) { word count } }"

@@ -19,8 +19,6 @@ from typing import Any
 import httpx
 import pytest
 
-from node.broker import free_port
-from node.processes import ManagedProcess, wait_until
 from tests.chaos.conftest import MAX_LAG, ChaosCluster, P, words
 from tests.chaos.invariants import (
     above_truth,
@@ -30,6 +28,8 @@ from tests.chaos.invariants import (
     unavailable_until,
 )
 from tests.chaos.load import MULTI, Answer, QueryLoad, TruthProducer
+from tooling.broker import free_port
+from tooling.processes import ManagedProcess, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 

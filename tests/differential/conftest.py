@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from node.localcluster import LocalCluster
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress
+from tooling.localcluster import LocalCluster
 
 CATALOGUE_SPEC = "tests.differential.views:CATALOGUE"
 

@@ -22,10 +22,10 @@ import orjson
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from node.processes import wait_until
-from node.produce import Record, Write, produce_keys, produce_records
+from runtime.produce import Record, Write, produce_keys, produce_records
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress, needed_offsets
+from tooling.processes import wait_until
 
 MINUTE = 60_000
 WATERMARK_AFTER_ROUND_1 = 150_000 - 30_000

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from node.localcluster import LocalCluster
-from node.processes import wait_until
-from node.produce import produce_keys
+from runtime.produce import produce_keys
+from tooling.localcluster import LocalCluster
+from tooling.processes import wait_until
 
 _MINUTE_MS = 60_000
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from confluent_kafka import Consumer, TopicPartition
 
-from node.produce import Write
+from runtime.produce import Write
 from schema import CATALOGUE, PIPELINE_TOPIC, View, ViewStatus, decode_status
 
 

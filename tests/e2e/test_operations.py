@@ -18,12 +18,12 @@ import pytest
 from graphql import validate
 
 from gateway.schema import print_sdl
-from node.processes import wait_until
-from node.produce import Record, produce_keys, produce_records
+from runtime.produce import Record, produce_keys, produce_records
 from schema import CATALOGUE, DEMO_DOMAIN, WORD_COUNTS, View
 from tests.contract import Operation, operations, schema_of, shape_errors
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress, needed_offsets
+from tooling.processes import wait_until
 
 FULL: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN)
 FULL_SCHEMA = schema_of(print_sdl(FULL))

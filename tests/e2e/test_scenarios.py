@@ -22,11 +22,11 @@ from typing import Any
 import orjson
 import pytest
 
-from node.processes import wait_until
-from node.produce import Record, produce_records
+from runtime.produce import Record, produce_records
 from schema import CATALOGUE
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress, needed_offsets
+from tooling.processes import wait_until
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 _PLACEHOLDER = re.compile(r"\$\{T\+(-?\d+)\}")

@@ -7,10 +7,10 @@ import threading
 import httpx
 import pytest
 
-from node.processes import wait_until
-from node.produce import skewed_words
 from schema import partition_for
 from tests.e2e.conftest import Cluster
+from tooling.demodata import skewed_words
+from tooling.processes import wait_until
 
 SEED = ["kafka"] * 8 + ["franz"] * 3 + ["caste"] * 2 + ["trail", "castle"]
 

@@ -38,7 +38,7 @@ from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
 from gateway.status import StatusBoard
-from node.broker import free_port
+from runtime.clock import wall_clock_ms
 from schema import (
     DEMO_DOMAIN,
     WORD_COUNTS,
@@ -51,6 +51,7 @@ from schema import (
     ViewKind,
     partition_for,
 )
+from tooling.broker import free_port
 
 WORDS = WORD_COUNTS
 FULL: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN)
@@ -481,10 +482,6 @@ def member(
     )
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def table_for(
     claims: Mapping[str, tuple[str, Iterable[int]]],
     partitions: int,
@@ -493,7 +490,7 @@ def table_for(
 ) -> RoutingTable:
     """A routing table where node id -> (url, claimed partitions), all alive, and every view
     of `catalogue` has `partitions` partitions."""
-    beat = now_ms() if heartbeat_ms is None else heartbeat_ms
+    beat = wall_clock_ms() if heartbeat_ms is None else heartbeat_ms
     members = {
         node_id: member(node_id, url, parts, beat) for node_id, (url, parts) in claims.items()
     }

@@ -7,8 +7,9 @@ import asyncio
 from typing import Any
 
 from gateway.routing import RoutingFeed, build_routing_table
+from runtime.clock import wall_clock_ms
 from schema import MemberRecord, NodeState, PartitionStatus, Role
-from tests.gateway.fakes import Model, fake_nodes, now_ms, post_query, running_gateway
+from tests.gateway.fakes import Model, fake_nodes, post_query, running_gateway
 
 P = 2
 QUERY = """{ cluster { nodes { id state active standby }
@@ -17,7 +18,7 @@ QUERY = """{ cluster { nodes { id state active standby }
 
 
 def _record(node_id: str, state: NodeState, *partitions: PartitionStatus) -> MemberRecord:
-    return MemberRecord(node_id, f"http://{node_id}.test", state, now_ms(), 1000, partitions)
+    return MemberRecord(node_id, f"http://{node_id}.test", state, wall_clock_ms(), 1000, partitions)
 
 
 def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
@@ -32,7 +33,7 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
         ),
         "n1": _record("n1", NodeState.RUNNING, PartitionStatus(1, Role.ACTIVE, 75, 75)),
     }
-    feed = RoutingFeed(build_routing_table(members, {"word_counts": P}, now_ms()))
+    feed = RoutingFeed(build_routing_table(members, {"word_counts": P}, wall_clock_ms()))
     nodes = fake_nodes(Model.of_counts({}), P, 2)
 
     async def scenario() -> dict[str, Any]:

@@ -17,8 +17,7 @@ import pytest
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.status import StatusBoard
-from node.broker import EmbeddedBroker
-from node.topics import ensure_topics, statefed_topics
+from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, partition_for
 from tests.node.harness import (
     P,
@@ -30,6 +29,7 @@ from tests.node.harness import (
     unique_count_view,
     wait_for,
 )
+from tooling.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -27,7 +27,6 @@ from schemathesis.graphql import nodes
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.status import StatusBoard
-from node.broker import free_port
 from schema import EventRow, ViewKind
 from tests.gateway.fakes import (
     BOOKING_HISTORY,
@@ -41,6 +40,7 @@ from tests.gateway.fakes import (
     fake_nodes,
     feed_for,
 )
+from tooling.broker import free_port
 
 P = 4
 MINUTE = 60_000

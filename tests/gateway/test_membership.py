@@ -11,10 +11,11 @@ from confluent_kafka import Consumer, Producer
 
 from gateway.membership import MembershipReader, find_start_offset
 from gateway.routing import RoutingFeed, RoutingTable
-from node.broker import EmbeddedBroker
-from node.topics import ensure_topics
+from runtime.clock import wall_clock_ms
+from runtime.topics import ensure_topics
 from schema import MEMBERS_TOPIC, View, ViewKind, encode_member
-from tests.gateway.fakes import member, now_ms
+from tests.gateway.fakes import member
+from tooling.broker import EmbeddedBroker
 
 
 def unique(prefix: str) -> str:
@@ -27,7 +28,7 @@ def test_find_start_offset_finds_the_first_record_at_or_after_a_time(
     topic = unique("gw_members_probe")
     ensure_topics(broker.bootstrap, {topic: 1})
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    base = now_ms() - 100_000
+    base = wall_clock_ms() - 100_000
     for i in range(30):  # one batch each, so the broker's end offset is right
         producer.produce(topic, key=b"k", value=b"%d" % i, timestamp=base + i * 1000)
         producer.flush(10)
@@ -61,7 +62,7 @@ def test_find_start_offset_of_an_empty_topic_is_zero(broker: EmbeddedBroker) -> 
         {"bootstrap.servers": broker.bootstrap, "group.id": unique("gw"), "fetch.wait.max.ms": 10}
     )
     try:
-        assert find_start_offset(consumer, topic, now_ms()) == 0
+        assert find_start_offset(consumer, topic, wall_clock_ms()) == 0
     finally:
         consumer.close()
 
@@ -96,8 +97,8 @@ def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(
         producer.flush(10)
 
     # published before the reader starts: it must still be found (read from a few beats back)
-    publish(a, encode_member(member(a, "http://127.0.0.1:1", [0, 1, 2], now_ms(), 60_000)))
-    publish(dead, encode_member(member(dead, "http://127.0.0.1:3", [4], now_ms() - 5000)))
+    publish(a, encode_member(member(a, "http://127.0.0.1:1", [0, 1, 2], wall_clock_ms(), 60_000)))
+    publish(dead, encode_member(member(dead, "http://127.0.0.1:3", [4], wall_clock_ms() - 5000)))
 
     async def scenario() -> None:
         feed = RoutingFeed()
@@ -111,7 +112,7 @@ def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(
             assert dead not in table.nodes or not table.nodes[dead].alive
             assert dead not in claimants(table, 4)
 
-            publish(b, encode_member(member(b, "http://127.0.0.1:2", [3], now_ms(), 60_000)))
+            publish(b, encode_member(member(b, "http://127.0.0.1:2", [3], wall_clock_ms(), 60_000)))
             table = await wait_for(feed, lambda t: b in t.nodes)
             assert b in claimants(table, 3)
             assert table.nodes[b].url == "http://127.0.0.1:2"

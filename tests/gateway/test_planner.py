@@ -17,7 +17,6 @@ from gateway.routing import RoutingFeed
 from gateway.rows import Ranked
 from gateway.transport import HttpxCaller
 from gateway.upstream import Upstream
-from node.broker import free_port
 from schema import partition_for
 from tests.gateway.fakes import (
     WORDS,
@@ -32,6 +31,7 @@ from tests.gateway.fakes import (
     table_for,
     top_truth,
 )
+from tooling.broker import free_port
 
 P = 6
 COUNTS = {f"w{i:02d}": (i * 7) % 11 for i in range(60)}  # many ties

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from node.broker import EmbeddedBroker, free_port
-from node.topics import ensure_topics, partition_count, statefed_topics
+from runtime.clock import wall_clock_ms
+from runtime.topics import ensure_topics, partition_count, statefed_topics
 from schema import (
     CATALOGUE,
     MEMBERS_TOPIC,
@@ -31,10 +31,10 @@ from tests.gateway.fakes import (
     Model,
     ServerThread,
     member,
-    now_ms,
     round_robin,
     top_truth,
 )
+from tooling.broker import EmbeddedBroker, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 COUNTS = {f"word{i}": i % 13 + 1 for i in range(200)}
@@ -97,11 +97,13 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
     }
     with ServerThread(nodes[0]) as first, ServerThread(nodes[1]) as second:
         for node, server in zip(nodes, (first, second), strict=True):
-            record = member(node.node_id, server.url, node.held, now_ms(), interval_ms=60_000)
+            record = member(
+                node.node_id, server.url, node.held, wall_clock_ms(), interval_ms=60_000
+            )
             producer.produce(MEMBERS_TOPIC, key=node.node_id.encode(), value=encode_member(record))
         # the newest status of a view is what counts, whatever earlier tests published
         late = uuid.uuid4().int % 1_000_000 + 1
-        status = ViewStatus(WORDS.name, batch_id=7, updated_ms=now_ms(), late_dropped=late)
+        status = ViewStatus(WORDS.name, batch_id=7, updated_ms=wall_clock_ms(), late_dropped=late)
         producer.produce(PIPELINE_TOPIC, key=WORDS.name.encode(), value=encode_status(status))
         producer.flush(10)
         with open(log, "wb") as out:

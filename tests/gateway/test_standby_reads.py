@@ -12,8 +12,9 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.routing import RoutingFeed, build_routing_table
+from runtime.clock import wall_clock_ms
 from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for
-from tests.gateway.fakes import FakeNode, Model, codes, now_ms, post_query, running_gateway
+from tests.gateway.fakes import FakeNode, Model, codes, post_query, running_gateway
 
 P = 4
 COUNTS = {f"w{i}": i + 1 for i in range(40)}
@@ -43,7 +44,7 @@ def record(node_id: str, active: set[int], standby: frozenset[int] = frozenset()
     copies = [PartitionStatus(p, Role.ACTIVE, 10, 10) for p in sorted(active)]
     copies += [PartitionStatus(p, Role.STANDBY, 10, 10 + STANDBY_LAG) for p in sorted(standby)]
     url = f"http://{node_id}.test"
-    return MemberRecord(node_id, url, NodeState.RUNNING, now_ms(), 1000, tuple(copies))
+    return MemberRecord(node_id, url, NodeState.RUNNING, wall_clock_ms(), 1000, tuple(copies))
 
 
 def refuse(request: httpx.Request) -> httpx.Response:
@@ -62,7 +63,7 @@ def lookup(
     members = {"n1": record("n1", {2, 3}, frozenset({0, 1}))}
     if n0_in_membership:
         members["n0"] = record("n0", {0, 1})
-    feed = RoutingFeed(build_routing_table(members, {"word_counts": P}, now_ms()))
+    feed = RoutingFeed(build_routing_table(members, {"word_counts": P}, wall_clock_ms()))
     config = GatewayConfig(max_lag=max_lag, retries=1, backoff_ms=1)
     extra: dict[str, httpx.AsyncBaseTransport] = {"http://n0.test": httpx.MockTransport(refuse)}
 

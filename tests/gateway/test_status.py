@@ -9,9 +9,9 @@ from collections.abc import Callable
 from confluent_kafka import Producer
 
 from gateway.status import PipelineStatusReader, StatusBoard
-from node.broker import EmbeddedBroker
-from node.topics import ensure_topics
+from runtime.topics import ensure_topics
 from schema import ViewStatus, encode_status
+from tooling.broker import EmbeddedBroker
 
 
 def unique(prefix: str) -> str:

@@ -18,8 +18,9 @@ from gateway.errors import (
     NotOwnerError,
     RoutingError,
 )
+from gateway.reply import NodeReply
 from gateway.transport import HttpxCaller
-from gateway.upstream import NodeReply, Upstream
+from gateway.upstream import Upstream
 from tests.gateway.fakes import WORDS, table_for
 
 

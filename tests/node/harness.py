@@ -17,11 +17,11 @@ import httpx
 from confluent_kafka import Producer
 
 from node.app import NodeApp
-from node.broker import free_port
 from node.config import NodeConfig
-from node.retention import Clock, wall_clock_ms
 from node.server import NodeServer
+from runtime.clock import Clock, wall_clock_ms
 from schema import WORD_COUNTS, CountRow, View, encode_count, partition_for
+from tooling.broker import free_port
 
 T = TypeVar("T")
 P = 6

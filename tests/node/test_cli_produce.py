@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from node.broker import EmbeddedBroker
-from node.cli import main
-from node.topics import ensure_topics
+from runtime.topics import ensure_topics
 from schema import partition_for
+from tooling.broker import EmbeddedBroker
+from tooling.cli import main
 
 
 def test_produce_prints_each_keys_newest_token(

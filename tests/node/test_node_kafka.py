@@ -18,10 +18,9 @@ import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from node.broker import EmbeddedBroker
 from node.errors import StoreError
 from node.store import ChangeBatch, LevelDBStore
-from node.topics import ensure_topics, statefed_topics
+from runtime.topics import ensure_topics, statefed_topics
 from schema import MEMBERS_TOPIC, CountRow, NodeState, View, decode_member, partition_for
 from tests.node.harness import (
     P,
@@ -33,6 +32,7 @@ from tests.node.harness import (
     unique_count_view,
     wait_for,
 )
+from tooling.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(120)
 

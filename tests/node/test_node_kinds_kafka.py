@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from node.broker import EmbeddedBroker
 from node.changes import position
-from node.topics import ensure_topics, statefed_topics
+from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     DEMO_DOMAIN,
     EventRow,
@@ -28,6 +27,7 @@ from schema import (
     window_record_key,
 )
 from tests.node.harness import P, ThreadNode, node_config, produce_changelog, wait_for
+from tooling.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from node.broker import EmbeddedBroker
-from node.pipeline import PipelineConfig, build_session
-from node.topics import ensure_topics, statefed_topics
+from pipeline import PipelineConfig, build_session
+from runtime.topics import ensure_topics, statefed_topics
 from schema import DEMO_DOMAIN, View, ViewKind
 from tests.pipeline.support import PARTITIONS
+from tooling.broker import EmbeddedBroker
 
 
 # Package scope: the session is stopped before other packages' tests run.

@@ -11,10 +11,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from node.broker import EmbeddedBroker
-from node.pipeline import PipelineConfig
-from node.pipeline.deadletter import DeadLetter, decode_dead_letter
-from node.topics import partition_count
+from pipeline import PipelineConfig
+from pipeline.deadletter import DeadLetter, decode_dead_letter
+from runtime.topics import partition_count
 from schema import (
     DEADLETTER_TOPIC,
     PIPELINE_TOPIC,
@@ -24,6 +23,7 @@ from schema import (
     decode_status,
     partition_for,
 )
+from tooling.broker import EmbeddedBroker
 
 PARTITIONS = 6
 

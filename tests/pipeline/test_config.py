@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from node.pipeline import PipelineConfig, PipelineConfigError
+from pipeline import PipelineConfig, PipelineConfigError
 
 
 def test_defaults_match_the_architecture() -> None:

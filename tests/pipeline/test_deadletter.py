@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from node.pipeline.deadletter import DeadLetter, decode_dead_letter, encode_dead_letter
+from pipeline.deadletter import DeadLetter, decode_dead_letter, encode_dead_letter
 
 
 @pytest.mark.parametrize(

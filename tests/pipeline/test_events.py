@@ -10,9 +10,8 @@ from pathlib import Path
 import orjson
 from pyspark.sql import SparkSession
 
-from node.broker import EmbeddedBroker
-from node.pipeline import start_queries
-from node.pipeline.records import (
+from pipeline import start_queries
+from pipeline.records import (
     REASON_BAD_VALUE,
     REASON_NO_KEY,
     REASON_NO_VALUE,
@@ -30,6 +29,7 @@ from tests.pipeline.support import (
     poll_until,
     produce_records,
 )
+from tooling.broker import EmbeddedBroker
 
 T0 = 1_767_225_600_000
 KAFKA_TIME = 1_600_000_000_000  # never the event time of these views

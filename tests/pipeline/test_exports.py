@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import node.pipeline
+import pipeline
 
 
 def test_all_lists_the_public_names() -> None:
-    public = {name for name in vars(node.pipeline) if not name.startswith("_")}
-    modules = {name for name in public if type(vars(node.pipeline)[name]).__name__ == "module"}
-    assert set(node.pipeline.__all__) == public - modules
-    assert {"PipelineConfig", "run_pipeline", "start_queries"} <= set(node.pipeline.__all__)
+    public = {name for name in vars(pipeline) if not name.startswith("_")}
+    modules = {name for name in public if type(vars(pipeline)[name]).__name__ == "module"}
+    assert set(pipeline.__all__) == public - modules
+    assert {"PipelineConfig", "run_pipeline", "start_queries"} <= set(pipeline.__all__)

@@ -9,17 +9,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from node.broker import EmbeddedBroker, free_port
-from node.pipeline import (
+from pipeline import (
     SOURCE_NAME,
     PipelineConfig,
     QueryFailedError,
     register_source,
     start_queries,
 )
-from node.pipeline.records import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY
-from node.pipeline.sink import BatchProducer
-from node.pipeline.starting import start_initialized
+from pipeline.records import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY
+from pipeline.sink import BatchProducer
+from pipeline.starting import start_initialized
 from schema import View
 from tests.pipeline.support import (
     PARTITIONS,
@@ -29,6 +28,7 @@ from tests.pipeline.support import (
     poll_until,
     produce,
 )
+from tooling.broker import EmbeddedBroker, free_port
 
 
 def _words(n: int, vocabulary: list[str], seed: int) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from node.pipeline.errors import PipelineError
-from node.pipeline.kinds import PLANS, history, latest, plan_for, windowed_count
+from pipeline.errors import PipelineError
+from pipeline.kinds import PLANS, history, latest, plan_for, windowed_count
 from schema import (
     DEMO_DOMAIN,
     WORD_COUNTS,

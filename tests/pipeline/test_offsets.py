@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node.pipeline.offsets import (
+from pipeline.offsets import (
     OffsetRange,
     cap_offsets,
     decode_offsets,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 
-from node.pipeline.records import (
+from pipeline.records import (
     REASON_BAD_UTF8,
     REASON_BAD_VALUE,
     REASON_EMPTY_KEY,
@@ -20,7 +20,7 @@ from node.pipeline.records import (
     missing_event_time,
     rejected_records,
 )
-from node.pipeline.source import KAFKA_SCHEMA
+from pipeline.source import KAFKA_SCHEMA
 from schema import FieldType, ValueField
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""`python -m node.pipeline` as a process: ready line, every catalogue view computed, clean
+"""`python -m pipeline` as a process: ready line, every catalogue view computed, clean
 stop on SIGTERM."""
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import IO
 import orjson
 import pytest
 
-from node.broker import EmbeddedBroker
-from node.topics import ensure_topics, statefed_topics
+from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE, WORD_COUNTS, View
 from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, poll_until, produce
+from tooling.broker import EmbeddedBroker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,7 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         "STATEFED_TRIGGER_MS": "200",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "node.pipeline"],
+        [sys.executable, "-m", "pipeline"],
         cwd=REPO,
         env=env,
         stdin=subprocess.DEVNULL,

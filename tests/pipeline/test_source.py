@@ -11,13 +11,13 @@ from confluent_kafka import Producer
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from node.broker import EmbeddedBroker
-from node.pipeline import PipelineConfigError, SourceError
-from node.pipeline.offsets import OffsetRange
-from node.pipeline.reading import ARROW_SCHEMA, read_ranges
-from node.pipeline.source import KAFKA_SCHEMA, KafkaInputPartition, KafkaStreamReader, SourceOptions
-from node.pipeline.watermarks import WatermarkProbe
-from node.topics import ensure_topics
+from pipeline import PipelineConfigError, SourceError
+from pipeline.offsets import OffsetRange
+from pipeline.reading import ARROW_SCHEMA, read_ranges
+from pipeline.source import KAFKA_SCHEMA, KafkaInputPartition, KafkaStreamReader, SourceOptions
+from pipeline.watermarks import WatermarkProbe
+from runtime.topics import ensure_topics
+from tooling.broker import EmbeddedBroker
 
 PER_PARTITION = {0: 8, 1: 3, 2: 0}
 

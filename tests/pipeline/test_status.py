@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from node.broker import EmbeddedBroker
-from node.pipeline.status import StatusPoller, ViewTracker, new_progress, source_offsets
-from node.pipeline.statuslog import StatusPublisher, read_last_statuses
-from node.topics import ensure_topics
+from pipeline.status import StatusPoller, ViewTracker, new_progress, source_offsets
+from pipeline.statuslog import StatusPublisher, read_last_statuses
+from runtime.topics import ensure_topics
 from schema import PIPELINE_TOPIC, ViewStatus
+from tooling.broker import EmbeddedBroker
 
 
 def _progress(batch: int, dropped: list[int], end: str, ran: bool = True) -> StreamingQueryProgress:

@@ -16,8 +16,7 @@ from pathlib import Path
 import orjson
 from pyspark.sql import SparkSession
 
-from node.broker import EmbeddedBroker
-from node.pipeline import start_queries
+from pipeline import start_queries
 from schema import View, WindowSpec, decode_window, partition_for, window_record_key
 from tests.pipeline.support import (
     ChangelogReader,
@@ -28,6 +27,7 @@ from tests.pipeline.support import (
     pipeline_config,
     produce_records,
 )
+from tooling.broker import EmbeddedBroker
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a minute boundary
 KAFKA_TIME = 1_600_000_000_000  # every record's Kafka timestamp: the views must ignore it

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from node.broker import EmbeddedBroker, free_port
-from node.pipeline import DeliveryError
-from node.pipeline.kinds import count
-from node.pipeline.sink import BatchProducer
-from node.pipeline.writers import ChangelogWriter
+from pipeline import DeliveryError
+from pipeline.kinds import count
+from pipeline.sink import BatchProducer
+from pipeline.writers import ChangelogWriter
 from schema import CountRow, View, partition_for
 from tests.pipeline.support import PARTITIONS, ChangelogReader, poll_until
+from tooling.broker import EmbeddedBroker, free_port
 
 
 def _rows(spark: SparkSession) -> DataFrame:

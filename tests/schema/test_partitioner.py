@@ -37,7 +37,7 @@ def test_partition_matches_librdkafka_murmur2_random(broker) -> None:  # type: i
     """A confluent-kafka producer with partitioner=murmur2_random puts keys where we say."""
     from confluent_kafka import Producer
 
-    from node.topics import ensure_topics
+    from runtime.topics import ensure_topics
 
     topic = "test-partitioner"
     ensure_topics(broker.bootstrap, {topic: 6})

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from node.pipeline.kinds.events import event_rows
-from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from pipeline.kinds.events import event_rows
+from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, encode_event, event_record_key
 
 __all__ = ["PLAN", "aggregate", "changelog"]

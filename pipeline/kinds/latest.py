@@ -12,8 +12,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from node.pipeline.kinds.events import event_rows
-from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from pipeline.kinds.events import event_rows
+from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, encode_event
 
 __all__ = ["PLAN", "aggregate", "changelog"]

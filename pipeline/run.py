@@ -12,10 +12,10 @@ from types import FrameType
 
 from pyspark.sql import SparkSession
 
-from node.pipeline.config import PipelineConfig
-from node.pipeline.errors import QueryFailedError
-from node.pipeline.job import start_queries
-from node.pipeline.session import build_session
+from pipeline.config import PipelineConfig
+from pipeline.errors import QueryFailedError
+from pipeline.job import start_queries
+from pipeline.session import build_session
 from schema import CATALOGUE, View
 
 __all__ = ["run_pipeline"]

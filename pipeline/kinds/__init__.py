@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from node.pipeline.errors import PipelineError
-from node.pipeline.kinds import count, history, latest, windowed_count
-from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from pipeline.errors import PipelineError
+from pipeline.kinds import count, history, latest, windowed_count
+from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, ViewKind
 
 __all__ = ["PLANS", "ChangelogRecord", "KindPlan", "plan_for"]

@@ -19,17 +19,18 @@ from types import TracebackType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from node.pipeline.config import PipelineConfig
-from node.pipeline.errors import QueryFailedError
-from node.pipeline.kinds import plan_for
-from node.pipeline.records import Decoding, keyed_events, rejected_records
-from node.pipeline.sink import BatchProducer
-from node.pipeline.source import SOURCE_NAME, register_source
-from node.pipeline.starting import start_initialized
-from node.pipeline.status import Clock, StatusPoller, ViewTracker, wall_clock_ms
-from node.pipeline.statuslog import StatusPublisher, read_last_statuses
-from node.pipeline.writers import ChangelogWriter, DeadLetterWriter
-from node.topics import ensure_topics, partition_count
+from pipeline.config import PipelineConfig
+from pipeline.errors import QueryFailedError
+from pipeline.kinds import plan_for
+from pipeline.records import Decoding, keyed_events, rejected_records
+from pipeline.sink import BatchProducer
+from pipeline.source import SOURCE_NAME, register_source
+from pipeline.starting import start_initialized
+from pipeline.status import StatusPoller, ViewTracker
+from pipeline.statuslog import StatusPublisher, read_last_statuses
+from pipeline.writers import ChangelogWriter, DeadLetterWriter
+from runtime.clock import Clock, wall_clock_ms
+from runtime.topics import ensure_topics, partition_count
 from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, View, ViewKind
 
 __all__ = ["ProducerFactory", "RunningPipeline", "default_producer", "read_topic", "start_queries"]

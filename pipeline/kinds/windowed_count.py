@@ -16,8 +16,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from node.pipeline.errors import PipelineError
-from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from pipeline.errors import PipelineError
+from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, WindowRow, encode_window, window_record_key
 
 __all__ = ["PLAN", "aggregate", "changelog"]

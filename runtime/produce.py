@@ -6,7 +6,6 @@ key lands on `schema.partition_for(key, P)` whichever client produced it.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,53 +13,13 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 __all__ = [
-    "DEMO_WORDS",
     "ProduceError",
     "Record",
     "Write",
     "new_producer",
     "produce_keys",
     "produce_records",
-    "skewed_words",
 ]
-
-DEMO_WORDS = (
-    "kafka",
-    "franz",
-    "caste",
-    "trail",
-    "castle",
-    "spark",
-    "stream",
-    "state",
-    "query",
-    "graph",
-    "node",
-    "gateway",
-    "partition",
-    "offset",
-    "replica",
-    "leader",
-    "follower",
-    "broker",
-    "topic",
-    "record",
-    "window",
-    "latest",
-    "history",
-    "count",
-    "merge",
-    "route",
-    "shard",
-    "lambda",
-    "kappa",
-    "table",
-    "store",
-    "index",
-    "level",
-    "batch",
-    "commit",
-)
 
 
 class ProduceError(RuntimeError):
@@ -163,13 +122,3 @@ def _produce(
             return
         except BufferError:
             client.poll(0.1)  # local queue full: serve delivery reports, then retry
-
-
-def skewed_words(
-    count: int, vocabulary: int = 1000, skew: float = 1.1, seed: int = 0, prefix: str = "w"
-) -> list[str]:
-    """`count` words from a Zipf-like distribution over `vocabulary` distinct words."""
-    rng = random.Random(seed)
-    weights = [1.0 / (rank**skew) for rank in range(1, vocabulary + 1)]
-    names = [f"{prefix}{rank:05d}" for rank in range(1, vocabulary + 1)]
-    return rng.choices(names, weights, k=count)

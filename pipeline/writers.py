@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from node.pipeline.deadletter import dead_letters, encode_dead_letter
-from node.pipeline.kinds import KindPlan
-from node.pipeline.sink import BatchProducer
+from pipeline.deadletter import dead_letters, encode_dead_letter
+from pipeline.kinds import KindPlan
+from pipeline.sink import BatchProducer
 from schema import DEADLETTER_TOPIC, View, partition_for
 
 __all__ = ["ChangelogWriter", "DeadLetterWriter"]

@@ -1,6 +1,6 @@
 """Child processes owned by a handle: the demo and the tests start statefed parts with it.
 
-Each part runs as `python -m node.cli <part>` with its configuration in the environment,
+Each part runs as `python -m tooling.cli <part>` with its configuration in the environment,
 logs to its own file, and is stopped by its handle: SIGTERM (clean shutdown) or SIGKILL
 (a crash, for failure tests).
 """
@@ -65,7 +65,7 @@ class ManagedProcess:
         log_path: Path,
     ) -> None:
         self.name = name
-        self.args = [sys.executable, "-m", "node.cli", *args]
+        self.args = [sys.executable, "-m", "tooling.cli", *args]
         self.env = dict(env)
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None

@@ -14,7 +14,7 @@ import time
 
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from node.pipeline.errors import QueryFailedError
+from pipeline.errors import QueryFailedError
 
 __all__ = ["INITIALIZING", "start_initialized"]
 

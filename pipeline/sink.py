@@ -11,7 +11,7 @@ from types import TracebackType
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from node.pipeline.errors import DeliveryError
+from pipeline.errors import DeliveryError
 
 __all__ = ["BatchProducer"]
 

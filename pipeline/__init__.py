@@ -6,18 +6,18 @@ query per input topic, and a status record per view and micro-batch on
 catalogue)` runs the same queries in an existing session (tests share one session per run).
 """
 
-from node.pipeline.config import PipelineConfig
-from node.pipeline.errors import (
+from pipeline.config import PipelineConfig
+from pipeline.errors import (
     DeliveryError,
     PipelineConfigError,
     PipelineError,
     QueryFailedError,
     SourceError,
 )
-from node.pipeline.job import RunningPipeline, start_queries
-from node.pipeline.run import run_pipeline
-from node.pipeline.session import build_session
-from node.pipeline.source import SOURCE_NAME, KafkaSource, register_source
+from pipeline.job import RunningPipeline, start_queries
+from pipeline.run import run_pipeline
+from pipeline.session import build_session
+from pipeline.source import SOURCE_NAME, KafkaSource, register_source
 
 __all__ = [
     "SOURCE_NAME",

@@ -14,9 +14,9 @@ from types import TracebackType
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from node.pipeline.offsets import OffsetRange
-from node.pipeline.reading import read_ranges
-from node.pipeline.watermarks import WatermarkProbe
+from pipeline.offsets import OffsetRange
+from pipeline.reading import read_ranges
+from pipeline.watermarks import WatermarkProbe
 from schema import PIPELINE_TOPIC, ViewStatus, decode_status, encode_status
 
 __all__ = ["StatusPublisher", "read_last_statuses"]

@@ -27,8 +27,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from node.pipeline.errors import PipelineConfigError
-from node.pipeline.offsets import (
+from pipeline.errors import PipelineConfigError
+from pipeline.offsets import (
     OffsetRange,
     cap_offsets,
     decode_offsets,
@@ -36,8 +36,8 @@ from node.pipeline.offsets import (
     group_ranges,
     ranges_between,
 )
-from node.pipeline.reading import read_ranges
-from node.pipeline.watermarks import WatermarkProbe
+from pipeline.reading import read_ranges
+from pipeline.watermarks import WatermarkProbe
 
 __all__ = [
     "KAFKA_SCHEMA",

@@ -22,9 +22,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from node.pipeline.errors import SourceError
-from node.pipeline.offsets import OffsetRange
-from node.pipeline.watermarks import consumer_config
+from pipeline.errors import SourceError
+from pipeline.offsets import OffsetRange
+from pipeline.watermarks import consumer_config
 
 __all__ = ["ARROW_SCHEMA", "read_ranges"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from node.pipeline.errors import SourceError
+from pipeline.errors import SourceError
 
 __all__ = ["WatermarkProbe", "consumer_config"]
 

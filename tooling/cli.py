@@ -104,8 +104,8 @@ def _wait_for_signal() -> None:
 
 
 def _broker(env: dict[str, str]) -> None:
-    from node.broker import EmbeddedBroker
-    from node.topics import ensure_topics, statefed_topics
+    from runtime.topics import ensure_topics, statefed_topics
+    from tooling.broker import EmbeddedBroker
 
     host = env.get("STATEFED_BROKER_HOST", "127.0.0.1")
     port = int(env.get("STATEFED_BROKER_PORT", "9092"))
@@ -124,7 +124,7 @@ def _catalogue(env: dict[str, str]) -> tuple[View, ...]:
 
 
 def _topics(env: dict[str, str]) -> None:
-    from node.topics import ensure_topics, statefed_topics
+    from runtime.topics import ensure_topics, statefed_topics
 
     bootstrap = env.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
     topics = statefed_topics(_partitions(env), _catalogue(env))
@@ -134,7 +134,7 @@ def _topics(env: dict[str, str]) -> None:
 
 
 def _pipeline(env: dict[str, str]) -> None:
-    from node.pipeline import PipelineConfig, run_pipeline
+    from pipeline import PipelineConfig, run_pipeline
 
     run_pipeline(PipelineConfig.from_env(env), _catalogue(env))
 
@@ -157,7 +157,8 @@ _TOKENS_SHOWN = 20  # consistency tokens printed per key, for a few keys typed b
 
 
 def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
-    from node.produce import produce_keys, skewed_words
+    from runtime.produce import produce_keys
+    from tooling.demodata import skewed_words
 
     bootstrap = env.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
     if args.count is not None:
@@ -188,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _demo(env: dict[str, str]) -> None:
-    from node.demo import run_demo
+    from tooling.demo import run_demo
 
     run_demo(env)
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,6 +24,7 @@ from typing import Any, Protocol
 import orjson
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
+from runtime.clock import Clock, wall_clock_ms
 from schema import ViewStatus
 
 __all__ = [
@@ -37,12 +37,9 @@ __all__ = [
     "executed",
     "new_progress",
     "source_offsets",
-    "wall_clock_ms",
 ]
 
 log = logging.getLogger(__name__)
-
-Clock = Callable[[], int]
 
 
 class Progressing(Protocol):
@@ -61,11 +58,6 @@ class Publisher(Protocol):
     def publish(self, status: ViewStatus) -> None: ...
 
     def close(self) -> None: ...
-
-
-def wall_clock_ms() -> int:
-    """Now, in ms since the epoch."""
-    return time.time_ns() // 1_000_000
 
 
 def source_offsets(end_offset: str | None, topic: str) -> dict[int, int]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from node.pipeline.errors import PipelineConfigError
+from pipeline.errors import PipelineConfigError
 
 __all__ = ["SOURCE_FORMATS", "STARTING_OFFSETS", "PipelineConfig"]
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from node.pipeline.kinds.plan import ChangelogRecord, KindPlan
+from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import CountRow, View, encode_count
 
 __all__ = ["PLAN", "aggregate", "changelog"]

@@ -14,10 +14,10 @@ from types import TracebackType
 
 import httpx
 
-from node.broker import EmbeddedBroker, free_port
-from node.processes import ManagedProcess, wait_until
-from node.topics import ensure_topics, statefed_topics
+from runtime.topics import ensure_topics, statefed_topics
 from schema import load_catalogue
+from tooling.broker import EmbeddedBroker, free_port
+from tooling.processes import ManagedProcess, wait_until
 
 __all__ = ["LocalCluster"]
 

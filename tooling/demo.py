@@ -19,11 +19,12 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer
 
-from node import demodata
-from node.localcluster import LocalCluster
-from node.processes import wait_until
-from node.produce import Record, new_producer, produce_records
+from runtime.clock import wall_clock_ms
+from runtime.produce import Record, new_producer, produce_records
 from schema import CATALOGUE
+from tooling import demodata
+from tooling.localcluster import LocalCluster
+from tooling.processes import wait_until
 
 __all__ = ["run_demo"]
 
@@ -87,10 +88,6 @@ def run_demo(env: dict[str, str]) -> None:
         _say(f"stopped {', '.join(stopped) or 'nothing'}")
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _input_topics() -> set[str]:
     return {view.topic for view in CATALOGUE}
 
@@ -103,7 +100,7 @@ def _produce(bootstrap: str, batch: dict[str, list[Record]], producer: Producer)
 
 def _produce_initial(bootstrap: str) -> None:
     rng = random.Random(1)
-    now = _now_ms()
+    now = wall_clock_ms()
     batch = {
         "words": demodata.words(5000, rng),
         "pageviews": demodata.pageviews(3000, rng, now),
@@ -138,4 +135,4 @@ def _trickle(bootstrap: str, stop: threading.Event) -> None:
     tick = 0
     while not stop.wait(1.0):
         tick += 1
-        _produce(bootstrap, demodata.trickle(tick, rng, _now_ms()), producer)
+        _produce(bootstrap, demodata.trickle(tick, rng, wall_clock_ms()), producer)

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from confluent_kafka.admin import AdminClient
 
-from node.processes import die_with_parent
+from tooling.processes import die_with_parent
 
 __all__ = ["EmbeddedBroker", "free_port", "tansu_binary"]
 

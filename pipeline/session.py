@@ -7,7 +7,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from node.pipeline.config import PipelineConfig
+from pipeline.config import PipelineConfig
 
 __all__ = ["ROCKSDB_PROVIDER", "build_session", "session_settings"]
 

@@ -12,9 +12,57 @@ from collections.abc import Callable
 
 import orjson
 
-from node.produce import DEMO_WORDS, Record
+from runtime.produce import Record
 
-__all__ = ["HOSTS", "SEED_WORDS", "TRIPS", "bookings", "pageviews", "trickle", "words"]
+__all__ = [
+    "DEMO_WORDS",
+    "HOSTS",
+    "SEED_WORDS",
+    "TRIPS",
+    "bookings",
+    "pageviews",
+    "skewed_words",
+    "trickle",
+    "words",
+]
+
+DEMO_WORDS = (
+    "kafka",
+    "franz",
+    "caste",
+    "trail",
+    "castle",
+    "spark",
+    "stream",
+    "state",
+    "query",
+    "graph",
+    "node",
+    "gateway",
+    "partition",
+    "offset",
+    "replica",
+    "leader",
+    "follower",
+    "broker",
+    "topic",
+    "record",
+    "window",
+    "latest",
+    "history",
+    "count",
+    "merge",
+    "route",
+    "shard",
+    "lambda",
+    "kappa",
+    "table",
+    "store",
+    "index",
+    "level",
+    "batch",
+    "commit",
+)
 
 SEED_WORDS = ["kafka"] * 8 + ["franz"] * 3 + ["caste"] * 2 + ["trail", "castle"]
 HOSTS = ("example.com", "kafka.apache.org", "spark.apache.org", "graphql.org", "statefed.dev")
@@ -64,3 +112,13 @@ def trickle(tick: int, rng: random.Random, now_ms: int) -> dict[str, list[Record
 
 def _json(timestamp_ms: int, **fields: str) -> bytes:
     return orjson.dumps({"timestamp": timestamp_ms, **fields})
+
+
+def skewed_words(
+    count: int, vocabulary: int = 1000, skew: float = 1.1, seed: int = 0, prefix: str = "w"
+) -> list[str]:
+    """`count` words from a Zipf-like distribution over `vocabulary` distinct words."""
+    rng = random.Random(seed)
+    weights = [1.0 / (rank**skew) for rank in range(1, vocabulary + 1)]
+    names = [f"{prefix}{rank:05d}" for rank in range(1, vocabulary + 1)]
+    return rng.choices(names, weights, k=count)
