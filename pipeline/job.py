@@ -31,7 +31,7 @@ from pipeline.statuslog import StatusPublisher, read_last_statuses
 from pipeline.writers import ChangelogWriter, DeadLetterWriter
 from runtime.clock import Clock, wall_clock_ms
 from runtime.topics import ensure_topics, partition_count
-from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, View, ViewKind
+from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, View
 
 __all__ = ["ProducerFactory", "RunningPipeline", "default_producer", "read_topic", "start_queries"]
 
@@ -155,12 +155,12 @@ def start_queries(
 
 
 def _trackers(config: PipelineConfig, views: list[View], clock: Clock) -> dict[str, ViewTracker]:
-    """A status tracker per view; a windowed view resuming from its checkpoint continues the
-    `late_dropped` total of its last published status."""
+    """A status tracker per view; a view whose kind drops late events, resuming from its
+    checkpoint, continues the `late_dropped` total of its last published status."""
     resuming = [
         v.name
         for v in views
-        if v.kind is ViewKind.WINDOWED_COUNT and _has_commits(config.checkpoint_dir / v.name)
+        if plan_for(v).drops_late and _has_commits(config.checkpoint_dir / v.name)
     ]
     last = read_last_statuses(config.bootstrap, resuming, config.read_timeout_ms / 1000)
     return {

@@ -75,9 +75,22 @@ class WindowSpec:
             )
 
 
-# Which GraphQL field names each kind needs (besides point_field, which every kind has).
-_NEEDS_MANY = {ViewKind.COUNT, ViewKind.LATEST}
-_NEEDS_TOP = {ViewKind.COUNT, ViewKind.WINDOWED_COUNT}
+@dataclass(frozen=True)
+class _KindShape:
+    """What a view of one kind must declare besides `point_field`, which every kind has."""
+
+    many: bool = False  # a multi-key lookup field (`many_field`)
+    top: bool = False  # a top-N field (`top_field`)
+    window: bool = False  # a `window`
+
+
+# the one place the contract says what each kind needs
+_SHAPES: dict[ViewKind, _KindShape] = {
+    ViewKind.COUNT: _KindShape(many=True, top=True),
+    ViewKind.WINDOWED_COUNT: _KindShape(top=True, window=True),
+    ViewKind.LATEST: _KindShape(many=True),
+    ViewKind.HISTORY: _KindShape(),
+}
 
 
 @dataclass(frozen=True)
@@ -114,16 +127,17 @@ class View:
         for field in (self.key_field, self.point_field, *self._kind_fields()):
             if not _FIELD.match(field):
                 raise ValueError(f"view {self.name}: {field!r} is no GraphQL field name")
-        if (self.kind is ViewKind.WINDOWED_COUNT) != (self.window is not None):
+        windowed = [kind.value for kind, shape in _SHAPES.items() if shape.window]
+        if _SHAPES[self.kind].window != (self.window is not None):
             raise ValueError(
-                f"view {self.name}: a window is needed by, and only by, windowed_count"
+                f"view {self.name}: a window is needed by, and only by, {', '.join(windowed)}"
             )
 
     def _kind_fields(self) -> list[str]:
-        fields = []
-        if self.kind in _NEEDS_MANY or self.many_field:
+        shape, fields = _SHAPES[self.kind], []
+        if shape.many or self.many_field:
             fields.append(self.many_field)
-        if self.kind in _NEEDS_TOP or self.top_field:
+        if shape.top or self.top_field:
             fields.append(self.top_field)
         return fields
 

@@ -26,8 +26,11 @@ class ChangelogRecord:
 class KindPlan:
     """`aggregate` turns a view's keyed events (see `records.keyed_events`) into the rows
     it writes, in `output_mode`; `changelog` turns one micro-batch of those rows into
-    absolute records (idempotent upserts, so a replayed batch is harmless)."""
+    absolute records (idempotent upserts, so a replayed batch is harmless). `drops_late`:
+    a watermark drops late events, whose count (`late_dropped`) a view resuming from its
+    checkpoint continues from its last published status."""
 
     aggregate: Callable[[DataFrame, View], DataFrame]
     changelog: Callable[[pa.Table], Iterator[ChangelogRecord]]
     output_mode: str = "update"
+    drops_late: bool = False

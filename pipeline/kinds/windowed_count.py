@@ -56,4 +56,4 @@ def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
         yield ChangelogRecord(window.key, window_record_key(window), encode_window(window))
 
 
-PLAN = KindPlan(aggregate=aggregate, changelog=changelog)
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog, drops_late=True)

@@ -37,6 +37,8 @@ def test_every_kind_of_the_catalogues_has_a_plan() -> None:
     for view in (WORD_COUNTS, *DEMO_DOMAIN):
         assert plan_for(view) is PLANS[view.kind]
     assert PLANS[ViewKind.HISTORY].output_mode == "append"
+    # only a watermark drops late events, so only windowed views resume a late_dropped total
+    assert [kind for kind, plan in PLANS.items() if plan.drops_late] == [ViewKind.WINDOWED_COUNT]
 
 
 def test_an_unknown_kind_is_named() -> None:

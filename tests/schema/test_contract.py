@@ -59,6 +59,16 @@ def test_bad_graphql_names_are_refused() -> None:
         View("v", "t", ViewKind.COUNT, "key", "V", "bad-name", "many", "top")
 
 
+def test_every_kind_says_what_a_view_of_it_declares() -> None:
+    from schema.views import _SHAPES
+
+    assert set(_SHAPES) == set(ViewKind)
+    with pytest.raises(ValueError, match="a window is needed by, and only by, windowed_count"):
+        View("v", "t", ViewKind.WINDOWED_COUNT, "key", "V", "point", top_field="top")
+    with pytest.raises(ValueError, match="'' is no GraphQL field name"):
+        View("v", "t", ViewKind.LATEST, "key", "V", "point")
+
+
 def test_count_row_round_trip() -> None:
     row = CountRow("kafka", 8, 1_700_000_000_000)
     assert decode_count(encode_count(row)) == row
