@@ -15,8 +15,6 @@ partition next to the data for the rest: never a silently short answer.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +37,9 @@ from gateway.errors import (
 )
 from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
-from gateway.rows import Event, Page, Ranked, Row, WindowCount, rank
+from gateway.rows import Event, Page, Ranked, Row, WindowCount
 from gateway.upstream import Upstream
+from runtime.ranking import merge_top
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_STANDBY, View, partition_for
 
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
@@ -177,12 +176,11 @@ class Planner:
             reply = await self._post(
                 node, body, view, group, deadline, standby=standby, options=options
             )
-            partials.append(sorted(_read(queries.read_top, reply, view, node, group), key=rank))
+            partials.append(_read(queries.read_top, reply, view, node, group))
             return reply.freshness
 
         failures, freshness = await self._rounds(view, range(count), ask, deadline, options)
-        merged = list(itertools.islice(heapq.merge(*partials, key=rank), limit))
-        return TopResult(merged, failures, freshness)
+        return TopResult(merge_top(partials, limit), failures, freshness)
 
     async def windows(
         self,

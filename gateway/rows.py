@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Edge", "Event", "Page", "Ranked", "Row", "WindowCount", "rank"]
+__all__ = ["Edge", "Event", "Page", "Ranked", "Row", "WindowCount"]
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,6 @@ class WindowCount:
 
 
 Ranked = Row | WindowCount
-
-
-def rank(row: Ranked) -> tuple[int, str]:
-    """Top-N order: count descending, then key ascending."""
-    return (-row.count, row.key)
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,27 @@
-"""Runtime code the deployable parts share: the clock, Kafka topics and producers.
+"""Runtime code the deployable parts share: the clock, Kafka topics and producers, top-N
+ranking.
 
 Imports run one way: tooling -> parts (gateway, node, pipeline) -> runtime -> schema.
 """
 
 from runtime.clock import Clock, wall_clock_ms
 from runtime.produce import ProduceError, Record, Write, new_producer, produce_keys, produce_records
+from runtime.ranking import Rankable, merge_top, rank
 from runtime.topics import ensure_topics, partition_count, statefed_topics
 
 __all__ = [
     "Clock",
     "ProduceError",
+    "Rankable",
     "Record",
     "Write",
     "ensure_topics",
+    "merge_top",
     "new_producer",
     "partition_count",
     "produce_keys",
     "produce_records",
+    "rank",
     "statefed_topics",
     "wall_clock_ms",
 ]

@@ -1,12 +1,10 @@
 """What the field builders of every view kind share: argument checks, reads by key, by
-keys and by partitions (with NOT_OWNER for what this node does not hold), the merge of
-local top-N lists, and the GraphQL types shared by all views."""
+keys and by partitions (with NOT_OWNER for what this node does not hold), and the GraphQL
+types shared by all views."""
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
 
-import heapq
-import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -25,7 +23,6 @@ __all__ = [
     "WindowInput",
     "check_limit",
     "given",
-    "merge_top",
     "query_field",
     "read_key",
     "read_keys",
@@ -147,11 +144,6 @@ def read_partitions(
         if found is not None:
             results.append(found[0])
     return results
-
-
-def merge_top(tops: Iterable[list[T]], limit: int, order: Callable[[T], Any]) -> list[T]:
-    """The first `limit` rows of sorted lists merged (k-way) in `order`."""
-    return list(itertools.islice(heapq.merge(*tops, key=order), limit))
 
 
 _SCALARS: dict[FieldType, type] = {

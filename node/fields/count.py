@@ -19,7 +19,6 @@ import strawberry
 from node.fields.common import (
     check_limit,
     given,
-    merge_top,
     query_field,
     read_key,
     read_keys,
@@ -27,6 +26,7 @@ from node.fields.common import (
 )
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import Entity, ViewFields, entity_key
+from runtime.ranking import merge_top
 from schema import CountRow, View
 
 __all__ = ["count_fields"]
@@ -41,10 +41,6 @@ def _count_type(view: View) -> type:
     return strawberry.type(
         type(view.type_name, (), namespace), name=view.type_name, directives=[entity_key(view)]
     )
-
-
-def _rank(row: CountRow) -> tuple[int, str]:
-    return (-row.count, row.key)
 
 
 def count_fields(view: View) -> ViewFields:
@@ -78,7 +74,7 @@ def count_fields(view: View) -> ViewFields:
         check_limit(view, limit)
         reader = methodcaller("top", view.name, limit)
         tops = read_partitions(view, context_of(info), given(partitions), reader)
-        return merge_top(tops, limit, _rank)
+        return merge_top(tops, limit)
 
     fields = {
         view.point_field: query_field(point, view.point_field),

@@ -22,7 +22,6 @@ from node.fields.common import (
     WindowInput,
     check_limit,
     given,
-    merge_top,
     query_field,
     read_key,
     read_partitions,
@@ -31,6 +30,7 @@ from node.fields.context import ReadContext, context_of
 from node.fields.entities import ViewFields
 from node.fields.times import from_ms, time_range, window_start_ms
 from node.retention import expiry_horizon
+from runtime.ranking import merge_top
 from schema import View, WindowRow
 
 __all__ = ["windowed_fields"]
@@ -42,10 +42,6 @@ def _window_type(view: View) -> type:
         "key": strawberry.field(name=view.key_field),
     }
     return strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
-
-
-def _rank(row: WindowRow) -> tuple[int, str]:
-    return (-row.count, row.key)
 
 
 def windowed_fields(view: View) -> ViewFields:
@@ -82,7 +78,7 @@ def windowed_fields(view: View) -> ViewFields:
         start_ms = window_start_ms(view, window.start)
         reader = methodcaller("top_window", view.name, start_ms, limit, horizon(context))
         tops = read_partitions(view, context, given(partitions), reader)
-        return [to_type(row) for row in merge_top(tops, limit, _rank)]
+        return [to_type(row) for row in merge_top(tops, limit)]
 
     return ViewFields(
         {

@@ -7,6 +7,7 @@ from typing import Self, TypeVar
 from node.changes import ChangeBatch, EventPosition, position
 from node.errors import StoreClosedError
 from node.store import PartitionStore
+from runtime.ranking import rank
 from schema import CountRow, EventRow, WindowRow
 
 K = TypeVar("K")
@@ -70,7 +71,7 @@ class MemoryStore(PartitionStore):
 
     def top(self, view: str, limit: int) -> list[CountRow]:
         self._require_open()
-        ranked = sorted(self._rows.get(view, {}).values(), key=lambda r: (-r.count, r.key))
+        ranked = sorted(self._rows.get(view, {}).values(), key=rank)
         return ranked[: max(limit, 0)]
 
     def windows(
@@ -93,7 +94,7 @@ class MemoryStore(PartitionStore):
             for (_, start), w in self._windows.get(view, {}).items()
             if start == start_ms and w.end_ms > horizon_ms
         ]
-        return sorted(rows, key=lambda w: (-w.count, w.key))[: max(limit, 0)]
+        return sorted(rows, key=rank)[: max(limit, 0)]
 
     def latest(self, view: str, key: str) -> EventRow | None:
         self._require_open()
