@@ -7,22 +7,21 @@ stored offsets (the group's committed offsets are never trusted), reports RESTOR
 until every partition reaches the high watermark of a fetch, then RUNNING; each
 partition's restore progress (records done / to do) goes to the registry, and its start
 and finish (records, rate) to the log. On revoke it closes the stores, which stay on
-disk. The `Replicator` base is shared with the standby replicator. Each view kind has
-an applier in `_APPLIERS` that turns one changelog record into store changes; windows
-past their retention (by the injected clock) are purged with every batch and by a
-periodic sweep.
+disk. The `Replicator` base is shared with the standby replicator. Each view's kind
+(`node.kinds`) turns one changelog record into store changes, and, for kinds whose rows
+expire (windows past their retention, by the injected clock), purges them with every
+batch and by a periodic sweep.
 """
 
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -34,88 +33,18 @@ from confluent_kafka import (
 )
 
 from node.config import NodeConfig
-from node.errors import NodeError, SerializationError
+from node.errors import SerializationError
+from node.kinds import kind_of
 from node.partitions import PartitionRegistry
-from node.retention import expiry_horizon
 from node.store import ChangeBatch, LevelDBStore, PartitionStore
 from runtime.clock import Clock, wall_clock_ms
-from schema import (
-    NodeState,
-    Role,
-    View,
-    ViewKind,
-    decode_count,
-    decode_event,
-    decode_window,
-    unpack,
-)
+from schema import NodeState, Role, View
 
 __all__ = ["Materializer", "Replicator", "StoreFactory", "StoreHandoff"]
 
 log = logging.getLogger(__name__)
 
 StoreFactory = Callable[[int], PartitionStore]
-
-
-def _entity_key(message: Message) -> str:
-    return (message.key() or b"").decode("utf-8")
-
-
-def _record_key(view: View, message: Message, *types: type) -> tuple[Any, ...]:
-    """The parts of a packed record key (e.g. (key, window start)), checked against `types`."""
-    try:
-        parts = unpack(message.key() or b"")
-    except struct.error as exc:  # a truncated integer; every other defect is a ValueError
-        raise ValueError(f"view {view.name}: record key {message.key()!r} is cut short") from exc
-    if len(parts) != len(types) or not all(
-        isinstance(part, t) for part, t in zip(parts, types, strict=True)
-    ):
-        raise ValueError(f"view {view.name}: record key {message.key()!r} is not {types}")
-    return parts
-
-
-def _apply_count(batch: ChangeBatch, view: View, message: Message) -> None:
-    value = message.value()
-    if value is None:
-        # a tombstone deletes the key (the pipeline does not write them today)
-        batch.delete(view.name, _entity_key(message))
-        return
-    batch.put_count(view.name, decode_count(value))
-
-
-def _apply_window(batch: ChangeBatch, view: View, message: Message) -> None:
-    value = message.value()
-    if value is None:
-        key, start_ms = _record_key(view, message, str, int)
-        batch.delete_window(view.name, key, start_ms)
-        return
-    batch.put_window(view.name, decode_window(value))
-
-
-def _apply_latest(batch: ChangeBatch, view: View, message: Message) -> None:
-    value = message.value()
-    if value is None:
-        batch.delete_latest(view.name, _entity_key(message))
-        return
-    batch.put_latest(view.name, decode_event(value))
-
-
-def _apply_history(batch: ChangeBatch, view: View, message: Message) -> None:
-    value = message.value()
-    if value is None:
-        key, event_ms, partition, offset = _record_key(view, message, str, int, int, int)
-        batch.delete_event(view.name, key, (event_ms, partition, offset))
-        return
-    batch.put_event(view.name, decode_event(value))
-
-
-# how each view kind turns one changelog record into store changes
-_APPLIERS: dict[ViewKind, Callable[[ChangeBatch, View, Message], None]] = {
-    ViewKind.COUNT: _apply_count,
-    ViewKind.WINDOWED_COUNT: _apply_window,
-    ViewKind.LATEST: _apply_latest,
-    ViewKind.HISTORY: _apply_history,
-}
 
 
 @dataclass
@@ -177,15 +106,17 @@ class Replicator:
         self.config = config
         self.registry = registry
         self.views = {view.changelog_topic: view for view in catalogue}
-        for view in self.views.values():
-            if view.kind not in _APPLIERS:
-                raise NodeError(f"view {view.name}: kind {view.kind.value} is not served yet")
         # per topic, resolved once: the apply loop runs once per changelog record
-        self._appliers = {topic: _APPLIERS[view.kind] for topic, view in self.views.items()}
+        self._appliers = {topic: kind_of(view).apply for topic, view in self.views.items()}
         self._store_factory = store_factory or self._leveldb_store
         self._on_fatal = on_fatal
         self._clock = clock
-        self._windowed = [v for v in self.views.values() if v.kind is ViewKind.WINDOWED_COUNT]
+        # the views whose rows expire, and how
+        self._expiring = [
+            (view, expire)
+            for view in self.views.values()
+            if (expire := kind_of(view).expire) is not None
+        ]
         self._last_sweep = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -321,19 +252,19 @@ class Replicator:
                 self._positions[(topic, partition)] = next_offset
 
     def _new_batch(self) -> ChangeBatch:
-        """An empty batch that also purges the windows expired by now (and drops incoming
-        ones that are), so a restore from an old changelog does not store dead windows."""
+        """An empty batch that also purges the rows (windows) expired by now (and drops
+        incoming ones that are), so a restore from an old changelog does not store dead rows."""
         batch = ChangeBatch()
-        if self._windowed:
+        if self._expiring:
             now_ms = self._clock()
-            for view in self._windowed:
-                batch.expire_windows(view.name, expiry_horizon(view, now_ms))
+            for view, expire in self._expiring:
+                expire(batch, view, now_ms)
         return batch
 
     def _sweep_if_due(self) -> None:
-        """Purge expired windows of every store now and then, records or not."""
+        """Purge expired rows of every store now and then, records or not."""
         interval_s = self.config.retention_sweep_ms / 1000
-        if not self._windowed or time.monotonic() - self._last_sweep < interval_s:
+        if not self._expiring or time.monotonic() - self._last_sweep < interval_s:
             return
         self._last_sweep = time.monotonic()
         for store in list(self._stores.values()):

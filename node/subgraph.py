@@ -2,8 +2,8 @@
 subgraph whose count and latest types are entities keyed by the view's key field, so the
 gateway fetches a batch of keys with `_entities`.
 
-Each view kind has one builder (`_BUILDERS`, in `node.fields`) that turns a catalogue
-entry into GraphQL fields, so a new view of an existing kind needs no resolver code. The
+Each view kind has one builder (its `node.kinds` entry) that turns a catalogue entry into
+GraphQL fields, so a new view of an existing kind needs no resolver code. The
 fields read only partitions this node holds: anything else is a `NotOwnerError`, and
 every partition read is recorded in the request's `ReadContext` for
 `extensions.freshness`. Shared by every view: the `DateTime` scalar (ISO-8601, UTC),
@@ -12,7 +12,7 @@ every partition read is recorded in the request's `ReadContext` for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import strawberry
@@ -25,19 +25,11 @@ from strawberry.types.field import StrawberryField
 from strawberry.utils.logging import StrawberryLogger
 
 from node.errors import NodeError, QueryError
-from node.fields import (
-    Entity,
-    ReadContext,
-    ViewFields,
-    count_fields,
-    history_fields,
-    latest_fields,
-    resolve_entities,
-    windowed_fields,
-)
+from node.fields import Entity, ReadContext, resolve_entities
 from node.fields.common import MAX_KEYS, MAX_TOP_LIMIT
 from node.fields.history import MAX_PAGE_SIZE
-from schema import CATALOGUE, View, ViewKind
+from node.kinds import kind_of
+from schema import CATALOGUE, View
 
 __all__ = [
     "MAX_KEYS",
@@ -52,14 +44,6 @@ __all__ = [
 # documents with variables, GraphiQL users a few more
 _DOCUMENT_CACHE_SIZE = 1024
 _RESERVED = {"_entities", "_service"}  # federation's fields
-
-# one builder per view kind: the fields of Query for one view of that kind
-_BUILDERS: dict[ViewKind, Callable[[View], ViewFields]] = {
-    ViewKind.COUNT: count_fields,
-    ViewKind.WINDOWED_COUNT: windowed_fields,
-    ViewKind.LATEST: latest_fields,
-    ViewKind.HISTORY: history_fields,
-}
 
 
 class _MarkExecuted(SchemaExtension):
@@ -100,10 +84,7 @@ def build_subgraph(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     fields: dict[str, StrawberryField] = {}
     entities: dict[str, Entity] = {}
     for view in catalogue:
-        builder = _BUILDERS.get(view.kind)
-        if builder is None:
-            raise NodeError(f"view {view.name}: kind {view.kind.value} is not served yet")
-        built = builder(view)
+        built = kind_of(view).fields(view)
         for name, view_field in built.fields.items():
             if name in fields or name in _RESERVED:
                 raise NodeError(f"view {view.name}: field {name} is defined by two views")

@@ -8,7 +8,7 @@ from confluent_kafka import Message
 
 from node.changes import ChangeBatch
 from node.errors import SerializationError
-from node.materializer import _APPLIERS
+from node.kinds import KINDS
 from schema import (
     DEMO_DOMAIN,
     WORD_COUNTS,
@@ -31,12 +31,14 @@ WINDOWED, LATEST, HISTORY = DEMO_DOMAIN[1:]
 def apply(view: View, key: bytes, value: bytes | None) -> ChangeBatch:
     batch = ChangeBatch()
     message = Message(topic=view.changelog_topic, partition=0, offset=0, key=key, value=value)
-    _APPLIERS[view.kind](batch, view, message)
+    KINDS[view.kind].apply(batch, view, message)
     return batch
 
 
-def test_every_kind_has_an_applier() -> None:
-    assert set(_APPLIERS) == set(ViewKind)
+def test_every_kind_is_served_and_only_windows_expire() -> None:
+    assert set(KINDS) == set(ViewKind)
+    expiring = [kind for kind, node_kind in KINDS.items() if node_kind.expire is not None]
+    assert expiring == [ViewKind.WINDOWED_COUNT]
 
 
 def test_count_records() -> None:
