@@ -22,6 +22,7 @@ import orjson
 from gateway.config import GatewayConfig
 from gateway.execution import Documents, ReadOnlyRequestError, UnknownOperationError
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
+from gateway.kinds import kind_of
 from gateway.limits import QueryLimits
 from gateway.membership import MembershipReader
 from gateway.planner import Planner
@@ -34,7 +35,7 @@ from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.transport import HttpxCaller, NodeConnections
 from gateway.upstream import Upstream
 from runtime.clock import wall_clock_ms
-from schema import CATALOGUE, View, ViewKind
+from schema import CATALOGUE, View
 
 __all__ = ["GatewayApp", "health_body"]
 
@@ -256,12 +257,11 @@ class GatewayApp:
 
 
 def _default_query(catalogue: Sequence[View]) -> str:
-    """GraphiQL's first query: the top of the first count view, else the cluster."""
+    """GraphiQL's first query: the first example a view's kind gives, else the cluster."""
     for view in catalogue:
-        if view.kind is ViewKind.COUNT:
-            return (
-                f"{{\n  {view.top_field}(limit: 10) {{\n    {view.key_field}\n    count\n  }}\n}}\n"
-            )
+        example = kind_of(view).example(view)
+        if example is not None:
+            return example
     return "{\n  cluster { nodes { id state } views { name kind lateDropped } }\n}\n"
 
 

@@ -1,5 +1,6 @@
 """The node subgraph as the gateway speaks it: per view, the documents it sends (built once;
-a request only adds variables) and the readers of the answers.
+a request only adds variables) and the readers of the answers. Which documents a view has,
+and how its rows are read, its kind says (`gateway.kinds`) from the parts here.
 
 Lookups of count and latest views ask the node's federation `_entities` for a batch of
 representations `{"__typename", <key field>}`. Nodes answer under the alias `r`. Keys,
@@ -12,20 +13,35 @@ the protocol does not allow; the planner turns it into a NodeProtocolError.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from gateway.inputs import TimeRange
 from gateway.rows import Edge, Event, Page, Ranked, Row, WindowCount
 from gateway.timestamps import iso, parse_utc
-from schema import FieldType, View, ViewKind
+from schema import FieldType, View
 
-__all__ = ["ViewQueries", "with_extensions"]
+__all__ = [
+    "NodeDocuments",
+    "ViewQueries",
+    "count_row",
+    "count_selection",
+    "event_selection",
+    "history_document",
+    "lookup_document",
+    "read_event",
+    "top_document",
+    "window_row",
+    "window_selection",
+    "windows_document",
+    "with_extensions",
+]
 
-_COUNT = "{k:%s c:count}"
-_WINDOW = "{k:%s s:start e:end c:count}"
+R = TypeVar("R")
+
 _SCALARS: Mapping[FieldType, Callable[[Any], bool]] = {
     FieldType.STRING: lambda v: isinstance(v, str),
     FieldType.INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
@@ -58,58 +74,35 @@ def _span(span: TimeRange) -> dict[str, str | None]:
     }
 
 
+@dataclass(frozen=True)
+class NodeDocuments:
+    """What a view of one kind asks its nodes (whole documents, "" for what the kind does not
+    serve) and how the entries of a lookup and of a top-N are read; made per kind by
+    `gateway.kinds`."""
+
+    lookup: str = ""
+    top: str = ""
+    windows: str = ""
+    history: str = ""
+    read_row: Callable[[Any], Row | Event] | None = None
+    read_ranked: Callable[[Any], Ranked] | None = None
+
+
 class ViewQueries:
     """The node documents of one view and the readers of their answers."""
 
-    def __init__(self, view: View) -> None:
+    def __init__(self, view: View, documents: NodeDocuments) -> None:
         self.view = view
-        self.lookup = self.top = self.windows = self.history = ""
-        kind, key = view.kind, view.key_field
-        if kind is ViewKind.COUNT:
-            self.lookup = self._lookup_document(_COUNT % key)
-            self.top = self._top_document(_COUNT % key, windowed=False)
-        elif kind is ViewKind.WINDOWED_COUNT:
-            self.top = self._top_document(_WINDOW % key, windowed=True)
-            self.windows = (
-                f"query($k:String!,$f:DateTime,$t:DateTime){{r:{view.point_field}"
-                f"({key}:$k,from:$f,to:$t){_WINDOW % key}}}"
-            )
-        elif kind is ViewKind.LATEST:
-            self.lookup = self._lookup_document(self._event_fields())
-        elif kind is ViewKind.HISTORY:
-            self.history = (
-                f"query($k:String!,$f:DateTime,$t:DateTime,$n:Int!,$a:String)"
-                f"{{r:{view.point_field}({key}:$k,from:$f,to:$t,first:$n,after:$a)"
-                f"{{edges{{cursor node{self._event_fields()}}}"
-                f"pageInfo{{hasNextPage endCursor}}}}}}"
-            )
+        self.documents = documents
         self._heads = {
             name: _head(document) if document else None
             for name, document in (
-                ("lookup", self.lookup),
-                ("top", self.top),
-                ("windows", self.windows),
-                ("history", self.history),
+                ("lookup", documents.lookup),
+                ("top", documents.top),
+                ("windows", documents.windows),
+                ("history", documents.history),
             )
         }
-
-    def _lookup_document(self, selection: str) -> str:
-        return (
-            f"query($r:[_Any!]!){{r:_entities(representations:$r)"
-            f"{{...on {self.view.type_name}{selection}}}}}"
-        )
-
-    def _top_document(self, selection: str, *, windowed: bool) -> str:
-        variables = "$l:Int!,$w:WindowInput!,$p:[Int!]" if windowed else "$l:Int!,$p:[Int!]"
-        window = ",window:$w" if windowed else ""
-        return (
-            f"query({variables}){{r:{self.view.top_field}"
-            f"(limit:$l{window},partitions:$p){selection}}}"
-        )
-
-    def _event_fields(self) -> str:
-        values = [f"v{i}:{f.name}" for i, f in enumerate(self.view.value_fields)]
-        return "{" + " ".join([f"k:{self.view.key_field}", "t:eventTime", *values]) + "}"
 
     # -- bodies ---------------------------------------------------------------------------
 
@@ -137,17 +130,17 @@ class ViewQueries:
 
     def read_lookup(self, data: Any, asked: int) -> list[Row | Event | None]:
         """One row or None per key asked, in the order asked."""
+        read = _reader(self.documents.read_row, self.view, "multi-key lookup")
         if not isinstance(data, list) or len(data) != asked:
             raise ValueError(f"expected a list of {asked} entries")
-        read = _count_row if self.view.kind is ViewKind.COUNT else self._event
         return [None if item is None else read(item) for item in data]
 
     def read_top(self, data: Any) -> list[Ranked]:
-        read = _count_row if self.view.kind is ViewKind.COUNT else _window_row
+        read = _reader(self.documents.read_ranked, self.view, "top-N")
         return [read(item) for item in _list(data)]
 
     def read_windows(self, data: Any) -> list[WindowCount]:
-        return [_window_row(item) for item in _list(data)]
+        return [window_row(item) for item in _list(data)]
 
     def read_page(self, data: Any) -> Page:
         doc = _object(data)
@@ -161,18 +154,75 @@ class ViewQueries:
             cursor = edge.get("cursor")
             if not isinstance(cursor, str):
                 raise ValueError("an edge has no cursor")
-            edges.append(Edge(cursor, self._event(edge.get("node"))))
+            edges.append(Edge(cursor, read_event(self.view, edge.get("node"))))
         return Page(edges, more, end)
 
-    def _event(self, item: Any) -> Event:
-        doc = _object(item)
-        values = {}
-        for index, spec in enumerate(self.view.value_fields):
-            value = doc.get(f"v{index}")
-            if value is not None and not _SCALARS[spec.type](value):
-                raise ValueError(f"{spec.name} is no {spec.type.value}: {value!r}")
-            values[spec.name] = value
-        return Event(_key(doc), _time(doc, "t"), values)
+
+def _reader(read: Callable[[Any], R] | None, view: View, what: str) -> Callable[[Any], R]:
+    if read is None:
+        raise ValueError(f"view {view.name} ({view.kind.value}) has no {what}")
+    return read
+
+
+# -- the documents' parts, which each kind puts together (gateway.kinds) --------------------
+
+
+def lookup_document(view: View, selection: str) -> str:
+    """A batch lookup by federation `_entities` of the view's type."""
+    return (
+        f"query($r:[_Any!]!){{r:_entities(representations:$r)"
+        f"{{...on {view.type_name}{selection}}}}}"
+    )
+
+
+def top_document(view: View, selection: str, *, windowed: bool) -> str:
+    """The view's top-N of some partitions (of one window when `windowed`)."""
+    variables = "$l:Int!,$w:WindowInput!,$p:[Int!]" if windowed else "$l:Int!,$p:[Int!]"
+    window = ",window:$w" if windowed else ""
+    return f"query({variables}){{r:{view.top_field}(limit:$l{window},partitions:$p){selection}}}"
+
+
+def windows_document(view: View) -> str:
+    """A key's windows in a time range."""
+    return (
+        f"query($k:String!,$f:DateTime,$t:DateTime){{r:{view.point_field}"
+        f"({view.key_field}:$k,from:$f,to:$t){window_selection(view)}}}"
+    )
+
+
+def history_document(view: View) -> str:
+    """One page of a key's events in a time range."""
+    return (
+        f"query($k:String!,$f:DateTime,$t:DateTime,$n:Int!,$a:String)"
+        f"{{r:{view.point_field}({view.key_field}:$k,from:$f,to:$t,first:$n,after:$a)"
+        f"{{edges{{cursor node{event_selection(view)}}}"
+        f"pageInfo{{hasNextPage endCursor}}}}}}"
+    )
+
+
+def count_selection(view: View) -> str:
+    return f"{{k:{view.key_field} c:count}}"
+
+
+def window_selection(view: View) -> str:
+    return f"{{k:{view.key_field} s:start e:end c:count}}"
+
+
+def event_selection(view: View) -> str:
+    values = [f"v{i}:{f.name}" for i, f in enumerate(view.value_fields)]
+    return "{" + " ".join([f"k:{view.key_field}", "t:eventTime", *values]) + "}"
+
+
+def read_event(view: View, item: Any) -> Event:
+    """An entry of `event_selection(view)`."""
+    doc = _object(item)
+    values = {}
+    for index, spec in enumerate(view.value_fields):
+        value = doc.get(f"v{index}")
+        if value is not None and not _SCALARS[spec.type](value):
+            raise ValueError(f"{spec.name} is no {spec.type.value}: {value!r}")
+        values[spec.name] = value
+    return Event(_key(doc), _time(doc, "t"), values)
 
 
 def _list(data: Any) -> list[Any]:
@@ -208,11 +258,13 @@ def _time(doc: dict[str, Any], alias: str) -> datetime:
     return parse_utc(text)
 
 
-def _count_row(item: Any) -> Row:
+def count_row(item: Any) -> Row:
+    """An entry of `count_selection`."""
     doc = _object(item)
     return Row(_key(doc), _count(doc))
 
 
-def _window_row(item: Any) -> WindowCount:
+def window_row(item: Any) -> WindowCount:
+    """An entry of `window_selection`."""
     doc = _object(item)
     return WindowCount(_key(doc), _time(doc, "s"), _time(doc, "e"), _count(doc))

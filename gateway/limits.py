@@ -6,8 +6,9 @@ parse and validation caches; its cost is evaluated per request, since `limit`, `
 key lists may come in variables. The cost is what the nodes must read: a top-N (of one
 window, for windowed views) reads every partition, P x limit; a multi-key lookup its keys
 (`_entities` its representations); a history page `first`; a key's windows as many as the
-view's retention keeps; any other field 1. A size outside its argument's bounds is clamped
-here, so the resolver reports it as BAD_USER_INPUT instead.
+view's retention keeps; any other field 1 (each kind prices its fields, `gateway.kinds`).
+A size outside its argument's bounds is clamped here, so the resolver reports it as
+BAD_USER_INPUT instead.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ from gateway.errors import (
     TooManyAliasesError,
     TooManyRootFieldsError,
 )
-from gateway.inputs import MAX_PAGE_SIZE
-from schema import View, ViewKind
+from gateway.kinds import kind_of
+from gateway.prices import ONE, Price
+from schema import View
 
 __all__ = ["QueryLimits", "Shape"]
 
@@ -57,27 +59,12 @@ _SHOWN_NODES = 5  # locations named by one error
 
 
 @dataclass(frozen=True)
-class _Price:
-    """How a root field's cost is counted: the size its `argument` asks for (clamped to
-    1..`bound`), else `fixed`; times the view's partition count when it fans out."""
-
-    view: View | None = None
-    argument: str | None = None
-    bound: int | None = None
-    fixed: int = 1
-    fanout: bool = False
-
-
-_ONE = _Price()
-
-
-@dataclass(frozen=True)
 class _Term:
     """A root field of the operation (fields of one response key run once, however often
     fragments repeat them) and the size it asks for."""
 
     node: FieldNode
-    price: _Price
+    price: Price
     literal: int  # the size the document asks for (or the argument's default)
     variable: str | None = None  # the variable carrying the size instead, if any
     variable_default: Any = None
@@ -291,7 +278,7 @@ class QueryLimits:
 
     def _term(self, node: FieldNode, defaults: Mapping[str, Any]) -> _Term:
         name = node.name.value
-        price = self._prices.get(name, _ONE)
+        price = self._prices.get(name, ONE)
         if price.argument is None:
             return _Term(node, price, price.fixed)
         given = next(
@@ -321,21 +308,11 @@ class QueryLimits:
         return width * size
 
 
-def _prices(config: GatewayConfig, catalogue: Iterable[View]) -> dict[str, _Price]:
+def _prices(config: GatewayConfig, catalogue: Iterable[View]) -> dict[str, Price]:
     """The price of every root field that reads more than one row or partition."""
-    prices = {"_entities": _Price(argument="representations")}  # federation's batch lookup
+    prices = {"_entities": Price(argument="representations")}  # federation's batch lookup
     for view in catalogue:
-        keys = _Price(view, view.keys_arg, config.max_lookup_keys)
-        top = _Price(view, "limit", config.max_top_limit, fanout=True)
-        if view.kind in (ViewKind.COUNT, ViewKind.LATEST):
-            prices[view.many_field] = keys
-        if view.kind in (ViewKind.COUNT, ViewKind.WINDOWED_COUNT):
-            prices[view.top_field] = top
-        if view.kind is ViewKind.WINDOWED_COUNT and view.window is not None:
-            kept = view.window.retention_ms // view.window.size_ms + 1
-            prices[view.point_field] = _Price(view, fixed=kept)
-        if view.kind is ViewKind.HISTORY:
-            prices[view.point_field] = _Price(view, "first", MAX_PAGE_SIZE)
+        prices.update(kind_of(view).prices(view, config))
     return prices
 
 

@@ -17,16 +17,14 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from gateway import inputs
 from gateway.config import GatewayConfig
-from gateway.consistency import AppliedAtLeast
-from gateway.documents import ViewQueries, with_extensions
+from gateway.documents import with_extensions
 from gateway.errors import (
     BadRequestError,
     GatewayError,
@@ -35,6 +33,8 @@ from gateway.errors import (
     PartitionUnassignedError,
     RoutingError,
 )
+from gateway.kinds import view_queries
+from gateway.reads import DEFAULT_READ, KeyRead, LookupResult, ReadOptions, TopResult
 from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
 from gateway.rows import Event, Page, Ranked, Row, WindowCount
@@ -45,48 +45,6 @@ from schema import APPLIED_AT_LEAST, CATALOGUE, READ_STANDBY, View, partition_fo
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """How one read may be answered: from a standby at most `max_lag` records behind when
-    the active copy cannot answer (None = the gateway's default, 0 = active only), and only
-    by copies that have applied `at_least`."""
-
-    max_lag: int | None = None
-    at_least: AppliedAtLeast | None = None
-
-
-# the gateway's configured max lag, no atLeast token
-DEFAULT_READ = ReadOptions()
-
-
-@dataclass(frozen=True)
-class LookupResult:
-    """Rows in the order of the keys asked (None = unknown or unavailable)."""
-
-    rows: list[Row | Event | None]
-    partitions: list[int]  # the partition of each key
-    failures: dict[int, RoutingError] = field(default_factory=dict)
-    freshness: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class TopResult:
-    rows: list[Ranked]
-    failures: dict[int, RoutingError] = field(default_factory=dict)
-    freshness: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class KeyRead(Generic[T]):
-    """What the owner of `key` answered (None when its partition could not be read)."""
-
-    key: str
-    partition: int
-    value: T | None
-    failure: RoutingError | None = None
-    freshness: list[dict[str, Any]] = field(default_factory=list)
 
 
 Ask = Callable[[NodeInfo, list[int], bool], Awaitable[list[dict[str, Any]]]]
@@ -109,7 +67,7 @@ class Planner:
         self._feed = feed
         self._upstream = upstream
         self._config = config
-        self._queries = {view.name: ViewQueries(view) for view in catalogue}
+        self._queries = {view.name: view_queries(view) for view in catalogue}
 
     def deadline(self) -> float:
         """The event-loop time by which a request started now must be answered."""
@@ -130,8 +88,8 @@ class Planner:
         deadline: float,
         options: ReadOptions = DEFAULT_READ,
     ) -> LookupResult:
-        """The rows of `keys` (count and latest views), asking each owning node once."""
-        self.check_keys(view, keys)
+        """The rows of `keys` (count and latest views), asking each owning node once; the
+        keys were checked with `check_keys` when the request asked for them."""
         count = self._feed.current.partition_count(view)
         partitions = [partition_for(key, count) for key in keys]
         keys_of: dict[int, list[str]] = {}

@@ -15,8 +15,8 @@ from strawberry.dataloader import DataLoader
 
 from gateway.config import GatewayConfig
 from gateway.errors import RoutingError
-from gateway.planner import DEFAULT_READ, LookupResult, Planner, ReadOptions
 from gateway.producer import EventProducer
+from gateway.reads import DEFAULT_READ, LookupResult, ReadOptions, Reads
 from gateway.routing import RoutingFeed
 from gateway.rows import Event, Row
 from gateway.status import StatusBoard
@@ -49,7 +49,7 @@ class MissingPartition:
 class RequestContext:
     """What resolvers of one request share; built by the app for every request."""
 
-    planner: Planner
+    planner: Reads  # the gateway.planner.Planner
     feed: RoutingFeed
     config: GatewayConfig
     deadline: float

@@ -1,7 +1,7 @@
 """The public GraphQL schema, generated from the view catalogue: an Apollo Federation v2
 subgraph, so a supergraph can compose the gateway as one of its subgraphs.
 
-Each view kind has one builder (`gateway.fields`) that turns a catalogue entry into its
+Each view kind has one builder (its `gateway.kinds` entry) that turns a catalogue entry into its
 types and query fields; adding a view of an existing kind needs no code here. `cluster`
 shows membership, routing and the pipeline's reports. The types of count and latest views
 are entities keyed by the view's key field (`_entities`, batched per owning node like
@@ -23,7 +23,8 @@ from strawberry.extensions import ParserCache, ValidationCache
 from strawberry.federation.schema import FederationAny
 from strawberry.types.execution import ExecutionContext
 
-from gateway.fields import BUILDERS, Entity, cluster_field, produce_field, resolve_entities
+from gateway.fields import Entity, cluster_field, produce_field, resolve_entities
+from gateway.kinds import kind_of
 from gateway.responses import is_server_fault
 from schema import CATALOGUE, View
 
@@ -62,10 +63,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     fields: dict[str, Any] = {}
     entities: dict[str, Entity] = {}
     for view in views:
-        builder = BUILDERS.get(view.kind)
-        if builder is None:
-            raise ValueError(f"view {view.name}: kind {view.kind.value} has no gateway builder")
-        built = builder(view)
+        built = kind_of(view).fields(view)
         for name, field in built.fields.items():
             if name in fields or name in _RESERVED:
                 raise ValueError(f"view {view.name}: field {name} is defined twice")

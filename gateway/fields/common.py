@@ -14,7 +14,7 @@ from strawberry.federation.schema_directives import Key, Shareable
 
 from gateway.consistency import parse_token, wait_processed
 from gateway.errors import BadRequestError, RoutingError
-from gateway.planner import KeyRead, ReadOptions
+from gateway.reads import KeyRead, ReadOptions
 from gateway.request import KeyResult, RequestContext
 from gateway.rows import Event, Row
 from schema import FieldType, View

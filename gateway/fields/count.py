@@ -11,7 +11,7 @@ topWords(limit: Int! = 10): [WordCount!]!
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
-from typing import Annotated, Any
+from typing import Any
 
 import strawberry
 
@@ -25,8 +25,8 @@ from gateway.fields.common import (
     object_type,
     read_options,
     record_failures,
-    record_missing,
 )
+from gateway.fields.lookup import lookup_fields
 from gateway.request import RequestContext
 from gateway.rows import Event, Ranked, Row
 from schema import View
@@ -50,32 +50,6 @@ def count_fields(view: View) -> ViewFields:
         assert isinstance(row, Row)
         return make(row_type, {view.key_field: row.key, "count": row.count})
 
-    async def point(
-        info: strawberry.Info,
-        key: Annotated[str, strawberry.argument(name=view.key_field)],
-        max_lag: MaxLag = strawberry.UNSET,
-        at_least: AtLeast = strawberry.UNSET,
-    ) -> row_type | None:  # type: ignore[valid-type]
-        context: RequestContext = info.context
-        context.planner.check_keys(view, [key])
-        options = await read_options(context, view, max_lag, at_least)
-        result = await context.loader(view, options).load(key)
-        record_missing(context, info, [result])
-        return to_type(result.row)
-
-    async def many(
-        info: strawberry.Info,
-        keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)],
-        max_lag: MaxLag = strawberry.UNSET,
-        at_least: AtLeast = strawberry.UNSET,
-    ) -> list[row_type | None]:  # type: ignore[valid-type]
-        context: RequestContext = info.context
-        context.planner.check_keys(view, keys)
-        options = await read_options(context, view, max_lag, at_least)
-        results = await context.loader(view, options).load_many(keys)
-        record_missing(context, info, results)
-        return [to_type(r.row) for r in results]
-
     async def top(
         info: strawberry.Info,
         limit: int = 10,
@@ -90,22 +64,17 @@ def count_fields(view: View) -> ViewFields:
         return [to_type(r) for r in result.rows]
 
     noun = f"{view.key_field} of view {view.name}"
-    fields = {
-        view.point_field: strawberry.field(
-            resolver=point,
-            name=view.point_field,
-            description=f"The count of one {noun}; null if unknown.",
-        ),
-        view.many_field: strawberry.field(
-            resolver=many,
-            name=view.many_field,
-            description=f"Counts of several {view.keys_arg}, in the order asked; null if unknown.",
-        ),
-        view.top_field: strawberry.field(
-            resolver=top,
-            name=view.top_field,
-            description=f"The `limit` most counted {view.keys_arg} (count desc, then "
-            f"{view.key_field} asc) of view {view.name}.",
-        ),
-    }
+    fields = lookup_fields(
+        view,
+        row_type,
+        to_type,
+        f"The count of one {noun}; null if unknown.",
+        f"Counts of several {view.keys_arg}, in the order asked; null if unknown.",
+    )
+    fields[view.top_field] = strawberry.field(
+        resolver=top,
+        name=view.top_field,
+        description=f"The `limit` most counted {view.keys_arg} (count desc, then "
+        f"{view.key_field} asc) of view {view.name}.",
+    )
     return ViewFields(fields, Entity(view, row_type, to_type))

@@ -341,8 +341,9 @@ def test_exported_members() -> None:
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
         "app", "coalesce", "config", "consistency", "documents", "errors", "execution",
-        "fields", "graphiql", "inputs", "limits", "membership",
-        "planner", "producer", "request", "responses", "routing", "rows", "schema", "sdl", "server",
+        "fields", "graphiql", "inputs", "kinds", "limits", "membership", "planner", "prices",
+        "producer", "reads", "reply", "request", "responses", "routing", "rows", "schema", "sdl",
+        "server",
         "status", "timestamps", "transport", "upstream",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)

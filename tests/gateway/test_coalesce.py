@@ -14,7 +14,6 @@ import orjson
 import pytest
 
 from gateway.coalesce import Coalescer
-from gateway.documents import ViewQueries
 from gateway.errors import (
     NodeProtocolError,
     NodeTimeoutError,
@@ -22,6 +21,7 @@ from gateway.errors import (
     NotOwnerError,
     RoutingError,
 )
+from gateway.kinds import view_queries
 from gateway.routing import NodeInfo
 from gateway.rows import Row
 from gateway.transport import HttpxCaller
@@ -37,7 +37,7 @@ ACTIVE = (0, 1, 2)
 STANDBY = (3,)
 VIEW = WORD_COUNTS
 WORDS = {f"w{i}": i + 1 for i in range(80)}
-QUERIES = ViewQueries(VIEW)
+QUERIES = view_queries(VIEW)
 URL = "http://n1.test"
 NODE = NodeInfo("n1", URL, NodeState.RUNNING, 0, True, ())
 READ_STANDBY = {"readStandby": True}

@@ -10,8 +10,8 @@ import orjson
 import pytest
 from graphql import build_schema, parse, validate
 
-from gateway.documents import ViewQueries
 from gateway.inputs import TimeRange
+from gateway.kinds import view_queries
 from gateway.rows import Edge, Event, Page, Row, WindowCount
 from tests.gateway.fakes import BOOKING_HISTORY, FULL, LAST_BOOKING, PER_MINUTE, WORDS, node_sdl
 
@@ -22,15 +22,15 @@ END = datetime(2023, 11, 14, 22, 14, tzinfo=UTC)
 def test_every_document_is_valid_against_the_node_subgraph() -> None:
     subgraph = build_schema(node_sdl(FULL))
     for view in FULL:
-        queries = ViewQueries(view)
-        documents = [queries.lookup, queries.top, queries.windows, queries.history]
+        parts = view_queries(view).documents
+        documents = [parts.lookup, parts.top, parts.windows, parts.history]
         assert any(documents)
         for document in filter(None, documents):
             assert validate(subgraph, parse(document)) == [], document
 
 
 def test_windowed_bodies() -> None:
-    queries = ViewQueries(PER_MINUTE)
+    queries = view_queries(PER_MINUTE)
     assert orjson.loads(queries.top_body(5, [1, 4], START)) == {
         "query": "query($l:Int!,$w:WindowInput!,$p:[Int!]){r:topHostsPerMinute(limit:$l,"
         "window:$w,partitions:$p){k:host s:start e:end c:count}}",
@@ -41,7 +41,7 @@ def test_windowed_bodies() -> None:
 
 
 def test_latest_and_history_bodies() -> None:
-    lookup = orjson.loads(ViewQueries(LAST_BOOKING).lookup_body(["c1", "c2"]))
+    lookup = orjson.loads(view_queries(LAST_BOOKING).lookup_body(["c1", "c2"]))
     assert lookup == {
         "query": "query($r:[_Any!]!){r:_entities(representations:$r)"
         "{...on LastBooking{k:customer t:eventTime v0:trip}}}",
@@ -53,7 +53,7 @@ def test_latest_and_history_bodies() -> None:
         },
     }
     page = orjson.loads(
-        ViewQueries(BOOKING_HISTORY).history_body("c1", TimeRange(None, END), 7, "QQ")
+        view_queries(BOOKING_HISTORY).history_body("c1", TimeRange(None, END), 7, "QQ")
     )
     assert page["variables"] == {
         "k": "c1",
@@ -67,22 +67,24 @@ def test_latest_and_history_bodies() -> None:
 
 def test_a_kind_without_a_read_has_no_body() -> None:
     with pytest.raises(ValueError, match=r"word_counts .*has no history"):
-        ViewQueries(WORDS).history_body("w", TimeRange(None, None), 1, None)
+        view_queries(WORDS).history_body("w", TimeRange(None, None), 1, None)
     with pytest.raises(ValueError, match=r"booking_history .*has no top-N"):
-        ViewQueries(BOOKING_HISTORY).top_body(1, [0])
+        view_queries(BOOKING_HISTORY).top_body(1, [0])
 
 
 def test_readers_turn_answers_into_rows() -> None:
     window = {"k": "a", "s": "2023-11-14T22:13:00Z", "e": "2023-11-14T23:14:00+01:00", "c": 3}
-    assert ViewQueries(PER_MINUTE).read_top([window]) == [WindowCount("a", START, END, 3)]
-    assert ViewQueries(WORDS).read_lookup([{"k": "w", "c": 2}, None], 2) == [Row("w", 2), None]
+    assert view_queries(PER_MINUTE).read_top([window]) == [WindowCount("a", START, END, 3)]
+    assert view_queries(WORDS).read_lookup([{"k": "w", "c": 2}, None], 2) == [Row("w", 2), None]
     event = {"k": "c1", "t": "2023-11-14T22:13:00+00:00", "v0": None}
-    assert ViewQueries(LAST_BOOKING).read_lookup([event], 1) == [Event("c1", START, {"trip": None})]
+    assert view_queries(LAST_BOOKING).read_lookup([event], 1) == [
+        Event("c1", START, {"trip": None})
+    ]
     page = {
         "edges": [{"cursor": "QQ", "node": {**event, "v0": "rome"}}],
         "pageInfo": {"hasNextPage": True, "endCursor": "QQ"},
     }
-    assert ViewQueries(BOOKING_HISTORY).read_page(page) == Page(
+    assert view_queries(BOOKING_HISTORY).read_page(page) == Page(
         [Edge("QQ", Event("c1", START, {"trip": "rome"}))], True, "QQ"
     )
 
@@ -103,7 +105,7 @@ BROKEN: list[tuple[Any, str, Any]] = [
 
 @pytest.mark.parametrize(("view", "read", "data"), BROKEN)
 def test_readers_reject_what_the_protocol_does_not_allow(view: Any, read: str, data: Any) -> None:
-    queries = ViewQueries(view)
+    queries = view_queries(view)
     readers = {
         "lookup": lambda d: queries.read_lookup(d, 2),
         "top": queries.read_top,

@@ -9,7 +9,6 @@ import httpx
 import orjson
 import pytest
 
-from gateway.documents import ViewQueries
 from gateway.errors import (
     BadRequestError,
     NodeProtocolError,
@@ -18,6 +17,7 @@ from gateway.errors import (
     NotOwnerError,
     RoutingError,
 )
+from gateway.kinds import view_queries
 from gateway.reply import NodeReply
 from gateway.transport import HttpxCaller
 from gateway.upstream import Upstream
@@ -25,7 +25,7 @@ from tests.gateway.fakes import WORDS, table_for
 
 
 def test_bodies_are_the_documents_plus_variables() -> None:
-    queries = ViewQueries(WORDS)
+    queries = view_queries(WORDS)
     assert orjson.loads(queries.lookup_body(["kafka", 'qu"ote'])) == {
         "query": "query($r:[_Any!]!){r:_entities(representations:$r)"
         "{...on WordCount{k:word c:count}}}",

@@ -1,0 +1,75 @@
+"""The point and multi-key lookup fields of a view whose type is an entity (count and
+latest views): keys are checked once, here, then batched per request and owning node by
+the request's loader.
+
+```graphql
+wordCount(word: String!, maxLag: Int, atLeast: String): WordCount
+wordCounts(words: [String!]!, maxLag: Int, atLeast: String): [WordCount]!
+```
+"""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+import strawberry
+
+from gateway.fields.common import AtLeast, MaxLag, read_options, record_missing
+from gateway.request import KeyResult, RequestContext
+from gateway.rows import Event, Row
+from schema import View
+
+__all__ = ["lookup_fields"]
+
+
+async def _load(
+    info: strawberry.Info,
+    view: View,
+    keys: Sequence[str],
+    max_lag: int | None,
+    at_least: str | None,
+) -> list[KeyResult]:
+    context: RequestContext = info.context
+    context.planner.check_keys(view, keys)
+    options = await read_options(context, view, max_lag, at_least)
+    results = await context.loader(view, options).load_many(keys)
+    record_missing(context, info, results)
+    return results
+
+
+def lookup_fields(
+    view: View,
+    row_type: Any,
+    to_type: Callable[[Row | Event | None], Any],
+    point_description: str,
+    many_description: str,
+) -> dict[str, Any]:
+    """`view.point_field` (one key, null if unknown) and `view.many_field` (several keys, in
+    the order asked), answering instances of `row_type` made by `to_type`."""
+
+    async def point(
+        info: strawberry.Info,
+        key: Annotated[str, strawberry.argument(name=view.key_field)],
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> row_type | None:  # type: ignore[valid-type]
+        (result,) = await _load(info, view, [key], max_lag, at_least)
+        return to_type(result.row)
+
+    async def many(
+        info: strawberry.Info,
+        keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)],
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> list[row_type | None]:  # type: ignore[valid-type]
+        return [to_type(r.row) for r in await _load(info, view, keys, max_lag, at_least)]
+
+    return {
+        view.point_field: strawberry.field(
+            resolver=point, name=view.point_field, description=point_description
+        ),
+        view.many_field: strawberry.field(
+            resolver=many, name=view.many_field, description=many_description
+        ),
+    }

@@ -1,0 +1,24 @@
+"""HISTORY views in the gateway: pages of a key's events from its owner."""
+
+from __future__ import annotations
+
+from gateway.config import GatewayConfig
+from gateway.documents import NodeDocuments, history_document
+from gateway.fields.history import history_fields
+from gateway.inputs import MAX_PAGE_SIZE
+from gateway.kinds.kind import GatewayKind
+from gateway.prices import Price
+from schema import View
+
+__all__ = ["HISTORY"]
+
+
+def _documents(view: View) -> NodeDocuments:
+    return NodeDocuments(history=history_document(view))
+
+
+def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
+    return {view.point_field: Price(view, "first", MAX_PAGE_SIZE)}
+
+
+HISTORY = GatewayKind(history_fields, _documents, _prices)

@@ -1,0 +1,31 @@
+"""What a view kind provides in the gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.config import GatewayConfig
+from gateway.documents import NodeDocuments
+from gateway.fields import ViewFields
+from gateway.prices import Price
+from schema import View
+
+__all__ = ["GatewayKind", "no_example"]
+
+
+def no_example(view: View) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class GatewayKind:
+    """A kind in the gateway: `fields` builds a view's public fields (`gateway.fields`),
+    `documents` what the gateway asks the view's nodes and how it reads their rows,
+    `prices` what the view's root fields cost (`gateway.limits`) by their GraphQL name, and
+    `example` a first query for GraphiQL, if the kind has a good one."""
+
+    fields: Callable[[View], ViewFields]
+    documents: Callable[[View], NodeDocuments]
+    prices: Callable[[View, GatewayConfig], dict[str, Price]]
+    example: Callable[[View], str | None] = no_example

@@ -1,0 +1,28 @@
+"""LATEST views in the gateway: lookups by `_entities` of the newest event per key."""
+
+from __future__ import annotations
+
+import functools
+
+from gateway.config import GatewayConfig
+from gateway.documents import NodeDocuments, event_selection, lookup_document, read_event
+from gateway.fields.latest import latest_fields
+from gateway.kinds.kind import GatewayKind
+from gateway.prices import Price, keys_price
+from schema import View
+
+__all__ = ["LATEST"]
+
+
+def _documents(view: View) -> NodeDocuments:
+    return NodeDocuments(
+        lookup=lookup_document(view, event_selection(view)),
+        read_row=functools.partial(read_event, view),
+    )
+
+
+def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
+    return {view.many_field: keys_price(view, config)}
+
+
+LATEST = GatewayKind(latest_fields, _documents, _prices)

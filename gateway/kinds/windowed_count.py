@@ -1,0 +1,39 @@
+"""WINDOWED_COUNT views in the gateway: a key's windows from its owner, and the top-N of
+one window."""
+
+from __future__ import annotations
+
+from gateway.config import GatewayConfig
+from gateway.documents import (
+    NodeDocuments,
+    top_document,
+    window_row,
+    window_selection,
+    windows_document,
+)
+from gateway.fields.windowed import windowed_fields
+from gateway.kinds.kind import GatewayKind
+from gateway.prices import Price, top_price
+from schema import View
+
+__all__ = ["WINDOWED_COUNT"]
+
+
+def _documents(view: View) -> NodeDocuments:
+    return NodeDocuments(
+        top=top_document(view, window_selection(view), windowed=True),
+        windows=windows_document(view),
+        read_ranked=window_row,
+    )
+
+
+def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
+    prices = {view.top_field: top_price(view, config)}
+    if view.window is not None:
+        # a key's windows: as many as the retention keeps
+        kept = view.window.retention_ms // view.window.size_ms + 1
+        prices[view.point_field] = Price(view, fixed=kept)
+    return prices
+
+
+WINDOWED_COUNT = GatewayKind(windowed_fields, _documents, _prices)

@@ -1,0 +1,36 @@
+"""What a root field costs (`gateway.limits`): each kind prices its fields
+(`gateway.kinds`) from these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.config import GatewayConfig
+from schema import View
+
+__all__ = ["ONE", "Price", "keys_price", "top_price"]
+
+
+@dataclass(frozen=True)
+class Price:
+    """How a root field's cost is counted: the size its `argument` asks for (clamped to
+    1..`bound`), else `fixed`; times the view's partition count when it fans out."""
+
+    view: View | None = None
+    argument: str | None = None
+    bound: int | None = None
+    fixed: int = 1
+    fanout: bool = False
+
+
+ONE = Price()  # any field not priced otherwise
+
+
+def keys_price(view: View, config: GatewayConfig) -> Price:
+    """A multi-key lookup reads its keys."""
+    return Price(view, view.keys_arg, config.max_lookup_keys)
+
+
+def top_price(view: View, config: GatewayConfig) -> Price:
+    """A top-N reads `limit` rows of every partition."""
+    return Price(view, "limit", config.max_top_limit, fanout=True)

@@ -1,0 +1,103 @@
+"""What the planner's reads take and give, and the face of the planner that the resolvers
+use (`Reads`): the public fields depend on this, not on the planner, which depends on
+each kind's node documents (`gateway.kinds`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from gateway.consistency import AppliedAtLeast
+from gateway.errors import RoutingError
+from gateway.rows import Event, Page, Ranked, Row, WindowCount
+from schema import View
+
+__all__ = ["DEFAULT_READ", "KeyRead", "LookupResult", "ReadOptions", "Reads", "TopResult"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How one read may be answered: from a standby at most `max_lag` records behind when
+    the active copy cannot answer (None = the gateway's default, 0 = active only), and only
+    by copies that have applied `at_least`."""
+
+    max_lag: int | None = None
+    at_least: AppliedAtLeast | None = None
+
+
+# the gateway's configured max lag, no atLeast token
+DEFAULT_READ = ReadOptions()
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """Rows in the order of the keys asked (None = unknown or unavailable)."""
+
+    rows: list[Row | Event | None]
+    partitions: list[int]  # the partition of each key
+    failures: dict[int, RoutingError] = field(default_factory=dict)
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TopResult:
+    rows: list[Ranked]
+    failures: dict[int, RoutingError] = field(default_factory=dict)
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class KeyRead(Generic[T]):
+    """What the owner of `key` answered (None when its partition could not be read)."""
+
+    key: str
+    partition: int
+    value: T | None
+    failure: RoutingError | None = None
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Reads(Protocol):
+    """The reads a request's resolvers ask for (implemented by `gateway.planner.Planner`)."""
+
+    def check_keys(self, view: View, keys: Sequence[str]) -> None:
+        """Reject what no node could answer; lookups take keys checked here."""
+
+    async def lookup(
+        self, view: View, keys: Sequence[str], deadline: float, options: ReadOptions = DEFAULT_READ
+    ) -> LookupResult: ...
+
+    async def top(
+        self,
+        view: View,
+        limit: int,
+        deadline: float,
+        window: datetime | None = None,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> TopResult: ...
+
+    async def windows(
+        self,
+        view: View,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> KeyRead[list[WindowCount]]: ...
+
+    async def history(
+        self,
+        view: View,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        first: int,
+        after: str | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> KeyRead[Page]: ...
