@@ -78,7 +78,7 @@ def test_introspection_flag(raw: str, value: bool) -> None:
         ("STATEFED_GATEWAY_UPSTREAM_CONNECTIONS", "0"),
         ("STATEFED_GATEWAY_STATUS_TAIL_RECORDS", "0"),
         ("STATEFED_GATEWAY_HOST", " "),
-        ("STATEFED_BOOTSTRAP", ""),
+        ("STATEFED_BOOTSTRAP", "  "),
         ("STATEFED_GATEWAY_LOG_LEVEL", "loud"),
         ("STATEFED_GATEWAY_MAX_DEPTH", "0"),
         ("STATEFED_GATEWAY_MAX_DEPTH", "201"),
