@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -41,6 +40,7 @@ from tests.gateway.fakes import (
     feed_for,
 )
 from tooling.broker import free_port
+from tooling.processes import wait_until
 
 P = 4
 MINUTE = 60_000
@@ -109,12 +109,14 @@ def served(app: Any) -> Iterator[str]:
     )
     thread = threading.Thread(target=server.run, name="fuzzed-gateway", daemon=True)
     thread.start()
+
+    def started() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError(f"uvicorn on port {port} stopped before it started")
+        return server.started
+
     try:
-        deadline = time.monotonic() + 15
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError(f"uvicorn on port {port} did not start")
-            time.sleep(0.01)
+        wait_until(started, 15, f"uvicorn on port {port} to start", 0.01)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True

@@ -26,8 +26,9 @@ from schema import (
     partition_for,
     window_record_key,
 )
-from tests.node.harness import P, ThreadNode, node_config, produce_changelog, wait_for
+from tests.node.harness import P, ThreadNode, node_config, produce_changelog
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -169,7 +170,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
     )
     node = ThreadNode(config, views, clock=clock).start()
     try:
-        wait_for(
+        wait_until(
             lambda: node.health()["state"] == "RUNNING" and len(node.health()["active"]) == P,
             30,
             "nk RUNNING with every partition",
@@ -177,7 +178,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
         expected = {
             h: [(iso(s), c) for (k, s), c in sorted(windows.items()) if k == h] for h in hosts
         }
-        wait_for(lambda: {h: windows_of(node, h) for h in hosts} == expected, 15, "windows")
+        wait_until(lambda: {h: windows_of(node, h) for h in hosts} == expected, 15, "windows")
         # the already expired windows were dropped as they arrived, not stored
         assert stored_windows(node, windowed, hosts) == set(windows)
 
@@ -189,7 +190,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
         assert sorted(e["partition"] for e in top["extensions"]["freshness"]) == list(range(P))
 
         newest = [max((e for e in events if e.key == c), key=position) for c in customers]
-        wait_for(
+        wait_until(
             lambda: (
                 node.query(LATEST_QUERY, {"cs": customers})["data"]["lastBookings"]
                 == [as_json(e) for e in newest]
@@ -202,7 +203,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
             kept = (e for e in events if e.key == customer and e != deleted)
             return [as_json(e) for e in sorted(kept, key=position)]
 
-        wait_for(
+        wait_until(
             lambda: all(history_of(node, c) == expected_history(c) for c in customers),
             15,
             "booking histories",
@@ -214,6 +215,6 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
         later = {h: [w for w in expected[h] if w[0] != iso(T0)] for h in hosts}
         assert {h: windows_of(node, h) for h in hosts} == later
         remaining = {(h, s) for h, s in windows if s != T0}
-        wait_for(lambda: stored_windows(node, windowed, hosts) == remaining, 10, "the purge")
+        wait_until(lambda: stored_windows(node, windowed, hosts) == remaining, 10, "the purge")
     finally:
         node.stop()

@@ -68,9 +68,9 @@ def test_errors_name_the_variable_and_what_it_accepts(
 
 
 def test_values_given_directly_are_checked_too() -> None:
-    with pytest.raises(_Error, match="^T_COUNT: "):
+    with pytest.raises(_Error, match=r"^T_COUNT: "):
         _Config(count=0)
-    with pytest.raises(_Error, match="^T_FLAG: "):
+    with pytest.raises(_Error, match=r"^T_FLAG: "):
         _Config(flag=1)  # type: ignore[arg-type]
-    with pytest.raises(_Error, match="^T_NAME: must not be empty"):
+    with pytest.raises(_Error, match=r"^T_NAME: must not be empty"):
         _Config(name="")
