@@ -31,7 +31,9 @@ GatewayError                        code
 ```
 
 Messages name the view, key, partition and node. The conversion to GraphQL errors
-happens in one place, `gateway.responses`.
+happens in one place, `gateway.responses`. A node call's own failures
+(`gateway.transport.NodeTransportError`) become NodeUnavailableError or NodeTimeoutError
+in one place too, `gateway.upstream`.
 """
 
 from __future__ import annotations

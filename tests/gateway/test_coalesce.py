@@ -24,7 +24,7 @@ from gateway.errors import (
 )
 from gateway.routing import NodeInfo
 from gateway.rows import Row
-from gateway.transport import HttpxCaller
+from gateway.transport import HttpxCaller, NodeConnectError
 from gateway.upstream import Upstream
 from node.app import NodeApp
 from node.config import NodeConfig
@@ -202,7 +202,7 @@ def test_an_unreachable_node_fails_every_waiter_naming_its_own_partitions() -> N
         assert answer.partitions == tuple(partitions)
         assert answer.keys == tuple(keys)
         assert answer.node == "n1"
-        assert isinstance(answer.__cause__, httpx.ConnectError)
+        assert isinstance(answer.__cause__, NodeConnectError)
 
 
 def answering(
