@@ -31,6 +31,11 @@ class GatewayConfig(EnvConfig):
     # a node answers a local top-N of at most 10000
     max_top_limit: int = setting("STATEFED_MAX_TOP_LIMIT", 1000, low=1, high=10_000)
     max_lookup_keys: int = setting("STATEFED_MAX_LOOKUP_KEYS", 1000, low=1, high=1_000_000)
+    # representations of one `_entities` call: a federation router batches as many as its
+    # plan holds, each a point lookup (priced as such by gateway.limits)
+    max_entity_representations: int = setting(
+        "STATEFED_GATEWAY_MAX_ENTITIES", 1000, low=1, high=1_000_000
+    )
     # how far back in statefed.members reading starts
     members_lookback_ms: int = setting(
         "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS", 10_000, low=1, high=86_400_000

@@ -323,7 +323,10 @@ class QueryLimits:
 
 def _prices(config: GatewayConfig, catalogue: Iterable[View]) -> dict[str, _Price]:
     """The price of every root field that reads more than one row or partition."""
-    prices = {"_entities": _Price(argument="representations")}  # federation's batch lookup
+    # federation's batch lookup: each representation is a point lookup
+    prices = {
+        "_entities": _Price(argument="representations", bound=config.max_entity_representations)
+    }
     for view in catalogue:
         keys = _Price(view, view.keys_arg, config.max_lookup_keys)
         top = _Price(view, "limit", config.max_top_limit, fanout=True)
