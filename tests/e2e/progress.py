@@ -42,8 +42,9 @@ class PipelineProgress:
 
     def _drain(self, timeout_s: float) -> None:
         for message in self._consumer.consume(1000, timeout_s):
-            if message.error() is None and message.value():
-                status = decode_status(message.value())
+            value = message.value()
+            if message.error() is None and value:
+                status = decode_status(value)
                 self.latest[status.view] = status
 
     def _done(self, view: View, needed: dict[int, int]) -> bool:

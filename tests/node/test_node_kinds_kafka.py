@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from node.changes import position
+from node.store import PartitionStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     DEMO_DOMAIN,
@@ -36,6 +37,7 @@ SIZE = 60_000
 DAY = 24 * 3_600_000
 T0 = 1_699_999_980_000  # a minute boundary
 NEVER = -1
+Record = tuple[bytes, bytes | None, int]  # changelog record key, value (None: tombstone), partition
 
 
 class Clock:
@@ -62,10 +64,11 @@ def iso(ms: int) -> str:
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).isoformat()
 
 
-def window_records(hosts: list[str]) -> tuple[list[Any], dict[tuple[str, int], int]]:
+def window_records(hosts: list[str]) -> tuple[list[Record], dict[tuple[str, int], int]]:
     """Every intermediate absolute count of three windows per host, one window per host
     that is already expired, and a tombstone; with the counts a reader must see."""
-    records, final = [], {}
+    records: list[Record] = []
+    final: dict[tuple[str, int], int] = {}
     for n, host in enumerate(hosts):
         for i in range(3):
             start, count = T0 + i * SIZE, (n * 7 + i * 3) % 5 + 1
@@ -81,7 +84,7 @@ def window_records(hosts: list[str]) -> tuple[list[Any], dict[tuple[str, int], i
     return records, final
 
 
-def window_record(row: WindowRow) -> tuple[bytes, bytes, int]:
+def window_record(row: WindowRow) -> Record:
     return window_record_key(row), encode_window(row), partition_for(row.key, P)
 
 
@@ -96,12 +99,14 @@ def booking_events(customers: list[str]) -> list[EventRow]:
     return events
 
 
-def latest_records(events: list[EventRow]) -> list[Any]:
+def latest_records(events: list[EventRow]) -> list[Record]:
     return [(e.key.encode(), encode_event(e), partition_for(e.key, P)) for e in events]
 
 
-def history_records(events: list[EventRow], deleted: EventRow) -> list[Any]:
-    records = [(event_record_key(e), encode_event(e), partition_for(e.key, P)) for e in events]
+def history_records(events: list[EventRow], deleted: EventRow) -> list[Record]:
+    records: list[Record] = [
+        (event_record_key(e), encode_event(e), partition_for(e.key, P)) for e in events
+    ]
     records.append((event_record_key(deleted), None, partition_for(deleted.key, P)))
     return records
 
@@ -143,9 +148,11 @@ def stored_windows(node: ThreadNode, view: View, hosts: list[str]) -> set[tuple[
     """Every window in the node's stores, expired or not (read past the subgraph)."""
     found: set[tuple[str, int]] = set()
     for host in hosts:
-        read = node.app.registry.read(
-            partition_for(host, P), lambda s, h=host: s.windows(view.name, h, None, None, NEVER)
-        )
+
+        def windows(store: PartitionStore, host: str = host) -> list[WindowRow]:
+            return store.windows(view.name, host, None, None, NEVER)
+
+        read = node.app.registry.read(partition_for(host, P), windows)
         assert read is not None
         found |= {(w.key, w.start_ms) for w in read[0]}
     return found
