@@ -30,6 +30,7 @@ from gateway.errors import (
     RoutingError,
     RoutingNotReadyError,
     TooManyAliasesError,
+    TooManyRepresentationsError,
     TooManyRootFieldsError,
 )
 from gateway.limits import QueryLimits
@@ -85,6 +86,7 @@ __all__ = [
     "StatusBoard",
     "Token",
     "TooManyAliasesError",
+    "TooManyRepresentationsError",
     "TooManyRootFieldsError",
     "TopResult",
     "Upstream",

@@ -7,8 +7,10 @@ GatewayError                        code
 │   │                                                   window, from after to, no UTC offset, bad
 │   │                                                   cursor (also when the node rejects the
 │   │                                                   arguments)
-│   └── BadRepresentationError                          an `_entities` representation names no
-│                                                       entity type or lacks its key
+│   ├── BadRepresentationError                          an `_entities` representation names no
+│   │                                                   entity type or lacks its key
+│   └── TooManyRepresentationsError                     an `_entities` call carries more
+│                                                       representations than the gateway takes
 ├── QueryLimitError                                     the document exceeds a configured limit
 │   ├── QueryTooDeepError           QUERY_TOO_DEEP      fields nested deeper than max depth
 │   ├── TooManyAliasesError         TOO_MANY_ALIASES
@@ -31,7 +33,9 @@ GatewayError                        code
 ```
 
 Messages name the view, key, partition and node. The conversion to GraphQL errors
-happens in one place, `gateway.responses`.
+happens in one place, `gateway.responses`. A node call's own failures
+(`gateway.transport.NodeTransportError`) become NodeUnavailableError or NodeTimeoutError
+in one place too, `gateway.upstream`.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ __all__ = [
     "RoutingError",
     "RoutingNotReadyError",
     "TooManyAliasesError",
+    "TooManyRepresentationsError",
     "TooManyRootFieldsError",
 ]
 
@@ -96,6 +101,25 @@ class BadRepresentationError(BadRequestError):
     def extensions(self) -> dict[str, Any]:
         named = {"view": self.view} if self.view else {}
         return {"code": self.code, **named, "representation": self.index}
+
+
+class TooManyRepresentationsError(BadRequestError):
+    """An `_entities` call carries more representations than `limit`, set by the
+    environment variable `variable`."""
+
+    def __init__(self, actual: int, limit: int, variable: str) -> None:
+        GatewayError.__init__(
+            self,
+            f"_entities got {actual} representations, at most {limit} per call (set by "
+            f"{variable}): send them in several calls",
+        )
+        self.view = ""
+        self.actual = actual
+        self.limit = limit
+        self.variable = variable
+
+    def extensions(self) -> dict[str, Any]:
+        return {"code": self.code, "actual": self.actual, "limit": self.limit}
 
 
 class QueryLimitError(GatewayError):

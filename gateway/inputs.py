@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.errors import BadRequestError
+from gateway.errors import BadRequestError, TooManyRepresentationsError
 from gateway.timestamps import EPOCH, ceil_ms, floor_ms, from_ms
 from schema import View
 
@@ -22,6 +22,7 @@ __all__ = [
     "check_keys",
     "check_limit",
     "check_page_size",
+    "check_representations",
     "time_range",
     "top_window",
     "window_start",
@@ -40,10 +41,10 @@ class TimeRange:
     until: datetime | None
 
 
-def check_keys(view: View, keys: Sequence[str], max_keys: int, max_key_bytes: int) -> None:
+def check_keys(view: View, keys: Sequence[str], max_keys: int | None, max_key_bytes: int) -> None:
     """Reject empty keys, keys that are no UTF-8 or longer than `max_key_bytes` of it, and
-    more than `max_keys` keys."""
-    if len(keys) > max_keys:
+    more than `max_keys` keys (None: the caller bounds how many)."""
+    if max_keys is not None and len(keys) > max_keys:
         raise BadRequestError(view.name, f"at most {max_keys} {view.keys_arg} per request")
     for index, key in enumerate(keys):
         where = f" (position {index})" if len(keys) > 1 else ""
@@ -59,6 +60,12 @@ def check_keys(view: View, keys: Sequence[str], max_keys: int, max_key_bytes: in
                 f"{view.key_field} {key[:40]!r}... is {size} bytes of UTF-8{where}, at most "
                 f"{max_key_bytes} (STATEFED_GATEWAY_MAX_KEY_BYTES)",
             )
+
+
+def check_representations(count: int, max_count: int) -> None:
+    """Reject an `_entities` call with more than `max_count` representations."""
+    if count > max_count:
+        raise TooManyRepresentationsError(count, max_count, "STATEFED_GATEWAY_MAX_ENTITIES")
 
 
 def check_limit(view: View, limit: int, max_limit: int) -> None:

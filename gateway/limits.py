@@ -310,7 +310,10 @@ class QueryLimits:
 
 def _prices(config: GatewayConfig, catalogue: Iterable[View]) -> dict[str, Price]:
     """The price of every root field that reads more than one row or partition."""
-    prices = {"_entities": Price(argument="representations")}  # federation's batch lookup
+    # federation's batch lookup: each representation is a point lookup
+    prices = {
+        "_entities": Price(argument="representations", bound=config.max_entity_representations)
+    }
     for view in catalogue:
         prices.update(kind_of(view).prices(view, config))
     return prices

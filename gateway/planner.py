@@ -73,10 +73,15 @@ class Planner:
         """The event-loop time by which a request started now must be answered."""
         return asyncio.get_running_loop().time() + self._config.timeout_s
 
-    def check_keys(self, view: View, keys: Sequence[str]) -> None:
+    def check_keys(self, view: View, keys: Sequence[str], *, counted: bool = True) -> None:
         """Reject what no node could answer: empty keys, keys that are no UTF-8 or too long,
-        too many keys."""
-        inputs.check_keys(view, keys, self._config.max_lookup_keys, self._config.max_key_bytes)
+        and (when `counted`) more keys than one lookup field takes."""
+        max_keys = self._config.max_lookup_keys if counted else None
+        inputs.check_keys(view, keys, max_keys, self._config.max_key_bytes)
+
+    def check_representations(self, count: int) -> None:
+        """Reject an `_entities` call with more representations than the gateway takes."""
+        inputs.check_representations(count, self._config.max_entity_representations)
 
     def check_limit(self, view: View, limit: int) -> None:
         inputs.check_limit(view, limit, self._config.max_top_limit)

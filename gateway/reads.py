@@ -64,8 +64,12 @@ class KeyRead(Generic[T]):
 class Reads(Protocol):
     """The reads a request's resolvers ask for (implemented by `gateway.planner.Planner`)."""
 
-    def check_keys(self, view: View, keys: Sequence[str]) -> None:
-        """Reject what no node could answer; lookups take keys checked here."""
+    def check_keys(self, view: View, keys: Sequence[str], *, counted: bool = True) -> None:
+        """Reject what no node could answer; lookups take keys checked here (`counted`: no
+        more than one lookup field takes)."""
+
+    def check_representations(self, count: int) -> None:
+        """Reject an `_entities` call with more representations than the gateway takes."""
 
     async def lookup(
         self, view: View, keys: Sequence[str], deadline: float, options: ReadOptions = DEFAULT_READ

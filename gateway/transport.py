@@ -3,10 +3,19 @@ protocols, answers parsed by httptools (which uvicorn already uses).
 
 A node call through httpx.AsyncClient cost the gateway ~850 us of CPU on these machines
 (httpcore over anyio streams ~500 us, the client ~100-200 us); through these connections it
-costs ~50 us, so a node call no longer dominates a point query. Failures are raised as
-httpx's exceptions (ConnectError, RemoteProtocolError), as the gateway's other callers
-raise them; the caller bounds the time, and a call it abandons closes its connection.
-`https` node URLs are posted with an httpx client instead.
+costs ~50 us, so a node call no longer dominates a point query. The caller bounds the
+time, and a call it abandons closes its connection. `https` node URLs are posted with an
+httpx client instead (`HttpxCaller`, also how tests reach fake nodes).
+
+Both callers raise the transport's own errors; httpx's are mapped to them at one seam,
+`HttpxCaller.post`, so nothing above this module knows which client made the call:
+
+```
+NodeTransportError             no complete HTTP answer came back from the node
+├── NodeConnectError           no connection: refused, unreachable, an invalid URL
+├── NodeReadError              the connection ended before a whole, valid HTTP answer
+└── NodeTransportTimeoutError  an httpx client's own timeout ran out (also a TimeoutError)
+```
 
 A connection that sat idle in the pool may have been closed by the node (uvicorn closes
 keep-alive connections after 5 s) just as a request was written to it: when a reused
@@ -23,10 +32,52 @@ from typing import cast
 import httptools
 import httpx
 
-__all__ = ["HttpxCaller", "NodeConnections"]
+__all__ = [
+    "HttpxCaller",
+    "NodeConnectError",
+    "NodeConnections",
+    "NodeReadError",
+    "NodeTransportError",
+    "NodeTransportTimeoutError",
+]
 
 _Answer = tuple[int, bytes]  # status, body
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+
+
+class NodeTransportError(Exception):
+    """A node call got no complete HTTP answer; the message names the node's address."""
+
+
+class NodeConnectError(NodeTransportError):
+    """No connection to the node could be opened (refused, unreachable, invalid URL)."""
+
+
+class NodeReadError(NodeTransportError):
+    """The connection ended before a whole, valid HTTP answer arrived."""
+
+
+class NodeTransportTimeoutError(NodeTransportError, TimeoutError):
+    """An httpx client's own timeout ran out (NodeConnections leave time to the caller)."""
+
+
+# httpx's exceptions, most specific first, and the transport error each becomes
+_HTTPX_ERRORS: tuple[tuple[type[Exception], type[NodeTransportError]], ...] = (
+    (httpx.TimeoutException, NodeTransportTimeoutError),
+    (httpx.ConnectError, NodeConnectError),
+    (httpx.UnsupportedProtocol, NodeConnectError),
+    (httpx.InvalidURL, NodeConnectError),
+    (httpx.NetworkError, NodeReadError),  # ReadError, WriteError, CloseError
+    (httpx.RemoteProtocolError, NodeReadError),
+    (httpx.HTTPError, NodeTransportError),
+)
+
+
+def _mapped(url: str, exc: Exception) -> NodeTransportError:
+    for httpx_type, transport_type in _HTTPX_ERRORS:
+        if isinstance(exc, httpx_type):
+            return transport_type(f"{url}: {type(exc).__name__}: {exc}")
+    return NodeTransportError(f"{url}: {type(exc).__name__}: {exc}")
 
 
 class _StaleConnection(Exception):
@@ -59,13 +110,13 @@ class _Connection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(httpx.RemoteProtocolError(f"the node's answer is not valid HTTP: {exc}"))
+            self._fail(NodeReadError(f"the node's answer is not valid HTTP: {exc}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._on_lost(self)
         if self._received:
-            self._fail(httpx.RemoteProtocolError("the node closed the connection mid-answer"))
+            self._fail(NodeReadError("the node closed the connection mid-answer"))
         else:
             self._fail(_StaleConnection())
 
@@ -83,7 +134,7 @@ class _Connection(asyncio.Protocol):
             self._answer.set_result((status, b"".join(self._body)))
 
     async def exchange(self, request: bytes) -> _Answer:
-        """Write `request` and wait for the whole answer; raises RemoteProtocolError or
+        """Write `request` and wait for the whole answer; raises NodeReadError or
         _StaleConnection when the node closes the connection first."""
         if self.closed or self._transport is None:
             raise _StaleConnection()
@@ -157,19 +208,22 @@ class _Pool:
             )
         except OSError as exc:
             where = f"{self._host}:{self._port}"
-            raise httpx.ConnectError(f"cannot connect to {where}: {exc}") from exc
+            raise NodeConnectError(f"cannot connect to {where}: {exc}") from exc
         return connection
 
 
 class HttpxCaller:
     """Posts JSON bodies through an httpx client (https node URLs; tests reach fake nodes
-    through ASGI transports)."""
+    through ASGI transports); httpx's exceptions become the transport's own here."""
 
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
 
     async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
-        response = await self.client.post(url, content=body, headers=_JSON_HEADERS)
+        try:
+            response = await self.client.post(url, content=body, headers=_JSON_HEADERS)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _mapped(url, exc) from exc
         return response.status_code, response.content
 
 
@@ -188,7 +242,10 @@ class NodeConnections:
         """POST a JSON `body` to `url`; the status and body of the answer."""
         target = self._heads.get(url)
         if target is None:
-            parsed = httpx.URL(url)
+            try:
+                parsed = httpx.URL(url)
+            except httpx.InvalidURL as exc:
+                raise _mapped(url, exc) from exc
             if parsed.scheme != "http":
                 return await self._tls_caller().post(url, body)
             target = self._heads[url] = self._post_head(parsed)
@@ -208,7 +265,7 @@ class NodeConnections:
                 raise
             pool.release(connection)
             return answer
-        raise httpx.RemoteProtocolError("the node closed the connection without answering")
+        raise NodeReadError("the node closed the connection without answering")
 
     async def aclose(self) -> None:
         for pool in self._pools.values():

@@ -11,8 +11,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-import httpx
-
 from gateway.coalesce import Coalescer
 from gateway.errors import (
     NodeTimeoutError,
@@ -20,13 +18,14 @@ from gateway.errors import (
 )
 from gateway.reply import NodeReply, decode_reply
 from gateway.routing import NodeInfo
+from gateway.transport import NodeTransportError
 
 __all__ = ["Caller", "Upstream"]
 
 
 class Caller(Protocol):
     """What posts a JSON body to a node URL: the gateway's NodeConnections, or an
-    HttpxCaller (`gateway.transport`). Failures are raised as httpx's exceptions."""
+    HttpxCaller (`gateway.transport`). Failures are raised as `NodeTransportError`s."""
 
     async def post(self, url: str, body: bytes) -> tuple[int, bytes]: ...
 
@@ -56,10 +55,10 @@ class Upstream:
                 raise TimeoutError
             async with asyncio.timeout(remaining):
                 status, content = await self._caller.post(node.graphql_url, body)
-        except (TimeoutError, httpx.TimeoutException) as exc:
+        except TimeoutError as exc:  # the deadline, or NodeTransportTimeoutError
             detail = f"no answer from {node.url} before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        except NodeTransportError as exc:
             detail = f"{node.url} unreachable: {type(exc).__name__}: {exc}"
             raise NodeUnavailableError(view, detail, **where) from exc
         return decode_reply(status, content, view, where)

@@ -2,7 +2,7 @@
 
 ```
 NodeError                          anything the node raises on purpose
-├── ConfigError (ValueError)       a STATEFED_* variable is missing or invalid
+├── ConfigError (ValueError)       a STATEFED_* variable is invalid (runtime.config's)
 ├── TopologyError                  changelog topics missing or not co-partitioned
 ├── QueryError                     a caller's request the node refuses (a GraphQL error)
 │   ├── BadRequestError            BAD_USER_INPUT: empty key, limit out of range, ...
@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import runtime.config
+
 __all__ = [
     "BadRepresentationError",
     "BadRequestError",
@@ -45,12 +47,8 @@ class NodeError(Exception):
     """Base of every error the node raises on purpose."""
 
 
-class ConfigError(NodeError, ValueError):
-    """A configuration variable is missing or invalid; the message names the variable."""
-
-    def __init__(self, variable: str, problem: str):
-        super().__init__(f"{variable}: {problem}")
-        self.variable = variable
+class ConfigError(NodeError, runtime.config.ConfigError):
+    """A configuration variable is invalid; the message starts with the variable's name."""
 
 
 class TopologyError(NodeError):

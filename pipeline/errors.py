@@ -1,13 +1,16 @@
 """The pipeline's exception tree.
 
 PipelineError                  anything the pipeline raises on purpose
-├── PipelineConfigError        a STATEFED_* variable is missing or invalid (also ValueError)
+├── PipelineConfigError        a STATEFED_* variable or a data source option is invalid
+│                              (runtime.config.ConfigError, a ValueError)
 ├── SourceError                reading an input topic failed (topic, partition, offsets)
 ├── DeliveryError              a changelog or dead-letter record was not delivered
 └── QueryFailedError           a streaming query terminated with an error (view, query)
 """
 
 from __future__ import annotations
+
+import runtime.config
 
 __all__ = [
     "DeliveryError",
@@ -22,8 +25,9 @@ class PipelineError(Exception):
     """Base of every error the pipeline raises on purpose."""
 
 
-class PipelineConfigError(PipelineError, ValueError):
-    """A configuration variable is missing or invalid; the message names the variable."""
+class PipelineConfigError(PipelineError, runtime.config.ConfigError):
+    """A configuration variable (or data source option) is invalid; the message starts
+    with its name."""
 
 
 class SourceError(PipelineError):

@@ -80,7 +80,7 @@ class SourceOptions:
         def require(name: str) -> str:
             value = options.get(name)
             if not value:
-                raise PipelineConfigError(f"{SOURCE_NAME} source: option {name!r} is required")
+                raise PipelineConfigError(f"{SOURCE_NAME} option {name}", "is required")
             return value
 
         def integer(name: str, default: int, minimum: int) -> int:
@@ -88,15 +88,20 @@ class SourceOptions:
             try:
                 value = default if raw is None else int(raw)
             except ValueError as exc:
-                raise PipelineConfigError(f"{SOURCE_NAME}: {name}={raw!r} is no integer") from exc
+                raise PipelineConfigError(
+                    f"{SOURCE_NAME} option {name}", f"must be an integer, got {raw!r}"
+                ) from exc
             if value < minimum:
-                raise PipelineConfigError(f"{SOURCE_NAME}: {name}={value} must be >= {minimum}")
+                raise PipelineConfigError(
+                    f"{SOURCE_NAME} option {name}", f"must be >= {minimum}, got {value}"
+                )
             return value
 
         starting = options.get("startingOffsets", "earliest")
         if starting not in ("earliest", "latest"):
             raise PipelineConfigError(
-                f"{SOURCE_NAME}: startingOffsets={starting!r} must be earliest or latest"
+                f"{SOURCE_NAME} option startingOffsets",
+                f"must be earliest or latest, got {starting!r}",
             )
         return cls(
             bootstrap=require("bootstrap"),

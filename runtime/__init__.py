@@ -1,16 +1,19 @@
 """Runtime code the deployable parts share: the clock, Kafka topics and producers, top-N
-ranking.
+ranking, and the one reader of `STATEFED_*` configuration (`runtime.config`).
 
 Imports run one way: tooling -> parts (gateway, node, pipeline) -> runtime -> schema.
 """
 
 from runtime.clock import Clock, wall_clock_ms
+from runtime.config import ConfigError, EnvConfig, setting
 from runtime.produce import ProduceError, Record, Write, new_producer, produce_keys, produce_records
 from runtime.ranking import Rankable, merge_top, rank
 from runtime.topics import ensure_topics, partition_count, statefed_topics
 
 __all__ = [
     "Clock",
+    "ConfigError",
+    "EnvConfig",
     "ProduceError",
     "Rankable",
     "Record",
@@ -22,6 +25,7 @@ __all__ = [
     "produce_keys",
     "produce_records",
     "rank",
+    "setting",
     "statefed_topics",
     "wall_clock_ms",
 ]

@@ -11,7 +11,7 @@ VARIABLE = re.compile(r"STATEFED_[A-Z][A-Z0-9_]*[A-Z0-9]")
 
 def _variables_in_code() -> set[str]:
     found: set[str] = set()
-    for package in ("schema", "node", "gateway"):
+    for package in ("schema", "runtime", "node", "gateway", "pipeline", "tooling"):
         for path in (ROOT / package).rglob("*.py"):
             found |= set(VARIABLE.findall(path.read_text()))
     return found

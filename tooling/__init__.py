@@ -3,6 +3,6 @@ launcher, the demo and child processes owned by a handle. Nothing deployed impor
 
 from tooling.broker import EmbeddedBroker
 from tooling.localcluster import LocalCluster
-from tooling.processes import ManagedProcess, wait_until
+from tooling.processes import ManagedProcess, wait_until, wait_until_async
 
-__all__ = ["EmbeddedBroker", "LocalCluster", "ManagedProcess", "wait_until"]
+__all__ = ["EmbeddedBroker", "LocalCluster", "ManagedProcess", "wait_until", "wait_until_async"]

@@ -14,7 +14,9 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 
+from runtime.config import ConfigError
 from schema import View, load_catalogue
+from tooling.config import ToolingConfig
 
 __all__ = ["main"]
 
@@ -89,13 +91,6 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def _partitions(env: dict[str, str]) -> int:
-    raw = env.get("STATEFED_PARTITIONS", "6")
-    if not raw.isdigit() or int(raw) < 1:
-        raise SystemExit(f"STATEFED_PARTITIONS must be a positive integer, got {raw!r}")
-    return int(raw)
-
-
 def _wait_for_signal() -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -107,10 +102,9 @@ def _broker(env: dict[str, str]) -> None:
     from runtime.topics import ensure_topics, statefed_topics
     from tooling.broker import EmbeddedBroker
 
-    host = env.get("STATEFED_BROKER_HOST", "127.0.0.1")
-    port = int(env.get("STATEFED_BROKER_PORT", "9092"))
-    with EmbeddedBroker(host=host, port=port) as broker:
-        ensure_topics(broker.bootstrap, statefed_topics(_partitions(env), _catalogue(env)))
+    config = ToolingConfig.from_env(env)
+    with EmbeddedBroker(host=config.broker_host, port=config.broker_port) as broker:
+        ensure_topics(broker.bootstrap, statefed_topics(config.partitions, _catalogue(env)))
         print(f"statefed broker: ready on {broker.bootstrap} (memory only)", file=sys.stderr)
         _wait_for_signal()
     print("statefed broker: stopped", file=sys.stderr)
@@ -118,7 +112,7 @@ def _broker(env: dict[str, str]) -> None:
 
 def _catalogue(env: dict[str, str]) -> tuple[View, ...]:
     try:
-        return load_catalogue(env.get("STATEFED_CATALOGUE"))
+        return load_catalogue(ToolingConfig.from_env(env).catalogue)
     except ValueError as exc:
         raise SystemExit(str(exc)) from exc
 
@@ -126,9 +120,9 @@ def _catalogue(env: dict[str, str]) -> tuple[View, ...]:
 def _topics(env: dict[str, str]) -> None:
     from runtime.topics import ensure_topics, statefed_topics
 
-    bootstrap = env.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
-    topics = statefed_topics(_partitions(env), _catalogue(env))
-    ensure_topics(bootstrap, topics)
+    config = ToolingConfig.from_env(env)
+    topics = statefed_topics(config.partitions, _catalogue(env))
+    ensure_topics(config.bootstrap, topics)
     for topic, partitions in topics.items():
         print(f"{topic}\t{partitions} partitions")
 
@@ -160,7 +154,7 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
     from runtime.produce import produce_keys
     from tooling.demodata import skewed_words
 
-    bootstrap = env.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    bootstrap = ToolingConfig.from_env(env).bootstrap
     if args.count is not None:
         keys = skewed_words(args.count, seed=args.seed)
     else:
@@ -185,7 +179,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "produce": lambda e: _produce(e, args),
         "demo": _demo,
     }
-    handlers[args.command](env)
+    try:
+        handlers[args.command](env)
+    except ConfigError as exc:  # every part's configuration error derives from it
+        raise SystemExit(f"statefed {args.command}: {exc}") from exc
 
 
 def _demo(env: dict[str, str]) -> None:

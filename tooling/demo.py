@@ -19,10 +19,12 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer
 
+from gateway.config import GatewayConfig
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
 from schema import CATALOGUE
 from tooling import demodata
+from tooling.config import ToolingConfig
 from tooling.localcluster import LocalCluster
 from tooling.processes import wait_until
 
@@ -52,14 +54,13 @@ def _port_free(port: int) -> bool:
 
 
 def _settings(env: dict[str, str]) -> tuple[Path, int, int]:
-    base = Path(env.get("STATEFED_DEMO_DIR", ".statefed/demo"))
-    port = int(env.get("STATEFED_GATEWAY_PORT", "8100"))
-    partitions = int(env.get("STATEFED_PARTITIONS", "6"))
+    tooling = ToolingConfig.from_env(env)
+    port = GatewayConfig.from_env(env).port
     if not _port_free(port):
         raise SystemExit(
             f"port {port} is taken: stop what listens there or run `statefed demo --port N`"
         )
-    return base, port, partitions
+    return tooling.demo_dir, port, tooling.partitions
 
 
 def run_demo(env: dict[str, str]) -> None:

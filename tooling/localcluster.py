@@ -17,6 +17,7 @@ import httpx
 from runtime.topics import ensure_topics, statefed_topics
 from schema import load_catalogue
 from tooling.broker import EmbeddedBroker, free_port
+from tooling.config import ToolingConfig
 from tooling.processes import ManagedProcess, wait_until
 
 __all__ = ["LocalCluster"]
@@ -70,7 +71,7 @@ class LocalCluster:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.broker = EmbeddedBroker(log_path=self.base_dir / "broker.log")
         self.broker.start()
-        catalogue = load_catalogue(self._base_env.get("STATEFED_CATALOGUE"))
+        catalogue = load_catalogue(ToolingConfig.from_env(self._base_env).catalogue)
         ensure_topics(self.broker.bootstrap, statefed_topics(self.partitions, catalogue))
         self.progress(f"broker: ready on {self.broker.bootstrap}, {self.partitions} partitions")
 

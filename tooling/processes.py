@@ -7,6 +7,7 @@ logs to its own file, and is stopped by its handle: SIGTERM (clean shutdown) or 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
@@ -14,15 +15,24 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import httpx
 
-__all__ = ["ManagedProcess", "ProcessFailed", "die_with_parent", "wait_until"]
+__all__ = [
+    "ManagedProcess",
+    "ProcessFailed",
+    "die_with_parent",
+    "wait_until",
+    "wait_until_async",
+]
 
 _PR_SET_PDEATHSIG = 1
+_T = TypeVar("_T")
+# what a wait is for: a description, or a function giving one when the wait times out
+Described = str | Callable[[], str]
 
 
 def die_with_parent() -> None:
@@ -44,14 +54,41 @@ class ProcessFailed(RuntimeError):
 
 
 def wait_until(
-    condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.2
-) -> None:
-    """Poll `condition` until it holds; raise TimeoutError naming `what` at the deadline."""
+    condition: Callable[[], _T | None], timeout_s: float, what: Described, interval_s: float = 0.2
+) -> _T:
+    """Call `condition` every `interval_s` until it returns a truthy value, and return that.
+
+    At the deadline raise TimeoutError naming `what` (a callable is asked at that moment,
+    to describe the state it found) and the condition's last value. `interval_s=0` suits
+    a condition that waits itself, e.g. by consuming with a timeout.
+    """
     deadline = time.monotonic() + timeout_s
-    while not condition():
+    while not (last := condition()):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+            raise TimeoutError(_timed_out(timeout_s, what, last))
         time.sleep(interval_s)
+    return last
+
+
+async def wait_until_async(
+    condition: Callable[[], Awaitable[_T | None]],
+    timeout_s: float,
+    what: Described,
+    interval_s: float = 0.2,
+) -> _T:
+    """`wait_until` for a coroutine condition, sleeping with `asyncio.sleep`."""
+    deadline = time.monotonic() + timeout_s
+    while not (last := await condition()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(_timed_out(timeout_s, what, last))
+        await asyncio.sleep(interval_s)
+    return last
+
+
+def _timed_out(timeout_s: float, what: Described, last: object) -> str:
+    described = what if isinstance(what, str) else what()
+    found = "" if last is None or isinstance(last, bool) else f" (last: {last!r})"
+    return f"timed out after {timeout_s} s waiting for {described}{found}"
 
 
 class ManagedProcess:

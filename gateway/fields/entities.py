@@ -48,6 +48,7 @@ async def resolve_entities(
 ) -> list[Any]:
     """One object, None (unknown key or partition unavailable) or error per representation."""
     context: RequestContext = info.context
+    context.planner.check_representations(len(representations))
     results: list[Any] = [None] * len(representations)
     wanted: _Wanted = {}
     for index, representation in enumerate(representations):
@@ -58,7 +59,8 @@ async def resolve_entities(
             continue
         wanted.setdefault(name, []).append((index, key))
     for name, items in wanted.items():
-        context.planner.check_keys(entities[name].view, [key for _, key in items])
+        keys = [key for _, key in items]
+        context.planner.check_keys(entities[name].view, keys, counted=False)
     loaded = await asyncio.gather(
         *(
             context.loader(entities[name].view).load_many([key for _, key in items])

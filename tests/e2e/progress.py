@@ -8,13 +8,13 @@ source offsets past the round's last record.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, TopicPartition
 
 from runtime.produce import Write
 from schema import CATALOGUE, PIPELINE_TOPIC, View, ViewStatus, decode_status
+from tooling.processes import wait_until
 
 
 def needed_offsets(writes: Iterable[Write]) -> dict[int, int]:
@@ -42,8 +42,9 @@ class PipelineProgress:
 
     def _drain(self, timeout_s: float) -> None:
         for message in self._consumer.consume(1000, timeout_s):
-            if message.error() is None and message.value():
-                status = decode_status(message.value())
+            value = message.value()
+            if message.error() is None and value:
+                status = decode_status(value)
                 self.latest[status.view] = status
 
     def _done(self, view: View, needed: dict[int, int]) -> bool:
@@ -55,12 +56,18 @@ class PipelineProgress:
     def wait(self, topic: str, needed: dict[int, int], timeout_s: float = 90.0) -> None:
         """Wait until every view over `topic` has processed up to `needed`."""
         views = [v for v in CATALOGUE if v.topic == topic]
-        deadline = time.monotonic() + timeout_s
-        while not all(self._done(v, needed) for v in views):
-            if time.monotonic() > deadline:
-                seen = {v.name: self.latest.get(v.name) for v in views}
-                raise TimeoutError(f"pipeline did not reach {needed} on {topic}: {seen}")
-            self._drain(0.2)
+
+        def done() -> bool:
+            if all(self._done(v, needed) for v in views):
+                return True
+            self._drain(0.2)  # the poll waits here, consuming
+            return False
+
+        def seen() -> str:
+            latest = {v.name: self.latest.get(v.name) for v in views}
+            return f"the pipeline to reach {needed} on {topic}: {latest}"
+
+        wait_until(done, timeout_s, seen, interval_s=0)
 
     def close(self) -> None:
         self._consumer.close()

@@ -16,7 +16,6 @@ import binascii
 import contextlib
 import struct
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -52,6 +51,7 @@ from schema import (
     partition_for,
 )
 from tooling.broker import free_port
+from tooling.processes import wait_until
 
 WORDS = WORD_COUNTS
 FULL: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN)
@@ -553,12 +553,13 @@ class ServerThread:
 
     def __enter__(self) -> ServerThread:
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError(f"uvicorn on port {self.port} did not start")
-            time.sleep(0.01)
+        wait_until(self._started, 10, f"uvicorn on port {self.port} to start", 0.01)
         return self
+
+    def _started(self) -> bool:
+        if not self._thread.is_alive():
+            raise RuntimeError(f"uvicorn on port {self.port} stopped before it started")
+        return self._server.started
 
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True

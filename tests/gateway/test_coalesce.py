@@ -23,8 +23,8 @@ from gateway.errors import (
 )
 from gateway.kinds import view_queries
 from gateway.routing import NodeInfo
-from gateway.rows import Row
-from gateway.transport import HttpxCaller
+from gateway.rows import Event, Row
+from gateway.transport import HttpxCaller, NodeConnectError
 from gateway.upstream import Upstream
 from node.app import NodeApp
 from node.config import NodeConfig
@@ -101,6 +101,8 @@ def node(registry: PartitionRegistry, tmp_path: Path) -> Counted:
 
 
 Lookup = tuple[list[int], list[str], dict[str, Any]]  # partitions, keys, extensions
+# what a coalesced lookup returns: a row (or None) per key, and the freshness entries
+Answer = tuple[list[Row | Event | None], list[dict[str, Any]]]
 
 
 def run(
@@ -202,7 +204,7 @@ def test_an_unreachable_node_fails_every_waiter_naming_its_own_partitions() -> N
         assert answer.partitions == tuple(partitions)
         assert answer.keys == tuple(keys)
         assert answer.node == "n1"
-        assert isinstance(answer.__cause__, httpx.ConnectError)
+        assert isinstance(answer.__cause__, NodeConnectError)
 
 
 def answering(
@@ -231,13 +233,13 @@ def test_each_waiter_waits_only_until_its_own_deadline() -> None:
         answer = [{"k": r["word"], "c": 7} for r in body["variables"]["r"]]
         return httpx.Response(200, json={"data": {"r": answer}, "extensions": {"freshness": []}})
 
-    async def scenario() -> tuple[Any, Any]:
+    async def scenario() -> tuple[Answer | BaseException, Answer | BaseException]:
         async with httpx.AsyncClient(transport=answering(slow)) as client:
             coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
             now = asyncio.get_running_loop().time()
             hurried = coalescer.lookup(NODE, QUERIES, [0], ["a"], {}, now + 0.05)
             patient = coalescer.lookup(NODE, QUERIES, [1], ["b"], {}, now + 5)
-            return tuple(await asyncio.gather(hurried, patient, return_exceptions=True))
+            return await asyncio.gather(hurried, patient, return_exceptions=True)
 
     hurried, patient = asyncio.run(scenario())
     assert isinstance(hurried, NodeTimeoutError)

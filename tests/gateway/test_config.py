@@ -32,6 +32,7 @@ def test_every_variable_is_read() -> None:
         "STATEFED_GATEWAY_MAX_LAG": "5",
         "STATEFED_MAX_TOP_LIMIT": "50",
         "STATEFED_MAX_LOOKUP_KEYS": "10",
+        "STATEFED_GATEWAY_MAX_ENTITIES": "20",
         "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS": "30000",
         "STATEFED_GATEWAY_STATUS_TAIL_RECORDS": "500",
         "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS": "8",
@@ -53,6 +54,7 @@ def test_every_variable_is_read() -> None:
     assert config.url == "http://0.0.0.0:9000"
     assert config.status_tail_records == 500
     assert config.max_lag == 5
+    assert (config.max_lookup_keys, config.max_entity_representations) == (10, 20)
     assert (config.max_depth, config.max_aliases, config.max_root_fields) == (8, 0, 5)
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (123456, 64, 65536)
     assert config.introspection is False and config.produce is False
@@ -78,7 +80,7 @@ def test_introspection_flag(raw: str, value: bool) -> None:
         ("STATEFED_GATEWAY_UPSTREAM_CONNECTIONS", "0"),
         ("STATEFED_GATEWAY_STATUS_TAIL_RECORDS", "0"),
         ("STATEFED_GATEWAY_HOST", " "),
-        ("STATEFED_BOOTSTRAP", ""),
+        ("STATEFED_BOOTSTRAP", "  "),
         ("STATEFED_GATEWAY_LOG_LEVEL", "loud"),
         ("STATEFED_GATEWAY_MAX_DEPTH", "0"),
         ("STATEFED_GATEWAY_MAX_DEPTH", "201"),

@@ -27,9 +27,9 @@ from tests.node.harness import (
     produce_counts,
     spawn_node,
     unique_count_view,
-    wait_for,
 )
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -87,10 +87,10 @@ def test_a_killed_nodes_keys_are_answered_from_standbys(
                 return False
             return h["state"] == "RUNNING" and len(h["active"]) == P
 
-        wait_for(a_running, 40, "node a RUNNING")
+        wait_until(a_running, 40, "node a RUNNING")
         config_b = node_config(broker.bootstrap, tmp_path, f"fb-{uuid.uuid4().hex[:4]}", group)
         b = ThreadNode(config_b, [view]).start()
-        wait_for(lambda: _mirrored(health(client_a), b.health()), 60, "a and b mirrored")
+        wait_until(lambda: _mirrored(health(client_a), b.health()), 60, "a and b mirrored")
         held_a = health(client_a)["active"]
         client_a.close()
         words = [k for k in keys if partition_for(k, P) in held_a]
@@ -118,10 +118,7 @@ def test_a_killed_nodes_keys_are_answered_from_standbys(
                             <= alive
                         )
 
-                    deadline = time.monotonic() + 30
-                    while not await routed():
-                        assert time.monotonic() < deadline, "the gateway never routed a and b"
-                        await asyncio.sleep(0.1)
+                    await wait_until_async(routed, 30, "the gateway to route a and b", 0.1)
                     process.send_signal(signal.SIGKILL)
                     await asyncio.to_thread(process.wait, 10)
                     return await _watch(http, words)
@@ -130,7 +127,7 @@ def test_a_killed_nodes_keys_are_answered_from_standbys(
 
         answers = asyncio.run(scenario())
         # the group settles: b holds every partition ACTIVE (stop b only once it is stable)
-        wait_for(
+        wait_until(
             lambda: b.health()["state"] == "RUNNING" and len(b.health()["active"]) == P,
             40,
             "b RUNNING with every partition",

@@ -180,11 +180,25 @@ def test_unavailable_partitions_are_errors_at_their_first_representation() -> No
     assert set(codes(body)) == {"PARTITION_UNAVAILABLE"}
 
 
-def test_too_many_keys_is_one_error_for_the_field() -> None:
+def test_a_router_batch_may_hold_more_representations_than_a_lookup_keys() -> None:
+    model = truth()
+    nodes = fake_nodes(model, P, 1, FULL)
+    config = GatewayConfig(max_lookup_keys=3, max_entity_representations=8)
+    representations = [{"__typename": "WordCount", "word": f"w{i:02d}"} for i in range(8)]
+    body = resolve(nodes, representations, config)
+    assert "errors" not in body, body["errors"]
+    assert body["data"]["_entities"] == [expected(model, r) for r in representations]
+
+
+def test_too_many_representations_is_one_error_for_the_field() -> None:
     nodes = fake_nodes(truth(), P, 1, FULL)
-    config = GatewayConfig(max_lookup_keys=3)
-    representations = [{"__typename": "WordCount", "word": f"w{i:02d}"} for i in range(4)]
+    config = GatewayConfig(max_lookup_keys=3, max_entity_representations=4)
+    representations = [{"__typename": "WordCount", "word": f"w{i:02d}"} for i in range(5)]
     body = resolve(nodes, representations, config)
     assert body["data"] is None
     assert codes(body) == ["BAD_USER_INPUT"]
+    [error] = body["errors"]
+    assert "5 representations, at most 4" in error["message"]
+    assert "STATEFED_GATEWAY_MAX_ENTITIES" in error["message"]
+    assert (error["extensions"]["actual"], error["extensions"]["limit"]) == (5, 4)
     assert nodes[0].requests == 0

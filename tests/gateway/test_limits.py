@@ -212,6 +212,18 @@ def test_sizes_out_of_bounds_are_bad_input_not_cost() -> None:
     assert [codes(b) for b in bodies] == [["BAD_USER_INPUT"]] * 3, bodies
 
 
+def test_representations_over_their_bound_are_bad_input_not_cost() -> None:
+    """Each representation costs one point lookup, counted up to
+    STATEFED_GATEWAY_MAX_ENTITIES; past it the field itself refuses the call."""
+    query = "query($r: [_Any!]!) { _entities(representations: $r) { __typename } }"
+    words = [{"__typename": "WordCount", "word": f"w{i}"} for i in range(5)]
+    config = GatewayConfig(max_entity_representations=3, max_cost=3)
+    within, over = ask([(query, {"r": words[:3]}), (query, {"r": words})], config, FULL)
+    assert "errors" not in within, within
+    assert codes(over) == ["BAD_USER_INPUT"], over
+    assert "STATEFED_GATEWAY_MAX_ENTITIES" in over["errors"][0]["message"]
+
+
 def test_a_fragment_bomb_is_measured_without_expanding_it() -> None:
     """2**40 spreads of one field through 40 fragments that each spread the next one twice:
     one response key, so one field to run; the walk visits each fragment once."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable
 
@@ -16,6 +15,7 @@ from runtime.topics import ensure_topics
 from schema import MEMBERS_TOPIC, View, ViewKind, encode_member
 from tests.gateway.fakes import member
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until_async
 
 
 def unique(prefix: str) -> str:
@@ -75,12 +75,16 @@ async def wait_for(
     feed: RoutingFeed, condition: Callable[[RoutingTable], bool], timeout_s: float = 20
 ) -> RoutingTable:
     """Poll the feed's tables until `condition` holds, failing after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not condition(feed.current):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"routing table never satisfied the condition: {feed.current}")
-        await feed.refresh(feed.current.version, timeout_s=0.2)
-    return feed.current
+
+    async def satisfied() -> RoutingTable | None:
+        if condition(feed.current):
+            return feed.current
+        await feed.refresh(feed.current.version, timeout_s=0.2)  # waits for a newer table
+        return None
+
+    return await wait_until_async(
+        satisfied, timeout_s, lambda: f"a routing table satisfying the condition: {feed.current}", 0
+    )
 
 
 def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from tests.gateway.fakes import (
     top_truth,
 )
 from tooling.broker import EmbeddedBroker, free_port
+from tooling.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 COUNTS = {f"word{i}": i % 13 + 1 for i in range(200)}
@@ -44,34 +44,38 @@ def poll_health(
     url: str, process: subprocess.Popen[bytes], want: set[str], p: int
 ) -> dict[str, Any]:
     """GET /health until the gateway routes every partition to the nodes in `want`."""
-    deadline = time.monotonic() + 60
     health: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+
+    def routed() -> dict[str, Any] | None:
+        nonlocal health
         assert process.poll() is None, "the gateway process exited"
         try:
             health = httpx.get(f"{url}/health", timeout=2, trust_env=False).json()
         except httpx.TransportError:
             health = {}
         alive = {n["id"] for n in health.get("nodes", []) if n["alive"]}
-        if health.get("routable") == list(range(p)) and want <= alive:
-            return health
-        time.sleep(0.05)
-    raise AssertionError(f"gateway never routed all {p} partitions: {health}")
+        return health if health.get("routable") == list(range(p)) and want <= alive else None
+
+    return wait_until(
+        routed, 60, lambda: f"the gateway to route all {p} partitions: {health}", 0.05
+    )
 
 
 def poll_late_dropped(http: httpx.Client, view: str, want: int) -> list[dict[str, Any]]:
     """Query cluster.views until `view` shows `want` late events dropped."""
-    deadline = time.monotonic() + 30
     views: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
+
+    def dropped() -> list[dict[str, Any]] | None:
+        nonlocal views
         body = http.post(
             "/graphql", json={"query": "{ cluster { views { name kind lateDropped } } }"}
         )
         views = body.json()["data"]["cluster"]["views"]
-        if {"name": view, "kind": "COUNT", "lateDropped": want} in views:
-            return views
-        time.sleep(0.05)
-    raise AssertionError(f"cluster.views never showed {want} late events of {view}: {views}")
+        return views if {"name": view, "kind": "COUNT", "lateDropped": want} in views else None
+
+    return wait_until(
+        dropped, 30, lambda: f"cluster.views to show {want} late events of {view}: {views}", 0.05
+    )
 
 
 def test_gateway_process_serves_queries_from_nodes_found_in_membership(

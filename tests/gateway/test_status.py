@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 
 from confluent_kafka import Producer
 
@@ -12,6 +10,7 @@ from gateway.status import PipelineStatusReader, StatusBoard
 from runtime.topics import ensure_topics
 from schema import ViewStatus, encode_status
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
 
 
 def unique(prefix: str) -> str:
@@ -34,14 +33,6 @@ def test_the_board_keeps_the_newest_record_of_each_view() -> None:
     assert board.get("c") is None
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never true: {what}")
-        time.sleep(0.02)
-
-
 def test_reader_follows_the_tail_of_the_status_topic(broker: EmbeddedBroker) -> None:
     topic = unique("gw_status")
     ensure_topics(broker.bootstrap, {topic: 1})
@@ -58,11 +49,15 @@ def test_reader_follows_the_tail_of_the_status_topic(broker: EmbeddedBroker) -> 
     reader = PipelineStatusReader(broker.bootstrap, board, tail_records=5, topic=topic)
     reader.start()
     try:
-        wait_until(lambda: board.get("busy") == status("busy", 10, late=10), "busy at batch 10")
+        wait_until(
+            lambda: board.get("busy") == status("busy", 10, late=10), 20, "busy at batch 10", 0.02
+        )
         assert board.get("early") is None
         publish(status("quiet", 1, late=3))
         publish(status("busy", 11, late=12))
-        wait_until(lambda: board.get("busy") == status("busy", 11, late=12), "busy at batch 11")
+        wait_until(
+            lambda: board.get("busy") == status("busy", 11, late=12), 20, "busy at batch 11", 0.02
+        )
         assert board.get("quiet") == status("quiet", 1, late=3)
     finally:
         reader.stop()
@@ -80,7 +75,7 @@ def test_reader_waits_for_a_topic_created_later(broker: EmbeddedBroker) -> None:
         ensure_topics(broker.bootstrap, {topic: 1})
         producer.produce(topic, key=b"v", value=encode_status(status("v", 1, late=4)))
         producer.flush(10)
-        wait_until(lambda: board.get("v") is not None, "the status of v")
+        wait_until(lambda: board.get("v") is not None, 20, "the status of v", 0.02)
         assert board.get("v") == status("v", 1, late=4)
         assert reader.is_alive()
     finally:

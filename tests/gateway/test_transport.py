@@ -1,6 +1,6 @@
 """gateway.transport against a scripted HTTP/1.1 server on loopback: keep-alive reuse, a
-connection closed by the server, failures raised as httpx's exceptions, the pool limit,
-https through httpx."""
+connection closed by the server, failures raised as the transport's own exceptions, the
+pool limit, https through httpx."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import httpx
 import orjson
 import pytest
 
-from gateway.transport import NodeConnections
+from gateway.transport import NodeConnectError, NodeConnections, NodeReadError
 
 OK = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}'
 
@@ -131,7 +130,7 @@ def test_a_new_connection_closed_without_answer_is_an_error_not_a_retry() -> Non
     async def scenario() -> None:
         server = ScriptedServer(never_answers)
         async with server as url, connections() as c:
-            with pytest.raises(httpx.RemoteProtocolError, match="without answering"):
+            with pytest.raises(NodeReadError, match="without answering"):
                 await c.post(url, BODY)
         assert len(server.requests) == 1
 
@@ -145,7 +144,7 @@ def test_an_answer_cut_short_is_a_protocol_error() -> None:
     async def scenario() -> None:
         server = ScriptedServer(cut)
         async with server as url, connections() as c:
-            with pytest.raises(httpx.RemoteProtocolError, match="mid-answer"):
+            with pytest.raises(NodeReadError, match="mid-answer"):
                 await c.post(url, BODY)
             assert (await c.post(url, BODY))[0] == 200  # a new connection works
 
@@ -158,7 +157,7 @@ def test_no_server_is_a_connect_error() -> None:
         async with server as url:
             pass  # the port is free again
         async with connections() as c:
-            with pytest.raises(httpx.ConnectError, match=r"cannot connect to 127\.0\.0\.1"):
+            with pytest.raises(NodeConnectError, match=r"cannot connect to 127\.0\.0\.1"):
                 await c.post(url, BODY)
 
     asyncio.run(scenario())
@@ -239,7 +238,7 @@ def test_https_urls_are_posted_with_tls_by_httpx() -> None:
         port = server.sockets[0].getsockname()[1]
         try:
             async with connections() as c:
-                with pytest.raises(httpx.ConnectError):
+                with pytest.raises(NodeConnectError):
                     await c.post(f"https://127.0.0.1:{port}/graphql", BODY)
         finally:
             server.close()

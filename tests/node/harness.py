@@ -7,9 +7,8 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,23 +21,10 @@ from node.server import NodeServer
 from runtime.clock import Clock, wall_clock_ms
 from schema import WORD_COUNTS, CountRow, View, encode_count, partition_for
 from tooling.broker import free_port
+from tooling.processes import wait_until
 
 T = TypeVar("T")
 P = 6
-
-
-def wait_for(
-    condition: Callable[[], T | None], timeout_s: float, what: str, interval_s: float = 0.1
-) -> T:
-    """Poll `condition` until it returns a truthy value, or fail naming `what`."""
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
 
 
 def unique_count_view() -> View:
@@ -112,7 +98,7 @@ class ThreadNode:
 
     def start(self) -> ThreadNode:
         self.thread.start()
-        wait_for(lambda: self.server.started or not self.thread.is_alive(), 30, "uvicorn")
+        wait_until(lambda: self.server.started or not self.thread.is_alive(), 30, "uvicorn", 0.1)
         assert self.server.started, f"node {self.config.node_id} failed to start"
         return self
 

@@ -50,11 +50,13 @@ class MemoryStore(PartitionStore):
             _put(self._rows.setdefault(view, {}), key, row)
         for view, horizon in batch.horizons.items():
             windows = self._windows.setdefault(view, {})
-            for at in [at for at, w in windows.items() if w.end_ms <= horizon]:
-                del windows[at]
+            for window_at in [at for at, w in windows.items() if w.end_ms <= horizon]:
+                del windows[window_at]
         for (view, key, start_ms), window in batch.windows.items():
-            horizon = batch.horizons.get(view)
-            expired = window is not None and horizon is not None and window.end_ms <= horizon
+            view_horizon = batch.horizons.get(view)
+            expired = (
+                window is not None and view_horizon is not None and window.end_ms <= view_horizon
+            )
             _put(self._windows.setdefault(view, {}), (key, start_ms), None if expired else window)
         for (view, key), event in batch.latest.items():
             latest = self._latest.setdefault(view, {})

@@ -30,9 +30,9 @@ from tests.node.harness import (
     produce_raw,
     spawn_node,
     unique_count_view,
-    wait_for,
 )
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,8 +70,8 @@ def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
     config = node_config(broker.bootstrap, tmp_path, "n1", f"g-{view.name}")
     node = ThreadNode(config, [view]).start()
     try:
-        wait_for(lambda: running_with(node, P), 30, "n1 RUNNING with every partition")
-        wait_for(lambda: node.counts(head_keys) == head, 15, "head counts")
+        wait_until(lambda: running_with(node, P), 30, "n1 RUNNING with every partition")
+        wait_until(lambda: node.counts(head_keys) == head, 15, "head counts")
         document = node.query("{ topWords(limit: 3) { word count } }")
         expected_top = sorted(head.items(), key=lambda kc: (-kc[1], kc[0]))[:3]
         assert document["data"]["topWords"] == [{"word": k, "count": c} for k, c in expected_top]
@@ -103,9 +103,9 @@ def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
     restarted = node_config(broker.bootstrap, tmp_path, "n1", f"g2-{view.name}")
     node = ThreadNode(restarted, [view]).start()
     try:
-        wait_for(lambda: running_with(node, P), 30, "restarted n1 RUNNING")
+        wait_until(lambda: running_with(node, P), 30, "restarted n1 RUNNING")
         expected = {**tail, head_keys[2]: 50, marked: 999, head_keys[3]: head[head_keys[3]]}
-        wait_for(lambda: node.counts(list(expected)) == expected, 15, "tail counts")
+        wait_until(lambda: node.counts(list(expected)) == expected, 15, "tail counts")
         # restore progress: each partition caught up on exactly its tail, and says so
         progress = {
             p["partition"]: (p["restoring"], p["restoreDone"], p["restoreTotal"])
@@ -133,7 +133,7 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
     a = ThreadNode(node_config(broker.bootstrap, tmp_path, "na", group), [view]).start()
     b: ThreadNode | None = None
     try:
-        wait_for(lambda: running_with(a, P), 30, "na RUNNING with every partition")
+        wait_until(lambda: running_with(a, P), 30, "na RUNNING with every partition")
         b = ThreadNode(node_config(broker.bootstrap, tmp_path, "nb", group), [view]).start()
 
         def split() -> tuple[list[int], list[int]] | None:
@@ -144,10 +144,10 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
                 return None
             return ha["active"], hb["active"]
 
-        held_a, held_b = wait_for(split, 40, "na and nb to split the partitions")
+        held_a, held_b = wait_until(split, 40, "na and nb to split the partitions")
         key_b = next(k for k in keys if partition_for(k, P) in held_b)
         key_a = next(k for k in keys if partition_for(k, P) in held_a)
-        wait_for(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "nb serving its key")
+        wait_until(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "nb serving its key")
         assert a.counts([key_a]) == {key_a: counts[key_a]}
 
         refused = a.query("query($w: String!) { wordCount(word: $w) { count } }", {"w": key_b})
@@ -171,8 +171,8 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
             b.stop()
     try:
         # nb left: na takes every partition over and answers nb's keys
-        wait_for(lambda: running_with(a, P), 40, "na RUNNING with every partition again")
-        wait_for(lambda: a.counts(keys) == counts, 15, "na serving every key")
+        wait_until(lambda: running_with(a, P), 40, "na RUNNING with every partition again")
+        wait_until(lambda: a.counts(keys) == counts, 15, "na serving every key")
     finally:
         a.stop()
 
@@ -223,14 +223,14 @@ def test_run_node_heartbeats_membership_and_leaves_cleanly_on_sigterm(
                     return False
                 return health["state"] == "RUNNING" and len(health["active"]) == P
 
-            wait_for(running, 40, f"{node_id} RUNNING")
+            wait_until(running, 40, f"{node_id} RUNNING")
 
         def heartbeats() -> list[Any] | None:
             records = [decode_member(v) for v in members_of(broker, node_id) if v is not None]
             running = [r for r in records if r.state is NodeState.RUNNING]
             return records if len(running) >= 3 else None
 
-        records = wait_for(heartbeats, 15, "three RUNNING heartbeats", interval_s=0.3)
+        records = wait_until(heartbeats, 15, "three RUNNING heartbeats", interval_s=0.3)
         last = records[-1]
         assert last.url == config.url
         assert last.heartbeat_interval_ms == 250
@@ -282,7 +282,7 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
     a = ThreadNode(node_config(broker.bootstrap, tmp_path, "sa", group), [view]).start()
     b: ThreadNode | None = None
     try:
-        wait_for(lambda: running_with(a, P), 30, "sa RUNNING with every partition")
+        wait_until(lambda: running_with(a, P), 30, "sa RUNNING with every partition")
         assert a.health()["standby"] == []  # one live node: no standbys
         b = ThreadNode(node_config(broker.bootstrap, tmp_path, "sb", group), [view]).start()
 
@@ -300,9 +300,9 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
                 return None
             return ha["active"], hb["active"]
 
-        _held_a, held_b = wait_for(mirrored, 60, "sa and sb to split and mirror the partitions")
+        _held_a, held_b = wait_until(mirrored, 60, "sa and sb to split and mirror the partitions")
         key_b = next(k for k in keys if partition_for(k, P) in held_b)
-        wait_for(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "sb serving its key")
+        wait_until(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "sb serving its key")
         # sa holds key_b's partition as a standby: it answers only when asked to
         point = "query($w: String!) { wordCount(word: $w) { count } }"
         refused = a.query(point, {"w": key_b})
@@ -315,7 +315,7 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
 
         # a newer count written while sb is active reaches sa's standby copy
         produce_counts(broker.bootstrap, view, [CountRow(key_b, 77, 0)])
-        answered = wait_for(
+        answered = wait_until(
             lambda: (d := standby_count())["data"]["wordCount"] == {"count": 77} and d,
             15,
             "sa's standby copy to apply the new count",
@@ -336,11 +336,11 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
             b.stop()
     try:
         # sb left: sa's standby copies become active and have no tail to catch up
-        wait_for(lambda: running_with(a, P), 40, "sa RUNNING with every partition again")
+        wait_until(lambda: running_with(a, P), 40, "sa RUNNING with every partition again")
         health = a.health()
         assert health["standby"] == []
         assert all(p["restoreTotal"] == 0 for p in health["partitions"]), health
         assert a.app.materializer.records_read == read_as_active
-        wait_for(lambda: a.counts(keys) == {**counts, key_b: 77}, 15, "sa serving every key")
+        wait_until(lambda: a.counts(keys) == {**counts, key_b: 77}, 15, "sa serving every key")
     finally:
         a.stop()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from node.changes import position
+from node.store import PartitionStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     DEMO_DOMAIN,
@@ -26,8 +27,9 @@ from schema import (
     partition_for,
     window_record_key,
 )
-from tests.node.harness import P, ThreadNode, node_config, produce_changelog, wait_for
+from tests.node.harness import P, ThreadNode, node_config, produce_changelog
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,6 +37,7 @@ SIZE = 60_000
 DAY = 24 * 3_600_000
 T0 = 1_699_999_980_000  # a minute boundary
 NEVER = -1
+Record = tuple[bytes, bytes | None, int]  # changelog record key, value (None: tombstone), partition
 
 
 class Clock:
@@ -61,10 +64,11 @@ def iso(ms: int) -> str:
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).isoformat()
 
 
-def window_records(hosts: list[str]) -> tuple[list[Any], dict[tuple[str, int], int]]:
+def window_records(hosts: list[str]) -> tuple[list[Record], dict[tuple[str, int], int]]:
     """Every intermediate absolute count of three windows per host, one window per host
     that is already expired, and a tombstone; with the counts a reader must see."""
-    records, final = [], {}
+    records: list[Record] = []
+    final: dict[tuple[str, int], int] = {}
     for n, host in enumerate(hosts):
         for i in range(3):
             start, count = T0 + i * SIZE, (n * 7 + i * 3) % 5 + 1
@@ -80,7 +84,7 @@ def window_records(hosts: list[str]) -> tuple[list[Any], dict[tuple[str, int], i
     return records, final
 
 
-def window_record(row: WindowRow) -> tuple[bytes, bytes, int]:
+def window_record(row: WindowRow) -> Record:
     return window_record_key(row), encode_window(row), partition_for(row.key, P)
 
 
@@ -95,12 +99,14 @@ def booking_events(customers: list[str]) -> list[EventRow]:
     return events
 
 
-def latest_records(events: list[EventRow]) -> list[Any]:
+def latest_records(events: list[EventRow]) -> list[Record]:
     return [(e.key.encode(), encode_event(e), partition_for(e.key, P)) for e in events]
 
 
-def history_records(events: list[EventRow], deleted: EventRow) -> list[Any]:
-    records = [(event_record_key(e), encode_event(e), partition_for(e.key, P)) for e in events]
+def history_records(events: list[EventRow], deleted: EventRow) -> list[Record]:
+    records: list[Record] = [
+        (event_record_key(e), encode_event(e), partition_for(e.key, P)) for e in events
+    ]
     records.append((event_record_key(deleted), None, partition_for(deleted.key, P)))
     return records
 
@@ -142,9 +148,11 @@ def stored_windows(node: ThreadNode, view: View, hosts: list[str]) -> set[tuple[
     """Every window in the node's stores, expired or not (read past the subgraph)."""
     found: set[tuple[str, int]] = set()
     for host in hosts:
-        read = node.app.registry.read(
-            partition_for(host, P), lambda s, h=host: s.windows(view.name, h, None, None, NEVER)
-        )
+
+        def windows(store: PartitionStore, host: str = host) -> list[WindowRow]:
+            return store.windows(view.name, host, None, None, NEVER)
+
+        read = node.app.registry.read(partition_for(host, P), windows)
         assert read is not None
         found |= {(w.key, w.start_ms) for w in read[0]}
     return found
@@ -169,7 +177,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
     )
     node = ThreadNode(config, views, clock=clock).start()
     try:
-        wait_for(
+        wait_until(
             lambda: node.health()["state"] == "RUNNING" and len(node.health()["active"]) == P,
             30,
             "nk RUNNING with every partition",
@@ -177,7 +185,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
         expected = {
             h: [(iso(s), c) for (k, s), c in sorted(windows.items()) if k == h] for h in hosts
         }
-        wait_for(lambda: {h: windows_of(node, h) for h in hosts} == expected, 15, "windows")
+        wait_until(lambda: {h: windows_of(node, h) for h in hosts} == expected, 15, "windows")
         # the already expired windows were dropped as they arrived, not stored
         assert stored_windows(node, windowed, hosts) == set(windows)
 
@@ -189,7 +197,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
         assert sorted(e["partition"] for e in top["extensions"]["freshness"]) == list(range(P))
 
         newest = [max((e for e in events if e.key == c), key=position) for c in customers]
-        wait_for(
+        wait_until(
             lambda: (
                 node.query(LATEST_QUERY, {"cs": customers})["data"]["lastBookings"]
                 == [as_json(e) for e in newest]
@@ -202,7 +210,7 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
             kept = (e for e in events if e.key == customer and e != deleted)
             return [as_json(e) for e in sorted(kept, key=position)]
 
-        wait_for(
+        wait_until(
             lambda: all(history_of(node, c) == expected_history(c) for c in customers),
             15,
             "booking histories",
@@ -214,6 +222,6 @@ def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_p
         later = {h: [w for w in expected[h] if w[0] != iso(T0)] for h in hosts}
         assert {h: windows_of(node, h) for h in hosts} == later
         remaining = {(h, s) for h, s in windows if s != T0}
-        wait_for(lambda: stored_windows(node, windowed, hosts) == remaining, 10, "the purge")
+        wait_until(lambda: stored_windows(node, windowed, hosts) == remaining, 10, "the purge")
     finally:
         node.stop()

@@ -213,7 +213,7 @@ def test_windows_in_a_range_with_any_utc_offset(endpoint: GraphQLEndpoint) -> No
     host = HOSTS[1]
     # from is inclusive and rounded up to whole ms; to is exclusive
     since = (EPOCH + timedelta(milliseconds=T0 + SIZE)).astimezone(timezone(timedelta(hours=2)))
-    variables = {"h": host, "f": since.isoformat(), "t": iso(T0 + 2 * SIZE)}
+    variables: dict[str, str | None] = {"h": host, "f": since.isoformat(), "t": iso(T0 + 2 * SIZE)}
     data = ok(endpoint.execute(WINDOWS_QUERY, variables))
     assert data["hostAccessWindows"] == windows_of(host, T0 + SIZE, T0 + 2 * SIZE)
     variables = {"h": host, "f": iso(T0 - 2 * DAY), "t": None}

@@ -3,7 +3,6 @@ changelog, dead-letter and pipeline status topics."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from schema import (
     partition_for,
 )
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
 
 PARTITIONS = 6
 
@@ -103,18 +103,6 @@ def end_offsets(placements: Iterable[tuple[int, int]]) -> dict[int, int]:
     return ends
 
 
-def poll_until(
-    condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.0
-) -> None:
-    """Call `condition` until it holds, every `interval_s` (0: the condition itself waits,
-    e.g. by consuming); fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)  # the poll interval; the deadline bounds the wait
-
-
 @dataclass
 class TopicReader:
     """Reads every partition of a topic from the beginning, with assign() (no group)."""
@@ -171,13 +159,14 @@ class ChangelogReader:
             self.poll()
             return self.counts() == dict(expected)
 
-        try:
-            poll_until(equal, timeout_s, "changelog counts to equal the ground truth")
-        except AssertionError:
+        def differences() -> str:
             got = self.counts()
             diff = {k: (got.get(k), expected.get(k)) for k in set(got) | set(expected)}
             wrong = {k: v for k, v in diff.items() if v[0] != v[1]}
-            raise AssertionError(f"(got, expected) where they differ: {wrong}") from None
+            return f"changelog counts to equal the ground truth; (got, expected): {wrong}"
+
+        # interval 0: each poll() consumes with a timeout of its own
+        wait_until(equal, timeout_s, differences, interval_s=0)
 
     def close(self) -> None:
         self.reader.close()
@@ -232,7 +221,7 @@ class StatusReader:
                 status.source_offsets.get(p, 0) >= e for p, e in ends.items()
             )
 
-        poll_until(reached, timeout_s, f"status of view {view} to reach offsets {ends}")
+        wait_until(reached, timeout_s, f"status of view {view} to reach offsets {ends}", 0)
         status = self.latest(view)
         assert status is not None
         return status
@@ -263,7 +252,7 @@ class RecordLog:
             self.poll()
             return condition()
 
-        poll_until(polled, timeout_s, what)
+        wait_until(polled, timeout_s, what, interval_s=0)
 
     def close(self) -> None:
         self.reader.close()

@@ -26,10 +26,10 @@ from tests.pipeline.support import (
     StatusReader,
     end_offsets,
     pipeline_config,
-    poll_until,
     produce_records,
 )
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
 
 T0 = 1_767_225_600_000
 KAFKA_TIME = 1_600_000_000_000  # never the event time of these views
@@ -156,7 +156,7 @@ def test_latest_and_history_follow_the_model_across_a_restart(
                 letters.poll()
                 return len(letters.letters) >= len(BAD)
 
-            poll_until(all_letters, 60, "a dead letter per bad record")
+            wait_until(all_letters, 60, "a dead letter per bad record", interval_s=0)
         newest_c1 = model.latest()["c1"].event_ms
         later = [
             Booking("c1", newest_c1 - 1, "older: must not win"),

@@ -25,10 +25,10 @@ from tests.pipeline.support import (
     ChangelogReader,
     DeadLetterReader,
     pipeline_config,
-    poll_until,
     produce,
 )
 from tooling.broker import EmbeddedBroker, free_port
+from tooling.processes import wait_until
 
 
 def _words(n: int, vocabulary: list[str], seed: int) -> list[str]:
@@ -90,7 +90,7 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_rest_still_counts(
                 letters.poll()
                 return len(letters.letters) >= len(bad)
 
-            poll_until(all_letters, 60, "three dead letters")
+            wait_until(all_letters, 60, "three dead letters", interval_s=0)
             running.check()
     finally:
         changelog.close()
@@ -128,7 +128,7 @@ def test_a_failed_delivery_stops_the_query_and_the_restart_loses_nothing(
                 return True
             return False
 
-        poll_until(failed, 60, "the view's query to fail", interval_s=0.2)
+        wait_until(failed, 60, "the view's query to fail", interval_s=0.2)
 
     # the batch that failed was not committed: the restart computes and delivers it
     changelog = ChangelogReader(broker.bootstrap, count_view.changelog_topic)

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -21,8 +20,9 @@ import pytest
 
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE, WORD_COUNTS, View
-from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, poll_until, produce
+from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, produce
 from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,18 +47,18 @@ class Lines:
         self.stream.close()
 
     def wait_for(self, text: str, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def next_match() -> str | None:
             try:
-                line = self._queue.get(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+                line = self._queue.get(timeout=0.5)  # the poll waits here, not in a sleep
             except queue.Empty:
-                continue
+                return None
             self.seen.append(line)
-            if text in line:
-                return line
-        raise AssertionError(
-            f"no line with {text!r} in {timeout_s} s; last lines: {self.seen[-20:]}"
-        )
+            return line if text in line else None
+
+        def last_lines() -> str:
+            return f"a line with {text!r}; last lines: {self.seen[-20:]}"
+
+        return wait_until(next_match, timeout_s, last_lines, interval_s=0)
 
 
 @pytest.mark.timeout(300)
@@ -106,7 +106,7 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
             got = changelog.counts()
             return all(got.get(w) == n for w, n in Counter(words).items())
 
-        poll_until(counted, 90, "the process to count this test's words")
+        wait_until(counted, 90, "the process to count this test's words", interval_s=0)
         for name, log in logs.items():
             log.wait_until(functools.partial(_has_key, log, tag), f"{name} to hold the event")
         process.send_signal(signal.SIGTERM)

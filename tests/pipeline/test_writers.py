@@ -10,8 +10,9 @@ from pipeline.kinds import count
 from pipeline.sink import BatchProducer
 from pipeline.writers import ChangelogWriter
 from schema import CountRow, View, partition_for
-from tests.pipeline.support import PARTITIONS, ChangelogReader, poll_until
+from tests.pipeline.support import PARTITIONS, ChangelogReader
 from tooling.broker import EmbeddedBroker, free_port
+from tooling.processes import wait_until
 
 
 def _rows(spark: SparkSession) -> DataFrame:
@@ -37,7 +38,7 @@ def test_a_batch_becomes_absolute_records_on_the_key_partition(
             changelog.poll()
             return len(changelog.latest) == 2
 
-        poll_until(both, 30, "two changelog records")
+        wait_until(both, 30, "two changelog records", interval_s=0)
     finally:
         changelog.close()
     assert changelog.latest == {

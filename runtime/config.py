@@ -1,0 +1,196 @@
+"""One reader of `STATEFED_*` configuration for every part.
+
+A part's configuration is a frozen dataclass deriving from `EnvConfig`; each field read
+from the environment is declared with `setting(variable, default, ...)`, which records
+the variable, how to parse it and its bounds. `from_env(environ)` reads the mapping in
+one place (`os.environ` in a process, a dict in a test), and `__post_init__` checks every
+value against its declaration however the dataclass was built.
+
+The rules are the same for every part and variable:
+
+- unset, or set to the empty string (`VAR=` in a shell or a compose file): the default;
+- anything else has its surrounding whitespace stripped, then is parsed by the field's
+  type: integers and floats (with inclusive bounds), booleans (`true`/`false`, `1`/`0`,
+  `yes`/`no`, `on`/`off`, any case), paths, and strings (never empty);
+- every problem is a `ConfigError` (a `ValueError`) whose message starts with the
+  variable and says what value would be accepted.
+
+Durations are integers of milliseconds with an `_ms` suffix in the field and variable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+__all__ = ["ConfigError", "EnvConfig", "setting"]
+
+_T = TypeVar("_T")
+_C = TypeVar("_C", bound="EnvConfig")
+_METADATA_KEY = "statefed.setting"
+_FLAGS = dict.fromkeys(("true", "1", "yes", "on"), True) | dict.fromkeys(
+    ("false", "0", "no", "off"), False
+)
+
+
+class ConfigError(ValueError):
+    """A configuration variable is invalid; the message starts with the variable's name.
+
+    Each part subclasses it into its own exception tree (`node.errors.ConfigError`,
+    `pipeline.errors.PipelineConfigError`), so a launcher catches one type for all parts.
+    """
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+        self.problem = problem
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setting:
+    variable: str
+    kind: type  # bool, int, float, Path, str; `object` for a field with its own parser
+    parse: Callable[[str], object]
+    low: float | None
+    high: float | None
+    choices: tuple[str, ...] | None
+
+
+def setting(
+    variable: str,
+    default: _T,
+    *,
+    parse: Callable[[str], _T] | None = None,
+    low: float | None = None,
+    high: float | None = None,
+    choices: Sequence[str] | None = None,
+) -> _T:
+    """A dataclass field read from `variable`, parsed by the default's type unless `parse`
+    is given; `low`/`high` bound numbers inclusively, `choices` lists the accepted strings."""
+    kind = _kind(default)
+    spec = _Setting(
+        variable,
+        kind,
+        parse or _PARSERS.get(kind, str),
+        low,
+        high,
+        None if choices is None else tuple(choices),
+    )
+    field: _T = dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+    return field
+
+
+def _kind(default: object) -> type:
+    # bool before int: True is an int too
+    for kind in (bool, int, float, Path, str):
+        if isinstance(default, kind):
+            return kind
+    return object
+
+
+def _parse_bool(raw: str) -> bool:
+    value = _FLAGS.get(raw.lower())
+    if value is None:
+        raise ValueError(raw)
+    return value
+
+
+_PARSERS: dict[type, Callable[[str], object]] = {
+    bool: _parse_bool,
+    int: int,
+    float: float,
+    Path: Path,
+}
+_KIND_NAMES = {
+    bool: "true or false (also 1/0, yes/no, on/off)",
+    int: "an integer",
+    float: "a number",
+}
+
+
+class _Variables:
+    """`Config.ENV`: each field read from the environment, mapped to its variable."""
+
+    def __get__(self, instance: object, owner: type) -> Mapping[str, str]:
+        return {name: spec.variable for name, spec in _settings(owner)}
+
+
+def _settings(cls: type) -> list[tuple[str, _Setting]]:
+    return [
+        (field.name, field.metadata[_METADATA_KEY])
+        for field in dataclasses.fields(cls)
+        if _METADATA_KEY in field.metadata
+    ]
+
+
+class EnvConfig:
+    """Base of a part's frozen configuration dataclass: `from_env` and the checks."""
+
+    ENV: ClassVar[_Variables] = _Variables()
+    # the error raised for a bad value; each part names its own subclass
+    config_error: ClassVar[type[ConfigError]] = ConfigError
+
+    @classmethod
+    def from_env(cls: type[_C], environ: Mapping[str, str]) -> _C:
+        """Read the configuration; unset variables keep their defaults."""
+        return cls(**cls.env_values(environ))
+
+    @classmethod
+    def env_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:
+        """The parsed value of each field whose variable is set (and not empty)."""
+        values: dict[str, Any] = {}
+        for name, spec in _settings(cls):
+            raw = environ.get(spec.variable)
+            if raw is None or raw == "":
+                continue
+            if not raw.strip():
+                raise cls.config_error(
+                    spec.variable, "is blank: unset it (or set it empty) for the default"
+                )
+            try:
+                values[name] = spec.parse(raw.strip())
+            except ValueError as exc:
+                raise cls.config_error(spec.variable, f"{_expected(spec)}, got {raw!r}") from exc
+        return values
+
+    def __post_init__(self) -> None:
+        for name, spec in _settings(type(self)):
+            problem = _problem(spec, getattr(self, name))
+            if problem is not None:
+                raise self.config_error(spec.variable, problem)
+
+
+def _expected(spec: _Setting) -> str:
+    if spec.kind not in _KIND_NAMES:
+        return "is not valid"
+    kind = _KIND_NAMES[spec.kind]
+    if spec.low is not None and spec.high is not None:
+        return f"must be {kind} in {spec.low}..{spec.high}"
+    if spec.low is not None:
+        return f"must be {kind} >= {spec.low}"
+    if spec.high is not None:
+        return f"must be {kind} <= {spec.high}"
+    return f"must be {kind}"
+
+
+def _problem(spec: _Setting, value: object) -> str | None:
+    """What is wrong with `value` for `spec`, or None when it is acceptable."""
+    if spec.kind in _KIND_NAMES:
+        if not _in_bounds(spec, value):
+            return f"{_expected(spec)}, got {value!r}"
+    elif isinstance(value, str | Path) and not str(value).strip():
+        return "must not be empty"
+    if spec.choices is not None and value not in spec.choices:
+        return f"must be one of {', '.join(spec.choices)}, got {value!r}"
+    return None
+
+
+def _in_bounds(spec: _Setting, value: object) -> bool:
+    if spec.kind is bool:
+        return isinstance(value, bool)
+    numbers = (int,) if spec.kind is int else (int, float)
+    if isinstance(value, bool) or not isinstance(value, numbers):
+        return False
+    return (spec.low is None or value >= spec.low) and (spec.high is None or value <= spec.high)

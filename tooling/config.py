@@ -1,0 +1,27 @@
+"""The settings the `statefed` command line and the local launchers read themselves.
+
+Each part (pipeline, node, gateway) reads its own configuration; these are the few
+variables of the tools around them, read by the same reader (`runtime.config`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.config import EnvConfig, setting
+
+__all__ = ["ToolingConfig"]
+
+
+@dataclass(frozen=True)
+class ToolingConfig(EnvConfig):
+    """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`."""
+
+    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    # `package.module:NAME`; None = the built-in catalogue
+    catalogue: str | None = setting("STATEFED_CATALOGUE", None, parse=str)
+    partitions: int = setting("STATEFED_PARTITIONS", 6, low=1)
+    broker_host: str = setting("STATEFED_BROKER_HOST", "127.0.0.1")
+    broker_port: int = setting("STATEFED_BROKER_PORT", 9092, low=1, high=65535)
+    demo_dir: Path = setting("STATEFED_DEMO_DIR", Path(".statefed/demo"))
