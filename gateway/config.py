@@ -49,7 +49,9 @@ class GatewayConfig:
     max_root_fields: int = 20
     max_cost: int = 50_000  # P x limit per top-N, keys per lookup, `first` per history page
     max_key_bytes: int = 1024  # UTF-8 bytes of one key
-    max_body_bytes: int = 1 << 20  # of a POST body; of a GET query string
+    # of a POST body; of a GET query string, whose request target (path and query string)
+    # must also fit the HTTP parser's 65,535 bytes: longer documents go by POST
+    max_body_bytes: int = 1 << 20
     introspection: bool = True  # __schema and __type; __typename always works
     produce: bool = True  # the produce mutation (writes to the catalogue's input topics)
 

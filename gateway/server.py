@@ -1,4 +1,5 @@
-"""Running the gateway: uvicorn with uvloop and httptools, one worker."""
+"""Running the gateway: uvicorn with uvloop and httptools (answering over-long GET targets with
+a JSON 414), one worker."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from runtime.graphql_http import GraphQLHttpToolsProtocol
 from schema import CATALOGUE, View
 
 __all__ = ["run_gateway"]
@@ -51,7 +53,7 @@ def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) ->
             host=config.host,
             port=config.port,
             loop="uvloop",
-            http="httptools",
+            http=GraphQLHttpToolsProtocol,
             lifespan="on",
             log_level=config.log_level,
             access_log=False,

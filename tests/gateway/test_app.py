@@ -342,7 +342,7 @@ def test_exported_members() -> None:
     modules = {
         "app", "coalesce", "config", "consistency", "documents", "errors", "execution",
         "fields", "graphiql", "inputs", "limits", "membership",
-        "planner", "producer", "request", "responses", "routing", "rows", "schema", "sdl", "server",
-        "status", "timestamps", "transport", "upstream",
+        "planner", "producer", "reply", "request", "responses", "routing", "rows", "schema", "sdl",
+        "server", "status", "timestamps", "transport", "upstream",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)

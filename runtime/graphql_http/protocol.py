@@ -1,0 +1,56 @@
+"""uvicorn's httptools protocol, with a JSON 414 for request targets it cannot parse.
+
+httptools refuses a request target (path and query string) over 65,535 bytes, and uvicorn
+then writes a plain-text `400 Invalid HTTP request received` before any app runs: a client
+sending a long GET query would get neither the documented 414 nor a GraphQL error. This
+protocol stops reading such a target as soon as it passes the limit (so it is never
+buffered whole) and answers `414` with the same JSON error the endpoint gives a query
+string over its own limit. Pass it as uvicorn's `http=`.
+"""
+
+from __future__ import annotations
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from runtime.graphql_http.media import MediaType
+from runtime.graphql_http.request import MAX_REQUEST_TARGET_BYTES, RequestError
+
+__all__ = ["GraphQLHttpToolsProtocol"]
+
+_TOO_LONG = RequestError(
+    f"the request target (path and query string) is longer than {MAX_REQUEST_TARGET_BYTES} "
+    "bytes; send longer documents by POST",
+    414,
+    "URI_TOO_LONG",
+)
+
+
+class _TargetTooLong(Exception):
+    """Raised in a parser callback: httptools stops and uvicorn calls send_400_response."""
+
+
+class GraphQLHttpToolsProtocol(HttpToolsProtocol):
+    """HttpToolsProtocol answering a request target too long to parse with a JSON 414."""
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        if len(self.url) > MAX_REQUEST_TARGET_BYTES:
+            raise _TargetTooLong
+
+    def send_400_response(self, msg: str) -> None:
+        if len(getattr(self, "url", b"")) <= MAX_REQUEST_TARGET_BYTES:
+            super().send_400_response(msg)
+            return
+        body = orjson.dumps(_TOO_LONG.body())
+        head = [b"HTTP/1.1 414 URI Too Long\r\n"]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [
+            b"content-type: " + MediaType.JSON.value + b"\r\n",
+            b"content-length: " + str(len(body)).encode() + b"\r\n",
+            b"connection: close\r\n\r\n",
+            body,
+        ]
+        self.transport.write(b"".join(head))
+        self.transport.close()
