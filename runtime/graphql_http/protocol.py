@@ -5,7 +5,10 @@ then writes a plain-text `400 Invalid HTTP request received` before any app runs
 sending a long GET query would get neither the documented 414 nor a GraphQL error. This
 protocol stops reading such a target as soon as it passes the limit (so it is never
 buffered whole) and answers `414` with the same JSON error the endpoint gives a query
-string over its own limit. Pass it as uvicorn's `http=`.
+string over its own limit. The client may still be sending the rest of the target: closing
+with unread bytes would reset the connection and lose the answer, so the connection is
+half-closed and what follows is read and dropped for up to `_LINGER_S` (a lingering close,
+as Apache and nginx do). Pass it as uvicorn's `http=`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from runtime.graphql_http.media import MediaType
 from runtime.graphql_http.request import MAX_REQUEST_TARGET_BYTES, RequestError
 
 __all__ = ["GraphQLHttpToolsProtocol"]
+
+_LINGER_S = 2.0
 
 _TOO_LONG = RequestError(
     f"the request target (path and query string) is longer than {MAX_REQUEST_TARGET_BYTES} "
@@ -32,6 +37,12 @@ class _TargetTooLong(Exception):
 
 class GraphQLHttpToolsProtocol(HttpToolsProtocol):
     """HttpToolsProtocol answering a request target too long to parse with a JSON 414."""
+
+    _lingering = False
+
+    def data_received(self, data: bytes) -> None:
+        if not self._lingering:
+            super().data_received(data)
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
@@ -53,4 +64,7 @@ class GraphQLHttpToolsProtocol(HttpToolsProtocol):
             body,
         ]
         self.transport.write(b"".join(head))
-        self.transport.close()
+        self._lingering = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(_LINGER_S, self.transport.close)
