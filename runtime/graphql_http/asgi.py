@@ -65,4 +65,16 @@ async def send_json(
     headers: Headers = (),
 ) -> None:
     """`document` as JSON (orjson), declared UTF-8."""
-    await send_body(send, status, orjson.dumps(document), media.value, headers)
+    body = orjson.dumps(document)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", media.content_type),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -9,19 +9,31 @@ clients that ask for it, send no `Accept` or accept anything (`*/*`). Only `appl
 
 from __future__ import annotations
 
-import enum
 import functools
+from dataclasses import dataclass
+from typing import ClassVar
 
 __all__ = ["MediaType", "is_json_request", "negotiate"]
 
 _CACHED = 64  # distinct Accept / Content-Type values remembered: clients send a handful
 
 
-class MediaType(enum.Enum):
-    """A response media type; the value is the `content-type` header written."""
+@dataclass(frozen=True, slots=True)
+class MediaType:
+    """A response media type and the `content-type` header it is written with. (Two
+    constants, compared by identity; not an Enum, whose `.value` costs a descriptor call
+    per response.)"""
 
-    JSON = b"application/json; charset=utf-8"
-    GRAPHQL_RESPONSE = b"application/graphql-response+json; charset=utf-8"
+    name: str
+    content_type: bytes
+    JSON: ClassVar[MediaType]
+    GRAPHQL_RESPONSE: ClassVar[MediaType]
+
+
+MediaType.JSON = MediaType("application/json", b"application/json; charset=utf-8")
+MediaType.GRAPHQL_RESPONSE = MediaType(
+    "application/graphql-response+json", b"application/graphql-response+json; charset=utf-8"
+)
 
 
 _BY_NAME = {

@@ -58,7 +58,7 @@ class GraphQLHttpToolsProtocol(HttpToolsProtocol):
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]
         head += [
-            b"content-type: " + MediaType.JSON.value + b"\r\n",
+            b"content-type: " + MediaType.JSON.content_type + b"\r\n",
             b"content-length: " + str(len(body)).encode() + b"\r\n",
             b"connection: close\r\n\r\n",
             body,
