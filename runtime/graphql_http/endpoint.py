@@ -107,36 +107,36 @@ class GraphQLHTTP(Generic[C]):
             elif name == b"content-length":
                 length = value
         media = negotiate(accept)
-        method = scope["method"]
+        written = media or MediaType.JSON  # a refusal of the Accept header itself is JSON
         try:
-            if method == "POST":
-                _acceptable(media)
-                if not is_json_request(content_type):
-                    raise _unsupported(content_type)
-                body = await read_body(receive, length, self.max_body_bytes, self.limit_hint)
-                request = decode_body(body)
-            elif method in ("GET", "HEAD"):
-                asked = self._from_query_string(scope, method)
-                if asked is None:
-                    await self.without_query(scope, send, media)
-                    return
-                _acceptable(media)
-                request = asked
-            else:
-                raise RequestError(
-                    "GraphQL takes GET or POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_ANY
-                )
-            status, document = await self.answer(request, media or MediaType.JSON)
+            request = await self._request(scope, receive, content_type, length)
+            if request is None:
+                await self.without_query(scope, send, media)
+                return
+            if media is None:
+                raise _not_acceptable()
+            status, document = await self.answer(request, media)
         except RequestError as exc:
-            await send_json(send, exc.status, exc.body(), media or MediaType.JSON, exc.headers)
+            await send_json(send, exc.status, exc.body(), written, exc.headers)
             return
-        await send_json(send, status, document, media or MediaType.JSON)
+        await send_json(send, status, document, written)
 
-    def _from_query_string(self, scope: Scope, method: str) -> GraphQLRequest | None:
-        query_string = scope.get("query_string", b"")
-        if len(query_string) > self.max_query_string_bytes:
-            raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
-        return decode_query_string(query_string, method)
+    async def _request(
+        self, scope: Scope, receive: Receive, content_type: bytes | None, length: bytes | None
+    ) -> GraphQLRequest | None:
+        """The request's parameters; None for a GET without `query`."""
+        method = scope["method"]
+        if method == "POST":
+            if not is_json_request(content_type):
+                raise _unsupported(content_type)
+            body = await read_body(receive, length, self.max_body_bytes, self.limit_hint)
+            return decode_body(body)
+        if method in ("GET", "HEAD"):
+            query_string = scope.get("query_string", b"")
+            if len(query_string) > self.max_query_string_bytes:
+                raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
+            return decode_query_string(query_string, method)
+        raise RequestError("GraphQL takes GET or POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_ANY)
 
     async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
         """The status and body answering `request`; RequestError when it is refused."""
@@ -171,18 +171,15 @@ class GraphQLHTTP(Generic[C]):
         return format_errors(errors, self.error_extensions, code)
 
 
-def _acceptable(media: MediaType | None) -> None:
-    if media is None:
-        message = "the request accepts neither application/graphql-response+json nor JSON"
-        raise RequestError(message, 406, "NOT_ACCEPTABLE", ((b"accept", _ACCEPTED),))
+def _not_acceptable() -> RequestError:
+    message = "the request accepts neither application/graphql-response+json nor JSON"
+    return RequestError(message, 406, "NOT_ACCEPTABLE", ((b"accept", _ACCEPTED),))
 
 
 def _unsupported(content_type: bytes | None) -> RequestError:
-    given = (
-        "no content-type"
-        if content_type is None
-        else f"content-type {content_type.decode('latin-1')!r}"
-    )
+    given = "no content-type"
+    if content_type is not None:
+        given = f"content-type {content_type.decode('latin-1')!r}"
     return RequestError(
         f"a GraphQL POST must be JSON (content-type application/json), not {given}",
         415,
