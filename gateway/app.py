@@ -1,26 +1,22 @@
-"""The gateway's ASGI app: POST/GET /graphql, GraphiQL, /health and the GraphiQL assets.
+"""The gateway's ASGI app: GET/POST /graphql, GraphiQL, /health and the GraphiQL assets.
 
-A plain ASGI app (no web framework): GraphQL requests run on graphql-core over the
-strawberry schema with cached documents (`gateway.execution`), bodies are encoded with
-orjson. The lifespan starts the membership and pipeline
-status readers and the connections to the nodes and stops them; nothing is opened before
-start-up.
+A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
+(`gateway.execution`). The lifespan starts the membership and pipeline status readers and
+the connections to the nodes and stops them; nothing is opened before start-up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
 
 import httpx
-import orjson
 
 from gateway.config import GatewayConfig
-from gateway.execution import Documents, ReadOnlyRequestError, UnknownOperationError
+from gateway.execution import GatewayEndpoint
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.kinds import kind_of
 from gateway.limits import QueryLimits
@@ -28,25 +24,18 @@ from gateway.membership import MembershipReader
 from gateway.planner import Planner
 from gateway.producer import EventProducer
 from gateway.request import RequestContext
-from gateway.responses import request_error, response_body
 from gateway.routing import RoutingFeed, RoutingTable
 from gateway.schema import build_schema
 from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.transport import HttpxCaller, NodeConnections
 from gateway.upstream import Upstream
 from runtime.clock import wall_clock_ms
+from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
 from schema import CATALOGUE, View
 
 __all__ = ["GatewayApp", "health_body"]
 
 log = logging.getLogger(__name__)
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-
-_JSON = b"application/json"
 
 
 @dataclass
@@ -60,13 +49,6 @@ class _Runtime:
     status_reader: PipelineStatusReader | None
     connections: NodeConnections | None  # None when the app was given a client
     producer: EventProducer | None  # connects on the first produce mutation
-
-
-class _HTTPError(Exception):
-    def __init__(self, status: int, message: str, code: str = "BAD_REQUEST") -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
 
 
 class GatewayApp:
@@ -93,14 +75,20 @@ class GatewayApp:
         self._catalogue = tuple(catalogue)
         self._schema = build_schema(self._catalogue)
         limits = QueryLimits(config, self._schema._schema, self._catalogue)
-        self._documents = Documents(self._schema, limits)
         self._feed = feed
         self._statuses = statuses
         self._client = client
         self._clock = clock
         self._assets = StaticAssets()
-        self._page = graphiql_page("/graphql", _default_query(self._catalogue))
         self._runtime: _Runtime | None = None
+        self._graphql = GatewayEndpoint(
+            self._schema,
+            limits,
+            self._context,
+            graphiql_page("/graphql", _default_query(self._catalogue)),
+            config.max_body_bytes,
+        )
+        self._documents = self._graphql.documents
 
     @property
     def feed(self) -> RoutingFeed | None:
@@ -176,55 +164,30 @@ class GatewayApp:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
+        if path == "/graphql":
+            await self._graphql(scope, receive, send)
+            return
         try:
-            if path == "/graphql":
-                await self._graphql(scope, receive, send, method)
-            elif path == "/health" and method in ("GET", "HEAD"):
-                await _respond(send, 200, orjson.dumps(health_body(self._table(), self._clock())))
+            if path == "/health" and method in ("GET", "HEAD"):
+                await send_json(send, 200, health_body(self._started().feed.current, self._clock()))
             elif path.startswith(STATIC_PREFIX) and method in ("GET", "HEAD"):
                 await self._static(send, path.removeprefix(STATIC_PREFIX))
             elif path == "/" and method in ("GET", "HEAD"):
-                await _respond(send, 307, b"", b"text/plain", [(b"location", b"/graphql")])
+                await send_body(send, 307, b"", b"text/plain", [(b"location", b"/graphql")])
             else:
-                raise _HTTPError(404, f"no route for {method} {path}", "NOT_FOUND")
-        except _HTTPError as exc:
-            await _respond(send, exc.status, orjson.dumps(request_error(str(exc), exc.code)))
+                raise RequestError(f"no route for {method} {path}", 404, "NOT_FOUND")
+        except RequestError as exc:
+            await send_json(send, exc.status, exc.body())
 
-    def _table(self) -> RoutingTable:
+    def _started(self) -> _Runtime:
         if self._runtime is None:
-            raise _HTTPError(503, "the gateway is not started", "UNAVAILABLE")
-        return self._runtime.feed.current
+            raise RequestError("the gateway is not started", 503, "UNAVAILABLE")
+        return self._runtime
 
-    async def _graphql(self, scope: Scope, receive: Receive, send: Send, method: str) -> None:
-        limit = self.config.max_body_bytes
-        if method == "POST":
-            request = _decode_request(await _read_body(scope, receive, limit))
-        elif method in ("GET", "HEAD"):
-            query_string = scope.get("query_string", b"")
-            if len(query_string) > limit:
-                raise _HTTPError(414, _too_large("query string", limit), "URI_TOO_LONG")
-            params = parse_qs(query_string.decode("latin-1"))
-            if "query" not in params:
-                await _respond(send, 200, self._page, b"text/html; charset=utf-8")
-                return
-            request = _request_from_params(params)
-        else:
-            raise _HTTPError(405, "GraphQL takes GET or POST", "METHOD_NOT_ALLOWED")
-        # a GET must not change anything: mutations only by POST
-        body = await self._execute(*request, mutations=method == "POST")
-        await _respond(send, 200, orjson.dumps(body))
-
-    async def _execute(
-        self,
-        query: str,
-        variables: dict[str, Any] | None,
-        operation: str | None,
-        mutations: bool,
-    ) -> dict[str, Any]:
-        runtime = self._runtime
-        if runtime is None:
-            raise _HTTPError(503, "the gateway is not started", "UNAVAILABLE")
-        context = RequestContext(
+    def _context(self) -> RequestContext:
+        """The context of one GraphQL request's resolvers."""
+        runtime = self._started()
+        return RequestContext(
             planner=runtime.planner,
             feed=runtime.feed,
             config=self.config,
@@ -233,27 +196,14 @@ class GatewayApp:
             statuses=runtime.statuses,
             producer=runtime.producer,
         )
-        table = runtime.feed.current
-        try:
-            result = await self._documents.run(
-                query,
-                variables,
-                operation,
-                context,
-                lambda view: _partitions(table, view),
-                mutations=mutations,
-            )
-        except (UnknownOperationError, ReadOnlyRequestError) as exc:
-            raise _HTTPError(400, f"cannot run this operation: {exc}") from exc
-        return response_body(result, context)
 
     async def _static(self, send: Send, name: str) -> None:
         asset = self._assets.get(name)
         if asset is None:
-            raise _HTTPError(404, f"no asset {name!r}", "NOT_FOUND")
+            raise RequestError(f"no asset {name!r}", 404, "NOT_FOUND")
         content, content_type = asset
         cache = [(b"cache-control", b"public, max-age=86400")]
-        await _respond(send, 200, content, content_type.encode(), cache)
+        await send_body(send, 200, content, content_type.encode(), cache)
 
 
 def _default_query(catalogue: Sequence[View]) -> str:
@@ -287,89 +237,3 @@ def health_body(table: RoutingTable, now_ms: int) -> dict[str, Any]:
             for node in sorted(table.nodes.values(), key=lambda n: n.node_id)
         ],
     }
-
-
-def _partitions(table: RoutingTable, view: View) -> int:
-    """P of `view` for the cost of a fan-out; before metadata is read the read fails anyway."""
-    return table.partition_counts.get(view.name) or table.max_partition_count() or 1
-
-
-def _too_large(what: str, limit: int) -> str:
-    return f"the {what} is larger than {limit} bytes (STATEFED_GATEWAY_MAX_BODY_BYTES)"
-
-
-async def _read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes."""
-    declared = dict(scope.get("headers", ())).get(b"content-length", b"")
-    if declared.isdigit() and int(declared) > limit:
-        raise _HTTPError(413, _too_large("request body", limit), "PAYLOAD_TOO_LARGE")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _HTTPError(400, "the client went away")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _HTTPError(413, _too_large("request body", limit), "PAYLOAD_TOO_LARGE")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-Request = tuple[str, dict[str, Any] | None, str | None]
-
-
-def _checked(query: Any, variables: Any, operation: Any) -> Request:
-    if not isinstance(query, str) or not query.strip():
-        raise _HTTPError(400, "the request has no GraphQL query (a string in `query`)")
-    if variables is not None and not isinstance(variables, dict):
-        raise _HTTPError(400, "`variables` must be a JSON object")
-    if operation is not None and not isinstance(operation, str):
-        raise _HTTPError(400, "`operationName` must be a string")
-    return query, variables, operation
-
-
-def _decode_request(body: bytes) -> Request:
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _HTTPError(400, f"the body is not JSON: {exc}") from exc
-    if isinstance(doc, list):
-        raise _HTTPError(400, "batched requests are not supported: send one operation")
-    if not isinstance(doc, dict):
-        raise _HTTPError(400, "the body must be a JSON object with `query`")
-    return _checked(doc.get("query"), doc.get("variables"), doc.get("operationName"))
-
-
-def _request_from_params(params: dict[str, list[str]]) -> Request:
-    variables: Any = None
-    if "variables" in params:
-        try:
-            variables = orjson.loads(params["variables"][0])
-        except orjson.JSONDecodeError as exc:
-            raise _HTTPError(400, f"`variables` is not JSON: {exc}") from exc
-    operation = params.get("operationName", [None])[0]
-    return _checked(params["query"][0], variables, operation)
-
-
-async def _respond(
-    send: Send,
-    status: int,
-    body: bytes,
-    content_type: bytes = _JSON,
-    headers: Sequence[tuple[bytes, bytes]] = (),
-) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", content_type),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

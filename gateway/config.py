@@ -60,7 +60,8 @@ class GatewayConfig(EnvConfig):
     max_cost: int = setting("STATEFED_GATEWAY_MAX_COST", 50_000, low=1, high=10**12)
     # UTF-8 bytes of one key
     max_key_bytes: int = setting("STATEFED_GATEWAY_MAX_KEY_BYTES", 1024, low=1, high=1 << 20)
-    # of a POST body; of a GET query string
+    # of a POST body; of a GET query string, whose request target (path and query string)
+    # must also fit the HTTP parser's 65,535 bytes: longer documents go by POST
     max_body_bytes: int = setting(
         "STATEFED_GATEWAY_MAX_BODY_BYTES", 1 << 20, low=1024, high=1 << 30
     )

@@ -14,9 +14,10 @@ import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from runtime.graphql_http import GraphQLHttpToolsProtocol
 from schema import CATALOGUE, View
 
-__all__ = ["run_gateway"]
+__all__ = ["run_gateway", "uvicorn_config"]
 
 
 class _Server(uvicorn.Server):
@@ -38,6 +39,23 @@ class _Server(uvicorn.Server):
         print(f"statefed gateway: ready on {url}", file=sys.stderr, flush=True)
 
 
+def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
+    """uvicorn settings of the gateway: uvloop, httptools (answering over-long GET targets
+    with a JSON 414), the app's lifespan, no access log."""
+    config = app.config
+    return uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        loop="uvloop",
+        http=GraphQLHttpToolsProtocol,
+        lifespan="on",
+        log_level=config.log_level,
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+
+
 def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) -> None:
     """Serve the gateway over `catalogue` until SIGTERM or SIGINT, then stop the readers and
     clients."""
@@ -45,19 +63,7 @@ def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) ->
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    server = _Server(
-        uvicorn.Config(
-            GatewayApp(config, catalogue=catalogue),
-            host=config.host,
-            port=config.port,
-            loop="uvloop",
-            http="httptools",
-            lifespan="on",
-            log_level=config.log_level,
-            access_log=False,
-            timeout_graceful_shutdown=5,
-        )
-    )
+    server = _Server(uvicorn_config(GatewayApp(config, catalogue=catalogue)))
     server.run()
     if not server.started:
         raise SystemExit(f"statefed gateway: could not start on {config.host}:{config.port}")

@@ -1,4 +1,5 @@
-"""The node's ASGI app: `POST /graphql`, `GET /health`, and a lifespan that runs the node.
+"""The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, and a lifespan
+that runs the node.
 
 Constructing the app opens nothing. Lifespan startup reads the changelog topics'
 partition counts from metadata, then starts the materializer, the standby replicator
@@ -14,7 +15,6 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from node.asgi import Receive, Scope, Send, send_json
 from node.config import NodeConfig
 from node.errors import TopologyError
 from node.graphql_http import GraphQLEndpoint
@@ -24,6 +24,7 @@ from node.partitions import PartitionRegistry
 from node.standby import StandbyReplicator
 from node.subgraph import build_subgraph
 from runtime.clock import Clock, wall_clock_ms
+from runtime.graphql_http import Receive, Scope, Send, send_json
 from runtime.topics import partition_count
 from schema import CATALOGUE, Role, View
 

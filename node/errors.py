@@ -18,7 +18,7 @@ NodeError                          anything the node raises on purpose
 ```
 
 Messages name the view, key, partition and node they are about. `QueryError`s become
-GraphQL errors with `extensions.code` in one place: `node.graphql_http.format_error`.
+GraphQL errors with `extensions.code` in one place: `node.graphql_http` (`error_extensions`).
 """
 
 from __future__ import annotations

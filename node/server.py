@@ -15,6 +15,7 @@ import uvicorn
 from node.app import NodeApp
 from node.config import NodeConfig
 from node.errors import NodeError
+from runtime.graphql_http import GraphQLHttpToolsProtocol
 from schema import CATALOGUE, View
 
 __all__ = ["NodeServer", "run_node", "uvicorn_config"]
@@ -57,14 +58,15 @@ class NodeServer(uvicorn.Server):
 
 
 def uvicorn_config(app: NodeApp) -> uvicorn.Config:
-    """uvicorn settings of a node: uvloop, httptools, the app's lifespan, no access log."""
+    """uvicorn settings of a node: uvloop, httptools (answering over-long GET targets with a
+    JSON 414), the app's lifespan, no access log."""
     config = app.config
     return uvicorn.Config(
         app,
         host=config.host,
         port=config.port,
         loop="uvloop",
-        http="httptools",
+        http=GraphQLHttpToolsProtocol,
         lifespan="on",
         access_log=False,
         log_level="info",

@@ -326,7 +326,7 @@ def test_bodies_and_query_strings_over_the_limit_are_refused_with_json() -> None
 
     big, fits, long_url, short_url = asyncio.run(scenario())
     assert big.status_code == 413
-    assert big.headers["content-type"] == "application/json"
+    assert big.headers["content-type"] == "application/json; charset=utf-8"
     assert codes(big.json()) == ["PAYLOAD_TOO_LARGE"]
     assert "STATEFED_GATEWAY_MAX_BODY_BYTES" in big.json()["errors"][0]["message"]
     assert fits.status_code == 200 and "errors" not in fits.json()
@@ -342,7 +342,8 @@ def test_a_streamed_body_without_length_is_cut_at_the_limit() -> None:
     async def scenario() -> httpx.Response:
         nodes = fake_nodes(Model.of_counts(COUNTS), P, 1)
         async with running_gateway(nodes, P, GatewayConfig(max_body_bytes=4096)) as http:
-            return await http.post("/graphql", content=chunks())
+            json = {"content-type": "application/json"}
+            return await http.post("/graphql", content=chunks(), headers=json)
 
     response = asyncio.run(scenario())
     assert response.status_code == 413

@@ -1,0 +1,80 @@
+"""The little of ASGI the GraphQL endpoints need: types, a bounded body read, responses."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+import orjson
+
+from runtime.graphql_http.media import MediaType
+from runtime.graphql_http.request import RequestError
+
+__all__ = ["Headers", "Receive", "Scope", "Send", "read_body", "send_body", "send_json"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Headers = Sequence[tuple[bytes, bytes]]
+
+
+async def read_body(receive: Receive, declared: bytes | None, limit: int, hint: str) -> bytes:
+    """The request body; RequestError 413 as soon as `content-length` or the bytes read go
+    past `limit` (`hint` names the setting that raises it)."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError.payload_too_large(limit, hint)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestError("the client went away before sending the whole body")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestError.payload_too_large(limit, hint)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def send_body(
+    send: Send, status: int, body: bytes, content_type: bytes, headers: Headers = ()
+) -> None:
+    """One whole response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    document: Any,
+    media: MediaType = MediaType.JSON,
+    headers: Headers = (),
+) -> None:
+    """`document` as JSON (orjson), declared UTF-8."""
+    body = orjson.dumps(document)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", media.content_type),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

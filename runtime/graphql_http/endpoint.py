@@ -1,0 +1,187 @@
+"""GraphQL over HTTP, written once: the ASGI handler of `/graphql` that node and gateway
+subclass (one base for one protocol, as strawberry's `AsyncBaseHTTPView`).
+
+The base reads and checks the request (POST with a JSON body, or GET with a query string),
+negotiates the response media type, parses and validates each distinct document once,
+picks the operation and refuses mutations over GET, then hands the operation to the
+server, and writes the answer with orjson. A server supplies its schema and four things:
+its per-request `context`, how it `run`s an operation (sync or async, its own checks first), its
+`error_extensions` for its own exception types, and what it adds to an executed answer
+(`finish`, e.g. `extensions.freshness`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from graphql import GraphQLError, GraphQLSchema, OperationDefinitionNode, OperationType
+
+from runtime.graphql_http.asgi import Receive, Scope, Send, read_body, send_json
+from runtime.graphql_http.documents import DocumentCache, Prepared
+from runtime.graphql_http.media import MediaType, is_json_request, negotiate
+from runtime.graphql_http.request import (
+    MAX_REQUEST_TARGET_BYTES,
+    GraphQLRequest,
+    RequestError,
+    decode_body,
+    decode_query_string,
+)
+from runtime.graphql_http.response import (
+    PARSE_FAILED,
+    VALIDATION_FAILED,
+    Outcome,
+    format_errors,
+    status_for,
+)
+
+__all__ = ["Answer", "GraphQLHTTP"]
+
+C = TypeVar("C")
+Answer = tuple[int, dict[str, Any]]  # HTTP status, JSON body
+
+_ALLOW_ANY = ((b"allow", b"GET, POST"),)
+_ALLOW_POST = ((b"allow", b"POST"),)
+_ACCEPTED = b"application/graphql-response+json, application/json"
+
+
+class GraphQLHTTP(Generic[C]):
+    """The `/graphql` endpoint over `schema`. POST bodies over `max_body_bytes` get 413;
+    GET query strings over it, or over what the HTTP parser takes, get 414. `limit_hint`
+    names the setting that raises the limit in those errors."""
+
+    def __init__(self, schema: GraphQLSchema, max_body_bytes: int, limit_hint: str = "") -> None:
+        self.documents = DocumentCache(schema)
+        self.max_body_bytes = max_body_bytes
+        self.max_query_string_bytes = min(max_body_bytes, MAX_REQUEST_TARGET_BYTES)
+        self.limit_hint = limit_hint
+
+    # -- what a server supplies --------------------------------------------------------
+
+    def context(self, request: GraphQLRequest) -> C:
+        """The context of one request's resolvers; RequestError refuses the request."""
+        raise NotImplementedError
+
+    def refuse(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        request: GraphQLRequest,
+        context: C,
+    ) -> Sequence[GraphQLError]:
+        """Errors refusing the operation before its validation errors are even reported
+        (the gateway's query limits); none by default."""
+        return ()
+
+    async def run(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        request: GraphQLRequest,
+        context: C,
+    ) -> Outcome:
+        """Run `operation` of a valid document, or refuse it (`Outcome.refused`)."""
+        raise NotImplementedError
+
+    def error_extensions(self, original: Exception) -> dict[str, Any] | None:
+        """`extensions` of an error caused by one of the server's own exceptions."""
+        return None
+
+    def finish(self, body: dict[str, Any], context: C) -> None:
+        """Complete the body of an executed request, e.g. with response `extensions`."""
+
+    async def without_query(self, scope: Scope, send: Send, media: MediaType | None) -> None:
+        """Answer a GET without a `query` parameter (the gateway serves GraphiQL)."""
+        error = RequestError("the request has no GraphQL document (a `query` parameter)")
+        await send_json(send, error.status, error.body(), media or MediaType.JSON)
+
+    # -- the protocol --------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        accept = content_type = length = None
+        for name, value in scope["headers"]:
+            if name == b"accept":
+                accept = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"content-length":
+                length = value
+        media = negotiate(accept)
+        written = media or MediaType.JSON  # a refusal of the Accept header itself is JSON
+        try:
+            request = await self._request(scope, receive, content_type, length)
+            if request is None:
+                await self.without_query(scope, send, media)
+                return
+            if media is None:
+                raise _not_acceptable()
+            status, document = await self.answer(request, media)
+        except RequestError as exc:
+            await send_json(send, exc.status, exc.body(), written, exc.headers)
+            return
+        await send_json(send, status, document, written)
+
+    async def _request(
+        self, scope: Scope, receive: Receive, content_type: bytes | None, length: bytes | None
+    ) -> GraphQLRequest | None:
+        """The request's parameters; None for a GET without `query`."""
+        method = scope["method"]
+        if method == "POST":
+            if not is_json_request(content_type):
+                raise _unsupported(content_type)
+            body = await read_body(receive, length, self.max_body_bytes, self.limit_hint)
+            return decode_body(body)
+        if method in ("GET", "HEAD"):
+            query_string = scope.get("query_string", b"")
+            if len(query_string) > self.max_query_string_bytes:
+                raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
+            return decode_query_string(query_string, method)
+        raise RequestError("GraphQL takes GET or POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_ANY)
+
+    async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
+        """The status and body answering `request`; RequestError when it is refused."""
+        prepared = self.documents.prepare(request.query)
+        if prepared.document is None:
+            return status_for(media, False), {"errors": self._format(prepared.errors, PARSE_FAILED)}
+        operation = prepared.operation(request.operation_name)
+        if operation.operation is OperationType.MUTATION and request.method != "POST":
+            raise RequestError(
+                "mutations are only accepted by POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_POST
+            )
+        context = self.context(request)
+        refused = self.refuse(prepared, operation, request, context)
+        if refused:
+            return status_for(media, False), {"errors": self._format(refused)}
+        if prepared.errors:
+            return status_for(media, False), {
+                "errors": self._format(prepared.errors, VALIDATION_FAILED)
+            }
+        outcome = await self.run(prepared, operation, request, context)
+        body: dict[str, Any] = {}
+        if outcome.errors:
+            body["errors"] = self._format(outcome.errors)
+        if outcome.executed:
+            body["data"] = outcome.data
+            self.finish(body, context)
+        return status_for(media, outcome.executed), body
+
+    def _format(
+        self, errors: Sequence[GraphQLError], code: str | None = None
+    ) -> list[dict[str, Any]]:
+        return format_errors(errors, self.error_extensions, code)
+
+
+def _not_acceptable() -> RequestError:
+    message = "the request accepts neither application/graphql-response+json nor JSON"
+    return RequestError(message, 406, "NOT_ACCEPTABLE", ((b"accept", _ACCEPTED),))
+
+
+def _unsupported(content_type: bytes | None) -> RequestError:
+    given = "no content-type"
+    if content_type is not None:
+        given = f"content-type {content_type.decode('latin-1')!r}"
+    return RequestError(
+        f"a GraphQL POST must be JSON (content-type application/json), not {given}",
+        415,
+        "UNSUPPORTED_MEDIA_TYPE",
+    )

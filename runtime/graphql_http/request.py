@@ -1,0 +1,129 @@
+"""A GraphQL-over-HTTP request: read from a JSON body or a GET query string and checked
+before any GraphQL work, or refused with a `RequestError` carrying its HTTP status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+from urllib.parse import parse_qs
+
+import orjson
+
+__all__ = [
+    "MAX_REQUEST_TARGET_BYTES",
+    "GraphQLRequest",
+    "RequestError",
+    "decode_body",
+    "decode_query_string",
+]
+
+# the longest request target (path and query string) uvicorn's HTTP parser, httptools,
+# takes (its parse_url's MAX_URL_LENGTH); GET limits are kept within it
+MAX_REQUEST_TARGET_BYTES = (1 << 16) - 1
+
+
+class RequestError(Exception):
+    """A request refused before GraphQL runs: it becomes `status` and one error with
+    `extensions.code` (BAD_REQUEST unless said otherwise), and never carries `data`."""
+
+    BAD_REQUEST: ClassVar[str] = "BAD_REQUEST"
+
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        code: str = BAD_REQUEST,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.headers = headers
+
+    @classmethod
+    def payload_too_large(cls, limit: int, hint: str) -> RequestError:
+        """413: a body over `limit` bytes (`hint` names the setting that raises it)."""
+        return cls(
+            f"the request body is larger than {limit} bytes{_set_by(hint)}",
+            413,
+            "PAYLOAD_TOO_LARGE",
+        )
+
+    @classmethod
+    def uri_too_long(cls, limit: int, hint: str) -> RequestError:
+        """414: a GET query string over `limit` bytes."""
+        message = f"the query string is larger than {limit} bytes{_set_by(hint)}"
+        return cls(f"{message}; send longer documents by POST", 414, "URI_TOO_LONG")
+
+    def body(self) -> dict[str, Any]:
+        return {"errors": [{"message": str(self), "extensions": {"code": self.code}}]}
+
+
+def _set_by(hint: str) -> str:
+    return f" ({hint})" if hint else ""
+
+
+@dataclass(slots=True)  # read-only by convention: a frozen dataclass's __init__ is slower
+class GraphQLRequest:
+    """The parameters of one request, checked: `query` a non-empty string, `variables` and
+    `extensions` objects or None, `operationName` a string or None."""
+
+    query: str
+    variables: dict[str, Any] | None = None
+    operation_name: str | None = None
+    extensions: dict[str, Any] | None = None
+    method: str = "POST"
+
+    @classmethod
+    def checked(
+        cls, query: Any, variables: Any, operation_name: Any, extensions: Any, method: str
+    ) -> GraphQLRequest:
+        if not isinstance(query, str) or not query.strip():
+            raise RequestError("the request has no GraphQL document (a string in `query`)")
+        if variables is not None and not isinstance(variables, dict):
+            raise RequestError("`variables` must be a JSON object or null")
+        if operation_name is not None and not isinstance(operation_name, str):
+            raise RequestError("`operationName` must be a string or null")
+        if extensions is not None and not isinstance(extensions, dict):
+            raise RequestError("`extensions` must be a JSON object or null")
+        return cls(query, variables, operation_name, extensions, method)
+
+
+def decode_body(body: bytes) -> GraphQLRequest:
+    """The request of a POST's JSON body."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"the body is not JSON: {exc}") from exc
+    if isinstance(document, list):
+        raise RequestError("batched requests are not supported: send one operation")
+    if not isinstance(document, dict):
+        raise RequestError("the body must be a JSON object with `query`")
+    get = document.get
+    return GraphQLRequest.checked(
+        get("query"), get("variables"), get("operationName"), get("extensions"), "POST"
+    )
+
+
+def decode_query_string(query_string: bytes, method: str) -> GraphQLRequest | None:
+    """The request of a GET's query string; None when it has no `query` parameter."""
+    params = parse_qs(query_string.decode("latin-1"))
+    if "query" not in params:
+        return None
+    operation = params.get("operationName", [None])[0]
+    return GraphQLRequest.checked(
+        params["query"][0],
+        _json_param(params, "variables"),
+        operation,
+        _json_param(params, "extensions"),
+        method,
+    )
+
+
+def _json_param(params: dict[str, list[str]], name: str) -> Any:
+    if name not in params:
+        return None
+    try:
+        return orjson.loads(params[name][0])
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(f"`{name}` is not JSON: {exc}") from exc

@@ -1,0 +1,99 @@
+"""What GraphQL answered, as a response body and status: errors with `extensions.code`,
+`data` only when execution ran, and the status the negotiated media type calls for.
+
+Codes every server shares: GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED, BAD_USER_INPUT
+(variables that do not coerce), INTERNAL_SERVER_ERROR; a server maps its own exceptions
+(`ErrorMapper`) before these apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from graphql import ExecutionResult, GraphQLError
+
+from runtime.graphql_http.media import MediaType
+
+__all__ = [
+    "BAD_USER_INPUT",
+    "INTERNAL_SERVER_ERROR",
+    "PARSE_FAILED",
+    "VALIDATION_FAILED",
+    "ErrorMapper",
+    "Outcome",
+    "error_extensions",
+    "format_errors",
+    "status_for",
+]
+
+PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
+VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
+BAD_USER_INPUT = "BAD_USER_INPUT"
+INTERNAL_SERVER_ERROR = "INTERNAL_SERVER_ERROR"
+
+# a server's own exceptions (an error's `original_error`) -> their extensions; None = not its own
+ErrorMapper = Callable[[Exception], dict[str, Any] | None]
+
+
+def _before_any_field(error: GraphQLError) -> bool:
+    """Raised by graphql-core itself outside any field: variable values that do not coerce."""
+    original = error.original_error
+    return error.path is None and (original is None or isinstance(original, GraphQLError))
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 us a request
+class Outcome:
+    """The result of running (or refusing to run) one operation. `executed` is False when
+    nothing ran: the response then has no `data`."""
+
+    data: Any
+    errors: Sequence[GraphQLError] | None
+    executed: bool = True
+
+    @classmethod
+    def of(cls, result: ExecutionResult) -> Outcome:
+        """graphql-core's result; variables that did not coerce mean nothing was executed."""
+        errors = result.errors
+        if result.data is None and errors and all(_before_any_field(e) for e in errors):
+            return cls(None, errors, executed=False)
+        return cls(result.data, errors)
+
+    @classmethod
+    def refused(cls, errors: Sequence[GraphQLError]) -> Outcome:
+        """A server refused the operation before running it (a limit, a wait that expired)."""
+        return cls(None, errors, executed=False)
+
+
+def error_extensions(
+    error: GraphQLError, mapper: ErrorMapper, code: str | None = None
+) -> dict[str, Any]:
+    """The `extensions` of `error`: the server's own for its exceptions, else `code` when the
+    stage decides it (parse, validation), else BAD_USER_INPUT or INTERNAL_SERVER_ERROR."""
+    original = error.original_error
+    if original is not None:
+        own = mapper(original)
+        if own is not None:
+            return own
+    if code is not None:
+        return {"code": code}
+    return {"code": BAD_USER_INPUT if _before_any_field(error) else INTERNAL_SERVER_ERROR}
+
+
+def format_errors(
+    errors: Sequence[GraphQLError], mapper: ErrorMapper, code: str | None = None
+) -> list[dict[str, Any]]:
+    """The JSON of `errors`, each with `extensions.code`."""
+    formatted: list[dict[str, Any]] = []
+    for error in errors:
+        entry = cast(dict[str, Any], error.formatted)  # a fresh dict per call
+        entry["extensions"] = {**(error.extensions or {}), **error_extensions(error, mapper, code)}
+        formatted.append(entry)
+    return formatted
+
+
+def status_for(media: MediaType, has_data: bool) -> int:
+    """200 for `application/json` (errors are in the body); for graphql-response+json, 400
+    when the request failed before execution (no `data`)."""
+    return 200 if has_data or media is MediaType.JSON else 400
