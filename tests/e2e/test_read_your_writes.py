@@ -81,5 +81,6 @@ def test_bad_tokens_and_writes_are_refused(cluster: Cluster) -> None:
 def test_a_mutation_is_refused_over_get(cluster: Cluster) -> None:
     query = 'mutation { produce(topic: "words", key: "ryw-get") { token } }'
     response = cluster.http.get(cluster.local.gateway_url, params={"query": query})
-    assert response.status_code == 400
-    assert response.json()["errors"][0]["extensions"]["code"] == "BAD_REQUEST"
+    assert response.status_code == 405  # GraphQL over HTTP: a GET may only run a query
+    assert response.headers["allow"] == "POST"
+    assert response.json()["errors"][0]["extensions"]["code"] == "METHOD_NOT_ALLOWED"
