@@ -9,14 +9,19 @@ from runtime.config import ConfigError, EnvConfig, setting
 from runtime.produce import ProduceError, Record, Write, new_producer, produce_keys, produce_records
 from runtime.ranking import Rankable, merge_top, rank
 from runtime.topics import ensure_topics, partition_count, statefed_topics
+from runtime.trust import ClusterSecret, NodeCallSigner, RequestVerifier, SignatureError
 
 __all__ = [
     "Clock",
+    "ClusterSecret",
     "ConfigError",
     "EnvConfig",
+    "NodeCallSigner",
     "ProduceError",
     "Rankable",
     "Record",
+    "RequestVerifier",
+    "SignatureError",
     "Write",
     "ensure_topics",
     "merge_top",
