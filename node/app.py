@@ -4,10 +4,9 @@ that runs the node.
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
 STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
 gateway signed, node.trust) and the changelog topics' partition counts from metadata, then
-starts the materializer, the standby replicator
-(unless STATEFED_STANDBY_REPLICAS is 0) and the membership publisher; shutdown stops
-consuming and closes the stores, publishes the membership tombstone, and leaves the
-consumer group, in that order.
+starts the materializer, the standby replicator (unless STATEFED_STANDBY_REPLICAS is 0) and
+the membership publisher; shutdown stops consuming and closes the stores, publishes the
+membership tombstone, and leaves the consumer group, in that order.
 """
 
 from __future__ import annotations

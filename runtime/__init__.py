@@ -1,5 +1,6 @@
 """Runtime code the deployable parts share: the clock, Kafka topics and producers, top-N
-ranking, and the one reader of `STATEFED_*` configuration (`runtime.config`).
+ranking, the one reader of `STATEFED_*` configuration (`runtime.config`), and trust
+between the parts: the cluster secret, signed node calls and membership (`runtime.trust`).
 
 Imports run one way: tooling -> parts (gateway, node, pipeline) -> runtime -> schema.
 """
