@@ -2,7 +2,9 @@
 
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
 (`gateway.execution`). The lifespan starts the membership and pipeline status readers and
-the connections to the nodes and stops them; nothing is opened before start-up.
+the connections to the nodes and stops them; nothing is opened before start-up. With
+STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed with
+it and only nodes whose membership records it verifies are routed to (runtime.trust).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gateway.transport import HttpxCaller, NodeConnections
 from gateway.upstream import Upstream
 from runtime.clock import wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
+from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import CATALOGUE, View
 
 __all__ = ["GatewayApp", "health_body"]
@@ -102,7 +105,13 @@ class GatewayApp:
             await self._lifespan(receive, send)
 
     async def startup(self) -> None:
-        """Open the connections to the nodes and start following membership."""
+        """Read the cluster secret, open the connections to the nodes and start following
+        membership."""
+        secret = None
+        if self.config.cluster_secret_file is not None:
+            secret = ClusterSecret.read(self.config.cluster_secret_file)
+        else:
+            log.info("no STATEFED_CLUSTER_SECRET_FILE: node calls and membership are not signed")
         feed = self._feed or RoutingFeed()
         reader = None
         if self._feed is None:
@@ -112,6 +121,7 @@ class GatewayApp:
                 lookback_ms=self.config.members_lookback_ms,
                 catalogue=self._catalogue,
                 clock=self._clock,
+                secret=secret,
             )
             reader.start(asyncio.get_running_loop())
         statuses, status_reader = self._statuses or StatusBoard(), None
@@ -121,11 +131,12 @@ class GatewayApp:
             )
             status_reader.start()
         connections = None
+        signer = NodeCallSigner(secret, self._clock)
         if self._client is not None:
-            upstream = Upstream(HttpxCaller(self._client))
+            upstream = Upstream(HttpxCaller(self._client), signer)
         else:
             connections = NodeConnections(self.config.upstream_connections)
-            upstream = Upstream(connections)
+            upstream = Upstream(connections, signer)
         planner = Planner(feed, upstream, self.config, self._catalogue)
         producer = None
         if self.config.produce:

@@ -11,7 +11,8 @@ Failures stay per waiter: an unreachable or slow node fails every waiter with an
 naming that waiter's partitions and keys; an answer that may concern only some of the
 batched partitions (NOT_OWNER, a protocol error, rejected arguments) is not shared: each
 waiter of that batch asks again alone, exactly as it would have without coalescing. Each
-waiter waits only until its own deadline.
+waiter waits only until its own deadline. A batch names every waiter's caller to the node
+(`statefed-caller`: the distinct subjects, comma-separated, see runtime.trust).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import orjson
 
 from gateway.documents import with_extensions
 from gateway.errors import NodeProtocolError, NodeTimeoutError, NodeUnavailableError
+from gateway.principal import ANONYMOUS
 from gateway.reply import NodeReply
 from gateway.routing import NodeInfo
 from gateway.rows import Event, Row
@@ -53,6 +55,7 @@ class Post(Protocol):
         partitions: Sequence[int],
         keys: Sequence[str] = (),
         deadline: float,
+        callers: Sequence[str] = (),
     ) -> Awaitable[NodeReply]: ...
 
 
@@ -62,6 +65,7 @@ class _Waiter:
     keys: list[str]
     deadline: float
     answer: asyncio.Future[tuple[Rows, list[dict[str, Any]]]]
+    caller: str  # the subject of the principal it asks for
 
 
 @dataclass
@@ -96,12 +100,14 @@ class Coalescer:
         keys: Sequence[str],
         extensions: Mapping[str, Any],
         deadline: float,
+        caller: str = ANONYMOUS.subject,
     ) -> tuple[Rows, list[dict[str, Any]]]:
         """The rows of `keys` (in order) from `node`, and the freshness entries of
-        `partitions`; raises the RoutingError or BadRequestError of this lookup."""
+        `partitions`, asked for `caller`; raises the RoutingError or BadRequestError of this
+        lookup."""
         loop = asyncio.get_running_loop()
         encoded = orjson.dumps(extensions, option=orjson.OPT_SORT_KEYS) if extensions else b""
-        waiter = _Waiter(list(partitions), list(keys), deadline, loop.create_future())
+        waiter = _Waiter(list(partitions), list(keys), deadline, loop.create_future(), caller)
         self._enqueue(loop, node, queries, encoded, waiter)
         try:
             # a timeout cancels only this waiter's future: the batch goes on for the others
@@ -190,7 +196,13 @@ class Coalescer:
         if batch.extensions:
             body = with_extensions(body, batch.extensions)
         reply = await self._post(
-            batch.node, body, view=view, partitions=partitions, keys=keys, deadline=deadline
+            batch.node,
+            body,
+            view=view,
+            partitions=partitions,
+            keys=keys,
+            deadline=deadline,
+            callers=[w.caller for w in waiters],
         )
         try:
             rows = batch.queries.read_lookup(reply.data, asked=len(keys))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from runtime.config import EnvConfig, setting
 
@@ -69,6 +70,9 @@ class GatewayConfig(EnvConfig):
     introspection: bool = setting("STATEFED_GATEWAY_INTROSPECTION", True)
     # the produce mutation (writes to the catalogue's input topics)
     produce: bool = setting("STATEFED_GATEWAY_PRODUCE", True)
+    # the secret shared with every node (runtime.trust): node calls are signed with it, and
+    # only nodes whose membership records it verifies are routed to; None = neither
+    cluster_secret_file: Path | None = setting("STATEFED_CLUSTER_SECRET_FILE", None, parse=Path)
 
     @property
     def timeout_s(self) -> float:

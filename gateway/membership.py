@@ -5,6 +5,11 @@ The embedded broker never compacts the topic, so reading starts a few heartbeats
 time rather than at the beginning. Its ListOffsets is unreliable (by timestamp as well as
 LATEST), so the broker's answer is only a first guess that `find_start_offset` checks
 against the records' own timestamps and corrects by bisection.
+
+With the cluster secret, only records and tombstones signed with it count (runtime.trust):
+a record without a valid signature is ignored with a WARNING naming its node id, so that
+nobody who can write to the topic can make the gateway route queries to their URL; a
+signed record or tombstone older than the one held for its node (a replay) is ignored too.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
 from runtime.topics import partition_count
+from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
 from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
 
 __all__ = ["MemberDirectory", "MembershipReader", "find_start_offset"]
@@ -31,20 +37,27 @@ _PROBE_TIMEOUT_S = 2.0
 _PROBE_FETCH_WAIT_MS = 10
 _FOLLOW_FETCH_WAIT_MS = 100
 _RETRY_S = 1.0
+_MAX_WARNED = 1024  # node ids whose forged records were reported; then reported again
 
 
 class MemberDirectory:
-    """The newest record of every node that has not left, from records applied in order."""
+    """The newest record of every node that has not left, from records applied in order;
+    with `secret`, only from records signed with it."""
 
-    def __init__(self) -> None:
+    def __init__(self, secret: ClusterSecret | None = None) -> None:
         self.records: dict[str, MemberRecord] = {}
+        self._secret = secret
+        self._signed_ms: dict[str, int] = {}  # when the record held for a node was signed
+        self._warned: set[str] = set()  # one warning per forging node id, not per heartbeat
 
-    def apply(self, key: bytes | None, value: bytes | None) -> bool:
+    def apply(self, key: bytes | None, value: bytes | None, headers: KafkaHeaders = None) -> bool:
         """Apply one record of the members topic; a null value (tombstone) means the node left."""
         if key is None:
             log.warning("membership record without a key ignored")
             return False
         node_id = key.decode("utf-8", errors="replace")
+        if self._secret is not None and not self._authentic(node_id, value, headers):
+            return False
         if value is None:
             return self.records.pop(node_id, None) is not None
         try:
@@ -53,6 +66,30 @@ class MemberDirectory:
             log.warning("membership record of node %s ignored: %s", node_id, exc)
             return False
         self.records[node_id] = record
+        return True
+
+    def _authentic(self, node_id: str, value: bytes | None, headers: KafkaHeaders) -> bool:
+        """Whether a record is signed with the secret and newer than the one held."""
+        assert self._secret is not None
+        try:
+            signed_ms = self._secret.verify_member(node_id, value, member_signature(headers))
+        except SignatureError as exc:
+            if node_id not in self._warned:
+                if len(self._warned) >= _MAX_WARNED:
+                    self._warned.clear()
+                self._warned.add(node_id)
+                log.warning(
+                    "membership record of node %r ignored, not routed to: %s (is it given "
+                    "the cluster's STATEFED_CLUSTER_SECRET_FILE?)",
+                    node_id,
+                    exc,
+                )
+            return False
+        self._warned.discard(node_id)
+        if signed_ms < self._signed_ms.get(node_id, 0):
+            log.debug("membership record of node %r older than the one held: ignored", node_id)
+            return False
+        self._signed_ms[node_id] = signed_ms  # a tombstone's too: no replayed record revives
         return True
 
     def prune(self, now_ms: int, keep_ms: int) -> bool:
@@ -65,6 +102,9 @@ class MemberDirectory:
         ]
         for node_id in stale:
             del self.records[node_id]
+        for node_id, signed_ms in list(self._signed_ms.items()):
+            if node_id not in self.records and now_ms - signed_ms > keep_ms:
+                del self._signed_ms[node_id]
         return bool(stale)
 
 
@@ -127,6 +167,7 @@ class MembershipReader:
         clock: Callable[[], int] = wall_clock_ms,
         topic: str = MEMBERS_TOPIC,
         poll_s: float = 0.1,
+        secret: ClusterSecret | None = None,
     ) -> None:
         self._bootstrap = bootstrap
         self._feed = feed
@@ -136,6 +177,7 @@ class MembershipReader:
         self._clock = clock
         self._topic = topic
         self._poll_s = poll_s
+        self._secret = secret
         self._stopping = threading.Event()
         self._poked = threading.Event()
         self._thread: threading.Thread | None = None
@@ -203,7 +245,7 @@ class MembershipReader:
             consumer.close()
 
     def _publish_changes(self, consumer: Consumer) -> None:
-        directory = MemberDirectory()
+        directory = MemberDirectory(self._secret)
         counts: dict[str, int] = {}
         counts_due = 0.0
         published: tuple[object, ...] | None = None
@@ -230,7 +272,7 @@ class MembershipReader:
                     raise KafkaException(error)
                 log.warning("membership topic %s: %s", self._topic, error)
                 continue
-            directory.apply(message.key(), message.value())
+            directory.apply(message.key(), message.value(), message.headers())
 
     def _read_counts(self) -> dict[str, int]:
         try:

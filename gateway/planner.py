@@ -109,7 +109,7 @@ class Planner:
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
             extensions = self._extensions(group, deadline, standby, options)
             rows, freshness = await self._upstream.lookups.lookup(
-                node, queries, group, asked, extensions, deadline
+                node, queries, group, asked, extensions, deadline, options.caller
             )
             found.update(zip(asked, rows, strict=True))
             return freshness
@@ -220,7 +220,13 @@ class Planner:
         if extensions:
             body = with_extensions(body, orjson.dumps(extensions))
         return await self._upstream.post(
-            node, body, view=view.name, partitions=group, keys=keys, deadline=deadline
+            node,
+            body,
+            view=view.name,
+            partitions=group,
+            keys=keys,
+            deadline=deadline,
+            callers=(options.caller,),
         )
 
     @staticmethod

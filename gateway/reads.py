@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from gateway.consistency import AppliedAtLeast
 from gateway.errors import RoutingError
+from gateway.principal import ANONYMOUS
 from gateway.rows import Event, Page, Ranked, Row, WindowCount
 from schema import View
 
@@ -23,10 +24,12 @@ T = TypeVar("T")
 class ReadOptions:
     """How one read may be answered: from a standby at most `max_lag` records behind when
     the active copy cannot answer (None = the gateway's default, 0 = active only), and only
-    by copies that have applied `at_least`."""
+    by copies that have applied `at_least`; `caller` is the subject of the principal it is
+    made for, named to the nodes (`statefed-caller`, runtime.trust)."""
 
     max_lag: int | None = None
     at_least: AppliedAtLeast | None = None
+    caller: str = ANONYMOUS.subject
 
 
 # the gateway's configured max lag, no atLeast token

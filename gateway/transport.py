@@ -26,13 +26,14 @@ connection. That is safe because the gateway only sends nodes queries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import httptools
 import httpx
 
 __all__ = [
+    "Headers",
     "HttpxCaller",
     "NodeConnectError",
     "NodeConnections",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 _Answer = tuple[int, bytes]  # status, body
+Headers = Sequence[tuple[bytes, bytes]]  # extra request headers, lower-case names
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
 
 
@@ -219,9 +221,12 @@ class HttpxCaller:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
 
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
+    async def post(self, url: str, body: bytes, headers: Headers = ()) -> tuple[int, bytes]:
+        sent = _JSON_HEADERS
+        if headers:
+            sent = {**_JSON_HEADERS, **{n.decode(): v.decode("latin-1") for n, v in headers}}
         try:
-            response = await self.client.post(url, content=body, headers=_JSON_HEADERS)
+            response = await self.client.post(url, content=body, headers=sent)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise _mapped(url, exc) from exc
         return response.status_code, response.content
@@ -238,8 +243,8 @@ class NodeConnections:
         self._heads: dict[str, tuple[_Pool, bytes]] = {}  # URL -> pool, request head
         self._tls: HttpxCaller | None = None  # for https URLs, made on first use
 
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]:
-        """POST a JSON `body` to `url`; the status and body of the answer."""
+    async def post(self, url: str, body: bytes, headers: Headers = ()) -> tuple[int, bytes]:
+        """POST a JSON `body` with `headers` to `url`; the status and body of the answer."""
         target = self._heads.get(url)
         if target is None:
             try:
@@ -247,10 +252,11 @@ class NodeConnections:
             except httpx.InvalidURL as exc:
                 raise _mapped(url, exc) from exc
             if parsed.scheme != "http":
-                return await self._tls_caller().post(url, body)
+                return await self._tls_caller().post(url, body, headers)
             target = self._heads[url] = self._post_head(parsed)
         pool, head = target
-        request = b"%s%d\r\n\r\n%s" % (head, len(body), body)
+        extra = b"".join(b"%s: %s\r\n" % header for header in headers)
+        request = b"%s%d\r\n%s\r\n%s" % (head, len(body), extra, body)
         for _attempt in range(2):
             connection, reused = await pool.acquire()
             try:

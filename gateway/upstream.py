@@ -1,8 +1,10 @@
 """Calling nodes: pre-built bodies (`gateway.documents`) posted over the gateway's long-lived
 connections (`gateway.transport`).
 
-A reply is turned into data, into one of the routing errors, or (when the node says the
-arguments are bad) into a BadRequestError; the planner decides what to retry.
+Every call carries the callers it is made for and a request id, and with the cluster
+secret its signature (`runtime.trust`), built once per call over the body as sent. A reply
+is turned into data, into one of the routing errors, or (when the node says the arguments
+are bad) into a BadRequestError; the planner decides what to retry.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import httpx
+
 from gateway.coalesce import Coalescer
 from gateway.errors import (
     NodeTimeoutError,
@@ -18,7 +22,8 @@ from gateway.errors import (
 )
 from gateway.reply import NodeReply, decode_reply
 from gateway.routing import NodeInfo
-from gateway.transport import NodeTransportError
+from gateway.transport import Headers, NodeTransportError
+from runtime.trust import NodeCallSigner
 
 __all__ = ["Caller", "Upstream"]
 
@@ -27,15 +32,18 @@ class Caller(Protocol):
     """What posts a JSON body to a node URL: the gateway's NodeConnections, or an
     HttpxCaller (`gateway.transport`). Failures are raised as `NodeTransportError`s."""
 
-    async def post(self, url: str, body: bytes) -> tuple[int, bytes]: ...
+    async def post(self, url: str, body: bytes, headers: Headers = ()) -> tuple[int, bytes]: ...
 
 
 class Upstream:
-    """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time);
-    `lookups` coalesces concurrent key lookups into one body per node (`gateway.coalesce`)."""
+    """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time), with
+    the headers of `signer` (unsigned, naming the callers, by default); `lookups` coalesces
+    concurrent key lookups into one body per node (`gateway.coalesce`)."""
 
-    def __init__(self, caller: Caller) -> None:
+    def __init__(self, caller: Caller, signer: NodeCallSigner | None = None) -> None:
         self._caller = caller
+        self._signer = signer or NodeCallSigner(None)
+        self._targets: dict[str, bytes] = {}  # node /graphql URL -> request target
         self.lookups = Coalescer(self.post)
 
     async def post(
@@ -47,14 +55,19 @@ class Upstream:
         partitions: Sequence[int],
         keys: Sequence[str] = (),
         deadline: float,
+        callers: Sequence[str] = (),
     ) -> NodeReply:
+        """The node's reply to `body`, asked for `callers` (principal subjects; none: the
+        gateway's own call)."""
         where: dict[str, Any] = {"partitions": partitions, "node": node.node_id, "keys": keys}
+        url = node.graphql_url
+        headers = self._signer.headers(b"POST", self._target(url), body, callers)
         remaining = deadline - asyncio.get_running_loop().time()
         try:
             if remaining <= 0:
                 raise TimeoutError
             async with asyncio.timeout(remaining):
-                status, content = await self._caller.post(node.graphql_url, body)
+                status, content = await self._caller.post(url, body, headers)
         except TimeoutError as exc:  # the deadline, or NodeTransportTimeoutError
             detail = f"no answer from {node.url} before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc
@@ -62,3 +75,16 @@ class Upstream:
             detail = f"{node.url} unreachable: {type(exc).__name__}: {exc}"
             raise NodeUnavailableError(view, detail, **where) from exc
         return decode_reply(status, content, view, where)
+
+    def _target(self, url: str) -> bytes:
+        """The request target of `url` as sent (path and query string, as the transport
+        writes it); an invalid URL fails in the transport, with the transport's error."""
+        target = self._targets.get(url)
+        if target is None:
+            try:
+                target = httpx.URL(url).raw_path
+            except httpx.InvalidURL:
+                return b"/"
+            if len(self._targets) < 4096:  # node URLs come from membership
+                self._targets[url] = target
+        return target

@@ -1,11 +1,12 @@
 """The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, and a lifespan
 that runs the node.
 
-Constructing the app opens nothing. Lifespan startup reads the changelog topics'
-partition counts from metadata, then starts the materializer, the standby replicator
-(unless STATEFED_STANDBY_REPLICAS is 0) and the membership publisher; shutdown stops
-consuming and closes the stores, publishes the membership tombstone, and leaves the
-consumer group, in that order.
+Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
+STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
+gateway signed, node.trust) and the changelog topics' partition counts from metadata, then
+starts the materializer, the standby replicator (unless STATEFED_STANDBY_REPLICAS is 0) and
+the membership publisher; shutdown stops consuming and closes the stores, publishes the
+membership tombstone, and leaves the consumer group, in that order.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from node.membership import MembershipPublisher
 from node.partitions import PartitionRegistry
 from node.standby import StandbyReplicator
 from node.subgraph import build_subgraph
+from node.trust import CallGuard
 from runtime.clock import Clock, wall_clock_ms
-from runtime.graphql_http import Receive, Scope, Send, send_json
+from runtime.graphql_http import Receive, RequestError, Scope, Send, send_json
 from runtime.topics import partition_count
+from runtime.trust import ClusterSecret, RequestVerifier
 from schema import CATALOGUE, Role, View
 
 __all__ = ["NodeApp", "changelog_partition_counts"]
@@ -66,6 +69,10 @@ class NodeApp:
         # one clock for retention: what the materializer purges, the subgraph never returns
         self.clock = clock
         self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock)
+        self.guard = CallGuard(
+            config.checks_calls, self.graphql.max_body_bytes, self.graphql.limit_hint
+        )
+        self.secret: ClusterSecret | None = None  # read at start-up
         self.materializer: Materializer | None = None
         self.standby: StandbyReplicator | None = None
         self.publisher: MembershipPublisher | None = None
@@ -83,6 +90,11 @@ class NodeApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
         if path == "/graphql":
+            try:
+                receive = await self.guard.admit(scope, receive)
+            except RequestError as exc:
+                await send_json(send, exc.status, exc.body(), headers=exc.headers)
+                return
             await self.graphql(scope, receive, send)
         elif path == "/health" and scope["method"] in ("GET", "HEAD"):
             status, document = self.health()
@@ -136,12 +148,19 @@ class NodeApp:
                 return
 
     def start(self) -> None:
-        """Read the topic layout, then start materializing and publishing membership."""
+        """Read the secret and the topic layout, then start materializing and publishing
+        membership."""
+        self._read_secret()
         counts = changelog_partition_counts(self.config.bootstrap, self.catalogue)
         self.registry.set_partition_counts(counts)
         if self.config.standby_replicas > 0:
             self.standby = StandbyReplicator(
-                self.config, self.catalogue, self.registry, on_fatal=self._fatal, clock=self.clock
+                self.config,
+                self.catalogue,
+                self.registry,
+                on_fatal=self._fatal,
+                clock=self.clock,
+                secret=self.secret,
             )
         self.materializer = Materializer(
             self.config,
@@ -151,7 +170,7 @@ class NodeApp:
             clock=self.clock,
             handoff=self.standby,
         )
-        self.publisher = MembershipPublisher(self.config, self.registry)
+        self.publisher = MembershipPublisher(self.config, self.registry, secret=self.secret)
         self.materializer.start()
         if self.standby is not None:
             self.standby.start()
@@ -163,6 +182,31 @@ class NodeApp:
             self.config.url,
             sorted(set(counts.values())),
         )
+
+    def _read_secret(self) -> None:
+        """Read the cluster secret; arm the guard of /graphql with it unless it is open."""
+        config = self.config
+        if config.cluster_secret_file is not None:
+            self.secret = ClusterSecret.read(config.cluster_secret_file)
+        if config.checks_calls:
+            assert self.secret is not None
+            self.guard.arm(RequestVerifier(self.secret, self.clock))
+            log.info(
+                "node %s: /graphql answers only calls signed with the cluster secret",
+                config.node_id,
+            )
+        elif config.auth == "none":
+            log.warning(
+                "node %s: /graphql answers anyone on %s (STATEFED_NODE_AUTH=none)",
+                config.node_id,
+                config.host,
+            )
+        else:
+            log.warning(
+                "node %s: /graphql answers anyone on loopback %s: no STATEFED_CLUSTER_SECRET_FILE",
+                config.node_id,
+                config.host,
+            )
 
     def stop(self) -> None:
         """Stop consuming and close stores, publish the tombstone, then leave the group."""

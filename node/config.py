@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from collections.abc import Mapping
@@ -16,10 +17,20 @@ __all__ = ["NodeConfig"]
 
 _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+_AUTH_MODES = ("cluster", "none")
 
 
 def _without_slash(raw: str) -> str:
     return raw.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,12 @@ class NodeConfig(EnvConfig):
     )
     # standby copies of each partition on other nodes (fewer when fewer nodes are live)
     standby_replicas: int = setting("STATEFED_STANDBY_REPLICAS", 1, low=0, high=16)
+    # the secret shared by the gateway and every node (runtime.trust): calls to /graphql
+    # and membership records are signed with it
+    cluster_secret_file: Path | None = setting("STATEFED_CLUSTER_SECRET_FILE", None, parse=Path)
+    # "cluster": /graphql answers only calls signed with the cluster secret, and a node
+    # bound beyond loopback refuses to start without one; "none": it answers anyone
+    auth: str = setting("STATEFED_NODE_AUTH", "cluster", parse=str.lower, choices=_AUTH_MODES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -56,6 +73,22 @@ class NodeConfig(EnvConfig):
                 "STATEFED_NODE_URL",
                 f"must be an http(s) base URL without a trailing '/', got {self.url!r}",
             )
+        if (
+            self.auth == "cluster"
+            and self.cluster_secret_file is None
+            and not _is_loopback(self.host)
+        ):
+            raise ConfigError(
+                "STATEFED_CLUSTER_SECRET_FILE",
+                f"is not set, and the node serves on {self.host!r}, beyond loopback: anyone who "
+                "can reach it could read every view. Give it the cluster's secret file (the "
+                "gateway's), or set STATEFED_NODE_AUTH=none to let it answer anyone",
+            )
+
+    @property
+    def checks_calls(self) -> bool:
+        """Whether /graphql answers only calls signed with the cluster secret."""
+        return self.auth == "cluster" and self.cluster_secret_file is not None
 
     @classmethod
     def env_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:

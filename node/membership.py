@@ -2,7 +2,8 @@
 
 A thread publishes the record (key = node id) every heartbeat and at once on every change
 of state or held partitions; `stop()` publishes a tombstone so readers drop the node
-without waiting for its heartbeats to age out.
+without waiting for its heartbeats to age out. With the cluster secret, every record and
+the tombstone carry its signature (header `statefed-signature`, runtime.trust).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from node.config import NodeConfig
 from node.partitions import PartitionRegistry
-from schema import MEMBERS_TOPIC, MemberRecord, encode_member
+from runtime.trust import ClusterSecret
+from schema import MEMBER_SIGNATURE_HEADER, MEMBERS_TOPIC, MemberRecord, encode_member
 
 __all__ = ["MembershipPublisher"]
 
@@ -32,10 +34,12 @@ class MembershipPublisher:
         registry: PartitionRegistry,
         *,
         clock: Callable[[], float] = time.time,
+        secret: ClusterSecret | None = None,
     ):
         self.config = config
         self.registry = registry
         self._clock = clock
+        self._secret = secret
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._producer: Producer | None = None
@@ -97,8 +101,17 @@ class MembershipPublisher:
             self.registry.changed.wait(interval_s)
 
     def _produce(self, producer: Producer, value: bytes | None) -> None:
+        headers: list[tuple[str, str | bytes | None]] | None = None
+        if self._secret is not None:
+            now_ms = int(self._clock() * 1000)
+            signature = self._secret.sign_member(self.config.node_id, value, now_ms)
+            headers = [(MEMBER_SIGNATURE_HEADER, signature)]
         producer.produce(
-            MEMBERS_TOPIC, key=self.config.node_id, value=value, on_delivery=self._delivered
+            MEMBERS_TOPIC,
+            key=self.config.node_id,
+            value=value,
+            headers=headers,
+            on_delivery=self._delivered,
         )
         self.published += 1
 

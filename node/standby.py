@@ -24,6 +24,7 @@ from node.config import NodeConfig
 from node.materializer import Replicator, StoreFactory
 from node.partitions import PartitionRegistry
 from runtime.clock import Clock, wall_clock_ms
+from runtime.trust import ClusterSecret, SignatureError, member_signature
 from schema import MEMBERS_TOPIC, MemberRecord, Role, View, decode_member
 
 __all__ = ["StandbyReplicator", "standby_placement"]
@@ -69,6 +70,7 @@ class StandbyReplicator(Replicator):
         on_fatal: Callable[[BaseException], None] | None = None,
         clock: Clock = wall_clock_ms,
         wall_ms: Callable[[], int] = wall_clock_ms,
+        secret: ClusterSecret | None = None,
     ):
         super().__init__(
             config,
@@ -79,6 +81,7 @@ class StandbyReplicator(Replicator):
             clock=clock,
         )
         self._wall_ms = wall_ms
+        self._secret = secret  # with it, only signed membership records count
         # held by the thread while it touches stores, and by claim(): one handle per store
         self._lock = threading.RLock()
         self._claimed: set[int] = set()
@@ -142,6 +145,17 @@ class StandbyReplicator(Replicator):
                 continue
             node_id = (message.key() or b"").decode("utf-8", errors="replace")
             value = message.value()
+            if self._secret is not None:
+                try:
+                    self._secret.verify_member(node_id, value, member_signature(message.headers()))
+                except SignatureError as exc:
+                    log.warning(
+                        "node %s: membership record of node %s ignored: %s",
+                        self.config.node_id,
+                        node_id,
+                        exc,
+                    )
+                    continue
             if value is None:
                 self._members.pop(node_id, None)
                 continue

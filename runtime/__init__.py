@@ -1,5 +1,6 @@
 """Runtime code the deployable parts share: the clock, Kafka topics and producers, top-N
-ranking, and the one reader of `STATEFED_*` configuration (`runtime.config`).
+ranking, the one reader of `STATEFED_*` configuration (`runtime.config`), and trust
+between the parts: the cluster secret, signed node calls and membership (`runtime.trust`).
 
 Imports run one way: tooling -> parts (gateway, node, pipeline) -> runtime -> schema.
 """
@@ -9,14 +10,19 @@ from runtime.config import ConfigError, EnvConfig, setting
 from runtime.produce import ProduceError, Record, Write, new_producer, produce_keys, produce_records
 from runtime.ranking import Rankable, merge_top, rank
 from runtime.topics import ensure_topics, partition_count, statefed_topics
+from runtime.trust import ClusterSecret, NodeCallSigner, RequestVerifier, SignatureError
 
 __all__ = [
     "Clock",
+    "ClusterSecret",
     "ConfigError",
     "EnvConfig",
+    "NodeCallSigner",
     "ProduceError",
     "Rankable",
     "Record",
+    "RequestVerifier",
+    "SignatureError",
     "Write",
     "ensure_topics",
     "merge_top",

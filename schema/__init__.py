@@ -18,6 +18,7 @@ from schema.extensions import APPLIED_AT_LEAST, READ_STANDBY
 from schema.keycodec import MAX_UINT, KeyPart, pack, pack_str, pack_uint, prefix, unpack
 from schema.membership import (
     DEAD_AFTER_HEARTBEATS,
+    MEMBER_SIGNATURE_HEADER,
     MEMBERS_TOPIC,
     MemberRecord,
     NodeState,
@@ -49,6 +50,7 @@ __all__ = [
     "DEMO_DOMAIN",
     "MAX_UINT",
     "MEMBERS_TOPIC",
+    "MEMBER_SIGNATURE_HEADER",
     "PIPELINE_TOPIC",
     "READ_STANDBY",
     "WORD_COUNTS",

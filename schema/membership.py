@@ -4,6 +4,11 @@ A node publishes on every change and every heartbeat; on clean shutdown it publi
 tombstone (null value). Readers treat a record older than `DEAD_AFTER_HEARTBEATS`
 heartbeat intervals as a dead node. The embedded broker never compacts, so readers start
 a few heartbeats back in time (offsets_for_times), not from the beginning.
+
+In a cluster with a secret (STATEFED_CLUSTER_SECRET_FILE), a node signs each record and
+tombstone in the Kafka header `MEMBER_SIGNATURE_HEADER` (`v1=<unix ms>.<hex HMAC>`, made
+by runtime.trust); the value is unchanged, so a reader that checks no signature reads it
+as before.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import orjson
 __all__ = [
     "DEAD_AFTER_HEARTBEATS",
     "MEMBERS_TOPIC",
+    "MEMBER_SIGNATURE_HEADER",
     "MemberRecord",
     "NodeState",
     "PartitionStatus",
@@ -25,6 +31,7 @@ __all__ = [
 ]
 
 MEMBERS_TOPIC = "statefed.members"
+MEMBER_SIGNATURE_HEADER = "statefed-signature"
 DEAD_AFTER_HEARTBEATS = 3
 
 

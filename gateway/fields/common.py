@@ -99,11 +99,12 @@ async def read_options(
     max_lag, at_least = given(max_lag), given(at_least)
     if max_lag is not None and max_lag < 0:
         raise BadRequestError(view.name, f"maxLag must be 0 or more, got {max_lag}")
+    caller = context.principal.subject
     if at_least is None:
-        return ReadOptions(max_lag)
+        return ReadOptions(max_lag, caller=caller)
     token = parse_token(view, at_least)
     applied = await wait_processed(context.statuses, view, token, context.deadline)
-    return ReadOptions(max_lag, applied)
+    return ReadOptions(max_lag, applied, caller)
 
 
 def entity_key(view: View) -> Key:

@@ -18,6 +18,7 @@ import strawberry
 
 from gateway.errors import BadRepresentationError, GatewayError
 from gateway.fields.common import Entity
+from gateway.reads import ReadOptions
 from gateway.request import KeyResult, RequestContext
 
 __all__ = ["resolve_entities"]
@@ -61,9 +62,10 @@ async def resolve_entities(
     for name, items in wanted.items():
         keys = [key for _, key in items]
         context.planner.check_keys(entities[name].view, keys, counted=False)
+    options = ReadOptions(caller=context.principal.subject)
     loaded = await asyncio.gather(
         *(
-            context.loader(entities[name].view).load_many([key for _, key in items])
+            context.loader(entities[name].view, options).load_many([key for _, key in items])
             for name, items in wanted.items()
         )
     )

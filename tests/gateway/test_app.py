@@ -342,8 +342,8 @@ def test_exported_members() -> None:
     modules = {
         "app", "coalesce", "config", "consistency", "documents", "errors", "execution",
         "fields", "graphiql", "inputs", "kinds", "limits", "membership", "planner", "prices",
-        "producer", "reads", "reply", "request", "responses", "routing", "rows", "schema", "sdl",
-        "server",
+        "principal", "producer", "reads", "reply", "request", "responses", "routing", "rows",
+        "schema", "sdl", "server",
         "status", "timestamps", "transport", "upstream",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)

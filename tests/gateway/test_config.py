@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,7 @@ def test_every_variable_is_read() -> None:
         "STATEFED_GATEWAY_MAX_BODY_BYTES": "65536",
         "STATEFED_GATEWAY_INTROSPECTION": "Off",
         "STATEFED_GATEWAY_PRODUCE": "no",
+        "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
     }
     config = GatewayConfig.from_env(environ)
     assert set(GatewayConfig.ENV.values()) == set(environ)
@@ -58,6 +60,7 @@ def test_every_variable_is_read() -> None:
     assert (config.max_depth, config.max_aliases, config.max_root_fields) == (8, 0, 5)
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (123456, 64, 65536)
     assert config.introspection is False and config.produce is False
+    assert config.cluster_secret_file == Path("/run/secrets/cluster")
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from node.catchup import AppliedAtLeast, parse_applied_at_least, wait_applied
+from node.catchup import MAX_WAIT_MS, AppliedAtLeast, parse_applied_at_least, wait_applied
 from node.errors import MalformedRequestError, NotCaughtUpError
 from node.graphql_http import GraphQLEndpoint
 from node.partitions import PartitionRegistry
@@ -63,6 +63,14 @@ def test_the_extension_is_parsed_or_refused() -> None:
     ):
         with pytest.raises(MalformedRequestError, match="appliedAtLeast"):
             parse_applied_at_least({"appliedAtLeast": bad})
+
+
+def test_the_wait_is_capped_at_the_nodes_own_maximum() -> None:
+    # the gateway sends what is left of its deadline, which may be minutes
+    spec = {"topic": TOPIC, "offsets": {"0": 12}, "waitMs": 600_000}
+    parsed = parse_applied_at_least({"appliedAtLeast": spec})
+    assert parsed == wanted({0: 12}, MAX_WAIT_MS)
+    assert MAX_WAIT_MS <= 10_000
 
 
 def test_a_copy_already_there_answers_at_once(registry: PartitionRegistry) -> None:

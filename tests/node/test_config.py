@@ -41,6 +41,8 @@ def test_every_variable_is_read() -> None:
             "STATEFED_STORE_CACHE_MB": "256",
             "STATEFED_RETENTION_SWEEP_MS": "500",
             "STATEFED_STANDBY_REPLICAS": "2",
+            "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
+            "STATEFED_NODE_AUTH": "cluster",
         }
     )
     assert config.bootstrap == "kafka:9092"
@@ -49,6 +51,8 @@ def test_every_variable_is_read() -> None:
     assert config.state_dir == Path("/var/lib/statefed")
     assert (config.heartbeat_ms, config.group_id, config.store_cache_mb) == (250, "g", 256)
     assert (config.retention_sweep_ms, config.standby_replicas) == (500, 2)
+    assert config.cluster_secret_file == Path("/run/secrets/cluster")
+    assert config.auth == "cluster" and config.checks_calls
 
 
 def test_port_and_id_shape_the_url_and_state_dir() -> None:
@@ -58,7 +62,9 @@ def test_port_and_id_shape_the_url_and_state_dir() -> None:
 
 
 def test_wildcard_bind_advertises_the_host_name() -> None:
-    config = NodeConfig.from_env({"STATEFED_NODE_HOST": "0.0.0.0", "STATEFED_NODE_ID": "n"})
+    config = NodeConfig.from_env(
+        {"STATEFED_NODE_HOST": "0.0.0.0", "STATEFED_NODE_ID": "n", "STATEFED_NODE_AUTH": "none"}
+    )
     assert config.url == f"http://{socket.gethostname()}:8101"
 
 

@@ -1,0 +1,124 @@
+"""The node's door: with the cluster secret, `/graphql` answers only calls the gateway
+signed (runtime.trust); any other call gets 401 with `WWW-Authenticate` and one
+UNAUTHENTICATED error, and never reaches GraphQL.
+
+The signature's presence, shape and time are checked before the body is read; the body is
+then read (within the endpoint's limit), checked against the signature and handed to the
+endpoint whole. Refused calls are logged at INFO with the client's address, the caller it
+claimed and why; accepted calls at DEBUG with their caller and request id (one line per
+call would drown an INFO log at thousands of calls a second).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from runtime.graphql_http import Receive, RequestError, Scope
+from runtime.graphql_http.asgi import Message, read_body
+from runtime.trust import (
+    CALLER_HEADER,
+    REQUEST_ID_HEADER,
+    SIGNATURE_HEADER,
+    RequestVerifier,
+    SignatureError,
+)
+
+__all__ = ["CallGuard"]
+
+log = logging.getLogger(__name__)
+
+UNAUTHENTICATED = "UNAUTHENTICATED"
+_CHALLENGE = ((b"www-authenticate", b'StatefedSignature realm="statefed-node"'),)
+_BODYLESS = ("GET", "HEAD")
+
+
+class CallGuard:
+    """Admits calls to `/graphql`: every call when open (`required` False), else only those
+    signed with the cluster secret, once `arm` gave it the verifier (503 until then).
+    Bodies are read up to `max_body_bytes`."""
+
+    def __init__(self, required: bool, max_body_bytes: int, limit_hint: str = "") -> None:
+        self.required = required
+        self.verifier: RequestVerifier | None = None
+        self.max_body_bytes = max_body_bytes
+        self.limit_hint = limit_hint
+
+    def arm(self, verifier: RequestVerifier) -> None:
+        """Check calls with `verifier` from now on (the node read its secret at start-up)."""
+        self.verifier = verifier
+
+    async def admit(self, scope: Scope, receive: Receive) -> Receive:
+        """The `receive` the endpoint reads the call from; RequestError 401 when it is not
+        signed with the cluster secret."""
+        signature = caller = request_id = length = None
+        for name, value in scope["headers"]:
+            if name == SIGNATURE_HEADER:
+                signature = value
+            elif name == CALLER_HEADER:
+                caller = value
+            elif name == REQUEST_ID_HEADER:
+                request_id = value
+            elif name == b"content-length":
+                length = value
+        if self.verifier is None:
+            if self.required:
+                raise RequestError("the node is starting: try again shortly", 503, "UNAVAILABLE")
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "call %s from caller %s (not checked)", _shown(request_id), _shown(caller)
+                )
+            return receive
+        bodyless = scope["method"] in _BODYLESS
+        try:
+            stamp = self.verifier.stamp(signature)
+            body = b""
+            if not bodyless:
+                body = await read_body(receive, length, self.max_body_bytes, self.limit_hint)
+            method, target = scope["method"].encode(), _target(scope)
+            self.verifier.verify(stamp, method, target, caller or b"", request_id or b"", body)
+        except SignatureError as exc:
+            client = scope.get("client")
+            log.info(
+                "refused a call to %s from %s (caller %s, request %s): %s",
+                scope["path"],
+                "unknown" if client is None else f"{client[0]}:{client[1]}",
+                _shown(caller),
+                _shown(request_id),
+                exc,
+            )
+            raise RequestError(
+                f"this node answers only the gateway: the call is not signed with the "
+                f"cluster's secret ({exc})",
+                401,
+                UNAUTHENTICATED,
+                _CHALLENGE,
+            ) from exc
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("call %s from caller %s", _shown(request_id), _shown(caller))
+        return receive if bodyless else _replay(body, receive)
+
+
+def _target(scope: Scope) -> bytes:
+    """The request target as the caller signed it: the raw path and query string."""
+    path = scope.get("raw_path") or scope["path"].encode()
+    query = scope.get("query_string", b"")
+    return path + b"?" + query if query else path
+
+
+def _shown(value: bytes | None) -> str:
+    """A header as logged: cut, and quoted so that it cannot forge log lines."""
+    return "-" if value is None else repr(value[:300].decode("latin-1"))
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` giving `body` whole, then what the connection says next."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
