@@ -87,6 +87,7 @@ class GatewayApp:
             self._context,
             graphiql_page("/graphql", _default_query(self._catalogue)),
             config.max_body_bytes,
+            config.max_tokens,
         )
         self._documents = self._graphql.documents
 
@@ -124,7 +125,7 @@ class GatewayApp:
         if self._client is not None:
             upstream = Upstream(HttpxCaller(self._client))
         else:
-            connections = NodeConnections(self.config.upstream_connections)
+            connections = NodeConnections(self.config.upstream_connections, self.config.node_ca)
             upstream = Upstream(connections)
         planner = Planner(feed, upstream, self.config, self._catalogue)
         producer = None

@@ -65,7 +65,7 @@ class NodeApp:
         self.registry = registry or PartitionRegistry(config.node_id)
         # one clock for retention: what the materializer purges, the subgraph never returns
         self.clock = clock
-        self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock)
+        self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock, config)
         self.materializer: Materializer | None = None
         self.standby: StandbyReplicator | None = None
         self.publisher: MembershipPublisher | None = None
