@@ -139,12 +139,12 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
     ) -> Sequence[GraphQLError]:
         shape = self._shape(prepared, operation)
         refused = self.limits.refusals(shape.measure)
-        if refused:
-            return refused
+        if shape.measure.depth > self.limits.max_depth:
+            return refused  # not weighed
         costs = shape.costs(request.variables)
         total = None if any(w is None for _, _, w in shape.terms) else sum(c for _, c in costs)
         too_costly = self.limits.too_costly(total, costs, _HOW)
-        return () if too_costly is None else (too_costly,)
+        return refused if too_costly is None else [*refused, too_costly]
 
     def _shape(self, prepared: Prepared, operation: OperationDefinitionNode) -> _Shape:
         """The limits' shape of one operation, measured once per cached document."""
@@ -163,9 +163,7 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
                 prepared.memo[name] = shape
         return cast(_Shape, shape)
 
-    def _term(
-        self, key: str, nodes: tuple[Any, ...], measured: Measure
-    ) -> _Term:
+    def _term(self, key: str, nodes: tuple[Any, ...], measured: Measure) -> _Term:
         node = nodes[0]
         sizes = tuple(
             size

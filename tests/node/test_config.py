@@ -71,7 +71,7 @@ def test_tls_makes_the_derived_url_https_and_refuses_an_http_one(tmp_path: Path)
     assert NodeConfig.from_env({**tls, "STATEFED_NODE_PORT": "8102"}).url == (
         "https://127.0.0.1:8102"
     )
-    with pytest.raises(ConfigError, match="^STATEFED_NODE_URL: must be an https URL"):
+    with pytest.raises(ConfigError, match=r"^STATEFED_NODE_URL: must be an https URL"):
         NodeConfig.from_env({**tls, "STATEFED_NODE_URL": "http://n1:8101"})
 
 
