@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
 from gateway.config import GatewayConfig
+from gateway.inputs import TimeRange
+from gateway.kinds import view_queries
 from node.app import NodeApp
 from node.config import NodeConfig
 from node.partitions import PartitionRegistry
@@ -207,3 +210,43 @@ def test_a_node_takes_bodies_up_to_its_own_limit() -> None:
     assert codes(too_big) == ["PAYLOAD_TOO_LARGE"]
     assert "STATEFED_NODE_MAX_BODY_BYTES" in too_big["errors"][0]["message"]
     assert reads == 0
+
+
+def test_every_document_the_gateway_sends_passes_a_node_s_default_limits() -> None:
+    """At the largest sizes the gateway sends: 10,000 keys (a node's cap), a top-10,000, a
+    history page of 1000; whatever the node answers, it is no limit's refusal."""
+    keys = [f"k{i}" for i in range(10_000)]
+    window = datetime(2023, 11, 14, 22, 13, tzinfo=UTC)
+    bodies: list[bytes] = []
+    for view in FULL:
+        queries, documents = view_queries(view), view_queries(view).documents
+        if documents.lookup:
+            bodies.append(queries.lookup_body(keys))
+        if documents.top:
+            windowed = view.window is not None
+            bodies.append(queries.top_body(10_000, range(64), window if windowed else None))
+        if documents.windows:
+            bodies.append(queries.windows_body("k", TimeRange(None, None)))
+        if documents.history:
+            bodies.append(queries.history_body("k", TimeRange(None, None), 1000, None))
+    config = NodeConfig.from_env({"STATEFED_NODE_ID": "n1"})
+    registry = PartitionRegistry("n1")
+    registry.set_partition_counts({v.changelog_topic: 64 for v in FULL})
+    app = NodeApp(config, FULL, registry=registry)
+
+    async def scenario() -> list[dict[str, Any]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://node.test") as http:
+            headers = {"content-type": "application/json"}
+            return [
+                (await http.post("/graphql", content=b, headers=headers)).json() for b in bodies
+            ]
+
+    answers = asyncio.run(scenario())
+    assert (
+        len(answers) == 8
+    )  # lookups and tops of two count views, a window view, a latest, a history
+    limit_codes = {"QUERY_TOO_DEEP", "TOO_MANY_ALIASES", "QUERY_TOO_COSTLY", "GRAPHQL_PARSE_FAILED"}
+    for answer in answers:
+        assert not limit_codes & set(codes(answer)), answer
+        assert not {"GRAPHQL_VALIDATION_FAILED", "PAYLOAD_TOO_LARGE"} & set(codes(answer)), answer
