@@ -90,6 +90,7 @@ class GatewayApp:
             self._context,
             graphiql_page("/graphql", _default_query(self._catalogue)),
             config.max_body_bytes,
+            config.max_tokens,
         )
         self._documents = self._graphql.documents
 
@@ -135,7 +136,7 @@ class GatewayApp:
         if self._client is not None:
             upstream = Upstream(HttpxCaller(self._client), signer)
         else:
-            connections = NodeConnections(self.config.upstream_connections)
+            connections = NodeConnections(self.config.upstream_connections, self.config.node_ca)
             upstream = Upstream(connections, signer)
         planner = Planner(feed, upstream, self.config, self._catalogue)
         producer = None

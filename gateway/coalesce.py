@@ -115,7 +115,7 @@ class Coalescer:
                 return await waiter.answer
         except TimeoutError as exc:
             view = queries.view.name
-            detail = f"no answer from {node.url} before the request's deadline"
+            detail = "no answer before the request's deadline"
             raise NodeTimeoutError(
                 view, detail, partitions=partitions, node=node.node_id, keys=keys
             ) from exc

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.config import EnvConfig, setting
+from runtime.tls import check_ca, check_pair
 
 __all__ = ["GatewayConfig"]
 
@@ -73,6 +74,20 @@ class GatewayConfig(EnvConfig):
     # the secret shared with every node (runtime.trust): node calls are signed with it, and
     # only nodes whose membership records it verifies are routed to; None = neither
     cluster_secret_file: Path | None = setting("STATEFED_CLUSTER_SECRET_FILE", None, parse=Path)
+    # tokens of one GraphQL document, counted while parsing, before validation and limits;
+    # GraphiQL's introspection query has ~190
+    max_tokens: int = setting("STATEFED_GATEWAY_MAX_TOKENS", 5000, low=100, high=1_000_000)
+    # HTTPS: a PEM certificate (chain) and its key, both or neither
+    tls_cert: Path | None = setting("STATEFED_GATEWAY_TLS_CERT", None, parse=Path)
+    tls_key: Path | None = setting("STATEFED_GATEWAY_TLS_KEY", None, parse=Path)
+    # the CA (PEM) https node URLs are verified against; unset: the system's trust store
+    node_ca: Path | None = setting("STATEFED_GATEWAY_NODE_CA", None, parse=Path)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        env = GatewayConfig.ENV
+        check_pair(self.tls_cert, self.tls_key, (env["tls_cert"], env["tls_key"]))
+        check_ca(self.node_ca, env["node_ca"])
 
     @property
     def timeout_s(self) -> float:
@@ -84,4 +99,5 @@ class GatewayConfig(EnvConfig):
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "http" if self.tls_cert is None else "https"
+        return f"{scheme}://{self.host}:{self.port}"

@@ -11,12 +11,6 @@ GatewayError                        code
 │   │                                                   entity type or lacks its key
 │   └── TooManyRepresentationsError                     an `_entities` call carries more
 │                                                       representations than the gateway takes
-├── QueryLimitError                                     the document exceeds a configured limit
-│   ├── QueryTooDeepError           QUERY_TOO_DEEP      fields nested deeper than max depth
-│   ├── TooManyAliasesError         TOO_MANY_ALIASES
-│   ├── TooManyRootFieldsError      TOO_MANY_ROOT_FIELDS
-│   ├── QueryTooCostlyError         QUERY_TOO_COSTLY    partitions x limit, keys, first, ...
-│   └── IntrospectionDisabledError  INTROSPECTION_DISABLED  __schema or __type, switched off
 ├── ConsistencyTimeoutError         CONSISTENCY_TIMEOUT the pipeline had not processed the
 │                                                       write of an `atLeast` token in time
 ├── ProduceError                    PRODUCE_FAILED      the produce mutation's write failed
@@ -32,6 +26,10 @@ GatewayError                        code
     └── NodeProtocolError           the node answered something the protocol does not allow
 ```
 
+The query limits' errors (QueryTooDeepError, TooManyAliasesError, TooManyRootFieldsError,
+QueryTooCostlyError, IntrospectionDisabledError under QueryLimitError) are the shared ones
+of `runtime.graphql_http.limits`, re-exported here; the shared layer gives them their codes.
+
 Messages name the view, key, partition and node. The conversion to GraphQL errors
 happens in one place, `gateway.responses`. A node call's own failures
 (`gateway.transport.NodeTransportError`) become NodeUnavailableError or NodeTimeoutError
@@ -42,6 +40,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
+
+from runtime.graphql_http.limits import (
+    IntrospectionDisabledError,
+    QueryLimitError,
+    QueryTooCostlyError,
+    QueryTooDeepError,
+    TooManyAliasesError,
+    TooManyRootFieldsError,
+)
 
 __all__ = [
     "BadRepresentationError",
@@ -120,51 +127,6 @@ class TooManyRepresentationsError(BadRequestError):
 
     def extensions(self) -> dict[str, Any]:
         return {"code": self.code, "actual": self.actual, "limit": self.limit}
-
-
-class QueryLimitError(GatewayError):
-    """The document asks more than a configured limit allows: `actual` against `limit`, set
-    by the environment variable `variable`."""
-
-    def __init__(self, message: str, *, actual: int, limit: int, variable: str) -> None:
-        super().__init__(f"{message} (set by {variable})")
-        self.actual = actual
-        self.limit = limit
-        self.variable = variable
-
-    def extensions(self) -> dict[str, Any]:
-        return {"code": self.code, "actual": self.actual, "limit": self.limit}
-
-
-class QueryTooDeepError(QueryLimitError):
-    code = "QUERY_TOO_DEEP"
-
-
-class TooManyAliasesError(QueryLimitError):
-    code = "TOO_MANY_ALIASES"
-
-
-class TooManyRootFieldsError(QueryLimitError):
-    code = "TOO_MANY_ROOT_FIELDS"
-
-
-class QueryTooCostlyError(QueryLimitError):
-    code = "QUERY_TOO_COSTLY"
-
-
-class IntrospectionDisabledError(QueryLimitError):
-    code = "INTROSPECTION_DISABLED"
-
-    def __init__(self, variable: str) -> None:
-        super().__init__(
-            "introspection (__schema, __type) is turned off on this gateway; __typename works",
-            actual=1,
-            limit=0,
-            variable=variable,
-        )
-
-    def extensions(self) -> dict[str, Any]:
-        return {"code": self.code}
 
 
 class ConsistencyTimeoutError(GatewayError):

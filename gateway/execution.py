@@ -1,10 +1,11 @@
 """The gateway's GraphQL endpoint: the shared GraphQL-over-HTTP layer
 (`runtime.graphql_http`) over the public schema, executed with graphql-core directly.
 
-Each distinct query text is parsed and validated once by the shared document cache; the
-shape the query limits measure is kept with the cached document (per operation name), so a
-request only evaluates its cost against its variables (`refuse`) before any node is asked,
-and before validation errors are reported. Strawberry
+Each distinct query text is parsed (at most STATEFED_GATEWAY_MAX_TOKENS tokens) and
+validated once by the shared document cache; the shape the query limits measure is kept
+with the cached document (per operation name), so a request only evaluates its cost against
+its variables (`refuse`) before any node is asked; the limits run before validation, which
+only a document within them gets. Strawberry
 builds the schema and provides the DataLoader; its `execute`, with per-request extension
 and middleware objects, is off the hot path. A GET without `query` shows GraphiQL.
 """
@@ -54,8 +55,15 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         contexts: Callable[[], RequestContext],
         page: bytes,
         max_body_bytes: int,
+        max_tokens: int,
     ) -> None:
-        super().__init__(schema._schema, max_body_bytes, "STATEFED_GATEWAY_MAX_BODY_BYTES")
+        super().__init__(
+            schema._schema,
+            max_body_bytes,
+            "STATEFED_GATEWAY_MAX_BODY_BYTES",
+            max_tokens,
+            "STATEFED_GATEWAY_MAX_TOKENS",
+        )
         self._schema = schema
         self._limits = limits
         self._contexts = contexts
@@ -71,10 +79,11 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         request: GraphQLRequest,
         context: RequestContext,
     ) -> Sequence[GraphQLError]:
-        name = None if operation.name is None else operation.name.value
         table = context.feed.current
         return self._limits.check_shape(
-            self._shape(prepared, name), request.variables, lambda view: _partitions(table, view)
+            self._shape(prepared, operation),
+            request.variables,
+            lambda view: _partitions(table, view),
         )
 
     async def run(
@@ -106,15 +115,16 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
             self._schema.process_errors(result.errors)
         return Outcome.of(result)
 
-    def _shape(self, prepared: Prepared, operation: str | None) -> Shape | None:
+    def _shape(self, prepared: Prepared, operation: OperationDefinitionNode) -> Shape:
         """The limits' shape of one operation, measured once per cached document."""
-        shape = prepared.memo.get(operation, _UNMEASURED)
+        name = None if operation.name is None else operation.name.value
+        shape = prepared.memo.get(name, _UNMEASURED)
         if shape is _UNMEASURED:
             assert prepared.document is not None
             shape = self._limits.analyze(prepared.document, operation)
             if len(prepared.memo) < _SHAPES_PER_DOCUMENT:  # operation names come from clients
-                prepared.memo[operation] = shape
-        return cast(Shape | None, shape)
+                prepared.memo[name] = shape
+        return cast(Shape, shape)
 
     def error_extensions(self, original: Exception) -> dict[str, Any] | None:
         return gateway_extensions(original)

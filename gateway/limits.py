@@ -1,19 +1,22 @@
-"""Query limits: depth, aliases, root fields, fan-out cost and introspection, checked on the
-parsed document before the schema validates and runs it.
+"""The gateway's query limits: depth, aliases, root fields, fan-out cost and introspection,
+decided on the parsed document before it is validated and before any node is asked.
 
-A document's shape is computed once per (document, operation name) and cached, like the
-parse and validation caches; its cost is evaluated per request, since `limit`, `first` and
-key lists may come in variables. The cost is what the nodes must read: a top-N (of one
-window, for windowed views) reads every partition, P x limit; a multi-key lookup its keys
-(`_entities` its representations); a history page `first`; a key's windows as many as the
-view's retention keeps; any other field 1 (each kind prices its fields, `gateway.kinds`).
-A size outside its argument's bounds is clamped here, so the resolver reports it as
-BAD_USER_INPUT instead.
+The measures are the shared ones (`runtime.graphql_http.limits`: depth, aliases and repeated
+fields per fragment spread, the weight of what a field selects); what the gateway adds is the
+price of its root fields. A document's shape is computed once per (document, operation) and
+kept with the cached document; its cost is evaluated per request, since `limit`, `first` and
+key lists may come in variables. A root field's price is what the nodes must read: a top-N
+(of one window, for windowed views) reads every partition, P x limit; a multi-key lookup its
+keys (`_entities` its representations); a history page `first`; a key's windows as many as
+the view's retention keeps; any other field 1 (each kind prices its fields, `gateway.kinds`).
+The price is multiplied by the weight of the field's selection: what it selects under n
+aliases is rendered n times, so `bookingHistory(first: 1000)` with 10 x 10 x 10 aliased
+fields costs 10^6. A size outside its argument's bounds is clamped here, so the resolver
+reports it as BAD_USER_INPUT instead.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,63 +24,44 @@ from typing import Any
 from graphql import (
     DocumentNode,
     FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLError,
     GraphQLSchema,
-    GraphQLSyntaxError,
-    InlineFragmentNode,
-    IntValueNode,
-    ListValueNode,
     OperationDefinitionNode,
-    SelectionSetNode,
-    ValueNode,
-    VariableNode,
-    parse,
-    value_from_ast_untyped,
 )
 
 from gateway.config import GatewayConfig
-from gateway.errors import (
-    IntrospectionDisabledError,
-    QueryLimitError,
-    QueryTooCostlyError,
-    QueryTooDeepError,
-    TooManyAliasesError,
-    TooManyRootFieldsError,
-)
+from gateway.errors import TooManyRootFieldsError
 from gateway.kinds import kind_of
 from gateway.prices import ONE, Price
+from runtime.graphql_http.limits import Limits, Measure, Size, measure, weigh
 from schema import View
 
 __all__ = ["QueryLimits", "Shape"]
 
-_INTROSPECTION = frozenset({"__schema", "__type"})
-_MAX_NESTING = 200  # selection sets in selection sets, through fragments: a recursion guard
-_CACHE_SIZE = 1024  # distinct documents whose shape is kept, as for parsing and validation
-_SHOWN_NODES = 5  # locations named by one error
+_HOW = "a top-N costs partitions x limit, a lookup its keys, a history page `first`"
 
 
 @dataclass(frozen=True)
 class _Term:
     """A root field of the operation (fields of one response key run once, however often
-    fragments repeat them) and the size it asks for."""
+    fragments repeat them), the size it asks for and the weight of what it selects."""
 
     node: FieldNode
     price: Price
-    literal: int  # the size the document asks for (or the argument's default)
-    variable: str | None = None  # the variable carrying the size instead, if any
-    variable_default: Any = None
+    size: Size
+    weight: int | None  # None: too complex to weigh
+
+    @property
+    def label(self) -> str:
+        name = self.node.name.value
+        return name if self.node.alias is None else f"{self.node.alias.value}: {name}"
 
 
 @dataclass(frozen=True)
 class Shape:
     """What the limits need to know of one operation of a document."""
 
-    depth: int  # of the deepest field; root fields are depth 1
-    deepest: FieldNode | None  # None when the walk stopped at _MAX_NESTING
-    aliases: int  # aliased fields written in the operation and the fragments it uses
-    introspection: tuple[FieldNode, ...]
+    measure: Measure
     terms: tuple[_Term, ...]  # one per root response key, __typename left out
 
     @property
@@ -85,113 +69,8 @@ class Shape:
         return len(self.terms)
 
 
-class _TooNested(Exception):
-    pass
-
-
-_Deepest = tuple[int, FieldNode | None]
-
-
-class _Walker:
-    """Walks an operation, each fragment once however often it is spread, so a document
-    spreading fragments exponentially is measured in linear time."""
-
-    def __init__(self, fragments: Mapping[str, FragmentDefinitionNode]) -> None:
-        self.aliases = 0
-        self.introspection: list[FieldNode] = []
-        self._fragments = fragments
-        self._depths: dict[str, _Deepest] = {}
-        self._visiting: set[str] = set()
-
-    def depth(self, selections: SelectionSetNode, nesting: int = 0) -> _Deepest:
-        """The depth of the deepest field under `selections`, and that field; counts the
-        aliases and introspection fields on the way."""
-        if nesting > _MAX_NESTING:
-            raise _TooNested
-        best: _Deepest = (0, None)
-        for selection in selections.selections:
-            found = best
-            if isinstance(selection, FieldNode):
-                found = self._field(selection, nesting)
-            elif isinstance(selection, FragmentSpreadNode):
-                found = self._fragment(selection.name.value, nesting)
-            elif isinstance(selection, InlineFragmentNode):
-                found = self.depth(selection.selection_set, nesting + 1)
-            if found[0] > best[0]:
-                best = found
-        return best
-
-    def _field(self, node: FieldNode, nesting: int) -> _Deepest:
-        self.aliases += node.alias is not None
-        if node.name.value in _INTROSPECTION:
-            self.introspection.append(node)
-        if node.selection_set is None:
-            return (1, node)
-        depth, deepest = self.depth(node.selection_set, nesting + 1)
-        return (1 + depth, deepest or node)
-
-    def _fragment(self, name: str, nesting: int) -> _Deepest:
-        done = self._depths.get(name)
-        if done is not None:
-            return done
-        fragment = self._fragments.get(name)
-        if fragment is None or name in self._visiting:
-            return (0, None)  # unknown fragments and cycles fail the schema's validation
-        self._visiting.add(name)
-        try:
-            done = self._depths[name] = self.depth(fragment.selection_set, nesting + 1)
-        finally:
-            self._visiting.discard(name)
-        return done
-
-    def roots(self, selections: SelectionSetNode, seen: set[str]) -> dict[str, FieldNode]:
-        """The first field of each response key of `selections`, through fragments (each
-        once: spreading it again adds no key). Call after `depth`, which bounds the nesting."""
-        keys: dict[str, FieldNode] = {}
-        for selection in selections.selections:
-            inner: SelectionSetNode | None = None
-            if isinstance(selection, FieldNode):
-                keys.setdefault((selection.alias or selection.name).value, selection)
-            elif isinstance(selection, InlineFragmentNode):
-                inner = selection.selection_set
-            elif isinstance(selection, FragmentSpreadNode):
-                fragment = self._fragments.get(selection.name.value)
-                if fragment is not None and selection.name.value not in seen:
-                    seen.add(selection.name.value)
-                    inner = fragment.selection_set
-            if inner is not None:
-                for key, node in self.roots(inner, seen).items():
-                    keys.setdefault(key, node)
-        return keys
-
-
-def _operation(document: DocumentNode, name: str | None) -> OperationDefinitionNode | None:
-    operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    if name is None:
-        return operations[0] if len(operations) == 1 else None
-    return next((o for o in operations if o.name is not None and o.name.value == name), None)
-
-
-def _size_of(value: Any) -> int:
-    """The size a value asks for: a list's length, an integer itself, else 1 (null, or a
-    value the schema will refuse with BAD_USER_INPUT anyway)."""
-    if isinstance(value, list | tuple):
-        return len(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return 1
-
-
-def _literal(node: ValueNode) -> int:
-    if isinstance(node, IntValueNode):
-        return int(node.value)
-    if isinstance(node, ListValueNode):
-        return len(node.values)
-    return 1
-
-
 class QueryLimits:
-    """The limits of `config` over the schema of `catalogue`, with a cache of shapes."""
+    """The limits of `config` over the schema of `catalogue`."""
 
     def __init__(
         self, config: GatewayConfig, schema: GraphQLSchema, catalogue: Iterable[View]
@@ -199,113 +78,72 @@ class QueryLimits:
         self._config = config
         self._schema = schema
         self._prices = _prices(config, catalogue)
-        self.shape = functools.lru_cache(maxsize=_CACHE_SIZE)(self._analyze)
+        env = GatewayConfig.ENV
+        self._limits = Limits(
+            max_depth=config.max_depth,
+            max_aliases=config.max_aliases,
+            max_cost=config.max_cost,
+            introspection=config.introspection,
+            variables={
+                k: env[k] for k in ("max_depth", "max_aliases", "max_cost", "introspection")
+            },
+            server="gateway",
+        )
 
-    def check(
-        self,
-        query: str,
-        operation: str | None,
-        variables: Mapping[str, Any] | None,
-        partitions: Callable[[View], int],
-    ) -> list[GraphQLError]:
-        """One error per limit the operation exceeds; none for a document that does not
-        parse or names no operation (the schema reports those)."""
-        return self.check_shape(self.shape(query, operation), variables, partitions)
+    def analyze(self, document: DocumentNode, operation: OperationDefinitionNode) -> Shape:
+        """The shape of one operation of a parsed (not yet validated) document."""
+        measured = measure(document, operation)
+        if measured.too_nested or measured.depth > self._config.max_depth:
+            return Shape(measured, ())  # refused for its depth: weigh nothing deeper
+        terms = tuple(self._term(nodes, measured) for nodes in measured.roots.values() if nodes)
+        return Shape(measured, terms)
 
     def check_shape(
         self,
-        shape: Shape | None,
+        shape: Shape,
         variables: Mapping[str, Any] | None,
         partitions: Callable[[View], int],
     ) -> list[GraphQLError]:
-        """`check` for a shape from `analyze` (a caller that caches its documents)."""
-        if shape is None:
-            return []
-        refused: list[tuple[QueryLimitError, list[FieldNode]]] = []
-        config = self._config
-        if shape.introspection and not config.introspection:
-            disabled = IntrospectionDisabledError(GatewayConfig.ENV["introspection"])
-            refused.append((disabled, [*shape.introspection]))
-        if shape.depth > config.max_depth:
-            refused.append((_too_deep(shape, config.max_depth), _nodes(shape.deepest)))
-        if shape.aliases > config.max_aliases:
-            refused.append((_too_many_aliases(shape, config.max_aliases), []))
-        if shape.root_fields > config.max_root_fields:
-            refused.append((_too_many_roots(shape, config.max_root_fields), []))
-        costs = [(term, self._cost(term, variables or {}, partitions)) for term in shape.terms]
-        total = sum(cost for _, cost in costs)
-        if total > config.max_cost:
-            refused.append((_too_costly(costs, total, config.max_cost), []))
-        return [
-            GraphQLError(str(error), nodes[:_SHOWN_NODES] or None, original_error=error)
-            for error, nodes in refused
-        ]
+        """One error per limit the operation exceeds."""
+        refused = self._limits.refusals(shape.measure)
+        if refused and shape.measure.depth > self._config.max_depth:
+            return refused
+        if shape.root_fields > self._config.max_root_fields:
+            refused.append(_too_many_roots(shape.root_fields, self._config.max_root_fields))
+        costs = [(t.label, _cost(t, variables, partitions)) for t in shape.terms]
+        total: int | None = sum(c for _, c in costs)
+        if any(t.weight is None for t in shape.terms):
+            total = None
+        too_costly = self._limits.too_costly(total, costs, _HOW)
+        if too_costly is not None:
+            refused.append(too_costly)
+        return refused
 
-    def _analyze(self, query: str, operation_name: str | None) -> Shape | None:
-        try:
-            document = parse(query)
-        except GraphQLSyntaxError:
-            return None
-        return self.analyze(document, operation_name)
-
-    def analyze(self, document: DocumentNode, operation_name: str | None) -> Shape | None:
-        """The shape of one operation of a parsed document; None when it names none."""
-        operation = _operation(document, operation_name)
-        if operation is None:
-            return None
-        fragments = {
-            d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-        }
-        walker = _Walker(fragments)
-        try:
-            depth, deepest = walker.depth(operation.selection_set)
-        except _TooNested:
-            return Shape(_MAX_NESTING + 1, None, 0, (), ())
-        roots = walker.roots(operation.selection_set, set())
-        roots.pop("__typename", None)
-        defaults = {
-            d.variable.name.value: value_from_ast_untyped(d.default_value)
-            for d in operation.variable_definitions or ()
-            if d.default_value is not None
-        }
-        return Shape(
-            depth=depth,
-            deepest=deepest,
-            aliases=walker.aliases,
-            introspection=tuple(walker.introspection),
-            terms=tuple(self._term(node, defaults) for node in roots.values()),
-        )
-
-    def _term(self, node: FieldNode, defaults: Mapping[str, Any]) -> _Term:
+    def _term(self, nodes: tuple[FieldNode, ...], measured: Measure) -> _Term:
+        node = nodes[0]
         name = node.name.value
         price = self._prices.get(name, ONE)
-        if price.argument is None:
-            return _Term(node, price, price.fixed)
-        given = next(
-            (a.value for a in node.arguments or () if a.name.value == price.argument), None
-        )
-        if isinstance(given, VariableNode):
-            variable = given.name.value
-            return _Term(node, price, 1, variable, defaults.get(variable))
-        if given is not None:
-            return _Term(node, price, _literal(given))
-        return _Term(node, price, self._default_size(name, price.argument))
+        size = Size(price.fixed)
+        if price.argument is not None:
+            default = self._schema_default(name, price.argument)
+            size = Size.argument(node, price.argument, default, measured.defaults) or Size(1)
+        return _Term(node, price, size, weigh(nodes, measured.fragments))
 
-    def _default_size(self, field_name: str, argument: str) -> int:
+    def _schema_default(self, field_name: str, argument: str) -> Any:
         query = self._schema.query_type
         definition = query.fields.get(field_name) if query is not None else None
         spec = definition.args.get(argument) if definition is not None else None
-        return 1 if spec is None else _size_of(spec.default_value)
+        return None if spec is None else spec.default_value
 
-    @staticmethod
-    def _cost(term: _Term, variables: Mapping[str, Any], partitions: Callable[[View], int]) -> int:
-        price = term.price
-        size = term.literal
-        if term.variable is not None:
-            size = _size_of(variables.get(term.variable, term.variable_default))
-        size = max(size, 1) if price.bound is None else min(max(size, 1), price.bound)
-        width = partitions(price.view) if price.fanout and price.view is not None else 1
-        return width * size
+
+def _cost(
+    term: _Term, variables: Mapping[str, Any] | None, partitions: Callable[[View], int]
+) -> int:
+    price = term.price
+    size = term.size.of(variables)
+    size = max(size, 1) if price.bound is None else min(max(size, 1), price.bound)
+    width = partitions(price.view) if price.fanout and price.view is not None else 1
+    return width * size * (term.weight or 1)
 
 
 def _prices(config: GatewayConfig, catalogue: Iterable[View]) -> dict[str, Price]:
@@ -319,54 +157,10 @@ def _prices(config: GatewayConfig, catalogue: Iterable[View]) -> dict[str, Price
     return prices
 
 
-def _nodes(node: FieldNode | None) -> list[FieldNode]:
-    return [] if node is None else [node]
-
-
-def _too_deep(shape: Shape, limit: int) -> QueryTooDeepError:
-    depth = "more than 200" if shape.deepest is None else str(shape.depth)
-    return QueryTooDeepError(
-        f"the query nests fields {depth} levels deep, at most {limit}",
-        actual=shape.depth,
-        limit=limit,
-        variable=GatewayConfig.ENV["max_depth"],
-    )
-
-
-def _too_many_aliases(shape: Shape, limit: int) -> TooManyAliasesError:
-    return TooManyAliasesError(
-        f"the query has {shape.aliases} aliases, at most {limit}",
-        actual=shape.aliases,
-        limit=limit,
-        variable=GatewayConfig.ENV["max_aliases"],
-    )
-
-
-def _too_many_roots(shape: Shape, limit: int) -> TooManyRootFieldsError:
+def _too_many_roots(actual: int, limit: int) -> GraphQLError:
     return TooManyRootFieldsError(
-        f"the query asks for {shape.root_fields} root fields, at most {limit}: split it into "
-        "several requests",
-        actual=shape.root_fields,
+        f"the query asks for {actual} root fields, at most {limit}: split it into several requests",
+        actual=actual,
         limit=limit,
         variable=GatewayConfig.ENV["max_root_fields"],
-    )
-
-
-def _label(term: _Term) -> str:
-    node = term.node
-    name = node.name.value
-    return name if node.alias is None else f"{node.alias.value}: {name}"
-
-
-def _too_costly(costs: list[tuple[_Term, int]], total: int, limit: int) -> QueryTooCostlyError:
-    """Name the dearest fields, so the client sees what to ask less of."""
-    dearest = sorted(costs, key=lambda tc: -tc[1])[:3]
-    parts = ", ".join(f"{_label(term)} {cost}" for term, cost in dearest)
-    more = f" and {len(costs) - 3} more fields" if len(costs) > 3 else ""
-    return QueryTooCostlyError(
-        f"the query costs {total}, at most {limit} (a top-N costs partitions x limit, a lookup "
-        f"its keys, a history page `first`): {parts}{more}",
-        actual=total,
-        limit=limit,
-        variable=GatewayConfig.ENV["max_cost"],
-    )
+    ).graphql()

@@ -35,13 +35,15 @@ class _Server(uvicorn.Server):
         # what start-up allocated lives as long as the process: keep it out of GC passes
         gc.collect()
         gc.freeze()
-        url = f"http://{self.config.host}:{self.config.port}/graphql"
+        scheme = "https" if self.config.is_ssl else "http"
+        url = f"{scheme}://{self.config.host}:{self.config.port}/graphql"
         print(f"statefed gateway: ready on {url}", file=sys.stderr, flush=True)
 
 
 def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
     """uvicorn settings of the gateway: uvloop, httptools (answering over-long GET targets
-    with a JSON 414), the app's lifespan, no access log."""
+    with a JSON 414), the app's lifespan, no access log; HTTPS with the configured
+    certificate."""
     config = app.config
     return uvicorn.Config(
         app,
@@ -53,6 +55,8 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
         log_level=config.log_level,
         access_log=False,
         timeout_graceful_shutdown=5,
+        ssl_certfile=config.tls_cert,
+        ssl_keyfile=config.tls_key,
     )
 
 

@@ -7,12 +7,16 @@ costs ~50 us, so a node call no longer dominates a point query. The caller bound
 time, and a call it abandons closes its connection. `https` node URLs are posted with an
 httpx client instead (`HttpxCaller`, also how tests reach fake nodes).
 
-Both callers raise the transport's own errors; httpx's are mapped to them at one seam,
-`HttpxCaller.post`, so nothing above this module knows which client made the call:
+`https` node certificates are verified against STATEFED_GATEWAY_NODE_CA (a PEM file) or
+the system's trust store, host names included. Both callers raise the transport's own
+errors (their messages never name the URL: errors reach clients); httpx's are mapped to
+them at one seam, `HttpxCaller.post`, so nothing above this module knows which client made
+the call:
 
 ```
 NodeTransportError             no complete HTTP answer came back from the node
 ├── NodeConnectError           no connection: refused, unreachable, an invalid URL
+│   └── NodeTLSError           the node's certificate failed verification (https)
 ├── NodeReadError              the connection ended before a whole, valid HTTP answer
 └── NodeTransportTimeoutError  an httpx client's own timeout ran out (also a TimeoutError)
 ```
@@ -26,11 +30,15 @@ connection. That is safe because the gateway only sends nodes queries.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import cast
 
 import httptools
 import httpx
+
+from runtime.tls import client_context
 
 __all__ = [
     "Headers",
@@ -38,6 +46,7 @@ __all__ = [
     "NodeConnectError",
     "NodeConnections",
     "NodeReadError",
+    "NodeTLSError",
     "NodeTransportError",
     "NodeTransportTimeoutError",
 ]
@@ -53,6 +62,10 @@ class NodeTransportError(Exception):
 
 class NodeConnectError(NodeTransportError):
     """No connection to the node could be opened (refused, unreachable, invalid URL)."""
+
+
+class NodeTLSError(NodeConnectError):
+    """The node's TLS certificate failed verification against the gateway's CA."""
 
 
 class NodeReadError(NodeTransportError):
@@ -75,11 +88,27 @@ _HTTPX_ERRORS: tuple[tuple[type[Exception], type[NodeTransportError]], ...] = (
 )
 
 
-def _mapped(url: str, exc: Exception) -> NodeTransportError:
+def _mapped(exc: Exception) -> NodeTransportError:
+    verification = _certificate_problem(exc)
+    if verification is not None:
+        return NodeTLSError(
+            f"TLS certificate verification failed: {verification} (the gateway trusts the CA "
+            "of STATEFED_GATEWAY_NODE_CA, else the system's trust store)"
+        )
     for httpx_type, transport_type in _HTTPX_ERRORS:
         if isinstance(exc, httpx_type):
-            return transport_type(f"{url}: {type(exc).__name__}: {exc}")
-    return NodeTransportError(f"{url}: {type(exc).__name__}: {exc}")
+            return transport_type(f"{type(exc).__name__}: {exc}")
+    return NodeTransportError(f"{type(exc).__name__}: {exc}")
+
+
+def _certificate_problem(exc: BaseException | None) -> str | None:
+    """What `ssl` said of a certificate it refused, found among the causes of `exc`."""
+    seen = 0
+    while exc is not None and seen < 8:  # httpx chains httpcore's error, which chains ssl's
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return exc.verify_message or exc.reason or "certificate verify failed"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 class _StaleConnection(Exception):
@@ -228,17 +257,19 @@ class HttpxCaller:
         try:
             response = await self.client.post(url, content=body, headers=sent)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise _mapped(url, exc) from exc
+            raise _mapped(exc) from exc
         return response.status_code, response.content
 
 
 class NodeConnections:
-    """At most `max_connections` connections per host and port, opened as needed."""
+    """At most `max_connections` connections per host and port, opened as needed; https
+    nodes are verified against `ca` (a PEM file), or the system's trust store when None."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, ca: Path | None = None) -> None:
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self._limit = max_connections
+        self._ca = ca
         self._pools: dict[tuple[str, int], _Pool] = {}
         self._heads: dict[str, tuple[_Pool, bytes]] = {}  # URL -> pool, request head
         self._tls: HttpxCaller | None = None  # for https URLs, made on first use
@@ -250,7 +281,7 @@ class NodeConnections:
             try:
                 parsed = httpx.URL(url)
             except httpx.InvalidURL as exc:
-                raise _mapped(url, exc) from exc
+                raise _mapped(exc) from exc
             if parsed.scheme != "http":
                 return await self._tls_caller().post(url, body, headers)
             target = self._heads[url] = self._post_head(parsed)
@@ -285,7 +316,9 @@ class NodeConnections:
         if self._tls is None:
             limits = httpx.Limits(max_connections=self._limit)
             # no timeout of its own: the caller bounds the time, as for plain http
-            client = httpx.AsyncClient(limits=limits, timeout=None, trust_env=False)
+            client = httpx.AsyncClient(
+                limits=limits, timeout=None, trust_env=False, verify=client_context(self._ca)
+            )
             self._tls = HttpxCaller(client)
         return self._tls
 

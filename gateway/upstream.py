@@ -69,10 +69,10 @@ class Upstream:
             async with asyncio.timeout(remaining):
                 status, content = await self._caller.post(url, body, headers)
         except TimeoutError as exc:  # the deadline, or NodeTransportTimeoutError
-            detail = f"no answer from {node.url} before the request's deadline"
+            detail = "no answer before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc
-        except NodeTransportError as exc:
-            detail = f"{node.url} unreachable: {type(exc).__name__}: {exc}"
+        except NodeTransportError as exc:  # errors reach clients: the node's id, not its URL
+            detail = f"unreachable: {type(exc).__name__}: {exc}"
             raise NodeUnavailableError(view, detail, **where) from exc
         return decode_reply(status, content, view, where)
 

@@ -68,7 +68,7 @@ class NodeApp:
         self.registry = registry or PartitionRegistry(config.node_id)
         # one clock for retention: what the materializer purges, the subgraph never returns
         self.clock = clock
-        self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock)
+        self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock, config)
         self.guard = CallGuard(
             config.checks_calls, self.graphql.max_body_bytes, self.graphql.limit_hint
         )

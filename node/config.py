@@ -12,6 +12,7 @@ from typing import Any
 
 from node.errors import ConfigError
 from runtime.config import EnvConfig, setting
+from runtime.tls import check_pair
 
 __all__ = ["NodeConfig"]
 
@@ -60,6 +61,20 @@ class NodeConfig(EnvConfig):
     # "cluster": /graphql answers only calls signed with the cluster secret, and a node
     # bound beyond loopback refuses to start without one; "none": it answers anyone
     auth: str = setting("STATEFED_NODE_AUTH", "cluster", parse=str.lower, choices=_AUTH_MODES)
+    # query limits applied to every caller (runtime.graphql_http.limits); the defaults admit
+    # every document the gateway sends (at most 10,000 keys or a top-10,000, a page of 1000)
+    max_depth: int = setting("STATEFED_NODE_MAX_DEPTH", 15, low=1, high=200)
+    max_aliases: int = setting("STATEFED_NODE_MAX_ALIASES", 500, low=0, high=100_000)
+    # `first`, `limit` and key lists multiplied down the tree (a node has no fan-out)
+    max_cost: int = setting("STATEFED_NODE_MAX_COST", 100_000, low=1, high=10**12)
+    max_tokens: int = setting("STATEFED_NODE_MAX_TOKENS", 5000, low=100, high=1_000_000)
+    # of a POST body: the gateway's batch of 1000 keys of up to 1 KiB each fits
+    max_body_bytes: int = setting("STATEFED_NODE_MAX_BODY_BYTES", 8 << 20, low=1024, high=1 << 30)
+    # __schema and __type for callers of the node (the gateway never introspects nodes)
+    introspection: bool = setting("STATEFED_NODE_INTROSPECTION", False)
+    # HTTPS: a PEM certificate (chain) and its key, both or neither; the URL is then https
+    tls_cert: Path | None = setting("STATEFED_NODE_TLS_CERT", None, parse=Path)
+    tls_key: Path | None = setting("STATEFED_NODE_TLS_KEY", None, parse=Path)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -72,6 +87,17 @@ class NodeConfig(EnvConfig):
             raise ConfigError(
                 "STATEFED_NODE_URL",
                 f"must be an http(s) base URL without a trailing '/', got {self.url!r}",
+            )
+        check_pair(
+            self.tls_cert,
+            self.tls_key,
+            ("STATEFED_NODE_TLS_CERT", "STATEFED_NODE_TLS_KEY"),
+            ConfigError,
+        )
+        if self.tls_cert is not None and not self.url.startswith("https://"):
+            raise ConfigError(
+                "STATEFED_NODE_URL",
+                f"must be an https URL when STATEFED_NODE_TLS_CERT is set, got {self.url!r}",
             )
         if (
             self.auth == "cluster"
@@ -93,7 +119,7 @@ class NodeConfig(EnvConfig):
     @classmethod
     def env_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:
         """The set variables, and the defaults that derive from others: the node id and
-        the state directory from the port and id, the URL from the host and port."""
+        the state directory from the port and id, the URL from the host, port and TLS."""
         values = super().env_values(environ)
         host = values.setdefault("host", "127.0.0.1")
         port = values.setdefault("port", 8101)
@@ -103,6 +129,7 @@ class NodeConfig(EnvConfig):
         advertised_host = socket.gethostname() if host in _WILDCARD_HOSTS else host
         if ":" in advertised_host:
             advertised_host = f"[{advertised_host}]"
-        values.setdefault("url", f"http://{advertised_host}:{port}")
+        scheme = "https" if values.get("tls_cert") is not None else "http"
+        values.setdefault("url", f"{scheme}://{advertised_host}:{port}")
         values.setdefault("state_dir", Path(f".statefed/state/{node_id}"))
         return values

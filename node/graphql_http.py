@@ -8,17 +8,33 @@ read. Only ACTIVE copies are read unless the request's `extensions` say
 read have applied given changelog offsets (node.catchup), or refuses it with
 NOT_CAUGHT_UP. `error_extensions` is the one place where the node's exceptions become
 GraphQL error codes.
+
+Every caller gets the node's query limits before the document is validated or run
+(`runtime.graphql_http.limits`, set in `node.config`): depth, aliases per spread,
+tokens, body size, introspection, and a cost: a root field's `first`, `limit` and key lists
+(not `partitions`: a node has no fan-out) multiplied, times the weight of what it selects.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
 
 import strawberry
-from graphql import ExecutionResult, GraphQLError, OperationDefinitionNode, execute_sync
+from graphql import (
+    ExecutionResult,
+    GraphQLError,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    execute_sync,
+)
 
 from node.catchup import parse_applied_at_least, wait_applied
+from node.config import NodeConfig
 from node.errors import MalformedRequestError, NodeError, NotCaughtUpError, QueryError
 from node.partitions import PartitionRegistry
 from node.subgraph import ReadContext
@@ -31,11 +47,15 @@ from runtime.graphql_http import (
     Prepared,
     RequestError,
 )
+from runtime.graphql_http.limits import Limits, Measure, Size, measure, weigh
 from schema import READ_STANDBY, Role
 
-__all__ = ["MAX_BODY_BYTES", "GraphQLEndpoint"]
+__all__ = ["GraphQLEndpoint"]
 
-MAX_BODY_BYTES = 1 << 20  # of a POST body; a GET query string stays within the parser's cap
+_SIZED = frozenset({"first", "limit"})  # Int arguments that size a field's answer
+_UNPRICED = frozenset({"partitions"})  # list arguments that size no answer (no fan-out)
+_SHAPES_PER_DOCUMENT = 16  # operation names whose shape is kept with a document
+_HOW = "a field costs its `first`, `limit` or number of keys"
 # without READ_STANDBY in the request extensions (the gateway falling back), a read is
 # answered from ACTIVE copies only
 _ACTIVE_ONLY = (Role.ACTIVE,)
@@ -52,19 +72,105 @@ def _roles(extensions: dict[str, Any] | None) -> tuple[Role, ...]:
     return _ANY_COPY if standby else _ACTIVE_ONLY
 
 
+_Term = tuple[str, tuple[Size, ...], int | None]  # response key, sizes, weight
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """One operation's measure, and per root response key its sizes and weight."""
+
+    measure: Measure
+    terms: tuple[_Term, ...]
+
+    def costs(self, variables: Mapping[str, Any] | None) -> list[tuple[str, int]]:
+        costs = []
+        for label, sizes, weight in self.terms:
+            cost = weight or 1
+            for size in sizes:
+                cost *= max(size.of(variables), 1)
+            costs.append((label, cost))
+        return costs
+
+
 class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
-    """ASGI handler of `/graphql` over a subgraph schema and this node's partitions."""
+    """ASGI handler of `/graphql` over a subgraph schema and this node's partitions, with
+    the query limits of `config` (its defaults when None)."""
 
     def __init__(
-        self, schema: strawberry.Schema, registry: PartitionRegistry, clock: Clock = wall_clock_ms
+        self,
+        schema: strawberry.Schema,
+        registry: PartitionRegistry,
+        clock: Clock = wall_clock_ms,
+        config: NodeConfig | None = None,
     ):
-        super().__init__(schema._schema, MAX_BODY_BYTES)
+        config = config or NodeConfig()
+        env = NodeConfig.ENV
+        super().__init__(
+            schema._schema,
+            config.max_body_bytes,
+            env["max_body_bytes"],
+            config.max_tokens,
+            env["max_tokens"],
+        )
         self.schema = schema
         self.registry = registry
         self.clock = clock
+        self.limits = Limits(
+            max_depth=config.max_depth,
+            max_aliases=config.max_aliases,
+            max_cost=config.max_cost,
+            introspection=config.introspection,
+            variables={
+                k: env[k] for k in ("max_depth", "max_aliases", "max_cost", "introspection")
+            },
+            server="node",
+        )
+        self._sized = _sized_arguments(schema._schema)
 
     def context(self, request: GraphQLRequest) -> ReadContext:
         return ReadContext(self.registry, self.clock, roles=_roles(request.extensions))
+
+    def refuse(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        request: GraphQLRequest,
+        context: ReadContext,
+    ) -> Sequence[GraphQLError]:
+        shape = self._shape(prepared, operation)
+        refused = self.limits.refusals(shape.measure)
+        if shape.measure.depth > self.limits.max_depth:
+            return refused  # not weighed
+        costs = shape.costs(request.variables)
+        total = None if any(w is None for _, _, w in shape.terms) else sum(c for _, c in costs)
+        too_costly = self.limits.too_costly(total, costs, _HOW)
+        return refused if too_costly is None else [*refused, too_costly]
+
+    def _shape(self, prepared: Prepared, operation: OperationDefinitionNode) -> _Shape:
+        """The limits' shape of one operation, measured once per cached document."""
+        name = None if operation.name is None else operation.name.value
+        shape = prepared.memo.get(name)
+        if shape is None:
+            assert prepared.document is not None
+            measured = measure(prepared.document, operation)
+            terms: tuple[_Term, ...] = ()
+            if not measured.too_nested and measured.depth <= self.limits.max_depth:
+                terms = tuple(
+                    self._term(key, nodes, measured) for key, nodes in measured.roots.items()
+                )
+            shape = _Shape(measured, terms)
+            if len(prepared.memo) < _SHAPES_PER_DOCUMENT:  # operation names come from clients
+                prepared.memo[name] = shape
+        return cast(_Shape, shape)
+
+    def _term(self, key: str, nodes: tuple[Any, ...], measured: Measure) -> _Term:
+        node = nodes[0]
+        sizes = tuple(
+            size
+            for argument, default in self._sized.get(node.name.value, ())
+            if (size := Size.argument(node, argument, default, measured.defaults)) is not None
+        )
+        return key, sizes, weigh(nodes, measured.fragments)
 
     async def run(
         self,
@@ -136,3 +242,21 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
             return asyncio.run(self.answer(request))[1]
         except RequestError as exc:
             return exc.body()
+
+
+def _sized_arguments(schema: GraphQLSchema) -> dict[str, tuple[tuple[str, Any], ...]]:
+    """Per root field, the arguments that size its answer and their defaults: `first`,
+    `limit` and lists of keys or representations."""
+    query = schema.query_type
+    sized: dict[str, tuple[tuple[str, Any], ...]] = {}
+    for name, field in (query.fields if query is not None else {}).items():
+        arguments = []
+        for argument, spec in field.args.items():
+            kind = spec.type.of_type if isinstance(spec.type, GraphQLNonNull) else spec.type
+            is_list = isinstance(kind, GraphQLList)
+            if argument in _SIZED or (is_list and argument not in _UNPRICED):
+                default = spec.default_value if isinstance(spec.default_value, int) else None
+                arguments.append((argument, default))
+        if arguments:
+            sized[name] = tuple(arguments)
+    return sized

@@ -59,7 +59,7 @@ class NodeServer(uvicorn.Server):
 
 def uvicorn_config(app: NodeApp) -> uvicorn.Config:
     """uvicorn settings of a node: uvloop, httptools (answering over-long GET targets with a
-    JSON 414), the app's lifespan, no access log."""
+    JSON 414), the app's lifespan, no access log; HTTPS with the configured certificate."""
     config = app.config
     return uvicorn.Config(
         app,
@@ -71,6 +71,8 @@ def uvicorn_config(app: NodeApp) -> uvicorn.Config:
         access_log=False,
         log_level="info",
         timeout_graceful_shutdown=10,
+        ssl_certfile=config.tls_cert,
+        ssl_keyfile=config.tls_key,
     )
 
 

@@ -2,9 +2,10 @@
 subclass (one base for one protocol, as strawberry's `AsyncBaseHTTPView`).
 
 The base reads and checks the request (POST with a JSON body, or GET with a query string),
-negotiates the response media type, parses and validates each distinct document once,
-picks the operation and refuses mutations over GET, then hands the operation to the
-server, and writes the answer with orjson. A server supplies its schema and four things:
+negotiates the response media type, parses each distinct document once (at most
+`max_tokens` tokens), picks the operation and refuses mutations over GET, applies the
+server's query limits (`refuse`), validates the document (once), then hands the operation to
+the server, and writes the answer with orjson. A server supplies its schema and four things:
 its per-request `context`, how it `run`s an operation (sync or async, its own checks first), its
 `error_extensions` for its own exception types, and what it adds to an executed answer
 (`finish`, e.g. `extensions.freshness`).
@@ -18,7 +19,7 @@ from typing import Any, Generic, TypeVar
 from graphql import GraphQLError, GraphQLSchema, OperationDefinitionNode, OperationType
 
 from runtime.graphql_http.asgi import Receive, Scope, Send, read_body, send_json
-from runtime.graphql_http.documents import DocumentCache, Prepared
+from runtime.graphql_http.documents import MAX_TOKENS, DocumentCache, Prepared
 from runtime.graphql_http.media import MediaType, is_json_request, negotiate
 from runtime.graphql_http.request import (
     MAX_REQUEST_TARGET_BYTES,
@@ -48,10 +49,18 @@ _ACCEPTED = b"application/graphql-response+json, application/json"
 class GraphQLHTTP(Generic[C]):
     """The `/graphql` endpoint over `schema`. POST bodies over `max_body_bytes` get 413;
     GET query strings over it, or over what the HTTP parser takes, get 414. `limit_hint`
-    names the setting that raises the limit in those errors."""
+    names the setting that raises the limit in those errors. Documents of more than
+    `max_tokens` tokens fail to parse, with an error naming `tokens_hint`."""
 
-    def __init__(self, schema: GraphQLSchema, max_body_bytes: int, limit_hint: str = "") -> None:
-        self.documents = DocumentCache(schema)
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        max_body_bytes: int,
+        limit_hint: str = "",
+        max_tokens: int = MAX_TOKENS,
+        tokens_hint: str = "max_tokens",
+    ) -> None:
+        self.documents = DocumentCache(schema, max_tokens=max_tokens, tokens_variable=tokens_hint)
         self.max_body_bytes = max_body_bytes
         self.max_query_string_bytes = min(max_body_bytes, MAX_REQUEST_TARGET_BYTES)
         self.limit_hint = limit_hint
@@ -69,8 +78,8 @@ class GraphQLHTTP(Generic[C]):
         request: GraphQLRequest,
         context: C,
     ) -> Sequence[GraphQLError]:
-        """Errors refusing the operation before its validation errors are even reported
-        (the gateway's query limits); none by default."""
+        """Errors refusing the operation before the document is validated (query limits,
+        `runtime.graphql_http.limits`); none by default."""
         return ()
 
     async def run(
@@ -152,10 +161,9 @@ class GraphQLHTTP(Generic[C]):
         refused = self.refuse(prepared, operation, request, context)
         if refused:
             return status_for(media, False), {"errors": self._format(refused)}
-        if prepared.errors:
-            return status_for(media, False), {
-                "errors": self._format(prepared.errors, VALIDATION_FAILED)
-            }
+        invalid = self.documents.validate(prepared)
+        if invalid:
+            return status_for(media, False), {"errors": self._format(invalid, VALIDATION_FAILED)}
         outcome = await self.run(prepared, operation, request, context)
         body: dict[str, Any] = {}
         if outcome.errors:

@@ -1,9 +1,10 @@
 """What GraphQL answered, as a response body and status: errors with `extensions.code`,
 `data` only when execution ran, and the status the negotiated media type calls for.
 
-Codes every server shares: GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED, BAD_USER_INPUT
-(variables that do not coerce), INTERNAL_SERVER_ERROR; a server maps its own exceptions
-(`ErrorMapper`) before these apply.
+Codes every server shares: GRAPHQL_PARSE_FAILED (also for a document over the token limit),
+GRAPHQL_VALIDATION_FAILED, BAD_USER_INPUT (variables that do not coerce),
+INTERNAL_SERVER_ERROR, and the query limits' own (`runtime.graphql_http.limits`); a server
+maps its own exceptions (`ErrorMapper`) before the others apply.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, cast
 
 from graphql import ExecutionResult, GraphQLError
 
+from runtime.graphql_http.limits import QueryLimitError
 from runtime.graphql_http.media import MediaType
 
 __all__ = [
@@ -69,9 +71,12 @@ class Outcome:
 def error_extensions(
     error: GraphQLError, mapper: ErrorMapper, code: str | None = None
 ) -> dict[str, Any]:
-    """The `extensions` of `error`: the server's own for its exceptions, else `code` when the
-    stage decides it (parse, validation), else BAD_USER_INPUT or INTERNAL_SERVER_ERROR."""
+    """The `extensions` of `error`: a query limit's, the server's own for its exceptions, else
+    `code` when the stage decides it (parse, validation), else BAD_USER_INPUT or
+    INTERNAL_SERVER_ERROR."""
     original = error.original_error
+    if isinstance(original, QueryLimitError):
+        return original.extensions()
     if original is not None:
         own = mapper(original)
         if own is not None:

@@ -22,7 +22,9 @@ def test_defaults() -> None:
     assert config.produce is True and config.max_lag == 1000
 
 
-def test_every_variable_is_read() -> None:
+def test_every_variable_is_read(tmp_path: Path) -> None:
+    pem = tmp_path / "file.pem"
+    pem.write_text("(not read by the config)")
     environ = {
         "STATEFED_BOOTSTRAP": "kafka:9092",
         "STATEFED_GATEWAY_HOST": "0.0.0.0",
@@ -47,13 +49,19 @@ def test_every_variable_is_read() -> None:
         "STATEFED_GATEWAY_INTROSPECTION": "Off",
         "STATEFED_GATEWAY_PRODUCE": "no",
         "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
+        "STATEFED_GATEWAY_MAX_TOKENS": "700",
+        "STATEFED_GATEWAY_TLS_CERT": str(pem),
+        "STATEFED_GATEWAY_TLS_KEY": str(pem),
+        "STATEFED_GATEWAY_NODE_CA": str(pem),
     }
     config = GatewayConfig.from_env(environ)
     assert set(GatewayConfig.ENV.values()) == set(environ)
     assert {f.name for f in dataclasses.fields(GatewayConfig)} == set(GatewayConfig.ENV)
     assert config.bootstrap == "kafka:9092" and config.port == 9000
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
-    assert config.url == "http://0.0.0.0:9000"
+    assert config.url == "https://0.0.0.0:9000"
+    assert config.max_tokens == 700
+    assert config.tls_cert == config.tls_key == config.node_ca == pem
     assert config.status_tail_records == 500
     assert config.max_lag == 5
     assert (config.max_lookup_keys, config.max_entity_representations) == (10, 20)

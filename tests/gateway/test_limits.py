@@ -117,12 +117,14 @@ def test_depth_goes_through_fragments_and_a_long_fragment_chain_is_too_deep() ->
     assert "more than 200" in error["message"]
 
 
-def test_aliases_are_counted_as_written() -> None:
+def test_aliases_and_repeated_fields_are_counted_per_spread() -> None:
     spread = "query { ...A ...A x: cluster { unassigned } } "
     spread += "fragment A on Query { a: cluster { unassigned } }"
     three = '{ a: wordCount(word: "kafka") { c: count } b: wordCount(word: "franz") { count } }'
     bodies = ask([spread, three, three.replace("b: ", "")], GatewayConfig(max_aliases=2))
-    assert "errors" not in bodies[0]  # a fragment's aliases count once, however often spread
+    # `a` once per spread (2), repeated by the second spread (1), and `x` (1)
+    error = refused(bodies[0], "TOO_MANY_ALIASES", "STATEFED_GATEWAY_MAX_ALIASES")
+    assert error["extensions"] == {"code": "TOO_MANY_ALIASES", "actual": 4, "limit": 2}
     error = refused(bodies[1], "TOO_MANY_ALIASES", "STATEFED_GATEWAY_MAX_ALIASES")
     assert error["extensions"] == {"code": "TOO_MANY_ALIASES", "actual": 3, "limit": 2}
     assert bodies[2]["data"]["a"] == {"c": 5}
@@ -225,14 +227,20 @@ def test_representations_over_their_bound_are_bad_input_not_cost() -> None:
 
 
 def test_a_fragment_bomb_is_measured_without_expanding_it() -> None:
-    """2**40 spreads of one field through 40 fragments that each spread the next one twice:
-    one response key, so one field to run; the walk visits each fragment once."""
+    """2**40 spreads of one aliased field through 40 fragments that each spread the next one
+    twice: the walk visits each fragment once, and counts the alias once per spread."""
     bomb = "query { ...F0 } " + " ".join(
         f"fragment F{i} on Query {{ ...F{i + 1} ...F{i + 1} }}" for i in range(40)
     )
     bomb += ' fragment F40 on Query { a: wordCount(word: "kafka") { count } }'
-    (body,) = ask([bomb], GatewayConfig(max_aliases=1, max_root_fields=1, max_cost=1))
-    assert body == {"data": {"a": {"count": 5}}, "extensions": body["extensions"]}
+    fine = "query { ...F0 } fragment F0 on Query { ...F1 ...F1 } "
+    fine += 'fragment F1 on Query { wordCount(word: "kafka") { count } }'
+    config = GatewayConfig(max_aliases=1, max_root_fields=1, max_cost=1)
+    refused_body, fine_body = ask([bomb, fine], config)
+    error = refused(refused_body, "TOO_MANY_ALIASES", "STATEFED_GATEWAY_MAX_ALIASES")
+    assert error["extensions"]["actual"] > 2**40
+    # spread twice, but no alias: one repeat of one response key
+    assert fine_body.get("data") == {"wordCount": {"count": 5}}, fine_body
 
 
 def test_the_operation_named_is_the_one_measured() -> None:

@@ -95,7 +95,9 @@ def served_node(broker: EmbeddedBroker, state_dir: Path) -> Iterator[ServedNode]
     """A node of a view of its own, started against the embedded broker."""
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
-    config = node_config(broker.bootstrap, state_dir, "n1", f"g-{view.name}")
+    # the audits ask `__type`: introspection is off on a node by default
+    extra = {"STATEFED_NODE_INTROSPECTION": "true"}
+    config = node_config(broker.bootstrap, state_dir, "n1", f"g-{view.name}", **extra)
     registry = CountingRegistry(config.node_id)
     server = NodeServer(NodeApp(config, [view], registry=registry), freeze_gc=False)
     thread = _serve(server, "node")
