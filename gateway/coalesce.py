@@ -17,6 +17,7 @@ waiter waits only until its own deadline.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from gateway.documents import ViewQueries
 
 __all__ = ["Coalescer", "Post"]
+
+log = logging.getLogger(__name__)
 
 # the node refuses more keys per request (node.fields.common.MAX_KEYS is 10,000); smaller
 # batches also keep one slow batch from holding many client requests
@@ -109,7 +112,7 @@ class Coalescer:
                 return await waiter.answer
         except TimeoutError as exc:
             view = queries.view.name
-            detail = f"no answer from {node.url} before the request's deadline"
+            detail = "no answer before the request's deadline"
             raise NodeTimeoutError(
                 view, detail, partitions=partitions, node=node.node_id, keys=keys
             ) from exc
@@ -195,9 +198,10 @@ class Coalescer:
         try:
             rows = batch.queries.read_lookup(reply.data, asked=len(keys))
         except (ValueError, TypeError) as exc:
+            log.warning("node %s answered %.200s: %s", batch.node.node_id, reply.data, exc)
             raise NodeProtocolError(
                 view,
-                f"answered {str(reply.data)[:200]}: {exc}",
+                "answered rows the lookup cannot read",
                 partitions=partitions,
                 node=batch.node.node_id,
                 keys=keys,

@@ -8,6 +8,7 @@ arguments are bad) into a BadRequestError; the planner decides what to retry.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -21,6 +22,8 @@ from gateway.routing import NodeInfo
 from gateway.transport import NodeTransportError
 
 __all__ = ["Caller", "Upstream"]
+
+log = logging.getLogger(__name__)
 
 
 class Caller(Protocol):
@@ -56,9 +59,13 @@ class Upstream:
             async with asyncio.timeout(remaining):
                 status, content = await self._caller.post(node.graphql_url, body)
         except TimeoutError as exc:  # the deadline, or NodeTransportTimeoutError
-            detail = f"no answer from {node.url} before the request's deadline"
+            detail = "no answer before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc
         except NodeTransportError as exc:
-            detail = f"{node.url} unreachable: {type(exc).__name__}: {exc}"
-            raise NodeUnavailableError(view, detail, **where) from exc
+            # clients learn the node's id and what failed; its URL and the socket's error text
+            # are for the operator's log
+            log.warning("node %s at %s unreachable: %s", node.node_id, node.url, exc)
+            raise NodeUnavailableError(
+                view, f"unreachable ({type(exc).__name__})", **where
+            ) from exc
         return decode_reply(status, content, view, where)
