@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gateway.cors import origins_problem
 from runtime.config import EnvConfig, setting
 
 __all__ = ["GatewayConfig"]
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def _comma_separated(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,27 @@ class GatewayConfig(EnvConfig):
     )
     # __schema and __type; __typename always works
     introspection: bool = setting("STATEFED_GATEWAY_INTROSPECTION", True)
-    # the produce mutation (writes to the catalogue's input topics)
-    produce: bool = setting("STATEFED_GATEWAY_PRODUCE", True)
+    # the produce mutation (writes to the catalogue's input topics): off unless asked for
+    produce: bool = setting("STATEFED_GATEWAY_PRODUCE", False)
+
+    # browser origins whose pages may read answers (gateway.cors): exact `scheme://host[:port]`,
+    # comma-separated; empty = none (no CORS headers); `*` alone = any, without credentials
+    cors_origins: tuple[str, ...] = setting(
+        "STATEFED_GATEWAY_CORS_ORIGINS", (), parse=_comma_separated
+    )
+    # how far past the gateway's clock a produced eventTime may be: a future event moves the
+    # pipeline's watermark, and every real event of a windowed view would then be late
+    produce_max_ahead_ms: int = setting(
+        "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS", 300_000, low=0, high=86_400_000
+    )
+    # produced records per second per principal (a token bucket holding as many)
+    produce_rate: int = setting("STATEFED_GATEWAY_PRODUCE_RATE", 100, low=1, high=1_000_000)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        problem = origins_problem(self.cors_origins)
+        if problem is not None:
+            raise self.config_error("STATEFED_GATEWAY_CORS_ORIGINS", problem)
 
     @property
     def timeout_s(self) -> float:

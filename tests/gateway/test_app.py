@@ -345,5 +345,6 @@ def test_exported_members() -> None:
         "producer", "reads", "reply", "request", "responses", "routing", "rows", "schema", "sdl",
         "server",
         "status", "timestamps", "transport", "upstream",
+        "cors", "principal", "writes",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)
