@@ -37,6 +37,12 @@ ALLOWED_HEADERS = (
 )
 _MAX_AGE_S = b"600"  # Chromium caps a cached preflight at 2 hours, Firefox at 24
 _VARY = (b"vary", b"origin")
+_EXPOSE = (b"access-control-expose-headers", b"x-request-id")  # readable by the page
+_PREFLIGHT = (
+    (b"access-control-allow-methods", b"GET, POST"),
+    (b"access-control-allow-headers", ALLOWED_HEADERS.encode()),
+    (b"access-control-max-age", _MAX_AGE_S),
+)
 
 
 def origins_problem(origins: Sequence[str]) -> str | None:
@@ -52,8 +58,12 @@ def origins_problem(origins: Sequence[str]) -> str | None:
             return f"{origin!r} has a path, query or user: an origin is scheme://host[:port]"
         if origin != origin.lower():
             return f"{origin!r}: browsers send origins in lower case; write {origin.lower()!r}"
+        try:
+            port = parts.port
+        except ValueError:
+            return f"{origin!r} has no valid port"
         default = {"http": 80, "https": 443}[parts.scheme]
-        if parts.port == default:
+        if port == default:
             return f"{origin!r}: browsers omit the default port {default}; leave it out"
     return None
 
@@ -68,33 +78,32 @@ class CorsPolicy:
         self.any = tuple(origins) == ("*",)
         self.listed = frozenset(o.encode("latin-1") for o in origins if o != "*")
         self.enabled = self.any or bool(self.listed)
+        # answers differ by origin only when origins are listed: caches must key on it
+        self._vary = [_VARY] if self.listed else []
 
     def answer_headers(self, origin: bytes) -> list[Header]:
         """The headers an answer to a request from `origin` gets."""
+        allowed = self._allowed(origin)
+        if allowed:
+            allowed.append(_EXPOSE)
+        return allowed + self._vary
+
+    def preflight_headers(self, origin: bytes) -> list[Header]:
+        """The headers of the 204 answering a preflight from `origin`."""
+        allowed = self._allowed(origin)
+        if allowed:
+            allowed += _PREFLIGHT
+        return allowed + self._vary
+
+    def _allowed(self, origin: bytes) -> list[Header]:
         if self.any:
-            return [(b"access-control-allow-origin", b"*"), _EXPOSE]
+            return [(b"access-control-allow-origin", b"*")]
         if origin in self.listed:
             return [
                 (b"access-control-allow-origin", origin),
                 (b"access-control-allow-credentials", b"true"),
-                _EXPOSE,
-                _VARY,
             ]
-        return [_VARY] if self.enabled else []
-
-    def preflight_headers(self, origin: bytes) -> list[Header]:
-        """The headers of the 204 answering a preflight from `origin`."""
-        headers = self.answer_headers(origin)
-        if self.any or origin in self.listed:
-            headers += [
-                (b"access-control-allow-methods", b"GET, POST"),
-                (b"access-control-allow-headers", ALLOWED_HEADERS.encode()),
-                (b"access-control-max-age", _MAX_AGE_S),
-            ]
-        return [h for h in headers if h is not _EXPOSE]  # exposing is for answers only
-
-
-_EXPOSE = (b"access-control-expose-headers", b"x-request-id")
+        return []
 
 
 class Cors:

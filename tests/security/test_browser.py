@@ -258,6 +258,7 @@ def test_a_star_allows_any_origin_without_credentials() -> None:
         ("ftp://app.example", "no origin"),
         ("https://App.Example", "lower case"),
         ("https://app.example:443", "default port"),
+        ("https://app.example:x", "port"),
     ],
 )
 def test_an_allowlist_entry_that_is_no_origin_is_a_config_error(value: str, problem: str) -> None:
