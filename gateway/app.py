@@ -1,10 +1,11 @@
 """The gateway's ASGI app: GET/POST /graphql, GraphiQL, /health and the GraphiQL assets.
 
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
-(`gateway.execution`). The lifespan starts the membership and pipeline status readers and
-the connections to the nodes and stops them; nothing is opened before start-up. With
-STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed with
-it and only nodes whose membership records it verifies are routed to (runtime.trust).
+(`gateway.execution`), every route behind the CORS allowlist (`gateway.cors`). The
+lifespan starts the membership and pipeline status readers and the connections to the
+nodes and stops them; nothing is opened before start-up.
+With STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed
+with it and only nodes whose membership records it verifies are routed to (runtime.trust).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 
 from gateway.config import GatewayConfig
+from gateway.cors import Cors, CorsPolicy
 from gateway.execution import GatewayEndpoint
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.kinds import kind_of
@@ -31,6 +33,7 @@ from gateway.schema import build_schema
 from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.transport import HttpxCaller, NodeConnections
 from gateway.upstream import Upstream
+from gateway.writes import RateLimiter
 from runtime.clock import wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
 from runtime.trust import ClusterSecret, NodeCallSigner
@@ -61,7 +64,10 @@ class GatewayApp:
     from Kafka, `statuses` to show pipeline statuses you put there yourself instead of
     reading `statefed.pipeline` (with an injected feed and no board, nothing is read from
     Kafka and every view shows no status), and `client` to call nodes through your own
-    httpx client (it is then yours to close). `catalogue` is the views to serve.
+    httpx client (it is then yours to close). `catalogue` is the views to serve. `producer`
+    writes the produce mutation's events instead of a Kafka producer made at start-up (when
+    STATEFED_GATEWAY_PRODUCE is on; it is then yours to close). `clock` is the gateway's
+    time: membership ages, health, produce's eventTime bounds and rate.
     """
 
     def __init__(
@@ -73,6 +79,7 @@ class GatewayApp:
         statuses: StatusBoard | None = None,
         catalogue: Iterable[View] = CATALOGUE,
         clock: Callable[[], int] = wall_clock_ms,
+        producer: EventProducer | None = None,
     ) -> None:
         self.config = config
         self._catalogue = tuple(catalogue)
@@ -82,6 +89,8 @@ class GatewayApp:
         self._statuses = statuses
         self._client = client
         self._clock = clock
+        self._producer = producer
+        self._produce_rate = RateLimiter(config.produce_rate, clock)
         self._assets = StaticAssets()
         self._runtime: _Runtime | None = None
         self._graphql = GatewayEndpoint(
@@ -93,6 +102,7 @@ class GatewayApp:
             config.max_tokens,
         )
         self._documents = self._graphql.documents
+        self._serve = Cors(self._http, CorsPolicy(config.cors_origins))
 
     @property
     def feed(self) -> RoutingFeed | None:
@@ -101,7 +111,7 @@ class GatewayApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
+            await self._serve(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
@@ -141,7 +151,7 @@ class GatewayApp:
         planner = Planner(feed, upstream, self.config, self._catalogue)
         producer = None
         if self.config.produce:
-            producer = EventProducer(self.config.bootstrap, self.config.timeout_s)
+            producer = self._producer or EventProducer(self.config.bootstrap, self.config.timeout_s)
         self._runtime = _Runtime(
             feed, planner, reader, statuses, status_reader, connections, producer
         )
@@ -153,7 +163,7 @@ class GatewayApp:
         for reader in (runtime.reader, runtime.status_reader):
             if reader is not None:
                 await asyncio.to_thread(reader.stop)
-        if runtime.producer is not None:
+        if runtime.producer is not None and runtime.producer is not self._producer:
             await asyncio.to_thread(runtime.producer.close)
         if runtime.connections is not None:
             await runtime.connections.aclose()
@@ -207,6 +217,7 @@ class GatewayApp:
             clock=self._clock,
             statuses=runtime.statuses,
             producer=runtime.producer,
+            produce_rate=self._produce_rate,
         )
 
     async def _static(self, send: Send, name: str) -> None:

@@ -18,6 +18,7 @@ waiter waits only until its own deadline. A batch names every waiter's caller to
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from gateway.documents import ViewQueries
 
 __all__ = ["Coalescer", "Post"]
+
+log = logging.getLogger(__name__)
 
 # the node refuses more keys per request (node.fields.common.MAX_KEYS is 10,000); smaller
 # batches also keep one slow batch from holding many client requests
@@ -207,9 +210,10 @@ class Coalescer:
         try:
             rows = batch.queries.read_lookup(reply.data, asked=len(keys))
         except (ValueError, TypeError) as exc:
+            log.warning("node %s answered %.200s: %s", batch.node.node_id, reply.data, exc)
             raise NodeProtocolError(
                 view,
-                f"answered {str(reply.data)[:200]}: {exc}",
+                "answered rows the lookup cannot read",
                 partitions=partitions,
                 node=batch.node.node_id,
                 keys=keys,

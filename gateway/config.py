@@ -5,12 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.cors import origins_problem
 from runtime.config import EnvConfig, setting
 from runtime.tls import check_ca, check_pair
 
 __all__ = ["GatewayConfig"]
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def _comma_separated(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,21 @@ class GatewayConfig(EnvConfig):
     )
     # __schema and __type; __typename always works
     introspection: bool = setting("STATEFED_GATEWAY_INTROSPECTION", True)
-    # the produce mutation (writes to the catalogue's input topics)
-    produce: bool = setting("STATEFED_GATEWAY_PRODUCE", True)
+    # the produce mutation (writes to the catalogue's input topics): off unless asked for
+    produce: bool = setting("STATEFED_GATEWAY_PRODUCE", False)
+
+    # browser origins whose pages may read answers (gateway.cors): exact `scheme://host[:port]`,
+    # comma-separated; empty = none (no CORS headers); `*` alone = any, without credentials
+    cors_origins: tuple[str, ...] = setting(
+        "STATEFED_GATEWAY_CORS_ORIGINS", (), parse=_comma_separated
+    )
+    # how far past the gateway's clock a produced eventTime may be: a future event moves the
+    # pipeline's watermark, and every real event of a windowed view would then be late
+    produce_max_ahead_ms: int = setting(
+        "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS", 300_000, low=0, high=86_400_000
+    )
+    # produced records per second per principal (a token bucket holding as many)
+    produce_rate: int = setting("STATEFED_GATEWAY_PRODUCE_RATE", 100, low=1, high=1_000_000)
     # the secret shared with every node (runtime.trust): node calls are signed with it, and
     # only nodes whose membership records it verifies are routed to; None = neither
     cluster_secret_file: Path | None = setting("STATEFED_CLUSTER_SECRET_FILE", None, parse=Path)
@@ -85,6 +103,9 @@ class GatewayConfig(EnvConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        problem = origins_problem(self.cors_origins)
+        if problem is not None:
+            raise self.config_error("STATEFED_GATEWAY_CORS_ORIGINS", problem)
         env = GatewayConfig.ENV
         check_pair(self.tls_cert, self.tls_key, (env["tls_cert"], env["tls_key"]))
         check_ca(self.node_ca, env["node_ca"])

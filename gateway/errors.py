@@ -14,7 +14,9 @@ GatewayError                        code
 ├── ConsistencyTimeoutError         CONSISTENCY_TIMEOUT the pipeline had not processed the
 │                                                       write of an `atLeast` token in time
 ├── ProduceError                    PRODUCE_FAILED      the produce mutation's write failed
-│   └── ProduceDisabledError        PRODUCE_DISABLED    the mutation is switched off
+│   ├── ProduceDisabledError        PRODUCE_DISABLED    the mutation is switched off
+│   └── RateLimitedError            RATE_LIMITED        the principal produced more records
+│                                                       per second than allowed
 └── RoutingError                    PARTITION_UNAVAILABLE (per partition that could not be read)
     ├── RoutingNotReadyError        ROUTING_NOT_READY   partition count not read from metadata yet
     ├── PartitionUnassignedError    no live node holds the partition ACTIVE
@@ -30,7 +32,8 @@ The query limits' errors (QueryTooDeepError, TooManyAliasesError, TooManyRootFie
 QueryTooCostlyError, IntrospectionDisabledError under QueryLimitError) are the shared ones
 of `runtime.graphql_http.limits`, re-exported here; the shared layer gives them their codes.
 
-Messages name the view, key, partition and node. The conversion to GraphQL errors
+Messages name the view, key, partition and node (by id: node URLs and the text of lower
+layers' exceptions go to the log, never to a client). The conversion to GraphQL errors
 happens in one place, `gateway.responses`. A node call's own failures
 (`gateway.transport.NodeTransportError`) become NodeUnavailableError or NodeTimeoutError
 in one place too, `gateway.upstream`.
@@ -67,6 +70,7 @@ __all__ = [
     "QueryLimitError",
     "QueryTooCostlyError",
     "QueryTooDeepError",
+    "RateLimitedError",
     "RoutingError",
     "RoutingNotReadyError",
     "TooManyAliasesError",
@@ -164,8 +168,27 @@ class ProduceDisabledError(ProduceError):
 
     def __init__(self) -> None:
         super().__init__(
-            "the produce mutation is switched off on this gateway (STATEFED_GATEWAY_PRODUCE)"
+            "the produce mutation is switched off on this gateway (STATEFED_GATEWAY_PRODUCE "
+            "is false, the default): set STATEFED_GATEWAY_PRODUCE=true to write through it"
         )
+
+
+class RateLimitedError(ProduceError):
+    """`subject` asked for more than `rate` records a second (set by `variable`); a token
+    frees up after `retry_after_ms`."""
+
+    code = "RATE_LIMITED"
+
+    def __init__(self, subject: str, rate: int, retry_after_ms: int, variable: str) -> None:
+        super().__init__(
+            f"principal {subject!r} produces more than {rate} records per second (set by "
+            f"{variable}): retry in {retry_after_ms} ms"
+        )
+        self.rate = rate
+        self.retry_after_ms = retry_after_ms
+
+    def extensions(self) -> dict[str, Any]:
+        return {"code": self.code, "limit": self.rate, "retryAfterMs": self.retry_after_ms}
 
 
 def _keys_text(keys: Sequence[str]) -> str:

@@ -111,8 +111,6 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
                 exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
             )
             result = ExecutionResult(None, [error])
-        if result.errors:
-            self._schema.process_errors(result.errors)
         return Outcome.of(result)
 
     def _shape(self, prepared: Prepared, operation: OperationDefinitionNode) -> Shape:

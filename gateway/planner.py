@@ -15,6 +15,7 @@ partition next to the data for the rest: never a silently short answer.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -43,6 +44,8 @@ from runtime.ranking import merge_top
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_STANDBY, View, partition_for
 
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -342,10 +345,11 @@ def _read(
     """`read(reply.data)`, or the NodeProtocolError saying what the node answered."""
     try:
         return read(reply.data)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # what it answered is for the log, not the client
+        log.warning("node %s answered %.200s: %s", node.node_id, reply.data, exc)
         raise NodeProtocolError(
             view.name,
-            f"answered {str(reply.data)[:200]}: {exc}",
+            "answered data the gateway cannot read",
             partitions=group,
             node=node.node_id,
             keys=keys,

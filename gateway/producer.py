@@ -9,6 +9,7 @@ thread serves librdkafka's delivery reports and hands them to the waiting corout
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -18,6 +19,8 @@ from gateway.errors import ProduceError
 from runtime.produce import new_producer
 
 __all__ = ["EventProducer"]
+
+log = logging.getLogger(__name__)
 
 _POLL_S = 0.05
 
@@ -40,10 +43,9 @@ class EventProducer:
         delivered: asyncio.Future[Token] = loop.create_future()
 
         def on_delivery(error: KafkaError | None, message: Message) -> None:
-            if error is not None:
-                failure = ProduceError(
-                    f"producing to topic {topic} on {self.bootstrap} failed: {error}"
-                )
+            if error is not None:  # the broker's address and error text are for the log
+                log.warning("producing to topic %s on %s failed: %s", topic, self.bootstrap, error)
+                failure = ProduceError(f"producing to topic {topic} failed: {error.name()}")
                 loop.call_soon_threadsafe(_settle, delivered, failure)
             else:
                 token = Token(topic, message.partition() or 0, message.offset() or 0)
@@ -55,7 +57,9 @@ class EventProducer:
                 topic, value, key.encode(), on_delivery=on_delivery, timestamp=timestamp_ms
             )
         except (BufferError, KafkaException) as exc:
-            raise ProduceError(f"producing to topic {topic} failed: {exc}") from exc
+            log.warning("producing to topic %s on %s failed: %s", topic, self.bootstrap, exc)
+            reason = "the producer's queue is full" if isinstance(exc, BufferError) else "error"
+            raise ProduceError(f"producing to topic {topic} failed ({reason}); retry") from exc
         return await delivered
 
     def _started(self) -> Producer:

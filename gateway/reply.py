@@ -3,6 +3,7 @@ that names the view, node, partitions and keys the call was for."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ from gateway.errors import (
 
 __all__ = ["NodeReply", "decode_reply"]
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class NodeReply:
@@ -31,13 +34,15 @@ def decode_reply(status: int, content: bytes, view: str, where: dict[str, Any]) 
     """The node's answer to one call, or the gateway error it amounts to."""
     if status >= 500:
         raise NodeUnavailableError(view, f"HTTP {status}", **where)
+    # what the node answered goes to the operator's log, not into the client's error
     if status != 200:
-        text = content[:200].decode("utf-8", "replace")
-        raise NodeProtocolError(view, f"HTTP {status}: {text!r}", **where)
+        log.warning("node %s answered HTTP %s: %r", where["node"], status, content[:200])
+        raise NodeProtocolError(view, f"HTTP {status}", **where)
     try:
         doc = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
-        raise NodeProtocolError(view, f"answer is not JSON: {exc}", **where) from exc
+        log.warning("node %s answered no JSON (%s): %r", where["node"], exc, content[:200])
+        raise NodeProtocolError(view, "answer is not JSON", **where) from exc
     if not isinstance(doc, dict):
         raise NodeProtocolError(view, "answer is not a JSON object", **where)
     if doc.get("errors"):

@@ -21,6 +21,7 @@ from gateway.reads import DEFAULT_READ, LookupResult, ReadOptions, Reads
 from gateway.routing import RoutingFeed
 from gateway.rows import Event, Row
 from gateway.status import StatusBoard
+from gateway.writes import RateLimiter
 from schema import View
 
 __all__ = ["KeyResult", "MissingPartition", "RequestContext"]
@@ -60,6 +61,7 @@ class RequestContext:
     principal: Principal = ANONYMOUS  # who is asking (gateway.auth)
     missing: list[MissingPartition] = field(default_factory=list)
     freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    produce_rate: RateLimiter | None = None  # produced records per principal; None = no limit
     _loaders: dict[tuple[str, ReadOptions], DataLoader[str, KeyResult]] = field(
         default_factory=dict
     )

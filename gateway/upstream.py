@@ -10,6 +10,7 @@ are bad) into a BadRequestError; the planner decides what to retry.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -26,6 +27,8 @@ from gateway.transport import Headers, NodeTransportError
 from runtime.trust import NodeCallSigner
 
 __all__ = ["Caller", "Upstream"]
+
+log = logging.getLogger(__name__)
 
 
 class Caller(Protocol):
@@ -71,9 +74,13 @@ class Upstream:
         except TimeoutError as exc:  # the deadline, or NodeTransportTimeoutError
             detail = "no answer before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc
-        except NodeTransportError as exc:  # errors reach clients: the node's id, not its URL
-            detail = f"unreachable: {type(exc).__name__}: {exc}"
-            raise NodeUnavailableError(view, detail, **where) from exc
+        except NodeTransportError as exc:
+            # clients learn the node's id and what failed; its URL and the socket's error text
+            # are for the operator's log
+            log.warning("node %s at %s unreachable: %s", node.node_id, node.url, exc)
+            raise NodeUnavailableError(
+                view, f"unreachable ({type(exc).__name__})", **where
+            ) from exc
         return decode_reply(status, content, view, where)
 
     def _target(self, url: str) -> bytes:

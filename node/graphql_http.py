@@ -35,12 +35,11 @@ from graphql import (
 
 from node.catchup import parse_applied_at_least, wait_applied
 from node.config import NodeConfig
-from node.errors import MalformedRequestError, NodeError, NotCaughtUpError, QueryError
+from node.errors import MalformedRequestError, NotCaughtUpError, QueryError
 from node.partitions import PartitionRegistry
 from node.subgraph import ReadContext
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import (
-    INTERNAL_SERVER_ERROR,
     GraphQLHTTP,
     GraphQLRequest,
     Outcome,
@@ -213,15 +212,12 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
                 exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
             )
             result = ExecutionResult(None, [error])
-        if result.errors:
-            self.schema.process_errors(result.errors)
         return Outcome.of(result)
 
     def error_extensions(self, original: Exception) -> dict[str, Any] | None:
+        # anything else (a StoreError too) is a fault: "internal error", logged with its id
         if isinstance(original, QueryError):
             return original.graphql_extensions()
-        if isinstance(original, NodeError):
-            return {"code": INTERNAL_SERVER_ERROR, "reason": type(original).__name__}
         return None
 
     def finish(self, body: dict[str, Any], context: ReadContext) -> None:

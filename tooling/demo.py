@@ -70,9 +70,12 @@ def run_demo(env: dict[str, str]) -> None:
     shutil.rmtree(base, ignore_errors=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # the demo writes through the gateway (see EXAMPLE): on, unless the caller said otherwise
+    env = {"STATEFED_GATEWAY_PRODUCE": "true", **env}
     cluster = LocalCluster(base, partitions, gateway_port=port, env=env, progress=_say)
     try:
         cluster.start_all()
+        _say_what_is_open(env)
         _produce_initial(cluster.bootstrap)
         _wait_visible(cluster.gateway_url)
         print(f"\nGraphiQL: {cluster.gateway_url}\nTry:\n{EXAMPLE}\n", flush=True)
@@ -87,6 +90,14 @@ def run_demo(env: dict[str, str]) -> None:
         _say("stopping ...")
         stopped = cluster.stop()
         _say(f"stopped {', '.join(stopped) or 'nothing'}")
+
+
+def _say_what_is_open(env: dict[str, str]) -> None:
+    if GatewayConfig.from_env(env).produce:
+        writes = "the produce mutation is ON: anyone reaching it writes events"
+    else:
+        writes = "the produce mutation is off"
+    _say(f"gateway: loopback, anonymous; {writes} (STATEFED_GATEWAY_PRODUCE)")
 
 
 def _input_topics() -> set[str]:

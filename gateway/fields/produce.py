@@ -21,6 +21,7 @@ from gateway.errors import BadRequestError, ProduceDisabledError
 from gateway.fields.common import given
 from gateway.request import RequestContext
 from gateway.timestamps import floor_ms
+from gateway.writes import check_event_time
 from schema import View
 
 __all__ = ["Produced", "produce_field"]
@@ -62,8 +63,12 @@ def produce_field(catalogue: Iterable[View]) -> Any:
             )
         config = context.config
         inputs.check_keys(views[0], [key], 1, config.max_key_bytes)
-        moment = _event_time(views[0], given(event_time), context.clock())
+        now = context.clock()
+        moment = _event_time(views[0], given(event_time), now)
+        check_event_time(views, moment, now, config.produce_max_ahead_ms)
         body = _value(views, given(value), moment)
+        if context.produce_rate is not None:  # last: a refused write spends no token
+            context.produce_rate.take(context.principal.subject)
         token = await context.producer.produce(topic, key, body, moment)
         return Produced(
             topic=topic, partition=token.partition, offset=token.offset, token=str(token)
@@ -72,8 +77,8 @@ def produce_field(catalogue: Iterable[View]) -> Any:
     return strawberry.mutation(
         resolver=produce,
         description="Write one event to an input topic of the views (value: a JSON object of "
-        "the views' value fields; eventTime: default now). Returns the write's consistency "
-        "token. Switched off with STATEFED_GATEWAY_PRODUCE=false.",
+        "the views' value fields; eventTime: default now, at most a few minutes ahead). "
+        "Returns the write's consistency token. Off unless STATEFED_GATEWAY_PRODUCE=true.",
     )
 
 

@@ -3,46 +3,52 @@ subclass (one base for one protocol, as strawberry's `AsyncBaseHTTPView`).
 
 The base reads and checks the request (POST with a JSON body, or GET with a query string),
 negotiates the response media type, parses each distinct document once (at most
-`max_tokens` tokens), picks the operation and refuses mutations over GET, applies the
-server's query limits (`refuse`), validates the document (once), then hands the operation to
-the server, and writes the answer with orjson. A server supplies its schema and four things:
-its per-request `context`, how it `run`s an operation (sync or async, its own checks first), its
-`error_extensions` for its own exception types, and what it adds to an executed answer
-(`finish`, e.g. `extensions.freshness`).
+`max_tokens` tokens), picks the operation and refuses what a cross-site page could make a
+browser send (`csrf`), applies the server's query limits (`refuse`), validates the document
+(once), then hands the operation to the server, and writes the answer with orjson. Every
+answer carries the request's id (`x-request-id`); a fault of the server reaches the client
+as `internal error` with that id, the traceback only the log. A server supplies its schema
+and four things: its per-request `context`, how it `run`s an operation (sync or async, its
+own checks first), its `error_extensions` for its own exception types, and what it adds to
+an executed answer (`finish`, e.g. `extensions.freshness`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
-from graphql import GraphQLError, GraphQLSchema, OperationDefinitionNode, OperationType
+from graphql import GraphQLError, GraphQLSchema, OperationDefinitionNode
 
 from runtime.graphql_http.asgi import Receive, Scope, Send, read_body, send_json
+from runtime.graphql_http.csrf import check_operation, check_request
 from runtime.graphql_http.documents import MAX_TOKENS, DocumentCache, Prepared
-from runtime.graphql_http.media import MediaType, is_json_request, negotiate
+from runtime.graphql_http.media import MediaType, negotiate
 from runtime.graphql_http.request import (
     MAX_REQUEST_TARGET_BYTES,
     GraphQLRequest,
     RequestError,
     decode_body,
     decode_query_string,
+    request_id,
 )
 from runtime.graphql_http.response import (
     PARSE_FAILED,
     VALIDATION_FAILED,
     Outcome,
     format_errors,
+    internal_error,
     status_for,
 )
 
 __all__ = ["Answer", "GraphQLHTTP"]
 
+log = logging.getLogger(__name__)
+
 C = TypeVar("C")
 Answer = tuple[int, dict[str, Any]]  # HTTP status, JSON body
 
-_ALLOW_ANY = ((b"allow", b"GET, POST"),)
-_ALLOW_POST = ((b"allow", b"POST"),)
 _ACCEPTED = b"application/graphql-response+json, application/json"
 
 
@@ -107,7 +113,7 @@ class GraphQLHTTP(Generic[C]):
     # -- the protocol --------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        accept = content_type = length = None
+        accept = content_type = length = incoming_id = None
         for name, value in scope["headers"]:
             if name == b"accept":
                 accept = value
@@ -115,8 +121,12 @@ class GraphQLHTTP(Generic[C]):
                 content_type = value
             elif name == b"content-length":
                 length = value
+            elif name == b"x-request-id":
+                incoming_id = value
         media = negotiate(accept)
         written = media or MediaType.JSON  # a refusal of the Accept header itself is JSON
+        rid = request_id(incoming_id)
+        headers = ((b"x-request-id", rid.encode()),)
         try:
             request = await self._request(scope, receive, content_type, length)
             if request is None:
@@ -124,72 +134,65 @@ class GraphQLHTTP(Generic[C]):
                 return
             if media is None:
                 raise _not_acceptable()
+            request.request_id = rid
             status, document = await self.answer(request, media)
         except RequestError as exc:
-            await send_json(send, exc.status, exc.body(), written, exc.headers)
+            await send_json(send, exc.status, exc.body(), written, (*exc.headers, *headers))
             return
-        await send_json(send, status, document, written)
+        except Exception:  # a fault of ours: logged, never shown (runtime.graphql_http.response)
+            log.exception("internal error, request %s", rid)
+            await send_json(send, 500, {"errors": [internal_error(rid)]}, written, headers)
+            return
+        await send_json(send, status, document, written, headers)
 
     async def _request(
         self, scope: Scope, receive: Receive, content_type: bytes | None, length: bytes | None
     ) -> GraphQLRequest | None:
         """The request's parameters; None for a GET without `query`."""
         method = scope["method"]
+        check_request(method, content_type)  # before the body is read
         if method == "POST":
-            if not is_json_request(content_type):
-                raise _unsupported(content_type)
             body = await read_body(receive, length, self.max_body_bytes, self.limit_hint)
             return decode_body(body)
-        if method in ("GET", "HEAD"):
-            query_string = scope.get("query_string", b"")
-            if len(query_string) > self.max_query_string_bytes:
-                raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
-            return decode_query_string(query_string, method)
-        raise RequestError("GraphQL takes GET or POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_ANY)
+        query_string = scope.get("query_string", b"")
+        if len(query_string) > self.max_query_string_bytes:
+            raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
+        return decode_query_string(query_string, method)
 
     async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
         """The status and body answering `request`; RequestError when it is refused."""
+        if not request.request_id:
+            request.request_id = request_id(None)
         prepared = self.documents.prepare(request.query)
         if prepared.document is None:
-            return status_for(media, False), {"errors": self._format(prepared.errors, PARSE_FAILED)}
+            errors = self._format(prepared.errors, request, PARSE_FAILED)
+            return status_for(media, False), {"errors": errors}
         operation = prepared.operation(request.operation_name)
-        if operation.operation is OperationType.MUTATION and request.method != "POST":
-            raise RequestError(
-                "mutations are only accepted by POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_POST
-            )
+        check_operation(request.method, operation.operation)
         context = self.context(request)
         refused = self.refuse(prepared, operation, request, context)
         if refused:
-            return status_for(media, False), {"errors": self._format(refused)}
+            return status_for(media, False), {"errors": self._format(refused, request)}
         invalid = self.documents.validate(prepared)
         if invalid:
-            return status_for(media, False), {"errors": self._format(invalid, VALIDATION_FAILED)}
+            return status_for(media, False), {
+                "errors": self._format(invalid, request, VALIDATION_FAILED)
+            }
         outcome = await self.run(prepared, operation, request, context)
         body: dict[str, Any] = {}
         if outcome.errors:
-            body["errors"] = self._format(outcome.errors)
+            body["errors"] = self._format(outcome.errors, request)
         if outcome.executed:
             body["data"] = outcome.data
             self.finish(body, context)
         return status_for(media, outcome.executed), body
 
     def _format(
-        self, errors: Sequence[GraphQLError], code: str | None = None
+        self, errors: Sequence[GraphQLError], request: GraphQLRequest, code: str | None = None
     ) -> list[dict[str, Any]]:
-        return format_errors(errors, self.error_extensions, code)
+        return format_errors(errors, self.error_extensions, code, request.request_id)
 
 
 def _not_acceptable() -> RequestError:
     message = "the request accepts neither application/graphql-response+json nor JSON"
     return RequestError(message, 406, "NOT_ACCEPTABLE", ((b"accept", _ACCEPTED),))
-
-
-def _unsupported(content_type: bytes | None) -> RequestError:
-    given = "no content-type"
-    if content_type is not None:
-        given = f"content-type {content_type.decode('latin-1')!r}"
-    return RequestError(
-        f"a GraphQL POST must be JSON (content-type application/json), not {given}",
-        415,
-        "UNSUPPORTED_MEDIA_TYPE",
-    )

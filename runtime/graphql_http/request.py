@@ -3,6 +3,8 @@ before any GraphQL work, or refused with a `RequestError` carrying its HTTP stat
 
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
@@ -15,11 +17,15 @@ __all__ = [
     "RequestError",
     "decode_body",
     "decode_query_string",
+    "request_id",
 ]
 
 # the longest request target (path and query string) uvicorn's HTTP parser, httptools,
 # takes (its parse_url's MAX_URL_LENGTH); GET limits are kept within it
 MAX_REQUEST_TARGET_BYTES = (1 << 16) - 1
+# an incoming `x-request-id` kept as the request's id: short, and nothing a log line or a
+# header could be forged with (no spaces, quotes, control characters)
+_SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
 
 
 class RequestError(Exception):
@@ -73,6 +79,7 @@ class GraphQLRequest:
     operation_name: str | None = None
     extensions: dict[str, Any] | None = None
     method: str = "POST"
+    request_id: str = ""  # names the request in logs and in internal errors (`request_id`)
 
     @classmethod
     def checked(
@@ -87,6 +94,14 @@ class GraphQLRequest:
         if extensions is not None and not isinstance(extensions, dict):
             raise RequestError("`extensions` must be a JSON object or null")
         return cls(query, variables, operation_name, extensions, method)
+
+
+def request_id(incoming: bytes | None) -> str:
+    """The id of one request: the caller's `x-request-id` when it is 1-64 characters of
+    letters, digits and `._:-` (a proxy's, to follow a request across logs), else a new one."""
+    if incoming is not None and _SAFE_REQUEST_ID.fullmatch(incoming):
+        return incoming.decode("ascii")
+    return uuid.uuid4().hex
 
 
 def decode_body(body: bytes) -> GraphQLRequest:

@@ -5,10 +5,15 @@ Codes every server shares: GRAPHQL_PARSE_FAILED (also for a document over the to
 GRAPHQL_VALIDATION_FAILED, BAD_USER_INPUT (variables that do not coerce),
 INTERNAL_SERVER_ERROR, and the query limits' own (`runtime.graphql_http.limits`); a server
 maps its own exceptions (`ErrorMapper`) before the others apply.
+
+An INTERNAL_SERVER_ERROR is a fault of the server, not an answer: its text (an exception's,
+which may name files, addresses or data) is logged with the traceback under the request's
+id, and the client gets only `internal error` with the code and that `requestId`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -20,6 +25,7 @@ from runtime.graphql_http.media import MediaType
 
 __all__ = [
     "BAD_USER_INPUT",
+    "INTERNAL_MESSAGE",
     "INTERNAL_SERVER_ERROR",
     "PARSE_FAILED",
     "VALIDATION_FAILED",
@@ -27,13 +33,17 @@ __all__ = [
     "Outcome",
     "error_extensions",
     "format_errors",
+    "internal_error",
     "status_for",
 ]
+
+log = logging.getLogger(__name__)
 
 PARSE_FAILED = "GRAPHQL_PARSE_FAILED"
 VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
 BAD_USER_INPUT = "BAD_USER_INPUT"
 INTERNAL_SERVER_ERROR = "INTERNAL_SERVER_ERROR"
+INTERNAL_MESSAGE = "internal error"
 
 # a server's own exceptions (an error's `original_error`) -> their extensions; None = not its own
 ErrorMapper = Callable[[Exception], dict[str, Any] | None]
@@ -87,15 +97,44 @@ def error_extensions(
 
 
 def format_errors(
-    errors: Sequence[GraphQLError], mapper: ErrorMapper, code: str | None = None
+    errors: Sequence[GraphQLError],
+    mapper: ErrorMapper,
+    code: str | None = None,
+    request_id: str = "",
 ) -> list[dict[str, Any]]:
-    """The JSON of `errors`, each with `extensions.code`."""
+    """The JSON of `errors`, each with `extensions.code`; internal ones masked and logged
+    under `request_id`."""
     formatted: list[dict[str, Any]] = []
     for error in errors:
+        extensions = error_extensions(error, mapper, code)
         entry = cast(dict[str, Any], error.formatted)  # a fresh dict per call
-        entry["extensions"] = {**(error.extensions or {}), **error_extensions(error, mapper, code)}
+        if extensions["code"] == INTERNAL_SERVER_ERROR:
+            _log_fault(error, request_id)
+            entry.update(internal_error(request_id))  # path and locations stay: the client's
+        else:
+            entry["extensions"] = {**(error.extensions or {}), **extensions}
         formatted.append(entry)
     return formatted
+
+
+def _log_fault(error: GraphQLError, request_id: str) -> None:
+    where = f" at {'.'.join(map(str, error.path))}" if error.path else ""
+    log.error(
+        "internal error, request %s%s: %s",
+        request_id,
+        where,
+        error.message,
+        exc_info=error.original_error,
+    )
+
+
+def internal_error(request_id: str) -> dict[str, Any]:
+    """The error a client gets for a fault of the server: no text of it, the id it is
+    logged under."""
+    return {
+        "message": INTERNAL_MESSAGE,
+        "extensions": {"code": INTERNAL_SERVER_ERROR, "requestId": request_id},
+    }
 
 
 def status_for(media: MediaType, has_data: bool) -> int:

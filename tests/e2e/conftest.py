@@ -95,7 +95,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = Path(tmp_path_factory.mktemp("cluster"))
     # a read with `atLeast` waits up to the request's deadline for the pipeline: give a busy
     # 2-core CI machine more than the 5 s default
-    env = {**os.environ, "STATEFED_GATEWAY_TIMEOUT_MS": "20000"}
+    # the read-your-writes tests write through the gateway's produce mutation (off by default)
+    env = {**os.environ, "STATEFED_GATEWAY_TIMEOUT_MS": "20000", "STATEFED_GATEWAY_PRODUCE": "true"}
     with LocalCluster(base, partitions=6, env=env, progress=print) as local:
         local.start_all(("n1", "n2"))
         running = Cluster(local)

@@ -345,5 +345,6 @@ def test_exported_members() -> None:
         "principal", "producer", "reads", "reply", "request", "responses", "routing", "rows",
         "schema", "sdl", "server",
         "status", "timestamps", "transport", "upstream",
+        "cors", "writes",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)

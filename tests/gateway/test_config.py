@@ -19,7 +19,9 @@ def test_defaults() -> None:
     assert (config.max_depth, config.max_aliases, config.max_root_fields) == (15, 30, 20)
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (50_000, 1024, 1 << 20)
     assert config.introspection is True
-    assert config.produce is True and config.max_lag == 1000
+    assert config.produce is False and config.max_lag == 1000
+    assert config.cors_origins == ()
+    assert (config.produce_max_ahead_ms, config.produce_rate) == (300_000, 100)
 
 
 def test_every_variable_is_read(tmp_path: Path) -> None:
@@ -47,7 +49,10 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_MAX_KEY_BYTES": "64",
         "STATEFED_GATEWAY_MAX_BODY_BYTES": "65536",
         "STATEFED_GATEWAY_INTROSPECTION": "Off",
-        "STATEFED_GATEWAY_PRODUCE": "no",
+        "STATEFED_GATEWAY_PRODUCE": "yes",
+        "STATEFED_GATEWAY_CORS_ORIGINS": "https://app.example, http://127.0.0.1:5173",
+        "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS": "1000",
+        "STATEFED_GATEWAY_PRODUCE_RATE": "7",
         "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
         "STATEFED_GATEWAY_MAX_TOKENS": "700",
         "STATEFED_GATEWAY_TLS_CERT": str(pem),
@@ -67,7 +72,9 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert (config.max_lookup_keys, config.max_entity_representations) == (10, 20)
     assert (config.max_depth, config.max_aliases, config.max_root_fields) == (8, 0, 5)
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (123456, 64, 65536)
-    assert config.introspection is False and config.produce is False
+    assert config.introspection is False and config.produce is True
+    assert config.cors_origins == ("https://app.example", "http://127.0.0.1:5173")
+    assert (config.produce_max_ahead_ms, config.produce_rate) == (1000, 7)
     assert config.cluster_secret_file == Path("/run/secrets/cluster")
 
 

@@ -29,7 +29,7 @@ def produce(config: GatewayConfig, **variables: Any) -> dict[str, Any]:
 
 
 def test_a_switched_off_mutation_says_so() -> None:
-    body = produce(GatewayConfig(produce=False), t="words", k="kafka")
+    body = produce(GatewayConfig(), t="words", k="kafka")  # off by default
     assert codes(body) == ["PRODUCE_DISABLED"]
     assert "STATEFED_GATEWAY_PRODUCE" in body["errors"][0]["message"]
 
@@ -43,6 +43,6 @@ def test_a_switched_off_mutation_says_so() -> None:
     ],
 )
 def test_a_write_no_view_could_read_is_refused(variables: dict[str, Any], problem: str) -> None:
-    body = produce(GatewayConfig(), **variables)
+    body = produce(GatewayConfig(produce=True), **variables)
     assert codes(body) == ["BAD_USER_INPUT"]
     assert problem in body["errors"][0]["message"]

@@ -4,6 +4,7 @@ project's httptools protocol) on a loopback port, in a thread of the test proces
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -15,6 +16,7 @@ import uvicorn
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from gateway.producer import EventProducer
 from gateway.server import uvicorn_config as gateway_uvicorn_config
 from node.app import NodeApp
 from node.partitions import PartitionRegistry
@@ -75,12 +77,17 @@ class ServedNode:
 
 
 @contextmanager
-def served_gateway() -> Iterator[ServedGateway]:
-    """The gateway (introspection on) over one fake node holding every partition."""
+def served_gateway(
+    config: GatewayConfig | None = None, producer: EventProducer | None = None
+) -> Iterator[ServedGateway]:
+    """The gateway (introspection on, unless `config` says otherwise; on a free port) over
+    one fake node holding every partition, producing through `producer` if given."""
     node = FakeNode("n0", Model.of_counts({"kafka": 3}), range(P), P)
     upstream = client_for([node])
-    config = GatewayConfig(host="127.0.0.1", port=free_port(), introspection=True)
-    app = GatewayApp(config, feed=feed_for([node], P), client=upstream)
+    config = dataclasses.replace(
+        config or GatewayConfig(introspection=True), host="127.0.0.1", port=free_port()
+    )
+    app = GatewayApp(config, feed=feed_for([node], P), client=upstream, producer=producer)
     server = uvicorn.Server(gateway_uvicorn_config(app))
     thread = _serve(server, "gateway")
     try:

@@ -154,7 +154,11 @@ def test_field_errors_are_200_with_data_and_never_null_errors() -> None:
     failed = post({"query": '{ boom hello(name: "a") }'}, accept=NEW)
     assert failed.status_code == 200
     assert failed.json()["data"] == {"boom": None, "hello": "hi a"}
-    assert failed.json()["errors"][0]["extensions"] == {"code": "INTERNAL_SERVER_ERROR"}
+    assert failed.json()["errors"][0]["message"] == "internal error"
+    assert failed.json()["errors"][0]["extensions"] == {
+        "code": "INTERNAL_SERVER_ERROR",
+        "requestId": failed.headers["x-request-id"],
+    }
     fine = post({"query": '{ hello(name: "a") }'}, accept=NEW)
     assert fine.json() == {"data": {"hello": "hi a"}, "extensions": {"ran": True}}
 
