@@ -15,6 +15,7 @@ from strawberry.dataloader import DataLoader
 
 from gateway.config import GatewayConfig
 from gateway.errors import RoutingError
+from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
 from gateway.reads import DEFAULT_READ, LookupResult, ReadOptions, Reads
 from gateway.routing import RoutingFeed
@@ -56,6 +57,7 @@ class RequestContext:
     clock: Callable[[], int]
     statuses: StatusBoard = field(default_factory=StatusBoard)
     producer: EventProducer | None = None  # for the produce mutation; None = switched off
+    principal: Principal = ANONYMOUS  # who is asking (gateway.auth)
     missing: list[MissingPartition] = field(default_factory=list)
     freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     _loaders: dict[tuple[str, ReadOptions], DataLoader[str, KeyResult]] = field(
