@@ -17,6 +17,8 @@ GatewayError                        code
 │   ├── TooManyRootFieldsError      TOO_MANY_ROOT_FIELDS
 │   ├── QueryTooCostlyError         QUERY_TOO_COSTLY    partitions x limit, keys, first, ...
 │   └── IntrospectionDisabledError  INTROSPECTION_DISABLED  __schema or __type, switched off
+├── ForbiddenError                  FORBIDDEN           the principal lacks the scope a view, the
+│                                                       produce mutation or node URLs need
 ├── ConsistencyTimeoutError         CONSISTENCY_TIMEOUT the pipeline had not processed the
 │                                                       write of an `atLeast` token in time
 ├── ProduceError                    PRODUCE_FAILED      the produce mutation's write failed
@@ -47,6 +49,7 @@ __all__ = [
     "BadRepresentationError",
     "BadRequestError",
     "ConsistencyTimeoutError",
+    "ForbiddenError",
     "GatewayError",
     "IntrospectionDisabledError",
     "NodeProtocolError",
@@ -165,6 +168,19 @@ class IntrospectionDisabledError(QueryLimitError):
 
     def extensions(self) -> dict[str, Any]:
         return {"code": self.code}
+
+
+class ForbiddenError(GatewayError):
+    """The request's principal may not read or do `what`: it needs `scope`."""
+
+    code = "FORBIDDEN"
+
+    def __init__(self, what: str, scope: str, subject: str) -> None:
+        super().__init__(f"{what} needs the scope {scope!r}, which {subject} does not have")
+        self.scope = scope
+
+    def extensions(self) -> dict[str, Any]:
+        return {"code": self.code, "scope": self.scope}
 
 
 class ConsistencyTimeoutError(GatewayError):

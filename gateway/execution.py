@@ -18,7 +18,9 @@ import strawberry
 from graphql import ExecutionResult, GraphQLError, OperationDefinitionNode, execute
 from strawberry.execution import optimized_is_awaitable
 
+from gateway.auth import Authenticator, Unauthenticated, refusal
 from gateway.limits import QueryLimits, Shape
+from gateway.principal import Principal
 from gateway.request import RequestContext
 from gateway.responses import format_missing, gateway_extensions
 from gateway.routing import RoutingTable
@@ -44,25 +46,41 @@ _IS_AWAITABLE = cast(Callable[[Any], TypeGuard[Awaitable[Any]]], optimized_is_aw
 
 
 class GatewayEndpoint(GraphQLHTTP[RequestContext]):
-    """`/graphql` of the gateway: `contexts` builds each request's context (RequestError
+    """`/graphql` of the gateway: `authenticator` says who each request is from (401 when
+    it cannot), `contexts` builds each request's context for that principal (RequestError
     503 before start-up), `page` is the GraphiQL page a GET without a query gets."""
 
     def __init__(
         self,
         schema: strawberry.Schema,
         limits: QueryLimits,
-        contexts: Callable[[], RequestContext],
+        authenticator: Authenticator,
+        contexts: Callable[[Principal], RequestContext],
         page: bytes,
         max_body_bytes: int,
     ) -> None:
         super().__init__(schema._schema, max_body_bytes, "STATEFED_GATEWAY_MAX_BODY_BYTES")
         self._schema = schema
         self._limits = limits
+        self._authenticator = authenticator
         self._contexts = contexts
         self._page = page
 
+    async def admit(self, scope: Scope) -> Principal:
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+                break
+        try:
+            return await self._authenticator.principal(authorization)
+        except Unauthenticated as exc:
+            raise refusal(exc) from None
+
     def context(self, request: GraphQLRequest) -> RequestContext:
-        return self._contexts()
+        if not isinstance(request.caller, Principal):  # not admitted: refuse, never guess
+            raise refusal(Unauthenticated(None))
+        return self._contexts(request.caller)
 
     def refuse(
         self,

@@ -4,8 +4,9 @@ subclass (one base for one protocol, as strawberry's `AsyncBaseHTTPView`).
 The base reads and checks the request (POST with a JSON body, or GET with a query string),
 negotiates the response media type, parses and validates each distinct document once,
 picks the operation and refuses mutations over GET, then hands the operation to the
-server, and writes the answer with orjson. A server supplies its schema and four things:
-its per-request `context`, how it `run`s an operation (sync or async, its own checks first), its
+server, and writes the answer with orjson. A server supplies its schema and five things:
+who is asking (`admit`, from the headers, before the body is read), its per-request
+`context`, how it `run`s an operation (sync or async, its own checks first), its
 `error_extensions` for its own exception types, and what it adds to an executed answer
 (`finish`, e.g. `extensions.freshness`).
 """
@@ -57,6 +58,12 @@ class GraphQLHTTP(Generic[C]):
         self.limit_hint = limit_hint
 
     # -- what a server supplies --------------------------------------------------------
+
+    async def admit(self, scope: Scope) -> Any:
+        """Who is asking, from the request's headers, before its body is read or its
+        document parsed (it becomes `request.caller`); RequestError refuses the request
+        (e.g. 401). Not asked for a GET without `query`. Nobody in particular by default."""
+        return None
 
     def context(self, request: GraphQLRequest) -> C:
         """The context of one request's resolvers; RequestError refuses the request."""
@@ -129,14 +136,21 @@ class GraphQLHTTP(Generic[C]):
         if method == "POST":
             if not is_json_request(content_type):
                 raise _unsupported(content_type)
+            caller = await self.admit(scope)
             body = await read_body(receive, length, self.max_body_bytes, self.limit_hint)
-            return decode_body(body)
-        if method in ("GET", "HEAD"):
+            request = decode_body(body)
+        elif method in ("GET", "HEAD"):
             query_string = scope.get("query_string", b"")
             if len(query_string) > self.max_query_string_bytes:
                 raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
-            return decode_query_string(query_string, method)
-        raise RequestError("GraphQL takes GET or POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_ANY)
+            found = decode_query_string(query_string, method)
+            if found is None:
+                return None
+            request, caller = found, await self.admit(scope)
+        else:
+            raise RequestError("GraphQL takes GET or POST", 405, "METHOD_NOT_ALLOWED", _ALLOW_ANY)
+        request.caller = caller
+        return request
 
     async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
         """The status and body answering `request`; RequestError when it is refused."""

@@ -66,13 +66,15 @@ def _set_by(hint: str) -> str:
 @dataclass(slots=True)  # read-only by convention: a frozen dataclass's __init__ is slower
 class GraphQLRequest:
     """The parameters of one request, checked: `query` a non-empty string, `variables` and
-    `extensions` objects or None, `operationName` a string or None."""
+    `extensions` objects or None, `operationName` a string or None; `caller` is who the
+    server's `admit` found is asking."""
 
     query: str
     variables: dict[str, Any] | None = None
     operation_name: str | None = None
     extensions: dict[str, Any] | None = None
     method: str = "POST"
+    caller: Any = None
 
     @classmethod
     def checked(
