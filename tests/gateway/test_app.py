@@ -342,8 +342,7 @@ def test_exported_members() -> None:
     modules = {
         "app", "auth", "coalesce", "config", "consistency", "documents", "errors", "execution",
         "fields", "graphiql", "inputs", "keys", "kinds", "limits", "membership", "planner",
-        "prices", "principal", "producer", "reads", "reply", "request", "responses", "routing", "rows", "schema", "sdl",
-        "server",
-        "status", "timestamps", "transport", "upstream",
+        "prices", "principal", "producer", "reads", "reply", "request", "responses", "routing",
+        "rows", "schema", "sdl", "server", "status", "timestamps", "transport", "upstream",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)
