@@ -215,7 +215,8 @@ def with_jwt(tmp_path: Path) -> tuple[GatewayConfig, dict[str, str]]:
 def test_schemathesis_finds_no_server_error(auth: str, tmp_path: Path) -> None:
     fakes = fake_nodes(model(), P, 2, FULL)
     upstream = client_for(fakes)
-    config, headers, examples = GatewayConfig(timeout_ms=2000), {}, EXAMPLES
+    config, examples = GatewayConfig(timeout_ms=2000), EXAMPLES
+    headers: dict[str, str] = {}
     catalogue: tuple[View, ...] = FULL
     if auth == "jwt":
         (config, headers), examples = with_jwt(tmp_path), JWT_EXAMPLES
