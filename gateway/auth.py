@@ -50,8 +50,8 @@ UNAUTHENTICATED = "UNAUTHENTICATED"
 _REQUIRED_CLAIMS = ["exp", "sub", "iss", "aud"]
 _REFUSED: tuple[tuple[type[PyJWTError], str], ...] = (
     (ExpiredSignatureError, "the token has expired"),
-    (ImmatureSignatureError, "the token is not valid yet"),
-    (InvalidIssuedAtError, "the token was issued in the future"),
+    (ImmatureSignatureError, "the token is not valid yet"),  # nbf, or iat, in the future
+    (InvalidIssuedAtError, "the token's iat is not a number"),
     (InvalidAudienceError, "the token is for another audience"),
     (InvalidIssuerError, "the token is from another issuer"),
     (MissingRequiredClaimError, "the token lacks a required claim (exp, sub, iss, aud)"),
