@@ -34,6 +34,11 @@ GatewayError                        code
     └── NodeProtocolError           the node answered something the protocol does not allow
 ```
 
+Outside the tree, as they never become GraphQL errors of an executed request:
+`gateway.auth.Unauthenticated` (no usable bearer token: an HTTP 401 before any GraphQL
+work) and `gateway.keys.KeySetError` (token keys unreadable: start-up fails, a later
+re-read keeps the keys held).
+
 Messages name the view, key, partition and node. The conversion to GraphQL errors
 happens in one place, `gateway.responses`. A node call's own failures
 (`gateway.transport.NodeTransportError`) become NodeUnavailableError or NodeTimeoutError

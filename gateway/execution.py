@@ -4,7 +4,9 @@
 Each distinct query text is parsed and validated once by the shared document cache; the
 shape the query limits measure is kept with the cached document (per operation name), so a
 request only evaluates its cost against its variables (`refuse`) before any node is asked,
-and before validation errors are reported. Strawberry
+and before validation errors are reported. Who is asking is settled before any of that,
+from the headers (`admit`, `gateway.auth`): a request without a usable token is a 401
+whose body was never read. Strawberry
 builds the schema and provides the DataLoader; its `execute`, with per-request extension
 and middleware objects, is off the hot path. A GET without `query` shows GraphiQL.
 """
@@ -18,9 +20,9 @@ import strawberry
 from graphql import ExecutionResult, GraphQLError, OperationDefinitionNode, execute
 from strawberry.execution import optimized_is_awaitable
 
-from gateway.auth import Authenticator, Unauthenticated, refusal
+from gateway.auth import Anonymous, Authenticator, Unauthenticated, refusal
 from gateway.limits import QueryLimits, Shape
-from gateway.principal import Principal
+from gateway.principal import ANONYMOUS, Principal
 from gateway.request import RequestContext
 from gateway.responses import format_missing, gateway_extensions
 from gateway.routing import RoutingTable
@@ -63,10 +65,13 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         self._schema = schema
         self._limits = limits
         self._authenticator = authenticator
+        self._anonymous = isinstance(authenticator, Anonymous)  # no header to look for
         self._contexts = contexts
         self._page = page
 
     async def admit(self, scope: Scope) -> Principal:
+        if self._anonymous:
+            return ANONYMOUS
         authorization = None
         for name, value in scope["headers"]:
             if name == b"authorization":
