@@ -103,7 +103,8 @@ class JwtAuthenticator:
             header = jwt.get_unverified_header(token)
         except PyJWTError:
             raise Unauthenticated("the token is malformed") from None
-        if header.get("alg") not in self._keys.algorithms:  # `none` among others
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg not in self._keys.algorithms:  # `none` too
             raise Unauthenticated("the token's algorithm is not accepted")
         kid = header.get("kid")
         key = await self._keys.find(kid if isinstance(kid, str) else None)

@@ -257,6 +257,7 @@ def test_graphiql_and_its_assets_stay_public(client: httpx.Client) -> None:
         ("signed by another key", "the token's signature or claims are invalid"),
         ("unknown kid", "the token's key id is unknown"),
         ("alg none", "the token's algorithm is not accepted"),
+        ("alg a list", "the token's algorithm is not accepted"),
         ("HS256 with the RSA public key", "the token's algorithm is not accepted"),
         ("PS256 named, ES256 key", "the token's algorithm is not accepted for its key"),
         ("malformed", "the token is malformed"),
@@ -277,6 +278,7 @@ def test_bad_tokens_are_refused(
         "signed by another key": lambda: sign(keys["other"]),
         "unknown kid": lambda: sign(keys["next"]),
         "alg none": lambda: forged({"alg": "none", "kid": rsa_.kid}, claims(), None),
+        "alg a list": lambda: forged({"alg": ["RS256"], "kid": rsa_.kid}, claims(), None),
         # the classic confusion: the RSA public key (public, in the JWKS) as an HMAC secret
         "HS256 with the RSA public key": lambda: forged(
             {"alg": "HS256", "kid": rsa_.kid, "typ": "JWT"}, claims(), rsa_.public_pem()
