@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, is_loopback
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
 from schema import CATALOGUE
@@ -68,9 +68,10 @@ def _access(env: dict[str, str]) -> str:
     config = GatewayConfig.from_env(env)
     if config.authenticates:
         return "Access: a bearer token is needed (STATEFED_GATEWAY_AUTH=jwt)."
+    where = f"on {config.host}" + (" only" if is_loopback(config.host) else "")
     return (
-        f"Access: anonymous, no token needed: authentication is off (STATEFED_GATEWAY_AUTH), "
-        f"the gateway listens on {config.host} only."
+        "Access: anonymous, no token needed: authentication is off (STATEFED_GATEWAY_AUTH), "
+        f"the gateway listens {where}."
     )
 
 
