@@ -6,9 +6,9 @@ shape the query limits measure is kept with the cached document (per operation n
 request only evaluates its cost against its variables (`refuse`) before any node is asked,
 and before validation errors are reported. Who is asking is settled before any of that,
 from the headers (`admit`, `gateway.auth`): a request without a usable token is a 401
-whose body was never read. Strawberry
-builds the schema and provides the DataLoader; its `execute`, with per-request extension
-and middleware objects, is off the hot path. A GET without `query` shows GraphiQL.
+whose body was never read. Strawberry builds the schema and provides the DataLoader; its
+`execute`, with per-request extension and middleware objects, is off the hot path. A GET
+without `query` shows GraphiQL.
 """
 
 from __future__ import annotations
