@@ -14,6 +14,7 @@ from gateway.errors import (
     BadRepresentationError,
     BadRequestError,
     ConsistencyTimeoutError,
+    ForbiddenError,
     GatewayError,
     IntrospectionDisabledError,
     NodeProtocolError,
@@ -37,6 +38,7 @@ from gateway.errors import (
 from gateway.limits import QueryLimits
 from gateway.membership import MemberDirectory, MembershipReader, find_start_offset
 from gateway.planner import KeyRead, LookupResult, Planner, ReadOptions, TopResult
+from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, build_routing_table
 from gateway.rows import Edge, Event, Page, Row, WindowCount
@@ -46,6 +48,7 @@ from gateway.status import PipelineStatusReader, StatusBoard
 from gateway.upstream import Upstream
 
 __all__ = [
+    "ANONYMOUS",
     "AppliedAtLeast",
     "BadRepresentationError",
     "BadRequestError",
@@ -54,6 +57,7 @@ __all__ = [
     "Edge",
     "Event",
     "EventProducer",
+    "ForbiddenError",
     "GatewayApp",
     "GatewayConfig",
     "GatewayError",
@@ -72,6 +76,7 @@ __all__ = [
     "PartitionUnassignedError",
     "PipelineStatusReader",
     "Planner",
+    "Principal",
     "ProduceDisabledError",
     "ProduceError",
     "QueryLimitError",

@@ -4,5 +4,10 @@ import os
 
 from gateway.config import GatewayConfig
 from gateway.server import run_gateway
+from runtime.config import ConfigError
 
-run_gateway(GatewayConfig.from_env(os.environ))
+try:
+    config = GatewayConfig.from_env(os.environ)
+except ConfigError as exc:  # e.g. a non-loopback address without STATEFED_GATEWAY_AUTH
+    raise SystemExit(f"statefed gateway: {exc}") from None
+run_gateway(config)

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from gateway.auth import Authenticator, Unauthenticated, authenticator_for
 from gateway.config import GatewayConfig
 from gateway.cors import Cors, CorsPolicy
 from gateway.execution import GatewayEndpoint
@@ -26,6 +27,7 @@ from gateway.kinds import kind_of
 from gateway.limits import QueryLimits
 from gateway.membership import MembershipReader
 from gateway.planner import Planner
+from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
 from gateway.request import RequestContext
 from gateway.routing import RoutingFeed, RoutingTable
@@ -67,7 +69,8 @@ class GatewayApp:
     httpx client (it is then yours to close). `catalogue` is the views to serve. `producer`
     writes the produce mutation's events instead of a Kafka producer made at start-up (when
     STATEFED_GATEWAY_PRODUCE is on; it is then yours to close). `clock` is the gateway's
-    time: membership ages, health, produce's eventTime bounds and rate.
+    time: membership ages, health, produce's eventTime bounds and rate, re-reads of a JWKS
+    (`gateway.keys`).
     """
 
     def __init__(
@@ -93,9 +96,11 @@ class GatewayApp:
         self._produce_rate = RateLimiter(config.produce_rate, clock)
         self._assets = StaticAssets()
         self._runtime: _Runtime | None = None
+        self._authenticator: Authenticator = authenticator_for(config, clock)
         self._graphql = GatewayEndpoint(
             self._schema,
             limits,
+            self._authenticator,
             self._context,
             graphiql_page("/graphql", _default_query(self._catalogue)),
             config.max_body_bytes,
@@ -116,8 +121,10 @@ class GatewayApp:
             await self._lifespan(receive, send)
 
     async def startup(self) -> None:
-        """Read the cluster secret, open the connections to the nodes and start following
-        membership."""
+        """Load the token keys, read the cluster secret, open the connections to the nodes
+        and start following membership."""
+        await self._authenticator.start()
+        _log_authentication(self.config)
         secret = None
         if self.config.cluster_secret_file is not None:
             secret = ClusterSecret.read(self.config.cluster_secret_file)
@@ -191,7 +198,7 @@ class GatewayApp:
             return
         try:
             if path == "/health" and method in ("GET", "HEAD"):
-                await send_json(send, 200, health_body(self._started().feed.current, self._clock()))
+                await self._health(scope, send)
             elif path.startswith(STATIC_PREFIX) and method in ("GET", "HEAD"):
                 await self._static(send, path.removeprefix(STATIC_PREFIX))
             elif path == "/" and method in ("GET", "HEAD"):
@@ -206,8 +213,8 @@ class GatewayApp:
             raise RequestError("the gateway is not started", 503, "UNAVAILABLE")
         return self._runtime
 
-    def _context(self) -> RequestContext:
-        """The context of one GraphQL request's resolvers."""
+    def _context(self, principal: Principal) -> RequestContext:
+        """The context of one GraphQL request's resolvers, made for `principal`."""
         runtime = self._started()
         return RequestContext(
             planner=runtime.planner,
@@ -218,7 +225,22 @@ class GatewayApp:
             statuses=runtime.statuses,
             producer=runtime.producer,
             produce_rate=self._produce_rate,
+            principal=principal,
         )
+
+    async def _health(self, scope: Scope, send: Send) -> None:
+        """/health stays public (probes send no token); with authentication on, node URLs
+        are shown only to a valid token with the operator scope."""
+        urls = True
+        if self.config.authenticates:
+            authorization = dict(scope["headers"]).get(b"authorization")
+            try:
+                principal = await self._authenticator.principal(authorization)
+            except Unauthenticated:
+                principal = ANONYMOUS
+            urls = principal.may(self.config.operator_scope)
+        body = health_body(self._started().feed.current, self._clock(), urls=urls)
+        await send_json(send, 200, body)
 
     async def _static(self, send: Send, name: str) -> None:
         asset = self._assets.get(name)
@@ -238,8 +260,22 @@ def _default_query(catalogue: Sequence[View]) -> str:
     return "{\n  cluster { nodes { id state } views { name kind lateDropped } }\n}\n"
 
 
-def health_body(table: RoutingTable, now_ms: int) -> dict[str, Any]:
-    """GET /health: P, the partitions with a live ACTIVE owner, and the known nodes."""
+def _log_authentication(config: GatewayConfig) -> None:
+    if config.authenticates:
+        log.info("authentication: bearer JWTs (STATEFED_GATEWAY_AUTH=jwt)")
+    elif config.auth is None:
+        log.warning(
+            "authentication is off: every caller is anonymous, as STATEFED_GATEWAY_AUTH is "
+            "unset and the gateway serves on loopback (%s) only",
+            config.host,
+        )
+    else:
+        log.warning("authentication is off: every caller is anonymous (STATEFED_GATEWAY_AUTH)")
+
+
+def health_body(table: RoutingTable, now_ms: int, *, urls: bool = True) -> dict[str, Any]:
+    """GET /health: P, the partitions with a live ACTIVE owner, and the known nodes (with
+    their URLs when `urls`)."""
     count = table.max_partition_count()
     routable = table.routable(count) if count else []
     return {
@@ -250,7 +286,7 @@ def health_body(table: RoutingTable, now_ms: int) -> dict[str, Any]:
         "nodes": [
             {
                 "id": node.node_id,
-                "url": node.url,
+                **({"url": node.url} if urls else {}),
                 "state": node.state.value,
                 "alive": node.alive,
                 "heartbeat_age_ms": max(0, now_ms - node.heartbeat_ms),

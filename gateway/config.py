@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gateway.cors import origins_problem
-from runtime.config import EnvConfig, setting
+from runtime.config import ConfigError, EnvConfig, setting
 from runtime.tls import check_ca, check_pair
 
-__all__ = ["GatewayConfig"]
+__all__ = ["AUTH_MODES", "GatewayConfig", "is_loopback"]
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+AUTH_MODES = ("jwt", "anonymous")
+_AUTH = "STATEFED_GATEWAY_AUTH"
+_JWKS = "STATEFED_GATEWAY_JWKS"
+_SECRET = "STATEFED_GATEWAY_JWT_SECRET_FILE"
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine reaches: 127.0.0.0/8, ::1 and localhost."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _comma_separated(raw: str) -> tuple[str, ...]:
@@ -100,6 +117,18 @@ class GatewayConfig(EnvConfig):
     tls_key: Path | None = setting("STATEFED_GATEWAY_TLS_KEY", None, parse=Path)
     # the CA (PEM) https node URLs are verified against; unset: the system's trust store
     node_ca: Path | None = setting("STATEFED_GATEWAY_NODE_CA", None, parse=Path)
+    # authentication (gateway.auth): unset = anonymous, allowed on a loopback address only
+    auth: str | None = setting(_AUTH, None, parse=str.lower)
+    # where the token signing keys are: a JWKS file or https URL, or an HS256 secret's file
+    jwks: str | None = setting(_JWKS, None, parse=str)
+    jwt_secret_file: Path | None = setting(_SECRET, None, parse=Path)
+    jwt_issuer: str | None = setting("STATEFED_GATEWAY_JWT_ISSUER", None, parse=str)
+    jwt_audience: str | None = setting("STATEFED_GATEWAY_JWT_AUDIENCE", None, parse=str)
+    # clock skew allowed on exp, nbf and iat
+    jwt_leeway_s: int = setting("STATEFED_GATEWAY_JWT_LEEWAY_S", 30, low=0, high=3600)
+    # scopes the produce mutation and node URLs (cluster, /health) need when auth is on
+    produce_scope: str = setting("STATEFED_GATEWAY_PRODUCE_SCOPE", "statefed:produce")
+    operator_scope: str = setting("STATEFED_GATEWAY_OPERATOR_SCOPE", "statefed:operator")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,6 +138,48 @@ class GatewayConfig(EnvConfig):
         env = GatewayConfig.ENV
         check_pair(self.tls_cert, self.tls_key, (env["tls_cert"], env["tls_key"]))
         check_ca(self.node_ca, env["node_ca"])
+        if self.auth is not None and self.auth not in AUTH_MODES:
+            raise ConfigError(_AUTH, f"must be jwt or anonymous, got {self.auth!r}")
+        if self.auth is None and not is_loopback(self.host):
+            raise ConfigError(
+                _AUTH,
+                f"is unset but the gateway serves on {self.host} (STATEFED_GATEWAY_HOST), "
+                f"not a loopback address: set {_AUTH}=jwt with {_JWKS} or {_SECRET}, or "
+                f"{_AUTH}=anonymous to serve every caller without a token on purpose",
+            )
+        if self.authenticates:
+            self._check_jwt()
+        elif self.jwks is not None or self.jwt_secret_file is not None:
+            given = _JWKS if self.jwks is not None else _SECRET
+            raise ConfigError(given, f"is set but {_AUTH} is not jwt: set {_AUTH}=jwt or unset it")
+
+    def _check_jwt(self) -> None:
+        if (self.jwks is None) == (self.jwt_secret_file is None):
+            raise ConfigError(
+                _AUTH, f"jwt needs exactly one of {_JWKS} (public keys) or {_SECRET} (HS256)"
+            )
+        for variable, value in (
+            ("STATEFED_GATEWAY_JWT_ISSUER", self.jwt_issuer),
+            ("STATEFED_GATEWAY_JWT_AUDIENCE", self.jwt_audience),
+        ):
+            if value is None:
+                raise ConfigError(
+                    variable, f"is needed with {_AUTH}=jwt: tokens are checked for it"
+                )
+        if self.jwks is not None and "://" in self.jwks:
+            url = urlsplit(self.jwks)
+            loopback_http = url.scheme == "http" and is_loopback(url.hostname or "")
+            if url.scheme != "https" and not loopback_http:
+                raise ConfigError(
+                    _JWKS,
+                    "must be a file path or an https URL (http on loopback only), "
+                    f"got {self.jwks!r}",
+                )
+
+    @property
+    def authenticates(self) -> bool:
+        """True when requests need a valid bearer token (STATEFED_GATEWAY_AUTH=jwt)."""
+        return self.auth == "jwt"
 
     @property
     def timeout_s(self) -> float:

@@ -11,6 +11,8 @@ GatewayError                        code
 │   │                                                   entity type or lacks its key
 │   └── TooManyRepresentationsError                     an `_entities` call carries more
 │                                                       representations than the gateway takes
+├── ForbiddenError                  FORBIDDEN           the principal lacks the scope a view, the
+│                                                       produce mutation or node URLs need
 ├── ConsistencyTimeoutError         CONSISTENCY_TIMEOUT the pipeline had not processed the
 │                                                       write of an `atLeast` token in time
 ├── ProduceError                    PRODUCE_FAILED      the produce mutation's write failed
@@ -31,6 +33,11 @@ GatewayError                        code
 The query limits' errors (QueryTooDeepError, TooManyAliasesError, TooManyRootFieldsError,
 QueryTooCostlyError, IntrospectionDisabledError under QueryLimitError) are the shared ones
 of `runtime.graphql_http.limits`, re-exported here; the shared layer gives them their codes.
+
+Outside the tree, as they never become GraphQL errors of an executed request:
+`gateway.auth.Unauthenticated` (no usable bearer token: an HTTP 401 before any GraphQL
+work) and `gateway.keys.KeySetError` (token keys unreadable: start-up fails, a later
+re-read keeps the keys held).
 
 Messages name the view, key, partition and node (by id: node URLs and the text of lower
 layers' exceptions go to the log, never to a client). The conversion to GraphQL errors
@@ -57,6 +64,7 @@ __all__ = [
     "BadRepresentationError",
     "BadRequestError",
     "ConsistencyTimeoutError",
+    "ForbiddenError",
     "GatewayError",
     "IntrospectionDisabledError",
     "NodeProtocolError",
@@ -131,6 +139,19 @@ class TooManyRepresentationsError(BadRequestError):
 
     def extensions(self) -> dict[str, Any]:
         return {"code": self.code, "actual": self.actual, "limit": self.limit}
+
+
+class ForbiddenError(GatewayError):
+    """The request's principal may not read or do `what`: it needs `scope`."""
+
+    code = "FORBIDDEN"
+
+    def __init__(self, what: str, scope: str, subject: str) -> None:
+        super().__init__(f"{what} needs the scope {scope!r}, which {subject} does not have")
+        self.scope = scope
+
+    def extensions(self) -> dict[str, Any]:
+        return {"code": self.code, "scope": self.scope}
 
 
 class ConsistencyTimeoutError(GatewayError):

@@ -7,7 +7,9 @@ with the cached document (per operation name), so a request only evaluates its c
 its variables (`refuse`) before any node is asked; the limits run before validation, which
 only a document within them gets. Strawberry
 builds the schema and provides the DataLoader; its `execute`, with per-request extension
-and middleware objects, is off the hot path. A GET without `query` shows GraphiQL.
+and middleware objects, is off the hot path. Who is asking is settled before
+any of that, from the headers (`admit`, `gateway.auth`): a request without a usable token
+is a 401 whose body was never read. A GET without `query` shows GraphiQL.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import strawberry
 from graphql import ExecutionResult, GraphQLError, OperationDefinitionNode, execute
 from strawberry.execution import optimized_is_awaitable
 
+from gateway.auth import Anonymous, Authenticator, Unauthenticated, refusal
 from gateway.limits import QueryLimits, Shape
+from gateway.principal import ANONYMOUS, Principal
 from gateway.request import RequestContext
 from gateway.responses import format_missing, gateway_extensions
 from gateway.routing import RoutingTable
@@ -45,14 +49,16 @@ _IS_AWAITABLE = cast(Callable[[Any], TypeGuard[Awaitable[Any]]], optimized_is_aw
 
 
 class GatewayEndpoint(GraphQLHTTP[RequestContext]):
-    """`/graphql` of the gateway: `contexts` builds each request's context (RequestError
+    """`/graphql` of the gateway: `authenticator` says who each request is from (401 when
+    it cannot), `contexts` builds each request's context for that principal (RequestError
     503 before start-up), `page` is the GraphiQL page a GET without a query gets."""
 
     def __init__(
         self,
         schema: strawberry.Schema,
         limits: QueryLimits,
-        contexts: Callable[[], RequestContext],
+        authenticator: Authenticator,
+        contexts: Callable[[Principal], RequestContext],
         page: bytes,
         max_body_bytes: int,
         max_tokens: int,
@@ -66,11 +72,28 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         )
         self._schema = schema
         self._limits = limits
+        self._authenticator = authenticator
+        self._anonymous = isinstance(authenticator, Anonymous)  # no header to look for
         self._contexts = contexts
         self._page = page
 
+    async def admit(self, scope: Scope) -> Principal:
+        if self._anonymous:
+            return ANONYMOUS
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+                break
+        try:
+            return await self._authenticator.principal(authorization)
+        except Unauthenticated as exc:
+            raise refusal(exc) from None
+
     def context(self, request: GraphQLRequest) -> RequestContext:
-        return self._contexts()
+        if not isinstance(request.caller, Principal):  # not admitted: refuse, never guess
+            raise refusal(Unauthenticated(None))
+        return self._contexts(request.caller)
 
     def refuse(
         self,

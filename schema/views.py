@@ -27,6 +27,7 @@ __all__ = [
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FIELD = re.compile(r"^[a-z][A-Za-z0-9]*$")
+_SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # an OAuth scope-token (RFC 6749 3.3)
 _TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
@@ -104,7 +105,8 @@ class View:
     a windowed view returns the key's windows in a time range; that of a history view a
     connection of events. `event_time_field` names the JSON value field holding the event
     time in ms since the epoch; None means the Kafka record timestamp. `value_fields` are
-    the JSON value fields a latest or history view exposes.
+    the JSON value fields a latest or history view exposes. `scope` is the scope a token
+    needs to read the view's fields at the gateway; None lets any caller it admits read them.
     """
 
     name: str
@@ -118,6 +120,7 @@ class View:
     event_time_field: str | None = None
     value_fields: tuple[ValueField, ...] = ()
     window: WindowSpec | None = None
+    scope: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -127,6 +130,8 @@ class View:
         for field in (self.key_field, self.point_field, *self._kind_fields()):
             if not _FIELD.match(field):
                 raise ValueError(f"view {self.name}: {field!r} is no GraphQL field name")
+        if self.scope is not None and not _SCOPE.match(self.scope):
+            raise ValueError(f"view {self.name}: scope {self.scope!r} is no OAuth scope")
         windowed = [kind.value for kind, shape in _SHAPES.items() if shape.window]
         if _SHAPES[self.kind].window != (self.window is not None):
             raise ValueError(

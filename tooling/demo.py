@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, is_loopback
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
 from schema import CATALOGUE
@@ -63,6 +63,18 @@ def _settings(env: dict[str, str]) -> tuple[Path, int, int]:
     return tooling.demo_dir, port, tooling.partitions
 
 
+def _access(env: dict[str, str]) -> str:
+    """Who may call the demo's gateway: said in the banner, as it is open by default."""
+    config = GatewayConfig.from_env(env)
+    if config.authenticates:
+        return "Access: a bearer token is needed (STATEFED_GATEWAY_AUTH=jwt)."
+    where = f"on {config.host}" + (" only" if is_loopback(config.host) else "")
+    return (
+        "Access: anonymous, no token needed: authentication is off (STATEFED_GATEWAY_AUTH), "
+        f"the gateway listens {where}."
+    )
+
+
 def run_demo(env: dict[str, str]) -> None:
     base, port, partitions = _settings(env)
     # The embedded broker keeps topics in memory only: state from an earlier demo would
@@ -78,7 +90,7 @@ def run_demo(env: dict[str, str]) -> None:
         _say_what_is_open(env)
         _produce_initial(cluster.bootstrap)
         _wait_visible(cluster.gateway_url)
-        print(f"\nGraphiQL: {cluster.gateway_url}\nTry:\n{EXAMPLE}\n", flush=True)
+        print(f"\nGraphiQL: {cluster.gateway_url}\n{_access(env)}\nTry:\n{EXAMPLE}\n", flush=True)
         print(f"Logs: {base}/*.log. Ctrl-C stops everything.\n", flush=True)
         _trickle(cluster.bootstrap, stop)
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import strawberry
 
+from gateway.fields.common import authorize
 from gateway.request import RequestContext
 from gateway.timestamps import from_ms
 from schema import NodeState, Role, View, ViewKind
@@ -36,10 +37,22 @@ ViewKindEnum = _mirror(
 )
 
 
+def _node_url(root: Any, info: strawberry.Info) -> str | None:
+    context: RequestContext = info.context
+    if context.config.authenticates:
+        authorize(context, context.config.operator_scope, f"the URL of node {root.id}")
+    return cast(str, root.node_url)
+
+
 @strawberry.type(description="A node, as its newest membership record describes it.")
 class ClusterNode:
     id: str
-    url: str
+    url: str | None = strawberry.field(
+        resolver=_node_url,
+        description="Where the gateway calls the node. With authentication on, null (and a "
+        "FORBIDDEN error at this path) unless the token has the operator scope.",
+    )
+    node_url: strawberry.Private[str]
     state: NodeStateEnum  # type: ignore[valid-type]
     alive: bool = strawberry.field(description="Heartbeat newer than 3 heartbeat intervals.")
     heartbeat_age_ms: int
@@ -139,7 +152,7 @@ def cluster_field(catalogue: Sequence[View]) -> Any:
             nodes=[
                 ClusterNode(
                     id=n.node_id,
-                    url=n.url,
+                    node_url=n.url,
                     state=NodeStateEnum[n.state.name],
                     alive=n.alive,
                     heartbeat_age_ms=max(0, now - n.heartbeat_ms),

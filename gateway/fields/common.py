@@ -13,7 +13,7 @@ import strawberry
 from strawberry.federation.schema_directives import Key, Shareable
 
 from gateway.consistency import parse_token, wait_processed
-from gateway.errors import BadRequestError, RoutingError
+from gateway.errors import BadRequestError, ForbiddenError, RoutingError
 from gateway.reads import KeyRead, ReadOptions
 from gateway.request import KeyResult, RequestContext
 from gateway.rows import Event, Row
@@ -28,6 +28,8 @@ __all__ = [
     "PageInfo",
     "ViewFields",
     "WindowInput",
+    "authorize",
+    "authorize_view",
     "duration_text",
     "entity_key",
     "event_type",
@@ -89,6 +91,21 @@ AtLeast = Annotated[
         "CONSISTENCY_TIMEOUT at the request's deadline.",
     ),
 ]
+
+
+def authorize(context: RequestContext, scope: str | None, what: str) -> None:
+    """ForbiddenError unless the request's principal holds `scope` (None: anyone may)."""
+    principal = context.principal
+    if scope is not None and scope not in principal.scopes:
+        subject = f"the token of {principal.subject!r}" if principal.authenticated else "anonymous"
+        raise ForbiddenError(what, scope, subject)
+
+
+def authorize_view(context: RequestContext, view: View) -> None:
+    """ForbiddenError unless the principal may read `view`: the first thing every field of
+    a view resolves (and `_entities` per entity), so a forbidden field fails alone."""
+    if view.scope is not None:
+        authorize(context, view.scope, f"view {view.name}")
 
 
 async def read_options(

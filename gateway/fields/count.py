@@ -20,6 +20,7 @@ from gateway.fields.common import (
     Entity,
     MaxLag,
     ViewFields,
+    authorize_view,
     entity_key,
     make,
     object_type,
@@ -57,6 +58,7 @@ def count_fields(view: View) -> ViewFields:
         at_least: AtLeast = strawberry.UNSET,
     ) -> list[row_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
+        authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.top(view, limit, context.deadline, options=options)
         context.add_freshness(result.freshness)

@@ -4,7 +4,8 @@ lookups.
 A router sends `{"__typename": "WordCount", "word": "kafka"}` per entity. The keys of one
 view's type go through the request's loader of that view, so every key of a request
 reaches its owning node in one call per node. A representation that names no entity type
-or lacks its key fails alone (BAD_USER_INPUT); an unknown key is null; a partition that
+or lacks its key fails alone (BAD_USER_INPUT), as does one of a view the principal may
+not read (FORBIDDEN); an unknown key is null; a partition that
 cannot be read is one PARTITION_UNAVAILABLE error, its entities null.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import strawberry
 
 from gateway.errors import BadRepresentationError, GatewayError
-from gateway.fields.common import Entity
+from gateway.fields.common import Entity, authorize_view
 from gateway.reads import ReadOptions
 from gateway.request import KeyResult, RequestContext
 
@@ -55,6 +56,7 @@ async def resolve_entities(
     for index, representation in enumerate(representations):
         try:
             name, key = _parse(entities, index, representation)
+            authorize_view(context, entities[name].view)
         except GatewayError as exc:
             results[index] = exc
             continue

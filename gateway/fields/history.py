@@ -18,6 +18,7 @@ from gateway.fields.common import (
     MaxLag,
     PageInfo,
     ViewFields,
+    authorize_view,
     event_type,
     event_values,
     given,
@@ -76,6 +77,7 @@ def history_fields(view: View) -> ViewFields:
         at_least: AtLeast = strawberry.UNSET,
     ) -> connection_type:  # type: ignore[valid-type]
         context: RequestContext = info.context
+        authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         read = await context.planner.history(
             view,

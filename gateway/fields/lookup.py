@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway.fields.common import AtLeast, MaxLag, read_options, record_missing
+from gateway.fields.common import AtLeast, MaxLag, authorize_view, read_options, record_missing
 from gateway.request import KeyResult, RequestContext
 from gateway.rows import Event, Row
 from schema import View
@@ -31,6 +31,7 @@ async def _load(
     at_least: str | None,
 ) -> list[KeyResult]:
     context: RequestContext = info.context
+    authorize_view(context, view)
     context.planner.check_keys(view, keys)
     options = await read_options(context, view, max_lag, at_least)
     results = await context.loader(view, options).load_many(keys)

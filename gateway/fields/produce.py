@@ -18,7 +18,7 @@ from strawberry.scalars import JSON
 
 from gateway import inputs
 from gateway.errors import BadRequestError, ProduceDisabledError
-from gateway.fields.common import given
+from gateway.fields.common import authorize, given
 from gateway.request import RequestContext
 from gateway.timestamps import floor_ms
 from gateway.writes import check_event_time
@@ -54,6 +54,8 @@ def produce_field(catalogue: Iterable[View]) -> Any:
         ] = strawberry.UNSET,
     ) -> Produced:
         context: RequestContext = info.context
+        if context.config.authenticates:
+            authorize(context, context.config.produce_scope, "the produce mutation")
         if context.producer is None:  # the app makes none when STATEFED_GATEWAY_PRODUCE is off
             raise ProduceDisabledError()
         views = readers.get(topic)

@@ -19,6 +19,7 @@ from gateway.fields.common import (
     MaxLag,
     ViewFields,
     WindowInput,
+    authorize_view,
     duration_text,
     given,
     make,
@@ -67,6 +68,7 @@ def windowed_fields(view: View) -> ViewFields:
         at_least: AtLeast = strawberry.UNSET,
     ) -> list[window_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
+        authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         read = await context.planner.windows(
             view, entity, given(since), given(until), context.deadline, options
@@ -83,6 +85,7 @@ def windowed_fields(view: View) -> ViewFields:
         at_least: AtLeast = strawberry.UNSET,
     ) -> list[window_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
+        authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.top(view, limit, context.deadline, window.start, options)
         context.add_freshness(result.freshness)

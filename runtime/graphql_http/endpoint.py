@@ -8,7 +8,8 @@ browser send (`csrf`), applies the server's query limits (`refuse`), validates t
 (once), then hands the operation to the server, and writes the answer with orjson. Every
 answer carries the request's id (`x-request-id`); a fault of the server reaches the client
 as `internal error` with that id, the traceback only the log. A server supplies its schema
-and four things: its per-request `context`, how it `run`s an operation (sync or async, its
+and five things: who is asking (`admit`, from the headers, before the body is read), its
+per-request `context`, how it `run`s an operation (sync or async, its
 own checks first), its `error_extensions` for its own exception types, and what it adds to
 an executed answer (`finish`, e.g. `extensions.freshness`).
 """
@@ -72,6 +73,12 @@ class GraphQLHTTP(Generic[C]):
         self.limit_hint = limit_hint
 
     # -- what a server supplies --------------------------------------------------------
+
+    async def admit(self, scope: Scope) -> Any:
+        """Who is asking, from the request's headers, before its body is read or its
+        document parsed (it becomes `request.caller`); RequestError refuses the request
+        (e.g. 401). Not asked for a GET without `query`. Nobody in particular by default."""
+        return None
 
     def context(self, request: GraphQLRequest) -> C:
         """The context of one request's resolvers; RequestError refuses the request."""
@@ -152,12 +159,19 @@ class GraphQLHTTP(Generic[C]):
         method = scope["method"]
         check_request(method, content_type)  # before the body is read
         if method == "POST":
+            caller = await self.admit(scope)
             body = await read_body(receive, length, self.max_body_bytes, self.limit_hint)
-            return decode_body(body)
-        query_string = scope.get("query_string", b"")
-        if len(query_string) > self.max_query_string_bytes:
-            raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
-        return decode_query_string(query_string, method)
+            request = decode_body(body)
+        else:
+            query_string = scope.get("query_string", b"")
+            if len(query_string) > self.max_query_string_bytes:
+                raise RequestError.uri_too_long(self.max_query_string_bytes, self.limit_hint)
+            found = decode_query_string(query_string, method)
+            if found is None:
+                return None
+            request, caller = found, await self.admit(scope)
+        request.caller = caller
+        return request
 
     async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
         """The status and body answering `request`; RequestError when it is refused."""

@@ -72,7 +72,8 @@ def _set_by(hint: str) -> str:
 @dataclass(slots=True)  # read-only by convention: a frozen dataclass's __init__ is slower
 class GraphQLRequest:
     """The parameters of one request, checked: `query` a non-empty string, `variables` and
-    `extensions` objects or None, `operationName` a string or None."""
+    `extensions` objects or None, `operationName` a string or None; `caller` is who the
+    server's `admit` found is asking."""
 
     query: str
     variables: dict[str, Any] | None = None
@@ -80,6 +81,7 @@ class GraphQLRequest:
     extensions: dict[str, Any] | None = None
     method: str = "POST"
     request_id: str = ""  # names the request in logs and in internal errors (`request_id`)
+    caller: Any = None  # who is asking, as the server's `admit` found it
 
     @classmethod
     def checked(

@@ -19,7 +19,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import orjson
@@ -532,9 +532,15 @@ def fake_nodes(
 
 
 class ServerThread:
-    """An ASGI app under a real uvicorn on a loopback port, in a thread, owned by this handle."""
+    """An ASGI app under a real uvicorn on a loopback port, in a thread, owned by this handle;
+    `lifespan="on"` runs the app's start-up (a gateway's) before the server is started."""
 
-    def __init__(self, app: Callable[..., Any], port: int | None = None) -> None:
+    def __init__(
+        self,
+        app: Callable[..., Any],
+        port: int | None = None,
+        lifespan: Literal["on", "off"] = "off",
+    ) -> None:
         self.port = port or free_port()
         config = uvicorn.Config(
             app,
@@ -542,7 +548,7 @@ class ServerThread:
             port=self.port,
             loop="asyncio",
             log_level="warning",
-            lifespan="off",
+            lifespan=lifespan,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)

@@ -340,11 +340,10 @@ def test_exported_members() -> None:
         assert getattr(gateway, name) is not None
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
-        "app", "coalesce", "config", "consistency", "documents", "errors", "execution",
-        "fields", "graphiql", "inputs", "kinds", "limits", "membership", "planner", "prices",
-        "principal", "producer", "reads", "reply", "request", "responses", "routing", "rows",
-        "schema", "sdl", "server",
-        "status", "timestamps", "transport", "upstream",
-        "cors", "writes",
+        "app", "auth", "coalesce", "config", "consistency", "cors", "documents", "errors",
+        "execution", "fields", "graphiql", "inputs", "keys", "kinds", "limits", "membership",
+        "planner", "prices", "principal", "producer", "reads", "reply", "request", "responses",
+        "routing", "rows", "schema", "sdl", "server", "status", "timestamps", "transport",
+        "upstream", "writes",
     }  # fmt: skip
     assert public - modules == set(gateway.__all__)

@@ -58,9 +58,22 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_TLS_CERT": str(pem),
         "STATEFED_GATEWAY_TLS_KEY": str(pem),
         "STATEFED_GATEWAY_NODE_CA": str(pem),
+        "STATEFED_GATEWAY_AUTH": "JWT",
+        "STATEFED_GATEWAY_JWKS": "https://issuer.example/jwks.json",
+        "STATEFED_GATEWAY_JWT_ISSUER": "https://issuer.example/",
+        "STATEFED_GATEWAY_JWT_AUDIENCE": "statefed",
+        "STATEFED_GATEWAY_JWT_LEEWAY_S": "5",
+        "STATEFED_GATEWAY_PRODUCE_SCOPE": "write",
+        "STATEFED_GATEWAY_OPERATOR_SCOPE": "ops",
     }
     config = GatewayConfig.from_env(environ)
-    assert set(GatewayConfig.ENV.values()) == set(environ)
+    # the secret file is the JWKS's alternative: read in a configuration of its own
+    secret = "STATEFED_GATEWAY_JWT_SECRET_FILE"
+    assert set(GatewayConfig.ENV.values()) == set(environ) | {secret}
+    without_jwks = {k: v for k, v in environ.items() if k != "STATEFED_GATEWAY_JWKS"}
+    assert GatewayConfig.from_env({**without_jwks, secret: "/run/secret"}).jwt_secret_file == (
+        Path("/run/secret")
+    )
     assert {f.name for f in dataclasses.fields(GatewayConfig)} == set(GatewayConfig.ENV)
     assert config.bootstrap == "kafka:9092" and config.port == 9000
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
@@ -76,6 +89,13 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.cors_origins == ("https://app.example", "http://127.0.0.1:5173")
     assert (config.produce_max_ahead_ms, config.produce_rate) == (1000, 7)
     assert config.cluster_secret_file == Path("/run/secrets/cluster")
+    assert config.authenticates and config.jwks == "https://issuer.example/jwks.json"
+    assert (config.jwt_issuer, config.jwt_audience, config.jwt_leeway_s) == (
+        "https://issuer.example/",
+        "statefed",
+        5,
+    )
+    assert (config.produce_scope, config.operator_scope) == ("write", "ops")
 
 
 @pytest.mark.parametrize(
@@ -108,6 +128,8 @@ def test_introspection_flag(raw: str, value: bool) -> None:
         ("STATEFED_GATEWAY_MAX_KEY_BYTES", "0"),
         ("STATEFED_GATEWAY_MAX_BODY_BYTES", "100"),
         ("STATEFED_GATEWAY_INTROSPECTION", "maybe"),
+        ("STATEFED_GATEWAY_AUTH", "basic"),
+        ("STATEFED_GATEWAY_JWT_LEEWAY_S", "-1"),
     ],
 )
 def test_invalid_values_name_the_variable(variable: str, value: str) -> None:

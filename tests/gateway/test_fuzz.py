@@ -1,25 +1,33 @@
 """schemathesis in GraphQL mode against the gateway under a real uvicorn on loopback, over
 fake nodes: valid and invalid queries of every root field, built from the schema the
 gateway introspects. No answer may be a 5xx, and every error must be a GraphQL error with
-an `extensions.code` that is not a server fault."""
+an `extensions.code` that is not a server fault. Run anonymous, and with bearer JWTs on
+(every view scoped, a valid token with those scopes on every request)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import jwt
+import orjson
 import pytest
 import requests
 import schemathesis
 import uvicorn
+from cryptography.hazmat.primitives.asymmetric import rsa
 from graphql import NameNode, ObjectFieldNode, get_introspection_query
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jwt.algorithms import RSAAlgorithm
 from schemathesis import GenerationMode
 from schemathesis.core.result import Err
 from schemathesis.graphql import nodes
@@ -27,7 +35,7 @@ from schemathesis.graphql import nodes
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.status import StatusBoard
-from schema import EventRow, ViewKind
+from schema import EventRow, View, ViewKind
 from tests.gateway.fakes import (
     BOOKING_HISTORY,
     FULL,
@@ -48,6 +56,8 @@ MINUTE = 60_000
 BASE = 28_333_333 * MINUTE  # an aligned window start in November 2023
 KEYS = ["a", "b", "kafka", "0", ""]
 EXAMPLES = 60  # per root field, valid and invalid queries: 10-30 s in all on 2 cores
+JWT_EXAMPLES = 40  # the same again with authentication on: only the admission differs
+READ_SCOPE = "statefed:read"
 
 
 def model() -> Model:
@@ -148,7 +158,7 @@ def problems(response: requests.Response) -> list[str]:
     return found
 
 
-def fuzz(operation: Any, session: requests.Session, seen: Counter[str]) -> None:
+def fuzz(operation: Any, session: requests.Session, seen: Counter[str], examples: int) -> None:
     """Valid and invalid queries of one root field; each answer checked by `problems`."""
     cases = st.one_of(
         operation.as_strategy(GenerationMode.POSITIVE),
@@ -157,7 +167,7 @@ def fuzz(operation: Any, session: requests.Session, seen: Counter[str]) -> None:
 
     @given(case=cases)
     @settings(
-        max_examples=EXAMPLES,
+        max_examples=examples,
         deadline=None,
         database=None,
         derandomize=True,  # the same queries on every run: a failure is reproducible
@@ -175,16 +185,48 @@ def fuzz(operation: Any, session: requests.Session, seen: Counter[str]) -> None:
     run()
 
 
+def with_jwt(tmp_path: Path) -> tuple[GatewayConfig, dict[str, str]]:
+    """A gateway verifying RS256 tokens with a JWKS file, and a valid token's header."""
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**RSAAlgorithm.to_jwk(private.public_key(), as_dict=True), "kid": "k1"}
+    path = tmp_path / "jwks.json"
+    path.write_bytes(orjson.dumps({"keys": [jwk]}))
+    config = GatewayConfig(
+        timeout_ms=2000,
+        auth="jwt",
+        jwks=str(path),
+        jwt_issuer="https://issuer.test/",
+        jwt_audience="statefed",
+    )
+    now = int(time.time())
+    claims = {
+        "iss": config.jwt_issuer,
+        "aud": config.jwt_audience,
+        "sub": "fuzzer",
+        "exp": now + 3600,
+        "scope": f"{READ_SCOPE} statefed:produce",
+    }
+    token = jwt.encode(claims, private, algorithm="RS256", headers={"kid": "k1"})
+    return config, {"authorization": f"Bearer {token}"}
+
+
 @pytest.mark.timeout(180)
-def test_schemathesis_finds_no_server_error() -> None:
+@pytest.mark.parametrize("auth", ["anonymous", "jwt"])
+def test_schemathesis_finds_no_server_error(auth: str, tmp_path: Path) -> None:
     fakes = fake_nodes(model(), P, 2, FULL)
     upstream = client_for(fakes)
+    config, examples = GatewayConfig(timeout_ms=2000), EXAMPLES
+    headers: dict[str, str] = {}
+    catalogue: tuple[View, ...] = FULL
+    if auth == "jwt":
+        (config, headers), examples = with_jwt(tmp_path), JWT_EXAMPLES
+        catalogue = tuple(dataclasses.replace(view, scope=READ_SCOPE) for view in FULL)
     app = GatewayApp(
-        GatewayConfig(timeout_ms=2000),
+        config,
         feed=feed_for(fakes, P, FULL),
         client=upstream,
         statuses=StatusBoard(),
-        catalogue=FULL,
+        catalogue=catalogue,
     )
     seen: Counter[str] = Counter()
     # registered for the whole process; no other test uses schemathesis
@@ -193,6 +235,7 @@ def test_schemathesis_finds_no_server_error() -> None:
     try:
         with served(app) as base, requests.Session() as session:
             session.trust_env = False  # loopback only, never through a proxy of the environment
+            session.headers.update(headers)  # every request, the introspection's too
             url = f"{base}/graphql"
             introspection = {"query": get_introspection_query()}
             schema = schemathesis.graphql.from_dict(
@@ -207,10 +250,11 @@ def test_schemathesis_finds_no_server_error() -> None:
                     raise result.err()  # the gateway's schema is one schemathesis cannot read
                 operations.append(result.ok())
             for operation in operations:
-                fuzz(operation, session, seen)
+                fuzz(operation, session, seen, examples)
     finally:
         asyncio.run(upstream.aclose())
     assert {label.split()[1] for label in seen} == {op.label for op in operations}
+    assert not [label for label in seen if "UNAUTHENTICATED" in label]  # the token held
     answered = {label.split()[1] for label in seen if label.endswith(" ok")}
     # the queries got past validation to the resolvers of most root fields
     assert len(answered) >= len(operations) * 3 // 4, sorted(seen.items())
