@@ -1,18 +1,92 @@
-"""Creating and describing the topics statefed uses.
+"""Creating, checking and describing the topics statefed uses.
 
 Input topics and changelog topics of one view have the same partition count; the
 partition count of a topic is always read from topic metadata.
+
+`topic_plan` says what every topic should be (partitions, replication, configs) as data;
+`inspect_plan` compares it with what the cluster has, and `create_planned` creates the
+missing topics. `statefed topics` prints the inspection, one line per topic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from schema import CATALOGUE, DEADLETTER_TOPIC, MEMBERS_TOPIC, PIPELINE_TOPIC, View
+from schema import (
+    CATALOGUE,
+    DEADLETTER_TOPIC,
+    MEMBERS_TOPIC,
+    PIPELINE_TOPIC,
+    View,
+    ViewKind,
+)
 
-__all__ = ["ensure_topics", "partition_count", "statefed_topics"]
+__all__ = [
+    "DEADLETTER_RETENTION_MS",
+    "TopicCheck",
+    "TopicError",
+    "TopicSpec",
+    "create_planned",
+    "ensure_topics",
+    "inspect_plan",
+    "partition_count",
+    "statefed_topics",
+    "topic_plan",
+]
+
+# Dead letters are kept for someone to look at, not read back: a week, then deleted.
+DEADLETTER_RETENTION_MS = 7 * 24 * 3600 * 1000
+_COMPACT, _DELETE, _COMPACT_DELETE = "compact", "delete", "compact,delete"
+_REPLICATION_OPTION = "--replication-factor / STATEFED_TOPICS_REPLICATION_FACTOR"
+_MIN_ISR_OPTION = "--min-insync-replicas / STATEFED_TOPICS_MIN_INSYNC_REPLICAS"
+
+
+class TopicError(RuntimeError):
+    """A topic cannot be created, or exists unlike statefed needs it; the message names the
+    topic and how to fix it."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic as statefed wants it. `configs` holds only what statefed sets; every
+    other topic config (e.g. an input topic's retention) is the cluster's default."""
+
+    name: str
+    role: str  # input, changelog, members, status or deadletter
+    partitions: int
+    replication: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+    views: tuple[str, ...] = ()  # the views reading (input) or writing (changelog) it
+
+    @property
+    def cleanup_policy(self) -> str:
+        return self.configs.get("cleanup.policy", _DELETE)
+
+
+@dataclass(frozen=True)
+class TopicCheck:
+    """A planned topic next to what the cluster has: `action` is `create`, `exists ok` or
+    `exists differs`; `problems` make the plan unusable, `notes` are warnings."""
+
+    spec: TopicSpec
+    action: str
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        """One line for the plan: action, topic, partitions, replication, configs."""
+        spec = self.spec
+        retention = spec.configs.get("retention.ms", "cluster default")
+        isr = spec.configs.get("min.insync.replicas", "cluster default")
+        return (
+            f"{self.action:<14} {spec.name} ({spec.role}): partitions={spec.partitions} "
+            f"replication={spec.replication} cleanup.policy={spec.cleanup_policy} "
+            f"retention.ms={retention} min.insync.replicas={isr}"
+        )
 
 
 def statefed_topics(partitions: int, catalogue: Iterable[View] = CATALOGUE) -> dict[str, int]:
@@ -24,24 +98,226 @@ def statefed_topics(partitions: int, catalogue: Iterable[View] = CATALOGUE) -> d
     return topics
 
 
+def topic_plan(
+    catalogue: Iterable[View], partitions: int, replication: int, min_isr: int | None = None
+) -> list[TopicSpec]:
+    """Every topic statefed needs as it should be created; `min_isr` None means one less
+    than `replication`, at least 1."""
+    if partitions < 1 or replication < 1:
+        raise TopicError(
+            f"partitions and replication must be >= 1, got {partitions}, {replication}"
+        )
+    isr = max(1, replication - 1) if min_isr is None else min_isr
+    if not 1 <= isr <= replication:
+        raise TopicError(
+            f"min.insync.replicas {isr} must be in 1..{replication} (the replication factor): "
+            f"set {_MIN_ISR_OPTION}"
+        )
+    common = {"min.insync.replicas": str(isr)}
+    inputs: dict[str, list[str]] = {}
+    changelogs = []
+    for view in catalogue:
+        inputs.setdefault(view.topic, []).append(view.name)
+        configs = {**common, **_changelog_configs(view)}
+        changelogs.append(
+            TopicSpec(
+                view.changelog_topic, "changelog", partitions, replication, configs, (view.name,)
+            )
+        )
+    plan = [
+        TopicSpec(topic, "input", partitions, replication, common, tuple(views))
+        for topic, views in inputs.items()
+    ]
+    return [
+        *plan,
+        *changelogs,
+        TopicSpec(MEMBERS_TOPIC, "members", 1, replication, {**common, "cleanup.policy": _COMPACT}),
+        # key = view name; the pipeline reads each view's last status back at start (its
+        # running late-dropped total), so age must not delete it: compacted, not deleted
+        TopicSpec(PIPELINE_TOPIC, "status", 1, replication, {**common, "cleanup.policy": _COMPACT}),
+        TopicSpec(
+            DEADLETTER_TOPIC,
+            "deadletter",
+            1,
+            replication,
+            {**common, "cleanup.policy": _DELETE, "retention.ms": str(DEADLETTER_RETENTION_MS)},
+        ),
+    ]
+
+
+def _changelog_configs(view: View) -> dict[str, str]:
+    # A changelog is the state a node restores from: compacted, so every key's newest
+    # record stays however old. Windows past the view's retention are gone from the view,
+    # so their records may go too (by record time, i.e. when the pipeline wrote them).
+    if view.kind is ViewKind.WINDOWED_COUNT and view.window is not None:
+        return {"cleanup.policy": _COMPACT_DELETE, "retention.ms": str(view.window.retention_ms)}
+    # HISTORY: a View declares no retention, so every event is kept (compact only)
+    return {"cleanup.policy": _COMPACT}
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    """The one place a topic admin client is configured."""
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def inspect_plan(
+    bootstrap: str, plan: Sequence[TopicSpec], timeout_s: float = 15.0
+) -> list[TopicCheck]:
+    """`plan` against the cluster: which topics exist, and how they differ.
+
+    A changelog (or input) topic still to be created gets the partition count of its
+    view's existing input (or changelog) topic. Raises TopicError when the cluster has
+    fewer brokers than the replication factor asks.
+    """
+    admin = _admin(bootstrap)
+    metadata = admin.list_topics(timeout=timeout_s)
+    brokers = len(metadata.brokers)
+    asked = max((spec.replication for spec in plan), default=1)
+    if asked > brokers:
+        raise TopicError(
+            f"replication factor {asked} needs at least {asked} brokers, but {bootstrap} has "
+            f"{brokers}: set {_REPLICATION_OPTION} to {brokers} or less"
+        )
+    existing = {
+        name: len(topic.partitions)
+        for name, topic in metadata.topics.items()
+        if topic.error is None and topic.partitions
+    }
+    replicas = {
+        name: min(len(p.replicas) for p in metadata.topics[name].partitions.values())
+        for name in existing
+    }
+    plan = _follow_existing_counts(plan, existing)
+    configs = _describe(admin, [s.name for s in plan if s.name in existing], timeout_s)
+    checks = []
+    for spec in plan:
+        if spec.name not in existing:
+            checks.append(TopicCheck(spec, "create"))
+            continue
+        problems, notes = _compare(spec, existing[spec.name], replicas[spec.name], configs)
+        problems += _pair_problems(spec, plan, existing)
+        action = "exists ok" if not problems and not notes else "exists differs"
+        checks.append(TopicCheck(spec, action, tuple(problems), tuple(notes)))
+    return checks
+
+
+def _follow_existing_counts(
+    plan: Sequence[TopicSpec], existing: Mapping[str, int]
+) -> list[TopicSpec]:
+    """Missing input or changelog topics take the partition count of the existing other one."""
+    changelog_of = {s.views[0]: s.name for s in plan if s.role == "changelog"}
+    input_of = {view: s.name for s in plan if s.role == "input" for view in s.views}
+    followed = []
+    for spec in plan:
+        partners = []
+        if spec.role == "changelog":
+            partners = [input_of[spec.views[0]]]
+        elif spec.role == "input":
+            partners = [changelog_of[view] for view in spec.views]
+        counts = {existing[p] for p in partners if p in existing}
+        if spec.name not in existing and len(counts) == 1:
+            spec = dataclasses.replace(spec, partitions=counts.pop())
+        followed.append(spec)
+    return followed
+
+
+def _pair_problems(
+    spec: TopicSpec, plan: Sequence[TopicSpec], existing: Mapping[str, int]
+) -> list[str]:
+    if spec.role != "changelog" or spec.name not in existing:
+        return []
+    view = spec.views[0]
+    source = next(s.name for s in plan if s.role == "input" and view in s.views)
+    if source not in existing or existing[source] == existing[spec.name]:
+        return []
+    return [
+        f"view {view}: input topic {source} has {existing[source]} partitions but changelog "
+        f"{spec.name} has {existing[spec.name]}; they must be equal (a key's input and "
+        f"changelog partition are the same): delete {spec.name} and run `statefed topics` "
+        f"again, which creates it with {existing[source]} partitions (the pipeline rewrites "
+        "it from its checkpoint only if you also delete the view's checkpoint)"
+    ]
+
+
+def _compare(
+    spec: TopicSpec,
+    partitions: int,
+    replication: int,
+    configs: Mapping[str, Mapping[str, str]],
+) -> tuple[list[str], list[str]]:
+    problems, notes = [], []
+    if partitions != spec.partitions:
+        notes.append(f"has {partitions} partitions (asked {spec.partitions}); kept as is")
+    if replication < spec.replication:
+        notes.append(f"has replication factor {replication} (asked {spec.replication})")
+    have = configs.get(spec.name, {})
+    for key, want in spec.configs.items():
+        got = have.get(key)
+        if got is None:
+            notes.append(f"{key}: the broker does not report it (asked {want})")
+        elif got != want and key == "cleanup.policy" and _COMPACT in want.split(","):
+            problems.append(
+                f"cleanup.policy is {got}, not {want}: on real Kafka a {spec.role} topic that "
+                "is not compacted loses the state it holds once retention passes; fix it "
+                f"with `kafka-configs.sh --alter --entity-type topics --entity-name {spec.name} "
+                f"--add-config cleanup.policy=[{want}]`"
+            )
+        elif got != want:
+            notes.append(f"{key} is {got} (asked {want}); kept as is")
+    return problems, notes
+
+
+def _describe(
+    admin: AdminClient, topics: Sequence[str], timeout_s: float
+) -> dict[str, dict[str, str]]:
+    """Each topic's configs as the broker reports them (a broker may report none)."""
+    if not topics:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    described: dict[str, dict[str, str]] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
+        try:
+            entries = future.result(timeout_s)
+        except Exception:  # a broker without DescribeConfigs: every config "not reported"
+            continue
+        described[resource.name] = {k: e.value for k, e in entries.items() if e.value is not None}
+    return described
+
+
+def create_planned(bootstrap: str, checks: Sequence[TopicCheck], timeout_s: float = 15.0) -> None:
+    """Create the topics `checks` plan to create, with their configs."""
+    new = [
+        NewTopic(c.spec.name, c.spec.partitions, c.spec.replication, config=dict(c.spec.configs))
+        for c in checks
+        if c.action == "create"
+    ]
+    if new:
+        _create(_admin(bootstrap), bootstrap, new, timeout_s)
+
+
 def ensure_topics(bootstrap: str, topics: dict[str, int], timeout_s: float = 15.0) -> None:
-    """Create the missing ones of `topics`; existing topics are left as they are."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    """Create the missing ones of `topics` (replication 1, cluster default configs);
+    existing topics are left as they are. For tests and the embedded broker: production
+    topics come from `statefed topics` (`topic_plan`)."""
+    admin = _admin(bootstrap)
     existing = admin.list_topics(timeout=timeout_s).topics
     missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
-    if not missing:
-        return
-    for topic, future in admin.create_topics(missing, request_timeout=timeout_s).items():
+    if missing:
+        _create(admin, bootstrap, missing, timeout_s)
+
+
+def _create(admin: AdminClient, bootstrap: str, new: list[NewTopic], timeout_s: float) -> None:
+    for topic, future in admin.create_topics(new, request_timeout=timeout_s).items():
         try:
             future.result(timeout_s)
         except Exception as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise RuntimeError(f"creating topic {topic} on {bootstrap} failed: {exc}") from exc
+                raise TopicError(f"creating topic {topic} on {bootstrap} failed: {exc}") from exc
 
 
 def partition_count(bootstrap: str, topic: str, timeout_s: float = 10.0) -> int:
     """The partition count of `topic` from the broker's metadata."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = _admin(bootstrap)
     # Ask for all topics: a metadata request naming a missing topic makes brokers with
     # auto-creation (the embedded one) create it, with their default partition count.
     metadata = admin.list_topics(timeout=timeout_s).topics.get(topic)

@@ -13,10 +13,14 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from runtime.config import ConfigError
 from schema import View, load_catalogue
 from tooling.config import ToolingConfig
+
+if TYPE_CHECKING:
+    from runtime.topics import TopicCheck
 
 __all__ = ["main"]
 
@@ -32,7 +36,16 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
         _COMMON[1],
     ],
-    "topics": [*_COMMON, ("--partitions", "STATEFED_PARTITIONS", "partitions per input topic (6)")],
+    "topics": [
+        *_COMMON,
+        ("--partitions", "STATEFED_PARTITIONS", "partitions per input topic (6)"),
+        ("--replication-factor", "STATEFED_TOPICS_REPLICATION_FACTOR", "replicas per topic (3)"),
+        (
+            "--min-insync-replicas",
+            "STATEFED_TOPICS_MIN_INSYNC_REPLICAS",
+            "min.insync.replicas of every topic (replication factor - 1, at least 1)",
+        ),
+    ],
     "pipeline": [
         *_COMMON,
         ("--checkpoint-dir", "STATEFED_CHECKPOINT_DIR", "Spark checkpoints, one per view"),
@@ -80,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--topic", default="words", help="topic to produce to (words)")
             p.add_argument("--count", type=int, help="generate this many skewed words")
             p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
+        if command == "topics":
+            p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     return parser
 
 
@@ -117,14 +132,42 @@ def _catalogue(env: dict[str, str]) -> tuple[View, ...]:
         raise SystemExit(str(exc)) from exc
 
 
-def _topics(env: dict[str, str]) -> None:
-    from runtime.topics import ensure_topics, statefed_topics
+def _topics(env: dict[str, str], dry_run: bool) -> None:
+    from runtime.topics import TopicError, create_planned, inspect_plan, topic_plan
 
     config = ToolingConfig.from_env(env)
-    topics = statefed_topics(config.partitions, _catalogue(env))
-    ensure_topics(config.bootstrap, topics)
-    for topic, partitions in topics.items():
-        print(f"{topic}\t{partitions} partitions")
+    try:
+        plan = topic_plan(
+            _catalogue(env), config.partitions, config.topics_replication, config.topics_min_isr
+        )
+        checks = inspect_plan(config.bootstrap, plan)
+    except TopicError as exc:
+        raise SystemExit(f"statefed topics: {exc}") from exc
+    _print_checks(checks)
+    problems = [p for c in checks for p in c.problems]
+    if problems:
+        raise SystemExit(f"statefed topics: {len(problems)} problem(s) above; nothing was created")
+    if dry_run:
+        print("dry run: nothing was created")
+        return
+    try:
+        create_planned(config.bootstrap, checks)
+        created = {c.spec.name for c in checks if c.action == "create"}
+        after = [c for c in inspect_plan(config.bootstrap, plan) if c.spec.name in created]
+    except TopicError as exc:
+        raise SystemExit(f"statefed topics: {exc}") from exc
+    # what the broker did not apply of what was asked (e.g. a config it ignores)
+    _print_checks([c for c in after if c.action != "exists ok"], prefix="created, but ")
+    print(f"created {len(created)} topic(s) on {config.bootstrap}")
+
+
+def _print_checks(checks: Sequence[TopicCheck], prefix: str = "") -> None:
+    for check in checks:
+        print(prefix + check.line())
+        for problem in check.problems:
+            print(f"  error: {problem}")
+        for note in check.notes:
+            print(f"  warning: {note}")
 
 
 def _pipeline(env: dict[str, str]) -> None:
@@ -172,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     env = _environment(args)
     handlers: dict[str, Callable[[dict[str, str]], None]] = {
         "broker": _broker,
-        "topics": _topics,
+        "topics": lambda e: _topics(e, args.dry_run),
         "pipeline": _pipeline,
         "node": _node,
         "gateway": _gateway,

@@ -25,3 +25,7 @@ class ToolingConfig(EnvConfig):
     broker_host: str = setting("STATEFED_BROKER_HOST", "127.0.0.1")
     broker_port: int = setting("STATEFED_BROKER_PORT", 9092, low=1, high=65535)
     demo_dir: Path = setting("STATEFED_DEMO_DIR", Path(".statefed/demo"))
+    # `statefed topics`: 3 is the production norm (a 1-broker cluster needs 1, and says so)
+    topics_replication: int = setting("STATEFED_TOPICS_REPLICATION_FACTOR", 3, low=1)
+    # None: one less than the replication factor, at least 1
+    topics_min_isr: int | None = setting("STATEFED_TOPICS_MIN_INSYNC_REPLICAS", None, parse=int)
