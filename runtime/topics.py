@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from schema import (
@@ -170,7 +171,12 @@ def inspect_plan(
     fewer brokers than the replication factor asks.
     """
     admin = _admin(bootstrap)
-    metadata = admin.list_topics(timeout=timeout_s)
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise TopicError(
+            f"cannot read the topics of {bootstrap} ({exc}): check --bootstrap / STATEFED_BOOTSTRAP"
+        ) from exc
     brokers = len(metadata.brokers)
     asked = max((spec.replication for spec in plan), default=1)
     if asked > brokers:
@@ -252,19 +258,35 @@ def _compare(
         notes.append(f"has replication factor {replication} (asked {spec.replication})")
     have = configs.get(spec.name, {})
     for key, want in spec.configs.items():
-        got = have.get(key)
-        if got is None:
-            notes.append(f"{key}: the broker does not report it (asked {want})")
-        elif got != want and key == "cleanup.policy" and _COMPACT in want.split(","):
-            problems.append(
-                f"cleanup.policy is {got}, not {want}: on real Kafka a {spec.role} topic that "
-                "is not compacted loses the state it holds once retention passes; fix it "
-                f"with `kafka-configs.sh --alter --entity-type topics --entity-name {spec.name} "
-                f"--add-config cleanup.policy=[{want}]`"
-            )
-        elif got != want:
-            notes.append(f"{key} is {got} (asked {want}); kept as is")
+        problem, note = _config_difference(spec, key, want, have.get(key))
+        problems += [problem] if problem else []
+        notes += [note] if note else []
     return problems, notes
+
+
+def _config_difference(
+    spec: TopicSpec, key: str, want: str, got: str | None
+) -> tuple[str | None, str | None]:
+    """(problem, note) of one config of an existing topic."""
+    if got is None:
+        return None, f"{key}: the broker does not report it (asked {want})"
+    if key != "cleanup.policy":
+        return None, None if got == want else f"{key} is {got} (asked {want}); kept as is"
+    if _policies(got) == _policies(want):
+        return None, None
+    if _COMPACT in _policies(want) - _policies(got):
+        return (
+            f"cleanup.policy is {got}, not {want}: on real Kafka a {spec.role} topic that "
+            "is not compacted loses the state it holds once retention passes; fix it with "
+            f"`kafka-configs.sh --alter --entity-type topics --entity-name {spec.name} "
+            f"--add-config cleanup.policy=[{want}]`",
+            None,
+        )
+    return None, f"cleanup.policy is {got} (asked {want}); kept as is"
+
+
+def _policies(value: str) -> set[str]:
+    return {p.strip() for p in value.split(",")}
 
 
 def _describe(

@@ -146,6 +146,21 @@ def test_a_changelog_that_is_not_compacted_is_refused(
     assert "cleanup.policy is delete, not compact" in out and "loses the state" in out
 
 
+def test_a_windowed_changelog_compacted_but_not_deleted_is_only_a_warning(
+    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    view = next(v for v in VIEWS if v.window is not None)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    new = [NewTopic(view.changelog_topic, 2, 1, config={"cleanup.policy": "compact"})]
+    for future in admin.create_topics(new).values():
+        future.result(10)
+    _run(kafka, "--partitions", "2", "--replication-factor", "1")
+    out = capsys.readouterr().out
+    assert f"exists differs {view.changelog_topic}" in out
+    assert "warning: cleanup.policy is compact (asked compact,delete); kept as is" in out
+    assert MEMBERS_TOPIC in _existing(kafka)
+
+
 def test_a_replication_factor_above_the_broker_count_is_refused(
     kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
