@@ -177,13 +177,7 @@ def inspect_plan(
         raise TopicError(
             f"cannot read the topics of {bootstrap} ({exc}): check --bootstrap / STATEFED_BOOTSTRAP"
         ) from exc
-    brokers = len(metadata.brokers)
-    asked = max((spec.replication for spec in plan), default=1)
-    if asked > brokers:
-        raise TopicError(
-            f"replication factor {asked} needs at least {asked} brokers, but {bootstrap} has "
-            f"{brokers}: set {_REPLICATION_OPTION} to {brokers} or less"
-        )
+    _require_brokers(bootstrap, len(metadata.brokers), plan)
     existing = {
         name: len(topic.partitions)
         for name, topic in metadata.topics.items()
@@ -205,6 +199,15 @@ def inspect_plan(
         action = "exists ok" if not problems and not notes else "exists differs"
         checks.append(TopicCheck(spec, action, tuple(problems), tuple(notes)))
     return checks
+
+
+def _require_brokers(bootstrap: str, brokers: int, plan: Sequence[TopicSpec]) -> None:
+    asked = max((spec.replication for spec in plan), default=1)
+    if asked > brokers:
+        raise TopicError(
+            f"replication factor {asked} needs at least {asked} brokers, but {bootstrap} has "
+            f"{brokers}: set {_REPLICATION_OPTION} to {brokers} or less"
+        )
 
 
 def _follow_existing_counts(
