@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from runtime.config import ConfigError
+from runtime.kafka import KafkaConnectionError
 from schema import View, load_catalogue
 from tooling.config import ToolingConfig
 
@@ -122,7 +123,7 @@ def _topics(env: dict[str, str]) -> None:
 
     config = ToolingConfig.from_env(env)
     topics = statefed_topics(config.partitions, _catalogue(env))
-    ensure_topics(config.bootstrap, topics)
+    ensure_topics(config.kafka, topics)
     for topic, partitions in topics.items():
         print(f"{topic}\t{partitions} partitions")
 
@@ -154,13 +155,13 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
     from runtime.produce import produce_keys
     from tooling.demodata import skewed_words
 
-    bootstrap = ToolingConfig.from_env(env).bootstrap
+    kafka = ToolingConfig.from_env(env).kafka
     if args.count is not None:
         keys = skewed_words(args.count, seed=args.seed)
     else:
         keys = [word for line in sys.stdin for word in line.split()]
-    writes = produce_keys(bootstrap, args.topic, keys)
-    print(f"produced {len(writes)} records to {args.topic} on {bootstrap}")
+    writes = produce_keys(kafka, args.topic, keys)
+    print(f"produced {len(writes)} records to {args.topic} on {kafka.bootstrap}")
     newest = {w.key: w for w in sorted(writes, key=lambda w: w.offset)}  # a key: one partition
     if len(newest) <= _TOKENS_SHOWN:
         for key, write in newest.items():
@@ -181,7 +182,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     try:
         handlers[args.command](env)
-    except ConfigError as exc:  # every part's configuration error derives from it
+    # every part's configuration error derives from ConfigError; an unreachable Kafka says
+    # which settings to check
+    except (ConfigError, KafkaConnectionError) as exc:
         raise SystemExit(f"statefed {args.command}: {exc}") from exc
 
 
