@@ -9,7 +9,8 @@ A client's configuration is, in order, each later layer winning:
    format Kafka's tools take with `--command-config`, then `STATEFED_KAFKA_*` variables
    (`STATEFED_KAFKA_SECURITY_PROTOCOL` is `security.protocol`; lowercase, `_` -> `.`),
    which win over the file; `STATEFED_KAFKA_<KEY>_FILE` reads the value from a file
-   (`STATEFED_KAFKA_SASL_PASSWORD_FILE` for `sasl.password`);
+   (`STATEFED_KAFKA_SASL_PASSWORD_FILE` for `sasl.password`, next to
+   `STATEFED_KAFKA_SASL_USERNAME` and `STATEFED_KAFKA_SASL_MECHANISM`);
 3. the settings the client needs to be correct (`FIXED_KEYS`: group, partitioner,
    commits); the user cannot set those, and is told so when reading the settings.
 

@@ -4,6 +4,8 @@ secrets stay out of every configuration's repr."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +30,7 @@ from pipeline.watermarks import consumer_config
 from runtime.produce import producer_config
 from runtime.topics import admin_config
 from schema import CATALOGUE
+from tests.gateway.fakes import WORDS, Model, fake_nodes, running_gateway
 from tooling.config import ToolingConfig
 
 ENV = {
@@ -141,3 +144,21 @@ def test_a_bad_setting_is_an_error_of_the_part() -> None:
         NodeConfig.from_env({"STATEFED_KAFKA_SASL_JAAS_CONFIG": "x"})
     with pytest.raises(PipelineConfigError, match=r"sets group\.id"):
         SourceOptions.from_options({"bootstrap": "b:1", "topic": "t", "kafka.group.id": "g"})
+
+
+def test_health_cluster_and_logs_do_not_show_the_password(caplog: pytest.LogCaptureFixture) -> None:
+    config = GatewayConfig.from_env(ENV)
+    query = {"query": "{ cluster { routingVersion nodes { id url state } } }"}
+
+    async def scenario() -> list[str]:
+        fakes = fake_nodes(Model.of_counts({"kafka": 5}), 4, 2, [WORDS])
+        async with running_gateway(fakes, 4, config=config, catalogue=[WORDS]) as http:
+            health = await http.get("/health")
+            cluster = await http.post("/graphql", json=query)
+            return [health.text, cluster.text]
+
+    with caplog.at_level(logging.DEBUG):
+        health, cluster = asyncio.run(scenario())
+    assert '"nodes"' in health and "routingVersion" in cluster
+    for shown in (health, cluster, caplog.text):
+        assert "hunter2" not in shown
