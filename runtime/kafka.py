@@ -3,16 +3,16 @@ configuration from, so TLS and SASL reach all of them.
 
 A client's configuration is, in order, each later layer winning:
 
-1. `bootstrap.servers` from `STATEFED_BOOTSTRAP` and the client's own defaults (linger,
-   fetch wait, client id, ...);
+1. the client's own defaults (linger, fetch wait, client id, ...);
 2. the user's properties: a client properties file, `STATEFED_KAFKA_CONFIG=path`, in the
    format Kafka's tools take with `--command-config`, then `STATEFED_KAFKA_*` variables
    (`STATEFED_KAFKA_SECURITY_PROTOCOL` is `security.protocol`; lowercase, `_` -> `.`),
    which win over the file; `STATEFED_KAFKA_<KEY>_FILE` reads the value from a file
    (`STATEFED_KAFKA_SASL_PASSWORD_FILE` for `sasl.password`, next to
    `STATEFED_KAFKA_SASL_USERNAME` and `STATEFED_KAFKA_SASL_MECHANISM`);
-3. the settings the client needs to be correct (`FIXED_KEYS`: group, partitioner,
-   commits); the user cannot set those, and is told so when reading the settings.
+3. the settings the client needs to be correct (`FIXED_KEYS`: `bootstrap.servers` from
+   `STATEFED_BOOTSTRAP`, group, partitioner, commits); the user cannot set those, and is
+   told so when the settings are read.
 
 The properties file: one `key=value` (or `key: value`) a line, `#` and `!` start comment
 lines, blank lines are skipped, a line ending in `\\` continues on the next. Keys of
@@ -160,7 +160,7 @@ class KafkaProperties:
     """The user's librdkafka properties (file, then variables); secrets hidden in `repr`."""
 
     values: tuple[tuple[str, str], ...] = ()
-    # where they came from, for hints: the file, and the variables that were set
+    # the properties file they were read from (None: variables only)
     file: Path | None = None
 
     def __repr__(self) -> str:
@@ -196,6 +196,8 @@ class KafkaProperties:
                 name, raw = name[: -len(_FILE_SUFFIX)], _read(Path(raw.strip()), variable)
             key = name.lower().replace("_", ".")
             _check_key(key, variable)
+            if not raw.strip():
+                raise ConfigError(variable, "is blank (or names an empty file): unset it")
             properties[key] = raw.strip()
         return cls(tuple(sorted(properties.items())), path)
 

@@ -70,6 +70,9 @@ def test_a_secret_comes_from_a_file(tmp_path: Path) -> None:
     secret.write_text("s3cret\n")
     properties = KafkaProperties.from_env({"STATEFED_KAFKA_SASL_PASSWORD_FILE": str(secret)})
     assert properties.mapping == {"sasl.password": "s3cret"}
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConfigError, match="STATEFED_KAFKA_SASL_PASSWORD_FILE: is blank"):
+        KafkaProperties.from_env({"STATEFED_KAFKA_SASL_PASSWORD_FILE": str(tmp_path / "empty")})
     with pytest.raises(ConfigError, match="STATEFED_KAFKA_SASL_PASSWORD_FILE: cannot read"):
         KafkaProperties.from_env({"STATEFED_KAFKA_SASL_PASSWORD_FILE": str(tmp_path / "none")})
 
