@@ -134,7 +134,7 @@ class GatewayApp:
         reader = None
         if self._feed is None:
             reader = MembershipReader(
-                self.config.bootstrap,
+                self.config.kafka,
                 feed,
                 lookback_ms=self.config.members_lookback_ms,
                 catalogue=self._catalogue,
@@ -145,7 +145,7 @@ class GatewayApp:
         statuses, status_reader = self._statuses or StatusBoard(), None
         if self._statuses is None and self._feed is None:
             status_reader = PipelineStatusReader(
-                self.config.bootstrap, statuses, tail_records=self.config.status_tail_records
+                self.config.kafka, statuses, tail_records=self.config.status_tail_records
             )
             status_reader.start()
         connections = None
@@ -158,7 +158,7 @@ class GatewayApp:
         planner = Planner(feed, upstream, self.config, self._catalogue)
         producer = None
         if self.config.produce:
-            producer = self._producer or EventProducer(self.config.bootstrap, self.config.timeout_s)
+            producer = self._producer or EventProducer(self.config.kafka, self.config.timeout_s)
         self._runtime = _Runtime(
             feed, planner, reader, statuses, status_reader, connections, producer
         )

@@ -8,7 +8,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gateway.cors import origins_problem
-from runtime.config import ConfigError, EnvConfig, setting
+from runtime.config import ConfigError, EnvConfig, setting, settings_group
+from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.tls import check_ca, check_pair
 
 __all__ = ["AUTH_MODES", "GatewayConfig", "is_loopback"]
@@ -36,10 +37,13 @@ def _comma_separated(raw: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class GatewayConfig(EnvConfig):
+class GatewayConfig(KafkaClientConfig, EnvConfig):
     """Everything `run_gateway` needs; the defaults suit the local demo."""
 
     bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
+    # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
+    kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
     host: str = setting("STATEFED_GATEWAY_HOST", "127.0.0.1")
     port: int = setting("STATEFED_GATEWAY_PORT", 8100, low=1, high=65535)
     # deadline of one client request, retries included

@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
+from runtime.kafka import KafkaSettings
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
 from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
@@ -158,7 +159,7 @@ class MembershipReader:
 
     def __init__(
         self,
-        bootstrap: str,
+        kafka: str | KafkaSettings,
         feed: RoutingFeed,
         *,
         lookback_ms: int,
@@ -169,7 +170,7 @@ class MembershipReader:
         poll_s: float = 0.1,
         secret: ClusterSecret | None = None,
     ) -> None:
-        self._bootstrap = bootstrap
+        self._kafka = KafkaSettings.of(kafka)
         self._feed = feed
         self._lookback_ms = lookback_ms
         self._views = tuple(catalogue)
@@ -202,31 +203,42 @@ class MembershipReader:
         counts: dict[str, int] = {}
         for view in self._views:
             try:
-                counts[view.name] = partition_count(self._bootstrap, view.changelog_topic)
+                counts[view.name] = partition_count(self._kafka, view.changelog_topic)
             except Exception as exc:  # not created yet: that view says ROUTING_NOT_READY
                 log.warning("view %s: partition count not available yet: %s", view.name, exc)
         return counts
 
-    def _consumer(self, fetch_wait_ms: int) -> Consumer:
-        return Consumer(
-            {
-                "bootstrap.servers": self._bootstrap,
+    def consumer_config(self, fetch_wait_ms: int = _FOLLOW_FETCH_WAIT_MS) -> dict[str, object]:
+        """The librdkafka configuration of the consumers reading membership."""
+        return self._kafka.client(
+            fixed={
                 # assign() only: the group id is never joined, but librdkafka wants one
                 "group.id": f"statefed-gateway-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
+            },
+            defaults={
                 "log.connection.close": False,
                 # a probe costs about one fetch wait; membership news may wait this long
                 "fetch.wait.max.ms": fetch_wait_ms,
-            }
+            },
         )
+
+    def _consumer(self, fetch_wait_ms: int) -> Consumer:
+        return Consumer(self.consumer_config(fetch_wait_ms))
 
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
                 self._follow(self._start_offset())
             except Exception as exc:  # broker down or topic missing: log, wait, start over
-                log.warning("reading %s failed (%s); retrying in %s s", self._topic, exc, _RETRY_S)
+                log.warning(
+                    "reading %s failed (%s: %s); retrying in %s s",
+                    self._topic,
+                    exc,
+                    self._kafka.hint(exc),
+                    _RETRY_S,
+                )
                 self._stopping.wait(_RETRY_S)
 
     def _start_offset(self) -> int:

@@ -16,7 +16,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from gateway.consistency import Token
 from gateway.errors import ProduceError
-from runtime.produce import new_producer
+from runtime.kafka import KafkaSettings
+from runtime.produce import producer_config
 
 __all__ = ["EventProducer"]
 
@@ -28,8 +29,9 @@ _POLL_S = 0.05
 class EventProducer:
     """Writes single events and returns where they landed as a consistency `Token`."""
 
-    def __init__(self, bootstrap: str, timeout_s: float) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: str | KafkaSettings, timeout_s: float) -> None:
+        self.kafka = KafkaSettings.of(kafka)
+        self.bootstrap = self.kafka.bootstrap
         self.timeout_s = timeout_s
         self._producer: Producer | None = None
         self._lock = threading.Lock()
@@ -62,18 +64,22 @@ class EventProducer:
             raise ProduceError(f"producing to topic {topic} failed ({reason}); retry") from exc
         return await delivered
 
+    def producer_config(self) -> dict[str, object]:
+        """The librdkafka configuration of the producer behind the mutation."""
+        return producer_config(
+            self.kafka,
+            {
+                "linger.ms": 0,  # one event at a time: do not wait for more
+                "acks": "all",
+                "message.timeout.ms": int(self.timeout_s * 1000),
+                "log_level": 3,
+            },
+        )
+
     def _started(self) -> Producer:
         with self._lock:
             if self._producer is None:
-                self._producer = new_producer(
-                    self.bootstrap,
-                    {
-                        "linger.ms": 0,  # one event at a time: do not wait for more
-                        "acks": "all",
-                        "message.timeout.ms": int(self.timeout_s * 1000),
-                        "log_level": 3,
-                    },
-                )
+                self._producer = Producer(self.producer_config())
                 self._thread = threading.Thread(
                     target=self._serve, args=(self._producer,), name="statefed-produce"
                 )

@@ -15,6 +15,7 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
+from runtime.kafka import KafkaSettings
 from schema import PIPELINE_TOPIC, ViewStatus, decode_status
 
 __all__ = ["PipelineStatusReader", "StatusBoard"]
@@ -69,20 +70,32 @@ class PipelineStatusReader:
 
     def __init__(
         self,
-        bootstrap: str,
+        kafka: str | KafkaSettings,
         board: StatusBoard,
         *,
         tail_records: int,
         topic: str = PIPELINE_TOPIC,
         poll_s: float = 0.1,
     ) -> None:
-        self._bootstrap = bootstrap
+        self._kafka = KafkaSettings.of(kafka)
         self._board = board
         self._tail = tail_records
         self._topic = topic
         self._poll_s = poll_s
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def consumer_config(self) -> dict[str, object]:
+        """The librdkafka configuration of the consumer reading the status topic."""
+        return self._kafka.client(
+            fixed={
+                # assign() only: the group id is never joined, but librdkafka wants one
+                "group.id": f"statefed-gateway-status-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            },
+            defaults={"log.connection.close": False, "fetch.wait.max.ms": _FETCH_WAIT_MS},
+        )
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="statefed-status", daemon=True)
@@ -101,21 +114,17 @@ class PipelineStatusReader:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            consumer = Consumer(
-                {
-                    "bootstrap.servers": self._bootstrap,
-                    # assign() only: the group id is never joined, but librdkafka wants one
-                    "group.id": f"statefed-gateway-status-{uuid.uuid4().hex}",
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": False,
-                    "log.connection.close": False,
-                    "fetch.wait.max.ms": _FETCH_WAIT_MS,
-                }
-            )
+            consumer = Consumer(self.consumer_config())
             try:
                 self._follow(consumer)
             except Exception as exc:  # broker down or topic missing: log, wait, start over
-                log.warning("reading %s failed (%s); retrying in %s s", self._topic, exc, _RETRY_S)
+                log.warning(
+                    "reading %s failed (%s: %s); retrying in %s s",
+                    self._topic,
+                    exc,
+                    self._kafka.hint(exc),
+                    _RETRY_S,
+                )
                 self._stopping.wait(_RETRY_S)
             finally:
                 consumer.close()

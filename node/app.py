@@ -27,6 +27,7 @@ from node.subgraph import build_subgraph
 from node.trust import CallGuard
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_json
+from runtime.kafka import KafkaConnectionError, KafkaSettings
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, RequestVerifier
 from schema import CATALOGUE, Role, View
@@ -36,12 +37,17 @@ __all__ = ["NodeApp", "changelog_partition_counts"]
 log = logging.getLogger(__name__)
 
 
-def changelog_partition_counts(bootstrap: str, catalogue: Iterable[View]) -> dict[str, int]:
-    """Partition count of every changelog topic, which must all be equal (co-partitioned)."""
+def changelog_partition_counts(
+    kafka: str | KafkaSettings, catalogue: Iterable[View]
+) -> dict[str, int]:
+    """Partition count of every changelog topic, which must all be equal (co-partitioned);
+    an unreachable Kafka is a KafkaConnectionError naming the settings to check."""
     counts: dict[str, int] = {}
     for view in catalogue:
         try:
-            counts[view.changelog_topic] = partition_count(bootstrap, view.changelog_topic)
+            counts[view.changelog_topic] = partition_count(kafka, view.changelog_topic)
+        except KafkaConnectionError:
+            raise
         except RuntimeError as exc:
             raise TopologyError(f"view {view.name}: {exc}") from exc
     if len(set(counts.values())) > 1:
@@ -151,7 +157,7 @@ class NodeApp:
         """Read the secret and the topic layout, then start materializing and publishing
         membership."""
         self._read_secret()
-        counts = changelog_partition_counts(self.config.bootstrap, self.catalogue)
+        counts = changelog_partition_counts(self.config.kafka, self.catalogue)
         self.registry.set_partition_counts(counts)
         if self.config.standby_replicas > 0:
             self.standby = StandbyReplicator(

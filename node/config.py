@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from node.errors import ConfigError
-from runtime.config import EnvConfig, setting
+from runtime.config import EnvConfig, setting, settings_group
+from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.tls import check_pair
 
 __all__ = ["NodeConfig"]
@@ -35,12 +36,15 @@ def _is_loopback(host: str) -> bool:
 
 
 @dataclass(frozen=True)
-class NodeConfig(EnvConfig):
+class NodeConfig(KafkaClientConfig, EnvConfig):
     """Everything a node process needs; `from_env` is the one place that reads it."""
 
     config_error = ConfigError
 
     bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
+    # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
+    kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
     node_id: str = setting("STATEFED_NODE_ID", "node-8101")
     host: str = setting("STATEFED_NODE_HOST", "127.0.0.1")
     port: int = setting("STATEFED_NODE_PORT", 8101, low=1, high=65535)

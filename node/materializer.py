@@ -363,20 +363,20 @@ class Materializer(Replicator):
         self._restored_records = 0
 
     def consumer_config(self) -> dict[str, object]:
-        return {
-            "bootstrap.servers": self.config.bootstrap,
-            "group.id": self.config.group_id,
-            "client.id": self.config.node_id,
-            # range: partition p of every changelog topic lands on the same node
-            "partition.assignment.strategy": "range",
-            "session.timeout.ms": 6000,
-            # the stored offset is the truth; commits only show progress to Kafka tools
-            "enable.auto.commit": True,
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,  # how a restore knows it reached the end
-            "fetch.wait.max.ms": 100,
-            "logger": logging.getLogger("node.kafka"),
-        }
+        return self.config.kafka.client(
+            fixed={
+                "group.id": self.config.group_id,
+                # range: partition p of every changelog topic lands on the same node
+                "partition.assignment.strategy": "range",
+                "session.timeout.ms": 6000,
+                # the stored offset is the truth; commits only show progress to Kafka tools
+                "enable.auto.commit": True,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,  # how a restore knows it reached the end
+                "logger": logging.getLogger("node.kafka"),
+            },
+            defaults={"client.id": self.config.node_id, "fetch.wait.max.ms": 100},
+        )
 
     def _run(self) -> None:
         consumer = Consumer(self.consumer_config())

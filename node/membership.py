@@ -57,17 +57,17 @@ class MembershipPublisher:
             partitions=tuple(self.registry.statuses()),
         )
 
+    def producer_config(self) -> dict[str, object]:
+        """The membership producer's librdkafka configuration."""
+        return self.config.kafka.client(
+            fixed={"logger": logging.getLogger("node.kafka")},
+            defaults={"client.id": f"{self.config.node_id}-members", "linger.ms": 0},
+        )
+
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("membership publisher already started")
-        self._producer = Producer(
-            {
-                "bootstrap.servers": self.config.bootstrap,
-                "client.id": f"{self.config.node_id}-members",
-                "linger.ms": 0,
-                "logger": logging.getLogger("node.kafka"),
-            }
-        )
+        self._producer = Producer(self.producer_config())
         self._thread = threading.Thread(
             target=self._run, name=f"membership-{self.config.node_id}", daemon=True
         )

@@ -104,16 +104,16 @@ class StandbyReplicator(Replicator):
             self._claimed -= partitions
 
     def consumer_config(self) -> dict[str, object]:
-        return {
-            "bootstrap.servers": self.config.bootstrap,
-            # assign() only: never joined, but librdkafka wants a group id
-            "group.id": f"{self.config.group_id}-standby-{self.config.node_id}",
-            "client.id": f"{self.config.node_id}-standby",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,  # how a restore knows it reached the end
-            "fetch.wait.max.ms": 100,
-            "logger": logging.getLogger("node.kafka"),
-        }
+        return self.config.kafka.client(
+            fixed={
+                # assign() only: never joined, but librdkafka wants a group id
+                "group.id": f"{self.config.group_id}-standby-{self.config.node_id}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,  # how a restore knows it reached the end
+                "logger": logging.getLogger("node.kafka"),
+            },
+            defaults={"client.id": f"{self.config.node_id}-standby", "fetch.wait.max.ms": 100},
+        )
 
     def _run(self) -> None:
         consumer = Consumer(self.consumer_config())

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import PipelineConfigError
-from runtime.config import EnvConfig, setting
+from runtime.config import EnvConfig, setting, settings_group
+from runtime.kafka import KafkaClientConfig, KafkaProperties
 
 __all__ = ["SOURCE_FORMATS", "STARTING_OFFSETS", "PipelineConfig"]
 
@@ -18,7 +19,7 @@ _LOG_LEVELS = ("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 
 
 @dataclass(frozen=True)
-class PipelineConfig(EnvConfig):
+class PipelineConfig(KafkaClientConfig, EnvConfig):
     """Where the pipeline reads and writes, and how its Spark session is sized.
 
     `source_format` picks the Kafka source: `statefed_kafka` (the project's Python data
@@ -29,6 +30,9 @@ class PipelineConfig(EnvConfig):
     config_error = PipelineConfigError
 
     bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
+    # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
+    kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
     checkpoint_dir: Path = setting("STATEFED_CHECKPOINT_DIR", Path(".statefed/checkpoints"))
     spark_master: str = setting("STATEFED_SPARK_MASTER", "local[2]")
     trigger_ms: int = setting("STATEFED_TRIGGER_MS", 500, low=0)

@@ -33,7 +33,14 @@ from runtime.clock import Clock, wall_clock_ms
 from runtime.topics import ensure_topics, partition_count
 from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, View
 
-__all__ = ["ProducerFactory", "RunningPipeline", "default_producer", "read_topic", "start_queries"]
+__all__ = [
+    "ProducerFactory",
+    "RunningPipeline",
+    "default_producer",
+    "read_topic",
+    "source_options",
+    "start_queries",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,31 +104,34 @@ class RunningPipeline:
         self.stop()
 
 
+def source_options(config: PipelineConfig, topic: str) -> dict[str, str]:
+    """The reader options of `topic` for the configured source, Kafka settings included:
+    `kafka.<key>` for the official connector (Java client names) and for `statefed_kafka`
+    (librdkafka names)."""
+    if config.source_format == "kafka":
+        options = {**config.kafka.connector_options(), "subscribe": topic}
+    else:
+        options = {
+            **config.kafka.source_options(),
+            "topic": topic,
+            "readTasks": str(config.read_tasks),
+            "readTimeoutMs": str(config.read_timeout_ms),
+        }
+    options["startingOffsets"] = config.starting_offsets
+    if config.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(config.max_offsets_per_trigger)
+    return options
+
+
 def read_topic(spark: SparkSession, config: PipelineConfig, topic: str) -> DataFrame:
     """The raw stream of `topic` (Kafka connector columns) from the configured source."""
-    if config.source_format == "kafka":
-        reader = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", config.bootstrap)
-            .option("subscribe", topic)
-        )
-    else:
-        reader = (
-            spark.readStream.format(SOURCE_NAME)
-            .option("bootstrap", config.bootstrap)
-            .option("topic", topic)
-            .option("readTasks", str(config.read_tasks))
-            .option("readTimeoutMs", str(config.read_timeout_ms))
-        )
-    reader = reader.option("startingOffsets", config.starting_offsets)
-    if config.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-    return reader.load()
+    source = "kafka" if config.source_format == "kafka" else SOURCE_NAME
+    return spark.readStream.format(source).options(**source_options(config, topic)).load()
 
 
 def default_producer(config: PipelineConfig, client_id: str) -> BatchProducer:
-    """The producer a query writes with: to `config.bootstrap`."""
-    return BatchProducer(config.bootstrap, client_id, config.delivery_timeout_ms / 1000)
+    """The producer a query writes with: to `config.kafka`."""
+    return BatchProducer(config.kafka, client_id, config.delivery_timeout_ms / 1000)
 
 
 def start_queries(
@@ -138,9 +148,9 @@ def start_queries(
     """
     register_source(spark)
     views = list(catalogue)
-    ensure_topics(config.bootstrap, {PIPELINE_TOPIC: 1})
+    ensure_topics(config.kafka, {PIPELINE_TOPIC: 1})
     trackers = _trackers(config, views, clock)
-    publisher = StatusPublisher(config.bootstrap, config.delivery_timeout_ms / 1000)
+    publisher = StatusPublisher(config.kafka, config.delivery_timeout_ms / 1000)
     running = RunningPipeline(StatusPoller(publisher))
     try:
         for view in views:
@@ -162,7 +172,7 @@ def _trackers(config: PipelineConfig, views: list[View], clock: Clock) -> dict[s
         for v in views
         if plan_for(v).drops_late and _has_commits(config.checkpoint_dir / v.name)
     ]
-    last = read_last_statuses(config.bootstrap, resuming, config.read_timeout_ms / 1000)
+    last = read_last_statuses(config.kafka, resuming, config.read_timeout_ms / 1000)
     return {
         v.name: ViewTracker(
             v.name, v.topic, last[v.name].late_dropped if v.name in last else 0, clock
@@ -194,8 +204,8 @@ def _start_view(
     tracker: ViewTracker,
 ) -> tuple[StreamingQuery, BatchProducer, ViewTracker]:
     plan = plan_for(view)
-    partition_count(config.bootstrap, view.topic)  # fail now, naming the topic, if missing
-    partitions = partition_count(config.bootstrap, view.changelog_topic)
+    partition_count(config.kafka, view.topic)  # fail now, naming the topic, if missing
+    partitions = partition_count(config.kafka, view.changelog_topic)
     producer = make_producer(config, f"statefed-pipeline-{view.name}")
     tracker.changelog_offsets = functools.partial(producer.delivered, view.changelog_topic)
     events = keyed_events(read_topic(spark, config, view.topic), Decoding.of(view))
@@ -218,7 +228,7 @@ def _start_dead_letters(
     decodings: list[Decoding],
     make_producer: ProducerFactory,
 ) -> tuple[StreamingQuery, BatchProducer]:
-    partition_count(config.bootstrap, DEADLETTER_TOPIC)  # fail early if it is missing
+    partition_count(config.kafka, DEADLETTER_TOPIC)  # fail early if it is missing
     producer = make_producer(config, f"statefed-pipeline-deadletter-{topic}")
     rejected = rejected_records(read_topic(spark, config, topic), decodings)
     writer = rejected.writeStream.outputMode("append").foreachBatch(

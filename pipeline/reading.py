@@ -25,6 +25,7 @@ from confluent_kafka import (
 from pipeline.errors import SourceError
 from pipeline.offsets import OffsetRange
 from pipeline.watermarks import consumer_config
+from runtime.kafka import KafkaSettings
 
 __all__ = ["ARROW_SCHEMA", "read_ranges"]
 
@@ -85,10 +86,10 @@ class _Columns:
 
 
 def read_ranges(
-    bootstrap: str, topic: str, ranges: Sequence[OffsetRange], timeout_s: float
+    kafka: str | KafkaSettings, topic: str, ranges: Sequence[OffsetRange], timeout_s: float
 ) -> Iterator[pa.RecordBatch]:
     """Every message of `ranges` of `topic`, in offset order per partition."""
-    consumer = Consumer(consumer_config(bootstrap, topic))
+    consumer = Consumer(consumer_config(kafka, topic))
     try:
         consumer.assign([TopicPartition(topic, r.partition, r.start) for r in ranges if r.size])
         yield from _consume_ranges(consumer, topic, ranges, time.monotonic() + timeout_s)

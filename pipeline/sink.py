@@ -12,26 +12,31 @@ from types import TracebackType
 from confluent_kafka import KafkaError, Message, Producer
 
 from pipeline.errors import DeliveryError
+from runtime.kafka import KafkaSettings
+from runtime.produce import producer_config
 
-__all__ = ["BatchProducer"]
+__all__ = ["BatchProducer", "batch_producer_config"]
+
+
+def batch_producer_config(
+    kafka: str | KafkaSettings, client_id: str, timeout_s: float
+) -> dict[str, object]:
+    """The librdkafka configuration of a query's changelog producer: murmur2 partitioning
+    like every statefed producer, every record acknowledged by all replicas."""
+    return producer_config(
+        kafka,
+        {"acks": "all", "message.timeout.ms": int(timeout_s * 1000), "log_level": 3},
+    ) | {"client.id": client_id}
 
 
 class BatchProducer:
     """A producer used batch by batch: `send` records, then `flush_or_raise` per batch."""
 
-    def __init__(self, bootstrap: str, client_id: str, timeout_s: float = 30.0) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: str | KafkaSettings, client_id: str, timeout_s: float = 30.0) -> None:
+        self.kafka = KafkaSettings.of(kafka)
+        self.bootstrap = self.kafka.bootstrap
         self.timeout_s = timeout_s
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": client_id,
-                "acks": "all",
-                "linger.ms": 5,
-                "message.timeout.ms": int(timeout_s * 1000),
-                "log_level": 3,
-            }
-        )
+        self._producer = Producer(batch_producer_config(self.kafka, client_id, timeout_s))
         self._failures: list[str] = []  # the first few, for the message
         # next offset per (topic, partition) after the newest acknowledged record; written
         # by delivery reports, read by the status poller's thread

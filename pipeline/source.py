@@ -3,15 +3,16 @@
 Offsets live in Spark's checkpoint as `{"<partition>": next_offset}`; end offsets come from
 a fetched high watermark (see watermarks.py); a micro-batch's ranges are grouped into a
 few read tasks. Options: `bootstrap`, `topic` (required), `startingOffsets` (earliest |
-latest), `readTasks`, `maxOffsetsPerTrigger` (0 = no cap), `readTimeoutMs`. Columns are
-those of Spark's own Kafka connector: key, value, topic, partition, offset, timestamp,
+latest), `readTasks`, `maxOffsetsPerTrigger` (0 = no cap), `readTimeoutMs`, and
+`kafka.<key>` for each librdkafka setting (`runtime.kafka.KafkaSettings.source_options`).
+Columns are those of Spark's own Kafka connector: key, value, topic, partition, offset, timestamp,
 timestampType.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -38,6 +39,8 @@ from pipeline.offsets import (
 )
 from pipeline.reading import read_ranges
 from pipeline.watermarks import WatermarkProbe
+from runtime.config import ConfigError
+from runtime.kafka import KafkaProperties, KafkaSettings
 
 __all__ = [
     "KAFKA_SCHEMA",
@@ -74,6 +77,13 @@ class SourceOptions:
     read_tasks: int = 2
     max_offsets_per_trigger: int = 0
     read_timeout_ms: int = 30_000
+    # the `kafka.<key>` options: the user's librdkafka settings (TLS, SASL)
+    kafka_properties: KafkaProperties = field(default_factory=KafkaProperties)
+
+    @property
+    def kafka(self) -> KafkaSettings:
+        """The Kafka client settings of the source's consumers."""
+        return KafkaSettings(self.bootstrap, self.kafka_properties)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -110,7 +120,16 @@ class SourceOptions:
             read_tasks=integer("readTasks", 2, 1),
             max_offsets_per_trigger=integer("maxOffsetsPerTrigger", 0, 0),
             read_timeout_ms=integer("readTimeoutMs", 30_000, 1),
+            kafka_properties=_kafka_properties(options),
         )
+
+
+def _kafka_properties(options: Mapping[str, str]) -> KafkaProperties:
+    values = tuple(sorted((k[6:], v) for k, v in options.items() if k.startswith("kafka.")))
+    try:
+        return KafkaProperties(values)
+    except ConfigError as exc:
+        raise PipelineConfigError(f"{SOURCE_NAME} option kafka.*", exc.problem) from exc
 
 
 class KafkaInputPartition(InputPartition):
@@ -148,7 +167,7 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _watermarks(self) -> WatermarkProbe:
         if self._probe is None:
-            self._probe = WatermarkProbe(self.options.bootstrap, self.options.topic)
+            self._probe = WatermarkProbe(self.options.kafka, self.options.topic)
         return self._probe
 
     def initialOffset(self) -> dict[str, int]:
@@ -181,7 +200,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
         timeout_s = self.options.read_timeout_ms / 1000
-        return read_ranges(self.options.bootstrap, self.options.topic, partition.ranges, timeout_s)
+        return read_ranges(self.options.kafka, self.options.topic, partition.ranges, timeout_s)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: progress lives in Spark's checkpoint, not in a consumer group."""

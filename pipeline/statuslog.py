@@ -17,33 +17,41 @@ from confluent_kafka import KafkaError, Message, Producer
 from pipeline.offsets import OffsetRange
 from pipeline.reading import read_ranges
 from pipeline.watermarks import WatermarkProbe
+from runtime.kafka import KafkaSettings
 from schema import PIPELINE_TOPIC, ViewStatus, decode_status, encode_status
 
-__all__ = ["StatusPublisher", "read_last_statuses"]
+__all__ = ["StatusPublisher", "read_last_statuses", "status_producer_config"]
 
 log = logging.getLogger(__name__)
 
 _FIRST_CHUNK = 1_000
 
 
+def status_producer_config(kafka: str | KafkaSettings, timeout_s: float) -> dict[str, object]:
+    """The librdkafka configuration of the status producer."""
+    return KafkaSettings.of(kafka).client(
+        fixed={
+            "acks": "all",
+            # one request at a time: a retried record cannot overtake a newer status
+            "max.in.flight.requests.per.connection": 1,
+        },
+        defaults={
+            "client.id": "statefed-pipeline-status",
+            "linger.ms": 5,
+            "message.timeout.ms": int(timeout_s * 1000),
+            "log_level": 3,
+        },
+    )
+
+
 class StatusPublisher:
     """Produces status records without blocking the caller (a Spark listener thread)."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: str | KafkaSettings, timeout_s: float = 30.0) -> None:
+        self.kafka = KafkaSettings.of(kafka)
+        self.bootstrap = self.kafka.bootstrap
         self.timeout_s = timeout_s
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "client.id": "statefed-pipeline-status",
-                "acks": "all",
-                "linger.ms": 5,
-                # one request at a time: a retried record cannot overtake a newer status
-                "max.in.flight.requests.per.connection": 1,
-                "message.timeout.ms": int(timeout_s * 1000),
-                "log_level": 3,
-            }
-        )
+        self._producer = Producer(status_producer_config(self.kafka, timeout_s))
 
     def publish(self, status: ViewStatus) -> None:
         try:
@@ -84,7 +92,7 @@ def _ids(status: ViewStatus) -> tuple[str, int]:
 
 
 def read_last_statuses(
-    bootstrap: str, views: Iterable[str], timeout_s: float = 30.0
+    bootstrap: str | KafkaSettings, views: Iterable[str], timeout_s: float = 30.0
 ) -> dict[str, ViewStatus]:
     """The newest status record of each of `views` that has one (others are left out)."""
     missing = set(views)
@@ -107,7 +115,9 @@ def read_last_statuses(
     return found
 
 
-def _read_backwards(bootstrap: str, start: int, end: int, timeout_s: float) -> list[ViewStatus]:
+def _read_backwards(
+    bootstrap: str | KafkaSettings, start: int, end: int, timeout_s: float
+) -> list[ViewStatus]:
     """The decodable statuses at offsets [start, end), newest first."""
     statuses = []
     for batch in read_ranges(bootstrap, PIPELINE_TOPIC, [OffsetRange(0, start, end)], timeout_s):

@@ -16,34 +16,37 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from pipeline.errors import SourceError
+from runtime.kafka import KafkaSettings
 
 __all__ = ["WatermarkProbe", "consumer_config"]
 
 
-def consumer_config(bootstrap: str, topic: str, **extra: Any) -> dict[str, Any]:
-    """Settings of a consumer that only ever uses assign(): never joins or commits a group."""
-    return {
-        "bootstrap.servers": bootstrap,
-        # librdkafka insists on a group id even without subscribe(); nothing is committed
-        "group.id": f"statefed-pipeline-{topic}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "enable.partition.eof": True,
-        "log_level": 3,
-        **extra,
-    }
+def consumer_config(kafka: str | KafkaSettings, topic: str, **extra: Any) -> dict[str, Any]:
+    """Settings of a consumer that only ever uses assign(): never joins or commits a group;
+    `extra` replaces defaults."""
+    return KafkaSettings.of(kafka).client(
+        fixed={
+            # librdkafka insists on a group id even without subscribe(); nothing is committed
+            "group.id": f"statefed-pipeline-{topic}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        },
+        defaults={"log_level": 3, **extra},
+    )
 
 
 class WatermarkProbe:
     """A consumer that answers "where does each partition of `topic` end right now"."""
 
-    def __init__(self, bootstrap: str, topic: str, timeout_s: float = 10.0) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, kafka: str | KafkaSettings, topic: str, timeout_s: float = 10.0) -> None:
+        self.kafka = KafkaSettings.of(kafka)
+        self.bootstrap = self.kafka.bootstrap
         self.topic = topic
         self.timeout_s = timeout_s
         # a short fetch wait: an idle partition answers end-of-partition quickly
-        self._consumer = Consumer(consumer_config(bootstrap, topic, **{"fetch.wait.max.ms": 10}))
+        self._consumer = Consumer(consumer_config(self.kafka, topic, **{"fetch.wait.max.ms": 10}))
 
     def partitions(self) -> list[int]:
         """The topic's partitions, from metadata."""

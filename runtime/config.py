@@ -25,11 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-__all__ = ["ConfigError", "EnvConfig", "setting"]
+__all__ = ["ConfigError", "EnvConfig", "setting", "settings_group"]
 
 _T = TypeVar("_T")
 _C = TypeVar("_C", bound="EnvConfig")
 _METADATA_KEY = "statefed.setting"
+_GROUP_KEY = "statefed.settings_group"
 _FLAGS = dict.fromkeys(("true", "1", "yes", "on"), True) | dict.fromkeys(
     ("false", "0", "no", "off"), False
 )
@@ -79,6 +80,13 @@ def setting(
         None if choices is None else tuple(choices),
     )
     field: _T = dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+    return field
+
+
+def settings_group(read: Callable[[Mapping[str, str]], _T], default: _T) -> _T:
+    """A dataclass field read from a family of variables at once by `read(environ)` (the
+    Kafka client settings, `runtime.kafka`); `read` raises `ConfigError` naming the variable."""
+    field: _T = dataclasses.field(default=default, metadata={_GROUP_KEY: read})
     return field
 
 
@@ -153,6 +161,14 @@ class EnvConfig:
                 values[name] = spec.parse(raw.strip())
             except ValueError as exc:
                 raise cls.config_error(spec.variable, f"{_expected(spec)}, got {raw!r}") from exc
+        for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+            read = field.metadata.get(_GROUP_KEY)
+            if read is None:
+                continue
+            try:
+                values[field.name] = read(environ)
+            except ConfigError as exc:  # in the part's own exception tree
+                raise cls.config_error(exc.variable, exc.problem) from exc
         return values
 
     def __post_init__(self) -> None:

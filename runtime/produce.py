@@ -12,6 +12,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from runtime.kafka import KafkaSettings
+
 __all__ = [
     "ProduceError",
     "Record",
@@ -19,6 +21,7 @@ __all__ = [
     "new_producer",
     "produce_keys",
     "produce_records",
+    "producer_config",
 ]
 
 
@@ -41,18 +44,27 @@ class Write:
         return f"{self.topic}:{self.partition}:{self.offset}"
 
 
-def new_producer(bootstrap: str, settings: Mapping[str, Any] | None = None) -> Producer:
-    """A producer partitioning as statefed expects; `settings` add librdkafka settings or
-    replace the defaults (never the partitioner)."""
-    return Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "enable.idempotence": False,  # the embedded broker has no transactions/idempotence
+def producer_config(
+    kafka: str | KafkaSettings, settings: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A producer's librdkafka configuration: the user's Kafka settings over statefed's
+    defaults, `settings` over both, and never another partitioner."""
+    return KafkaSettings.of(kafka).client(
+        fixed={
             **(settings or {}),
             "partitioner": "murmur2_random",  # Kafka's Java default, not librdkafka's
-        }
+        },
+        defaults={
+            "linger.ms": 5,
+            "enable.idempotence": False,  # the embedded broker has no transactions/idempotence
+        },
     )
+
+
+def new_producer(kafka: str | KafkaSettings, settings: Mapping[str, Any] | None = None) -> Producer:
+    """A producer partitioning as statefed expects; `settings` add librdkafka settings or
+    replace the defaults (never the partitioner)."""
+    return Producer(producer_config(kafka, settings))
 
 
 @dataclass(frozen=True)
@@ -65,7 +77,7 @@ class Record:
 
 
 def produce_keys(
-    bootstrap: str,
+    bootstrap: str | KafkaSettings,
     topic: str,
     keys: Iterable[str],
     value: bytes = b"",
@@ -76,7 +88,7 @@ def produce_keys(
 
 
 def produce_records(
-    bootstrap: str,
+    bootstrap: str | KafkaSettings,
     topic: str,
     records: Iterable[Record],
     producer: Producer | None = None,
@@ -97,9 +109,10 @@ def produce_records(
         _produce(client, topic, record, delivered)
     remaining = client.flush(30)
     if remaining or failures:
+        kafka = KafkaSettings.of(bootstrap)
         raise ProduceError(
-            f"producing to {topic} on {bootstrap}: {remaining} records undelivered after 30 s, "
-            f"{len(failures)} failed (first: {failures[:3]}); is the broker up?"
+            f"producing to {topic} on {kafka.bootstrap}: {remaining} records undelivered "
+            f"after 30 s, {len(failures)} failed (first: {failures[:3]}): {kafka.hint()}"
         )
     return writes
 

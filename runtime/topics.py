@@ -1,7 +1,8 @@
 """Creating, checking and describing the topics statefed uses.
 
 Input topics and changelog topics of one view have the same partition count; the
-partition count of a topic is always read from topic metadata.
+partition count of a topic is always read from topic metadata. A broker that cannot be
+reached (or refuses the client) is a `KafkaConnectionError` naming the settings to check.
 
 `topic_plan` says what every topic should be (partitions, replication, configs) as data;
 `inspect_plan` compares it with what the cluster has, and `create_planned` creates the
@@ -13,17 +14,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    ClusterMetadata,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
+from runtime.kafka import ErrorTrap, KafkaConnectionError, KafkaSettings
 from schema import (
     CATALOGUE,
     DEADLETTER_TOPIC,
     MEMBERS_TOPIC,
     PIPELINE_TOPIC,
     View,
-    ViewKind,
 )
 
 __all__ = [
@@ -31,6 +39,7 @@ __all__ = [
     "TopicCheck",
     "TopicError",
     "TopicSpec",
+    "admin_config",
     "create_planned",
     "ensure_topics",
     "inspect_plan",
@@ -150,19 +159,35 @@ def _changelog_configs(view: View) -> dict[str, str]:
     # A changelog is the state a node restores from: compacted, so every key's newest
     # record stays however old. Windows past the view's retention are gone from the view,
     # so their records may go too (by record time, i.e. when the pipeline wrote them).
-    if view.kind is ViewKind.WINDOWED_COUNT and view.window is not None:
+    if view.window is not None:
         return {"cleanup.policy": _COMPACT_DELETE, "retention.ms": str(view.window.retention_ms)}
     # HISTORY: a View declares no retention, so every event is kept (compact only)
     return {"cleanup.policy": _COMPACT}
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    """The one place a topic admin client is configured."""
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin_config(kafka: str | KafkaSettings) -> dict[str, Any]:
+    """The topic admin client's librdkafka configuration."""
+    return KafkaSettings.of(kafka).client()
+
+
+def _metadata(kafka: KafkaSettings, timeout_s: float) -> tuple[AdminClient, ClusterMetadata]:
+    """An admin client and the cluster's metadata; KafkaConnectionError if unreachable."""
+    trap = ErrorTrap()
+    config: dict[str, Any] = {**admin_config(kafka), "error_cb": trap, "logger": trap}
+    admin = AdminClient(config)
+    try:
+        return admin, admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        admin.poll(0)  # serve the error events queued meanwhile (a TLS failure among them)
+        cause = trap.error or exc
+        raise KafkaConnectionError(
+            f"no metadata from Kafka at {kafka.bootstrap} within {timeout_s} s ({cause}): "
+            f"{kafka.hint(cause)}"
+        ) from exc
 
 
 def inspect_plan(
-    bootstrap: str, plan: Sequence[TopicSpec], timeout_s: float = 15.0
+    kafka: str | KafkaSettings, plan: Sequence[TopicSpec], timeout_s: float = 15.0
 ) -> list[TopicCheck]:
     """`plan` against the cluster: which topics exist, and how they differ.
 
@@ -170,14 +195,9 @@ def inspect_plan(
     view's existing input (or changelog) topic. Raises TopicError when the cluster has
     fewer brokers than the replication factor asks.
     """
-    admin = _admin(bootstrap)
-    try:
-        metadata = admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise TopicError(
-            f"cannot read the topics of {bootstrap} ({exc}): check --bootstrap / STATEFED_BOOTSTRAP"
-        ) from exc
-    _require_brokers(bootstrap, len(metadata.brokers), plan)
+    settings = KafkaSettings.of(kafka)
+    admin, metadata = _metadata(settings, timeout_s)
+    _require_brokers(settings.bootstrap, len(metadata.brokers), plan)
     existing = {
         name: len(topic.partitions)
         for name, topic in metadata.topics.items()
@@ -309,7 +329,9 @@ def _describe(
     return described
 
 
-def create_planned(bootstrap: str, checks: Sequence[TopicCheck], timeout_s: float = 15.0) -> None:
+def create_planned(
+    kafka: str | KafkaSettings, checks: Sequence[TopicCheck], timeout_s: float = 15.0
+) -> None:
     """Create the topics `checks` plan to create, with their configs."""
     new = [
         NewTopic(c.spec.name, c.spec.partitions, c.spec.replication, config=dict(c.spec.configs))
@@ -317,18 +339,21 @@ def create_planned(bootstrap: str, checks: Sequence[TopicCheck], timeout_s: floa
         if c.action == "create"
     ]
     if new:
-        _create(_admin(bootstrap), bootstrap, new, timeout_s)
+        settings = KafkaSettings.of(kafka)
+        _create(AdminClient(admin_config(settings)), settings.bootstrap, new, timeout_s)
 
 
-def ensure_topics(bootstrap: str, topics: dict[str, int], timeout_s: float = 15.0) -> None:
+def ensure_topics(
+    kafka: str | KafkaSettings, topics: dict[str, int], timeout_s: float = 15.0
+) -> None:
     """Create the missing ones of `topics` (replication 1, cluster default configs);
     existing topics are left as they are. For tests and the embedded broker: production
     topics come from `statefed topics` (`topic_plan`)."""
-    admin = _admin(bootstrap)
-    existing = admin.list_topics(timeout=timeout_s).topics
-    missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
+    settings = KafkaSettings.of(kafka)
+    admin, metadata = _metadata(settings, timeout_s)
+    missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in metadata.topics]
     if missing:
-        _create(admin, bootstrap, missing, timeout_s)
+        _create(admin, settings.bootstrap, missing, timeout_s)
 
 
 def _create(admin: AdminClient, bootstrap: str, new: list[NewTopic], timeout_s: float) -> None:
@@ -340,15 +365,17 @@ def _create(admin: AdminClient, bootstrap: str, new: list[NewTopic], timeout_s: 
                 raise TopicError(f"creating topic {topic} on {bootstrap} failed: {exc}") from exc
 
 
-def partition_count(bootstrap: str, topic: str, timeout_s: float = 10.0) -> int:
+def partition_count(kafka: str | KafkaSettings, topic: str, timeout_s: float = 10.0) -> int:
     """The partition count of `topic` from the broker's metadata."""
-    admin = _admin(bootstrap)
+    settings = KafkaSettings.of(kafka)
     # Ask for all topics: a metadata request naming a missing topic makes brokers with
     # auto-creation (the embedded one) create it, with their default partition count.
-    metadata = admin.list_topics(timeout=timeout_s).topics.get(topic)
-    if metadata is None or metadata.error is not None or not metadata.partitions:
+    _, metadata = _metadata(settings, timeout_s)
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
         raise RuntimeError(
-            f"topic {topic} has no partitions on {bootstrap}: create it first (`statefed broker` "
-            "creates every statefed topic; against your own Kafka, run `statefed topics`)"
+            f"topic {topic} has no partitions on {settings.bootstrap}: create it first "
+            "(`statefed broker` creates every statefed topic; against your own Kafka, run "
+            "`statefed topics`)"
         )
-    return len(metadata.partitions)
+    return len(found.partitions)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from runtime.config import ConfigError
+from runtime.kafka import KafkaConnectionError
 from schema import View, load_catalogue
 from tooling.config import ToolingConfig
 
@@ -140,8 +141,8 @@ def _topics(env: dict[str, str], dry_run: bool) -> None:
         plan = topic_plan(
             _catalogue(env), config.partitions, config.topics_replication, config.topics_min_isr
         )
-        checks = inspect_plan(config.bootstrap, plan)
-    except TopicError as exc:
+        checks = inspect_plan(config.kafka, plan)
+    except (TopicError, KafkaConnectionError) as exc:
         raise SystemExit(f"statefed topics: {exc}") from exc
     _print_checks(checks)
     problems = [p for c in checks for p in c.problems]
@@ -151,10 +152,10 @@ def _topics(env: dict[str, str], dry_run: bool) -> None:
         print("dry run: nothing was created")
         return
     try:
-        create_planned(config.bootstrap, checks)
+        create_planned(config.kafka, checks)
         created = {c.spec.name for c in checks if c.action == "create"}
-        after = [c for c in inspect_plan(config.bootstrap, plan) if c.spec.name in created]
-    except TopicError as exc:
+        after = [c for c in inspect_plan(config.kafka, plan) if c.spec.name in created]
+    except (TopicError, KafkaConnectionError) as exc:
         raise SystemExit(f"statefed topics: {exc}") from exc
     # what the broker did not apply of what was asked (e.g. a config it ignores)
     _print_checks([c for c in after if c.action != "exists ok"], prefix="created, but ")
@@ -197,13 +198,13 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
     from runtime.produce import produce_keys
     from tooling.demodata import skewed_words
 
-    bootstrap = ToolingConfig.from_env(env).bootstrap
+    kafka = ToolingConfig.from_env(env).kafka
     if args.count is not None:
         keys = skewed_words(args.count, seed=args.seed)
     else:
         keys = [word for line in sys.stdin for word in line.split()]
-    writes = produce_keys(bootstrap, args.topic, keys)
-    print(f"produced {len(writes)} records to {args.topic} on {bootstrap}")
+    writes = produce_keys(kafka, args.topic, keys)
+    print(f"produced {len(writes)} records to {args.topic} on {kafka.bootstrap}")
     newest = {w.key: w for w in sorted(writes, key=lambda w: w.offset)}  # a key: one partition
     if len(newest) <= _TOKENS_SHOWN:
         for key, write in newest.items():
@@ -224,7 +225,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     try:
         handlers[args.command](env)
-    except ConfigError as exc:  # every part's configuration error derives from it
+    # every part's configuration error derives from ConfigError; an unreachable Kafka says
+    # which settings to check
+    except (ConfigError, KafkaConnectionError) as exc:
         raise SystemExit(f"statefed {args.command}: {exc}") from exc
 
 

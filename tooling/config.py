@@ -9,16 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.config import EnvConfig, setting
+from runtime.config import EnvConfig, setting, settings_group
+from runtime.kafka import KafkaClientConfig, KafkaProperties
 
 __all__ = ["ToolingConfig"]
 
 
 @dataclass(frozen=True)
-class ToolingConfig(EnvConfig):
+class ToolingConfig(KafkaClientConfig, EnvConfig):
     """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`."""
 
     bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
+    # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
+    kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
     # `package.module:NAME`; None = the built-in catalogue
     catalogue: str | None = setting("STATEFED_CATALOGUE", None, parse=str)
     partitions: int = setting("STATEFED_PARTITIONS", 6, low=1)

@@ -74,7 +74,9 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert GatewayConfig.from_env({**without_jwks, secret: "/run/secret"}).jwt_secret_file == (
         Path("/run/secret")
     )
-    assert {f.name for f in dataclasses.fields(GatewayConfig)} == set(GatewayConfig.ENV)
+    # the Kafka client settings are a family of variables (STATEFED_KAFKA_*, runtime.kafka)
+    kafka = {"kafka_properties"}
+    assert {f.name for f in dataclasses.fields(GatewayConfig)} == set(GatewayConfig.ENV) | kafka
     assert config.bootstrap == "kafka:9092" and config.port == 9000
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
     assert config.url == "https://0.0.0.0:9000"
