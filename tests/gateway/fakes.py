@@ -35,6 +35,7 @@ from graphql import (
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from gateway.producer import EventProducer
 from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
 from gateway.status import StatusBoard
 from runtime.clock import wall_clock_ms
@@ -581,8 +582,11 @@ async def running_gateway(
     extra: Mapping[str, httpx.AsyncBaseTransport] | None = None,
     catalogue: Sequence[View] = (WORDS,),
     statuses: StatusBoard | None = None,
+    producer: EventProducer | None = None,
+    clock: Callable[[], int] = wall_clock_ms,
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """The gateway app over fake nodes, started, with an httpx client talking to it."""
+    """The gateway app over fake nodes, started, with an httpx client talking to it;
+    `producer` and `clock` are the app's seams for the produce mutation and its time."""
     upstream = client_for(nodes, extra)
     app = GatewayApp(
         config or GatewayConfig(),
@@ -590,6 +594,8 @@ async def running_gateway(
         client=upstream,
         statuses=statuses,
         catalogue=catalogue,
+        producer=producer,
+        clock=clock,
     )
     await app.startup()
     try:

@@ -8,15 +8,14 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.errors import RateLimitedError
 from gateway.producer import EventProducer
@@ -24,7 +23,7 @@ from gateway.timestamps import from_ms
 from gateway.writes import RateLimiter
 from runtime.topics import ensure_topics
 from schema import DEMO_DOMAIN, WORD_COUNTS, View, partition_for
-from tests.gateway.fakes import FakeNode, Model, client_for, codes, feed_for
+from tests.gateway.fakes import FakeNode, Model, codes, running_gateway
 from tests.security.recording import RecordingProducer
 from tooling.broker import EmbeddedBroker
 
@@ -49,31 +48,17 @@ class Clock:
         return self.now_ms
 
 
-@asynccontextmanager
-async def gateway(
+def gateway(
     config: GatewayConfig,
     catalogue: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN),
     producer: EventProducer | None = None,
     clock: Callable[[], int] | None = None,
-) -> AsyncIterator[httpx.AsyncClient]:
+) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+    """The gateway over one fake node holding every partition of `catalogue`."""
     node = FakeNode("n0", Model(), range(P), P, catalogue)
-    upstream = client_for([node])
-    app = GatewayApp(
-        config,
-        feed=feed_for([node], P, catalogue),
-        client=upstream,
-        catalogue=catalogue,
-        producer=producer,
-        clock=clock or Clock(),
+    return running_gateway(
+        [node], P, config, catalogue=catalogue, producer=producer, clock=clock or Clock()
     )
-    await app.startup()
-    try:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
-            yield http
-    finally:
-        await app.shutdown()
-        await upstream.aclose()
 
 
 async def produce(
