@@ -78,17 +78,7 @@ class QueryLimits:
         self._config = config
         self._schema = schema
         self._prices = _prices(config, catalogue)
-        env = GatewayConfig.ENV
-        self._limits = Limits(
-            max_depth=config.max_depth,
-            max_aliases=config.max_aliases,
-            max_cost=config.max_cost,
-            introspection=config.introspection,
-            variables={
-                k: env[k] for k in ("max_depth", "max_aliases", "max_cost", "introspection")
-            },
-            server="gateway",
-        )
+        self._limits = Limits.of(config, GatewayConfig.ENV, "gateway")
 
     def analyze(self, document: DocumentNode, operation: OperationDefinitionNode) -> Shape:
         """The shape of one operation of a parsed (not yet validated) document."""

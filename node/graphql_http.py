@@ -114,16 +114,7 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
         self.schema = schema
         self.registry = registry
         self.clock = clock
-        self.limits = Limits(
-            max_depth=config.max_depth,
-            max_aliases=config.max_aliases,
-            max_cost=config.max_cost,
-            introspection=config.introspection,
-            variables={
-                k: env[k] for k in ("max_depth", "max_aliases", "max_cost", "introspection")
-            },
-            server="node",
-        )
+        self.limits = Limits.of(config, env, "node")
         self._sized = _sized_arguments(schema._schema)
 
     def context(self, request: GraphQLRequest) -> ReadContext:

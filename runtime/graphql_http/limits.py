@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from graphql import (
     DocumentNode,
@@ -360,6 +360,22 @@ def weigh(
 # -- the limits -----------------------------------------------------------------------------
 
 
+class LimitSettings(Protocol):
+    """The part of a server's config the limits read (GatewayConfig, NodeConfig)."""
+
+    @property
+    def max_depth(self) -> int: ...
+
+    @property
+    def max_aliases(self) -> int: ...
+
+    @property
+    def max_cost(self) -> int: ...
+
+    @property
+    def introspection(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Limits:
     """The limits one server applies, and the variables that set them (by field name:
@@ -371,6 +387,20 @@ class Limits:
     introspection: bool
     variables: Mapping[str, str]
     server: str
+
+    @classmethod
+    def of(cls, config: LimitSettings, env: Mapping[str, str], server: str) -> Limits:
+        """The limits of a server's config, named in messages by the variables `env` maps
+        its fields to (the config's `ENV`)."""
+        names = ("max_depth", "max_aliases", "max_cost", "introspection")
+        return cls(
+            max_depth=config.max_depth,
+            max_aliases=config.max_aliases,
+            max_cost=config.max_cost,
+            introspection=config.introspection,
+            variables={name: env[name] for name in names},
+            server=server,
+        )
 
     def refusals(self, measure: Measure) -> list[GraphQLError]:
         """One error per limit of depth, aliases and introspection `measure` exceeds."""
