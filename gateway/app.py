@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from gateway.auth import Authenticator, Unauthenticated, authenticator_for
+from gateway.auth import Authenticator, Unauthenticated, authenticator_for, authorization
 from gateway.config import GatewayConfig
 from gateway.cors import Cors, CorsPolicy
 from gateway.execution import GatewayEndpoint
@@ -233,9 +233,8 @@ class GatewayApp:
         are shown only to a valid token with the operator scope."""
         urls = True
         if self.config.authenticates:
-            authorization = dict(scope["headers"]).get(b"authorization")
             try:
-                principal = await self._authenticator.principal(authorization)
+                principal = await self._authenticator.principal(authorization(scope["headers"]))
             except Unauthenticated:
                 principal = ANONYMOUS
             urls = principal.may(self.config.operator_scope)

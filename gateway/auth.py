@@ -15,7 +15,7 @@ the `WWW-Authenticate` header.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +43,7 @@ __all__ = [
     "JwtAuthenticator",
     "Unauthenticated",
     "authenticator_for",
+    "authorization",
     "refusal",
 ]
 
@@ -152,6 +153,14 @@ def _scopes(claims: dict[str, Any]) -> frozenset[str]:
         elif isinstance(value, list):
             scopes.update(item for item in value if isinstance(item, str))
     return frozenset(scopes)
+
+
+def authorization(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+    """The Authorization header of an ASGI request's `headers` (None when absent)."""
+    for name, value in headers:
+        if name == b"authorization":
+            return value
+    return None
 
 
 def refusal(exc: Unauthenticated) -> RequestError:

@@ -5,11 +5,11 @@ Each distinct query text is parsed (at most STATEFED_GATEWAY_MAX_TOKENS tokens) 
 validated once by the shared document cache; the shape the query limits measure is kept
 with the cached document (per operation name), so a request only evaluates its cost against
 its variables (`refuse`) before any node is asked; the limits run before validation, which
-only a document within them gets. Strawberry
-builds the schema and provides the DataLoader; its `execute`, with per-request extension
-and middleware objects, is off the hot path. Who is asking is settled before
-any of that, from the headers (`admit`, `gateway.auth`): a request without a usable token
-is a 401 whose body was never read. A GET without `query` shows GraphiQL.
+only a document within them gets. Strawberry builds the schema and provides the
+DataLoader; its `execute`, with per-request extension and middleware objects, is off the
+hot path. Who is asking is settled before any of that, from the headers (`admit`,
+`gateway.auth`): a request without a usable token is a 401 whose body was never read. A
+GET without `query` shows GraphiQL.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import strawberry
 from graphql import ExecutionResult, GraphQLError, OperationDefinitionNode, execute
 from strawberry.execution import optimized_is_awaitable
 
-from gateway.auth import Anonymous, Authenticator, Unauthenticated, refusal
+from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorization, refusal
 from gateway.limits import QueryLimits, Shape
 from gateway.principal import ANONYMOUS, Principal
 from gateway.request import RequestContext
@@ -80,13 +80,8 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
     async def admit(self, scope: Scope) -> Principal:
         if self._anonymous:
             return ANONYMOUS
-        authorization = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value
-                break
         try:
-            return await self._authenticator.principal(authorization)
+            return await self._authenticator.principal(authorization(scope["headers"]))
         except Unauthenticated as exc:
             raise refusal(exc) from None
 
