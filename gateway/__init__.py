@@ -22,6 +22,7 @@ from gateway.errors import (
     NodeUnavailableError,
     NotCaughtUpError,
     NotOwnerError,
+    PartitionNeverAssignedError,
     PartitionUnassignedError,
     ProduceDisabledError,
     ProduceError,
@@ -29,6 +30,7 @@ from gateway.errors import (
     QueryTooCostlyError,
     QueryTooDeepError,
     RateLimitedError,
+    Reason,
     RoutingError,
     RoutingNotReadyError,
     TooManyAliasesError,
@@ -40,7 +42,14 @@ from gateway.membership import MemberDirectory, MembershipReader, find_start_off
 from gateway.planner import KeyRead, LookupResult, Planner, ReadOptions, TopResult
 from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
-from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, build_routing_table
+from gateway.routing import (
+    Disclaimers,
+    LastOwner,
+    NodeInfo,
+    RoutingFeed,
+    RoutingTable,
+    build_routing_table,
+)
 from gateway.rows import Edge, Event, Page, Row, WindowCount
 from gateway.schema import build_schema, print_sdl
 from gateway.server import run_gateway
@@ -63,6 +72,7 @@ __all__ = [
     "GatewayError",
     "IntrospectionDisabledError",
     "KeyRead",
+    "LastOwner",
     "LookupResult",
     "MemberDirectory",
     "MembershipReader",
@@ -73,6 +83,7 @@ __all__ = [
     "NotCaughtUpError",
     "NotOwnerError",
     "Page",
+    "PartitionNeverAssignedError",
     "PartitionUnassignedError",
     "PipelineStatusReader",
     "Planner",
@@ -85,6 +96,7 @@ __all__ = [
     "QueryTooDeepError",
     "RateLimitedError",
     "ReadOptions",
+    "Reason",
     "RoutingError",
     "RoutingFeed",
     "RoutingNotReadyError",

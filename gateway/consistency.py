@@ -44,9 +44,10 @@ class Token:
         return f"{self.topic}:{self.partition}:{self.offset}"
 
 
-def parse_token(view: View, text: str) -> Token:
-    """The token `text` for a read of `view`: BadRequestError when it is malformed or names
-    a topic the view does not read."""
+def parse_token(view: View, text: str, partitions: int | None = None) -> Token:
+    """The token `text` for a read of `view`: BadRequestError when it is malformed, names a
+    topic the view does not read, or a partition outside `partitions` (the view's partition
+    count; None while not known, when no partition is refused)."""
     match = _TOKEN.match(text)
     if match is None:
         raise BadRequestError(
@@ -59,6 +60,12 @@ def parse_token(view: View, text: str) -> Token:
         raise BadRequestError(
             view.name,
             f"atLeast names a write to topic {token.topic}, but the view reads topic {view.topic}",
+        )
+    if partitions is not None and token.partition >= partitions:
+        raise BadRequestError(
+            view.name,
+            f"atLeast names partition {token.partition} of topic {token.topic}, which has "
+            f"{partitions} partitions (0..{partitions - 1}): no write can have landed there",
         )
     return token
 

@@ -21,7 +21,9 @@ GatewayError                        code
 │                                                       per second than allowed
 └── RoutingError                    PARTITION_UNAVAILABLE (per partition that could not be read)
     ├── RoutingNotReadyError        ROUTING_NOT_READY   partition count not read from metadata yet
-    ├── PartitionUnassignedError    no live node holds the partition ACTIVE
+    ├── PartitionUnassignedError    no live node holds the partition ACTIVE; names the node
+    │                               that last did and when
+    ├── PartitionNeverAssignedError no node has held it ACTIVE in the membership read so far
     ├── NodeUnavailableError        connection refused or reset, HTTP 5xx
     │   └── NodeTimeoutError        no answer before the request's deadline
     ├── NotOwnerError               the node says it does not hold the partition (NOT_OWNER)
@@ -39,6 +41,9 @@ Outside the tree, as they never become GraphQL errors of an executed request:
 work) and `gateway.keys.KeySetError` (token keys unreadable: start-up fails, a later
 re-read keeps the keys held).
 
+Every error of a partition says why with a `Reason` (`extensions.reason`): the one list of
+reasons, each documented in the README's error section.
+
 Messages name the view, key, partition and node (by id: node URLs and the text of lower
 layers' exceptions go to the log, never to a client). The conversion to GraphQL errors
 happens in one place, `gateway.responses`. A node call's own failures
@@ -49,8 +54,10 @@ in one place too, `gateway.upstream`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any, ClassVar
 
+from gateway.timestamps import from_ms
 from runtime.graphql_http.limits import (
     IntrospectionDisabledError,
     QueryLimitError,
@@ -72,6 +79,7 @@ __all__ = [
     "NodeUnavailableError",
     "NotCaughtUpError",
     "NotOwnerError",
+    "PartitionNeverAssignedError",
     "PartitionUnassignedError",
     "ProduceDisabledError",
     "ProduceError",
@@ -79,12 +87,28 @@ __all__ = [
     "QueryTooCostlyError",
     "QueryTooDeepError",
     "RateLimitedError",
+    "Reason",
     "RoutingError",
     "RoutingNotReadyError",
     "TooManyAliasesError",
     "TooManyRepresentationsError",
     "TooManyRootFieldsError",
 ]
+
+
+class Reason(StrEnum):
+    """Why a read could not be answered (`extensions.reason`): the documented list (README,
+    "Errors"); every routing and consistency error carries one of these."""
+
+    UNASSIGNED = "UNASSIGNED"  # no live ACTIVE copy; `node` is the last one seen serving it
+    NEVER_ASSIGNED = "NEVER_ASSIGNED"  # no node seen serving it since the gateway started
+    NODE_UNAVAILABLE = "NODE_UNAVAILABLE"  # connection refused or reset, HTTP 5xx
+    TIMEOUT = "TIMEOUT"  # the node did not answer before the request's deadline
+    NOT_OWNER = "NOT_OWNER"  # the node disclaimed the partition and nobody else holds it
+    PROTOCOL_ERROR = "PROTOCOL_ERROR"  # the node answered what the protocol does not allow
+    NODE_BEHIND = "NODE_BEHIND"  # CONSISTENCY_TIMEOUT: the copy had not applied the token
+    PIPELINE_BEHIND = "PIPELINE_BEHIND"  # CONSISTENCY_TIMEOUT: the write not processed yet
+    ROUTING_NOT_READY = "ROUTING_NOT_READY"  # the partition count is not known yet
 
 
 class GatewayError(Exception):
@@ -172,7 +196,7 @@ class ConsistencyTimeoutError(GatewayError):
     def extensions(self) -> dict[str, Any]:
         return {
             "code": self.code,
-            "reason": "PIPELINE_BEHIND",
+            "reason": Reason.PIPELINE_BEHIND.value,
             "view": self.view,
             "token": self.token,
         }
@@ -221,12 +245,14 @@ def _keys_text(keys: Sequence[str]) -> str:
 
 
 class RoutingError(GatewayError):
-    """Some partitions of a view could not be read from the node that should hold them."""
+    """Some partitions of a view could not be read: `node` is the node asked, or (when
+    `node_was_asked` is False) the one last known to hold them."""
 
     code = "PARTITION_UNAVAILABLE"
-    reason: ClassVar[str] = "UNAVAILABLE"
+    reason: ClassVar[Reason]
     # the code of the per-partition error a response carries for it (gateway.responses)
     partition_code: ClassVar[str] = "PARTITION_UNAVAILABLE"
+    node_was_asked: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -239,7 +265,7 @@ class RoutingError(GatewayError):
     ) -> None:
         where = ""
         if partitions:
-            on = f" on node {node}" if node else ""
+            on = f" on node {node}" if node and self.node_was_asked else ""
             numbers = ", ".join(str(p) for p in partitions)
             where = f"partition {numbers}{_keys_text(keys)}{on}: "
         super().__init__(f"view {view}: {where}{detail}")
@@ -252,9 +278,19 @@ class RoutingError(GatewayError):
     def extensions(self) -> dict[str, Any]:
         return {
             "code": self.code,
-            "reason": self.reason,
+            "reason": self.reason.value,
             "view": self.view,
             "partitions": list(self.partitions),
+            "node": self.node,
+        }
+
+    def partition_extensions(self, partition: int) -> dict[str, Any]:
+        """The extensions of the error of one of its partitions (gateway.responses)."""
+        return {
+            "code": self.partition_code,
+            "reason": self.reason.value,
+            "view": self.view,
+            "partition": partition,
             "node": self.node,
         }
 
@@ -263,7 +299,7 @@ class RoutingNotReadyError(RoutingError):
     """The partition count of the view's changelog topic is not known yet."""
 
     code = "ROUTING_NOT_READY"
-    reason = "ROUTING_NOT_READY"
+    reason = Reason.ROUTING_NOT_READY
 
     def __init__(self, view: str, topic: str) -> None:
         super().__init__(
@@ -274,32 +310,81 @@ class RoutingNotReadyError(RoutingError):
 
 
 class PartitionUnassignedError(RoutingError):
-    reason = "UNASSIGNED"
+    """No live node holds `partitions` ACTIVE; `node` did last, as its membership record
+    of `last_seen_ms` (its own clock, ms since the epoch) said."""
+
+    reason = Reason.UNASSIGNED
+    node_was_asked = False
+
+    def __init__(
+        self,
+        view: str,
+        partitions: Sequence[int],
+        keys: Sequence[str] = (),
+        *,
+        node: str,
+        last_seen_ms: int,
+    ) -> None:
+        super().__init__(
+            view,
+            f"no live node holds it; node {node} last did (as of {_utc_text(last_seen_ms)}) "
+            "and is gone or gave it up, and no node has taken it over yet: retry once the "
+            "consumer group has moved it, or allow a standby copy with maxLag > 0",
+            partitions=partitions,
+            node=node,
+            keys=keys,
+        )
+        self.last_seen_ms = last_seen_ms
+
+    def extensions(self) -> dict[str, Any]:
+        return {**super().extensions(), "lastSeen": _utc_text(self.last_seen_ms)}
+
+    def partition_extensions(self, partition: int) -> dict[str, Any]:
+        last_seen = _utc_text(self.last_seen_ms)
+        return {**super().partition_extensions(partition), "lastSeen": last_seen}
+
+
+class PartitionNeverAssignedError(RoutingError):
+    """No node has held `partitions` ACTIVE in the membership the gateway has read."""
+
+    reason = Reason.NEVER_ASSIGNED
+    node_was_asked = False
 
     def __init__(self, view: str, partitions: Sequence[int], keys: Sequence[str] = ()) -> None:
-        super().__init__(view, "no live node holds it", partitions=partitions, keys=keys)
+        super().__init__(
+            view,
+            "no node has held it since the gateway started reading membership: are the "
+            "nodes running, RUNNING, and in one consumer group for this view's changelog?",
+            partitions=partitions,
+            keys=keys,
+        )
 
 
 class NodeUnavailableError(RoutingError):
-    reason = "NODE_UNAVAILABLE"
+    reason = Reason.NODE_UNAVAILABLE
 
 
 class NodeTimeoutError(NodeUnavailableError):
-    reason = "TIMEOUT"
+    reason = Reason.TIMEOUT
 
 
 class NotOwnerError(RoutingError):
     """The node disclaimed `partitions` (a rebalance moved them); the routing table is stale."""
 
-    reason = "NOT_OWNER"
+    reason = Reason.NOT_OWNER
 
 
 class NotCaughtUpError(RoutingError):
     """The node had not applied the changelog offsets an `atLeast` read waits for."""
 
-    reason = "NODE_BEHIND"
+    reason = Reason.NODE_BEHIND
     partition_code = "CONSISTENCY_TIMEOUT"
 
 
 class NodeProtocolError(RoutingError):
-    reason = "PROTOCOL_ERROR"
+    reason = Reason.PROTOCOL_ERROR
+
+
+def _utc_text(ms: int) -> str:
+    """`ms` since the epoch as ISO-8601 UTC, to the millisecond."""
+    return from_ms(ms).isoformat(timespec="milliseconds")

@@ -31,7 +31,6 @@ from gateway.errors import (
     GatewayError,
     NodeProtocolError,
     NotOwnerError,
-    PartitionUnassignedError,
     RoutingError,
 )
 from gateway.kinds import view_queries
@@ -271,7 +270,7 @@ class Planner:
             routes, unassigned = self._route(table, pending, disclaimers, failed_on, max_lag)
             for partition in unassigned:
                 keys = keys_of.get(partition, []) if keys_of else []
-                failures[partition] = PartitionUnassignedError(view.name, [partition], keys)
+                failures[partition] = table.unassigned_error(view.name, partition, keys)
             if len(routes) == 1:  # the usual point read: no task for gather to wrap it in
                 results = [await _attempt(ask, *routes[0])]
             else:

@@ -36,16 +36,10 @@ def format_missing(missing: MissingPartition) -> dict[str, Any]:
     keys = ", ".join(repr(k) for k in missing.keys[:3])
     keys += f" and {len(missing.keys) - 3} more" if len(missing.keys) > 3 else ""
     of_keys = f" (holding {keys})" if keys else ""
-    on_node = f" on node {error.node}" if error.node else ""
+    on_node = f" on node {error.node}" if error.node and error.node_was_asked else ""
     return {
         "message": f"view {error.view}: partition {missing.partition}{of_keys} is unavailable"
         f"{on_node}: {error.detail}",
         "path": list(missing.path),
-        "extensions": {
-            "code": error.partition_code,
-            "reason": error.reason,
-            "view": error.view,
-            "partition": missing.partition,
-            "node": error.node,
-        },
+        "extensions": error.partition_extensions(missing.partition),
     }

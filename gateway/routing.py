@@ -3,20 +3,29 @@
 "Which partition" is `schema.partition_for(key, P)` with P from topic metadata; this module
 only maps partitions to nodes. Everything here is pure except `RoutingFeed`, which hands the
 newest table to the request handlers and lets them wait for a newer one.
+
+The feed also remembers, per partition, the node last seen serving it ACTIVE, after that
+node's record is dead or gone: an error for a partition nobody holds names that node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gateway.errors import RoutingNotReadyError
+from gateway.errors import (
+    PartitionNeverAssignedError,
+    PartitionUnassignedError,
+    RoutingError,
+    RoutingNotReadyError,
+)
 from schema import MemberRecord, NodeState, PartitionStatus, Role, View
 
 __all__ = [
     "Disclaimers",
+    "LastOwner",
     "NodeInfo",
     "RoutingFeed",
     "RoutingTable",
@@ -46,6 +55,15 @@ class NodeInfo:
         return sorted(p.partition for p in self.partitions if p.role is Role.STANDBY)
 
 
+@dataclass(frozen=True, order=True)
+class LastOwner:
+    """The newest membership record (`seen_ms`, the node's heartbeat) in which `node_id`
+    held a partition ACTIVE and caught up."""
+
+    seen_ms: int
+    node_id: str
+
+
 class Disclaimers:
     """Claims a node disowned with NOT_OWNER: ignored until the node publishes a newer record."""
 
@@ -67,7 +85,8 @@ _NO_DISCLAIMERS = Disclaimers()
 @dataclass(frozen=True)
 class RoutingTable:
     """A snapshot: known nodes, the live ACTIVE claimants of each partition, P per view,
-    and the live STANDBY copies of each partition with their lag, least lag first.
+    the live STANDBY copies of each partition with their lag, least lag first, and the node
+    last seen serving each partition ACTIVE (dead or alive).
 
     `version` grows with every snapshot a `RoutingFeed` publishes.
     """
@@ -78,6 +97,7 @@ class RoutingTable:
     partition_counts: Mapping[str, int] = field(default_factory=dict)
     built_ms: int = 0
     version: int = 0
+    last_owners: Mapping[int, LastOwner] = field(default_factory=dict)
 
     def partition_count(self, view: View) -> int:
         """P of `view`, read from its changelog topic's metadata."""
@@ -85,6 +105,16 @@ class RoutingTable:
         if count is None:
             raise RoutingNotReadyError(view.name, view.changelog_topic)
         return count
+
+    def unassigned_error(self, view: str, partition: int, keys: Sequence[str] = ()) -> RoutingError:
+        """The error of `partition` when no node can be asked for it: it names the node
+        last seen serving it ACTIVE, or says that none was."""
+        last = self.last_owners.get(partition)
+        if last is None:
+            return PartitionNeverAssignedError(view, [partition], keys)
+        return PartitionUnassignedError(
+            view, [partition], keys, node=last.node_id, last_seen_ms=last.seen_ms
+        )
 
     def owner(self, partition: int, disclaimers: Disclaimers = _NO_DISCLAIMERS) -> NodeInfo | None:
         """The node to ask for `partition`: the best live ACTIVE claimant not disclaimed."""
@@ -171,7 +201,30 @@ def build_routing_table(
         },
         partition_counts=dict(partition_counts),
         built_ms=now_ms,
+        last_owners=_last_owners(nodes.values()),
     )
+
+
+def _last_owners(nodes: Iterable[NodeInfo]) -> dict[int, LastOwner]:
+    """Per partition, the newest record of any node, dead or alive, serving it ACTIVE (a
+    copy still restoring is not served)."""
+    found: dict[int, LastOwner] = {}
+    for node in nodes:
+        for status in node.partitions:
+            if status.role is Role.ACTIVE and not status.restoring:
+                seen = LastOwner(node.heartbeat_ms, node.node_id)
+                found[status.partition] = max(seen, found.get(status.partition, seen))
+    return found
+
+
+def _remember_owners(
+    known: Mapping[int, LastOwner], seen: Mapping[int, LastOwner]
+) -> dict[int, LastOwner]:
+    """`known` updated with the newer of each partition's owners in `seen`."""
+    merged = dict(known)
+    for partition, owner in seen.items():
+        merged[partition] = max(owner, merged.get(partition, owner))
+    return merged
 
 
 class RoutingFeed:
@@ -187,8 +240,13 @@ class RoutingFeed:
         return self._table
 
     def publish(self, table: RoutingTable) -> RoutingTable:
-        """Make `table` current under the next version and wake everyone waiting for it."""
-        self._table = dataclasses.replace(table, version=self._table.version + 1)
+        """Make `table` current under the next version and wake everyone waiting for it;
+        it keeps the last owners of partitions its own records no longer show."""
+        self._table = dataclasses.replace(
+            table,
+            version=self._table.version + 1,
+            last_owners=_remember_owners(self._table.last_owners, table.last_owners),
+        )
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         return self._table

@@ -119,7 +119,9 @@ async def read_options(
     caller = context.principal.subject
     if at_least is None:
         return ReadOptions(max_lag, caller=caller)
-    token = parse_token(view, at_least)
+    # a view's input topic has its changelog's partition count (runtime.topics checks it)
+    known = context.feed.current.partition_counts.get(view.name)
+    token = parse_token(view, at_least, known)
     applied = await wait_processed(context.statuses, view, token, context.deadline)
     return ReadOptions(max_lag, applied, caller)
 

@@ -21,6 +21,9 @@ from tooling.localcluster import LocalCluster
 from tooling.processes import wait_until
 
 _MINUTE_MS = 60_000
+# the gateway's request deadline (STATEFED_GATEWAY_TIMEOUT_MS): a read with `atLeast` waits
+# up to it for the pipeline, so give a busy 2-core CI machine more than the 5 s default
+GATEWAY_TIMEOUT_MS = 20_000
 
 
 class Cluster:
@@ -93,10 +96,12 @@ class Cluster:
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = Path(tmp_path_factory.mktemp("cluster"))
-    # a read with `atLeast` waits up to the request's deadline for the pipeline: give a busy
-    # 2-core CI machine more than the 5 s default
     # the read-your-writes tests write through the gateway's produce mutation (off by default)
-    env = {**os.environ, "STATEFED_GATEWAY_TIMEOUT_MS": "20000", "STATEFED_GATEWAY_PRODUCE": "true"}
+    env = {
+        **os.environ,
+        "STATEFED_GATEWAY_TIMEOUT_MS": str(GATEWAY_TIMEOUT_MS),
+        "STATEFED_GATEWAY_PRODUCE": "true",
+    }
     with LocalCluster(base, partitions=6, env=env, progress=print) as local:
         local.start_all(("n1", "n2"))
         running = Cluster(local)

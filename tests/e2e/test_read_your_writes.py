@@ -5,11 +5,13 @@ iterations), while reads without it may not. Also the mutation's and the token's
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx
 
-from tests.e2e.conftest import Cluster
+from tests.e2e.conftest import GATEWAY_TIMEOUT_MS, Cluster
+from tooling.processes import wait_until
 
 PRODUCE = """mutation($k: String!) {
   produce(topic: "words", key: $k) { topic partition offset token }
@@ -76,6 +78,28 @@ def test_bad_tokens_and_writes_are_refused(cluster: Cluster) -> None:
         body = cluster.query(query).json()
         codes = [e["extensions"]["code"] for e in body.get("errors", [])]
         assert codes == [code], (query, body)
+
+
+def test_a_token_for_a_partition_that_does_not_exist_is_refused_at_once(
+    cluster: Cluster,
+) -> None:
+    partitions = cluster.local.partitions
+
+    def count_known() -> bool:
+        body = cluster.query("{ cluster { partitionCount } }").json()
+        return body["data"]["cluster"]["partitionCount"] == partitions
+
+    wait_until(count_known, 30, "the gateway to know the partition count")
+    for token in (f"words:{partitions}:1", "words:99:1"):
+        query = f'query {{ wordCount(word: "kafka", atLeast: "{token}") {{ count }} }}'
+        started = time.monotonic()
+        body = cluster.query(query).json()
+        took_s = time.monotonic() - started
+        [error] = body["errors"]
+        assert error["extensions"]["code"] == "BAD_USER_INPUT", body
+        assert f"which has {partitions} partitions (0..{partitions - 1})" in error["message"]
+        # refused, not waited out: well under the request's deadline
+        assert took_s < GATEWAY_TIMEOUT_MS / 1000 / 5, (token, took_s)
 
 
 def test_a_mutation_is_refused_over_get(cluster: Cluster) -> None:

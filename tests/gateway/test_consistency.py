@@ -36,6 +36,31 @@ def test_a_token_is_topic_partition_offset_of_the_views_input() -> None:
         parse_token(WORD_COUNTS, "bookings:0:1")
 
 
+def test_a_token_for_a_partition_the_topic_lacks_is_refused_once_the_count_is_known() -> None:
+    assert parse_token(WORD_COUNTS, "words:5:1", partitions=6) == Token("words", 5, 1)
+    with pytest.raises(BadRequestError, match=r"partition 6 of topic words, which has 6 .*0\.\.5"):
+        parse_token(WORD_COUNTS, "words:6:1", partitions=6)
+    # the count not read from the broker yet: nothing to check against, the read waits
+    assert parse_token(WORD_COUNTS, "words:99:1") == Token("words", 99, 1)
+
+
+def test_a_read_with_a_token_for_a_missing_partition_fails_at_once() -> None:
+    node = LaggingNode(applied=40)
+    config = GatewayConfig(timeout_ms=10_000, retries=0)
+
+    async def scenario() -> tuple[dict[str, Any], float]:
+        async with running_gateway([node], P, config=config, statuses=StatusBoard()) as http:
+            started = asyncio.get_running_loop().time()
+            body = (await post_query(http, READ, {"w": "w7", "t": f"words:{P}:1"}))[1]
+            return body, asyncio.get_running_loop().time() - started
+
+    body, took_s = asyncio.run(scenario())
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert f"partition {P} of topic words" in body["errors"][0]["message"]
+    assert took_s < config.timeout_s / 5  # refused, not waited out
+    assert node.requests == 0
+
+
 def test_a_node_is_asked_only_for_the_partitions_it_reads() -> None:
     applied = AppliedAtLeast(TOPIC, ((0, 5), (2, 9)))
     assert applied.extension([2, 3], wait_s=1.0) == {

@@ -1,6 +1,7 @@
 """Failover on the real broker: a gateway reading membership keeps answering the keys of a
 SIGKILLed node from the standby copies on the surviving node, within `max_lag`; with
-`max_lag` 0 (active copies only) the test measures and prints the unavailability window."""
+`max_lag` 0 (active copies only) the test measures and prints the unavailability window,
+and every error of that window names the killed node and a documented reason."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import signal
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from gateway.errors import Reason
 from gateway.status import StatusBoard
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, partition_for
@@ -153,9 +156,31 @@ def test_a_killed_nodes_keys_are_answered_from_standbys(
         f"max_lag {max_lag}: answered {len(answered)} of {len(answers)} lookups ({share:.1%}) "
         f"after the kill; unavailable for {window:.1f} s"
     )
+    named = _check_errors_name_who_and_why(answers, held_a, config_a.node_id, config_b.node_id)
     if max_lag == 0:
         assert (config_b.node_id, "STANDBY") not in roles
         assert missed, "the active copies alone cannot cover a killed node"
+        # after its membership lapsed, before b took over: the partitions had no owner
+        assert (Reason.UNASSIGNED, config_a.node_id) in named, named
         return
     assert (config_b.node_id, "STANDBY") in roles, roles
     assert share >= 0.99, [a for a in answers if a not in answered][:3]
+
+
+def _check_errors_name_who_and_why(
+    answers: list[Any], held: list[int], killed: str, survivor: str
+) -> Counter[tuple[str, str]]:
+    """Every error is for a partition of the killed node, names a node and gives a reason
+    from the documented list; only a NOT_OWNER (a copy still taking over) may name the
+    survivor. Returns how often each (reason, node) was seen."""
+    named: Counter[tuple[str, str]] = Counter()
+    for _rows, errors, _fresh, _when in answers:
+        for error in errors:
+            extensions = error["extensions"]
+            assert extensions["partition"] in held, error
+            assert extensions["reason"] in set(Reason), error
+            named[(extensions["reason"], extensions["node"])] += 1
+    print(f"errors after the kill by (reason, node): {dict(named)}")
+    for reason, node in named:
+        assert node == killed or (reason, node) == (Reason.NOT_OWNER, survivor), named
+    return named

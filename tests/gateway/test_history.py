@@ -202,7 +202,9 @@ def test_an_unavailable_owner_gives_an_empty_page_and_an_error_naming_the_key() 
     assert body["data"]["cluster"]["unassigned"] == sorted(owner.held)
     [error] = body["errors"]
     assert error["extensions"]["code"] == "PARTITION_UNAVAILABLE"
-    assert error["extensions"]["reason"] == "UNASSIGNED"
+    # the feed never showed the owner: no node is named
+    assert error["extensions"]["reason"] == "NEVER_ASSIGNED"
+    assert error["extensions"]["node"] is None
     assert error["extensions"]["partition"] == partition_for("ann", P)
     assert "'ann'" in error["message"] and error["path"] == ["bookingHistory"]
     assert owner.requests == 0

@@ -293,7 +293,7 @@ def test_refused_connections_are_retried_then_reported() -> None:
     assert nodes[1].requests == 0
 
 
-def test_unassigned_partitions_are_reported_with_null_node() -> None:
+def test_partitions_no_node_ever_held_are_never_assigned_and_name_no_node() -> None:
     nodes = three_nodes()
     feed = feed_for(nodes[:2], P)  # nobody claims n2's partitions
     config = GatewayConfig(retries=1, backoff_ms=5)
@@ -310,5 +310,32 @@ def test_unassigned_partitions_are_reported_with_null_node() -> None:
     missing = [e for e in body["errors"] if e["path"] == ["topWords"]]
     assert sorted(e["extensions"]["partition"] for e in missing) == sorted(nodes[2].held)
     assert all(e["extensions"]["node"] is None for e in missing)
-    assert all(e["extensions"]["reason"] == "UNASSIGNED" for e in missing)
+    assert all(e["extensions"]["reason"] == "NEVER_ASSIGNED" for e in missing)
+    assert all("no node has held it" in e["message"] for e in missing)
+    assert nodes[2].requests == 0
+
+
+def test_partitions_whose_owner_left_name_it_and_when_it_was_last_seen() -> None:
+    nodes = three_nodes()
+    beat = 1_700_000_000_000
+    owned = {n.node_id: (n.url(), n.held) for n in nodes}
+    feed = RoutingFeed(table_for(owned, P, heartbeat_ms=beat))
+    config = GatewayConfig(retries=1, backoff_ms=5)
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P, config, feed) as http:
+            # n2's record is gone (it left, or its record was pruned after it died)
+            survivors = {k: v for k, v in owned.items() if k != "n2"}
+            feed.publish(table_for(survivors, P, heartbeat_ms=beat + 5000))
+            return (await post_query(http, "{ topWords(limit: 3) { word } }"))[1]
+
+    body = asyncio.run(scenario())
+    missing = unavailable(body)
+    assert sorted(missing) == sorted(nodes[2].held)
+    for error in missing.values():
+        assert error["extensions"]["reason"] == "UNASSIGNED"
+        assert error["extensions"]["node"] == "n2"
+        assert error["extensions"]["lastSeen"] == "2023-11-14T22:13:20.000+00:00"
+        assert "node n2 last did" in error["message"]
+        assert "on node n2" not in error["message"]  # it was not asked
     assert nodes[2].requests == 0

@@ -7,9 +7,13 @@ import dataclasses
 
 import pytest
 
-from gateway.errors import RoutingNotReadyError
+from gateway.errors import (
+    PartitionNeverAssignedError,
+    PartitionUnassignedError,
+    RoutingNotReadyError,
+)
 from gateway.membership import MemberDirectory
-from gateway.routing import Disclaimers, RoutingFeed, build_routing_table
+from gateway.routing import Disclaimers, LastOwner, RoutingFeed, build_routing_table
 from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, encode_member
 from tests.gateway.fakes import member
 
@@ -141,3 +145,60 @@ def test_standby_copies_are_offered_by_least_lag_within_the_bound() -> None:
     disclaimers = Disclaimers()
     disclaimers.add(table.nodes["b"], [0])
     assert table.standby(0, 2, disclaimers) is None
+
+
+def test_the_last_owner_is_the_newest_record_serving_a_partition_dead_or_alive() -> None:
+    members = {
+        # dead (its lease lapsed) but the newest to serve 0; 1 moved on to "new"
+        "dead": member("dead", "http://d:1", [0, 1], NOW - 5000, interval_ms=1000),
+        "new": member("new", "http://n:1", [1], NOW - 10),
+        "old": member("old", "http://o:1", [0], NOW - 9000, interval_ms=1000),
+        # a copy still restoring is not served: it owns nothing yet
+        "restoring": member("restoring", "http://r:1", [2], NOW, state=NodeState.RESTORING),
+    }
+    members["restoring"] = dataclasses.replace(
+        members["restoring"], partitions=(PartitionStatus(2, Role.ACTIVE, 0, 50, restoring=True),)
+    )
+    table = build_routing_table(members, {VIEW.name: 3}, NOW)
+    assert table.owner(0) is None
+    assert table.last_owners == {
+        0: LastOwner(NOW - 5000, "dead"),
+        1: LastOwner(NOW - 10, "new"),
+    }
+
+
+def test_the_feed_remembers_last_owners_after_their_records_are_gone() -> None:
+    async def scenario() -> None:
+        feed = RoutingFeed()
+        a, b = member("a", "http://a:1", [0, 1], NOW), member("b", "http://b:1", [2], NOW)
+        feed.publish(build_routing_table({"a": a, "b": b}, {VIEW.name: 4}, NOW))
+        # a left (a tombstone, or its dead record pruned); b took partition 1 over
+        b_later = member("b", "http://b:1", [1, 2], NOW + 7000)
+        table = feed.publish(build_routing_table({"b": b_later}, {VIEW.name: 4}, NOW + 7000))
+        assert table.last_owners == {
+            0: LastOwner(NOW, "a"),
+            1: LastOwner(NOW + 7000, "b"),
+            2: LastOwner(NOW + 7000, "b"),
+        }
+
+    asyncio.run(scenario())
+
+
+def test_the_error_of_an_unassigned_partition_names_its_last_owner_or_none() -> None:
+    members = {"a": member("a", "http://a:1", [0], NOW - 60_000)}  # long dead
+    table = build_routing_table(members, {VIEW.name: 2}, NOW)
+    gone = table.unassigned_error(VIEW.name, 0, ["k"])
+    assert isinstance(gone, PartitionUnassignedError)
+    assert gone.partition_extensions(0) == {
+        "code": "PARTITION_UNAVAILABLE",
+        "reason": "UNASSIGNED",
+        "view": VIEW.name,
+        "partition": 0,
+        "node": "a",
+        "lastSeen": "2023-11-14T22:12:20.000+00:00",
+    }
+    assert "node a last did" in str(gone) and "'k'" in str(gone)
+    never = table.unassigned_error(VIEW.name, 1)
+    assert isinstance(never, PartitionNeverAssignedError)
+    assert never.partition_extensions(1)["reason"] == "NEVER_ASSIGNED"
+    assert never.partition_extensions(1)["node"] is None
