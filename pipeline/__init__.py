@@ -14,6 +14,7 @@ from pipeline.errors import (
     QueryFailedError,
     SourceError,
 )
+from pipeline.health import HealthFile, check_health
 from pipeline.job import RunningPipeline, start_queries
 from pipeline.run import run_pipeline
 from pipeline.session import build_session
@@ -22,6 +23,7 @@ from pipeline.source import SOURCE_NAME, KafkaSource, register_source
 __all__ = [
     "SOURCE_NAME",
     "DeliveryError",
+    "HealthFile",
     "KafkaSource",
     "PipelineConfig",
     "PipelineConfigError",
@@ -30,6 +32,7 @@ __all__ = [
     "RunningPipeline",
     "SourceError",
     "build_session",
+    "check_health",
     "register_source",
     "run_pipeline",
     "start_queries",

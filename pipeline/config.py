@@ -53,6 +53,11 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
     max_offsets_per_trigger: int = setting("STATEFED_MAX_OFFSETS_PER_TRIGGER", 1_000_000, low=0)
     read_timeout_ms: int = setting("STATEFED_READ_TIMEOUT_MS", 30_000, low=1)
     delivery_timeout_ms: int = setting("STATEFED_DELIVERY_TIMEOUT_MS", 30_000, low=1)
+    # a file rewritten while every query runs, for health checks (pipeline.health); None: none
+    health_file: Path | None = setting("STATEFED_PIPELINE_HEALTH_FILE", None, parse=Path)
+    health_max_age_ms: int = setting(
+        "STATEFED_PIPELINE_HEALTH_MAX_AGE_MS", 30_000, low=1000, high=3_600_000
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

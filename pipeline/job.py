@@ -71,10 +71,17 @@ class RunningPipeline:
             if not query.isActive:
                 raise QueryFailedError(f"streaming query {query.name} stopped: {query.exception()}")
 
-    def wait(self, stop: threading.Event, poll_s: float = 0.5) -> None:
-        """Block until `stop` is set; raise `QueryFailedError` as soon as a query fails."""
+    def wait(
+        self,
+        stop: threading.Event,
+        poll_s: float = 0.5,
+        alive: Callable[[int], None] = lambda queries: None,
+    ) -> None:
+        """Block until `stop` is set; raise `QueryFailedError` as soon as a query fails.
+        `alive(number of queries)` is called after each check that found all running."""
         while not stop.wait(poll_s):
             self.check()
+            alive(len(self.queries))
 
     def stop(self) -> None:
         """Stop every query, publish their last statuses, close the producers (once)."""

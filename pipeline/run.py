@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
 from pipeline.errors import QueryFailedError
+from pipeline.health import HealthFile
 from pipeline.job import start_queries
 from pipeline.session import build_session
 from schema import CATALOGUE, View
@@ -39,18 +40,25 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     """
     _default_logging()
     stop = threading.Event()
+    health = HealthFile(config.health_file)
+    health.clear()  # a file left by an earlier run says nothing about this one
     log.info("starting Spark (%s) for the pipeline", config.spark_master)
     spark = build_session(config)
     try:
         with _stop_on_signals(stop):
-            _run_with_restarts(spark, config, tuple(catalogue), stop)
+            _run_with_restarts(spark, config, tuple(catalogue), stop, health)
     finally:
+        health.clear()
         spark.stop()
         log.info("pipeline stopped")
 
 
 def _run_with_restarts(
-    spark: SparkSession, config: PipelineConfig, catalogue: tuple[View, ...], stop: threading.Event
+    spark: SparkSession,
+    config: PipelineConfig,
+    catalogue: tuple[View, ...],
+    stop: threading.Event,
+    health: HealthFile,
 ) -> None:
     failures = 0
     while not stop.is_set():
@@ -62,10 +70,11 @@ def _run_with_restarts(
                         file=sys.stderr,
                         flush=True,
                     )
-                running.wait(stop)
+                running.wait(stop, alive=health.beat)
                 log.info("stopping %d queries", len(running.queries))
                 return
         except QueryFailedError as exc:
+            health.clear()
             failures += 1
             if failures > RESTARTS:
                 raise

@@ -1,19 +1,312 @@
-"""The production image holds every package the install names (no Docker engine runs here,
-so the files are read, not built)."""
+"""compose/: the production compose file and image, read rather than run (no Docker engine
+runs here). The file is valid Compose; every statefed service runs a real subcommand with
+settings its part reads and accepts; every long-running service has a health check; the
+containers are not root; the state lives on volumes, shared where Spark needs it; Kafka
+replicates; only the gateway is published; the image bakes in the Kafka connector of the
+pinned Spark."""
 
 from __future__ import annotations
 
+import base64
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from gateway.config import GatewayConfig
+from node.config import NodeConfig
+from pipeline import PipelineConfig
+from pipeline.session import session_settings
+from runtime.config import EnvConfig
+from tooling.cli import _parser
+from tooling.config import ToolingConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "compose" / "docker-compose.yml"
+DOCKERFILE = ROOT / "compose" / "Dockerfile"
+IMAGE = "statefed:latest"
+# what each `statefed` subcommand reads its settings with (every one reads the catalogue)
+CONFIGS: dict[str, type[EnvConfig]] = {
+    "topics": ToolingConfig,
+    "pipeline": PipelineConfig,
+    "node": NodeConfig,
+    "gateway": GatewayConfig,
+}
+
+
+def _compose() -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return document
+
+
+def _services() -> dict[str, dict[str, Any]]:
+    services: dict[str, dict[str, Any]] = _compose()["services"]
+    return services
+
+
+def _statefed_services() -> dict[str, dict[str, Any]]:
+    """The services that run `statefed <command>` (the image's entrypoint)."""
+    return {
+        name: s
+        for name, s in _services().items()
+        if s.get("image") == IMAGE and "entrypoint" not in s
+    }
+
+
+def _one_shot() -> set[str]:
+    """Services others wait on to complete: jobs that run once and exit."""
+    return {
+        dependency
+        for service in _services().values()
+        for dependency, condition in _dependencies(service).items()
+        if condition == "service_completed_successfully"
+    }
+
+
+def _dependencies(service: dict[str, Any]) -> dict[str, str]:
+    depends = service.get("depends_on", {})
+    if isinstance(depends, list):
+        return dict.fromkeys(depends, "service_started")
+    return {name: spec.get("condition", "service_started") for name, spec in depends.items()}
+
+
+def _environment(service: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in service.get("environment", {}).items()}
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Mount target -> named volume (short syntax `volume:/path`)."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        assert source in _compose()["volumes"], f"{source} is not a named volume"
+        mounts[target] = source
+    return mounts
+
+
+def _dockerfile() -> str:
+    return DOCKERFILE.read_text()
+
+
+def _pinned_pyspark() -> str:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (pin,) = [d for d in project["project"]["dependencies"] if d.startswith("pyspark==")]
+    return pin.removeprefix("pyspark==")
+
+
+def _validate(path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema (pinned in the dev extra) with the Compose Specification's schema
+    that its release carries."""
+    schema = ["--builtin-schema", "vendor.compose-spec"]
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", *schema, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_image_copies_every_package_the_install_includes() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     included = project["tool"]["setuptools"]["packages"]["find"]["include"]
     packages = {pattern.rstrip("*") for pattern in included}
-    dockerfile = (ROOT / "compose" / "Dockerfile").read_text()
-    copied = set(re.findall(r"^COPY (\w+) \./\1$", dockerfile, re.MULTILINE))
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", _dockerfile(), re.MULTILINE))
     assert packages <= copied, f"compose/Dockerfile does not COPY {sorted(packages - copied)}"
+
+
+def test_the_file_is_valid_compose(tmp_path: Path) -> None:
+    result = _validate(COMPOSE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # the same check refuses a misspelt key: it does validate
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE.read_text().replace("start_period:", "start_periode:", 1))
+    result = _validate(broken)
+    assert result.returncode == 1
+    assert "start_periode" in result.stdout
+
+
+def test_every_command_is_a_statefed_subcommand() -> None:
+    commands = {name: s["command"] for name, s in _statefed_services().items()}
+    assert {tuple(c) for c in commands.values()} == {(c,) for c in CONFIGS}
+    for name, command in commands.items():
+        assert _parser().parse_args(command).command == command[0], name
+    for name, service in _services().items():
+        test = service.get("healthcheck", {}).get("test", [])
+        if test[1:2] == ["statefed"]:
+            _parser().parse_args(test[2:])  # exits on an unknown subcommand or flag
+        if "entrypoint" in service:  # Spark's own processes, from the same image
+            assert service["entrypoint"][0] == "spark-class", name
+            assert "command" not in service, name
+
+
+def test_every_statefed_variable_is_one_its_part_reads_and_accepts() -> None:
+    for name, service in _services().items():
+        env = _environment(service)
+        set_here = {v for v in env if v.startswith("STATEFED_")}
+        if name not in _statefed_services():
+            assert not set_here, f"{name} runs no statefed part but sets {sorted(set_here)}"
+            continue
+        config = CONFIGS[service["command"][0]]
+        read = set(config.ENV.values()) | {"STATEFED_CATALOGUE"}
+        unread = {v for v in set_here - read if not v.startswith("STATEFED_KAFKA_")}
+        assert not unread, f"{name}: {config.__name__} does not read {sorted(unread)}"
+        config.from_env(env)  # every value is one the part accepts
+
+
+def test_every_long_running_service_has_a_health_check_and_is_waited_for_healthy() -> None:
+    one_shot = _one_shot()
+    assert one_shot == {"topics"}
+    for name, service in _services().items():
+        if name in one_shot:
+            assert service.get("restart", "no") == "no", name
+            continue
+        check = service.get("healthcheck")
+        assert check and check["test"][0] == "CMD" and not check.get("disable"), name
+        assert service.get("restart") == "unless-stopped", name
+        for dependency, condition in _dependencies(service).items():
+            if dependency not in one_shot:
+                assert condition == "service_healthy", f"{name} -> {dependency}"
+
+
+def test_the_health_checks_ask_what_each_part_serves() -> None:
+    for name, service in _statefed_services().items():
+        command, env = service["command"][0], _environment(service)
+        test = service["healthcheck"]["test"] if name not in _one_shot() else []
+        if command == "node":
+            url = f"http://127.0.0.1:{NodeConfig.from_env(env).port}/health"
+            assert f"urlopen('{url}'" in test[-1], name
+        elif command == "gateway":
+            url = f"http://127.0.0.1:{GatewayConfig.from_env(env).port}/health"
+            assert f"urlopen('{url}'" in test[-1], name
+        elif command == "pipeline":
+            assert test == ["CMD", "statefed", "pipeline", "--check-health"]
+            assert PipelineConfig.from_env(env).health_file is not None
+    for name, port in (("spark-master", 8080), ("spark-worker", 8081)):  # their web UIs
+        test = _services()[name]["healthcheck"]["test"]
+        assert f"urlopen('http://127.0.0.1:{port}/json/'" in test[-1]
+
+
+def test_the_containers_do_not_run_as_root() -> None:
+    users = re.findall(r"^USER (\S+)$", _dockerfile(), re.MULTILINE)
+    assert users and users[-1] not in ("root", "0")
+    uid = re.search(r"^ARG STATEFED_UID=(\d+)$", _dockerfile(), re.MULTILINE)
+    assert uid and int(uid.group(1)) >= 1000
+    assert f'useradd --system --uid "$STATEFED_UID" --gid {users[-1]}' in _dockerfile()
+    for name, service in _services().items():
+        assert str(service.get("user", "")).split(":")[0] not in ("root", "0"), name
+
+
+def test_state_is_on_volumes_owned_by_the_containers_user() -> None:
+    services = _services()
+    checkpoint = str(PipelineConfig.from_env(_environment(services["pipeline"])).checkpoint_dir)
+    # executors write the state stores: the worker mounts the driver's checkpoints there too
+    assert _mounts(services["pipeline"])[checkpoint] == "checkpoints"
+    assert _mounts(services["spark-worker"])[checkpoint] == "checkpoints"
+    node_volumes = []
+    for service in _statefed_services().values():
+        if service["command"] == ["node"]:
+            state = str(NodeConfig.from_env(_environment(service)).state_dir)
+            node_volumes.append(_mounts(service)[state])
+            assert state in _dockerfile()  # made in the image, owned by its user
+    assert len(node_volumes) == len(set(node_volumes)) == 3
+    assert checkpoint in _dockerfile()
+    assert re.search(r"install -d -o statefed -g statefed", _dockerfile())
+
+
+def _brokers() -> dict[str, dict[str, str]]:
+    return {
+        name: _environment(s)
+        for name, s in _services().items()
+        if str(s.get("image", "")).startswith("apache/kafka:")
+    }
+
+
+def test_kafka_keeps_its_log_on_a_volume_per_broker() -> None:
+    volumes = []
+    for name, env in _brokers().items():
+        mounts = _mounts(_services()[name])
+        assert env["KAFKA_LOG_DIRS"] in mounts, f"{name}'s log is not on a volume"
+        volumes.append(mounts[env["KAFKA_LOG_DIRS"]])
+    assert len(volumes) == len(set(volumes)) == 3
+
+
+def test_kafka_is_a_quorum_of_three_that_replicates_every_topic() -> None:
+    brokers = _brokers()
+    count = len(brokers)
+    assert count == 3
+    (cluster_id,) = {env["CLUSTER_ID"] for env in brokers.values()}
+    assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16  # a Kafka Uuid
+    voters = {f"{env['KAFKA_NODE_ID']}@{name}:9093" for name, env in brokers.items()}
+    advertised = {
+        env["KAFKA_ADVERTISED_LISTENERS"].removeprefix("PLAINTEXT://") for env in brokers.values()
+    }
+    for env in brokers.values():
+        assert set(env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")) == voters
+        for variable in (
+            "KAFKA_DEFAULT_REPLICATION_FACTOR",
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+        ):
+            assert int(env[variable]) == count, variable
+        assert int(env["KAFKA_MIN_INSYNC_REPLICAS"]) == count - 1
+        assert int(env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"]) == count - 1
+    topics = ToolingConfig.from_env(_environment(_services()["topics"]))
+    assert topics.topics_replication == count
+    assert topics.topics_min_isr == count - 1
+    for name, service in _statefed_services().items():
+        bootstrap = _environment(service)["STATEFED_BOOTSTRAP"]
+        assert set(bootstrap.split(",")) == advertised, name
+
+
+def test_spark_processes_advertise_their_service_names() -> None:
+    services = _services()
+    pipeline = services["pipeline"]
+    config = PipelineConfig.from_env(_environment(pipeline))
+    # executors on the worker connect back to the driver by this name; the driver binds to
+    # it too, which the container's hostname makes its own address
+    assert pipeline["hostname"] == config.driver_host == "pipeline"
+    assert session_settings(config)["spark.driver.host"] == "pipeline"
+    master = urlsplit(config.spark_master)
+    assert master.scheme == "spark" and master.hostname == "spark-master"
+    for name in ("spark-master", "spark-worker"):
+        entrypoint = services[name]["entrypoint"]
+        assert entrypoint[entrypoint.index("--host") + 1] == services[name]["hostname"] == name
+    assert services["spark-worker"]["entrypoint"][-1] == config.spark_master
+
+
+def test_only_the_gateway_is_published_beyond_this_host() -> None:
+    published = {
+        name: [str(p) for p in service["ports"]]
+        for name, service in _services().items()
+        if "ports" in service
+    }
+    assert published.pop("gateway") == ["8100:8100"]
+    assert published == {"spark-master": ["127.0.0.1:8080:8080"]}  # its UI, loopback only
+
+
+def test_the_image_bakes_in_the_kafka_connector_of_the_pinned_spark() -> None:
+    version = re.search(r"^ARG SPARK_VERSION=(\S+)$", _dockerfile(), re.MULTILINE)
+    assert version and version.group(1) == _pinned_pyspark()
+    assert 'RUN python -m tooling.connector --spark-version "$SPARK_VERSION"' in _dockerfile()
+    # after `pip install .` (the build step imports the installed pyspark)
+    assert _dockerfile().index("pip install") < _dockerfile().index("tooling.connector")
+
+
+def test_the_build_context_holds_only_what_the_image_installs() -> None:
+    lines = [
+        line
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert lines[0] == "*"  # everything else stays out: .git, .venv, tests, secrets...
+    allowed = {line.removeprefix("!") for line in lines if line.startswith("!")}
+    copied = set()
+    for sources in re.findall(r"^COPY (.+) \S+$", _dockerfile(), re.MULTILINE):
+        copied |= set(sources.split())
+    assert allowed == copied
+    assert not any(a.startswith((".", "compose", "tests")) for a in allowed)

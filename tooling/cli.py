@@ -21,6 +21,7 @@ from schema import View, load_catalogue
 from tooling.config import ToolingConfig
 
 if TYPE_CHECKING:
+    from pipeline import PipelineConfig
     from runtime.topics import TopicCheck
 
 __all__ = ["main"]
@@ -96,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
         if command == "topics":
             p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+        if command == "pipeline":
+            p.add_argument(
+                "--check-health",
+                action="store_true",
+                help="exit 0 if the pipeline writing STATEFED_PIPELINE_HEALTH_FILE runs, else 1",
+            )
     return parser
 
 
@@ -171,10 +178,30 @@ def _print_checks(checks: Sequence[TopicCheck], prefix: str = "") -> None:
             print(f"  warning: {note}")
 
 
-def _pipeline(env: dict[str, str]) -> None:
+def _pipeline(env: dict[str, str], check_health: bool) -> None:
     from pipeline import PipelineConfig, run_pipeline
 
-    run_pipeline(PipelineConfig.from_env(env), _catalogue(env))
+    config = PipelineConfig.from_env(env)
+    if check_health:
+        _check_pipeline_health(config)
+        return
+    run_pipeline(config, _catalogue(env))
+
+
+def _check_pipeline_health(config: PipelineConfig) -> None:
+    """For a container health check: one line, and exit status 0 (healthy) or 1."""
+    from pipeline import check_health
+    from runtime.clock import wall_clock_ms
+
+    if config.health_file is None:
+        raise SystemExit(
+            "statefed pipeline: STATEFED_PIPELINE_HEALTH_FILE is not set, so the pipeline keeps "
+            "no health file to check: set it (the same value) for the pipeline and the check"
+        )
+    healthy, why = check_health(config.health_file, config.health_max_age_ms, wall_clock_ms())
+    print(f"statefed pipeline: {'healthy' if healthy else 'unhealthy'}: {why}")
+    if not healthy:
+        raise SystemExit(1)
 
 
 def _node(env: dict[str, str]) -> None:
@@ -217,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     handlers: dict[str, Callable[[dict[str, str]], None]] = {
         "broker": _broker,
         "topics": lambda e: _topics(e, args.dry_run),
-        "pipeline": _pipeline,
+        "pipeline": lambda e: _pipeline(e, args.check_health),
         "node": _node,
         "gateway": _gateway,
         "produce": lambda e: _produce(e, args),

@@ -18,6 +18,8 @@ from typing import IO
 import orjson
 import pytest
 
+from pipeline import check_health
+from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE, WORD_COUNTS, View
 from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, produce
@@ -71,7 +73,10 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         "STATEFED_BOOTSTRAP": broker.bootstrap,
         "STATEFED_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
         "STATEFED_TRIGGER_MS": "200",
+        "STATEFED_PIPELINE_HEALTH_FILE": str(tmp_path / "pipeline.health"),
     }
+    health = tmp_path / "pipeline.health"
+    health.write_text("left by an earlier run")  # an old file does not stand for this run
     process = subprocess.Popen(
         [sys.executable, "-m", "pipeline"],
         cwd=REPO,
@@ -94,6 +99,9 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         ready = lines.wait_for("statefed pipeline: ready", 180)
         assert f"ready ({queries} queries)" in ready
         assert any(f"query statefed.{view.name} started" in line for line in lines.seen)
+        wait_until(
+            functools.partial(_healthy, health, queries), 30, "the health file to say all run"
+        )
 
         tag = uuid.uuid4().hex[:8]
         words = [f"{tag}-{i % 7}" for i in range(70)]
@@ -112,6 +120,7 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
         lines.wait_for("pipeline stopped", 5)
+        assert not health.exists()  # a stopped pipeline is not healthy
     finally:
         changelog.close()
         for log in logs.values():
@@ -120,6 +129,11 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
             process.kill()
             process.wait(10)
         lines.close()
+
+
+def _healthy(health: Path, queries: int) -> bool:
+    healthy, why = check_health(health, 5000, wall_clock_ms())
+    return healthy and why.startswith(f"{queries} queries running")
 
 
 def _event_value(views: list[View]) -> bytes:

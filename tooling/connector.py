@@ -1,0 +1,124 @@
+"""The official Spark Kafka connector, added to the installed pyspark when an image is built.
+
+`STATEFED_SOURCE_FORMAT=kafka` reads with Spark's own Kafka source, which the pyspark
+wheel does not ship. `python -m tooling.connector --spark-version V` (compose/Dockerfile
+runs it) resolves `org.apache.spark:spark-sql-kafka-0-10_<scala>:<V>` and its runtime
+dependencies the way `spark-submit --packages` does (Spark's own Ivy, the versions the
+connector's POM names), then copies into pyspark's `jars/` each resolved jar whose
+artifact pyspark does not ship already: where both have one (slf4j, lz4, snappy), Spark's
+copy stays the only one, as it would win on the classpath with `--packages`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyspark
+
+__all__ = ["artifact", "connector_coordinates", "install_jars", "resolve_jars", "spark_jars"]
+
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}"
+# the version starts at the first `-<digits>.`: `spark-sql-kafka-0-10_2.13-4.3.0`
+_VERSIONED = re.compile(r"^(.+?)-\d+\.")
+_SPARK_CORE = re.compile(r"^spark-core_(\d+\.\d+)-.+\.jar$")
+
+
+def spark_jars() -> Path:
+    """The `jars/` directory of the installed pyspark (its classpath)."""
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def connector_coordinates(version: str, jars: Path) -> str:
+    """The connector's Maven coordinates for Spark `version`, for the Scala version of the
+    Spark in `jars` (its spark-core jar)."""
+    for jar in jars.iterdir():
+        match = _SPARK_CORE.match(jar.name)
+        if match:
+            return CONNECTOR.format(scala=match.group(1), version=version)
+    raise SystemExit(f"no spark-core_<scala>-<version>.jar in {jars}: is pyspark installed?")
+
+
+def artifact(jar_name: str) -> str:
+    """The artifact a jar file is of: `kafka-clients` for `kafka-clients-3.9.1.jar`."""
+    stem = jar_name.removesuffix(".jar")
+    match = _VERSIONED.match(stem)
+    return match.group(1) if match else stem
+
+
+def resolve_jars(coordinates: str, ivy: Path, repositories: Sequence[str] = ()) -> list[Path]:
+    """Every jar `coordinates` needs at run time, fetched by `spark-submit --packages` into
+    `ivy/jars/` (Maven Central, plus `repositories`)."""
+    noop = ivy / "noop.py"
+    ivy.mkdir(parents=True, exist_ok=True)
+    noop.write_text("")
+    command = [
+        str(Path(pyspark.__file__).parent / "bin" / "spark-submit"),
+        "--master",
+        "local[1]",
+        "--packages",
+        coordinates,
+        "--conf",
+        f"spark.jars.ivy={ivy}",
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+    ]
+    if repositories:
+        command += ["--repositories", ",".join(repositories)]
+    result = subprocess.run([*command, str(noop)], capture_output=True, text=True, check=False)
+    jars = sorted((ivy / "jars").glob("*.jar"))
+    if result.returncode != 0 or not jars:
+        raise SystemExit(
+            f"resolving {coordinates} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
+        )
+    return jars
+
+
+def install_jars(resolved: Iterable[Path], jars: Path) -> tuple[list[Path], list[Path]]:
+    """Copy into `jars` each resolved jar whose artifact is not there yet; (copied, skipped).
+    Ivy names a jar `<organisation>_<artifact>-<revision>.jar`."""
+    shipped = {artifact(p.name) for p in jars.iterdir() if p.suffix == ".jar"}
+    copied, skipped = [], []
+    for jar in resolved:
+        name = jar.name.split("_", 1)[1] if "_" in jar.name else jar.name
+        if artifact(name) in shipped:
+            skipped.append(jar)
+            continue
+        shutil.copyfile(jar, jars / name)
+        copied.append(jars / name)
+    return copied, skipped
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spark-version", required=True, help="must be pyspark's version")
+    parser.add_argument("--repository", action="append", default=[], help="extra Maven repo")
+    parser.add_argument("--jars", type=Path, default=None, help="target (pyspark's jars/)")
+    args = parser.parse_args(argv)
+    if args.spark_version != pyspark.__version__:
+        raise SystemExit(
+            f"--spark-version {args.spark_version} is not the installed pyspark "
+            f"{pyspark.__version__}: the connector must match Spark exactly (update the "
+            "Dockerfile's SPARK_VERSION with pyproject.toml's pyspark pin)"
+        )
+    jars = args.jars or spark_jars()
+    coordinates = connector_coordinates(args.spark_version, jars)
+    with tempfile.TemporaryDirectory(prefix="statefed-ivy-") as ivy:
+        copied, skipped = install_jars(resolve_jars(coordinates, Path(ivy), args.repository), jars)
+    connector = coordinates.split(":")[1]
+    if not any(artifact(p.name) == connector for p in copied):
+        raise SystemExit(f"{connector} was not installed into {jars}")
+    for path in copied:
+        print(f"installed {path.name}")
+    for path in skipped:
+        print(f"kept Spark's own copy instead of {path.name}")
+
+
+if __name__ == "__main__":
+    main()
