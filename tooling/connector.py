@@ -19,10 +19,18 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
 import pyspark
 
-__all__ = ["artifact", "connector_coordinates", "install_jars", "resolve_jars", "spark_jars"]
+__all__ = [
+    "artifact",
+    "connector_coordinates",
+    "install_jars",
+    "only_repositories",
+    "resolve_jars",
+    "spark_jars",
+]
 
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}"
 # the version starts at the first `-<digits>.`: `spark-sql-kafka-0-10_2.13-4.3.0`
@@ -52,9 +60,27 @@ def artifact(jar_name: str) -> str:
     return match.group(1) if match else stem
 
 
+def only_repositories(repositories: Sequence[str], path: Path) -> Path:
+    """An Ivy settings file at `path` that resolves from `repositories` (Maven layout) and
+    nothing else: no Maven Central, no ~/.m2, no Ivy cache of earlier builds."""
+    resolvers = "\n".join(
+        f'      <ibiblio name="repository-{i}" m2compatible="true" root={quoteattr(url)}/>'
+        for i, url in enumerate(repositories)
+    )
+    path.write_text(
+        "<ivysettings>\n"
+        '  <settings defaultResolver="only"/>\n'
+        '  <resolvers>\n    <chain name="only" returnFirst="true">\n'
+        f"{resolvers}\n"
+        "    </chain>\n  </resolvers>\n</ivysettings>\n"
+    )
+    return path
+
+
 def resolve_jars(coordinates: str, ivy: Path, repositories: Sequence[str] = ()) -> list[Path]:
     """Every jar `coordinates` needs at run time, fetched by `spark-submit --packages` into
-    `ivy/jars/` (Maven Central, plus `repositories`)."""
+    `ivy/jars/`: from Maven Central (Spark's default resolvers), or only from
+    `repositories` when given (a mirror, or a test's own repository)."""
     noop = ivy / "noop.py"
     ivy.mkdir(parents=True, exist_ok=True)
     noop.write_text("")
@@ -70,7 +96,8 @@ def resolve_jars(coordinates: str, ivy: Path, repositories: Sequence[str] = ()) 
         f"spark.pyspark.python={sys.executable}",
     ]
     if repositories:
-        command += ["--repositories", ",".join(repositories)]
+        settings = only_repositories(repositories, ivy / "ivysettings.xml")
+        command += ["--conf", f"spark.jars.ivySettings={settings}"]
     result = subprocess.run([*command, str(noop)], capture_output=True, text=True, check=False)
     jars = sorted((ivy / "jars").glob("*.jar"))
     if result.returncode != 0 or not jars:
@@ -98,7 +125,12 @@ def install_jars(resolved: Iterable[Path], jars: Path) -> tuple[list[Path], list
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spark-version", required=True, help="must be pyspark's version")
-    parser.add_argument("--repository", action="append", default=[], help="extra Maven repo")
+    parser.add_argument(
+        "--repository",
+        action="append",
+        default=[],
+        help="resolve only from this Maven repository (repeatable)",
+    )
     parser.add_argument("--jars", type=Path, default=None, help="target (pyspark's jars/)")
     args = parser.parse_args(argv)
     if args.spark_version != pyspark.__version__:
