@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser demo test check format schema bench clean
+.PHONY: install browser socat demo test check format schema bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,10 @@ demo: $(STAMP)  ## broker, pipeline, two nodes, gateway and demo data; prints th
 browser:  ## Debian's Chromium, which the GraphiQL browser test drives (installing needs root)
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-test: $(STAMP) browser  ## the whole suite (unit and end-to-end on real parts)
+socat:  ## socat, the TLS-terminating proxy in front of the embedded broker in the Kafka TLS test
+	command -v socat >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y socat)
+
+test: $(STAMP) browser socat  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest
 
 check: $(STAMP)  ## format, lint, types and the import contracts (pyproject.toml)

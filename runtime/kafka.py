@@ -305,6 +305,14 @@ def connection_hint(settings: KafkaSettings, error: object = None) -> str:
     the bootstrap servers and the security settings are configured."""
     code, text = _error_of(error)
     given = settings.properties.mapping
+    if _is_unverified(text):
+        return (
+            "the broker's certificate could not be verified: set ssl.ca.location "
+            f"(STATEFED_KAFKA_SSL_CA_LOCATION, or ssl.ca.location= in {CONFIG_VARIABLE}; now "
+            f"{given.get('ssl.ca.location', 'unset: the system CAs')}) to a PEM file of the CA "
+            f"that signed it, which must name the host of {BOOTSTRAP_VARIABLE} "
+            f"({settings.bootstrap})"
+        )
     if _is_auth(code, text):
         return (
             "an authentication error: check sasl.mechanism (now "
@@ -337,6 +345,11 @@ def connection_hint(settings: KafkaSettings, error: object = None) -> str:
 def _is_tls(code: int | None, text: str) -> bool:
     tls_words = re.search(r"SSL|TLS|(?i:certificate|handshake)", text.replace("SASL_SSL", ""))
     return code == KafkaError._SSL or bool(tls_words)
+
+
+def _is_unverified(text: str) -> bool:
+    # OpenSSL's words for an unknown CA and for a certificate naming another host alike
+    return "certificate verify failed" in text
 
 
 def _is_auth(code: int | None, text: str) -> bool:

@@ -1,12 +1,14 @@
 """SASL settings reach every Kafka client statefed builds: each client's librdkafka
-configuration is checked without connecting (no broker here speaks SASL reliably), and
-secrets stay out of every configuration's repr."""
+configuration is checked without connecting (no broker here speaks SASL reliably), the
+password read from a file as a deployment's secret would be, and secrets stay out of every
+configuration's repr."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +40,6 @@ ENV = {
     "STATEFED_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
     "STATEFED_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
     "STATEFED_KAFKA_SASL_USERNAME": "statefed",
-    "STATEFED_KAFKA_SASL_PASSWORD": "hunter2",
 }
 SASL = {
     "bootstrap.servers": "kafka.example:9093",
@@ -49,8 +50,16 @@ SASL = {
 }
 
 
-def _node_clients() -> dict[str, Mapping[str, Any]]:
-    config = NodeConfig.from_env(ENV)
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """ENV with the password in a secret file, as a container would mount it."""
+    secret = Path(tmp_path_factory.mktemp("secrets")) / "kafka-password"
+    secret.write_text("hunter2\n", encoding="utf-8")
+    yield {**ENV, "STATEFED_KAFKA_SASL_PASSWORD_FILE": str(secret)}
+
+
+def _node_clients(env: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
+    config = NodeConfig.from_env(env)
     registry = PartitionRegistry(config.node_id)
     materializer = Materializer(config, CATALOGUE, registry)
     return {
@@ -61,19 +70,20 @@ def _node_clients() -> dict[str, Mapping[str, Any]]:
     }
 
 
-def _gateway_clients() -> dict[str, Mapping[str, Any]]:
-    kafka = GatewayConfig.from_env(ENV).kafka
+def _gateway_clients(env: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
+    kafka = GatewayConfig.from_env(env).kafka
     reader = MembershipReader(kafka, RoutingFeed(), lookback_ms=1000)
     status = PipelineStatusReader(kafka, StatusBoard(), tail_records=10)
     return {
         "membership reader": reader.consumer_config(),
         "status reader": status.consumer_config(),
         "produce mutation": EventProducer(kafka, 5.0).producer_config(),
+        "gateway admin": admin_config(kafka),
     }
 
 
-def _pipeline_clients() -> dict[str, Mapping[str, Any]]:
-    config = PipelineConfig.from_env(ENV)
+def _pipeline_clients(env: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
+    config = PipelineConfig.from_env(env)
     source = SourceOptions.from_options(source_options(config, "words"))
     return {
         "changelog sink": batch_producer_config(config.kafka, "q", 30.0),
@@ -84,36 +94,44 @@ def _pipeline_clients() -> dict[str, Mapping[str, Any]]:
     }
 
 
-def _tooling_clients() -> dict[str, Mapping[str, Any]]:
-    kafka = ToolingConfig.from_env(ENV).kafka
+def _tooling_clients(env: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
+    kafka = ToolingConfig.from_env(env).kafka
     return {"cli producer": producer_config(kafka), "cli admin": admin_config(kafka)}
 
 
-CLIENTS = {
-    **_node_clients(),
-    **_gateway_clients(),
-    **_pipeline_clients(),
-    **_tooling_clients(),
-}
+@pytest.fixture(scope="module")
+def clients(env: dict[str, str]) -> dict[str, Mapping[str, Any]]:
+    """Every Kafka client's librdkafka configuration, by what the client is."""
+    return {
+        **_node_clients(env),
+        **_gateway_clients(env),
+        **_pipeline_clients(env),
+        **_tooling_clients(env),
+    }
 
 
-@pytest.mark.parametrize("client", sorted(CLIENTS))
-def test_sasl_settings_reach_every_client(client: str) -> None:
-    config = CLIENTS[client]
-    assert {k: config.get(k) for k in SASL} == SASL
+def test_sasl_settings_reach_every_client(clients: dict[str, Mapping[str, Any]]) -> None:
+    wrong = {
+        name: {k: config.get(k) for k in SASL}
+        for name, config in clients.items()
+        if {k: config.get(k) for k in SASL} != SASL
+    }
+    assert not wrong, wrong
 
 
-def test_the_fixed_settings_stay_where_correctness_needs_them() -> None:
-    assert CLIENTS["materializer"]["group.id"] == "statefed-nodes"
-    assert CLIENTS["materializer"]["partition.assignment.strategy"] == "range"
+def test_the_fixed_settings_stay_where_correctness_needs_them(
+    clients: dict[str, Mapping[str, Any]],
+) -> None:
+    assert clients["materializer"]["group.id"] == "statefed-nodes"
+    assert clients["materializer"]["partition.assignment.strategy"] == "range"
     for producer in ("cli producer", "produce mutation", "changelog sink"):
-        assert CLIENTS[producer]["partitioner"] == "murmur2_random"
+        assert clients[producer]["partitioner"] == "murmur2_random"
     for consumer in ("standby", "membership reader", "status reader", "watermarks"):
-        assert CLIENTS[consumer]["enable.auto.commit"] is False
+        assert clients[consumer]["enable.auto.commit"] is False
 
 
-def test_the_official_connector_gets_the_settings_as_kafka_options() -> None:
-    config = PipelineConfig.from_env({**ENV, "STATEFED_SOURCE_FORMAT": "kafka"})
+def test_the_official_connector_gets_the_settings_as_kafka_options(env: dict[str, str]) -> None:
+    config = PipelineConfig.from_env({**env, "STATEFED_SOURCE_FORMAT": "kafka"})
     options = source_options(config, "words")
     assert options["subscribe"] == "words"
     assert options["kafka.bootstrap.servers"] == "kafka.example:9093"
@@ -123,16 +141,16 @@ def test_the_official_connector_gets_the_settings_as_kafka_options() -> None:
     assert 'password="hunter2"' in options["kafka.sasl.jaas.config"]
 
 
-def test_no_configuration_shows_the_password() -> None:
+def test_no_configuration_shows_the_password(env: dict[str, str]) -> None:
     for config in (
-        NodeConfig.from_env(ENV),
-        GatewayConfig.from_env(ENV),
-        PipelineConfig.from_env(ENV),
-        ToolingConfig.from_env(ENV),
+        NodeConfig.from_env(env),
+        GatewayConfig.from_env(env),
+        PipelineConfig.from_env(env),
+        ToolingConfig.from_env(env),
     ):
         shown = repr(config)
         assert "hunter2" not in shown and "SASL_SSL" in shown
-    options = SourceOptions.from_options(source_options(PipelineConfig.from_env(ENV), "w"))
+    options = SourceOptions.from_options(source_options(PipelineConfig.from_env(env), "w"))
     assert "hunter2" not in repr(options)
 
 
@@ -146,8 +164,10 @@ def test_a_bad_setting_is_an_error_of_the_part() -> None:
         SourceOptions.from_options({"bootstrap": "b:1", "topic": "t", "kafka.group.id": "g"})
 
 
-def test_health_cluster_and_logs_do_not_show_the_password(caplog: pytest.LogCaptureFixture) -> None:
-    config = GatewayConfig.from_env(ENV)
+def test_health_cluster_and_logs_do_not_show_the_password(
+    env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    config = GatewayConfig.from_env(env)
     query = {"query": "{ cluster { routingVersion nodes { id url state } } }"}
 
     async def scenario() -> list[str]:

@@ -37,25 +37,38 @@ def tansu_binary() -> str:
 
 
 class EmbeddedBroker:
-    """A tansu broker on a loopback port, owned by this handle: `with EmbeddedBroker() as b:`."""
+    """A tansu broker on a loopback port, owned by this handle: `with EmbeddedBroker() as b:`.
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, log_path: Path | None = None):
+    `advertised` (`host:port`) is the address its metadata sends clients to, when that is
+    not where it listens: a proxy in front of it (the TLS tests put socat there).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_path: Path | None = None,
+        advertised: str | None = None,
+    ):
         self.host = host
         self.port = port or free_port(host)
         self.log_path = log_path
+        self.advertised = advertised or self.bootstrap
         self._process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
 
     @property
     def bootstrap(self) -> str:
+        """Where the broker listens."""
         return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 30.0) -> None:
-        url = f"tcp://{self.host}:{self.port}"
+        listen, advertised = f"tcp://{self.bootstrap}", f"tcp://{self.advertised}"
+        command = [tansu_binary(), "broker", "--listener-url", listen]
         if self.log_path is not None:
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url],
+            [*command, "--advertised-listener-url", advertised],
             stdout=self._log if self._log is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -64,6 +77,8 @@ class EmbeddedBroker:
         self._wait_ready(timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> None:
+        # Asks where it listens: a metadata answer comes back on the bootstrap connection,
+        # so this works before anything serves the advertised address.
         # log_level 0: connection refusals while the broker starts are expected, not news
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         deadline = time.monotonic() + timeout_s

@@ -11,18 +11,32 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 import httpx
 
+from runtime.kafka import KafkaSettings
 from runtime.topics import ensure_topics, statefed_topics
 from schema import load_catalogue
 from tooling.broker import EmbeddedBroker, free_port
 from tooling.config import ToolingConfig
 from tooling.processes import ManagedProcess, wait_until
 
-__all__ = ["LocalCluster"]
+__all__ = ["Broker", "LocalCluster"]
 
 Progress = Callable[[str], None]
+
+
+class Broker(Protocol):
+    """What the cluster needs of a broker it is given: start, stop, and the bootstrap
+    servers every part is configured with (`EmbeddedBroker` is one)."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 def _quiet(_: str) -> None:
@@ -39,13 +53,17 @@ class LocalCluster:
         gateway_port: int = 0,
         env: Mapping[str, str] | None = None,
         progress: Progress = _quiet,
+        broker: Broker | None = None,
     ) -> None:
+        """`broker`: the broker to start and stop instead of an embedded one on its own
+        port; the parts reach it with `env`'s Kafka settings (`kafka`)."""
         self.base_dir = base_dir
         self.partitions = partitions
         self.gateway_port = gateway_port or free_port()
         self.progress = progress
         self._base_env = dict(os.environ if env is None else env)
-        self.broker: EmbeddedBroker | None = None
+        self._given_broker = broker
+        self.broker: Broker | None = None
         self.pipeline: ManagedProcess | None = None
         self.nodes: dict[str, ManagedProcess] = {}
         self.node_urls: dict[str, str] = {}
@@ -61,6 +79,11 @@ class LocalCluster:
     def gateway_url(self) -> str:
         return f"http://127.0.0.1:{self.gateway_port}/graphql"
 
+    @property
+    def kafka(self) -> KafkaSettings:
+        """The Kafka client settings every part gets: the broker plus `env`'s settings."""
+        return ToolingConfig.from_env(self.env()).kafka
+
     def env(self, **extra: str) -> dict[str, str]:
         env = {**self._base_env, "STATEFED_BOOTSTRAP": self.bootstrap, **extra}
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -69,10 +92,10 @@ class LocalCluster:
     def start_broker(self) -> None:
         self.progress("broker: starting (embedded tansu, memory only)")
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        self.broker = EmbeddedBroker(log_path=self.base_dir / "broker.log")
+        self.broker = self._given_broker or EmbeddedBroker(log_path=self.base_dir / "broker.log")
         self.broker.start()
         catalogue = load_catalogue(ToolingConfig.from_env(self._base_env).catalogue)
-        ensure_topics(self.broker.bootstrap, statefed_topics(self.partitions, catalogue))
+        ensure_topics(self.kafka, statefed_topics(self.partitions, catalogue))
         self.progress(f"broker: ready on {self.broker.bootstrap}, {self.partitions} partitions")
 
     def start_pipeline(self, timeout_s: float = 240.0) -> ManagedProcess:
@@ -84,13 +107,18 @@ class LocalCluster:
         self.progress("pipeline: ready")
         return process
 
-    def start_node(self, node_id: str, timeout_s: float = 60.0) -> ManagedProcess:
+    def start_node(
+        self, node_id: str, timeout_s: float = 60.0, env: Mapping[str, str] | None = None
+    ) -> ManagedProcess:
+        """Start node `node_id` and wait until it serves; `env` adds to the cluster's
+        environment for this node only (an empty value unsets a setting)."""
         self.progress(f"node {node_id}: starting")
         port = free_port()
         env = self.env(
             STATEFED_NODE_ID=node_id,
             STATEFED_NODE_PORT=str(port),
             STATEFED_STATE_DIR=str(self.base_dir / "state" / node_id),
+            **(env or {}),
         )
         log = self.base_dir / f"node-{node_id}.log"
         process = ManagedProcess(f"node {node_id}", ["node"], env, log).start()

@@ -45,7 +45,7 @@ class Cluster:
         return (floor // _MINUTE_MS + 1) * _MINUTE_MS
 
     def produce(self, words: list[str]) -> None:
-        produce_keys(self.local.bootstrap, "words", words)
+        produce_keys(self.local.kafka, "words", words)  # the settings the parts get
         self.truth.update(words)
 
     def query(

@@ -149,7 +149,10 @@ def test_hints_name_the_setting_to_look_at() -> None:
     hint = connection_hint(secured, KafkaError(KafkaError._TRANSPORT, "connection refused"))
     assert "STATEFED_BOOTSTRAP (k:9093)" in hint and "'security.protocol': 'SASL_SSL'" in hint
     tls = connection_hint(secured, KafkaError(KafkaError._SSL, "certificate verify failed"))
-    assert "ssl.ca.location" in tls
+    assert "ssl.ca.location (STATEFED_KAFKA_SSL_CA_LOCATION" in tls
+    assert "now unset: the system CAs" in tls and "STATEFED_BOOTSTRAP (k:9093)" in tls
+    handshake = connection_hint(secured, "SSL handshake failed: wrong version number")
+    assert "a TLS error" in handshake and "security.protocol (now SASL_SSL)" in handshake
     auth = KafkaError(KafkaError.SASL_AUTHENTICATION_FAILED, "bad credentials")
     assert "sasl.username and sasl.password" in connection_hint(secured, auth)
     assert "hunter2" not in connection_hint(secured, auth) + hint + tls
