@@ -274,7 +274,7 @@ def _log_authentication(config: GatewayConfig) -> None:
 
 def health_body(table: RoutingTable, now_ms: int, *, urls: bool = True) -> dict[str, Any]:
     """GET /health: P, the partitions with a live ACTIVE owner, and the known nodes (with
-    their URLs when `urls`)."""
+    their URLs when `urls`); `routing_stale_since_ms` while membership is stalled."""
     count = table.max_partition_count()
     routable = table.routable(count) if count else []
     return {
@@ -282,6 +282,7 @@ def health_body(table: RoutingTable, now_ms: int, *, urls: bool = True) -> dict[
         "partitions": count,
         "routable": routable,
         "routing_version": table.version,
+        "routing_stale_since_ms": table.stale_since_ms,
         "nodes": [
             {
                 "id": node.node_id,

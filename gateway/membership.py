@@ -10,6 +10,13 @@ With the cluster secret, only records and tombstones signed with it count (runti
 a record without a valid signature is ignored with a WARNING naming its node id, so that
 nobody who can write to the topic can make the gateway route queries to their URL; a
 signed record or tombstone older than the one held for its node (a replay) is ignored too.
+
+When the broker stops answering (down, frozen, cut off), membership brings no news and
+every node would look dead after 3 heartbeats. So node silence is judged as of the last
+time the broker answered the reader (`FeedWatch`): a record, or, when every node has been
+quiet for a heartbeat, a probe of the topic's offsets. While probes go unanswered the
+table keeps the liveness of that time and says since when it is stale; once the broker
+answers again, the silence of the outage is not counted against any node.
 """
 
 from __future__ import annotations
@@ -23,14 +30,14 @@ from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
+from gateway.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
 from runtime.kafka import KafkaSettings
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
 from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
 
-__all__ = ["MemberDirectory", "MembershipReader", "find_start_offset"]
+__all__ = ["FeedWatch", "MemberDirectory", "MembershipReader", "find_start_offset"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +45,9 @@ _PROBE_TIMEOUT_S = 2.0
 _PROBE_FETCH_WAIT_MS = 10
 _FOLLOW_FETCH_WAIT_MS = 100
 _RETRY_S = 1.0
+# how long a probe waits for the broker before the feed counts as stalled
+_ANSWER_TIMEOUT_S = 1.0
+_DEFAULT_HEARTBEAT_MS = 1000  # how quiet the feed may be before a probe, with no records
 _MAX_WARNED = 1024  # node ids whose forged records were reported; then reported again
 
 
@@ -93,13 +103,14 @@ class MemberDirectory:
         self._signed_ms[node_id] = signed_ms  # a tombstone's too: no replayed record revives
         return True
 
-    def prune(self, now_ms: int, keep_ms: int) -> bool:
+    def prune(self, now_ms: int, keep_ms: int, liveness: Liveness | None = None) -> bool:
         """Forget dead nodes silent for longer than `keep_ms` (a fresh reader would not see
-        them either)."""
+        them either); silence as `liveness` judges it (default: as of `now_ms`)."""
+        liveness = liveness or Liveness(now_ms)
         stale = [
             node_id
             for node_id, record in self.records.items()
-            if now_ms - record.heartbeat_ms > keep_ms and not record.is_alive(now_ms)
+            if liveness.silence_ms(record.heartbeat_ms) > keep_ms and not liveness.alive(record)
         ]
         for node_id in stale:
             del self.records[node_id]
@@ -149,6 +160,51 @@ def find_start_offset(consumer: Consumer, topic: str, target_ms: int) -> int:
         else:
             lo = min(hi, max(mid, probe[0]) + 1)
     return lo
+
+
+class FeedWatch:
+    """Whether the membership feed works: when the broker last answered the reader, and
+    the stall it is in (or was last in). `liveness()` is how the routing table judges
+    node silence from it."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.answered_ms = now_ms
+        self.stalled_since_ms: int | None = None
+        self._last_stall: tuple[int, int] | None = None
+        self._probed = time.monotonic()  # a rate limit: real time, whatever the clock says
+
+    def answered(self, now_ms: int) -> None:
+        """The broker answered at `now_ms` (a record arrived, or a probe was answered)."""
+        if self.stalled_since_ms is not None:
+            log.warning(
+                "membership: the broker answers again after %.1f s; node liveness is judged "
+                "again, the silence of the outage not counted",
+                (now_ms - self.stalled_since_ms) / 1000,
+            )
+            self._last_stall = (self.stalled_since_ms, now_ms)
+            self.stalled_since_ms = None
+        self.answered_ms = max(self.answered_ms, now_ms)
+
+    def unanswered(self, now_ms: int) -> None:
+        """A probe went unanswered: the feed is stalled since the broker last answered."""
+        if self.stalled_since_ms is None:
+            self.stalled_since_ms = self.answered_ms
+            log.warning(
+                "membership: the broker has not answered for %.1f s; keeping the routing "
+                "table of then and judging no node dead until it answers again",
+                (now_ms - self.answered_ms) / 1000,
+            )
+
+    def probe_due(self, now_ms: int, quiet_ms: int) -> bool:
+        """Whether to ask the broker now: no answer for `quiet_ms` and no probe for as long."""
+        probed_s = time.monotonic() - self._probed
+        if now_ms - self.answered_ms < quiet_ms or probed_s < quiet_ms / 1000:
+            return False
+        self._probed = time.monotonic()
+        return True
+
+    def liveness(self) -> Liveness:
+        return Liveness(self.answered_ms, self.stalled_since_ms, self._last_stall)
 
 
 class MembershipReader:
@@ -258,6 +314,7 @@ class MembershipReader:
 
     def _publish_changes(self, consumer: Consumer) -> None:
         directory = MemberDirectory(self._secret)
+        watch = FeedWatch(self._clock())
         counts: dict[str, int] = {}
         counts_due = 0.0
         published: tuple[object, ...] | None = None
@@ -267,16 +324,24 @@ class MembershipReader:
                 counts_due = time.monotonic() + _RETRY_S
             messages = consumer.consume(500, 0 if self._poked.is_set() else self._poll_s)
             self._poked.clear()
-            self._apply(directory, messages)
-            now = self._clock()
-            directory.prune(now, self._lookback_ms)
-            table = build_routing_table(directory.records, counts, now)
+            if self._apply(directory, messages):
+                watch.answered(self._clock())
+            elif watch.probe_due(self._clock(), _quiet_ms(directory)):
+                if self._broker_answers(consumer):
+                    watch.answered(self._clock())
+                else:
+                    watch.unanswered(self._clock())
+            now, liveness = self._clock(), watch.liveness()
+            directory.prune(now, self._lookback_ms, liveness)
+            table = build_routing_table(directory.records, counts, now, liveness)
             fingerprint = _fingerprint(table)
             if fingerprint != published:
                 published = fingerprint
                 self._publish(table)
 
-    def _apply(self, directory: MemberDirectory, messages: list[Message]) -> None:
+    def _apply(self, directory: MemberDirectory, messages: list[Message]) -> int:
+        """Apply a poll's records; returns how many arrived (news from the broker)."""
+        records = 0
         for message in messages:
             error = message.error()
             if error is not None:
@@ -284,7 +349,20 @@ class MembershipReader:
                     raise KafkaException(error)
                 log.warning("membership topic %s: %s", self._topic, error)
                 continue
+            records += 1
             directory.apply(message.key(), message.value(), message.headers())
+        return records
+
+    def _broker_answers(self, consumer: Consumer) -> bool:
+        """Whether the broker answers a request for the topic's offsets in time."""
+        try:
+            consumer.get_watermark_offsets(
+                TopicPartition(self._topic, 0), timeout=_ANSWER_TIMEOUT_S
+            )
+        except KafkaException as exc:
+            log.debug("membership: probe of %s unanswered: %s", self._topic, exc)
+            return False
+        return True
 
     def _read_counts(self) -> dict[str, int]:
         try:
@@ -306,4 +384,10 @@ def _fingerprint(table: RoutingTable) -> tuple[object, ...]:
     nodes = tuple(
         sorted((n.node_id, n.heartbeat_ms, n.alive, n.state) for n in table.nodes.values())
     )
-    return (nodes, tuple(sorted(table.partition_counts.items())))
+    return (nodes, tuple(sorted(table.partition_counts.items())), table.stale_since_ms)
+
+
+def _quiet_ms(directory: MemberDirectory) -> int:
+    """How long every node may be quiet before the reader asks the broker: one heartbeat."""
+    intervals = [r.heartbeat_interval_ms for r in directory.records.values()]
+    return min(intervals, default=_DEFAULT_HEARTBEAT_MS)

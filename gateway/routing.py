@@ -26,6 +26,7 @@ from schema import MemberRecord, NodeState, PartitionStatus, Role, View
 __all__ = [
     "Disclaimers",
     "LastOwner",
+    "Liveness",
     "NodeInfo",
     "RoutingFeed",
     "RoutingTable",
@@ -83,12 +84,41 @@ _NO_DISCLAIMERS = Disclaimers()
 
 
 @dataclass(frozen=True)
+class Liveness:
+    """How long nodes have been silent, judged as of `at_ms`: the newest moment the
+    membership feed is known to work (the broker answered its reader).
+
+    While the feed is stalled (`stale_since_ms`: the broker has not answered since then)
+    `at_ms` stays there, so every node keeps the liveness it had; once the feed is back,
+    silence within that stall (`excused`: its start and end) is not counted against a
+    node, so live nodes have their usual heartbeats to be heard again.
+    """
+
+    at_ms: int
+    stale_since_ms: int | None = None
+    excused: tuple[int, int] | None = None
+
+    def silence_ms(self, heartbeat_ms: int) -> int:
+        silence = self.at_ms - heartbeat_ms
+        if self.excused is not None:
+            start, end = self.excused
+            silence -= max(0, min(end, self.at_ms) - max(start, heartbeat_ms))
+        return silence
+
+    def alive(self, record: MemberRecord) -> bool:
+        return record.is_alive(record.heartbeat_ms + self.silence_ms(record.heartbeat_ms))
+
+
+@dataclass(frozen=True)
 class RoutingTable:
     """A snapshot: known nodes, the live ACTIVE claimants of each partition, P per view,
     the live STANDBY copies of each partition with their lag, least lag first, and the node
     last seen serving each partition ACTIVE (dead or alive).
 
-    `version` grows with every snapshot a `RoutingFeed` publishes.
+    `version` grows with every snapshot a `RoutingFeed` publishes. `stale_since_ms` is set
+    while membership brings no news because the broker does not answer (see `Liveness`):
+    the table is then the one of that time, kept rather than expired, and a node's silence
+    says nothing about the node.
     """
 
     nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
@@ -98,6 +128,7 @@ class RoutingTable:
     built_ms: int = 0
     version: int = 0
     last_owners: Mapping[int, LastOwner] = field(default_factory=dict)
+    stale_since_ms: int | None = None
 
     def partition_count(self, view: View) -> int:
         """P of `view`, read from its changelog topic's metadata."""
@@ -169,16 +200,18 @@ def build_routing_table(
     members: Mapping[str, MemberRecord],
     partition_counts: Mapping[str, int],
     now_ms: int,
+    liveness: Liveness | None = None,
 ) -> RoutingTable:
-    """The routing table for `members` at time `now_ms` (records older than 3 heartbeats are
-    dead and own nothing)."""
+    """The routing table for `members` at time `now_ms`: nodes silent for more than 3
+    heartbeats (by `liveness`, default: as of `now_ms`) are dead and own nothing."""
+    liveness = liveness or Liveness(now_ms)
     nodes = {
         node_id: NodeInfo(
             node_id=node_id,
             url=record.url,
             state=record.state,
             heartbeat_ms=record.heartbeat_ms,
-            alive=record.is_alive(now_ms),
+            alive=liveness.alive(record),
             partitions=record.partitions,
         )
         for node_id, record in members.items()
@@ -202,6 +235,7 @@ def build_routing_table(
         partition_counts=dict(partition_counts),
         built_ms=now_ms,
         last_owners=_last_owners(nodes.values()),
+        stale_since_ms=liveness.stale_since_ms,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from node.config import NodeConfig
 from node.errors import TopologyError
+from node.fields.times import iso_ms
 from node.graphql_http import GraphQLEndpoint
 from node.materializer import Materializer
 from node.membership import MembershipPublisher
@@ -56,6 +57,10 @@ def changelog_partition_counts(
             f"partition p of every topic on one node), got {counts}"
         )
     return counts
+
+
+def _lag_unknown_since(since_ms: int | None) -> dict[str, str]:
+    return {} if since_ms is None else {"lagUnknownSince": iso_ms(since_ms)}
 
 
 class NodeApp:
@@ -126,9 +131,11 @@ class NodeApp:
                     "restoring": s.restoring,
                     "restoreDone": s.restore_done,
                     "restoreTotal": s.restore_total,
+                    **_lag_unknown_since(s.lag_unknown_since_ms),
                 }
                 for s in self.registry.statuses()
             ],
+            "broker_unreachable_since_ms": self.registry.broker_unreachable_since_ms,
         }
         if self.failure is not None:
             document["state"] = "FAILED"

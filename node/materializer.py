@@ -7,7 +7,11 @@ stored offsets (the group's committed offsets are never trusted), reports RESTOR
 until every partition reaches the high watermark of a fetch, then RUNNING; each
 partition's restore progress (records done / to do) goes to the registry, and its start
 and finish (records, rate) to the log. On revoke it closes the stores, which stay on
-disk. The `Replicator` base is shared with the standby replicator. Each view's kind
+disk. When the group session lapses because the broker does not answer (the assignment
+is "lost" while nobody can take it over), the stores stay open and keep serving, with
+their lag unknown, until the group assigns partitions again; a session lost while the
+broker answers (this node was frozen) is a revoke. The `Replicator` base is shared with
+the standby replicator. Each view's kind
 (`node.kinds`) turns one changelog record into store changes, and, for kinds whose rows
 expire (windows past their retention, by the injected clock), purges them with every
 batch and by a periodic sweep.
@@ -43,6 +47,11 @@ from schema import NodeState, Role, View
 __all__ = ["Materializer", "Replicator", "StoreFactory", "StoreHandoff"]
 
 log = logging.getLogger(__name__)
+
+SESSION_TIMEOUT_MS = 6000  # the node group's: the embedded broker's JoinGroup waits half
+# how long a node whose group session lapsed waits for the broker to answer a metadata
+# request before it takes the broker for unreachable
+_BROKER_ANSWER_S = 2.0
 
 StoreFactory = Callable[[int], PartitionStore]
 
@@ -359,6 +368,8 @@ class Materializer(Replicator):
         )
         self._handoff = handoff
         self._assigned: list[TopicPartition] = []
+        # stores kept serving after the assignment was lost in a broker outage
+        self._held: set[int] = set()
         self._restore_started = 0.0
         self._restored_records = 0
 
@@ -368,7 +379,7 @@ class Materializer(Replicator):
                 "group.id": self.config.group_id,
                 # range: partition p of every changelog topic lands on the same node
                 "partition.assignment.strategy": "range",
-                "session.timeout.ms": 6000,
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
                 # the stored offset is the truth; commits only show progress to Kafka tools
                 "enable.auto.commit": True,
                 "auto.offset.reset": "earliest",
@@ -385,7 +396,7 @@ class Materializer(Replicator):
             list(self.views),
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
-            on_lost=self._on_revoke,
+            on_lost=self._on_lost,
         )
         while not self._stop.is_set():
             messages = self._consume(consumer)
@@ -396,6 +407,9 @@ class Materializer(Replicator):
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.registry.set_state(NodeState.RESTORING)
+        if self._held:  # the group is back: copies held through the outage restore anew
+            held, self._held = self._held, set()
+            self._close_stores(held)
         if self._handoff is not None:
             self._handoff.claim({tp.partition for tp in partitions})
         self._attach(partitions)
@@ -412,6 +426,37 @@ class Materializer(Replicator):
         self._close_stores(revoked)
         self._assigned = [tp for tp in self._assigned if tp.partition not in revoked]
         log.info("node %s: partitions %s revoked", self.config.node_id, sorted(revoked))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The group session lapsed: no heartbeat was answered for a session timeout. If the
+        broker does not answer now either, nobody can have taken the partitions over: keep
+        serving what the stores hold until the group assigns partitions again. If it
+        answers, another node may own them already: give them up like a revoke."""
+        if self._broker_answers(consumer):
+            self._on_revoke(consumer, partitions)
+            return
+        held = {tp.partition for tp in partitions} & set(self._stores)
+        unreachable = self.registry.broker_unreachable_since_ms
+        since = unreachable if unreachable is not None else self._clock() - SESSION_TIMEOUT_MS
+        self.registry.set_state(NodeState.REBALANCING)
+        self.registry.hold(held, since)
+        self._held |= held
+        self._assigned = []
+        log.warning(
+            "node %s: group session lost while the broker does not answer; partitions %s "
+            "keep serving what their stores hold (lag unknown) until the group assigns "
+            "partitions again",
+            self.config.node_id,
+            sorted(held),
+        )
+
+    def _broker_answers(self, consumer: Consumer) -> bool:
+        try:
+            consumer.list_topics(timeout=_BROKER_ANSWER_S)
+        except KafkaException as exc:
+            log.info("node %s: the broker does not answer: %s", self.config.node_id, exc)
+            return False
+        return True
 
     def _close_stores(self, partitions: Iterable[int]) -> None:
         closing = set(partitions)

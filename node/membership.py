@@ -4,6 +4,11 @@ A thread publishes the record (key = node id) every heartbeat and at once on eve
 of state or held partitions; `stop()` publishes a tombstone so readers drop the node
 without waiting for its heartbeats to age out. With the cluster secret, every record and
 the tombstone carry its signature (header `statefed-signature`, runtime.trust).
+
+The acknowledgements of these records are how the node knows the broker answers: a record
+still unacknowledged after `UNANSWERED_HEARTBEATS` heartbeats (a healthy broker answers
+within one) means the broker has not answered since the newest acknowledged record was
+sent, and the registry is told so; every copy's freshness then says its lag is unknown.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from confluent_kafka import KafkaError, Message, Producer
 
 from node.config import NodeConfig
+from node.fields.times import iso_ms
 from node.partitions import PartitionRegistry
 from runtime.trust import ClusterSecret
 from schema import MEMBER_SIGNATURE_HEADER, MEMBERS_TOPIC, MemberRecord, encode_member
@@ -23,6 +30,8 @@ from schema import MEMBER_SIGNATURE_HEADER, MEMBERS_TOPIC, MemberRecord, encode_
 __all__ = ["MembershipPublisher"]
 
 log = logging.getLogger(__name__)
+
+UNANSWERED_HEARTBEATS = 2
 
 
 class MembershipPublisher:
@@ -45,6 +54,10 @@ class MembershipPublisher:
         self._producer: Producer | None = None
         self.published = 0
         self._failing = False
+        # when each record not yet acknowledged was sent (ms, oldest first; one partition,
+        # so reports come in order), and when the newest acknowledged one was
+        self._unacked: deque[int] = deque()
+        self._acked_ms: int | None = None
 
     def record(self) -> MemberRecord:
         """This node's membership record as of now."""
@@ -98,7 +111,33 @@ class MembershipPublisher:
             except Exception:  # a full queue or a broker hiccup: try again next heartbeat
                 log.exception("node %s: publishing membership failed", self.config.node_id)
             producer.poll(0)
+            self._judge_broker()
             self.registry.changed.wait(interval_s)
+
+    def unanswered_since_ms(self, now_ms: int) -> int | None:
+        """Since when the broker has not answered, judged from the acknowledgements of
+        membership records; None while it answers."""
+        limit_ms = UNANSWERED_HEARTBEATS * self.config.heartbeat_ms
+        if not self._unacked or now_ms - self._unacked[0] <= limit_ms:
+            return None
+        return self._acked_ms if self._acked_ms is not None else self._unacked[0]
+
+    def _judge_broker(self) -> None:
+        before = self.registry.broker_unreachable_since_ms
+        since = self.unanswered_since_ms(int(self._clock() * 1000))
+        if (since is None) == (before is None):
+            return
+        self.registry.set_broker_unreachable_since(since)
+        if since is not None:
+            log.warning(
+                "node %s: the broker has not acknowledged membership records for %d "
+                "heartbeats; serving what the stores hold, with the lag unknown since %s",
+                self.config.node_id,
+                UNANSWERED_HEARTBEATS,
+                iso_ms(since),
+            )
+        else:
+            log.info("node %s: the broker answers again", self.config.node_id)
 
     def _produce(self, producer: Producer, value: bytes | None) -> None:
         headers: list[tuple[str, str | bytes | None]] | None = None
@@ -113,9 +152,13 @@ class MembershipPublisher:
             headers=headers,
             on_delivery=self._delivered,
         )
+        self._unacked.append(int(self._clock() * 1000))
         self.published += 1
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        sent_ms = self._unacked.popleft() if self._unacked else None
+        if error is None and sent_ms is not None:
+            self._acked_ms = sent_ms
         # log transitions only: a broker outage would otherwise log every heartbeat
         if error is not None and not self._failing:
             log.warning("node %s: membership records not delivered: %s", self.config.node_id, error)

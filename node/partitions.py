@@ -5,7 +5,9 @@ detaches it before closing it; readers go through `read`, which holds the regist
 so a store is never closed under a running read, and a copy still restoring is not read
 (it may be behind what was already served from it or its previous holder). The registry
 also keeps the node state
-and per-partition applied and end offsets (for lag, freshness and membership).
+and per-partition applied and end offsets (for lag, freshness and membership), and since
+when the lag is unknown: for every copy while the broker does not answer the node, and for
+a copy held after the group lost its assignment (node.materializer) until it is given up.
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ class _Copy:
     restoring: bool = False
     restore_done: int = 0
     restore_total: int = 0
+    # held after its assignment was lost: nothing is fetched for it since
+    held_since_ms: int | None = None
 
-    def status(self, partition: int) -> PartitionStatus:
+    def status(self, partition: int, unreachable_since_ms: int | None) -> PartitionStatus:
         applied = sum(self.applied.values())
         end = sum(max(self.end.get(t, -1), n) for t, n in self.applied.items())
+        unknown = [t for t in (self.held_since_ms, unreachable_since_ms) if t is not None]
         return PartitionStatus(
             partition,
             self.role,
@@ -47,6 +52,7 @@ class _Copy:
             restoring=self.restoring,
             restore_done=self.restore_done,
             restore_total=self.restore_total,
+            lag_unknown_since_ms=min(unknown, default=None),
         )
 
 
@@ -67,6 +73,7 @@ class PartitionRegistry:
         self._copies: dict[int, _Copy] = {}
         self._state = NodeState.STARTING
         self._partition_counts: dict[str, int] = {}
+        self._unreachable_since_ms: int | None = None
 
     def set_partition_counts(self, counts: Mapping[str, int]) -> None:
         """The partition count of each changelog topic, from topic metadata."""
@@ -89,6 +96,27 @@ class PartitionRegistry:
             self._state = state
         if changed:
             self.changed.set()
+
+    @property
+    def broker_unreachable_since_ms(self) -> int | None:
+        """Since when the broker has not answered this node; None while it answers."""
+        return self._unreachable_since_ms
+
+    def set_broker_unreachable_since(self, since_ms: int | None) -> None:
+        """Since when the broker has not answered (None: it answers): the lag of every copy
+        is unknown since then."""
+        with self._lock:
+            self._unreachable_since_ms = since_ms
+
+    def hold(self, partitions: Collection[int], since_ms: int) -> None:
+        """Keep serving `partitions`, whose assignment was lost at a time nothing could
+        fetch for them: their lag is unknown since `since_ms`, until they are detached."""
+        with self._lock:
+            for partition in partitions:
+                copy = self._copies.get(partition)
+                if copy is not None:
+                    copy.held_since_ms = since_ms
+        self.changed.set()
 
     def attach(
         self,
@@ -147,7 +175,7 @@ class PartitionRegistry:
             if not _readable(copy, roles):
                 return None
             assert copy is not None
-            return reader(copy.store), copy.status(partition)
+            return reader(copy.store), copy.status(partition, self._unreachable_since_ms)
 
     def applied(
         self, partition: int, topic: str, roles: Collection[Role] = (Role.ACTIVE,)
@@ -170,4 +198,5 @@ class PartitionRegistry:
 
     def statuses(self) -> list[PartitionStatus]:
         with self._lock:
-            return [self._copies[p].status(p) for p in sorted(self._copies)]
+            since = self._unreachable_since_ms
+            return [self._copies[p].status(p, since) for p in sorted(self._copies)]

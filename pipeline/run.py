@@ -6,17 +6,21 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 
+from confluent_kafka import KafkaException
 from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
-from pipeline.errors import QueryFailedError
+from pipeline.errors import DeliveryError, QueryFailedError, SourceError
 from pipeline.health import HealthFile
 from pipeline.job import start_queries
 from pipeline.session import build_session
+from runtime.kafka import KafkaConnectionError
+from runtime.topics import broker_answers
 from schema import CATALOGUE, View
 
 __all__ = ["run_pipeline"]
@@ -26,8 +30,15 @@ log = logging.getLogger(__name__)
 
 # A failed query is restarted (with every other query, from the checkpoints: absolute
 # changelog values make the replay harmless) this many times before the pipeline gives up.
+# Queries that ran for HEALTHY_RUN_S before failing start the count anew, and a failure
+# while the broker does not answer is not counted: the pipeline waits for the broker.
 RESTARTS = 5
 RESTART_BACKOFF_S = 2.0
+HEALTHY_RUN_S = 60.0
+BROKER_ANSWER_S = 5.0  # how long the broker may take to answer after a failure
+BROKER_POLL_S = 1.0
+# what a query or its start fails with when Kafka misbehaves (config errors are not retried)
+_RESTARTABLE = (QueryFailedError, SourceError, DeliveryError, KafkaConnectionError, KafkaException)
 
 
 def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) -> None:
@@ -35,8 +46,8 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
 
     Prints `statefed pipeline: ready (<n> queries)` to stderr once every query started. A
     query that fails (e.g. a Python worker that did not connect back on a loaded machine)
-    restarts the queries from their checkpoints, up to RESTARTS times; then the
-    `QueryFailedError` is raised.
+    restarts the queries from their checkpoints, up to RESTARTS times in a row; then its
+    error is raised. While the broker does not answer, the pipeline waits for it instead.
     """
     _default_logging()
     stop = threading.Event()
@@ -60,11 +71,13 @@ def _run_with_restarts(
     stop: threading.Event,
     health: HealthFile,
 ) -> None:
-    failures = 0
+    failures, ready = 0, False
     while not stop.is_set():
+        started = time.monotonic()
         try:
             with start_queries(spark, config, catalogue) as running:
-                if failures == 0:
+                if not ready:
+                    ready = True
                     print(
                         f"statefed pipeline: ready ({len(running.queries)} queries)",
                         file=sys.stderr,
@@ -73,13 +86,35 @@ def _run_with_restarts(
                 running.wait(stop, alive=health.beat)
                 log.info("stopping %d queries", len(running.queries))
                 return
-        except QueryFailedError as exc:
+        except _RESTARTABLE as exc:
             health.clear()
+            if time.monotonic() - started >= HEALTHY_RUN_S:
+                failures = 0
+            if _waited_for_broker(config, stop, exc):
+                continue
             failures += 1
             if failures > RESTARTS:
                 raise
             log.warning("%s; restarting the queries (%d of %d)", exc, failures, RESTARTS)
             stop.wait(RESTART_BACKOFF_S * failures)
+
+
+def _waited_for_broker(config: PipelineConfig, stop: threading.Event, failure: Exception) -> bool:
+    """If the broker does not answer, wait until it does (or `stop`) and return True: the
+    failure was the outage's, not the queries'."""
+    if broker_answers(config.kafka, BROKER_ANSWER_S):
+        return False
+    log.warning(
+        "%s; the broker at %s does not answer: waiting for it, then restarting the queries "
+        "from their checkpoints (not counted as a restart)",
+        failure,
+        config.bootstrap,
+    )
+    waited = time.monotonic()
+    while not stop.wait(BROKER_POLL_S) and not broker_answers(config.kafka, BROKER_ANSWER_S):
+        pass
+    log.info("the broker answers again after %.0f s", time.monotonic() - waited)
+    return True
 
 
 def _default_logging() -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "TopicError",
     "TopicSpec",
     "admin_config",
+    "broker_answers",
     "create_planned",
     "ensure_topics",
     "inspect_plan",
@@ -184,6 +185,15 @@ def _metadata(kafka: KafkaSettings, timeout_s: float) -> tuple[AdminClient, Clus
             f"no metadata from Kafka at {kafka.bootstrap} within {timeout_s} s ({cause}): "
             f"{kafka.hint(cause)}"
         ) from exc
+
+
+def broker_answers(kafka: str | KafkaSettings, timeout_s: float = 5.0) -> bool:
+    """Whether the cluster answers a metadata request within `timeout_s`."""
+    try:
+        _metadata(KafkaSettings.of(kafka), timeout_s)
+    except KafkaConnectionError:
+        return False
+    return True
 
 
 def inspect_plan(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -52,7 +53,9 @@ class PartitionStatus:
     """One partition copy a node holds: its role, applied and end offset (summed over the
     partition's changelog topics) and the lag between them; while `restoring`, the records
     restored so far of the `restore_total` it had to catch up on assignment (0 = not known
-    yet). The restore fields are optional on the wire (absent = 0 / False)."""
+    yet); `lag_unknown_since_ms` while the broker does not answer the node (the end offset
+    and so the lag are as of then). These fields are optional on the wire (absent = 0 /
+    False / None)."""
 
     partition: int
     role: Role
@@ -61,6 +64,7 @@ class PartitionStatus:
     restoring: bool = False
     restore_done: int = 0
     restore_total: int = 0
+    lag_unknown_since_ms: int | None = None
 
     @property
     def lag(self) -> int:
@@ -103,6 +107,7 @@ def encode_member(record: MemberRecord) -> bytes:
                     "restoring": p.restoring,
                     "restore_done": p.restore_done,
                     "restore_total": p.restore_total,
+                    **_optional("lag_unknown_since_ms", p.lag_unknown_since_ms),
                 }
                 for p in record.partitions
             ],
@@ -129,9 +134,19 @@ def decode_member(value: bytes) -> MemberRecord:
                     restoring=bool(p.get("restoring", False)),
                     restore_done=int(p.get("restore_done", 0)),
                     restore_total=int(p.get("restore_total", 0)),
+                    lag_unknown_since_ms=_int_or_none(p.get("lag_unknown_since_ms")),
                 )
                 for p in doc["partitions"]
             ),
         )
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"undecodable membership record {value[:200]!r}") from exc
+
+
+def _optional(name: str, value: int | None) -> dict[str, int]:
+    """`{name: value}`, or nothing when `value` is None: records stay as they were."""
+    return {} if value is None else {name: value}
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -7,6 +7,8 @@ nothing else in statefed knows which broker it talks to.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -96,8 +98,23 @@ class EmbeddedBroker:
         self.stop()
         raise TimeoutError(f"embedded broker on {self.bootstrap} not ready in {timeout_s} s")
 
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP): connections stay open and nothing answers, like a
+        broker host that hangs. `resume()` undoes it; a paused broker is resumed on `stop`."""
+        os.kill(self._running().pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a `pause`d broker run again (SIGCONT)."""
+        os.kill(self._running().pid, signal.SIGCONT)
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._process is None or self._process.poll() is not None:
+            raise RuntimeError(f"the embedded broker on {self.bootstrap} is not running")
+        return self._process
+
     def stop(self, timeout_s: float = 10.0) -> None:
         if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
             self._process.terminate()
             try:
                 self._process.wait(timeout_s)

@@ -75,6 +75,10 @@ class ClusterPartition:
     restore_total: int = strawberry.field(
         description="Records to restore when the copy was assigned; 0 until known."
     )
+    lag_unknown_since: datetime | None = strawberry.field(
+        description="Since when the node has not known this copy's lag (the broker did not "
+        "answer it): endOffset and lag are as of then. Null while the lag is known."
+    )
 
 
 @strawberry.type(description="A view of the catalogue, and the pipeline's newest report on it.")
@@ -93,6 +97,11 @@ class ClusterView:
 @strawberry.type(description="Membership and routing as the gateway sees them now.")
 class Cluster:
     routing_version: int
+    routing_stale_since: datetime | None = strawberry.field(
+        description="Since when membership has brought no news because the broker does not "
+        "answer: nodes, copies and routing are kept as they were then (no node is judged "
+        "dead for the silence). Null while membership is current."
+    )
     partition_count: int | None = strawberry.field(
         description="P, partitions per view, from topic metadata; null until read."
     )
@@ -129,12 +138,17 @@ def _partitions(nodes: Sequence[Any]) -> list[ClusterPartition]:
             restoring=p.restoring,
             restore_done=p.restore_done,
             restore_total=p.restore_total,
+            lag_unknown_since=_from_ms(p.lag_unknown_since_ms),
         )
         for n in nodes
         if n.alive
         for p in n.partitions
     ]
     return sorted(copies, key=lambda c: (c.partition, c.node))
+
+
+def _from_ms(ms: int | None) -> datetime | None:
+    return None if ms is None else from_ms(ms)
 
 
 def cluster_field(catalogue: Sequence[View]) -> Any:
@@ -148,6 +162,7 @@ def cluster_field(catalogue: Sequence[View]) -> Any:
         count = table.max_partition_count()
         return Cluster(
             routing_version=table.version,
+            routing_stale_since=_from_ms(table.stale_since_ms),
             partition_count=count,
             nodes=[
                 ClusterNode(

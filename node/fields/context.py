@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import strawberry
 
 from node.errors import NotOwnerError
+from node.fields.times import iso_ms
 from node.partitions import PartitionRegistry
 from node.store import PartitionStore
 from runtime.clock import Clock, wall_clock_ms
@@ -65,16 +66,25 @@ class ReadContext:
         return self.registry.holds(partition, self.roles)
 
     def freshness_entries(self) -> list[dict[str, Any]]:
+        """One entry per partition read; `lagUnknownSince` only while the lag is unknown
+        (the broker does not answer): `lag` is then the last one known, as of that time."""
         return [
-            {
-                "partition": partition,
-                "node": self.node_id,
-                "role": status.role.value,
-                "appliedOffset": status.applied_offset,
-                "lag": status.lag,
-            }
-            for partition, status in sorted(self.freshness.items())
+            _freshness(partition, self.node_id, s)
+            for partition, s in sorted(self.freshness.items())
         ]
+
+
+def _freshness(partition: int, node_id: str, status: PartitionStatus) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "partition": partition,
+        "node": node_id,
+        "role": status.role.value,
+        "appliedOffset": status.applied_offset,
+        "lag": status.lag,
+    }
+    if status.lag_unknown_since_ms is not None:
+        entry["lagUnknownSince"] = iso_ms(status.lag_unknown_since_ms)
+    return entry
 
 
 def context_of(info: strawberry.Info) -> ReadContext:

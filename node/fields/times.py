@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from node.errors import BadRequestError
 from schema import View
 
-__all__ = ["ceil_ms", "from_ms", "time_range", "window_start_ms"]
+__all__ = ["ceil_ms", "from_ms", "iso_ms", "time_range", "window_start_ms"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -20,6 +20,11 @@ _MS = timedelta(milliseconds=1)
 def from_ms(ms: int) -> datetime:
     """The UTC datetime `ms` milliseconds after the epoch."""
     return _EPOCH + ms * _MS
+
+
+def iso_ms(ms: int) -> str:
+    """ISO-8601 in UTC with milliseconds, for times the node reports (e.g. freshness)."""
+    return from_ms(ms).isoformat(timespec="milliseconds")
 
 
 def ceil_ms(moment: datetime) -> int:

@@ -242,6 +242,7 @@ def test_routing_not_ready_is_a_graphql_error() -> None:
         "partitions": None,
         "routable": [],
         "routing_version": 1,
+        "routing_stale_since_ms": None,
         "nodes": [],
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
@@ -161,3 +162,47 @@ def test_views_whose_partition_count_is_unknown_are_asked_again(broker: Embedded
             await asyncio.to_thread(reader.stop)
 
     asyncio.run(scenario())
+
+
+def test_a_broker_outage_keeps_the_routing_table_and_a_live_broker_does_not(
+    tmp_path: Path,
+) -> None:
+    """Every node falls silent at once: while the broker does not answer (SIGSTOP), the
+    table is kept and marked stale; once it answers, silence counts again, the outage's
+    excepted. Time is the reader's injected clock, moved by the test."""
+    view = View("gwo", "gwo_in", ViewKind.COUNT, "w", "W", "w", "ws", "tw")
+    now = [wall_clock_ms()]
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        ensure_topics(broker.bootstrap, {MEMBERS_TOPIC: 1, view.changelog_topic: 2})
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        record = member("a", "http://127.0.0.1:1", [0, 1], now[0], interval_ms=1000)
+        producer.produce(MEMBERS_TOPIC, key=b"a", value=encode_member(record))
+        assert producer.flush(10) == 0
+
+        async def scenario() -> None:
+            feed = RoutingFeed()
+            reader = MembershipReader(
+                broker.bootstrap, feed, lookback_ms=60_000, catalogue=[view], clock=lambda: now[0]
+            )
+            reader.start(asyncio.get_running_loop())
+            try:
+                await wait_for(feed, lambda t: t.routable(2) == [0, 1])
+                broker.pause()
+                try:
+                    now[0] += 20_000  # 20 heartbeats without news from anyone
+                    table = await wait_for(feed, lambda t: t.stale_since_ms is not None)
+                    assert table.stale_since_ms is not None
+                    assert table.stale_since_ms <= record.heartbeat_ms + 1000
+                    assert table.routable(2) == [0, 1] and table.nodes["a"].alive
+                finally:
+                    broker.resume()
+                table = await wait_for(feed, lambda t: t.stale_since_ms is None)
+                assert table.nodes["a"].alive  # the outage's silence is not counted
+                now[0] += 5_000  # then 5 heartbeats of silence with a broker that answers
+                table = await wait_for(feed, lambda t: not t.nodes["a"].alive)
+                assert table.stale_since_ms is None and table.routable(2) == []
+            finally:
+                await asyncio.to_thread(reader.stop)
+
+        asyncio.run(scenario())
+        producer.close()

@@ -13,7 +13,7 @@ from gateway.errors import (
     RoutingNotReadyError,
 )
 from gateway.membership import MemberDirectory
-from gateway.routing import Disclaimers, LastOwner, RoutingFeed, build_routing_table
+from gateway.routing import Disclaimers, LastOwner, Liveness, RoutingFeed, build_routing_table
 from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, encode_member
 from tests.gateway.fakes import member
 
@@ -46,6 +46,39 @@ def test_records_older_than_three_heartbeats_are_dead_and_own_nothing() -> None:
     assert table.owner(1) is None
     assert table.owner(0).node_id == "fresh"  # type: ignore[union-attr]
     assert table.owner(2).node_id == "slow"  # type: ignore[union-attr]
+
+
+def test_a_stalled_membership_feed_keeps_the_table_of_its_last_news() -> None:
+    members = {
+        "a": member("a", "http://a:1", [0], NOW - 30_500),
+        "b": member("b", "http://b:1", [1], NOW - 30_200),
+    }
+    # the broker last answered 30 s ago, just after both heartbeats: nobody is judged dead
+    stalled = Liveness(NOW - 30_000, stale_since_ms=NOW - 30_000)
+    table = build_routing_table(members, {VIEW.name: 2}, NOW, stalled)
+    assert table.stale_since_ms == NOW - 30_000
+    assert table.routable(2) == [0, 1]
+    assert all(node.alive for node in table.nodes.values())
+    # judged as of now, as a current feed would, both are long dead
+    current = build_routing_table(members, {VIEW.name: 2}, NOW)
+    assert current.stale_since_ms is None and current.routable(2) == []
+
+
+def test_silence_within_a_past_stall_is_not_counted_against_a_node() -> None:
+    # the feed was stalled from NOW - 30 s to NOW - 2 s; since then it works again
+    after = Liveness(NOW, excused=(NOW - 30_000, NOW - 2_000))
+    assert after.silence_ms(NOW - 30_500) == 2_500  # 0.5 s before the stall, 2 s after
+    assert after.silence_ms(NOW - 1_000) == 1_000  # a heartbeat after the stall: all counts
+    members = {
+        "quiet": member("quiet", "http://q:1", [0], NOW - 30_500),
+        "gone": member("gone", "http://g:1", [1], NOW - 32_000),
+    }
+    table = build_routing_table(members, {VIEW.name: 2}, NOW, after)
+    assert table.stale_since_ms is None
+    assert table.nodes["quiet"].alive  # 2.5 s of silence that counts: within 3 heartbeats
+    assert not table.nodes["gone"].alive  # 2 s before the stall + 2 s after it: dead
+    later = Liveness(NOW + 600, excused=(NOW - 30_000, NOW - 2_000))
+    assert not later.alive(members["quiet"])  # still silent 3 heartbeats after the stall
 
 
 def test_running_claimant_preferred_then_newest_record() -> None:
@@ -102,6 +135,15 @@ def test_directory_prunes_only_dead_nodes_past_the_lookback() -> None:
     directory.apply(b"ok", encode_member(member("ok", "u", [], NOW)))
     assert directory.prune(NOW, keep_ms=10_000)
     assert sorted(directory.records) == ["ok", "slow"]
+
+
+def test_directory_prunes_no_node_for_a_stalled_feeds_silence() -> None:
+    directory = MemberDirectory()
+    directory.apply(b"a", encode_member(member("a", "u", [], NOW - 20_000)))
+    assert not directory.prune(NOW, 10_000, Liveness(NOW - 19_000, stale_since_ms=NOW - 19_000))
+    assert not directory.prune(NOW, 10_000, Liveness(NOW, excused=(NOW - 19_000, NOW - 500)))
+    assert sorted(directory.records) == ["a"]
+    assert directory.prune(NOW + 10_000, 10_000, Liveness(NOW + 10_000))
 
 
 def test_feed_versions_grow_and_waiters_wake() -> None:
