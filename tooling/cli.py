@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.config import ConfigError
@@ -96,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
         if command == "topics":
             p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+        if command == "pipeline":
+            p.add_argument(
+                "--print-app-path",
+                action="store_true",
+                help="print the path of the application file for spark-submit, and exit",
+            )
     return parser
 
 
@@ -171,7 +178,11 @@ def _print_checks(checks: Sequence[TopicCheck], prefix: str = "") -> None:
             print(f"  warning: {note}")
 
 
-def _pipeline(env: dict[str, str]) -> None:
+def _pipeline(env: dict[str, str], print_app_path: bool) -> None:
+    if print_app_path:
+        # next to this module; importing it would make an import cycle (it imports this)
+        print(Path(__file__).resolve().with_name("sparkapp.py"))
+        return
     from pipeline import PipelineConfig, run_pipeline
 
     run_pipeline(PipelineConfig.from_env(env), _catalogue(env))
@@ -217,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     handlers: dict[str, Callable[[dict[str, str]], None]] = {
         "broker": _broker,
         "topics": lambda e: _topics(e, args.dry_run),
-        "pipeline": _pipeline,
+        "pipeline": lambda e: _pipeline(e, args.print_app_path),
         "node": _node,
         "gateway": _gateway,
         "produce": lambda e: _produce(e, args),
