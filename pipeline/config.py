@@ -42,6 +42,8 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
     shuffle_partitions: int = setting("STATEFED_SPARK_SHUFFLE_PARTITIONS", 2, low=1, high=1000)
     driver_memory: str = setting("STATEFED_SPARK_DRIVER_MEMORY", "512m")
     driver_host: str = setting("STATEFED_SPARK_DRIVER_HOST", "127.0.0.1")
+    # spark.ui.enabled, unless Spark's configuration sets it; its port is spark.ui.port
+    spark_ui: bool = setting("STATEFED_SPARK_UI", False)
     # Spark's own names; any case
     spark_log_level: str = setting("STATEFED_SPARK_LOG_LEVEL", "WARN")
     source_format: str = setting("STATEFED_SOURCE_FORMAT", "statefed_kafka", choices=SOURCE_FORMATS)

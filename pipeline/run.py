@@ -53,8 +53,9 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     stop = threading.Event()
     health = HealthFile(config.health_file)
     health.clear()  # a file left by an earlier run says nothing about this one
-    log.info("starting Spark (%s) for the pipeline", config.spark_master)
+    log.info("starting the Spark session of the pipeline")
     spark = build_session(config)
+    log.info("Spark session on %s", spark.sparkContext.master)
     try:
         with _stop_on_signals(stop):
             _run_with_restarts(spark, config, tuple(catalogue), stop, health)

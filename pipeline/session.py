@@ -1,50 +1,184 @@
-"""The Spark session the pipeline runs in, with the settings measured to work on 2 cores."""
+"""The Spark session the pipeline runs in: statefed's settings beneath the user's Spark ones.
+
+Spark's own configuration wins (spark-defaults.conf, `--conf` and the flags of
+spark-submit or of PYSPARK_SUBMIT_ARGS): statefed fills in only the keys it leaves unset,
+with the values measured to work on 2 cores. The exception is `ENFORCED`, the settings the
+pipeline's results depend on, applied over the user's with a warning.
+
+Under spark-submit the driver JVM already runs. Otherwise (`statefed pipeline`) it starts
+here, and what must be known when a JVM starts (master, heap, thread stack, local
+address) goes to spark-submit as environment variables, which it reads with the lowest
+precedence, so spark-defaults.conf still wins.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
 
-__all__ = ["ROCKSDB_PROVIDER", "build_session", "session_settings"]
+__all__ = ["ENFORCED", "ROCKSDB_PROVIDER", "build_session", "default_settings", "session_settings"]
+
+log = logging.getLogger(__name__)
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
+# The settings the results depend on, whatever Spark's configuration says. The session
+# zone: Spark's default is the JVM's, i.e. the driver host's. Today's plans convert no
+# timestamp to local time (event times are epoch ms, windows are aligned on the epoch), and
+# UTC keeps it so for any plan (a new view kind casting a timestamp to a date or a string
+# would otherwise count differently on a driver in another zone); statefed shows no local
+# time, so this takes nothing from the user.
+ENFORCED = {"spark.sql.session.timeZone": "UTC"}
 
-def session_settings(config: PipelineConfig) -> dict[str, str]:
-    """Every Spark setting the pipeline relies on."""
+# What pyspark's launcher sets when a Python program starts Spark itself (as it does for
+# a shell): no choice of the user's, so statefed's values replace them.
+_LAUNCHER_VALUES = {"spark.app.name": "pyspark-shell", "spark.ui.showConsoleProgress": "true"}
+# -Xss16m: query.stop() overflows the default thread stack of the driver
+_STACK = "-Xss16m"
+
+
+def default_settings(
+    config: PipelineConfig, app_name: str = "statefed-pipeline", python: str = sys.executable
+) -> dict[str, str]:
+    """statefed's value of each Spark setting it sets; Spark's configuration wins over them.
+
+    None of these changes results: the state store provider and the shuffle partitions
+    of a query are kept in its checkpoint, which Spark follows over the session's values.
+    """
     return {
-        "spark.driver.memory": config.driver_memory,
-        # query.stop() overflows the default thread stack
-        "spark.driver.extraJavaOptions": "-Xss16m",
+        "spark.master": config.spark_master,
+        "spark.app.name": app_name,
         "spark.driver.host": config.driver_host,
         "spark.driver.bindAddress": config.driver_host,
-        "spark.sql.session.timeZone": "UTC",
         # 200 shuffle partitions cost ~15 s of freshness per batch on 2 cores
         "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.ui.enabled": "false",
+        "spark.ui.enabled": "true" if config.spark_ui else "false",
         "spark.ui.showConsoleProgress": "false",
-        # Python workers must see the same interpreter (and packages) as the driver
-        "spark.pyspark.python": sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
+        # Python workers must run an interpreter with statefed's packages
+        "spark.pyspark.python": python,
     }
 
 
+def session_settings(
+    config: PipelineConfig,
+    spark_conf: Mapping[str, str],
+    app_name: str = "statefed-pipeline",
+    python: str = sys.executable,
+) -> dict[str, str]:
+    """The settings to give the session builder (which overrides whatever it is given):
+    statefed's defaults for the keys `spark_conf` (Spark's configuration) leaves unset,
+    and `ENFORCED`."""
+    users = {k: v for k, v in spark_conf.items() if _LAUNCHER_VALUES.get(k) != v}
+    defaults = default_settings(config, app_name, python)
+    for key in sorted(defaults.keys() & users.keys()):
+        if users[key] != defaults[key]:
+            log.info("Spark setting %s=%s kept (statefed's: %s)", key, users[key], defaults[key])
+    for key, value in ENFORCED.items():
+        if key in users and users[key] != value:
+            log.warning(
+                "Spark setting %s=%s replaced with %s: the pipeline's results depend on it",
+                key,
+                users[key],
+                value,
+            )
+    return {**{k: v for k, v in defaults.items() if k not in users}, **ENFORCED}
+
+
 def build_session(config: PipelineConfig, app_name: str = "statefed-pipeline") -> SparkSession:
-    """A session on `config.spark_master`; takes 8-22 s on a cold JVM."""
+    """A session on Spark's configured master, else `config.spark_master`; takes 8-22 s on a
+    cold JVM."""
     # Python data sources run in workers started from PYSPARK_PYTHON (default: `python3`
     # on PATH, which may lack pyarrow): use this interpreter unless told otherwise
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # otherwise Spark resolves the host name and may pick a non-loopback interface
-    os.environ.setdefault("SPARK_LOCAL_IP", config.driver_host)
-    builder = SparkSession.builder.master(config.spark_master).appName(app_name)
-    for key, value in session_settings(config).items():
+    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    _start_driver_jvm(config)
+    spark_conf = dict(SparkConf().getAll())  # what the JVM was started with
+    settings = session_settings(config, spark_conf, app_name, python)
+    _warn_if_unreachable({**spark_conf, **settings})
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.spark_log_level.upper())
     return spark
+
+
+def _start_driver_jvm(config: PipelineConfig) -> None:
+    """Connect to the driver JVM (spark-submit's, or one started before), or start it."""
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        SparkContext._ensure_initialized()
+        _warn_without_stack()
+        return
+    launch = {
+        "MASTER": config.spark_master,
+        "SPARK_DRIVER_MEMORY": config.driver_memory,
+        # otherwise Spark resolves the host name and may pick a non-loopback interface
+        "SPARK_LOCAL_IP": config.driver_host,
+    }
+    with _environment(launch):
+        SparkContext._ensure_initialized()
+
+
+@contextmanager
+def _environment(defaults: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with `defaults` where unset and `_STACK` first in SPARK_SUBMIT_OPTS (a
+    later -Xss of the user's wins), restored afterwards: a child process of this one
+    (a test's) must not inherit a master it did not ask for."""
+    saved = {key: os.environ.get(key) for key in [*defaults, "SPARK_SUBMIT_OPTS"]}
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{_STACK} {saved['SPARK_SUBMIT_OPTS'] or ''}".strip()
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def _warn_without_stack() -> None:
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    args = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    if not any(str(arg).startswith("-Xss") for arg in args):
+        log.warning(
+            "the driver JVM runs with the default thread stack, which stopping the queries "
+            "can overflow: start it with %s (spark-submit --driver-java-options=%s)",
+            _STACK,
+            _STACK,
+        )
+
+
+def _warn_if_unreachable(settings: Mapping[str, str]) -> None:
+    """Executors on other hosts cannot connect back to a driver on a loopback address."""
+    master, host = settings.get("spark.master", ""), settings.get("spark.driver.host", "")
+    if not master.startswith("spark://") or not _is_loopback(host):
+        return
+    addresses = master.removeprefix("spark://").split(",")
+    if not all(_is_loopback(a.rsplit(":", 1)[0]) for a in addresses):
+        log.warning(
+            "the driver listens on %s, which executors on other hosts cannot reach: set "
+            "STATEFED_SPARK_DRIVER_HOST (or spark.driver.host) to an address they can",
+            host,
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

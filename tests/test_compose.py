@@ -270,7 +270,7 @@ def test_spark_processes_advertise_their_service_names() -> None:
     # executors on the worker connect back to the driver by this name; the driver binds to
     # it too, which the container's hostname makes its own address
     assert pipeline["hostname"] == config.driver_host == "pipeline"
-    assert session_settings(config)["spark.driver.host"] == "pipeline"
+    assert session_settings(config, {})["spark.driver.host"] == "pipeline"
     master = urlsplit(config.spark_master)
     assert master.scheme == "spark" and master.hostname == "spark-master"
     for name in ("spark-master", "spark-worker"):

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.config import ConfigError
@@ -103,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="exit 0 if the pipeline writing STATEFED_PIPELINE_HEALTH_FILE runs, else 1",
             )
+            p.add_argument(
+                "--print-app-path",
+                action="store_true",
+                help="print the path of the application file for spark-submit, and exit",
+            )
     return parser
 
 
@@ -178,7 +184,11 @@ def _print_checks(checks: Sequence[TopicCheck], prefix: str = "") -> None:
             print(f"  warning: {note}")
 
 
-def _pipeline(env: dict[str, str], check_health: bool) -> None:
+def _pipeline(env: dict[str, str], check_health: bool, print_app_path: bool) -> None:
+    if print_app_path:
+        # next to this module; importing it would make an import cycle (it imports this)
+        print(Path(__file__).resolve().with_name("sparkapp.py"))
+        return
     from pipeline import PipelineConfig, run_pipeline
 
     config = PipelineConfig.from_env(env)
@@ -244,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     handlers: dict[str, Callable[[dict[str, str]], None]] = {
         "broker": _broker,
         "topics": lambda e: _topics(e, args.dry_run),
-        "pipeline": lambda e: _pipeline(e, args.check_health),
+        "pipeline": lambda e: _pipeline(e, args.check_health, args.print_app_path),
         "node": _node,
         "gateway": _gateway,
         "produce": lambda e: _produce(e, args),

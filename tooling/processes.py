@@ -108,6 +108,15 @@ class ManagedProcess:
         self._process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
 
+    @classmethod
+    def of_command(
+        cls, name: str, command: Sequence[str], env: Mapping[str, str], log_path: Path
+    ) -> ManagedProcess:
+        """Any program rather than a statefed part (a Spark master or worker, spark-submit)."""
+        process = cls(name, [], env, log_path)
+        process.args = list(command)
+        return process
+
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None

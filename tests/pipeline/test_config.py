@@ -18,6 +18,7 @@ def test_defaults_match_the_architecture() -> None:
     assert config.driver_memory == "512m"
     assert config.source_format == "statefed_kafka"
     assert config.starting_offsets == "earliest"
+    assert config.spark_ui is False
 
 
 def test_every_variable_is_read() -> None:
@@ -31,6 +32,7 @@ def test_every_variable_is_read() -> None:
             "STATEFED_SPARK_SHUFFLE_PARTITIONS": "1",
             "STATEFED_SPARK_DRIVER_MEMORY": "2g",
             "STATEFED_SPARK_DRIVER_HOST": "10.0.0.5",
+            "STATEFED_SPARK_UI": "on",
             "STATEFED_SPARK_LOG_LEVEL": "error",
             "STATEFED_SOURCE_FORMAT": "kafka",
             "STATEFED_STARTING_OFFSETS": "latest",
@@ -50,6 +52,7 @@ def test_every_variable_is_read() -> None:
         shuffle_partitions=1,
         driver_memory="2g",
         driver_host="10.0.0.5",
+        spark_ui=True,
         spark_log_level="error",
         source_format="kafka",
         starting_offsets="latest",
@@ -73,6 +76,7 @@ def test_empty_values_keep_the_default() -> None:
         ("STATEFED_SPARK_SHUFFLE_PARTITIONS", "0"),
         ("STATEFED_SPARK_DRIVER_MEMORY", "lots"),
         ("STATEFED_SPARK_LOG_LEVEL", "loud"),
+        ("STATEFED_SPARK_UI", "maybe"),
         ("STATEFED_SOURCE_FORMAT", "kinesis"),
         ("STATEFED_STARTING_OFFSETS", "yesterday"),
         ("STATEFED_READ_TASKS", "0"),

@@ -1,0 +1,26 @@
+"""The pipeline as a Spark application file, for spark-submit (`statefed pipeline
+--print-app-path` prints where it is):
+
+    spark-submit --master spark://host:7077 --name statefed-pipeline \\
+        --driver-java-options=-Xss16m "$(statefed pipeline --print-app-path)"
+
+It runs what `statefed pipeline` runs, with the same STATEFED_* settings (and takes the
+same flags after the file); Spark's settings come from spark-submit (see pipeline.session).
+"""
+
+import os
+import sys
+
+
+def _drop_own_directory() -> None:
+    # Python puts a script's directory first on sys.path, and there this package's modules
+    # (config, cli, ...) would shadow top-level modules of the same name
+    if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
+        del sys.path[0]
+
+
+if __name__ == "__main__":
+    _drop_own_directory()
+    from tooling.cli import main
+
+    main(["pipeline", *sys.argv[1:]])
