@@ -18,6 +18,7 @@ from gateway.errors import (
     GatewayError,
     IntrospectionDisabledError,
     NodeProtocolError,
+    NodeSuspectError,
     NodeTimeoutError,
     NodeUnavailableError,
     NotCaughtUpError,
@@ -35,6 +36,7 @@ from gateway.errors import (
     TooManyRepresentationsError,
     TooManyRootFieldsError,
 )
+from gateway.hedging import NodeWatch
 from gateway.limits import QueryLimits
 from gateway.membership import MemberDirectory, MembershipReader, find_start_offset
 from gateway.planner import KeyRead, LookupResult, Planner, ReadOptions, TopResult
@@ -68,8 +70,10 @@ __all__ = [
     "MembershipReader",
     "NodeInfo",
     "NodeProtocolError",
+    "NodeSuspectError",
     "NodeTimeoutError",
     "NodeUnavailableError",
+    "NodeWatch",
     "NotCaughtUpError",
     "NotOwnerError",
     "Page",

@@ -23,7 +23,9 @@ GatewayError                        code
     ├── RoutingNotReadyError        ROUTING_NOT_READY   partition count not read from metadata yet
     ├── PartitionUnassignedError    no live node holds the partition ACTIVE
     ├── NodeUnavailableError        connection refused or reset, HTTP 5xx
-    │   └── NodeTimeoutError        no answer before the request's deadline
+    │   ├── NodeTimeoutError        no answer before the request's deadline
+    │   └── NodeSuspectError        not asked: the node missed heartbeats or left calls
+    │                               unanswered (gateway.hedging), and no standby is in maxLag
     ├── NotOwnerError               the node says it does not hold the partition (NOT_OWNER)
     ├── NotCaughtUpError            CONSISTENCY_TIMEOUT the node had not applied what an
     │                                                   `atLeast` read waits for in time
@@ -68,6 +70,7 @@ __all__ = [
     "GatewayError",
     "IntrospectionDisabledError",
     "NodeProtocolError",
+    "NodeSuspectError",
     "NodeTimeoutError",
     "NodeUnavailableError",
     "NotCaughtUpError",
@@ -286,6 +289,25 @@ class NodeUnavailableError(RoutingError):
 
 class NodeTimeoutError(NodeUnavailableError):
     reason = "TIMEOUT"
+
+
+class NodeSuspectError(NodeUnavailableError):
+    """`node` is suspect (gateway.hedging) and no standby copy within `max_lag` holds
+    `partitions`: they fail at once instead of waiting out the deadline."""
+
+    reason = "SUSPECT"
+
+    def __init__(
+        self, view: str, node: str, partitions: Sequence[int], keys: Sequence[str], max_lag: int
+    ) -> None:
+        super().__init__(
+            view,
+            "not asked: the node missed heartbeats or left calls without an answer, and no "
+            f"standby copy is within maxLag {max_lag}; retry, or allow a larger maxLag",
+            partitions=partitions,
+            node=node,
+            keys=keys,
+        )
 
 
 class NotOwnerError(RoutingError):
