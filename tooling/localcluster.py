@@ -84,13 +84,16 @@ class LocalCluster:
         self.progress("pipeline: ready")
         return process
 
-    def start_node(self, node_id: str, timeout_s: float = 60.0) -> ManagedProcess:
-        self.progress(f"node {node_id}: starting")
+    def start_node(self, node_id: str, timeout_s: float = 60.0, **extra_env: str) -> ManagedProcess:
+        """Start node `node_id` (its state directory is named by it, so a restarted node
+        resumes its stores), with `extra_env` on top of the cluster's environment."""
+        self.progress(f"node {node_id}: starting {extra_env or ''}".rstrip())
         port = free_port()
         env = self.env(
             STATEFED_NODE_ID=node_id,
             STATEFED_NODE_PORT=str(port),
             STATEFED_STATE_DIR=str(self.base_dir / "state" / node_id),
+            **extra_env,
         )
         log = self.base_dir / f"node-{node_id}.log"
         process = ManagedProcess(f"node {node_id}", ["node"], env, log).start()
