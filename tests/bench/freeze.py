@@ -7,7 +7,7 @@ gateway hedges a silent owner with a standby, then routes around it as suspect).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -36,7 +36,9 @@ class _Probes:
     answered: list[bool]
     standby_entries: int = 0  # freshness entries read from a STANDBY copy
     first_answerable_s: float | None = None
-    codes: frozenset[str] = frozenset()
+    # per probe that was not answerable: seconds after the SIGSTOP, and its errors' codes
+    # and reasons
+    failed: list[tuple[float, list[str]]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         ordered = sorted(self.latencies_ms)
@@ -47,7 +49,7 @@ class _Probes:
             "p50_ms": round(percentile(ordered, 50), 2) if ordered else None,
             "p99_ms": round(percentile(ordered, 99), 2) if ordered else None,
             "max_ms": round(ordered[-1], 2) if ordered else None,
-            "codes": sorted(self.codes),
+            "failed": [{"at_s": round(at, 2), "errors": errors} for at, errors in self.failed],
         }
 
 
@@ -66,11 +68,18 @@ def _probe(
     ok = not errors and [row and row["count"] for row in rows] == expected
     probes.latencies_ms.append((received - sent) * 1000)
     probes.answered.append(ok)
-    probes.codes |= {str((e.get("extensions") or {}).get("code")) for e in errors}
+    if not ok:
+        reasons = sorted({_described(e) for e in errors})
+        probes.failed.append((sent - began, reasons or ["wrong or missing counts"]))
     freshness = (document.get("extensions") or {}).get("freshness") or []
     probes.standby_entries += sum(e.get("role") == "STANDBY" for e in freshness)
     if ok and probes.first_answerable_s is None:
         probes.first_answerable_s = received - began
+
+
+def _described(error: dict[str, Any]) -> str:
+    extensions = error.get("extensions") or {}
+    return f"{extensions.get('code')} {extensions.get('reason') or ''}".strip()
 
 
 def _freeze(session: BenchSession) -> tuple[str, list[int], _Probes]:
@@ -104,6 +113,7 @@ def _freeze(session: BenchSession) -> tuple[str, list[int], _Probes]:
 
 def _write(section: Section, victim: str, lost: list[int], probes: _Probes) -> None:
     figures = probes.to_json()
+    failed = "; ".join(f"{at:.1f} s: {', '.join(errors)}" for at, errors in probes.failed)
     table = section.table(
         "stopped (partitions)",
         "every key answerable after",
@@ -127,7 +137,8 @@ def _write(section: Section, victim: str, lost: list[int], probes: _Probes) -> N
         f"stopped node's partitions) polled through the gateway every {_POLL_S * 1000:.0f} ms "
         f"for the {STOP_S:.0f} s the node was stopped (SIGSTOP, then SIGCONT); latency is per "
         f"probe, one connection. Freshness entries read from standbys: "
-        f"{probes.standby_entries}; error codes seen: {', '.join(sorted(probes.codes)) or 'none'}. "
+        f"{probes.standby_entries}. Probes not answerable (sent at, after the SIGSTOP): "
+        f"{failed or 'none'}. "
         f"Nodes at their default (one standby copy per partition), the gateway with "
         f"{GATEWAY_ENV} and hedging at its defaults (STATEFED_GATEWAY_HEDGE_MIN_MS 20, "
         "_MAX_MS 500). The stopped node's heartbeats stop: after 2 intervals it is suspect, "

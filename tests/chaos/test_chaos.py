@@ -229,12 +229,12 @@ def test_a_sigstopped_active_node_is_hedged_around_then_rejoins(chaos: ChaosClus
     assert p99 < DEADLINE_S * 1000, "reads waited out their deadline on the frozen node"
 
 
-SLOW_MS = 3000  # the slow node's delay: far above any hedge delay (at most 500 ms)
+SLOW_MS = 4000  # the slow node's delay: far above any hedge delay (at most 500 ms)
 HOLD_S = 8.0  # load on the cluster with its slow node
 
 
 def test_a_slow_node_is_hedged_around(chaos: ChaosCluster) -> None:
-    """A node whose every answer takes 3 s (STATEFED_NODE_TEST_DELAY_MS): its partitions
+    """A node whose every answer takes 4 s (STATEFED_NODE_TEST_DELAY_MS): its partitions
     are answered by standbys, quickly relative to that delay."""
     local = chaos.local
     gateway = local.gateway_url
