@@ -433,8 +433,8 @@ class Planner:
             elif shunned:
                 plan.suspect.setdefault(node.node_id, []).append(partition)
             else:
-                routes.setdefault((node.node_id, standby), Route(node, [], standby))
-                routes[(node.node_id, standby)].group.append(partition)
+                route = routes.setdefault((node.node_id, standby), Route(node, [], standby))
+                route.group.append(partition)
         for route in routes.values():
             racing = hedged and not route.standby
             hedges = self._hedges(table, route, read, max_lag, suspects) if racing else []
