@@ -1,5 +1,6 @@
 """Chaos on the real path (broker, Spark pipeline, node processes, gateway) under
-continuous produce and query load: nodes join, crash and leave, and no answer is ever wrong.
+continuous produce and query load: nodes join, crash, leave, freeze and slow down, and no
+answer is ever wrong.
 
 Every answer is recorded and judged afterwards (tests/chaos/invariants.py): a count never
 exceeds what the broker had acknowledged when the answer arrived, never goes down for a
