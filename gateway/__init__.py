@@ -18,6 +18,7 @@ from gateway.errors import (
     GatewayError,
     IntrospectionDisabledError,
     NodeProtocolError,
+    NodeSuspectError,
     NodeTimeoutError,
     NodeUnavailableError,
     NotCaughtUpError,
@@ -37,6 +38,7 @@ from gateway.errors import (
     TooManyRepresentationsError,
     TooManyRootFieldsError,
 )
+from gateway.hedging import NodeWatch
 from gateway.limits import QueryLimits
 from gateway.membership import MemberDirectory, MembershipReader, find_start_offset
 from gateway.planner import KeyRead, LookupResult, Planner, ReadOptions, TopResult
@@ -78,8 +80,10 @@ __all__ = [
     "MembershipReader",
     "NodeInfo",
     "NodeProtocolError",
+    "NodeSuspectError",
     "NodeTimeoutError",
     "NodeUnavailableError",
+    "NodeWatch",
     "NotCaughtUpError",
     "NotOwnerError",
     "Page",

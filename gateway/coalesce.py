@@ -11,7 +11,9 @@ Failures stay per waiter: an unreachable or slow node fails every waiter with an
 naming that waiter's partitions and keys; an answer that may concern only some of the
 batched partitions (NOT_OWNER, a protocol error, rejected arguments) is not shared: each
 waiter of that batch asks again alone, exactly as it would have without coalescing. Each
-waiter waits only until its own deadline. A batch names every waiter's caller to the node
+waiter waits only until its own deadline, and may be cancelled (a hedged read whose other
+copy answered first): the batch goes on for the others, and is cancelled (its connection
+closed) only once no waiter is left. A batch names every waiter's caller to the node
 (`statefed-caller`: the distinct subjects, comma-separated, see runtime.trust).
 """
 
@@ -78,6 +80,13 @@ class _Batch:
     extensions: bytes  # the request extensions as JSON, b"" for none
     waiters: list[_Waiter] = field(default_factory=list)
     keys: dict[str, None] = field(default_factory=dict)  # in order, without repeats
+    task: asyncio.Task[None] | None = None  # once sent
+
+    def forsaken(self, _answer: object = None) -> None:
+        """Cancel the call once every waiter has its answer or gave up (a waiter's
+        done-callback)."""
+        if self.task is not None and all(w.answer.done() for w in self.waiters):
+            self.task.cancel()
 
 
 _BatchKey = tuple[str, str, str, bytes]  # node id, node URL, view, extensions
@@ -141,6 +150,7 @@ class Coalescer:
             batch = self._open[key] = _Batch(node, queries, extensions)
             loop.call_soon(self._flush, key, batch)
         batch.waiters.append(waiter)
+        waiter.answer.add_done_callback(batch.forsaken)
         batch.keys.update(dict.fromkeys(waiter.keys))
         if len(batch.keys) >= self._max_keys:
             self._send(self._open.pop(key))
@@ -150,7 +160,7 @@ class Coalescer:
             self._send(self._open.pop(key))
 
     def _send(self, batch: _Batch) -> None:
-        task = asyncio.get_running_loop().create_task(self._answer(batch))
+        task = batch.task = asyncio.get_running_loop().create_task(self._answer(batch))
         self._sending.add(task)  # the loop keeps only weak references to tasks
         task.add_done_callback(self._sending.discard)
 

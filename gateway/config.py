@@ -56,6 +56,17 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # a partition whose active copy cannot answer is read from a standby at most this many
     # records behind; 0 = active copies only
     max_lag: int = setting("STATEFED_GATEWAY_MAX_LAG", 1000, low=0, high=1 << 62)
+    # hedged reads (gateway.hedging): an ACTIVE copy that has not answered within its node's
+    # hedge delay (its recent latency, bounded by these; the max until it has answered once)
+    # is raced by a standby within maxLag, the first answer wins
+    hedge: bool = setting("STATEFED_GATEWAY_HEDGE", True)
+    hedge_min_ms: int = setting("STATEFED_GATEWAY_HEDGE_MIN_MS", 20, low=1, high=600_000)
+    hedge_max_ms: int = setting("STATEFED_GATEWAY_HEDGE_MAX_MS", 500, low=1, high=600_000)
+    # a node that leaves this many calls in a row without an answer (timed out, or outraced
+    # by a hedge after waiting its delay) is suspect for STATEFED_GATEWAY_SUSPECT_MS: its
+    # partitions are read from a standby at once, or fail at once with reason SUSPECT
+    suspect_calls: int = setting("STATEFED_GATEWAY_SUSPECT_CALLS", 3, low=1, high=10_000)
+    suspect_ms: int = setting("STATEFED_GATEWAY_SUSPECT_MS", 1000, low=1, high=600_000)
     # a node answers a local top-N of at most 10000
     max_top_limit: int = setting("STATEFED_MAX_TOP_LIMIT", 1000, low=1, high=10_000)
     max_lookup_keys: int = setting("STATEFED_MAX_LOOKUP_KEYS", 1000, low=1, high=1_000_000)
@@ -136,6 +147,12 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.hedge_min_ms > self.hedge_max_ms:
+            raise ConfigError(
+                "STATEFED_GATEWAY_HEDGE_MIN_MS",
+                f"must be at most STATEFED_GATEWAY_HEDGE_MAX_MS ({self.hedge_max_ms}), "
+                f"got {self.hedge_min_ms}",
+            )
         problem = origins_problem(self.cors_origins)
         if problem is not None:
             raise self.config_error("STATEFED_GATEWAY_CORS_ORIGINS", problem)

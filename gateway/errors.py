@@ -25,7 +25,9 @@ GatewayError                        code
     │                               that last did and when
     ├── PartitionNeverAssignedError no node has held it ACTIVE in the membership read so far
     ├── NodeUnavailableError        connection refused or reset, HTTP 5xx
-    │   └── NodeTimeoutError        no answer before the request's deadline
+    │   ├── NodeTimeoutError        no answer before the request's deadline
+    │   └── NodeSuspectError        not asked: the node missed heartbeats or left calls
+    │                               unanswered (gateway.hedging), and no standby is in maxLag
     ├── NotOwnerError               the node says it does not hold the partition (NOT_OWNER)
     ├── NotCaughtUpError            CONSISTENCY_TIMEOUT the node had not applied what an
     │                                                   `atLeast` read waits for in time
@@ -75,6 +77,7 @@ __all__ = [
     "GatewayError",
     "IntrospectionDisabledError",
     "NodeProtocolError",
+    "NodeSuspectError",
     "NodeTimeoutError",
     "NodeUnavailableError",
     "NotCaughtUpError",
@@ -104,6 +107,7 @@ class Reason(StrEnum):
     NEVER_ASSIGNED = "NEVER_ASSIGNED"  # no node seen serving it since the gateway started
     NODE_UNAVAILABLE = "NODE_UNAVAILABLE"  # connection refused or reset, HTTP 5xx
     TIMEOUT = "TIMEOUT"  # the node did not answer before the request's deadline
+    SUSPECT = "SUSPECT"  # the node missed heartbeats or calls; no standby within maxLag
     NOT_OWNER = "NOT_OWNER"  # the node disclaimed the partition and nobody else holds it
     PROTOCOL_ERROR = "PROTOCOL_ERROR"  # the node answered what the protocol does not allow
     NODE_BEHIND = "NODE_BEHIND"  # CONSISTENCY_TIMEOUT: the copy had not applied the token
@@ -366,6 +370,25 @@ class NodeUnavailableError(RoutingError):
 
 class NodeTimeoutError(NodeUnavailableError):
     reason = Reason.TIMEOUT
+
+
+class NodeSuspectError(NodeUnavailableError):
+    """`node` is suspect (gateway.hedging) and no standby copy within `max_lag` holds
+    `partitions`: they fail at once instead of waiting out the deadline."""
+
+    reason = Reason.SUSPECT
+
+    def __init__(
+        self, view: str, node: str, partitions: Sequence[int], keys: Sequence[str], max_lag: int
+    ) -> None:
+        super().__init__(
+            view,
+            "not asked: the node missed heartbeats or left calls without an answer, and no "
+            f"standby copy is within maxLag {max_lag}; retry, or allow a larger maxLag",
+            partitions=partitions,
+            node=node,
+            keys=keys,
+        )
 
 
 class NotOwnerError(RoutingError):

@@ -10,6 +10,15 @@ freshness then says STANDBY); a read's `ReadOptions` may set its own bound. A re
 an `atLeast` token makes the nodes wait until they have applied what the token needs
 (`appliedAtLeast`, gateway.consistency). What still fails is returned as one `RoutingError` per
 partition next to the data for the rest: never a silently short answer.
+
+Hedged reads: when an owner has not answered within its node's hedge delay
+(gateway.hedging), the standby copies within `max_lag` of its partitions are asked too and
+the first answer of each partition is taken; the calls still running are then cancelled.
+Exactly one answer is taken per partition, with the freshness of the copy that gave it, so
+a lookup never mixes rows and a top-N never counts a partition twice. A suspect owner
+(missed heartbeats, or calls left unanswered) is not asked: its partitions go to a standby
+at once, or fail at once with reason SUSPECT. `atLeast` reads are not hedged (they wait on
+purpose), but suspect owners are avoided for them too.
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 
@@ -30,9 +40,13 @@ from gateway.errors import (
     BadRequestError,
     GatewayError,
     NodeProtocolError,
+    NodeSuspectError,
+    NodeTimeoutError,
+    NodeUnavailableError,
     NotOwnerError,
     RoutingError,
 )
+from gateway.hedging import NodeWatch
 from gateway.kinds import view_queries
 from gateway.reads import DEFAULT_READ, KeyRead, LookupResult, ReadOptions, TopResult
 from gateway.reply import NodeReply
@@ -48,12 +62,105 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+_Rows = dict[str, Row | Event | None]  # a lookup's rows by key
+_NOBODY: frozenset[str] = frozenset()
 
-Ask = Callable[[NodeInfo, list[int], bool], Awaitable[list[dict[str, Any]]]]
-# one node request of a round: the node, its partitions, whether they are standby copies
-Route = tuple[NodeInfo, list[int], bool]
 
-# the request extension by which a node reads its STANDBY copies (node.graphql_http)
+@dataclass(frozen=True)
+class Piece(Generic[T]):
+    """What one node call answered: the read's value, and the freshness of its partitions."""
+
+    value: T
+    freshness: list[dict[str, Any]]
+
+
+class Route(NamedTuple):
+    """One node request of a round: the node, its partitions, whether they are standby
+    copies."""
+
+    node: NodeInfo
+    group: list[int]
+    standby: bool
+
+
+Ask = Callable[[NodeInfo, list[int], bool], Awaitable[Piece[T]]]
+Result = Piece[T] | GatewayError
+Called = tuple[Route, Result[T]]  # a call that completed, and what it gave
+
+
+@dataclass(frozen=True)
+class Taken(Generic[T]):
+    """An answer taken for `partitions`: all those it was asked for when `whole`, else the
+    ones a racing copy had not answered first."""
+
+    value: T
+    partitions: frozenset[int]
+    whole: bool
+
+
+@dataclass
+class _Plan:
+    """One round: the requests (each owner's with the standby requests that may race it),
+    the partitions without a node to ask, and those of suspect nodes by node id."""
+
+    routes: list[tuple[Route, list[Route]]] = field(default_factory=list)
+    unassigned: list[int] = field(default_factory=list)
+    suspect: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class _Read(Generic[T]):
+    """One read across its rounds: the answers taken (one per partition), the partitions
+    still pending, the failures of the others and what was learned about the nodes."""
+
+    pending: set[int]
+    keys_of: Mapping[int, list[str]]
+    taken: list[Taken[T]] = field(default_factory=list)
+    failures: dict[int, RoutingError] = field(default_factory=dict)
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+    disclaimers: Disclaimers = field(default_factory=Disclaimers)
+    failed_on: defaultdict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+    def record(self, called: list[Called[T]]) -> None:
+        """Take each answer for the partitions still pending (so a partition answered by
+        two racing copies is taken once, with the freshness of the copy taken); then note
+        the failures of the partitions nothing answered."""
+        for route, result in called:
+            if isinstance(result, Piece):
+                self._take(route, result)
+        for route, result in called:
+            if isinstance(result, RoutingError):
+                for partition in route.group:
+                    self.failed_on[partition].add(route.node.node_id)
+                    if partition in self.pending:
+                        self.failures[partition] = result
+                if isinstance(result, NotOwnerError):
+                    self.disclaimers.add(route.node, result.partitions)
+
+    def _take(self, route: Route, piece: Piece[T]) -> None:
+        won = self.pending.intersection(route.group)
+        if not won:
+            return
+        self.taken.append(Taken(piece.value, frozenset(won), len(won) == len(route.group)))
+        self.freshness.extend(e for e in piece.freshness if e.get("partition") in won)
+        self.pending.difference_update(won)
+        for partition in won:
+            self.failures.pop(partition, None)
+
+    def unassigned(self, view: View, table: RoutingTable, partitions: list[int]) -> None:
+        """No live node holds `partitions`: failed for now (naming the node last seen
+        serving each), asked again next round."""
+        for partition in partitions:
+            keys = self.keys_of.get(partition, [])
+            self.failures[partition] = table.unassigned_error(view.name, partition, keys)
+
+    def suspected(self, view: View, suspect: Mapping[str, list[int]], max_lag: int) -> None:
+        """Partitions of suspect nodes without a standby within `max_lag`: failed at once."""
+        for node_id, group in suspect.items():
+            keys = [k for p in group for k in self.keys_of.get(p, [])]
+            error = NodeSuspectError(view.name, node_id, group, keys, max_lag)
+            self.failures.update(dict.fromkeys(group, error))
+            self.pending.difference_update(group)
 
 
 class Planner:
@@ -65,10 +172,12 @@ class Planner:
         upstream: Upstream,
         config: GatewayConfig,
         catalogue: Iterable[View] = CATALOGUE,
+        watch: NodeWatch | None = None,
     ) -> None:
         self._feed = feed
         self._upstream = upstream
         self._config = config
+        self._watch = watch or NodeWatch(config)
         self._queries = {view.name: view_queries(view) for view in catalogue}
 
     def deadline(self) -> float:
@@ -102,10 +211,9 @@ class Planner:
         keys_of: dict[int, list[str]] = {}
         for key, partition in zip(keys, partitions, strict=True):
             keys_of.setdefault(partition, []).append(key)
-        found: dict[str, Row | Event | None] = {}
         queries = self._queries[view.name]
 
-        async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[_Rows]:
             # coalesced with other requests' lookups of the view on this node whose
             # request extensions are the same (gateway.coalesce)
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
@@ -113,12 +221,20 @@ class Planner:
             rows, freshness = await self._upstream.lookups.lookup(
                 node, queries, group, asked, extensions, deadline, options.caller
             )
-            found.update(zip(asked, rows, strict=True))
-            return freshness
+            return Piece(dict(zip(asked, rows, strict=True)), freshness)
 
-        failures, freshness = await self._rounds(view, keys_of, ask, deadline, options, keys_of)
+        read = await self._rounds(view, keys_of, ask, deadline, options, keys_of)
+        found: _Rows = {}
+        partition_of = dict(zip(keys, partitions, strict=True))
+        for taken in read.taken:
+            if taken.whole:
+                found.update(taken.value)
+            else:  # a hedge answered the rest: only the partitions this answer won
+                found.update(
+                    (k, r) for k, r in taken.value.items() if partition_of[k] in taken.partitions
+                )
         rows = [found.get(key) for key in keys]
-        return LookupResult(rows, partitions, failures, freshness)
+        return LookupResult(rows, partitions, read.failures, read.freshness)
 
     async def top(
         self,
@@ -133,19 +249,25 @@ class Planner:
         self.check_limit(view, limit)
         start = inputs.top_window(view, window)
         count = self._feed.current.partition_count(view)
-        partials: list[list[Ranked]] = []
         queries = self._queries[view.name]
 
-        async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[list[Ranked]]:
             body = queries.top_body(limit, group, start)
             reply = await self._post(
                 node, body, view, group, deadline, standby=standby, options=options
             )
-            partials.append(_read(queries.read_top, reply, view, node, group))
-            return reply.freshness
+            return Piece(_read(queries.read_top, reply, view, node, group), reply.freshness)
 
-        failures, freshness = await self._rounds(view, range(count), ask, deadline, options)
-        return TopResult(merge_top(partials, limit), failures, freshness)
+        read = await self._rounds(view, range(count), ask, deadline, options)
+        # A node's top of several partitions, cut to the partitions it won, still holds
+        # every row of theirs in the global top: those rows are in the top of any subset.
+        partials = [
+            t.value
+            if t.whole
+            else [r for r in t.value if partition_for(r.key, count) in t.partitions]
+            for t in read.taken
+        ]
+        return TopResult(merge_top(partials, limit), read.failures, read.freshness)
 
     async def windows(
         self,
@@ -194,18 +316,14 @@ class Planner:
         options: ReadOptions,
     ) -> KeyRead[T]:
         partition = partition_for(key, self._feed.current.partition_count(view))
-        answers: list[T] = []
 
-        async def ask(node: NodeInfo, group: list[int], standby: bool) -> list[dict[str, Any]]:
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[T]:
             reply = await self._post(node, body, view, group, deadline, [key], standby, options)
-            answers.append(_read(read, reply, view, node, group, [key]))
-            return reply.freshness
+            return Piece(_read(read, reply, view, node, group, [key]), reply.freshness)
 
-        failures, freshness = await self._rounds(
-            view, [partition], ask, deadline, options, {partition: [key]}
-        )
-        value = answers[-1] if answers else None
-        return KeyRead(key, partition, value, failures.get(partition), freshness)
+        answered = await self._rounds(view, [partition], ask, deadline, options, {partition: [key]})
+        value = answered.taken[0].value if answered.taken else None
+        return KeyRead(key, partition, value, answered.failures.get(partition), answered.freshness)
 
     async def _post(
         self,
@@ -249,88 +367,172 @@ class Planner:
         self,
         view: View,
         partitions: Iterable[int],
-        ask: Ask,
+        ask: Ask[T],
         deadline: float,
         options: ReadOptions,
-        keys_of: dict[int, list[str]] | None = None,
-    ) -> tuple[dict[int, RoutingError], list[dict[str, Any]]]:
-        """Ask owners for `partitions`, one call per node per round, until each partition is
-        answered or the retries or the deadline run out; return the failures and freshness.
-        A node rejecting the arguments ends the read with that BadRequestError."""
+        keys_of: Mapping[int, list[str]] | None = None,
+    ) -> _Read[T]:
+        """Ask owners for `partitions`, one call per node per round (hedged by standbys
+        within maxLag), until each partition is answered or the retries or the deadline run
+        out. Exactly one answer is taken per partition. A node rejecting the arguments ends
+        the read with that BadRequestError."""
         loop = asyncio.get_running_loop()
-        pending = set(partitions)
-        failures: dict[int, RoutingError] = {}
-        freshness: list[dict[str, Any]] = []
-        disclaimers = Disclaimers()
-        failed_on: defaultdict[int, set[str]] = defaultdict(set)
+        read: _Read[T] = _Read(set(partitions), keys_of or {})
         table = self._feed.current
         backoff = self._config.backoff_s
         max_lag = self._config.max_lag if options.max_lag is None else options.max_lag
+        # an `atLeast` read waits on purpose: neither hedged nor a latency sample
+        timed = options.at_least is None
+        hedged = self._config.hedge and max_lag > 0 and timed
         for attempt in range(self._config.retries + 1):
-            routes, unassigned = self._route(table, pending, disclaimers, failed_on, max_lag)
-            for partition in unassigned:
-                keys = keys_of.get(partition, []) if keys_of else []
-                failures[partition] = table.unassigned_error(view.name, partition, keys)
-            if len(routes) == 1:  # the usual point read: no task for gather to wrap it in
-                results = [await _attempt(ask, *routes[0])]
+            plan = self._route(table, read, max_lag, loop.time(), hedged)
+            read.unassigned(view, table, plan.unassigned)
+            read.suspected(view, plan.suspect, max_lag)
+            calls = [self._call(ask, route, hedges, timed) for route, hedges in plan.routes]
+            if len(calls) == 1:  # the usual point read: no task for gather to wrap it in
+                called = await calls[0]
             else:
-                results = await asyncio.gather(*(_attempt(ask, *route) for route in routes))
-            rejected = [r for r in results if isinstance(r, BadRequestError)]
+                called = [c for some in await asyncio.gather(*calls) for c in some]
+            rejected = [r for _, r in called if isinstance(r, BadRequestError)]
             if rejected:
                 raise rejected[0]
-            for (node, group, _standby), result in zip(routes, results, strict=True):
-                if isinstance(result, RoutingError):
-                    failures.update(dict.fromkeys(group, result))
-                    for partition in group:
-                        failed_on[partition].add(node.node_id)
-                    if isinstance(result, NotOwnerError):
-                        disclaimers.add(node, result.partitions)
-                elif isinstance(result, list):
-                    freshness.extend(result)
-                    pending.difference_update(group)
-                    for partition in group:
-                        failures.pop(partition, None)
+            read.record(called)
             remaining = deadline - loop.time()
-            if not pending or attempt == self._config.retries or remaining <= 0:
+            if not read.pending or attempt == self._config.retries or remaining <= 0:
                 break
             table = await self._feed.refresh(table.version, min(backoff, remaining))
             backoff *= 2
-        return failures, freshness
+        return read
 
     def _route(
-        self,
-        table: RoutingTable,
-        partitions: Iterable[int],
-        disclaimers: Disclaimers,
-        failed_on: Mapping[int, set[str]],
-        max_lag: int,
-    ) -> tuple[list[Route], list[int]]:
-        """One request per node (and role) for `partitions`: each to its owner, or to a
-        standby within `max_lag` when it has no owner or its owner failed it; also return
-        the partitions nobody can be asked for."""
+        self, table: RoutingTable, read: _Read[Any], max_lag: int, now: float, hedged: bool
+    ) -> _Plan:
+        """One request per node (and role) for the pending partitions: each to its owner, or
+        to a standby within `max_lag` when it has no owner, its owner failed it or is
+        suspect; with `hedged`, each owner's request with the standby requests that may
+        race it. Also the partitions nobody can be asked for, and those of suspect owners
+        without a standby."""
+        suspects = {
+            node_id
+            for node_id, node in table.nodes.items()
+            if node.suspect or self._watch.suspect(node_id, now)
+        }
+        plan = _Plan()
         routes: dict[tuple[str, bool], Route] = {}
-        unassigned: list[int] = []
-        for partition in sorted(set(partitions)):
-            node, standby = table.owner(partition, disclaimers), False
-            failed = failed_on.get(partition, set())
-            if max_lag > 0 and (node is None or node.node_id in failed):
-                copy = table.standby(partition, max_lag, disclaimers, avoid=failed)
+        for partition in sorted(read.pending):
+            node, standby = table.owner(partition, read.disclaimers), False
+            failed = read.failed_on.get(partition, _NOBODY)
+            shunned = node is not None and node.node_id in suspects
+            if max_lag > 0 and (node is None or shunned or node.node_id in failed):
+                avoid = failed | suspects if suspects else failed
+                copy = table.standby(partition, max_lag, read.disclaimers, avoid=avoid)
                 if copy is not None:
-                    node, standby = copy, True
+                    node, standby, shunned = copy, True, False
             if node is None:
-                unassigned.append(partition)
+                plan.unassigned.append(partition)
+            elif shunned:
+                plan.suspect.setdefault(node.node_id, []).append(partition)
             else:
-                routes.setdefault((node.node_id, standby), (node, [], standby))[1].append(partition)
-        return list(routes.values()), unassigned
+                route = routes.setdefault((node.node_id, standby), Route(node, [], standby))
+                route.group.append(partition)
+        for route in routes.values():
+            racing = hedged and not route.standby
+            hedges = self._hedges(table, route, read, max_lag, suspects) if racing else []
+            plan.routes.append((route, hedges))
+        return plan
 
+    @staticmethod
+    def _hedges(
+        table: RoutingTable, route: Route, read: _Read[Any], max_lag: int, suspects: set[str]
+    ) -> list[Route]:
+        """The standby requests that may race `route`: per partition the least lagging
+        copy within `max_lag` on another node that has not failed it and is not suspect."""
+        copies: dict[str, Route] = {}
+        for partition in route.group:
+            avoid = {route.node.node_id, *read.failed_on.get(partition, ()), *suspects}
+            copy = table.standby(partition, max_lag, read.disclaimers, avoid=avoid)
+            if copy is not None:
+                copies.setdefault(copy.node_id, Route(copy, [], True)).group.append(partition)
+        return list(copies.values())
 
-async def _attempt(
-    ask: Ask, node: NodeInfo, group: list[int], standby: bool
-) -> list[dict[str, Any]] | GatewayError:
-    try:
-        return await ask(node, group, standby)
-    except (RoutingError, BadRequestError) as exc:
-        return exc
+    async def _call(
+        self, ask: Ask[T], route: Route, hedges: list[Route], timed: bool
+    ) -> list[Called[T]]:
+        """`route`'s answer or failure; raced by `hedges` when there are any."""
+        if not hedges:
+            return [(route, await self._attempt(ask, route, timed))]
+        return await self._race(ask, route, hedges, timed)
+
+    async def _race(
+        self, ask: Ask[T], route: Route, hedges: list[Route], timed: bool
+    ) -> list[Called[T]]:
+        """`route`'s call, joined by `hedges` once its node's hedge delay has passed; what
+        they answered in the order it came, until each partition of `route` has an answer
+        (or the calls are over). The calls still running then are cancelled."""
+        loop = asyncio.get_running_loop()
+        running: dict[asyncio.Task[Result[T]], tuple[Route, float]] = {}
+
+        def start(call: Route) -> None:
+            running[loop.create_task(self._attempt(ask, call, timed))] = (call, loop.time())
+
+        start(route)
+        called: list[Called[T]] = []
+        uncovered = set(route.group)
+        try:
+            done, _ = await asyncio.wait(running, timeout=self._watch.delay(route.node.node_id))
+            if not done:
+                for hedge in hedges:
+                    start(hedge)
+            while True:
+                for task in done:
+                    call, _started = running.pop(task)
+                    result = task.result()
+                    called.append((call, result))
+                    if isinstance(result, Piece):
+                        uncovered.difference_update(call.group)
+                    elif isinstance(result, BadRequestError):
+                        uncovered.clear()  # the read ends with it
+                if not uncovered or not running:
+                    return called
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await self._abandon(running)
+
+    async def _abandon(
+        self, running: Mapping[asyncio.Task[Result[T]], tuple[Route, float]]
+    ) -> None:
+        """Cancel calls a faster copy made useless; a node that had its hedge delay to
+        answer and did not is one call closer to suspect."""
+        if not running:
+            return
+        now = asyncio.get_running_loop().time()
+        for task, (route, started) in running.items():
+            if task.cancel():
+                self._note_unanswered(route.node.node_id, now - started, now)
+        await asyncio.gather(*running, return_exceptions=True)
+
+    def _note_unanswered(self, node_id: str, waited_s: float, now: float) -> None:
+        if waited_s >= self._watch.delay(node_id):
+            self._watch.unanswered(node_id, now)
+
+    async def _attempt(self, ask: Ask[T], route: Route, timed: bool) -> Result[T]:
+        """`ask` for `route`, its failures returned; what the node did is told to the watch."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        node_id = route.node.node_id
+        try:
+            piece = await ask(*route)
+        except NodeTimeoutError as exc:
+            now = loop.time()
+            self._note_unanswered(node_id, now - started, now)
+            return exc
+        except NodeUnavailableError as exc:  # refused, reset, HTTP 5xx: failed fast anyway
+            return exc
+        except (RoutingError, BadRequestError) as exc:  # the node answered, with an error
+            self._watch.answered(node_id, None)
+            return exc
+        self._watch.answered(node_id, loop.time() - started if timed else None)
+        return piece
 
 
 def _read(

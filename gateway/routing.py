@@ -24,6 +24,7 @@ from gateway.errors import (
 from schema import MemberRecord, NodeState, PartitionStatus, Role, View
 
 __all__ = [
+    "SUSPECT_AFTER_HEARTBEATS",
     "Disclaimers",
     "LastOwner",
     "Liveness",
@@ -32,6 +33,12 @@ __all__ = [
     "RoutingTable",
     "build_routing_table",
 ]
+
+# a live node whose newest heartbeat is this many of its intervals older than the newest
+# heartbeat of any node has missed one and is suspect (gateway.hedging): judged against the
+# other nodes' heartbeats, not the gateway's clock, so a broker outage (no heartbeats read
+# at all) makes no node suspect
+SUSPECT_AFTER_HEARTBEATS = 2
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,7 @@ class NodeInfo:
     heartbeat_ms: int
     alive: bool
     partitions: tuple[PartitionStatus, ...]
+    suspect: bool = False  # missed heartbeats (SUSPECT_AFTER_HEARTBEATS)
     graphql_url: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -203,16 +211,22 @@ def build_routing_table(
     liveness: Liveness | None = None,
 ) -> RoutingTable:
     """The routing table for `members` at time `now_ms`: nodes silent for more than 3
-    heartbeats (by `liveness`, default: as of `now_ms`) are dead and own nothing."""
+    heartbeats (by `liveness`, default: as of `now_ms`) are dead and own nothing; live ones
+    2 heartbeats behind the newest are suspect."""
     liveness = liveness or Liveness(now_ms)
+    alive = {node_id for node_id, record in members.items() if liveness.alive(record)}
+    newest = max((members[node_id].heartbeat_ms for node_id in alive), default=0)
     nodes = {
         node_id: NodeInfo(
             node_id=node_id,
             url=record.url,
             state=record.state,
             heartbeat_ms=record.heartbeat_ms,
-            alive=liveness.alive(record),
+            alive=node_id in alive,
             partitions=record.partitions,
+            suspect=node_id in alive
+            and newest - record.heartbeat_ms
+            > SUSPECT_AFTER_HEARTBEATS * record.heartbeat_interval_ms,
         )
         for node_id, record in members.items()
     }

@@ -106,6 +106,8 @@ class NodeApp:
             except RequestError as exc:
                 await send_json(send, exc.status, exc.body(), headers=exc.headers)
                 return
+            if self.config.test_delay_ms:  # STATEFED_NODE_TEST_DELAY_MS: tests only
+                await asyncio.sleep(self.config.test_delay_ms / 1000)
             await self.graphql(scope, receive, send)
         elif path == "/health" and scope["method"] in ("GET", "HEAD"):
             status, document = self.health()

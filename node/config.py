@@ -79,6 +79,9 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     # HTTPS: a PEM certificate (chain) and its key, both or neither; the URL is then https
     tls_cert: Path | None = setting("STATEFED_NODE_TLS_CERT", None, parse=Path)
     tls_key: Path | None = setting("STATEFED_NODE_TLS_KEY", None, parse=Path)
+    # FOR TESTS ONLY (a slow node for the gateway's hedged reads): every /graphql answer is
+    # held back this long; never set it in production
+    test_delay_ms: int = setting("STATEFED_NODE_TEST_DELAY_MS", 0, low=0, high=600_000)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -187,6 +187,22 @@ class ManagedProcess:
         """A crash: SIGKILL, no shutdown hooks run."""
         return self._signal_and_reap(signal.SIGKILL, 10.0)
 
+    def pause(self) -> None:
+        """Freeze the part and its children (SIGSTOP to its process group): alive but silent,
+        as in a long GC pause. `resume` lets it run again; `stop` resumes it first."""
+        self._signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused part run again (SIGCONT); harmless when it was not paused."""
+        self._signal_group(signal.SIGCONT)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        process = self._process
+        # an unreaped leader (a zombie at worst) keeps its pid, so its group is still its own
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+
     def _signal_and_reap(self, sig: signal.Signals, timeout_s: float) -> int | None:
         process = self._process
         if process is None:
@@ -198,6 +214,7 @@ class ManagedProcess:
                 _kill_group(process.pid)
             else:
                 process.send_signal(sig)  # the part shuts its own children down
+                self._signal_group(signal.SIGCONT)  # a paused part must run to act on it
             if not _exited_unreaped(process.pid, timeout_s):
                 _kill_group(process.pid)
                 _exited_unreaped(process.pid, 10.0)

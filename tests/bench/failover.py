@@ -18,7 +18,7 @@ from tests.bench.report import Report, Section
 from tests.bench.session import GATEWAY_ENV, BenchError, BenchSession
 from tooling.processes import wait_until
 
-__all__ = ["NAME", "measure"]
+__all__ = ["NAME", "answerable", "measure", "standby_ready"]
 
 NAME = "failover"
 TITLE = "Failover: SIGKILL of a node until every key is answerable"
@@ -42,7 +42,7 @@ class Failover:
         return {k: v for k, v in self.__dict__.items() if k != "case"}
 
 
-def _answerable(
+def answerable(
     session: BenchSession, keys: list[str], expected: list[int]
 ) -> tuple[bool, set[str]]:
     """Whether every probe key has its count via the gateway, and the error codes seen."""
@@ -55,7 +55,7 @@ def _answerable(
     return (not codes and [row and row["count"] for row in rows] == expected), codes
 
 
-def _standby_ready(session: BenchSession, partitions: list[int], victim: str) -> bool:
+def standby_ready(session: BenchSession, partitions: list[int], victim: str) -> bool:
     """The gateway knows a live standby copy, off the victim, of each of `partitions`."""
     url = session.gateway_url.removesuffix("/graphql") + "/health"
     try:
@@ -75,7 +75,7 @@ def _kill_and_time(session: BenchSession, case: str) -> Failover:
     indexes = session.dataset.one_per_partition(_PER_PARTITION)
     keys = [session.dataset.key(i) for i in indexes]
     expected = [session.dataset.count(i) for i in indexes]
-    if not _answerable(session, keys, expected)[0]:
+    if not answerable(session, keys, expected)[0]:
         raise BenchError(f"{case}: the probe keys are not answerable before the kill")
     victim, nodes = session.live[-1], len(session.live)
     lost = sorted(p for p, n in (session.owners() or {}).items() if n == victim)
@@ -84,7 +84,7 @@ def _kill_and_time(session: BenchSession, case: str) -> Failover:
     deadline = began + session.timeout_s(session.settings.failover_timeout_s)
     polls, failed, codes = 0, 0, set[str]()
     while True:
-        ok, seen = _answerable(session, keys, expected)
+        ok, seen = answerable(session, keys, expected)
         polls += 1
         if ok:
             break
@@ -105,9 +105,7 @@ def _with_standby(session: BenchSession) -> Failover:
     session.ensure_gateway()
     victim = session.live[-1]
     lost = sorted(p for p, n in (session.owners() or {}).items() if n == victim)
-    wait_until(
-        lambda: _standby_ready(session, lost, victim), 60.0, "standby copies of " + str(lost)
-    )
+    wait_until(lambda: standby_ready(session, lost, victim), 60.0, "standby copies of " + str(lost))
     return _kill_and_time(session, "with standby")
 
 

@@ -36,6 +36,9 @@ _HEADLINE: list[tuple[str, str, tuple[str, ...]]] = [
     ("restore records/s", "restore", ("records_per_s",)),
     ("failover standby s", "failover", ("with_standby_seconds",)),
     ("failover no standby s", "failover", ("without_standby_seconds",)),
+    ("sigstop answerable s", "freeze", ("answerable_seconds",)),
+    ("sigstop p99 ms", "freeze", ("p99_ms",)),
+    ("sigstop p99 first 6 s ms", "freeze", ("before_session_timeout", "p99_ms")),
 ]
 
 

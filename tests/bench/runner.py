@@ -4,8 +4,9 @@ The first node restores the data set (restore), serves alone (fan-out over 1 nod
 gets a peer (point queries, fan-out over 2), a third (fan-out over 3); back to two nodes,
 the pipeline starts (freshness at 1,000 events/s, throughput, freshness at higher rates
 while the budget lasts), memory is read, and nodes are killed last (failover), so the
-peak memory covers measurements 1-4 and the kills disturb nothing after them. `only`
-keeps the steps of the named measurements; the session still starts what they need.
+peak memory covers measurements 1-4 and the kills disturb nothing after them; just before
+the kills a node is frozen (freeze: SIGSTOP, then SIGCONT). `only` keeps the steps of the
+named measurements; the session still starts what they need.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import traceback
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from tests.bench import failover, fanout, freshness, memory, point, restore, throughput
+from tests.bench import failover, fanout, freeze, freshness, memory, point, restore, throughput
 from tests.bench.cpu import CpuMeter
 from tests.bench.report import Report
 from tests.bench.session import BenchSession
@@ -43,12 +44,14 @@ def plan() -> tuple[Step, ...]:
         Step(throughput.NAME, throughput.measure, 40),
         Step(freshness.NAME, fresh.ramp, 40),
         Step(memory.NAME, memory.measure, 1),
+        Step(freeze.NAME, freeze.measure, 40),
         Step(failover.NAME, failover.measure, 60),
     )
 
 
 TITLES = {
-    m.NAME: m.TITLE for m in (restore, fanout, point, failover, freshness, throughput, memory)
+    m.NAME: m.TITLE
+    for m in (restore, fanout, point, freeze, failover, freshness, throughput, memory)
 }
 MEASUREMENTS = tuple(dict.fromkeys(step.name for step in plan()))
 

@@ -1,6 +1,7 @@
 """A cluster of its own for the chaos tests: broker, one Spark pipeline for the package,
 nodes n1-n3 with one standby replica each, and a gateway that reads standbys within
-`MAX_LAG` records when an active copy cannot answer. Tests add, kill and stop nodes."""
+`MAX_LAG` records when an active copy cannot answer. Tests add, kill, stop, freeze
+(SIGSTOP) and slow down nodes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Chaos on the real path (broker, Spark pipeline, node processes, gateway) under
-continuous produce and query load: nodes join, crash and leave, and no answer is ever wrong.
+continuous produce and query load: nodes join, crash, leave, freeze and slow down, and no
+answer is ever wrong.
 
 Every answer is recorded and judged afterwards (tests/chaos/invariants.py): a count never
 exceeds what the broker had acknowledged when the answer arrived, never goes down for a
@@ -173,3 +174,98 @@ def test_without_standby_reads_a_sigkill_leaves_a_measured_gap(chaos: ChaosClust
     _assert_never_wrong(answers)
     assert _roles(answers, marks["kill"], marks["killed"])["STANDBY"] == 0
     assert window > 0, "active copies alone cannot cover a killed node's partitions at once"
+
+
+STOP_S = 10.0  # how long the ACTIVE node stays frozen (the issue's scenario)
+DEADLINE_S = 5.0  # the gateway's request deadline (STATEFED_GATEWAY_TIMEOUT_MS default)
+
+
+def _latencies_ms(answers: list[Answer], start: float, end: float) -> list[float]:
+    """Milliseconds from sending to the answer, of point lookups asked within [start, end]."""
+    return sorted(
+        (a.received - a.sent) * 1000
+        for a in answers
+        if a.kind == "point" and start <= a.sent <= end
+    )
+
+
+def _percentile(values: list[float], share: float) -> float:
+    return values[min(len(values) - 1, int(share * len(values)))] if values else 0.0
+
+
+def test_a_sigstopped_active_node_is_hedged_around_then_rejoins(chaos: ChaosCluster) -> None:
+    """An ACTIVE node frozen for 10 s (alive to the kernel, silent to everyone): its reads
+    are hedged to standbys and then routed around it as suspect, not waited for."""
+    local = chaos.local
+    gateway = local.gateway_url
+    frozen: list[str] = []
+
+    def scenario(marks: Marks) -> None:
+        chaos.wait_stable(gateway)
+        frozen.append(chaos.live()[0])
+        process = local.nodes[frozen[0]]
+        marks["stop"] = time.monotonic()
+        try:
+            process.pause()
+            time.sleep(STOP_S)  # the freeze itself, not a wait for a condition
+        finally:
+            process.resume()  # also when the scenario fails: the cluster must not stay frozen
+        marks["resumed"] = time.monotonic()
+        marks["stable"] = chaos.wait_stable(gateway)
+
+    answers, marks = _run(chaos, gateway, words("chaos-c"), scenario)
+    victim = frozen[0]
+    stop, resumed = marks["stop"], marks["resumed"]
+    share = _report(answers, f"SIGSTOP of {victim} for {STOP_S:.0f} s", stop, resumed)
+    _report(answers, f"{victim} resumed, until stable", resumed, marks["stable"])
+    latencies = _latencies_ms(answers, stop, resumed)
+    p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
+    print(
+        f"point lookups during the stop: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max "
+        f"{latencies[-1] if latencies else 0:.1f} ms over {len(latencies)} answers"
+    )
+    _assert_never_wrong(answers)
+    assert _roles(answers, stop, resumed)["STANDBY"] > 0, "no standby read"
+    assert share >= 0.999
+    assert p99 < DEADLINE_S * 1000, "reads waited out their deadline on the frozen node"
+
+
+SLOW_MS = 4000  # the slow node's delay: far above any hedge delay (at most 500 ms)
+HOLD_S = 8.0  # load on the cluster with its slow node
+
+
+def test_a_slow_node_is_hedged_around(chaos: ChaosCluster) -> None:
+    """A node whose every answer takes 4 s (STATEFED_NODE_TEST_DELAY_MS): its partitions
+    are answered by standbys, quickly relative to that delay."""
+    local = chaos.local
+    gateway = local.gateway_url
+    chaos.wait_stable(gateway)
+    slow = chaos.live()[-1]
+    local.nodes[slow].stop()
+    try:
+        local.start_node(slow, env={"STATEFED_NODE_TEST_DELAY_MS": str(SLOW_MS)})
+
+        def scenario(marks: Marks) -> None:
+            chaos.wait_stable(gateway)
+            marks["from"] = time.monotonic()
+            time.sleep(HOLD_S)  # load on the cluster with its slow node, no condition
+            marks["to"] = time.monotonic()
+
+        answers, marks = _run(chaos, gateway, words("chaos-d"), scenario)
+    finally:
+        chaos.wait_stable(gateway)  # a clean stop mid-rebalance can wedge the embedded broker
+        local.nodes[slow].stop()
+        local.start_node(slow)
+    start, end = marks["from"], marks["to"]
+    share = _report(answers, f"{slow} slow ({SLOW_MS} ms per answer)", start, end)
+    latencies = _latencies_ms(answers, start, end)
+    p99 = _percentile(latencies, 0.99)
+    print(f"point lookups with a slow node: p99 {p99:.1f} ms over {len(latencies)} answers")
+    _assert_never_wrong(answers)
+    read_by = Counter(
+        read[2] for a in answers if start <= a.sent <= end for read in a.keys.values() if read
+    )
+    assert read_by[slow] == 0, f"answers waited for the slow node: {read_by}"
+    assert _roles(answers, start, end)["STANDBY"] > 0, "no standby read"
+    assert share == 1.0
+    assert p99 < SLOW_MS / 4

@@ -31,6 +31,7 @@ from node.config import NodeConfig
 from node.partitions import PartitionRegistry
 from node.store import ChangeBatch, LevelDBStore
 from schema import WORD_COUNTS, CountRow, NodeState, Role, partition_for
+from tooling.processes import wait_until_async
 
 P = 6
 ACTIVE = (0, 1, 2)
@@ -270,3 +271,67 @@ def test_routing_errors_stay_routing_errors() -> None:
     # the planner sorts results by type: whatever the coalescer raises must be one of its own
     answers = run(httpx.MockTransport(refuse), [([0], ["a"], {})])
     assert isinstance(answers[0], RoutingError)
+
+
+class Held:
+    """A node answering every key with count 7 once `release` is set, noting cancelled calls."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.calls = 0
+        self.cancelled = 0
+
+    async def sent(self) -> bool:
+        return self.calls == 1
+
+    async def gave_up(self) -> bool:
+        return self.cancelled == 1
+
+    async def __call__(self, body: dict[str, Any]) -> httpx.Response:
+        self.calls += 1
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        answer = [{"k": r["word"], "c": 7} for r in body["variables"]["r"]]
+        return httpx.Response(200, json={"data": {"r": answer}, "extensions": {"freshness": []}})
+
+
+def test_a_cancelled_waiter_leaves_the_shared_call_to_the_others() -> None:
+    node = Held()
+
+    async def scenario() -> tuple[Answer, bool]:
+        async with httpx.AsyncClient(transport=answering(node)) as client:
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
+            deadline = asyncio.get_running_loop().time() + 5
+            hedged = asyncio.ensure_future(
+                coalescer.lookup(NODE, QUERIES, [0], ["a"], {}, deadline)
+            )
+            other = asyncio.ensure_future(coalescer.lookup(NODE, QUERIES, [1], ["b"], {}, deadline))
+            await wait_until_async(node.sent, 5, "the batch to be sent", 0.01)
+            hedged.cancel()  # its other copy answered first
+            node.release.set()
+            return await other, hedged.cancelled()
+
+    assert asyncio.run(scenario()) == (([Row("b", 7)], []), True)
+    assert (node.calls, node.cancelled) == (1, 0)
+
+
+def test_the_call_is_cancelled_once_no_waiter_is_left() -> None:
+    node = Held()
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(transport=answering(node)) as client:
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
+            deadline = asyncio.get_running_loop().time() + 60  # far beyond the wait
+            waiters = [
+                asyncio.ensure_future(coalescer.lookup(NODE, QUERIES, [p], [k], {}, deadline))
+                for p, k in ((0, "a"), (1, "b"))
+            ]
+            await wait_until_async(node.sent, 5, "the batch to be sent", 0.01)
+            for waiter in waiters:
+                waiter.cancel()
+            await wait_until_async(node.gave_up, 5, "the call to be cancelled", 0.01)
+
+    asyncio.run(scenario())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import GatewayConfig
+from runtime.config import ConfigError
 
 
 def test_defaults() -> None:
@@ -20,6 +21,8 @@ def test_defaults() -> None:
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (50_000, 1024, 1 << 20)
     assert config.introspection is True
     assert config.produce is False and config.max_lag == 1000
+    assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (True, 20, 500)
+    assert (config.suspect_calls, config.suspect_ms) == (3, 1000)
     assert config.cors_origins == ()
     assert (config.produce_max_ahead_ms, config.produce_rate) == (300_000, 100)
 
@@ -35,6 +38,11 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_RETRIES": "0",
         "STATEFED_GATEWAY_BACKOFF_MS": "20",
         "STATEFED_GATEWAY_MAX_LAG": "5",
+        "STATEFED_GATEWAY_HEDGE": "no",
+        "STATEFED_GATEWAY_HEDGE_MIN_MS": "7",
+        "STATEFED_GATEWAY_HEDGE_MAX_MS": "70",
+        "STATEFED_GATEWAY_SUSPECT_CALLS": "4",
+        "STATEFED_GATEWAY_SUSPECT_MS": "2500",
         "STATEFED_MAX_TOP_LIMIT": "50",
         "STATEFED_MAX_LOOKUP_KEYS": "10",
         "STATEFED_GATEWAY_MAX_ENTITIES": "20",
@@ -84,6 +92,8 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.tls_cert == config.tls_key == config.node_ca == pem
     assert config.status_tail_records == 500
     assert config.max_lag == 5
+    assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (False, 7, 70)
+    assert (config.suspect_calls, config.suspect_ms) == (4, 2500)
     assert (config.max_lookup_keys, config.max_entity_representations) == (10, 20)
     assert (config.max_depth, config.max_aliases, config.max_root_fields) == (8, 0, 5)
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (123456, 64, 65536)
@@ -142,3 +152,9 @@ def test_invalid_values_name_the_variable(variable: str, value: str) -> None:
 def test_config_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         GatewayConfig().port = 1  # type: ignore[misc]
+
+
+def test_the_hedge_delay_bounds_must_be_in_order() -> None:
+    environ = {"STATEFED_GATEWAY_HEDGE_MIN_MS": "300", "STATEFED_GATEWAY_HEDGE_MAX_MS": "200"}
+    with pytest.raises(ConfigError, match=r"^STATEFED_GATEWAY_HEDGE_MIN_MS: must be at most"):
+        GatewayConfig.from_env(environ)

@@ -81,6 +81,30 @@ def test_silence_within_a_past_stall_is_not_counted_against_a_node() -> None:
     assert not later.alive(members["quiet"])  # still silent 3 heartbeats after the stall
 
 
+def test_a_live_node_two_heartbeats_behind_the_newest_is_suspect() -> None:
+    members = {
+        "newest": member("newest", "http://a:1", [0], NOW - 100, interval_ms=1000),
+        "on_time": member("on_time", "http://b:1", [1], NOW - 2100, interval_ms=1000),
+        "missed": member("missed", "http://c:1", [2], NOW - 2101, interval_ms=1000),
+        "slow_beat": member("slow_beat", "http://d:1", [3], NOW - 2500, interval_ms=5000),
+        "dead": member("dead", "http://e:1", [], NOW - 3001, interval_ms=1000),
+    }
+    table = build_routing_table(members, {VIEW.name: 4}, NOW)
+    suspect = {node_id for node_id, node in table.nodes.items() if node.suspect}
+    assert suspect == {"missed"}  # the dead are not suspect: they are dead
+    assert table.owner(2).node_id == "missed"  # type: ignore[union-attr]  # the planner decides
+
+
+def test_no_node_is_suspect_when_no_heartbeat_arrives_at_all() -> None:
+    """A broker outage stops every heartbeat alike: nobody is behind the others."""
+    members = {
+        "a": member("a", "http://a:1", [0], NOW - 2900, interval_ms=1000),
+        "b": member("b", "http://b:1", [1], NOW - 2950, interval_ms=1000),
+    }
+    table = build_routing_table(members, {VIEW.name: 2}, NOW)
+    assert not any(node.suspect for node in table.nodes.values())
+
+
 def test_running_claimant_preferred_then_newest_record() -> None:
     members = {
         "old": member("old", "http://o:1", [0, 1], NOW - 900),

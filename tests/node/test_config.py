@@ -53,6 +53,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
             "STATEFED_NODE_INTROSPECTION": "yes",
             "STATEFED_NODE_TLS_CERT": str(pem),
             "STATEFED_NODE_TLS_KEY": str(pem),
+            "STATEFED_NODE_TEST_DELAY_MS": "40",
         }
     )
     assert config.bootstrap == "kafka:9092"
@@ -66,6 +67,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert (config.retention_sweep_ms, config.standby_replicas) == (500, 2)
     assert config.cluster_secret_file == Path("/run/secrets/cluster")
     assert config.auth == "cluster" and config.checks_calls
+    assert config.test_delay_ms == 40
 
 
 def test_tls_makes_the_derived_url_https_and_refuses_an_http_one(tmp_path: Path) -> None:
