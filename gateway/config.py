@@ -54,7 +54,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # wait before the first retry; doubles each round
     backoff_ms: int = setting("STATEFED_GATEWAY_BACKOFF_MS", 50, low=0, high=60_000)
     # a partition whose active copy cannot answer is read from a standby at most this many
-    # records behind; 0 = active copies only
+    # records behind; 0 = only one its node proves current for the read (node.currency)
     max_lag: int = setting("STATEFED_GATEWAY_MAX_LAG", 1000, low=0, high=1 << 62)
     # a node answers a local top-N of at most 10000
     max_top_limit: int = setting("STATEFED_MAX_TOP_LIMIT", 1000, low=1, high=10_000)
