@@ -54,7 +54,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # wait before the first retry; doubles each round
     backoff_ms: int = setting("STATEFED_GATEWAY_BACKOFF_MS", 50, low=0, high=60_000)
     # a partition whose active copy cannot answer is read from a standby at most this many
-    # records behind; 0 = active copies only
+    # records behind; 0 = only one its node proves current for the read (node.currency)
     max_lag: int = setting("STATEFED_GATEWAY_MAX_LAG", 1000, low=0, high=1 << 62)
     # hedged reads (gateway.hedging): an ACTIVE copy that has not answered within its node's
     # hedge delay (its recent latency, bounded by these; the max until it has answered once)

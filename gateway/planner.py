@@ -3,10 +3,12 @@ a key's windows and history go to its owner; top-N (per window for windowed view
 every partition exactly once and merges the nodes' local tops.
 
 Partitions that fail (NOT_OWNER, refused, timed out, unassigned) are retried after a routing
-refresh, with backoff, inside the request's deadline. With `max_lag` > 0, a partition
-without a live owner, or whose owner failed it, is read from a STANDBY copy at most
-`max_lag` records behind (asked for with the `readStandby` request extension; the node's
-freshness then says STANDBY); a read's `ReadOptions` may set its own bound. A read with
+refresh, with backoff, inside the request's deadline. A partition without a live owner,
+or whose owner failed it or is still restoring it, is read from a STANDBY copy (asked for
+with the `readStandby` request extension; the node's freshness then says STANDBY): with
+`max_lag` > 0 one at most `max_lag` records behind; with `max_lag` 0 any live one, or else
+the restoring owner, which must then prove its copy current first (`readCurrent`,
+node.currency). A read's `ReadOptions` may set its own bound. A read with
 an `atLeast` token makes the nodes wait until they have applied what the token needs
 (`appliedAtLeast`, gateway.consistency). What still fails is returned as one `RoutingError` per
 partition next to the data for the rest: never a silently short answer.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,7 +57,7 @@ from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
 from gateway.rows import Event, Page, Ranked, Row, WindowCount
 from gateway.upstream import Upstream
 from runtime.ranking import merge_top
-from schema import APPLIED_AT_LEAST, CATALOGUE, READ_STANDBY, View, partition_for
+from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View, partition_for
 
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
 
@@ -217,7 +220,7 @@ class Planner:
             # coalesced with other requests' lookups of the view on this node whose
             # request extensions are the same (gateway.coalesce)
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
-            extensions = self._extensions(group, deadline, standby, options)
+            extensions = self._extensions(view, group, deadline, standby, options)
             rows, freshness = await self._upstream.lookups.lookup(
                 node, queries, group, asked, extensions, deadline, options.caller
             )
@@ -336,7 +339,7 @@ class Planner:
         standby: bool = False,
         options: ReadOptions = DEFAULT_READ,
     ) -> NodeReply:
-        extensions = self._extensions(group, deadline, standby, options)
+        extensions = self._extensions(view, group, deadline, standby, options)
         if extensions:
             body = with_extensions(body, orjson.dumps(extensions))
         return await self._upstream.post(
@@ -349,15 +352,24 @@ class Planner:
             callers=(options.caller,),
         )
 
-    @staticmethod
+    def _max_lag(self, options: ReadOptions) -> int:
+        return self._config.max_lag if options.max_lag is None else options.max_lag
+
     def _extensions(
-        group: list[int], deadline: float, standby: bool, options: ReadOptions
+        self, view: View, group: list[int], deadline: float, standby: bool, options: ReadOptions
     ) -> dict[str, Any]:
         """The request extensions of a node read of `group`: whether it may read STANDBY
-        copies, and what they must have applied (`atLeast`)."""
+        copies (which must be proved current when the read accepts no lag), and what they
+        must have applied (`atLeast`)."""
         extensions: dict[str, Any] = {READ_STANDBY: True} if standby else {}
+        wait_s = deadline - asyncio.get_running_loop().time()
+        if standby and self._max_lag(options) == 0:
+            extensions[READ_CURRENT] = {
+                "topic": view.changelog_topic,
+                "partitions": group,
+                "waitMs": max(0, int(wait_s * 1000)),
+            }
         if options.at_least is not None:
-            wait_s = deadline - asyncio.get_running_loop().time()
             wanted = options.at_least.extension(group, wait_s)
             if wanted is not None:
                 extensions[APPLIED_AT_LEAST] = wanted
@@ -380,7 +392,7 @@ class Planner:
         read: _Read[T] = _Read(set(partitions), keys_of or {})
         table = self._feed.current
         backoff = self._config.backoff_s
-        max_lag = self._config.max_lag if options.max_lag is None else options.max_lag
+        max_lag = self._max_lag(options)
         # an `atLeast` read waits on purpose: neither hedged nor a latency sample
         timed = options.at_least is None
         hedged = self._config.hedge and max_lag > 0 and timed
@@ -407,11 +419,12 @@ class Planner:
     def _route(
         self, table: RoutingTable, read: _Read[Any], max_lag: int, now: float, hedged: bool
     ) -> _Plan:
-        """One request per node (and role) for the pending partitions: each to its owner, or
-        to a standby within `max_lag` when it has no owner, its owner failed it or is
-        suspect; with `hedged`, each owner's request with the standby requests that may
-        race it. Also the partitions nobody can be asked for, and those of suspect owners
-        without a standby."""
+        """One request per node (and role) for the pending partitions: each to its owner, or,
+        when it has no owner, its owner failed it, restores it or is suspect, to a standby
+        within `max_lag` (any standby when `max_lag` is 0, or else the restoring owner,
+        either asked to prove its copy current); with `hedged`, each owner's request with
+        the standby requests that may race it. Also the partitions nobody can be asked for,
+        and those of suspect owners without a standby."""
         suspects = {
             node_id
             for node_id, node in table.nodes.items()
@@ -419,15 +432,18 @@ class Planner:
         }
         plan = _Plan()
         routes: dict[tuple[str, bool], Route] = {}
+        bound = max_lag if max_lag > 0 else sys.maxsize
         for partition in sorted(read.pending):
             node, standby = table.owner(partition, read.disclaimers), False
             failed = read.failed_on.get(partition, _NOBODY)
             shunned = node is not None and node.node_id in suspects
-            if max_lag > 0 and (node is None or shunned or node.node_id in failed):
+            if node is None or shunned or node.node_id in failed or node.restoring(partition):
                 avoid = failed | suspects if suspects else failed
-                copy = table.standby(partition, max_lag, read.disclaimers, avoid=avoid)
+                copy = table.standby(partition, bound, read.disclaimers, avoid=avoid)
                 if copy is not None:
                     node, standby, shunned = copy, True, False
+                elif max_lag == 0 and node is not None and node.restoring(partition):
+                    standby = True  # the owner, asked to prove its copy current
             if node is None:
                 plan.unassigned.append(partition)
             elif shunned:

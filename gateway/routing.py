@@ -53,9 +53,16 @@ class NodeInfo:
     partitions: tuple[PartitionStatus, ...]
     suspect: bool = False  # missed heartbeats (SUSPECT_AFTER_HEARTBEATS)
     graphql_url: str = field(init=False)
+    _restoring: frozenset[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graphql_url", self.url.rstrip("/") + "/graphql")
+        restoring = frozenset(p.partition for p in self.partitions if p.restoring)
+        object.__setattr__(self, "_restoring", restoring)
+
+    def restoring(self, partition: int) -> bool:
+        """Whether this node's copy of `partition` is still restoring (it refuses reads)."""
+        return partition in self._restoring
 
     def active(self) -> list[int]:
         return sorted(p.partition for p in self.partitions if p.role is Role.ACTIVE)

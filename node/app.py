@@ -4,9 +4,10 @@ that runs the node.
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
 STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
 gateway signed, node.trust) and the changelog topics' partition counts from metadata, then
-starts the materializer, the standby replicator (unless STATEFED_STANDBY_REPLICAS is 0) and
-the membership publisher; shutdown stops consuming and closes the stores, publishes the
-membership tombstone, and leaves the consumer group, in that order.
+starts the materializer, the standby replicator (unless STATEFED_STANDBY_REPLICAS is 0), the
+end-offset probe of `readCurrent` reads and the membership publisher; shutdown stops the
+probe, stops consuming and closes the stores, publishes the membership tombstone, and leaves
+the consumer group, in that order.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from node.config import NodeConfig
+from node.endprobe import EndProbe
 from node.errors import TopologyError
 from node.fields.times import iso_ms
 from node.graphql_http import GraphQLEndpoint
@@ -53,8 +55,8 @@ def changelog_partition_counts(
             raise TopologyError(f"view {view.name}: {exc}") from exc
     if len(set(counts.values())) > 1:
         raise TopologyError(
-            f"changelog topics must have one partition count (the range assignor puts "
-            f"partition p of every topic on one node), got {counts}"
+            f"changelog topics must have one partition count (a node holds partition p of "
+            f"every changelog topic), got {counts}"
         )
     return counts
 
@@ -87,6 +89,7 @@ class NodeApp:
         self.materializer: Materializer | None = None
         self.standby: StandbyReplicator | None = None
         self.publisher: MembershipPublisher | None = None
+        self.probe: EndProbe | None = None
         self.failure: BaseException | None = None
         self._stopped = False
         # called from the materializer thread when it dies; run_node stops the server
@@ -186,6 +189,9 @@ class NodeApp:
             handoff=self.standby,
         )
         self.publisher = MembershipPublisher(self.config, self.registry, secret=self.secret)
+        self.probe = EndProbe(self.config)
+        self.probe.start()
+        self.graphql.probe = self.probe
         self.materializer.start()
         if self.standby is not None:
             self.standby.start()
@@ -228,6 +234,9 @@ class NodeApp:
         if self._stopped:
             return
         self._stopped = True
+        self.graphql.probe = None
+        if self.probe is not None:
+            self.probe.stop()
         # standbys first: stores the materializer releases must not reopen as standbys
         if self.standby is not None:
             self.standby.stop()

@@ -9,6 +9,8 @@ NodeError                          anything the node raises on purpose
 │   ├── BadRepresentationError     BAD_USER_INPUT: an `_entities` representation names no
 │   │                              entity type or lacks its key
 │   ├── NotOwnerError              NOT_OWNER: the key's partition is not held here
+│   ├── NotCurrentError            NOT_OWNER: a read accepting no lag found a copy here
+│   │                              that could not be proved current (node.currency)
 │   ├── NotCaughtUpError           NOT_CAUGHT_UP: a copy has not applied the offset a
 │   │                              read-your-writes request waits for, within its wait
 │   └── MalformedRequestError      BAD_REQUEST: the HTTP body is no GraphQL request
@@ -34,6 +36,7 @@ __all__ = [
     "MalformedRequestError",
     "NodeError",
     "NotCaughtUpError",
+    "NotCurrentError",
     "NotOwnerError",
     "QueryError",
     "SerializationError",
@@ -145,6 +148,32 @@ class NotCaughtUpError(QueryError):
             "partition": self.partition,
             "applied": self.applied,
             "wanted": self.wanted,
+            "node": self.node,
+        }
+
+
+class NotCurrentError(QueryError):
+    """Copies of `partitions` of `topic` could not be proved current for a read that
+    accepts no lag; NOT_OWNER, so the caller asks another copy."""
+
+    code: ClassVar[str] = "NOT_OWNER"
+
+    def __init__(self, topic: str, partitions: list[int], node: str, why: str):
+        super().__init__(
+            f"topic {topic} partitions {partitions} on node {node}: the copy could not be "
+            f"proved current: {why}"
+        )
+        self.topic = topic
+        self.partitions = partitions
+        self.node = node
+
+    def graphql_extensions(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "reason": "NOT_CURRENT",
+            "topic": self.topic,
+            "partition": self.partitions[0],
+            "partitions": self.partitions,
             "node": self.node,
         }
 

@@ -6,8 +6,9 @@ An executed answer carries `extensions.freshness`: one entry per partition the r
 read. Only ACTIVE copies are read unless the request's `extensions` say
 `{"readStandby": true}`; `{"appliedAtLeast": ...}` makes the request wait until the copies
 read have applied given changelog offsets (node.catchup), or refuses it with
-NOT_CAUGHT_UP. `error_extensions` is the one place where the node's exceptions become
-GraphQL error codes.
+NOT_CAUGHT_UP; `{"readCurrent": ...}` makes it wait until the copies are proved current
+(node.currency, with the `probe` the node app sets), or refuses it with NOT_OWNER.
+`error_extensions` is the one place where the node's exceptions become GraphQL error codes.
 
 Every caller gets the node's query limits before the document is validated or run
 (`runtime.graphql_http.limits`, set in `node.config`): depth, aliases per spread,
@@ -35,7 +36,9 @@ from graphql import (
 
 from node.catchup import parse_applied_at_least, wait_applied
 from node.config import NodeConfig
-from node.errors import MalformedRequestError, NotCaughtUpError, QueryError
+from node.currency import parse_read_current, prove_current
+from node.endprobe import EndProbe
+from node.errors import MalformedRequestError, NotCaughtUpError, NotCurrentError, QueryError
 from node.partitions import PartitionRegistry
 from node.subgraph import ReadContext
 from runtime.clock import Clock, wall_clock_ms
@@ -116,6 +119,8 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
         self.clock = clock
         self.limits = Limits.of(config, env, "node")
         self._sized = _sized_arguments(schema._schema)
+        # learns changelog end offsets for `readCurrent`; set once the node runs
+        self.probe: EndProbe | None = None
 
     def context(self, request: GraphQLRequest) -> ReadContext:
         return ReadContext(self.registry, self.clock, roles=_roles(request.extensions))
@@ -174,9 +179,14 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
                 wanted = parse_applied_at_least(request.extensions)
                 if wanted is not None:
                     await wait_applied(self.registry, wanted, context.roles)
+                current = parse_read_current(request.extensions)
+                if current is not None:
+                    context.proved = await prove_current(
+                        self.registry, self.probe, current, context.roles
+                    )
             except MalformedRequestError as exc:
                 raise RequestError(str(exc)) from exc
-            except NotCaughtUpError as exc:
+            except (NotCaughtUpError, NotCurrentError) as exc:
                 return Outcome.refused([GraphQLError(str(exc), original_error=exc)])
         return self._run(prepared, operation, request.variables, context)
 

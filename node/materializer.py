@@ -1,17 +1,22 @@
 """The materializer: a thread that applies the changelog partitions this node owns.
 
-It runs one confluent-kafka consumer in the node group over every view's changelog
-topic. The range assignor gives partition p of every changelog topic to the same node,
-so partition p is one LevelDB store. On assign it opens the stores and seeks to their
+It runs one confluent-kafka consumer in the node group. The group assigns partitions of one
+changelog topic (the lead topic, the first in name order) with the cooperative-sticky
+assignor, and the node takes the same partitions of every other changelog topic with them,
+so partition p of every view is on one node, in one LevelDB store. Cooperative: a rebalance
+revokes only the partitions that move, in a first round, and assigns them in a second;
+the others keep being applied and served. On assign it opens the stores and seeks to their
 stored offsets (the group's committed offsets are never trusted), reports RESTORING
 until every partition reaches the high watermark of a fetch, then RUNNING; each
 partition's restore progress (records done / to do) goes to the registry, and its start
-and finish (records, rate) to the log. On revoke it closes the stores, which stay on
-disk. When the group session lapses because the broker does not answer (the assignment
-is "lost" while nobody can take it over), the stores stay open and keep serving, with
-their lag unknown, until the group assigns partitions again; a session lost while the
-broker answers (this node was frozen) is a revoke. The `Replicator` base is shared with
-the standby replicator. Each view's kind
+and finish (records, rate) to the log. On revoke (or loss) it hands the open stores to the
+standby replicator, which keeps them current as STANDBY copies until the new owner runs
+(`StoreHandoff.adopt`); without one it closes them (they stay on disk). When the group
+session lapses because the broker does not answer (the assignment is "lost" while nobody
+can take it over), the stores stay open and keep serving as ACTIVE, with their lag
+unknown, until the group assigns partitions again; a session lost while the broker
+answers (this node was frozen) is a revoke. The `Replicator` base is shared with the
+standby replicator. Each view's kind
 (`node.kinds`) turns one changelog record into store changes, and, for kinds whose rows
 expire (windows past their retention, by the injected clock), purges them with every
 batch and by a periodic sweep.
@@ -199,22 +204,30 @@ class Replicator:
         and serve them in `role`, restoring from there."""
         for partition in sorted({tp.partition for tp in partitions}):
             topics = [tp for tp in partitions if tp.partition == partition]
-            store = self._store_factory(partition).open()
-            stored = store.offsets()
-            for tp in topics:
-                tp.offset = stored.get(tp.topic, OFFSET_BEGINNING)
-            self._stores[partition] = store
-            applied = {tp.topic: stored.get(tp.topic, 0) for tp in topics}
-            self._positions.update({(t, partition): n for t, n in applied.items()})
+            self._hold(partition, self._store_factory(partition).open(), topics, restoring=True)
+
+    def _hold(
+        self, partition: int, store: PartitionStore, topics: list[TopicPartition], restoring: bool
+    ) -> None:
+        """Serve the open `store` of `partition` in `role`, applying `topics` from its stored
+        offsets (set on them); `restoring` until a fetch after now reached their ends."""
+        stored = store.offsets()
+        for tp in topics:
+            tp.offset = stored.get(tp.topic, OFFSET_BEGINNING)
+        self._stores[partition] = store
+        applied = {tp.topic: stored.get(tp.topic, 0) for tp in topics}
+        self._positions.update({(t, partition): n for t, n in applied.items()})
+        if restoring:
             self._restores[partition] = _Restore(time.monotonic(), applied)
-            self.registry.attach(partition, store, self.role, applied, restoring=True)
-            log.info(
-                "node %s: %s partition %d restoring from offsets %s",
-                self.config.node_id,
-                self.role.value,
-                partition,
-                applied,
-            )
+        self.registry.attach(partition, store, self.role, applied, restoring=restoring)
+        log.info(
+            "node %s: %s partition %d %s from offsets %s",
+            self.config.node_id,
+            self.role.value,
+            partition,
+            "restoring" if restoring else "following",
+            applied,
+        )
 
     def _close_stores(self, partitions: Iterable[int]) -> None:
         for partition in sorted(partitions):
@@ -335,15 +348,20 @@ class Replicator:
 
 class StoreHandoff(Protocol):
     """Who else may hold this node's partition stores (the standby replicator): the
-    Materializer claims a partition before opening its store, releases it after closing."""
+    Materializer claims a partition before opening its store, releases it after closing,
+    and on revoke offers it the open store to keep serving (`adopt`: False = declined, the
+    Materializer closes it)."""
 
     def claim(self, partitions: set[int]) -> None: ...
 
     def release(self, partitions: set[int]) -> None: ...
 
+    def adopt(self, partition: int, store: PartitionStore, restoring: bool) -> bool: ...
+
 
 class Materializer(Replicator):
-    """The ACTIVE copies: one consumer in the node group over every changelog topic."""
+    """The ACTIVE copies: one consumer in the node group, assigned partitions of the lead
+    topic, applying the same partitions of every changelog topic."""
 
     role = Role.ACTIVE
 
@@ -369,7 +387,8 @@ class Materializer(Replicator):
         self._handoff = handoff
         self._assigned: list[TopicPartition] = []
         # stores kept serving after the assignment was lost in a broker outage
-        self._held: set[int] = set()
+        # partitions kept serving through a broker outage that lost the group session
+        self._outage_held: set[int] = set()
         self._restore_started = 0.0
         self._restored_records = 0
 
@@ -377,8 +396,9 @@ class Materializer(Replicator):
         return self.config.kafka.client(
             fixed={
                 "group.id": self.config.group_id,
-                # range: partition p of every changelog topic lands on the same node
-                "partition.assignment.strategy": "range",
+                # a rebalance revokes only what moves; partition p of the other changelog
+                # topics follows partition p of the lead topic
+                "partition.assignment.strategy": "cooperative-sticky",
                 "session.timeout.ms": SESSION_TIMEOUT_MS,
                 # the stored offset is the truth; commits only show progress to Kafka tools
                 "enable.auto.commit": True,
@@ -389,11 +409,16 @@ class Materializer(Replicator):
             defaults={"client.id": self.config.node_id, "fetch.wait.max.ms": 100},
         )
 
+    @property
+    def lead_topic(self) -> str:
+        """The changelog topic whose partitions the group assigns."""
+        return min(self.views)
+
     def _run(self) -> None:
         consumer = Consumer(self.consumer_config())
         self._consumer = consumer
         consumer.subscribe(
-            list(self.views),
+            [self.lead_topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
@@ -406,26 +431,58 @@ class Materializer(Replicator):
             self._sweep_if_due()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.registry.set_state(NodeState.RESTORING)
-        if self._held:  # the group is back: copies held through the outage restore anew
-            held, self._held = self._held, set()
+        """Cooperative: `partitions` (of the lead topic) are only those added now, maybe none."""
+        if self._outage_held:  # the group is back: copies held through the outage restore anew
+            held, self._outage_held = self._outage_held, set()
             self._close_stores(held)
-        if self._handoff is not None:
-            self._handoff.claim({tp.partition for tp in partitions})
-        self._attach(partitions)
-        consumer.assign(partitions)
-        self._assigned = list(partitions)
-        self._restore_started = time.monotonic()
-        self._restored_records = 0
-        if not self._restores:
-            self.registry.set_state(NodeState.RUNNING)
+        added = sorted({tp.partition for tp in partitions} - self._assigned_partitions())
+        if added:
+            self.registry.set_state(NodeState.RESTORING)
+            if self._handoff is not None:
+                self._handoff.claim(set(added))
+            topics = [TopicPartition(topic, p) for p in added for topic in self.views]
+            self._attach(topics)
+            consumer.incremental_assign(topics)
+            self._assigned.extend(topics)
+            self._restore_started = time.monotonic()
+            self._restored_records = 0
+            log.info("node %s: partitions %s assigned", self.config.node_id, added)
+        self.registry.set_state(NodeState.RESTORING if self._restores else NodeState.RUNNING)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.registry.set_state(NodeState.REBALANCING)
+        """Stop applying the revoked (or lost) partitions; their copies stay readable as
+        STANDBY copies if the handoff adopts them."""
         revoked = {tp.partition for tp in partitions}
-        self._close_stores(revoked)
+        if not revoked:
+            return
+        self.registry.set_state(NodeState.REBALANCING)
+        consumer.incremental_unassign([tp for tp in self._assigned if tp.partition in revoked])
         self._assigned = [tp for tp in self._assigned if tp.partition not in revoked]
-        log.info("node %s: partitions %s revoked", self.config.node_id, sorted(revoked))
+        kept = self._hand_over(revoked)
+        self._close_stores(revoked - kept)
+        log.info(
+            "node %s: partitions %s revoked (%s kept as standby copies)",
+            self.config.node_id,
+            sorted(revoked),
+            sorted(kept),
+        )
+
+    def _assigned_partitions(self) -> set[int]:
+        return {tp.partition for tp in self._assigned}
+
+    def _hand_over(self, partitions: set[int]) -> set[int]:
+        """Offer the open stores of `partitions` to the handoff; returns those it adopted."""
+        if self._handoff is None:
+            return set()
+        adopted = set()
+        for partition in sorted(partitions & set(self._stores)):
+            restoring = partition in self._restores
+            if self._handoff.adopt(partition, self._stores[partition], restoring):
+                adopted.add(partition)
+                # the store and its registry entry are the standby replicator's now
+                del self._stores[partition]
+                self._restores.pop(partition, None)
+        return adopted
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """The group session lapsed: no heartbeat was answered for a session timeout. If the
@@ -440,7 +497,9 @@ class Materializer(Replicator):
         since = unreachable if unreachable is not None else self._clock() - SESSION_TIMEOUT_MS
         self.registry.set_state(NodeState.REBALANCING)
         self.registry.hold(held, since)
-        self._held |= held
+        self._outage_held |= held
+        # the partitions of the other changelog topics were assigned by hand: unassign all
+        consumer.incremental_unassign(self._assigned)
         self._assigned = []
         log.warning(
             "node %s: group session lost while the broker does not answer; partitions %s "

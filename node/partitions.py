@@ -56,10 +56,17 @@ class _Copy:
         )
 
 
-def _readable(copy: _Copy | None, roles: Collection[Role]) -> bool:
+def _readable(
+    copy: _Copy | None, roles: Collection[Role], proved: Mapping[str, int] | None = None
+) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
-    # could answer a count lower than one already given, so it is not held yet
-    return copy is not None and copy.role in roles and not copy.restoring
+    # could answer a count lower than one already given, so it is not held yet, unless
+    # the read proved it current (node.currency) and it still has applied what was proved
+    if copy is None or copy.role not in roles:
+        return False
+    if not copy.restoring:
+        return True
+    return proved is not None and all(copy.applied.get(t, 0) >= n for t, n in proved.items())
 
 
 class PartitionRegistry:
@@ -167,12 +174,14 @@ class PartitionRegistry:
         partition: int,
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
+        proved: Mapping[str, int] | None = None,
     ) -> tuple[T, PartitionStatus] | None:
         """`reader(store)` and the partition's status, or None when `partition` is not held
-        in one of `roles`, or is still restoring."""
+        in one of `roles`, or is still restoring and has not applied the `proved` offsets
+        (per topic) of a read that proved it current."""
         with self._lock:
             copy = self._copies.get(partition)
-            if not _readable(copy, roles):
+            if not _readable(copy, roles, proved):
                 return None
             assert copy is not None
             return reader(copy.store), copy.status(partition, self._unreachable_since_ms)
@@ -188,9 +197,15 @@ class PartitionRegistry:
                 return None
             return copy.applied.get(topic, 0)
 
-    def holds(self, partition: int, roles: Collection[Role] = (Role.ACTIVE,)) -> bool:
-        """Whether `partition` can be read here in one of `roles` (held, not restoring)."""
-        return _readable(self._copies.get(partition), roles)
+    def holds(
+        self,
+        partition: int,
+        roles: Collection[Role] = (Role.ACTIVE,),
+        proved: Mapping[str, int] | None = None,
+    ) -> bool:
+        """Whether `partition` can be read here in one of `roles` (held, not restoring or
+        proved current)."""
+        return _readable(self._copies.get(partition), roles, proved)
 
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:

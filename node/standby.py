@@ -8,7 +8,11 @@ whose placement moves elsewhere stays until the new standby has caught up. The
 consumer that never joins a group, into the same partition stores the Materializer uses
 (`<state_dir>/partition-<p>/`), so a standby that becomes active only catches up the
 tail. A partition is in one store handle at a time: the Materializer claims it (the
-standby copy closes) before opening it and releases it after closing it.
+standby copy closes) before opening it and releases it after closing it. When the group
+revokes a partition from this node, the replicator adopts its open store: the old ACTIVE
+copy goes on following the changelog as a STANDBY copy, without a gap, and stays at least
+until the partition's new owner is RUNNING with it, so a read that accepts no lag can be
+answered by it once it is proved current (node.currency) while the new owner restores.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
 from node.config import NodeConfig
 from node.materializer import Replicator, StoreFactory
 from node.partitions import PartitionRegistry
+from node.store import PartitionStore
 from runtime.clock import Clock, wall_clock_ms
 from runtime.trust import ClusterSecret, SignatureError, member_signature
-from schema import MEMBERS_TOPIC, MemberRecord, Role, View, decode_member
+from schema import MEMBERS_TOPIC, MemberRecord, NodeState, Role, View, decode_member
 
 __all__ = ["StandbyReplicator", "standby_placement"]
 
@@ -87,12 +92,15 @@ class StandbyReplicator(Replicator):
         self._claimed: set[int] = set()
         self._members: dict[str, MemberRecord] = {}
         self._assigned: dict[int, list[TopicPartition]] = {}
+        # copies adopted from the Materializer on revoke, kept until their new owner runs
+        self._adopted: set[int] = set()
         self._following_since = 0.0
 
     def claim(self, partitions: set[int]) -> None:
         """The Materializer opens `partitions`: close their standby copies, hold off."""
         with self._lock:
             self._claimed |= partitions
+            self._adopted -= partitions
             held = partitions & set(self._stores)
             if held:
                 log.info("node %s: standby partitions %s become active", self.config.node_id, held)
@@ -102,6 +110,26 @@ class StandbyReplicator(Replicator):
         """The Materializer closed `partitions`: they may be standby copies again."""
         with self._lock:
             self._claimed -= partitions
+
+    def adopt(self, partition: int, store: PartitionStore, restoring: bool) -> bool:
+        """Serve the Materializer's revoked copy of `partition` (its open `store`) as a
+        STANDBY copy following the changelog from its stored offsets, at once and at least
+        until the partition's new owner is RUNNING with it; False when this replicator is
+        not consuming (the Materializer closes the store then)."""
+        with self._lock:
+            consumer = self._consumer
+            if consumer is None or self._stop.is_set():
+                return False
+            stale = self._assigned.pop(partition, None)  # claimed, not reconciled yet
+            if stale:
+                consumer.incremental_unassign(stale)
+            topics = [TopicPartition(topic, partition) for topic in self.views]
+            self._hold(partition, store, topics, restoring)
+            consumer.incremental_assign(topics)
+            self._assigned[partition] = topics
+            self._claimed.discard(partition)
+            self._adopted.add(partition)
+        return True
 
     def consumer_config(self) -> dict[str, object]:
         return self.config.kafka.client(
@@ -179,7 +207,22 @@ class StandbyReplicator(Replicator):
         # a copy placed elsewhere now is kept until the new one caught up, so that a rebalance
         # in between (a node joining revokes every active copy) still finds a standby
         wanted |= {p for p in self._assigned if not self._handed_over(p, placement.get(p))}
-        return wanted - self._claimed
+        self._adopted = {p for p in self._adopted if p in self._assigned and not self._runs(p)}
+        return (wanted | self._adopted) - self._claimed
+
+    def _runs(self, partition: int) -> bool:
+        """Whether another live node is RUNNING with a caught-up ACTIVE copy of `partition`."""
+        now_ms = self._wall_ms()
+        return any(
+            record.state is NodeState.RUNNING
+            and record.is_alive(now_ms)
+            and any(
+                c.partition == partition and c.role is Role.ACTIVE and not c.restoring
+                for c in record.partitions
+            )
+            for node_id, record in self._members.items()
+            if node_id != self.config.node_id
+        )
 
     def _handed_over(self, partition: int, standbys: tuple[str, ...] | None) -> bool:
         """Whether every node now placed as `partition`'s standby holds a caught-up copy."""

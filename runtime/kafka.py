@@ -63,7 +63,7 @@ FIXED_KEYS: Mapping[str, str] = {
     "bootstrap.servers": "set STATEFED_BOOTSTRAP instead",
     "group.id": "the node group is STATEFED_GROUP_ID; other clients never join a group",
     "partitioner": "murmur2_random puts a key where schema.partition_for says",
-    "partition.assignment.strategy": "range gives partition p of every changelog to one node",
+    "partition.assignment.strategy": "cooperative-sticky revokes only the partitions that move",
     "session.timeout.ms": "the node group's is 6000 ms",
     "enable.auto.commit": "offsets live in the node's stores and Spark's checkpoint",
     "enable.auto.offset.store": "offsets live in the node's stores and Spark's checkpoint",

@@ -14,7 +14,7 @@ from schema.changelog import (
     event_record_key,
     window_record_key,
 )
-from schema.extensions import APPLIED_AT_LEAST, READ_STANDBY
+from schema.extensions import APPLIED_AT_LEAST, READ_CURRENT, READ_STANDBY
 from schema.keycodec import MAX_UINT, KeyPart, pack, pack_str, pack_uint, prefix, unpack
 from schema.membership import (
     DEAD_AFTER_HEARTBEATS,
@@ -52,6 +52,7 @@ __all__ = [
     "MEMBERS_TOPIC",
     "MEMBER_SIGNATURE_HEADER",
     "PIPELINE_TOPIC",
+    "READ_CURRENT",
     "READ_STANDBY",
     "WORD_COUNTS",
     "CountRow",

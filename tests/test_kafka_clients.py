@@ -19,6 +19,7 @@ from gateway.producer import EventProducer
 from gateway.routing import RoutingFeed
 from gateway.status import PipelineStatusReader, StatusBoard
 from node.config import NodeConfig
+from node.endprobe import EndProbe
 from node.materializer import Materializer
 from node.membership import MembershipPublisher
 from node.partitions import PartitionRegistry
@@ -65,6 +66,7 @@ def _node_clients(env: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
     return {
         "materializer": materializer.consumer_config(),
         "standby": StandbyReplicator(config, CATALOGUE, registry).consumer_config(),
+        "end probe": EndProbe(config).consumer_config(),
         "membership publisher": MembershipPublisher(config, registry).producer_config(),
         "node admin": admin_config(config.kafka),
     }
@@ -123,10 +125,10 @@ def test_the_fixed_settings_stay_where_correctness_needs_them(
     clients: dict[str, Mapping[str, Any]],
 ) -> None:
     assert clients["materializer"]["group.id"] == "statefed-nodes"
-    assert clients["materializer"]["partition.assignment.strategy"] == "range"
+    assert clients["materializer"]["partition.assignment.strategy"] == "cooperative-sticky"
     for producer in ("cli producer", "produce mutation", "changelog sink"):
         assert clients[producer]["partitioner"] == "murmur2_random"
-    for consumer in ("standby", "membership reader", "status reader", "watermarks"):
+    for consumer in ("standby", "end probe", "membership reader", "status reader", "watermarks"):
         assert clients[consumer]["enable.auto.commit"] is False
 
 

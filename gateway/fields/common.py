@@ -78,8 +78,9 @@ MaxLag = Annotated[
     strawberry.argument(
         name="maxLag",
         description="When the active copy of a partition cannot answer, read a standby at "
-        "most this many changelog records behind (0 = active copies only; default: the "
-        "gateway's STATEFED_GATEWAY_MAX_LAG). extensions.freshness says which copy answered.",
+        "most this many changelog records behind (0 = no lag: only a standby the node proves "
+        "current for the read; default: the gateway's STATEFED_GATEWAY_MAX_LAG). "
+        "extensions.freshness says which copy answered.",
     ),
 ]
 AtLeast = Annotated[

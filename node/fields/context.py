@@ -24,11 +24,14 @@ T = TypeVar("T")
 class ReadContext:
     """One request's view of the node: where to read, the time of the request (one `now`
     for every read, so retention cuts the same everywhere) and what was read (freshness).
-    `roles`: the copies it may read; STANDBY copies only when the caller asked for them."""
+    `roles`: the copies it may read; STANDBY copies only when the caller asked for them.
+    `proved`: per partition the offsets (per topic) its copy was proved current at
+    (node.currency); such a copy is read even while it restores."""
 
     registry: PartitionRegistry
     clock: Clock = wall_clock_ms
     roles: tuple[Role, ...] = (Role.ACTIVE,)
+    proved: dict[int, dict[str, int]] = field(default_factory=dict)
     freshness: dict[int, PartitionStatus] = field(default_factory=dict)
     executed: bool = False
     _now_ms: int | None = field(default=None, init=False, repr=False)
@@ -54,7 +57,7 @@ class ReadContext:
 
     def try_read(self, partition: int, reader: Callable[[PartitionStore], T]) -> tuple[T] | None:
         """`(reader(store),)` on `partition`, or None when this node does not hold it."""
-        result = self.registry.read(partition, reader, self.roles)
+        result = self.registry.read(partition, reader, self.roles, self.proved.get(partition))
         if result is None:
             return None
         value, status = result
@@ -63,7 +66,7 @@ class ReadContext:
 
     def holds(self, partition: int) -> bool:
         """Whether this request may read `partition` here."""
-        return self.registry.holds(partition, self.roles)
+        return self.registry.holds(partition, self.roles, self.proved.get(partition))
 
     def freshness_entries(self) -> list[dict[str, Any]]:
         """One entry per partition read; `lagUnknownSince` only while the lag is unknown

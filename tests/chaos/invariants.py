@@ -27,14 +27,16 @@ def above_truth(answers: Iterable[Answer]) -> list[str]:
     ]
 
 
-def regressions(answers: Iterable[Answer]) -> list[str]:
-    """A key's count from one role going down: an answer lower than one from the same role
-    that was received before it was asked (real-time order; concurrent ones may cross)."""
+def regressions(answers: Iterable[Answer], by_role: bool = True) -> list[str]:
+    """A key's count from one role (or from any, without `by_role`) going down: an answer
+    lower than one that was received before it was asked (real-time order; concurrent ones
+    may cross)."""
     reads: defaultdict[tuple[str, str], list[_Read]] = defaultdict(list)
     for a in answers:
         for word, read in a.keys.items():
             if read is not None:
-                reads[(word, read[1])].append((a.sent, a.received, read[0], read[2]))
+                role = read[1] if by_role else "any role"
+                reads[(word, role)].append((a.sent, a.received, read[0], read[2]))
     found: list[str] = []
     for (word, role), of_key in reads.items():
         by_received = sorted(of_key, key=lambda r: r[1])

@@ -145,12 +145,14 @@ def test_three_nodes_gain_one_lose_one_to_sigkill_and_one_to_a_clean_stop(
     assert after_kill >= 0.99
 
 
-def test_without_standby_reads_a_sigkill_leaves_a_measured_gap(chaos: ChaosCluster) -> None:
+def test_with_max_lag_0_a_sigkill_is_answered_from_standbys_proved_current(
+    chaos: ChaosCluster,
+) -> None:
     local = chaos.local
     port = free_port()
     env = local.env(STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_MAX_LAG="0")
-    log = local.base_dir / "gateway-active-only.log"
-    process = ManagedProcess("gateway (active copies only)", ["gateway"], env, log).start()
+    log = local.base_dir / "gateway-max-lag-0.log"
+    process = ManagedProcess("gateway (max lag 0)", ["gateway"], env, log).start()
     gateway = f"http://127.0.0.1:{port}/graphql"
     try:
         process.wait_for_http(f"http://127.0.0.1:{port}/health", 60)
@@ -172,8 +174,9 @@ def test_without_standby_reads_a_sigkill_leaves_a_measured_gap(chaos: ChaosClust
     share = _report(answers, "max_lag 0, after a SIGKILL", marks["kill"], marks["killed"])
     print(f"max_lag 0: unavailable for {window:.1f} s after the SIGKILL ({share:.2%} answered)")
     _assert_never_wrong(answers)
-    assert _roles(answers, marks["kill"], marks["killed"])["STANDBY"] == 0
-    assert window > 0, "active copies alone cannot cover a killed node's partitions at once"
+    # a standby read accepting no lag is answered only once its node proved the copy current
+    assert _roles(answers, marks["kill"], marks["killed"])["STANDBY"] > 0, "no standby read"
+    assert share >= 0.99
 
 
 STOP_S = 10.0  # how long the ACTIVE node stays frozen (the issue's scenario)
@@ -269,3 +272,48 @@ def test_a_slow_node_is_hedged_around(chaos: ChaosCluster) -> None:
     assert _roles(answers, start, end)["STANDBY"] > 0, "no standby read"
     assert share == 1.0
     assert p99 < SLOW_MS / 4
+
+
+def test_a_restarted_node_takes_its_partitions_back_and_no_max_lag_0_read_fails(
+    chaos: ChaosCluster,
+) -> None:
+    local = chaos.local
+    port = free_port()
+    env = local.env(STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_MAX_LAG="0")
+    log = local.base_dir / "gateway-handback.log"
+    process = ManagedProcess("gateway (max lag 0, handback)", ["gateway"], env, log).start()
+    gateway = f"http://127.0.0.1:{port}/graphql"
+    try:
+        process.wait_for_http(f"http://127.0.0.1:{port}/health", 60)
+        # three live nodes, whatever the tests before left: each move then has a third node
+        fresh = (f"n{i}" for i in range(6, 20) if f"n{i}" not in local.nodes)
+        while len(chaos.live()) < 3:
+            local.start_node(next(fresh))
+        chaos.wait_stable(gateway)
+        restarted = chaos.live()[1]
+
+        def scenario(marks: Marks) -> None:
+            chaos.wait_stable(gateway)
+            marks["stop"] = time.monotonic()
+            local.nodes[restarted].stop()
+            marks["stopped"] = chaos.wait_stable(gateway)
+            marks["start"] = time.monotonic()
+            local.start_node(restarted)  # same id and state directory: it takes partitions back
+            marks["back"] = chaos.wait_stable(gateway)
+
+        answers, marks = _run(chaos, gateway, words("chaos-c"), scenario)
+    finally:
+        process.stop()
+    _report(answers, "max_lag 0, clean stop", marks["stop"], marks["stopped"])
+    _report(answers, "max_lag 0, restart and handback", marks["start"], marks["back"])
+    failed = [a for a in answers if None in a.keys.values()]
+    reasons = Counter(r for a in failed for r in a.reasons)
+    print(f"max_lag 0: {len(failed)} of {len(answers)} answers could not read a key: {reasons}")
+    # not promised (README "Provably current"), measured: a proved standby answer followed
+    # by a lower one from the new owner's ACTIVE copy
+    across = regressions(answers, by_role=False)
+    print(f"max_lag 0: {len(across)} answers below an earlier one of another role: {across[:3]}")
+    _assert_never_wrong(answers)
+    assert not failed, f"{len(failed)} maxLag 0 reads failed: {reasons.most_common(5)}"
+    # the moved partitions' old copies answered as proved-current standbys meanwhile
+    assert _roles(answers, marks["stop"], marks["back"])["STANDBY"] > 0, "no standby read"

@@ -1,6 +1,6 @@
 """Bounded-staleness reads: when a partition's active copy cannot answer, the gateway reads
-a standby copy within `max_lag` and says so in extensions.freshness; `max_lag` 0 means
-active copies only."""
+a standby copy within `max_lag` and says so in extensions.freshness; with `max_lag` 0 only
+one the node proves current for the read (`readCurrent`), or else none."""
 
 from __future__ import annotations
 
@@ -24,14 +24,22 @@ LOOKUP = "query($ws: [String!]!, $lag: Int) { wordCounts(words: $ws, maxLag: $la
 
 
 class StandbyNode(FakeNode):
-    """A fake node that also holds `standby` partitions, read only when a request asks."""
+    """A fake node that also holds `standby` partitions, read only when a request asks, and
+    proved current for a `readCurrent` read only when `current`."""
 
-    def __init__(self, node_id: str, active: set[int], standby: set[int]) -> None:
+    def __init__(self, node_id: str, active: set[int], standby: set[int], current: bool) -> None:
         super().__init__(node_id, Model.of_counts(COUNTS), active, P)
-        self.active, self.standby = set(active), set(standby)
+        self.active, self.standby, self.current = set(active), set(standby), current
+        self.proofs: list[dict[str, Any]] = []
+        self.calls = 0
 
     async def _graphql(self, request: dict[str, Any]) -> dict[str, Any]:
-        asked = (request.get("extensions") or {}).get("readStandby") is True
+        self.calls += 1
+        extensions = request.get("extensions") or {}
+        asked = extensions.get("readStandby") is True
+        if "readCurrent" in extensions:
+            self.proofs.append(extensions["readCurrent"])
+            asked = asked and self.current
         self.held = self.active | (self.standby if asked else set())
         doc = await super()._graphql(request)
         for entry in doc["extensions"]["freshness"]:
@@ -55,11 +63,16 @@ TOP = "query($lag: Int) { topWords(limit: 5, maxLag: $lag) { word count } }"
 
 
 def lookup(
-    max_lag: int, n0_in_membership: bool, argument: int | None = None, query: str = LOOKUP
+    max_lag: int,
+    n0_in_membership: bool,
+    argument: int | None = None,
+    query: str = LOOKUP,
+    n1: StandbyNode | None = None,
 ) -> dict[str, Any]:
-    """n0 (active 0, 1) is down; n1 is active for 2, 3 and standby for 0, 1. `max_lag` is
-    the gateway's default, `argument` the query's `maxLag`."""
-    n1 = StandbyNode("n1", {2, 3}, {0, 1})
+    """n0 (active 0, 1) is down; n1 is active for 2, 3 and standby for 0, 1 (not current,
+    unless `n1` says otherwise). `max_lag` is the gateway's default, `argument` the query's
+    `maxLag`."""
+    n1 = n1 or StandbyNode("n1", {2, 3}, {0, 1}, current=False)
     members = {"n1": record("n1", {2, 3}, frozenset({0, 1}))}
     if n0_in_membership:
         members["n0"] = record("n0", {0, 1})
@@ -120,3 +133,48 @@ def test_no_standby_read_beyond_max_lag(max_lag: int, argument: int | None) -> N
     for word, row in rows.items():
         assert (row is None) == (partition_for(word, P) in (0, 1))
     assert all(e["role"] == "ACTIVE" for e in body["extensions"]["freshness"])
+
+
+def test_with_max_lag_0_a_standby_answers_once_the_node_proves_it_current() -> None:
+    n1 = StandbyNode("n1", {2, 3}, {0, 1}, current=True)
+    body = lookup(max_lag=STANDBY_LAG, n0_in_membership=True, argument=0, n1=n1)
+    assert "errors" not in body, body
+    assert body["data"]["wordCounts"] == [{"word": w, "count": COUNTS[w]} for w in ALL]
+    roles = {e["partition"]: e["role"] for e in body["extensions"]["freshness"]}
+    assert roles == {0: "STANDBY", 1: "STANDBY", 2: "ACTIVE", 3: "ACTIVE"}
+    # asked once, naming the view's changelog and the standby partitions, within the deadline
+    (proof,) = n1.proofs
+    assert (proof["topic"], proof["partitions"]) == ("statefed.word_counts.changelog", [0, 1])
+    assert 0 < proof["waitMs"] <= GatewayConfig().timeout_ms
+
+
+@pytest.mark.parametrize("max_lag", [0, STANDBY_LAG])
+def test_a_restoring_owner_is_passed_over_for_a_standby_or_asked_to_prove_its_copy(
+    max_lag: int,
+) -> None:
+    """n0 restores 0 and 1 (it answers them only proved current); n1's standby copies of them
+    are STANDBY_LAG behind and cannot be proved current."""
+    n0 = StandbyNode("n0", set(), {0, 1}, current=True)
+    n1 = StandbyNode("n1", {2, 3}, {0, 1}, current=False)
+    copies = tuple(PartitionStatus(p, Role.ACTIVE, 5, 10, restoring=True) for p in (0, 1))
+    n0_record = MemberRecord(
+        "n0", "http://n0.test", NodeState.RESTORING, wall_clock_ms(), 1000, copies
+    )
+    members = {"n0": n0_record, "n1": record("n1", {2, 3}, frozenset({0, 1}))}
+    feed = RoutingFeed(build_routing_table(members, {"word_counts": P}, wall_clock_ms()))
+    config = GatewayConfig(max_lag=max_lag, retries=2, backoff_ms=1)
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway([n0, n1], P, config=config, feed=feed) as http:
+            return (await post_query(http, LOOKUP, {"ws": ALL}))[1]
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body, body
+    assert body["data"]["wordCounts"] == [{"word": w, "count": COUNTS[w]} for w in ALL]
+    answered_by = {e["partition"]: e["node"] for e in body["extensions"]["freshness"]}
+    if max_lag:  # n1's copies are within the bound: n0 is not asked while it restores
+        assert (answered_by[0], answered_by[1], n0.calls) == ("n1", "n1", 0)
+    else:  # n1 cannot prove its copies current; n0, restoring, can
+        assert (answered_by[0], answered_by[1]) == ("n0", "n0")
+        assert [p["partitions"] for p in n1.proofs] == [[0, 1]]
+        assert [p["partitions"] for p in n0.proofs] == [[0, 1]]

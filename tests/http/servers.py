@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -43,9 +43,10 @@ class CountingRegistry(PartitionRegistry):
         partition: int,
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
+        proved: Mapping[str, int] | None = None,
     ) -> tuple[T, PartitionStatus] | None:
         self.reads += 1
-        return super().read(partition, reader, roles)
+        return super().read(partition, reader, roles, proved)
 
 
 def _serve(server: uvicorn.Server, name: str) -> threading.Thread:

@@ -339,8 +339,121 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
         wait_until(lambda: running_with(a, P), 40, "sa RUNNING with every partition again")
         health = a.health()
         assert health["standby"] == []
-        assert all(p["restoreTotal"] == 0 for p in health["partitions"]), health
+        # (sa's own partitions were never revoked: their progress is still the first restore's)
+        moved = [p for p in health["partitions"] if p["partition"] in held_b]
+        assert moved and all(p["restoreTotal"] == 0 for p in moved), health
         assert a.app.materializer.records_read == read_as_active
         wait_until(lambda: a.counts(keys) == {**counts, key_b: 77}, 15, "sa serving every key")
+    finally:
+        a.stop()
+
+
+def keys_in_every_partition(per_partition: int = 2) -> list[str]:
+    keys: list[str] = []
+    while any(sum(partition_for(k, P) == p for k in keys) < per_partition for p in range(P)):
+        key = uuid.uuid4().hex[:8]
+        if sum(partition_for(k, P) == partition_for(key, P) for k in keys) < per_partition:
+            keys.append(key)
+    return keys
+
+
+def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies_keep_answering(
+    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="node.materializer")
+    keys = keys_in_every_partition()
+    counts = {k: 1 + i % 4 for i, k in enumerate(keys)}
+    produce_counts(broker.bootstrap, view, rows_for(keys, counts))
+    group = f"g-{view.name}"
+    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "ca", group), [view]).start()
+    b: ThreadNode | None = None
+    # what a read accepting no lag sends when the owner cannot answer: any copy, proved current
+    current = {"topic": view.changelog_topic, "partitions": list(range(P)), "waitMs": 1000}
+    lookup = {
+        "query": "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }",
+        "variables": {"ws": keys},
+        "extensions": {"readStandby": True, "readCurrent": current},
+    }
+    answers: list[dict[str, Any]] = []
+    try:
+        wait_until(lambda: running_with(a, P), 30, "ca RUNNING with every partition")
+        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "cb", group), [view]).start()
+
+        def moved() -> list[int] | None:
+            # a joins the group and partitions move to it meanwhile: ca answers every key
+            answers.append(a.client.post("/graphql", json=lookup).json())
+            ha, hb = a.health(), b.health() if b else {}
+            if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
+                return None
+            return (
+                list(hb["active"])
+                if sorted(ha["active"] + hb["active"]) == list(range(P))
+                else None
+            )
+
+        held_b = wait_until(moved, 60, "cb to take its partitions", 0.05)
+    finally:
+        if b is not None:
+            b.stop()
+    try:
+        wait_until(lambda: running_with(a, P), 40, "ca RUNNING with every partition again")
+    finally:
+        a.stop()
+    expected = [{"word": k, "count": counts[k]} for k in keys]
+    wrong = [d for d in answers if d.get("errors") or d["data"]["wordCounts"] != expected]
+    assert not wrong, f"{len(wrong)} of {len(answers)} answers of ca failed, first: {wrong[:1]}"
+    standby = {
+        e["partition"]
+        for d in answers
+        for e in d["extensions"]["freshness"]
+        if e["role"] == "STANDBY"
+    }
+    assert standby == set(held_b), "the moved partitions' old copies answered as STANDBY copies"
+    revoked = [r.getMessage() for r in caplog.records if "ca: partitions" in r.getMessage()]
+    # cooperative: only the partitions that move are revoked (the last line is ca's shutdown)
+    assert revoked[0] == f"node ca: partitions {list(range(P))} assigned", revoked
+    assert revoked[1] == f"node ca: partitions {held_b} revoked ({held_b} kept as standby copies)"
+
+
+def test_a_standby_read_proved_current_holds_every_write_acknowledged_before_it(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    keys = keys_in_every_partition(1)
+    produce_counts(broker.bootstrap, view, rows_for(keys, dict.fromkeys(keys, 1)))
+    group = f"g-{view.name}"
+    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "pa", group), [view]).start()
+    b: ThreadNode | None = None
+    try:
+        wait_until(lambda: running_with(a, P), 30, "pa RUNNING with every partition")
+        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "pb", group), [view]).start()
+
+        def mirrored() -> list[int] | None:
+            ha, hb = a.health(), b.health() if b else {}
+            if hb.get("state") != "RUNNING" or not hb["active"] or ha["standby"] != hb["active"]:
+                return None
+            return None if any(c["restoring"] for c in ha["partitions"]) else list(hb["active"])
+
+        held_b = wait_until(mirrored, 60, "pa to hold pb's partitions as standby copies")
+        key = next(k for k in keys if partition_for(k, P) in held_b)
+        partition = partition_for(key, P)
+        point = "query($w: String!) { wordCount(word: $w) { count } }"
+        current = {"topic": view.changelog_topic, "partitions": [partition], "waitMs": 1000}
+        asked = {
+            "query": point,
+            "variables": {"w": key},
+            "extensions": {"readStandby": True, "readCurrent": current},
+        }
+        for n in range(2, 12):
+            produce_counts(broker.bootstrap, view, [CountRow(key, n, 0)])  # acknowledged
+            # asked right after: no polling, the proof waits for the write
+            document = a.client.post("/graphql", json=asked).json()
+            assert document["data"] == {"wordCount": {"count": n}}, document
+            (fresh,) = document["extensions"]["freshness"]
+            assert (fresh["node"], fresh["role"]) == ("pa", "STANDBY")
+    finally:
+        if b is not None:
+            b.stop()
+    try:
+        wait_until(lambda: running_with(a, P), 40, "pa RUNNING with every partition again")
     finally:
         a.stop()

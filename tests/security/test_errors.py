@@ -128,6 +128,7 @@ class BrokenRegistry(PartitionRegistry):
         partition: int,
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
+        proved: Mapping[str, int] | None = None,
     ) -> tuple[T, PartitionStatus] | None:
         raise SerializationError(f"partition {partition}: bad value in {SECRET}")
 
