@@ -3,9 +3,10 @@
 The materializer attaches a partition's open store when the group assigns it and
 detaches it before closing it; readers go through `read`, which holds the registry lock,
 so a store is never closed under a running read, and a copy still restoring is not read
-(it may be behind what was already served from it or its previous holder). The registry
-also keeps the node state
-and per-partition applied and end offsets (for lag, freshness and membership).
+(it may be behind what was already served from it or its previous holder), nor is one
+whose store is closed (a reopen after a failed write that failed too). The registry also
+keeps the node state, per-partition applied and end offsets (for lag, freshness and
+membership), each copy's store error (a full disk) and the damaged stores set aside.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from node.errors import TopologyError
 from node.store import PartitionStore
 from schema import NodeState, PartitionStatus, Role
 
-__all__ = ["PartitionRegistry"]
+__all__ = ["PartitionRegistry", "SetAside"]
 
 T = TypeVar("T")
 
@@ -35,6 +36,8 @@ class _Copy:
     restoring: bool = False
     restore_done: int = 0
     restore_total: int = 0
+    # why the store cannot be written now (applying is paused and retried), else None
+    store_error: str | None = None
 
     def status(self, partition: int) -> PartitionStatus:
         applied = sum(self.applied.values())
@@ -47,13 +50,24 @@ class _Copy:
             restoring=self.restoring,
             restore_done=self.restore_done,
             restore_total=self.restore_total,
+            store_error=self.store_error,
         )
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A damaged store moved out of the way; the partition was rebuilt from the changelog."""
+
+    partition: int
+    reason: str
+    moved_to: str
+    at_ms: int
 
 
 def _readable(copy: _Copy | None, roles: Collection[Role]) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
     # could answer a count lower than one already given, so it is not held yet
-    return copy is not None and copy.role in roles and not copy.restoring
+    return copy is not None and copy.role in roles and not copy.restoring and not copy.store.closed
 
 
 class PartitionRegistry:
@@ -67,6 +81,7 @@ class PartitionRegistry:
         self._copies: dict[int, _Copy] = {}
         self._state = NodeState.STARTING
         self._partition_counts: dict[str, int] = {}
+        self._set_aside: list[SetAside] = []
 
     def set_partition_counts(self, counts: Mapping[str, int]) -> None:
         """The partition count of each changelog topic, from topic metadata."""
@@ -134,6 +149,40 @@ class PartitionRegistry:
         if finished:
             self.changed.set()
 
+    def record_store_error(self, partition: int, error: str | None) -> None:
+        """Why `partition`'s store cannot be written now; None once it can again."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is None or copy.store_error == error:
+                return
+            copy.store_error = error
+        self.changed.set()
+
+    def restart_restore(self, partition: int, applied: Mapping[str, int]) -> None:
+        """`partition` restores again from `applied` (its store was rebuilt empty)."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is not None:
+                copy.applied = dict(applied)
+                copy.restoring, copy.restore_done, copy.restore_total = True, 0, 0
+        self.changed.set()
+
+    def exclusive(self, partition: int, action: Callable[[PartitionStore], T]) -> T | None:
+        """`action(store)` of `partition` with no read running (to close and reopen it);
+        None when `partition` is not held. `action` must not call the registry."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            return None if copy is None else action(copy.store)
+
+    def record_set_aside(self, entry: SetAside) -> None:
+        with self._lock:
+            self._set_aside.append(entry)
+
+    def set_aside(self) -> list[SetAside]:
+        """The damaged stores moved aside since this node started, oldest first."""
+        with self._lock:
+            return list(self._set_aside)
+
     def read(
         self,
         partition: int,
@@ -162,7 +211,8 @@ class PartitionRegistry:
 
     def holds(self, partition: int, roles: Collection[Role] = (Role.ACTIVE,)) -> bool:
         """Whether `partition` can be read here in one of `roles` (held, not restoring)."""
-        return _readable(self._copies.get(partition), roles)
+        with self._lock:  # a store being reopened is closed for a moment
+            return _readable(self._copies.get(partition), roles)
 
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:

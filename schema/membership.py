@@ -52,7 +52,9 @@ class PartitionStatus:
     """One partition copy a node holds: its role, applied and end offset (summed over the
     partition's changelog topics) and the lag between them; while `restoring`, the records
     restored so far of the `restore_total` it had to catch up on assignment (0 = not known
-    yet). The restore fields are optional on the wire (absent = 0 / False)."""
+    yet); `store_error` while its store cannot be written (a full disk: applying is paused
+    and retried). The restore and error fields are optional on the wire (absent = 0 /
+    False / None)."""
 
     partition: int
     role: Role
@@ -61,6 +63,7 @@ class PartitionStatus:
     restoring: bool = False
     restore_done: int = 0
     restore_total: int = 0
+    store_error: str | None = None
 
     @property
     def lag(self) -> int:
@@ -103,6 +106,7 @@ def encode_member(record: MemberRecord) -> bytes:
                     "restoring": p.restoring,
                     "restore_done": p.restore_done,
                     "restore_total": p.restore_total,
+                    "store_error": p.store_error,
                 }
                 for p in record.partitions
             ],
@@ -129,9 +133,14 @@ def decode_member(value: bytes) -> MemberRecord:
                     restoring=bool(p.get("restoring", False)),
                     restore_done=int(p.get("restore_done", 0)),
                     restore_total=int(p.get("restore_total", 0)),
+                    store_error=_optional_text(p.get("store_error")),
                 )
                 for p in doc["partitions"]
             ),
         )
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"undecodable membership record {value[:200]!r}") from exc
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)

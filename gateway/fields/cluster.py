@@ -75,6 +75,10 @@ class ClusterPartition:
     restore_total: int = strawberry.field(
         description="Records to restore when the copy was assigned; 0 until known."
     )
+    store_error: str | None = strawberry.field(
+        description="Why the copy's store cannot be written now (e.g. a full disk): the "
+        "node has paused applying it and retries; null when it can."
+    )
 
 
 @strawberry.type(description="A view of the catalogue, and the pipeline's newest report on it.")
@@ -129,6 +133,7 @@ def _partitions(nodes: Sequence[Any]) -> list[ClusterPartition]:
             restoring=p.restoring,
             restore_done=p.restore_done,
             restore_total=p.restore_total,
+            store_error=p.store_error,
         )
         for n in nodes
         if n.alive
