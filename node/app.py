@@ -120,6 +120,7 @@ class NodeApp:
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """HTTP status and body of `GET /health`."""
+        statuses = self.registry.statuses()
         document: dict[str, Any] = {
             "node_id": self.config.node_id,
             "url": self.config.url,
@@ -137,8 +138,25 @@ class NodeApp:
                     "restoreDone": s.restore_done,
                     "restoreTotal": s.restore_total,
                     **_lag_unknown_since(s.lag_unknown_since_ms),
+                    "storeError": s.store_error,
                 }
-                for s in self.registry.statuses()
+                for s in statuses
+            ],
+            # copies whose store cannot be written now (a full disk): applying is paused
+            "storeErrors": [
+                {"partition": s.partition, "role": s.role.value, "error": s.store_error}
+                for s in statuses
+                if s.store_error is not None
+            ],
+            # damaged stores moved aside since start-up; their partitions were rebuilt
+            "storesSetAside": [
+                {
+                    "partition": a.partition,
+                    "reason": a.reason,
+                    "movedTo": a.moved_to,
+                    "atMs": a.at_ms,
+                }
+                for a in self.registry.set_aside()
             ],
             "broker_unreachable_since_ms": self.registry.broker_unreachable_since_ms,
         }

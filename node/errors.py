@@ -16,7 +16,11 @@ NodeError                          anything the node raises on purpose
 │   └── MalformedRequestError      BAD_REQUEST: the HTTP body is no GraphQL request
 └── StoreError                     a partition store failed
     ├── StoreClosedError           used after close (or never opened)
-    └── SerializationError         a stored value cannot be decoded
+    ├── SerializationError         a stored value cannot be decoded
+    ├── StoreDamagedError          its files are damaged (removed, truncated, corrupt):
+    │                              the node moves it aside and rebuilds the partition
+    └── StoreWriteError            a write failed and wrote nothing; the node retries
+        └── DiskFullError          ... because the disk is full
 ```
 
 Messages name the view, key, partition and node they are about. `QueryError`s become
@@ -33,6 +37,7 @@ __all__ = [
     "BadRepresentationError",
     "BadRequestError",
     "ConfigError",
+    "DiskFullError",
     "MalformedRequestError",
     "NodeError",
     "NotCaughtUpError",
@@ -41,7 +46,9 @@ __all__ = [
     "QueryError",
     "SerializationError",
     "StoreClosedError",
+    "StoreDamagedError",
     "StoreError",
+    "StoreWriteError",
     "TopologyError",
 ]
 
@@ -194,3 +201,16 @@ class StoreClosedError(StoreError):
 
 class SerializationError(StoreError):
     """A stored value cannot be decoded: the store is corrupt or from another format."""
+
+
+class StoreDamagedError(StoreError):
+    """A partition store's files are damaged: removed, truncated or corrupt. Its data
+    cannot be trusted; the partition is rebuilt from the changelog."""
+
+
+class StoreWriteError(StoreError):
+    """A write to a partition store failed as a whole: nothing of the batch was stored."""
+
+
+class DiskFullError(StoreWriteError):
+    """A write failed because the disk of the partition store is full."""

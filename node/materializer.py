@@ -15,8 +15,12 @@ standby replicator, which keeps them current as STANDBY copies until the new own
 session lapses because the broker does not answer (the assignment is "lost" while nobody
 can take it over), the stores stay open and keep serving as ACTIVE, with their lag
 unknown, until the group assigns partitions again; a session lost while the broker
-answers (this node was frozen) is a revoke. The `Replicator` base is shared with the
-standby replicator. Each view's kind
+answers (this node was frozen) is a revoke. A store found damaged at open is moved
+aside and its partition restored from offset 0 while the others serve; a write that
+fails (a full disk) pauses that partition's changelogs, keeps the store readable and
+its offsets where they were, and retries with backoff from the stored offsets
+(`_retry_faults`). The `Replicator` base is shared with the standby replicator. Each
+view's kind
 (`node.kinds`) turns one changelog record into store changes, and, for kinds whose rows
 expire (windows past their retention, by the injected clock), purges them with every
 batch and by a periodic sweep.
@@ -42,9 +46,9 @@ from confluent_kafka import (
 )
 
 from node.config import NodeConfig
-from node.errors import SerializationError
+from node.errors import SerializationError, StoreDamagedError, StoreError, StoreWriteError
 from node.kinds import kind_of
-from node.partitions import PartitionRegistry
+from node.partitions import PartitionRegistry, SetAside
 from node.store import ChangeBatch, LevelDBStore, PartitionStore
 from runtime.clock import Clock, wall_clock_ms
 from schema import NodeState, Role, View
@@ -93,6 +97,25 @@ class _Restore:
         )
 
 
+@dataclass
+class _Fault:
+    """A partition whose store failed a write or was found damaged: its changelogs are
+    paused (`held`) until `retry_at` (monotonic s); `recovered` once a retry wrote again,
+    until the first batch after it is applied."""
+
+    error: StoreError
+    since_s: float
+    retry_at: float
+    backoff_s: float
+    attempts: int = 0  # failures so far
+    held: bool = False
+    recovered: bool = False
+
+
+# what a store may raise on apply that the replicator retries instead of dying
+_STORE_FAULTS = (StoreWriteError, StoreDamagedError)
+
+
 class Replicator:
     """Applies changelog partitions into partition stores from a consumer thread.
 
@@ -106,6 +129,9 @@ class Replicator:
     # how long an idle consumer thread sleeps between wake-ups; a record wakes it at once
     # (`_consume`), so this bounds stop and housekeeping, not freshness
     poll_timeout_s = 0.5
+    # a store that failed is retried after this, doubling up to `retry_max_s`
+    retry_first_s = 0.5
+    retry_max_s = 10.0
 
     def __init__(
         self,
@@ -139,6 +165,7 @@ class Replicator:
         # next offset to apply per (topic, partition)
         self._positions: dict[tuple[str, int], int] = {}
         self._restores: dict[int, _Restore] = {}
+        self._faults: dict[int, _Fault] = {}
         self.records_read = 0
         self.failure: BaseException | None = None
 
@@ -201,17 +228,26 @@ class Replicator:
 
     def _attach(self, partitions: list[TopicPartition]) -> None:
         """Open the stores of `partitions`, point each TopicPartition at its stored offset,
-        and serve them in `role`, restoring from there."""
+        and serve them in `role`, restoring from there. A store that cannot be written (a
+        full disk) is attached closed and retried."""
         for partition in sorted({tp.partition for tp in partitions}):
             topics = [tp for tp in partitions if tp.partition == partition]
-            self._hold(partition, self._store_factory(partition).open(), topics, restoring=True)
+            store = self._store_factory(partition)
+            failure = self._open(partition, store)
+            self._hold(partition, store, topics, restoring=True, failure=failure)
 
     def _hold(
-        self, partition: int, store: PartitionStore, topics: list[TopicPartition], restoring: bool
+        self,
+        partition: int,
+        store: PartitionStore,
+        topics: list[TopicPartition],
+        restoring: bool,
+        failure: StoreWriteError | None = None,
     ) -> None:
-        """Serve the open `store` of `partition` in `role`, applying `topics` from its stored
-        offsets (set on them); `restoring` until a fetch after now reached their ends."""
-        stored = store.offsets()
+        """Serve `store` of `partition` in `role`, applying `topics` from its stored offsets
+        (set on them); `restoring` until a fetch after now reached their ends. A store that
+        could not be opened for writing (`failure`) is held closed and retried."""
+        stored = {} if failure is not None else store.offsets()
         for tp in topics:
             tp.offset = stored.get(tp.topic, OFFSET_BEGINNING)
         self._stores[partition] = store
@@ -220,6 +256,8 @@ class Replicator:
         if restoring:
             self._restores[partition] = _Restore(time.monotonic(), applied)
         self.registry.attach(partition, store, self.role, applied, restoring=restoring)
+        if failure is not None:
+            self._fault(partition, failure)
         log.info(
             "node %s: %s partition %d %s from offsets %s",
             self.config.node_id,
@@ -229,11 +267,38 @@ class Replicator:
             applied,
         )
 
+    def _open(self, partition: int, store: PartitionStore) -> StoreWriteError | None:
+        """Open `store`; a damaged one is moved aside and opened empty. Returns the error
+        of a store that cannot be written now (a full disk) instead of raising it."""
+        try:
+            try:
+                store.open()
+            except StoreDamagedError as exc:
+                self._set_aside(partition, exc, store.set_aside())
+                store.open()
+        except StoreWriteError as exc:
+            return exc
+        return None
+
+    def _set_aside(self, partition: int, damage: StoreError, moved_to: str) -> None:
+        """Record and log that `partition`'s damaged store was moved to `moved_to`."""
+        self.registry.record_set_aside(SetAside(partition, str(damage), moved_to, self._clock()))
+        log.error(
+            "node %s: %s partition %d: %s; moved it aside to %s and rebuilding the "
+            "partition from the changelog",
+            self.config.node_id,
+            self.role.value,
+            partition,
+            damage,
+            moved_to,
+        )
+
     def _close_stores(self, partitions: Iterable[int]) -> None:
         for partition in sorted(partitions):
             # detach first: it waits for running reads, so no read sees a closed store
             self.registry.detach(partition)
             self._restores.pop(partition, None)
+            self._faults.pop(partition, None)
             store = self._stores.pop(partition, None)
             if store is not None:
                 store.close()
@@ -249,6 +314,8 @@ class Replicator:
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
             if partition not in self._stores:  # closed during this poll; its next holder applies it
+                continue
+            if self._held(partition):  # re-read from the stored offsets once it recovers
                 continue
             self.records_read += 1
             view = self.views[topic]
@@ -268,7 +335,12 @@ class Replicator:
                 )
             batch.advance(topic, offset + 1)
         for partition, batch in batches.items():
-            self._stores[partition].apply(batch)
+            try:
+                self._stores[partition].apply(batch)
+            except _STORE_FAULTS as exc:
+                self._fault(partition, exc)  # nothing of the batch was written
+                continue
+            self._faults.pop(partition, None)
             self.registry.record_applied(partition, batch.offsets)
             for topic, next_offset in batch.offsets.items():
                 self._positions[(topic, partition)] = next_offset
@@ -289,8 +361,99 @@ class Replicator:
         if not self._expiring or time.monotonic() - self._last_sweep < interval_s:
             return
         self._last_sweep = time.monotonic()
-        for store in list(self._stores.values()):
-            store.apply(self._new_batch())
+        for partition, store in list(self._stores.items()):
+            if self._held(partition):
+                continue
+            try:
+                store.apply(self._new_batch())
+            except _STORE_FAULTS as exc:
+                self._fault(partition, exc)
+
+    # -- store faults ----------------------------------------------------------------------
+
+    def _held(self, partition: int) -> bool:
+        """Whether `partition` is paused because its store failed."""
+        fault = self._faults.get(partition)
+        return fault is not None and not fault.recovered
+
+    def _fault(self, partition: int, error: StoreError) -> None:
+        """Pause `partition` after its store failed; its offsets stay where they were."""
+        now = time.monotonic()
+        fault = self._faults.get(partition)
+        if fault is None:
+            fault = self._faults[partition] = _Fault(error, now, now, self.retry_first_s / 2)
+            log.error(
+                "node %s: %s partition %d: %s; applying it is paused and retried until it "
+                "succeeds (the store keeps its data and offsets)",
+                self.config.node_id,
+                self.role.value,
+                partition,
+                error,
+            )
+        fault.error, fault.recovered = error, False
+        fault.attempts += 1
+        fault.backoff_s = min(fault.backoff_s * 2, self.retry_max_s)
+        fault.retry_at = now + fault.backoff_s
+        self.registry.record_store_error(partition, str(error))
+
+    def _retry_faults(self, consumer: Consumer) -> None:
+        """Pause the changelogs of failed stores; retry those that are due: reopen (or
+        rebuild a damaged one), write, then read on from the stored offsets."""
+        now = time.monotonic()
+        for partition, fault in list(self._faults.items()):
+            if fault.recovered:
+                continue
+            topics = [TopicPartition(topic, partition) for topic in self.views]
+            if not fault.held:
+                consumer.pause(topics)
+                fault.held = True
+            damaged = isinstance(fault.error, StoreDamagedError)
+            if now < fault.retry_at:
+                continue
+            if not damaged and not self._stores[partition].room_to_write():
+                # a reopen would fail and leave the store closed: keep serving reads
+                fault.retry_at = now + fault.backoff_s
+                continue
+            try:
+                stored = self._recover(partition, fault.error if damaged else None)
+            except _STORE_FAULTS as exc:
+                self._fault(partition, exc)
+                continue
+            consumer.resume(topics)
+            for tp in topics:
+                tp.offset = stored.get(tp.topic, OFFSET_BEGINNING)
+                consumer.seek(tp)
+            fault.held, fault.recovered = False, True
+            self.registry.record_store_error(partition, None)
+            log.info(
+                "node %s: %s partition %d: its store takes writes again after %.1f s and "
+                "%d failures; applying from offsets %s",
+                self.config.node_id,
+                self.role.value,
+                partition,
+                time.monotonic() - fault.since_s,
+                fault.attempts,
+                stored,
+            )
+
+    def _recover(self, partition: int, damage: StoreError | None) -> dict[str, int]:
+        """Reopen `partition`'s store (a damaged one moved aside first, opened empty) and
+        prove it takes writes; returns its stored offsets, from which it goes on."""
+        store = self._stores[partition]
+        if damage is not None:
+            moved_to = self.registry.exclusive(partition, lambda held: held.set_aside())
+            if moved_to is not None:
+                self._set_aside(partition, damage, moved_to)
+        self.registry.exclusive(partition, lambda held: held.reopen())
+        store.apply(self._new_batch())
+        stored = store.offsets()
+        applied = {topic: stored.get(topic, 0) for topic in self.views}
+        self._positions.update({(t, partition): n for t, n in applied.items()})
+        self.registry.record_applied(partition, applied)
+        if damage is not None or partition in self._restores:
+            self._restores[partition] = _Restore(time.monotonic(), applied)
+            self.registry.restart_restore(partition, applied)
+        return stored
 
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
         if error.fatal():
@@ -427,6 +590,7 @@ class Materializer(Replicator):
             messages = self._consume(consumer)
             if messages:
                 self._apply(messages)
+            self._retry_faults(consumer)
             self._track(consumer)
             self._sweep_if_due()
 

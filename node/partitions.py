@@ -3,11 +3,13 @@
 The materializer attaches a partition's open store when the group assigns it and
 detaches it before closing it; readers go through `read`, which holds the registry lock,
 so a store is never closed under a running read, and a copy still restoring is not read
-(it may be behind what was already served from it or its previous holder). The registry
-also keeps the node state
-and per-partition applied and end offsets (for lag, freshness and membership), and since
-when the lag is unknown: for every copy while the broker does not answer the node, and for
-a copy held after the group lost its assignment (node.materializer) until it is given up.
+(it may be behind what was already served from it or its previous holder), nor is one
+whose store is closed (a reopen after a failed write that failed too). The registry also
+keeps the node state, per-partition applied and end offsets (for lag, freshness and
+membership), each copy's store error (a full disk), the damaged stores set aside, and
+since when the lag is unknown: for every copy while the broker does not answer the node,
+and for a copy held after the group lost its assignment (node.materializer) until it is
+given up.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from node.errors import TopologyError
 from node.store import PartitionStore
 from schema import NodeState, PartitionStatus, Role
 
-__all__ = ["PartitionRegistry"]
+__all__ = ["PartitionRegistry", "SetAside"]
 
 T = TypeVar("T")
 
@@ -39,6 +41,8 @@ class _Copy:
     restore_total: int = 0
     # held after its assignment was lost: nothing is fetched for it since
     held_since_ms: int | None = None
+    # why the store cannot be written now (applying is paused and retried), else None
+    store_error: str | None = None
 
     def status(self, partition: int, unreachable_since_ms: int | None) -> PartitionStatus:
         applied = sum(self.applied.values())
@@ -53,7 +57,18 @@ class _Copy:
             restore_done=self.restore_done,
             restore_total=self.restore_total,
             lag_unknown_since_ms=min(unknown, default=None),
+            store_error=self.store_error,
         )
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A damaged store moved out of the way; the partition was rebuilt from the changelog."""
+
+    partition: int
+    reason: str
+    moved_to: str
+    at_ms: int
 
 
 def _readable(
@@ -61,8 +76,9 @@ def _readable(
 ) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
     # could answer a count lower than one already given, so it is not held yet, unless
-    # the read proved it current (node.currency) and it still has applied what was proved
-    if copy is None or copy.role not in roles:
+    # the read proved it current (node.currency) and it still has applied what was proved;
+    # a closed store (a reopen after a failed write that failed too) is not held either
+    if copy is None or copy.role not in roles or copy.store.closed:
         return False
     if not copy.restoring:
         return True
@@ -81,6 +97,7 @@ class PartitionRegistry:
         self._state = NodeState.STARTING
         self._partition_counts: dict[str, int] = {}
         self._unreachable_since_ms: int | None = None
+        self._set_aside: list[SetAside] = []
 
     def set_partition_counts(self, counts: Mapping[str, int]) -> None:
         """The partition count of each changelog topic, from topic metadata."""
@@ -169,6 +186,40 @@ class PartitionRegistry:
         if finished:
             self.changed.set()
 
+    def record_store_error(self, partition: int, error: str | None) -> None:
+        """Why `partition`'s store cannot be written now; None once it can again."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is None or copy.store_error == error:
+                return
+            copy.store_error = error
+        self.changed.set()
+
+    def restart_restore(self, partition: int, applied: Mapping[str, int]) -> None:
+        """`partition` restores again from `applied` (its store was rebuilt empty)."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is not None:
+                copy.applied = dict(applied)
+                copy.restoring, copy.restore_done, copy.restore_total = True, 0, 0
+        self.changed.set()
+
+    def exclusive(self, partition: int, action: Callable[[PartitionStore], T]) -> T | None:
+        """`action(store)` of `partition` with no read running (to close and reopen it);
+        None when `partition` is not held. `action` must not call the registry."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            return None if copy is None else action(copy.store)
+
+    def record_set_aside(self, entry: SetAside) -> None:
+        with self._lock:
+            self._set_aside.append(entry)
+
+    def set_aside(self) -> list[SetAside]:
+        """The damaged stores moved aside since this node started, oldest first."""
+        with self._lock:
+            return list(self._set_aside)
+
     def read(
         self,
         partition: int,
@@ -205,7 +256,8 @@ class PartitionRegistry:
     ) -> bool:
         """Whether `partition` can be read here in one of `roles` (held, not restoring or
         proved current)."""
-        return _readable(self._copies.get(partition), roles, proved)
+        with self._lock:  # a store being reopened is closed for a moment
+            return _readable(self._copies.get(partition), roles, proved)
 
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:

@@ -157,6 +157,7 @@ class StandbyReplicator(Replicator):
                     if changelog:
                         self._apply(changelog)
                     self._reconcile(consumer)
+                    self._retry_faults(consumer)
                     held = [tp for tps in self._assigned.values() for tp in tps]
                     self._track_end_offsets(consumer, held)
                     self._sweep_if_due()

@@ -14,24 +14,53 @@ the filter never saw has no old row and no old index entry (`_WrittenKeys`).
 
 Time is a parameter: window reads take a `horizon_ms` (windows that end at or before it
 are expired and never returned), and a batch's `horizons` purge expired windows.
+
+Faults: `open` raises `StoreDamagedError` when the files are damaged (LevelDB's own checks
+with `paranoid_checks`, the sizes of its table files, and the seal a clean `close` leaves:
+the size of every file, so one truncated or removed while the node was stopped is found);
+`set_aside` then moves the directory to `<dir>.damaged-<UTC time>`. A write that fails
+raises `StoreWriteError` (`DiskFullError` when the disk is full) and wrote nothing; the
+handle takes no more writes until `reopen` (LevelDB's log may end in a partial record).
 """
 
 from __future__ import annotations
 
 import abc
+import logging
+import os
+import re
+import shutil
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
 
+import orjson
 import plyvel
 
 from node import layout
 from node.changes import ChangeBatch, EventPosition, position
-from node.errors import SerializationError, StoreClosedError, StoreError
+from node.errors import (
+    DiskFullError,
+    SerializationError,
+    StoreClosedError,
+    StoreDamagedError,
+    StoreError,
+    StoreWriteError,
+)
 from schema import CountRow, EventRow, WindowRow, unpack
 
 _Row = TypeVar("_Row", CountRow, EventRow)
+
+log = logging.getLogger(__name__)
+
+# left by a clean close: {file name: size}; checked and removed by the next open
+SEAL = "STATEFED-CLOSED"
+# files that may change or go while the store is closed without harm
+_UNSEALED = frozenset({"LOCK", "LOG", "LOG.old", SEAL, f"{SEAL}.tmp"})
+# room a reopen needs beyond the log it replays into a table (LevelDB's 4 MiB write buffer)
+_REOPEN_MARGIN_BYTES = 1 << 20
 
 __all__ = ["ChangeBatch", "LevelDBStore", "PartitionStore"]
 
@@ -57,6 +86,21 @@ class PartitionStore(abc.ABC):
     @property
     @abc.abstractmethod
     def closed(self) -> bool: ...
+
+    def reopen(self) -> Self:
+        """Close and open again: after a failed write, the only way to write again."""
+        self.close()
+        return self.open()
+
+    @abc.abstractmethod
+    def set_aside(self) -> str:
+        """Close the store and move its (damaged) data out of the way, kept for
+        inspection, so that `open()` starts empty; returns where the data went."""
+
+    def room_to_write(self) -> bool:
+        """Whether the disk seems to have room for `reopen` and a write; a guess, so
+        that a full disk does not close a store that could still be read."""
+        return True
 
     @abc.abstractmethod
     def apply(self, batch: ChangeBatch) -> None:
@@ -158,38 +202,132 @@ class LevelDBStore(PartitionStore):
         # per row prefix (kind and view) checked since open: its filter while the rows
         # were empty when first written, else None (every overwrite reads the old row)
         self._written: dict[bytes, _WrittenKeys | None] = {}
+        # a write failed: LevelDB's log may end in a partial record, so reopen first
+        self._write_failed = False
 
     def open(self) -> Self:
         if self._db is not None:
             return self
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            db = plyvel.DB(
+        except OSError as exc:
+            raise self._write_error("create", exc) from exc
+        damage = _damage_while_closed(self.path)
+        if damage is not None:
+            raise StoreDamagedError(f"partition store {self.path} is damaged: {damage}")
+        db = self._open_db()
+        try:
+            damage = _table_damage(db, self.path)
+            if damage is not None:
+                raise StoreDamagedError(f"partition store {self.path} is damaged: {damage}")
+            self._check_format(db)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        self._write_failed = False
+        return self
+
+    def _open_db(self) -> plyvel.DB:
+        try:
+            return plyvel.DB(
                 str(self.path),
                 create_if_missing=True,
+                # a corrupt record in the log or a table fails the open (or the read)
+                # instead of being skipped
+                paranoid_checks=True,
                 lru_cache_size=self.cache_mb * 1024 * 1024,
                 bloom_filter_bits=10,
             )
-        except (plyvel.Error, OSError) as exc:
+        except plyvel.CorruptionError as exc:
+            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
+        except plyvel.IOError as exc:
+            if _disk_full(exc):
+                raise self._write_error("open", exc) from exc
             # most often the LOCK of another process that uses the same state directory
             raise StoreError(f"cannot open partition store {self.path}: {exc}") from exc
+        except (plyvel.Error, OSError) as exc:
+            raise StoreError(f"cannot open partition store {self.path}: {exc}") from exc
+
+    def _check_format(self, db: plyvel.DB) -> None:
         stored_format = db.get(layout.FORMAT_KEY)
         if stored_format is None:
-            db.put(layout.FORMAT_KEY, layout.FORMAT)
+            try:
+                db.put(layout.FORMAT_KEY, layout.FORMAT)
+            except plyvel.IOError as exc:
+                raise self._write_error("open", exc) from exc
         elif stored_format != layout.FORMAT:
-            db.close()
             raise SerializationError(
                 f"partition store {self.path} has format {stored_format!r}, "
                 f"expected {layout.FORMAT!r}"
             )
-        self._db = db
-        return self
 
     def close(self) -> None:
+        if self._close_db():
+            self._seal()
+
+    def _close_db(self) -> bool:
+        """Close LevelDB; whether it was open."""
         self._written.clear()
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self._db is None:
+            return False
+        self._db.close()
+        self._db = None
+        return True
+
+    def reopen(self) -> Self:
+        self._close_db()  # no seal: open would check and remove it at once
+        return self.open()
+
+    def _seal(self) -> None:
+        """Record the size of every file: the next open finds one truncated or removed."""
+        tmp = self.path / f"{SEAL}.tmp"
+        try:
+            tmp.write_bytes(orjson.dumps(_store_files(self.path)))
+            os.replace(tmp, self.path / SEAL)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            log.warning(
+                "partition store %s: no seal written (%s): the next open cannot check its files",
+                self.path,
+                exc,
+            )
+
+    def set_aside(self) -> str:
+        self._close_db()
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        serial = 1
+        while target.exists():
+            serial += 1
+            target = self.path.with_name(f"{self.path.name}.damaged-{stamp}-{serial}")
+        try:
+            self.path.rename(target)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot move damaged partition store {self.path} aside to {target}: {exc}"
+            ) from exc
+        return str(target)
+
+    def room_to_write(self) -> bool:
+        try:
+            free = shutil.disk_usage(self.path).free
+            logs = sum(f.stat().st_size for f in self.path.glob("*.log"))
+        except OSError:
+            return True  # let the reopen say what is wrong
+        return free >= logs + _REOPEN_MARGIN_BYTES
+
+    def _write_error(self, action: str, exc: BaseException) -> StoreWriteError:
+        """The error of a failed write (or open, which writes), naming the free space."""
+        if not _disk_full(exc):
+            return StoreWriteError(f"cannot {action} partition store {self.path}: {exc}")
+        try:
+            free = f"{shutil.disk_usage(self.path).free} bytes free"
+        except OSError:
+            free = "free space unknown"
+        return DiskFullError(
+            f"disk full: cannot {action} partition store {self.path} ({free} there): {exc}"
+        )
 
     @property
     def closed(self) -> bool:
@@ -204,6 +342,19 @@ class LevelDBStore(PartitionStore):
 
     def apply(self, batch: ChangeBatch) -> None:
         db = self._require_open()
+        if self._write_failed:
+            raise StoreWriteError(
+                f"partition store {self.path}: a write failed earlier; reopen it before writing"
+            )
+        try:
+            self._write(db, batch)
+        except plyvel.CorruptionError as exc:
+            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
+        except plyvel.IOError as exc:
+            self._write_failed = True
+            raise self._write_error("write", exc) from exc
+
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> None:
         # transaction=True: an exception while building the batch writes nothing
         with db.write_batch(transaction=True) as wb:
             self._write_counts(db, wb, batch)
@@ -436,3 +587,59 @@ class LevelDBStore(PartitionStore):
                 (topic,) = unpack(key[cut:])
                 result[str(topic)] = layout.decode_offset(value)
         return result
+
+
+def _disk_full(exc: BaseException) -> bool:
+    # plyvel's IOError carries LevelDB's message, not an errno
+    text = str(exc)
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
+def _store_files(path: Path) -> dict[str, int]:
+    """The size of each LevelDB file of the store at `path`."""
+    return {
+        entry.name: entry.stat().st_size
+        for entry in os.scandir(path)
+        if entry.is_file() and entry.name not in _UNSEALED
+    }
+
+
+def _damage_while_closed(path: Path) -> str | None:
+    """What was removed or truncated since the store's last clean close (None: nothing
+    found); removes the seal, which only describes the files until LevelDB opens them."""
+    files = _store_files(path)
+    if files and "CURRENT" not in files:
+        # LevelDB would create a new empty store and delete the old tables
+        return "its CURRENT file is missing"
+    seal = path / SEAL
+    try:
+        sealed = orjson.loads(seal.read_bytes())
+    except FileNotFoundError:
+        return None  # never closed cleanly (a crash): LevelDB's own checks only
+    except (OSError, orjson.JSONDecodeError) as exc:
+        return f"its seal {SEAL} is unreadable ({exc})"
+    for name, size in sorted(sealed.items()):
+        if name not in files:
+            return f"{name} was removed (it had {size} bytes at the last clean close)"
+        if files[name] != size:
+            return f"{name} has {files[name]} bytes, {size} at the last clean close"
+    seal.unlink()
+    return None
+
+
+_TABLE = re.compile(rb"^\s*(\d+):(\d+)\[", re.MULTILINE)
+
+
+def _table_damage(db: plyvel.DB, path: Path) -> str | None:
+    """A table file whose size is not the one LevelDB recorded (LevelDB itself would only
+    fail on reading it), or None. A missing one failed the open already; one missing now
+    was compacted away since (compactions run in the background)."""
+    for number, size in _TABLE.findall(db.get_property(b"leveldb.sstables") or b""):
+        for name in (f"{int(number):06d}.ldb", f"{int(number):06d}.sst"):  # new, old name
+            try:
+                actual = (path / name).stat().st_size
+            except FileNotFoundError:
+                continue
+            if actual != int(size):
+                return f"table {name} has {actual} bytes, {int(size)} recorded"
+    return None

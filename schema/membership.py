@@ -54,7 +54,8 @@ class PartitionStatus:
     partition's changelog topics) and the lag between them; while `restoring`, the records
     restored so far of the `restore_total` it had to catch up on assignment (0 = not known
     yet); `lag_unknown_since_ms` while the broker does not answer the node (the end offset
-    and so the lag are as of then). These fields are optional on the wire (absent = 0 /
+    and so the lag are as of then); `store_error` while its store cannot be written (a
+    full disk: applying is paused and retried). These fields are optional on the wire (absent = 0 /
     False / None)."""
 
     partition: int
@@ -65,6 +66,7 @@ class PartitionStatus:
     restore_done: int = 0
     restore_total: int = 0
     lag_unknown_since_ms: int | None = None
+    store_error: str | None = None
 
     @property
     def lag(self) -> int:
@@ -108,6 +110,7 @@ def encode_member(record: MemberRecord) -> bytes:
                     "restore_done": p.restore_done,
                     "restore_total": p.restore_total,
                     **_optional("lag_unknown_since_ms", p.lag_unknown_since_ms),
+                    "store_error": p.store_error,
                 }
                 for p in record.partitions
             ],
@@ -135,6 +138,7 @@ def decode_member(value: bytes) -> MemberRecord:
                     restore_done=int(p.get("restore_done", 0)),
                     restore_total=int(p.get("restore_total", 0)),
                     lag_unknown_since_ms=_int_or_none(p.get("lag_unknown_since_ms")),
+                    store_error=_optional_text(p.get("store_error")),
                 )
                 for p in doc["partitions"]
             ),
@@ -150,3 +154,7 @@ def _optional(name: str, value: int | None) -> dict[str, int]:
 
 def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)

@@ -79,6 +79,10 @@ class ClusterPartition:
         description="Since when the node has not known this copy's lag (the broker did not "
         "answer it): endOffset and lag are as of then. Null while the lag is known."
     )
+    store_error: str | None = strawberry.field(
+        description="Why the copy's store cannot be written now (e.g. a full disk): the "
+        "node has paused applying it and retries; null when it can."
+    )
 
 
 @strawberry.type(description="A view of the catalogue, and the pipeline's newest report on it.")
@@ -139,6 +143,7 @@ def _partitions(nodes: Sequence[Any]) -> list[ClusterPartition]:
             restore_done=p.restore_done,
             restore_total=p.restore_total,
             lag_unknown_since=_from_ms(p.lag_unknown_since_ms),
+            store_error=p.store_error,
         )
         for n in nodes
         if n.alive

@@ -14,7 +14,7 @@ from tests.gateway.fakes import Model, fake_nodes, post_query, running_gateway
 P = 2
 QUERY = """{ cluster { nodes { id state active standby }
     partitions { partition node role appliedOffset endOffset lag
-                 restoring restoreDone restoreTotal } } }"""
+                 restoring restoreDone restoreTotal storeError } } }"""
 
 
 def _record(node_id: str, state: NodeState, *partitions: PartitionStatus) -> MemberRecord:
@@ -29,7 +29,7 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
             PartitionStatus(
                 0, Role.ACTIVE, 40, 100, restoring=True, restore_done=30, restore_total=90
             ),
-            PartitionStatus(1, Role.STANDBY, 70, 75),
+            PartitionStatus(1, Role.STANDBY, 70, 75, store_error="disk full: cannot write"),
         ),
         "n1": _record("n1", NodeState.RUNNING, PartitionStatus(1, Role.ACTIVE, 75, 75)),
     }
@@ -58,6 +58,7 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
             "restoring": True,
             "restoreDone": 30,
             "restoreTotal": 90,
+            "storeError": None,
         },
         {
             "partition": 1,
@@ -69,6 +70,7 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
             "restoring": False,
             "restoreDone": 0,
             "restoreTotal": 0,
+            "storeError": "disk full: cannot write",
         },
         {
             "partition": 1,
@@ -80,5 +82,6 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
             "restoring": False,
             "restoreDone": 0,
             "restoreTotal": 0,
+            "storeError": None,
         },
     ]

@@ -40,6 +40,12 @@ class MemoryStore(PartitionStore):
     def closed(self) -> bool:
         return not self._open
 
+    def set_aside(self) -> str:
+        self._open = False
+        for table in (self._rows, self._windows, self._latest, self._events, self._offsets):
+            table.clear()
+        return "discarded"
+
     def _require_open(self) -> None:
         if not self._open:
             raise StoreClosedError("memory store is closed")

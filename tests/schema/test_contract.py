@@ -114,3 +114,10 @@ def test_member_restore_progress_is_optional_on_the_wire() -> None:
     (status,) = decode_member(old).partitions
     assert status == PartitionStatus(0, Role.ACTIVE, 4, 6)
     assert (status.restoring, status.restore_done, status.restore_total) == (False, 0, 0)
+    assert status.store_error is None
+
+
+def test_member_store_error_round_trips() -> None:
+    failing = PartitionStatus(1, Role.STANDBY, 5, 9, store_error="disk full: cannot write")
+    record = MemberRecord("n1", "http://127.0.0.1:8101", NodeState.RUNNING, 1, 1, (failing,))
+    assert decode_member(encode_member(record)).partitions == (failing,)
