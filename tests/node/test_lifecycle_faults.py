@@ -38,8 +38,8 @@ class Disk:
 
 
 class FullWhileSaid(LevelDBStore):
-    """A real LevelDB store whose writes fail as LevelDB's do on a full disk, while
-    `disk.full` is set."""
+    """A real LevelDB store whose writes and opens fail as LevelDB's do on a full disk,
+    while `disk.full` is set."""
 
     def __init__(self, path: Path, partition: int, disk: Disk):
         super().__init__(path, cache_mb=1)
@@ -49,6 +49,11 @@ class FullWhileSaid(LevelDBStore):
         if self.disk.full.is_set():
             raise plyvel.IOError(b"IO error: injected.log: No space left on device")
         super()._write(db, batch)
+
+    def _open_db(self) -> plyvel.DB:
+        if self.disk.full.is_set():
+            raise self._write_error("open", plyvel.IOError(b"IO error: No space left on device"))
+        return super()._open_db()
 
     def room_to_write(self) -> bool:
         checks = self.disk.room_checks
@@ -207,3 +212,56 @@ def test_a_copy_held_through_a_broker_outage_while_its_disk_is_full_recovers_and
         finally:
             active.stop()
             active.close()
+
+
+def test_a_copy_that_could_not_open_on_a_full_disk_is_revoked_and_opens_on_its_next_owner(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    tag, group = uuid.uuid4().hex[:6], f"g-{view.name}"
+    written = produce_counts(broker.bootstrap, view, rows(tag, 1))
+    config = node_config(broker.bootstrap, tmp_path, "ca", group)
+    disk = Disk()
+    disk.full.set()  # no store of ca can open: each is held closed and retried
+    registry = PartitionRegistry("ca")
+    factory = store_factory(config, disk)
+    standby = StandbyReplicator(config, [view], registry, store_factory=factory)
+    active = Materializer(config, [view], registry, store_factory=factory, handoff=standby)
+    other_registry = PartitionRegistry("cb")
+    other = Materializer(
+        node_config(broker.bootstrap, tmp_path, "cb", group), [view], other_registry
+    )
+    standby.start()
+    active.start()
+    try:
+        wait_until(
+            lambda: (
+                len(registry.statuses()) == P and all(s.store_error for s in registry.statuses())
+            ),
+            30,
+            "every store of ca held closed after a failed open",
+        )
+        other.start()  # half of ca's closed copies move to cb
+        wait_until(
+            lambda: other_registry.partitions() or active.failure is not None or None,
+            60,
+            "cb assigned partitions",
+        )
+        assert active.failure is None and standby.failure is None
+        disk.full.clear()
+        wait_until(
+            lambda: (
+                applied(other_registry, written, Role.ACTIVE)
+                and applied(registry, written, Role.ACTIVE)
+            ),
+            60,
+            "ca and cb applied their partitions",
+        )
+        assert sorted(registry.partitions(Role.ACTIVE) + other_registry.partitions()) == list(
+            range(P)
+        )
+        assert active.failure is None and standby.failure is None
+    finally:
+        for replicator in (other, active, standby):
+            replicator.stop()
+        for replicator in (other, active, standby):
+            replicator.close()
