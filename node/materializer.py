@@ -635,17 +635,23 @@ class Materializer(Replicator):
         return {tp.partition for tp in self._assigned}
 
     def _hand_over(self, partitions: set[int]) -> set[int]:
-        """Offer the open stores of `partitions` to the handoff; returns those it adopted."""
+        """Offer the open stores of `partitions` to the handoff; returns those it adopted.
+        A store left closed by a failed reopen (a full disk) is not offered: it has nothing
+        to serve and its offsets cannot be read."""
         if self._handoff is None:
             return set()
         adopted = set()
         for partition in sorted(partitions & set(self._stores)):
-            restoring = partition in self._restores
-            if self._handoff.adopt(partition, self._stores[partition], restoring):
+            store = self._stores[partition]
+            if store.closed:
+                continue
+            if self._handoff.adopt(partition, store, partition in self._restores):
                 adopted.add(partition)
-                # the store and its registry entry are the standby replicator's now
+                # the store, its registry entry and its fault (retried by the standby
+                # replicator once it fails there too) are the standby replicator's now
                 del self._stores[partition]
                 self._restores.pop(partition, None)
+                self._faults.pop(partition, None)
         return adopted
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
