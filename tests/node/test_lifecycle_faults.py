@@ -144,6 +144,19 @@ def test_a_copy_revoked_while_its_disk_is_full_is_handed_to_the_standby_and_reco
         wait_until(
             lambda: applied(other_registry, written, Role.ACTIVE), 60, "fb applied its partitions"
         )
+        # fb leaves: its partitions come back to fa's materializer, whose consumer paused
+        # them for the fault before it gave them away
+        other.stop()
+        other.close()
+        add(written, produce_counts(broker.bootstrap, view, rows(tag, 3)))
+        wait_until(
+            lambda: (
+                registry.partitions(Role.ACTIVE) == list(range(P))
+                and applied(registry, written, Role.ACTIVE)
+            ),
+            90,
+            lambda: f"fa ACTIVE again with {written} applied: {registry.statuses()}",
+        )
         assert active.failure is None and standby.failure is None
     finally:
         for replicator in (other, active, standby):
@@ -206,7 +219,10 @@ def test_a_copy_held_through_a_broker_outage_while_its_disk_is_full_recovers_and
             wait_until(
                 lambda: registry.state is NodeState.RUNNING and applied(registry, written, None),
                 90,
-                "fo RUNNING again with everything written applied",
+                lambda: (
+                    f"fo RUNNING again with {written} applied: {registry.state} "
+                    f"{registry.statuses()}"
+                ),
             )
             assert active.failure is None
         finally:
