@@ -236,6 +236,13 @@ class Replicator:
             failure = self._open(partition, store)
             self._hold(partition, store, topics, restoring=True, failure=failure)
 
+    @staticmethod
+    def _assign(consumer: Consumer, topics: list[TopicPartition]) -> None:
+        """Add `topics` to `consumer`'s assignment, from the offsets set on them, unpaused:
+        librdkafka keeps a pause (of a store fault) across unassign and assign again."""
+        consumer.incremental_assign(topics)
+        consumer.resume(topics)
+
     def _hold(
         self,
         partition: int,
@@ -404,9 +411,12 @@ class Replicator:
             if fault.recovered:
                 continue
             topics = [TopicPartition(topic, partition) for topic in self.views]
-            if not fault.held:
+            # a copy held through a broker outage is not assigned: librdkafka refuses to
+            # seek it, and its next assignment starts from the stored offsets anyway
+            consuming = self._consuming(partition)
+            if not fault.held and consuming:
                 consumer.pause(topics)
-                fault.held = True
+            fault.held = True
             damaged = isinstance(fault.error, StoreDamagedError)
             if now < fault.retry_at:
                 continue
@@ -419,10 +429,11 @@ class Replicator:
             except _STORE_FAULTS as exc:
                 self._fault(partition, exc)
                 continue
-            consumer.resume(topics)
-            for tp in topics:
-                tp.offset = stored.get(tp.topic, OFFSET_BEGINNING)
-                consumer.seek(tp)
+            if consuming:
+                consumer.resume(topics)
+                for tp in topics:
+                    tp.offset = stored.get(tp.topic, OFFSET_BEGINNING)
+                    consumer.seek(tp)
             fault.held, fault.recovered = False, True
             self.registry.record_store_error(partition, None)
             log.info(
@@ -435,6 +446,10 @@ class Replicator:
                 fault.attempts,
                 stored,
             )
+
+    def _consuming(self, partition: int) -> bool:
+        """Whether `partition`'s changelogs are in the consumer's assignment now."""
+        raise NotImplementedError
 
     def _recover(self, partition: int, damage: StoreError | None) -> dict[str, int]:
         """Reopen `partition`'s store (a damaged one moved aside first, opened empty) and
@@ -606,7 +621,7 @@ class Materializer(Replicator):
                 self._handoff.claim(set(added))
             topics = [TopicPartition(topic, p) for p in added for topic in self.views]
             self._attach(topics)
-            consumer.incremental_assign(topics)
+            self._assign(consumer, topics)
             self._assigned.extend(topics)
             self._restore_started = time.monotonic()
             self._restored_records = 0
@@ -634,18 +649,27 @@ class Materializer(Replicator):
     def _assigned_partitions(self) -> set[int]:
         return {tp.partition for tp in self._assigned}
 
+    def _consuming(self, partition: int) -> bool:
+        return any(tp.partition == partition for tp in self._assigned)
+
     def _hand_over(self, partitions: set[int]) -> set[int]:
-        """Offer the open stores of `partitions` to the handoff; returns those it adopted."""
+        """Offer the open stores of `partitions` to the handoff; returns those it adopted.
+        A store left closed by a failed reopen (a full disk) is not offered: it has nothing
+        to serve and its offsets cannot be read."""
         if self._handoff is None:
             return set()
         adopted = set()
         for partition in sorted(partitions & set(self._stores)):
-            restoring = partition in self._restores
-            if self._handoff.adopt(partition, self._stores[partition], restoring):
+            store = self._stores[partition]
+            if store.closed:
+                continue
+            if self._handoff.adopt(partition, store, partition in self._restores):
                 adopted.add(partition)
-                # the store and its registry entry are the standby replicator's now
+                # the store, its registry entry and its fault (retried by the standby
+                # replicator once it fails there too) are the standby replicator's now
                 del self._stores[partition]
                 self._restores.pop(partition, None)
+                self._faults.pop(partition, None)
         return adopted
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -125,7 +125,7 @@ class StandbyReplicator(Replicator):
                 consumer.incremental_unassign(stale)
             topics = [TopicPartition(topic, partition) for topic in self.views]
             self._hold(partition, store, topics, restoring)
-            consumer.incremental_assign(topics)
+            self._assign(consumer, topics)
             self._assigned[partition] = topics
             self._claimed.discard(partition)
             self._adopted.add(partition)
@@ -194,6 +194,9 @@ class StandbyReplicator(Replicator):
                 log.warning("node %s: membership record ignored: %s", self.config.node_id, exc)
         return changelog
 
+    def _consuming(self, partition: int) -> bool:
+        return partition in self._assigned
+
     def _wanted(self) -> set[int] | None:
         """The partitions to hold as standby now; None while membership is warming up."""
         warm_up_s = _WARM_UP_HEARTBEATS * self.config.heartbeat_ms / 1000
@@ -252,7 +255,7 @@ class StandbyReplicator(Replicator):
         if added:
             tps = [TopicPartition(topic, p) for p in added for topic in self.views]
             self._attach(tps)
-            consumer.incremental_assign(tps)
+            self._assign(consumer, tps)
             for p in added:
                 self._assigned[p] = [tp for tp in tps if tp.partition == p]
         if dropped or added:
