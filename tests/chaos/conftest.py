@@ -21,8 +21,15 @@ P = 6
 MAX_LAG = 1000
 
 
+_PREFIXES: set[str] = set()
+
+
 def words(prefix: str) -> list[str]:
-    """40 words of one test: each test counts words of its own from 0."""
+    """40 words of one test: each test counts words of its own from 0, so a prefix is
+    taken once per session (the tests share one cluster, and its counts)."""
+    if prefix in _PREFIXES:
+        raise ValueError(f"words({prefix!r}) is taken by another chaos test: pick a new prefix")
+    _PREFIXES.add(prefix)
     return [f"{prefix}{i:02d}" for i in range(40)]
 
 

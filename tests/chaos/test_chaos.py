@@ -301,7 +301,7 @@ def test_a_restarted_node_takes_its_partitions_back_and_no_max_lag_0_read_fails(
             local.start_node(restarted)  # same id and state directory: it takes partitions back
             marks["back"] = chaos.wait_stable(gateway)
 
-        answers, marks = _run(chaos, gateway, words("chaos-c"), scenario)
+        answers, marks = _run(chaos, gateway, words("chaos-e"), scenario)
     finally:
         process.stop()
     _report(answers, "max_lag 0, clean stop", marks["stop"], marks["stopped"])

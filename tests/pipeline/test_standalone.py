@@ -74,11 +74,18 @@ def _stop_cleanly(driver: ManagedProcess) -> None:
     spark-submit exits 0; a SIGTERM to spark-submit itself would end its JVM at once."""
     assert driver.pid is not None
     children = psutil.Process(driver.pid).children()  # also Python workers of the driver's
-    (python,) = [p for p in children if any(a.endswith("sparkapp.py") for a in p.cmdline())]
+    (python,) = [p for p in children if any(a.endswith("sparkapp.py") for a in _cmdline(p))]
     python.terminate()
     driver.wait_for_log("pipeline stopped", 120)
     wait_until(lambda: not driver.running(), 60, "spark-submit to exit")
     assert driver.returncode == 0, driver.log_tail()
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return []  # a child that ended already (a Python worker the driver started)
 
 
 @pytest.mark.timeout(900)
