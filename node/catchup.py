@@ -25,7 +25,7 @@ from node.errors import MalformedRequestError, NotCaughtUpError
 from node.partitions import PartitionRegistry
 from schema import APPLIED_AT_LEAST, Role
 
-__all__ = ["AppliedAtLeast", "parse_applied_at_least", "wait_applied"]
+__all__ = ["AppliedAtLeast", "extension_spec", "is_int", "parse_applied_at_least", "wait_applied"]
 
 MAX_WAIT_MS = 10_000
 # how often a waiting request looks at the applied offsets: the materializer applies a
@@ -43,22 +43,20 @@ class AppliedAtLeast:
 def parse_applied_at_least(extensions: Any) -> AppliedAtLeast | None:
     """The request's `appliedAtLeast`, None when it has none; MalformedRequestError when it
     is not of the documented shape."""
-    if not isinstance(extensions, dict) or extensions.get(APPLIED_AT_LEAST) is None:
-        return None
-    spec = extensions[APPLIED_AT_LEAST]
     problem = f'"extensions.{APPLIED_AT_LEAST}" must be {{"topic": str, "offsets": '
     problem += '{"<partition>": int}, "waitMs": int}'
-    if not isinstance(spec, dict):
-        raise MalformedRequestError(problem)
+    spec = extension_spec(extensions, APPLIED_AT_LEAST, problem)
+    if spec is None:
+        return None
     topic, offsets, wait_ms = spec.get("topic"), spec.get("offsets"), spec.get("waitMs")
     if not isinstance(topic, str) or not isinstance(offsets, dict):
         raise MalformedRequestError(problem)
-    if not _is_int(wait_ms):
+    if not is_int(wait_ms):
         raise MalformedRequestError(problem)
     if wait_ms < 0:
         raise MalformedRequestError(f"{problem}; waitMs 0 or more")
     try:
-        parsed = {int(p): o for p, o in offsets.items() if _is_int(o)}
+        parsed = {int(p): o for p, o in offsets.items() if is_int(o)}
     except ValueError as exc:
         raise MalformedRequestError(problem) from exc
     if len(parsed) != len(offsets):
@@ -66,7 +64,19 @@ def parse_applied_at_least(extensions: Any) -> AppliedAtLeast | None:
     return AppliedAtLeast(topic, parsed, min(wait_ms, MAX_WAIT_MS))
 
 
-def _is_int(value: Any) -> TypeGuard[int]:
+def extension_spec(extensions: Any, name: str, problem: str) -> dict[str, Any] | None:
+    """The object of request extension `name`, None when the request has none;
+    MalformedRequestError(`problem`) when it is not an object."""
+    if not isinstance(extensions, dict) or extensions.get(name) is None:
+        return None
+    spec = extensions[name]
+    if not isinstance(spec, dict):
+        raise MalformedRequestError(problem)
+    return spec
+
+
+def is_int(value: Any) -> TypeGuard[int]:
+    """An int that is no bool (JSON true is not an offset)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
-from node.catchup import AppliedAtLeast, wait_applied
+from node.catchup import AppliedAtLeast, extension_spec, is_int, wait_applied
 from node.endprobe import EndProbe, EndUnknownError
 from node.errors import MalformedRequestError, NotCaughtUpError, NotCurrentError
 from node.partitions import PartitionRegistry
@@ -43,25 +43,19 @@ class ReadCurrent:
 def parse_read_current(extensions: Any) -> ReadCurrent | None:
     """The request's `readCurrent`, None when it has none; MalformedRequestError when it is
     not of the documented shape."""
-    if not isinstance(extensions, dict) or extensions.get(READ_CURRENT) is None:
-        return None
-    spec = extensions[READ_CURRENT]
     problem = f'"extensions.{READ_CURRENT}" must be {{"topic": str, "partitions": [int], '
     problem += '"waitMs": int 0 or more}'
-    if not isinstance(spec, dict):
-        raise MalformedRequestError(problem)
+    spec = extension_spec(extensions, READ_CURRENT, problem)
+    if spec is None:
+        return None
     topic, partitions, wait_ms = spec.get("topic"), spec.get("partitions"), spec.get("waitMs")
     if not isinstance(topic, str) or not isinstance(partitions, list):
         raise MalformedRequestError(problem)
-    if not all(_is_int(p) and p >= 0 for p in partitions):
+    if not all(is_int(p) and p >= 0 for p in partitions):
         raise MalformedRequestError(problem)
-    if not _is_int(wait_ms) or wait_ms < 0:
+    if not is_int(wait_ms) or wait_ms < 0:
         raise MalformedRequestError(problem)
     return ReadCurrent(topic, tuple(sorted(set(partitions))), min(wait_ms, MAX_WAIT_MS))
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 async def prove_current(
