@@ -59,7 +59,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from gateway.timestamps import from_ms
+from gateway.timestamps import iso_ms
 from runtime.graphql_http.limits import (
     IntrospectionDisabledError,
     QueryLimitError,
@@ -331,7 +331,7 @@ class PartitionUnassignedError(RoutingError):
     ) -> None:
         super().__init__(
             view,
-            f"no live node holds it; node {node} last did (as of {_utc_text(last_seen_ms)}) "
+            f"no live node holds it; node {node} last did (as of {iso_ms(last_seen_ms)}) "
             "and is gone or gave it up, and no node has taken it over yet: retry once the "
             "consumer group has moved it, or allow a standby copy with maxLag > 0",
             partitions=partitions,
@@ -341,10 +341,10 @@ class PartitionUnassignedError(RoutingError):
         self.last_seen_ms = last_seen_ms
 
     def extensions(self) -> dict[str, Any]:
-        return {**super().extensions(), "lastSeen": _utc_text(self.last_seen_ms)}
+        return {**super().extensions(), "lastSeen": iso_ms(self.last_seen_ms)}
 
     def partition_extensions(self, partition: int) -> dict[str, Any]:
-        last_seen = _utc_text(self.last_seen_ms)
+        last_seen = iso_ms(self.last_seen_ms)
         return {**super().partition_extensions(partition), "lastSeen": last_seen}
 
 
@@ -406,8 +406,3 @@ class NotCaughtUpError(RoutingError):
 
 class NodeProtocolError(RoutingError):
     reason = Reason.PROTOCOL_ERROR
-
-
-def _utc_text(ms: int) -> str:
-    """`ms` since the epoch as ISO-8601 UTC, to the millisecond."""
-    return from_ms(ms).isoformat(timespec="milliseconds")

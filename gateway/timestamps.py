@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["EPOCH", "ceil_ms", "floor_ms", "from_ms", "iso", "parse_utc"]
+__all__ = ["EPOCH", "ceil_ms", "floor_ms", "from_ms", "iso", "iso_ms", "parse_utc"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -32,6 +32,11 @@ def ceil_ms(moment: datetime) -> int:
 def iso(moment: datetime) -> str:
     """ISO-8601 in UTC, as the DateTime scalar of the node subgraph expects it."""
     return moment.astimezone(UTC).isoformat()
+
+
+def iso_ms(ms: int) -> str:
+    """`ms` since the epoch as ISO-8601 UTC, to the millisecond."""
+    return from_ms(ms).isoformat(timespec="milliseconds")
 
 
 def parse_utc(text: str) -> datetime:
