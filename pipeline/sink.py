@@ -34,7 +34,6 @@ class BatchProducer:
 
     def __init__(self, kafka: str | KafkaSettings, client_id: str, timeout_s: float = 30.0) -> None:
         self.kafka = KafkaSettings.of(kafka)
-        self.bootstrap = self.kafka.bootstrap
         self.timeout_s = timeout_s
         self._producer = Producer(batch_producer_config(self.kafka, client_id, timeout_s))
         self._failures: list[str] = []  # the first few, for the message
@@ -90,7 +89,7 @@ class BatchProducer:
         if left or failed:
             raise DeliveryError(
                 f"{what}: {failed} of {sent} records failed and {left} were unacknowledged "
-                f"after {self.timeout_s} s on {self.bootstrap}: {'; '.join(failures)}"
+                f"after {self.timeout_s} s on {self.kafka.bootstrap}: {'; '.join(failures)}"
             )
         return sent
 

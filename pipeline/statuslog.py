@@ -49,7 +49,6 @@ class StatusPublisher:
 
     def __init__(self, kafka: str | KafkaSettings, timeout_s: float = 30.0) -> None:
         self.kafka = KafkaSettings.of(kafka)
-        self.bootstrap = self.kafka.bootstrap
         self.timeout_s = timeout_s
         self._producer = Producer(status_producer_config(self.kafka, timeout_s))
 
@@ -72,7 +71,7 @@ class StatusPublisher:
     def close(self) -> None:
         left = self._producer.flush(self.timeout_s)
         if left:
-            log.warning("%d status records undelivered to %s", left, self.bootstrap)
+            log.warning("%d status records undelivered to %s", left, self.kafka.bootstrap)
         self._producer.close()
 
     def __enter__(self) -> StatusPublisher:

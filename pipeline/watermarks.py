@@ -42,7 +42,6 @@ class WatermarkProbe:
 
     def __init__(self, kafka: str | KafkaSettings, topic: str, timeout_s: float = 10.0) -> None:
         self.kafka = KafkaSettings.of(kafka)
-        self.bootstrap = self.kafka.bootstrap
         self.topic = topic
         self.timeout_s = timeout_s
         # a short fetch wait: an idle partition answers end-of-partition quickly
@@ -54,7 +53,7 @@ class WatermarkProbe:
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None or not topic.partitions:
             raise SourceError(
-                f"topic {self.topic} has no partitions on {self.bootstrap}: create it first"
+                f"topic {self.topic} has no partitions on {self.kafka.bootstrap}: create it first"
             )
         return sorted(topic.partitions)
 
@@ -95,7 +94,7 @@ class WatermarkProbe:
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     raise SourceError(
                         f"topic {self.topic} partition {message.partition()}: fetch failed "
-                        f"on {self.bootstrap}: {error}"
+                        f"on {self.kafka.bootstrap}: {error}"
                     )
                 partition = message.partition()
                 if partition is not None:
