@@ -464,10 +464,11 @@ class Replicator:
         stored = store.offsets()
         applied = {topic: stored.get(topic, 0) for topic in self.views}
         self._positions.update({(t, partition): n for t, n in applied.items()})
-        self.registry.record_applied(partition, applied)
         if damage is not None or partition in self._restores:
             self._restores[partition] = _Restore(time.monotonic(), applied)
             self.registry.restart_restore(partition, applied)
+        else:
+            self.registry.record_applied(partition, applied)
         return stored
 
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
