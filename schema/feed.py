@@ -1,0 +1,94 @@
+"""The change feed between a node and the gateway: what the node applied, per follow.
+
+The gateway opens one WebSocket per node at `FEED_PATH` (subprotocol `FEED_SUBPROTOCOL`,
+the handshake signed with the cluster secret like a node call) and sends JSON text frames;
+the node answers with JSON text frames. One connection carries any number of *follows*,
+each a stream of one partition's changes of some views (optionally of some keys only),
+from given changelog offsets, in offset order per changelog topic.
+
+Gateway to node:
+
+    {"type": "follow", "id": 7, "partition": 3, "views": ["wordcount"],
+     "keys": ["kafka"] | null, "from": {"<changelog topic>": <next offset>} | null}
+    {"type": "unfollow", "id": 7}
+
+`from` names, per changelog topic of `views`, the first offset wanted; a topic it leaves
+out (or `from: null`) starts at the copy's applied offset now (only new changes). A follow
+from an offset the node no longer keeps in memory is replayed from the changelog, so a
+follow never has a gap.
+
+Node to gateway:
+
+    {"type": "following", "id": 7, "partition": 3, "role": "ACTIVE", "state": "RUNNING",
+     "from": {topic: offset}, "applied": {topic: next offset}, "end": {topic: end offset}}
+    {"type": "changes", "id": 7, "changes": [<change>, ...], "applied": {topic: next offset}}
+    {"type": "progress", "id": 7, "role": ..., "state": ..., "applied": {...}, "end": {...}}
+    {"type": "gone", "id": 7, "reason": "..."}   # the node stopped holding the partition
+    {"type": "error", "id": 7 | null, "message": "..."}
+
+`following` comes first for each follow, with the offsets it starts from. `applied` of a
+`changes` frame is where the follow stands after it: every change of those topics below it
+was sent. A change is `Change.to_json()`: the view, key, changelog offset, and the row
+that record made (the changelog value's JSON object, see schema.changelog) or `null` when
+it deleted the entry `at` names (a window's start; an event's position; [] for a key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FEED_PATH", "FEED_SUBPROTOCOL", "Change", "FeedFrameError", "offsets_of"]
+
+FEED_PATH = "/feed"
+FEED_SUBPROTOCOL = "statefed-feed.v1"
+
+
+class FeedFrameError(ValueError):
+    """A feed frame that is not what this module describes."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One applied changelog record: `row` is its value's JSON object, None for a delete."""
+
+    view: str
+    key: str
+    offset: int
+    row: Mapping[str, Any] | None
+    at: tuple[int, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"view": self.view, "key": self.key, "offset": self.offset, "row": self.row,
+                "at": list(self.at)}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Change:
+        """The change `doc` encodes; FeedFrameError naming what is wrong with it."""
+        if not isinstance(doc, dict):
+            raise FeedFrameError(f"a change is an object, not {type(doc).__name__}")
+        view, key, offset, row = doc.get("view"), doc.get("key"), doc.get("offset"), doc.get("row")
+        at = doc.get("at", [])
+        if not isinstance(view, str) or not isinstance(key, str):
+            raise FeedFrameError(f"change {str(doc)[:200]}: view and key must be strings")
+        if not _is_offset(offset):
+            raise FeedFrameError(f"change {str(doc)[:200]}: offset must be an int >= 0")
+        if row is not None and not isinstance(row, dict):
+            raise FeedFrameError(f"change {str(doc)[:200]}: row must be an object or null")
+        if not isinstance(at, list) or not all(_is_offset(part) for part in at):
+            raise FeedFrameError(f"change {str(doc)[:200]}: at must be a list of ints >= 0")
+        return cls(view, key, offset, row, tuple(at))
+
+
+def _is_offset(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def offsets_of(doc: object, what: str) -> dict[str, int]:
+    """The {topic: offset} object `doc` of a frame's field `what`, checked."""
+    if not isinstance(doc, dict) or not all(
+        isinstance(topic, str) and _is_offset(offset) for topic, offset in doc.items()
+    ):
+        raise FeedFrameError(f"{what} must map changelog topics to offsets >= 0, not {doc!r:.200}")
+    return dict(doc)
