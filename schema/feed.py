@@ -72,7 +72,7 @@ class Change:
         at = doc.get("at", [])
         if not isinstance(view, str) or not isinstance(key, str):
             raise FeedFrameError(f"change {str(doc)[:200]}: view and key must be strings")
-        if not _is_offset(offset):
+        if not isinstance(offset, int) or not _is_offset(offset):
             raise FeedFrameError(f"change {str(doc)[:200]}: offset must be an int >= 0")
         if row is not None and not isinstance(row, dict):
             raise FeedFrameError(f"change {str(doc)[:200]}: row must be an object or null")
