@@ -9,13 +9,16 @@ from given changelog offsets, in offset order per changelog topic.
 Gateway to node:
 
     {"type": "follow", "id": 7, "partition": 3, "views": ["wordcount"],
-     "keys": ["kafka"] | null, "from": {"<changelog topic>": <next offset>} | null}
+     "keys": ["kafka"] | null, "from": {"<changelog topic>": <next offset>} | null,
+     "snapshot": false}
     {"type": "unfollow", "id": 7}
 
 `from` names, per changelog topic of `views`, the first offset wanted; a topic it leaves
 out (or `from: null`) starts at the copy's applied offset now (only new changes). A follow
 from an offset the node no longer keeps in memory is replayed from the changelog, so a
-follow never has a gap.
+follow never has a gap. With `"snapshot": true` (only with `keys`, and no `from`), the
+node first sends the current row of every asked key (null if it has none), read
+atomically with the offsets the follow then continues from.
 
 Node to gateway:
 
@@ -26,7 +29,9 @@ Node to gateway:
     {"type": "gone", "id": 7, "reason": "..."}   # the node stopped holding the partition
     {"type": "error", "id": 7 | null, "message": "..."}
 
-`following` comes first for each follow, with the offsets it starts from. `applied` of a
+`following` comes first for each follow, with the offsets it starts from; then, for a
+snapshot follow, one `changes` frame of snapshot changes (`"snapshot": true`, `offset` =
+the applied offset of the view's topic: the row holds every record below it). `applied` of a
 `changes` frame is where the follow stands after it: every change of those topics below it
 was sent. A change is `Change.to_json()`: the view, key, changelog offset, and the row
 that record made (the changelog value's JSON object, see schema.changelog) or `null` when
@@ -58,10 +63,14 @@ class Change:
     offset: int
     row: Mapping[str, Any] | None
     at: tuple[int, ...] = field(default=())
+    snapshot: bool = False  # the key's row as of `offset` (next offset), not one record
 
     def to_json(self) -> dict[str, Any]:
-        return {"view": self.view, "key": self.key, "offset": self.offset, "row": self.row,
-                "at": list(self.at)}  # fmt: skip
+        doc = {"view": self.view, "key": self.key, "offset": self.offset, "row": self.row,
+               "at": list(self.at)}  # fmt: skip
+        if self.snapshot:
+            doc["snapshot"] = True
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any) -> Change:
@@ -78,7 +87,10 @@ class Change:
             raise FeedFrameError(f"change {str(doc)[:200]}: row must be an object or null")
         if not isinstance(at, list) or not all(_is_offset(part) for part in at):
             raise FeedFrameError(f"change {str(doc)[:200]}: at must be a list of ints >= 0")
-        return cls(view, key, offset, row, tuple(at))
+        snapshot = doc.get("snapshot", False)
+        if not isinstance(snapshot, bool):
+            raise FeedFrameError(f"change {str(doc)[:200]}: snapshot must be a boolean")
+        return cls(view, key, offset, row, tuple(at), snapshot)
 
 
 def _is_offset(value: object) -> bool:
