@@ -1,8 +1,15 @@
 """GraphiQL served from the package itself: these machines have no internet, so no CDN.
 
 `static/` holds the unmodified UMD builds from npm (`npm pack graphiql@3.9.0 react@18.3.1
-react-dom@18.3.1`: `graphiql.min.js`, `graphiql.min.css`, `umd/react.production.min.js`,
-`umd/react-dom.production.min.js`) with their MIT LICENSE files. React 19 has no UMD build.
+react-dom@18.3.1 graphql-ws@5.16.2`: `graphiql.min.js`, `graphiql.min.css`,
+`umd/react.production.min.js`, `umd/react-dom.production.min.js`,
+`umd/graphql-ws.min.js`) with their MIT LICENSE files. React 19 has no UMD build, nor has
+graphql-ws 6.
+
+Subscriptions run over the gateway's `graphql-transport-ws` WebSocket at the same path as
+queries. The browser cannot set headers on a WebSocket, so the page sends the
+`Authorization` header of GraphiQL's header editor in the connection's `connection_init`
+payload.
 """
 
 from __future__ import annotations
@@ -17,7 +24,12 @@ __all__ = ["STATIC_PREFIX", "StaticAssets", "graphiql_page"]
 
 STATIC_PREFIX = "/static/"
 
-_SCRIPTS = ("react.production.min.js", "react-dom.production.min.js", "graphiql.min.js")
+_SCRIPTS = (
+    "react.production.min.js",
+    "react-dom.production.min.js",
+    "graphql-ws.min.js",
+    "graphiql.min.js",
+)
 _STYLES = ("graphiql.min.css",)
 _CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
@@ -48,7 +60,21 @@ def graphiql_page(endpoint: str, default_query: str) -> bytes:
 {scripts}
 <script>
 const options = {options};
-const fetcher = GraphiQL.createFetcher({{ url: options.url }});
+const socketUrl = new URL(options.url, location.href);
+socketUrl.protocol = socketUrl.protocol === "https:" ? "wss:" : "ws:";
+let editorHeaders = {{}};  // the header editor's headers of the newest operation
+function authorization() {{
+  const value = editorHeaders.Authorization || editorHeaders.authorization;
+  return value ? {{ Authorization: value }} : {{}};
+}}
+const wsClient = graphqlWs.createClient({{
+  url: socketUrl.href, lazy: true, connectionParams: authorization,
+}});
+const base = GraphiQL.createFetcher({{ url: options.url, wsClient: wsClient }});
+function fetcher(params, opts) {{
+  editorHeaders = (opts && opts.headers) || {{}};
+  return base(params, opts);
+}}
 ReactDOM.createRoot(document.getElementById("graphiql")).render(
   React.createElement(GraphiQL, {{ fetcher: fetcher, defaultQuery: options.query }})
 );

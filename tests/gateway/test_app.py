@@ -190,6 +190,7 @@ def test_graphiql_page_uses_only_local_assets_and_they_are_served() -> None:
         "/static/graphiql.min.css",
         "/static/react.production.min.js",
         "/static/react-dom.production.min.js",
+        "/static/graphql-ws.min.js",
         "/static/graphiql.min.js",
     }
     for url, response in assets.items():
@@ -197,7 +198,7 @@ def test_graphiql_page_uses_only_local_assets_and_they_are_served() -> None:
         assert response.content == (STATIC / url.removeprefix("/static/")).read_bytes()
         kind = "text/css" if url.endswith(".css") else "text/javascript"
         assert response.headers["content-type"].startswith(kind)
-    for name in ("graphiql", "react", "react-dom"):
+    for name in ("graphiql", "react", "react-dom", "graphql-ws"):
         assert "MIT License" in (STATIC / f"{name}.LICENSE").read_text()
 
 
