@@ -2,7 +2,8 @@
 
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
 (`gateway.execution`), every route behind the CORS allowlist (`gateway.cors`); WebSockets
-to `/graphql` speak graphql-transport-ws (`gateway.live.ws`). The
+to `/graphql` speak graphql-transport-ws (`gateway.live.ws`), `/graphql/stream` GraphQL over
+Server-Sent Events (`gateway.live.sse`). The
 lifespan starts the membership and pipeline status readers and the connections to the
 nodes and stops them; nothing is opened before start-up.
 With STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed
@@ -29,6 +30,7 @@ from gateway.kinds import kind_of
 from gateway.limits import QueryLimits
 from gateway.live.operations import Operations
 from gateway.live.slots import Slots
+from gateway.live.sse import STREAM_PATH, GraphQLEventStream
 from gateway.live.ws import GraphQLWebSocket
 from gateway.membership import MembershipReader
 from gateway.planner import Planner
@@ -125,6 +127,12 @@ class GatewayApp:
             init_timeout_s=config.live_init_timeout_ms / 1000,
             send_buffer=config.live_send_buffer,
         )
+        self._events = GraphQLEventStream(
+            operations,
+            self._authenticator,
+            max_body_bytes=config.max_body_bytes,
+            send_buffer=config.live_send_buffer,
+        )
 
     @property
     def feed(self) -> RoutingFeed | None:
@@ -214,6 +222,9 @@ class GatewayApp:
         path, method = scope["path"], scope["method"]
         if path == "/graphql":
             await self._graphql(scope, receive, send)
+            return
+        if path == STREAM_PATH:
+            await self._events(scope, receive, send)
             return
         try:
             if path == "/health" and method in ("GET", "HEAD"):

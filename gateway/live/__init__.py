@@ -3,6 +3,13 @@
 
 from gateway.live.operations import Operations
 from gateway.live.slots import Slots, TooManySubscriptions
+from gateway.live.sse import GraphQLEventStream
 from gateway.live.ws import GraphQLWebSocket
 
-__all__ = ["GraphQLWebSocket", "Operations", "Slots", "TooManySubscriptions"]
+__all__ = [
+    "GraphQLEventStream",
+    "GraphQLWebSocket",
+    "Operations",
+    "Slots",
+    "TooManySubscriptions",
+]

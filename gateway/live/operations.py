@@ -102,8 +102,8 @@ class Operations:
         self, request: GraphQLRequest, principal: Principal, connection: Slots.Connection
     ) -> Started:
         """Prepare, check and run `request` for `principal` on `connection`; RequestError
-        when the request itself is wrong (no operation of that name, or the server is not
-        started)."""
+        when the request itself is wrong (no operation of that name, a mutation sent by GET,
+        or the server is not started)."""
         request.caller = principal
         if not request.request_id:
             request.request_id = request_id(None)
@@ -113,6 +113,13 @@ class Operations:
         if prepared.document is None:
             return Refused(self.format(prepared.errors, rid, PARSE_FAILED))
         operation = prepared.operation(request.operation_name)
+        if operation.operation is OperationType.MUTATION and request.method == "GET":
+            raise RequestError(
+                "mutations are only accepted by POST with a JSON body",
+                405,
+                "METHOD_NOT_ALLOWED",
+                ((b"allow", b"POST"),),
+            )
         context = endpoint.context(request)
         refused = endpoint.refuse(prepared, operation, request, context)
         if refused:
