@@ -1,10 +1,12 @@
-"""A tiny schema for the transport tests: a finite `countdown`, endless `ticks`, a
-subscription that needs a scope, one that names its caller, and `running` (how many
-subscription generators are alive now), so a test sees a source stop."""
+"""A tiny schema for the transport tests: a finite `countdown`, endless `ticks`, a `flood`
+as fast as it is taken, a subscription that needs a scope, one that names its caller, and
+`running` (how many subscription generators are alive now), so a test sees a source stop."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 from collections.abc import AsyncGenerator
 
 import strawberry
@@ -13,7 +15,7 @@ from strawberry.types import Info
 from gateway.fields.common import authorize
 from gateway.request import RequestContext
 
-__all__ = ["SCHEMA", "SECRET_SCOPE", "Running"]
+__all__ = ["SCHEMA", "SECRET_SCOPE", "Flooded", "Running"]
 
 SECRET_SCOPE = "secret:read"
 _TICK_S = 0.02  # the pace of `ticks`, so an endless source does not flood a test client
@@ -23,6 +25,12 @@ class Running:
     """The subscription generators alive now (read by the tests in the server's process)."""
 
     count = 0
+
+
+class Flooded:
+    """How many events `flood` has produced (read by the tests in the server's process)."""
+
+    events = 0
 
 
 @strawberry.type
@@ -63,6 +71,18 @@ class Subscription:
                 yield tick
                 tick += 1
                 await asyncio.sleep(_TICK_S)
+        finally:
+            Running.count -= 1
+
+    @strawberry.subscription
+    async def flood(self, size: int) -> AsyncGenerator[str, None]:
+        """Events of `size` random characters (which WebSocket compression cannot shrink), as
+        fast as they are taken."""
+        Running.count += 1
+        try:
+            while True:
+                Flooded.events += 1
+                yield base64.b64encode(os.urandom(size))[:size].decode()
         finally:
             Running.count -= 1
 

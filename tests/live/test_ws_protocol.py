@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
 from gateway.config import GatewayConfig
-from tests.live.schema import Running
+from tests.live.schema import Flooded, Running
 from tests.live.serving import served
 from tooling.processes import wait_until
 
@@ -29,7 +29,13 @@ RECEIVE_S = 10.0
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    config = GatewayConfig(cors_origins=(LISTED,), live_init_timeout_ms=300, max_subscriptions=3)
+    config = GatewayConfig(
+        cors_origins=(LISTED,),
+        live_init_timeout_ms=300,
+        max_subscriptions=3,
+        live_send_buffer=4,
+        max_aliases=1,
+    )
     with served(config) as url:
         yield url
 
@@ -195,3 +201,47 @@ def test_the_total_limit_holds_across_connections(base: str) -> None:
     asyncio.run(scenario())
     # the clients went away without completing: their sources are stopped all the same
     wait_until(lambda: Running.count == 0, 10, lambda: f"{Running.count} sources still running")
+
+
+def test_a_client_that_does_not_read_holds_its_source_back(base: str) -> None:
+    """The gateway buffers a few messages for a client that stops reading, then stops pulling
+    its source; it resumes when the client reads again."""
+    size = 64 * 1024
+    flood = {"query": "subscription($n: Int!) { flood(size: $n) }", "variables": {"n": size}}
+
+    def settled(last: list[int]) -> int | None:
+        last.append(Flooded.events)  # the same count twice in a row: the source waits
+        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
+
+    async def scenario() -> None:
+        # close_timeout: megabytes are still in flight when the client leaves; do not wait
+        # for the gateway's close frame behind them
+        async with connect(
+            ws(base), subprotocols=[PROTOCOL], max_queue=1, close_timeout=0.5
+        ) as socket:
+            await send(socket, {"type": "connection_init"})
+            assert await receive(socket) == {"type": "connection_ack"}
+            await send(socket, {"id": "f", "type": "subscribe", "payload": flood})
+            assert len((await receive(socket))["payload"]["data"]["flood"]) == size
+            counts: list[int] = []
+            held = wait_until(lambda: settled(counts), 30, "the flood to be held back", 0.5)
+            # what fits in the send buffer (4), the sockets' buffers and the client's queue
+            assert held < 500, f"{held} events of 64 KiB produced for a client not reading"
+            for _ in range(held + 10):  # reading again lets the source run on
+                await receive(socket)
+            assert Flooded.events > held
+
+    asyncio.run(scenario())
+    wait_until(lambda: Running.count == 0, 10, "the flood to stop once its client left")
+
+
+def test_the_query_limits_apply_over_the_websocket(base: str) -> None:
+    async def scenario() -> None:
+        async with opened(base) as socket:
+            query = {"query": "{ a: hello b: hello c: hello }"}
+            await send(socket, {"id": "q", "type": "subscribe", "payload": query})
+            refused = await receive(socket)
+            assert (refused["id"], refused["type"]) == ("q", "error")
+            assert refused["payload"][0]["extensions"]["code"] == "TOO_MANY_ALIASES"
+
+    asyncio.run(scenario())
