@@ -72,8 +72,8 @@ Emit = Callable[[bytes], Awaitable[None]]
 
 class _Running:
     """One operation emitting its events with `emit` (wrapped with `ident` in single
-    connection mode), then `after`; `stop` ends it and stops its source, also when its task
-    was cancelled before it began."""
+    connection mode), then `after`, once `start`ed; `stop` ends it and stops its source, also
+    when its task was cancelled before it began."""
 
     def __init__(
         self,
@@ -82,11 +82,16 @@ class _Running:
         ident: str | None,
         after: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self._started = started
         self._stream = started if isinstance(started, Stream) else None
         self._emit = emit
         self._ident = ident
         self._after = after
-        self.task = asyncio.create_task(self._deliver(started))
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> _Running:
+        self._task = asyncio.create_task(self._deliver(self._started))
+        return self
 
     def _wrap(self, payload: Any) -> Any:
         return payload if self._ident is None else {"id": self._ident, "payload": payload}
@@ -108,8 +113,9 @@ class _Running:
             await self._after()
 
     async def stop(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
         if self._stream is not None:
             await self._stream.aclose()
 
@@ -210,7 +216,7 @@ class GraphQLEventStream:
         # started before the answer begins: a malformed request still gets its HTTP error
         started = await self._begin(operation, principal, Slots.Connection())
         events: asyncio.Queue[bytes | object] = asyncio.Queue(self._send_buffer)
-        running = _Running(started, events.put, None, lambda: events.put(_END))
+        running = _Running(started, events.put, None, lambda: events.put(_END)).start()
         try:
             await _stream(events, receive, send)
         finally:
@@ -264,7 +270,7 @@ class GraphQLEventStream:
                 del reservation.ops[ident]
 
         running = _Running(started, reservation.events.put, ident, done)
-        reservation.ops[ident] = running
+        reservation.ops[ident] = running.start()
 
     async def _stop(self, reservation: _Reservation, request: _Request) -> None:
         ident = request.params.get("operationId", [""])[0]

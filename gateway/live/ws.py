@@ -74,13 +74,14 @@ class _Close(Exception):
         self.code = code
 
 
-def origin_allowed(policy: CorsPolicy, origin: bytes | None, host: bytes | None, tls: bool) -> bool:
+def origin_allowed(policy: CorsPolicy, origin: bytes | None, host: bytes | None) -> bool:
     """True when a WebSocket handshake from `origin` may open: no Origin (not a browser), the
-    gateway's own origin (`host` over http(s)), or one the CORS allowlist names (or `*`)."""
+    gateway's own pages (the origin's host and port are the handshake's `Host`, over http or
+    https: a TLS-terminating proxy may sit between), or one the CORS allowlist names (or
+    `*`)."""
     if origin is None or policy.any or origin in policy.listed:
         return True
-    own = (b"https://" if tls else b"http://") + (host or b"")
-    return host is not None and origin == own
+    return host is not None and origin in (b"http://" + host, b"https://" + host)
 
 
 class GraphQLWebSocket:
@@ -98,11 +99,11 @@ class GraphQLWebSocket:
         send_buffer: int,
         path: str = "/graphql",
     ) -> None:
-        self._operations = operations
-        self._authenticator = authenticator
+        self.operations = operations
+        self.authenticator = authenticator
         self._cors = cors
-        self._init_timeout_s = init_timeout_s
-        self._send_buffer = send_buffer
+        self.init_timeout_s = init_timeout_s
+        self.send_buffer = send_buffer
         self._path = path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -125,8 +126,7 @@ class GraphQLWebSocket:
         if scope["path"] != self._path:
             return 404, f"no WebSocket endpoint at {scope['path']}: use {self._path}"
         headers = dict(scope["headers"])
-        tls = scope.get("scheme") == "wss"
-        if not origin_allowed(self._cors, headers.get(b"origin"), headers.get(b"host"), tls):
+        if not origin_allowed(self._cors, headers.get(b"origin"), headers.get(b"host")):
             return 403, (
                 "the page's origin may not open WebSockets to the gateway: add it to "
                 "STATEFED_GATEWAY_CORS_ORIGINS"
@@ -145,7 +145,7 @@ class _Connection:
         self._token: bytes | None = None
         self._initialised = False
         self._acknowledged = asyncio.Event()
-        self._outbox: asyncio.Queue[str | _Close] = asyncio.Queue(server._send_buffer)
+        self._outbox: asyncio.Queue[str | _Close] = asyncio.Queue(server.send_buffer)
         self._closing: _Close | None = None
         self._ops: dict[str, asyncio.Task[None]] = {}
         self._slots = Slots.Connection()
@@ -217,7 +217,7 @@ class _Connection:
     async def _principal(self) -> Principal:
         """The connection's principal, its token verified now; closes when it is refused."""
         try:
-            return await self._server._authenticator.principal(self._token)
+            return await self._server.authenticator.principal(self._token)
         except Unauthenticated as exc:
             if exc.description is None:
                 raise _Close(
@@ -266,7 +266,7 @@ class _Connection:
     async def _run(self, ident: str, request: GraphQLRequest) -> None:
         principal = await self._principal()
         try:
-            started = await self._server._operations.start(request, principal, self._slots)
+            started = await self._server.operations.start(request, principal, self._slots)
         except RequestError as exc:
             await self._put({"id": ident, "type": "error", "payload": request_refusal(exc)})
             return
@@ -320,7 +320,7 @@ class _Connection:
             await self._send({"type": "websocket.send", "text": item})
 
     async def _init_timer(self) -> None:
-        await asyncio.sleep(self._server._init_timeout_s)
+        await asyncio.sleep(self._server.init_timeout_s)
         if not self._initialised:
             self._close(_Close(CloseCode.INIT_TIMEOUT, "Connection initialisation timeout"))
 
