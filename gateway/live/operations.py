@@ -146,6 +146,7 @@ class Operations:
                 context_value=context,
                 variable_values=request.variables,
                 operation_name=name,
+                executor_class=self._schema.execution_context_class,  # as `run` executes
             )
             if not isinstance(source, ExecutionResult | AsyncIterator):
                 source = await source

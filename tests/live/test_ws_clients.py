@@ -17,6 +17,7 @@ import jwt
 import pytest
 
 from gateway.config import GatewayConfig
+from tests.http.servers import served_gateway
 from tests.live.clients import Step, run
 from tests.live.schema import SECRET_SCOPE
 from tests.live.serving import served
@@ -147,3 +148,16 @@ def test_no_token_is_4401_and_a_refused_one_4403(issuer: Issuer, client: str) ->
         refused = run(client, url, [Step("{ hello }")], token=expired)
         assert refused["closes"] == [{"code": 4403, "reason": "Forbidden: the token has expired"}]
         assert refused["steps"][0]["error"] is not None and not refused["steps"][0]["results"]
+
+
+def test_the_gateways_own_schema_answers_over_the_websocket() -> None:
+    """The catalogue's schema, not only the test one: a lookup over the WebSocket reaches the
+    (fake) node and answers as /graphql does, freshness included."""
+    with served_gateway() as gateway:
+        url = gateway.url.replace("http://", "ws://")
+        done = run("graphql-ws", url, [Step('{ wordCount(word: "kafka") { count } }')])
+    (lookup,) = done["steps"]
+    (answer,) = lookup["results"]
+    assert answer["data"] == {"wordCount": {"count": 3}}
+    assert answer["extensions"]["freshness"][0]["node"] == "n0"
+    assert gateway.node.requests >= 1
