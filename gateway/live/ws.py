@@ -144,7 +144,7 @@ class _Connection:
         self._header_token = authorization(scope["headers"])
         self._token: bytes | None = None
         self._initialised = False
-        self._acknowledged = asyncio.Event()
+        self._acknowledged = False
         self._outbox: asyncio.Queue[str | _Close] = asyncio.Queue(server.send_buffer)
         self._closing: _Close | None = None
         self._ops: dict[str, asyncio.Task[None]] = {}
@@ -211,7 +211,7 @@ class _Connection:
             raise _Close(CloseCode.BAD_REQUEST, "the payload's Authorization must be a string")
         self._token = token.encode("latin-1", "replace") if token else self._header_token
         await self._principal()
-        self._acknowledged.set()
+        self._acknowledged = True
         await self._put({"type": "connection_ack"})
 
     async def _principal(self) -> Principal:
@@ -227,7 +227,7 @@ class _Connection:
             raise _Close(CloseCode.FORBIDDEN, f"Forbidden: {exc.description}") from None
 
     def _subscribe(self, message: dict[str, Any]) -> None:
-        if not self._acknowledged.is_set():
+        if not self._acknowledged:
             raise _Close(CloseCode.UNAUTHORIZED, "Unauthorized")
         ident = message["id"]
         if ident in self._ops:
