@@ -1,7 +1,9 @@
 """The gateway's ASGI app: GET/POST /graphql, GraphiQL, /health and the GraphiQL assets.
 
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
-(`gateway.execution`), every route behind the CORS allowlist (`gateway.cors`). The
+(`gateway.execution`), every route behind the CORS allowlist (`gateway.cors`); WebSockets
+to `/graphql` speak graphql-transport-ws (`gateway.live.ws`), `/graphql/stream` GraphQL over
+Server-Sent Events (`gateway.live.sse`). The
 lifespan starts the membership and pipeline status readers and the connections to the
 nodes and stops them; nothing is opened before start-up.
 With STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import strawberry
 
 from gateway.auth import Authenticator, Unauthenticated, authenticator_for, authorization
 from gateway.config import GatewayConfig
@@ -25,6 +28,10 @@ from gateway.execution import GatewayEndpoint
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.kinds import kind_of
 from gateway.limits import QueryLimits
+from gateway.live.operations import Operations
+from gateway.live.slots import Slots
+from gateway.live.sse import STREAM_PATH, GraphQLEventStream
+from gateway.live.ws import GraphQLWebSocket
 from gateway.membership import MembershipReader
 from gateway.planner import Planner
 from gateway.principal import ANONYMOUS, Principal
@@ -70,7 +77,8 @@ class GatewayApp:
     writes the produce mutation's events instead of a Kafka producer made at start-up (when
     STATEFED_GATEWAY_PRODUCE is on; it is then yours to close). `clock` is the gateway's
     time: membership ages, health, produce's eventTime bounds and rate, re-reads of a JWKS
-    (`gateway.keys`).
+    (`gateway.keys`). `schema` serves that schema instead of the catalogue's (tests of the
+    subscription transports).
     """
 
     def __init__(
@@ -83,10 +91,11 @@ class GatewayApp:
         catalogue: Iterable[View] = CATALOGUE,
         clock: Callable[[], int] = wall_clock_ms,
         producer: EventProducer | None = None,
+        schema: strawberry.Schema | None = None,
     ) -> None:
         self.config = config
         self._catalogue = tuple(catalogue)
-        self._schema = build_schema(self._catalogue)
+        self._schema = schema or build_schema(self._catalogue)
         limits = QueryLimits(config, self._schema._schema, self._catalogue)
         self._feed = feed
         self._statuses = statuses
@@ -107,7 +116,23 @@ class GatewayApp:
             config.max_tokens,
         )
         self._documents = self._graphql.documents
-        self._serve = Cors(self._http, CorsPolicy(config.cors_origins))
+        cors = CorsPolicy(config.cors_origins)
+        self._serve = Cors(self._http, cors)
+        slots = Slots(config.max_subscriptions, config.max_subscriptions_per_connection)
+        operations = Operations(self._graphql, self._schema, slots)
+        self._websocket = GraphQLWebSocket(
+            operations,
+            self._authenticator,
+            cors,
+            init_timeout_s=config.live_init_timeout_ms / 1000,
+            send_buffer=config.live_send_buffer,
+        )
+        self._events = GraphQLEventStream(
+            operations,
+            self._authenticator,
+            max_body_bytes=config.max_body_bytes,
+            send_buffer=config.live_send_buffer,
+        )
 
     @property
     def feed(self) -> RoutingFeed | None:
@@ -117,6 +142,8 @@ class GatewayApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self._serve(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
@@ -195,6 +222,9 @@ class GatewayApp:
         path, method = scope["path"], scope["method"]
         if path == "/graphql":
             await self._graphql(scope, receive, send)
+            return
+        if path == STREAM_PATH:
+            await self._events(scope, receive, send)
             return
         try:
             if path == "/health" and method in ("GET", "HEAD"):

@@ -145,6 +145,22 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     produce_scope: str = setting("STATEFED_GATEWAY_PRODUCE_SCOPE", "statefed:produce")
     operator_scope: str = setting("STATEFED_GATEWAY_OPERATOR_SCOPE", "statefed:operator")
 
+    # subscriptions (gateway.live): running at once in the gateway, and on one connection
+    # (a WebSocket, an SSE reservation); one over either is refused TOO_MANY_SUBSCRIPTIONS
+    max_subscriptions: int = setting(
+        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS", 10_000, low=1, high=10_000_000
+    )
+    max_subscriptions_per_connection: int = setting(
+        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS_PER_CONNECTION", 100, low=1, high=1_000_000
+    )
+    # how long a WebSocket may wait before its connection_init (graphql-ws's default)
+    live_init_timeout_ms: int = setting(
+        "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS", 3000, low=1, high=600_000
+    )
+    # messages waiting to be sent on one subscription connection: a client that does not
+    # read makes its subscriptions wait (and conflate) instead of the gateway buffering more
+    live_send_buffer: int = setting("STATEFED_GATEWAY_LIVE_SEND_BUFFER", 64, low=1, high=100_000)
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.hedge_min_ms > self.hedge_max_ms:

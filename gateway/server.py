@@ -42,8 +42,8 @@ class _Server(uvicorn.Server):
 
 def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
     """uvicorn settings of the gateway: uvloop, httptools (answering over-long GET targets
-    with a JSON 414), the app's lifespan, no access log; HTTPS with the configured
-    certificate."""
+    with a JSON 414), websockets (messages up to the body limit), the app's lifespan, no
+    access log; HTTPS with the configured certificate."""
     config = app.config
     return uvicorn.Config(
         app,
@@ -51,6 +51,10 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
         port=config.port,
         loop="uvloop",
         http=GraphQLHttpToolsProtocol,
+        # GraphQL subscriptions over WebSocket (gateway.live.ws); the sans-I/O implementation on
+        # websockets' current API (its legacy one is deprecated), with write flow control
+        ws="websockets-sansio",
+        ws_max_size=config.max_body_bytes,  # a subscribe message is bounded as a POST body
         lifespan="on",
         log_level=config.log_level,
         access_log=False,

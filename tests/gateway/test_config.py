@@ -73,6 +73,10 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_JWT_LEEWAY_S": "5",
         "STATEFED_GATEWAY_PRODUCE_SCOPE": "write",
         "STATEFED_GATEWAY_OPERATOR_SCOPE": "ops",
+        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS": "9",
+        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS_PER_CONNECTION": "3",
+        "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS": "250",
+        "STATEFED_GATEWAY_LIVE_SEND_BUFFER": "16",
     }
     config = GatewayConfig.from_env(environ)
     # the secret file is the JWKS's alternative: read in a configuration of its own
@@ -108,6 +112,8 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         5,
     )
     assert (config.produce_scope, config.operator_scope) == ("write", "ops")
+    assert (config.max_subscriptions, config.max_subscriptions_per_connection) == (9, 3)
+    assert (config.live_init_timeout_ms, config.live_send_buffer) == (250, 16)
 
 
 @pytest.mark.parametrize(

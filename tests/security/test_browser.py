@@ -181,7 +181,7 @@ def test_a_preflight_from_a_listed_origin_is_allowed() -> None:
     headers = cors_headers(seen)
     assert headers.pop("access-control-allow-origin") == LISTED
     assert headers.pop("access-control-allow-credentials") == "true"
-    assert headers.pop("access-control-allow-methods") == "GET, POST"
+    assert headers.pop("access-control-allow-methods") == "GET, POST, PUT, DELETE"
     assert int(headers.pop("access-control-max-age")) > 0
     allowed = {h.strip() for h in headers.pop("access-control-allow-headers").split(",")}
     assert {
@@ -190,6 +190,7 @@ def test_a_preflight_from_a_listed_origin_is_allowed() -> None:
         "apollo-require-preflight",
         "x-apollo-operation-name",
         "traceparent",
+        "x-graphql-event-stream-token",
     } <= allowed
     assert headers == {}
     assert seen.headers["vary"] == "origin"

@@ -1,0 +1,179 @@
+"""One GraphQL operation of a subscription transport, run the way `/graphql` runs a request.
+
+Both transports (`gateway.live.ws`, `gateway.live.sse`) hand every operation to `Operations`:
+the query text goes through the endpoint's document cache (parsed once, at most
+STATEFED_GATEWAY_MAX_TOKENS tokens), the operation is picked, the request gets the endpoint's
+context for the transport's principal, the endpoint's query limits (`refuse`) run before the
+document is validated, and a query or mutation runs through the endpoint's own `run`. A
+subscription runs graphql-core's `subscribe` on the same schema and becomes a `Stream` of
+response bodies, after it has taken a slot (`gateway.live.slots`). Every error is formatted
+as `/graphql` formats it: `extensions.code`, server faults masked and logged under the
+operation's id.
+
+The transports only speak their protocol; what they need of the server is this module's
+`Operations`, built over any `GraphQLHTTP` endpoint and the strawberry schema it serves (the
+gateway's, or a test's).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import strawberry
+from graphql import ExecutionResult, GraphQLError, OperationType, subscribe
+
+from gateway.live.slots import Slot, Slots
+from gateway.principal import Principal
+from runtime.graphql_http import GraphQLHTTP, GraphQLRequest, RequestError
+from runtime.graphql_http.request import request_id
+from runtime.graphql_http.response import PARSE_FAILED, VALIDATION_FAILED, format_errors
+
+__all__ = ["Operations", "Refused", "Single", "Started", "Stream", "request_refusal"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The operation did not run: `errors` (formatted) say why. A transport sends them as
+    its protocol's pre-execution error."""
+
+    errors: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Single:
+    """A query or mutation: its one response body."""
+
+    body: dict[str, Any]
+
+
+class Stream:
+    """A running subscription: its response bodies, one per event, until the source ends.
+    `aclose` stops the source (the resolver's generator runs its `finally`) and frees the
+    slot; a transport calls it whichever way the stream ends."""
+
+    def __init__(
+        self, source: AsyncIterator[ExecutionResult], slot: Slot, operations: Operations
+    ) -> None:
+        self._source = source
+        self._slot = slot
+        self._operations = operations
+        self.request_id = ""
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._bodies()
+
+    async def _bodies(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for result in self._source:
+                yield self._operations.body(result, self.request_id)
+        except Exception as exc:  # a resolver failed mid-stream: its last message says why
+            error = (
+                exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
+            )
+            yield {"errors": self._operations.format([error], self.request_id)}
+
+    async def aclose(self) -> None:
+        try:
+            aclose = getattr(self._source, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:
+            self._slot.release()
+
+
+Started = Refused | Single | Stream
+
+
+class Operations:
+    """Runs operations of `endpoint` (over `schema`) for the transports; subscriptions take a
+    slot of `slots` each."""
+
+    def __init__(self, endpoint: GraphQLHTTP[Any], schema: strawberry.Schema, slots: Slots) -> None:
+        self._endpoint = endpoint
+        self._schema = schema
+        self.slots = slots
+
+    async def start(
+        self, request: GraphQLRequest, principal: Principal, connection: Slots.Connection
+    ) -> Started:
+        """Prepare, check and run `request` for `principal` on `connection`; RequestError
+        when the request itself is wrong (no operation of that name, a mutation sent by GET,
+        or the server is not started)."""
+        request.caller = principal
+        if not request.request_id:
+            request.request_id = request_id(None)
+        rid = request.request_id
+        endpoint = self._endpoint
+        prepared = endpoint.documents.prepare(request.query)
+        if prepared.document is None:
+            return Refused(self.format(prepared.errors, rid, PARSE_FAILED))
+        operation = prepared.operation(request.operation_name)
+        if operation.operation is OperationType.MUTATION and request.method == "GET":
+            raise RequestError(
+                "mutations are only accepted by POST with a JSON body",
+                405,
+                "METHOD_NOT_ALLOWED",
+                ((b"allow", b"POST"),),
+            )
+        context = endpoint.context(request)
+        refused = endpoint.refuse(prepared, operation, request, context)
+        if refused:
+            return Refused(self.format(refused, rid))
+        invalid = endpoint.documents.validate(prepared)
+        if invalid:
+            return Refused(self.format(invalid, rid, VALIDATION_FAILED))
+        if operation.operation is not OperationType.SUBSCRIPTION:
+            outcome = await endpoint.run(prepared, operation, request, context)
+            body: dict[str, Any] = {}
+            if outcome.errors:
+                body["errors"] = self.format(outcome.errors, rid)
+            if not outcome.executed:
+                return Refused(body.get("errors", []))
+            body["data"] = outcome.data
+            endpoint.finish(body, context)
+            return Single(body)
+        slot = self.slots.take(connection)  # raises TooManySubscriptions
+        try:
+            name = None if operation.name is None else operation.name.value
+            source = subscribe(
+                self._schema._schema,
+                prepared.document,  # type: ignore[arg-type]  # not None: parsed above
+                context_value=context,
+                variable_values=request.variables,
+                operation_name=name,
+                executor_class=self._schema.execution_context_class,  # as `run` executes
+            )
+            if not isinstance(source, ExecutionResult | AsyncIterator):
+                source = await source
+        except BaseException:
+            slot.release()
+            raise
+        if isinstance(source, ExecutionResult):  # refused before its stream began
+            slot.release()
+            return Refused(self.format(source.errors or (), rid))
+        stream = Stream(source, slot, self)
+        stream.request_id = rid
+        return stream
+
+    def body(self, result: ExecutionResult, rid: str) -> dict[str, Any]:
+        """The response body of one event of a subscription."""
+        body: dict[str, Any] = {"data": result.data}
+        if result.errors:
+            body["errors"] = self.format(result.errors, rid)
+        return body
+
+    def format(
+        self, errors: Sequence[GraphQLError], rid: str, code: str | None = None
+    ) -> list[dict[str, Any]]:
+        return format_errors(errors, self._endpoint.error_extensions, code, rid)
+
+
+def request_refusal(exc: RequestError) -> list[dict[str, Any]]:
+    """The errors of a request refused before GraphQL ran (as `/graphql` words them)."""
+    errors: list[dict[str, Any]] = exc.body()["errors"]
+    return errors

@@ -1,0 +1,109 @@
+"""The real subscription clients, run with Node against a gateway: graphql-ws, graphql-sse and
+Apollo Client's GraphQLWsLink, pinned and installed with npm into `.cache/npm-live/` of the
+checkout (ignored by git) the first time, then reused. `run` hands `client.mjs` a plan of
+steps and returns what each step received."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PACKAGES", "Step", "install", "run"]
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = REPO / ".cache" / "npm-live"
+SCRIPT = Path(__file__).with_name("client.mjs")
+PACKAGES = {
+    "graphql-ws": "6.4.2",
+    "graphql-sse": "2.6.1",
+    "@apollo/client": "4.3.8",
+    "rxjs": "7.8.2",
+    "graphql": "16.15.0",
+    "ws": "8.23.0",  # Node 20 has no global WebSocket
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation of a plan: its `next` payloads are collected until it completes, fails,
+    or `take` arrived (then the client stops it, unless `hold`: then it runs on until the
+    plan ends); with `until`, it is asked again until its data equals `until` (within the
+    runner's deadline). Steps run one after the other."""
+
+    query: str
+    variables: dict[str, Any] | None = None
+    take: int | None = None
+    until: Any = None
+    hold: bool = False
+
+    def plan(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "variables": self.variables,
+            "take": self.take,
+            "until": self.until,
+            "hold": self.hold,
+        }
+
+
+def _installed(name: str) -> str | None:
+    manifest = PREFIX / "node_modules" / name / "package.json"
+    if not manifest.exists():
+        return None
+    version: str = json.loads(manifest.read_text())["version"]
+    return version
+
+
+def install() -> Path:
+    """The npm prefix holding the pinned packages, installed unless they already are."""
+    if all(_installed(n) == v for n, v in PACKAGES.items()):
+        return PREFIX
+    npm = shutil.which("npm")
+    assert npm is not None, "npm is needed to install the subscription clients"
+    PREFIX.mkdir(parents=True, exist_ok=True)
+    pinned = [f"{name}@{version}" for name, version in PACKAGES.items()]
+    subprocess.run(
+        [npm, "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", "--save-exact",
+         *pinned],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )  # fmt: skip
+    installed = {n: _installed(n) for n in PACKAGES}
+    assert installed == PACKAGES, f"npm installed {installed}, not {PACKAGES}"
+    return PREFIX
+
+
+def run(
+    client: str,
+    url: str,
+    steps: list[Step],
+    *,
+    token: str | None = None,
+    single_connection: bool = False,
+) -> dict[str, Any]:
+    """What `client` received for each step (`steps`: list of {results, error, completed})
+    and the close events of its WebSockets (`closes`)."""
+    node = shutil.which("node")
+    assert node is not None, "Node.js is needed to run the subscription clients"
+    plan = {
+        "client": client,
+        "url": url,
+        "token": token,
+        "singleConnection": single_connection,
+        "steps": [s.plan() for s in steps],
+    }
+    done = subprocess.run(
+        [node, str(SCRIPT), str(install())],
+        input=json.dumps(plan),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result

@@ -1,0 +1,99 @@
+"""A tiny schema for the transport tests: a finite `countdown`, endless `ticks`, a `flood`
+as fast as it is taken, a subscription that needs a scope, one that names its caller, and
+`running` (how many subscription generators are alive now), so a test sees a source stop."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import AsyncGenerator
+
+import strawberry
+from strawberry.types import Info
+
+from gateway.fields.common import authorize
+from gateway.request import RequestContext
+
+__all__ = ["SCHEMA", "SECRET_SCOPE", "Flooded", "Running"]
+
+SECRET_SCOPE = "secret:read"
+_TICK_S = 0.02  # the pace of `ticks`, so an endless source does not flood a test client
+
+
+class Running:
+    """The subscription generators alive now (read by the tests in the server's process)."""
+
+    count = 0
+
+
+class Flooded:
+    """How many events `flood` has produced (read by the tests in the server's process)."""
+
+    events = 0
+
+
+@strawberry.type
+class Query:
+    @strawberry.field
+    def running(self) -> int:
+        return Running.count
+
+    @strawberry.field
+    def hello(self, name: str = "world") -> str:
+        return f"hello {name}"
+
+
+@strawberry.type
+class Mutation:
+    @strawberry.mutation
+    def echo(self, text: str) -> str:
+        return text
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription
+    async def countdown(self, start: int) -> AsyncGenerator[int, None]:
+        Running.count += 1
+        try:
+            for value in range(start, -1, -1):
+                yield value
+        finally:
+            Running.count -= 1
+
+    @strawberry.subscription
+    async def ticks(self) -> AsyncGenerator[int, None]:
+        Running.count += 1
+        try:
+            tick = 0
+            while True:
+                yield tick
+                tick += 1
+                await asyncio.sleep(_TICK_S)
+        finally:
+            Running.count -= 1
+
+    @strawberry.subscription
+    async def flood(self, size: int) -> AsyncGenerator[str, None]:
+        """Events of `size` random characters (which WebSocket compression cannot shrink), as
+        fast as they are taken."""
+        Running.count += 1
+        try:
+            while True:
+                Flooded.events += 1
+                yield base64.b64encode(os.urandom(size))[:size].decode()
+        finally:
+            Running.count -= 1
+
+    @strawberry.subscription
+    async def secret(self, info: Info[RequestContext, None]) -> AsyncGenerator[str, None]:
+        authorize(info.context, SECRET_SCOPE, "secret")
+        yield "the secret"
+
+    @strawberry.subscription
+    async def whoami(self, info: Info[RequestContext, None]) -> AsyncGenerator[str, None]:
+        yield info.context.principal.subject
+
+
+SCHEMA = strawberry.Schema(Query, mutation=Mutation, subscription=Subscription)

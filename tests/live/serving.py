@@ -1,0 +1,45 @@
+"""The real gateway app under uvicorn (the gateway's own settings: uvloop, httptools,
+websockets) on a loopback port, in a thread of the test process, serving the tiny test
+schema: nothing is read from Kafka and no node is called."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+from gateway.app import GatewayApp
+from gateway.config import GatewayConfig
+from gateway.routing import RoutingFeed
+from gateway.server import uvicorn_config
+from gateway.status import StatusBoard
+from tests.live.schema import SCHEMA
+from tooling.broker import free_port
+
+__all__ = ["served"]
+
+
+@contextmanager
+def served(config: GatewayConfig | None = None) -> Iterator[str]:
+    """The base URL (`http://127.0.0.1:<port>`) of a gateway over the test schema."""
+    config = dataclasses.replace(config or GatewayConfig(), host="127.0.0.1", port=free_port())
+    app = GatewayApp(
+        config, feed=RoutingFeed(), statuses=StatusBoard(), catalogue=(), schema=SCHEMA
+    )
+    server = uvicorn.Server(uvicorn_config(app))
+    thread = threading.Thread(target=server.run, name="gateway", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the gateway did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        assert not thread.is_alive(), "the gateway did not stop"

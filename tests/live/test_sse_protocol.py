@@ -1,0 +1,116 @@
+"""The GraphQL over SSE protocol's rules at the gateway, request by request with httpx against
+the gateway app under uvicorn: reservations and their tokens, refusals of malformed
+requests with the right status, the body limit and CSRF rules of `/graphql`, and the CORS
+preflight of the single connection mode's PUT and DELETE."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from gateway.config import GatewayConfig
+from tests.live.serving import served
+from tooling.processes import wait_until
+
+LISTED = "https://app.example"
+STREAM = {"accept": "text/event-stream"}
+TOKEN = "x-graphql-event-stream-token"
+PATH = "/graphql/stream"
+
+
+@pytest.fixture(scope="module")
+def http() -> Iterator[httpx.Client]:
+    config = GatewayConfig(cors_origins=(LISTED,), max_body_bytes=4096)
+    with served(config) as base, httpx.Client(base_url=base) as client:
+        yield client
+
+
+def events(body: str) -> list[tuple[str, str]]:
+    """(event, data) of an event stream's events; comments left out."""
+    found = []
+    for block in body.split("\n\n"):
+        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        if lines:
+            fields = dict(line.split(":", 1) for line in lines)
+            found.append((fields["event"].strip(), fields.get("data", "").strip()))
+    return found
+
+
+def test_a_get_streams_a_subscription_and_a_mutation_by_get_is_405(http: httpx.Client) -> None:
+    answer = http.get(
+        PATH, params={"query": "subscription { countdown(start: 1) }"}, headers=STREAM
+    )
+    assert answer.status_code == 200
+    assert answer.headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert events(answer.text) == [
+        ("next", '{"data":{"countdown":1}}'),
+        ("next", '{"data":{"countdown":0}}'),
+        ("complete", ""),
+    ]
+    refused = http.get(PATH, params={"query": 'mutation { echo(text: "x") }'}, headers=STREAM)
+    assert (refused.status_code, refused.headers["allow"]) == (405, "POST")
+
+
+def test_posts_follow_the_csrf_and_body_rules_of_graphql(http: httpx.Client) -> None:
+    form = http.post(PATH, content=b"query=x", headers={**STREAM, "content-type": "text/plain"})
+    assert form.status_code == 415
+    big = http.post(PATH, json={"query": "{ hello }", "x": "y" * 5000}, headers=STREAM)
+    assert big.status_code == 413
+    assert "STATEFED_GATEWAY_MAX_BODY_BYTES" in big.json()["errors"][0]["message"]
+    nameless = http.post(PATH, json={"query": "{ a: hello } { b: hello }"}, headers=STREAM)
+    assert nameless.status_code == 400
+
+
+def test_a_reservation_is_opened_once_and_runs_operations_by_id(http: httpx.Client) -> None:
+    reserved = http.put(PATH)
+    assert reserved.status_code == 201
+    token = reserved.text
+    assert http.get(PATH, headers={**STREAM, TOKEN: "made-up"}).status_code == 404
+    body = {"query": "subscription { countdown(start: 1) }", "extensions": {"operationId": "c"}}
+    # sent before the stream is open: its events wait for it
+    assert http.post(PATH, json=body, headers={TOKEN: token}).status_code == 202
+    assert http.post(PATH, json=body, headers={TOKEN: token}).status_code in (202, 409)
+    no_id = http.post(PATH, json={"query": "{ hello }"}, headers={TOKEN: token})
+    assert no_id.status_code == 400 and "operationId" in no_id.json()["errors"][0]["message"]
+    assert http.delete(PATH, headers={TOKEN: token}).status_code == 400  # no operationId
+    with http.stream("GET", PATH, params={"token": token}, headers=STREAM) as opened:
+        assert opened.status_code == 200
+        assert http.get(PATH, headers={**STREAM, TOKEN: token}).status_code == 409
+        seen: list[tuple[str, str]] = []
+        text = ""
+        for chunk in opened.iter_text():
+            text += chunk
+            seen = events(text)
+            if ("complete", '{"id":"c"}') in seen:
+                break
+    assert seen[:2] == [
+        ("next", '{"id":"c","payload":{"data":{"countdown":1}}}'),
+        ("next", '{"id":"c","payload":{"data":{"countdown":0}}}'),
+    ]
+    # the client closed the stream: once the gateway sees it, the reservation is gone (409
+    # while it is still open)
+    wait_until(
+        lambda: http.get(PATH, headers={**STREAM, TOKEN: token}).status_code == 404,
+        10,
+        "the closed stream's reservation to be forgotten",
+    )
+    assert http.post(PATH, json=body, headers={TOKEN: token}).status_code == 404
+
+
+def test_the_single_connection_mode_is_allowed_by_cors_preflights(http: httpx.Client) -> None:
+    for method in ("PUT", "DELETE"):
+        preflight = http.options(
+            PATH,
+            headers={
+                "origin": LISTED,
+                "access-control-request-method": method,
+                "access-control-request-headers": f"authorization, {TOKEN}",
+            },
+        )
+        assert preflight.status_code == 204
+        assert method in preflight.headers["access-control-allow-methods"]
+        assert TOKEN in preflight.headers["access-control-allow-headers"]
+    put = http.put(PATH, headers={"origin": LISTED})
+    assert put.headers["access-control-allow-origin"] == LISTED

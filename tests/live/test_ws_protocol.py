@@ -1,0 +1,247 @@
+"""The graphql-transport-ws protocol's rules at the gateway, message by message with the
+websockets client library against the gateway app under uvicorn: the handshake's Origin and
+subprotocol, ping/pong, the close codes (4400, 4401, 4406, 4408, 4409, 4429), the total
+subscription limit across connections, and sources stopped when a client goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.typing import Origin, Subprotocol
+
+from gateway.config import GatewayConfig
+from tests.live.schema import Flooded, Running
+from tests.live.serving import served
+from tooling.processes import wait_until
+
+PROTOCOL = Subprotocol("graphql-transport-ws")
+LISTED = "https://app.example"
+TICKS = {"query": "subscription { ticks }"}
+RECEIVE_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    config = GatewayConfig(
+        cors_origins=(LISTED,),
+        live_init_timeout_ms=300,
+        max_subscriptions=3,
+        live_send_buffer=4,
+        max_aliases=1,
+    )
+    with served(config) as url:
+        yield url
+
+
+def ws(base: str, path: str = "/graphql") -> str:
+    return base.replace("http://", "ws://") + path
+
+
+@asynccontextmanager
+async def opened(
+    base: str, *, origin: str | None = None, init: bool = True
+) -> AsyncIterator[ClientConnection]:
+    async with connect(
+        ws(base), subprotocols=[PROTOCOL], origin=None if origin is None else Origin(origin)
+    ) as socket:
+        if init:
+            await send(socket, {"type": "connection_init"})
+            assert await receive(socket) == {"type": "connection_ack"}
+        yield socket
+
+
+async def send(socket: ClientConnection, message: dict[str, Any]) -> None:
+    await socket.send(json.dumps(message))
+
+
+async def receive(socket: ClientConnection) -> dict[str, Any]:
+    message: dict[str, Any] = json.loads(await asyncio.wait_for(socket.recv(), RECEIVE_S))
+    return message
+
+
+async def closed(socket: ClientConnection) -> tuple[int, str]:
+    """The close code and reason the gateway ends the connection with."""
+    with pytest.raises(ConnectionClosed) as info:
+        while True:
+            await asyncio.wait_for(socket.recv(), RECEIVE_S)
+    assert info.value.rcvd is not None, "the connection ended without a close frame"
+    return info.value.rcvd.code, info.value.rcvd.reason
+
+
+def test_a_handshake_from_an_origin_not_allowed_is_refused(base: str) -> None:
+    async def scenario() -> None:
+        with pytest.raises(InvalidStatus) as info:
+            async with connect(
+                ws(base), subprotocols=[PROTOCOL], origin=Origin("https://evil.example")
+            ):
+                pass
+        assert info.value.response.status_code == 403
+        body = json.loads(info.value.response.body or b"{}")
+        assert "STATEFED_GATEWAY_CORS_ORIGINS" in body["errors"][0]["message"]
+        own = base  # a page the gateway serves itself (GraphiQL)
+        for origin in (LISTED, own, None):
+            async with opened(base, origin=origin) as socket:
+                await send(socket, {"type": "ping"})
+                assert await receive(socket) == {"type": "pong"}
+
+    asyncio.run(scenario())
+
+
+def test_no_subprotocol_is_4406_and_another_path_404(base: str) -> None:
+    async def scenario() -> None:
+        async with connect(ws(base)) as socket:
+            assert await closed(socket) == (4406, "use graphql-transport-ws")
+        with pytest.raises(InvalidStatus) as info:
+            async with connect(ws(base, "/feed"), subprotocols=[PROTOCOL]):
+                pass
+        assert info.value.response.status_code == 404
+
+    asyncio.run(scenario())
+
+
+def test_ping_is_answered_with_its_payload(base: str) -> None:
+    async def scenario() -> None:
+        async with opened(base, init=False) as socket:  # allowed before connection_init too
+            await send(socket, {"type": "ping", "payload": {"at": 1}})
+            assert await receive(socket) == {"type": "pong", "payload": {"at": 1}}
+            await send(socket, {"type": "pong"})  # unsolicited: ignored
+            await send(socket, {"type": "connection_init"})
+            assert await receive(socket) == {"type": "connection_ack"}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ("not json", "the message is not JSON"),
+        ('{"type": "start", "id": "1"}', "unknown message type 'start'"),
+        ('{"type": "subscribe", "payload": {"query": "{ hello }"}}',
+         "subscribe needs a non-empty string `id`"),
+        ('{"type": "subscribe", "id": "1", "payload": {"query": 7}}',
+         "the request has no GraphQL document (a string in `query`)"),
+        ('{"type": "complete"}', "complete needs a non-empty string `id`"),
+        ('{"type": "ping", "payload": []}', "the payload of ping must be an object"),
+    ],
+)  # fmt: skip
+def test_a_message_the_protocol_does_not_define_is_4400(
+    base: str, message: str, reason: str
+) -> None:
+    async def scenario() -> None:
+        async with opened(base) as socket:
+            await socket.send(message)
+            assert await closed(socket) == (4400, reason)
+
+    asyncio.run(scenario())
+
+
+def test_subscribe_before_the_ack_is_4401_and_a_second_init_4429(base: str) -> None:
+    async def scenario() -> None:
+        async with opened(base, init=False) as socket:
+            await send(socket, {"id": "1", "type": "subscribe", "payload": TICKS})
+            assert await closed(socket) == (4401, "Unauthorized")
+        async with opened(base) as socket:
+            await send(socket, {"type": "connection_init"})
+            assert await closed(socket) == (4429, "Too many initialisation requests")
+
+    asyncio.run(scenario())
+
+
+def test_no_connection_init_in_time_is_4408(base: str) -> None:
+    async def scenario() -> None:
+        async with opened(base, init=False) as socket:
+            assert await closed(socket) == (4408, "Connection initialisation timeout")
+
+    asyncio.run(scenario())
+
+
+def test_an_id_already_running_is_4409_and_closing_stops_the_sources(base: str) -> None:
+    async def scenario() -> None:
+        async with opened(base) as socket:
+            await send(socket, {"id": "a", "type": "subscribe", "payload": TICKS})
+            first = await receive(socket)
+            assert first == {"id": "a", "type": "next", "payload": {"data": {"ticks": 0}}}
+            await send(socket, {"id": "a", "type": "subscribe", "payload": TICKS})
+            assert await closed(socket) == (4409, "Subscriber for a already exists")
+
+    asyncio.run(scenario())
+    wait_until(lambda: Running.count == 0, 10, lambda: f"{Running.count} sources still running")
+
+
+def test_the_total_limit_holds_across_connections(base: str) -> None:
+    async def scenario() -> None:
+        async with opened(base) as one, opened(base) as two:
+            for socket, ident in ((one, "1"), (one, "2"), (two, "3")):
+                await send(socket, {"id": ident, "type": "subscribe", "payload": TICKS})
+                assert (await receive(socket))["id"] == ident
+            await send(two, {"id": "4", "type": "subscribe", "payload": TICKS})
+            while (refused := await receive(two))["id"] != "4":
+                pass
+            assert refused["type"] == "error"
+            (error,) = refused["payload"]
+            assert error["extensions"] == {
+                "code": "TOO_MANY_SUBSCRIPTIONS",
+                "limit": 3,
+                "variable": "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS",
+            }
+            await send(one, {"id": "1", "type": "complete"})  # frees a slot
+            wait_until(lambda: Running.count == 2, 10, "a completed source to stop")
+            await send(two, {"id": "5", "type": "subscribe", "payload": TICKS})
+            while (started := await receive(two))["id"] != "5":
+                pass
+            assert started["type"] == "next"
+
+    asyncio.run(scenario())
+    # the clients went away without completing: their sources are stopped all the same
+    wait_until(lambda: Running.count == 0, 10, lambda: f"{Running.count} sources still running")
+
+
+def test_a_client_that_does_not_read_holds_its_source_back(base: str) -> None:
+    """The gateway buffers a few messages for a client that stops reading, then stops pulling
+    its source; it resumes when the client reads again."""
+    size = 64 * 1024
+    flood = {"query": "subscription($n: Int!) { flood(size: $n) }", "variables": {"n": size}}
+
+    def settled(last: list[int]) -> int | None:
+        last.append(Flooded.events)  # the same count twice in a row: the source waits
+        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
+
+    async def scenario() -> None:
+        # close_timeout: megabytes are still in flight when the client leaves; do not wait
+        # for the gateway's close frame behind them
+        async with connect(
+            ws(base), subprotocols=[PROTOCOL], max_queue=1, close_timeout=0.5
+        ) as socket:
+            await send(socket, {"type": "connection_init"})
+            assert await receive(socket) == {"type": "connection_ack"}
+            await send(socket, {"id": "f", "type": "subscribe", "payload": flood})
+            assert len((await receive(socket))["payload"]["data"]["flood"]) == size
+            counts: list[int] = []
+            held = wait_until(lambda: settled(counts), 30, "the flood to be held back", 0.5)
+            # what fits in the send buffer (4), the sockets' buffers and the client's queue
+            assert held < 500, f"{held} events of 64 KiB produced for a client not reading"
+            for _ in range(held + 10):  # reading again lets the source run on
+                await receive(socket)
+            assert Flooded.events > held
+
+    asyncio.run(scenario())
+    wait_until(lambda: Running.count == 0, 10, "the flood to stop once its client left")
+
+
+def test_the_query_limits_apply_over_the_websocket(base: str) -> None:
+    async def scenario() -> None:
+        async with opened(base) as socket:
+            query = {"query": "{ a: hello b: hello c: hello }"}
+            await send(socket, {"id": "q", "type": "subscribe", "payload": query})
+            refused = await receive(socket)
+            assert (refused["id"], refused["type"]) == ("q", "error")
+            assert refused["payload"][0]["extensions"]["code"] == "TOO_MANY_ALIASES"
+
+    asyncio.run(scenario())
