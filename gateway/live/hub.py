@@ -393,6 +393,10 @@ class FeedHub:
             self._streams.discard(stream)
             await stream.stop()
 
+    def streams(self) -> tuple[FeedStream, ...]:
+        """The streams open now."""
+        return tuple(self._streams)
+
     async def _watch(self) -> None:
         version = self.routing.current.version
         while True:
