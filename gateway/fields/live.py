@@ -16,16 +16,27 @@ row (null fields: no row). The same scope checks as queries apply when subscribi
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
 import contextlib
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from typing import Annotated, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
 
 import strawberry
 
 from gateway.errors import BadRequestError, GatewayError
-from gateway.fields.common import FieldSpec, authorize_view, given, make, object_type
-from gateway.live.hub import FeedHub
+from gateway.fields.common import (
+    FieldSpec,
+    WindowInput,
+    authorize_view,
+    given,
+    make,
+    object_type,
+)
+from gateway.inputs import check_limit, top_window
+from gateway.live.hub import FeedClosedError, FeedHub
 from gateway.live.tokens import ResumeToken
+from gateway.live.top import TopUpdate, top_updates
 from gateway.live.updates import KeyUpdate, key_updates
+from gateway.reads import ReadOptions
 from gateway.request import RequestContext
 from gateway.timestamps import from_ms
 from schema import FieldType, View
@@ -39,14 +50,19 @@ __all__ = [
     "event_values_of",
     "key_subscription_fields",
     "start_subscription",
+    "top_subscription_field",
+    "top_type",
     "update_type",
 ]
+
+T = TypeVar("T")
 
 After = Annotated[
     str | None,
     strawberry.argument(
         description="The `token` of the newest update you received: continue right after it "
-        "(every later change exactly once). Leave it out to start with the current rows."
+        "(every later change exactly once). Leave it out to start now: with the current rows "
+        "where the field has them (a key's row or windows), else with the next change."
     ),
 ]
 
@@ -69,7 +85,7 @@ _SCALAR_CHECKS: Mapping[FieldType, Callable[[Any], bool]] = {
 
 
 class SubscriptionsOffError(GatewayError):
-    """The gateway runs without its feed hub (an app built without one)."""
+    """The gateway serves no subscriptions: built without a feed hub, or shutting down."""
 
     code = "SUBSCRIPTIONS_UNAVAILABLE"
 
@@ -124,6 +140,19 @@ def event_values_of(view: View, row: Mapping[str, Any] | None) -> dict[str, Any]
     return values
 
 
+async def ended_by_errors(updates: AsyncIterator[T]) -> AsyncGenerator[T | GatewayError, None]:
+    """`updates`, then the GatewayError that ended them, if one did: graphql-core makes a
+    yielded exception the error of a last result (with its `extensions.code`), so the
+    subscriber learns why its subscription ended, and the transport completes it."""
+    try:
+        async for update in updates:
+            yield update
+    except FeedClosedError as exc:
+        yield SubscriptionsOffError(str(exc))
+    except GatewayError as exc:
+        yield exc
+
+
 def start_subscription(
     info: strawberry.Info, view: View, keys: Sequence[str], after: str | None, max_lag: int | None
 ) -> tuple[FeedHub, int, ResumeToken | None, int | None]:
@@ -145,7 +174,10 @@ def start_subscription(
 class KeySubscription:
     """How a kind's key subscriptions read changes: `values` makes an update's fields
     (besides the key, offset, token, freshness) from a changelog row (None: deleted) and the
-    entry it is at; `conflate` keeps only the newest row per entry for a slow subscriber."""
+    entry it is at (a window's start, an event's position); `conflate` keeps only the newest
+    row per entry for a slow subscriber (else every update is kept, up to
+    STATEFED_GATEWAY_SUBSCRIPTION_QUEUE); `snapshot`: a subscription without `after` starts
+    with the current rows (`empty_snapshots`: also of keys without one)."""
 
     def __init__(
         self,
@@ -156,7 +188,6 @@ class KeySubscription:
         conflate: bool = True,
         snapshot: bool = True,
         empty_snapshots: bool = True,
-        bound: int = 1000,
     ) -> None:
         self.view = view
         self.kind_type = kind_type
@@ -164,7 +195,6 @@ class KeySubscription:
         self._conflate = conflate
         self._snapshot = snapshot
         self._empty_snapshots = empty_snapshots
-        self._bound = bound
 
     def make(self, update: KeyUpdate) -> Any:
         values = {
@@ -182,7 +212,8 @@ class KeySubscription:
         """The subscription's updates, its arguments checked first: a bad one is an error
         of the subscribe request itself, before any update."""
         hub, partitions, token, lag = start_subscription(info, self.view, keys, after, max_lag)
-        return self._updates(hub, partitions, keys, token, lag)
+        bound = info.context.config.subscription_queue
+        return self._updates(hub, partitions, keys, token, lag, bound)
 
     async def _updates(
         self,
@@ -191,6 +222,7 @@ class KeySubscription:
         keys: Sequence[str],
         token: ResumeToken | None,
         lag: int | None,
+        bound: int,
     ) -> AsyncGenerator[Any, None]:
         updates = key_updates(
             hub,
@@ -202,11 +234,11 @@ class KeySubscription:
             conflate=self._conflate,
             snapshot=self._snapshot,
             empty_snapshots=self._empty_snapshots,
-            bound=self._bound,
+            bound=bound,
         )
         async with contextlib.aclosing(updates) as stream:  # unfollows when unsubscribed
-            async for update in stream:
-                yield self.make(update)
+            async for update in ended_by_errors(stream):
+                yield update if isinstance(update, GatewayError) else self.make(update)
 
 
 def key_subscription_fields(
@@ -247,3 +279,105 @@ def key_subscription_fields(
             "change (one update per changed key).",
         )
     return fields
+
+
+MIN_INTERVAL_MS = 100  # a top-N subscription's fastest rate
+
+
+def top_type(view: View, row_type: Any) -> Any:
+    """`<TypeName>Top`: the merged top-N rows, a token and the freshness of the read."""
+    return object_type(
+        view,
+        f"{view.type_name}Top",
+        f"The top-N of view {view.name}, pushed when it changes.",
+        [
+            ("rows", list[row_type], None),  # type: ignore[valid-type]
+            ("token", str, "The changelog offsets per partition this top includes."),
+            ("freshness", list[Freshness], "Which copies answered the read, per partition."),
+        ],
+    )
+
+
+def top_updates_of(
+    info: strawberry.Info,
+    view: View,
+    limit: int,
+    window: datetime | None,
+    interval: int,
+    max_lag: int | None,
+) -> AsyncGenerator[TopUpdate, None]:
+    """The updates of a top-N subscription, its arguments checked first."""
+    context: RequestContext = info.context
+    authorize_view(context, view)
+    max_lag = given(max_lag)
+    check_limit(view, limit, context.config.max_top_limit)
+    start = top_window(view, given(window))
+    if not MIN_INTERVAL_MS <= interval <= 3_600_000:
+        raise BadRequestError(
+            view.name, f"interval must be in {MIN_INTERVAL_MS}..3600000 ms, got {interval}"
+        )
+    if max_lag is not None and max_lag < 0:
+        raise BadRequestError(view.name, f"maxLag must be 0 or more, got {max_lag}")
+    if context.hub is None:
+        raise SubscriptionsOffError("this gateway serves no subscriptions (no feed hub)")
+    partitions = context.feed.current.partition_count(view)
+    options = ReadOptions(max_lag, caller=context.principal.subject)
+    return top_updates(
+        context.hub,
+        context.planner,
+        view,
+        partitions,
+        limit,
+        start,
+        interval / 1000,
+        options,
+        context.config.timeout_s,
+    )
+
+
+def top_subscription_field(view: View, row_type: Any, to_type: Callable[[Any], Any]) -> Any:
+    """`view.top_field` as a subscription: the merged top-N (of one window, for a windowed
+    view), pushed when it changes, at most every `interval` ms."""
+    kind_type = top_type(view, row_type)
+
+    def make_top(update: TopUpdate) -> Any:
+        values = {
+            "rows": [to_type(row) for row in update.rows],
+            "token": update.token,
+            "freshness": [freshness_of(entry) for entry in update.freshness],
+        }
+        return make(kind_type, values)
+
+    async def pushed(updates: AsyncGenerator[TopUpdate, None]) -> AsyncGenerator[Any, None]:
+        async with contextlib.aclosing(updates) as stream:
+            async for update in ended_by_errors(stream):
+                yield update if isinstance(update, GatewayError) else make_top(update)
+
+    interval_argument = strawberry.argument(
+        description=f"Push at most once per this many ms ({MIN_INTERVAL_MS}..3600000)."
+    )
+
+    async def top(
+        info: strawberry.Info,
+        limit: int = 10,
+        interval: Annotated[int, interval_argument] = 1000,
+        max_lag: FollowLag = strawberry.UNSET,
+    ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+        return pushed(top_updates_of(info, view, limit, None, interval, max_lag))
+
+    async def window_top(
+        info: strawberry.Info,
+        window: WindowInput,
+        limit: int = 10,
+        interval: Annotated[int, interval_argument] = 1000,
+        max_lag: FollowLag = strawberry.UNSET,
+    ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+        start = window.start
+        return pushed(top_updates_of(info, view, limit, start, interval, max_lag))
+
+    return strawberry.subscription(
+        resolver=top if view.window is None else window_top,
+        name=view.top_field,
+        description=f"The `limit` first rows of view {view.name} as its top field ranks them, "
+        "now and whenever they change, at most every `interval` ms.",
+    )

@@ -103,6 +103,7 @@ class FeedStream:
         self._followed: _Followed | None = None
         self._task: asyncio.Task[None] | None = None
         self.freshness: dict[str, Any] = {"partition": partition}
+        self.following = asyncio.Event()  # set once a copy started the follow
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._guarded())
@@ -251,6 +252,8 @@ class FeedStream:
             copy.applied = offsets_of(frame["applied"], "applied").get(self._topic, copy.applied)
         if "end" in frame:
             copy.end = offsets_of(frame["end"], "end").get(self._topic, copy.end)
+        if frame.get("type") == "following":
+            self.following.set()
         if frame.get("type") == "following" and self.reached is None and not self._snapshot:
             start = offsets_of(frame.get("from") or {}, "from").get(self._topic)
             self.reached = start if start is not None else copy.applied

@@ -73,6 +73,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_JWT_LEEWAY_S": "5",
         "STATEFED_GATEWAY_PRODUCE_SCOPE": "write",
         "STATEFED_GATEWAY_OPERATOR_SCOPE": "ops",
+        "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE": "9",
     }
     config = GatewayConfig.from_env(environ)
     # the secret file is the JWKS's alternative: read in a configuration of its own
@@ -108,6 +109,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         5,
     )
     assert (config.produce_scope, config.operator_scope) == ("write", "ops")
+    assert config.subscription_queue == 9
 
 
 @pytest.mark.parametrize(

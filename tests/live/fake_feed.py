@@ -187,13 +187,22 @@ class FakeFeedNode:
         }
 
     def _snapshot(self, follow: _Follow, applied: int) -> dict[str, Any]:
-        rows: dict[str, Change | None] = dict.fromkeys(sorted(follow.keys or ()))
+        """Per asked key the newest row of each of its entries (a count's row, each window),
+        or one null row for a key without any."""
+        entries: dict[tuple[str, tuple[int, ...]], Change] = {}
         for change in self.log.of(follow.partition)[:applied]:
-            if change.key in rows:
-                rows[change.key] = change
+            if follow.keys is not None and change.key in follow.keys:
+                entries[(change.key, change.at)] = change
         changes = [
-            Change(self.log.view.name, key, applied, None if c is None else c.row, (), True)
-            for key, c in rows.items()
+            Change(self.log.view.name, key, applied, c.row, at, True)
+            for (key, at), c in sorted(entries.items())
+            if c.row is not None
+        ]
+        held = {c.key for c in changes}
+        changes += [
+            Change(self.log.view.name, key, applied, None, (), True)
+            for key in sorted(follow.keys or ())
+            if key not in held
         ]
         topic = self.log.view.changelog_topic
         return {

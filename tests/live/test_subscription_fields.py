@@ -19,6 +19,7 @@ from gateway.live.hub import FeedHub
 from gateway.live.tokens import ResumeToken
 from gateway.planner import Planner
 from gateway.principal import ANONYMOUS, Principal
+from gateway.reads import Reads
 from gateway.request import RequestContext
 from gateway.routing import RoutingFeed
 from gateway.schema import build_schema
@@ -27,7 +28,7 @@ from gateway.upstream import Upstream
 from runtime.clock import wall_clock_ms
 from runtime.trust import NodeCallSigner
 from schema import View
-from tests.gateway.fakes import LAST_BOOKING, WORDS
+from tests.gateway.fakes import BOOKING_HISTORY, HOSTS, LAST_BOOKING, PER_MINUTE, WORDS
 from tests.live.fake_feed import Changelog, FakeFeedNode, count_row, wait_for
 from tests.live.test_hub import P, keys_in, record, table
 
@@ -44,7 +45,7 @@ SECURED = View(
     top_field="topSecrets",
     scope="read:secrets",
 )
-CATALOGUE = (WORDS, LAST_BOOKING, SECURED)
+CATALOGUE = (WORDS, HOSTS, PER_MINUTE, LAST_BOOKING, BOOKING_HISTORY, SECURED)
 SCHEMA = build_schema(CATALOGUE)._schema
 
 COUNT = """subscription($word: String!, $after: String) {
@@ -67,7 +68,9 @@ class Cluster:
         self.hub = FeedHub(self.feed, NodeCallSigner(None), max_lag=100)
         self.client = httpx.AsyncClient()
         config = GatewayConfig()
-        self.planner = Planner(self.feed, Upstream(HttpxCaller(self.client)), config, CATALOGUE)
+        self.planner: Reads = Planner(
+            self.feed, Upstream(HttpxCaller(self.client)), config, CATALOGUE
+        )
         self.config = config
 
     async def node(self, node_id: str, view: View = WORDS) -> FakeFeedNode:
@@ -85,7 +88,7 @@ class Cluster:
             planner=self.planner,
             feed=self.feed,
             config=self.config,
-            deadline=self.planner.deadline(),
+            deadline=asyncio.get_running_loop().time() + self.config.timeout_s,
             clock=wall_clock_ms,
             hub=self.hub,
             principal=principal or ANONYMOUS,
