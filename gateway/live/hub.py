@@ -407,3 +407,12 @@ class FeedHub:
             version = table.version
             for stream in list(self._streams):
                 stream.note(_ROUTING)
+            await self._prune(table)
+
+    async def _prune(self, table: RoutingTable) -> None:
+        """Close the idle links of nodes the table no longer names (or names elsewhere)."""
+        for (node_id, url), link in list(self._links.items()):
+            node = table.nodes.get(node_id)
+            if link.idle and (node is None or node.url != url or not node.alive):
+                del self._links[(node_id, url)]
+                await link.close()

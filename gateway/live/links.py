@@ -64,8 +64,9 @@ class FeedLink:
         self._follows: dict[int, asyncio.Queue[Mapping[str, Any]]] = {}
 
     @property
-    def follows(self) -> int:
-        return len(self._follows)
+    def idle(self) -> bool:
+        """No follow on it, and none being started."""
+        return not self._follows and not self._opening.locked()
 
     async def open(self) -> None:
         """Connect unless connected; LinkError naming the node when that fails."""
