@@ -22,7 +22,7 @@ from typing import Annotated, Any, TypeVar
 
 import strawberry
 
-from gateway.errors import BadRequestError, GatewayError
+from gateway.errors import BadRequestError, GatewayError, SubscriptionsOffError
 from gateway.fields.common import (
     FieldSpec,
     WindowInput,
@@ -46,7 +46,6 @@ __all__ = [
     "FollowLag",
     "Freshness",
     "KeySubscription",
-    "SubscriptionsOffError",
     "event_values_of",
     "key_subscription_fields",
     "start_subscription",
@@ -82,12 +81,6 @@ _SCALAR_CHECKS: Mapping[FieldType, Callable[[Any], bool]] = {
     FieldType.FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
     FieldType.BOOLEAN: lambda v: isinstance(v, bool),
 }
-
-
-class SubscriptionsOffError(GatewayError):
-    """The gateway serves no subscriptions: built without a feed hub, or shutting down."""
-
-    code = "SUBSCRIPTIONS_UNAVAILABLE"
 
 
 @strawberry.type(description="Which copy of a partition an update came from, and how current.")

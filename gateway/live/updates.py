@@ -19,32 +19,16 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import GatewayError
+from gateway.errors import SlowSubscriberError
 from gateway.live.hub import FeedBatch, FeedHub, FeedStream
 from gateway.live.tokens import ResumeToken
 from schema import View, partition_for
 from schema.feed import Change
 
-__all__ = ["KeyUpdate", "SlowSubscriberError", "key_updates"]
+__all__ = ["KeyUpdate", "key_updates"]
 
+_QUEUE = "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE"
 Entry = tuple[str, tuple[int, ...]]  # a key, and which of its rows (window, event): () = the key's
-
-
-class SlowSubscriberError(GatewayError):
-    """A subscriber took its updates too slowly for every one to be kept."""
-
-    code = "SUBSCRIBER_TOO_SLOW"
-
-    def __init__(self, view: str, bound: int) -> None:
-        super().__init__(
-            f"view {view}: more than {bound} updates were waiting for this subscription; "
-            "subscribe again with `after` set to the token of the last update you received "
-            "to get the rest"
-        )
-        self.view = view
-
-    def extensions(self) -> dict[str, Any]:
-        return {"code": self.code, "view": self.view}
 
 
 @dataclass(frozen=True)
@@ -105,7 +89,7 @@ class _Merge:
             self.pending[entry] = pending
             return
         if len(self.pending) >= self.bound:
-            raise SlowSubscriberError(self.view.name, self.bound)
+            raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
         self._serial += 1
         self.pending[self._serial] = pending
 
