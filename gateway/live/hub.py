@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -323,6 +323,34 @@ async def _newer_within(feed: RoutingFeed, version: int, timeout_s: float) -> bo
     return True
 
 
+class _Watched:
+    """One follow shared by watchers (`FeedHub.watch`): each batch goes to each of them."""
+
+    def __init__(self) -> None:
+        self.watchers: list[Callable[[FeedBatch | Exception], None]] = []
+        self.stream: asyncio.Future[FeedStream] = asyncio.get_running_loop().create_future()
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self, follow: contextlib.AbstractAsyncContextManager[FeedStream]) -> None:
+        try:
+            async with follow as stream:
+                self.stream.set_result(stream)
+                async for batch in stream:
+                    for watcher in list(self.watchers):
+                        watcher(batch)
+        except Exception as exc:  # the watchers learn it; a new watch follows anew
+            if not self.stream.done():
+                self.stream.set_exception(exc)
+            for watcher in list(self.watchers):
+                watcher(exc)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
 class FeedHub:
     """The gateway's follows of the nodes' feeds, over one link per node; lives on the
         event loop from `start` to `stop`. `max_lag` is the default bound of standby copies;
@@ -343,6 +371,7 @@ class FeedHub:
         self._ca = ca
         self._links: dict[tuple[str, str], FeedLink] = {}
         self._streams: set[FeedStream] = set()
+        self._watched: dict[tuple[str, int, int], _Watched] = {}
         self._watcher: asyncio.Task[None] | None = None
         self._stopped = False
 
@@ -395,6 +424,35 @@ class FeedHub:
         finally:
             self._streams.discard(stream)
             await stream.stop()
+
+    @contextlib.asynccontextmanager
+    async def watch(
+        self,
+        view: View,
+        partition: int,
+        max_lag: int | None,
+        on_batch: Callable[[FeedBatch | Exception], None],
+    ) -> AsyncIterator[FeedStream]:
+        """Call `on_batch` with every change of `partition` of `view` from now (or with the
+        error that ended the stream), from one follow shared by every watcher of the same
+        view, partition and maxLag (top-N subscriptions: a change only tells them to read
+        again). The shared stream is yielded for its offsets and freshness."""
+        lag = self.max_lag if max_lag is None else max_lag
+        ident = (view.name, partition, lag)
+        shared = self._watched.get(ident)
+        if shared is None or (shared.task is not None and shared.task.done()):
+            shared = self._watched[ident] = _Watched()
+            shared.task = asyncio.get_running_loop().create_task(
+                shared.run(self.follow(view, partition, max_lag=lag))
+            )
+        shared.watchers.append(on_batch)
+        try:
+            yield await shared.stream
+        finally:
+            shared.watchers.remove(on_batch)
+            if not shared.watchers and self._watched.get(ident) is shared:
+                del self._watched[ident]
+                await shared.stop()
 
     def streams(self) -> tuple[FeedStream, ...]:
         """The streams open now."""

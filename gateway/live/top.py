@@ -2,10 +2,11 @@
 windowed view), read again with the planner when a change on any partition could alter it,
 pushed when it did, at most once per interval.
 
-Every partition is followed from now (no keys): a change can alter the top only when it is
-of a row in the top, or the top is short, or it counts at least as much as the top's last
-row (and, for a windowed view, is of the window asked for). Each update carries the
-offsets the followed partitions had reached before the read, as a resume token (a
+Every partition is followed from now (no keys), by one follow per view, partition and
+maxLag that all top-N subscriptions share (`FeedHub.watch`). A change can alter the top
+only when it is of a row in the top, or the top is short, or it counts at least as much as
+the top's last row (and, for a windowed view, is of the window asked for). Each update
+carries the offsets the followed partitions had reached before the read, as a resume token (a
 resubscription simply reads the top anew), and the freshness of the read.
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gateway.live.hub import FeedHub, FeedStream
+from gateway.live.hub import FeedBatch, FeedHub, FeedStream
 from gateway.live.tokens import ResumeToken
 from gateway.reads import ReadOptions, Reads
 from gateway.rows import Ranked
@@ -58,13 +59,11 @@ class _Watch:
             isinstance(count, int) and count >= rows[-1].count
         )
 
-    async def pump(self, stream: FeedStream) -> None:
-        try:
-            async for batch in stream:
-                if any(self.matters(c) for c in batch.changes):
-                    self.changed.set()
-        except Exception as exc:  # the subscriber gets it with its next update
-            self.failure = exc
+    def seen(self, batch: FeedBatch | Exception) -> None:
+        if isinstance(batch, Exception):  # the subscriber gets it with its next update
+            self.failure = batch
+            self.changed.set()
+        elif any(self.matters(c) for c in batch.changes):
             self.changed.set()
 
 
@@ -84,11 +83,9 @@ async def top_updates(
     watch = _Watch(limit, None if window is None else floor_ms(window))
     async with contextlib.AsyncExitStack() as stack:
         streams = [
-            await stack.enter_async_context(hub.follow(view, p, None, None, False, options.max_lag))
+            await stack.enter_async_context(hub.watch(view, p, options.max_lag, watch.seen))
             for p in range(partitions)
         ]
-        pumps = [loop.create_task(watch.pump(stream)) for stream in streams]
-        stack.callback(_cancel, pumps)
         await _following(streams, timeout_s)  # changes from before the first read are in it
         pushed_at = None
         while True:
@@ -112,8 +109,3 @@ async def _following(streams: Sequence[FeedStream], timeout_s: float) -> None:
         async with asyncio.timeout(timeout_s):
             for stream in streams:
                 await stream.following.wait()
-
-
-def _cancel(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()

@@ -6,7 +6,7 @@ offset once; a slow reader; signed handshakes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -353,6 +353,45 @@ def test_stopping_the_hub_ends_its_streams_with_an_error_to_resume_from() -> Non
                 assert isinstance(reader.error, FeedClosedError)
                 assert "resume with your token" in str(reader.error)
         finally:
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_watchers_of_a_partition_share_one_follow_and_each_get_every_batch() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        (n1,) = await nodes(log, ("n1", {}))
+        hub = FeedHub(RoutingFeed(table(record(n1, [0, 1]))), NodeCallSigner(None), max_lag=1)
+        await hub.start()
+        first: list[int] = []
+        second: list[int] = []
+
+        def into(seen: list[int]) -> Callable[[FeedBatch | Exception], None]:
+            def take(batch: FeedBatch | Exception) -> None:
+                assert isinstance(batch, FeedBatch), batch
+                seen.extend(c.offset for c in batch.changes)
+
+            return take
+
+        try:
+            async with hub.watch(WORDS, 0, None, into(first)) as one:
+                async with hub.watch(WORDS, 0, None, into(second)) as two:
+                    assert one is two
+                    await wait_for(lambda: n1.follows_open() == 1, 10, "one follow")
+                    log.append(key, count_row(key, 1))
+                    await n1.publish()
+                    await wait_for(lambda: first == second == [0], 10, "both to see offset 0")
+                assert n1.follows_open() == 1  # the first watcher still watches
+                log.append(key, count_row(key, 2))
+                await n1.publish()
+                await wait_for(lambda: first == [0, 1], 10, "offset 1")
+                assert second == [0]
+            await wait_for(lambda: n1.follows_open() == 0, 10, "the follow to end")
+            assert len(n1.follows_asked) == 1
+        finally:
+            await hub.stop()
             await n1.stop()
 
     asyncio.run(scenario())
