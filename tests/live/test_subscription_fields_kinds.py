@@ -13,8 +13,8 @@ import pytest
 
 from gateway.reads import DEFAULT_READ, ReadOptions, TopResult
 from gateway.responses import gateway_extensions
-from gateway.rows import Row
-from gateway.timestamps import from_ms
+from gateway.rows import Ranked, Row, WindowCount
+from gateway.timestamps import floor_ms, from_ms
 from runtime.ranking import merge_top
 from schema import View
 from tests.gateway.fakes import BOOKING_HISTORY, HOSTS, PER_MINUTE
@@ -222,5 +222,64 @@ def test_a_top_subscription_refuses_an_interval_below_the_minimum() -> None:
             result = await open_subscription(running, query, {})
             assert not hasattr(result, "__anext__") and result.errors  # type: ignore[union-attr]
             assert "interval must be in 100..3600000 ms, got 5" in result.errors[0].message  # type: ignore[union-attr]
+
+    asyncio.run(scenario())
+
+
+class WindowTops(ChangelogTops):
+    """The top of one window over the changelog's newest window rows."""
+
+    async def top(
+        self,
+        view: View,
+        limit: int,
+        deadline: float,
+        window: datetime | None = None,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> TopResult:
+        self.reads += 1
+        assert window is not None
+        start = floor_ms(window)
+        newest: dict[str, int] = {}
+        for partition in range(P):
+            for change in self.log.of(partition):
+                if change.row is not None and change.at == (start,):
+                    newest[change.key] = change.row["count"]
+        rows: list[Ranked] = [
+            WindowCount(k, window, from_ms(start + MINUTE), c) for k, c in newest.items()
+        ]
+        return TopResult(merge_top([rows], limit))
+
+
+def test_a_window_top_subscription_reads_again_only_for_changes_of_its_window() -> None:
+    async def scenario() -> None:
+        async with cluster(PER_MINUTE) as running:
+            log = running.logs[PER_MINUTE.name]
+            (a,), (b,) = keys_in(0, 1, "a"), keys_in(1, 1, "b")
+            log.append(a, window_row(a, T0, 2), (T0,))
+            tops = WindowTops(log)
+            running.planner = tops  # type: ignore[assignment]  # only top is read
+            n1 = await running.node("n1", PER_MINUTE)
+            running.route(record(n1, [0, 1]))
+            query = (
+                "subscription($s: DateTime!) { topHostsPerMinute(limit: 5, window: {start: $s}, "
+                "interval: 100) { rows { host count start } } }"
+            )
+            results = await open_subscription(running, query, {"s": datetime_text(T0)})
+            (first,) = await take(results, 1)
+            assert first["topHostsPerMinute"]["rows"] == [
+                {"host": a, "count": 2, "start": datetime_text(T0)}
+            ]
+            log.append(b, window_row(b, T0 + MINUTE, 9), (T0 + MINUTE,))  # the next window
+            await running.publish()
+            (stream,) = [s for s in running.hub.streams() if s.partition == 1]
+            await wait_for(lambda: stream.reached == 1 and stream.held == 0, 10, "b's change")
+            assert tops.reads == 1
+            log.append(b, window_row(b, T0, 3), (T0,))
+            await running.publish()
+            (second,) = await take(results, 1)
+            assert [r["host"] for r in second["topHostsPerMinute"]["rows"]] == [b, a]
+            assert tops.reads == 2
+            await results.aclose()  # type: ignore[union-attr]
 
     asyncio.run(scenario())
