@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,7 @@ class FakeFeedNode:
         role: str = "ACTIVE",
         secret: ClusterSecret | None = None,
         ignore_from: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.node_id = node_id
         self.log = log
@@ -86,6 +88,7 @@ class FakeFeedNode:
         self.follows_asked: list[dict[str, Any]] = []
         self.refused = 0
         self._verifier = None if secret is None else RequestVerifier(secret)
+        self._tls = tls
         self._server: Server | None = None
         self._connections: set[ServerConnection] = set()
         self._follows: dict[ServerConnection, dict[int, _Follow]] = {}
@@ -93,7 +96,8 @@ class FakeFeedNode:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "http" if self._tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     async def start(self, port: int = 0) -> FakeFeedNode:
         self._server = await serve(
@@ -103,6 +107,7 @@ class FakeFeedNode:
             subprotocols=[FEED_SUBPROTOCOL],  # type: ignore[list-item]
             process_request=self._admit,
             compression=None,
+            ssl=self._tls,
         )
         self.port = port or self._server.sockets[0].getsockname()[1]
         return self

@@ -6,9 +6,12 @@ offset once; a slow reader; signed handshakes."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
+import trustme
 
 from gateway.live.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream
 from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
@@ -392,6 +395,42 @@ def test_watchers_of_a_partition_share_one_follow_and_each_get_every_batch() -> 
             assert len(n1.follows_asked) == 1
         finally:
             await hub.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_https_node_is_followed_over_wss_verified_with_the_node_ca(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        log.append(key, count_row(key, 1))
+        (n1,) = await nodes(log, ("n1", {"tls": server}))
+        assert n1.url.startswith("https://")
+        feed = RoutingFeed(table(record(n1, [0, 1])))
+        trusted = FeedHub(feed, NodeCallSigner(None), max_lag=1, ca=ca_file)
+        untrusted = FeedHub(feed, NodeCallSigner(None), max_lag=1)  # the system's CAs
+        await trusted.start()
+        await untrusted.start()
+        try:
+            async with (
+                trusted.follow(WORDS, 0, None, after=0) as good,
+                untrusted.follow(WORDS, 0, None, after=0) as bad,
+            ):
+                ok, refused = Reader(good), Reader(bad)
+                await wait_for(lambda: ok.offsets() == [0], 10, "the follow over wss")
+                assert n1.follows_open() == 1 and refused.changes == []
+                await ok.close()
+                await refused.close()
+        finally:
+            await trusted.stop()
+            await untrusted.stop()
             await n1.stop()
 
     asyncio.run(scenario())
