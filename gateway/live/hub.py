@@ -191,6 +191,12 @@ class FeedStream:
                 self._avoid.clear()  # nothing new: copies that failed may be back
 
     def _preferred(self, table: RoutingTable) -> NodeInfo | None:
+        owner = self._running_owner(table)
+        if owner is not None:
+            return owner
+        return table.standby(self.partition, self._max_lag, avoid=self._avoid)
+
+    def _running_owner(self, table: RoutingTable) -> NodeInfo | None:
         owner = table.owner(self.partition)
         if (
             owner is not None
@@ -199,7 +205,7 @@ class FeedStream:
             and owner.node_id not in self._avoid
         ):
             return owner
-        return table.standby(self.partition, self._max_lag, avoid=self._avoid)
+        return None
 
     async def _follow(self, node: NodeInfo) -> None:
         link = self._hub.link(node)
@@ -272,14 +278,21 @@ class FeedStream:
         }
 
     def _better_copy(self, copy: _Copy) -> bool:
-        """Whether the routing table now names another copy to follow than `copy`."""
-        preferred = self._preferred(self._hub.routing.current)
-        if preferred is None or preferred.node_id == copy.node:
-            return False
-        if copy.role == "ACTIVE" and copy.state == "RUNNING":
-            owner = self._hub.routing.current.owner(self.partition)
-            return owner is None or owner.node_id != copy.node
-        return True
+        """Whether the routing table now says to follow another copy than `copy`: a RUNNING
+        owner elsewhere, or (with none) a standby when `copy` is no longer offered at all.
+        A standby is not left for a less lagging one, so follows do not flap."""
+        table = self._hub.routing.current
+        owner = self._running_owner(table)
+        if owner is not None:
+            return owner.node_id != copy.node
+        if table.standby(self.partition, self._max_lag, avoid=self._avoid) is None:
+            return False  # nothing better to go to
+        claimed = any(n.node_id == copy.node for n in table.claims.get(self.partition, ()))
+        standing = any(
+            n.node_id == copy.node and lag <= self._max_lag
+            for n, lag in table.standbys.get(self.partition, ())
+        )
+        return not (claimed or standing)
 
     def _changes(self, copy: _Copy, frame: Mapping[str, Any]) -> bool:
         """Queue the changes of `frame` the stream has not had; False when the reader is too

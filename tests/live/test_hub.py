@@ -39,10 +39,13 @@ def keys_in(partition: int, count: int, prefix: str = "k") -> list[str]:
     return found
 
 
-def record(node: FakeFeedNode, active: Sequence[int], standby: Sequence[int] = ()) -> MemberRecord:
+def record(
+    node: FakeFeedNode, active: Sequence[int], standby: Sequence[int] = (), behind: int = 0
+) -> MemberRecord:
+    """`node`'s membership record; its standby copies `behind` more than they are."""
     statuses = [PartitionStatus(p, Role.ACTIVE, 10, 10) for p in active]
     for p in standby:
-        lag = len(node.log.of(p)) - node.applied_of(p)
+        lag = len(node.log.of(p)) - node.applied_of(p) + behind
         statuses.append(PartitionStatus(p, Role.STANDBY, 10 - lag, 10))
     return MemberRecord(
         node_id=node.node_id,
@@ -432,5 +435,40 @@ def test_an_https_node_is_followed_over_wss_verified_with_the_node_ca(tmp_path: 
             await trusted.stop()
             await untrusted.stop()
             await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_followed_standby_is_kept_while_no_owner_runs_and_left_once_one_does() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(1, 1)
+        log.append(key, count_row(key, 1))
+        s1, s2, owner = await nodes(
+            log, ("s1", {"role": "STANDBY"}), ("s2", {"role": "STANDBY"}), ("o", {})
+        )
+        feed = RoutingFeed(table(record(s1, [], standby=[1])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=10)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 1, [key], after=0) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: reader.offsets() == [0], 10, "offset 0 from s1")
+                # another standby, more current: the follow stays where it is (no flapping)
+                s1_behind = record(s1, [], standby=[1], behind=5)
+                feed.publish(table(record(s2, [], standby=[1]), s1_behind))
+                log.append(key, count_row(key, 2))
+                await s1.publish()
+                await wait_for(lambda: reader.offsets() == [0, 1], 10, "offset 1 from s1")
+                assert s2.follows_asked == [] and s1.follows_open() == 1
+                # a RUNNING owner: the follow moves there
+                feed.publish(table(record(s1, [], standby=[1]), record(owner, [1])))
+                await wait_for(lambda: owner.follows_open() == 1, 10, "the move to the owner")
+                assert owner.follows_asked[-1]["from"] == {WORDS.changelog_topic: 2}
+                await reader.close()
+        finally:
+            await hub.stop()
+            for node in (s1, s2, owner):
+                await node.stop()
 
     asyncio.run(scenario())
