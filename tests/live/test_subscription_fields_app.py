@@ -16,7 +16,7 @@ from gateway.principal import ANONYMOUS
 from gateway.responses import gateway_extensions
 from gateway.routing import RoutingFeed
 from gateway.status import StatusBoard
-from tests.gateway.fakes import WORDS
+from tests.gateway.fakes import WORDS, Model, fake_nodes, running_gateway
 from tests.live.fake_feed import Changelog, FakeFeedNode, count_row
 from tests.live.test_hub import P, keys_in, record, table
 from tests.live.test_subscription_fields import take
@@ -59,5 +59,21 @@ def test_the_apps_subscriptions_follow_its_nodes_and_end_when_it_shuts_down() ->
         finally:
             await app.shutdown()
             await node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_subscription_posted_for_a_json_answer_is_refused_with_the_transports_to_use() -> None:
+    async def scenario() -> None:
+        nodes = fake_nodes(Model.of_counts({"kafka": 1}), P, 1)
+        async with running_gateway(nodes, P) as client:
+            query = 'subscription { wordCount(word: "kafka") { word count } }'
+            response = await client.post("/graphql", json={"query": query})
+            assert response.status_code == 400
+            (error,) = response.json()["errors"]
+            assert error["extensions"]["code"] == "BAD_REQUEST"
+            assert "graphql-transport-ws" in error["message"]
+            assert "text/event-stream" in error["message"]
+            assert nodes[0].requests == 0
 
     asyncio.run(scenario())
