@@ -301,25 +301,24 @@ class FeedStream:
         if not isinstance(raw, list):
             raise FeedFrameError("changes must be a list")
         changes = [Change.from_json(doc) for doc in raw]
-        snapshot = bool(changes) and all(c.snapshot for c in changes)
         applied = offsets_of(frame.get("applied") or {}, "applied").get(self._topic)
+        # snapshot rows come once, first, as of their offset (the applied offset they were
+        # read at); a snapshot not asked for now (an old follow's) brings nothing new
+        snapshot = [c for c in changes if c.snapshot] if self._snapshot else []
+        floor = self.reached if self.reached is not None else 0
         if snapshot:
-            if not self._snapshot:
-                return True  # a snapshot not asked for now (an old follow's): nothing new
-            kept = changes
-            reached = changes[0].offset if applied is None else applied
-        else:
-            floor = self.reached if self.reached is not None else 0
-            kept = [c for c in changes if not c.snapshot and c.offset >= floor]
-            ends = [floor] + [c.offset + 1 for c in kept] + ([applied] if applied else [])
-            reached = max(ends)
+            floor = snapshot[0].offset
+        kept = snapshot + [c for c in changes if not c.snapshot and c.offset >= floor]
+        ends = [floor] + [c.offset + 1 for c in kept if not c.snapshot]
+        reached = max(ends + ([applied] if applied is not None else []))
         if applied is not None:
             copy.applied = max(applied, copy.applied or 0)
         self._freshen(copy)
         if kept:
             if self._out.full():
                 return False
-            self._out.put_nowait(FeedBatch(tuple(kept), reached, self.freshness, snapshot))
+            batch = FeedBatch(tuple(kept), reached, self.freshness, bool(snapshot))
+            self._out.put_nowait(batch)
         self.reached = reached
         if snapshot:
             self._snapshot = False
