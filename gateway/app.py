@@ -32,6 +32,7 @@ from gateway.live.operations import Operations
 from gateway.live.slots import Slots
 from gateway.live.sse import STREAM_PATH, GraphQLEventStream
 from gateway.live.ws import GraphQLWebSocket
+from gateway.live.hub import FeedHub
 from gateway.membership import MembershipReader
 from gateway.planner import Planner
 from gateway.principal import ANONYMOUS, Principal
@@ -64,6 +65,7 @@ class _Runtime:
     status_reader: PipelineStatusReader | None
     connections: NodeConnections | None  # None when the app was given a client
     producer: EventProducer | None  # connects on the first produce mutation
+    hub: FeedHub | None = None  # follows the nodes' change feeds for subscriptions
 
 
 class GatewayApp:
@@ -186,14 +188,18 @@ class GatewayApp:
         producer = None
         if self.config.produce:
             producer = self._producer or EventProducer(self.config.kafka, self.config.timeout_s)
+        hub = FeedHub(feed, signer, self.config.max_lag, self.config.node_ca)
+        await hub.start()
         self._runtime = _Runtime(
-            feed, planner, reader, statuses, status_reader, connections, producer
+            feed, planner, reader, statuses, status_reader, connections, producer, hub
         )
 
     async def shutdown(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is None:
             return
+        if runtime.hub is not None:
+            await runtime.hub.stop()
         for reader in (runtime.reader, runtime.status_reader):
             if reader is not None:
                 await asyncio.to_thread(reader.stop)
@@ -256,6 +262,7 @@ class GatewayApp:
             producer=runtime.producer,
             produce_rate=self._produce_rate,
             principal=principal,
+            hub=runtime.hub,
         )
 
     async def _health(self, scope: Scope, send: Send) -> None:

@@ -144,6 +144,12 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # scopes the produce mutation and node URLs (cluster, /health) need when auth is on
     produce_scope: str = setting("STATEFED_GATEWAY_PRODUCE_SCOPE", "statefed:produce")
     operator_scope: str = setting("STATEFED_GATEWAY_OPERATOR_SCOPE", "statefed:operator")
+    # new history events waiting for one slow subscriber; past it the subscription ends
+    # with SUBSCRIBER_TOO_SLOW (resume with the token). Row subscriptions keep only the
+    # newest row per key and need no bound.
+    subscription_queue: int = setting(
+        "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE", 1000, low=1, high=1_000_000
+    )
 
     # subscriptions (gateway.live): running at once in the gateway, and on one connection
     # (a WebSocket, an SSE reservation); one over either is refused TOO_MANY_SUBSCRIPTIONS

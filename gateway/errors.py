@@ -19,6 +19,11 @@ GatewayError                        code
 │   ├── ProduceDisabledError        PRODUCE_DISABLED    the mutation is switched off
 │   └── RateLimitedError            RATE_LIMITED        the principal produced more records
 │                                                       per second than allowed
+├── SlowSubscriberError             SUBSCRIBER_TOO_SLOW more history events waited for one
+│                                                       subscriber than it may hold (it
+│                                                       resumes with its token)
+├── SubscriptionsOffError           SUBSCRIPTIONS_UNAVAILABLE the gateway follows no node feeds
+│                                                       (shutting down, or built without)
 └── RoutingError                    PARTITION_UNAVAILABLE (per partition that could not be read)
     ├── RoutingNotReadyError        ROUTING_NOT_READY   partition count not read from metadata yet
     ├── PartitionUnassignedError    no live node holds the partition ACTIVE; names the node
@@ -93,6 +98,8 @@ __all__ = [
     "Reason",
     "RoutingError",
     "RoutingNotReadyError",
+    "SlowSubscriberError",
+    "SubscriptionsOffError",
     "TooManyAliasesError",
     "TooManyRepresentationsError",
     "TooManyRootFieldsError",
@@ -238,6 +245,29 @@ class RateLimitedError(ProduceError):
 
     def extensions(self) -> dict[str, Any]:
         return {"code": self.code, "limit": self.rate, "retryAfterMs": self.retry_after_ms}
+
+
+class SlowSubscriberError(GatewayError):
+    """A subscriber took its updates too slowly for every one to be kept (`bound`)."""
+
+    code = "SUBSCRIBER_TOO_SLOW"
+
+    def __init__(self, view: str, bound: int, variable: str) -> None:
+        super().__init__(
+            f"view {view}: more than {bound} updates were waiting for this subscription (set by "
+            f"{variable}); subscribe again with `after` set to the token of the last update you "
+            "received to get the rest"
+        )
+        self.view = view
+
+    def extensions(self) -> dict[str, Any]:
+        return {"code": self.code, "view": self.view}
+
+
+class SubscriptionsOffError(GatewayError):
+    """The gateway serves no subscriptions: built without a feed hub, or shutting down."""
+
+    code = "SUBSCRIPTIONS_UNAVAILABLE"
 
 
 def _keys_text(keys: Sequence[str]) -> str:

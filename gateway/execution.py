@@ -18,7 +18,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeGuard, cast
 
 import strawberry
-from graphql import ExecutionResult, GraphQLError, OperationDefinitionNode, execute
+from graphql import (
+    ExecutionResult,
+    GraphQLError,
+    OperationDefinitionNode,
+    OperationType,
+    execute,
+)
 from strawberry.execution import optimized_is_awaitable
 
 from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorization, refusal
@@ -33,6 +39,7 @@ from runtime.graphql_http import (
     MediaType,
     Outcome,
     Prepared,
+    RequestError,
     Scope,
     Send,
     send_body,
@@ -44,6 +51,10 @@ __all__ = ["GatewayEndpoint"]
 _SHAPES_PER_DOCUMENT = 16  # operation names whose shape is kept with a document
 _UNMEASURED = object()
 _HTML = b"text/html; charset=utf-8"
+_STREAMS_ONLY = (
+    "a subscription's updates cannot come in one JSON answer: subscribe over a WebSocket "
+    "(graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)"
+)
 # strawberry's faster check of resolver results (a bool function, typed as graphql-core wants)
 _IS_AWAITABLE = cast(Callable[[Any], TypeGuard[Awaitable[Any]]], optimized_is_awaitable)
 
@@ -97,6 +108,8 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         request: GraphQLRequest,
         context: RequestContext,
     ) -> Sequence[GraphQLError]:
+        if operation.operation is OperationType.SUBSCRIPTION:
+            raise RequestError(_STREAMS_ONLY, 400)
         table = context.feed.current
         return self._limits.check_shape(
             self._shape(prepared, operation),

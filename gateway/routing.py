@@ -310,6 +310,13 @@ class RoutingFeed:
         """Call `hook` whenever a request asks for a fresher table (e.g. to re-read membership)."""
         self._refresh_hooks.append(hook)
 
+    async def newer(self, seen_version: int) -> RoutingTable:
+        """Wait, without asking for a refresh, until a table newer than `seen_version` is
+        current (the feed hub follows owner changes this way)."""
+        while self._table.version <= seen_version:
+            await self._changed.wait()
+        return self._table
+
     async def refresh(self, seen_version: int, timeout_s: float) -> RoutingTable:
         """Ask for a fresher table and wait up to `timeout_s` for one newer than `seen_version`."""
         for hook in self._refresh_hooks:

@@ -6,8 +6,9 @@ types and query fields; adding a view of an existing kind needs no code here. `c
 shows membership, routing and the pipeline's reports. The types of count and latest views
 are entities keyed by the view's key field (`_entities`, batched per owning node like
 lookups); `_service { sdl }` prints the schema. The one mutation, `produce`, writes an
-event and returns its consistency token (read-your-writes). Parsed and validated documents
-are cached.
+event and returns its consistency token (read-your-writes). Each kind's builder also adds
+its Subscription fields, named like its query fields (`gateway.fields.live`). Parsed and
+validated documents are cached.
 """
 
 from __future__ import annotations
@@ -61,27 +62,39 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     """The gateway's schema for `catalogue`: per view the fields its kind defines, plus cluster."""
     views = tuple(catalogue)
     fields: dict[str, Any] = {}
+    subscriptions: dict[str, Any] = {}
     entities: dict[str, Entity] = {}
     for view in views:
         built = kind_of(view).fields(view)
-        for name, field in built.fields.items():
-            if name in fields or name in _RESERVED:
-                raise ValueError(f"view {view.name}: field {name} is defined twice")
-            fields[name] = field
+        _add(view, fields, built.fields, _RESERVED)
+        _add(view, subscriptions, built.subscriptions, ())
         if built.entity is not None:
             entities[view.type_name] = built.entity
     fields["cluster"] = cluster_field(views)
     query = strawberry.type(type("Query", (), fields))
     mutation = strawberry.type(type("Mutation", (), {"produce": produce_field(views)}))
+    subscription = None
+    if subscriptions:
+        subscription = strawberry.type(type("Subscription", (), subscriptions))
     return _Schema(
         entities,
         query=query,
         mutation=mutation,
+        subscription=subscription,
         extensions=[
             lambda: ParserCache(maxsize=_CACHE_SIZE),
             lambda: ValidationCache(maxsize=_CACHE_SIZE),
         ],
     )
+
+
+def _add(
+    view: View, into: dict[str, Any], built: Mapping[str, Any], reserved: Iterable[str]
+) -> None:
+    for name, field in built.items():
+        if name in into or name in reserved:
+            raise ValueError(f"view {view.name}: field {name} is defined twice")
+        into[name] = field
 
 
 def print_sdl(catalogue: Iterable[View] = CATALOGUE) -> str:

@@ -5,7 +5,7 @@ recording partial results on the request."""
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -21,6 +21,7 @@ from schema import FieldType, View
 
 __all__ = [
     "EVENT_TIME",
+    "SCALARS",
     "AtLeast",
     "Entity",
     "FieldSpec",
@@ -47,7 +48,7 @@ EVENT_TIME = "eventTime"
 
 FieldSpec = tuple[str, Any, str | None]  # GraphQL name, annotation, description
 
-_SCALARS: Mapping[FieldType, type] = {
+SCALARS: Mapping[FieldType, type] = {
     FieldType.STRING: str,
     FieldType.INT: int,
     FieldType.FLOAT: float,
@@ -67,10 +68,12 @@ class Entity:
 
 @dataclass(frozen=True)
 class ViewFields:
-    """What a kind's builder makes of a view: its Query fields, and its entity if it has one."""
+    """What a kind's builder makes of a view: its Query fields, its entity if it has one,
+    and its Subscription fields (`gateway.fields.live`)."""
 
     fields: dict[str, Any]
     entity: Entity | None = None
+    subscriptions: dict[str, Any] = field(default_factory=dict)
 
 
 MaxLag = Annotated[
@@ -184,7 +187,7 @@ def make(object_class: Any, values: Mapping[str, Any]) -> Any:
 def event_type(view: View, name: str, description: str, directives: Sequence[object] = ()) -> Any:
     """The type of one event of a latest or history view: key, value fields, event time."""
     fields: list[FieldSpec] = [(view.key_field, str, None)]
-    fields.extend((f.name, _SCALARS[f.type] | None, None) for f in view.value_fields)
+    fields.extend((f.name, SCALARS[f.type] | None, None) for f in view.value_fields)
     fields.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
     return object_type(view, name, description, fields, directives)
 

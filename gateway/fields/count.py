@@ -27,6 +27,12 @@ from gateway.fields.common import (
     read_options,
     record_failures,
 )
+from gateway.fields.live import (
+    KeySubscription,
+    key_subscription_fields,
+    top_subscription_field,
+    update_type,
+)
 from gateway.fields.lookup import lookup_fields
 from gateway.request import RequestContext
 from gateway.rows import Event, Ranked, Row
@@ -79,4 +85,11 @@ def count_fields(view: View) -> ViewFields:
         description=f"The `limit` most counted {view.keys_arg} (count desc, then "
         f"{view.key_field} asc) of view {view.name}.",
     )
-    return ViewFields(fields, Entity(view, row_type, to_type))
+    updates = KeySubscription(
+        view,
+        update_type(view, [("count", int | None, "Null: the key has no count.")], "a count"),
+        lambda row, at: {"count": None if row is None else row.get("count")},
+    )
+    subscriptions = key_subscription_fields(view, updates, True, "The count")
+    subscriptions[view.top_field] = top_subscription_field(view, row_type, to_type)
+    return ViewFields(fields, Entity(view, row_type, to_type), subscriptions)

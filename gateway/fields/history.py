@@ -14,7 +14,10 @@ from typing import Annotated, Any
 import strawberry
 
 from gateway.fields.common import (
+    EVENT_TIME,
+    SCALARS,
     AtLeast,
+    FieldSpec,
     MaxLag,
     PageInfo,
     ViewFields,
@@ -26,6 +29,12 @@ from gateway.fields.common import (
     object_type,
     read_options,
     record_key_read,
+)
+from gateway.fields.live import (
+    KeySubscription,
+    event_values_of,
+    key_subscription_fields,
+    update_type,
 )
 from gateway.inputs import MAX_PAGE_SIZE
 from gateway.request import RequestContext
@@ -92,6 +101,16 @@ def history_fields(view: View) -> ViewFields:
         record_key_read(context, info, read)
         return to_type(read.value or Page.empty())
 
+    values: list[FieldSpec] = [(f.name, SCALARS[f.type] | None, None) for f in view.value_fields]
+    values.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
+    updates = KeySubscription(
+        view,
+        update_type(view, values, "an event"),
+        lambda row, at: event_values_of(view, row),
+        conflate=False,
+        snapshot=False,
+    )
+    subscriptions = key_subscription_fields(view, updates, False, "Each new event")
     return ViewFields(
         {
             view.point_field: strawberry.field(
@@ -101,5 +120,6 @@ def history_fields(view: View) -> ViewFields:
                 f"< to (open ends when omitted), oldest first, `first` (1..{MAX_PAGE_SIZE}) per "
                 "page; pass pageInfo.endCursor as `after` for the next page.",
             ),
-        }
+        },
+        subscriptions=subscriptions,
     )

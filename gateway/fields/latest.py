@@ -10,15 +10,25 @@ lastBookings(customers: [String!]!): [LastBooking]!
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
+from datetime import datetime
 from typing import Any
 
 from gateway.fields.common import (
+    EVENT_TIME,
+    SCALARS,
     Entity,
+    FieldSpec,
     ViewFields,
     entity_key,
     event_type,
     event_values,
     make,
+)
+from gateway.fields.live import (
+    KeySubscription,
+    event_values_of,
+    key_subscription_fields,
+    update_type,
 )
 from gateway.fields.lookup import lookup_fields
 from gateway.rows import Event, Row
@@ -50,4 +60,12 @@ def latest_fields(view: View) -> ViewFields:
         f"The newest event of one {key} of view {view.name}; null if unknown.",
         f"The newest events of several {view.keys_arg}, in the order asked; null if unknown.",
     )
-    return ViewFields(fields, Entity(view, latest_type, to_type))
+    values: list[FieldSpec] = [(f.name, SCALARS[f.type] | None, None) for f in view.value_fields]
+    values.append((EVENT_TIME, datetime | None, "When the event happened; null: no event."))
+    updates = KeySubscription(
+        view,
+        update_type(view, values, "the newest event"),
+        lambda row, at: event_values_of(view, row),
+    )
+    subscriptions = key_subscription_fields(view, updates, True, "The newest event")
+    return ViewFields(fields, Entity(view, latest_type, to_type), subscriptions)

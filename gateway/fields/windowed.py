@@ -9,6 +9,7 @@ topHostsPerMinute(limit: Int! = 10, window: WindowInput!): [HostAccessWindow!]!
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -28,8 +29,15 @@ from gateway.fields.common import (
     record_failures,
     record_key_read,
 )
+from gateway.fields.live import (
+    KeySubscription,
+    key_subscription_fields,
+    top_subscription_field,
+    update_type,
+)
 from gateway.request import RequestContext
 from gateway.rows import Ranked, WindowCount
+from gateway.timestamps import from_ms
 from schema import View
 
 __all__ = ["windowed_fields"]
@@ -92,6 +100,29 @@ def windowed_fields(view: View) -> ViewFields:
         record_failures(context, info, result.failures)
         return [to_type(row) for row in result.rows]
 
+    size_ms = view.window.size_ms
+
+    def window_values(row: Mapping[str, Any] | None, at: tuple[int, ...]) -> dict[str, Any]:
+        start = row["start_ms"] if row is not None else at[0]
+        count = None if row is None else row.get("count")
+        return {"start": from_ms(start), "end": from_ms(start + size_ms), "count": count}
+
+    updates = KeySubscription(
+        view,
+        update_type(
+            view,
+            [
+                ("start", datetime, "First instant of the window (UTC)."),
+                ("end", datetime, "First instant after the window: start + window size."),
+                ("count", int | None, "Null: the window is no longer kept (retention)."),
+            ],
+            "a window",
+        ),
+        window_values,
+        empty_snapshots=False,
+    )
+    subscriptions = key_subscription_fields(view, updates, False, f"Each {size} window")
+    subscriptions[view.top_field] = top_subscription_field(view, window_type, to_type)
     return ViewFields(
         {
             view.point_field: strawberry.field(
@@ -107,5 +138,6 @@ def windowed_fields(view: View) -> ViewFields:
                 f"(count desc, then {key} asc) of view {view.name}; the window's start must be "
                 f"a multiple of {size} since 1970.",
             ),
-        }
+        },
+        subscriptions=subscriptions,
     )

@@ -77,6 +77,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS_PER_CONNECTION": "3",
         "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS": "250",
         "STATEFED_GATEWAY_LIVE_SEND_BUFFER": "16",
+        "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE": "9",
     }
     config = GatewayConfig.from_env(environ)
     # the secret file is the JWKS's alternative: read in a configuration of its own
@@ -114,6 +115,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert (config.produce_scope, config.operator_scope) == ("write", "ops")
     assert (config.max_subscriptions, config.max_subscriptions_per_connection) == (9, 3)
     assert (config.live_init_timeout_ms, config.live_send_buffer) == (250, 16)
+    assert config.subscription_queue == 9
 
 
 @pytest.mark.parametrize(

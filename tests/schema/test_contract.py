@@ -28,7 +28,8 @@ def test_exported_members_are_exactly_the_public_names() -> None:
         "changelog", "extensions", "keycodec", "membership", "partitioner", "sdlfile", "status",
         "views",
     }  # fmt: skip
-    assert set(schema.__all__) == public - modules
+    # schema.feed is imported by name (`from schema.feed import ...`) where it is used
+    assert set(schema.__all__) == public - modules - {"feed"}
 
 
 def test_word_counts_view_is_in_the_catalogue() -> None:

@@ -1,0 +1,376 @@
+"""Subscription fields, generated from the catalogue like the query fields and named like
+them: each kind's builder adds its own (count and latest: a key's row and several keys'
+rows; windowed: a key's windows; history: a key's new events; count: the top-N).
+
+```graphql
+wordCount(word: String!, after: String, maxLag: Int): WordCountUpdate!
+wordCounts(words: [String!]!, after: String, maxLag: Int): WordCountUpdate!
+```
+
+Every update carries its changelog `offset`, a resume `token` (pass the newest as `after`
+to continue after a reconnect: every later change once, no gap, no repeat) and the
+`freshness` of the copy it came from. Without `after`, a key's first update is its current
+row (null fields: no row). The same scope checks as queries apply when subscribing.
+"""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+import strawberry
+
+from gateway.errors import BadRequestError, GatewayError, SubscriptionsOffError
+from gateway.fields.common import (
+    FieldSpec,
+    WindowInput,
+    authorize_view,
+    given,
+    make,
+    object_type,
+)
+from gateway.inputs import check_limit, top_window
+from gateway.live.hub import FeedClosedError, FeedHub
+from gateway.live.tokens import ResumeToken
+from gateway.live.top import TopUpdate, top_updates
+from gateway.live.updates import KeyUpdate, key_updates
+from gateway.reads import ReadOptions
+from gateway.request import RequestContext
+from gateway.timestamps import from_ms
+from schema import FieldType, View
+
+__all__ = [
+    "After",
+    "FollowLag",
+    "Freshness",
+    "KeySubscription",
+    "event_values_of",
+    "key_subscription_fields",
+    "start_subscription",
+    "top_subscription_field",
+    "top_type",
+    "update_type",
+]
+
+T = TypeVar("T")
+
+After = Annotated[
+    str | None,
+    strawberry.argument(
+        description="The `token` of the newest update you received: continue right after it "
+        "(every later change exactly once). Leave it out to start now: with the current rows "
+        "where the field has them (a key's row or windows), else with the next change."
+    ),
+]
+
+FollowLag = Annotated[
+    int | None,
+    strawberry.argument(
+        name="maxLag",
+        description="When no RUNNING active copy of a partition is there to follow, follow a "
+        "standby at most this many changelog records behind (default: the gateway's "
+        "STATEFED_GATEWAY_MAX_LAG); each update's freshness says which copy it came from.",
+    ),
+]
+
+_SCALAR_CHECKS: Mapping[FieldType, Callable[[Any], bool]] = {
+    FieldType.STRING: lambda v: isinstance(v, str),
+    FieldType.INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    FieldType.FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    FieldType.BOOLEAN: lambda v: isinstance(v, bool),
+}
+
+
+@strawberry.type(description="Which copy of a partition an update came from, and how current.")
+class Freshness:
+    partition: int
+    node: str | None
+    role: str | None
+    applied_offset: int | None = strawberry.field(
+        description="The next changelog offset the copy had applied."
+    )
+    lag: int | None = strawberry.field(description="Changelog records the copy was behind.")
+
+
+def freshness_of(entry: Mapping[str, Any]) -> Freshness:
+    return Freshness(
+        partition=entry.get("partition", -1),
+        node=entry.get("node"),
+        role=entry.get("role"),
+        applied_offset=entry.get("appliedOffset"),
+        lag=entry.get("lag"),
+    )
+
+
+def update_type(view: View, fields: Sequence[FieldSpec], what: str) -> Any:
+    """`<TypeName>Update`: the key, `fields` (null: unknown or deleted), offset, token,
+    freshness."""
+    return object_type(
+        view,
+        f"{view.type_name}Update",
+        f"A change of {what} of view {view.name}, pushed as the node applies it.",
+        [
+            (view.key_field, str, None),
+            *fields,
+            ("offset", int, "The changelog offset of the change (of the row, for a first row)."),
+            ("token", str, "Pass as `after` to resume right after this update."),
+            ("freshness", Freshness, None),
+        ],
+    )
+
+
+def event_values_of(view: View, row: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A latest or history changelog row's value fields and event time (None: no row)."""
+    fields = row.get("fields", {}) if row is not None else {}
+    values = {}
+    for spec in view.value_fields:
+        value = fields.get(spec.name) if isinstance(fields, dict) else None
+        values[spec.name] = value if value is None or _SCALAR_CHECKS[spec.type](value) else None
+    event_ms = row.get("event_ms") if row is not None else None
+    values["eventTime"] = from_ms(event_ms) if isinstance(event_ms, int) else None
+    return values
+
+
+async def ended_by_errors(updates: AsyncIterator[T]) -> AsyncGenerator[T | GatewayError, None]:
+    """`updates`, then the GatewayError that ended them, if one did: graphql-core makes a
+    yielded exception the error of a last result (with its `extensions.code`), so the
+    subscriber learns why its subscription ended, and the transport completes it."""
+    try:
+        async for update in updates:
+            yield update
+    except FeedClosedError as exc:
+        yield SubscriptionsOffError(str(exc))
+    except GatewayError as exc:
+        yield exc
+
+
+def start_subscription(
+    info: strawberry.Info, view: View, keys: Sequence[str], after: str | None, max_lag: int | None
+) -> tuple[FeedHub, int, ResumeToken | None, int | None]:
+    """Check a key subscription's arguments before it starts: the scope, the keys, the token,
+    maxLag. The hub, P, the token and maxLag."""
+    context: RequestContext = info.context
+    authorize_view(context, view)
+    context.planner.check_keys(view, keys)
+    max_lag, after = given(max_lag), given(after)
+    if max_lag is not None and max_lag < 0:
+        raise BadRequestError(view.name, f"maxLag must be 0 or more, got {max_lag}")
+    if context.hub is None:
+        raise SubscriptionsOffError("this gateway serves no subscriptions (no feed hub)")
+    partitions = context.feed.current.partition_count(view)
+    token = None if after is None else ResumeToken.parse(view.name, after, partitions)
+    return context.hub, partitions, token, max_lag
+
+
+class KeySubscription:
+    """How a kind's key subscriptions read changes: `values` makes an update's fields
+    (besides the key, offset, token, freshness) from a changelog row (None: deleted) and the
+    entry it is at (a window's start, an event's position); `conflate` keeps only the newest
+    row per entry for a slow subscriber (else every update is kept, up to
+    STATEFED_GATEWAY_SUBSCRIPTION_QUEUE); `snapshot`: a subscription without `after` starts
+    with the current rows (`empty_snapshots`: also of keys without one)."""
+
+    def __init__(
+        self,
+        view: View,
+        kind_type: Any,
+        values: Callable[[Mapping[str, Any] | None, tuple[int, ...]], dict[str, Any]],
+        *,
+        conflate: bool = True,
+        snapshot: bool = True,
+        empty_snapshots: bool = True,
+    ) -> None:
+        self.view = view
+        self.kind_type = kind_type
+        self._values = values
+        self._conflate = conflate
+        self._snapshot = snapshot
+        self._empty_snapshots = empty_snapshots
+
+    def make(self, update: KeyUpdate) -> Any:
+        values = {
+            self.view.key_field: update.key,
+            **self._values(update.row, update.at),
+            "offset": update.offset,
+            "token": update.token,
+            "freshness": freshness_of(update.freshness),
+        }
+        return make(self.kind_type, values)
+
+    def updates(
+        self, info: strawberry.Info, keys: Sequence[str], after: str | None, max_lag: int | None
+    ) -> AsyncGenerator[Any, None]:
+        """The subscription's updates, its arguments checked first: a bad one is an error
+        of the subscribe request itself, before any update."""
+        hub, partitions, token, lag = start_subscription(info, self.view, keys, after, max_lag)
+        bound = info.context.config.subscription_queue
+        return self._updates(hub, partitions, keys, token, lag, bound)
+
+    async def _updates(
+        self,
+        hub: FeedHub,
+        partitions: int,
+        keys: Sequence[str],
+        token: ResumeToken | None,
+        lag: int | None,
+        bound: int,
+    ) -> AsyncGenerator[Any, None]:
+        updates = key_updates(
+            hub,
+            self.view,
+            partitions,
+            keys,
+            token,
+            lag,
+            conflate=self._conflate,
+            snapshot=self._snapshot,
+            empty_snapshots=self._empty_snapshots,
+            bound=bound,
+        )
+        async with contextlib.aclosing(updates) as stream:  # unfollows when unsubscribed
+            async for update in ended_by_errors(stream):
+                yield update if isinstance(update, GatewayError) else self.make(update)
+
+
+def key_subscription_fields(
+    view: View, subscription: KeySubscription, many: bool, what: str
+) -> dict[str, Any]:
+    """`view.point_field` (one key) and, when `many`, `view.many_field` (several keys) as
+    subscriptions of `subscription`'s updates."""
+    kind_type = subscription.kind_type
+
+    async def point(
+        info: strawberry.Info,
+        key: Annotated[str, strawberry.argument(name=view.key_field)],
+        after: After = strawberry.UNSET,
+        max_lag: FollowLag = strawberry.UNSET,
+    ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+        return subscription.updates(info, [key], after, max_lag)
+
+    async def several(
+        info: strawberry.Info,
+        keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)],
+        after: After = strawberry.UNSET,
+        max_lag: FollowLag = strawberry.UNSET,
+    ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+        return subscription.updates(info, keys, after, max_lag)
+
+    fields = {
+        view.point_field: strawberry.subscription(
+            resolver=point,
+            name=view.point_field,
+            description=f"{what} of one {view.key_field} of view {view.name}, on every change.",
+        )
+    }
+    if many:
+        fields[view.many_field] = strawberry.subscription(
+            resolver=several,
+            name=view.many_field,
+            description=f"{what} of several {view.keys_arg} of view {view.name}, on every "
+            "change (one update per changed key).",
+        )
+    return fields
+
+
+MIN_INTERVAL_MS = 100  # a top-N subscription's fastest rate
+
+
+def top_type(view: View, row_type: Any) -> Any:
+    """`<TypeName>Top`: the merged top-N rows, a token and the freshness of the read."""
+    return object_type(
+        view,
+        f"{view.type_name}Top",
+        f"The top-N of view {view.name}, pushed when it changes.",
+        [
+            ("rows", list[row_type], None),  # type: ignore[valid-type]
+            ("token", str, "The changelog offsets per partition this top includes."),
+            ("freshness", list[Freshness], "Which copies answered the read, per partition."),
+        ],
+    )
+
+
+def top_updates_of(
+    info: strawberry.Info,
+    view: View,
+    limit: int,
+    window: datetime | None,
+    interval: int,
+    max_lag: int | None,
+) -> AsyncGenerator[TopUpdate, None]:
+    """The updates of a top-N subscription, its arguments checked first."""
+    context: RequestContext = info.context
+    authorize_view(context, view)
+    max_lag = given(max_lag)
+    check_limit(view, limit, context.config.max_top_limit)
+    start = top_window(view, given(window))
+    if not MIN_INTERVAL_MS <= interval <= 3_600_000:
+        raise BadRequestError(
+            view.name, f"interval must be in {MIN_INTERVAL_MS}..3600000 ms, got {interval}"
+        )
+    if max_lag is not None and max_lag < 0:
+        raise BadRequestError(view.name, f"maxLag must be 0 or more, got {max_lag}")
+    if context.hub is None:
+        raise SubscriptionsOffError("this gateway serves no subscriptions (no feed hub)")
+    partitions = context.feed.current.partition_count(view)
+    options = ReadOptions(max_lag, caller=context.principal.subject)
+    return top_updates(
+        context.hub,
+        context.planner,
+        view,
+        partitions,
+        limit,
+        start,
+        interval / 1000,
+        options,
+        context.config.timeout_s,
+    )
+
+
+def top_subscription_field(view: View, row_type: Any, to_type: Callable[[Any], Any]) -> Any:
+    """`view.top_field` as a subscription: the merged top-N (of one window, for a windowed
+    view), pushed when it changes, at most every `interval` ms."""
+    kind_type = top_type(view, row_type)
+
+    def make_top(update: TopUpdate) -> Any:
+        values = {
+            "rows": [to_type(row) for row in update.rows],
+            "token": update.token,
+            "freshness": [freshness_of(entry) for entry in update.freshness],
+        }
+        return make(kind_type, values)
+
+    async def pushed(updates: AsyncGenerator[TopUpdate, None]) -> AsyncGenerator[Any, None]:
+        async with contextlib.aclosing(updates) as stream:
+            async for update in ended_by_errors(stream):
+                yield update if isinstance(update, GatewayError) else make_top(update)
+
+    interval_argument = strawberry.argument(
+        description=f"Push at most once per this many ms ({MIN_INTERVAL_MS}..3600000)."
+    )
+
+    async def top(
+        info: strawberry.Info,
+        limit: int = 10,
+        interval: Annotated[int, interval_argument] = 1000,
+        max_lag: FollowLag = strawberry.UNSET,
+    ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+        return pushed(top_updates_of(info, view, limit, None, interval, max_lag))
+
+    async def window_top(
+        info: strawberry.Info,
+        window: WindowInput,
+        limit: int = 10,
+        interval: Annotated[int, interval_argument] = 1000,
+        max_lag: FollowLag = strawberry.UNSET,
+    ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+        start = window.start
+        return pushed(top_updates_of(info, view, limit, start, interval, max_lag))
+
+    return strawberry.subscription(
+        resolver=top if view.window is None else window_top,
+        name=view.top_field,
+        description=f"The `limit` first rows of view {view.name} as its top field ranks them, "
+        "now and whenever they change, at most every `interval` ms.",
+    )

@@ -1,0 +1,161 @@
+"""One WebSocket to one node's change feed (`schema.feed`): opened on the first follow,
+its handshake signed like a node call (runtime.trust), its frames handed to the follow
+they name.
+
+A follow registers a queue; the link's reader puts every frame of that follow in it, and
+`LOST` when the connection ends (the follow is then over: the hub follows again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import ssl
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import WebSocketException
+from websockets.typing import Subprotocol
+
+from runtime.trust import NodeCallSigner
+from schema.feed import FEED_PATH, FEED_SUBPROTOCOL
+
+__all__ = ["LOST", "FeedLink", "LinkError", "feed_url"]
+
+log = logging.getLogger(__name__)
+
+LOST: dict[str, Any] = {"type": "lost"}  # put in a follow's queue when its connection ended
+_OPEN_TIMEOUT_S = 10.0
+_MAX_FRAME_BYTES = 64 << 20  # a snapshot of many keys comes in one frame
+
+
+class LinkError(Exception):
+    """The node's feed could not be reached or refused the handshake; says which and why."""
+
+
+def feed_url(node_url: str) -> tuple[str, str]:
+    """The feed's ws(s) URL of a node served at `node_url`, and its request target."""
+    parts = urlsplit(node_url)
+    scheme = "wss" if parts.scheme == "https" else "ws"
+    path = parts.path.rstrip("/") + FEED_PATH
+    return urlunsplit((scheme, parts.netloc, path, "", "")), path
+
+
+class FeedLink:
+    """The gateway's connection to the feed of node `node_id` at `url`."""
+
+    def __init__(
+        self, node_id: str, url: str, signer: NodeCallSigner, ca: Path | None = None
+    ) -> None:
+        self.node_id = node_id
+        self.url = url
+        self._signer = signer
+        self._ca = ca
+        self._ws: ClientConnection | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._opening = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._follows: dict[int, asyncio.Queue[Mapping[str, Any]]] = {}
+
+    @property
+    def idle(self) -> bool:
+        """No follow on it, and none being started."""
+        return not self._follows and not self._opening.locked()
+
+    async def open(self) -> None:
+        """Connect unless connected; LinkError naming the node when that fails."""
+        async with self._opening:
+            if self._ws is not None:
+                return
+            uri, target = feed_url(self.url)
+            headers = self._signer.headers(b"GET", target.encode(), b"", ())
+            try:
+                self._ws = await connect(
+                    uri,
+                    subprotocols=[Subprotocol(FEED_SUBPROTOCOL)],
+                    additional_headers=[(k.decode(), v.decode()) for k, v in headers],
+                    ssl=self._ssl(uri),
+                    proxy=None,
+                    open_timeout=_OPEN_TIMEOUT_S,
+                    max_size=_MAX_FRAME_BYTES,
+                    compression=None,
+                )
+            except (OSError, TimeoutError, WebSocketException) as exc:
+                raise LinkError(f"node {self.node_id}: feed unreachable ({exc})") from exc
+            self._reader = asyncio.get_running_loop().create_task(self._read(self._ws))
+
+    def _ssl(self, uri: str) -> ssl.SSLContext | None:
+        if not uri.startswith("wss:"):
+            return None
+        return ssl.create_default_context(cafile=None if self._ca is None else str(self._ca))
+
+    async def follow(self, frame: dict[str, Any]) -> tuple[int, asyncio.Queue[Mapping[str, Any]]]:
+        """Send a follow (its id set here); the queue its frames will come in."""
+        await self.open()
+        ident = next(self._ids)
+        queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+        self._follows[ident] = queue
+        try:
+            await self._send({**frame, "type": "follow", "id": ident})
+        except LinkError:
+            self._follows.pop(ident, None)
+            raise
+        return ident, queue
+
+    async def unfollow(self, ident: int) -> None:
+        """Stop follow `ident`; frames of it still in flight are dropped."""
+        if self._follows.pop(ident, None) is not None and self._ws is not None:
+            with contextlib.suppress(LinkError):
+                await self._send({"type": "unfollow", "id": ident})
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        ws = self._ws
+        if ws is None:
+            raise LinkError(f"node {self.node_id}: feed connection closed")
+        try:
+            await ws.send(orjson.dumps(frame).decode())
+        except (OSError, WebSocketException) as exc:
+            raise LinkError(f"node {self.node_id}: feed connection lost ({exc})") from exc
+
+    async def _read(self, ws: ClientConnection) -> None:
+        try:
+            async for message in ws:
+                self._dispatch(message)
+        except (OSError, WebSocketException) as exc:
+            log.info("feed of node %s at %s ended: %s", self.node_id, self.url, exc)
+        finally:
+            self._lost(ws)
+
+    def _dispatch(self, message: str | bytes) -> None:
+        try:
+            frame = orjson.loads(message)
+        except orjson.JSONDecodeError:
+            log.warning("node %s sent a feed frame that is no JSON: %.200r", self.node_id, message)
+            return
+        ident = frame.get("id") if isinstance(frame, dict) else None
+        queue = self._follows.get(ident) if isinstance(ident, int) else None
+        if queue is not None:
+            queue.put_nowait(frame)
+        elif isinstance(frame, dict) and frame.get("type") == "error":
+            log.warning("node %s feed error: %.300s", self.node_id, frame.get("message"))
+
+    def _lost(self, ws: ClientConnection) -> None:
+        if self._ws is ws:
+            self._ws = None
+        follows, self._follows = self._follows, {}
+        for queue in follows.values():
+            queue.put_nowait(LOST)
+
+    async def close(self) -> None:
+        ws, reader = self._ws, self._reader
+        if ws is not None:
+            await ws.close()
+        if reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader

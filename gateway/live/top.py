@@ -1,0 +1,111 @@
+"""The updates of a top-N subscription: the merged top of a view (of one window, for a
+windowed view), read again with the planner when a change on any partition could alter it,
+pushed when it did, at most once per interval.
+
+Every partition is followed from now (no keys), by one follow per view, partition and
+maxLag that all top-N subscriptions share (`FeedHub.watch`). A change can alter the top
+only when it is of a row in the top, or the top is short, or it counts at least as much as
+the top's last row (and, for a windowed view, is of the window asked for). Each update
+carries the offsets the followed partitions had reached before the read, as a resume token (a
+resubscription simply reads the top anew), and the freshness of the read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gateway.live.hub import FeedBatch, FeedHub, FeedStream
+from gateway.live.tokens import ResumeToken
+from gateway.reads import ReadOptions, Reads
+from gateway.rows import Ranked
+from gateway.timestamps import floor_ms
+from schema import View
+from schema.feed import Change
+
+__all__ = ["TopUpdate", "top_updates"]
+
+
+@dataclass(frozen=True)
+class TopUpdate:
+    rows: list[Ranked]
+    token: str
+    freshness: list[dict[str, Any]]
+
+
+class _Watch:
+    """Whether the changes seen since the last read could alter the top."""
+
+    def __init__(self, limit: int, window_ms: int | None) -> None:
+        self.limit = limit
+        self.window_ms = window_ms
+        self.rows: list[Ranked] | None = None
+        self.changed = asyncio.Event()
+        self.changed.set()  # the first read
+        self.failure: Exception | None = None
+
+    def matters(self, change: Change) -> bool:
+        if self.window_ms is not None and change.at[:1] != (self.window_ms,):
+            return False
+        rows = self.rows
+        if rows is None or len(rows) < self.limit or change.row is None:
+            return True
+        count = change.row.get("count")
+        return any(r.key == change.key for r in rows) or (
+            isinstance(count, int) and count >= rows[-1].count
+        )
+
+    def seen(self, batch: FeedBatch | Exception) -> None:
+        if isinstance(batch, Exception):  # the subscriber gets it with its next update
+            self.failure = batch
+            self.changed.set()
+        elif any(self.matters(c) for c in batch.changes):
+            self.changed.set()
+
+
+async def top_updates(
+    hub: FeedHub,
+    reads: Reads,
+    view: View,
+    partitions: int,
+    limit: int,
+    window: datetime | None,
+    interval_s: float,
+    options: ReadOptions,
+    timeout_s: float,
+) -> AsyncGenerator[TopUpdate, None]:
+    """The top `limit` of `view` now, then each time it changed, at most every `interval_s`."""
+    loop = asyncio.get_running_loop()
+    watch = _Watch(limit, None if window is None else floor_ms(window))
+    async with contextlib.AsyncExitStack() as stack:
+        streams = [
+            await stack.enter_async_context(hub.watch(view, p, options.max_lag, watch.seen))
+            for p in range(partitions)
+        ]
+        await _following(streams, timeout_s)  # changes from before the first read are in it
+        pushed_at = None
+        while True:
+            await watch.changed.wait()
+            if pushed_at is not None and loop.time() < pushed_at + interval_s:
+                await asyncio.sleep(pushed_at + interval_s - loop.time())  # the rate bound
+            watch.changed.clear()
+            if watch.failure is not None:
+                raise watch.failure
+            reached = {s.partition: s.reached for s in streams if s.reached is not None}
+            result = await reads.top(view, limit, loop.time() + timeout_s, window, options)
+            if result.rows != watch.rows:
+                watch.rows = result.rows
+                pushed_at = loop.time()
+                token = ResumeToken(view.name, reached).text()
+                yield TopUpdate(result.rows, token, result.freshness)
+
+
+async def _following(streams: Sequence[FeedStream], timeout_s: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            for stream in streams:
+                await stream.following.wait()

@@ -1,0 +1,172 @@
+"""The updates of one key subscription: the changes of its keys, merged from one feed stream
+per partition, each delivered once, with the resume token that covers what was delivered.
+
+The rule, per subscription: a snapshot row sets covered[entry] to its offset; a change at
+offset o is delivered iff o >= token[p] and o >= covered[entry]; then covered[entry] =
+o + 1 (an entry is a key's row, or one window or event of it). Updates wait in `pending`
+until the subscriber takes them: conflated per entry to the newest row (count, latest,
+windows), or queued up to a bound (history: every event once; past the bound the
+subscription ends with SlowSubscriberError, resumable with its token). The pending update
+of the lowest offset goes first, so the token of every message, per partition the lowest
+offset not delivered yet, never skips a change nor repeats one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import SlowSubscriberError
+from gateway.live.hub import FeedBatch, FeedHub, FeedStream
+from gateway.live.tokens import ResumeToken
+from schema import View, partition_for
+from schema.feed import Change
+
+__all__ = ["KeyUpdate", "key_updates"]
+
+_QUEUE = "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE"
+Entry = tuple[str, tuple[int, ...]]  # a key, and which of its rows (window, event): () = the key's
+
+
+@dataclass(frozen=True)
+class KeyUpdate:
+    """One delivered change (or snapshot row) of a key, and the token covering it."""
+
+    key: str
+    at: tuple[int, ...]
+    row: Mapping[str, Any] | None
+    offset: int
+    token: str
+    freshness: Mapping[str, Any]
+    snapshot: bool = False
+
+
+@dataclass
+class _Pending:
+    change: Change
+    partition: int
+    freshness: Mapping[str, Any]
+
+
+class _Merge:
+    """What one subscription has received and not yet delivered, and its token state."""
+
+    def __init__(self, view: View, token: ResumeToken | None, conflate: bool, bound: int) -> None:
+        self.view = view
+        self.floor: dict[int, int] = dict(token.offsets) if token is not None else {}
+        self.reached: dict[int, int] = dict(self.floor)
+        self.covered: dict[Entry, int] = {}
+        self.conflate = conflate
+        self.bound = bound
+        self.pending: dict[Entry | int, _Pending] = {}
+        self._serial = 0
+        self.wake = asyncio.Event()
+
+    def accept(self, partition: int, batch: FeedBatch, empty_snapshots: bool) -> None:
+        for change in batch.changes:
+            entry: Entry = (change.key, change.at)
+            if change.snapshot:
+                self.covered[entry] = change.offset
+                if change.row is None and not empty_snapshots:
+                    continue
+            else:
+                if change.offset < self.floor.get(partition, 0):
+                    continue
+                if change.offset < self.covered.get(entry, 0):
+                    continue
+                self.covered[entry] = change.offset + 1
+                if change.row is None and not self.conflate:
+                    continue  # a history event removed by retention: nothing to show
+            self._hold(entry, _Pending(change, partition, batch.freshness))
+        self.reached[partition] = max(batch.applied, self.reached.get(partition, 0))
+        self.wake.set()
+
+    def _hold(self, entry: Entry, pending: _Pending) -> None:
+        if self.conflate:
+            self.pending[entry] = pending
+            return
+        if len(self.pending) >= self.bound:
+            raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
+        self._serial += 1
+        self.pending[self._serial] = pending
+
+    def take(self) -> KeyUpdate | None:
+        if not self.pending:
+            return None
+        slot = min(self.pending, key=lambda s: self.pending[s].change.offset)
+        held = self.pending.pop(slot)
+        change = held.change
+        return KeyUpdate(
+            change.key,
+            change.at,
+            change.row,
+            change.offset,
+            self.token(),
+            held.freshness,
+            change.snapshot,
+        )
+
+    def token(self) -> str:
+        offsets = dict(self.reached)
+        for held in self.pending.values():
+            p = held.partition
+            offsets[p] = min(offsets.get(p, held.change.offset), held.change.offset)
+        return ResumeToken(self.view.name, offsets).text()
+
+
+async def key_updates(
+    hub: FeedHub,
+    view: View,
+    partitions: int,
+    keys: Sequence[str],
+    token: ResumeToken | None,
+    max_lag: int | None,
+    *,
+    conflate: bool = True,
+    snapshot: bool = True,
+    empty_snapshots: bool = True,
+    bound: int = 1000,
+) -> AsyncGenerator[KeyUpdate, None]:
+    """The updates of `keys` of `view` (P = `partitions`): without a token (and with
+    `snapshot`) first each key's current rows, then every change, from the token's offsets
+    when there is one."""
+    by_partition: dict[int, list[str]] = {}
+    for key in dict.fromkeys(keys):
+        by_partition.setdefault(partition_for(key, partitions), []).append(key)
+    merge = _Merge(view, token, conflate, bound)
+    failure: list[BaseException] = []
+
+    async def pump(partition: int, stream: FeedStream) -> None:
+        try:
+            async for batch in stream:
+                merge.accept(partition, batch, empty_snapshots)
+        except Exception as exc:  # the subscriber gets it once the updates before it
+            failure.append(exc)
+            merge.wake.set()
+
+    async with contextlib.AsyncExitStack() as streams:
+        pumps = []
+        for partition, asked in sorted(by_partition.items()):
+            after = merge.floor.get(partition)
+            stream = await streams.enter_async_context(
+                hub.follow(view, partition, asked, after, snapshot and after is None, max_lag)
+            )
+            pumps.append(asyncio.get_running_loop().create_task(pump(partition, stream)))
+        streams.callback(_cancel, pumps)
+        while True:
+            update = merge.take()
+            if update is not None:
+                yield update
+                continue
+            if failure:
+                raise failure[0]
+            merge.wake.clear()
+            await merge.wake.wait()
+
+
+def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()

@@ -1,0 +1,474 @@
+"""The feed hub against fake node feeds (real WebSockets on loopback, `tests.live.fake_feed`):
+follows from offsets, from now and with a snapshot; the copy it picks; re-follows from the
+offsets the stream reached after a lost connection, `gone` and an owner change, each
+offset once; a slow reader; signed handshakes."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+import trustme
+
+from gateway.live.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream
+from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
+from runtime.clock import wall_clock_ms
+from runtime.trust import ClusterSecret, NodeCallSigner
+from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for
+from schema.feed import Change
+from tests.gateway.fakes import WORDS
+from tests.live.fake_feed import Changelog, FakeFeedNode, count_row, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+P = 2
+SECRET = ClusterSecret(b"s" * 32)
+
+
+def keys_in(partition: int, count: int, prefix: str = "k") -> list[str]:
+    found: list[str] = []
+    i = 0
+    while len(found) < count:
+        key = f"{prefix}{i}"
+        if partition_for(key, P) == partition:
+            found.append(key)
+        i += 1
+    return found
+
+
+def record(
+    node: FakeFeedNode, active: Sequence[int], standby: Sequence[int] = (), behind: int = 0
+) -> MemberRecord:
+    """`node`'s membership record; its standby copies `behind` more than they are."""
+    statuses = [PartitionStatus(p, Role.ACTIVE, 10, 10) for p in active]
+    for p in standby:
+        lag = len(node.log.of(p)) - node.applied_of(p) + behind
+        statuses.append(PartitionStatus(p, Role.STANDBY, 10 - lag, 10))
+    return MemberRecord(
+        node_id=node.node_id,
+        url=node.url,
+        state=NodeState.RUNNING,
+        heartbeat_ms=wall_clock_ms(),
+        heartbeat_interval_ms=1000,
+        partitions=tuple(statuses),
+    )
+
+
+def table(*records: MemberRecord) -> RoutingTable:
+    members = {r.node_id: r for r in records}
+    return build_routing_table(members, {WORDS.name: P}, wall_clock_ms())
+
+
+class Reader:
+    """Reads a stream in the background, keeping every change it got."""
+
+    def __init__(self, stream: FeedStream) -> None:
+        self.batches: list[FeedBatch] = []
+        self.error: BaseException | None = None
+        self._task = asyncio.get_running_loop().create_task(self._read(stream))
+
+    async def _read(self, stream: FeedStream) -> None:
+        try:
+            async for batch in stream:
+                self.batches.append(batch)
+        except Exception as exc:
+            self.error = exc
+
+    @property
+    def changes(self) -> list[Change]:
+        return [c for b in self.batches for c in b.changes]
+
+    def offsets(self) -> list[int]:
+        return [c.offset for c in self.changes if not c.snapshot]
+
+    async def close(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+async def nodes(log: Changelog, *specs: tuple[str, dict[str, object]]) -> list[FakeFeedNode]:
+    started = []
+    for node_id, options in specs:
+        node = FakeFeedNode(node_id, log, range(P), **options)  # type: ignore[arg-type]
+        started.append(await node.start())
+    return started
+
+
+def test_a_follow_from_an_offset_gets_every_later_change_in_order() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        for n in range(1, 6):
+            log.append(key, count_row(key, n))
+        (n1,) = await nodes(log, ("n1", {}))
+        feed = RoutingFeed(table(record(n1, [0, 1])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 0, None, after=2) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: len(reader.offsets()) == 3, 10, "offsets 2..4")
+                log.append(key, count_row(key, 6))
+                await n1.publish()
+                await wait_for(lambda: len(reader.offsets()) == 4, 10, "offset 5")
+                assert reader.offsets() == [2, 3, 4, 5]
+                assert [c.row["count"] for c in reader.changes if c.row] == [3, 4, 5, 6]
+                assert reader.batches[-1].applied == 6
+                assert reader.batches[-1].freshness == {
+                    "partition": 0,
+                    "node": "n1",
+                    "role": "ACTIVE",
+                    "appliedOffset": 6,
+                    "lag": 0,
+                }
+                await reader.close()
+        finally:
+            await hub.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_follow_from_now_gets_only_new_changes_and_a_snapshot_the_rows_first() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        a, b = keys_in(1, 2)
+        log.append(a, count_row(a, 1))
+        log.append(b, count_row(b, 1))
+        log.append(a, count_row(a, 2))
+        (n1,) = await nodes(log, ("n1", {}))
+        feed = RoutingFeed(table(record(n1, [0, 1])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with (
+                hub.follow(WORDS, 1, None) as now,
+                hub.follow(WORDS, 1, [a, "nobody"], snapshot=True) as snap,
+            ):
+                new, first = Reader(now), Reader(snap)
+                await wait_for(lambda: first.batches, 10, "the snapshot")
+                await wait_for(lambda: n1.follows_open() == 2, 10, "both follows open")
+                log.append(b, count_row(b, 2))
+                log.append(a, count_row(a, 3))
+                await n1.publish()
+                await wait_for(lambda: len(new.offsets()) == 2, 10, "the two new changes")
+                await wait_for(lambda: len(first.offsets()) == 1, 10, "a's new change")
+                assert new.offsets() == [3, 4]
+                snapshot = first.batches[0]
+                assert snapshot.snapshot
+                rows = {c.key: c.row for c in snapshot.changes}
+                assert rows == {a: count_row(a, 2), "nobody": None}
+                assert {c.offset for c in snapshot.changes} == {3}
+                assert first.offsets() == [4]  # b's change is not asked for
+                await new.close()
+                await first.close()
+        finally:
+            await hub.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_lost_owner_is_followed_on_its_successor_from_the_reached_offset_once() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        for n in range(1, 4):
+            log.append(key, count_row(key, n))
+        # the successor replays from 0 whatever it is asked: the hub must drop what it had
+        n1, n2 = await nodes(log, ("n1", {}), ("n2", {"ignore_from": True}))
+        feed = RoutingFeed(table(record(n1, [0, 1]), record(n2, [])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 0, [key], after=0) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: len(reader.offsets()) == 3, 10, "offsets 0..2")
+                await n1.stop()  # the owner dies; its connection is lost
+                for n in range(4, 7):
+                    log.append(key, count_row(key, n))
+                feed.publish(table(record(n2, [0, 1])))
+                await wait_for(lambda: len(reader.offsets()) >= 6, 10, "offsets 3..5 from n2")
+                await n2.publish()
+                assert reader.offsets() == [0, 1, 2, 3, 4, 5]
+                assert reader.batches[-1].freshness["node"] == "n2"
+                assert n2.follows_asked[-1]["from"] == {WORDS.changelog_topic: 3}
+                assert n2.follows_asked[-1]["snapshot"] is False
+                await reader.close()
+        finally:
+            await hub.stop()
+            await n2.stop()
+
+    asyncio.run(scenario())
+
+
+def test_gone_and_an_owner_change_move_the_follow_without_a_gap_or_a_repeat() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(1, 1)
+        n1, n2 = await nodes(log, ("n1", {}), ("n2", {}))
+        feed = RoutingFeed(table(record(n1, [0, 1]), record(n2, [])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 1, [key]) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: n1.follows_open() == 1, 10, "the follow on n1")
+                log.append(key, count_row(key, 1))
+                await n1.publish()
+                await wait_for(lambda: reader.offsets() == [0], 10, "offset 0 from n1")
+                # the table names a new owner: the hub moves there while n1 still serves
+                feed.publish(table(record(n1, [0]), record(n2, [1])))
+                await wait_for(lambda: n2.follows_open() == 1, 10, "the follow moved to n2")
+                assert n2.follows_asked[-1]["from"] == {WORDS.changelog_topic: 1}
+                await wait_for(lambda: n1.follows_open() == 0, 10, "n1's follow closed")
+                log.append(key, count_row(key, 2))
+                await n1.publish()  # n1 would still send: it is no longer followed
+                await n2.publish()
+                await wait_for(lambda: reader.offsets() == [0, 1], 10, "offset 1 from n2")
+                # n2 lets the partition go while the table still names it: the hub waits for
+                # another copy (n1 again, by the next table) and continues from offset 2
+                log.append(key, count_row(key, 3))
+                await n2.gone(1)
+                feed.publish(table(record(n1, [0, 1]), record(n2, [0])))
+                await wait_for(lambda: reader.offsets() == [0, 1, 2], 10, "offset 2 from n1")
+                assert reader.batches[-1].freshness["node"] == "n1"
+                assert n1.follows_asked[-1]["from"] == {WORDS.changelog_topic: 2}
+                await reader.close()
+        finally:
+            await hub.stop()
+            await n1.stop()
+            await n2.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_standby_within_max_lag_is_followed_only_while_no_running_owner_is_there() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        for n in range(1, 4):
+            log.append(key, count_row(key, n))
+        n1, n2 = await nodes(log, ("n1", {"role": "STANDBY"}), ("n2", {}))
+        n1.applied = {0: 2}  # one record behind
+        feed = RoutingFeed(table(record(n1, [], standby=[0])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with (
+                hub.follow(WORDS, 0, [key], after=0, max_lag=0) as strict,
+                hub.follow(WORDS, 0, [key], after=0, max_lag=1) as loose,
+            ):
+                behind, within = Reader(strict), Reader(loose)
+                await wait_for(lambda: within.offsets() == [0, 1], 10, "the standby's two")
+                assert within.batches[-1].freshness["role"] == "STANDBY"
+                assert within.batches[-1].freshness["lag"] == 1
+                assert behind.offsets() == [] and n2.follows_open() == 0
+                feed.publish(table(record(n1, [], standby=[0]), record(n2, [0])))
+                await wait_for(lambda: behind.offsets() == [0, 1, 2], 10, "all from the owner")
+                await wait_for(lambda: within.offsets() == [0, 1, 2], 10, "moved to the owner")
+                assert within.batches[-1].freshness["node"] == "n2"
+                await behind.close()
+                await within.close()
+        finally:
+            await hub.stop()
+            await n1.stop()
+            await n2.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_reader_costs_bounded_memory_and_still_gets_every_change_once() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        (n1,) = await nodes(log, ("n1", {}))
+        feed = RoutingFeed(table(record(n1, [0, 1])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=100, stream_batches=4)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 0, [key]) as stream:
+                await wait_for(lambda: n1.follows_open() == 1, 10, "the follow")
+                for n in range(1, 21):  # 20 frames, nobody reading
+                    log.append(key, count_row(key, n))
+                    await n1.publish()
+                await wait_for(lambda: n1.follows_open() == 0, 10, "the hub to stop following")
+                assert stream.held <= 4
+                got: list[int] = []
+                async for batch in stream:
+                    got.extend(c.offset for c in batch.changes)
+                    if len(got) >= 20:
+                        break
+                assert got == list(range(20))
+                assert [f["from"] for f in n1.follows_asked] == [
+                    None,
+                    {WORDS.changelog_topic: 4},
+                ]
+        finally:
+            await hub.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_the_handshake_is_signed_with_the_cluster_secret_and_unsigned_is_refused() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        log.append(key, count_row(key, 1))
+        (n1,) = await nodes(log, ("n1", {"secret": SECRET}))
+        feed = RoutingFeed(table(record(n1, [0, 1])))
+        signed = FeedHub(feed, NodeCallSigner(SECRET), max_lag=100)
+        unsigned = FeedHub(feed, NodeCallSigner(None), max_lag=100)
+        await signed.start()
+        await unsigned.start()
+        try:
+            async with (
+                signed.follow(WORDS, 0, None, after=0) as good,
+                unsigned.follow(WORDS, 0, None, after=0) as bad,
+            ):
+                ok, refused = Reader(good), Reader(bad)
+                await wait_for(lambda: ok.offsets() == [0], 10, "the signed follow")
+                await wait_for(lambda: n1.refused >= 2, 10, "the unsigned one refused, retried")
+                assert refused.changes == []
+                await ok.close()
+                await refused.close()
+        finally:
+            await signed.stop()
+            await unsigned.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_stopping_the_hub_ends_its_streams_with_an_error_to_resume_from() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (n1,) = await nodes(log, ("n1", {}))
+        hub = FeedHub(RoutingFeed(table(record(n1, [0, 1]))), NodeCallSigner(None), max_lag=1)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 0, None) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: n1.follows_open() == 1, 10, "the follow")
+                await hub.stop()
+                await wait_for(lambda: reader.error is not None, 10, "the stream to end")
+                assert isinstance(reader.error, FeedClosedError)
+                assert "resume with your token" in str(reader.error)
+        finally:
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_watchers_of_a_partition_share_one_follow_and_each_get_every_batch() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        (n1,) = await nodes(log, ("n1", {}))
+        hub = FeedHub(RoutingFeed(table(record(n1, [0, 1]))), NodeCallSigner(None), max_lag=1)
+        await hub.start()
+        first: list[int] = []
+        second: list[int] = []
+
+        def into(seen: list[int]) -> Callable[[FeedBatch | Exception], None]:
+            def take(batch: FeedBatch | Exception) -> None:
+                assert isinstance(batch, FeedBatch), batch
+                seen.extend(c.offset for c in batch.changes)
+
+            return take
+
+        try:
+            async with hub.watch(WORDS, 0, None, into(first)) as one:
+                async with hub.watch(WORDS, 0, None, into(second)) as two:
+                    assert one is two
+                    await wait_for(lambda: n1.follows_open() == 1, 10, "one follow")
+                    log.append(key, count_row(key, 1))
+                    await n1.publish()
+                    await wait_for(lambda: first == second == [0], 10, "both to see offset 0")
+                assert n1.follows_open() == 1  # the first watcher still watches
+                log.append(key, count_row(key, 2))
+                await n1.publish()
+                await wait_for(lambda: first == [0, 1], 10, "offset 1")
+                assert second == [0]
+            await wait_for(lambda: n1.follows_open() == 0, 10, "the follow to end")
+            assert len(n1.follows_asked) == 1
+        finally:
+            await hub.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_an_https_node_is_followed_over_wss_verified_with_the_node_ca(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        log.append(key, count_row(key, 1))
+        (n1,) = await nodes(log, ("n1", {"tls": server}))
+        assert n1.url.startswith("https://")
+        feed = RoutingFeed(table(record(n1, [0, 1])))
+        trusted = FeedHub(feed, NodeCallSigner(None), max_lag=1, ca=ca_file)
+        untrusted = FeedHub(feed, NodeCallSigner(None), max_lag=1)  # the system's CAs
+        await trusted.start()
+        await untrusted.start()
+        try:
+            async with (
+                trusted.follow(WORDS, 0, None, after=0) as good,
+                untrusted.follow(WORDS, 0, None, after=0) as bad,
+            ):
+                ok, refused = Reader(good), Reader(bad)
+                await wait_for(lambda: ok.offsets() == [0], 10, "the follow over wss")
+                assert n1.follows_open() == 1 and refused.changes == []
+                await ok.close()
+                await refused.close()
+        finally:
+            await trusted.stop()
+            await untrusted.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_followed_standby_is_kept_while_no_owner_runs_and_left_once_one_does() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(1, 1)
+        log.append(key, count_row(key, 1))
+        s1, s2, owner = await nodes(
+            log, ("s1", {"role": "STANDBY"}), ("s2", {"role": "STANDBY"}), ("o", {})
+        )
+        feed = RoutingFeed(table(record(s1, [], standby=[1])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=10)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 1, [key], after=0) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: reader.offsets() == [0], 10, "offset 0 from s1")
+                # another standby, more current: the follow stays where it is (no flapping)
+                s1_behind = record(s1, [], standby=[1], behind=5)
+                feed.publish(table(record(s2, [], standby=[1]), s1_behind))
+                log.append(key, count_row(key, 2))
+                await s1.publish()
+                await wait_for(lambda: reader.offsets() == [0, 1], 10, "offset 1 from s1")
+                assert s2.follows_asked == [] and s1.follows_open() == 1
+                # a RUNNING owner: the follow moves there
+                feed.publish(table(record(s1, [], standby=[1]), record(owner, [1])))
+                await wait_for(lambda: owner.follows_open() == 1, 10, "the move to the owner")
+                assert owner.follows_asked[-1]["from"] == {WORDS.changelog_topic: 2}
+                await reader.close()
+        finally:
+            await hub.stop()
+            for node in (s1, s2, owner):
+                await node.stop()
+
+    asyncio.run(scenario())
