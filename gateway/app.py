@@ -28,11 +28,11 @@ from gateway.execution import GatewayEndpoint
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.kinds import kind_of
 from gateway.limits import QueryLimits
+from gateway.live.hub import FeedHub
 from gateway.live.operations import Operations
 from gateway.live.slots import Slots
 from gateway.live.sse import STREAM_PATH, GraphQLEventStream
 from gateway.live.ws import GraphQLWebSocket
-from gateway.live.hub import FeedHub
 from gateway.membership import MembershipReader
 from gateway.planner import Planner
 from gateway.principal import ANONYMOUS, Principal

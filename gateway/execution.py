@@ -108,8 +108,6 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         request: GraphQLRequest,
         context: RequestContext,
     ) -> Sequence[GraphQLError]:
-        if operation.operation is OperationType.SUBSCRIPTION:
-            raise RequestError(_STREAMS_ONLY, 400)
         table = context.feed.current
         return self._limits.check_shape(
             self._shape(prepared, operation),
@@ -125,6 +123,8 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         context: RequestContext,
     ) -> Outcome:
         assert prepared.document is not None
+        if operation.operation is OperationType.SUBSCRIPTION:  # the streams subscribe instead
+            raise RequestError(_STREAMS_ONLY, 400)
         name = None if operation.name is None else operation.name.value
         try:
             outcome = execute(
