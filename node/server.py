@@ -68,7 +68,7 @@ def uvicorn_config(app: NodeApp) -> uvicorn.Config:
         port=config.port,
         loop="uvloop",
         http=GraphQLHttpToolsProtocol,
-        ws="websockets",  # the change feed (/feed)
+        ws="websockets-sansio",  # the change feed (/feed), on websockets' sans-I/O core
         lifespan="on",
         access_log=False,
         log_level="info",
