@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ __all__ = ["ChangeFeed", "Entry", "Read"]
 
 # what one ring entry costs beyond its JSON text (tuple, strings, list slot)
 _ENTRY_OVERHEAD = 200
+# every ring a node makes has its own number: a follow of an older ring of its partition
+# (detached and attached again meanwhile) is gone, its offsets mean nothing to the new one
+_generations = itertools.count(1)
 
 
 class Entry(NamedTuple):
@@ -59,6 +63,7 @@ class _Ring:
     base_seq: int = 0  # seq of entries[0]
     size: int = 0  # bytes held
     status_version: int = 0  # bumped when role, restore state or end offsets change
+    generation: int = field(default_factory=lambda: next(_generations))
 
     @property
     def start_seq(self) -> int:
@@ -215,35 +220,39 @@ class ChangeFeed:
                 ring.status_version,
             )
 
-    def end_seq(self, partition: int) -> int:
-        """The seq of the next entry `partition`'s ring will take (0 when not held)."""
-        with self._lock:
-            ring = self._rings.get(partition)
-            return 0 if ring is None else ring.end_seq
-
-    def start(self, partition: int, wanted: Mapping[str, int | None]) -> tuple[dict[str, int], int]:
-        """A new follow's cursor (None: the applied offset now) and its seq to read from;
+    def end_seq(self, partition: int) -> tuple[int, int]:
+        """The ring generation of `partition` and the seq its next entry will take;
         KeyError when `partition` is not held."""
+        with self._lock:
+            ring = self._rings[partition]
+            return ring.generation, ring.end_seq
+
+    def start(
+        self, partition: int, wanted: Mapping[str, int | None]
+    ) -> tuple[int, dict[str, int], int]:
+        """A new follow's ring generation, cursor (None: the applied offset now) and the seq
+        to read from; KeyError when `partition` is not held."""
         with self._lock:
             ring = self._rings[partition]
             cursor = {t: ring.applied.get(t, 0) if n is None else n for t, n in wanted.items()}
             caught_up = all(n >= ring.applied.get(t, 0) for t, n in cursor.items())
-            return cursor, ring.end_seq if caught_up else ring.start_seq
+            return ring.generation, cursor, ring.end_seq if caught_up else ring.start_seq
 
     def read(
         self,
         partition: int,
+        generation: int,
         seq: int,
         cursor: Mapping[str, int],
         keys: Collection[str] | None,
         max_entries: int = 500,
         max_scan: int = 20_000,
     ) -> Read:
-        """The entries of `partition` from `seq` on that a follow at `cursor` (next offset
-        per topic) of `keys` (None: all) wants, up to `max_entries`."""
+        """The entries of ring `generation` of `partition` from `seq` on that a follow at
+        `cursor` (next offset per topic) of `keys` (None: all) wants, up to `max_entries`."""
         with self._lock:
             ring = self._rings.get(partition)
-            if ring is None:
+            if ring is None or ring.generation != generation:
                 return Read(gone=self._gone.get(partition, "the node does not hold it"))
             behind = tuple(t for t, n in cursor.items() if n < ring.first.get(t, 0))
             if behind:
@@ -267,8 +276,11 @@ class ChangeFeed:
                     after[topic] = max(n, ring.applied.get(topic, 0))
             return Read(entries=tuple(found), seq=seq, cursor=after, more=more)
 
-    def first(self, partition: int, topic: str) -> int | None:
-        """From which offset `partition`'s ring holds every change of `topic` (None: not held)."""
+    def first(self, partition: int, generation: int, topic: str) -> int | None:
+        """From which offset ring `generation` of `partition` holds every change of `topic`
+        (None: that ring is gone)."""
         with self._lock:
             ring = self._rings.get(partition)
-            return None if ring is None else ring.first.get(topic, 0)
+            if ring is None or ring.generation != generation:
+                return None
+            return ring.first.get(topic, 0)

@@ -251,6 +251,7 @@ class _FollowRun:
         self.follow = follow
         self.topics = {view.changelog_topic: view for view in follow.views}
         self.cursor: dict[str, int] = {}
+        self.generation = 0  # of the ring followed
         self.seq = 0
         self._sent_status: tuple[object, ...] | None = None
         self._sent_cursor: dict[str, int] = {}
@@ -262,7 +263,7 @@ class _FollowRun:
             return
         while True:
             waiter = self.feed.changed(partition)
-            read = self.feed.read(partition, self.seq, self.cursor, follow.keys)
+            read = self.feed.read(partition, self.generation, self.seq, self.cursor, follow.keys)
             if read.gone is not None:
                 await self._gone(read.gone)
                 return
@@ -290,7 +291,7 @@ class _FollowRun:
                 if snapshot is None:
                     return await self._unreadable()
             else:
-                self.cursor, self.seq = self.feed.start(partition, follow.wanted)
+                self.generation, self.cursor, self.seq = self.feed.start(partition, follow.wanted)
             role, restoring, applied, end, version = self.feed.status(partition)
         except KeyError:
             await self._gone(self.feed.gone_reason(partition) or "the node does not hold it")
@@ -312,7 +313,7 @@ class _FollowRun:
         the copy cannot be read (restoring, or not held here); KeyError when not held."""
         follow, partition = self.follow, self.follow.partition
         # the seq before the read: every entry after it may hold a record the read missed
-        seq = self.feed.end_seq(partition)
+        generation, seq = self.feed.end_seq(partition)
         keys = sorted(follow.keys or ())
         views = list(follow.views)
         now = self.endpoint.clock()
@@ -323,7 +324,7 @@ class _FollowRun:
             return None
         (changes, offsets), _status = read
         self.cursor = {topic: offsets.get(topic, 0) for topic in self.topics}
-        self.seq = seq
+        self.generation, self.seq = generation, seq
         return [orjson.dumps(change.to_json()) for change in changes]
 
     async def _unreadable(self) -> bool:
@@ -341,7 +342,7 @@ class _FollowRun:
         replay = Replay(self.endpoint.config, self.topics[topic], partition, self.cursor[topic])
         try:
             while True:
-                first = self.feed.first(partition, topic)
+                first = self.feed.first(partition, self.generation, topic)
                 if first is None or replay.position >= first:
                     return
                 changes = await asyncio.to_thread(replay.read, first)

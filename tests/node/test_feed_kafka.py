@@ -134,7 +134,8 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
     feeds = contextlib.ExitStack()
     try:
         wait_until(lambda: running(node, P), 60, "f2 RUNNING with every partition")
-        first = node.app.feed.first(partition, topic)
+        generation, _seq = node.app.feed.end_seq(partition)
+        first = node.app.feed.first(partition, generation, topic)
         assert first is not None and 0 < first < len(head), "the ring should have dropped some"
         feed = feeds.enter_context(open_feed(config.url))
         feed.follow(1, partition, [view.name], keys=keys[:50], **{"from": {topic: 0}})
