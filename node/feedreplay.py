@@ -14,6 +14,7 @@ replay's start on); records a replicator skipped as undecodable are skipped here
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -49,6 +50,8 @@ class Replay:
         self._apply = kind_of(view).apply
         self._consumer: Consumer | None = None
         self._latest: dict[str, EventPosition] = {}  # the latest event seen per key
+        # a follow cancelled mid-read closes the replay from another worker thread
+        self._lock = threading.Lock()
 
     def _open(self) -> Consumer:
         if self._consumer is None:
@@ -74,6 +77,10 @@ class Replay:
         """The changes of the records from `position` up to `until` (exclusive), at most
         `max_records` of them read; advances `position`. ReplayError when no record
         comes for `stall_s`."""
+        with self._lock:
+            return self._read(until, max_records)
+
+    def _read(self, until: int, max_records: int) -> list[Change]:
         consumer = self._open()
         deadline = time.monotonic() + self.stall_s
         messages: list[Message] = []
@@ -133,6 +140,8 @@ class Replay:
         return batch.changes(stale)
 
     def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            consumer.close()
+        """Close the consumer, once any read running in another thread is done."""
+        with self._lock:
+            consumer, self._consumer = self._consumer, None
+            if consumer is not None:
+                consumer.close()

@@ -231,14 +231,18 @@ class _Connection:
 
     async def _follow(self, follow: _Follow) -> None:
         try:
-            await _FollowRun(self, follow).run()
+            try:
+                await _FollowRun(self, follow).run()
+            except ReplayError as exc:
+                await self.send_doc({"type": "error", "id": follow.id, "message": str(exc)})
+            except _Closed:
+                raise
+            except Exception as exc:
+                log.exception("feed follow %s of partition %s failed", follow.id, follow.partition)
+                message = f"the follow failed: {exc}"
+                await self.send_doc({"type": "error", "id": follow.id, "message": message})
         except _Closed:
-            pass
-        except ReplayError as exc:
-            await self.send_doc({"type": "error", "id": follow.id, "message": str(exc)})
-        except Exception as exc:
-            log.exception("feed follow %s of partition %s failed", follow.id, follow.partition)
-            await self.send_doc({"type": "error", "id": follow.id, "message": f"failed: {exc}"})
+            pass  # the connection is gone: its other follows end with it
 
 
 class _FollowRun:
