@@ -246,10 +246,12 @@ class ChangeFeed:
         cursor: Mapping[str, int],
         keys: Collection[str] | None,
         max_entries: int = 500,
+        max_bytes: int = 256 << 10,
         max_scan: int = 20_000,
     ) -> Read:
         """The entries of ring `generation` of `partition` from `seq` on that a follow at
-        `cursor` (next offset per topic) of `keys` (None: all) wants, up to `max_entries`."""
+        `cursor` (next offset per topic) of `keys` (None: all) wants, up to `max_entries` or
+        `max_bytes` of JSON (one frame)."""
         with self._lock:
             ring = self._rings.get(partition)
             if ring is None or ring.generation != generation:
@@ -261,7 +263,8 @@ class ChangeFeed:
             after = dict(cursor)
             found: list[Entry] = []
             stop = min(ring.end_seq, seq + max_scan)
-            while seq < stop and len(found) < max_entries:
+            size = 0
+            while seq < stop and len(found) < max_entries and size < max_bytes:
                 entry = ring.entries[seq - ring.base_seq]
                 seq += 1
                 wanted = after.get(entry.topic)
@@ -270,6 +273,7 @@ class ChangeFeed:
                 after[entry.topic] = entry.offset + 1
                 if keys is None or entry.key in keys:
                     found.append(entry)
+                    size += len(entry.doc)
             more = seq < ring.end_seq
             if not more:  # every change the copy applied was seen
                 for topic, n in after.items():

@@ -37,6 +37,9 @@ __all__ = ["PROGRESS_INTERVAL_S", "FeedEndpoint"]
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_S = 1.0
+# at most this many changes or about this many bytes of them in one frame
+_FRAME_CHANGES = 500
+_FRAME_BYTES = 256 << 10
 _CLOSE_CODES = {400: 4400, 401: 4401, 503: 4503}
 _READABLE = (Role.ACTIVE, Role.STANDBY)
 
@@ -267,7 +270,10 @@ class _FollowRun:
             return
         while True:
             waiter = self.feed.changed(partition)
-            read = self.feed.read(partition, self.generation, self.seq, self.cursor, follow.keys)
+            read = self.feed.read(
+                partition, self.generation, self.seq, self.cursor, follow.keys,
+                _FRAME_CHANGES, _FRAME_BYTES,
+            )  # fmt: skip
             if read.gone is not None:
                 await self._gone(read.gone)
                 return
@@ -344,16 +350,23 @@ class _FollowRun:
         """Replay `topic` from the cursor up to where the ring holds it."""
         partition, keys = self.follow.partition, self.follow.keys
         replay = Replay(self.endpoint.config, self.topics[topic], partition, self.cursor[topic])
+        log.info(
+            "node %s: feed follow %d of partition %d replays %s from offset %d",
+            self.endpoint.config.node_id, self.follow.id, partition, topic, replay.position,
+        )  # fmt: skip
         try:
             while True:
                 first = self.feed.first(partition, self.generation, topic)
                 if first is None or replay.position >= first:
                     return
                 changes = await asyncio.to_thread(replay.read, first)
+                wanted = [c for c in changes if keys is None or c.key in keys]
+                docs = [orjson.dumps(c.to_json()) for c in wanted]
+                for size in _frame_sizes(docs):  # frames as a ring read cuts them
+                    self.cursor[topic] = wanted[size - 1].offset + 1
+                    await self._changes(docs[:size], self.cursor)
+                    del docs[:size], wanted[:size]
                 self.cursor[topic] = replay.position
-                docs = [orjson.dumps(c.to_json()) for c in changes if keys is None or c.key in keys]
-                if docs:
-                    await self._changes(docs, self.cursor)
         finally:
             # in a worker, after any read still running there (a cancelled follow's)
             asyncio.get_running_loop().run_in_executor(None, replay.close)
@@ -390,6 +403,20 @@ class _FollowRun:
              "state": _state(restoring), "applied": dict(self.cursor),
              "end": {t: n for t, n in end.items() if t in self.topics}}
         )  # fmt: skip
+
+
+def _frame_sizes(docs: list[bytes]) -> list[int]:
+    """How many of `docs` go in each frame, in order: at most _FRAME_CHANGES changes or
+    about _FRAME_BYTES bytes of them."""
+    sizes, count, size = [], 0, 0
+    for doc in docs:
+        count, size = count + 1, size + len(doc)
+        if count >= _FRAME_CHANGES or size >= _FRAME_BYTES:
+            sizes.append(count)
+            count, size = 0, 0
+    if count:
+        sizes.append(count)
+    return sizes
 
 
 def _state(restoring: bool) -> str:

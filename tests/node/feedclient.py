@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,9 +25,19 @@ def feed_url(node_url: str) -> str:
 
 @contextlib.contextmanager
 def open_feed(
-    node_url: str, secret: ClusterSecret | None = None, subprotocol: str = FEED_SUBPROTOCOL
+    node_url: str,
+    secret: ClusterSecret | None = None,
+    subprotocol: str = FEED_SUBPROTOCOL,
+    receive_buffer: int | None = None,
 ) -> Iterator[FeedClient]:
-    """A connection to the node's feed, its handshake signed with `secret` when given."""
+    """A connection to the node's feed, its handshake signed with `secret` when given;
+    `receive_buffer` shrinks the socket's buffer (a slow reader backs up sooner)."""
+    sock = None
+    if receive_buffer is not None:
+        host, port = urllib.parse.urlsplit(node_url).hostname, urllib.parse.urlsplit(node_url).port
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        sock.connect((host, port))
     headers = []
     if secret is not None:
         headers = NodeCallSigner(secret).headers(b"GET", FEED_PATH.encode(), b"", ["test"])
@@ -35,6 +47,8 @@ def open_feed(
         additional_headers=[(name.decode(), value.decode()) for name, value in headers],
         proxy=None,
         open_timeout=10,
+        sock=sock,
+        max_size=4 << 20,
     ) as connection:
         yield FeedClient(connection)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import os
 import threading
 import uuid
@@ -161,6 +162,40 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
             assert {c.key: c.row for c in changes} == {k: final[k] for k in wanted}
         # the changes below the ring's first offset can only have come from Kafka
         assert any(c.offset < first for c in feed.changes(2))
+    finally:
+        feeds.close()
+        node.stop()
+
+
+def test_a_follow_too_slow_for_the_ring_falls_back_to_replay_without_gap_or_duplicate(
+    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="node.feedsocket")
+    partition, topic = 3, view.changelog_topic
+    config = node_config(
+        broker.bootstrap, tmp_path, "f4", f"g-{view.name}", STATEFED_NODE_FEED_BUFFER_MB="1"
+    )
+    node = ThreadNode(config, [view]).start()
+    feeds = contextlib.ExitStack()
+    try:
+        wait_until(lambda: running(node, P), 30, "f4 RUNNING with every partition")
+        # a reader that stops reading: a 4 KiB socket buffer backs its frames up at once
+        feed = feeds.enter_context(open_feed(config.url, receive_buffer=4096))
+        feed.follow(1, partition, [view.name])
+        feed.wait_for("following", lambda: bool(feed.of(1, "following")))
+        # ~5 MB of changes (600-character keys): far more than the ~170 KB ring of a partition
+        rows = [CountRow(k, 1, 7) for k in keys_in(partition, 4000, tag="x" * 592)]
+        produce_counts(broker.bootstrap, view, rows)
+
+        def applied() -> bool:
+            status = node.app.feed.status(partition)
+            return status[2][topic] >= len(rows)
+
+        wait_until(applied, 60, "f4 applying every record")
+        feed.wait_for("every change", lambda: feed.applied(1, topic) >= len(rows), 60)
+        assert feed.changes(1) == expected(view, rows, 0)
+        replays = [r.getMessage() for r in caplog.records if "replays" in r.getMessage()]
+        assert any("follow 1 of partition 3 replays" in m for m in replays), replays
     finally:
         feeds.close()
         node.stop()
