@@ -114,6 +114,19 @@ def test_follows_from_zero_and_from_now_get_each_change_once_in_offset_order(
         assert feed.changes(1) == expected(view, head + tail, 0)
         assert feed.changes(2) == expected(view, tail, len(head))
         assert feed.of(None, "error") == [] and feed.of(1, "error") == []
+
+        # follows the node cannot serve are answered, naming why
+        feed.follow(3, partition, ["no_such_view"])
+        feed.follow(4, partition, [view.name], snapshot=True)
+        feed.follow(1, partition, [view.name])
+        feed.follow(5, P + 3, [view.name])
+        feed.wait_for(
+            "the answers", lambda: len(feed.of_type("error")) == 3 and bool(feed.of(5, "gone"))
+        )
+        assert view.name in feed.of(3, "error")[0]["message"]
+        assert "names its keys" in feed.of(4, "error")[0]["message"]
+        assert "follow 1 is running" in feed.of(1, "error")[0]["message"]
+        assert feed.of(5, "gone")[0]["reason"] == "the node does not hold it"
     finally:
         feeds.close()
         node.stop()
@@ -236,14 +249,22 @@ def test_a_snapshot_follow_and_its_changes_equal_the_store_while_records_stream_
         start = following["from"][topic]
         snapshot = feed.of(1, "changes")[0]
         assert snapshot.get("snapshot") is True and snapshot["applied"] == {topic: start}
+
+        # one producer, one flush per round: the record at offset o is key o % 8's round o // 8
+        def record(offset: int) -> dict[str, Any]:
+            n = offset // len(keys) + 1
+            return doc(CountRow(keys[offset % len(keys)], n, n))
+
         rows: dict[str, Any] = {}
         for change in feed.changes(1):
-            if change.snapshot:
+            if change.snapshot:  # exactly the rows of every record below its offset
                 assert change.offset == start
-                rows[change.key] = change.row
-            else:  # nothing the snapshot held comes again
-                assert change.offset >= start
-                rows[change.key] = change.row
+                assert change.row == record(
+                    max(o for o in range(start) if keys[o % len(keys)] == change.key)
+                )
+            else:  # nothing the snapshot held comes again, and each change is its record
+                assert change.offset >= start and change.row == record(change.offset)
+            rows[change.key] = change.row
         counts = node.counts(keys)
         assert rows == {k: doc(CountRow(k, n, n)) for k, n in counts.items() if n is not None}
         assert set(counts) == set(keys)
