@@ -21,19 +21,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from node.changes import ChangeBatch, EventPosition, position
 from node.config import NodeConfig
-from node.errors import NodeError, SerializationError
+from node.errors import ReplayError, SerializationError
 from node.kinds import kind_of
 from schema import View
 from schema.feed import Change
 
-__all__ = ["Replay", "ReplayError"]
+__all__ = ["Replay"]
 
 log = logging.getLogger(__name__)
-
-
-class ReplayError(NodeError):
-    """The changelog could not be read back to where the follow asked (e.g. its records
-    are gone, or the broker does not answer)."""
 
 
 class Replay:

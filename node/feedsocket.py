@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import orjson
 
 from node.config import NodeConfig
+from node.errors import ReplayError
 from node.feed import ChangeFeed
-from node.feedreplay import Replay, ReplayError
+from node.feedreplay import Replay
 from node.feedsnapshot import SNAPSHOT_KINDS, snapshot_changes
 from node.partitions import PartitionRegistry
 from node.trust import CallGuard
