@@ -4,8 +4,9 @@ The replicators' consumer threads are the tap: after each successful store write
 `publish` the changes that took effect (ChangeBatch.changes) with the new applied offsets;
 `attach`/`detach` follow the copies the node holds, `record_end`/`record_restoring` their
 end offsets and restore state. Each partition keeps a bounded ring of recent changes, each
-already encoded as its JSON text for the wire; together the rings hold at most
-STATEFED_NODE_FEED_BUFFER_MB, the oldest change of the partition that grows going first.
+encoded as its JSON text for the wire when first read; together the rings hold about
+STATEFED_NODE_FEED_BUFFER_MB (counted by the records' sizes), the oldest change of the
+partition that grows going first.
 `first[topic]` is the offset from which a ring holds every change of a topic; a follow
 from an older offset is replayed from Kafka first (node.feedreplay), the feed socket
 (node.feedsocket) reads the rest from here.
@@ -24,12 +25,9 @@ import itertools
 import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
-import orjson
-
+from node.changes import Effect
 from schema import Role, View
-from schema.feed import Change
 
 __all__ = ["ChangeFeed", "Entry", "Read"]
 
@@ -40,13 +38,27 @@ _ENTRY_OVERHEAD = 200
 _generations = itertools.count(1)
 
 
-class Entry(NamedTuple):
-    """One change in a ring: its changelog topic and offset, view, key and JSON text."""
+class Entry:
+    """One change in a ring: its changelog topic, offset and key, and its JSON text, made
+    when first read (in the event loop, never by the consumer thread that publishes it)."""
 
-    topic: str
-    offset: int
-    key: str
-    doc: bytes
+    __slots__ = ("_doc", "effect", "key", "offset", "topic")
+
+    def __init__(self, topic: str, effect: Effect):
+        self.topic, self.offset, self.key = topic, effect.offset, effect.key
+        self.effect = effect
+        self._doc: bytes | None = None
+
+    @property
+    def doc(self) -> bytes:
+        if self._doc is None:
+            self._doc = self.effect.json()
+        return self._doc
+
+    @property
+    def size(self) -> int:
+        """What the entry holds in memory, about: its record's value, key and bookkeeping."""
+        return self.effect.size + len(self.key) + _ENTRY_OVERHEAD
 
 
 @dataclass
@@ -76,7 +88,7 @@ class _Ring:
     def evict(self) -> None:
         entry = self.entries[self.head]
         self.head += 1
-        self.size -= len(entry.doc) + _ENTRY_OVERHEAD
+        self.size -= entry.size
         self.first[entry.topic] = max(self.first.get(entry.topic, 0), entry.offset + 1)
         if self.head >= 1024 and self.head * 2 >= len(self.entries):
             del self.entries[: self.head]
@@ -139,17 +151,16 @@ class ChangeFeed:
                 self._gone[partition] = reason
         self._wake(partition)
 
-    def publish(self, partition: int, changes: list[Change], offsets: Mapping[str, int]) -> None:
+    def publish(self, partition: int, effects: list[Effect], offsets: Mapping[str, int]) -> None:
         """The changes a store write made take effect (offset order) and its new offsets."""
-        entries = [
-            Entry(self.topics[c.view], c.offset, c.key, orjson.dumps(c.to_json())) for c in changes
-        ]
+        topics = self.topics
+        entries = [Entry(topics[e.view], e) for e in effects]
         with self._lock:
             ring = self._rings.get(partition)
             if ring is None:
                 return
             ring.entries.extend(entries)
-            ring.size += sum(len(e.doc) + _ENTRY_OVERHEAD for e in entries)
+            ring.size += sum(e.size for e in entries)
             ring.applied.update(offsets)
             cap = self.budget_bytes // max(1, len(self._rings))
             while ring.size > cap and ring.head < len(ring.entries):
@@ -251,7 +262,7 @@ class ChangeFeed:
     ) -> Read:
         """The entries of ring `generation` of `partition` from `seq` on that a follow at
         `cursor` (next offset per topic) of `keys` (None: all) wants, up to `max_entries` or
-        `max_bytes` of JSON (one frame)."""
+        about `max_bytes` (one frame)."""
         with self._lock:
             ring = self._rings.get(partition)
             if ring is None or ring.generation != generation:
@@ -273,7 +284,7 @@ class ChangeFeed:
                 after[entry.topic] = entry.offset + 1
                 if keys is None or entry.key in keys:
                     found.append(entry)
-                    size += len(entry.doc)
+                    size += entry.size
             more = seq < ring.end_seq
             if not more:  # every change the copy applied was seen
                 for topic, n in after.items():

@@ -19,12 +19,11 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from node.changes import ChangeBatch, EventPosition, position
+from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.config import NodeConfig
 from node.errors import ReplayError, SerializationError
 from node.kinds import kind_of
 from schema import View
-from schema.feed import Change
 
 __all__ = ["Replay"]
 
@@ -68,14 +67,14 @@ class Replay:
             self._consumer.assign([topic])
         return self._consumer
 
-    def read(self, until: int, max_records: int = 1000) -> list[Change]:
+    def read(self, until: int, max_records: int = 1000) -> list[Effect]:
         """The changes of the records from `position` up to `until` (exclusive), at most
         `max_records` of them read; advances `position`. ReplayError when no record
         comes for `stall_s`."""
         with self._lock:
             return self._read(until, max_records)
 
-    def _read(self, until: int, max_records: int) -> list[Change]:
+    def _read(self, until: int, max_records: int) -> list[Effect]:
         consumer = self._open()
         deadline = time.monotonic() + self.stall_s
         messages: list[Message] = []
@@ -98,7 +97,7 @@ class Replay:
                 break
             self._decode(batch, message, offset)
             self.position = offset + 1
-        return self._changes(batch)
+        return self._effects(batch)
 
     def _record(self, message: Message) -> bool:
         """Whether `message` is a record; raises on a fatal consumer error."""
@@ -114,13 +113,13 @@ class Replay:
         return False
 
     def _decode(self, batch: ChangeBatch, message: Message, offset: int) -> None:
-        batch.reading(offset)
+        batch.reading(offset, len(message.value() or b""))
         try:
             self._apply(batch, self.view, message)
         except (ValueError, SerializationError) as exc:
             log.debug("view %s: replay skips the record at %d: %s", self.view.name, offset, exc)
 
-    def _changes(self, batch: ChangeBatch) -> list[Change]:
+    def _effects(self, batch: ChangeBatch) -> list[Effect]:
         """The batch's changes; latest rows only when later than the latest seen."""
         stale = set()
         for (view, key), event in batch.latest.items():
@@ -132,7 +131,7 @@ class Replay:
                 stale.add((view, key))
             else:
                 self._latest[key] = position(event)
-        return batch.changes(stale)
+        return batch.effects(stale)
 
     def close(self) -> None:
         """Close the consumer, once any read running in another thread is done."""

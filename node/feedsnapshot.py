@@ -12,45 +12,44 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from node.changes import count_doc, event_doc, window_doc
+from node.changes import change_json
 from node.retention import expiry_horizon
 from node.store import PartitionStore
 from schema import View, ViewKind
-from schema.feed import Change
 
 __all__ = ["SNAPSHOT_KINDS", "snapshot_changes"]
 
-# (store, view, keys, applied offset of the view's topic, now ms) -> snapshot changes
-_Reader = Callable[[PartitionStore, View, list[str], int, int], list[Change]]
+# (store, view, keys, applied offset of the view's topic, now ms) -> snapshot changes' JSON
+_Reader = Callable[[PartitionStore, View, list[str], int, int], list[bytes]]
 
 
-def _counts(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[Change]:
+def _counts(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[bytes]:
     rows = store.get_many(view.name, keys)
     return [
-        Change(view.name, key, at, None if row is None else count_doc(row), snapshot=True)
+        change_json(view.name, key, at, row, snapshot=True)
         for key, row in zip(keys, rows, strict=True)
     ]
 
 
-def _latest(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[Change]:
+def _latest(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[bytes]:
     rows = store.latest_many(view.name, keys)
     return [
-        Change(view.name, key, at, None if row is None else event_doc(row), snapshot=True)
+        change_json(view.name, key, at, row, snapshot=True)
         for key, row in zip(keys, rows, strict=True)
     ]
 
 
-def _windows(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[Change]:
+def _windows(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[bytes]:
     horizon = expiry_horizon(view, now)
-    changes: list[Change] = []
+    docs: list[bytes] = []
     for key in keys:
         windows = store.windows(view.name, key, None, None, horizon)
-        changes.extend(
-            Change(view.name, key, at, window_doc(w), (w.start_ms,), snapshot=True) for w in windows
+        docs.extend(
+            change_json(view.name, key, at, w, (w.start_ms,), snapshot=True) for w in windows
         )
         if not windows:
-            changes.append(Change(view.name, key, at, None, snapshot=True))
-    return changes
+            docs.append(change_json(view.name, key, at, None, snapshot=True))
+    return docs
 
 
 SNAPSHOT_KINDS: dict[ViewKind, _Reader] = {
@@ -62,13 +61,13 @@ SNAPSHOT_KINDS: dict[ViewKind, _Reader] = {
 
 def snapshot_changes(
     store: PartitionStore, views: list[View], keys: list[str], now_ms: int
-) -> tuple[list[Change], dict[str, int]]:
-    """The current rows of `keys` in `views` and the store's offsets, from one point in
-    time; every view must be of a kind in SNAPSHOT_KINDS."""
+) -> tuple[list[bytes], dict[str, int]]:
+    """The current rows of `keys` in `views` as snapshot changes' JSON, and the store's
+    offsets, from one point in time; every view must be of a kind in SNAPSHOT_KINDS."""
     with store.pinned() as pinned:
         offsets = pinned.offsets()
-        changes = []
+        docs = []
         for view in views:
             at = offsets.get(view.changelog_topic, 0)
-            changes.extend(SNAPSHOT_KINDS[view.kind](pinned, view, keys, at, now_ms))
-    return changes, offsets
+            docs.extend(SNAPSHOT_KINDS[view.kind](pinned, view, keys, at, now_ms))
+    return docs, offsets

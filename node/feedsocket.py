@@ -333,10 +333,10 @@ class _FollowRun:
         )
         if read is None:
             return None
-        (changes, offsets), _status = read
+        (docs, offsets), _status = read
         self.cursor = {topic: offsets.get(topic, 0) for topic in self.topics}
         self.generation, self.seq = generation, seq
-        return [orjson.dumps(change.to_json()) for change in changes]
+        return docs
 
     async def _unreadable(self) -> bool:
         follow = self.follow
@@ -360,9 +360,9 @@ class _FollowRun:
                 first = self.feed.first(partition, self.generation, topic)
                 if first is None or replay.position >= first:
                     return
-                changes = await asyncio.to_thread(replay.read, first)
-                wanted = [c for c in changes if keys is None or c.key in keys]
-                docs = [orjson.dumps(c.to_json()) for c in wanted]
+                effects = await asyncio.to_thread(replay.read, first)
+                wanted = [e for e in effects if keys is None or e.key in keys]
+                docs = [e.json() for e in wanted]
                 for size in _frame_sizes(docs):  # frames as a ring read cuts them
                     self.cursor[topic] = wanted[size - 1].offset + 1
                     await self._changes(docs[:size], self.cursor)

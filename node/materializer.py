@@ -338,7 +338,7 @@ class Replicator:
             batch = batches.get(partition)
             if batch is None:
                 batch = batches[partition] = self._new_batch()
-            batch.reading(offset)
+            batch.reading(offset, len(message.value() or b""))
             try:
                 self._appliers[topic](batch, view, message)
             except (ValueError, SerializationError) as exc:

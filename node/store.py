@@ -41,7 +41,7 @@ import orjson
 import plyvel
 
 from node import layout
-from node.changes import ChangeBatch, EventPosition, position
+from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import (
     DiskFullError,
     SerializationError,
@@ -51,7 +51,6 @@ from node.errors import (
     StoreWriteError,
 )
 from schema import CountRow, EventRow, WindowRow, unpack
-from schema.feed import Change
 
 _Row = TypeVar("_Row", CountRow, EventRow)
 
@@ -105,9 +104,9 @@ class PartitionStore(abc.ABC):
         return True
 
     @abc.abstractmethod
-    def apply(self, batch: ChangeBatch) -> list[Change]:
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
         """Write every change, expiry and offset of `batch` atomically; returns the changes
-        that took effect, in offset order (`ChangeBatch.changes`): a latest row replaces
+        that took effect, in offset order (`ChangeBatch.effects`): a latest row replaces
         the stored one only when its event is later."""
 
     @abc.abstractmethod
@@ -354,7 +353,7 @@ class LevelDBStore(PartitionStore):
 
     # -- writes ----------------------------------------------------------------------------
 
-    def apply(self, batch: ChangeBatch) -> list[Change]:
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
         db = self._require_open()
         if self._write_failed:
             raise StoreWriteError(
@@ -367,7 +366,7 @@ class LevelDBStore(PartitionStore):
         except plyvel.IOError as exc:
             self._write_failed = True
             raise self._write_error("write", exc) from exc
-        return batch.changes(stale)
+        return batch.effects(stale)
 
     def _write(self, db: plyvel.DB, batch: ChangeBatch) -> set[tuple[str, str]]:
         """Write `batch`; returns the latest rows (view, key) the stored ones outranked."""
@@ -632,7 +631,7 @@ class _PinnedStore(LevelDBStore):
     def close(self) -> None:
         pass  # the snapshot ends with `pinned`'s block
 
-    def apply(self, batch: ChangeBatch) -> list[Change]:
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
         raise StoreError(f"partition store {self.path}: a pinned view takes no writes")
 
     def _read_many(

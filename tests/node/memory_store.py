@@ -7,12 +7,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Self, TypeVar
 
-from node.changes import ChangeBatch, EventPosition, position
+from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import StoreClosedError
 from node.store import PartitionStore
 from runtime.ranking import rank
 from schema import CountRow, EventRow, WindowRow
-from schema.feed import Change
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -59,7 +58,7 @@ class MemoryStore(PartitionStore):
         self._require_open()
         yield copy.deepcopy(self)
 
-    def apply(self, batch: ChangeBatch) -> list[Change]:
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
         self._require_open()
         stale = set()
         for (view, key), row in batch.counts.items():
@@ -84,7 +83,7 @@ class MemoryStore(PartitionStore):
         for (view, key, at), event in batch.events.items():
             _put(self._events.setdefault(view, {}), (key, at), event)
         self._offsets.update(batch.offsets)
-        return batch.changes(stale)
+        return batch.effects(stale)
 
     def get(self, view: str, key: str) -> CountRow | None:
         self._require_open()

@@ -8,7 +8,7 @@ import asyncio
 import orjson
 import pytest
 
-from node.changes import ChangeBatch, count_doc, event_doc, window_doc
+from node.changes import ChangeBatch, Effect, change_json
 from node.feed import ChangeFeed
 from node.store import PartitionStore
 from schema import (
@@ -31,11 +31,26 @@ def event(key: str, event_ms: int, offset: int) -> EventRow:
     return EventRow(key, event_ms, 0, offset, {"text": f"{key}@{event_ms}"})
 
 
-def test_rows_are_the_changelog_values_json_objects() -> None:
-    count, window = CountRow("a", 3, 7), WindowRow("a", 0, 60_000, 2, 5)
-    assert count_doc(count) == orjson.loads(encode_count(count))
-    assert window_doc(window) == orjson.loads(encode_window(window))
-    assert event_doc(event("a", 9, 4)) == orjson.loads(encode_event(event("a", 9, 4)))
+def event_doc(row: EventRow) -> dict[str, object]:
+    return {"key": row.key, "event_ms": row.event_ms, "source_partition": row.source_partition,
+            "source_offset": row.source_offset, "fields": row.fields}  # fmt: skip
+
+
+def test_a_change_is_the_contract_json_with_the_changelog_value_as_its_row() -> None:
+    count, window, row = CountRow("a", 3, 7), WindowRow("a", 0, 60_000, 2, 5), event("a", 9, 4)
+    for value, encoded, at in (
+        (count, encode_count(count), ()),
+        (window, encode_window(window), (0,)),
+        (row, encode_event(row), (9, 0, 4)),
+    ):
+        change = Change("v", "a", 12, orjson.loads(encoded), at)
+        assert orjson.loads(change_json("v", "a", 12, value, at)) == change.to_json()
+    deleted = Change("v", "a", 3, None, (), snapshot=True)
+    assert orjson.loads(change_json("v", "a", 3, None, snapshot=True)) == deleted.to_json()
+
+
+def applied(effects: list[Effect]) -> list[Change]:
+    return [Change.from_json(orjson.loads(effect.json())) for effect in effects]
 
 
 def test_apply_returns_the_changes_that_took_effect_in_offset_order(
@@ -53,7 +68,7 @@ def test_apply_returns_the_changes_that_took_effect_in_offset_order(
     batch.put_event("history", event("h", 100, 15))
     batch.advance("t", 16)
     window = {"key": "w", "start_ms": 0, "end_ms": 60_000, "count": 4, "last_event_ms": 1}
-    assert store.apply(batch) == [
+    assert applied(store.apply(batch)) == [
         Change("counts", "b", 11, {"key": "b", "count": 1, "last_event_ms": 11}),
         Change("counts", "a", 12, {"key": "a", "count": 2, "last_event_ms": 12}),
         Change("latest", "x", 13, event_doc(event("x", 500, 13))),
@@ -69,19 +84,19 @@ def test_apply_returns_the_changes_that_took_effect_in_offset_order(
     later.delete_window("windows", "w", 0)
     later.reading(18)
     later.delete("counts", "a")
-    assert store.apply(later) == [
+    assert applied(store.apply(later)) == [
         Change("windows", "w", 17, None, (0,)),
         Change("counts", "a", 18, None),
     ]
     assert store.latest("latest", "x") == event("x", 500, 13)
 
 
-def changes(offsets: range, size: int = 10) -> list[Change]:
-    return [Change(VIEW, f"k{o}", o, {"key": f"k{o}", "pad": "x" * size}) for o in offsets]
+def changes(offsets: range, size: int = 10) -> list[Effect]:
+    return [Effect(o, size + 40, VIEW, f"k{o}", CountRow("x" * size, o, o)) for o in offsets]
 
 
 def test_a_ring_keeps_its_budget_and_knows_from_where_it_holds_every_change() -> None:
-    feed = ChangeFeed(budget_bytes=10 * 260, catalogue=[WORD_COUNTS])
+    feed = ChangeFeed(budget_bytes=8 * 254, catalogue=[WORD_COUNTS])  # 8 entries of 254 bytes
     feed.attach(0, Role.ACTIVE, {TOPIC: 100}, restoring=False)
     generation, cursor, seq = feed.start(0, {TOPIC: 100})
     assert cursor == {TOPIC: 100}
@@ -89,7 +104,7 @@ def test_a_ring_keeps_its_budget_and_knows_from_where_it_holds_every_change() ->
     read = feed.read(0, generation, seq, cursor, None)
     assert [e.offset for e in read.entries] == [100, 101, 102, 103]
     assert read.cursor == {TOPIC: 104} and not read.more
-    assert orjson.loads(read.entries[0].doc) == changes(range(100, 101))[0].to_json()
+    assert read.entries[0].doc == changes(range(100, 101))[0].json()
 
     # a follow of some keys moves on past the others' changes
     feed.publish(0, changes(range(104, 106)), {TOPIC: 110})
@@ -142,12 +157,12 @@ def test_a_publish_wakes_the_follows_of_its_partition_from_another_thread() -> N
     assert asyncio.run(follow()) == [0, 1]
 
 
-@pytest.mark.parametrize("size", [10, 1000])
-def test_an_entry_holds_its_change_as_the_json_text_sent(size: int) -> None:
-    feed = ChangeFeed(budget_bytes=1 << 20, catalogue=[WORD_COUNTS])
+@pytest.mark.parametrize("size", [10, 100_000])
+def test_a_read_is_cut_to_one_frame(size: int) -> None:
+    feed = ChangeFeed(budget_bytes=1 << 30, catalogue=[WORD_COUNTS])
     feed.attach(0, Role.ACTIVE, {TOPIC: 0}, restoring=False)
-    change = changes(range(0, 1), size)[0]
-    feed.publish(0, [change], {TOPIC: 1})
-    generation, _cursor, _seq = feed.start(0, {TOPIC: 0})
-    (entry,) = feed.read(0, generation, 0, {TOPIC: 0}, None).entries
-    assert entry.doc == orjson.dumps(change.to_json())
+    feed.publish(0, changes(range(0, 1000), size), {TOPIC: 1000})
+    generation, cursor, _seq = feed.start(0, {TOPIC: 0})
+    read = feed.read(0, generation, 0, cursor, None, max_entries=500, max_bytes=1 << 20)
+    assert len(read.entries) == (500 if size == 10 else 11) and read.more
+    assert read.cursor == {TOPIC: len(read.entries)}
