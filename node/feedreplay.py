@@ -69,48 +69,59 @@ class Replay:
 
     def read(self, until: int, max_records: int = 1000) -> list[Effect]:
         """The changes of the records from `position` up to `until` (exclusive), at most
-        `max_records` of them read; advances `position`. ReplayError when no record
-        comes for `stall_s`."""
+        `max_records` of them read; advances `position`, past offsets with no record too
+        (a compacted changelog), as a record above them or the partition's end shows.
+        ReplayError when no record comes for `stall_s`."""
         with self._lock:
             return self._read(until, max_records)
 
     def _read(self, until: int, max_records: int) -> list[Effect]:
         consumer = self._open()
         deadline = time.monotonic() + self.stall_s
-        messages: list[Message] = []
-        while self.position < until and not messages:
+        batch = ChangeBatch()
+        while self.position < until:
             # consume(n) waits for n records: ask for what is left of the range
             wanted = min(max_records, until - self.position)
-            messages = [m for m in consumer.consume(wanted, 0.5) if self._record(m)]
-            if not messages and time.monotonic() > deadline:
+            messages = consumer.consume(wanted, 0.5)
+            end = self._end(messages)
+            records = [m for m in messages if m.error() is None]
+            for message in records:
+                offset = message.offset()
+                assert offset is not None
+                if offset >= until:  # none is left before it; the ring holds it already
+                    self.position = until
+                    break
+                self._decode(batch, message, offset)
+                self.position = offset + 1
+            if end is not None:  # every record below the end came: none is left before it
+                self.position = max(self.position, min(end, until))
+            if records:
+                break
+            if time.monotonic() > deadline:
                 raise ReplayError(
                     f"view {self.view.name} partition {self.partition}: no changelog record "
                     f"at offset {self.position} for {self.stall_s:.0f} s (the follow wants up "
                     f"to {until}); the records may be gone from {self.view.changelog_topic}"
                 )
-        batch = ChangeBatch()
-        for message in messages:
-            offset = message.offset()
-            assert offset is not None
-            if offset >= until:  # the ring holds it already
-                self.position = max(self.position, until)
-                break
-            self._decode(batch, message, offset)
-            self.position = offset + 1
         return self._effects(batch)
 
-    def _record(self, message: Message) -> bool:
-        """Whether `message` is a record; raises on a fatal consumer error."""
-        error = message.error()
-        if error is None:
-            return True
-        if error.fatal():
-            raise ReplayError(f"view {self.view.name}: changelog consumer failed: {error}") from (
-                KafkaException(error)
-            )
-        if error.code() != KafkaError._PARTITION_EOF:
-            log.warning("view %s: changelog replay: %s", self.view.name, error)
-        return False
+    def _end(self, messages: list[Message]) -> int | None:
+        """The end offset a partition EOF among `messages` reports (None: none did); raises
+        on a fatal consumer error."""
+        end = None
+        for message in messages:
+            error = message.error()
+            if error is None:
+                continue
+            if error.fatal():
+                raise ReplayError(
+                    f"view {self.view.name}: changelog consumer failed: {error}"
+                ) from KafkaException(error)
+            if error.code() == KafkaError._PARTITION_EOF:
+                end = message.offset()
+            else:
+                log.warning("view %s: changelog replay: %s", self.view.name, error)
+        return end
 
     def _decode(self, batch: ChangeBatch, message: Message, offset: int) -> None:
         batch.reading(offset, len(message.value() or b""))
