@@ -1,9 +1,11 @@
 """The node process: LevelDB partition stores, the changelog materializer, standby copies,
-membership, and the GraphQL subgraph over the partitions this node holds."""
+membership, the GraphQL subgraph over the partitions this node holds, and the change feed
+of what it applies (`/feed`)."""
 
 from node.app import NodeApp
 from node.config import NodeConfig
 from node.errors import NodeError, NotOwnerError
+from node.feed import ChangeFeed
 from node.materializer import Materializer
 from node.membership import MembershipPublisher
 from node.partitions import PartitionRegistry
@@ -14,6 +16,7 @@ from node.subgraph import build_subgraph
 
 __all__ = [
     "ChangeBatch",
+    "ChangeFeed",
     "LevelDBStore",
     "Materializer",
     "MembershipPublisher",

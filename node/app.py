@@ -1,5 +1,5 @@
-"""The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, and a lifespan
-that runs the node.
+"""The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, the `/feed`
+WebSocket of the change feed (node.feedsocket), and a lifespan that runs the node.
 
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
 STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
@@ -20,6 +20,8 @@ from typing import Any
 from node.config import NodeConfig
 from node.endprobe import EndProbe
 from node.errors import TopologyError
+from node.feed import ChangeFeed
+from node.feedsocket import FeedEndpoint
 from node.fields.times import iso_ms
 from node.graphql_http import GraphQLEndpoint
 from node.materializer import Materializer
@@ -34,6 +36,7 @@ from runtime.kafka import KafkaConnectionError, KafkaSettings
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, RequestVerifier
 from schema import CATALOGUE, Role, View
+from schema.feed import FEED_PATH
 
 __all__ = ["NodeApp", "changelog_partition_counts"]
 
@@ -85,6 +88,10 @@ class NodeApp:
         self.guard = CallGuard(
             config.checks_calls, self.graphql.max_body_bytes, self.graphql.limit_hint
         )
+        self.feed = ChangeFeed(config.feed_buffer_mb << 20, self.catalogue)
+        self.feed_endpoint = FeedEndpoint(
+            self.feed, self.registry, config, self.catalogue, self.guard, clock
+        )
         self.secret: ClusterSecret | None = None  # read at start-up
         self.materializer: Materializer | None = None
         self.standby: StandbyReplicator | None = None
@@ -98,6 +105,12 @@ class NodeApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self._http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            if scope["path"] == FEED_PATH:
+                await self.feed_endpoint(scope, receive, send)
+            else:
+                await receive()
+                await send({"type": "websocket.close", "code": 4404})
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
@@ -170,6 +183,7 @@ class NodeApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                self.feed.bind(asyncio.get_running_loop())
                 try:
                     await asyncio.to_thread(self.start)
                 except Exception as exc:
@@ -197,6 +211,7 @@ class NodeApp:
                 on_fatal=self._fatal,
                 clock=self.clock,
                 secret=self.secret,
+                feed=self.feed,
             )
         self.materializer = Materializer(
             self.config,
@@ -205,6 +220,7 @@ class NodeApp:
             on_fatal=self._fatal,
             clock=self.clock,
             handoff=self.standby,
+            feed=self.feed,
         )
         self.publisher = MembershipPublisher(self.config, self.registry, secret=self.secret)
         self.probe = EndProbe(self.config)

@@ -2,17 +2,26 @@
 
 A `ChangeBatch` is what the materializer builds from the changelog records of one poll
 and a store writes atomically. Every record is validated here, while the batch is built,
-so one bad record is skipped by the materializer and never fails the whole write.
+so one bad record is skipped by the materializer and never fails the whole write. Each
+entry remembers the changelog offset of the record that set it (`reading`), so that the
+changes a store's `apply` made take effect can go to the change feed (node.feed) as
+`Effect`s. An effect is encoded as its `schema.feed.Change` JSON (`change_json`) only when
+the feed first sends it: most changes of a restore are dropped from the feed's memory
+unread, and the consumer thread applying them should not pay for their JSON.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import orjson
 
 from node.errors import SerializationError
 from schema import MAX_UINT, CountRow, EventRow, WindowRow
 
-__all__ = ["ChangeBatch", "EventPosition", "position"]
+__all__ = ["ChangeBatch", "Effect", "EventPosition", "change_json", "position"]
 
 # (event_ms, source_partition, source_offset): the order of a key's events
 EventPosition = tuple[int, int, int]
@@ -21,6 +30,40 @@ EventPosition = tuple[int, int, int]
 def position(row: EventRow) -> EventPosition:
     """Where `row` sorts among its key's events; the greatest is the latest."""
     return (row.event_ms, row.source_partition, row.source_offset)
+
+
+def change_json(
+    view: str,
+    key: str,
+    offset: int,
+    row: CountRow | WindowRow | EventRow | None,
+    at: tuple[int, ...] = (),
+    snapshot: bool = False,
+) -> bytes:
+    """One change as `schema.feed.Change.to_json` writes it, encoded. orjson writes a row
+    dataclass as the JSON object of its changelog value (schema.changelog: the same fields
+    in the same order), in C, several times faster than building the dicts."""
+    doc: dict[str, Any] = {"view": view, "key": key, "offset": offset, "row": row, "at": at}
+    if snapshot:
+        doc["snapshot"] = True
+    return orjson.dumps(doc)
+
+
+class Effect(NamedTuple):
+    """A change a store write made take effect: its record's offset and size (bytes of the
+    record's value: about the size of the row's JSON), view, key, row (None: deleted) and
+    where in the key (a window's start, an event's position)."""
+
+    offset: int
+    size: int
+    view: str
+    key: str
+    row: CountRow | WindowRow | EventRow | None
+    at: tuple[int, ...] = ()
+
+    def json(self) -> bytes:
+        """The change as the feed sends it (schema.feed.Change.to_json), encoded."""
+        return change_json(self.view, self.key, self.offset, self.row, self.at)
 
 
 def _check_uint(view: str, key: str, what: str, value: int) -> None:
@@ -56,15 +99,26 @@ class ChangeBatch:
     events: dict[tuple[str, str, EventPosition], EventRow | None] = field(default_factory=dict)
     horizons: dict[str, int] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
+    # the (offset, value size) of the record that set each entry, keyed (kind, *entry key)
+    origins: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+    # the record being added now (`reading`); offset 0 for batches built by hand
+    _at: tuple[int, int] = (0, 0)
+
+    def reading(self, offset: int, size: int = 0) -> None:
+        """The changes added from now on come from the changelog record at `offset`, whose
+        value has `size` bytes."""
+        self._at = (offset, size)
 
     def put_count(self, view: str, row: CountRow) -> None:
         _check_key(view, row.key)
         _check_uint(view, row.key, "count", row.count)
         self.counts[(view, row.key)] = row
+        self.origins[("c", view, row.key)] = self._at
 
     def delete(self, view: str, key: str) -> None:
         """Delete the count row of `key`."""
         self.counts[(view, key)] = None
+        self.origins[("c", view, key)] = self._at
 
     def put_window(self, view: str, row: WindowRow) -> None:
         _check_key(view, row.key)
@@ -76,9 +130,11 @@ class ChangeBatch:
                 f"not after its start {row.start_ms}"
             )
         self.windows[(view, row.key, row.start_ms)] = row
+        self.origins[("w", view, row.key, row.start_ms)] = self._at
 
     def delete_window(self, view: str, key: str, start_ms: int) -> None:
         self.windows[(view, key, start_ms)] = None
+        self.origins[("w", view, key, start_ms)] = self._at
 
     def expire_windows(self, view: str, horizon_ms: int) -> None:
         """Purge the windows of `view` that end at or before `horizon_ms`."""
@@ -90,17 +146,49 @@ class ChangeBatch:
         current = self.latest.get((view, row.key))
         if current is None or position(row) > position(current):
             self.latest[(view, row.key)] = row
+            self.origins[("l", view, row.key)] = self._at
 
     def delete_latest(self, view: str, key: str) -> None:
         self.latest[(view, key)] = None
+        self.origins[("l", view, key)] = self._at
 
     def put_event(self, view: str, row: EventRow) -> None:
         _check_event(view, row)
         self.events[(view, row.key, position(row))] = row
+        self.origins[("e", view, row.key, position(row))] = self._at
 
     def delete_event(self, view: str, key: str, at: EventPosition) -> None:
         self.events[(view, key, at)] = None
+        self.origins[("e", view, key, at)] = self._at
 
     def advance(self, topic: str, next_offset: int) -> None:
         """Record that every record of `topic` before `next_offset` is applied."""
         self.offsets[topic] = next_offset
+
+    def effects(self, outranked: Collection[tuple[str, str]] = ()) -> list[Effect]:
+        """The batch's changes in offset order, as a store that applied it made them: all
+        but the latest rows in `outranked` (view, key), which the stored row beat, and the
+        windows the batch's own horizon expires (stored as nothing, never seen)."""
+        origins = self.origins
+        effects = [
+            Effect(*origins[("c", view, key)], view, key, count)
+            for (view, key), count in self.counts.items()
+        ]
+        for (view, key, start_ms), window in self.windows.items():
+            horizon = self.horizons.get(view)
+            if window is not None and horizon is not None and window.end_ms <= horizon:
+                continue
+            effects.append(
+                Effect(*origins[("w", view, key, start_ms)], view, key, window, (start_ms,))
+            )
+        for (view, key), event in self.latest.items():
+            if (view, key) not in outranked:
+                effects.append(Effect(*origins[("l", view, key)], view, key, event))
+        for (view, key, at), event in self.events.items():
+            effects.append(Effect(*origins[("e", view, key, at)], view, key, event, at))
+        effects.sort(key=_offset)
+        return effects
+
+
+def _offset(effect: Effect) -> int:
+    return effect.offset

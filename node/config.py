@@ -76,6 +76,9 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     max_body_bytes: int = setting("STATEFED_NODE_MAX_BODY_BYTES", 8 << 20, low=1024, high=1 << 30)
     # __schema and __type for callers of the node (the gateway never introspects nodes)
     introspection: bool = setting("STATEFED_NODE_INTROSPECTION", False)
+    # the change feed (node.feed): recent changes kept in memory over all held partitions;
+    # a follow from an older offset is replayed from the changelog in Kafka
+    feed_buffer_mb: int = setting("STATEFED_NODE_FEED_BUFFER_MB", 16, low=1, high=65_536)
     # HTTPS: a PEM certificate (chain) and its key, both or neither; the URL is then https
     tls_cert: Path | None = setting("STATEFED_NODE_TLS_CERT", None, parse=Path)
     tls_key: Path | None = setting("STATEFED_NODE_TLS_KEY", None, parse=Path)

@@ -4,6 +4,8 @@
 NodeError                          anything the node raises on purpose
 ├── ConfigError (ValueError)       a STATEFED_* variable is invalid (runtime.config's)
 ├── TopologyError                  changelog topics missing or not co-partitioned
+├── ReplayError                    the change feed cannot read a changelog back to where a
+│                                  follow asked (records gone, broker silent)
 ├── QueryError                     a caller's request the node refuses (a GraphQL error)
 │   ├── BadRequestError            BAD_USER_INPUT: empty key, limit out of range, ...
 │   ├── BadRepresentationError     BAD_USER_INPUT: an `_entities` representation names no
@@ -44,6 +46,7 @@ __all__ = [
     "NotCurrentError",
     "NotOwnerError",
     "QueryError",
+    "ReplayError",
     "SerializationError",
     "StoreClosedError",
     "StoreDamagedError",
@@ -55,6 +58,11 @@ __all__ = [
 
 class NodeError(Exception):
     """Base of every error the node raises on purpose."""
+
+
+class ReplayError(NodeError):
+    """The change feed could not read a changelog back to where a follow asked (e.g. its
+    records are gone, or the broker does not answer): the follow ends with an error."""
 
 
 class ConfigError(NodeError, runtime.config.ConfigError):

@@ -23,7 +23,9 @@ its offsets where they were, and retries with backoff from the stored offsets
 view's kind
 (`node.kinds`) turns one changelog record into store changes, and, for kinds whose rows
 expire (windows past their retention, by the injected clock), purges them with every
-batch and by a periodic sweep.
+batch and by a periodic sweep. After each successful write the changes that took effect go
+to the node's change feed (node.feed), with every attach, detach, end offset and restore
+state of a copy: the tap only appends to memory, it never waits on the network.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from confluent_kafka import (
 
 from node.config import NodeConfig
 from node.errors import SerializationError, StoreDamagedError, StoreError, StoreWriteError
+from node.feed import ChangeFeed
 from node.kinds import kind_of
 from node.partitions import PartitionRegistry, SetAside
 from node.store import ChangeBatch, LevelDBStore, PartitionStore
@@ -142,8 +145,10 @@ class Replicator:
         store_factory: StoreFactory | None = None,
         on_fatal: Callable[[BaseException], None] | None = None,
         clock: Clock = wall_clock_ms,
+        feed: ChangeFeed | None = None,
     ):
         self.config = config
+        self._feed = feed
         self.registry = registry
         self.views = {view.changelog_topic: view for view in catalogue}
         # per topic, resolved once: the apply loop runs once per changelog record
@@ -263,6 +268,8 @@ class Replicator:
         if restoring:
             self._restores[partition] = _Restore(time.monotonic(), applied)
         self.registry.attach(partition, store, self.role, applied, restoring=restoring)
+        if self._feed is not None:
+            self._feed.attach(partition, self.role, applied, restoring)
         if failure is not None:
             self._fault(partition, failure)
         log.info(
@@ -304,6 +311,8 @@ class Replicator:
         for partition in sorted(partitions):
             # detach first: it waits for running reads, so no read sees a closed store
             self.registry.detach(partition)
+            if self._feed is not None:
+                self._feed.detach(partition, f"{self.name} let partition {partition} go")
             self._restores.pop(partition, None)
             self._faults.pop(partition, None)
             store = self._stores.pop(partition, None)
@@ -329,6 +338,7 @@ class Replicator:
             batch = batches.get(partition)
             if batch is None:
                 batch = batches[partition] = self._new_batch()
+            batch.reading(offset, len(message.value() or b""))
             try:
                 self._appliers[topic](batch, view, message)
             except (ValueError, SerializationError) as exc:
@@ -343,12 +353,14 @@ class Replicator:
             batch.advance(topic, offset + 1)
         for partition, batch in batches.items():
             try:
-                self._stores[partition].apply(batch)
+                changes = self._stores[partition].apply(batch)
             except _STORE_FAULTS as exc:
                 self._fault(partition, exc)  # nothing of the batch was written
                 continue
             self._faults.pop(partition, None)
             self.registry.record_applied(partition, batch.offsets)
+            if self._feed is not None:
+                self._feed.publish(partition, changes, batch.offsets)
             for topic, next_offset in batch.offsets.items():
                 self._positions[(topic, partition)] = next_offset
 
@@ -469,6 +481,8 @@ class Replicator:
             self.registry.restart_restore(partition, applied)
         else:
             self.registry.record_applied(partition, applied)
+        if self._feed is not None:  # a rebuilt store starts anew: its follows are gone
+            self._feed.attach(partition, self.role, applied, partition in self._restores)
         return stored
 
     def _on_message_error(self, message: Message, error: KafkaError) -> None:
@@ -499,6 +513,8 @@ class Replicator:
             _low, high = consumer.get_watermark_offsets(tp, cached=True)
             if high >= 0:
                 self.registry.record_end(tp.partition, tp.topic, high)
+                if self._feed is not None:
+                    self._feed.record_end(tp.partition, tp.topic, high)
                 restore = self._restores.get(tp.partition)
                 if restore is not None:
                     restore.targets.setdefault(tp.topic, high)
@@ -507,6 +523,8 @@ class Replicator:
             done, total = restore.progress(self._positions, partition)
             finished = restore.finished(self._positions, partition)
             self.registry.record_restore(partition, done, total, restoring=not finished)
+            if self._feed is not None:
+                self._feed.record_restoring(partition, not finished)
             if finished:
                 del self._restores[partition]
                 restored += done
@@ -554,6 +572,7 @@ class Materializer(Replicator):
         on_fatal: Callable[[BaseException], None] | None = None,
         clock: Clock = wall_clock_ms,
         handoff: StoreHandoff | None = None,
+        feed: ChangeFeed | None = None,
     ):
         super().__init__(
             config,
@@ -562,6 +581,7 @@ class Materializer(Replicator):
             store_factory=store_factory,
             on_fatal=on_fatal,
             clock=clock,
+            feed=feed,
         )
         self._handoff = handoff
         self._assigned: list[TopicPartition] = []

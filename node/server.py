@@ -59,7 +59,8 @@ class NodeServer(uvicorn.Server):
 
 def uvicorn_config(app: NodeApp) -> uvicorn.Config:
     """uvicorn settings of a node: uvloop, httptools (answering over-long GET targets with a
-    JSON 414), the app's lifespan, no access log; HTTPS with the configured certificate."""
+    JSON 414), websockets for the change feed, the app's lifespan, no access log; HTTPS with
+    the configured certificate."""
     config = app.config
     return uvicorn.Config(
         app,
@@ -67,6 +68,7 @@ def uvicorn_config(app: NodeApp) -> uvicorn.Config:
         port=config.port,
         loop="uvloop",
         http=GraphQLHttpToolsProtocol,
+        ws="websockets-sansio",  # the change feed (/feed), on websockets' sans-I/O core
         lifespan="on",
         access_log=False,
         log_level="info",

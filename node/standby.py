@@ -13,6 +13,8 @@ revokes a partition from this node, the replicator adopts its open store: the ol
 copy goes on following the changelog as a STANDBY copy, without a gap, and stays at least
 until the partition's new owner is RUNNING with it, so a read that accepts no lag can be
 answered by it once it is proved current (node.currency) while the new owner restores.
+An adopted copy goes on in the change feed (node.feed) without a break: its follows only
+see its role change; a copy closed here (claimed, dropped) ends its follows (`gone`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
 
 from node.config import NodeConfig
+from node.feed import ChangeFeed
 from node.materializer import Replicator, StoreFactory
 from node.partitions import PartitionRegistry
 from node.store import PartitionStore
@@ -76,6 +79,7 @@ class StandbyReplicator(Replicator):
         clock: Clock = wall_clock_ms,
         wall_ms: Callable[[], int] = wall_clock_ms,
         secret: ClusterSecret | None = None,
+        feed: ChangeFeed | None = None,
     ):
         super().__init__(
             config,
@@ -84,6 +88,7 @@ class StandbyReplicator(Replicator):
             store_factory=store_factory,
             on_fatal=on_fatal,
             clock=clock,
+            feed=feed,
         )
         self._wall_ms = wall_ms
         self._secret = secret  # with it, only signed membership records count

@@ -32,6 +32,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Self, TypeVar
@@ -40,7 +41,7 @@ import orjson
 import plyvel
 
 from node import layout
-from node.changes import ChangeBatch, EventPosition, position
+from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import (
     DiskFullError,
     SerializationError,
@@ -103,8 +104,15 @@ class PartitionStore(abc.ABC):
         return True
 
     @abc.abstractmethod
-    def apply(self, batch: ChangeBatch) -> None:
-        """Write every change, expiry and offset of `batch` atomically."""
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
+        """Write every change, expiry and offset of `batch` atomically; returns the changes
+        that took effect, in offset order (`ChangeBatch.effects`): a latest row replaces
+        the stored one only when its event is later."""
+
+    @abc.abstractmethod
+    def pinned(self) -> AbstractContextManager[PartitionStore]:
+        """A read-only view of the store as it is now: its reads and `offsets()` see one
+        point in time, whatever is applied meanwhile (a snapshot follow, node.feed)."""
 
     @abc.abstractmethod
     def get(self, view: str, key: str) -> CountRow | None:
@@ -338,30 +346,37 @@ class LevelDBStore(PartitionStore):
             raise StoreClosedError(f"partition store {self.path} is closed")
         return self._db
 
+    @contextmanager
+    def pinned(self) -> Iterator[PartitionStore]:
+        with self._require_open().snapshot() as snapshot:
+            yield _PinnedStore(self.path, snapshot)
+
     # -- writes ----------------------------------------------------------------------------
 
-    def apply(self, batch: ChangeBatch) -> None:
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
         db = self._require_open()
         if self._write_failed:
             raise StoreWriteError(
                 f"partition store {self.path}: a write failed earlier; reopen it before writing"
             )
         try:
-            self._write(db, batch)
+            stale = self._write(db, batch)
         except plyvel.CorruptionError as exc:
             raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
         except plyvel.IOError as exc:
             self._write_failed = True
             raise self._write_error("write", exc) from exc
+        return batch.effects(stale)
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> None:
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> set[tuple[str, str]]:
+        """Write `batch`; returns the latest rows (view, key) the stored ones outranked."""
         # transaction=True: an exception while building the batch writes nothing
         with db.write_batch(transaction=True) as wb:
             self._write_counts(db, wb, batch)
             # purge before writing: a window rewritten by this batch must not be deleted
             self._purge_windows(db, wb, batch.horizons)
             self._write_windows(db, wb, batch)
-            self._write_latest(db, wb, batch)
+            stale = self._write_latest(db, wb, batch)
             for (view, key, at), event in batch.events.items():
                 if event is None:
                     wb.delete(layout.event_key(view, key, at))
@@ -369,6 +384,7 @@ class LevelDBStore(PartitionStore):
                     wb.put(layout.event_key(view, key, at), layout.encode_event(event))
             for topic, next_offset in batch.offsets.items():
                 wb.put(layout.offset_key(topic), layout.encode_offset(next_offset))
+        return stale
 
     def _old_rows(self, db: plyvel.DB, head: bytes) -> Callable[[bytes], bytes | None]:
         """How to read the stored row of a key under `head` before it is overwritten,
@@ -443,8 +459,11 @@ class LevelDBStore(PartitionStore):
                         wb.delete(index_key)
                         wb.delete(layout.window_key(view, row.key, start_ms))
 
-    def _write_latest(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+    def _write_latest(
+        self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch
+    ) -> set[tuple[str, str]]:
         readers: dict[str, Callable[[bytes], bytes | None]] = {}
+        stale = set()
         for (view, key), row in batch.latest.items():
             row_key = layout.latest_key(view, key)
             if row is None:
@@ -457,6 +476,9 @@ class LevelDBStore(PartitionStore):
             # replays and out-of-order records must never replace a later event
             if old is None or position(row) > position(layout.decode_latest(view, key, old)):
                 wb.put(row_key, layout.encode_latest(row))
+            else:
+                stale.add((view, key))
+        return stale
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -587,6 +609,43 @@ class LevelDBStore(PartitionStore):
                 (topic,) = unpack(key[cut:])
                 result[str(topic)] = layout.decode_offset(value)
         return result
+
+
+class _PinnedStore(LevelDBStore):
+    """The reads of a LevelDBStore from one LevelDB snapshot; writes are refused."""
+
+    def __init__(self, path: Path, snapshot: plyvel.Snapshot):
+        super().__init__(path)
+        self._snapshot = snapshot
+
+    def _require_open(self) -> plyvel.DB:
+        return self._snapshot  # a snapshot reads like the DB: get and iterator
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def open(self) -> Self:
+        return self
+
+    def close(self) -> None:
+        pass  # the snapshot ends with `pinned`'s block
+
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
+        raise StoreError(f"partition store {self.path}: a pinned view takes no writes")
+
+    def _read_many(
+        self,
+        view: str,
+        keys: list[str],
+        key_of: Callable[[str, str], bytes],
+        decode: Callable[[str, str, bytes], _Row],
+    ) -> list[_Row | None]:
+        values = [self._snapshot.get(key_of(view, key)) for key in keys]
+        return [
+            None if value is None else decode(view, key, value)
+            for key, value in zip(keys, values, strict=True)
+        ]
 
 
 def _disk_full(exc: BaseException) -> bool:

@@ -1,6 +1,7 @@
-"""The node's door: with the cluster secret, `/graphql` answers only calls the gateway
-signed (runtime.trust); any other call gets 401 with `WWW-Authenticate` and one
-UNAUTHENTICATED error, and never reaches GraphQL.
+"""The node's door: with the cluster secret, `/graphql` and the `/feed` WebSocket
+handshake answer only calls the gateway signed (runtime.trust); any other call gets 401
+with `WWW-Authenticate` and one UNAUTHENTICATED error, and never reaches GraphQL. A
+handshake is signed like a GET of its target with an empty body.
 
 The signature's presence, shape and time are checked before the body is read; the body is
 then read (within the endpoint's limit), checked against the signature and handed to the
@@ -33,8 +34,8 @@ _BODYLESS = ("GET", "HEAD")
 
 
 class CallGuard:
-    """Admits calls to `/graphql`: every call when open (`required` False), else only those
-    signed with the cluster secret, once `arm` gave it the verifier (503 until then).
+    """Admits calls to `/graphql` and `/feed`: every call when open (`required` False), else
+    only those signed with the cluster secret, once `arm` gave it the verifier (503 until then).
     Bodies are read up to `max_body_bytes`."""
 
     def __init__(self, required: bool, max_body_bytes: int, limit_hint: str = "") -> None:
@@ -50,23 +51,9 @@ class CallGuard:
     async def admit(self, scope: Scope, receive: Receive) -> Receive:
         """The `receive` the endpoint reads the call from; RequestError 401 when it is not
         signed with the cluster secret."""
-        signature = caller = request_id = length = None
-        for name, value in scope["headers"]:
-            if name == SIGNATURE_HEADER:
-                signature = value
-            elif name == CALLER_HEADER:
-                caller = value
-            elif name == REQUEST_ID_HEADER:
-                request_id = value
-            elif name == b"content-length":
-                length = value
+        signature, caller, request_id, length = _signed_headers(scope)
         if self.verifier is None:
-            if self.required:
-                raise RequestError("the node is starting: try again shortly", 503, "UNAVAILABLE")
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug(
-                    "call %s from caller %s (not checked)", _shown(request_id), _shown(caller)
-                )
+            self._unchecked(caller, request_id)
             return receive
         bodyless = scope["method"] in _BODYLESS
         try:
@@ -77,25 +64,72 @@ class CallGuard:
             method, target = scope["method"].encode(), _target(scope)
             self.verifier.verify(stamp, method, target, caller or b"", request_id or b"", body)
         except SignatureError as exc:
-            client = scope.get("client")
-            log.info(
-                "refused a call to %s from %s (caller %s, request %s): %s",
-                scope["path"],
-                "unknown" if client is None else f"{client[0]}:{client[1]}",
-                _shown(caller),
-                _shown(request_id),
-                exc,
-            )
-            raise RequestError(
-                f"this node answers only the gateway: the call is not signed with the "
-                f"cluster's secret ({exc})",
-                401,
-                UNAUTHENTICATED,
-                _CHALLENGE,
-            ) from exc
+            raise _refused(scope, caller, request_id, exc) from exc
         if log.isEnabledFor(logging.DEBUG):
             log.debug("call %s from caller %s", _shown(request_id), _shown(caller))
         return receive if bodyless else _replay(body, receive)
+
+    def admit_handshake(self, scope: Scope) -> None:
+        """Admit a WebSocket handshake (the change feed), signed like a GET of its target
+        with an empty body; RequestError 401 when it is not (503 while starting)."""
+        signature, caller, request_id, _length = _signed_headers(scope)
+        if self.verifier is None:
+            self._unchecked(caller, request_id)
+            return
+        try:
+            stamp = self.verifier.stamp(signature)
+            target = _target(scope)
+            self.verifier.verify(stamp, b"GET", target, caller or b"", request_id or b"", b"")
+        except SignatureError as exc:
+            raise _refused(scope, caller, request_id, exc) from exc
+        log.debug("handshake %s from caller %s", _shown(request_id), _shown(caller))
+
+    def _unchecked(self, caller: bytes | None, request_id: bytes | None) -> None:
+        """Admit a call while no verifier is armed: 503 while one is required."""
+        if self.required:
+            raise RequestError("the node is starting: try again shortly", 503, "UNAVAILABLE")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("call %s from caller %s (not checked)", _shown(request_id), _shown(caller))
+
+
+_Signed = tuple[bytes | None, bytes | None, bytes | None, bytes | None]
+
+
+def _signed_headers(scope: Scope) -> _Signed:
+    """The signature, caller, request id and content length headers of a call."""
+    signature = caller = request_id = length = None
+    for name, value in scope["headers"]:
+        if name == SIGNATURE_HEADER:
+            signature = value
+        elif name == CALLER_HEADER:
+            caller = value
+        elif name == REQUEST_ID_HEADER:
+            request_id = value
+        elif name == b"content-length":
+            length = value
+    return signature, caller, request_id, length
+
+
+def _refused(
+    scope: Scope, caller: bytes | None, request_id: bytes | None, exc: SignatureError
+) -> RequestError:
+    """Log a refused call; the 401 it gets."""
+    client = scope.get("client")
+    log.info(
+        "refused a call to %s from %s (caller %s, request %s): %s",
+        scope["path"],
+        "unknown" if client is None else f"{client[0]}:{client[1]}",
+        _shown(caller),
+        _shown(request_id),
+        exc,
+    )
+    return RequestError(
+        f"this node answers only the gateway: the call is not signed with the "
+        f"cluster's secret ({exc})",
+        401,
+        UNAUTHENTICATED,
+        _CHALLENGE,
+    )
 
 
 def _target(scope: Scope) -> bytes:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Self, TypeVar
 
-from node.changes import ChangeBatch, EventPosition, position
+from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import StoreClosedError
 from node.store import PartitionStore
 from runtime.ranking import rank
@@ -50,8 +53,14 @@ class MemoryStore(PartitionStore):
         if not self._open:
             raise StoreClosedError("memory store is closed")
 
-    def apply(self, batch: ChangeBatch) -> None:
+    @contextmanager
+    def pinned(self) -> Iterator[PartitionStore]:
         self._require_open()
+        yield copy.deepcopy(self)
+
+    def apply(self, batch: ChangeBatch) -> list[Effect]:
+        self._require_open()
+        stale = set()
         for (view, key), row in batch.counts.items():
             _put(self._rows.setdefault(view, {}), key, row)
         for view, horizon in batch.horizons.items():
@@ -69,9 +78,12 @@ class MemoryStore(PartitionStore):
             old = latest.get(key)
             if event is None or old is None or position(event) > position(old):
                 _put(latest, key, event)
+            else:
+                stale.add((view, key))
         for (view, key, at), event in batch.events.items():
             _put(self._events.setdefault(view, {}), (key, at), event)
         self._offsets.update(batch.offsets)
+        return batch.effects(stale)
 
     def get(self, view: str, key: str) -> CountRow | None:
         self._require_open()

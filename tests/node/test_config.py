@@ -54,6 +54,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
             "STATEFED_NODE_TLS_CERT": str(pem),
             "STATEFED_NODE_TLS_KEY": str(pem),
             "STATEFED_NODE_TEST_DELAY_MS": "40",
+            "STATEFED_NODE_FEED_BUFFER_MB": "64",
         }
     )
     assert config.bootstrap == "kafka:9092"
@@ -68,6 +69,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.cluster_secret_file == Path("/run/secrets/cluster")
     assert config.auth == "cluster" and config.checks_calls
     assert config.test_delay_ms == 40
+    assert config.feed_buffer_mb == 64
 
 
 def test_tls_makes_the_derived_url_https_and_refuses_an_http_one(tmp_path: Path) -> None:
@@ -126,6 +128,7 @@ def test_wildcard_bind_advertises_the_host_name() -> None:
         ("STATEFED_STORE_CACHE_MB", "-1"),
         ("STATEFED_RETENTION_SWEEP_MS", "10"),
         ("STATEFED_STANDBY_REPLICAS", "-1"),
+        ("STATEFED_NODE_FEED_BUFFER_MB", "0"),
     ],
 )
 def test_invalid_values_name_the_variable(variable: str, value: str) -> None:

@@ -329,11 +329,11 @@ class CorruptOnArming(LevelDBStore):
         super().__init__(path, cache_mb=1)
         self.armed = armed
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> None:
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> set[tuple[str, str]]:
         if self.armed.is_set():
             self.armed.clear()
             raise plyvel.CorruptionError(b"Corruption: block checksum mismatch (injected)")
-        super()._write(db, batch)
+        return super()._write(db, batch)
 
 
 def test_a_store_found_corrupt_while_applying_is_set_aside_and_rebuilt(

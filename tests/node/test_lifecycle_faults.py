@@ -45,10 +45,10 @@ class FullWhileSaid(LevelDBStore):
         super().__init__(path, cache_mb=1)
         self.partition, self.disk = partition, disk
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> None:
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> set[tuple[str, str]]:
         if self.disk.full.is_set():
             raise plyvel.IOError(b"IO error: injected.log: No space left on device")
-        super()._write(db, batch)
+        return super()._write(db, batch)
 
     def _open_db(self) -> plyvel.DB:
         if self.disk.full.is_set():

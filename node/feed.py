@@ -1,0 +1,301 @@
+"""The change feed of a node: per held partition, the recent changes its copy applied.
+
+The replicators' consumer threads are the tap: after each successful store write they
+`publish` the changes that took effect (ChangeBatch.changes) with the new applied offsets;
+`attach`/`detach` follow the copies the node holds, `record_end`/`record_restoring` their
+end offsets and restore state. Each partition keeps a bounded ring of recent changes, each
+encoded as its JSON text for the wire when first read; together the rings hold about
+STATEFED_NODE_FEED_BUFFER_MB (counted by the records' sizes), the oldest change of the
+partition that grows going first.
+`first[topic]` is the offset from which a ring holds every change of a topic; a follow
+from an older offset is replayed from Kafka first (node.feedreplay), the feed socket
+(node.feedsocket) reads the rest from here.
+
+The threads never wait on the network or the event loop: a publish appends under a short
+lock and, once per quiet period, asks the loop (`call_soon_threadsafe`) to wake the follows
+of the partition. A copy attached again with other offsets (a rebuilt store), or detached,
+ends the follows of the old one (`gone`): their offsets mean nothing to the new copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from node.changes import Effect
+from schema import Role, View
+
+__all__ = ["ChangeFeed", "Entry", "Read"]
+
+# what one ring entry costs beyond its JSON text (tuple, strings, list slot)
+_ENTRY_OVERHEAD = 200
+# every ring a node makes has its own number: a follow of an older ring of its partition
+# (detached and attached again meanwhile) is gone, its offsets mean nothing to the new one
+_generations = itertools.count(1)
+
+
+class Entry:
+    """One change in a ring: its changelog topic, offset and key, and its JSON text, made
+    when first read (in the event loop, never by the consumer thread that publishes it)."""
+
+    __slots__ = ("_doc", "effect", "key", "offset", "topic")
+
+    def __init__(self, topic: str, effect: Effect):
+        self.topic, self.offset, self.key = topic, effect.offset, effect.key
+        self.effect = effect
+        self._doc: bytes | None = None
+
+    @property
+    def doc(self) -> bytes:
+        if self._doc is None:
+            self._doc = self.effect.json()
+        return self._doc
+
+    @property
+    def size(self) -> int:
+        """What the entry holds in memory, about: its record's value, key and bookkeeping."""
+        return self.effect.size + len(self.key) + _ENTRY_OVERHEAD
+
+
+@dataclass
+class _Ring:
+    """One copy's recent changes; `seq` numbers entries across evictions."""
+
+    role: Role
+    applied: dict[str, int]
+    restoring: bool
+    first: dict[str, int] = field(default_factory=dict)
+    end: dict[str, int] = field(default_factory=dict)
+    entries: list[Entry] = field(default_factory=list)
+    head: int = 0  # entries[:head] are evicted, kept until compaction
+    base_seq: int = 0  # seq of entries[0]
+    size: int = 0  # bytes held
+    status_version: int = 0  # bumped when role, restore state or end offsets change
+    generation: int = field(default_factory=lambda: next(_generations))
+
+    @property
+    def start_seq(self) -> int:
+        return self.base_seq + self.head
+
+    @property
+    def end_seq(self) -> int:
+        return self.base_seq + len(self.entries)
+
+    def evict(self) -> None:
+        entry = self.entries[self.head]
+        self.head += 1
+        self.size -= entry.size
+        self.first[entry.topic] = max(self.first.get(entry.topic, 0), entry.offset + 1)
+        if self.head >= 1024 and self.head * 2 >= len(self.entries):
+            del self.entries[: self.head]
+            self.base_seq += self.head
+            self.head = 0
+
+
+@dataclass(frozen=True)
+class Read:
+    """What a follow read from a ring: `gone` (the copy is not held: why), or `behind`
+    (topics whose cursor the ring no longer holds: replay them), or entries from `seq` on
+    with the cursor after them; `more` when the ring has more entries after `seq`."""
+
+    gone: str | None = None
+    behind: tuple[str, ...] = ()
+    entries: tuple[Entry, ...] = ()
+    seq: int = 0
+    cursor: Mapping[str, int] = field(default_factory=dict)
+    more: bool = False
+
+
+class ChangeFeed:
+    """The rings of every held partition and the tap the replicators publish to."""
+
+    def __init__(self, budget_bytes: int, catalogue: Iterable[View]):
+        self.budget_bytes = budget_bytes
+        self.topics = {view.name: view.changelog_topic for view in catalogue}
+        self._lock = threading.Lock()
+        self._rings: dict[int, _Ring] = {}
+        self._gone: dict[int, str] = {}  # why the last copy of a partition went
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[int, asyncio.Future[None]] = {}  # loop side only
+        self._wake_pending: set[int] = set()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake follows in `loop` (the server's) from now on."""
+        self._loop = loop
+
+    # -- the tap (consumer threads) ---------------------------------------------------------
+
+    def attach(
+        self, partition: int, role: Role, applied: Mapping[str, int], restoring: bool
+    ) -> None:
+        """The node holds `partition` in `role` from `applied`; a copy held already goes on
+        when it stands at the same offsets (handed from ACTIVE to STANDBY), else it is gone."""
+        with self._lock:
+            ring = self._rings.get(partition)
+            if ring is not None and ring.applied == dict(applied):
+                ring.role, ring.restoring = role, restoring
+                ring.status_version += 1
+            else:
+                if ring is not None:
+                    self._gone[partition] = f"its copy restarts from offsets {dict(applied)}"
+                self._rings[partition] = _Ring(role, dict(applied), restoring, dict(applied))
+        self._wake(partition)
+
+    def detach(self, partition: int, reason: str) -> None:
+        with self._lock:
+            if self._rings.pop(partition, None) is not None:
+                self._gone[partition] = reason
+        self._wake(partition)
+
+    def publish(self, partition: int, effects: list[Effect], offsets: Mapping[str, int]) -> None:
+        """The changes a store write made take effect (offset order) and its new offsets."""
+        topics = self.topics
+        entries = [Entry(topics[e.view], e) for e in effects]
+        with self._lock:
+            ring = self._rings.get(partition)
+            if ring is None:
+                return
+            ring.entries.extend(entries)
+            ring.size += sum(e.size for e in entries)
+            ring.applied.update(offsets)
+            cap = self.budget_bytes // max(1, len(self._rings))
+            while ring.size > cap and ring.head < len(ring.entries):
+                ring.evict()
+        self._wake(partition)
+
+    def record_end(self, partition: int, topic: str, end: int) -> None:
+        with self._lock:
+            ring = self._rings.get(partition)
+            if ring is None or ring.end.get(topic) == end:
+                return
+            ring.end[topic] = end
+            ring.status_version += 1
+
+    def record_restoring(self, partition: int, restoring: bool) -> None:
+        with self._lock:
+            ring = self._rings.get(partition)
+            if ring is None or ring.restoring == restoring:
+                return
+            ring.restoring = restoring
+            ring.status_version += 1
+        self._wake(partition)
+
+    def _wake(self, partition: int) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        with self._lock:
+            if partition in self._wake_pending:
+                return
+            self._wake_pending.add(partition)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody follows any more
+            loop.call_soon_threadsafe(self._woken, partition)
+
+    # -- the follows (event loop) -----------------------------------------------------------
+
+    def _woken(self, partition: int) -> None:
+        with self._lock:
+            self._wake_pending.discard(partition)
+        waiter = self._waiters.pop(partition, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def changed(self, partition: int) -> asyncio.Future[None]:
+        """A future done at the next change of `partition`'s ring; take it before reading."""
+        waiter = self._waiters.get(partition)
+        if waiter is None or waiter.done():
+            waiter = self._waiters[partition] = asyncio.get_running_loop().create_future()
+        return waiter
+
+    def gone_reason(self, partition: int) -> str | None:
+        """Why `partition` is not followed here (None: it is)."""
+        with self._lock:
+            if partition in self._rings:
+                return None
+            return self._gone.get(partition, "the node does not hold it")
+
+    def status(self, partition: int) -> tuple[Role, bool, dict[str, int], dict[str, int], int]:
+        """(role, restoring, applied, end offsets, status version) of the held copy;
+        KeyError when `partition` is not held."""
+        with self._lock:
+            ring = self._rings[partition]
+            return (
+                ring.role,
+                ring.restoring,
+                dict(ring.applied),
+                dict(ring.end),
+                ring.status_version,
+            )
+
+    def end_seq(self, partition: int) -> tuple[int, int]:
+        """The ring generation of `partition` and the seq its next entry will take;
+        KeyError when `partition` is not held."""
+        with self._lock:
+            ring = self._rings[partition]
+            return ring.generation, ring.end_seq
+
+    def start(
+        self, partition: int, wanted: Mapping[str, int | None]
+    ) -> tuple[int, dict[str, int], int]:
+        """A new follow's ring generation, cursor (None: the applied offset now) and the seq
+        to read from; KeyError when `partition` is not held."""
+        with self._lock:
+            ring = self._rings[partition]
+            cursor = {t: ring.applied.get(t, 0) if n is None else n for t, n in wanted.items()}
+            caught_up = all(n >= ring.applied.get(t, 0) for t, n in cursor.items())
+            return ring.generation, cursor, ring.end_seq if caught_up else ring.start_seq
+
+    def read(
+        self,
+        partition: int,
+        generation: int,
+        seq: int,
+        cursor: Mapping[str, int],
+        keys: Collection[str] | None,
+        max_entries: int = 500,
+        max_bytes: int = 256 << 10,
+        max_scan: int = 20_000,
+    ) -> Read:
+        """The entries of ring `generation` of `partition` from `seq` on that a follow at
+        `cursor` (next offset per topic) of `keys` (None: all) wants, up to `max_entries` or
+        about `max_bytes` (one frame)."""
+        with self._lock:
+            ring = self._rings.get(partition)
+            if ring is None or ring.generation != generation:
+                return Read(gone=self._gone.get(partition, "the node does not hold it"))
+            behind = tuple(t for t, n in cursor.items() if n < ring.first.get(t, 0))
+            if behind:
+                return Read(behind=behind)
+            seq = max(seq, ring.start_seq)
+            after = dict(cursor)
+            found: list[Entry] = []
+            stop = min(ring.end_seq, seq + max_scan)
+            size = 0
+            while seq < stop and len(found) < max_entries and size < max_bytes:
+                entry = ring.entries[seq - ring.base_seq]
+                seq += 1
+                wanted = after.get(entry.topic)
+                if wanted is None or entry.offset < wanted:
+                    continue
+                after[entry.topic] = entry.offset + 1
+                if keys is None or entry.key in keys:
+                    found.append(entry)
+                    size += entry.size
+            more = seq < ring.end_seq
+            if not more:  # every change the copy applied was seen
+                for topic, n in after.items():
+                    after[topic] = max(n, ring.applied.get(topic, 0))
+            return Read(entries=tuple(found), seq=seq, cursor=after, more=more)
+
+    def first(self, partition: int, generation: int, topic: str) -> int | None:
+        """From which offset ring `generation` of `partition` holds every change of `topic`
+        (None: that ring is gone)."""
+        with self._lock:
+            ring = self._rings.get(partition)
+            if ring is None or ring.generation != generation:
+                return None
+            return ring.first.get(topic, 0)

@@ -1,0 +1,152 @@
+"""Replaying a changelog range from Kafka as feed changes, for a follow older than the ring.
+
+A `Replay` reads one changelog topic of one partition from an offset with a consumer that
+joins no group (assign only), decodes each record with the view kind's applier, like the
+replicators do, and returns the changes, in offset order, chunk by chunk up to a target
+(the offset from which the node's ring holds every change). Its calls block: the feed
+socket runs them in a worker thread.
+
+A replay cannot see the store as it was, so a latest row counts as a change when its
+event is later than the latest one the replay saw of its key (the store's rule, from the
+replay's start on); records a replicator skipped as undecodable are skipped here too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from node.changes import ChangeBatch, Effect, EventPosition, position
+from node.config import NodeConfig
+from node.errors import ReplayError, SerializationError
+from node.kinds import kind_of
+from schema import View
+
+__all__ = ["Replay"]
+
+log = logging.getLogger(__name__)
+
+
+class Replay:
+    """Reads `view`'s changelog of `partition` from `start`; `read` then `close` (blocking)."""
+
+    def __init__(
+        self, config: NodeConfig, view: View, partition: int, start: int, stall_s: float = 30.0
+    ):
+        self.config = config
+        self.view = view
+        self.partition = partition
+        self.position = start  # the next offset to read
+        self.stall_s = stall_s
+        self._apply = kind_of(view).apply
+        self._consumer: Consumer | None = None
+        self._latest: dict[str, EventPosition] = {}  # the latest event seen per key
+        # a follow cancelled mid-read closes the replay from another worker thread
+        self._lock = threading.Lock()
+
+    def _open(self) -> Consumer:
+        if self._consumer is None:
+            config = self.config
+            self._consumer = Consumer(
+                config.kafka.client(
+                    fixed={
+                        # assign() only: never joined, but librdkafka wants a group id
+                        "group.id": f"{config.group_id}-feed-{config.node_id}",
+                        "enable.auto.commit": False,
+                        "enable.partition.eof": True,
+                        "auto.offset.reset": "earliest",
+                        "logger": logging.getLogger("node.kafka"),
+                    },
+                    defaults={"client.id": f"{config.node_id}-feed", "fetch.wait.max.ms": 100},
+                )
+            )
+            topic = TopicPartition(self.view.changelog_topic, self.partition, self.position)
+            self._consumer.assign([topic])
+        return self._consumer
+
+    def read(self, until: int, max_records: int = 1000) -> list[Effect]:
+        """The changes of the records from `position` up to `until` (exclusive), at most
+        `max_records` of them read; advances `position`, past offsets with no record too
+        (a compacted changelog), as a record above them or the partition's end shows.
+        ReplayError when no record comes for `stall_s`."""
+        with self._lock:
+            return self._read(until, max_records)
+
+    def _read(self, until: int, max_records: int) -> list[Effect]:
+        consumer = self._open()
+        deadline = time.monotonic() + self.stall_s
+        batch = ChangeBatch()
+        while self.position < until:
+            # consume(n) waits for n records: ask for what is left of the range
+            wanted = min(max_records, until - self.position)
+            messages = consumer.consume(wanted, 0.5)
+            end = self._end(messages)
+            records = [m for m in messages if m.error() is None]
+            for message in records:
+                offset = message.offset()
+                assert offset is not None
+                if offset >= until:  # none is left before it; the ring holds it already
+                    self.position = until
+                    break
+                self._decode(batch, message, offset)
+                self.position = offset + 1
+            if end is not None:  # every record below the end came: none is left before it
+                self.position = max(self.position, min(end, until))
+            if records:
+                break
+            if time.monotonic() > deadline:
+                raise ReplayError(
+                    f"view {self.view.name} partition {self.partition}: no changelog record "
+                    f"at offset {self.position} for {self.stall_s:.0f} s (the follow wants up "
+                    f"to {until}); the records may be gone from {self.view.changelog_topic}"
+                )
+        return self._effects(batch)
+
+    def _end(self, messages: list[Message]) -> int | None:
+        """The end offset a partition EOF among `messages` reports (None: none did); raises
+        on a fatal consumer error."""
+        end = None
+        for message in messages:
+            error = message.error()
+            if error is None:
+                continue
+            if error.fatal():
+                raise ReplayError(
+                    f"view {self.view.name}: changelog consumer failed: {error}"
+                ) from KafkaException(error)
+            if error.code() == KafkaError._PARTITION_EOF:
+                end = message.offset()
+            else:
+                log.warning("view %s: changelog replay: %s", self.view.name, error)
+        return end
+
+    def _decode(self, batch: ChangeBatch, message: Message, offset: int) -> None:
+        batch.reading(offset, len(message.value() or b""))
+        try:
+            self._apply(batch, self.view, message)
+        except (ValueError, SerializationError) as exc:
+            log.debug("view %s: replay skips the record at %d: %s", self.view.name, offset, exc)
+
+    def _effects(self, batch: ChangeBatch) -> list[Effect]:
+        """The batch's changes; latest rows only when later than the latest seen."""
+        stale = set()
+        for (view, key), event in batch.latest.items():
+            if event is None:
+                self._latest.pop(key, None)
+                continue
+            seen = self._latest.get(key)
+            if seen is not None and position(event) <= seen:
+                stale.add((view, key))
+            else:
+                self._latest[key] = position(event)
+        return batch.effects(stale)
+
+    def close(self) -> None:
+        """Close the consumer, once any read running in another thread is done."""
+        with self._lock:
+            consumer, self._consumer = self._consumer, None
+            if consumer is not None:
+                consumer.close()

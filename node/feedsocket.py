@@ -1,0 +1,425 @@
+"""The `/feed` WebSocket: the gateway's follows of this node's partitions (schema.feed).
+
+The handshake must offer subprotocol `statefed-feed.v1` and, with the cluster secret, be
+signed like a node call (node.trust): a refused one gets the HTTP status and error body
+(401 unsigned, 503 starting, 400 without the subprotocol) where the server can send one,
+else close code 4401 / 4503 / 4400. Each follow then runs as its own task: it reads the
+partition's ring (node.feed) from its cursor, replays from Kafka what the ring no longer
+holds (node.feedreplay) and waits for the next publish. A follow never buffers: it reads
+what it sends when it can send it, so a slow connection only falls behind into a replay.
+Every `PROGRESS_INTERVAL_S` at most, a follow whose copy's role, state or end offsets
+changed, or whose cursor moved without a change to send, gets a `progress` frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import orjson
+
+from node.config import NodeConfig
+from node.errors import ReplayError
+from node.feed import ChangeFeed
+from node.feedreplay import Replay
+from node.feedsnapshot import SNAPSHOT_KINDS, snapshot_changes
+from node.partitions import PartitionRegistry
+from node.trust import CallGuard
+from runtime.clock import Clock
+from runtime.graphql_http import Receive, RequestError, Scope, Send
+from schema import Role, View
+from schema.feed import FEED_SUBPROTOCOL, FeedFrameError, offsets_of
+
+__all__ = ["PROGRESS_INTERVAL_S", "FeedEndpoint"]
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_S = 1.0
+# at most this many changes or about this many bytes of them in one frame
+_FRAME_CHANGES = 500
+_FRAME_BYTES = 256 << 10
+_CLOSE_CODES = {400: 4400, 401: 4401, 503: 4503}
+_READABLE = (Role.ACTIVE, Role.STANDBY)
+
+
+@dataclass(frozen=True)
+class _Follow:
+    """One checked `follow` frame."""
+
+    id: int
+    partition: int
+    views: tuple[View, ...]
+    keys: frozenset[str] | None
+    wanted: dict[str, int | None]  # per changelog topic: the first offset, None = now
+    snapshot: bool
+
+
+def _int(doc: dict[str, object], name: str) -> int:
+    value = doc.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise FeedFrameError(f"a follow's {name} must be an int >= 0, not {value!r:.100}")
+    return value
+
+
+class FeedEndpoint:
+    """The ASGI handler of `/feed` WebSocket connections."""
+
+    def __init__(
+        self,
+        feed: ChangeFeed,
+        registry: PartitionRegistry,
+        config: NodeConfig,
+        catalogue: Iterable[View],
+        guard: CallGuard,
+        clock: Clock,
+    ):
+        self.feed = feed
+        self.registry = registry
+        self.config = config
+        self.views = {view.name: view for view in catalogue}
+        self.guard = guard
+        self.clock = clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        try:
+            self.guard.admit_handshake(scope)
+            if FEED_SUBPROTOCOL not in scope.get("subprotocols", ()):
+                raise RequestError(
+                    f"the change feed speaks WebSocket subprotocol {FEED_SUBPROTOCOL}: offer it "
+                    "in Sec-WebSocket-Protocol"
+                )
+        except RequestError as exc:
+            await _refuse(scope, send, exc)
+            return
+        await send({"type": "websocket.accept", "subprotocol": FEED_SUBPROTOCOL})
+        await _Connection(self, send).run(receive)
+
+    def parse_follow(self, doc: dict[str, object]) -> _Follow:
+        """The follow `doc` asks for; FeedFrameError naming what is wrong with it."""
+        follow_id, partition = _int(doc, "id"), _int(doc, "partition")
+        names = doc.get("views")
+        if not isinstance(names, list) or not names or not all(n in self.views for n in names):
+            raise FeedFrameError(
+                f"a follow's views must be a non-empty list of views this node serves "
+                f"({', '.join(sorted(self.views))}), not {names!r:.200}"
+            )
+        views = tuple(self.views[name] for name in dict.fromkeys(names))
+        keys = doc.get("keys")
+        if keys is not None and (
+            not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)
+        ):
+            raise FeedFrameError(
+                f"a follow's keys must be a list of strings or null, not {keys!r:.200}"
+            )
+        wanted: dict[str, int | None] = {view.changelog_topic: None for view in views}
+        start = doc.get("from")
+        if start is not None:
+            for topic, offset in offsets_of(start, "a follow's from").items():
+                if topic not in wanted:
+                    raise FeedFrameError(f"a follow's from names {topic}, not a topic of its views")
+                wanted[topic] = offset
+        snapshot = doc.get("snapshot", False)
+        if not isinstance(snapshot, bool):
+            raise FeedFrameError("a follow's snapshot must be a boolean")
+        if snapshot:
+            self._check_snapshot(views, keys, start)
+        return _Follow(
+            follow_id, partition, views, None if keys is None else frozenset(keys), wanted, snapshot
+        )
+
+    @staticmethod
+    def _check_snapshot(views: tuple[View, ...], keys: object, start: object) -> None:
+        if keys is None or start is not None:
+            raise FeedFrameError("a snapshot follow names its keys and has no from")
+        for view in views:
+            if view.kind not in SNAPSHOT_KINDS:
+                raise FeedFrameError(
+                    f"view {view.name} ({view.kind.value}) has no current row to snapshot: "
+                    "follow it from offsets"
+                )
+
+
+async def _refuse(scope: Scope, send: Send, exc: RequestError) -> None:
+    """Refuse a handshake: an HTTP answer where the server can send one, else a close code."""
+    if "websocket.http.response" in (scope.get("extensions") or {}):
+        body = orjson.dumps(exc.body())
+        headers = [(b"content-type", b"application/json"), *exc.headers]
+        start = {"type": "websocket.http.response.start", "status": exc.status, "headers": headers}
+        await send(start)
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": _CLOSE_CODES.get(exc.status, 4400)})
+
+
+class _Closed(Exception):
+    """The connection is gone: nothing more can be sent."""
+
+
+class _Connection:
+    """One gateway connection: its follows, each a task, and one sender at a time."""
+
+    def __init__(self, endpoint: FeedEndpoint, send: Send):
+        self.endpoint = endpoint
+        self._send = send
+        self._sending = asyncio.Lock()
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+
+    async def run(self, receive: Receive) -> None:
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message["type"] == "websocket.receive":
+                    text = message.get("text")
+                    if text is None:
+                        text = (message.get("bytes") or b"").decode("utf-8", errors="replace")
+                    await self._handle(text)
+        except _Closed:
+            return
+        finally:
+            tasks = list(self.tasks.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def send_text(self, text: str) -> None:
+        async with self._sending:
+            try:
+                await self._send({"type": "websocket.send", "text": text})
+            except Exception as exc:  # the client went: uvicorn raises on a closed socket
+                raise _Closed from exc
+
+    async def send_doc(self, doc: dict[str, object]) -> None:
+        await self.send_text(orjson.dumps(doc).decode())
+
+    async def _handle(self, text: str) -> None:
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            await self.send_doc({"type": "error", "id": None, "message": "a frame is JSON text"})
+            return
+        kind = doc.get("type") if isinstance(doc, dict) else None
+        frame_id = doc.get("id") if isinstance(doc, dict) else None
+        if kind == "follow":
+            await self._start(doc)
+        elif kind == "unfollow" and frame_id in self.tasks:
+            self.tasks[frame_id].cancel()
+        elif kind != "unfollow":
+            message = f"unknown frame type {kind!r:.100}: follow or unfollow"
+            await self.send_doc({"type": "error", "id": None, "message": message})
+
+    async def _start(self, doc: dict[str, object]) -> None:
+        frame_id = doc.get("id")
+        try:
+            follow = self.endpoint.parse_follow(doc)
+        except FeedFrameError as exc:
+            await self.send_doc({"type": "error", "id": frame_id, "message": str(exc)})
+            return
+        if follow.id in self.tasks:
+            message = f"follow {follow.id} is running: unfollow it first or take another id"
+            await self.send_doc({"type": "error", "id": follow.id, "message": message})
+            return
+        task = asyncio.create_task(self._follow(follow), name=f"feed-follow-{follow.id}")
+        self.tasks[follow.id] = task
+        task.add_done_callback(lambda done: self._forget(follow.id, done))
+
+    def _forget(self, follow_id: int, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(follow_id) is task:
+            del self.tasks[follow_id]
+
+    async def _follow(self, follow: _Follow) -> None:
+        try:
+            try:
+                await _FollowRun(self, follow).run()
+            except ReplayError as exc:
+                await self.send_doc({"type": "error", "id": follow.id, "message": str(exc)})
+            except _Closed:
+                raise
+            except Exception as exc:
+                log.exception("feed follow %s of partition %s failed", follow.id, follow.partition)
+                message = f"the follow failed: {exc}"
+                await self.send_doc({"type": "error", "id": follow.id, "message": message})
+        except _Closed:
+            pass  # the connection is gone: its other follows end with it
+
+
+class _FollowRun:
+    """One follow: `following`, a snapshot maybe, then changes from ring and replay."""
+
+    def __init__(self, connection: _Connection, follow: _Follow):
+        self.connection = connection
+        self.endpoint = connection.endpoint
+        self.feed = connection.endpoint.feed
+        self.follow = follow
+        self.topics = {view.changelog_topic: view for view in follow.views}
+        self.cursor: dict[str, int] = {}
+        self.generation = 0  # of the ring followed
+        self.seq = 0
+        self._sent_status: tuple[object, ...] | None = None
+        self._sent_cursor: dict[str, int] = {}
+        self._progress_at = 0.0
+
+    async def run(self) -> None:
+        follow, partition = self.follow, self.follow.partition
+        if not await self._begin():
+            return
+        while True:
+            waiter = self.feed.changed(partition)
+            read = self.feed.read(
+                partition, self.generation, self.seq, self.cursor, follow.keys,
+                _FRAME_CHANGES, _FRAME_BYTES,
+            )  # fmt: skip
+            if read.gone is not None:
+                await self._gone(read.gone)
+                return
+            if read.behind:
+                for topic in read.behind:
+                    await self._replay(topic)
+                continue
+            self.seq = read.seq
+            if read.entries:
+                await self._changes([e.doc for e in read.entries], read.cursor)
+            self.cursor = dict(read.cursor)
+            await self._progress()
+            if not read.more:
+                await asyncio.wait([waiter], timeout=PROGRESS_INTERVAL_S)
+            elif not read.entries:
+                await asyncio.sleep(0)  # a long run of others' changes: let others in
+
+    async def _begin(self) -> bool:
+        """Send `following` (and the snapshot); False when the follow cannot start."""
+        follow, partition = self.follow, self.follow.partition
+        snapshot = None
+        try:
+            if follow.snapshot:
+                snapshot = self._snapshot()
+                if snapshot is None:
+                    return await self._unreadable()
+            else:
+                self.generation, self.cursor, self.seq = self.feed.start(partition, follow.wanted)
+            role, restoring, applied, end, version = self.feed.status(partition)
+        except KeyError:
+            await self._gone(self.feed.gone_reason(partition) or "the node does not hold it")
+            return False
+        await self.connection.send_doc(
+            {"type": "following", "id": follow.id, "partition": partition, "role": role.value,
+             "state": _state(restoring), "from": self.cursor,
+             "applied": {t: applied.get(t, 0) for t in self.topics},
+             "end": {t: n for t, n in end.items() if t in self.topics}}
+        )  # fmt: skip
+        self._sent_status, self._sent_cursor = (role, restoring, version), dict(self.cursor)
+        self._progress_at = time.monotonic()
+        if snapshot is not None:
+            await self._changes(snapshot, self.cursor, snapshot=True)
+        return True
+
+    def _snapshot(self) -> list[bytes] | None:
+        """The snapshot changes' JSON; sets the cursor and seq it continues from. None when
+        the copy cannot be read (restoring, or not held here); KeyError when not held."""
+        follow, partition = self.follow, self.follow.partition
+        # the seq before the read: every entry after it may hold a record the read missed
+        generation, seq = self.feed.end_seq(partition)
+        keys = sorted(follow.keys or ())
+        views = list(follow.views)
+        now = self.endpoint.clock()
+        read = self.endpoint.registry.read(
+            partition, lambda store: snapshot_changes(store, views, keys, now), _READABLE
+        )
+        if read is None:
+            return None
+        (docs, offsets), _status = read
+        self.cursor = {topic: offsets.get(topic, 0) for topic in self.topics}
+        self.generation, self.seq = generation, seq
+        return docs
+
+    async def _unreadable(self) -> bool:
+        follow = self.follow
+        message = (
+            f"partition {follow.partition} on node {self.endpoint.config.node_id} cannot be "
+            "read now (restoring, or not held): follow a caught-up copy for a snapshot"
+        )
+        await self.connection.send_doc({"type": "error", "id": follow.id, "message": message})
+        return False
+
+    async def _replay(self, topic: str) -> None:
+        """Replay `topic` from the cursor up to where the ring holds it."""
+        partition, keys = self.follow.partition, self.follow.keys
+        replay = Replay(self.endpoint.config, self.topics[topic], partition, self.cursor[topic])
+        log.info(
+            "node %s: feed follow %d of partition %d replays %s from offset %d",
+            self.endpoint.config.node_id, self.follow.id, partition, topic, replay.position,
+        )  # fmt: skip
+        try:
+            while True:
+                first = self.feed.first(partition, self.generation, topic)
+                if first is None or replay.position >= first:
+                    return
+                effects = await asyncio.to_thread(replay.read, first)
+                wanted = [e for e in effects if keys is None or e.key in keys]
+                docs = [e.json() for e in wanted]
+                for size in _frame_sizes(docs):  # frames as a ring read cuts them
+                    self.cursor[topic] = wanted[size - 1].offset + 1
+                    await self._changes(docs[:size], self.cursor)
+                    del docs[:size], wanted[:size]
+                self.cursor[topic] = replay.position
+        finally:
+            # in a worker, after any read still running there (a cancelled follow's)
+            asyncio.get_running_loop().run_in_executor(None, replay.close)
+
+    async def _changes(
+        self, docs: list[bytes], applied: Mapping[str, int], snapshot: bool = False
+    ) -> None:
+        head = b'{"type":"changes","id":%d,"changes":[' % self.follow.id
+        tail = b'],"applied":' + orjson.dumps(applied)
+        if snapshot:
+            tail += b',"snapshot":true'
+        await self.connection.send_text((head + b",".join(docs) + tail + b"}").decode())
+        self._sent_cursor = dict(applied)
+
+    async def _gone(self, reason: str) -> None:
+        await self.connection.send_doc({"type": "gone", "id": self.follow.id, "reason": reason})
+
+    async def _progress(self) -> None:
+        """A progress frame when something changed, at most every PROGRESS_INTERVAL_S."""
+        now = time.monotonic()
+        if now - self._progress_at < PROGRESS_INTERVAL_S:
+            return
+        try:
+            role, restoring, _applied, end, version = self.feed.status(self.follow.partition)
+        except KeyError:
+            return  # the next read says it is gone
+        status = (role, restoring, version)
+        if status == self._sent_status and self.cursor == self._sent_cursor:
+            return
+        self._progress_at = now
+        self._sent_status, self._sent_cursor = status, dict(self.cursor)
+        await self.connection.send_doc(
+            {"type": "progress", "id": self.follow.id, "role": role.value,
+             "state": _state(restoring), "applied": dict(self.cursor),
+             "end": {t: n for t, n in end.items() if t in self.topics}}
+        )  # fmt: skip
+
+
+def _frame_sizes(docs: list[bytes]) -> list[int]:
+    """How many of `docs` go in each frame, in order: at most _FRAME_CHANGES changes or
+    about _FRAME_BYTES bytes of them."""
+    sizes, count, size = [], 0, 0
+    for doc in docs:
+        count, size = count + 1, size + len(doc)
+        if count >= _FRAME_CHANGES or size >= _FRAME_BYTES:
+            sizes.append(count)
+            count, size = 0, 0
+    if count:
+        sizes.append(count)
+    return sizes
+
+
+def _state(restoring: bool) -> str:
+    """A copy's state as the feed names it."""
+    return "RESTORING" if restoring else "RUNNING"

@@ -1,0 +1,168 @@
+"""What a store's apply reports to the change feed, on every store backend, and the rings
+of node.feed on their own (no loop, no socket)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from node.changes import ChangeBatch, Effect, change_json
+from node.feed import ChangeFeed
+from node.store import PartitionStore
+from schema import (
+    WORD_COUNTS,
+    CountRow,
+    EventRow,
+    Role,
+    WindowRow,
+    encode_count,
+    encode_event,
+    encode_window,
+)
+from schema.feed import Change
+
+TOPIC = WORD_COUNTS.changelog_topic
+VIEW = WORD_COUNTS.name
+
+
+def event(key: str, event_ms: int, offset: int) -> EventRow:
+    return EventRow(key, event_ms, 0, offset, {"text": f"{key}@{event_ms}"})
+
+
+def event_doc(row: EventRow) -> dict[str, object]:
+    return {"key": row.key, "event_ms": row.event_ms, "source_partition": row.source_partition,
+            "source_offset": row.source_offset, "fields": row.fields}  # fmt: skip
+
+
+def test_a_change_is_the_contract_json_with_the_changelog_value_as_its_row() -> None:
+    count, window, row = CountRow("a", 3, 7), WindowRow("a", 0, 60_000, 2, 5), event("a", 9, 4)
+    for value, encoded, at in (
+        (count, encode_count(count), ()),
+        (window, encode_window(window), (0,)),
+        (row, encode_event(row), (9, 0, 4)),
+    ):
+        change = Change("v", "a", 12, orjson.loads(encoded), at)
+        assert orjson.loads(change_json("v", "a", 12, value, at)) == change.to_json()
+    deleted = Change("v", "a", 3, None, (), snapshot=True)
+    assert orjson.loads(change_json("v", "a", 3, None, snapshot=True)) == deleted.to_json()
+
+
+def applied(effects: list[Effect]) -> list[Change]:
+    return [Change.from_json(orjson.loads(effect.json())) for effect in effects]
+
+
+def test_apply_returns_the_changes_that_took_effect_in_offset_order(
+    store: PartitionStore,
+) -> None:
+    batch = ChangeBatch()
+    for offset, (key, count) in enumerate([("a", 1), ("b", 1), ("a", 2)], start=10):
+        batch.reading(offset)
+        batch.put_count("counts", CountRow(key, count, offset))
+    batch.reading(13)
+    batch.put_latest("latest", event("x", 500, 13))
+    batch.reading(14)
+    batch.put_window("windows", WindowRow("w", 0, 60_000, 4, 1))
+    batch.reading(15)
+    batch.put_event("history", event("h", 100, 15))
+    batch.advance("t", 16)
+    window = {"key": "w", "start_ms": 0, "end_ms": 60_000, "count": 4, "last_event_ms": 1}
+    assert applied(store.apply(batch)) == [
+        Change("counts", "b", 11, {"key": "b", "count": 1, "last_event_ms": 11}),
+        Change("counts", "a", 12, {"key": "a", "count": 2, "last_event_ms": 12}),
+        Change("latest", "x", 13, event_doc(event("x", 500, 13))),
+        Change("windows", "w", 14, window, (0,)),
+        Change("history", "h", 15, event_doc(event("h", 100, 15)), (100, 0, 15)),
+    ]
+
+    # an earlier event than the stored latest takes no effect; deletes do
+    later = ChangeBatch()
+    later.reading(16)
+    later.put_latest("latest", event("x", 400, 16))
+    later.reading(17)
+    later.delete_window("windows", "w", 0)
+    later.reading(18)
+    later.delete("counts", "a")
+    assert applied(store.apply(later)) == [
+        Change("windows", "w", 17, None, (0,)),
+        Change("counts", "a", 18, None),
+    ]
+    assert store.latest("latest", "x") == event("x", 500, 13)
+
+
+def changes(offsets: range, size: int = 10) -> list[Effect]:
+    return [Effect(o, size + 40, VIEW, f"k{o}", CountRow("x" * size, o, o)) for o in offsets]
+
+
+def test_a_ring_keeps_its_budget_and_knows_from_where_it_holds_every_change() -> None:
+    feed = ChangeFeed(budget_bytes=8 * 254, catalogue=[WORD_COUNTS])  # 8 entries of 254 bytes
+    feed.attach(0, Role.ACTIVE, {TOPIC: 100}, restoring=False)
+    generation, cursor, seq = feed.start(0, {TOPIC: 100})
+    assert cursor == {TOPIC: 100}
+    feed.publish(0, changes(range(100, 104)), {TOPIC: 104})
+    read = feed.read(0, generation, seq, cursor, None)
+    assert [e.offset for e in read.entries] == [100, 101, 102, 103]
+    assert read.cursor == {TOPIC: 104} and not read.more
+    assert read.entries[0].doc == changes(range(100, 101))[0].json()
+
+    # a follow of some keys moves on past the others' changes
+    feed.publish(0, changes(range(104, 106)), {TOPIC: 110})
+    keyed = feed.read(0, generation, read.seq, read.cursor, {"k105"})
+    assert [e.key for e in keyed.entries] == ["k105"] and keyed.cursor == {TOPIC: 110}
+
+    # past the budget the oldest go, and a cursor before them must be replayed
+    feed.publish(0, changes(range(110, 120)), {TOPIC: 120})
+    first = feed.first(0, generation, TOPIC)
+    assert first is not None and 110 < first <= 119
+    assert feed.read(0, generation, 0, {TOPIC: 104}, None).behind == (TOPIC,)
+    tail = feed.read(0, generation, 0, {TOPIC: first}, None)
+    assert [e.offset for e in tail.entries] == list(range(first, 120))
+
+
+def test_a_copy_handed_on_at_the_same_offsets_goes_on_and_any_other_is_gone() -> None:
+    feed = ChangeFeed(budget_bytes=1 << 20, catalogue=[WORD_COUNTS])
+    feed.attach(3, Role.ACTIVE, {TOPIC: 5}, restoring=True)
+    generation, cursor, seq = feed.start(3, {TOPIC: None})
+    feed.publish(3, changes(range(5, 7)), {TOPIC: 7})
+    feed.attach(3, Role.STANDBY, {TOPIC: 7}, restoring=False)  # revoked, adopted as standby
+    role, restoring, applied, _end, _version = feed.status(3)
+    assert (role, restoring, applied) == (Role.STANDBY, False, {TOPIC: 7})
+    assert [e.offset for e in feed.read(3, generation, seq, cursor, None).entries] == [5, 6]
+
+    feed.attach(3, Role.STANDBY, {TOPIC: 0}, restoring=True)  # rebuilt from scratch
+    assert feed.read(3, generation, seq, cursor, None).gone == (
+        f"its copy restarts from offsets {{'{TOPIC}': 0}}"
+    )
+    generation, cursor, seq = feed.start(3, {TOPIC: None})
+    feed.detach(3, "claimed by the materializer")
+    assert feed.read(3, generation, seq, cursor, None).gone == "claimed by the materializer"
+    feed.attach(3, Role.ACTIVE, {TOPIC: 0}, restoring=True)  # the same offsets, a new copy
+    assert feed.read(3, generation, seq, cursor, None).gone == "claimed by the materializer"
+
+
+def test_a_publish_wakes_the_follows_of_its_partition_from_another_thread() -> None:
+    feed = ChangeFeed(budget_bytes=1 << 20, catalogue=[WORD_COUNTS])
+    feed.attach(1, Role.ACTIVE, {TOPIC: 0}, restoring=False)
+
+    async def follow() -> list[int]:
+        feed.bind(asyncio.get_running_loop())
+        generation, cursor, seq = feed.start(1, {TOPIC: None})
+        waiter = feed.changed(1)
+        assert feed.read(1, generation, seq, cursor, None).entries == ()
+        await asyncio.to_thread(feed.publish, 1, changes(range(0, 2)), {TOPIC: 2})
+        await asyncio.wait_for(waiter, 10)
+        return [e.offset for e in feed.read(1, generation, seq, cursor, None).entries]
+
+    assert asyncio.run(follow()) == [0, 1]
+
+
+@pytest.mark.parametrize("size", [10, 100_000])
+def test_a_read_is_cut_to_one_frame(size: int) -> None:
+    feed = ChangeFeed(budget_bytes=1 << 30, catalogue=[WORD_COUNTS])
+    feed.attach(0, Role.ACTIVE, {TOPIC: 0}, restoring=False)
+    feed.publish(0, changes(range(0, 1000), size), {TOPIC: 1000})
+    generation, cursor, _seq = feed.start(0, {TOPIC: 0})
+    read = feed.read(0, generation, 0, cursor, None, max_entries=500, max_bytes=1 << 20)
+    assert len(read.entries) == (500 if size == 10 else 11) and read.more
+    assert read.cursor == {TOPIC: len(read.entries)}

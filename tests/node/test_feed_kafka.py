@@ -1,0 +1,325 @@
+"""The node's change feed (`/feed`) against the real embedded broker and real uvicorn nodes.
+
+Each test has its own view (own changelog topic) and consumer group. Changes are checked
+against what was produced: the changelog record at each offset of a partition is known.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from runtime.topics import ensure_topics, statefed_topics
+from runtime.trust import ClusterSecret
+from schema import CountRow, View, partition_for
+from schema.feed import Change
+from tests.node.feedclient import open_feed
+from tests.node.harness import P, ThreadNode, node_config, produce_counts, unique_count_view
+from tooling.broker import EmbeddedBroker
+from tooling.processes import wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture
+def view(broker: EmbeddedBroker) -> View:
+    view = unique_count_view()
+    ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
+    return view
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    path = tmp_path / "cluster.secret"
+    path.write_bytes(base64.b64encode(os.urandom(48)) + b"\n")
+    return path
+
+
+def keys_in(partition: int, count: int, tag: str = "") -> list[str]:
+    """`count` fresh keys of `partition`."""
+    keys: list[str] = []
+    while len(keys) < count:
+        key = f"{tag}{uuid.uuid4().hex[:8]}"
+        if partition_for(key, P) == partition:
+            keys.append(key)
+    return keys
+
+
+def doc(row: CountRow) -> dict[str, Any]:
+    return {"key": row.key, "count": row.count, "last_event_ms": row.last_event_ms}
+
+
+def expected(view: View, rows: list[CountRow], first_offset: int) -> list[Change]:
+    """The changes of `rows` written to one partition from `first_offset` on, one each."""
+    return [Change(view.name, r.key, first_offset + i, doc(r)) for i, r in enumerate(rows)]
+
+
+def running(node: ThreadNode, active: int) -> bool:
+    health = node.health()
+    return health["state"] == "RUNNING" and len(health["active"]) == active
+
+
+def test_follows_from_zero_and_from_now_get_each_change_once_in_offset_order(
+    broker: EmbeddedBroker, view: View, tmp_path: Path, secret_file: Path
+) -> None:
+    partition, topic = 2, view.changelog_topic
+    head = [CountRow(k, 1, 1_700_000_000_000) for k in keys_in(partition, 30)]
+    produce_counts(broker.bootstrap, view, head)
+    config = node_config(
+        broker.bootstrap, tmp_path, "f1", f"g-{view.name}",
+        STATEFED_CLUSTER_SECRET_FILE=str(secret_file),
+    )  # fmt: skip
+    secret = ClusterSecret.read(secret_file)
+    node = ThreadNode(config, [view]).start()
+    feeds = contextlib.ExitStack()
+    try:
+        wait_until(lambda: running(node, P), 30, "f1 RUNNING with every partition")
+        # unsigned, or without the feed's subprotocol: refused before any follow
+        with pytest.raises(InvalidStatus) as refused:
+            feeds.enter_context(open_feed(config.url))
+        assert refused.value.response.status_code == 401
+        assert b"UNAUTHENTICATED" in refused.value.response.body
+        with pytest.raises(InvalidStatus) as refused:
+            feeds.enter_context(open_feed(config.url, secret, subprotocol="graphql-transport-ws"))
+        assert refused.value.response.status_code == 400
+
+        feed = feeds.enter_context(open_feed(config.url, secret))
+        feed.follow(1, partition, [view.name], **{"from": {topic: 0}})
+        feed.wait_for("the head", lambda: feed.applied(1, topic) >= len(head))
+        (following,) = feed.of(1, "following")
+        assert following["from"] == {topic: 0} and following["role"] == "ACTIVE"
+        assert following["applied"] == {topic: len(head)}
+        assert feed.changes(1) == expected(view, head, 0)
+
+        # from now: only what comes after; the follow from 0 goes on with the same
+        feed.follow(2, partition, [view.name])
+        feed.wait_for("following 2", lambda: bool(feed.of(2, "following")))
+        assert feed.of(2, "following")[0]["from"] == {topic: len(head)}
+        tail = [CountRow(head[0].key, 2, 1_700_000_000_001)]
+        tail += [CountRow(k, 1, 1_700_000_000_002) for k in keys_in(partition, 5)]
+        produce_counts(broker.bootstrap, view, tail)
+        total = len(head) + len(tail)
+        feed.wait_for(
+            "the tail", lambda: min(feed.applied(1, topic), feed.applied(2, topic)) >= total
+        )
+        assert feed.changes(1) == expected(view, head + tail, 0)
+        assert feed.changes(2) == expected(view, tail, len(head))
+        assert feed.of(None, "error") == [] and feed.of(1, "error") == []
+
+        # follows the node cannot serve are answered, naming why
+        feed.follow(3, partition, ["no_such_view"])
+        feed.follow(4, partition, [view.name], snapshot=True)
+        feed.follow(1, partition, [view.name])
+        feed.follow(5, P + 3, [view.name])
+        feed.wait_for(
+            "the answers", lambda: len(feed.of_type("error")) == 3 and bool(feed.of(5, "gone"))
+        )
+        assert view.name in feed.of(3, "error")[0]["message"]
+        assert "names its keys" in feed.of(4, "error")[0]["message"]
+        assert "follow 1 is running" in feed.of(1, "error")[0]["message"]
+        assert feed.of(5, "gone")[0]["reason"] == "the node does not hold it"
+    finally:
+        feeds.close()
+        node.stop()
+
+
+def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_duplicate(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    partition, topic = 4, view.changelog_topic
+    # ~2,400 changes of ~300 bytes in memory each: more than a 1 MiB budget over 6 rings keeps
+    keys = keys_in(partition, 1200)
+    head = [CountRow(k, 1, 1_700_000_000_000) for k in keys]
+    head += [CountRow(k, 2, 1_700_000_000_001) for k in keys]
+    produce_counts(broker.bootstrap, view, head)
+    config = node_config(
+        broker.bootstrap, tmp_path, "f2", f"g-{view.name}", STATEFED_NODE_FEED_BUFFER_MB="1"
+    )
+    node = ThreadNode(config, [view]).start()
+    feeds = contextlib.ExitStack()
+    try:
+        wait_until(lambda: running(node, P), 60, "f2 RUNNING with every partition")
+        generation, _seq = node.app.feed.end_seq(partition)
+        first = node.app.feed.first(partition, generation, topic)
+        assert first is not None and 0 < first < len(head), "the ring should have dropped some"
+        feed = feeds.enter_context(open_feed(config.url))
+        feed.follow(1, partition, [view.name], keys=keys[:50], **{"from": {topic: 0}})
+        feed.follow(2, partition, [view.name], **{"from": {topic: 0}})
+        tail = [CountRow(k, 3, 1_700_000_000_002) for k in keys[:3]]
+        produce_counts(broker.bootstrap, view, tail)
+        total = len(head) + len(tail)
+        feed.wait_for(
+            "the replay and the ring",
+            lambda: min(feed.applied(1, topic), feed.applied(2, topic)) >= total,
+            60,
+        )
+        final = {k: doc(CountRow(k, 2, 1_700_000_000_001)) for k in keys}
+        final.update({r.key: doc(r) for r in tail})
+        by_offset = {i: doc(r) for i, r in enumerate(head + tail)}
+        for follow_id, wanted in ((1, keys[:50]), (2, keys)):
+            changes = feed.changes(follow_id)
+            offsets = [c.offset for c in changes]
+            # a replayed chunk, like an applied batch, merges a key's records into the
+            # latest: no gap means each key's final row; no duplicate, strictly rising
+            assert offsets == sorted(set(offsets)), "a change came twice or out of order"
+            assert all(c.row == by_offset[c.offset] for c in changes)
+            assert {c.key: c.row for c in changes} == {k: final[k] for k in wanted}
+        # the changes below the ring's first offset can only have come from Kafka
+        assert any(c.offset < first for c in feed.changes(2))
+    finally:
+        feeds.close()
+        node.stop()
+
+
+def test_a_follow_too_slow_for_the_ring_falls_back_to_replay_without_gap_or_duplicate(
+    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="node.feedsocket")
+    partition, topic = 3, view.changelog_topic
+    config = node_config(
+        broker.bootstrap, tmp_path, "f4", f"g-{view.name}", STATEFED_NODE_FEED_BUFFER_MB="1"
+    )
+    node = ThreadNode(config, [view]).start()
+    feeds = contextlib.ExitStack()
+    try:
+        wait_until(lambda: running(node, P), 30, "f4 RUNNING with every partition")
+        # a reader that stops reading: a 4 KiB socket buffer backs its frames up at once
+        feed = feeds.enter_context(open_feed(config.url, receive_buffer=4096))
+        feed.follow(1, partition, [view.name])
+        feed.wait_for("following", lambda: bool(feed.of(1, "following")))
+        # ~5 MB of changes (600-character keys): far more than the ~170 KB ring of a partition
+        rows = [CountRow(k, 1, 7) for k in keys_in(partition, 4000, tag="x" * 592)]
+        produce_counts(broker.bootstrap, view, rows)
+
+        def applied() -> bool:
+            status = node.app.feed.status(partition)
+            return status[2][topic] >= len(rows)
+
+        wait_until(applied, 60, "f4 applying every record")
+        feed.wait_for("every change", lambda: feed.applied(1, topic) >= len(rows), 60)
+        assert feed.changes(1) == expected(view, rows, 0)
+        replays = [r.getMessage() for r in caplog.records if "replays" in r.getMessage()]
+        assert any("follow 1 of partition 3 replays" in m for m in replays), replays
+    finally:
+        feeds.close()
+        node.stop()
+
+
+def test_a_snapshot_follow_and_its_changes_equal_the_store_while_records_stream_in(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    partition, topic = 1, view.changelog_topic
+    keys = keys_in(partition, 8)
+    produce_counts(broker.bootstrap, view, [CountRow(k, 1, 1) for k in keys])
+    config = node_config(broker.bootstrap, tmp_path, "f3", f"g-{view.name}")
+    node = ThreadNode(config, [view]).start()
+    feeds = contextlib.ExitStack()
+    stop = threading.Event()
+    written = [len(keys)]
+
+    def stream() -> None:
+        n = 2
+        while not stop.is_set() and n < 200:
+            rows = [CountRow(k, n, n) for k in keys]
+            written[0] += sum(produce_counts(broker.bootstrap, view, rows).values())
+            n += 1
+
+    streamer = threading.Thread(target=stream, name="stream")
+    try:
+        wait_until(lambda: running(node, P), 30, "f3 RUNNING with every partition")
+        streamer.start()
+        wait_until(lambda: written[0] > 5 * len(keys), 30, "records streaming")
+        feed = feeds.enter_context(open_feed(config.url))
+        feed.follow(1, partition, [view.name], keys=keys, snapshot=True)
+        feed.wait_for("the snapshot", lambda: bool(feed.of(1, "changes")))
+        stop.set()
+        streamer.join(30)
+        total = written[0]
+        feed.wait_for("every change", lambda: feed.applied(1, topic) >= total)
+        (following,) = feed.of(1, "following")
+        start = following["from"][topic]
+        snapshot = feed.of(1, "changes")[0]
+        assert snapshot.get("snapshot") is True and snapshot["applied"] == {topic: start}
+
+        # one producer, one flush per round: the record at offset o is key o % 8's round o // 8
+        def record(offset: int) -> dict[str, Any]:
+            n = offset // len(keys) + 1
+            return doc(CountRow(keys[offset % len(keys)], n, n))
+
+        rows: dict[str, Any] = {}
+        for change in feed.changes(1):
+            if change.snapshot:  # exactly the rows of every record below its offset
+                assert change.offset == start
+                assert change.row == record(
+                    max(o for o in range(start) if keys[o % len(keys)] == change.key)
+                )
+            else:  # nothing the snapshot held comes again, and each change is its record
+                assert change.offset >= start and change.row == record(change.offset)
+            rows[change.key] = change.row
+        counts = node.counts(keys)
+        assert rows == {k: doc(CountRow(k, n, n)) for k, n in counts.items() if n is not None}
+        assert set(counts) == set(keys)
+    finally:
+        stop.set()
+        if streamer.is_alive():
+            streamer.join(30)
+        feeds.close()
+        node.stop()
+
+
+def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
+    broker: EmbeddedBroker, view: View, tmp_path: Path
+) -> None:
+    topic, group = view.changelog_topic, f"g-{view.name}"
+    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "fa", group), [view]).start()
+    b: ThreadNode | None = None
+    feeds = contextlib.ExitStack()
+    try:
+        wait_until(lambda: running(a, P), 30, "fa RUNNING with every partition")
+        feed = feeds.enter_context(open_feed(a.config.url))
+        for partition in range(P):
+            feed.follow(partition, partition, [view.name])
+        feed.wait_for("following all", lambda: len(feed.of_type("following")) == P)
+        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "fb", group), [view]).start()
+
+        def moved() -> list[int] | None:
+            ha, hb = a.health(), b.health() if b else {}
+            if ha["state"] != "RUNNING" or hb.get("state") != "RUNNING" or not hb["active"]:
+                return None
+            return hb["active"] if set(hb["active"]) <= set(ha["standby"]) else None
+
+        moved_to_b = wait_until(moved, 60, "fb to take partitions, fa keeping them as standby")
+        p = moved_to_b[0]
+        # the copy fa let go goes on as its standby copy: the follow only sees the role change
+        feed.wait_for(
+            "progress to STANDBY",
+            lambda: any(f["role"] == "STANDBY" for f in feed.of(p, "progress")),
+        )
+        rows = [CountRow(k, 1, 5) for k in keys_in(p, 4)]
+        start = int(feed.of(p, "progress")[-1]["applied"][topic])
+        produce_counts(broker.bootstrap, view, rows)
+        feed.wait_for("changes on the standby", lambda: feed.applied(p, topic) >= start + len(rows))
+        assert feed.changes(p) == expected(view, rows, start)
+        assert feed.of(p, "gone") == []
+
+        # fb leaves: fa's materializer takes p over, closing its standby copy first
+        b.stop()
+        b = None
+        feed.wait_for("gone", lambda: bool(feed.of(p, "gone")), 60)
+    finally:
+        feeds.close()
+        if b is not None:
+            b.stop()
+    try:
+        wait_until(lambda: running(a, P), 60, "fa RUNNING with every partition again")
+    finally:
+        a.stop()
