@@ -114,7 +114,12 @@ def update_type(view: View, fields: Sequence[FieldSpec], what: str) -> Any:
         [
             (view.key_field, str, None),
             *fields,
-            ("offset", int, "The changelog offset of the change (of the row, for a first row)."),
+            (
+                "offset",
+                int,
+                "The changelog offset of the change; for a first row, of the last record it "
+                "can hold (-1: none).",
+            ),
             ("token", str, "Pass as `after` to resume right after this update."),
             ("freshness", Freshness, None),
         ],

@@ -96,14 +96,14 @@ class _Merge:
     def take(self) -> KeyUpdate | None:
         if not self.pending:
             return None
-        slot = min(self.pending, key=lambda s: self.pending[s].change.offset)
+        slot = min(self.pending, key=lambda s: _shown_offset(self.pending[s].change))
         held = self.pending.pop(slot)
         change = held.change
         return KeyUpdate(
             change.key,
             change.at,
             change.row,
-            change.offset,
+            _shown_offset(change),
             self.token(),
             held.freshness,
             change.snapshot,
@@ -115,6 +115,13 @@ class _Merge:
             p = held.partition
             offsets[p] = min(offsets.get(p, held.change.offset), held.change.offset)
         return ResumeToken(self.view.name, offsets).text()
+
+
+def _shown_offset(change: Change) -> int:
+    """The offset an update shows: a change's own; for a snapshot row, that of the last
+    record it can hold (its offset is the next one), so a change at that next offset shows
+    a greater one."""
+    return change.offset - 1 if change.snapshot else change.offset
 
 
 async def key_updates(
