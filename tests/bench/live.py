@@ -13,12 +13,14 @@ node's apply and feed, the gateway's hub and subscription, the WebSocket. The pi
 Each pushed update is one produced record; the rest were merged: the node's feed sends
 the last row a poll batch left of a key, and a subscription conflates to a key's newest
 row while its client is behind. Memory: RSS of the gateway and the nodes before the
-subscriptions and once all had their first update (before anything is produced: the rings
+subscriptions, with half and with all of them (before anything is produced: the rings
 of the nodes' feeds fill with the changes, which is no cost of a subscriber).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -132,6 +134,7 @@ class _Subscribers:
             *("--url", url, "--keys", str(keys_path)),
             *("--connections", str(session.settings.live_connections)),
             *("--status", str(self.status_path), "--out", str(self.out_path)),
+            *("--first", str(len(keys) // 2)),
         ]
         log = base / "subscribers.log"
         self.process: ManagedProcess = bench_process(
@@ -142,10 +145,17 @@ class _Subscribers:
     def status(self) -> dict[str, Any]:
         return _status(self.status_path)
 
-    def wait_ready(self, timeout_s: float) -> float:
-        """Start, and wait until every subscription had its first update; the seconds."""
-        began = time.monotonic()
+    def start(self) -> None:
+        """Start with the first half of the subscriptions."""
         self.process.start()
+
+    def subscribe_rest(self) -> None:
+        """Open the second half of the subscriptions."""
+        if self.process.pid is not None:
+            os.kill(self.process.pid, signal.SIGUSR1)
+
+    def wait_ready(self, count: int, timeout_s: float) -> None:
+        """Wait until `count` subscriptions had their first update."""
 
         def ready() -> bool:
             if not self.process.running():
@@ -153,10 +163,9 @@ class _Subscribers:
             status = self.status()
             if status.get("errors") or status.get("closed"):
                 raise BenchError(f"subscribing failed: {status}")
-            return bool(status.get("ready") == self.count)
+            return bool(status.get("ready") == count)
 
-        wait_until(ready, timeout_s, f"{self.count} subscriptions to get their first update", 0.2)
-        return time.monotonic() - began
+        wait_until(ready, timeout_s, f"{count} subscriptions to get their first update", 0.2)
 
     def drain(self, timeout_s: float) -> bool:
         """Wait until no update came for `_QUIET_S` (counted from now at the earliest); False
@@ -265,30 +274,30 @@ def pushes_of(samples: dict[str, Any], run: RateRun, epoch_us: int) -> Pushes:
     return Pushes(latencies, duplicates, out_of_order, final)
 
 
-def _memory(section: Section, before: dict[str, int], ready: dict[str, int], n: int) -> None:
+def _memory(section: Section, rss: list[dict[str, int]], n: int) -> None:
+    """RSS with none, half and all `n` subscriptions: per 1,000 from the second half (what
+    one more subscription costs) and from none (with what the first ones set up)."""
+    half = n - n // 2
     table = section.table(
         "part",
         "RSS before",
-        f"with {n:,} subscriptions",
-        "per 1,000 subscriptions",
+        f"with {n // 2:,}",
+        f"with {n:,}",
+        "per 1,000 (second half)",
+        "per 1,000 (all)",
     )
     figures: dict[str, Any] = {}
-    for part in sorted(ready):
-        if part not in before:
+    for part in sorted(rss[2]):
+        if part not in rss[0] or part not in rss[1]:
             continue
-        delta = ready[part] - before[part]
-        per_1000 = delta * 1000 / n
+        marginal = (rss[2][part] - rss[1][part]) * 1000 / half
+        whole = (rss[2][part] - rss[0][part]) * 1000 / n
         figures[part] = {
-            "before": before[part],
-            "subscribed": ready[part],
-            "per_1000_bytes": round(per_1000),
+            "rss": [r[part] for r in rss],
+            "per_1000_bytes": round(marginal),
+            "per_1000_from_none_bytes": round(whole),
         }
-        table.add(
-            part,
-            fmt_bytes(before[part]),
-            fmt_bytes(ready[part]),
-            fmt_bytes(per_1000),
-        )
+        table.add(part, *(fmt_bytes(r[part]) for r in rss), fmt_bytes(marginal), fmt_bytes(whole))
     nodes = [f for part, f in figures.items() if part.startswith("node")]
     section.figures["memory"] = {
         "subscriptions": n,
@@ -378,26 +387,31 @@ def measure(session: BenchSession, report: Report) -> None:
     keys = [f"lv{tag}k{i:05d}" for i in range(settings.live_subscribers)]
     section.figures["idle_wait_seconds"] = round(session.quiet(), 1)
     parts = _parts(session)
-    before = _rss(parts)
+    rss = [_rss(parts)]
     subscribers = _Subscribers(session, keys)
     epoch_us = time.monotonic_ns() // 1000
     runs: list[RateRun] = []
     try:
-        ready_s = subscribers.wait_ready(session.timeout_s(120))
-        session.progress(
-            f"live: {len(keys):,} subscriptions had their first update in {ready_s:.1f} s"
-        )
+        subscribers.start()
+        subscribers.wait_ready(len(keys) // 2, session.timeout_s(120))
         session.quiet(5.0)
-        subscribed = _rss(parts)
+        rss.append(_rss(parts))
+        began = time.monotonic()
+        subscribers.subscribe_rest()
+        subscribers.wait_ready(len(keys), session.timeout_s(120))
+        ready_s = time.monotonic() - began
+        session.progress(f"live: {len(keys):,} subscriptions had their first update")
+        session.quiet(5.0)
+        rss.append(_rss(parts))
         for rate in settings.live_rates:
             runs.append(_run_rate(session, subscribers, keys, rate, epoch_us))
     finally:
         subscribers.stop()
     samples = subscribers.samples()
-    _memory(section, before, subscribed, len(keys))
+    _memory(section, rss, len(keys))
     pushes = [pushes_of(samples, run, epoch_us) for run in runs]
     _write_runs(section, runs, pushes, len(keys))
-    section.figures["subscribe_seconds"] = round(ready_s, 2)
+    section.figures["second_half_subscribe_seconds"] = round(ready_s, 2)
     for text in samples.get("error_texts", []):
         section.errors.append(f"a subscription error: {text}")
     for text in samples.get("closed", []):
@@ -410,7 +424,9 @@ def _notes(section: Section, session: BenchSession, subscriptions: int, ready_s:
     section.notes.append(
         f"{subscriptions:,} subscriptions `wordCount(word:)`, one per key, over "
         f"{settings.live_connections} graphql-transport-ws WebSockets (no compression) from "
-        f"one asyncio process; all had their first update {ready_s:.1f} s after it started. "
+        f"one asyncio process, opened in two halves (memory is read after each); the second "
+        f"{subscriptions - subscriptions // 2:,} had their first update {ready_s:.2f} s after "
+        "the subscriber was told to open them. "
         f"{len(session.live)} nodes; one follow per subscription at the node owning its key."
     )
     section.notes.append(
@@ -427,7 +443,9 @@ def _notes(section: Section, session: BenchSession, subscriptions: int, ready_s:
         "produce time and the drain after it (until no push came for 1 s)."
     )
     section.notes.append(
-        "Memory: RSS of each process before subscribing and once every subscription had its "
-        "first update (nothing produced yet); per 1,000 subscriptions = the difference "
-        "scaled. RSS moves with Python's allocator too: read it as an estimate."
+        "Memory: RSS of each process before subscribing, once half and once all the "
+        "subscriptions had their first update (nothing produced yet); per 1,000 = the growth "
+        "scaled, over the second half (what more subscriptions cost) and over all (with what "
+        "the first ones set up: connections, code paths first used). RSS moves with "
+        "Python's allocator too: read it as an estimate."
     )

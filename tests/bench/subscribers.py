@@ -1,8 +1,9 @@
 """Many subscriptions from one cheap process: the subscriber side of the live benchmark.
 
 `python -m tests.bench.subscribers --url ws://.../graphql --keys FILE --connections N
---status FILE --out FILE` opens N WebSockets to the gateway (`graphql-transport-ws`, no
-compression), spreads one `wordCount(word:)` subscription per key of FILE over them, and
+--status FILE --out FILE [--first M]` opens N WebSockets to the gateway
+(`graphql-transport-ws`, no compression), spreads one `wordCount(word:)` subscription per
+key of FILE over them (only the first M keys' until SIGUSR1, then the rest), and
 records every `next` it gets: which subscription, the row's `count` and `offset`, and its
 arrival on CLOCK_MONOTONIC (`time.monotonic_ns`, the same clock in every process of the
 machine, so the producer's timestamps compare). Twice a second it rewrites FILE `--status`
@@ -69,7 +70,7 @@ class Samples:
         }
 
 
-async def _open(url: str, keys: list[tuple[int, str]], samples: Samples) -> ClientConnection:
+async def _open(url: str) -> ClientConnection:
     socket = await connect(
         url, subprotocols=[PROTOCOL], compression=None, max_queue=None, open_timeout=30
     )
@@ -77,14 +78,18 @@ async def _open(url: str, keys: list[tuple[int, str]], samples: Samples) -> Clie
     ack = orjson.loads(await socket.recv())
     if ack.get("type") != "connection_ack":
         raise RuntimeError(f"expected connection_ack from {url}, got {ack}")
+    return socket
+
+
+async def _subscribe(sockets: list[ClientConnection], keys: list[tuple[int, str]]) -> None:
+    """One subscription per key, key i on connection i mod N."""
     for ident, key in keys:
         message = {
             "id": str(ident),
             "type": "subscribe",
             "payload": {"query": DOCUMENT, "variables": {"w": key}},
         }
-        await socket.send(orjson.dumps(message).decode())
-    return socket
+        await sockets[ident % len(sockets)].send(orjson.dumps(message).decode())
 
 
 async def _read(socket: ClientConnection, samples: Samples) -> None:
@@ -122,7 +127,7 @@ async def _read(socket: ClientConnection, samples: Samples) -> None:
 def _write_status(path: Path, samples: Samples, total: int) -> None:
     times = os.times()
     status = {
-        "subscriptions": total,
+        "subscribed": total,
         "ready": len(samples.first_us),
         "received": len(samples.arrival_us),
         "last_arrival_us": samples.arrival_us[-1] if samples.arrival_us else None,
@@ -137,23 +142,28 @@ def _write_status(path: Path, samples: Samples, total: int) -> None:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    keys = [line for line in args.keys.read_text().splitlines() if line]
+    keys = list(enumerate(line for line in args.keys.read_text().splitlines() if line))
+    first = len(keys) if args.first is None else args.first
     samples = Samples()
-    stop = asyncio.Event()
+    stop, more = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    shares = [list(enumerate(keys))[n :: args.connections] for n in range(args.connections)]
-    sockets = [await _open(args.url, share, samples) for share in shares if share]
+    loop.add_signal_handler(signal.SIGUSR1, more.set)
+    sockets = [await _open(args.url) for _ in range(min(args.connections, len(keys)))]
     readers = [loop.create_task(_read(socket, samples)) for socket in sockets]
+    await _subscribe(sockets, keys[:first])
     while not stop.is_set():
-        _write_status(args.status, samples, len(keys))
+        if more.is_set() and first < len(keys):
+            await _subscribe(sockets, keys[first:])
+            first = len(keys)
+        _write_status(args.status, samples, first)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), _STATUS_S)
     for socket in sockets:
         await socket.close()
     await asyncio.gather(*readers, return_exceptions=True)
     args.out.write_bytes(orjson.dumps(samples.to_json(), option=orjson.OPT_NON_STR_KEYS))
-    _write_status(args.status, samples, len(keys))
+    _write_status(args.status, samples, first)
 
 
 def main() -> None:
@@ -161,6 +171,9 @@ def main() -> None:
     parser.add_argument("--url", required=True, help="the gateway's ws://.../graphql")
     parser.add_argument("--keys", type=Path, required=True, help="one key per line")
     parser.add_argument("--connections", type=int, default=10)
+    parser.add_argument(
+        "--first", type=int, help="subscribe only this many keys until SIGUSR1 (default: all)"
+    )
     parser.add_argument("--status", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
