@@ -299,10 +299,12 @@ def _memory(section: Section, rss: list[dict[str, int]], n: int) -> None:
         }
         table.add(part, *(fmt_bytes(r[part]) for r in rss), fmt_bytes(marginal), fmt_bytes(whole))
     nodes = [f for part, f in figures.items() if part.startswith("node")]
+    gateway = figures.get("gateway", {}).get("per_1000_bytes")
     section.figures["memory"] = {
         "subscriptions": n,
         "parts": figures,
-        "gateway_per_1000_bytes": figures.get("gateway", {}).get("per_1000_bytes"),
+        "gateway_per_1000_bytes": gateway,
+        "gateway_per_1000_mib": None if gateway is None else round(gateway / (1 << 20), 2),
         # one follow per subscription (each names one key, so one partition)
         "nodes_per_1000_follows_bytes": sum(f["per_1000_bytes"] for f in nodes) if nodes else None,
     }

@@ -45,7 +45,7 @@ _HEADLINE: list[tuple[str, str, tuple[str, ...]]] = [
     ("push p99 1k/s ms", "live", ("runs", "rate_1000", "latency_ms", "p99")),
     ("push p50 10k/s ms", "live", ("runs", "rate_10000", "latency_ms", "p50")),
     ("push p99 10k/s ms", "live", ("runs", "rate_10000", "latency_ms", "p99")),
-    ("gateway bytes per 1k subs", "live", ("memory", "gateway_per_1000_bytes")),
+    ("gateway MiB per 1k subs", "live", ("memory", "gateway_per_1000_mib")),
 ]
 
 
@@ -77,7 +77,7 @@ def _previous(json_path: Path) -> list[dict[str, Any]]:
 
 
 def _decimals(label: str) -> bool:
-    return "ms" in label or label.endswith(" s") or " x " in label
+    return "ms" in label or label.endswith(" s") or " x " in label or "MiB" in label
 
 
 def _history_table(history: list[dict[str, Any]], current: dict[str, Any]) -> Table:
