@@ -15,7 +15,7 @@ from tests.bench.session import BenchError, BenchSession, bench_process
 from tooling.broker import free_port
 from tooling.processes import ManagedProcess
 
-__all__ = ["NAME", "measure"]
+__all__ = ["NAME", "check_answers", "measure", "start_floor"]
 
 NAME = "point"
 TITLE = "Point query: gateway vs owning node vs floor"
@@ -32,7 +32,7 @@ def _floor_db(session: BenchSession, indexes: list[int], path: Path) -> None:
         store.apply(batch)
 
 
-def _start_floor(session: BenchSession, indexes: list[int]) -> tuple[ManagedProcess, str]:
+def start_floor(session: BenchSession, indexes: list[int]) -> tuple[ManagedProcess, str]:
     base = session.settings.workdir / "floor"
     _floor_db(session, indexes, base / "db")
     port = free_port()
@@ -42,7 +42,7 @@ def _start_floor(session: BenchSession, indexes: list[int]) -> tuple[ManagedProc
     return floor, f"http://127.0.0.1:{port}/graphql"
 
 
-def _check(session: BenchSession, urls: dict[str, str], indexes: list[int]) -> None:
+def check_answers(session: BenchSession, urls: dict[str, str], indexes: list[int]) -> None:
     """Every target answers the right count before it is loaded."""
     view = session.dataset.view
     for target, url in urls.items():
@@ -166,14 +166,14 @@ def measure(session: BenchSession, report: Report) -> None:
     held = [p for p, n in owners.items() if n == owner]
     indexes = session.dataset.sample(session.settings.point_keys, seed=1, partitions=held)
     bodies = [point_body(session.dataset.key(i)) for i in indexes]
-    floor, floor_url = _start_floor(session, indexes)
+    floor, floor_url = start_floor(session, indexes)
     try:
         urls = {
             "floor": floor_url,
             "node": session.node_graphql(owner),
             "gateway": session.gateway_url,
         }
-        _check(session, urls, indexes)
+        check_answers(session, urls, indexes)
         section.figures["idle_wait_seconds"] = round(session.quiet(), 1)
         results = _run_loads(session, urls, bodies)
     finally:

@@ -39,6 +39,13 @@ _HEADLINE: list[tuple[str, str, tuple[str, ...]]] = [
     ("sigstop answerable s", "freeze", ("answerable_seconds",)),
     ("sigstop p99 ms", "freeze", ("p99_ms",)),
     ("sigstop p99 first 6 s ms", "freeze", ("before_session_timeout", "p99_ms")),
+    ("cache hits x floor c32", "cache", ("ratios", "hits_over_floor_rps_c32")),
+    ("cache off x floor c32", "cache", ("ratios", "off_over_floor_rps_c32")),
+    ("push p50 1k/s ms", "live", ("runs", "rate_1000", "latency_ms", "p50")),
+    ("push p99 1k/s ms", "live", ("runs", "rate_1000", "latency_ms", "p99")),
+    ("push p50 10k/s ms", "live", ("runs", "rate_10000", "latency_ms", "p50")),
+    ("push p99 10k/s ms", "live", ("runs", "rate_10000", "latency_ms", "p99")),
+    ("gateway MiB per 1k subs", "live", ("memory", "gateway_per_1000_mib")),
 ]
 
 
@@ -69,15 +76,16 @@ def _previous(json_path: Path) -> list[dict[str, Any]]:
     return history[-_HISTORY:]
 
 
+def _decimals(label: str) -> bool:
+    return "ms" in label or label.endswith(" s") or " x " in label or "MiB" in label
+
+
 def _history_table(history: list[dict[str, Any]], current: dict[str, Any]) -> Table:
     labels = [label for label, _, _ in _HEADLINE]
     table = Table(["run", "commit", *labels])
     rows = [*history, {"date": "this run", "commit": current["commit"], **current["figures"]}]
     for row in rows:
-        cells = [
-            fmt_num(row.get(label), 2 if "ms" in label or label.endswith(" s") else 0)
-            for label in labels
-        ]
+        cells = [fmt_num(row.get(label), 2 if _decimals(label) else 0) for label in labels]
         table.add(row["date"], str(row["commit"])[:12], *cells)
     return table
 
@@ -110,7 +118,7 @@ def _markdown(
         f"machine used {info.other_cores:.2f} cores on average during the run"
         + (" (**busy: figures are disturbed**)." if info.other_cores > 0.25 else "."),
         "",
-        "## Targets (issue 6)",
+        "## Targets (issues 6 and 15)",
         "",
     ]
     table = Table(["target", "measured", "result"])

@@ -1,7 +1,8 @@
 """The run plan: measurements as steps in the order that grows the cluster cheapest.
 
 The first node restores the data set (restore), serves alone (fan-out over 1 node),
-gets a peer (point queries, fan-out over 2), a third (fan-out over 3); back to two nodes,
+gets a peer (point queries; with the gateway cache on and off; subscriptions pushed
+live; fan-out over 2), a third (fan-out over 3); back to two nodes,
 the pipeline starts (freshness at 1,000 events/s, throughput, freshness at higher rates
 while the budget lasts), memory is read, and nodes are killed last (failover), so the
 peak memory covers measurements 1-4 and the kills disturb nothing after them; just before
@@ -16,7 +17,18 @@ import traceback
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from tests.bench import failover, fanout, freeze, freshness, memory, point, restore, throughput
+from tests.bench import (
+    cache,
+    failover,
+    fanout,
+    freeze,
+    freshness,
+    live,
+    memory,
+    point,
+    restore,
+    throughput,
+)
 from tests.bench.cpu import CpuMeter
 from tests.bench.report import Report
 from tests.bench.session import BenchSession
@@ -38,6 +50,8 @@ def plan() -> tuple[Step, ...]:
         Step(restore.NAME, restore.measure, 60),
         Step(fanout.NAME, fanout.measure_at(1), 20),
         Step(point.NAME, point.measure, 60),
+        Step(cache.NAME, cache.measure, 50),
+        Step(live.NAME, live.measure, 70),
         Step(fanout.NAME, fanout.measure_at(2), 20),
         Step(fanout.NAME, fanout.measure_at(3), 30),
         Step(freshness.NAME, fresh.steady, 80),
@@ -51,7 +65,18 @@ def plan() -> tuple[Step, ...]:
 
 TITLES = {
     m.NAME: m.TITLE
-    for m in (restore, fanout, point, freeze, failover, freshness, throughput, memory)
+    for m in (
+        restore,
+        fanout,
+        point,
+        cache,
+        live,
+        freeze,
+        failover,
+        freshness,
+        throughput,
+        memory,
+    )
 }
 MEASUREMENTS = tuple(dict.fromkeys(step.name for step in plan()))
 

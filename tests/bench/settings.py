@@ -33,6 +33,10 @@ class BenchSettings:
     throughput_events: int = 1_000_000
     throughput_vocabulary: int = 1000
     failover_timeout_s: float = 90.0
+    live_subscribers: int = 1000  # subscriptions of the live step, one key each
+    live_connections: int = 10  # WebSockets they share (the gateway allows 100 per connection)
+    live_rates: tuple[int, ...] = (1000, 10_000)  # changelog records/s over their keys
+    live_s: float = 10.0  # producing at each rate
     py_spy: str | None = None
     profile_s: float = 4.0
 
@@ -55,5 +59,6 @@ class BenchSettings:
             ramp_rates=(5000,),
             ramp_s=4.0,
             throughput_events=100_000,
+            live_s=3.0,
             profile_s=2.0,
         )

@@ -1,4 +1,4 @@
-"""The targets of issue 6, judged from a run's figures: PASS, FAIL or NOT MEASURED."""
+"""The targets of issues 6 and 15, judged from a run's figures: PASS, FAIL or NOT MEASURED."""
 
 from __future__ import annotations
 
@@ -36,6 +36,23 @@ def _at_least(report: Report, target: str, limit: float, unit: str, *path: str) 
     value = report.figure(*path)
     ok = None if value is None else value >= limit
     return _judge(target, value, ok, "n/a" if value is None else f"{value:,.2f}{unit}")
+
+
+def _cache_hits(report: Report) -> TargetResult:
+    """Issue 15's goal; NOT MEASURED when the cache setting made no difference (the run was
+    of a gateway without a cache), with the figure and that reason."""
+    target = "gateway point throughput with cache hits >= 0.5 x floor at 32 connections"
+    value = report.figure("cache", "ratios", "hits_over_floor_rps_c32")
+    if value is None:
+        return TargetResult(target, "NOT MEASURED", "n/a")
+    if report.figure("cache", "cache_effective") is False:
+        return TargetResult(
+            target,
+            "NOT MEASURED",
+            f"{value:.2f}x, but STATEFED_GATEWAY_CACHE made no difference: the nodes "
+            "answered every request (no cache in this gateway)",
+        )
+    return _judge(target, value, value >= 0.5, f"{value:.2f}x")
 
 
 def evaluate(report: Report) -> list[TargetResult]:
@@ -112,4 +129,5 @@ def evaluate(report: Report) -> list[TargetResult]:
             None if standby is None else standby <= 3.0,
             "n/a" if standby is None else f"{standby:.2f} s",
         ),
+        _cache_hits(report),
     ]

@@ -1,0 +1,453 @@
+"""Live: produce -> push latency through GraphQL subscriptions, and memory per subscriber.
+
+One subscriber process (`tests.bench.subscribers`) opens `live_subscribers` subscriptions
+`wordCount(word:)`, one per fresh key, over `live_connections` graphql-transport-ws
+WebSockets to the gateway. Then, at each rate of `live_rates`, this process writes count
+records for those keys (round robin) straight to the view's changelog, as the pipeline
+would, with `count` = microseconds since the step began on CLOCK_MONOTONIC at the
+`produce()` call. The subscriber stamps each update's arrival on the same clock, so an
+update's latency is its arrival minus its count: producer (linger 5 ms), broker, the
+node's apply and feed, the gateway's hub and subscription, the WebSocket. The pipeline
+(Spark) is not in the path: its own delivery -> changelog latency is the freshness section.
+
+Each pushed update is one produced record; the rest were merged: the node's feed sends
+the last row a poll batch left of a key, and a subscription conflates to a key's newest
+row while its client is behind. Memory: RSS of the gateway and the nodes before the
+subscriptions, with half and with all of them (before anything is produced: the rings
+of the nodes' feeds fill with the changes, which is no cost of a subscriber).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from runtime.produce import new_producer
+from schema import CountRow, encode_count, partition_for
+from tests.bench.report import Report, Section, fmt_bytes, fmt_ms, fmt_num
+from tests.bench.session import BenchError, BenchSession, bench_process
+from tests.bench.stats import Summary
+from tooling.processes import ManagedProcess, wait_until
+
+__all__ = ["NAME", "TITLE", "Pushes", "RateRun", "measure", "pushes_of"]
+
+NAME = "live"
+TITLE = "Live: produce -> push through subscriptions, memory per subscriber"
+_DRAIN_S = 20.0  # after the last produce, how long pushes may still come
+_QUIET_S = 1.0  # no push for this long after the last produce: drained
+_BUSY_SUBSCRIBER = 0.8  # cores: above this the subscriber may limit what it receives
+
+
+@dataclass
+class RateRun:
+    """One rate: what was produced (counts are produce times), and the CPU it cost."""
+
+    rate: int
+    seconds: float
+    produced: int = 0
+    produce_s: float = 0.0
+    first_us: int = 0  # produce time of the first record of the run
+    last_us: int = 0  # and of the last
+    last_by_key: dict[int, int] = field(default_factory=dict)  # key index -> last count
+    drained: bool = False
+    cores: dict[str, float] = field(default_factory=dict)  # part -> average cores
+
+    @property
+    def achieved_rate(self) -> float:
+        return self.produced / self.produce_s if self.produce_s else 0.0
+
+
+@dataclass(frozen=True)
+class Pushes:
+    """What the subscriber received of one run."""
+
+    latencies_ms: list[float]
+    duplicates: int  # the same (key, offset) twice
+    out_of_order: int  # an offset not above the key's previous one
+    keys_final: int  # keys whose last pushed count is the last produced
+
+    def growth_ms(self) -> float:
+        """p50 of the last third of the pushes (by produce time) minus that of the first
+        third: a push path that keeps up shows none, a backlog shows its growth."""
+        third = len(self.latencies_ms) // 3
+        if third == 0:
+            return 0.0
+        last = Summary.of(self.latencies_ms[-third:]).p50
+        return last - Summary.of(self.latencies_ms[:third]).p50
+
+
+def _cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    seconds: dict[str, float] = {}
+    for part, pid in pids.items():
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        seconds[part] = t.user + t.system
+    return seconds
+
+
+def _rss(pids: dict[str, int]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for part, pid in pids.items():
+        try:
+            found[part] = psutil.Process(pid).memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _parts(session: BenchSession) -> dict[str, int]:
+    """The gateway's and the nodes' pids."""
+    return {p: pid for p, pid in session.pids().items() if p == "gateway" or p.startswith("node")}
+
+
+def _status(path: Path) -> dict[str, Any]:
+    try:
+        status: dict[str, Any] = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return status
+
+
+class _Subscribers:
+    """The subscriber process and its files."""
+
+    def __init__(self, session: BenchSession, keys: list[str]) -> None:
+        base = session.settings.workdir / "live"
+        base.mkdir(parents=True, exist_ok=True)
+        self.status_path, self.out_path = base / "status.json", base / "samples.json"
+        self.status_path.unlink(missing_ok=True)
+        self.out_path.unlink(missing_ok=True)
+        keys_path = base / "keys.txt"
+        keys_path.write_text("\n".join(keys) + "\n")
+        url = "ws://" + session.gateway_url.removeprefix("http://")
+        args = [
+            *("--url", url, "--keys", str(keys_path)),
+            *("--connections", str(session.settings.live_connections)),
+            *("--status", str(self.status_path), "--out", str(self.out_path)),
+            *("--first", str(len(keys) // 2)),
+        ]
+        log = base / "subscribers.log"
+        self.process: ManagedProcess = bench_process(
+            "subscribers", "tests.bench.subscribers", args, log
+        )
+        self.count = len(keys)
+
+    def status(self) -> dict[str, Any]:
+        return _status(self.status_path)
+
+    def start(self) -> None:
+        """Start with the first half of the subscriptions."""
+        self.process.start()
+
+    def subscribe_rest(self) -> None:
+        """Open the second half of the subscriptions."""
+        if self.process.pid is not None:
+            os.kill(self.process.pid, signal.SIGUSR1)
+
+    def wait_ready(self, count: int, timeout_s: float) -> None:
+        """Wait until `count` subscriptions had their first update."""
+
+        def ready() -> bool:
+            if not self.process.running():
+                raise BenchError(f"the subscriber process exited: {self.process.log_tail()}")
+            status = self.status()
+            if status.get("errors") or status.get("closed"):
+                raise BenchError(f"subscribing failed: {status}")
+            return bool(status.get("ready") == count)
+
+        wait_until(ready, timeout_s, f"{count} subscriptions to get their first update", 0.2)
+
+    def drain(self, timeout_s: float) -> bool:
+        """Wait until no update came for `_QUIET_S` (counted from now at the earliest); False
+        when pushes went on past `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        began_us = time.monotonic_ns() // 1000
+        while time.monotonic() < deadline:
+            last = max(began_us, self.status().get("last_arrival_us") or 0)
+            if time.monotonic_ns() // 1000 - last > _QUIET_S * 1e6:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        """Stop the process: on SIGTERM it closes its connections and writes its samples."""
+        if self.process.pid is not None:
+            self.process.stop()
+
+    def samples(self) -> dict[str, Any]:
+        try:
+            samples: dict[str, Any] = orjson.loads(self.out_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise BenchError(
+                f"the subscriber wrote no samples ({exc}): {self.process.log_tail()}"
+            ) from exc
+        return samples
+
+
+def _produce(session: BenchSession, keys: list[str], run: RateRun, epoch_us: int) -> None:
+    """`run.rate` records/s for `run.seconds`, round robin over `keys`, count = produce time."""
+    producer = new_producer(session.cluster.bootstrap)
+    view, partitions = session.dataset.view, session.settings.partitions
+    topic = view.changelog_topic
+    targets = [(key.encode(), partition_for(key, partitions)) for key in keys]
+    total = int(run.rate * run.seconds)
+    began = time.monotonic()
+    while run.produced < total and time.monotonic() - began < run.seconds + 5:
+        due = min(total, int((time.monotonic() - began) * run.rate) + 1)
+        while run.produced < due:
+            index = run.produced % len(keys)
+            key, partition = targets[index]
+            count = time.monotonic_ns() // 1000 - epoch_us
+            value = encode_count(CountRow(keys[index], count, int(time.time() * 1000)))
+            try:
+                producer.produce(topic, value, key, partition)
+            except BufferError:
+                break  # the local queue is full: serve it below, then go on
+            run.first_us = run.first_us or count
+            run.last_us = count
+            run.last_by_key[index] = count
+            run.produced += 1
+        producer.poll(0.001)
+    run.produce_s = time.monotonic() - began
+    left = producer.flush(10.0)
+    if left:
+        raise BenchError(f"{left} records undelivered to {topic}")
+
+
+def _run_rate(
+    session: BenchSession, subscribers: _Subscribers, keys: list[str], rate: int, epoch_us: int
+) -> RateRun:
+    run = RateRun(rate, session.settings.live_s)
+    pids = {**_parts(session), "subscriber": subscribers.process.pid or 0}
+    cpu_before, began = _cpu_seconds(pids), time.monotonic()
+    _produce(session, keys, run, epoch_us)
+    run.drained = subscribers.drain(_DRAIN_S)
+    seconds = time.monotonic() - began
+    cpu_after = _cpu_seconds(pids)
+    run.cores = {
+        part: round((cpu_after[part] - cpu_before[part]) / seconds, 2)
+        for part in cpu_after
+        if part in cpu_before
+    }
+    session.progress(
+        f"live at {rate:,}/s: produced {run.produced:,} in {run.produce_s:.1f} s, "
+        f"{subscribers.status().get('received', 0):,} pushes so far, cores {run.cores}"
+    )
+    return run
+
+
+def pushes_of(samples: dict[str, Any], run: RateRun, epoch_us: int) -> Pushes:
+    """The updates of `run` (their counts are its produce times), checked in the order they
+    arrived; latencies in produce order."""
+    timed: list[tuple[int, float]] = []
+    seen: set[tuple[int, int]] = set()
+    previous: dict[int, int] = {}
+    newest: dict[int, int] = {}
+    duplicates = out_of_order = 0
+    rows = zip(
+        samples["ident"], samples["count"], samples["offset"], samples["arrival_us"], strict=True
+    )
+    for ident, count, offset, arrival in rows:  # in arrival order
+        if not run.first_us <= count <= run.last_us:
+            continue
+        if (ident, offset) in seen:
+            duplicates += 1
+            continue
+        seen.add((ident, offset))
+        if offset <= previous.get(ident, -1):
+            out_of_order += 1
+        previous[ident] = offset
+        newest[ident] = max(count, newest.get(ident, 0))
+        timed.append((count, (arrival - epoch_us - count) / 1000))
+    final = sum(1 for ident, last in run.last_by_key.items() if newest.get(ident) == last)
+    latencies = [latency for _, latency in sorted(timed)]
+    return Pushes(latencies, duplicates, out_of_order, final)
+
+
+def _memory(section: Section, rss: list[dict[str, int]], n: int) -> None:
+    """RSS with none, half and all `n` subscriptions: per 1,000 from the second half (what
+    one more subscription costs) and from none (with what the first ones set up)."""
+    half = n - n // 2
+    table = section.table(
+        "part",
+        "RSS before",
+        f"with {n // 2:,}",
+        f"with {n:,}",
+        "per 1,000 (second half)",
+        "per 1,000 (all)",
+    )
+    figures: dict[str, Any] = {}
+    for part in sorted(rss[2]):
+        if part not in rss[0] or part not in rss[1]:
+            continue
+        marginal = (rss[2][part] - rss[1][part]) * 1000 / half
+        whole = (rss[2][part] - rss[0][part]) * 1000 / n
+        figures[part] = {
+            "rss": [r[part] for r in rss],
+            "per_1000_bytes": round(marginal),
+            "per_1000_from_none_bytes": round(whole),
+        }
+        table.add(part, *(fmt_bytes(r[part]) for r in rss), fmt_bytes(marginal), fmt_bytes(whole))
+    nodes = [f for part, f in figures.items() if part.startswith("node")]
+    gateway = figures.get("gateway", {}).get("per_1000_bytes")
+    section.figures["memory"] = {
+        "subscriptions": n,
+        "parts": figures,
+        "gateway_per_1000_bytes": gateway,
+        "gateway_per_1000_mib": None if gateway is None else round(gateway / (1 << 20), 2),
+        # one follow per subscription (each names one key, so one partition)
+        "nodes_per_1000_follows_bytes": sum(f["per_1000_bytes"] for f in nodes) if nodes else None,
+    }
+
+
+def _write_runs(
+    section: Section, runs: list[RateRun], pushes: list[Pushes], subscribers: int
+) -> None:
+    table = section.table(
+        "target rate",
+        "achieved",
+        "produced",
+        "pushed",
+        "p50",
+        "p99",
+        "max",
+        "growth",
+        "keys at last value",
+        "duplicates",
+        "cores: gateway / nodes / subscriber",
+    )
+    figures = {}
+    for run, got in zip(runs, pushes, strict=True):
+        s = Summary.of(got.latencies_ms)
+        fraction = len(got.latencies_ms) / run.produced if run.produced else None
+        nodes = sum(c for part, c in run.cores.items() if part.startswith("node"))
+        figures[f"rate_{run.rate}"] = {
+            "rate": run.rate,
+            "achieved_rate": round(run.achieved_rate),
+            "produced": run.produced,
+            "pushed": len(got.latencies_ms),
+            "pushed_fraction": None if fraction is None else round(fraction, 4),
+            "latency_ms": s.to_json(),
+            "growth_ms": round(got.growth_ms(), 1),
+            "keys_at_last_value": got.keys_final,
+            "keys": len(run.last_by_key),
+            "duplicates": got.duplicates,
+            "out_of_order": got.out_of_order,
+            "drained": run.drained,
+            "cores": run.cores,
+        }
+        table.add(
+            fmt_num(run.rate) + "/s",
+            fmt_num(run.achieved_rate) + "/s",
+            fmt_num(run.produced),
+            "n/a" if fraction is None else f"{fmt_num(len(got.latencies_ms))} ({fraction:.1%})",
+            fmt_ms(s.p50),
+            fmt_ms(s.p99),
+            fmt_ms(s.max),
+            fmt_ms(got.growth_ms()),
+            f"{got.keys_final:,} of {len(run.last_by_key):,}",
+            got.duplicates,
+            f"{run.cores.get('gateway', 0):.2f} / {nodes:.2f} / "
+            f"{run.cores.get('subscriber', 0):.2f}",
+        )
+        if got.out_of_order:
+            section.errors.append(
+                f"at {run.rate:,}/s {got.out_of_order} updates came with an offset not above "
+                "their key's previous one"
+            )
+        if not run.drained:
+            section.notes.append(
+                f"At {run.rate:,}/s pushes still arrived {_DRAIN_S:.0f} s after the last "
+                "produce: the push path fell behind the rate (latency grows with the run)."
+            )
+        if run.cores.get("subscriber", 0) > _BUSY_SUBSCRIBER:
+            section.notes.append(
+                f"At {run.rate:,}/s the subscriber process used {run.cores['subscriber']:.2f} "
+                "cores: it may have limited the pushes it took."
+            )
+    section.figures["runs"] = figures
+    section.figures["subscribers"] = subscribers
+
+
+def measure(session: BenchSession, report: Report) -> None:
+    """Subscribe, measure memory, then produce at each rate and time the pushes."""
+    section = report.section(NAME, TITLE)
+    session.ensure_nodes(2)
+    session.ensure_gateway()
+    settings = session.settings
+    tag = uuid.uuid4().hex[:6]
+    keys = [f"lv{tag}k{i:05d}" for i in range(settings.live_subscribers)]
+    section.figures["idle_wait_seconds"] = round(session.quiet(), 1)
+    parts = _parts(session)
+    rss = [_rss(parts)]
+    subscribers = _Subscribers(session, keys)
+    epoch_us = time.monotonic_ns() // 1000
+    runs: list[RateRun] = []
+    try:
+        subscribers.start()
+        subscribers.wait_ready(len(keys) // 2, session.timeout_s(120))
+        session.quiet(5.0)
+        rss.append(_rss(parts))
+        began = time.monotonic()
+        subscribers.subscribe_rest()
+        subscribers.wait_ready(len(keys), session.timeout_s(120))
+        ready_s = time.monotonic() - began
+        session.progress(f"live: {len(keys):,} subscriptions had their first update")
+        session.quiet(5.0)
+        rss.append(_rss(parts))
+        for rate in settings.live_rates:
+            runs.append(_run_rate(session, subscribers, keys, rate, epoch_us))
+    finally:
+        subscribers.stop()
+    samples = subscribers.samples()
+    _memory(section, rss, len(keys))
+    pushes = [pushes_of(samples, run, epoch_us) for run in runs]
+    _write_runs(section, runs, pushes, len(keys))
+    section.figures["second_half_subscribe_seconds"] = round(ready_s, 2)
+    for text in samples.get("error_texts", []):
+        section.errors.append(f"a subscription error: {text}")
+    for text in samples.get("closed", []):
+        section.errors.append(f"a subscriber connection ended: {text}")
+    _notes(section, session, len(keys), ready_s)
+
+
+def _notes(section: Section, session: BenchSession, subscriptions: int, ready_s: float) -> None:
+    settings = session.settings
+    section.notes.append(
+        f"{subscriptions:,} subscriptions `wordCount(word:)`, one per key, over "
+        f"{settings.live_connections} graphql-transport-ws WebSockets (no compression) from "
+        f"one asyncio process, opened in two halves (memory is read after each); the second "
+        f"{subscriptions - subscriptions // 2:,} had their first update {ready_s:.2f} s after "
+        "the subscriber was told to open them. "
+        f"{len(session.live)} nodes; one follow per subscription at the node owning its key."
+    )
+    section.notes.append(
+        "Latency: from the `produce()` call (count records straight to the changelog, "
+        f"round robin over the keys, {settings.live_s:g} s per rate) to the update's arrival "
+        "at the subscriber, both on CLOCK_MONOTONIC. The pipeline is not in the path: add "
+        "the freshness section's delivery -> changelog part for event -> push."
+    )
+    section.notes.append(
+        "Pushed: updates received of the records produced. The rest were merged (the node's "
+        "feed sends the last row a poll batch left of a key; a subscription whose client is "
+        "behind conflates to each key's newest row); `keys at last value`: keys whose "
+        "newest update shows the last record produced for them. Cores: average over the "
+        "produce time and the drain after it (until no push came for 1 s)."
+    )
+    section.notes.append(
+        "Memory: RSS of each process before subscribing, once half and once all the "
+        "subscriptions had their first update (nothing produced yet); per 1,000 = the growth "
+        "scaled, over the second half (what more subscriptions cost) and over all (with what "
+        "the first ones set up: connections, code paths first used). RSS moves with "
+        "Python's allocator too: read it as an estimate."
+    )

@@ -1,0 +1,76 @@
+"""The live and cache figures of a benchmark run: what the subscriber's samples say about a
+rate's pushes, and how the cache goal is judged when the cache setting made no difference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.bench.live import RateRun, pushes_of
+from tests.bench.report import Report
+from tests.bench.targets import evaluate
+
+EPOCH_US = 1_000_000
+CACHE_GOAL = "gateway point throughput with cache hits >= 0.5 x floor at 32 connections"
+
+
+def samples(*rows: tuple[int, int, int, int]) -> dict[str, Any]:
+    """Updates in arrival order: (key index, count = produce time, offset, arrival)."""
+    return {
+        "ident": [r[0] for r in rows],
+        "count": [r[1] for r in rows],
+        "offset": [r[2] for r in rows],
+        "arrival_us": [r[3] for r in rows],
+    }
+
+
+def test_latency_is_arrival_minus_produce_time_for_this_runs_records_only() -> None:
+    run = RateRun(1000, 1.0, first_us=100, last_us=300, last_by_key={0: 300, 1: 200})
+    got = pushes_of(
+        samples(
+            (0, 50, 1, EPOCH_US + 60),  # produced before this run: not its push
+            (1, 200, 7, EPOCH_US + 205_000),
+            (0, 100, 2, EPOCH_US + 2100),
+            (0, 300, 3, EPOCH_US + 4300),
+        ),
+        run,
+        EPOCH_US,
+    )
+    assert got.latencies_ms == [2.0, 204.8, 4.0]  # in produce order
+    assert (got.duplicates, got.out_of_order, got.keys_final) == (0, 0, 2)
+
+
+def test_a_repeated_or_backward_offset_and_a_missed_last_value_are_counted() -> None:
+    run = RateRun(1000, 1.0, first_us=100, last_us=400, last_by_key={0: 400, 1: 300})
+    got = pushes_of(
+        samples(
+            (0, 200, 5, EPOCH_US + 300),
+            (0, 200, 5, EPOCH_US + 350),  # the same offset again
+            (0, 100, 4, EPOCH_US + 400),  # an older offset after a newer one
+            (0, 400, 6, EPOCH_US + 500),
+            (1, 150, 2, EPOCH_US + 500),  # key 1's last record (300) never came
+        ),
+        run,
+        EPOCH_US,
+    )
+    assert (got.duplicates, got.out_of_order, got.keys_final) == (1, 1, 1)
+    assert len(got.latencies_ms) == 4
+
+
+def _cache_report(effective: bool) -> Report:
+    report = Report()
+    section = report.section("cache", "cache")
+    section.figures.update(ratios={"hits_over_floor_rps_c32": 0.62}, cache_effective=effective)
+    return report
+
+
+def _cache_target(report: Report) -> tuple[str, str]:
+    (found,) = [t for t in evaluate(report) if t.target == CACHE_GOAL]
+    return found.status, found.measured
+
+
+def test_the_cache_goal_is_judged_only_when_the_cache_answered() -> None:
+    assert _cache_target(_cache_report(True)) == ("PASS", "0.62x")
+    status, measured = _cache_target(_cache_report(False))
+    assert status == "NOT MEASURED"
+    assert measured.startswith("0.62x") and "STATEFED_GATEWAY_CACHE made no difference" in measured
+    assert _cache_target(Report()) == ("NOT MEASURED", "n/a")
