@@ -287,6 +287,30 @@ class Planner:
         self.check_limit(view, limit)
         start = inputs.top_window(view, window)
         count = self._feed.current.partition_count(view)
+        cache = self._cache
+        if cache is None or start is not None:
+            return await self._read_top(view, limit, deadline, start, count, options)
+        cached = cache.top(view, limit, count, options)
+        if cached is not None:
+            return cached
+        reading = cache.top_reading(view, limit, count, options)
+        result = None
+        try:
+            result = await self._read_top(view, limit, deadline, start, count, options)
+        finally:
+            if reading is not None:
+                cache.top_read(reading, result)
+        return result
+
+    async def _read_top(
+        self,
+        view: View,
+        limit: int,
+        deadline: float,
+        start: datetime | None,
+        count: int,
+        options: ReadOptions,
+    ) -> TopResult:
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[list[Ranked]]:

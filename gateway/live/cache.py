@@ -43,14 +43,14 @@ import orjson
 
 from gateway.live.hub import FeedHub
 from gateway.live.links import FeedLink, LinkError
-from gateway.reads import ReadOptions
+from gateway.reads import ReadOptions, TopResult
 from gateway.routing import NodeInfo, RoutingFeed
-from gateway.rows import Event, Row
+from gateway.rows import Event, Ranked, Row
 from gateway.timestamps import from_ms
 from schema import FieldType, NodeState, View, ViewKind
 from schema.feed import Change, FeedFrameError, offsets_of
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead"]
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,8 @@ _FILL_TIMEOUT_S = 5.0
 _RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 _INT32 = range(-(2**31), 2**31)
 _ROUTING: dict[str, Any] = {"type": "routing"}
-_STOP: dict[str, Any] = {"type": "stop"}
+MAX_TOPS = 256  # merged tops kept (view, limit); the oldest goes first
+_TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past it, not kept
 
 CachedRow = Row | Event | None
 
@@ -81,6 +82,23 @@ class _Fill:
 
     keys: set[str] = field(default_factory=set)
     seen: dict[str, Change] = field(default_factory=dict)
+
+
+@dataclass
+class _Top:
+    rows: list[Ranked]
+    generations: tuple[int, ...]  # of each partition's follow when it was read
+
+
+@dataclass(eq=False)
+class TopRead:
+    """A top-N read from the nodes in flight, and the changes of its view seen meanwhile."""
+
+    view: str
+    limit: int
+    generations: tuple[int, ...]
+    seen: list[Change] = field(default_factory=list)
+    overflow: bool = False
 
 
 @dataclass
@@ -180,6 +198,9 @@ class GatewayCache:
         self._stopped = False
         self.hits = 0
         self.misses = 0
+        self.top_hits = 0
+        self._tops: OrderedDict[tuple[str, int], _Top] = OrderedDict()
+        self._top_reads: list[TopRead] = []
 
     # -- life -----------------------------------------------------------------------------
 
@@ -206,6 +227,8 @@ class GatewayCache:
             "misses": self.misses,
             "entries": len(self._entries),
             "bytes": self._bytes,
+            "top_hits": self.top_hits,
+            "tops": len(self._tops),
         }
 
     def cacheable(self, view: View) -> bool:
@@ -304,6 +327,75 @@ class GatewayCache:
                     self._fill(state, view)
                 )
 
+    # -- top-N ------------------------------------------------------------------------------
+
+    def top(
+        self, view: View, limit: int, partitions: int, options: ReadOptions
+    ) -> TopResult | None:
+        """The merged top `limit` of a count view from memory, with every partition's
+        freshness now; None when it is not cached or a partition's follow cannot vouch."""
+        top = self._tops.get((view.name, limit))
+        if top is None or options.at_least is not None or len(top.generations) != partitions:
+            return None
+        freshness = []
+        for partition, generation in enumerate(top.generations):
+            state = self._usable(partition, view.changelog_topic, options)
+            if state is None or state.generation != generation:
+                return None
+            freshness.append(state.freshness)
+        self.top_hits += 1
+        return TopResult(list(top.rows), {}, freshness)
+
+    def top_reading(
+        self, view: View, limit: int, partitions: int, options: ReadOptions
+    ) -> TopRead | None:
+        """A top-N read of `view` starts: what `top_read` needs to keep its answer, or None
+        when it cannot be kept (not a count view, `atLeast`, a partition not followed)."""
+        if view.kind is not ViewKind.COUNT or options.at_least is not None or self._stopped:
+            return None
+        generations = []
+        for partition in range(partitions):
+            state = self._usable(partition, view.changelog_topic, options)
+            if state is None:
+                self._follow(partition)
+            else:
+                generations.append(state.generation)
+        if len(generations) != partitions:
+            return None
+        read = TopRead(view.name, limit, tuple(generations))
+        self._top_reads.append(read)
+        return read
+
+    def top_read(self, read: TopRead, result: TopResult | None) -> None:
+        """Keep `result` of `read` unless it failed somewhere, a follow ended meanwhile, a
+        node other than the followed owner answered, or a change seen meanwhile could have
+        altered it."""
+        self._top_reads.remove(read)
+        if result is None or result.failures or read.overflow:
+            return
+        answered = {e.get("partition"): (e.get("node"), e.get("role")) for e in result.freshness}
+        for partition, generation in enumerate(read.generations):
+            state = self._partitions.get(partition)
+            if state is None or state.generation != generation or not state.live:
+                return
+            if answered.get(partition) != (state.node, "ACTIVE"):
+                return
+        if any(_matters(result.rows, read.limit, change) for change in read.seen):
+            return
+        self._tops[(read.view, read.limit)] = _Top(list(result.rows), read.generations)
+        while len(self._tops) > MAX_TOPS:
+            self._tops.popitem(last=False)
+
+    def _top_changed(self, view: View, change: Change) -> None:
+        for ident in [i for i in self._tops if i[0] == view.name]:
+            if _matters(self._tops[ident].rows, ident[1], change):
+                del self._tops[ident]
+        for read in self._top_reads:
+            if read.view == view.name and not read.overflow:
+                read.seen.append(change)
+                if len(read.seen) > _TOP_READ_CHANGES:
+                    read.overflow, read.seen = True, []
+
     # -- following ------------------------------------------------------------------------
 
     def _follow(self, partition: int) -> None:
@@ -395,6 +487,8 @@ class GatewayCache:
             current = entry is not None and entry.generation == state.generation
             if entry is not None and current and change.offset >= entry.as_of:
                 self._set(view, change.key, entry, change.row, change.offset + 1)
+            if self._tops or self._top_reads:
+                self._top_changed(view, change)
         state.reach(offsets_of(frame.get("applied") or {}, "applied"))
         state.freshen()
 
@@ -489,6 +583,16 @@ class GatewayCache:
             for state in self._partitions.values():
                 if state.frames is not None:
                     state.frames.put_nowait(_ROUTING)
+
+
+def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:
+    """Whether `change` could alter the merged top `rows` of `limit` (gateway.live.top)."""
+    if len(rows) < limit or change.row is None:
+        return True
+    count = change.row.get("count")
+    return any(r.key == change.key for r in rows) or (
+        isinstance(count, int) and count >= rows[-1].count
+    )
 
 
 def to_row(view: View, key: str, row: Mapping[str, Any]) -> Row | Event:

@@ -17,7 +17,7 @@ from gateway.consistency import AppliedAtLeast
 from gateway.live.cache import ENTRY_OVERHEAD_BYTES, GatewayCache, to_row
 from gateway.live.hub import FeedHub
 from gateway.live.links import LOST
-from gateway.reads import DEFAULT_READ, ReadOptions
+from gateway.reads import DEFAULT_READ, ReadOptions, TopResult
 from gateway.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
 from gateway.rows import Event, Row
 from runtime.clock import wall_clock_ms
@@ -334,3 +334,52 @@ def test_a_latest_row_reads_as_the_node_gives_it() -> None:
     assert row.event_time == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
     assert row.values["trip"] == "LIS-BER"
     assert set(row.values) == {f.name for f in BOOKINGS.value_fields}
+
+
+def top_result(rows: list[Row], node: str = "n1") -> TopResult:
+    freshness = [{"partition": p, "node": node, "role": "ACTIVE"} for p in range(P)]
+    return TopResult(rows, {}, freshness)
+
+
+def test_a_merged_top_is_kept_until_a_change_could_alter_it() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            assert h.cache.top_reading(WORDS, 2, P, DEFAULT_READ) is None  # nothing followed
+            queues = [await h.following(applied=5), None]
+            _, queues[1] = await h.hub.links["n1"].asked_for(False, 1)
+            queues[1].put_nowait({"type": "following", "id": 2, "role": "ACTIVE",
+                                  "state": "RUNNING", "applied": {TOPIC: 7}})  # fmt: skip
+            await settle()
+            rows = [Row("a", 9), Row("b", 5)]
+            read = h.cache.top_reading(WORDS, 2, P, DEFAULT_READ)
+            assert read is not None
+            h.cache.top_read(read, top_result(rows))
+            hit = h.cache.top(WORDS, 2, P, DEFAULT_READ)
+            assert hit is not None and hit.rows == rows
+            assert [e["appliedOffset"] for e in hit.freshness] == [8, 7]  # the feeds' now
+            assert h.cache.top(WORDS, 3, P, DEFAULT_READ) is None  # another limit
+            # a key below the top's last count cannot enter it
+            low = change(WORDS.name, "c", 5, count_row("c", 4))
+            queues[0].put_nowait({"type": "changes", "id": 1, "changes": [low]})
+            await settle()
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is not None
+            # one reaching it can
+            tie = change(WORDS.name, "c", 6, count_row("c", 5))
+            queues[1].put_nowait({"type": "changes", "id": 2, "changes": [tie]})
+            await settle()
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is None
+            # a change during a read that could alter its answer: the answer is not kept
+            read = h.cache.top_reading(WORDS, 2, P, DEFAULT_READ)
+            assert read is not None
+            grown = change(WORDS.name, "b", 7, count_row("b", 6))
+            queues[0].put_nowait({"type": "changes", "id": 1, "changes": [grown]})
+            await settle()
+            h.cache.top_read(read, top_result(rows))
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is None
+            # nor one some other copy answered
+            read = h.cache.top_reading(WORDS, 2, P, DEFAULT_READ)
+            assert read is not None
+            h.cache.top_read(read, top_result(rows, node="n2"))
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is None
+
+    asyncio.run(scenario())
