@@ -68,6 +68,9 @@ T = TypeVar("T")
 
 _Rows = dict[str, Row | Event | None]  # a lookup's rows by key
 _NOBODY: frozenset[str] = frozenset()
+# of an `atLeast` lookup's time, what it waits for the cache's feed to reach the offsets
+# before the nodes are asked (they then wait the rest themselves)
+_FEED_WAIT_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,10 @@ class Planner:
             keys_of.setdefault(partition, []).append(key)
         cache = self._cache
         if cache is not None and cache.cacheable(view):
+            if options.at_least is not None:  # the feed says when the copies applied it
+                now = asyncio.get_running_loop().time()
+                until = now + (deadline - now) * _FEED_WAIT_SHARE
+                await cache.reach(view, keys_of, options.at_least, until)
             hits = cache.answer(view, keys_of, options)
             if not hits.missing:  # answered from memory: no await on the way
                 rows = [hits.rows[key] for key in keys]

@@ -41,6 +41,7 @@ from typing import Any
 
 import orjson
 
+from gateway.consistency import AppliedAtLeast
 from gateway.live.hub import FeedHub
 from gateway.live.links import FeedLink, LinkError
 from gateway.reads import ReadOptions, TopResult
@@ -130,6 +131,19 @@ class _Partition:
         self.observed = 0  # the highest appliedOffset node reads of it reported
         self.fills: dict[str, _Fill] = {}  # by view name
         self.filling: dict[str, asyncio.Task[None]] = {}
+        self.waiters: list[asyncio.Future[None]] = []  # woken by every frame handled
+
+    def advanced(self) -> asyncio.Future[None]:
+        """A future done once the follow handled its next frame or ended."""
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        return waiter
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def begin(self, node: str, link: FeedLink, frames: asyncio.Queue[Mapping[str, Any]]) -> None:
         self.generation += 1
@@ -144,6 +158,7 @@ class _Partition:
         self.frames = None
         self.link = None
         self.fills = {}
+        self.wake()
 
     def said(self, frame: Mapping[str, Any]) -> None:
         self.live = frame.get("role") == "ACTIVE" and frame.get("state") == "RUNNING"
@@ -163,6 +178,8 @@ class _Partition:
         applied = sum(self.applied.values())
         end = sum(max(self.end.get(t, -1), n) for t, n in self.applied.items())
         self.applied_sum = applied
+        if self.waiters:
+            self.wake()
         self.freshness = {
             "partition": self.partition,
             "node": self.node,
@@ -302,6 +319,34 @@ class GatewayCache:
         for key in keys:
             entries.move_to_end((view.name, key))
         return found
+
+    async def reach(
+        self, view: View, partitions: Iterable[int], at_least: AppliedAtLeast, until: float
+    ) -> None:
+        """Wait, woken by the feed, until the live follows of `partitions` have reached what
+        `at_least` needs of `view`, or loop time `until`; at once for a partition whose
+        follow is not live (the nodes wait for it then)."""
+        if at_least.topic != view.changelog_topic:
+            return
+        loop = asyncio.get_running_loop()
+        wanted = dict(at_least.offsets)
+        for partition in partitions:
+            state = self._partitions.get(partition)
+            need = wanted.get(partition)
+            while (
+                need is not None
+                and state is not None
+                and state.live
+                and state.applied.get(at_least.topic, 0) < need
+            ):
+                remaining = until - loop.time()
+                if remaining <= 0:
+                    return
+                try:
+                    async with asyncio.timeout(remaining):
+                        await state.advanced()
+                except TimeoutError:
+                    return
 
     def observe(self, freshness: Iterable[Mapping[str, Any]]) -> None:
         """Node reads answered with `freshness`: a hit must not answer older than them."""

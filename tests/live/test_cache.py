@@ -19,7 +19,7 @@ from gateway.live.hub import FeedHub
 from gateway.live.links import LOST
 from gateway.reads import DEFAULT_READ, ReadOptions, TopResult
 from gateway.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
-from gateway.rows import Event, Row
+from gateway.rows import Event, Ranked, Row
 from runtime.clock import wall_clock_ms
 from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, partition_for
 from tests.live.fake_feed import count_row
@@ -336,18 +336,19 @@ def test_a_latest_row_reads_as_the_node_gives_it() -> None:
     assert set(row.values) == {f.name for f in BOOKINGS.value_fields}
 
 
-def top_result(rows: list[Row], node: str = "n1") -> TopResult:
+def top_result(rows: Sequence[Ranked], node: str = "n1") -> TopResult:
     freshness = [{"partition": p, "node": node, "role": "ACTIVE"} for p in range(P)]
-    return TopResult(rows, {}, freshness)
+    return TopResult(list(rows), {}, freshness)
 
 
 def test_a_merged_top_is_kept_until_a_change_could_alter_it() -> None:
     async def scenario() -> None:
         async with harness() as h:
             assert h.cache.top_reading(WORDS, 2, P, DEFAULT_READ) is None  # nothing followed
-            queues = [await h.following(applied=5), None]
-            _, queues[1] = await h.hub.links["n1"].asked_for(False, 1)
-            queues[1].put_nowait({"type": "following", "id": 2, "role": "ACTIVE",
+            first = await h.following(applied=5)
+            _, second = await h.hub.links["n1"].asked_for(False, 1)
+            queues = [first, second]
+            second.put_nowait({"type": "following", "id": 2, "role": "ACTIVE",
                                   "state": "RUNNING", "applied": {TOPIC: 7}})  # fmt: skip
             await settle()
             rows = [Row("a", 9), Row("b", 5)]
@@ -381,5 +382,33 @@ def test_a_merged_top_is_kept_until_a_change_could_alter_it() -> None:
             assert read is not None
             h.cache.top_read(read, top_result(rows, node="n2"))
             assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is None
+
+    asyncio.run(scenario())
+
+
+def test_an_at_least_lookup_waits_for_the_feed_to_reach_its_offsets() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            queue = await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 2)}, offset=5)
+            wanted = AppliedAtLeast(TOPIC, ((0, 7),))
+            at_least = ReadOptions(at_least=wanted)
+            loop = asyncio.get_running_loop()
+            waiting = loop.create_task(h.cache.reach(WORDS, [0], wanted, loop.time() + 20))
+            await settle()
+            assert not waiting.done()
+            newer = change(WORDS.name, key, 6, count_row(key, 3))
+            queue.put_nowait(
+                {"type": "changes", "id": 1, "changes": [newer], "applied": {TOPIC: 7}}
+            )
+            await asyncio.wait_for(waiting, 5)
+            assert h.ask([key], at_least).rows == {key: Row(key, 3)}
+            # a follow that is not live is not waited for
+            h.hub.links["n1"].follows[1][1].put_nowait(LOST)
+            await settle()
+            far = AppliedAtLeast(TOPIC, ((0, 100),))
+            await asyncio.wait_for(h.cache.reach(WORDS, [0], far, loop.time() + 20), 5)
 
     asyncio.run(scenario())
