@@ -307,6 +307,7 @@ class Planner:
         finally:
             if reading is not None:
                 cache.top_read(reading, result)
+        cache.observe(result.freshness)
         return result
 
     async def _read_top(

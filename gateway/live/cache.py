@@ -296,13 +296,22 @@ class GatewayCache:
         return state
 
     def _owns(self, state: _Partition, partition: int) -> bool:
-        owner = self._routing.current.owner(partition)
+        """Whether the routing table names the followed copy the RUNNING owner, and nothing
+        says its lag is unknown: the membership is not stalled (the broker answers) and the
+        owner did not report lagUnknownSince (which the feed does not carry)."""
+        table = self._routing.current
+        owner = table.owner(partition)
         return (
             owner is not None
+            and table.stale_since_ms is None
             and owner.node_id == state.node
             and owner.state is NodeState.RUNNING
             and not owner.restoring(partition)
             and not owner.suspect
+            and not any(
+                p.partition == partition and p.lag_unknown_since_ms is not None
+                for p in owner.partitions
+            )
         )
 
     def _rows(
@@ -364,8 +373,11 @@ class GatewayCache:
             state = self._partitions.get(partition)
             if state is None or not state.live or state.link is None:
                 continue
+            held = [k for k in keys if self._held(view, state, k)]
+            if len(held) == len(keys):
+                continue
             pending = state.fills.setdefault(view.name, _Fill())
-            pending.keys.update(keys)
+            pending.keys.update(k for k in keys if k not in held)
             task = state.filling.get(view.name)
             if task is None or task.done():
                 state.filling[view.name] = asyncio.get_running_loop().create_task(
@@ -440,6 +452,10 @@ class GatewayCache:
                 read.seen.append(change)
                 if len(read.seen) > _TOP_READ_CHANGES:
                     read.overflow, read.seen = True, []
+
+    def _held(self, view: View, state: _Partition, key: str) -> bool:
+        entry = self._entries.get((view.name, key))
+        return entry is not None and entry.generation == state.generation
 
     # -- following ------------------------------------------------------------------------
 
@@ -553,7 +569,9 @@ class GatewayCache:
             try:
                 snapshot = await self._snapshot(link, state.partition, view, keys)
             except (LinkError, TimeoutError, FeedFrameError) as exc:
-                log.info("cache, partition %d: no snapshot of %s: %s", state.partition, view, exc)
+                log.info(
+                    "cache, partition %d: no snapshot of %s: %s", state.partition, view.name, exc
+                )
                 state.fills.pop(view.name, None)
                 return
             if state.generation != generation:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -410,5 +411,27 @@ def test_an_at_least_lookup_waits_for_the_feed_to_reach_its_offsets() -> None:
             await settle()
             far = AppliedAtLeast(TOPIC, ((0, 100),))
             await asyncio.wait_for(h.cache.reach(WORDS, [0], far, loop.time() + 20), 5)
+
+    asyncio.run(scenario())
+
+
+def test_a_stalled_membership_or_a_lag_the_owner_cannot_know_makes_misses() -> None:
+    """The feed does not carry lagUnknownSince: a node read would show it, so no hit."""
+
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 2)}, offset=5)
+            assert h.ask([key]).rows == {key: Row(key, 2)}
+            h.feed.publish(dataclasses.replace(h.feed.current, stale_since_ms=1))
+            assert h.ask([key]).missing == {0: [key]}
+            unknown = record("n1", range(P))
+            statuses = tuple(
+                dataclasses.replace(s, lag_unknown_since_ms=1) for s in unknown.partitions
+            )
+            h.feed.publish(table(dataclasses.replace(unknown, partitions=statuses)))
+            assert h.ask([key]).missing == {0: [key]}
 
     asyncio.run(scenario())
