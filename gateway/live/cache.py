@@ -203,7 +203,7 @@ class GatewayCache:
         self._hub = hub
         self._routing = routing
         self._views = tuple(catalogue)
-        self._by_name = {view.name: view for view in self._views}
+        self._cached = {view.name: view for view in self._views if view.kind in CACHED_KINDS}
         self._max_bytes = max_bytes
         # whether reads avoid a node now (gateway.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
@@ -533,11 +533,12 @@ class GatewayCache:
         if not isinstance(raw, list):
             raise FeedFrameError("changes must be a list")
         entries = self._entries
+        cached = self._cached
         for doc in raw:
-            change = Change.from_json(doc)
-            view = self._by_name.get(change.view)
-            if view is None or view.kind not in CACHED_KINDS:
+            view = cached.get(str(doc.get("view"))) if isinstance(doc, dict) else None
+            if view is None:  # windows and events are not cached: their offsets come below
                 continue
+            change = Change.from_json(doc)
             topic = view.changelog_topic
             if change.offset + 1 > state.applied.get(topic, 0):
                 state.applied[topic] = change.offset + 1
