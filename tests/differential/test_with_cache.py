@@ -10,7 +10,8 @@ Two checks per query step, on both gateways alike:
   what the model computes, the same on both: a cached row or top the feed failed to replace
   would stay wrong.
 The cache gateway must have answered keys and a top from memory (its /health `cache`
-counts), so the checks are of the cache, not only of its fallback.
+counts), so the checks are of the cache, not only of its fallback; and once nothing is
+produced any more, its `extensions.freshness` from memory equals the nodes'.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ WORDS = 5
 CUSTOMERS = 3
 TRIPS = ("LIS-BER", "BER-OSL", "OSL-LIS")
 NODES = ("d1", "d2", "d3")
+REBALANCE_S = 300.0
 _examples = itertools.count()
 Step = tuple[str, list[int]]
 
@@ -218,7 +220,26 @@ def _many_step(gateways: Gateways, model: Model) -> None:
             raise AssertionError(f"{url} answers {last[0]}, the model {expected}") from None
 
 
+def _settled(cluster: Cluster) -> None:
+    """Wait until every node runs and owns partitions. A node killed while the group
+    rebalances stalls the group until the rebalance times out (minutes): the restarts
+    perturb the produces and queries after them, not each other."""
+    health = cluster.local.gateway_url.replace("/graphql", "/health")
+
+    def settled() -> bool:
+        try:
+            body = httpx.get(health, timeout=2.0).json()
+        except (httpx.HTTPError, ValueError):
+            return False
+        nodes = body.get("nodes", [])
+        running = [n for n in nodes if n["alive"] and n["state"] == "RUNNING" and n["active"]]
+        return len(running) == len(NODES) and len(body.get("routable", [])) == body["partitions"]
+
+    wait_until(settled, REBALANCE_S, "every node to run and own partitions")
+
+
 def _restart(cluster: Cluster, kind: str, indexes: list[int]) -> None:
+    _settled(cluster)
     local = cluster.local
     node_id = NODES[indexes[0] if indexes else 0]
     process = local.nodes[node_id]
@@ -258,6 +279,7 @@ def test_answers_with_the_cache_equal_those_without(
         else:
             _restart(grown_cluster, kind, indexes)
     _point_step(gateways, model, list(range(WORDS)))
+    _settled(grown_cluster)  # hits need a RUNNING active owner per partition
 
     def from_memory() -> bool:  # in the end both agree with the model, from memory too
         _many_step(gateways, model)
@@ -265,3 +287,31 @@ def test_answers_with_the_cache_equal_those_without(
         return stats["hits"] > before["hits"] and stats["top_hits"] > before["top_hits"]
 
     wait_until(from_memory, 60, "the cache gateway to answer keys and the top from memory")
+    _same_freshness(gateways, model)
+
+
+def _freshness(gateways: Gateways, url: str, variables: dict[str, Any]) -> Any:
+    body = gateways.http.post(url, json={"query": MANY, "variables": variables}).json()
+    return (body.get("extensions") or {}).get("freshness")
+
+
+def _same_freshness(gateways: Gateways, model: Model) -> None:
+    """With nothing produced any more, a read answered from memory shows the freshness a
+    node read shows: the same copies, applied offsets and lags."""
+    variables = {
+        "w": [model.word(i) for i in range(WORDS)],
+        "c": [model.customer(i) for i in range(CUSTOMERS)],
+    }
+    last: list[Any] = [None, None]
+
+    def same() -> bool:
+        hits = gateways.stats()["hits"]
+        last[0] = _freshness(gateways, gateways.cached, variables)
+        from_memory = gateways.stats()["hits"] >= hits + WORDS
+        last[1] = _freshness(gateways, gateways.uncached, variables)
+        return from_memory and last[0] == last[1]
+
+    try:
+        wait_until(same, 60, "a hit's freshness to equal a node read's", 0.2)
+    except TimeoutError:
+        raise AssertionError(f"freshness (cache, nodes): {last}") from None
