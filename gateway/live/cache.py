@@ -13,20 +13,26 @@ and in the background, by a keyed snapshot follow on the same copy (a snapshot r
 exact as of its offset). The keys are registered with their partition's follow before the
 snapshot is asked for: a change of theirs the follow sees meanwhile is kept, and replaces
 the snapshot row when it is at or after the snapshot's offset. A snapshot whose offset is
-below what the follow had reached when the keys were registered is dropped (a change
-already passed by could be missing from it), so a key evicted and filled again never comes
-back older than what the cache has seen.
+below what the follow had reached when it was asked for is dropped (a change already
+passed by could be missing from it), so a key evicted and filled again never comes back
+older than what the cache has seen.
 
 An entry answers only while its partition's follow is live on the RUNNING ACTIVE copy the
-routing table names now (not suspect, not restoring), with no frame waiting to be handled,
+routing table names now (not suspect, not restoring, membership not stalled and no
+lagUnknownSince reported: the feed does not carry it), with no frame waiting to be handled,
 has reached the entry's `as_of` and at least the applied offsets node reads of the
 partition reported through this gateway (so a hit never answers older than a read before
 it), and the read's `atLeast` is met. Anything else is a miss, answered by the nodes. When
 the follow ends (a lost connection, `gone`, the owner moved) the partition's entries are
 dropped at once (a generation count) and the follow starts over on the new owner.
 
+Top-N: a count view's merged top is kept per (view, limit) when every partition's follow
+vouched for the read from start to end and no change seen meanwhile could alter it; it is
+dropped at the first change that could (`_matters`). An `atLeast` lookup first waits,
+woken by each frame (`reach`), for the follows to reach the offsets the write needs.
+
 Memory: entries are kept in LRU order and evicted past `max_bytes` (an estimate of each
-entry's size: key and row JSON plus a fixed overhead).
+entry's size: key and row JSON plus a fixed overhead); at most MAX_TOPS tops.
 """
 
 from __future__ import annotations
