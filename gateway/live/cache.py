@@ -559,6 +559,8 @@ class GatewayCache:
                 self._top_changed(view, change)
         state.reach(offsets_of(frame.get("applied") or {}, "applied"))
         state.freshen()
+        if self._bytes > self._max_bytes:  # rows grew
+            self._evict()
 
     # -- filling --------------------------------------------------------------------------
 
