@@ -28,6 +28,7 @@ from gateway.execution import GatewayEndpoint
 from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.kinds import kind_of
 from gateway.limits import QueryLimits
+from gateway.live.cache import GatewayCache
 from gateway.live.hub import FeedHub
 from gateway.live.operations import Operations
 from gateway.live.slots import Slots
@@ -66,6 +67,7 @@ class _Runtime:
     connections: NodeConnections | None  # None when the app was given a client
     producer: EventProducer | None  # connects on the first produce mutation
     hub: FeedHub | None = None  # follows the nodes' change feeds for subscriptions
+    cache: GatewayCache | None = None  # lookups from memory, kept exact by the feeds
 
 
 class GatewayApp:
@@ -184,20 +186,26 @@ class GatewayApp:
         else:
             connections = NodeConnections(self.config.upstream_connections, self.config.node_ca)
             upstream = Upstream(connections, signer)
-        planner = Planner(feed, upstream, self.config, self._catalogue)
+        hub = FeedHub(feed, signer, self.config.max_lag, self.config.node_ca)
+        await hub.start()
+        cache = None
+        if self.config.cache:
+            cache = GatewayCache(hub, feed, self._catalogue, self.config.cache_mb << 20)
+            await cache.start()
+        planner = Planner(feed, upstream, self.config, self._catalogue, cache=cache)
         producer = None
         if self.config.produce:
             producer = self._producer or EventProducer(self.config.kafka, self.config.timeout_s)
-        hub = FeedHub(feed, signer, self.config.max_lag, self.config.node_ca)
-        await hub.start()
         self._runtime = _Runtime(
-            feed, planner, reader, statuses, status_reader, connections, producer, hub
+            feed, planner, reader, statuses, status_reader, connections, producer, hub, cache
         )
 
     async def shutdown(self) -> None:
         runtime, self._runtime = self._runtime, None
         if runtime is None:
             return
+        if runtime.cache is not None:
+            await runtime.cache.stop()
         if runtime.hub is not None:
             await runtime.hub.stop()
         for reader in (runtime.reader, runtime.status_reader):
@@ -275,7 +283,10 @@ class GatewayApp:
             except Unauthenticated:
                 principal = ANONYMOUS
             urls = principal.may(self.config.operator_scope)
-        body = health_body(self._started().feed.current, self._clock(), urls=urls)
+        runtime = self._started()
+        body = health_body(runtime.feed.current, self._clock(), urls=urls)
+        if runtime.cache is not None:
+            body["cache"] = runtime.cache.stats()
         await send_json(send, 200, body)
 
     async def _static(self, send: Send, name: str) -> None:

@@ -166,6 +166,11 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # messages waiting to be sent on one subscription connection: a client that does not
     # read makes its subscriptions wait (and conflate) instead of the gateway buffering more
     live_send_buffer: int = setting("STATEFED_GATEWAY_LIVE_SEND_BUFFER", 64, low=1, high=100_000)
+    # the gateway cache (gateway.live.cache): lookups of count and latest views answered
+    # from memory while the nodes' change feeds prove the rows current; on by default, as
+    # it answers only what a node read would (anything uncertain is read from the nodes)
+    cache: bool = setting("STATEFED_GATEWAY_CACHE", True)
+    cache_mb: int = setting("STATEFED_GATEWAY_CACHE_MB", 64, low=1, high=1 << 20)
 
     def __post_init__(self) -> None:
         super().__post_init__()

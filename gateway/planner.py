@@ -51,6 +51,7 @@ from gateway.errors import (
 )
 from gateway.hedging import NodeWatch
 from gateway.kinds import view_queries
+from gateway.live.cache import GatewayCache
 from gateway.reads import DEFAULT_READ, KeyRead, LookupResult, ReadOptions, TopResult
 from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
@@ -67,6 +68,9 @@ T = TypeVar("T")
 
 _Rows = dict[str, Row | Event | None]  # a lookup's rows by key
 _NOBODY: frozenset[str] = frozenset()
+# of an `atLeast` lookup's time, what it waits for the cache's feed to reach the offsets
+# before the nodes are asked (they then wait the rest themselves)
+_FEED_WAIT_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -176,12 +180,19 @@ class Planner:
         config: GatewayConfig,
         catalogue: Iterable[View] = CATALOGUE,
         watch: NodeWatch | None = None,
+        cache: GatewayCache | None = None,
     ) -> None:
         self._feed = feed
+        self._cache = cache
         self._upstream = upstream
         self._config = config
         self._watch = watch or NodeWatch(config)
         self._queries = {view.name: view_queries(view) for view in catalogue}
+        if cache is not None:  # a hit must not come from a node reads avoid
+            cache.suspect = self._suspect_now
+
+    def _suspect_now(self, node_id: str) -> bool:
+        return self._watch.suspect(node_id, asyncio.get_running_loop().time())
 
     def deadline(self) -> float:
         """The event-loop time by which a request started now must be answered."""
@@ -214,6 +225,37 @@ class Planner:
         keys_of: dict[int, list[str]] = {}
         for key, partition in zip(keys, partitions, strict=True):
             keys_of.setdefault(partition, []).append(key)
+        cache = self._cache
+        if cache is not None and cache.cacheable(view):
+            if options.at_least is not None:  # the feed says when the copies applied it
+                now = asyncio.get_running_loop().time()
+                until = now + (deadline - now) * _FEED_WAIT_SHARE
+                await cache.reach(view, keys_of, options.at_least, until)
+            hits = cache.answer(view, keys_of, options)
+            if not hits.missing:  # answered from memory: no await on the way
+                rows = [hits.rows[key] for key in keys]
+                return LookupResult(rows, partitions, {}, hits.freshness)
+            result = await self._read_rows(view, keys, partitions, hits.missing, deadline, options)
+            cache.observe(result.freshness)
+            cache.fill(view, hits.missing)
+            if not hits.rows:
+                return result
+            rows = [hits.rows.get(k, r) for k, r in zip(keys, result.rows, strict=True)]
+            freshness = sorted([*hits.freshness, *result.freshness], key=_partition_of)
+            return LookupResult(rows, partitions, result.failures, freshness)
+        return await self._read_rows(view, keys, partitions, keys_of, deadline, options)
+
+    async def _read_rows(
+        self,
+        view: View,
+        keys: Sequence[str],
+        partitions: list[int],
+        keys_of: dict[int, list[str]],
+        deadline: float,
+        options: ReadOptions,
+    ) -> LookupResult:
+        """The rows of the keys of `keys_of` read from the nodes, in the order of `keys`
+        (None for the others)."""
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[_Rows]:
@@ -252,6 +294,31 @@ class Planner:
         self.check_limit(view, limit)
         start = inputs.top_window(view, window)
         count = self._feed.current.partition_count(view)
+        cache = self._cache
+        if cache is None or start is not None:
+            return await self._read_top(view, limit, deadline, start, count, options)
+        cached = cache.top(view, limit, count, options)
+        if cached is not None:
+            return cached
+        reading = cache.top_reading(view, limit, count, options)
+        result = None
+        try:
+            result = await self._read_top(view, limit, deadline, start, count, options)
+        finally:
+            if reading is not None:
+                cache.top_read(reading, result)
+        cache.observe(result.freshness)
+        return result
+
+    async def _read_top(
+        self,
+        view: View,
+        limit: int,
+        deadline: float,
+        start: datetime | None,
+        count: int,
+        options: ReadOptions,
+    ) -> TopResult:
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[list[Ranked]]:
@@ -549,6 +616,11 @@ class Planner:
             return exc
         self._watch.answered(node_id, loop.time() - started if timed else None)
         return piece
+
+
+def _partition_of(entry: Mapping[str, Any]) -> int:
+    partition = entry.get("partition")
+    return partition if isinstance(partition, int) else -1
 
 
 def _read(

@@ -245,6 +245,7 @@ def test_routing_not_ready_is_a_graphql_error() -> None:
         "routing_version": 1,
         "routing_stale_since_ms": None,
         "nodes": [],
+        "cache": {"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "top_hits": 0, "tops": 0},
     }
 
 

@@ -78,6 +78,8 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS": "250",
         "STATEFED_GATEWAY_LIVE_SEND_BUFFER": "16",
         "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE": "9",
+        "STATEFED_GATEWAY_CACHE": "false",
+        "STATEFED_GATEWAY_CACHE_MB": "12",
     }
     config = GatewayConfig.from_env(environ)
     # the secret file is the JWKS's alternative: read in a configuration of its own
@@ -97,6 +99,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.tls_cert == config.tls_key == config.node_ca == pem
     assert config.status_tail_records == 500
     assert config.max_lag == 5
+    assert (config.cache, config.cache_mb) == (False, 12)
     assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (False, 7, 70)
     assert (config.suspect_calls, config.suspect_ms) == (4, 2500)
     assert (config.max_lookup_keys, config.max_entity_representations) == (10, 20)

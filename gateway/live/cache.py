@@ -1,0 +1,704 @@
+"""The gateway cache: point and multi-key lookups of count and latest views answered from
+gateway memory while the nodes' change feeds (`schema.feed`) prove the cached rows current.
+
+Per partition the cache follows every view of the catalogue, unkeyed, on the RUNNING ACTIVE
+owner the routing table names (`_Partition`): it sees each change that copy applies, and
+the copy's applied and end offsets per changelog topic, the same the node sums in a read's
+freshness. It keeps, per (view, key), the row and `as_of`, the next changelog offset of
+the view's topic it holds every record below: a change at offset o >= as_of replaces the
+row (as_of = o + 1), one below is already in it.
+
+A lookup that misses is read from the nodes as before; its keys are then filled, batched
+and in the background, by a keyed snapshot follow on the same copy (a snapshot row is
+exact as of its offset). The keys are registered with their partition's follow before the
+snapshot is asked for: a change of theirs the follow sees meanwhile is kept, and replaces
+the snapshot row when it is at or after the snapshot's offset. A snapshot whose offset is
+below what the follow had reached when it was asked for is dropped (a change already
+passed by could be missing from it), so a key evicted and filled again never comes back
+older than what the cache has seen.
+
+An entry answers only while its partition's follow is live on the RUNNING ACTIVE copy the
+routing table names now (not suspect, not restoring, membership not stalled and no
+lagUnknownSince reported: the feed does not carry it), with no frame waiting to be handled,
+has reached the entry's `as_of` and at least the applied offsets node reads of the
+partition reported through this gateway (so a hit never answers older than a read before
+it), and the read's `atLeast` is met. Anything else is a miss, answered by the nodes. When
+the follow ends (a lost connection, `gone`, the owner moved) the partition's entries are
+dropped at once (a generation count) and the follow starts over on the new owner.
+
+Top-N: a count view's merged top is kept per (view, limit) when every partition's follow
+vouched for the read from start to end and no change seen meanwhile could alter it; it is
+dropped at the first change that could (`_matters`). An `atLeast` lookup first waits,
+woken by each frame (`reach`), for the follows to reach the offsets the write needs.
+
+Memory: entries are kept in LRU order and evicted past `max_bytes` (an estimate of each
+entry's size: key and row JSON plus a fixed overhead); at most MAX_TOPS tops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from gateway.consistency import AppliedAtLeast
+from gateway.live.hub import FeedHub
+from gateway.live.links import FeedLink, LinkError
+from gateway.reads import ReadOptions, TopResult
+from gateway.routing import NodeInfo, RoutingFeed
+from gateway.rows import Event, Ranked, Row
+from gateway.timestamps import from_ms
+from schema import FieldType, NodeState, View, ViewKind
+from schema.feed import Change, FeedFrameError, offsets_of
+
+__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead"]
+
+log = logging.getLogger(__name__)
+
+ENTRY_OVERHEAD_BYTES = 200  # per entry besides its key and row JSON: dict slots, objects
+CACHED_KINDS = (ViewKind.COUNT, ViewKind.LATEST)
+_FILL_TIMEOUT_S = 5.0
+_RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+_INT32 = range(-(2**31), 2**31)
+_ROUTING: dict[str, Any] = {"type": "routing"}
+MAX_TOPS = 256  # merged tops kept (view, limit); the oldest goes first
+_TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past it, not kept
+
+CachedRow = Row | Event | None
+
+
+@dataclass
+class _Entry:
+    partition: int
+    generation: int
+    row: CachedRow
+    as_of: int
+    size: int
+
+
+@dataclass
+class _Fill:
+    """Keys of one view of a partition waiting for a snapshot, and the changes of theirs the
+    follow saw since they were registered."""
+
+    keys: set[str] = field(default_factory=set)
+    seen: dict[str, Change] = field(default_factory=dict)
+
+
+@dataclass
+class _Top:
+    rows: list[Ranked]
+    generations: tuple[int, ...]  # of each partition's follow when it was read
+
+
+@dataclass(eq=False)
+class TopRead:
+    """A top-N read from the nodes in flight, and the changes of its view seen meanwhile."""
+
+    view: str
+    limit: int
+    generations: tuple[int, ...]
+    seen: list[Change] = field(default_factory=list)
+    overflow: bool = False
+
+
+@dataclass
+class CacheHits:
+    """What the cache answered of one lookup: rows by key, the freshness of each partition it
+    answered, and the keys (by partition) it could not answer."""
+
+    rows: dict[str, CachedRow]
+    freshness: list[dict[str, Any]]
+    missing: dict[int, list[str]]
+
+
+class _Partition:
+    """The follow of one partition on its RUNNING ACTIVE owner, and what it reached."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.generation = 0
+        self.node: str | None = None
+        self.link: FeedLink | None = None
+        self.frames: asyncio.Queue[Mapping[str, Any]] | None = None
+        self.live = False  # following on an ACTIVE RUNNING copy
+        self.checked_version = -1  # the routing table version the copy was checked against
+        self.owned = False  # whether that table names the copy the RUNNING owner
+        self.applied: dict[str, int] = {}
+        self.end: dict[str, int] = {}
+        self.freshness: dict[str, Any] = {"partition": partition}
+        self.applied_sum = 0
+        self.observed = 0  # the highest appliedOffset node reads of it reported
+        self.fills: dict[str, _Fill] = {}  # by view name
+        self.filling: dict[str, asyncio.Task[None]] = {}
+        self.waiters: list[asyncio.Future[None]] = []  # woken by every frame handled
+
+    def advanced(self) -> asyncio.Future[None]:
+        """A future done once the follow handled its next frame or ended."""
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        return waiter
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def begin(self, node: str, link: FeedLink, frames: asyncio.Queue[Mapping[str, Any]]) -> None:
+        self.generation += 1
+        self.node, self.link, self.frames = node, link, frames
+        self.live, self.checked_version, self.owned = False, -1, False
+        self.applied, self.end = {}, {}
+        self.fills = {}
+
+    def end_follow(self) -> None:
+        self.generation += 1
+        self.live = False
+        self.frames = None
+        self.link = None
+        self.fills = {}
+        self.wake()
+
+    def said(self, frame: Mapping[str, Any]) -> None:
+        self.live = frame.get("role") == "ACTIVE" and frame.get("state") == "RUNNING"
+        if "applied" in frame:
+            self.reach(offsets_of(frame["applied"], "applied"))
+        if "end" in frame:
+            self.end.update(offsets_of(frame["end"], "end"))
+        self.freshen()
+
+    def reach(self, applied: Mapping[str, int]) -> None:
+        for topic, offset in applied.items():
+            if offset > self.applied.get(topic, 0):
+                self.applied[topic] = offset
+
+    def freshen(self) -> None:
+        """The freshness a node read of this copy gives: sums over its changelog topics."""
+        applied = sum(self.applied.values())
+        end = sum(max(self.end.get(t, -1), n) for t, n in self.applied.items())
+        self.applied_sum = applied
+        if self.waiters:
+            self.wake()
+        self.freshness = {
+            "partition": self.partition,
+            "node": self.node,
+            "role": "ACTIVE",
+            "appliedOffset": applied,
+            "lag": end - applied,
+        }
+
+
+class GatewayCache:
+    """Lookups of count and latest views from memory, kept exact by the nodes' feeds.
+    Lives on the event loop from `start` to `stop`."""
+
+    def __init__(
+        self,
+        hub: FeedHub,
+        routing: RoutingFeed,
+        catalogue: Iterable[View],
+        max_bytes: int,
+    ) -> None:
+        self._hub = hub
+        self._routing = routing
+        self._views = tuple(catalogue)
+        self._cached = {view.name: view for view in self._views if view.kind in CACHED_KINDS}
+        self._max_bytes = max_bytes
+        # whether reads avoid a node now (gateway.hedging; the planner sets it)
+        self.suspect: Callable[[str], bool] = _never
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._bytes = 0
+        self._partitions: dict[int, _Partition] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopped = False
+        self.hits = 0
+        self.misses = 0
+        self.top_hits = 0
+        self._tops: OrderedDict[tuple[str, int], _Top] = OrderedDict()
+        self._top_reads: list[TopRead] = []
+
+    # -- life -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_routing())
+
+    async def stop(self) -> None:
+        self._stopped = True
+        tasks = [t for t in (self._watcher, *self._tasks.values()) if t is not None]
+        for state in self._partitions.values():
+            tasks.extend(state.filling.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._entries.clear()
+        self._bytes = 0
+
+    def stats(self) -> dict[str, int]:
+        """Keys answered from memory and not, entries held and their estimated bytes."""
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "entries": len(self._entries),
+            "bytes": self._bytes,
+            "top_hits": self.top_hits,
+            "tops": len(self._tops),
+        }
+
+    def cacheable(self, view: View) -> bool:
+        return view.kind in CACHED_KINDS
+
+    # -- the lookup path (synchronous: a hit awaits nothing) ------------------------------
+
+    def answer(
+        self, view: View, keys_of: Mapping[int, Sequence[str]], options: ReadOptions
+    ) -> CacheHits:
+        """The rows of `keys_of` (keys by partition) the cache can answer now, partition by
+        partition (a partition is answered whole or not at all), and the rest."""
+        rows: dict[str, CachedRow] = {}
+        freshness: list[dict[str, Any]] = []
+        missing: dict[int, list[str]] = {}
+        topic = view.changelog_topic
+        for partition, keys in keys_of.items():
+            state = self._usable(partition, topic, options)
+            found = None if state is None else self._rows(view, state, topic, keys)
+            if found is None or state is None:
+                missing[partition] = list(keys)
+                self.misses += len(keys)
+                self._follow(partition)
+                continue
+            rows.update(found)
+            freshness.append(state.freshness)
+            self.hits += len(keys)
+        return CacheHits(rows, freshness, missing)
+
+    def _usable(self, partition: int, topic: str, options: ReadOptions) -> _Partition | None:
+        state = self._partitions.get(partition)
+        if state is None or not state.live or state.frames is None or not state.frames.empty():
+            return None
+        version = self._routing.current.version
+        if state.checked_version != version:
+            state.owned = self._owns(state, partition)
+            state.checked_version = version
+        if not state.owned or state.node is None or self.suspect(state.node):
+            return None
+        if state.applied_sum < state.observed:
+            return None
+        if options.at_least is not None:
+            wanted = dict(options.at_least.offsets).get(partition)
+            if options.at_least.topic != topic or (
+                wanted is not None and state.applied.get(topic, 0) < wanted
+            ):
+                return None
+        return state
+
+    def _owns(self, state: _Partition, partition: int) -> bool:
+        """Whether the routing table names the followed copy the RUNNING owner, and nothing
+        says its lag is unknown: the membership is not stalled (the broker answers) and the
+        owner did not report lagUnknownSince (which the feed does not carry)."""
+        table = self._routing.current
+        owner = table.owner(partition)
+        return (
+            owner is not None
+            and table.stale_since_ms is None
+            and owner.node_id == state.node
+            and owner.state is NodeState.RUNNING
+            and not owner.restoring(partition)
+            and not owner.suspect
+            and not any(
+                p.partition == partition and p.lag_unknown_since_ms is not None
+                for p in owner.partitions
+            )
+        )
+
+    def _rows(
+        self, view: View, state: _Partition, topic: str, keys: Sequence[str]
+    ) -> dict[str, CachedRow] | None:
+        reached = state.applied.get(topic, 0)
+        found: dict[str, CachedRow] = {}
+        entries = self._entries
+        for key in keys:
+            entry = entries.get((view.name, key))
+            if entry is None or entry.generation != state.generation or entry.as_of > reached:
+                return None
+            found[key] = entry.row
+        for key in keys:
+            entries.move_to_end((view.name, key))
+        return found
+
+    async def reach(
+        self, view: View, partitions: Iterable[int], at_least: AppliedAtLeast, until: float
+    ) -> None:
+        """Wait, woken by the feed, until the live follows of `partitions` have reached what
+        `at_least` needs of `view`, or loop time `until`; at once for a partition whose
+        follow is not live (the nodes wait for it then)."""
+        if at_least.topic != view.changelog_topic:
+            return
+        loop = asyncio.get_running_loop()
+        wanted = dict(at_least.offsets)
+        for partition in partitions:
+            state = self._partitions.get(partition)
+            need = wanted.get(partition)
+            while (
+                need is not None
+                and state is not None
+                and state.live
+                and state.applied.get(at_least.topic, 0) < need
+            ):
+                remaining = until - loop.time()
+                if remaining <= 0:
+                    return
+                try:
+                    async with asyncio.timeout(remaining):
+                        await state.advanced()
+                except TimeoutError:
+                    return
+
+    def observe(self, freshness: Iterable[Mapping[str, Any]]) -> None:
+        """Node reads answered with `freshness`: a hit must not answer older than them."""
+        for entry in freshness:
+            state = self._partitions.get(entry.get("partition", -1))
+            applied = entry.get("appliedOffset")
+            if state is not None and entry.get("role") == "ACTIVE" and isinstance(applied, int):
+                state.observed = max(state.observed, applied)
+
+    def fill(self, view: View, missing: Mapping[int, Sequence[str]]) -> None:
+        """Fill the entries of `missing` (keys by partition), in the background."""
+        if self._stopped or not self.cacheable(view):
+            return
+        for partition, keys in missing.items():
+            state = self._partitions.get(partition)
+            if state is None or not state.live or state.link is None:
+                continue
+            held = [k for k in keys if self._held(view, state, k)]
+            if len(held) == len(keys):
+                continue
+            pending = state.fills.setdefault(view.name, _Fill())
+            pending.keys.update(k for k in keys if k not in held)
+            task = state.filling.get(view.name)
+            if task is None or task.done():
+                state.filling[view.name] = asyncio.get_running_loop().create_task(
+                    self._fill(state, view)
+                )
+
+    # -- top-N ------------------------------------------------------------------------------
+
+    def top(
+        self, view: View, limit: int, partitions: int, options: ReadOptions
+    ) -> TopResult | None:
+        """The merged top `limit` of a count view from memory, with every partition's
+        freshness now; None when it is not cached or a partition's follow cannot vouch."""
+        top = self._tops.get((view.name, limit))
+        if top is None or options.at_least is not None or len(top.generations) != partitions:
+            return None
+        freshness = []
+        for partition, generation in enumerate(top.generations):
+            state = self._usable(partition, view.changelog_topic, options)
+            if state is None or state.generation != generation:
+                return None
+            freshness.append(state.freshness)
+        self.top_hits += 1
+        return TopResult(list(top.rows), {}, freshness)
+
+    def top_reading(
+        self, view: View, limit: int, partitions: int, options: ReadOptions
+    ) -> TopRead | None:
+        """A top-N read of `view` starts: what `top_read` needs to keep its answer, or None
+        when it cannot be kept (not a count view, `atLeast`, a partition not followed)."""
+        if view.kind is not ViewKind.COUNT or options.at_least is not None or self._stopped:
+            return None
+        generations = []
+        for partition in range(partitions):
+            state = self._usable(partition, view.changelog_topic, options)
+            if state is None:
+                self._follow(partition)
+            else:
+                generations.append(state.generation)
+        if len(generations) != partitions:
+            return None
+        read = TopRead(view.name, limit, tuple(generations))
+        self._top_reads.append(read)
+        return read
+
+    def top_read(self, read: TopRead, result: TopResult | None) -> None:
+        """Keep `result` of `read` unless it failed somewhere, a follow ended meanwhile, a
+        node other than the followed owner answered, or a change seen meanwhile could have
+        altered it."""
+        self._top_reads.remove(read)
+        if result is None or result.failures or read.overflow:
+            return
+        answered = {e.get("partition"): (e.get("node"), e.get("role")) for e in result.freshness}
+        for partition, generation in enumerate(read.generations):
+            state = self._partitions.get(partition)
+            if state is None or state.generation != generation or not state.live:
+                return
+            if answered.get(partition) != (state.node, "ACTIVE"):
+                return
+        if any(_matters(result.rows, read.limit, change) for change in read.seen):
+            return
+        self._tops[(read.view, read.limit)] = _Top(list(result.rows), read.generations)
+        while len(self._tops) > MAX_TOPS:
+            self._tops.popitem(last=False)
+
+    def _top_changed(self, view: View, change: Change) -> None:
+        for ident in [i for i in self._tops if i[0] == view.name]:
+            if _matters(self._tops[ident].rows, ident[1], change):
+                del self._tops[ident]
+        for read in self._top_reads:
+            if read.view == view.name and not read.overflow:
+                read.seen.append(change)
+                if len(read.seen) > _TOP_READ_CHANGES:
+                    read.overflow, read.seen = True, []
+
+    def _held(self, view: View, state: _Partition, key: str) -> bool:
+        entry = self._entries.get((view.name, key))
+        return entry is not None and entry.generation == state.generation
+
+    # -- following ------------------------------------------------------------------------
+
+    def _follow(self, partition: int) -> None:
+        """Start following `partition` unless it is followed."""
+        if self._stopped or partition in self._tasks:
+            return
+        state = self._partitions.setdefault(partition, _Partition(partition))
+        self._tasks[partition] = asyncio.get_running_loop().create_task(self._guarded(state))
+
+    async def _guarded(self, state: _Partition) -> None:
+        try:
+            await self._run(state)
+        except Exception:  # a bug: the partition is a miss until a lookup follows it again
+            log.exception("cache, partition %d: following failed", state.partition)
+            state.end_follow()
+            self._tasks.pop(state.partition, None)
+
+    async def _run(self, state: _Partition) -> None:
+        attempt = 0
+        while True:
+            node = await self._owner(state.partition, attempt)
+            try:
+                link = self._hub.link(node)
+                ident, frames = await link.follow(
+                    {"partition": state.partition, "views": [v.name for v in self._views],
+                     "keys": None, "from": None, "snapshot": False}
+                )  # fmt: skip
+            except LinkError as exc:
+                log.info("cache, partition %d: %s", state.partition, exc)
+                attempt += 1
+                continue
+            state.begin(node.node_id, link, frames)
+            try:
+                why = await self._pump(state, frames)
+            except FeedFrameError as exc:
+                log.warning("node %s sent a bad feed frame: %s", node.node_id, exc)
+                why = "error"
+            finally:
+                state.end_follow()
+                await link.unfollow(ident)
+            attempt = attempt + 1 if why in ("lost", "gone", "error") else 0
+
+    async def _owner(self, partition: int, attempt: int) -> NodeInfo:
+        """The RUNNING ACTIVE owner of `partition`; waits for the routing table to name one."""
+        feed = self._routing
+        if attempt:
+            await _newer_within(feed, feed.current.version, _RETRY_S[min(attempt, 6) - 1])
+        while True:
+            table = feed.current
+            owner = table.owner(partition)
+            running = owner is not None and owner.state is NodeState.RUNNING
+            if owner is not None and running and not owner.restoring(partition):
+                return owner
+            await _newer_within(feed, table.version, _RETRY_S[-1])
+
+    async def _pump(self, state: _Partition, frames: asyncio.Queue[Mapping[str, Any]]) -> str:
+        while True:
+            frame = await frames.get()
+            kind = frame.get("type")
+            if kind in ("following", "progress"):
+                state.said(frame)
+            elif kind == "changes":
+                self._changes(state, frame)
+            elif kind == "routing":
+                if not self._owns(state, state.partition):
+                    return "moved"
+            elif kind in ("lost", "gone", "error"):
+                if kind != "lost":
+                    log.info("node %s on the cache's feed: %s", state.node, frame)
+                return str(kind)
+
+    def _changes(self, state: _Partition, frame: Mapping[str, Any]) -> None:
+        raw = frame.get("changes")
+        if not isinstance(raw, list):
+            raise FeedFrameError("changes must be a list")
+        entries = self._entries
+        cached = self._cached
+        for doc in raw:
+            view = cached.get(str(doc.get("view"))) if isinstance(doc, dict) else None
+            if view is None:  # windows and events are not cached: their offsets come below
+                continue
+            change = Change.from_json(doc)
+            topic = view.changelog_topic
+            if change.offset + 1 > state.applied.get(topic, 0):
+                state.applied[topic] = change.offset + 1
+            pending = state.fills.get(view.name)
+            if pending is not None and change.key in pending.keys:
+                pending.seen[change.key] = change
+            entry = entries.get((view.name, change.key))
+            current = entry is not None and entry.generation == state.generation
+            if entry is not None and current and change.offset >= entry.as_of:
+                self._set(view, change.key, entry, change.row, change.offset + 1)
+            if self._tops or self._top_reads:
+                self._top_changed(view, change)
+        state.reach(offsets_of(frame.get("applied") or {}, "applied"))
+        state.freshen()
+        if self._bytes > self._max_bytes:  # rows grew
+            self._evict()
+
+    # -- filling --------------------------------------------------------------------------
+
+    async def _fill(self, state: _Partition, view: View) -> None:
+        """Snapshot the keys waiting in `state.fills[view]` until none wait."""
+        while not self._stopped:
+            pending = state.fills.get(view.name)
+            link = state.link
+            if pending is None or not pending.keys or link is None or not state.live:
+                return
+            generation = state.generation
+            topic = view.changelog_topic
+            registered_at = state.applied.get(topic, 0)
+            keys = sorted(pending.keys)
+            try:
+                snapshot = await self._snapshot(link, state.partition, view, keys)
+            except (LinkError, TimeoutError, FeedFrameError) as exc:
+                log.info(
+                    "cache, partition %d: no snapshot of %s: %s", state.partition, view.name, exc
+                )
+                state.fills.pop(view.name, None)
+                return
+            if state.generation != generation:
+                return
+            state.fills.pop(view.name, None)  # keys missed meanwhile are asked again
+            if not snapshot or snapshot[0].offset < registered_at:
+                continue
+            for change in snapshot:
+                seen = pending.seen.get(change.key)
+                if seen is not None and seen.offset >= change.offset:
+                    self._put(view, state, change.key, seen.row, seen.offset + 1)
+                else:
+                    self._put(view, state, change.key, change.row, change.offset)
+
+    async def _snapshot(
+        self, link: FeedLink, partition: int, view: View, keys: list[str]
+    ) -> list[Change]:
+        frame = {"partition": partition, "views": [view.name], "keys": keys, "from": None,
+                 "snapshot": True}  # fmt: skip
+        ident, frames = await link.follow(frame)
+        try:
+            async with asyncio.timeout(_FILL_TIMEOUT_S):
+                while True:
+                    got = await frames.get()
+                    kind = got.get("type")
+                    if kind == "changes":
+                        changes = [Change.from_json(doc) for doc in got.get("changes") or []]
+                        return [c for c in changes if c.snapshot]
+                    if kind in ("lost", "gone", "error"):
+                        raise LinkError(f"snapshot follow ended: {kind}")
+        finally:
+            await link.unfollow(ident)
+
+    # -- entries --------------------------------------------------------------------------
+
+    def _put(
+        self, view: View, state: _Partition, key: str, row: Mapping[str, Any] | None, as_of: int
+    ) -> None:
+        entry = self._entries.get((view.name, key))
+        if entry is not None and entry.generation == state.generation and entry.as_of >= as_of:
+            return  # the follow already brought it further
+        if entry is None:
+            entry = _Entry(state.partition, state.generation, None, 0, 0)
+            self._entries[(view.name, key)] = entry
+        entry.generation = state.generation
+        self._set(view, key, entry, row, as_of)
+        self._evict()
+
+    def _set(
+        self, view: View, key: str, entry: _Entry, row: Mapping[str, Any] | None, as_of: int
+    ) -> None:
+        size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
+        if row is not None:
+            size += len(orjson.dumps(row))
+        self._bytes += size - entry.size
+        entry.size, entry.as_of = size, as_of
+        entry.row = None if row is None else to_row(view, key, row)
+
+    def _evict(self) -> None:
+        entries = self._entries
+        while self._bytes > self._max_bytes and entries:
+            _, dropped = entries.popitem(last=False)
+            self._bytes -= dropped.size
+
+    # -- routing --------------------------------------------------------------------------
+
+    async def _watch_routing(self) -> None:
+        version = self._routing.current.version
+        while True:
+            table = await self._routing.newer(version)
+            version = table.version
+            for state in self._partitions.values():
+                if state.frames is not None:
+                    state.frames.put_nowait(_ROUTING)
+
+
+def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:
+    """Whether `change` could alter the merged top `rows` of `limit` (gateway.live.top)."""
+    if len(rows) < limit or change.row is None:
+        return True
+    count = change.row.get("count")
+    return any(r.key == change.key for r in rows) or (
+        isinstance(count, int) and count >= rows[-1].count
+    )
+
+
+def to_row(view: View, key: str, row: Mapping[str, Any]) -> Row | Event:
+    """What a node lookup of `key` answers, from the changelog row (schema.changelog) of a
+    count or latest view: the same values the node's fields give."""
+    if view.kind is ViewKind.COUNT:
+        return Row(key, int(row["count"]))
+    fields = row.get("fields")
+    fields = fields if isinstance(fields, dict) else {}
+    values = {spec.name: _scalar(spec.type, fields.get(spec.name)) for spec in view.value_fields}
+    return Event(key, from_ms(int(row["event_ms"])), values)
+
+
+def _scalar(field_type: FieldType, value: Any) -> Any:
+    """`value` as the node's field gives it: None when it does not fit its scalar."""
+    if field_type is FieldType.STRING:
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool):
+        return value if field_type is FieldType.BOOLEAN else None
+    if field_type is FieldType.INT:
+        return value if isinstance(value, int) and value in _INT32 else None
+    if field_type is FieldType.FLOAT:
+        return float(value) if isinstance(value, int | float) else None
+    return None
+
+
+def _never(_node: str) -> bool:
+    return False
+
+
+async def _newer_within(feed: RoutingFeed, version: int, timeout_s: float) -> bool:
+    try:
+        async with asyncio.timeout(timeout_s):
+            await feed.newer(version)
+    except TimeoutError:
+        return False
+    return True

@@ -1,0 +1,437 @@
+"""The gateway cache (gateway.live.cache) against an in-memory feed link that the test
+drives frame by frame: what it answers from memory, when it must miss, how snapshots fill
+it exactly, and its LRU bound."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from gateway.consistency import AppliedAtLeast
+from gateway.live.cache import ENTRY_OVERHEAD_BYTES, GatewayCache, to_row
+from gateway.live.hub import FeedHub
+from gateway.live.links import LOST
+from gateway.reads import DEFAULT_READ, ReadOptions, TopResult
+from gateway.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
+from gateway.rows import Event, Ranked, Row
+from runtime.clock import wall_clock_ms
+from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, partition_for
+from tests.live.fake_feed import count_row
+
+pytestmark = pytest.mark.timeout(30)
+
+P = 2
+WORDS = CATALOGUE[0]
+BOOKINGS = next(v for v in CATALOGUE if v.name == "last_booking")
+TOPIC = WORDS.changelog_topic
+OTHER = BOOKINGS.changelog_topic
+
+
+def key_in(partition: int, index: int = 0) -> str:
+    found = [f"k{i}" for i in range(100) if partition_for(f"k{i}", P) == partition]
+    return found[index]
+
+
+def record(node_id: str, active: Sequence[int], restoring: bool = False) -> MemberRecord:
+    return MemberRecord(
+        node_id=node_id,
+        url=f"http://{node_id}.invalid",
+        state=NodeState.RUNNING,
+        heartbeat_ms=wall_clock_ms(),
+        heartbeat_interval_ms=1000,
+        partitions=tuple(
+            PartitionStatus(p, Role.ACTIVE, 0, 0, restoring=restoring) for p in active
+        ),
+    )
+
+
+def table(*records: MemberRecord) -> RoutingTable:
+    members = {r.node_id: r for r in records}
+    return build_routing_table(members, {v.name: P for v in CATALOGUE}, wall_clock_ms())
+
+
+@dataclass
+class FakeLink:
+    """A node's feed as the cache sees it: follows asked, and their frame queues."""
+
+    node_id: str
+    follows: dict[int, tuple[dict[str, Any], asyncio.Queue[Mapping[str, Any]]]] = field(
+        default_factory=dict
+    )
+    unfollowed: list[int] = field(default_factory=list)
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def follow(self, frame: dict[str, Any]) -> tuple[int, asyncio.Queue[Mapping[str, Any]]]:
+        ident = len(self.follows) + 1
+        queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+        self.follows[ident] = (frame, queue)
+        self.asked.set()
+        return ident, queue
+
+    async def unfollow(self, ident: int) -> None:
+        self.unfollowed.append(ident)
+
+    async def asked_for(
+        self, snapshot: bool, partition: int = 0
+    ) -> tuple[int, asyncio.Queue[Mapping[str, Any]]]:
+        """The newest open follow of that kind of `partition`, once asked."""
+        while True:
+            for ident in sorted(self.follows, reverse=True):
+                frame, queue = self.follows[ident]
+                mine = frame["snapshot"] == snapshot and frame["partition"] == partition
+                if mine and ident not in self.unfollowed:
+                    return ident, queue
+            self.asked.clear()
+            await self.asked.wait()
+
+
+class FakeHub:
+    def __init__(self) -> None:
+        self.links: dict[str, FakeLink] = {}
+
+    def link(self, node: NodeInfo) -> FakeLink:
+        return self.links.setdefault(node.node_id, FakeLink(node.node_id))
+
+
+def change(view: str, key: str, offset: int, row: dict[str, Any] | None, snapshot: bool = False):
+    doc: dict[str, Any] = {"view": view, "key": key, "offset": offset, "row": row, "at": []}
+    if snapshot:
+        doc["snapshot"] = True
+    return doc
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+class Harness:
+    def __init__(self, cache: GatewayCache, hub: FakeHub, feed: RoutingFeed) -> None:
+        self.cache, self.hub, self.feed = cache, hub, feed
+
+    def ask(self, keys: Sequence[str], options: ReadOptions = DEFAULT_READ, view=WORDS):
+        keys_of: dict[int, list[str]] = {}
+        for key in keys:
+            keys_of.setdefault(partition_for(key, P), []).append(key)
+        return self.cache.answer(view, keys_of, options)
+
+    async def following(
+        self, node: str = "n1", applied: int = 5, other: int = 3, end: int | None = None
+    ) -> asyncio.Queue[Mapping[str, Any]]:
+        """Let the cache's partition follow start on `node`: its `following` frame."""
+        _, queue = await self.hub.links.setdefault(node, FakeLink(node)).asked_for(False)
+        queue.put_nowait(
+            {"type": "following", "id": 1, "role": "ACTIVE", "state": "RUNNING",
+             "applied": {TOPIC: applied, OTHER: other},
+             "end": {TOPIC: applied if end is None else end, OTHER: other}}
+        )  # fmt: skip
+        await settle()
+        return queue
+
+    async def fill(self, keys: Sequence[str], rows: Mapping[str, Any], offset: int, node="n1"):
+        """Miss `keys`, then answer the snapshot follow the cache asks for with `rows`."""
+        self.cache.fill(WORDS, {partition_for(keys[0], P): list(keys)})
+        link = self.hub.links[node]
+        _, queue = await link.asked_for(True, partition_for(keys[0], P))
+        snapshot = [change(WORDS.name, k, offset, rows.get(k), snapshot=True) for k in keys]
+        queue.put_nowait({"type": "changes", "id": 2, "changes": snapshot, "snapshot": True})
+        await settle()
+
+
+@contextlib.asynccontextmanager
+async def harness(
+    routing: RoutingTable | None = None, max_bytes: int = 1 << 20
+) -> AsyncIterator[Harness]:
+    feed = RoutingFeed(routing or table(record("n1", range(P))))
+    hub = FakeHub()
+    cache = GatewayCache(cast(FeedHub, hub), feed, CATALOGUE, max_bytes)
+    await cache.start()
+    try:
+        yield Harness(cache, hub, feed)
+    finally:
+        await cache.stop()
+
+
+def test_a_filled_key_is_answered_from_memory_with_the_node_freshness() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            assert h.ask([key]).missing == {0: [key]}  # nothing followed yet: a miss
+            await h.following(applied=5, other=3, end=9)
+            frame = h.hub.links["n1"].follows[1][0]
+            assert frame["views"] == [v.name for v in CATALOGUE] and frame["keys"] is None
+            await h.fill([key], {key: count_row(key, 4)}, offset=5)
+            hits = h.ask([key])
+            assert hits.missing == {} and hits.rows == {key: Row(key, 4)}
+            # a node read sums applied and end over the copy's changelog topics
+            assert hits.freshness == [
+                {"partition": 0, "node": "n1", "role": "ACTIVE", "appliedOffset": 8, "lag": 4}
+            ]
+
+    asyncio.run(scenario())
+
+
+def test_changes_at_or_after_a_rows_offset_replace_it_and_older_ones_do_not() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            queue = await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 4)}, offset=5)
+            stale = change(WORDS.name, key, 4, count_row(key, 3))  # already in the row
+            newer = change(WORDS.name, key, 5, count_row(key, 5))
+            queue.put_nowait({"type": "changes", "id": 1, "changes": [stale, newer],
+                              "applied": {TOPIC: 6}})  # fmt: skip
+            await settle()
+            assert h.ask([key]).rows == {key: Row(key, 5)}
+            deleted = change(WORDS.name, key, 6, None)
+            queue.put_nowait({"type": "changes", "id": 1, "changes": [deleted],
+                              "applied": {TOPIC: 7}})  # fmt: skip
+            await settle()
+            assert h.ask([key]).rows == {key: None}  # a delete: the node has no row either
+
+    asyncio.run(scenario())
+
+
+def test_a_change_seen_while_the_snapshot_is_asked_for_wins_over_an_older_snapshot() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            queue = await h.following(applied=5)
+            h.cache.fill(WORDS, {0: [key]})
+            _, snap = await h.hub.links["n1"].asked_for(True)
+            # the follow passes offset 7 of the key before the snapshot (read at 6) comes
+            queue.put_nowait({"type": "changes", "id": 1,
+                              "changes": [change(WORDS.name, key, 7, count_row(key, 9))],
+                              "applied": {TOPIC: 8}})  # fmt: skip
+            await settle()
+            old = change(WORDS.name, key, 6, count_row(key, 8), snapshot=True)
+            snap.put_nowait({"type": "changes", "id": 2, "snapshot": True, "changes": [old]})
+            await settle()
+            assert h.ask([key]).rows == {key: Row(key, 9)}
+
+    asyncio.run(scenario())
+
+
+def test_a_snapshot_older_than_what_the_follow_had_reached_is_not_kept() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 1)}, offset=4)
+            assert h.ask([key]).missing == {0: [key]}
+
+    asyncio.run(scenario())
+
+
+def test_a_row_is_not_answered_before_the_follow_reaches_its_offset() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            queue = await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 2)}, offset=8)  # the node is ahead
+            assert h.ask([key]).missing == {0: [key]}
+            queue.put_nowait({"type": "changes", "id": 1, "changes": [],
+                              "applied": {TOPIC: 8}})  # fmt: skip
+            await settle()
+            assert h.ask([key]).rows == {key: Row(key, 2)}
+
+    asyncio.run(scenario())
+
+
+def test_uncertain_partitions_miss() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key, other = key_in(0), key_in(1)
+            h.ask([key, other])
+            queue = await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 2)}, offset=5)
+            # partition by partition: the followed one answers, the other misses
+            hits = h.ask([key, other])
+            assert hits.rows == {key: Row(key, 2)} and hits.missing == {1: [other]}
+            # a frame not handled yet: it may change the row
+            queue.put_nowait({"type": "progress", "id": 1, "role": "ACTIVE", "state": "RUNNING"})
+            assert h.ask([key]).missing == {0: [key]}
+            await settle()
+            assert h.ask([key]).rows == {key: Row(key, 2)}
+            # an atLeast the follow has not reached; then one it has
+            at_least = AppliedAtLeast(TOPIC, ((0, 6),))
+            assert h.ask([key], ReadOptions(at_least=at_least)).missing == {0: [key]}
+            met = AppliedAtLeast(TOPIC, ((0, 5),))
+            assert h.ask([key], ReadOptions(at_least=met)).rows == {key: Row(key, 2)}
+            # a node read through the gateway saw more than the follow: no older hit
+            h.cache.observe([{"partition": 0, "role": "ACTIVE", "appliedOffset": 9}])
+            assert h.ask([key]).missing == {0: [key]}
+            h.cache.observe([{"partition": 0, "role": "ACTIVE", "appliedOffset": 8}])
+            # (8 = 5 + 3: the follow's sum) still a miss: the highest seen counts
+            assert h.ask([key]).missing == {0: [key]}
+
+    asyncio.run(scenario())
+
+
+def test_the_owner_moving_restoring_or_the_link_lost_makes_misses() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 2)}, offset=5)
+            assert h.ask([key]).rows == {key: Row(key, 2)}
+            h.feed.publish(table(record("n1", [0, 1], restoring=True)))
+            assert h.ask([key]).missing == {0: [key]}  # restoring: not even read by nodes
+            h.feed.publish(table(record("n1", [1]), record("n2", [0])))
+            assert h.ask([key]).missing == {0: [key]}  # n2 owns it now
+            # the follow moves to n2; what n1's follow held is gone
+            await h.following("n2", applied=5)
+            assert h.ask([key]).missing == {0: [key]}
+            await h.fill([key], {key: count_row(key, 3)}, offset=5, node="n2")
+            assert h.ask([key]).rows == {key: Row(key, 3)}
+            h.hub.links["n2"].follows[1][1].put_nowait(LOST)
+            await settle()
+            assert h.ask([key]).missing == {0: [key]}  # entries of a lost follow are gone
+            await h.following("n2", applied=5)
+            assert h.ask([key]).missing == {0: [key]}
+
+    asyncio.run(scenario())
+
+
+def test_entries_are_evicted_least_recently_used_first_past_the_bound() -> None:
+    async def scenario() -> None:
+        keys = [key_in(0, i) for i in range(3)]
+        rows = {k: count_row(k, 1) for k in keys}
+        size = max(len(f'{{"key":"{k}","count":1,"last_event_ms":1700000000001}}') for k in keys)
+        bound = 2 * (ENTRY_OVERHEAD_BYTES + 2 * len(keys[0]) + size)
+        async with harness(max_bytes=bound) as h:
+            h.ask(keys)
+            await h.following(applied=5)
+            await h.fill(keys[:2], rows, offset=5)
+            assert h.ask(keys[:1]).rows == {keys[0]: Row(keys[0], 1)}  # keys[0] used last
+            await h.fill(keys[2:], rows, offset=5)
+            assert h.cache.stats()["bytes"] <= bound
+            assert h.ask(keys[1:2]).missing == {0: keys[1:2]}  # evicted
+            assert h.ask([keys[0], keys[2]]).missing == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_latest_row_reads_as_the_node_gives_it() -> None:
+    doc = {
+        "key": "c1",
+        "event_ms": 1_700_000_000_123,
+        "fields": {"trip": "LIS-BER", "seats": 2, "other": 1},
+    }
+    row = to_row(BOOKINGS, "c1", doc)
+    assert isinstance(row, Event) and row.key == "c1"
+    assert row.event_time == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+    assert row.values["trip"] == "LIS-BER"
+    assert set(row.values) == {f.name for f in BOOKINGS.value_fields}
+
+
+def top_result(rows: Sequence[Ranked], node: str = "n1") -> TopResult:
+    freshness = [{"partition": p, "node": node, "role": "ACTIVE"} for p in range(P)]
+    return TopResult(list(rows), {}, freshness)
+
+
+def test_a_merged_top_is_kept_until_a_change_could_alter_it() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            assert h.cache.top_reading(WORDS, 2, P, DEFAULT_READ) is None  # nothing followed
+            first = await h.following(applied=5)
+            _, second = await h.hub.links["n1"].asked_for(False, 1)
+            queues = [first, second]
+            second.put_nowait({"type": "following", "id": 2, "role": "ACTIVE",
+                                  "state": "RUNNING", "applied": {TOPIC: 7}})  # fmt: skip
+            await settle()
+            rows = [Row("a", 9), Row("b", 5)]
+            read = h.cache.top_reading(WORDS, 2, P, DEFAULT_READ)
+            assert read is not None
+            h.cache.top_read(read, top_result(rows))
+            hit = h.cache.top(WORDS, 2, P, DEFAULT_READ)
+            assert hit is not None and hit.rows == rows
+            assert [e["appliedOffset"] for e in hit.freshness] == [8, 7]  # the feeds' now
+            assert h.cache.top(WORDS, 3, P, DEFAULT_READ) is None  # another limit
+            # a key below the top's last count cannot enter it
+            low = change(WORDS.name, "c", 5, count_row("c", 4))
+            queues[0].put_nowait({"type": "changes", "id": 1, "changes": [low]})
+            await settle()
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is not None
+            # one reaching it can
+            tie = change(WORDS.name, "c", 6, count_row("c", 5))
+            queues[1].put_nowait({"type": "changes", "id": 2, "changes": [tie]})
+            await settle()
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is None
+            # a change during a read that could alter its answer: the answer is not kept
+            read = h.cache.top_reading(WORDS, 2, P, DEFAULT_READ)
+            assert read is not None
+            grown = change(WORDS.name, "b", 7, count_row("b", 6))
+            queues[0].put_nowait({"type": "changes", "id": 1, "changes": [grown]})
+            await settle()
+            h.cache.top_read(read, top_result(rows))
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is None
+            # nor one some other copy answered
+            read = h.cache.top_reading(WORDS, 2, P, DEFAULT_READ)
+            assert read is not None
+            h.cache.top_read(read, top_result(rows, node="n2"))
+            assert h.cache.top(WORDS, 2, P, DEFAULT_READ) is None
+
+    asyncio.run(scenario())
+
+
+def test_an_at_least_lookup_waits_for_the_feed_to_reach_its_offsets() -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            queue = await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 2)}, offset=5)
+            wanted = AppliedAtLeast(TOPIC, ((0, 7),))
+            at_least = ReadOptions(at_least=wanted)
+            loop = asyncio.get_running_loop()
+            waiting = loop.create_task(h.cache.reach(WORDS, [0], wanted, loop.time() + 20))
+            await settle()
+            assert not waiting.done()
+            newer = change(WORDS.name, key, 6, count_row(key, 3))
+            queue.put_nowait(
+                {"type": "changes", "id": 1, "changes": [newer], "applied": {TOPIC: 7}}
+            )
+            await asyncio.wait_for(waiting, 5)
+            assert h.ask([key], at_least).rows == {key: Row(key, 3)}
+            # a follow that is not live is not waited for
+            h.hub.links["n1"].follows[1][1].put_nowait(LOST)
+            await settle()
+            far = AppliedAtLeast(TOPIC, ((0, 100),))
+            await asyncio.wait_for(h.cache.reach(WORDS, [0], far, loop.time() + 20), 5)
+
+    asyncio.run(scenario())
+
+
+def test_a_stalled_membership_or_a_lag_the_owner_cannot_know_makes_misses() -> None:
+    """The feed does not carry lagUnknownSince: a node read would show it, so no hit."""
+
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 2)}, offset=5)
+            assert h.ask([key]).rows == {key: Row(key, 2)}
+            h.feed.publish(dataclasses.replace(h.feed.current, stale_since_ms=1))
+            assert h.ask([key]).missing == {0: [key]}
+            unknown = record("n1", range(P))
+            statuses = tuple(
+                dataclasses.replace(s, lag_unknown_since_ms=1) for s in unknown.partitions
+            )
+            h.feed.publish(table(dataclasses.replace(unknown, partitions=statuses)))
+            assert h.ask([key]).missing == {0: [key]}
+
+    asyncio.run(scenario())
