@@ -250,14 +250,12 @@ def test_subscribers_reach_the_truth_across_a_sigkill_a_restart_and_a_resume(
             60,
         )
         pushed = {i: len(clients.data(i, "topWords")) for i in tops}
-        keyed = [i for i in plan.all() if plan.all()[i][0] in (COUNT, COUNTS)]
+        keyed = {w: ids for w, ids in subscribers.items() if plan.all()[w][0] in (COUNT, COUNTS)}
         last_from = {}  # (subscriber, word) -> the node its newest update came from
         seen: set[str] = set()
-        for ident in keyed:
-            for word, of_key in _by_key(
-                clients, [ident], FIELDS[plan.all()[ident][0]], "word"
-            ).items():
-                last_from[(ident, word)] = of_key[-1]["freshness"]["node"]
+        for who, ids in keyed.items():  # a resumed subscriber: both of its subscriptions
+            for word, of_key in _by_key(clients, ids, FIELDS[plan.all()[who][0]], "word").items():
+                last_from[(who, word)] = of_key[-1]["freshness"]["node"]
                 seen.update(u["freshness"]["node"] for u in of_key)
         again = {
             i: len(clients.data(f"{i}-again", FIELDS[q])) for i, (q, _, _) in plan.resuming.items()
