@@ -3,11 +3,12 @@ nodes, the gateway under uvicorn): graphql-ws, Apollo Client's GraphQLWsLink and
 graphql-sse in both of its modes, all at once in one Node process, each on its own
 connection, subscribe to a word's count and a customer's new bookings (a history view).
 Produces (words through the gateway's `produce` mutation, bookings to Kafka) move both;
-every update carries its offset, token and freshness. Each client then disconnects, the values move on without it,
-and it resubscribes with `after: <its newest token>`: it gets exactly the later changes,
-none twice: every later booking once, in order; the count's later rows in increasing
-offsets up to the truth (a count subscriber is owed the newest row of its key, so rows the
-resumed follow reads together are conflated to the newest: README "Subscriptions")."""
+every update carries its offset, token and freshness. Each client then disconnects, the
+values move on without it, and it resubscribes with `after: <its newest token>`: it gets
+exactly the later changes, none twice: every later booking once, in order; the count's
+later rows in increasing offsets up to the truth (a count subscriber is owed the newest
+row of its key, so rows the resumed follow reads together are conflated to the newest:
+README "Subscriptions")."""
 
 from __future__ import annotations
 
