@@ -79,8 +79,9 @@ def editor_value(page: Page, selector: str) -> str:
     return value
 
 
-def run_in_graphiql(page: Page, url: str, query: str) -> dict[str, Any]:
-    """Open GraphiQL, type `query` into its editor, press run; the response it shows."""
+def run_in_graphiql(page: Page, url: str, query: str, operation: str = "query") -> dict[str, Any]:
+    """Open GraphiQL, type `query` (an `operation`) into its editor, press run; the response
+    it shows."""
     page.goto(url)
     page.wait_for_selector(QUERY_EDITOR, timeout=TIMEOUT_MS)
     page.locator(QUERY_EDITOR).click()
@@ -89,6 +90,14 @@ def run_in_graphiql(page: Page, url: str, query: str) -> dict[str, Any]:
     page.keyboard.type(query)
     # the editor closes brackets as they are typed; typing the closing ones steps over them
     assert editor_value(page, QUERY_EDITOR) == query
+    # GraphiQL parses the editor after typing stops and picks HTTP or WebSocket by the parsed
+    # operation: run once it has parsed what was typed
+    page.wait_for_function(
+        "([s, op]) => document.querySelector(s).CodeMirror.documentAST"
+        "?.definitions?.[0]?.operation === op",
+        arg=[QUERY_EDITOR, operation],
+        timeout=TIMEOUT_MS,
+    )
     page.locator(".graphiql-execute-button").click()
     page.wait_for_function(
         "s => document.querySelector(s).CodeMirror.getValue().includes('\"data\"')",
@@ -124,3 +133,47 @@ def test_graphiql_runs_a_typed_query_offline(
     assert hosts == {"127.0.0.1"}, recorder.urls
     paths = {urlsplit(url).path for url in recorder.urls}
     assert {"/graphql", "/static/graphiql.min.js", "/static/graphiql.min.css"} <= paths
+
+
+LIVE_WORD = "graphiql-live"
+SUBSCRIPTION = f'subscription {{ wordCount(word: "{LIVE_WORD}") {{ word count offset }} }}'
+
+
+def shows_count(page: Page, count: int) -> None:
+    """Wait until GraphiQL's response pane shows `count` for LIVE_WORD."""
+    page.wait_for_function(
+        '([s, c]) => document.querySelector(s).CodeMirror.getValue().includes(`"count": ${c}`)',
+        arg=[RESPONSE, count],
+        timeout=TIMEOUT_MS,
+    )
+
+
+def test_graphiql_runs_a_subscription_and_the_value_moves_after_a_produce(
+    cluster: Cluster, browser: tuple[BrowserContext, Recorder], tmp_path: Path
+) -> None:
+    cluster.produce([LIVE_WORD] * 2)
+    cluster.wait_counts_equal_truth([LIVE_WORD])
+    context, recorder = browser
+    page = context.pages[0] if context.pages else context.new_page()
+    page.on("pageerror", lambda error: recorder.page_errors.append(str(error)))
+    sockets: list[str] = []
+    page.on("websocket", lambda socket: sockets.append(socket.url))
+
+    first = run_in_graphiql(page, cluster.local.gateway_url, SUBSCRIPTION, "subscription")
+    assert first["data"]["wordCount"]["count"] == cluster.truth[LIVE_WORD], first
+    cluster.produce([LIVE_WORD])
+    shows_count(page, cluster.truth[LIVE_WORD])  # pushed, not asked again
+
+    moved: dict[str, Any] = json.loads(editor_value(page, RESPONSE))
+    assert moved["data"]["wordCount"]["word"] == LIVE_WORD, moved
+    assert moved["data"]["wordCount"]["offset"] > first["data"]["wordCount"]["offset"], moved
+    rendered = page.locator(RESPONSE).inner_text()
+    assert f'"count": {cluster.truth[LIVE_WORD]}' in rendered, rendered
+    screenshot = tmp_path / "graphiql-subscription.png"
+    page.screenshot(path=screenshot)
+    assert screenshot.read_bytes().startswith(b"\x89PNG")
+    assert recorder.page_errors == []
+    assert recorder.refused == [], f"GraphiQL reached beyond loopback: {recorder.refused}"
+    # the subscription ran over the gateway's own WebSocket, not by polling /graphql
+    gateway = urlsplit(cluster.local.gateway_url)
+    assert [urlsplit(url)[1:3] for url in sockets] == [(gateway.netloc, gateway.path)], sockets
