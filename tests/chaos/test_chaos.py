@@ -265,10 +265,16 @@ def test_a_slow_node_is_hedged_around(chaos: ChaosCluster) -> None:
     p99 = _percentile(latencies, 0.99)
     print(f"point lookups with a slow node: p99 {p99:.1f} ms over {len(latencies)} answers")
     _assert_never_wrong(answers)
-    read_by = Counter(
-        read[2] for a in answers if start <= a.sent <= end for read in a.keys.values() if read
-    )
-    assert read_by[slow] == 0, f"answers waited for the slow node: {read_by}"
+    # a gateway cache hit names the owner's freshness without asking it: an answer naming
+    # the slow node waited for it only if it took as long as the node's delay
+    waited = [
+        a
+        for a in answers
+        if start <= a.sent <= end
+        and a.received - a.sent >= SLOW_MS / 2000
+        and any(read and read[2] == slow for read in a.keys.values())
+    ]
+    assert not waited, f"{len(waited)} answers waited for the slow node, e.g. {waited[0]}"
     assert _roles(answers, start, end)["STANDBY"] > 0, "no standby read"
     assert share == 1.0
     assert p99 < SLOW_MS / 4
