@@ -144,9 +144,9 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # scopes the produce mutation and node URLs (cluster, /health) need when auth is on
     produce_scope: str = setting("STATEFED_GATEWAY_PRODUCE_SCOPE", "statefed:produce")
     operator_scope: str = setting("STATEFED_GATEWAY_OPERATOR_SCOPE", "statefed:operator")
-    # new history events waiting for one slow subscriber; past it the subscription ends
-    # with SUBSCRIBER_TOO_SLOW (resume with the token). Row subscriptions keep only the
-    # newest row per key and need no bound.
+    # updates waiting for one subscriber: past it a row subscription keeps only the newest
+    # row per key (a slow reader), a history subscription ends with SUBSCRIBER_TOO_SLOW
+    # (resume with the token)
     subscription_queue: int = setting(
         "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE", 1000, low=1, high=1_000_000
     )

@@ -4,9 +4,10 @@ per partition, each delivered once, with the resume token that covers what was d
 The rule, per subscription: a snapshot row sets covered[entry] to its offset; a change at
 offset o is delivered iff o >= token[p] and o >= covered[entry]; then covered[entry] =
 o + 1 (an entry is a key's row, or one window or event of it). Updates wait in `pending`
-until the subscriber takes them: conflated per entry to the newest row (count, latest,
-windows), or queued up to a bound (history: every event once; past the bound the
-subscription ends with SlowSubscriberError, resumable with its token). The pending update
+until the subscriber takes them, every change up to a bound; past it, a row subscription
+(count, latest, windows) keeps only the newest row of each entry (a slow reader), a
+history subscription ends with SlowSubscriberError (every event once), resumable with its
+token. The pending update
 of the lowest offset goes first, so the token of every message, per partition the lowest
 offset not delivered yet, never skips a change nor repeats one.
 """
@@ -29,6 +30,7 @@ __all__ = ["KeyUpdate", "key_updates"]
 
 _QUEUE = "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE"
 Entry = tuple[str, tuple[int, ...]]  # a key, and which of its rows (window, event): () = the key's
+Slot = int  # a waiting update's place in arrival order
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class _Merge:
         self.covered: dict[Entry, int] = {}
         self.conflate = conflate
         self.bound = bound
-        self.pending: dict[Entry | int, _Pending] = {}
+        self.pending: dict[Slot, _Pending] = {}  # in arrival order
         self._serial = 0
         self.wake = asyncio.Event()
 
@@ -85,13 +87,26 @@ class _Merge:
         self.wake.set()
 
     def _hold(self, entry: Entry, pending: _Pending) -> None:
-        if self.conflate:
-            self.pending[entry] = pending
-            return
+        """Keep every change until `bound` wait; past it a row subscription keeps only the
+        newest row of each key (a slow reader), an event subscription fails."""
         if len(self.pending) >= self.bound:
-            raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
+            if not self.conflate:
+                raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
+            self._conflate(entry)
         self._serial += 1
         self.pending[self._serial] = pending
+
+    def _conflate(self, entry: Entry) -> None:
+        """Drop what waits for `entry` (a newer row of it comes); if nothing does, merge
+        every key's waiting rows to its newest, so the subscription stays bounded."""
+        held = [slot for slot, p in self.pending.items() if _entry(p.change) == entry]
+        if not held:
+            newest: dict[Entry, Slot] = {}
+            for slot, p in self.pending.items():
+                newest[_entry(p.change)] = slot
+            held = [slot for slot in self.pending if slot not in set(newest.values())]
+        for slot in held:
+            del self.pending[slot]
 
     def take(self) -> KeyUpdate | None:
         if not self.pending:
@@ -115,6 +130,10 @@ class _Merge:
             p = held.partition
             offsets[p] = min(offsets.get(p, held.change.offset), held.change.offset)
         return ResumeToken(self.view.name, offsets).text()
+
+
+def _entry(change: Change) -> Entry:
+    return (change.key, change.at)
 
 
 def _shown_offset(change: Change) -> int:

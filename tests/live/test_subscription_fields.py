@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -234,13 +235,15 @@ def test_a_slow_subscriber_gets_the_newest_row_per_key_and_a_token_that_skips_no
             a, b = keys_in(0, 2)
             n1 = await running.node("n1")
             running.route(record(n1, [0, 1]))
+            running.config = dataclasses.replace(running.config, subscription_queue=2)
             results = await open_subscription(running, COUNTS, {"words": [a, b]})
             await take(results, 2)  # the first (null) rows
             log.append(a, count_row(a, 1))  # offset 0
             log.append(b, count_row(b, 1))  # 1
             log.append(a, count_row(a, 2))  # 2: a's 0 is superseded
             await running.publish()
-            # nobody reads until the subscription holds all three: two updates remain
+            # nobody reads until the subscription holds all three, over its bound of 2: two
+            # updates remain
             (stream,) = running.hub.streams()
             await wait_for(lambda: stream.reached == 3 and stream.held == 0, 10, "all three in")
             got = [d["wordCounts"] for d in await take(results, 2)]
@@ -250,6 +253,27 @@ def test_a_slow_subscriber_gets_the_newest_row_per_key_and_a_token_that_skips_no
                 {0: 2},
                 {0: 3},
             ]
+            await results.aclose()  # type: ignore[union-attr]
+
+    asyncio.run(scenario())
+
+
+def test_below_its_bound_a_subscriber_that_catches_up_gets_every_row() -> None:
+    async def scenario() -> None:
+        async with cluster(WORDS) as running:
+            log = running.logs[WORDS.name]
+            (a,) = keys_in(0, 1)
+            n1 = await running.node("n1")
+            running.route(record(n1, [0, 1]))
+            results = await open_subscription(running, COUNT, {"word": a})
+            await take(results, 1)  # the first (null) row
+            for count in (1, 2, 3):  # offsets 0, 1, 2
+                log.append(a, count_row(a, count))
+            await running.publish()
+            (stream,) = running.hub.streams()
+            await wait_for(lambda: stream.reached == 3 and stream.held == 0, 10, "all three in")
+            got = [d["wordCount"] for d in await take(results, 3)]
+            assert [(u["count"], u["offset"]) for u in got] == [(1, 0), (2, 1), (3, 2)]
             await results.aclose()  # type: ignore[union-attr]
 
     asyncio.run(scenario())
