@@ -224,6 +224,19 @@ def _produce(session: BenchSession, keys: list[str], run: RateRun, epoch_us: int
         raise BenchError(f"{left} records undelivered to {topic}")
 
 
+def _delete(session: BenchSession, keys: list[str]) -> None:
+    """Tombstones for `keys`: their counts (produce times, far above the data set's) must
+    not stay in the view for the steps after this one (the top-N of fan-out)."""
+    producer = new_producer(session.cluster.bootstrap)
+    view, partitions = session.dataset.view, session.settings.partitions
+    for key in keys:
+        producer.produce(view.changelog_topic, None, key.encode(), partition_for(key, partitions))
+        producer.poll(0)
+    left = producer.flush(10.0)
+    if left:
+        raise BenchError(f"{left} tombstones undelivered to {view.changelog_topic}")
+
+
 def _run_rate(
     session: BenchSession, subscribers: _Subscribers, keys: list[str], rate: int, epoch_us: int
 ) -> RateRun:
@@ -409,6 +422,7 @@ def measure(session: BenchSession, report: Report) -> None:
             runs.append(_run_rate(session, subscribers, keys, rate, epoch_us))
     finally:
         subscribers.stop()
+        _delete(session, keys)
     samples = subscribers.samples()
     _memory(section, rss, len(keys))
     pushes = [pushes_of(samples, run, epoch_us) for run in runs]
