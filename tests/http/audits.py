@@ -10,40 +10,18 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests import npm
+
 __all__ = ["PACKAGES", "failed_audits", "install", "run_audits"]
 
-REPO = Path(__file__).resolve().parents[2]
-PREFIX = REPO / ".cache" / "npm"
+PREFIX = npm.CACHE / "npm"
 SCRIPT = Path(__file__).with_name("audit.mjs")
 PACKAGES = {"graphql-http": "1.23.1", "graphql": "16.15.0"}
 
 
-def _installed(name: str) -> str | None:
-    manifest = PREFIX / "node_modules" / name / "package.json"
-    if not manifest.exists():
-        return None
-    version: str = json.loads(manifest.read_text())["version"]
-    return version
-
-
 def install() -> Path:
     """The npm prefix holding the pinned packages, installed unless they already are."""
-    if all(_installed(n) == v for n, v in PACKAGES.items()):
-        return PREFIX
-    npm = shutil.which("npm")
-    assert npm is not None, "npm is needed to install graphql-http for the audits"
-    PREFIX.mkdir(parents=True, exist_ok=True)
-    pinned = [f"{name}@{version}" for name, version in PACKAGES.items()]
-    subprocess.run(
-        [npm, "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", "--save-exact",
-         *pinned],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )  # fmt: skip
-    installed = {n: _installed(n) for n in PACKAGES}
-    assert installed == PACKAGES, f"npm installed {installed}, not {PACKAGES}"
-    return PREFIX
+    return npm.install(PREFIX, PACKAGES, "graphql-http for the audits")
 
 
 def run_audits(url: str) -> list[dict[str, Any]]:
