@@ -39,6 +39,7 @@ from schema.views import (
     ViewKind,
     WindowSpec,
     load_catalogue,
+    scalar_value,
     view_by_name,
 )
 
@@ -87,6 +88,7 @@ __all__ = [
     "pack_uint",
     "partition_for",
     "prefix",
+    "scalar_value",
     "unpack",
     "view_by_name",
     "window_record_key",

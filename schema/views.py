@@ -11,6 +11,7 @@ import enum
 import importlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "CATALOGUE",
@@ -22,6 +23,7 @@ __all__ = [
     "ViewKind",
     "WindowSpec",
     "load_catalogue",
+    "scalar_value",
     "view_by_name",
 ]
 
@@ -45,6 +47,24 @@ class FieldType(enum.Enum):
     INT = "Int"
     FLOAT = "Float"
     BOOLEAN = "Boolean"
+
+
+_INT32 = range(-(2**31), 2**31)  # a GraphQL Int
+
+
+def scalar_value(field_type: FieldType, value: Any) -> Any:
+    """`value` of an event's JSON as the field's scalar, or None when it does not fit (a
+    GraphQL Int is 32-bit): what the node's fields, the gateway's cache and its
+    subscriptions all show."""
+    if field_type is FieldType.STRING:
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool):
+        return value if field_type is FieldType.BOOLEAN else None
+    if field_type is FieldType.INT:
+        return value if isinstance(value, int) and value in _INT32 else None
+    if field_type is FieldType.FLOAT:
+        return float(value) if isinstance(value, int | float) else None
+    return None
 
 
 @dataclass(frozen=True)

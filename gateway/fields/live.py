@@ -39,7 +39,7 @@ from gateway.live.updates import KeyUpdate, key_updates
 from gateway.reads import ReadOptions
 from gateway.request import RequestContext
 from gateway.timestamps import from_ms
-from schema import FieldType, View
+from schema import View, scalar_value
 
 __all__ = [
     "After",
@@ -74,13 +74,6 @@ FollowLag = Annotated[
         "STATEFED_GATEWAY_MAX_LAG); each update's freshness says which copy it came from.",
     ),
 ]
-
-_SCALAR_CHECKS: Mapping[FieldType, Callable[[Any], bool]] = {
-    FieldType.STRING: lambda v: isinstance(v, str),
-    FieldType.INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    FieldType.FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    FieldType.BOOLEAN: lambda v: isinstance(v, bool),
-}
 
 
 @strawberry.type(description="Which copy of a partition an update came from, and how current.")
@@ -132,7 +125,7 @@ def event_values_of(view: View, row: Mapping[str, Any] | None) -> dict[str, Any]
     values = {}
     for spec in view.value_fields:
         value = fields.get(spec.name) if isinstance(fields, dict) else None
-        values[spec.name] = value if value is None or _SCALAR_CHECKS[spec.type](value) else None
+        values[spec.name] = scalar_value(spec.type, value)
     event_ms = row.get("event_ms") if row is not None else None
     values["eventTime"] = from_ms(event_ms) if isinstance(event_ms, int) else None
     return values

@@ -54,7 +54,7 @@ from gateway.reads import ReadOptions, TopResult
 from gateway.routing import NodeInfo, RoutingFeed
 from gateway.rows import Event, Ranked, Row
 from gateway.timestamps import from_ms
-from schema import FieldType, NodeState, View, ViewKind
+from schema import NodeState, View, ViewKind, scalar_value
 from schema.feed import Change, FeedFrameError, offsets_of
 
 __all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead"]
@@ -65,7 +65,6 @@ ENTRY_OVERHEAD_BYTES = 200  # per entry besides its key and row JSON: dict slots
 CACHED_KINDS = (ViewKind.COUNT, ViewKind.LATEST)
 _FILL_TIMEOUT_S = 5.0
 _RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-_INT32 = range(-(2**31), 2**31)
 _ROUTING: dict[str, Any] = {"type": "routing"}
 MAX_TOPS = 256  # merged tops kept (view, limit); the oldest goes first
 _TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past it, not kept
@@ -674,21 +673,10 @@ def to_row(view: View, key: str, row: Mapping[str, Any]) -> Row | Event:
         return Row(key, int(row["count"]))
     fields = row.get("fields")
     fields = fields if isinstance(fields, dict) else {}
-    values = {spec.name: _scalar(spec.type, fields.get(spec.name)) for spec in view.value_fields}
+    values = {
+        spec.name: scalar_value(spec.type, fields.get(spec.name)) for spec in view.value_fields
+    }
     return Event(key, from_ms(int(row["event_ms"])), values)
-
-
-def _scalar(field_type: FieldType, value: Any) -> Any:
-    """`value` as the node's field gives it: None when it does not fit its scalar."""
-    if field_type is FieldType.STRING:
-        return value if isinstance(value, str) else None
-    if isinstance(value, bool):
-        return value if field_type is FieldType.BOOLEAN else None
-    if field_type is FieldType.INT:
-        return value if isinstance(value, int) and value in _INT32 else None
-    if field_type is FieldType.FLOAT:
-        return float(value) if isinstance(value, int | float) else None
-    return None
 
 
 def _never(_node: str) -> bool:

@@ -28,7 +28,6 @@ __all__ = [
     "read_keys",
     "read_partitions",
     "scalar_type",
-    "scalar_value",
 ]
 
 MAX_TOP_LIMIT = 10_000
@@ -152,22 +151,8 @@ _SCALARS: dict[FieldType, type] = {
     FieldType.FLOAT: float,
     FieldType.BOOLEAN: bool,
 }
-_INT32 = range(-(2**31), 2**31)
 
 
 def scalar_type(field_type: FieldType) -> type:
     """The Python type strawberry maps to the value field's GraphQL scalar."""
     return _SCALARS[field_type]
-
-
-def scalar_value(field_type: FieldType, value: Any) -> Any:
-    """`value` as the field's scalar, or None when it does not fit (a GraphQL Int is 32-bit)."""
-    if field_type is FieldType.STRING:
-        return value if isinstance(value, str) else None
-    if isinstance(value, bool):
-        return value if field_type is FieldType.BOOLEAN else None
-    if field_type is FieldType.INT:
-        return value if isinstance(value, int) and value in _INT32 else None
-    if field_type is FieldType.FLOAT:
-        return float(value) if isinstance(value, int | float) else None
-    return None
