@@ -317,6 +317,15 @@ class RoutingFeed:
             await self._changed.wait()
         return self._table
 
+    async def newer_within(self, seen_version: int, timeout_s: float) -> bool:
+        """Whether a table newer than `seen_version` came within `timeout_s` (`newer`)."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.newer(seen_version)
+        except TimeoutError:
+            return False
+        return True
+
     async def refresh(self, seen_version: int, timeout_s: float) -> RoutingTable:
         """Ask for a fresher table and wait up to `timeout_s` for one newer than `seen_version`."""
         for hook in self._refresh_hooks:

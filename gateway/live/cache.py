@@ -508,14 +508,14 @@ class GatewayCache:
         """The RUNNING ACTIVE owner of `partition`; waits for the routing table to name one."""
         feed = self._routing
         if attempt:
-            await _newer_within(feed, feed.current.version, _RETRY_S[min(attempt, 6) - 1])
+            await feed.newer_within(feed.current.version, _RETRY_S[min(attempt, 6) - 1])
         while True:
             table = feed.current
             owner = table.owner(partition)
             running = owner is not None and owner.state is NodeState.RUNNING
             if owner is not None and running and not owner.restoring(partition):
                 return owner
-            await _newer_within(feed, table.version, _RETRY_S[-1])
+            await feed.newer_within(table.version, _RETRY_S[-1])
 
     async def _pump(self, state: _Partition, frames: asyncio.Queue[Mapping[str, Any]]) -> str:
         while True:
@@ -681,12 +681,3 @@ def to_row(view: View, key: str, row: Mapping[str, Any]) -> Row | Event:
 
 def _never(_node: str) -> bool:
     return False
-
-
-async def _newer_within(feed: RoutingFeed, version: int, timeout_s: float) -> bool:
-    try:
-        async with asyncio.timeout(timeout_s):
-            await feed.newer(version)
-    except TimeoutError:
-        return False
-    return True

@@ -181,13 +181,13 @@ class FeedStream:
         """The copy to follow; waits for the routing table to offer one."""
         feed = self._hub.routing
         if attempt:
-            await _newer_within(feed, feed.current.version, _RETRY_S[min(attempt, 5) - 1])
+            await feed.newer_within(feed.current.version, _RETRY_S[min(attempt, 5) - 1])
         while True:
             table = feed.current
             node = self._preferred(table)
             if node is not None:
                 return node
-            if not await _newer_within(feed, table.version, _RETRY_S[-1]):
+            if not await feed.newer_within(table.version, _RETRY_S[-1]):
                 self._avoid.clear()  # nothing new: copies that failed may be back
 
     def _preferred(self, table: RoutingTable) -> NodeInfo | None:
@@ -323,16 +323,6 @@ class FeedStream:
         if snapshot:
             self._snapshot = False
         return True
-
-
-async def _newer_within(feed: RoutingFeed, version: int, timeout_s: float) -> bool:
-    """Whether a table newer than `version` came within `timeout_s`."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            await feed.newer(version)
-    except TimeoutError:
-        return False
-    return True
 
 
 class _Watched:
