@@ -498,13 +498,16 @@ class LevelDBStore(PartitionStore):
     ) -> list[_Row | None]:
         """The rows of `keys` in input order, None for unknown keys, from one snapshot: a
         batch applied meanwhile is seen by all keys or by none."""
-        db = self._require_open()
-        with db.snapshot() as snapshot:
-            values = [snapshot.get(key_of(view, key)) for key in keys]
+        values = self._get_all([key_of(view, key) for key in keys])
         return [
             None if value is None else decode(view, key, value)
             for key, value in zip(keys, values, strict=True)
         ]
+
+    def _get_all(self, stored_keys: list[bytes]) -> list[bytes | None]:
+        """The values of `stored_keys`, read from one snapshot."""
+        with self._require_open().snapshot() as snapshot:
+            return [snapshot.get(key) for key in stored_keys]
 
     def top(self, view: str, limit: int) -> list[CountRow]:
         db = self._require_open()
@@ -634,18 +637,8 @@ class _PinnedStore(LevelDBStore):
     def apply(self, batch: ChangeBatch) -> list[Effect]:
         raise StoreError(f"partition store {self.path}: a pinned view takes no writes")
 
-    def _read_many(
-        self,
-        view: str,
-        keys: list[str],
-        key_of: Callable[[str, str], bytes],
-        decode: Callable[[str, str, bytes], _Row],
-    ) -> list[_Row | None]:
-        values = [self._snapshot.get(key_of(view, key)) for key in keys]
-        return [
-            None if value is None else decode(view, key, value)
-            for key, value in zip(keys, values, strict=True)
-        ]
+    def _get_all(self, stored_keys: list[bytes]) -> list[bytes | None]:
+        return [self._snapshot.get(key) for key in stored_keys]  # pinned: one snapshot already
 
 
 def _disk_full(exc: BaseException) -> bool:
