@@ -127,7 +127,8 @@ class Liveness:
 @dataclass(frozen=True)
 class RoutingTable:
     """A snapshot: known nodes, the live ACTIVE claimants of each partition, P per view,
-    the live STANDBY copies of each partition with their lag, least lag first, and the node
+    the live STANDBY copies of each partition with their lag (known lag first, then least
+    lag first), and the node
     last seen serving each partition ACTIVE (dead or alive).
 
     `version` grows with every snapshot a `RoutingFeed` publishes. `stale_since_ms` is set
@@ -176,11 +177,12 @@ class RoutingTable:
         disclaimers: Disclaimers = _NO_DISCLAIMERS,
         avoid: Collection[str] = (),
     ) -> NodeInfo | None:
-        """The least lagging live STANDBY copy of `partition` at most `max_lag` behind, on a
-        node not in `avoid` and not disclaimed; None when there is none."""
+        """The first live STANDBY copy of `partition` (known lag before unknown, least lag
+        first) at most `max_lag` behind, on a node not in `avoid` and not disclaimed; None
+        when there is none."""
         for node, lag in self.standbys.get(partition, ()):
             if lag > max_lag:
-                break
+                continue
             if node.node_id not in avoid and not disclaimers.excludes(node, partition):
                 return node
         return None
@@ -211,6 +213,13 @@ def _claim_order(node: NodeInfo) -> tuple[bool, int, str]:
     return (node.state is not NodeState.RUNNING, -node.heartbeat_ms, node.node_id)
 
 
+def _standby_order(copy: tuple[NodeInfo, PartitionStatus]) -> tuple[bool, int, str]:
+    # a copy whose lag is known before one whose lag is as of some time ago (the broker did
+    # not answer its node, or its node stood still), then the least lag, then a stable order
+    node, status = copy
+    return (status.lag_unknown_since_ms is not None, status.lag, node.node_id)
+
+
 def build_routing_table(
     members: Mapping[str, MemberRecord],
     partition_counts: Mapping[str, int],
@@ -238,19 +247,19 @@ def build_routing_table(
         for node_id, record in members.items()
     }
     claims: dict[int, list[NodeInfo]] = {}
-    standbys: dict[int, list[tuple[NodeInfo, int]]] = {}
+    standbys: dict[int, list[tuple[NodeInfo, PartitionStatus]]] = {}
     for node in nodes.values():
         if node.alive:
             for partition in node.active():
                 claims.setdefault(partition, []).append(node)
             for status in node.partitions:
                 if status.role is Role.STANDBY and not status.restoring:
-                    standbys.setdefault(status.partition, []).append((node, status.lag))
+                    standbys.setdefault(status.partition, []).append((node, status))
     return RoutingTable(
         nodes=nodes,
         claims={p: tuple(sorted(c, key=_claim_order)) for p, c in claims.items()},
         standbys={
-            p: tuple(sorted(s, key=lambda copy: (copy[1], copy[0].node_id)))
+            p: tuple((node, status.lag) for node, status in sorted(s, key=_standby_order))
             for p, s in standbys.items()
         },
         partition_counts=dict(partition_counts),

@@ -171,6 +171,9 @@ class Replicator:
         self._positions: dict[tuple[str, int], int] = {}
         self._restores: dict[int, _Restore] = {}
         self._faults: dict[int, _Fault] = {}
+        # per partition attached, its topics no fetch has come back for since: their cached
+        # high watermarks may be of an earlier assignment, so its lag is doubted until then
+        self._unfetched: dict[int, set[str]] = {}
         self.records_read = 0
         self.failure: BaseException | None = None
 
@@ -268,6 +271,8 @@ class Replicator:
         if restoring:
             self._restores[partition] = _Restore(time.monotonic(), applied)
         self.registry.attach(partition, store, self.role, applied, restoring=restoring)
+        self.registry.doubt_ends([partition], self._clock(), lapses=False)
+        self._unfetched[partition] = {tp.topic for tp in topics}
         if self._feed is not None:
             self._feed.attach(partition, self.role, applied, restoring)
         if failure is not None:
@@ -315,12 +320,15 @@ class Replicator:
                 self._feed.detach(partition, f"{self.name} let partition {partition} go")
             self._restores.pop(partition, None)
             self._faults.pop(partition, None)
+            self._unfetched.pop(partition, None)
             store = self._stores.pop(partition, None)
             if store is not None:
                 store.close()
 
     def _apply(self, messages: list[Message]) -> None:
         """Apply one poll batch: one ChangeBatch, so one atomic write, per partition."""
+        if self._unfetched:
+            self._note_fetched(messages)
         batches: dict[int, ChangeBatch] = {}
         for message in messages:
             error = message.error()
@@ -363,6 +371,22 @@ class Replicator:
                 self._feed.publish(partition, changes, batch.offsets)
             for topic, next_offset in batch.offsets.items():
                 self._positions[(topic, partition)] = next_offset
+
+    def _note_fetched(self, messages: list[Message]) -> None:
+        """Trust the end offsets of a partition attached earlier once a fetch came back for
+        each of its topics since: a record, or a partition EOF at the end."""
+        for message in messages:
+            error = message.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                continue
+            partition = message.partition()
+            topics = None if partition is None else self._unfetched.get(partition)
+            if partition is None or topics is None:
+                continue
+            topics.discard(message.topic() or "")
+            if not topics:
+                del self._unfetched[partition]
+                self.registry.trust_ends(partition)
 
     def _new_batch(self) -> ChangeBatch:
         """An empty batch that also purges the rows (windows) expired by now (and drops

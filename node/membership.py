@@ -9,6 +9,11 @@ The acknowledgements of these records are how the node knows the broker answers:
 still unacknowledged after `UNANSWERED_HEARTBEATS` heartbeats (a healthy broker answers
 within one) means the broker has not answered since the newest acknowledged record was
 sent, and the registry is told so; every copy's freshness then says its lag is unknown.
+
+The gaps between heartbeats are how the node knows it stood still (SIGSTOP, a paused VM):
+a gap of `STALL_HEARTBEATS` heartbeats (the silence after which a gateway judges the node
+dead) means every end offset is as old as the last heartbeat before it, so no record may
+report a lag from them until the consumers fetched again (node.partitions `Doubt`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ __all__ = ["MembershipPublisher"]
 log = logging.getLogger(__name__)
 
 UNANSWERED_HEARTBEATS = 2
+STALL_HEARTBEATS = 3
+STALL_MIN_S = 2.0  # a busy machine may delay a short heartbeat this much without a stall
 
 
 class MembershipPublisher:
@@ -58,6 +65,8 @@ class MembershipPublisher:
         # so reports come in order), and when the newest acknowledged one was
         self._unacked: deque[int] = deque()
         self._acked_ms: int | None = None
+        # when the previous heartbeat ran (monotonic s, wall ms), to see a stall
+        self._beat: tuple[float, int] | None = None
 
     def record(self) -> MemberRecord:
         """This node's membership record as of now."""
@@ -106,6 +115,7 @@ class MembershipPublisher:
         while not self._stop.is_set():
             # clear before reading the state: a change after this wakes the next wait
             self.registry.changed.clear()
+            self._judge_stall(time.monotonic(), int(self._clock() * 1000))
             try:
                 self._produce(producer, encode_member(self.record()))
             except Exception:  # a full queue or a broker hiccup: try again next heartbeat
@@ -113,6 +123,29 @@ class MembershipPublisher:
             producer.poll(0)
             self._judge_broker()
             self.registry.changed.wait(interval_s)
+
+    def stalled_since_ms(self, now_s: float) -> int | None:
+        """When the previous heartbeat ran (wall ms), if the node stood still since: the
+        gap since then is `STALL_HEARTBEATS` heartbeats and at least `STALL_MIN_S`."""
+        if self._beat is None:
+            return None
+        limit_s = max(STALL_HEARTBEATS * self.config.heartbeat_ms / 1000, STALL_MIN_S)
+        last_s, last_ms = self._beat
+        return last_ms if now_s - last_s > limit_s else None
+
+    def _judge_stall(self, now_s: float, now_ms: int) -> None:
+        since = self.stalled_since_ms(now_s)
+        self._beat = (now_s, now_ms)
+        if since is None:
+            return
+        self.registry.doubt_ends(None, since, lapses=True)
+        log.warning(
+            "node %s: stood still for %.1f s (no heartbeat since %s); every copy's lag is "
+            "unknown until its consumer has fetched again",
+            self.config.node_id,
+            (now_ms - since) / 1000,
+            iso_ms(since),
+        )
 
     def unanswered_since_ms(self, now_ms: int) -> int | None:
         """Since when the broker has not answered, judged from the acknowledgements of

@@ -8,13 +8,14 @@ whose store is closed (a reopen after a failed write that failed too). The regis
 keeps the node state, per-partition applied and end offsets (for lag, freshness and
 membership), each copy's store error (a full disk), the damaged stores set aside, and
 since when the lag is unknown: for every copy while the broker does not answer the node,
-and for a copy held after the group lost its assignment (node.materializer) until it is
-given up.
+for a copy held after the group lost its assignment (node.materializer) until it is
+given up, and while a copy's end offsets are doubted (`Doubt`).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -23,9 +24,30 @@ from node.errors import TopologyError
 from node.store import PartitionStore
 from schema import NodeState, PartitionStatus, Role
 
-__all__ = ["PartitionRegistry", "SetAside"]
+__all__ = ["Doubt", "PartitionRegistry", "SetAside"]
 
 T = TypeVar("T")
+
+
+# a doubt raised by a stall lapses after this much running: the consumer's fetches in that
+# time refresh every cached high watermark (librdkafka fetches at least every 0.5 s)
+STALL_DOUBT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Doubt:
+    """A copy's end offsets may be old, so its lag is unknown since `since_ms`: either the
+    copy was just attached (a consumer keeps a partition's cached high watermark across
+    unassign and assign) until a fetch for each of its topics came back, or the node
+    stood still (SIGSTOP, a paused VM) and its end offsets are as of then, until
+    `STALL_DOUBT_S` after `raised_s` (monotonic)."""
+
+    since_ms: int
+    raised_s: float
+    lapses: bool
+
+    def lapsed(self, now_s: float) -> bool:
+        return self.lapses and now_s - self.raised_s >= STALL_DOUBT_S
 
 
 @dataclass
@@ -43,11 +65,15 @@ class _Copy:
     held_since_ms: int | None = None
     # why the store cannot be written now (applying is paused and retried), else None
     store_error: str | None = None
+    doubt: Doubt | None = None
 
     def status(self, partition: int, unreachable_since_ms: int | None) -> PartitionStatus:
         applied = sum(self.applied.values())
         end = sum(max(self.end.get(t, -1), n) for t, n in self.applied.items())
-        unknown = [t for t in (self.held_since_ms, unreachable_since_ms) if t is not None]
+        if self.doubt is not None and self.doubt.lapsed(time.monotonic()):
+            self.doubt = None
+        doubted = None if self.doubt is None else self.doubt.since_ms
+        unknown = [t for t in (self.held_since_ms, unreachable_since_ms, doubted) if t is not None]
         return PartitionStatus(
             partition,
             self.role,
@@ -140,6 +166,28 @@ class PartitionRegistry:
                 copy = self._copies.get(partition)
                 if copy is not None:
                     copy.held_since_ms = since_ms
+        self.changed.set()
+
+    def doubt_ends(self, partitions: Collection[int] | None, since_ms: int, lapses: bool) -> None:
+        """Doubt the end offsets of `partitions` (None: of every copy) since `since_ms`: see
+        `Doubt`; one that `lapses` ends by itself, the others at `trust_ends`."""
+        raised = Doubt(since_ms, time.monotonic(), lapses)
+        with self._lock:
+            for partition, copy in self._copies.items():
+                if partitions is not None and partition not in partitions:
+                    continue
+                # a stall's doubt does not replace one that ends at trust_ends only
+                if copy.doubt is None or copy.doubt.lapses or not lapses:
+                    copy.doubt = raised
+        self.changed.set()
+
+    def trust_ends(self, partition: int) -> None:
+        """A fetch for each topic of `partition` came back after it was attached: its end
+        offsets are current (a stall's doubt still runs its course)."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is not None and copy.doubt is not None and not copy.doubt.lapses:
+                copy.doubt = None
         self.changed.set()
 
     def attach(

@@ -268,3 +268,21 @@ def test_the_error_of_an_unassigned_partition_names_its_last_owner_or_none() -> 
     assert isinstance(never, PartitionNeverAssignedError)
     assert never.partition_extensions(1)["reason"] == "NEVER_ASSIGNED"
     assert never.partition_extensions(1)["node"] is None
+
+
+def test_a_standby_with_a_lag_unknown_is_offered_after_those_with_a_known_lag() -> None:
+    def with_copy(node_id: str, copy: PartitionStatus) -> MemberRecord:
+        return dataclasses.replace(
+            member(node_id, f"http://{node_id}:1", [], NOW), partitions=(copy,)
+        )
+
+    members = {
+        # a node that stood still reports the lag of its old end offsets: none
+        "a": with_copy("a", PartitionStatus(0, Role.STANDBY, 40, 40, lag_unknown_since_ms=1)),
+        "b": with_copy("b", PartitionStatus(0, Role.STANDBY, 98, 100)),
+        "c": with_copy("c", PartitionStatus(0, Role.STANDBY, 50, 100)),
+    }
+    table = build_routing_table(members, {VIEW.name: 1}, NOW)
+    assert [n.node_id for n, _lag in table.standbys[0]] == ["b", "c", "a"]
+    chosen = [table.standby(0, 5), table.standby(0, 5, avoid={"b"}), table.standby(0, 60)]
+    assert [n.node_id if n else None for n in chosen] == ["b", "a", "b"]
