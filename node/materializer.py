@@ -656,9 +656,13 @@ class Materializer(Replicator):
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Cooperative: `partitions` (of the lead topic) are only those added now, maybe none."""
-        if self._outage_held:  # the group is back: copies held through the outage restore anew
+        if self._outage_held:
+            # the group is back: copies held through the outage go on as STANDBY copies (so
+            # each partition keeps a copy serving until its new owner runs); one assigned
+            # here again is claimed back from there and restores the tail
             held, self._outage_held = self._outage_held, set()
-            self._close_stores(held)
+            kept = self._hand_over(held)
+            self._close_stores(held - kept)
         added = sorted({tp.partition for tp in partitions} - self._assigned_partitions())
         if added:
             self.registry.set_state(NodeState.RESTORING)
