@@ -663,6 +663,13 @@ class Materializer(Replicator):
             held, self._outage_held = self._outage_held, set()
             kept = self._hand_over(held)
             self._close_stores(held - kept)
+            log.info(
+                "node %s: the group assigns partitions again: copies %s held through the "
+                "outage go on as standby copies (%s closed)",
+                self.config.node_id,
+                sorted(kept),
+                sorted(held - kept),
+            )
         added = sorted({tp.partition for tp in partitions} - self._assigned_partitions())
         if added:
             self.registry.set_state(NodeState.RESTORING)
