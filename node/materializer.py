@@ -25,7 +25,8 @@ view's kind
 expire (windows past their retention, by the injected clock), purges them with every
 batch and by a periodic sweep. After each successful write the changes that took effect go
 to the node's change feed (node.feed), with every attach, detach, end offset and restore
-state of a copy: the tap only appends to memory, it never waits on the network.
+state of a copy: the tap only appends to memory, it never waits on the network. A batch of
+a partition nobody follows computes no changes: only its offsets go to the feed.
 """
 
 from __future__ import annotations
@@ -337,7 +338,7 @@ class Replicator:
             view = self.views[topic]
             batch = batches.get(partition)
             if batch is None:
-                batch = batches[partition] = self._new_batch()
+                batch = batches[partition] = self._new_batch(self._followed(partition))
             batch.reading(offset, len(message.value() or b""))
             try:
                 self._appliers[topic](batch, view, message)
@@ -360,14 +361,19 @@ class Replicator:
             self._faults.pop(partition, None)
             self.registry.record_applied(partition, batch.offsets)
             if self._feed is not None:
-                self._feed.publish(partition, changes, batch.offsets)
+                self._feed.publish(partition, changes if batch.tracked else None, batch.offsets)
             for topic, next_offset in batch.offsets.items():
                 self._positions[(topic, partition)] = next_offset
 
-    def _new_batch(self) -> ChangeBatch:
+    def _followed(self, partition: int) -> bool:
+        """Whether the change feed wants the changes of `partition`'s next batch."""
+        return self._feed is not None and self._feed.wants_changes(partition)
+
+    def _new_batch(self, tracked: bool = False) -> ChangeBatch:
         """An empty batch that also purges the rows (windows) expired by now (and drops
-        incoming ones that are), so a restore from an old changelog does not store dead rows."""
-        batch = ChangeBatch()
+        incoming ones that are), so a restore from an old changelog does not store dead rows.
+        Only a `tracked` batch reports its changes (for the change feed)."""
+        batch = ChangeBatch(tracked=tracked)
         if self._expiring:
             now_ms = self._clock()
             for view, expire in self._expiring:
