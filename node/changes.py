@@ -91,6 +91,7 @@ class ChangeBatch:
     A later change of the same entry replaces an earlier one (changelog values are
     absolute), except for latest rows, where the event with the greatest position wins.
     `horizons[view]` expires that windowed view's windows with end <= the horizon.
+    A batch built with `tracked=False` reports no effects: nobody follows its partition.
     """
 
     counts: dict[tuple[str, str], CountRow | None] = field(default_factory=dict)
@@ -103,6 +104,8 @@ class ChangeBatch:
     origins: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
     # the record being added now (`reading`); offset 0 for batches built by hand
     _at: tuple[int, int] = (0, 0)
+    # whether `effects` is wanted: the change feed follows the partition
+    tracked: bool = True
 
     def reading(self, offset: int, size: int = 0) -> None:
         """The changes added from now on come from the changelog record at `offset`, whose
@@ -168,7 +171,10 @@ class ChangeBatch:
     def effects(self, outranked: Collection[tuple[str, str]] = ()) -> list[Effect]:
         """The batch's changes in offset order, as a store that applied it made them: all
         but the latest rows in `outranked` (view, key), which the stored row beat, and the
-        windows the batch's own horizon expires (stored as nothing, never seen)."""
+        windows the batch's own horizon expires (stored as nothing, never seen); none
+        when the batch is not `tracked`."""
+        if not self.tracked:
+            return []
         origins = self.origins
         effects = [
             Effect(*origins[("c", view, key)], view, key, count)

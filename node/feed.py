@@ -11,6 +11,12 @@ partition that grows going first.
 from an older offset is replayed from Kafka first (node.feedreplay), the feed socket
 (node.feedsocket) reads the rest from here.
 
+A partition nobody follows costs the tap nothing per record: its replicator asks
+`wants_changes` before building a batch and publishes none (None) when no follow runs, and
+its ring then holds nothing, from the applied offsets on. A follow counts from before its
+first read (`followed`) to its end, so every batch begun after it started is kept; one begun
+before and published after only moves `first` past it, and the follow replays it.
+
 The threads never wait on the network or the event loop: a publish appends under a short
 lock and, once per quiet period, asks the loop (`call_soon_threadsafe`) to wake the follows
 of the partition. A copy attached again with other offsets (a rebuilt store), or detached,
@@ -23,7 +29,7 @@ import asyncio
 import contextlib
 import itertools
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from node.changes import Effect
@@ -85,6 +91,12 @@ class _Ring:
     def end_seq(self) -> int:
         return self.base_seq + len(self.entries)
 
+    def forget(self) -> None:
+        """Hold nothing, every change from the applied offsets on."""
+        self.base_seq, self.entries, self.head, self.size = self.end_seq, [], 0, 0
+        for topic, offset in self.applied.items():
+            self.first[topic] = max(self.first.get(topic, 0), offset)
+
     def evict(self) -> None:
         entry = self.entries[self.head]
         self.head += 1
@@ -122,6 +134,7 @@ class ChangeFeed:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, asyncio.Future[None]] = {}  # loop side only
         self._wake_pending: set[int] = set()
+        self._follows: dict[int, int] = {}  # running follows per partition
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wake follows in `loop` (the server's) from now on."""
@@ -151,20 +164,33 @@ class ChangeFeed:
                 self._gone[partition] = reason
         self._wake(partition)
 
-    def publish(self, partition: int, effects: list[Effect], offsets: Mapping[str, int]) -> None:
-        """The changes a store write made take effect (offset order) and its new offsets."""
+    def wants_changes(self, partition: int) -> bool:
+        """Whether a follow of `partition` runs: a batch begun now must report its changes."""
+        with self._lock:
+            return partition in self._follows
+
+    def publish(
+        self, partition: int, effects: list[Effect] | None, offsets: Mapping[str, int]
+    ) -> None:
+        """The changes a store write made take effect (offset order; None: not known, as
+        nobody followed when the batch began) and its new offsets."""
         topics = self.topics
-        entries = [Entry(topics[e.view], e) for e in effects]
+        entries = None if effects is None else [Entry(topics[e.view], e) for e in effects]
         with self._lock:
             ring = self._rings.get(partition)
             if ring is None:
                 return
-            ring.entries.extend(entries)
-            ring.size += sum(e.size for e in entries)
             ring.applied.update(offsets)
-            cap = self.budget_bytes // max(1, len(self._rings))
-            while ring.size > cap and ring.head < len(ring.entries):
-                ring.evict()
+            if entries is None:
+                ring.forget()
+                if partition not in self._follows:
+                    return  # nobody to wake
+            else:
+                ring.entries.extend(entries)
+                ring.size += sum(e.size for e in entries)
+                cap = self.budget_bytes // max(1, len(self._rings))
+                while ring.size > cap and ring.head < len(ring.entries):
+                    ring.evict()
         self._wake(partition)
 
     def record_end(self, partition: int, topic: str, end: int) -> None:
@@ -210,6 +236,19 @@ class ChangeFeed:
         if waiter is None or waiter.done():
             waiter = self._waiters[partition] = asyncio.get_running_loop().create_future()
         return waiter
+
+    @contextlib.contextmanager
+    def followed(self, partition: int) -> Iterator[None]:
+        """A follow of `partition` runs for the block: the replicators keep its changes."""
+        with self._lock:
+            self._follows[partition] = self._follows.get(partition, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._follows.pop(partition) - 1
+                if left:
+                    self._follows[partition] = left
 
     def gone_reason(self, partition: int) -> str | None:
         """Why `partition` is not followed here (None: it is)."""

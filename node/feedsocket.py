@@ -5,7 +5,8 @@ signed like a node call (node.trust): a refused one gets the HTTP status and err
 (401 unsigned, 503 starting, 400 without the subprotocol) where the server can send one,
 else close code 4401 / 4503 / 4400. Each follow then runs as its own task: it reads the
 partition's ring (node.feed) from its cursor, replays from Kafka what the ring no longer
-holds (node.feedreplay) and waits for the next publish. A follow never buffers: it reads
+holds (node.feedreplay) and waits for the next publish; while it runs, the replicators
+keep the changes of its partition (`ChangeFeed.followed`). A follow never buffers: it reads
 what it sends when it can send it, so a slow connection only falls behind into a replay.
 Every `PROGRESS_INTERVAL_S` at most, a follow whose copy's role, state or end offsets
 changed, or whose cursor moved without a change to send, gets a `progress` frame.
@@ -266,9 +267,14 @@ class _FollowRun:
         self._progress_at = 0.0
 
     async def run(self) -> None:
+        # counted before the first read: the replicators keep every change from then on
+        with self.feed.followed(self.follow.partition):
+            if await self._begin():
+                await self._go_on()
+
+    async def _go_on(self) -> None:
+        """Send changes from the ring, and replays, until the copy is gone."""
         follow, partition = self.follow, self.follow.partition
-        if not await self._begin():
-            return
         while True:
             waiter = self.feed.changed(partition)
             read = self.feed.read(

@@ -25,7 +25,8 @@ view's kind
 expire (windows past their retention, by the injected clock), purges them with every
 batch and by a periodic sweep. After each successful write the changes that took effect go
 to the node's change feed (node.feed), with every attach, detach, end offset and restore
-state of a copy: the tap only appends to memory, it never waits on the network.
+state of a copy: the tap only appends to memory, it never waits on the network. A batch of
+a partition nobody follows computes no changes: only its offsets go to the feed.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ class Replicator:
         self.registry = registry
         self.views = {view.changelog_topic: view for view in catalogue}
         # per topic, resolved once: the apply loop runs once per changelog record
-        self._appliers = {topic: kind_of(view).apply for topic, view in self.views.items()}
+        self._appliers = {topic: (view, kind_of(view).apply) for topic, view in self.views.items()}
         self._store_factory = store_factory or self._leveldb_store
         self._on_fatal = on_fatal
         self._clock = clock
@@ -329,7 +330,8 @@ class Replicator:
         """Apply one poll batch: one ChangeBatch, so one atomic write, per partition."""
         if self._unfetched:
             self._note_fetched(messages)
-        batches: dict[int, ChangeBatch] = {}
+        batches: dict[int, ChangeBatch | None] = {}  # None: the partition's records are skipped
+        read = 0
         for message in messages:
             error = message.error()
             if error is not None:
@@ -337,18 +339,19 @@ class Replicator:
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
-            if partition not in self._stores:  # closed during this poll; its next holder applies it
-                continue
-            if self._held(partition):  # re-read from the stored offsets once it recovers
-                continue
-            self.records_read += 1
-            view = self.views[topic]
             batch = batches.get(partition)
             if batch is None:
-                batch = batches[partition] = self._new_batch()
-            batch.reading(offset, len(message.value() or b""))
+                if partition in batches:
+                    continue
+                batch = batches[partition] = self._batch_for(partition)
+                if batch is None:
+                    continue
+            read += 1
+            view, apply = self._appliers[topic]
+            if batch.tracked:
+                batch.reading(offset, len(message.value() or b""))
             try:
-                self._appliers[topic](batch, view, message)
+                apply(batch, view, message)
             except (ValueError, SerializationError) as exc:
                 # skip it but advance past it: one bad record must not stop the partition
                 log.warning(
@@ -359,18 +362,10 @@ class Replicator:
                     exc,
                 )
             batch.advance(topic, offset + 1)
+        self.records_read += read
         for partition, batch in batches.items():
-            try:
-                changes = self._stores[partition].apply(batch)
-            except _STORE_FAULTS as exc:
-                self._fault(partition, exc)  # nothing of the batch was written
-                continue
-            self._faults.pop(partition, None)
-            self.registry.record_applied(partition, batch.offsets)
-            if self._feed is not None:
-                self._feed.publish(partition, changes, batch.offsets)
-            for topic, next_offset in batch.offsets.items():
-                self._positions[(topic, partition)] = next_offset
+            if batch is not None:
+                self._write(partition, batch)
 
     def _note_fetched(self, messages: list[Message]) -> None:
         """Trust the end offsets of a partition attached earlier once a fetch came back for
@@ -388,10 +383,37 @@ class Replicator:
                 del self._unfetched[partition]
                 self.registry.trust_ends(partition)
 
-    def _new_batch(self) -> ChangeBatch:
+    def _batch_for(self, partition: int) -> ChangeBatch | None:
+        """A new batch for the records of `partition` in this poll, or None to skip them: a
+        store closed during this poll (its next holder applies them) or paused after it
+        failed (they are read again from the stored offsets once it recovers)."""
+        if partition not in self._stores or self._held(partition):
+            return None
+        return self._new_batch(self._followed(partition))
+
+    def _write(self, partition: int, batch: ChangeBatch) -> None:
+        """Write `batch` to `partition`'s store and tell the registry and the feed."""
+        try:
+            changes = self._stores[partition].apply(batch)
+        except _STORE_FAULTS as exc:
+            self._fault(partition, exc)  # nothing of the batch was written
+            return
+        self._faults.pop(partition, None)
+        self.registry.record_applied(partition, batch.offsets)
+        if self._feed is not None:
+            self._feed.publish(partition, changes if batch.tracked else None, batch.offsets)
+        for topic, next_offset in batch.offsets.items():
+            self._positions[(topic, partition)] = next_offset
+
+    def _followed(self, partition: int) -> bool:
+        """Whether the change feed wants the changes of `partition`'s next batch."""
+        return self._feed is not None and self._feed.wants_changes(partition)
+
+    def _new_batch(self, tracked: bool = False) -> ChangeBatch:
         """An empty batch that also purges the rows (windows) expired by now (and drops
-        incoming ones that are), so a restore from an old changelog does not store dead rows."""
-        batch = ChangeBatch()
+        incoming ones that are), so a restore from an old changelog does not store dead rows.
+        Only a `tracked` batch reports its changes (for the change feed)."""
+        batch = ChangeBatch(tracked=tracked)
         if self._expiring:
             now_ms = self._clock()
             for view, expire in self._expiring:

@@ -404,23 +404,26 @@ class LevelDBStore(PartitionStore):
         return old_row
 
     def _write_counts(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
-        readers: dict[str, Callable[[bytes], bytes | None]] = {}
+        per_view: dict[str, tuple[layout.CountKeys, Callable[[bytes], bytes | None]]] = {}
         for (view, key), row in batch.counts.items():
-            row_key = layout.count_key(view, key)
-            old_row = readers.get(view)
-            if old_row is None:
-                old_row = readers[view] = self._old_rows(db, layout.count_prefix(view))
+            found = per_view.get(view)
+            if found is None:
+                found = per_view[view] = (
+                    layout.CountKeys(view),
+                    self._old_rows(db, layout.count_prefix(view)),
+                )
+            keys, old_row = found
+            row_key = keys.row(key)
             old = old_row(row_key)
             if old is not None:
                 old_count = layout.decode_count(view, key, old).count
-                wb.delete(layout.count_top_key_of(view, old_count, row_key))
+                wb.delete(keys.top(old_count, row_key))
             if row is None:
                 wb.delete(row_key)
                 continue
             value = layout.encode_count(row)
             wb.put(row_key, value)
-            index_key = layout.count_top_key_of(view, row.count, row_key)
-            wb.put(index_key, value + key.encode("utf-8"))
+            wb.put(keys.top(row.count, row_key), value + key.encode("utf-8"))
 
     def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
         readers: dict[str, Callable[[bytes], bytes | None]] = {}

@@ -166,3 +166,23 @@ def test_a_read_is_cut_to_one_frame(size: int) -> None:
     read = feed.read(0, generation, 0, cursor, None, max_entries=500, max_bytes=1 << 20)
     assert len(read.entries) == (500 if size == 10 else 11) and read.more
     assert read.cursor == {TOPIC: len(read.entries)}
+
+
+def test_a_partition_nobody_follows_keeps_no_changes_and_older_follows_are_replayed() -> None:
+    feed = ChangeFeed(budget_bytes=1 << 20, catalogue=[WORD_COUNTS])
+    feed.attach(0, Role.ACTIVE, {TOPIC: 0}, restoring=False)
+    assert not feed.wants_changes(0)
+    feed.publish(0, changes(range(0, 3)), {TOPIC: 3})
+    feed.publish(0, None, {TOPIC: 10})  # applied unfollowed: its changes were not computed
+    generation, seq = feed.end_seq(0)
+    assert feed.first(0, generation, TOPIC) == 10
+    with feed.followed(0), feed.followed(0):
+        assert feed.wants_changes(0)
+        generation, cursor, seq = feed.start(0, {TOPIC: 2})
+        assert feed.read(0, generation, seq, cursor, None).behind == (TOPIC,)
+        generation, cursor, seq = feed.start(0, {TOPIC: None})
+        assert cursor == {TOPIC: 10}
+        feed.publish(0, changes(range(10, 12)), {TOPIC: 12})
+        read = feed.read(0, generation, seq, cursor, None)
+        assert [e.offset for e in read.entries] == [10, 11] and read.cursor == {TOPIC: 12}
+    assert not feed.wants_changes(0)

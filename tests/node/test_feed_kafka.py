@@ -140,7 +140,6 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
     keys = keys_in(partition, 1200)
     head = [CountRow(k, 1, 1_700_000_000_000) for k in keys]
     head += [CountRow(k, 2, 1_700_000_000_001) for k in keys]
-    produce_counts(broker.bootstrap, view, head)
     config = node_config(
         broker.bootstrap, tmp_path, "f2", f"g-{view.name}", STATEFED_NODE_FEED_BUFFER_MB="1"
     )
@@ -148,10 +147,17 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
     feeds = contextlib.ExitStack()
     try:
         wait_until(lambda: running(node, P), 60, "f2 RUNNING with every partition")
+        feed = feeds.enter_context(open_feed(config.url))
+        # a follow from now keeps the ring of the partition filled while the head comes
+        feed.follow(9, partition, [view.name])
+        feed.wait_for("following 9", lambda: bool(feed.of(9, "following")))
+        produce_counts(broker.bootstrap, view, head)
+        wait_until(
+            lambda: node.app.feed.status(partition)[2][topic] >= len(head), 60, "the head applied"
+        )
         generation, _seq = node.app.feed.end_seq(partition)
         first = node.app.feed.first(partition, generation, topic)
         assert first is not None and 0 < first < len(head), "the ring should have dropped some"
-        feed = feeds.enter_context(open_feed(config.url))
         feed.follow(1, partition, [view.name], keys=keys[:50], **{"from": {topic: 0}})
         feed.follow(2, partition, [view.name], **{"from": {topic: 0}})
         tail = [CountRow(k, 3, 1_700_000_000_002) for k in keys[:3]]
@@ -175,6 +181,51 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
             assert {c.key: c.row for c in changes} == {k: final[k] for k in wanted}
         # the changes below the ring's first offset can only have come from Kafka
         assert any(c.offset < first for c in feed.changes(2))
+    finally:
+        feeds.close()
+        node.stop()
+
+
+def test_a_follow_of_a_partition_applied_unfollowed_replays_each_change_once_from_kafka(
+    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="node.feedsocket")
+    partition, topic = 5, view.changelog_topic
+    # one record per key: a replayed chunk merges nothing, so each offset is one change
+    head = [CountRow(k, 1, 1_700_000_000_000) for k in keys_in(partition, 40)]
+    produce_counts(broker.bootstrap, view, head)
+    config = node_config(broker.bootstrap, tmp_path, "f5", f"g-{view.name}")
+    node = ThreadNode(config, [view]).start()
+    feeds = contextlib.ExitStack()
+    try:
+        wait_until(lambda: running(node, P), 30, "f5 RUNNING with every partition")
+        # applied with nobody following: the ring holds none of it, from the applied offset on
+        assert node.app.feed.status(partition)[2] == {topic: len(head)}
+        generation, _seq = node.app.feed.end_seq(partition)
+        assert node.app.feed.first(partition, generation, topic) == len(head)
+
+        feed = feeds.enter_context(open_feed(config.url))
+        some = {r.key for r in head[::3]}
+        feed.follow(1, partition, [view.name], **{"from": {topic: 15}})
+        feed.follow(2, partition, [view.name], keys=sorted(some), **{"from": {topic: 0}})
+        feed.wait_for("following", lambda: len(feed.of_type("following")) == 2)
+        tail = [CountRow(head[0].key, 2, 1_700_000_000_001)]
+        tail += [CountRow(k, 1, 1_700_000_000_002) for k in keys_in(partition, 10, tag="t")]
+        produce_counts(broker.bootstrap, view, tail)
+        rows, total = head + tail, len(head) + len(tail)
+        feed.wait_for(
+            "the replay and the ring",
+            lambda: min(feed.applied(1, topic), feed.applied(2, topic)) >= total,
+        )
+        assert feed.changes(1) == expected(view, rows, 0)[15:]
+        assert feed.changes(2) == [c for c in expected(view, rows, 0) if c.key in some]
+        assert feed.of_type("error") == [] and feed.of_type("gone") == []
+        replays = [r.getMessage() for r in caplog.records if "replays" in r.getMessage()]
+        for follow_id, start in ((1, 15), (2, 0)):
+            wanted = (
+                f"follow {follow_id} of partition {partition} replays {topic} from offset {start}"
+            )
+            assert any(wanted in m for m in replays), replays
     finally:
         feeds.close()
         node.stop()

@@ -17,8 +17,9 @@ uints = st.integers(0, MAX_UINT)
 def test_keys_are_the_documented_tuples(view: str, key: str, start_ms: int, count: int) -> None:
     assert layout.count_key(view, key) == pack("row", view, key)
     assert layout.count_top_key(view, count, key) == pack("top", view, MAX_UINT - count, key)
-    row_key = layout.count_key(view, key)
-    assert layout.count_top_key_of(view, count, row_key) == layout.count_top_key(view, count, key)
+    keys = layout.CountKeys(view)
+    assert keys.row(key) == layout.count_key(view, key)
+    assert keys.top(count, keys.row(key)) == layout.count_top_key(view, count, key)
     assert layout.window_key(view, key, start_ms) == pack("win", view, key, start_ms)
     assert layout.window_top_key(view, start_ms, count, key) == pack(
         "wtop", view, start_ms, MAX_UINT - count, key
