@@ -86,7 +86,7 @@ class GatewayApp:
     STATEFED_GATEWAY_PRODUCE is on; it is then yours to close). `clock` is the gateway's
     time: membership ages, health, produce's eventTime bounds and rate, re-reads of a JWKS
     (`gateway.keys`). `schema` serves that schema instead of the catalogue's (tests of the
-    subscription transports).
+    subscription transports). `metrics` holds the app's Prometheus registry (`/metrics`).
     """
 
     def __init__(

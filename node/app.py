@@ -1,6 +1,6 @@
 """The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, `GET /metrics`
-(Prometheus, node.metrics), the `/feed`
-WebSocket of the change feed (node.feedsocket), and a lifespan that runs the node.
+(Prometheus, node.metrics), the `/feed` WebSocket of the change feed (node.feedsocket), and
+a lifespan that runs the node.
 
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
 STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
