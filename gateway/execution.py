@@ -47,7 +47,7 @@ from runtime.graphql_http import (
     Send,
     send_body,
 )
-from runtime.tracing import span
+from runtime.tracing import Span
 from schema import View
 
 __all__ = ["GatewayEndpoint"]
@@ -134,7 +134,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         name = None if operation.name is None else operation.name.value
         started = time.perf_counter()
         try:
-            with span("plan"):
+            with Span("plan"):
                 outcome = execute(
                     self._schema._schema,
                     prepared.document,

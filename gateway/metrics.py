@@ -27,6 +27,7 @@ __all__ = ["GatewayMetrics", "runtime_figures"]
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _OTHER = "other"
+_MAX_NODES = 1024
 
 
 class GatewayMetrics:
@@ -35,6 +36,9 @@ class GatewayMetrics:
     def __init__(self, schema: GraphQLSchema) -> None:
         self.registry = CollectorRegistry()
         self._root_fields = _root_fields(schema)
+        # histogram children (labels() costs more than an observation): both sets bounded
+        self._by_operation: dict[tuple[str, str], Histogram] = {}
+        self._by_node: dict[str, Histogram] = {}
         self._nodes: set[str] = set()
         self._codes: set[str] = set()
         self._requests = Histogram(
@@ -86,7 +90,10 @@ class GatewayMetrics:
         return kind, _OTHER
 
     def executed(self, labels: tuple[str, str], seconds: float) -> None:
-        self._requests.labels(*labels).observe(seconds)
+        child = self._by_operation.get(labels)
+        if child is None:
+            child = self._by_operation[labels] = self._requests.labels(*labels)
+        child.observe(seconds)
 
     def errors(self, errors: Sequence[dict[str, Any]]) -> None:
         """Count the errors of one answer body by their `extensions.code`."""
@@ -98,10 +105,16 @@ class GatewayMetrics:
         self._errors.labels(bounded(code, self._codes)).inc()
 
     def node_answered(self, node_id: str, seconds: float) -> None:
-        self._node_calls.labels(bounded(node_id, self._nodes, 1024)).observe(seconds)
+        child = self._by_node.get(node_id)
+        if child is None:
+            label = bounded(node_id, self._nodes, _MAX_NODES)
+            child = self._node_calls.labels(label)
+            if label == node_id:
+                self._by_node[node_id] = child
+        child.observe(seconds)
 
     def node_failed(self, node_id: str, reason: str) -> None:
-        self._node_failures.labels(bounded(node_id, self._nodes, 1024), reason).inc()
+        self._node_failures.labels(bounded(node_id, self._nodes, _MAX_NODES), reason).inc()
 
     def coalesced(self, lookups: int) -> None:
         self._coalesced.observe(lookups)

@@ -28,7 +28,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.reply import NodeReply, decode_reply
 from gateway.routing import NodeInfo
 from gateway.transport import Headers, NodeTransportError
-from runtime.tracing import outgoing_headers, span
+from runtime.tracing import Span, outgoing_headers
 from runtime.trust import NodeCallSigner
 
 __all__ = ["Caller", "Upstream"]
@@ -80,7 +80,7 @@ class Upstream:
         started = loop.time()
         try:
             # the client request's id and trace go along (a new span per call), for the logs
-            with span("node call", node=node.node_id, view=view):
+            with Span("node call", node=node.node_id, view=view):
                 headers.extend(outgoing_headers())
                 remaining = deadline - started
                 if remaining <= 0:

@@ -13,23 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Protocol
+from random import getrandbits
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "TRACEPARENT_HEADER",
+    "Serving",
+    "Span",
     "Trace",
     "current_request_id",
     "current_trace",
     "install_spans",
     "outgoing_headers",
     "parse_traceparent",
-    "serving",
-    "span",
 ]
 
 TRACEPARENT_HEADER = b"traceparent"
@@ -47,8 +44,7 @@ _TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Trace:
+class Trace(NamedTuple):
     """A W3C trace context: the trace, the current span in it, whether it is sampled."""
 
     trace_id: str  # 32 lower-case hex digits
@@ -57,19 +53,20 @@ class Trace:
 
     @classmethod
     def new(cls) -> Trace:
-        return cls(os.urandom(16).hex(), _span_id())
+        return cls(f"{getrandbits(128) or 1:032x}", _span_id())
 
     def child(self) -> Trace:
         """A new span of the same trace."""
         return Trace(self.trace_id, _span_id(), self.sampled)
 
     def header(self) -> bytes:
-        flags = b"01" if self.sampled else b"00"
-        return b"00-%s-%s-%s" % (self.trace_id.encode(), self.span_id.encode(), flags)
+        flags = "01" if self.sampled else "00"
+        return f"00-{self.trace_id}-{self.span_id}-{flags}".encode()
 
 
 def _span_id() -> str:
-    return os.urandom(8).hex()
+    # ids need to be unique, not secret: the random module is ~10x cheaper than urandom
+    return f"{getrandbits(64) or 1:016x}"
 
 
 def parse_traceparent(raw: bytes | None) -> Trace | None:
@@ -116,44 +113,75 @@ def install_spans(spans: Spans | None) -> None:
     _spans = spans
 
 
-def _opened(
+def _open(
     name: str, parent: Trace | None, attributes: dict[str, Any]
-) -> contextlib.AbstractContextManager[Trace]:
-    if _spans is None:  # ids only: a new span id, the trace kept
-        return contextlib.nullcontext(parent.child() if parent is not None else Trace.new())
-    return _spans.open(name, parent, attributes)
+) -> tuple[Trace, contextlib.AbstractContextManager[Trace]]:
+    """A new recorded span: its trace context, and the recorder's span to close."""
+    assert _spans is not None
+    recorded = _spans.open(name, parent, attributes)
+    return recorded.__enter__(), recorded
 
 
-@contextmanager
-def serving(request_id: str, incoming: Trace | None, name: str) -> Iterator[Trace]:
-    """Within the block, the request served is `request_id`, in a new span `name` of the
-    trace `incoming` (a caller's `traceparent`), or of a new trace."""
-    rid_token = _REQUEST_ID.set(request_id)
-    try:
-        with _opened(name, incoming, {"statefed.request_id": request_id}) as trace:
-            trace_token = _TRACE.set(trace)
-            try:
-                yield trace
-            finally:
-                _TRACE.reset(trace_token)
-    finally:
-        _REQUEST_ID.reset(rid_token)
+class Serving:
+    """`with Serving(request_id, incoming, name) as trace`: within the block, the request
+    served is `request_id`, in a new span `name` of the trace `incoming` (a caller's
+    `traceparent`), or of a new trace. A class, not a generator: it runs on every request."""
+
+    __slots__ = ("_incoming", "_name", "_recorded", "_request_id", "_tokens")
+
+    def __init__(self, request_id: str, incoming: Trace | None, name: str) -> None:
+        self._request_id = request_id
+        self._incoming = incoming
+        self._name = name
+
+    def __enter__(self) -> Trace:
+        incoming = self._incoming
+        if _spans is None:  # ids only: the fast path of every request
+            self._recorded = None
+            trace = incoming.child() if incoming is not None else Trace.new()
+        else:
+            attributes = {"statefed.request_id": self._request_id}
+            trace, self._recorded = _open(self._name, incoming, attributes)
+        self._tokens = (_REQUEST_ID.set(self._request_id), _TRACE.set(trace))
+        return trace
+
+    def __exit__(self, *exc: Any) -> None:
+        request_token, trace_token = self._tokens
+        _TRACE.reset(trace_token)
+        _REQUEST_ID.reset(request_token)
+        if self._recorded is not None:
+            self._recorded.__exit__(*exc)
 
 
-@contextmanager
-def span(name: str, **attributes: Any) -> Iterator[Trace | None]:
-    """Within the block, the current span is a new child `name` of the current one (a node
-    call, the plan); outside a request nothing happens."""
-    parent = _TRACE.get()
-    if parent is None:
-        yield None
-        return
-    with _opened(name, parent, attributes) as child:
-        token = _TRACE.set(child)
-        try:
-            yield child
-        finally:
-            _TRACE.reset(token)
+class Span:
+    """`with Span(name, **attributes) as trace`: within the block, the current span is a
+    new child `name` of the current one (the plan, a node call); outside a request (no
+    current span) nothing happens and `trace` is None."""
+
+    __slots__ = ("_attributes", "_name", "_recorded", "_token")
+
+    def __init__(self, name: str, **attributes: Any) -> None:
+        self._name = name
+        self._attributes = attributes
+
+    def __enter__(self) -> Trace | None:
+        parent = _TRACE.get()
+        if parent is None:
+            self._token = self._recorded = None
+            return None
+        if _spans is None:  # ids only: a new span id, the trace kept
+            self._recorded = None
+            child = Trace(parent.trace_id, _span_id(), parent.sampled)
+        else:
+            child, self._recorded = _open(self._name, parent, self._attributes)
+        self._token = _TRACE.set(child)
+        return child
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._token is not None:
+            _TRACE.reset(self._token)
+        if self._recorded is not None:
+            self._recorded.__exit__(*exc)
 
 
 def outgoing_headers() -> list[tuple[bytes, bytes]]:

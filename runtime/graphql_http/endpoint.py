@@ -42,7 +42,7 @@ from runtime.graphql_http.response import (
     internal_error,
     status_for,
 )
-from runtime.tracing import TRACEPARENT_HEADER, parse_traceparent, serving
+from runtime.tracing import TRACEPARENT_HEADER, Serving, parse_traceparent
 
 __all__ = ["Answer", "GraphQLHTTP"]
 
@@ -135,7 +135,7 @@ class GraphQLHTTP(Generic[C]):
                 traceparent = value
         rid = request_id(incoming_id)
         # the request's id and trace in every log line written while serving it
-        with serving(rid, parse_traceparent(traceparent), "request"):
+        with Serving(rid, parse_traceparent(traceparent), "request"):
             await self._serve(scope, receive, send, rid, negotiate(accept), content_type, length)
 
     async def _serve(

@@ -8,7 +8,7 @@ import logging
 import sys
 
 from runtime.logs import JsonFormatter, configure_logging
-from runtime.tracing import Trace, serving
+from runtime.tracing import Serving, Trace
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -24,7 +24,7 @@ def test_a_json_line_names_the_part_node_request_and_trace() -> None:
     assert outside["part"] == "node" and outside["node"] == "n1"
     assert outside["logger"] == "node.materializer" and outside["time"].endswith("+00:00")
     assert "request_id" not in outside and "trace_id" not in outside
-    with serving("req-9", Trace(TRACE, "00f067aa0ba902b7"), "request") as trace:
+    with Serving("req-9", Trace(TRACE, "00f067aa0ba902b7"), "request") as trace:
         inside = json.loads(formatter.format(_record("read")))
     assert inside["request_id"] == "req-9"
     assert inside["trace_id"] == TRACE and inside["span_id"] == trace.span_id

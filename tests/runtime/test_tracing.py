@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from runtime.tracing import (
+    Serving,
+    Span,
     Trace,
     current_request_id,
     current_trace,
     outgoing_headers,
     parse_traceparent,
-    serving,
-    span,
 )
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -47,12 +47,12 @@ def test_an_invalid_traceparent_is_ignored(raw: bytes | None) -> None:
 def test_serving_keeps_the_trace_and_node_calls_get_a_new_span_each() -> None:
     incoming = Trace(TRACE, PARENT, sampled=True)
     assert outgoing_headers() == [] and current_request_id() is None
-    with serving("req-1", incoming, "request") as server:
+    with Serving("req-1", incoming, "request") as server:
         assert server.trace_id == TRACE and server.span_id != PARENT
         assert current_request_id() == "req-1" and current_trace() == server
-        with span("node call") as first:
+        with Span("node call") as first:
             headers = dict(outgoing_headers())
-        with span("node call") as second:
+        with Span("node call") as second:
             assert first is not None and second is not None
             assert first.span_id != second.span_id
         assert headers[b"x-request-id"] == b"req-1"
@@ -62,6 +62,6 @@ def test_serving_keeps_the_trace_and_node_calls_get_a_new_span_each() -> None:
 
 
 def test_without_a_traceparent_a_request_starts_a_trace() -> None:
-    with serving("req-2", None, "request") as trace:
+    with Serving("req-2", None, "request") as trace:
         assert len(trace.trace_id) == 32 and len(trace.span_id) == 16
         assert parse_traceparent(trace.header()) == trace
