@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser socat demo test check format schema bench clean
+.PHONY: install browser socat prometheus demo test check format schema bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,10 @@ browser:  ## Debian's Chromium, which the GraphiQL browser test drives (installi
 socat:  ## socat, the TLS-terminating proxy in front of the embedded broker in the Kafka TLS test
 	command -v socat >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y socat)
 
-test: $(STAMP) browser socat  ## the whole suite (unit and end-to-end on real parts)
+prometheus:  ## Prometheus and promtool, which the metrics tests scrape and check every part with
+	command -v prometheus >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus)
+
+test: $(STAMP) browser socat prometheus  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest
 
 check: $(STAMP)  ## format, lint, types and the import contracts (pyproject.toml)

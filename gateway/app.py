@@ -1,4 +1,5 @@
-"""The gateway's ASGI app: GET/POST /graphql, GraphiQL, /health and the GraphiQL assets.
+"""The gateway's ASGI app: GET/POST /graphql, GraphiQL, /health, /metrics (Prometheus,
+`gateway.metrics`) and the GraphiQL assets.
 
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
 (`gateway.execution`), every route behind the CORS allowlist (`gateway.cors`); WebSockets
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 import strawberry
+from prometheus_client.core import Metric
 
 from gateway.auth import Authenticator, Unauthenticated, authenticator_for, authorization
 from gateway.config import GatewayConfig
@@ -35,6 +37,7 @@ from gateway.live.slots import Slots
 from gateway.live.sse import STREAM_PATH, GraphQLEventStream
 from gateway.live.ws import GraphQLWebSocket
 from gateway.membership import MembershipReader
+from gateway.metrics import GatewayMetrics, runtime_figures
 from gateway.planner import Planner
 from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
@@ -47,6 +50,7 @@ from gateway.upstream import Upstream
 from gateway.writes import RateLimiter
 from runtime.clock import wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
+from runtime.metrics import METRICS_PATH, send_metrics
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import CATALOGUE, View
 
@@ -82,7 +86,7 @@ class GatewayApp:
     STATEFED_GATEWAY_PRODUCE is on; it is then yours to close). `clock` is the gateway's
     time: membership ages, health, produce's eventTime bounds and rate, re-reads of a JWKS
     (`gateway.keys`). `schema` serves that schema instead of the catalogue's (tests of the
-    subscription transports).
+    subscription transports). `metrics` holds the app's Prometheus registry (`/metrics`).
     """
 
     def __init__(
@@ -110,6 +114,7 @@ class GatewayApp:
         self._assets = StaticAssets()
         self._runtime: _Runtime | None = None
         self._authenticator: Authenticator = authenticator_for(config, clock)
+        self.metrics = GatewayMetrics(self._schema._schema)
         self._graphql = GatewayEndpoint(
             self._schema,
             limits,
@@ -118,11 +123,15 @@ class GatewayApp:
             graphiql_page("/graphql", _default_query(self._catalogue)),
             config.max_body_bytes,
             config.max_tokens,
+            self.metrics,
         )
         self._documents = self._graphql.documents
+        self.metrics.watch(self._figures)
         cors = CorsPolicy(config.cors_origins)
         self._serve = Cors(self._http, cors)
-        slots = Slots(config.max_subscriptions, config.max_subscriptions_per_connection)
+        slots = self._slots = Slots(
+            config.max_subscriptions, config.max_subscriptions_per_connection
+        )
         operations = Operations(self._graphql, self._schema, slots)
         self._websocket = GraphQLWebSocket(
             operations,
@@ -182,10 +191,10 @@ class GatewayApp:
         connections = None
         signer = NodeCallSigner(secret, self._clock)
         if self._client is not None:
-            upstream = Upstream(HttpxCaller(self._client), signer)
+            upstream = Upstream(HttpxCaller(self._client), signer, self.metrics)
         else:
             connections = NodeConnections(self.config.upstream_connections, self.config.node_ca)
-            upstream = Upstream(connections, signer)
+            upstream = Upstream(connections, signer, self.metrics)
         hub = FeedHub(feed, signer, self.config.max_lag, self.config.node_ca)
         await hub.start()
         cache = None
@@ -243,6 +252,8 @@ class GatewayApp:
         try:
             if path == "/health" and method in ("GET", "HEAD"):
                 await self._health(scope, send)
+            elif path == METRICS_PATH and method in ("GET", "HEAD"):
+                await send_metrics(send, self.metrics.registry)
             elif path.startswith(STATIC_PREFIX) and method in ("GET", "HEAD"):
                 await self._static(send, path.removeprefix(STATIC_PREFIX))
             elif path == "/" and method in ("GET", "HEAD"):
@@ -288,6 +299,14 @@ class GatewayApp:
         if runtime.cache is not None:
             body["cache"] = runtime.cache.stats()
         await send_json(send, 200, body)
+
+    def _figures(self) -> list[Metric]:
+        """What `/metrics` reads of the running gateway at each scrape."""
+        runtime = self._runtime
+        if runtime is None:
+            return []
+        cache = None if runtime.cache is None else runtime.cache.stats()
+        return runtime_figures(cache, self._slots.running, runtime.planner.watch.hedged_reads)
 
     async def _static(self, send: Send, name: str) -> None:
         asset = self._assets.get(name)

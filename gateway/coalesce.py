@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -96,11 +96,17 @@ class Coalescer:
     """Sends the lookups of one event-loop turn to each (node, view, extensions) as one
     request through `post`."""
 
-    def __init__(self, post: Post, max_keys: int = DEFAULT_MAX_KEYS) -> None:
+    def __init__(
+        self,
+        post: Post,
+        max_keys: int = DEFAULT_MAX_KEYS,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         if max_keys < 1:
             raise ValueError(f"max_keys must be at least 1, got {max_keys}")
         self._post = post
         self._max_keys = max_keys
+        self._on_batch = on_batch  # told how many lookups each node request carries
         self._open: dict[_BatchKey, _Batch] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -170,6 +176,8 @@ class Coalescer:
             return
         if len(waiters) < len(batch.waiters):
             batch.keys = dict.fromkeys(k for w in waiters for k in w.keys)
+        if self._on_batch is not None:
+            self._on_batch(len(waiters))
         try:
             rows, freshness = await self._ask(
                 batch, waiters, list(batch.keys), max(w.deadline for w in waiters)

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.cors import origins_problem
 from runtime.config import ConfigError, EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
+from runtime.logs import LOG_FORMATS, LOG_LEVELS
 from runtime.tls import check_ca, check_pair
 
 __all__ = ["AUTH_MODES", "GatewayConfig", "is_loopback"]
 
-_LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 AUTH_MODES = ("jwt", "anonymous")
 _AUTH = "STATEFED_GATEWAY_AUTH"
 _JWKS = "STATEFED_GATEWAY_JWKS"
@@ -87,8 +89,14 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     upstream_connections: int = setting(
         "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS", 64, low=1, high=10_000
     )
+    # logs (runtime.logs): text or json lines, and the lowest level written: the gateway's
+    # own STATEFED_GATEWAY_LOG_LEVEL when set, else STATEFED_LOG_LEVEL, every part's level
+    log_format: str = setting("STATEFED_LOG_FORMAT", "text", parse=str.lower, choices=LOG_FORMATS)
+    parts_log_level: str = setting(
+        "STATEFED_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS
+    )
     log_level: str = setting(
-        "STATEFED_GATEWAY_LOG_LEVEL", "info", parse=str.lower, choices=_LOG_LEVELS
+        "STATEFED_GATEWAY_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS
     )
     # query limits (gateway.limits); the standard introspection query, GraphiQL's, is 15
     # deep, and gateway.limits stops walking deeper than 200 levels
@@ -171,6 +179,15 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # it answers only what a node read would (anything uncertain is read from the nodes)
     cache: bool = setting("STATEFED_GATEWAY_CACHE", True)
     cache_mb: int = setting("STATEFED_GATEWAY_CACHE_MB", 64, low=1, high=1 << 20)
+
+    @classmethod
+    def env_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:
+        """The set variables; the gateway's log level is STATEFED_LOG_LEVEL's unless
+        STATEFED_GATEWAY_LOG_LEVEL is set."""
+        values = super().env_values(environ)
+        if "parts_log_level" in values:
+            values.setdefault("log_level", values["parts_log_level"])
+        return values
 
     def __post_init__(self) -> None:
         super().__post_init__()

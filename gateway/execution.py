@@ -14,6 +14,7 @@ GET without `query` shows GraphiQL.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeGuard, cast
 
@@ -29,11 +30,13 @@ from strawberry.execution import optimized_is_awaitable
 
 from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorization, refusal
 from gateway.limits import QueryLimits, Shape
+from gateway.metrics import GatewayMetrics
 from gateway.principal import ANONYMOUS, Principal
 from gateway.request import RequestContext
 from gateway.responses import format_missing, gateway_extensions
 from gateway.routing import RoutingTable
 from runtime.graphql_http import (
+    Answer,
     GraphQLHTTP,
     GraphQLRequest,
     MediaType,
@@ -44,6 +47,7 @@ from runtime.graphql_http import (
     Send,
     send_body,
 )
+from runtime.tracing import Span
 from schema import View
 
 __all__ = ["GatewayEndpoint"]
@@ -73,6 +77,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         page: bytes,
         max_body_bytes: int,
         max_tokens: int,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         super().__init__(
             schema._schema,
@@ -87,6 +92,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         self._anonymous = isinstance(authenticator, Anonymous)  # no header to look for
         self._contexts = contexts
         self._page = page
+        self._metrics = metrics
 
     async def admit(self, scope: Scope) -> Principal:
         if self._anonymous:
@@ -126,23 +132,40 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         if operation.operation is OperationType.SUBSCRIPTION:  # the streams subscribe instead
             raise RequestError(_STREAMS_ONLY, 400)
         name = None if operation.name is None else operation.name.value
+        started = time.perf_counter()
         try:
-            outcome = execute(
-                self._schema._schema,
-                prepared.document,
-                context_value=context,
-                variable_values=request.variables,
-                operation_name=name,
-                is_awaitable=_IS_AWAITABLE,
-                executor_class=self._schema.execution_context_class,
-            )
-            result = outcome if isinstance(outcome, ExecutionResult) else await outcome
+            with Span("plan"):
+                outcome = execute(
+                    self._schema._schema,
+                    prepared.document,
+                    context_value=context,
+                    variable_values=request.variables,
+                    operation_name=name,
+                    is_awaitable=_IS_AWAITABLE,
+                    executor_class=self._schema.execution_context_class,
+                )
+                result = outcome if isinstance(outcome, ExecutionResult) else await outcome
         except Exception as exc:  # as strawberry's execute: an answer, not a crash
             error = (
                 exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
             )
             result = ExecutionResult(None, [error])
+        if self._metrics is not None:
+            self._metrics.executed(self._metrics.labels(operation), time.perf_counter() - started)
         return Outcome.of(result)
+
+    async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
+        """The base's answer, its errors counted by code in the metrics."""
+        if self._metrics is None:
+            return await super().answer(request, media)
+        try:
+            status, body = await super().answer(request, media)
+        except RequestError as exc:
+            self._metrics.refused(exc.code)
+            raise
+        if "errors" in body:
+            self._metrics.errors(body["errors"])
+        return status, body
 
     def _shape(self, prepared: Prepared, operation: OperationDefinitionNode) -> Shape:
         """The limits' shape of one operation, measured once per cached document."""

@@ -47,6 +47,11 @@ class NodeWatch:
         self._suspect_calls = config.suspect_calls
         self._suspect_s = config.suspect_ms / 1000.0
         self._nodes: dict[str, _Seen] = {}
+        self.hedged_reads = 0  # standby requests started to race a slow owner (metrics)
+
+    def hedged(self, requests: int) -> None:
+        """`requests` standby requests were started to race an owner past its delay."""
+        self.hedged_reads += requests
 
     def delay(self, node_id: str) -> float:
         """Seconds to wait for `node_id` before asking another copy too."""

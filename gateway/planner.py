@@ -194,6 +194,11 @@ class Planner:
     def _suspect_now(self, node_id: str) -> bool:
         return self._watch.suspect(node_id, asyncio.get_running_loop().time())
 
+    @property
+    def watch(self) -> NodeWatch:
+        """What the planner learnt of each node (hedge delays, suspects, hedges started)."""
+        return self._watch
+
     def deadline(self) -> float:
         """The event-loop time by which a request started now must be answered."""
         return asyncio.get_running_loop().time() + self._config.timeout_s
@@ -564,6 +569,7 @@ class Planner:
         try:
             done, _ = await asyncio.wait(running, timeout=self._watch.delay(route.node.node_id))
             if not done:
+                self._watch.hedged(len(hedges))
                 for hedge in hedges:
                     start(hedge)
             while True:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-import logging
+import os
 import signal
 import socket
 import sys
@@ -15,6 +15,9 @@ import uvicorn
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from runtime.graphql_http import GraphQLHttpToolsProtocol
+from runtime.logs import configure_logging
+from runtime.otel import start_otel
+from runtime.tracing import install_spans
 from schema import CATALOGUE, View
 
 __all__ = ["run_gateway", "uvicorn_config"]
@@ -57,6 +60,7 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
         ws_max_size=config.max_body_bytes,  # a subscribe message is bounded as a POST body
         lifespan="on",
         log_level=config.log_level,
+        log_config=None,  # uvicorn's lines go through the root logger (runtime.logs)
         access_log=False,
         timeout_graceful_shutdown=5,
         ssl_certfile=config.tls_cert,
@@ -67,11 +71,14 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
 def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) -> None:
     """Serve the gateway over `catalogue` until SIGTERM or SIGINT, then stop the readers and
     clients."""
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging("gateway", config.log_format, config.log_level)
+    spans = start_otel("gateway", os.environ)
+    install_spans(spans)
     server = _Server(uvicorn_config(GatewayApp(config, catalogue=catalogue)))
-    server.run()
+    try:
+        server.run()
+    finally:
+        if spans is not None:
+            spans.shutdown()
     if not server.started:
         raise SystemExit(f"statefed gateway: could not start on {config.host}:{config.port}")

@@ -2,9 +2,12 @@
 connections (`gateway.transport`).
 
 Every call carries the callers it is made for and a request id, and with the cluster
-secret its signature (`runtime.trust`), built once per call over the body as sent. A reply
-is turned into data, into one of the routing errors, or (when the node says the arguments
-are bad) into a BadRequestError; the planner decides what to retry.
+secret its signature (`runtime.trust`), built once per call over the body as sent; also the
+client request's `x-request-id` and `traceparent` with a new span id (`runtime.tracing`:
+for the logs and traces, not signed; a coalesced call carries those of the request that
+opened the batch). A reply is turned into data, into one of the routing errors, or (when
+the node says the arguments are bad) into a BadRequestError; the planner decides what to
+retry.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from gateway.errors import (
     NodeTimeoutError,
     NodeUnavailableError,
 )
+from gateway.metrics import GatewayMetrics
 from gateway.reply import NodeReply, decode_reply
 from gateway.routing import NodeInfo
 from gateway.transport import Headers, NodeTransportError
+from runtime.tracing import Span, outgoing_headers
 from runtime.trust import NodeCallSigner
 
 __all__ = ["Caller", "Upstream"]
@@ -43,11 +48,17 @@ class Upstream:
     the headers of `signer` (unsigned, naming the callers, by default); `lookups` coalesces
     concurrent key lookups into one body per node (`gateway.coalesce`)."""
 
-    def __init__(self, caller: Caller, signer: NodeCallSigner | None = None) -> None:
+    def __init__(
+        self,
+        caller: Caller,
+        signer: NodeCallSigner | None = None,
+        metrics: GatewayMetrics | None = None,
+    ) -> None:
         self._caller = caller
         self._signer = signer or NodeCallSigner(None)
         self._targets: dict[str, bytes] = {}  # node /graphql URL -> request target
-        self.lookups = Coalescer(self.post)
+        self._metrics = metrics
+        self.lookups = Coalescer(self.post, on_batch=None if metrics is None else metrics.coalesced)
 
     async def post(
         self,
@@ -65,23 +76,36 @@ class Upstream:
         where: dict[str, Any] = {"partitions": partitions, "node": node.node_id, "keys": keys}
         url = node.graphql_url
         headers = self._signer.headers(b"POST", self._target(url), body, callers)
-        remaining = deadline - asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
-            if remaining <= 0:
-                raise TimeoutError
-            async with asyncio.timeout(remaining):
-                status, content = await self._caller.post(url, body, headers)
+            # the client request's id and trace go along (a new span per call), for the logs
+            with Span("node call", node=node.node_id, view=view):
+                headers.extend(outgoing_headers())
+                remaining = deadline - started
+                if remaining <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(remaining):
+                    status, content = await self._caller.post(url, body, headers)
         except TimeoutError as exc:  # the deadline, or NodeTransportTimeoutError
+            self._failed(node.node_id, "timeout")
             detail = "no answer before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc
         except NodeTransportError as exc:
+            self._failed(node.node_id, "unavailable")
             # clients learn the node's id and what failed; its URL and the socket's error text
             # are for the operator's log
             log.warning("node %s at %s unreachable: %s", node.node_id, node.url, exc)
             raise NodeUnavailableError(
                 view, f"unreachable ({type(exc).__name__})", **where
             ) from exc
+        if self._metrics is not None:
+            self._metrics.node_answered(node.node_id, loop.time() - started)
         return decode_reply(status, content, view, where)
+
+    def _failed(self, node_id: str, reason: str) -> None:
+        if self._metrics is not None:
+            self._metrics.node_failed(node_id, reason)
 
     def _target(self, url: str) -> bytes:
         """The request target of `url` as sent (path and query string, as the transport

@@ -1,5 +1,6 @@
-"""The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, the `/feed`
-WebSocket of the change feed (node.feedsocket), and a lifespan that runs the node.
+"""The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, `GET /metrics`
+(Prometheus, node.metrics), the `/feed` WebSocket of the change feed (node.feedsocket), and
+a lifespan that runs the node.
 
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
 STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,6 +28,7 @@ from node.fields.times import iso_ms
 from node.graphql_http import GraphQLEndpoint
 from node.materializer import Materializer
 from node.membership import MembershipPublisher
+from node.metrics import NodeMetrics
 from node.partitions import PartitionRegistry
 from node.standby import StandbyReplicator
 from node.subgraph import build_subgraph
@@ -33,6 +36,7 @@ from node.trust import CallGuard
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_json
 from runtime.kafka import KafkaConnectionError, KafkaSettings
+from runtime.metrics import METRICS_PATH, send_metrics
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, RequestVerifier
 from schema import CATALOGUE, Role, View
@@ -84,6 +88,7 @@ class NodeApp:
         self.registry = registry or PartitionRegistry(config.node_id)
         # one clock for retention: what the materializer purges, the subgraph never returns
         self.clock = clock
+        self.metrics = NodeMetrics(self.registry, self.catalogue)
         self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock, config)
         self.guard = CallGuard(
             config.checks_calls, self.graphql.max_body_bytes, self.graphql.limit_hint
@@ -124,10 +129,14 @@ class NodeApp:
                 return
             if self.config.test_delay_ms:  # STATEFED_NODE_TEST_DELAY_MS: tests only
                 await asyncio.sleep(self.config.test_delay_ms / 1000)
+            started = time.perf_counter()
             await self.graphql(scope, receive, send)
+            self.metrics.answered(time.perf_counter() - started)
         elif path == "/health" and scope["method"] in ("GET", "HEAD"):
             status, document = self.health()
             await send_json(send, status, document)
+        elif path == METRICS_PATH and scope["method"] in ("GET", "HEAD"):
+            await send_metrics(send, self.metrics.registry)
         else:
             await send_json(send, 404, {"error": f"no route {scope['method']} {path}"})
 

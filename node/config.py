@@ -13,6 +13,7 @@ from typing import Any
 from node.errors import ConfigError
 from runtime.config import EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
+from runtime.logs import LOG_FORMATS, LOG_LEVELS
 from runtime.tls import check_pair
 
 __all__ = ["NodeConfig"]
@@ -85,6 +86,9 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     # FOR TESTS ONLY (a slow node for the gateway's hedged reads): every /graphql answer is
     # held back this long; never set it in production
     test_delay_ms: int = setting("STATEFED_NODE_TEST_DELAY_MS", 0, low=0, high=600_000)
+    # logs (runtime.logs): text or json lines, and the lowest level written
+    log_format: str = setting("STATEFED_LOG_FORMAT", "text", parse=str.lower, choices=LOG_FORMATS)
+    log_level: str = setting("STATEFED_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS)
 
     def __post_init__(self) -> None:
         super().__post_init__()

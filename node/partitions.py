@@ -24,7 +24,7 @@ from node.errors import TopologyError
 from node.store import PartitionStore
 from schema import NodeState, PartitionStatus, Role
 
-__all__ = ["Doubt", "PartitionRegistry", "SetAside"]
+__all__ = ["CopyOffsets", "Doubt", "PartitionRegistry", "SetAside"]
 
 T = TypeVar("T")
 
@@ -88,6 +88,17 @@ class _Copy:
 
 
 @dataclass(frozen=True)
+class CopyOffsets:
+    """A held copy's offsets per changelog topic: next to apply, and the end (high
+    watermark) from the latest fetch (-1 until one is seen), for `/metrics`."""
+
+    partition: int
+    role: Role
+    applied: dict[str, int]
+    end: dict[str, int]
+
+
+@dataclass(frozen=True)
 class SetAside:
     """A damaged store moved out of the way; the partition was rebuilt from the changelog."""
 
@@ -124,6 +135,9 @@ class PartitionRegistry:
         self._partition_counts: dict[str, int] = {}
         self._unreachable_since_ms: int | None = None
         self._set_aside: list[SetAside] = []
+        # counted for /metrics: reads of a held copy, failed writes per partition
+        self.reads = 0
+        self.store_errors: dict[int, int] = {}
 
     def set_partition_counts(self, counts: Mapping[str, int]) -> None:
         """The partition count of each changelog topic, from topic metadata."""
@@ -237,6 +251,8 @@ class PartitionRegistry:
     def record_store_error(self, partition: int, error: str | None) -> None:
         """Why `partition`'s store cannot be written now; None once it can again."""
         with self._lock:
+            if error is not None:
+                self.store_errors[partition] = self.store_errors.get(partition, 0) + 1
             copy = self._copies.get(partition)
             if copy is None or copy.store_error == error:
                 return
@@ -283,6 +299,7 @@ class PartitionRegistry:
             if not _readable(copy, roles, proved):
                 return None
             assert copy is not None
+            self.reads += 1
             return reader(copy.store), copy.status(partition, self._unreachable_since_ms)
 
     def applied(
@@ -310,6 +327,14 @@ class PartitionRegistry:
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:
             return sorted(p for p, c in self._copies.items() if role is None or c.role is role)
+
+    def offsets(self) -> list[CopyOffsets]:
+        """Each held copy's offsets per changelog topic, by partition."""
+        with self._lock:
+            return [
+                CopyOffsets(p, c.role, dict(c.applied), dict(c.end))
+                for p, c in sorted(self._copies.items())
+            ]
 
     def statuses(self) -> list[PartitionStatus]:
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import logging
+import os
 import signal
 import socket
 import threading
@@ -16,6 +16,9 @@ from node.app import NodeApp
 from node.config import NodeConfig
 from node.errors import NodeError
 from runtime.graphql_http import GraphQLHttpToolsProtocol
+from runtime.logs import configure_logging
+from runtime.otel import start_otel
+from runtime.tracing import install_spans
 from schema import CATALOGUE, View
 
 __all__ = ["NodeServer", "run_node", "uvicorn_config"]
@@ -71,7 +74,8 @@ def uvicorn_config(app: NodeApp) -> uvicorn.Config:
         ws="websockets-sansio",  # the change feed (/feed), on websockets' sans-I/O core
         lifespan="on",
         access_log=False,
-        log_level="info",
+        log_level=config.log_level,
+        log_config=None,  # uvicorn's lines go through the root logger (runtime.logs)
         timeout_graceful_shutdown=10,
         ssl_certfile=config.tls_cert,
         ssl_keyfile=config.tls_key,
@@ -84,11 +88,14 @@ def run_node(config: NodeConfig, catalogue: Iterable[View] = CATALOGUE) -> None:
     Raises `NodeError` when the materializer dies, and `SystemExit(3)` (uvicorn's
     start-up failure) when the node cannot start, e.g. without changelog topics.
     """
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
+    configure_logging("node", config.log_format, config.log_level, node_id=config.node_id)
+    spans = start_otel("node", os.environ)
+    install_spans(spans)
     app = NodeApp(config, catalogue)
-    NodeServer(app).run()
+    try:
+        NodeServer(app).run()
+    finally:
+        if spans is not None:
+            spans.shutdown()
     if app.failure is not None:
         raise NodeError(f"node {config.node_id} stopped: {app.failure}") from app.failure

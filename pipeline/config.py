@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.errors import PipelineConfigError
 from runtime.config import EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
+from runtime.logs import LOG_FORMATS, LOG_LEVELS
 
 __all__ = ["SOURCE_FORMATS", "STARTING_OFFSETS", "PipelineConfig"]
 
@@ -60,6 +61,12 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
     health_max_age_ms: int = setting(
         "STATEFED_PIPELINE_HEALTH_MAX_AGE_MS", 30_000, low=1000, high=3_600_000
     )
+    # /metrics of the driver (pipeline.metrics) on this address; port 0 = not served
+    metrics_host: str = setting("STATEFED_PIPELINE_METRICS_HOST", "127.0.0.1")
+    metrics_port: int = setting("STATEFED_PIPELINE_METRICS_PORT", 0, low=0, high=65535)
+    # logs (runtime.logs): text or json lines, and the lowest level written
+    log_format: str = setting("STATEFED_LOG_FORMAT", "text", parse=str.lower, choices=LOG_FORMATS)
+    log_level: str = setting("STATEFED_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -22,6 +22,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pipeline.config import PipelineConfig
 from pipeline.errors import QueryFailedError
 from pipeline.kinds import plan_for
+from pipeline.metrics import PipelineMetrics
 from pipeline.records import Decoding, keyed_events, rejected_records
 from pipeline.sink import BatchProducer
 from pipeline.source import SOURCE_NAME, register_source
@@ -147,23 +148,26 @@ def start_queries(
     catalogue: Iterable[View] = CATALOGUE,
     producer: ProducerFactory = default_producer,
     clock: Clock = wall_clock_ms,
+    metrics: PipelineMetrics | None = None,
 ) -> RunningPipeline:
     """Start every query of `catalogue` in `spark`; on an error, stop the ones started.
 
     `producer` makes each query's producer (a seam: tests inject one that cannot deliver);
-    `clock` stamps the status records (ms since the epoch; default: the wall clock).
+    `clock` stamps the status records (ms since the epoch; default: the wall clock);
+    `metrics` is told of every batch and dead letter.
     """
     register_source(spark)
     views = list(catalogue)
     ensure_topics(config.kafka, {PIPELINE_TOPIC: 1})
     trackers = _trackers(config, views, clock)
     publisher = StatusPublisher(config.kafka, config.delivery_timeout_ms / 1000)
-    running = RunningPipeline(StatusPoller(publisher))
+    on_batch = None if metrics is None else metrics.batch
+    running = RunningPipeline(StatusPoller(publisher, on_batch=on_batch))
     try:
         for view in views:
             running.add(*_start_view(spark, config, view, producer, trackers[view.name]))
         for topic, decodings in _decodings_by_topic(views).items():
-            running.add(*_start_dead_letters(spark, config, topic, decodings, producer))
+            running.add(*_start_dead_letters(spark, config, topic, decodings, producer, metrics))
         running.poller.start()
     except BaseException:
         running.stop()
@@ -234,12 +238,13 @@ def _start_dead_letters(
     topic: str,
     decodings: list[Decoding],
     make_producer: ProducerFactory,
+    metrics: PipelineMetrics | None = None,
 ) -> tuple[StreamingQuery, BatchProducer]:
     partition_count(config.kafka, DEADLETTER_TOPIC)  # fail early if it is missing
     producer = make_producer(config, f"statefed-pipeline-deadletter-{topic}")
     rejected = rejected_records(read_topic(spark, config, topic), decodings)
     writer = rejected.writeStream.outputMode("append").foreachBatch(
-        DeadLetterWriter(topic, producer)
+        DeadLetterWriter(topic, producer, None if metrics is None else metrics.dead_letters)
     )
     name = f"statefed.deadletter.{topic}"
     checkpoint = config.checkpoint_dir / "deadletter" / topic

@@ -15,11 +15,14 @@ from confluent_kafka import KafkaException
 from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
-from pipeline.errors import DeliveryError, QueryFailedError, SourceError
+from pipeline.errors import DeliveryError, PipelineConfigError, QueryFailedError, SourceError
 from pipeline.health import HealthFile
 from pipeline.job import start_queries
+from pipeline.metrics import PipelineMetrics
 from pipeline.session import build_session
 from runtime.kafka import KafkaConnectionError
+from runtime.logs import configure_logging
+from runtime.metrics import MetricsServer
 from runtime.topics import broker_answers
 from schema import CATALOGUE, View
 
@@ -49,20 +52,40 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     restarts the queries from their checkpoints, up to RESTARTS times in a row; then its
     error is raised. While the broker does not answer, the pipeline waits for it instead.
     """
-    _default_logging()
+    configure_logging("pipeline", config.log_format, config.log_level)
     stop = threading.Event()
     health = HealthFile(config.health_file)
     health.clear()  # a file left by an earlier run says nothing about this one
     log.info("starting the Spark session of the pipeline")
     spark = build_session(config)
     log.info("Spark session on %s", spark.sparkContext.master)
+    metrics = PipelineMetrics()
+    server = _serve_metrics(config, metrics)
     try:
         with _stop_on_signals(stop):
-            _run_with_restarts(spark, config, tuple(catalogue), stop, health)
+            _run_with_restarts(spark, config, tuple(catalogue), stop, health, metrics)
     finally:
         health.clear()
+        if server is not None:
+            server.stop()
         spark.stop()
         log.info("pipeline stopped")
+
+
+def _serve_metrics(config: PipelineConfig, metrics: PipelineMetrics) -> MetricsServer | None:
+    """/metrics of the driver when STATEFED_PIPELINE_METRICS_PORT is set."""
+    if not config.metrics_port:
+        return None
+    server = MetricsServer(metrics.registry, config.metrics_host, config.metrics_port)
+    try:
+        server.start()
+    except OSError as exc:
+        raise PipelineConfigError(
+            "STATEFED_PIPELINE_METRICS_PORT",
+            f"cannot serve /metrics on {config.metrics_host}:{config.metrics_port}: {exc}",
+        ) from exc
+    log.info("metrics on http://%s:%d/metrics", config.metrics_host, server.port)
+    return server
 
 
 def _run_with_restarts(
@@ -71,12 +94,13 @@ def _run_with_restarts(
     catalogue: tuple[View, ...],
     stop: threading.Event,
     health: HealthFile,
+    metrics: PipelineMetrics,
 ) -> None:
     failures, ready = 0, False
     while not stop.is_set():
         started = time.monotonic()
         try:
-            with start_queries(spark, config, catalogue) as running:
+            with start_queries(spark, config, catalogue, metrics=metrics) as running:
                 if not ready:
                     ready = True
                     print(
@@ -92,11 +116,13 @@ def _run_with_restarts(
             if time.monotonic() - started >= HEALTHY_RUN_S:
                 failures = 0
             if _waited_for_broker(config, stop, exc):
+                metrics.restarted()
                 continue
             failures += 1
             if failures > RESTARTS:
                 raise
             log.warning("%s; restarting the queries (%d of %d)", exc, failures, RESTARTS)
+            metrics.restarted()
             stop.wait(RESTART_BACKOFF_S * failures)
 
 
@@ -116,16 +142,6 @@ def _waited_for_broker(config: PipelineConfig, stop: threading.Event, failure: E
         pass
     log.info("the broker answers again after %.0f s", time.monotonic() - waited)
     return True
-
-
-def _default_logging() -> None:
-    """Progress lines on stderr, unless the embedding program configured logging itself."""
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-        )
-        # py4j logs every callback (each foreachBatch call) at INFO
-        logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @contextmanager

@@ -134,9 +134,15 @@ def new_progress(query: Progressing, after: int | None) -> list[StreamingQueryPr
 class StatusPoller:
     """Publishes a status for every new batch of the view queries it `watch`es."""
 
-    def __init__(self, publisher: Publisher, interval_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        publisher: Publisher,
+        interval_s: float = 0.2,
+        on_batch: Callable[[StreamingQueryProgress, ViewStatus], None] | None = None,
+    ) -> None:
         self.publisher = publisher
         self.interval_s = interval_s
+        self.on_batch = on_batch  # told of each batch and its status (pipeline.metrics)
         self._watched: list[tuple[Progressing, ViewTracker]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="statefed-status", daemon=True)
@@ -151,7 +157,10 @@ class StatusPoller:
         """Publish what every watched query did since the last poll."""
         for query, tracker in list(self._watched):
             for progress in new_progress(query, tracker.last_batch):
-                self.publisher.publish(tracker.on_progress(progress))
+                status = tracker.on_progress(progress)
+                self.publisher.publish(status)
+                if self.on_batch is not None:
+                    self.on_batch(progress, status)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

@@ -55,9 +55,15 @@ class ChangelogWriter:
 class DeadLetterWriter:
     """Writes the rejected records of one input topic to the dead-letter topic."""
 
-    def __init__(self, topic: str, producer: BatchProducer):
+    def __init__(
+        self,
+        topic: str,
+        producer: BatchProducer,
+        on_sent: Callable[[str, int], None] | None = None,
+    ):
         self.topic = topic
         self.producer = producer
+        self.on_sent = on_sent  # told how many dead letters each batch wrote (metrics)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.select(
@@ -74,3 +80,5 @@ class DeadLetterWriter:
         sent = self.producer.flush_or_raise(f"dead letters of topic {self.topic} batch {batch_id}")
         if sent:
             log.warning("topic %s: %d records rejected to %s", self.topic, sent, DEADLETTER_TOPIC)
+            if self.on_sent is not None:
+                self.on_sent(self.topic, sent)

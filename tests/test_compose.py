@@ -3,11 +3,13 @@ runs here). The file is valid Compose; every statefed service runs a real subcom
 settings its part reads and accepts; every long-running service has a health check; the
 containers are not root; the state lives on volumes, shared where Spark needs it; Kafka
 replicates; only the gateway is published; the image bakes in the Kafka connector of the
-pinned Spark."""
+pinned Spark; Prometheus scrapes every part where it serves /metrics, and the Grafana
+dashboard asks it only for metrics the parts export, in valid PromQL."""
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 import sys
@@ -29,6 +31,10 @@ from tooling.config import ToolingConfig
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "compose" / "docker-compose.yml"
 DOCKERFILE = ROOT / "compose" / "Dockerfile"
+PROMETHEUS_CONFIG = ROOT / "compose" / "prometheus" / "prometheus.yml"
+GRAFANA = ROOT / "compose" / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "statefed.json"
+PROMTOOL = "/usr/bin/promtool"  # Debian's prometheus package (`make prometheus`)
 IMAGE = "statefed:latest"
 # what each `statefed` subcommand reads its settings with (every one reads the catalogue)
 CONFIGS: dict[str, type[EnvConfig]] = {
@@ -286,7 +292,12 @@ def test_only_the_gateway_is_published_beyond_this_host() -> None:
         if "ports" in service
     }
     assert published.pop("gateway") == ["8100:8100"]
-    assert published == {"spark-master": ["127.0.0.1:8080:8080"]}  # its UI, loopback only
+    # web UIs, loopback only
+    assert published == {
+        "spark-master": ["127.0.0.1:8080:8080"],
+        "prometheus": ["127.0.0.1:9090:9090"],
+        "grafana": ["127.0.0.1:3000:3000"],
+    }
 
 
 def test_the_image_bakes_in_the_kafka_connector_of_the_pinned_spark() -> None:
@@ -310,3 +321,84 @@ def test_the_build_context_holds_only_what_the_image_installs() -> None:
         copied |= set(sources.split())
     assert allowed == copied
     assert not any(a.startswith((".", "compose", "tests")) for a in allowed)
+
+
+def test_prometheus_scrapes_every_part_where_it_serves_metrics(tmp_path: Path) -> None:
+    services = _services()
+    expected = set()
+    for name, service in _statefed_services().items():
+        command, env = service["command"][0], _environment(service)
+        if command == "node":
+            expected.add(f"{name}:{NodeConfig.from_env(env).port}")
+        elif command == "gateway":
+            expected.add(f"{name}:{GatewayConfig.from_env(env).port}")
+        elif command == "pipeline":
+            config = PipelineConfig.from_env(env)
+            assert config.metrics_port and config.metrics_host == "0.0.0.0"
+            expected.add(f"{name}:{config.metrics_port}")
+    scraped = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    targets = {
+        target
+        for job in scraped["scrape_configs"]
+        for static in job["static_configs"]
+        for target in static["targets"]
+    }
+    assert targets == expected
+    prometheus = services["prometheus"]
+    assert "./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prometheus["volumes"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    checked = subprocess.run(
+        [PROMTOOL, "check", "config", str(PROMETHEUS_CONFIG)], capture_output=True, timeout=60
+    )
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
+
+
+def test_the_grafana_dashboard_asks_prometheus_for_metrics_the_parts_export(
+    tmp_path: Path,
+) -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    expressions = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert expressions
+    used = {name for e in expressions for name in re.findall(r"statefed_\w+", e)}
+    unknown = used - _exported_metric_names()
+    assert not unknown, f"the dashboard asks for metrics no part exports: {sorted(unknown)}"
+    # each expression is valid PromQL: promtool checks them as recording rules
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"statefed:dashboard_{i}", "expr": e} for i, e in enumerate(expressions)
+    ]}]}  # fmt: skip
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    checked = subprocess.run(
+        [PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True, timeout=60
+    )
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
+    sources = yaml.safe_load(
+        (GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text()
+    )
+    (source,) = sources["datasources"]
+    assert source["url"] == "http://prometheus:9090"
+    uids = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p["targets"]}
+    assert uids == {source["uid"]}
+    grafana = _services()["grafana"]
+    assert "./grafana/dashboards:/var/lib/grafana/dashboards:ro" in grafana["volumes"]
+    assert _dependencies(grafana) == {"prometheus": "service_healthy"}
+
+
+def _exported_metric_names() -> set[str]:
+    """Every sample name the gateway, a node and the pipeline driver can export."""
+    from gateway.metrics import GatewayMetrics, runtime_figures
+    from gateway.schema import build_schema
+    from node.metrics import NodeMetrics
+    from node.partitions import PartitionRegistry
+    from pipeline.metrics import PipelineMetrics
+    from schema import CATALOGUE
+
+    families = [
+        *GatewayMetrics(build_schema()._schema).registry.collect(),
+        *runtime_figures({k: 0 for k in ("hits", "misses", "top_hits", "entries", "bytes")}, 0, 0),
+        *NodeMetrics(PartitionRegistry("n"), CATALOGUE).registry.collect(),
+        *PipelineMetrics().registry.collect(),
+    ]
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+    return {
+        family.name + suffix for family in families for suffix in suffixes.get(family.type, ("",))
+    }

@@ -42,6 +42,7 @@ from runtime.graphql_http.response import (
     internal_error,
     status_for,
 )
+from runtime.tracing import TRACEPARENT_HEADER, Serving, parse_traceparent
 
 __all__ = ["Answer", "GraphQLHTTP"]
 
@@ -120,7 +121,7 @@ class GraphQLHTTP(Generic[C]):
     # -- the protocol --------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        accept = content_type = length = incoming_id = None
+        accept = content_type = length = incoming_id = traceparent = None
         for name, value in scope["headers"]:
             if name == b"accept":
                 accept = value
@@ -130,9 +131,24 @@ class GraphQLHTTP(Generic[C]):
                 length = value
             elif name == b"x-request-id":
                 incoming_id = value
-        media = negotiate(accept)
-        written = media or MediaType.JSON  # a refusal of the Accept header itself is JSON
+            elif name == TRACEPARENT_HEADER:
+                traceparent = value
         rid = request_id(incoming_id)
+        # the request's id and trace in every log line written while serving it
+        with Serving(rid, parse_traceparent(traceparent), "request"):
+            await self._serve(scope, receive, send, rid, negotiate(accept), content_type, length)
+
+    async def _serve(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        rid: str,
+        media: MediaType | None,
+        content_type: bytes | None,
+        length: bytes | None,
+    ) -> None:
+        written = media or MediaType.JSON  # a refusal of the Accept header itself is JSON
         headers = ((b"x-request-id", rid.encode()),)
         try:
             request = await self._request(scope, receive, content_type, length)
@@ -151,6 +167,8 @@ class GraphQLHTTP(Generic[C]):
             await send_json(send, 500, {"errors": [internal_error(rid)]}, written, headers)
             return
         await send_json(send, status, document, written, headers)
+        if log.isEnabledFor(logging.DEBUG):  # one line a request only when asked for
+            log.debug("%s %s answered %d", scope["method"], scope["path"], status)
 
     async def _request(
         self, scope: Scope, receive: Receive, content_type: bytes | None, length: bytes | None

@@ -4,8 +4,8 @@ before any GraphQL work, or refused with a `RequestError` carrying its HTTP stat
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass
+from random import getrandbits
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
@@ -103,7 +103,8 @@ def request_id(incoming: bytes | None) -> str:
     letters, digits and `._:-` (a proxy's, to follow a request across logs), else a new one."""
     if incoming is not None and _SAFE_REQUEST_ID.fullmatch(incoming):
         return incoming.decode("ascii")
-    return uuid.uuid4().hex
+    # 32 hex digits as uuid4().hex, at a fraction of its cost (it only has to be unique)
+    return f"{getrandbits(128):032x}"
 
 
 def decode_body(body: bytes) -> GraphQLRequest:

@@ -50,6 +50,8 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_STATUS_TAIL_RECORDS": "500",
         "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS": "8",
         "STATEFED_GATEWAY_LOG_LEVEL": "WARNING",
+        "STATEFED_LOG_LEVEL": "debug",
+        "STATEFED_LOG_FORMAT": "JSON",
         "STATEFED_GATEWAY_MAX_DEPTH": "8",
         "STATEFED_GATEWAY_MAX_ALIASES": "0",
         "STATEFED_GATEWAY_MAX_ROOT_FIELDS": "5",
@@ -94,6 +96,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert {f.name for f in dataclasses.fields(GatewayConfig)} == set(GatewayConfig.ENV) | kafka
     assert config.bootstrap == "kafka:9092" and config.port == 9000
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
+    assert config.log_format == "json"  # and the gateway's own level wins over every part's
     assert config.url == "https://0.0.0.0:9000"
     assert config.max_tokens == 700
     assert config.tls_cert == config.tls_key == config.node_ca == pem
@@ -158,6 +161,13 @@ def test_introspection_flag(raw: str, value: bool) -> None:
 def test_invalid_values_name_the_variable(variable: str, value: str) -> None:
     with pytest.raises(ValueError, match=variable):
         GatewayConfig.from_env({variable: value})
+
+
+def test_every_parts_log_level_is_the_gateways_unless_its_own_is_set() -> None:
+    assert GatewayConfig.from_env({"STATEFED_LOG_LEVEL": "debug"}).log_level == "debug"
+    both = {"STATEFED_LOG_LEVEL": "debug", "STATEFED_GATEWAY_LOG_LEVEL": "error"}
+    assert GatewayConfig.from_env(both).log_level == "error"
+    assert GatewayConfig.from_env({}).log_level == "info"
 
 
 def test_config_is_frozen() -> None:

@@ -1,0 +1,175 @@
+"""The gateway's Prometheus metrics, served at `/metrics` (`runtime.metrics`).
+
+Updated where things happen, at most one observation each: an executed operation
+(`statefed_gateway_request_duration_seconds` by operation type and root field), each error
+of an answer (`statefed_gateway_errors_total` by code), each node call (latency, failures
+by node and reason), each coalesced node request (how many client lookups it carried).
+Read at scrape time from what the gateway keeps anyway: cache hits and misses, open
+subscriptions, hedged reads. Root field names come from the schema (anything else is
+`other`), node ids from membership and error codes from the gateway's own set, each
+bounded (`runtime.metrics.bounded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from graphql import FieldNode, GraphQLSchema, OperationDefinitionNode
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from runtime.metrics import Collected, bounded
+
+__all__ = ["GatewayMetrics", "runtime_figures"]
+
+# seconds: a cached point read is ~1 ms, a fan-out tens, the default deadline 5 s
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+_OTHER = "other"
+_MAX_NODES = 1024
+
+
+class GatewayMetrics:
+    """The metrics of one gateway app, in their own registry."""
+
+    def __init__(self, schema: GraphQLSchema) -> None:
+        self.registry = CollectorRegistry()
+        self._root_fields = _root_fields(schema)
+        # histogram children (labels() costs more than an observation): both sets bounded
+        self._by_operation: dict[tuple[str, str], Histogram] = {}
+        self._by_node: dict[str, Histogram] = {}
+        self._nodes: set[str] = set()
+        self._codes: set[str] = set()
+        self._requests = Histogram(
+            "statefed_gateway_request_duration_seconds",
+            "Time to execute one GraphQL operation (planning, node calls, merging), by "
+            "operation type and root field",
+            ["operation", "root_field"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            "statefed_gateway_errors",
+            "Errors in answers to clients, by extensions.code",
+            ["code"],
+            registry=self.registry,
+        )
+        self._node_calls = Histogram(
+            "statefed_gateway_node_call_duration_seconds",
+            "Time from sending a request to a node to its answer, by node",
+            ["node"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._node_failures = Counter(
+            "statefed_gateway_node_call_failures",
+            "Node calls without an answer, by node and reason (timeout, unavailable)",
+            ["node", "reason"],
+            registry=self.registry,
+        )
+        self._coalesced = Histogram(
+            "statefed_gateway_coalesced_lookups",
+            "Client lookups carried by one coalesced node request",
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self._figures: list[Callable[[], Iterable[Metric]]] = []
+        self.registry.register(Collected(self._collect))
+
+    def labels(self, operation: OperationDefinitionNode) -> tuple[str, str]:
+        """The operation type and root field of `operation` (`multiple` for several root
+        fields, `other` for a name the schema does not have)."""
+        selections = operation.selection_set.selections
+        kind = operation.operation.value
+        if len(selections) != 1:
+            return kind, "multiple"
+        (only,) = selections
+        if isinstance(only, FieldNode) and only.name.value in self._root_fields:
+            return kind, only.name.value
+        return kind, _OTHER
+
+    def executed(self, labels: tuple[str, str], seconds: float) -> None:
+        child = self._by_operation.get(labels)
+        if child is None:
+            child = self._by_operation[labels] = self._requests.labels(*labels)
+        child.observe(seconds)
+
+    def errors(self, errors: Sequence[dict[str, Any]]) -> None:
+        """Count the errors of one answer body by their `extensions.code`."""
+        for error in errors:
+            code = (error.get("extensions") or {}).get("code") or "NONE"
+            self.refused(str(code))
+
+    def refused(self, code: str) -> None:
+        self._errors.labels(bounded(code, self._codes)).inc()
+
+    def node_answered(self, node_id: str, seconds: float) -> None:
+        child = self._by_node.get(node_id)
+        if child is None:
+            label = bounded(node_id, self._nodes, _MAX_NODES)
+            child = self._node_calls.labels(label)
+            if label == node_id:
+                self._by_node[node_id] = child
+        child.observe(seconds)
+
+    def node_failed(self, node_id: str, reason: str) -> None:
+        self._node_failures.labels(bounded(node_id, self._nodes, _MAX_NODES), reason).inc()
+
+    def coalesced(self, lookups: int) -> None:
+        self._coalesced.observe(lookups)
+
+    def watch(self, figures: Callable[[], Iterable[Metric]]) -> None:
+        """Add figures read at every scrape (the running gateway's cache, subscriptions)."""
+        self._figures.append(figures)
+
+    def _collect(self) -> Iterable[Metric]:
+        for figures in list(self._figures):
+            yield from figures()
+
+
+def runtime_figures(
+    cache_stats: dict[str, int] | None, subscriptions: int, hedged_reads: int
+) -> list[Metric]:
+    """The scrape-time figures of a started gateway: its cache's counts (None: no cache),
+    the subscriptions running and the hedged reads started."""
+    figures: list[Metric] = []
+    if cache_stats is not None:
+        for name, text in (
+            ("hits", "Keys answered from the gateway cache"),
+            ("misses", "Keys the gateway cache could not answer"),
+            ("top_hits", "Top-N reads answered from the gateway cache"),
+        ):
+            figures.append(
+                CounterMetricFamily(f"statefed_gateway_cache_{name}", text, cache_stats[name])
+            )
+        figures.append(
+            GaugeMetricFamily(
+                "statefed_gateway_cache_entries", "Rows the cache holds", cache_stats["entries"]
+            )
+        )
+        figures.append(
+            GaugeMetricFamily(
+                "statefed_gateway_cache_bytes",
+                "Estimated bytes the cache holds",
+                cache_stats["bytes"],
+            )
+        )
+    figures.append(
+        GaugeMetricFamily(
+            "statefed_gateway_subscriptions", "Subscriptions running now", subscriptions
+        )
+    )
+    figures.append(
+        CounterMetricFamily(
+            "statefed_gateway_hedged_reads",
+            "Standby requests started because an owner had not answered within its hedge delay",
+            hedged_reads,
+        )
+    )
+    return figures
+
+
+def _root_fields(schema: GraphQLSchema) -> frozenset[str]:
+    types = (schema.query_type, schema.mutation_type, schema.subscription_type)
+    return frozenset(name for t in types if t is not None for name in t.fields)

@@ -1,0 +1,46 @@
+"""The gateway's metric labels stay bounded: root fields from the schema, codes capped."""
+
+from __future__ import annotations
+
+from graphql import OperationDefinitionNode, parse
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.metrics import GatewayMetrics
+from gateway.schema import build_schema
+from runtime.metrics import bounded, exposition
+
+
+def _operation(text: str) -> OperationDefinitionNode:
+    definition = parse(text).definitions[0]
+    assert isinstance(definition, OperationDefinitionNode)
+    return definition
+
+
+def test_labels_are_the_operation_type_and_a_root_field_of_the_schema() -> None:
+    metrics = GatewayMetrics(build_schema()._schema)
+    assert metrics.labels(_operation('{ wordCount(word: "a") { count } }')) == (
+        "query",
+        "wordCount",
+    )
+    assert metrics.labels(_operation("{ madeUp }")) == ("query", "other")
+    two = "{ a: cluster { routingVersion } b: cluster { routingVersion } }"
+    assert metrics.labels(_operation(two)) == ("query", "multiple")
+    spread = "{ ...F } fragment F on Query { cluster { routingVersion } }"
+    assert metrics.labels(_operation(spread)) == ("query", "other")
+
+
+def test_error_codes_beyond_the_bound_count_as_other() -> None:
+    metrics = GatewayMetrics(build_schema()._schema)
+    for i in range(100):
+        metrics.refused(f"CODE_{i}")
+    families = {
+        f.name: f for f in text_string_to_metric_families(exposition(metrics.registry).decode())
+    }
+    codes = {
+        s.labels["code"]
+        for s in families["statefed_gateway_errors"].samples
+        if s.name.endswith("_total")
+    }
+    assert len(codes) == 65 and "other" in codes
+    known: set[str] = set()
+    assert [bounded(v, known, limit=2) for v in ("a", "b", "c", "a")] == ["a", "b", "other", "a"]
