@@ -13,6 +13,12 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("offset", topic)                                 -> >Q    next offset to read
 ```
 
+A scan (`ScanSpan`) walks the rows of one view in the order of their key's tail after
+the (kind, view) head: by key for count and latest rows, by (key, window start) for
+windows, by (key, event time, partition, offset) for events. `pack_str` keeps UTF-8 byte
+order (NUL is escaped as 0x00 0xFF, the end is 0x00 0x01), so the rows of a key sort by
+the key's UTF-8 bytes, a key before every key it is a prefix of.
+
 "top" and "wtop" are indexes (count descending, then key ascending; "wtop" per window).
 Index values repeat the row, so top-N reads never decode keys (measured: the generic key
 decoder was half the cost of a top-1000 read).
@@ -20,19 +26,35 @@ decoder was half the cost of a top-1000 read).
 
 from __future__ import annotations
 
+import enum
 import functools
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from node.changes import EventPosition
 from node.errors import SerializationError
-from schema import MAX_UINT, CountRow, EventRow, WindowRow, pack, pack_str, pack_uint, unpack
+from schema import (
+    MAX_UINT,
+    STR_TAG,
+    CountRow,
+    EventRow,
+    WindowRow,
+    escape_str,
+    pack,
+    pack_str,
+    pack_uint,
+    unpack,
+)
 
 __all__ = [
     "FORMAT",
     "FORMAT_KEY",
+    "ScanSpan",
+    "ScannedRow",
+    "Table",
     "count_key",
     "count_prefix",
     "count_top_key",
@@ -43,6 +65,7 @@ __all__ = [
     "decode_event",
     "decode_latest",
     "decode_offset",
+    "decode_scanned",
     "decode_window",
     "decode_window_top",
     "encode_count",
@@ -261,3 +284,70 @@ def encode_offset(next_offset: int) -> bytes:
 def decode_offset(value: bytes) -> int:
     offset: int = _OFFSET.unpack(value)[0]
     return offset
+
+
+# -- scans ---------------------------------------------------------------------------------
+
+
+class Table(enum.Enum):
+    """The rows of a view kind a scan walks, by the kind part of their keys."""
+
+    COUNT = "row"
+    WINDOW = "win"
+    LATEST = "latest"
+    EVENT = "hist"
+
+    def head(self, view: str) -> bytes:
+        return _head(self.value, view)
+
+
+ScannedRow = CountRow | WindowRow | EventRow
+
+
+@dataclass(frozen=True)
+class ScanSpan:
+    """Which rows of a view a scan reads: keys that start with `prefix`, with `since` <=
+    key < `until` (None: open) in UTF-8 byte order, and of those the rows past `after`
+    (a row's tail after the view head: exclusive; None: from the first row), walking
+    forwards, or backwards from the last row when `backward` (`after` then bounds above)."""
+
+    prefix: str = ""
+    since: str | None = None
+    until: str | None = None
+    after: bytes | None = None
+    backward: bool = False
+
+    def bounds(self, head: bytes) -> tuple[bytes, bytes] | None:
+        """[start, stop) of the stored keys to read under `head`, or None when empty."""
+        low = head + STR_TAG + escape_str(self.prefix)
+        high = prefix_end(low)
+        if self.since is not None:
+            low = max(low, head + pack_str(self.since))
+        if self.until is not None:
+            high = min(high, head + pack_str(self.until))
+        if self.after is not None:
+            if self.backward:
+                high = min(high, head + self.after)
+            else:  # the smallest byte string after it
+                low = max(low, head + self.after + b"\x00")
+        return (low, high) if low < high else None
+
+
+def decode_scanned(table: Table, view: str, tail: bytes, value: bytes) -> ScannedRow:
+    """The row stored under a key whose tail after the view head is `tail`."""
+    try:
+        parts = unpack(tail)
+        key = parts[0]
+        if not isinstance(key, str):
+            raise ValueError("no key")
+    except (ValueError, IndexError, struct.error) as exc:
+        raise SerializationError(f"view {view}: stored key {tail[:60]!r} cannot be read") from exc
+    if table is Table.COUNT:
+        return decode_count(view, key, value)
+    if table is Table.LATEST:
+        return decode_latest(view, key, value)
+    if table is Table.WINDOW:
+        if len(parts) != 2 or not isinstance(parts[1], int):
+            raise _corrupt(view, key, "window key", tail)
+        return decode_window(view, key, parts[1], value)
+    return decode_event(view, key, tail[len(pack_str(key)) :], value)

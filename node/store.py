@@ -159,6 +159,14 @@ class PartitionStore(abc.ABC):
         greater than `after`, in position order."""
 
     @abc.abstractmethod
+    def scan(
+        self, view: str, table: layout.Table, span: layout.ScanSpan, limit: int, horizon_ms: int
+    ) -> list[tuple[bytes, layout.ScannedRow]]:
+        """Up to `limit` rows of `table` in `span`, in key order (reversed when backward),
+        each with its position (its key's tail after the view head, `span.after` of the next
+        slice); windows that end at or before `horizon_ms` are skipped. Reads no further."""
+
+    @abc.abstractmethod
     def offsets(self) -> dict[str, int]:
         """The next offset to read of each changelog topic applied so far."""
 
@@ -601,6 +609,27 @@ class LevelDBStore(PartitionStore):
                 yield layout.decode_event(view, key, event_key[cut:], value)
                 if count >= limit:
                     return
+
+    def scan(
+        self, view: str, table: layout.Table, span: layout.ScanSpan, limit: int, horizon_ms: int
+    ) -> list[tuple[bytes, layout.ScannedRow]]:
+        db = self._require_open()
+        head = table.head(view)
+        bounds = span.bounds(head)
+        if limit <= 0 or bounds is None:
+            return []
+        cut = len(head)
+        rows: list[tuple[bytes, layout.ScannedRow]] = []
+        with db.iterator(start=bounds[0], stop=bounds[1], reverse=span.backward) as entries:
+            for stored_key, value in entries:
+                tail = stored_key[cut:]
+                row = layout.decode_scanned(table, view, tail, value)
+                if isinstance(row, WindowRow) and row.end_ms <= horizon_ms:
+                    continue
+                rows.append((tail, row))
+                if len(rows) >= limit:
+                    break
+        return rows
 
     def offsets(self) -> dict[str, int]:
         db = self._require_open()

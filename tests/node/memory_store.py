@@ -9,9 +9,10 @@ from typing import Self, TypeVar
 
 from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import StoreClosedError
+from node.layout import ScannedRow, ScanSpan, Table
 from node.store import PartitionStore
 from runtime.ranking import rank
-from schema import CountRow, EventRow, WindowRow
+from schema import CountRow, EventRow, KeyPart, WindowRow, pack, unpack
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -142,9 +143,51 @@ class MemoryStore(PartitionStore):
         )
         return events[: max(limit, 0)]
 
+    def scan(
+        self, view: str, table: Table, span: ScanSpan, limit: int, horizon_ms: int
+    ) -> list[tuple[bytes, ScannedRow]]:
+        """The model: rows sorted by (UTF-8 key, the rest of the position) as Python tuples,
+        filtered by comparing strings' UTF-8, not by the byte bounds LevelDB uses."""
+        self._require_open()
+        found = sorted(
+            (_order(position), pack(*position), row)
+            for position, row in self._table(view, table)
+            if _in_span(span, position[0])
+            and not (isinstance(row, WindowRow) and row.end_ms <= horizon_ms)
+        )
+        if span.after is not None:
+            after = _order(unpack(span.after))
+            found = [r for r in found if (r[0] < after if span.backward else r[0] > after)]
+        if span.backward:
+            found.reverse()
+        return [(packed, row) for _, packed, row in found[: max(limit, 0)]]
+
+    def _table(self, view: str, table: Table) -> list[tuple[tuple[KeyPart, ...], ScannedRow]]:
+        if table is Table.COUNT:
+            return [((k,), r) for k, r in self._rows.get(view, {}).items()]
+        if table is Table.LATEST:
+            return [((k,), r) for k, r in self._latest.get(view, {}).items()]
+        if table is Table.WINDOW:
+            return [((k, s), r) for (k, s), r in self._windows.get(view, {}).items()]
+        return [((k, *at), r) for (k, at), r in self._events.get(view, {}).items()]
+
     def offsets(self) -> dict[str, int]:
         self._require_open()
         return dict(self._offsets)
+
+
+def _order(position: tuple[KeyPart, ...]) -> tuple[bytes | int, ...]:
+    key, *rest = position
+    return (str(key).encode("utf-8"), *(int(part) for part in rest))
+
+
+def _in_span(span: ScanSpan, key: KeyPart) -> bool:
+    data = str(key).encode("utf-8")
+    return (
+        data.startswith(span.prefix.encode("utf-8"))
+        and (span.since is None or data >= span.since.encode("utf-8"))
+        and (span.until is None or data < span.until.encode("utf-8"))
+    )
 
 
 def _put(rows: dict[K, V], key: K, row: V | None) -> None:
