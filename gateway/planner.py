@@ -36,7 +36,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 
-from gateway import inputs
+from gateway import cursors, inputs
 from gateway.config import GatewayConfig
 from gateway.documents import with_extensions
 from gateway.errors import (
@@ -52,21 +52,32 @@ from gateway.errors import (
 from gateway.hedging import NodeWatch
 from gateway.kinds import view_queries
 from gateway.live.cache import GatewayCache
-from gateway.reads import DEFAULT_READ, KeyRead, LookupResult, ReadOptions, TopResult
+from gateway.prices import DEFAULT_SCAN_PAGE
+from gateway.reads import (
+    DEFAULT_READ,
+    KeyRead,
+    LookupResult,
+    ReadOptions,
+    ScanAsk,
+    ScanResult,
+    TopResult,
+)
 from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
-from gateway.rows import Event, Page, Ranked, Row, WindowCount
+from gateway.rows import Event, Page, Ranked, Row, Scanned, WindowCount
+from gateway.scans import merge_page
 from gateway.upstream import Upstream
 from runtime.ranking import merge_top
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View, partition_for
 
-__all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
+__all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "ScanResult", "TopResult"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _Rows = dict[str, Row | Event | None]  # a lookup's rows by key
+_Slices = dict[int, list[tuple[bytes, Scanned]]]  # a scan's rows by partition
 _NOBODY: frozenset[str] = frozenset()
 # of an `atLeast` lookup's time, what it waits for the cache's feed to reach the offsets
 # before the nodes are asked (they then wait the rest themselves)
@@ -375,6 +386,68 @@ class Planner:
         queries = self._queries[view.name]
         body = queries.history_body(key, span, first, after)
         return await self._key_read(view, key, body, queries.read_page, deadline, options)
+
+    async def scan(
+        self, view: View, ask: ScanAsk, deadline: float, options: ReadOptions = DEFAULT_READ
+    ) -> ScanResult:
+        """One page of the whole view in key order: every partition asked for its next slice
+        (one row more than the page) from its own position, grouped by node; the slices
+        merged (gateway.scans)."""
+        start = self._scan_start(view, ask)
+        size = ask.first or ask.last or DEFAULT_SCAN_PAGE
+        queries = self._queries[view.name]
+
+        async def read_slices(node: NodeInfo, group: list[int], standby: bool) -> Piece[_Slices]:
+            starts = {p: start.positions[p] for p in group}
+            body = queries.scan_body(starts, size + 1, start.backward, start.scan_filter)
+            reply = await self._post(node, body, view, group, deadline, (), standby, options)
+            slices = _read(queries.read_slices, reply, view, node, group)
+            if sorted(slices) != sorted(group):
+                raise NodeProtocolError(
+                    view.name,
+                    "answered slices of other partitions than asked",
+                    partitions=group,
+                    node=node.node_id,
+                )
+            return Piece(slices, reply.freshness)
+
+        read = await self._rounds(view, range(start.partitions), read_slices, deadline, options)
+        slices = {
+            p: rows
+            for taken in read.taken
+            for p, rows in taken.value.items()
+            if p in taken.partitions
+        }
+        failed = set(range(start.partitions)) - set(slices)
+        page = merge_page(start, slices, size, failed)
+        return ScanResult(page, read.failures, read.freshness)
+
+    def _scan_start(self, view: View, ask: ScanAsk) -> cursors.ScanCursor:
+        """Where each partition's slice starts: from the cursor asked, else at the start
+        (the end when paging backwards)."""
+        inputs.check_scan(
+            view, ask.first, ask.last, ask.after, ask.before, self._config.max_scan_page
+        )
+        spec = ask.scan_filter
+        for name, value in (("prefix", spec.prefix), ("from", spec.since), ("to", spec.until)):
+            inputs.check_key_bound(view, name, value, self._config.max_key_bytes)
+        count = self._feed.current.partition_count(view)
+        backward = ask.last is not None or ask.before is not None
+        argument, text = ("before", ask.before) if backward else ("after", ask.after)
+        if text is None:
+            positions: tuple[bytes | None, ...] = (None,) * count
+        else:
+            cursor = cursors.decode(view, text, argument, cursors.KEY_ORDER, spec, count)
+            if cursor.backward != backward and cursor.at is None:
+                raise BadRequestError(
+                    view.name,
+                    f"{argument}: the cursor of a page without edges continues only in the "
+                    "direction it was read",
+                )
+            positions = cursor.starts(backward)
+        return cursors.ScanCursor(
+            view.name, cursors.KEY_ORDER, spec, count, backward, None, positions
+        )
 
     async def _key_read(
         self,

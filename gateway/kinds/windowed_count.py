@@ -6,6 +6,7 @@ from __future__ import annotations
 from gateway.config import GatewayConfig
 from gateway.documents import (
     NodeDocuments,
+    scan_document,
     top_document,
     window_row,
     window_selection,
@@ -13,7 +14,7 @@ from gateway.documents import (
 )
 from gateway.fields.windowed import windowed_fields
 from gateway.kinds.kind import GatewayKind
-from gateway.prices import Price, top_price
+from gateway.prices import Price, scan_price, top_price
 from schema import View
 
 __all__ = ["WINDOWED_COUNT"]
@@ -24,11 +25,13 @@ def _documents(view: View) -> NodeDocuments:
         top=top_document(view, window_selection(view), windowed=True),
         windows=windows_document(view),
         read_ranked=window_row,
+        scan=scan_document(view, window_selection(view)),
+        read_scanned=window_row,
     )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
-    prices = {view.top_field: top_price(view, config)}
+    prices = {view.top_field: top_price(view, config), view.scan_field: scan_price(view, config)}
     if view.window is not None:
         # a key's windows: as many as the retention keeps
         kept = view.window.retention_ms // view.window.size_ms + 1
