@@ -29,6 +29,7 @@ from graphql import (
     GraphQLError,
     GraphQLSchema,
     OperationDefinitionNode,
+    Undefined,
 )
 
 from gateway.config import GatewayConfig
@@ -132,7 +133,8 @@ class QueryLimits:
         query = self._schema.query_type
         definition = query.fields.get(field_name) if query is not None else None
         spec = definition.args.get(argument) if definition is not None else None
-        return None if spec is None else spec.default_value
+        # an argument without a default has `Undefined` as its default value
+        return None if spec is None or spec.default_value is Undefined else spec.default_value
 
 
 def _cost(
