@@ -26,10 +26,19 @@ import orjson
 from gateway.errors import BadRequestError
 from schema import View
 
-__all__ = ["KEY_ORDER", "MAX_SCAN_CURSOR_CHARS", "ScanCursor", "ScanFilter", "decode", "encode"]
+__all__ = [
+    "COUNT_ORDER",
+    "KEY_ORDER",
+    "MAX_SCAN_CURSOR_CHARS",
+    "ScanCursor",
+    "ScanFilter",
+    "decode",
+    "encode",
+]
 
 VERSION = 1
 KEY_ORDER = "key"
+COUNT_ORDER = "count"  # count views: count desc, then key (their top-N index)
 # a position is a key tail (at most the gateway's key bytes and some); P of them per cursor
 MAX_SCAN_CURSOR_CHARS = 1 << 20
 

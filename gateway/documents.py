@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway.cursors import ScanFilter
+from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.inputs import TimeRange
 from gateway.rows import Edge, Event, Page, Ranked, Row, Scanned, WindowCount
 from gateway.timestamps import iso, parse_utc
@@ -139,9 +139,10 @@ class ViewQueries:
         first: int,
         backward: bool,
         scan_filter: ScanFilter,
+        order: str = KEY_ORDER,
     ) -> bytes:
         slices = [{"partition": p, "after": _b64(at)} for p, at in starts.items()]
-        variables = {
+        variables: dict[str, Any] = {
             "s": slices,
             "n": first,
             "b": backward,
@@ -149,6 +150,8 @@ class ViewQueries:
             "f": scan_filter.since,
             "t": scan_filter.until,
         }
+        if order != KEY_ORDER:
+            variables["o"] = order.upper()
         return _body(self._heads["scan"], self.view, "scan", variables)
 
     # -- readers --------------------------------------------------------------------------
@@ -244,12 +247,14 @@ def history_document(view: View) -> str:
     )
 
 
-def scan_document(view: View, selection: str) -> str:
-    """The next slice of each of some partitions, each from its own position."""
+def scan_document(view: View, selection: str, *, ordered: bool = False) -> str:
+    """The next slice of each of some partitions, each from its own position (in the order
+    `$o`, KEY unless given, when `ordered`: count views)."""
+    order_variable, order = (",$o:ScanOrder=KEY", ",order:$o") if ordered else ("", "")
     return (
-        "query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String)"
-        f"{{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,from:$f,to:$t)"
-        f"{{p:partition e:edges{{a:position n:node{selection}}}}}}}"
+        f"query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String"
+        f"{order_variable}){{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,"
+        f"from:$f,to:$t{order}){{p:partition e:edges{{a:position n:node{selection}}}}}}}"
     )
 
 

@@ -399,7 +399,9 @@ class Planner:
 
         async def read_slices(node: NodeInfo, group: list[int], standby: bool) -> Piece[_Slices]:
             starts = {p: start.positions[p] for p in group}
-            body = queries.scan_body(starts, size + 1, start.backward, start.scan_filter)
+            body = queries.scan_body(
+                starts, size + 1, start.backward, start.scan_filter, start.order
+            )
             reply = await self._post(node, body, view, group, deadline, (), standby, options)
             slices = _read(queries.read_slices, reply, view, node, group)
             if sorted(slices) != sorted(group):
@@ -431,13 +433,17 @@ class Planner:
         spec = ask.scan_filter
         for name, value in (("prefix", spec.prefix), ("from", spec.since), ("to", spec.until)):
             inputs.check_key_bound(view, name, value, self._config.max_key_bytes)
+        if ask.order != cursors.KEY_ORDER and spec != cursors.ScanFilter():
+            raise BadRequestError(
+                view.name, f"prefix, from and to apply to the key order only, not {ask.order}"
+            )
         count = self._feed.current.partition_count(view)
         backward = ask.last is not None or ask.before is not None
         argument, text = ("before", ask.before) if backward else ("after", ask.after)
         if text is None:
             positions: tuple[bytes | None, ...] = (None,) * count
         else:
-            cursor = cursors.decode(view, text, argument, cursors.KEY_ORDER, spec, count)
+            cursor = cursors.decode(view, text, argument, ask.order, spec, count)
             if cursor.backward != backward and cursor.at is None:
                 raise BadRequestError(
                     view.name,
@@ -445,9 +451,7 @@ class Planner:
                     "direction it was read",
                 )
             positions = cursor.starts(backward)
-        return cursors.ScanCursor(
-            view.name, cursors.KEY_ORDER, spec, count, backward, None, positions
-        )
+        return cursors.ScanCursor(view.name, ask.order, spec, count, backward, None, positions)
 
     async def _key_read(
         self,

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from gateway.consistency import AppliedAtLeast
-from gateway.cursors import ScanFilter
+from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.errors import RoutingError
 from gateway.principal import ANONYMOUS
 from gateway.rows import Event, Page, Ranked, Row, WindowCount
@@ -67,13 +67,15 @@ class TopResult:
 @dataclass(frozen=True)
 class ScanAsk:
     """One page of a whole-view scan as the client asked for it: forwards with `first`
-    after `after`, or backwards with `last` before `before` (cursors, gateway.cursors)."""
+    after `after`, or backwards with `last` before `before` (cursors, gateway.cursors), in
+    `order` (gateway.cursors.KEY_ORDER, or COUNT_ORDER for count views)."""
 
     scan_filter: ScanFilter
     first: int | None = None
     after: str | None = None
     last: int | None = None
     before: str | None = None
+    order: str = KEY_ORDER
 
 
 @dataclass(frozen=True)

@@ -290,15 +290,22 @@ def decode_offset(value: bytes) -> int:
 
 
 class Table(enum.Enum):
-    """The rows of a view kind a scan walks, by the kind part of their keys."""
+    """The rows of a view kind a scan walks, by the kind part of their keys: by key, or,
+    for TOP (the count index), by count descending then key."""
 
     COUNT = "row"
     WINDOW = "win"
     LATEST = "latest"
     EVENT = "hist"
+    TOP = "top"
 
     def head(self, view: str) -> bytes:
         return _head(self.value, view)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether its rows' tails start with the key (so a prefix and key range apply)."""
+        return self is not Table.TOP
 
 
 ScannedRow = CountRow | WindowRow | EventRow
@@ -317,14 +324,17 @@ class ScanSpan:
     after: bytes | None = None
     backward: bool = False
 
-    def bounds(self, head: bytes) -> tuple[bytes, bytes] | None:
-        """[start, stop) of the stored keys to read under `head`, or None when empty."""
-        low = head + STR_TAG + escape_str(self.prefix)
-        high = prefix_end(low)
-        if self.since is not None:
-            low = max(low, head + pack_str(self.since))
-        if self.until is not None:
-            high = min(high, head + pack_str(self.until))
+    def bounds(self, head: bytes, keyed: bool = True) -> tuple[bytes, bytes] | None:
+        """[start, stop) of the stored keys to read under `head`, or None when empty; the
+        prefix and key range apply only to tails that start with the key (`keyed`)."""
+        low, high = head, prefix_end(head)
+        if keyed:
+            low = head + STR_TAG + escape_str(self.prefix)
+            high = prefix_end(low)
+            if self.since is not None:
+                low = max(low, head + pack_str(self.since))
+            if self.until is not None:
+                high = min(high, head + pack_str(self.until))
         if self.after is not None:
             if self.backward:
                 high = min(high, head + self.after)
@@ -335,6 +345,8 @@ class ScanSpan:
 
 def decode_scanned(table: Table, view: str, tail: bytes, value: bytes) -> ScannedRow:
     """The row stored under a key whose tail after the view head is `tail`."""
+    if table is Table.TOP:
+        return decode_count_top(value)
     try:
         parts = unpack(tail)
         key = parts[0]

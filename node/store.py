@@ -615,7 +615,7 @@ class LevelDBStore(PartitionStore):
     ) -> list[tuple[bytes, layout.ScannedRow]]:
         db = self._require_open()
         head = table.head(view)
-        bounds = span.bounds(head)
+        bounds = span.bounds(head, table.keyed)
         if limit <= 0 or bounds is None:
             return []
         cut = len(head)

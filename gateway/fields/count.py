@@ -87,7 +87,7 @@ def count_fields(view: View) -> ViewFields:
         description=f"The `limit` most counted {view.keys_arg} (count desc, then "
         f"{view.key_field} asc) of view {view.name}.",
     )
-    fields.update(scan_field(view, row_type, to_type))
+    fields.update(scan_field(view, row_type, to_type, counted=True))
     updates = KeySubscription(
         view,
         update_type(view, [("count", int | None, "Null: the key has no count.")], "a count"),

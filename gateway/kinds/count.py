@@ -26,7 +26,7 @@ def _documents(view: View) -> NodeDocuments:
         top=top_document(view, selection, windowed=False),
         read_row=count_row,
         read_ranked=count_row,
-        scan=scan_document(view, count_selection(view)),
+        scan=scan_document(view, count_selection(view), ordered=True),
         read_scanned=count_row,
     )
 

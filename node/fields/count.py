@@ -83,6 +83,6 @@ def count_fields(view: View) -> ViewFields:
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
         view.top_field: query_field(top, view.top_field),
-        **scan_field(view, Table.COUNT, row_type, lambda row: row),
+        **scan_field(view, Table.COUNT, row_type, lambda row: row, by_count=Table.TOP),
     }
     return ViewFields(fields, Entity(view, entities))

@@ -264,9 +264,14 @@ def _write_example(
 
 
 def _check_views(
-    broker: EmbeddedBroker, views: tuple[View, ...], http: httpx.Client, examples: int
+    broker: EmbeddedBroker,
+    views: tuple[View, ...],
+    http: httpx.Client,
+    examples: int,
+    counts: dict[str, int],
 ) -> int:
-    """Runs the examples; returns how many rows their filtered scans compared."""
+    """Runs the examples, adding the count view's rows to `counts`; returns how many rows
+    their filtered scans compared."""
     compared = [0]
 
     @settings(
@@ -288,6 +293,7 @@ def _check_views(
         namespace = f"n{next(_namespaces)}-{uuid.uuid4().hex[:4]}/"
         full = [namespace + k for k in keys]
         truths = _write_example(broker, views, full)
+        counts.update(dict(truths[0]))
         whole = Scan(namespace)
         for view, kind, truth in zip(views, KINDS, truths, strict=True):
 
@@ -309,6 +315,39 @@ def _check_views(
     return compared[0]
 
 
+def _check_count_order(http: httpx.Client, view: View, counts: dict[str, int]) -> None:
+    """The count view paged by count (desc, then key) is every example's rows in that order;
+    a cursor of the key order is refused there."""
+    ordered = Kind(_counts, "word count", KINDS[0].read)
+    query = _query(view, ordered).replace("to: $t)", "to: $t, order: COUNT)")
+    expected = sorted(counts.items(), key=lambda kc: (-kc[1], kc[0].encode("utf-8")))
+    for backward in (False, True):
+        found: list[Truth] = []
+        cursor = None
+        for turn in itertools.count():
+            assert turn < 1000, "the scan does not end"
+            size = (3, 11, 1)[turn % 3]
+            variables: dict[str, Any] = {"x": ""}
+            variables.update({"l": size, "b": cursor} if backward else {"n": size, "a": cursor})
+            document = http.post("/graphql", json={"query": query, "variables": variables}).json()
+            assert "errors" not in document, document
+            page = document["data"]["r"]
+            rows = [ordered.read(e["node"]) for e in page["edges"]]
+            found.extend(reversed(rows) if backward else rows)
+            info = page["pageInfo"]
+            if not (info["hasPreviousPage"] if backward else info["hasNextPage"]):
+                break
+            cursor = info["startCursor"] if backward else info["endCursor"]
+        assert found == (expected[::-1] if backward else expected)
+    key_page = http.post(
+        "/graphql", json={"query": _query(view, ordered), "variables": {"x": "", "n": 1}}
+    ).json()["data"]["r"]
+    variables = {"x": "", "n": 1, "a": key_page["pageInfo"]["endCursor"]}
+    refused = http.post("/graphql", json={"query": query, "variables": variables}).json()
+    assert refused["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", refused
+    assert "after: the cursor is a cursor of view" in refused["errors"][0]["message"]
+
+
 def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes(
     broker: EmbeddedBroker,
     views: tuple[View, ...],
@@ -317,7 +356,9 @@ def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes
 ) -> None:
     wait_until(lambda: _settled(nodes), 60, "one node RUNNING with every partition")
     wait_until(lambda: _routed(gateway, nodes), 30, "the gateway to route the node")
-    one = _check_views(broker, views, gateway, examples=15)
+    counts: dict[str, int] = {}
+    one = _check_views(broker, views, gateway, examples=15, counts=counts)
+    _check_count_order(gateway, views[0], counts)
     for _ in range(2):
         config = node_config(
             broker.bootstrap,
@@ -328,7 +369,8 @@ def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes
         nodes.append(ThreadNode(config, views).start())
     wait_until(lambda: _settled(nodes), 90, "three nodes RUNNING, the partitions split")
     wait_until(lambda: _routed(gateway, nodes), 30, "the gateway to route three nodes")
-    three = _check_views(broker, views, gateway, examples=15)
+    three = _check_views(broker, views, gateway, examples=15, counts=counts)
+    _check_count_order(gateway, views[0], counts)
     print(f"rows compared: {one} over one node, {three} over three")
     assert one and three, "the examples compared no rows"
 

@@ -12,7 +12,7 @@ from node.errors import StoreClosedError
 from node.layout import ScannedRow, ScanSpan, Table
 from node.store import PartitionStore
 from runtime.ranking import rank
-from schema import CountRow, EventRow, KeyPart, WindowRow, pack, unpack
+from schema import MAX_UINT, CountRow, EventRow, KeyPart, WindowRow, pack, unpack
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -152,7 +152,7 @@ class MemoryStore(PartitionStore):
         found = sorted(
             (_order(position), pack(*position), row)
             for position, row in self._table(view, table)
-            if _in_span(span, position[0])
+            if (not table.keyed or _in_span(span, position[0]))
             and not (isinstance(row, WindowRow) and row.end_ms <= horizon_ms)
         )
         if span.after is not None:
@@ -167,6 +167,8 @@ class MemoryStore(PartitionStore):
             return [((k,), r) for k, r in self._rows.get(view, {}).items()]
         if table is Table.LATEST:
             return [((k,), r) for k, r in self._latest.get(view, {}).items()]
+        if table is Table.TOP:
+            return [((MAX_UINT - r.count, k), r) for k, r in self._rows.get(view, {}).items()]
         if table is Table.WINDOW:
             return [((k, s), r) for (k, s), r in self._windows.get(view, {}).items()]
         return [((k, *at), r) for (k, at), r in self._events.get(view, {}).items()]
@@ -177,8 +179,7 @@ class MemoryStore(PartitionStore):
 
 
 def _order(position: tuple[KeyPart, ...]) -> tuple[bytes | int, ...]:
-    key, *rest = position
-    return (str(key).encode("utf-8"), *(int(part) for part in rest))
+    return tuple(part.encode("utf-8") if isinstance(part, str) else part for part in position)
 
 
 def _in_span(span: ScanSpan, key: KeyPart) -> bool:

@@ -25,8 +25,8 @@ bounds = st.none() | keys
 def _batch(table: Table, key_list: list[str]) -> ChangeBatch:
     change = ChangeBatch()
     for index, key in enumerate(key_list):
-        if table is Table.COUNT:
-            change.put_count(VIEW, CountRow(key, index + 1, 5))
+        if table in (Table.COUNT, Table.TOP):
+            change.put_count(VIEW, CountRow(key, index % 4 + 1, 5))  # equal counts too
         elif table is Table.LATEST:
             change.put_latest(VIEW, EventRow(key, 7, 0, index, {"n": index}))
         elif table is Table.WINDOW:
@@ -36,8 +36,11 @@ def _batch(table: Table, key_list: list[str]) -> ChangeBatch:
     return change
 
 
-def _order(row: ScannedRow) -> tuple[bytes | int, ...]:
+def _order(row: ScannedRow, table: Table) -> tuple[bytes | int, ...]:
     key = row.key.encode("utf-8")
+    if table is Table.TOP:
+        assert isinstance(row, CountRow)
+        return (-row.count, key)
     if isinstance(row, WindowRow):
         return (key, row.start_ms)
     if isinstance(row, EventRow):
@@ -45,7 +48,7 @@ def _order(row: ScannedRow) -> tuple[bytes | int, ...]:
     return (key,)
 
 
-def _truth(rows: list[ScannedRow], span: ScanSpan) -> list[ScannedRow]:
+def _truth(rows: list[ScannedRow], span: ScanSpan, table: Table) -> list[ScannedRow]:
     def inside(key: str) -> bool:
         data = key.encode("utf-8")
         return (
@@ -54,7 +57,7 @@ def _truth(rows: list[ScannedRow], span: ScanSpan) -> list[ScannedRow]:
             and (span.until is None or data < span.until.encode("utf-8"))
         )
 
-    chosen = sorted((r for r in rows if inside(r.key)), key=_order)
+    chosen = sorted((r for r in rows if inside(r.key)), key=lambda r: _order(r, table))
     return chosen[::-1] if span.backward else chosen
 
 
@@ -101,9 +104,14 @@ def test_slices_add_up_to_the_rows_in_utf8_key_order(
     ):
         store.apply(_batch(table, key_list))
         stored = _all_rows(store, table)
-        assert stored == _truth(stored, ScanSpan())
-        span = ScanSpan(prefix, since, until, None, backward)
-        assert _pages(store, table, span, size) == _truth(stored, span)
+        assert stored == _truth(stored, ScanSpan(), table)
+        # the count index is in count order: no prefix or key range applies
+        span = (
+            ScanSpan(prefix, since, until, None, backward)
+            if table.keyed
+            else ScanSpan("", backward=backward)
+        )
+        assert _pages(store, table, span, size) == _truth(stored, span, table)
 
 
 def test_expired_windows_are_skipped_and_other_views_are_not_read(store: PartitionStore) -> None:

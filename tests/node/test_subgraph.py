@@ -39,7 +39,13 @@ type Query {
   wordCount(word: String!): WordCount
   wordCounts(words: [String!]!): [WordCount]!
   topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
-  allWordCounts(slices: [SliceInput!]!, first: Int!, backward: Boolean! = false, prefix: String! = "", from: String, to: String): [WordCountSlice!]!
+  allWordCounts(slices: [SliceInput!]!, first: Int!, backward: Boolean! = false, prefix: String! = "", from: String, to: String, order: ScanOrder! = KEY): [WordCountSlice!]!
+}
+
+\"\"\"The order of a scan: by key, or by count (desc, then key).\"\"\"
+enum ScanOrder {
+  KEY
+  COUNT
 }
 
 \"\"\"Where one partition's slice starts: after `after` (a position).\"\"\"
@@ -213,6 +219,32 @@ def test_scan_pages_each_held_partition_from_its_own_position(endpoint: GraphQLE
                 (w for w in HELD_WORDS if partition_for(w, P) == partition), key=str.encode
             )
             assert seen[partition] == (words[::-1] if back else words)
+
+
+def test_scan_in_count_order_pages_each_partition_by_count_then_key(
+    endpoint: GraphQLEndpoint,
+) -> None:
+    query = (
+        "query($s: [SliceInput!]!, $x: String!) { allWordCounts(slices: $s, first: 4, "
+        "order: COUNT, prefix: $x) { partition edges { position node { word count } } } }"
+    )
+    for partition in HELD:
+        words: list[dict[str, Any]] = []
+        after = None
+        while True:
+            variables = {"s": [{"partition": partition, "after": after}], "x": ""}
+            response = endpoint.execute(query, variables)
+            assert "errors" not in response, response
+            (piece,) = response["data"]["allWordCounts"]
+            words.extend(e["node"] for e in piece["edges"])
+            if len(piece["edges"]) < 4:
+                break
+            after = piece["edges"][-1]["position"]
+        held = {w: c for w, c in HELD_WORDS.items() if partition_for(w, P) == partition}
+        assert words == ranked(held)
+    refused = endpoint.execute(query, {"s": [{"partition": 0}], "x": "w"})
+    assert refused["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "key order only" in refused["errors"][0]["message"]
 
 
 def test_scan_of_a_foreign_partition_is_not_owner(endpoint: GraphQLEndpoint) -> None:
