@@ -25,7 +25,7 @@ def test_every_document_is_valid_against_the_node_subgraph() -> None:
     subgraph = build_schema(node_sdl(FULL))
     for view in FULL:
         parts = view_queries(view).documents
-        documents = [parts.lookup, parts.top, parts.windows, parts.history]
+        documents = [parts.lookup, parts.top, parts.windows, parts.history, parts.scan]
         assert any(documents)
         for document in filter(None, documents):
             assert validate(subgraph, parse(document)) == [], document
