@@ -11,6 +11,9 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("latest", view, key)                             -> >QQQ  event_ms, partition, offset; JSON fields
 ("hist", view, key, event_ms, partition, offset)  -> JSON fields
 ("offset", topic)                                 -> >Q    next offset to read
+("total", view)                                   -> >QQ   keys, sum of counts (count views)
+("wtotal", view, start_ms)                        -> >QQq  keys, sum of counts, end_ms
+("meta", "totals")                                -> b"1"  the totals are kept (see store)
 ```
 
 A scan (`ScanSpan`) walks the rows of one view in the order of their key's tail after
@@ -52,9 +55,11 @@ from schema import (
 __all__ = [
     "FORMAT",
     "FORMAT_KEY",
+    "TOTALS_KEY",
     "ScanSpan",
     "ScannedRow",
     "Table",
+    "Total",
     "count_key",
     "count_prefix",
     "count_top_key",
@@ -66,13 +71,17 @@ __all__ = [
     "decode_latest",
     "decode_offset",
     "decode_scanned",
+    "decode_total",
     "decode_window",
     "decode_window_top",
+    "decode_window_total",
     "encode_count",
     "encode_event",
     "encode_latest",
     "encode_offset",
+    "encode_total",
     "encode_window",
+    "encode_window_total",
     "event_key",
     "event_prefix",
     "int_at",
@@ -81,19 +90,25 @@ __all__ = [
     "offset_key",
     "offset_prefix",
     "prefix_end",
+    "total_key",
     "window_key",
     "window_prefix",
     "window_top_key",
     "window_top_prefix",
+    "window_total_key",
+    "window_total_prefix",
 ]
 
 FORMAT = b"1"
 FORMAT_KEY = pack("meta", "format")
+TOTALS_KEY = pack("meta", "totals")
 
 _COUNT = struct.Struct(">Qq")
 _WINDOW = struct.Struct(">Qqq")
 _LATEST = struct.Struct(">QQQ")
 _OFFSET = struct.Struct(">Q")
+_TOTAL = struct.Struct(">QQ")
+_WINDOW_TOTAL = struct.Struct(">QQq")
 _UINT = _OFFSET
 
 
@@ -363,3 +378,50 @@ def decode_scanned(table: Table, view: str, tail: bytes, value: bytes) -> Scanne
             raise _corrupt(view, key, "window key", tail)
         return decode_window(view, key, parts[1], value)
     return decode_event(view, key, tail[len(pack_str(key)) :], value)
+
+
+# -- totals --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Total:
+    """What a partition holds of a view (of one window, for windowed views): its number of
+    keys and the sum of their counts."""
+
+    keys: int = 0
+    count: int = 0
+
+    def __add__(self, other: Total) -> Total:
+        return Total(self.keys + other.keys, self.count + other.count)
+
+
+def total_key(view: str) -> bytes:
+    return pack("total", view)
+
+
+def window_total_key(view: str, start_ms: int) -> bytes:
+    return pack("wtotal", view, start_ms)
+
+
+def window_total_prefix(view: str, *start_ms: int) -> bytes:
+    """The totals of every window of `view`, or the one starting at `start_ms`."""
+    return pack("wtotal", view, *start_ms)
+
+
+def encode_total(total: Total) -> bytes:
+    return _TOTAL.pack(total.keys, total.count)
+
+
+def decode_total(value: bytes) -> Total:
+    keys, count = _TOTAL.unpack(value)
+    return Total(keys, count)
+
+
+def encode_window_total(total: Total, end_ms: int) -> bytes:
+    return _WINDOW_TOTAL.pack(total.keys, total.count, end_ms)
+
+
+def decode_window_total(value: bytes) -> tuple[Total, int]:
+    """A window's total and the window's end."""
+    keys, count, end_ms = _WINDOW_TOTAL.unpack(value)
+    return Total(keys, count), end_ms

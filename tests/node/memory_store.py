@@ -9,7 +9,7 @@ from typing import Self, TypeVar
 
 from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import StoreClosedError
-from node.layout import ScannedRow, ScanSpan, Table
+from node.layout import ScannedRow, ScanSpan, Table, Total
 from node.store import PartitionStore
 from runtime.ranking import rank
 from schema import MAX_UINT, CountRow, EventRow, KeyPart, WindowRow, pack, unpack
@@ -172,6 +172,21 @@ class MemoryStore(PartitionStore):
         if table is Table.WINDOW:
             return [((k, s), r) for (k, s), r in self._windows.get(view, {}).items()]
         return [((k, *at), r) for (k, at), r in self._events.get(view, {}).items()]
+
+    def total(self, view: str) -> Total:
+        self._require_open()
+        rows = self._rows.get(view, {}).values()
+        return Total(len(rows), sum(r.count for r in rows))
+
+    def window_totals(
+        self, view: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
+    ) -> list[tuple[int, int, Total]]:
+        self._require_open()
+        found: dict[tuple[int, int], Total] = {}
+        for (_, start), w in self._windows.get(view, {}).items():
+            if _within(start, since_ms, until_ms) and w.end_ms > horizon_ms:
+                found[(start, w.end_ms)] = found.get((start, w.end_ms), Total()) + Total(1, w.count)
+        return [(start, end, total) for (start, end), total in sorted(found.items())]
 
     def offsets(self) -> dict[str, int]:
         self._require_open()
