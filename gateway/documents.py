@@ -23,7 +23,7 @@ import orjson
 
 from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.inputs import TimeRange
-from gateway.rows import Edge, Event, Page, Ranked, Row, Scanned, WindowCount
+from gateway.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
 from gateway.timestamps import iso, parse_utc
 from schema import FieldType, View
 
@@ -38,6 +38,7 @@ __all__ = [
     "read_event",
     "scan_document",
     "top_document",
+    "totals_document",
     "window_row",
     "window_selection",
     "windows_document",
@@ -89,6 +90,7 @@ class NodeDocuments:
     windows: str = ""
     history: str = ""
     scan: str = ""
+    totals: str = ""
     read_row: Callable[[Any], Row | Event] | None = None
     read_ranked: Callable[[Any], Ranked] | None = None
     read_scanned: Callable[[Any], Scanned] | None = None
@@ -108,6 +110,7 @@ class ViewQueries:
                 ("windows", documents.windows),
                 ("history", documents.history),
                 ("scan", documents.scan),
+                ("totals", documents.totals),
             )
         }
 
@@ -154,6 +157,12 @@ class ViewQueries:
             variables["o"] = order.upper()
         return _body(self._heads["scan"], self.view, "scan", variables)
 
+    def totals_body(self, partitions: Sequence[int], span: TimeRange | None) -> bytes:
+        variables: dict[str, Any] = {"p": list(partitions)}
+        if span is not None:
+            variables.update(_span(span))
+        return _body(self._heads["totals"], self.view, "totals", variables)
+
     # -- readers --------------------------------------------------------------------------
 
     def read_lookup(self, data: Any, asked: int) -> list[Row | Event | None]:
@@ -188,6 +197,22 @@ class ViewQueries:
                 rows.append((_unb64(at), read(edge.get("n"))))
             slices[partition] = rows
         return slices
+
+    def read_totals(self, data: Any) -> list[PartialTotal]:
+        """Each partition's total (per window, for windowed views)."""
+        found = []
+        for item in _list(data):
+            doc = _object(item)
+            partition, keys, count = doc.get("p"), doc.get("k"), doc.get("c")
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise ValueError("a total names no partition")
+            if not all(isinstance(n, int | float) and n >= 0 for n in (keys, count)):
+                raise ValueError(f"a total has no keys or count: {doc!r}")
+            windowed = "s" in doc
+            start = _time(doc, "s") if windowed else None
+            end = _time(doc, "e") if windowed else None
+            found.append(PartialTotal(partition, int(keys), int(count), start, end))  # type: ignore[arg-type]
+        return found
 
     def read_page(self, data: Any) -> Page:
         doc = _object(data)
@@ -255,6 +280,18 @@ def scan_document(view: View, selection: str, *, ordered: bool = False) -> str:
         f"query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String"
         f"{order_variable}){{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,"
         f"from:$f,to:$t{order}){{p:partition e:edges{{a:position n:node{selection}}}}}}}"
+    )
+
+
+def totals_document(view: View, *, windowed: bool) -> str:
+    """Each asked partition's total of the view (per window in a time range when `windowed`)."""
+    if windowed:
+        return (
+            f"query($p:[Int!]!,$f:DateTime,$t:DateTime){{r:{view.totals_field}(partitions:$p,"
+            "from:$f,to:$t){p:partition s:start e:end k:keys c:count}}"
+        )
+    return (
+        f"query($p:[Int!]!){{r:{view.totals_field}(partitions:$p){{p:partition k:keys c:count}}}}"
     )
 
 

@@ -61,10 +61,11 @@ from gateway.reads import (
     ScanAsk,
     ScanResult,
     TopResult,
+    TotalsResult,
 )
 from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
-from gateway.rows import Event, Page, Ranked, Row, Scanned, WindowCount
+from gateway.rows import Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
 from gateway.scans import merge_page
 from gateway.upstream import Upstream
 from runtime.ranking import merge_top
@@ -452,6 +453,31 @@ class Planner:
                 )
             positions = cursor.starts(backward)
         return cursors.ScanCursor(view.name, ask.order, spec, count, backward, None, positions)
+
+    async def totals(
+        self,
+        view: View,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> TotalsResult:
+        """Every partition's total (per window with since <= start < until, for windowed
+        views), asked of each node once for its partitions."""
+        span = inputs.time_range(view, since, until) if view.window is not None else None
+        queries = self._queries[view.name]
+
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[list[PartialTotal]]:
+            body = queries.totals_body(group, span)
+            reply = await self._post(node, body, view, group, deadline, (), standby, options)
+            return Piece(_read(queries.read_totals, reply, view, node, group), reply.freshness)
+
+        count = self._feed.current.partition_count(view)
+        read = await self._rounds(view, range(count), ask, deadline, options)
+        partials = [
+            t for taken in read.taken for t in taken.value if t.partition in taken.partitions
+        ]
+        return TotalsResult(partials, read.failures, read.freshness)
 
     async def _key_read(
         self,

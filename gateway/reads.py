@@ -13,7 +13,7 @@ from gateway.consistency import AppliedAtLeast
 from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.errors import RoutingError
 from gateway.principal import ANONYMOUS
-from gateway.rows import Event, Page, Ranked, Row, WindowCount
+from gateway.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
 from gateway.scans import ScanPage
 from schema import View
 
@@ -26,6 +26,7 @@ __all__ = [
     "ScanAsk",
     "ScanResult",
     "TopResult",
+    "TotalsResult",
 ]
 
 T = TypeVar("T")
@@ -89,6 +90,16 @@ class ScanResult:
 
 
 @dataclass(frozen=True)
+class TotalsResult:
+    """The totals of the partitions read (per window for windowed views); `failures` are
+    the partitions that could not be, whose rows the totals then lack."""
+
+    partials: list[PartialTotal]
+    failures: dict[int, RoutingError] = field(default_factory=dict)
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class KeyRead(Generic[T]):
     """What the owner of `key` answered (None when its partition could not be read)."""
 
@@ -147,3 +158,12 @@ class Reads(Protocol):
     async def scan(
         self, view: View, ask: ScanAsk, deadline: float, options: ReadOptions = DEFAULT_READ
     ) -> ScanResult: ...
+
+    async def totals(
+        self,
+        view: View,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> TotalsResult: ...

@@ -36,6 +36,7 @@ from gateway.fields.live import (
 )
 from gateway.fields.lookup import lookup_fields
 from gateway.fields.scan import scan_field
+from gateway.fields.totals import count_totals_field
 from gateway.request import RequestContext
 from gateway.rows import Event, Ranked, Row
 from schema import View
@@ -88,6 +89,7 @@ def count_fields(view: View) -> ViewFields:
         f"{view.key_field} asc) of view {view.name}.",
     )
     fields.update(scan_field(view, row_type, to_type, counted=True))
+    fields.update(count_totals_field(view))
     updates = KeySubscription(
         view,
         update_type(view, [("count", int | None, "Null: the key has no count.")], "a count"),

@@ -36,6 +36,7 @@ from gateway.fields.live import (
     update_type,
 )
 from gateway.fields.scan import scan_field
+from gateway.fields.totals import window_totals_field
 from gateway.request import RequestContext
 from gateway.rows import Ranked, WindowCount
 from gateway.timestamps import from_ms
@@ -140,6 +141,7 @@ def windowed_fields(view: View) -> ViewFields:
                 f"a multiple of {size} since 1970.",
             ),
             **scan_field(view, window_type, to_type),
+            **window_totals_field(view),
         },
         subscriptions=subscriptions,
     )

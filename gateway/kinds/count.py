@@ -10,6 +10,7 @@ from gateway.documents import (
     lookup_document,
     scan_document,
     top_document,
+    totals_document,
 )
 from gateway.fields.count import count_fields
 from gateway.kinds.kind import GatewayKind
@@ -27,6 +28,7 @@ def _documents(view: View) -> NodeDocuments:
         read_row=count_row,
         read_ranked=count_row,
         scan=scan_document(view, count_selection(view), ordered=True),
+        totals=totals_document(view, windowed=False),
         read_scanned=count_row,
     )
 
@@ -36,6 +38,7 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
         view.many_field: keys_price(view, config),
         view.top_field: top_price(view, config),
         view.scan_field: scan_price(view, config),
+        view.totals_field: Price(view, fanout=True),  # one read per partition
     }
 
 

@@ -8,6 +8,7 @@ from gateway.documents import (
     NodeDocuments,
     scan_document,
     top_document,
+    totals_document,
     window_row,
     window_selection,
     windows_document,
@@ -25,6 +26,7 @@ def _documents(view: View) -> NodeDocuments:
         top=top_document(view, window_selection(view), windowed=True),
         windows=windows_document(view),
         read_ranked=window_row,
+        totals=totals_document(view, windowed=True),
         scan=scan_document(view, window_selection(view)),
         read_scanned=window_row,
     )
@@ -36,6 +38,7 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
         # a key's windows: as many as the retention keeps
         kept = view.window.retention_ms // view.window.size_ms + 1
         prices[view.point_field] = Price(view, fixed=kept)
+        prices[view.totals_field] = Price(view, fixed=kept, fanout=True)
     return prices
 
 

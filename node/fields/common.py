@@ -4,7 +4,7 @@ types shared by all views."""
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -71,7 +71,7 @@ def check_limit(view: View, limit: int) -> None:
 
 
 def read_each(
-    view: View, context: ReadContext, readers: dict[int, Callable[[PartitionStore], T]]
+    view: View, context: ReadContext, readers: Mapping[int, Callable[[PartitionStore], T]]
 ) -> dict[int, T]:
     """Each partition's own reader on it, by partition; one NOT_OWNER naming every partition
     asked that is not held here."""

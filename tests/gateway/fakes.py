@@ -83,19 +83,33 @@ def bad_input(message: str) -> GraphQLError:
 
 _SCALARS = "scalar DateTime\ninput WindowInput { start: DateTime! }\n"
 _PAGE_INFO = "type PageInfo { hasNextPage: Boolean!  endCursor: String }\n"
-_SCAN_INPUTS = "input SliceInput { partition: Int!  after: String }\nenum ScanOrder { KEY COUNT }\n"
+_SCAN_INPUTS = (
+    "input SliceInput { partition: Int!  after: String }\nenum ScanOrder { KEY COUNT }\n"
+    "type PartitionTotal { partition: Int!  keys: Float!  count: Float! }\n"
+    "type PartitionWindowTotal { partition: Int!  start: DateTime!  end: DateTime!  "
+    "keys: Float!  count: Float! }\n"
+)
 
 
 def _scan_sdl(view: View) -> tuple[str, str]:
-    """(types, query field) of the view's scan field: slices of partitions in key order."""
+    """(types, query fields) of the view's scan field (slices of partitions in key order)
+    and, for count and windowed views, its totals field."""
     t = view.type_name
     order = ", order: ScanOrder! = KEY" if view.kind is ViewKind.COUNT else ""
+    totals = ""
+    if view.kind is ViewKind.COUNT:
+        totals = f"{view.totals_field}(partitions: [Int!]!): [PartitionTotal!]!\n"
+    if view.kind is ViewKind.WINDOWED_COUNT:
+        totals = (
+            f"{view.totals_field}(partitions: [Int!]!, from: DateTime, to: DateTime): "
+            "[PartitionWindowTotal!]!\n"
+        )
     return (
         f"type {t}ScanEdge {{ position: String!  node: {t}! }}\n"
         f"type {t}Slice {{ partition: Int!  edges: [{t}ScanEdge!]! }}\n"
     ), (
         f"{view.scan_field}(slices: [SliceInput!]!, first: Int!, backward: Boolean! = false, "
-        f'prefix: String! = "", from: String, to: String{order}): [{t}Slice!]!\n'
+        f'prefix: String! = "", from: String, to: String{order}): [{t}Slice!]!\n' + totals
     )
 
 
@@ -282,8 +296,16 @@ class FakeNode:
         def scan(info: Any, **args: Any) -> Any:
             return self._scan(info, view, args)
 
+        def totals(info: Any, partitions: list[int], **args: Any) -> Any:
+            return self._totals(info, view, partitions, args.get("from"), args.get("to"))
+
         if view.kind is ViewKind.WINDOWED_COUNT:
-            return {view.point_field: windows, view.top_field: top, view.scan_field: scan}
+            return {
+                view.point_field: windows,
+                view.top_field: top,
+                view.scan_field: scan,
+                view.totals_field: totals,
+            }
         if view.kind is ViewKind.HISTORY:
             return {view.point_field: history, view.scan_field: scan}
         fields: dict[str, Callable[..., Any]] = {
@@ -293,6 +315,7 @@ class FakeNode:
         }
         if view.kind is ViewKind.COUNT:
             fields[view.top_field] = top
+            fields[view.totals_field] = totals
         return fields
 
     def _entities(self, info: Any, representations: list[dict[str, Any]]) -> list[Any]:
@@ -419,6 +442,42 @@ class FakeNode:
                 "endCursor": edges[-1]["cursor"] if edges else None,
             },
         }
+
+    def _totals(
+        self, info: Any, view: View, partitions: list[int], since: str | None, until: str | None
+    ) -> list[Any]:
+        """Each asked partition's keys and sum of counts (per window, for windowed views)."""
+        foreign = sorted({p for p in partitions if p not in self.held})
+        if foreign:
+            raise self._not_owner(view, foreign, f"partition {foreign[0]}")
+        info.context["read"].update(partitions)
+        found: dict[tuple[int, int | None], list[int]] = {}
+        if view.window is None:
+            for key, count in self.model.counts.get(view.name, {}).items():
+                found.setdefault((partition_for(key, self.partitions), None), []).append(count)
+        else:
+            low = None if since is None else to_ms(since)
+            high = None if until is None else to_ms(until)
+            for (key, begins), count in self.model.windows.get(view.name, {}).items():
+                if (low is None or low <= begins) and (high is None or begins < high):
+                    at = (partition_for(key, self.partitions), begins)
+                    found.setdefault(at, []).append(count)
+        totals = []
+        for (partition, start), counts in sorted(
+            found.items(), key=lambda f: (f[0][0], f[0][1] or 0)
+        ):
+            if partition not in partitions:
+                continue
+            total: dict[str, Any] = {
+                "partition": partition,
+                "keys": len(counts),
+                "count": sum(counts),
+            }
+            if start is not None:
+                assert view.window is not None
+                total.update(start=to_iso(start), end=to_iso(start + view.window.size_ms))
+            totals.append(total)
+        return totals
 
     def _positioned(self, view: View, order: str) -> list[tuple[bytes, str, Any]]:
         """(position, key, row) of every row of the view, as the node orders them."""

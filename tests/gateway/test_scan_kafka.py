@@ -269,9 +269,10 @@ def _check_views(
     http: httpx.Client,
     examples: int,
     counts: dict[str, int],
+    windows: dict[tuple[str, int], int],
 ) -> int:
-    """Runs the examples, adding the count view's rows to `counts`; returns how many rows
-    their filtered scans compared."""
+    """Runs the examples, adding the count view's rows to `counts` and the windowed view's
+    to `windows`; returns how many rows their filtered scans compared."""
     compared = [0]
 
     @settings(
@@ -294,6 +295,7 @@ def _check_views(
         full = [namespace + k for k in keys]
         truths = _write_example(broker, views, full)
         counts.update(dict(truths[0]))
+        windows.update({(key, start): count for key, start, count in truths[1]})
         whole = Scan(namespace)
         for view, kind, truth in zip(views, KINDS, truths, strict=True):
 
@@ -313,6 +315,28 @@ def _check_views(
 
     example()
     return compared[0]
+
+
+def _check_totals(
+    http: httpx.Client,
+    views: tuple[View, ...],
+    counts: dict[str, int],
+    windows: dict[tuple[str, int], int],
+) -> None:
+    """The totals the partitions keep add up to every example's rows."""
+    query = (
+        f"{{ c: {views[0].totals_field} {{ keys count }} "
+        f"w: {views[1].totals_field} {{ start keys count }} }}"
+    )
+    document = http.post("/graphql", json={"query": query}).json()
+    assert "errors" not in document, document
+    assert document["data"]["c"] == {"keys": len(counts), "count": sum(counts.values())}
+    per_window: dict[int, list[int]] = {}
+    for (_, start), count in windows.items():
+        per_window.setdefault(start, []).append(count)
+    expected = [(start, len(c), sum(c)) for start, c in sorted(per_window.items())]
+    found = [(_ms(w["start"]), w["keys"], w["count"]) for w in document["data"]["w"]]
+    assert found == expected
 
 
 def _check_count_order(http: httpx.Client, view: View, counts: dict[str, int]) -> None:
@@ -357,8 +381,10 @@ def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes
     wait_until(lambda: _settled(nodes), 60, "one node RUNNING with every partition")
     wait_until(lambda: _routed(gateway, nodes), 30, "the gateway to route the node")
     counts: dict[str, int] = {}
-    one = _check_views(broker, views, gateway, examples=15, counts=counts)
+    windows: dict[tuple[str, int], int] = {}
+    one = _check_views(broker, views, gateway, 15, counts, windows)
     _check_count_order(gateway, views[0], counts)
+    _check_totals(gateway, views, counts, windows)
     for _ in range(2):
         config = node_config(
             broker.bootstrap,
@@ -369,8 +395,9 @@ def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes
         nodes.append(ThreadNode(config, views).start())
     wait_until(lambda: _settled(nodes), 90, "three nodes RUNNING, the partitions split")
     wait_until(lambda: _routed(gateway, nodes), 30, "the gateway to route three nodes")
-    three = _check_views(broker, views, gateway, examples=15, counts=counts)
+    three = _check_views(broker, views, gateway, 15, counts, windows)
     _check_count_order(gateway, views[0], counts)
+    _check_totals(gateway, views, counts, windows)
     print(f"rows compared: {one} over one node, {three} over three")
     assert one and three, "the examples compared no rows"
 

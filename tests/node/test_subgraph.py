@@ -33,6 +33,13 @@ schema @link(url: "https://specs.apollo.dev/federation/v2.11", import: ["@key"])
   query: Query
 }
 
+\"\"\"What one partition holds of a view: keys and their counts' sum.\"\"\"
+type PartitionTotal {
+  partition: Int!
+  keys: Float!
+  count: Float!
+}
+
 type Query {
   _entities(representations: [_Any!]!): [_Entity]!
   _service: _Service!
@@ -40,6 +47,7 @@ type Query {
   wordCounts(words: [String!]!): [WordCount]!
   topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
   allWordCounts(slices: [SliceInput!]!, first: Int!, backward: Boolean! = false, prefix: String! = "", from: String, to: String, order: ScanOrder! = KEY): [WordCountSlice!]!
+  wordCountTotals(partitions: [Int!]!): [PartitionTotal!]!
 }
 
 \"\"\"The order of a scan: by key, or by count (desc, then key).\"\"\"
@@ -245,6 +253,16 @@ def test_scan_in_count_order_pages_each_partition_by_count_then_key(
     refused = endpoint.execute(query, {"s": [{"partition": 0}], "x": "w"})
     assert refused["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
     assert "key order only" in refused["errors"][0]["message"]
+
+
+def test_totals_are_per_partition_without_reading_rows(endpoint: GraphQLEndpoint) -> None:
+    response = endpoint.execute("{ wordCountTotals(partitions: [2, 0]) { partition keys count } }")
+    assert "errors" not in response, response
+    expected = []
+    for partition in (2, 0):
+        counts = [c for w, c in HELD_WORDS.items() if partition_for(w, P) == partition]
+        expected.append({"partition": partition, "keys": len(counts), "count": sum(counts)})
+    assert response["data"]["wordCountTotals"] == expected
 
 
 def test_scan_of_a_foreign_partition_is_not_owner(endpoint: GraphQLEndpoint) -> None:
