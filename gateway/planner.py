@@ -1,6 +1,8 @@
 """Planning reads over partitions: lookups go to the owning nodes, one request per node;
 a key's windows and history go to its owner; top-N (per window for windowed views) asks
-every partition exactly once and merges the nodes' local tops.
+every partition exactly once and merges the nodes' local tops; a page of a whole-view scan
+asks every partition for its next slice from its own position and merges them
+(gateway.scans), and totals add up every partition's.
 
 Partitions that fail (NOT_OWNER, refused, timed out, unassigned) are retried after a routing
 refresh, with backoff, inside the request's deadline. A partition without a live owner,
