@@ -72,6 +72,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # a node answers a local top-N of at most 10000
     max_top_limit: int = setting("STATEFED_MAX_TOP_LIMIT", 1000, low=1, high=10_000)
     max_lookup_keys: int = setting("STATEFED_MAX_LOOKUP_KEYS", 1000, low=1, high=1_000_000)
+    # `first` / `last` of a page of a whole-view scan; a node answers a slice of at most 10001
+    max_scan_page: int = setting("STATEFED_MAX_SCAN_PAGE", 1000, low=1, high=10_000)
     # representations of one `_entities` call: a federation router batches as many as its
     # plan holds, each a point lookup (priced as such by gateway.limits)
     max_entity_representations: int = setting(

@@ -12,6 +12,8 @@ the protocol does not allow; the planner turns it into a NodeProtocolError.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,8 +21,9 @@ from typing import Any, TypeVar
 
 import orjson
 
+from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.inputs import TimeRange
-from gateway.rows import Edge, Event, Page, Ranked, Row, WindowCount
+from gateway.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
 from gateway.timestamps import iso, parse_utc
 from schema import FieldType, View
 
@@ -33,7 +36,9 @@ __all__ = [
     "history_document",
     "lookup_document",
     "read_event",
+    "scan_document",
     "top_document",
+    "totals_document",
     "window_row",
     "window_selection",
     "windows_document",
@@ -84,8 +89,11 @@ class NodeDocuments:
     top: str = ""
     windows: str = ""
     history: str = ""
+    scan: str = ""
+    totals: str = ""
     read_row: Callable[[Any], Row | Event] | None = None
     read_ranked: Callable[[Any], Ranked] | None = None
+    read_scanned: Callable[[Any], Scanned] | None = None
 
 
 class ViewQueries:
@@ -101,6 +109,8 @@ class ViewQueries:
                 ("top", documents.top),
                 ("windows", documents.windows),
                 ("history", documents.history),
+                ("scan", documents.scan),
+                ("totals", documents.totals),
             )
         }
 
@@ -126,6 +136,33 @@ class ViewQueries:
         variables = {"k": key, **_span(span), "n": first, "a": after}
         return _body(self._heads["history"], self.view, "history", variables)
 
+    def scan_body(
+        self,
+        starts: Mapping[int, bytes | None],
+        first: int,
+        backward: bool,
+        scan_filter: ScanFilter,
+        order: str = KEY_ORDER,
+    ) -> bytes:
+        slices = [{"partition": p, "after": _b64(at)} for p, at in starts.items()]
+        variables: dict[str, Any] = {
+            "s": slices,
+            "n": first,
+            "b": backward,
+            "x": scan_filter.prefix,
+            "f": scan_filter.since,
+            "t": scan_filter.until,
+        }
+        if order != KEY_ORDER:
+            variables["o"] = order.upper()
+        return _body(self._heads["scan"], self.view, "scan", variables)
+
+    def totals_body(self, partitions: Sequence[int], span: TimeRange | None) -> bytes:
+        variables: dict[str, Any] = {"p": list(partitions)}
+        if span is not None:
+            variables.update(_span(span))
+        return _body(self._heads["totals"], self.view, "totals", variables)
+
     # -- readers --------------------------------------------------------------------------
 
     def read_lookup(self, data: Any, asked: int) -> list[Row | Event | None]:
@@ -141,6 +178,41 @@ class ViewQueries:
 
     def read_windows(self, data: Any) -> list[WindowCount]:
         return [window_row(item) for item in _list(data)]
+
+    def read_slices(self, data: Any) -> dict[int, list[tuple[bytes, Scanned]]]:
+        """Each partition's slice: its rows, each with its position."""
+        read = _reader(self.documents.read_scanned, self.view, "scan")
+        slices = {}
+        for item in _list(data):
+            piece = _object(item)
+            partition = piece.get("p")
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise ValueError("a slice names no partition")
+            rows = []
+            for entry in _list(piece.get("e")):
+                edge = _object(entry)
+                at = edge.get("a")
+                if not isinstance(at, str):
+                    raise ValueError("a scanned row has no position")
+                rows.append((_unb64(at), read(edge.get("n"))))
+            slices[partition] = rows
+        return slices
+
+    def read_totals(self, data: Any) -> list[PartialTotal]:
+        """Each partition's total (per window, for windowed views)."""
+        found = []
+        for item in _list(data):
+            doc = _object(item)
+            partition, keys, count = doc.get("p"), doc.get("k"), doc.get("c")
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise ValueError("a total names no partition")
+            if not all(isinstance(n, int | float) and n >= 0 for n in (keys, count)):
+                raise ValueError(f"a total has no keys or count: {doc!r}")
+            windowed = "s" in doc
+            start = _time(doc, "s") if windowed else None
+            end = _time(doc, "e") if windowed else None
+            found.append(PartialTotal(partition, int(keys), int(count), start, end))  # type: ignore[arg-type]
+        return found
 
     def read_page(self, data: Any) -> Page:
         doc = _object(data)
@@ -198,6 +270,40 @@ def history_document(view: View) -> str:
         f"{{edges{{cursor node{event_selection(view)}}}"
         f"pageInfo{{hasNextPage endCursor}}}}}}"
     )
+
+
+def scan_document(view: View, selection: str, *, ordered: bool = False) -> str:
+    """The next slice of each of some partitions, each from its own position (in the order
+    `$o`, KEY unless given, when `ordered`: count views)."""
+    order_variable, order = (",$o:ScanOrder=KEY", ",order:$o") if ordered else ("", "")
+    return (
+        f"query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String"
+        f"{order_variable}){{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,"
+        f"from:$f,to:$t{order}){{p:partition e:edges{{a:position n:node{selection}}}}}}}"
+    )
+
+
+def totals_document(view: View, *, windowed: bool) -> str:
+    """Each asked partition's total of the view (per window in a time range when `windowed`)."""
+    if windowed:
+        return (
+            f"query($p:[Int!]!,$f:DateTime,$t:DateTime){{r:{view.totals_field}(partitions:$p,"
+            "from:$f,to:$t){p:partition s:start e:end k:keys c:count}}"
+        )
+    return (
+        f"query($p:[Int!]!){{r:{view.totals_field}(partitions:$p){{p:partition k:keys c:count}}}}"
+    )
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except binascii.Error as exc:
+        raise ValueError(f"position {text[:40]!r} is no base64url") from exc
 
 
 def count_selection(view: View) -> str:

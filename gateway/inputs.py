@@ -19,10 +19,12 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "TimeRange",
     "check_cursor",
+    "check_key_bound",
     "check_keys",
     "check_limit",
     "check_page_size",
     "check_representations",
+    "check_scan",
     "time_range",
     "top_window",
     "window_start",
@@ -71,6 +73,44 @@ def check_representations(count: int, max_count: int) -> None:
 def check_limit(view: View, limit: int, max_limit: int) -> None:
     if not 1 <= limit <= max_limit:
         raise BadRequestError(view.name, f"limit must be in 1..{max_limit}, got {limit}")
+
+
+def check_scan(
+    view: View,
+    first: int | None,
+    last: int | None,
+    after: str | None,
+    before: str | None,
+    max_page: int,
+) -> None:
+    """A scan pages forwards (`first`, `after`) or backwards (`last`, `before`), with a page
+    size in 1..`max_page` (STATEFED_MAX_SCAN_PAGE)."""
+    if (first is not None or after is not None) and (last is not None or before is not None):
+        raise BadRequestError(
+            view.name, "page forwards (first, after) or backwards (last, before), not both"
+        )
+    for name, size in (("first", first), ("last", last)):
+        if size is not None and not 1 <= size <= max_page:
+            raise BadRequestError(
+                view.name,
+                f"{name} must be in 1..{max_page} (STATEFED_MAX_SCAN_PAGE), got {size}",
+            )
+
+
+def check_key_bound(view: View, name: str, value: str | None, max_key_bytes: int) -> None:
+    """A scan's `prefix`, `from` or `to`: text of at most `max_key_bytes` UTF-8 bytes."""
+    if value is None:
+        return
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise BadRequestError(view.name, f"{name} {value!r} is no text") from exc
+    if size > max_key_bytes:
+        raise BadRequestError(
+            view.name,
+            f"{name} is {size} bytes of UTF-8, at most {max_key_bytes} "
+            "(STATEFED_GATEWAY_MAX_KEY_BYTES)",
+        )
 
 
 def check_page_size(view: View, first: int) -> None:

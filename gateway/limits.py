@@ -6,7 +6,9 @@ fields per fragment spread, the weight of what a field selects); what the gatewa
 price of its root fields. A document's shape is computed once per (document, operation) and
 kept with the cached document; its cost is evaluated per request, since `limit`, `first` and
 key lists may come in variables. A root field's price is what the nodes must read: a top-N
-(of one window, for windowed views) reads every partition, P x limit; a multi-key lookup its
+(of one window, for windowed views) reads every partition, P x limit; a page of a whole-view
+scan P x `first` (or `last`), whatever its cursor, as every partition reads its slice from
+its own position; a multi-key lookup its
 keys (`_entities` its representations); a history page `first`; a key's windows as many as
 the view's retention keeps; any other field 1 (each kind prices its fields, `gateway.kinds`).
 The price is multiplied by the weight of the field's selection: what it selects under n
@@ -27,6 +29,7 @@ from graphql import (
     GraphQLError,
     GraphQLSchema,
     OperationDefinitionNode,
+    Undefined,
 )
 
 from gateway.config import GatewayConfig
@@ -38,7 +41,10 @@ from schema import View
 
 __all__ = ["QueryLimits", "Shape"]
 
-_HOW = "a top-N costs partitions x limit, a lookup its keys, a history page `first`"
+_HOW = (
+    "a top-N costs partitions x limit, a scan page partitions x first (or last), a lookup "
+    "its keys, a history page `first`"
+)
 
 
 @dataclass(frozen=True)
@@ -116,14 +122,19 @@ class QueryLimits:
         size = Size(price.fixed)
         if price.argument is not None:
             default = self._schema_default(name, price.argument)
-            size = Size.argument(node, price.argument, default, measured.defaults) or Size(1)
+            given = Size.argument(node, price.argument, default, measured.defaults)
+            size = given or Size(price.fixed)
+        if price.alternative is not None:
+            other = Size.argument(node, price.alternative, None, measured.defaults)
+            size = size if other is None else other
         return _Term(node, price, size, weigh(nodes, measured.fragments))
 
     def _schema_default(self, field_name: str, argument: str) -> Any:
         query = self._schema.query_type
         definition = query.fields.get(field_name) if query is not None else None
         spec = definition.args.get(argument) if definition is not None else None
-        return None if spec is None else spec.default_value
+        # an argument without a default has `Undefined` as its default value
+        return None if spec is None or spec.default_value is Undefined else spec.default_value
 
 
 def _cost(

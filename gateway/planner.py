@@ -1,6 +1,8 @@
 """Planning reads over partitions: lookups go to the owning nodes, one request per node;
 a key's windows and history go to its owner; top-N (per window for windowed views) asks
-every partition exactly once and merges the nodes' local tops.
+every partition exactly once and merges the nodes' local tops; a page of a whole-view scan
+asks every partition for its next slice from its own position and merges them
+(gateway.scans), and totals add up every partition's.
 
 Partitions that fail (NOT_OWNER, refused, timed out, unassigned) are retried after a routing
 refresh, with backoff, inside the request's deadline. A partition without a live owner,
@@ -36,7 +38,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 
-from gateway import inputs
+from gateway import cursors, inputs
 from gateway.config import GatewayConfig
 from gateway.documents import with_extensions
 from gateway.errors import (
@@ -52,21 +54,33 @@ from gateway.errors import (
 from gateway.hedging import NodeWatch
 from gateway.kinds import view_queries
 from gateway.live.cache import GatewayCache
-from gateway.reads import DEFAULT_READ, KeyRead, LookupResult, ReadOptions, TopResult
+from gateway.prices import DEFAULT_SCAN_PAGE
+from gateway.reads import (
+    DEFAULT_READ,
+    KeyRead,
+    LookupResult,
+    ReadOptions,
+    ScanAsk,
+    ScanResult,
+    TopResult,
+    TotalsResult,
+)
 from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
-from gateway.rows import Event, Page, Ranked, Row, WindowCount
+from gateway.rows import Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
+from gateway.scans import merge_page
 from gateway.upstream import Upstream
 from runtime.ranking import merge_top
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View, partition_for
 
-__all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "TopResult"]
+__all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "ScanResult", "TopResult"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _Rows = dict[str, Row | Event | None]  # a lookup's rows by key
+_Slices = dict[int, list[tuple[bytes, Scanned]]]  # a scan's rows by partition
 _NOBODY: frozenset[str] = frozenset()
 # of an `atLeast` lookup's time, what it waits for the cache's feed to reach the offsets
 # before the nodes are asked (they then wait the rest themselves)
@@ -380,6 +394,97 @@ class Planner:
         queries = self._queries[view.name]
         body = queries.history_body(key, span, first, after)
         return await self._key_read(view, key, body, queries.read_page, deadline, options)
+
+    async def scan(
+        self, view: View, ask: ScanAsk, deadline: float, options: ReadOptions = DEFAULT_READ
+    ) -> ScanResult:
+        """One page of the whole view in key order: every partition asked for its next slice
+        (one row more than the page) from its own position, grouped by node; the slices
+        merged (gateway.scans)."""
+        start = self._scan_start(view, ask)
+        size = ask.first or ask.last or DEFAULT_SCAN_PAGE
+        queries = self._queries[view.name]
+
+        async def read_slices(node: NodeInfo, group: list[int], standby: bool) -> Piece[_Slices]:
+            starts = {p: start.positions[p] for p in group}
+            body = queries.scan_body(
+                starts, size + 1, start.backward, start.scan_filter, start.order
+            )
+            reply = await self._post(node, body, view, group, deadline, (), standby, options)
+            slices = _read(queries.read_slices, reply, view, node, group)
+            if sorted(slices) != sorted(group):
+                raise NodeProtocolError(
+                    view.name,
+                    "answered slices of other partitions than asked",
+                    partitions=group,
+                    node=node.node_id,
+                )
+            return Piece(slices, reply.freshness)
+
+        read = await self._rounds(view, range(start.partitions), read_slices, deadline, options)
+        slices = {
+            p: rows
+            for taken in read.taken
+            for p, rows in taken.value.items()
+            if p in taken.partitions
+        }
+        failed = set(range(start.partitions)) - set(slices)
+        page = merge_page(start, slices, size, failed)
+        return ScanResult(page, read.failures, read.freshness)
+
+    def _scan_start(self, view: View, ask: ScanAsk) -> cursors.ScanCursor:
+        """Where each partition's slice starts: from the cursor asked, else at the start
+        (the end when paging backwards)."""
+        inputs.check_scan(
+            view, ask.first, ask.last, ask.after, ask.before, self._config.max_scan_page
+        )
+        spec = ask.scan_filter
+        for name, value in (("prefix", spec.prefix), ("from", spec.since), ("to", spec.until)):
+            inputs.check_key_bound(view, name, value, self._config.max_key_bytes)
+        if ask.order != cursors.KEY_ORDER and spec != cursors.ScanFilter():
+            raise BadRequestError(
+                view.name, f"prefix, from and to apply to the key order only, not {ask.order}"
+            )
+        count = self._feed.current.partition_count(view)
+        backward = ask.last is not None or ask.before is not None
+        argument, text = ("before", ask.before) if backward else ("after", ask.after)
+        if text is None:
+            positions: tuple[bytes | None, ...] = (None,) * count
+        else:
+            cursor = cursors.decode(view, text, argument, ask.order, spec, count)
+            if cursor.backward != backward and cursor.at is None:
+                raise BadRequestError(
+                    view.name,
+                    f"{argument}: the cursor of a page without edges continues only in the "
+                    "direction it was read",
+                )
+            positions = cursor.starts(backward)
+        return cursors.ScanCursor(view.name, ask.order, spec, count, backward, None, positions)
+
+    async def totals(
+        self,
+        view: View,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> TotalsResult:
+        """Every partition's total (per window with since <= start < until, for windowed
+        views), asked of each node once for its partitions."""
+        span = inputs.time_range(view, since, until) if view.window is not None else None
+        queries = self._queries[view.name]
+
+        async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[list[PartialTotal]]:
+            body = queries.totals_body(group, span)
+            reply = await self._post(node, body, view, group, deadline, (), standby, options)
+            return Piece(_read(queries.read_totals, reply, view, node, group), reply.freshness)
+
+        count = self._feed.current.partition_count(view)
+        read = await self._rounds(view, range(count), ask, deadline, options)
+        partials = [
+            t for taken in read.taken for t in taken.value if t.partition in taken.partitions
+        ]
+        return TotalsResult(partials, read.failures, read.freshness)
 
     async def _key_read(
         self,

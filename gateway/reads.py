@@ -10,12 +10,24 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from gateway.consistency import AppliedAtLeast
+from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.errors import RoutingError
 from gateway.principal import ANONYMOUS
-from gateway.rows import Event, Page, Ranked, Row, WindowCount
+from gateway.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
+from gateway.scans import ScanPage
 from schema import View
 
-__all__ = ["DEFAULT_READ", "KeyRead", "LookupResult", "ReadOptions", "Reads", "TopResult"]
+__all__ = [
+    "DEFAULT_READ",
+    "KeyRead",
+    "LookupResult",
+    "ReadOptions",
+    "Reads",
+    "ScanAsk",
+    "ScanResult",
+    "TopResult",
+    "TotalsResult",
+]
 
 T = TypeVar("T")
 
@@ -49,6 +61,40 @@ class LookupResult:
 @dataclass(frozen=True)
 class TopResult:
     rows: list[Ranked]
+    failures: dict[int, RoutingError] = field(default_factory=dict)
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScanAsk:
+    """One page of a whole-view scan as the client asked for it: forwards with `first`
+    after `after`, or backwards with `last` before `before` (cursors, gateway.cursors), in
+    `order` (gateway.cursors.KEY_ORDER, or COUNT_ORDER for count views)."""
+
+    scan_filter: ScanFilter
+    first: int | None = None
+    after: str | None = None
+    last: int | None = None
+    before: str | None = None
+    order: str = KEY_ORDER
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """A page of a scan; `failures` are the partitions it could not read (its cursors keep
+    their old positions)."""
+
+    page: ScanPage
+    failures: dict[int, RoutingError] = field(default_factory=dict)
+    freshness: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TotalsResult:
+    """The totals of the partitions read (per window for windowed views); `failures` are
+    the partitions that could not be, whose rows the totals then lack."""
+
+    partials: list[PartialTotal]
     failures: dict[int, RoutingError] = field(default_factory=dict)
     freshness: list[dict[str, Any]] = field(default_factory=list)
 
@@ -108,3 +154,16 @@ class Reads(Protocol):
         deadline: float,
         options: ReadOptions = DEFAULT_READ,
     ) -> KeyRead[Page]: ...
+
+    async def scan(
+        self, view: View, ask: ScanAsk, deadline: float, options: ReadOptions = DEFAULT_READ
+    ) -> ScanResult: ...
+
+    async def totals(
+        self,
+        view: View,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> TotalsResult: ...

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Edge", "Event", "Page", "Ranked", "Row", "WindowCount"]
+__all__ = ["Edge", "Event", "Page", "PartialTotal", "Ranked", "Row", "Scanned", "WindowCount"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,21 @@ class Event:
     key: str
     event_time: datetime
     values: Mapping[str, Any] = field(default_factory=dict)
+
+
+Scanned = Row | WindowCount | Event  # a row of a whole-view scan, of any kind
+
+
+@dataclass(frozen=True)
+class PartialTotal:
+    """What one partition holds of a view (of the window [start, end) for windowed views):
+    its number of keys and the sum of their counts."""
+
+    partition: int
+    keys: int
+    count: int
+    start: datetime | None = None
+    end: datetime | None = None
 
 
 @dataclass(frozen=True)

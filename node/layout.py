@@ -11,7 +11,16 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("latest", view, key)                             -> >QQQ  event_ms, partition, offset; JSON fields
 ("hist", view, key, event_ms, partition, offset)  -> JSON fields
 ("offset", topic)                                 -> >Q    next offset to read
+("total", view)                                   -> >QQ   keys, sum of counts (count views)
+("wtotal", view, start_ms)                        -> >QQq  keys, sum of counts, end_ms
+("meta", "totals")                                -> b"1"  the totals are kept (see store)
 ```
+
+A scan (`ScanSpan`) walks the rows of one view in the order of their key's tail after
+the (kind, view) head: by key for count and latest rows, by (key, window start) for
+windows, by (key, event time, partition, offset) for events. `pack_str` keeps UTF-8 byte
+order (NUL is escaped as 0x00 0xFF, the end is 0x00 0x01), so the rows of a key sort by
+the key's UTF-8 bytes, a key before every key it is a prefix of.
 
 "top" and "wtop" are indexes (count descending, then key ascending; "wtop" per window).
 Index values repeat the row, so top-N reads never decode keys (measured: the generic key
@@ -20,20 +29,38 @@ decoder was half the cost of a top-1000 read).
 
 from __future__ import annotations
 
+import enum
 import functools
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from node.changes import EventPosition
 from node.errors import SerializationError
-from schema import MAX_UINT, CountRow, EventRow, WindowRow, pack, pack_str, pack_uint, unpack
+from schema import (
+    MAX_UINT,
+    STR_TAG,
+    CountRow,
+    EventRow,
+    WindowRow,
+    escape_str,
+    pack,
+    pack_str,
+    pack_uint,
+    unpack,
+)
 
 __all__ = [
     "FORMAT",
     "FORMAT_KEY",
+    "TOTALS_KEY",
     "CountKeys",
+    "ScanSpan",
+    "ScannedRow",
+    "Table",
+    "Total",
     "count_key",
     "count_prefix",
     "count_top_key",
@@ -43,13 +70,18 @@ __all__ = [
     "decode_event",
     "decode_latest",
     "decode_offset",
+    "decode_scanned",
+    "decode_total",
     "decode_window",
     "decode_window_top",
+    "decode_window_total",
     "encode_count",
     "encode_event",
     "encode_latest",
     "encode_offset",
+    "encode_total",
     "encode_window",
+    "encode_window_total",
     "event_key",
     "event_prefix",
     "int_at",
@@ -58,19 +90,25 @@ __all__ = [
     "offset_key",
     "offset_prefix",
     "prefix_end",
+    "total_key",
     "window_key",
     "window_prefix",
     "window_top_key",
     "window_top_prefix",
+    "window_total_key",
+    "window_total_prefix",
 ]
 
 FORMAT = b"1"
 FORMAT_KEY = pack("meta", "format")
+TOTALS_KEY = pack("meta", "totals")
 
 _COUNT = struct.Struct(">Qq")
 _WINDOW = struct.Struct(">Qqq")
 _LATEST = struct.Struct(">QQQ")
 _OFFSET = struct.Struct(">Q")
+_TOTAL = struct.Struct(">QQ")
+_WINDOW_TOTAL = struct.Struct(">QQq")
 _UINT = _OFFSET
 
 
@@ -274,3 +312,129 @@ def encode_offset(next_offset: int) -> bytes:
 def decode_offset(value: bytes) -> int:
     offset: int = _OFFSET.unpack(value)[0]
     return offset
+
+
+# -- scans ---------------------------------------------------------------------------------
+
+
+class Table(enum.Enum):
+    """The rows of a view kind a scan walks, by the kind part of their keys: by key, or,
+    for TOP (the count index), by count descending then key."""
+
+    COUNT = "row"
+    WINDOW = "win"
+    LATEST = "latest"
+    EVENT = "hist"
+    TOP = "top"
+
+    def head(self, view: str) -> bytes:
+        return _head(self.value, view)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether its rows' tails start with the key (so a prefix and key range apply)."""
+        return self is not Table.TOP
+
+
+ScannedRow = CountRow | WindowRow | EventRow
+
+
+@dataclass(frozen=True)
+class ScanSpan:
+    """Which rows of a view a scan reads: keys that start with `prefix`, with `since` <=
+    key < `until` (None: open) in UTF-8 byte order, and of those the rows past `after`
+    (a row's tail after the view head: exclusive; None: from the first row), walking
+    forwards, or backwards from the last row when `backward` (`after` then bounds above)."""
+
+    prefix: str = ""
+    since: str | None = None
+    until: str | None = None
+    after: bytes | None = None
+    backward: bool = False
+
+    def bounds(self, head: bytes, keyed: bool = True) -> tuple[bytes, bytes] | None:
+        """[start, stop) of the stored keys to read under `head`, or None when empty; the
+        prefix and key range apply only to tails that start with the key (`keyed`)."""
+        low, high = head, prefix_end(head)
+        if keyed:
+            low = head + STR_TAG + escape_str(self.prefix)
+            high = prefix_end(low)
+            if self.since is not None:
+                low = max(low, head + pack_str(self.since))
+            if self.until is not None:
+                high = min(high, head + pack_str(self.until))
+        if self.after is not None:
+            if self.backward:
+                high = min(high, head + self.after)
+            else:  # the smallest byte string after it
+                low = max(low, head + self.after + b"\x00")
+        return (low, high) if low < high else None
+
+
+def decode_scanned(table: Table, view: str, tail: bytes, value: bytes) -> ScannedRow:
+    """The row stored under a key whose tail after the view head is `tail`."""
+    if table is Table.TOP:
+        return decode_count_top(value)
+    try:
+        parts = unpack(tail)
+        key = parts[0]
+        if not isinstance(key, str):
+            raise ValueError("no key")
+    except (ValueError, IndexError, struct.error) as exc:
+        raise SerializationError(f"view {view}: stored key {tail[:60]!r} cannot be read") from exc
+    if table is Table.COUNT:
+        return decode_count(view, key, value)
+    if table is Table.LATEST:
+        return decode_latest(view, key, value)
+    if table is Table.WINDOW:
+        if len(parts) != 2 or not isinstance(parts[1], int):
+            raise _corrupt(view, key, "window key", tail)
+        return decode_window(view, key, parts[1], value)
+    return decode_event(view, key, tail[len(pack_str(key)) :], value)
+
+
+# -- totals --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Total:
+    """What a partition holds of a view (of one window, for windowed views): its number of
+    keys and the sum of their counts."""
+
+    keys: int = 0
+    count: int = 0
+
+    def __add__(self, other: Total) -> Total:
+        return Total(self.keys + other.keys, self.count + other.count)
+
+
+def total_key(view: str) -> bytes:
+    return pack("total", view)
+
+
+def window_total_key(view: str, start_ms: int) -> bytes:
+    return pack("wtotal", view, start_ms)
+
+
+def window_total_prefix(view: str, *start_ms: int) -> bytes:
+    """The totals of every window of `view`, or the one starting at `start_ms`."""
+    return pack("wtotal", view, *start_ms)
+
+
+def encode_total(total: Total) -> bytes:
+    return _TOTAL.pack(total.keys, total.count)
+
+
+def decode_total(value: bytes) -> Total:
+    keys, count = _TOTAL.unpack(value)
+    return Total(keys, count)
+
+
+def encode_window_total(total: Total, end_ms: int) -> bytes:
+    return _WINDOW_TOTAL.pack(total.keys, total.count, end_ms)
+
+
+def decode_window_total(value: bytes) -> tuple[Total, int]:
+    """A window's total and the window's end."""
+    keys, count, end_ms = _WINDOW_TOTAL.unpack(value)
+    return Total(keys, count), end_ms

@@ -50,7 +50,7 @@ from node.errors import (
     StoreError,
     StoreWriteError,
 )
-from schema import CountRow, EventRow, WindowRow, unpack
+from schema import CountRow, EventRow, WindowRow, pack, unpack
 
 _Row = TypeVar("_Row", CountRow, EventRow)
 
@@ -157,6 +157,26 @@ class PartitionStore(abc.ABC):
     ) -> list[EventRow]:
         """Up to `limit` events of `key` with since <= event_ms < until and a position
         greater than `after`, in position order."""
+
+    @abc.abstractmethod
+    def scan(
+        self, view: str, table: layout.Table, span: layout.ScanSpan, limit: int, horizon_ms: int
+    ) -> list[tuple[bytes, layout.ScannedRow]]:
+        """Up to `limit` rows of `table` in `span`, in key order (reversed when backward),
+        each with its position (its key's tail after the view head, `span.after` of the next
+        slice); windows that end at or before `horizon_ms` are skipped. Reads no further."""
+
+    @abc.abstractmethod
+    def total(self, view: str) -> layout.Total:
+        """The number of keys of count view `view` and the sum of their counts, kept by
+        `apply` (read without reading the rows)."""
+
+    @abc.abstractmethod
+    def window_totals(
+        self, view: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
+    ) -> list[tuple[int, int, layout.Total]]:
+        """(start, end, total) of each unexpired window of `view` with since <= start <
+        until, by start."""
 
     @abc.abstractmethod
     def offsets(self) -> dict[str, int]:
@@ -269,6 +289,11 @@ class LevelDBStore(PartitionStore):
                 f"partition store {self.path} has format {stored_format!r}, "
                 f"expected {layout.FORMAT!r}"
             )
+        if db.get(layout.TOTALS_KEY) is None:
+            try:
+                _count_totals(db)
+            except plyvel.IOError as exc:
+                raise self._write_error("open", exc) from exc
 
     def close(self) -> None:
         if self._close_db():
@@ -405,6 +430,7 @@ class LevelDBStore(PartitionStore):
 
     def _write_counts(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
         per_view: dict[str, tuple[layout.CountKeys, Callable[[bytes], bytes | None]]] = {}
+        changes: dict[str, layout.Total] = {}
         for (view, key), row in batch.counts.items():
             found = per_view.get(view)
             if found is None:
@@ -415,35 +441,51 @@ class LevelDBStore(PartitionStore):
             keys, old_row = found
             row_key = keys.row(key)
             old = old_row(row_key)
+            change = layout.Total() if row is None else layout.Total(1, row.count)
             if old is not None:
                 old_count = layout.decode_count(view, key, old).count
                 wb.delete(keys.top(old_count, row_key))
+                change = change + layout.Total(-1, -old_count)
+            changes[view] = changes.get(view, layout.Total()) + change
             if row is None:
                 wb.delete(row_key)
                 continue
             value = layout.encode_count(row)
             wb.put(row_key, value)
             wb.put(keys.top(row.count, row_key), value + key.encode("utf-8"))
+        for view, change in changes.items():
+            _add_total(db, wb, layout.total_key(view), change)
 
     def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
         readers: dict[str, Callable[[bytes], bytes | None]] = {}
+        changes: dict[tuple[str, int], tuple[layout.Total, int]] = {}
         for (view, key, start_ms), row in batch.windows.items():
             row_key = layout.window_key(view, key, start_ms)
             old_row = readers.get(view)
             if old_row is None:
                 old_row = readers[view] = self._old_rows(db, layout.window_prefix(view))
             old = old_row(row_key)
+            change, end_ms = layout.Total(), None
             if old is not None:
-                old_count = layout.decode_window(view, key, start_ms, old).count
-                wb.delete(layout.window_top_key(view, start_ms, old_count, key))
+                old_window = layout.decode_window(view, key, start_ms, old)
+                wb.delete(layout.window_top_key(view, start_ms, old_window.count, key))
+                change, end_ms = layout.Total(-1, -old_window.count), old_window.end_ms
             horizon = batch.horizons.get(view)
-            if row is None or (horizon is not None and row.end_ms <= horizon):
+            expired = horizon is not None and (row.end_ms if row else end_ms or 0) <= horizon
+            if row is not None and not expired:
+                change, end_ms = change + layout.Total(1, row.count), row.end_ms
+            if end_ms is not None and not expired:  # an expired window's total is purged
+                known, _ = changes.get((view, start_ms), (layout.Total(), end_ms))
+                changes[(view, start_ms)] = (known + change, end_ms)
+            if row is None or expired:
                 wb.delete(row_key)
                 continue
             value = layout.encode_window(row)
             wb.put(row_key, value)
             index_key = layout.window_top_key(view, start_ms, row.count, key)
             wb.put(index_key, value + key.encode("utf-8"))
+        for (view, start_ms), (change, end_ms) in changes.items():
+            _add_total(db, wb, layout.window_total_key(view, start_ms), change, end_ms)
 
     @staticmethod
     def _purge_windows(db: plyvel.DB, wb: plyvel.WriteBatch, horizons: dict[str, int]) -> None:
@@ -461,6 +503,11 @@ class LevelDBStore(PartitionStore):
                     if row.end_ms <= horizon:
                         wb.delete(index_key)
                         wb.delete(layout.window_key(view, row.key, start_ms))
+            totals = layout.window_total_prefix(view)
+            with db.iterator(start=totals, stop=layout.window_total_prefix(view, horizon)) as kept:
+                for total_key, value in kept:
+                    if layout.decode_window_total(value)[1] <= horizon:
+                        wb.delete(total_key)
 
     def _write_latest(
         self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch
@@ -605,6 +652,51 @@ class LevelDBStore(PartitionStore):
                 if count >= limit:
                     return
 
+    def scan(
+        self, view: str, table: layout.Table, span: layout.ScanSpan, limit: int, horizon_ms: int
+    ) -> list[tuple[bytes, layout.ScannedRow]]:
+        db = self._require_open()
+        head = table.head(view)
+        bounds = span.bounds(head, table.keyed)
+        if limit <= 0 or bounds is None:
+            return []
+        cut = len(head)
+        rows: list[tuple[bytes, layout.ScannedRow]] = []
+        with db.iterator(start=bounds[0], stop=bounds[1], reverse=span.backward) as entries:
+            for stored_key, value in entries:
+                tail = stored_key[cut:]
+                row = layout.decode_scanned(table, view, tail, value)
+                if isinstance(row, WindowRow) and row.end_ms <= horizon_ms:
+                    continue
+                rows.append((tail, row))
+                if len(rows) >= limit:
+                    break
+        return rows
+
+    def total(self, view: str) -> layout.Total:
+        value = self._require_open().get(layout.total_key(view))
+        return layout.Total() if value is None else layout.decode_total(value)
+
+    def window_totals(
+        self, view: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
+    ) -> list[tuple[int, int, layout.Total]]:
+        db = self._require_open()
+        since_ms, until_ms = _bound(since_ms), _bound(until_ms)
+        base = layout.window_total_prefix(view)
+        start = base if since_ms is None else layout.window_total_prefix(view, since_ms)
+        stop = (
+            layout.prefix_end(base)
+            if until_ms is None
+            else layout.window_total_prefix(view, until_ms)
+        )
+        found = []
+        with db.iterator(start=start, stop=stop) as entries:
+            for total_key, value in entries:
+                total, end_ms = layout.decode_window_total(value)
+                if end_ms > horizon_ms:
+                    found.append((layout.int_at(total_key, len(base)), end_ms, total))
+        return found
+
     def offsets(self) -> dict[str, int]:
         db = self._require_open()
         offset_prefix = layout.offset_prefix()
@@ -642,6 +734,57 @@ class _PinnedStore(LevelDBStore):
 
     def _get_all(self, stored_keys: list[bytes]) -> list[bytes | None]:
         return [self._snapshot.get(key) for key in stored_keys]  # pinned: one snapshot already
+
+
+def _add_total(
+    db: plyvel.DB,
+    wb: plyvel.WriteBatch,
+    key: bytes,
+    change: layout.Total,
+    end_ms: int | None = None,
+) -> None:
+    """Add `change` to the total stored under `key` (a window's when `end_ms` is given)."""
+    if change == layout.Total():
+        return
+    stored = db.get(key)
+    if stored is None:
+        total = change
+    elif end_ms is None:
+        total = layout.decode_total(stored) + change
+    else:
+        total = layout.decode_window_total(stored)[0] + change
+    if total.keys <= 0:
+        wb.delete(key)
+    elif end_ms is None:
+        wb.put(key, layout.encode_total(total))
+    else:
+        wb.put(key, layout.encode_window_total(total, end_ms))
+
+
+def _count_totals(db: plyvel.DB) -> None:
+    """Write the totals of every count view and window from their rows, once: a store made
+    before totals were kept (a new store has no rows, and only gets the marker)."""
+    totals: dict[bytes, tuple[layout.Total, int | None]] = {}
+    with db.iterator(prefix=pack("row")) as rows:
+        for stored_key, value in rows:
+            _, view, _key = unpack(stored_key)
+            view_total = layout.total_key(str(view))
+            count = layout.Total(1, layout.decode_count(str(view), "", value).count)
+            totals[view_total] = (totals.get(view_total, (layout.Total(), None))[0] + count, None)
+    with db.iterator(prefix=pack("win")) as rows:
+        for stored_key, value in rows:
+            _, view, window_of, start_ms = unpack(stored_key)
+            window = layout.decode_window(str(view), str(window_of), int(start_ms), value)
+            total_key = layout.window_total_key(str(view), int(start_ms))
+            known = totals.get(total_key, (layout.Total(), window.end_ms))[0]
+            totals[total_key] = (known + layout.Total(1, window.count), window.end_ms)
+    with db.write_batch(transaction=True) as wb:
+        for stored, (total, end_ms) in totals.items():
+            encoded = layout.encode_total(total)
+            if end_ms is not None:
+                encoded = layout.encode_window_total(total, end_ms)
+            wb.put(stored, encoded)
+        wb.put(layout.TOTALS_KEY, b"1")
 
 
 def _disk_full(exc: BaseException) -> bool:

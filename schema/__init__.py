@@ -15,7 +15,17 @@ from schema.changelog import (
     window_record_key,
 )
 from schema.extensions import APPLIED_AT_LEAST, READ_CURRENT, READ_STANDBY
-from schema.keycodec import MAX_UINT, KeyPart, pack, pack_str, pack_uint, prefix, unpack
+from schema.keycodec import (
+    MAX_UINT,
+    STR_TAG,
+    KeyPart,
+    escape_str,
+    pack,
+    pack_str,
+    pack_uint,
+    prefix,
+    unpack,
+)
 from schema.membership import (
     DEAD_AFTER_HEARTBEATS,
     MEMBER_SIGNATURE_HEADER,
@@ -55,6 +65,7 @@ __all__ = [
     "PIPELINE_TOPIC",
     "READ_CURRENT",
     "READ_STANDBY",
+    "STR_TAG",
     "WORD_COUNTS",
     "CountRow",
     "EventRow",
@@ -80,6 +91,7 @@ __all__ = [
     "encode_member",
     "encode_status",
     "encode_window",
+    "escape_str",
     "event_record_key",
     "load_catalogue",
     "murmur2",

@@ -11,24 +11,39 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["MAX_UINT", "KeyPart", "pack", "pack_str", "pack_uint", "prefix", "unpack"]
+__all__ = [
+    "MAX_UINT",
+    "STR_TAG",
+    "KeyPart",
+    "escape_str",
+    "pack",
+    "pack_str",
+    "pack_uint",
+    "prefix",
+    "unpack",
+]
 
 KeyPart = str | int
 MAX_UINT = (1 << 64) - 1
 
 _INT_TAG = b"\x01"
-_STR_TAG = b"\x02"
+_STR_TAG = STR_TAG = b"\x02"
 _UINT = struct.Struct(">Q")
 _STR_END = b"\x00\x01"
 _ESCAPED_NUL = b"\x00\xff"
 
 
+def escape_str(part: str) -> bytes:
+    """The UTF-8 of `part` with NUL escaped, unterminated: byte by byte, so the escape of a
+    string's prefix is a prefix of its escape (`STR_TAG + escape_str(p)` starts every packed
+    string that starts with p)."""
+    data = part.encode("utf-8")
+    return data.replace(b"\x00", _ESCAPED_NUL) if b"\x00" in data else data
+
+
 def pack_str(part: str) -> bytes:
     """`pack(part)` for one string, without the dispatch (keys are packed per record)."""
-    data = part.encode("utf-8")
-    if b"\x00" in data:
-        data = data.replace(b"\x00", _ESCAPED_NUL)
-    return _STR_TAG + data + _STR_END
+    return _STR_TAG + escape_str(part) + _STR_END
 
 
 def pack_uint(part: int) -> bytes:

@@ -121,7 +121,9 @@ class View:
     `key_field` names the entity key both as a GraphQL argument and as a field of the
     view's type (e.g. `word`); `type_name`, `point_field`, `many_field` and `top_field`
     are the GraphQL names the gateway and the node subgraph expose (`many_field` only for
-    count and latest, `top_field` only for count and windowed_count). The point field of
+    count and latest, `top_field` only for count and windowed_count); every view also has
+    `scan_field`, its rows in key order, named from these, and count and windowed views
+    `totals_field`. The point field of
     a windowed view returns the key's windows in a time range; that of a history view a
     connection of events. `event_time_field` names the JSON value field holding the event
     time in ms since the epoch; None means the Kafka record timestamp. `value_fields` are
@@ -169,6 +171,19 @@ class View:
     @property
     def changelog_topic(self) -> str:
         return f"statefed.{self.name}.changelog"
+
+    @property
+    def scan_field(self) -> str:
+        """The connection over the whole view in key order: `all` and the multi-key field's
+        name, or the point field's for kinds without one (`allWordCounts`,
+        `allHostAccessWindows`, `allBookingHistory`)."""
+        name = self.many_field or self.point_field
+        return f"all{name[0].upper()}{name[1:]}"
+
+    @property
+    def totals_field(self) -> str:
+        """The view's totals (count and windowed views): `wordCountTotals`."""
+        return f"{self.type_name[0].lower()}{self.type_name[1:]}Totals"
 
     @property
     def keys_arg(self) -> str:

@@ -148,7 +148,18 @@ class WindowInput:
 class PageInfo:
     has_next_page: bool
     end_cursor: str | None = strawberry.field(
-        description="Pass as `after` to get the next page; null when the page is empty."
+        default=None,
+        description="Pass as `after` to get the next page; null when the page is empty (a "
+        "page of a scan whose partitions did not all answer has one: it resumes them).",
+    )
+    has_previous_page: bool = strawberry.field(
+        default=False,
+        description="Whether rows come before the page: known when paging backwards (`last`), "
+        "else false.",
+    )
+    start_cursor: str | None = strawberry.field(
+        default=None,
+        description="Pass as `before` to get the page before; null when the page is empty.",
     )
 
 

@@ -6,6 +6,7 @@ type WordCount @key(fields: "word") { word: String!  count: Int! }
 wordCount(word: String!): WordCount
 wordCounts(words: [String!]!): [WordCount]!
 topWords(limit: Int! = 10): [WordCount!]!
+allWordCounts(first: Int, after: String, ...): WordCountConnection!  # gateway.fields.scan
 ```
 """
 
@@ -34,6 +35,8 @@ from gateway.fields.live import (
     update_type,
 )
 from gateway.fields.lookup import lookup_fields
+from gateway.fields.scan import scan_field
+from gateway.fields.totals import count_totals_field
 from gateway.request import RequestContext
 from gateway.rows import Event, Ranked, Row
 from schema import View
@@ -85,6 +88,8 @@ def count_fields(view: View) -> ViewFields:
         description=f"The `limit` most counted {view.keys_arg} (count desc, then "
         f"{view.key_field} asc) of view {view.name}.",
     )
+    fields.update(scan_field(view, row_type, to_type, counted=True))
+    fields.update(count_totals_field(view))
     updates = KeySubscription(
         view,
         update_type(view, [("count", int | None, "Null: the key has no count.")], "a count"),

@@ -3,6 +3,7 @@
 ```graphql
 bookingHistory(customer: String!, from: DateTime, to: DateTime, first: Int! = 100,
                after: String): BookingEventConnection!
+allBookingHistory(first: Int, after: String, ...): BookingEventConnection!  # every key's
 ```
 """
 
@@ -36,6 +37,7 @@ from gateway.fields.live import (
     key_subscription_fields,
     update_type,
 )
+from gateway.fields.scan import scan_field
 from gateway.inputs import MAX_PAGE_SIZE
 from gateway.request import RequestContext
 from gateway.rows import Page
@@ -72,7 +74,11 @@ def history_fields(view: View) -> ViewFields:
             )
             for e in page.edges
         ]
-        info = PageInfo(has_next_page=page.has_next_page, end_cursor=page.end_cursor)
+        info = PageInfo(
+            has_next_page=page.has_next_page,
+            end_cursor=page.end_cursor,
+            start_cursor=page.edges[0].cursor if page.edges else None,
+        )
         return make(connection_type, {"edges": edges, "pageInfo": info})
 
     async def history(
@@ -111,8 +117,13 @@ def history_fields(view: View) -> ViewFields:
         snapshot=False,
     )
     subscriptions = key_subscription_fields(view, updates, False, "Each new event")
+
+    def scanned(event: Any) -> Any:
+        return make(node_type, event_values(view, event))
+
     return ViewFields(
         {
+            **scan_field(view, node_type, scanned, (edge_type, connection_type)),
             view.point_field: strawberry.field(
                 resolver=history,
                 name=view.point_field,

@@ -5,6 +5,7 @@ view's type is a federation entity keyed by the view's key field.
 type LastBooking @key(fields: "customer") { customer: String!  trip: String  eventTime: DateTime! }
 lastBooking(customer: String!): LastBooking
 lastBookings(customers: [String!]!): [LastBooking]!
+allLastBookings(first: Int, after: String, ...): LastBookingConnection!  # gateway.fields.scan
 ```
 """
 
@@ -31,6 +32,7 @@ from gateway.fields.live import (
     update_type,
 )
 from gateway.fields.lookup import lookup_fields
+from gateway.fields.scan import scan_field
 from gateway.rows import Event, Row
 from schema import View
 
@@ -60,6 +62,7 @@ def latest_fields(view: View) -> ViewFields:
         f"The newest event of one {key} of view {view.name}; null if unknown.",
         f"The newest events of several {view.keys_arg}, in the order asked; null if unknown.",
     )
+    fields.update(scan_field(view, latest_type, to_type))
     values: list[FieldSpec] = [(f.name, SCALARS[f.type] | None, None) for f in view.value_fields]
     values.append((EVENT_TIME, datetime | None, "When the event happened; null: no event."))
     updates = KeySubscription(

@@ -35,6 +35,8 @@ from gateway.fields.live import (
     top_subscription_field,
     update_type,
 )
+from gateway.fields.scan import scan_field
+from gateway.fields.totals import window_totals_field
 from gateway.request import RequestContext
 from gateway.rows import Ranked, WindowCount
 from gateway.timestamps import from_ms
@@ -138,6 +140,8 @@ def windowed_fields(view: View) -> ViewFields:
                 f"(count desc, then {key} asc) of view {view.name}; the window's start must be "
                 f"a multiple of {size} since 1970.",
             ),
+            **scan_field(view, window_type, to_type),
+            **window_totals_field(view),
         },
         subscriptions=subscriptions,
     )

@@ -8,11 +8,13 @@ from gateway.documents import (
     count_row,
     count_selection,
     lookup_document,
+    scan_document,
     top_document,
+    totals_document,
 )
 from gateway.fields.count import count_fields
 from gateway.kinds.kind import GatewayKind
-from gateway.prices import Price, keys_price, top_price
+from gateway.prices import Price, keys_price, scan_price, top_price
 from schema import View
 
 __all__ = ["COUNT"]
@@ -25,11 +27,19 @@ def _documents(view: View) -> NodeDocuments:
         top=top_document(view, selection, windowed=False),
         read_row=count_row,
         read_ranked=count_row,
+        scan=scan_document(view, count_selection(view), ordered=True),
+        totals=totals_document(view, windowed=False),
+        read_scanned=count_row,
     )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
-    return {view.many_field: keys_price(view, config), view.top_field: top_price(view, config)}
+    return {
+        view.many_field: keys_price(view, config),
+        view.top_field: top_price(view, config),
+        view.scan_field: scan_price(view, config),
+        view.totals_field: Price(view, fanout=True),  # one read per partition
+    }
 
 
 def _example(view: View) -> str:

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import functools
+
 from gateway.config import GatewayConfig
-from gateway.documents import NodeDocuments, history_document
+from gateway.documents import (
+    NodeDocuments,
+    event_selection,
+    history_document,
+    read_event,
+    scan_document,
+)
 from gateway.fields.history import history_fields
 from gateway.inputs import MAX_PAGE_SIZE
 from gateway.kinds.kind import GatewayKind
-from gateway.prices import Price
+from gateway.prices import Price, scan_price
 from schema import View
 
 __all__ = ["HISTORY"]
 
 
 def _documents(view: View) -> NodeDocuments:
-    return NodeDocuments(history=history_document(view))
+    return NodeDocuments(
+        history=history_document(view),
+        scan=scan_document(view, event_selection(view)),
+        read_scanned=functools.partial(read_event, view),
+    )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
-    return {view.point_field: Price(view, "first", MAX_PAGE_SIZE)}
+    return {
+        view.point_field: Price(view, "first", MAX_PAGE_SIZE),
+        view.scan_field: scan_price(view, config),
+    }
 
 
 HISTORY = GatewayKind(history_fields, _documents, _prices)

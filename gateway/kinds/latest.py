@@ -5,10 +5,16 @@ from __future__ import annotations
 import functools
 
 from gateway.config import GatewayConfig
-from gateway.documents import NodeDocuments, event_selection, lookup_document, read_event
+from gateway.documents import (
+    NodeDocuments,
+    event_selection,
+    lookup_document,
+    read_event,
+    scan_document,
+)
 from gateway.fields.latest import latest_fields
 from gateway.kinds.kind import GatewayKind
-from gateway.prices import Price, keys_price
+from gateway.prices import Price, keys_price, scan_price
 from schema import View
 
 __all__ = ["LATEST"]
@@ -18,11 +24,13 @@ def _documents(view: View) -> NodeDocuments:
     return NodeDocuments(
         lookup=lookup_document(view, event_selection(view)),
         read_row=functools.partial(read_event, view),
+        scan=scan_document(view, event_selection(view)),
+        read_scanned=functools.partial(read_event, view),
     )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
-    return {view.many_field: keys_price(view, config)}
+    return {view.many_field: keys_price(view, config), view.scan_field: scan_price(view, config)}
 
 
 LATEST = GatewayKind(latest_fields, _documents, _prices)

@@ -6,14 +6,16 @@ from __future__ import annotations
 from gateway.config import GatewayConfig
 from gateway.documents import (
     NodeDocuments,
+    scan_document,
     top_document,
+    totals_document,
     window_row,
     window_selection,
     windows_document,
 )
 from gateway.fields.windowed import windowed_fields
 from gateway.kinds.kind import GatewayKind
-from gateway.prices import Price, top_price
+from gateway.prices import Price, scan_price, top_price
 from schema import View
 
 __all__ = ["WINDOWED_COUNT"]
@@ -24,15 +26,19 @@ def _documents(view: View) -> NodeDocuments:
         top=top_document(view, window_selection(view), windowed=True),
         windows=windows_document(view),
         read_ranked=window_row,
+        totals=totals_document(view, windowed=True),
+        scan=scan_document(view, window_selection(view)),
+        read_scanned=window_row,
     )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
-    prices = {view.top_field: top_price(view, config)}
+    prices = {view.top_field: top_price(view, config), view.scan_field: scan_price(view, config)}
     if view.window is not None:
         # a key's windows: as many as the retention keeps
         kept = view.window.retention_ms // view.window.size_ms + 1
         prices[view.point_field] = Price(view, fixed=kept)
+        prices[view.totals_field] = Price(view, fixed=kept, fanout=True)
     return prices
 
 

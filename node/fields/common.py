@@ -4,7 +4,7 @@ types shared by all views."""
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -24,6 +24,7 @@ __all__ = [
     "check_limit",
     "given",
     "query_field",
+    "read_each",
     "read_key",
     "read_keys",
     "read_partitions",
@@ -67,6 +68,15 @@ def check_key(view: View, key: str) -> None:
 def check_limit(view: View, limit: int) -> None:
     if not 1 <= limit <= MAX_TOP_LIMIT:
         raise BadRequestError(view.name, f"limit must be in 1..{MAX_TOP_LIMIT}, got {limit}")
+
+
+def read_each(
+    view: View, context: ReadContext, readers: Mapping[int, Callable[[PartitionStore], T]]
+) -> dict[int, T]:
+    """Each partition's own reader on it, by partition; one NOT_OWNER naming every partition
+    asked that is not held here."""
+    chosen = _chosen_partitions(view, context, list(readers))
+    return {p: context.read(view, p, readers[p], None) for p in chosen}
 
 
 def _partition_count(view: View, context: ReadContext) -> int:

@@ -5,6 +5,7 @@ type WordCount @key(fields: "word") { word: String!  count: Int! }
 wordCount(word: String!): WordCount
 wordCounts(words: [String!]!): [WordCount]!
 topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
+allWordCounts(slices: [SliceInput!]!, first: Int!, ...): [WordCountSlice!]!  # node.fields.scan
 ```
 """
 
@@ -26,6 +27,9 @@ from node.fields.common import (
 )
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import Entity, ViewFields, entity_key
+from node.fields.scan import scan_field
+from node.fields.totals import count_totals_field
+from node.layout import Table
 from runtime.ranking import merge_top
 from schema import CountRow, View
 
@@ -80,5 +84,7 @@ def count_fields(view: View) -> ViewFields:
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
         view.top_field: query_field(top, view.top_field),
+        **scan_field(view, Table.COUNT, row_type, lambda row: row, by_count=Table.TOP),
+        **count_totals_field(view),
     }
     return ViewFields(fields, Entity(view, entities))

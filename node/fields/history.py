@@ -6,6 +6,7 @@ type BookingEventEdge { cursor: String!  node: BookingEvent! }
 type BookingEventConnection { edges: [BookingEventEdge!]!  pageInfo: PageInfo! }
 bookingHistory(customer: String!, from: DateTime, to: DateTime, first: Int! = 100,
                after: String): BookingEventConnection!
+allBookingHistory(slices: [SliceInput!]!, first: Int!, ...): [BookingEventSlice!]!
 ```
 
 Events come in (event_ms, source partition, source offset) order. A cursor is the
@@ -30,7 +31,9 @@ from node.fields.common import PageInfo, given, query_field, read_key
 from node.fields.context import context_of
 from node.fields.entities import ViewFields
 from node.fields.events import event_type
+from node.fields.scan import scan_field
 from node.fields.times import time_range
+from node.layout import Table
 from schema import EventRow, View, pack, unpack
 
 __all__ = ["MAX_PAGE_SIZE", "decode_cursor", "encode_cursor", "history_fields"]
@@ -102,4 +105,9 @@ def history_fields(view: View) -> ViewFields:
         reader = methodcaller("history", view.name, key, since_ms, until_ms, start, first + 1)
         return page(read_key(view, context_of(info), key, reader), first)
 
-    return ViewFields({view.point_field: query_field(history, view.point_field)})
+    return ViewFields(
+        {
+            view.point_field: query_field(history, view.point_field),
+            **scan_field(view, Table.EVENT, node_type, to_node),
+        }
+    )

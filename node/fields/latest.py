@@ -5,6 +5,7 @@ is a federation entity.
 type LastBooking @key(fields: "customer") { customer: String!  trip: String  eventTime: DateTime! }
 lastBooking(customer: String!): LastBooking
 lastBookings(customers: [String!]!): [LastBooking]!
+allLastBookings(slices: [SliceInput!]!, first: Int!, ...): [LastBookingSlice!]!  # node.fields.scan
 ```
 """
 
@@ -20,6 +21,8 @@ from node.fields.common import query_field, read_key, read_keys
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import Entity, ViewFields, entity_key
 from node.fields.events import event_type
+from node.fields.scan import scan_field
+from node.layout import Table
 from schema import View
 
 __all__ = ["latest_fields"]
@@ -49,5 +52,6 @@ def latest_fields(view: View) -> ViewFields:
     fields = {
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
+        **scan_field(view, Table.LATEST, row_type, to_type),
     }
     return ViewFields(fields, Entity(view, read_many))

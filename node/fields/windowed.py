@@ -4,6 +4,7 @@
 type HostAccessWindow { host: String!  start: DateTime!  end: DateTime!  count: Int! }
 hostAccessWindows(host: String!, from: DateTime, to: DateTime): [HostAccessWindow!]!
 topHostsPerMinute(limit: Int!, window: WindowInput!, partitions: [Int!]): [HostAccessWindow!]!
+allHostAccessWindows(slices: [SliceInput!]!, first: Int!, ...): [HostAccessWindowSlice!]!
 ```
 
 Windows past the view's retention (by the request's clock) are never returned.
@@ -28,7 +29,10 @@ from node.fields.common import (
 )
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import ViewFields
+from node.fields.scan import scan_field
 from node.fields.times import from_ms, time_range, window_start_ms
+from node.fields.totals import window_totals_field
+from node.layout import Table
 from node.retention import expiry_horizon
 from runtime.ranking import merge_top
 from schema import View, WindowRow
@@ -84,5 +88,7 @@ def windowed_fields(view: View) -> ViewFields:
         {
             view.point_field: query_field(windows, view.point_field),
             view.top_field: query_field(top, view.top_field),
+            **scan_field(view, Table.WINDOW, window_type, to_type, horizon),
+            **window_totals_field(view, horizon),
         }
     )

@@ -41,6 +41,7 @@ from gateway.status import StatusBoard
 from runtime.clock import wall_clock_ms
 from schema import (
     DEMO_DOMAIN,
+    MAX_UINT,
     WORD_COUNTS,
     EventRow,
     MemberRecord,
@@ -49,6 +50,7 @@ from schema import (
     Role,
     View,
     ViewKind,
+    pack,
     partition_for,
 )
 from tooling.broker import free_port
@@ -81,6 +83,34 @@ def bad_input(message: str) -> GraphQLError:
 
 _SCALARS = "scalar DateTime\ninput WindowInput { start: DateTime! }\n"
 _PAGE_INFO = "type PageInfo { hasNextPage: Boolean!  endCursor: String }\n"
+_SCAN_INPUTS = (
+    "input SliceInput { partition: Int!  after: String }\nenum ScanOrder { KEY COUNT }\n"
+    "type PartitionTotal { partition: Int!  keys: Float!  count: Float! }\n"
+    "type PartitionWindowTotal { partition: Int!  start: DateTime!  end: DateTime!  "
+    "keys: Float!  count: Float! }\n"
+)
+
+
+def _scan_sdl(view: View) -> tuple[str, str]:
+    """(types, query fields) of the view's scan field (slices of partitions in key order)
+    and, for count and windowed views, its totals field."""
+    t = view.type_name
+    order = ", order: ScanOrder! = KEY" if view.kind is ViewKind.COUNT else ""
+    totals = ""
+    if view.kind is ViewKind.COUNT:
+        totals = f"{view.totals_field}(partitions: [Int!]!): [PartitionTotal!]!\n"
+    if view.kind is ViewKind.WINDOWED_COUNT:
+        totals = (
+            f"{view.totals_field}(partitions: [Int!]!, from: DateTime, to: DateTime): "
+            "[PartitionWindowTotal!]!\n"
+        )
+    return (
+        f"type {t}ScanEdge {{ position: String!  node: {t}! }}\n"
+        f"type {t}Slice {{ partition: Int!  edges: [{t}ScanEdge!]! }}\n"
+    ), (
+        f"{view.scan_field}(slices: [SliceInput!]!, first: Int!, backward: Boolean! = false, "
+        f'prefix: String! = "", from: String, to: String{order}): [{t}Slice!]!\n' + totals
+    )
 
 
 def _event_type(view: View, name: str) -> str:
@@ -129,9 +159,11 @@ def _entities_sdl(catalogue: Sequence[View]) -> tuple[str, str]:
 
 def node_sdl(catalogue: Sequence[View]) -> str:
     parts = [_view_sdl(view) for view in catalogue]
+    parts.extend(_scan_sdl(view) for view in catalogue)
     parts.append(_entities_sdl(catalogue))
     types = "".join(t for t, _ in parts)
-    return _SCALARS + _PAGE_INFO + types + "type Query {\n" + "".join(q for _, q in parts) + "}\n"
+    query = "type Query {\n" + "".join(q for _, q in parts) + "}\n"
+    return _SCALARS + _PAGE_INFO + _SCAN_INPUTS + types + query
 
 
 # -- the truth ----------------------------------------------------------------------------
@@ -261,13 +293,29 @@ class FakeNode:
         def history(info: Any, **args: Any) -> Any:
             return self._history(info, view, args[k], args)
 
+        def scan(info: Any, **args: Any) -> Any:
+            return self._scan(info, view, args)
+
+        def totals(info: Any, partitions: list[int], **args: Any) -> Any:
+            return self._totals(info, view, partitions, args.get("from"), args.get("to"))
+
         if view.kind is ViewKind.WINDOWED_COUNT:
-            return {view.point_field: windows, view.top_field: top}
+            return {
+                view.point_field: windows,
+                view.top_field: top,
+                view.scan_field: scan,
+                view.totals_field: totals,
+            }
         if view.kind is ViewKind.HISTORY:
-            return {view.point_field: history}
-        fields: dict[str, Callable[..., Any]] = {view.point_field: point, view.many_field: many}
+            return {view.point_field: history, view.scan_field: scan}
+        fields: dict[str, Callable[..., Any]] = {
+            view.point_field: point,
+            view.many_field: many,
+            view.scan_field: scan,
+        }
         if view.kind is ViewKind.COUNT:
             fields[view.top_field] = top
+            fields[view.totals_field] = totals
         return fields
 
     def _entities(self, info: Any, representations: list[dict[str, Any]]) -> list[Any]:
@@ -394,6 +442,106 @@ class FakeNode:
                 "endCursor": edges[-1]["cursor"] if edges else None,
             },
         }
+
+    def _totals(
+        self, info: Any, view: View, partitions: list[int], since: str | None, until: str | None
+    ) -> list[Any]:
+        """Each asked partition's keys and sum of counts (per window, for windowed views)."""
+        foreign = sorted({p for p in partitions if p not in self.held})
+        if foreign:
+            raise self._not_owner(view, foreign, f"partition {foreign[0]}")
+        info.context["read"].update(partitions)
+        found: dict[tuple[int, int | None], list[int]] = {}
+        if view.window is None:
+            for key, count in self.model.counts.get(view.name, {}).items():
+                found.setdefault((partition_for(key, self.partitions), None), []).append(count)
+        else:
+            low = None if since is None else to_ms(since)
+            high = None if until is None else to_ms(until)
+            for (key, begins), count in self.model.windows.get(view.name, {}).items():
+                if (low is None or low <= begins) and (high is None or begins < high):
+                    at = (partition_for(key, self.partitions), begins)
+                    found.setdefault(at, []).append(count)
+        totals = []
+        for (partition, start), counts in sorted(
+            found.items(), key=lambda f: (f[0][0], f[0][1] or 0)
+        ):
+            if partition not in partitions:
+                continue
+            total: dict[str, Any] = {
+                "partition": partition,
+                "keys": len(counts),
+                "count": sum(counts),
+            }
+            if start is not None:
+                assert view.window is not None
+                total.update(start=to_iso(start), end=to_iso(start + view.window.size_ms))
+            totals.append(total)
+        return totals
+
+    def _positioned(self, view: View, order: str) -> list[tuple[bytes, str, Any]]:
+        """(position, key, row) of every row of the view, as the node orders them."""
+        if view.kind is ViewKind.COUNT:
+            counts = self.model.counts.get(view.name, {}).items()
+            rank = (
+                (lambda k, c: pack(MAX_UINT - c, k)) if order == "COUNT" else (lambda k, c: pack(k))
+            )
+            return [(rank(k, c), k, {view.key_field: k, "count": c}) for k, c in counts]
+        if view.kind is ViewKind.WINDOWED_COUNT:
+            windows = self.model.windows.get(view.name, {}).items()
+            return [(pack(k, s), k, self._window(view, k, s, c)) for (k, s), c in windows]
+        events = self.model.events.get(view.name, {})
+        if view.kind is ViewKind.LATEST:
+            latest = {k: self.model.latest(view, k) for k in events}
+            return [(pack(k), k, self._event(view, e)) for k, e in latest.items() if e]
+        return [
+            (pack(k, *event_order(e)), k, self._event(view, e))
+            for k, es in events.items()
+            for e in es
+        ]
+
+    def _scan(self, info: Any, view: View, args: dict[str, Any]) -> list[Any]:
+        """Each asked partition's next `first` rows after its position (NOT_OWNER if not held)."""
+        first, backward = args["first"], args["backward"]
+        if not 1 <= first <= 10_001:
+            raise bad_input("bad first")
+        wanted = [piece["partition"] for piece in args["slices"]]
+        foreign = sorted({p for p in wanted if p not in self.held})
+        if foreign:
+            raise self._not_owner(view, foreign, f"partition {foreign[0]}")
+        info.context["read"].update(wanted)
+        prefix, since, until = args["prefix"], args.get("from"), args.get("to")
+        rows = sorted(
+            (
+                r
+                for r in self._positioned(view, args.get("order", "KEY"))
+                if (
+                    r[1].startswith(prefix)
+                    and (since is None or r[1].encode() >= since.encode())
+                    and (until is None or r[1].encode() < until.encode())
+                )
+            ),
+            key=lambda r: r[0],
+            reverse=backward,
+        )
+        slices = []
+        for piece in args["slices"]:
+            after = piece.get("after")
+            at = (
+                None if after is None else base64.urlsafe_b64decode(after + "=" * (-len(after) % 4))
+            )
+            mine = [
+                r
+                for r in rows
+                if partition_for(r[1], self.partitions) == piece["partition"]
+                and (at is None or (r[0] < at if backward else r[0] > at))
+            ][:first]
+            edges = [
+                {"position": base64.urlsafe_b64encode(r[0]).decode().rstrip("="), "node": r[2]}
+                for r in mine
+            ]
+            slices.append({"partition": piece["partition"], "edges": edges})
+        return slices
 
     def freshness(self, read: Iterable[int]) -> list[dict[str, Any]]:
         return [

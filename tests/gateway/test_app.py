@@ -344,8 +344,8 @@ def test_exported_members() -> None:
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
         "app", "auth", "coalesce", "config", "consistency", "cors", "documents", "errors",
-        "execution", "fields", "graphiql", "hedging", "inputs", "keys", "kinds", "limits", "live",
-        "membership", "metrics",
+        "cursors", "execution", "fields", "graphiql", "hedging", "inputs", "keys", "kinds",
+        "limits", "live", "membership", "metrics", "scans",
         "planner", "prices", "principal", "producer", "reads", "reply", "request", "responses",
         "routing", "rows", "schema", "sdl", "server", "status", "timestamps", "transport",
         "upstream", "writes",

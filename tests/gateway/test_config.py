@@ -45,6 +45,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_SUSPECT_MS": "2500",
         "STATEFED_MAX_TOP_LIMIT": "50",
         "STATEFED_MAX_LOOKUP_KEYS": "10",
+        "STATEFED_MAX_SCAN_PAGE": "30",
         "STATEFED_GATEWAY_MAX_ENTITIES": "20",
         "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS": "30000",
         "STATEFED_GATEWAY_STATUS_TAIL_RECORDS": "500",
@@ -101,6 +102,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.max_tokens == 700
     assert config.tls_cert == config.tls_key == config.node_ca == pem
     assert config.status_tail_records == 500
+    assert config.max_scan_page == 30
     assert config.max_lag == 5
     assert (config.cache, config.cache_mb) == (False, 12)
     assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (False, 7, 70)
@@ -141,6 +143,7 @@ def test_introspection_flag(raw: str, value: bool) -> None:
         ("STATEFED_GATEWAY_TIMEOUT_MS", "0"),
         ("STATEFED_GATEWAY_RETRIES", "-1"),
         ("STATEFED_MAX_TOP_LIMIT", "10001"),
+        ("STATEFED_MAX_SCAN_PAGE", "10001"),
         ("STATEFED_GATEWAY_UPSTREAM_CONNECTIONS", "0"),
         ("STATEFED_GATEWAY_STATUS_TAIL_RECORDS", "0"),
         ("STATEFED_GATEWAY_HOST", " "),

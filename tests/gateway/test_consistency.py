@@ -174,3 +174,28 @@ def test_a_token_the_pipeline_has_not_reached_is_a_consistency_timeout() -> None
         "token": "words:0:5",
     }
     assert node.requests == 0
+
+
+SCAN = "query($t: String) { allWordCounts(first: 1000, atLeast: $t) { edges { node { word } } } }"
+
+
+def test_a_scan_with_a_token_asks_every_partition_to_have_caught_up() -> None:
+    board = StatusBoard()
+    board.put(status({0: 6}, dict.fromkeys(range(P), 40)))
+    node = LaggingNode(applied=40)
+    config = GatewayConfig(timeout_ms=300, retries=0)
+
+    async def scenario(token: str) -> dict[str, Any]:
+        async with running_gateway([node], P, config=config, statuses=board) as http:
+            return (await post_query(http, SCAN, {"t": token}))[1]
+
+    body = asyncio.run(scenario("words:0:5"))
+    assert "errors" not in body, body
+    assert [e["node"]["word"] for e in body["data"]["allWordCounts"]["edges"]] == sorted(
+        COUNTS, key=str.encode
+    )
+    assert [w["offsets"] for w in node.waits] == [{str(p): 40 for p in range(P)}]
+    board.put(status({0: 6}, dict.fromkeys(range(P), 41)))
+    behind = asyncio.run(scenario("words:0:5"))
+    assert set(codes(behind)) == {"CONSISTENCY_TIMEOUT"}
+    assert behind["data"]["allWordCounts"]["edges"] == []

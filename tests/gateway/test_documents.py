@@ -13,6 +13,8 @@ from graphql import build_schema, parse, validate
 from gateway.inputs import TimeRange
 from gateway.kinds import view_queries
 from gateway.rows import Edge, Event, Page, Row, WindowCount
+from node.subgraph import build_subgraph
+from schema import CATALOGUE
 from tests.gateway.fakes import BOOKING_HISTORY, FULL, LAST_BOOKING, PER_MINUTE, WORDS, node_sdl
 
 START = datetime(2023, 11, 14, 22, 13, tzinfo=UTC)
@@ -23,10 +25,17 @@ def test_every_document_is_valid_against_the_node_subgraph() -> None:
     subgraph = build_schema(node_sdl(FULL))
     for view in FULL:
         parts = view_queries(view).documents
-        documents = [parts.lookup, parts.top, parts.windows, parts.history]
+        documents = [parts.lookup, parts.top, parts.windows, parts.history, parts.scan]
         assert any(documents)
         for document in filter(None, documents):
             assert validate(subgraph, parse(document)) == [], document
+
+
+def test_every_scan_document_is_valid_against_the_real_node_subgraph() -> None:
+    subgraph = build_subgraph(CATALOGUE)._schema
+    for view in CATALOGUE:
+        document = view_queries(view).documents.scan
+        assert document and validate(subgraph, parse(document)) == [], document
 
 
 def test_windowed_bodies() -> None:

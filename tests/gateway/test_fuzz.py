@@ -256,5 +256,13 @@ def test_schemathesis_finds_no_server_error(auth: str, tmp_path: Path) -> None:
     assert {label.split()[1] for label in seen} == {op.label for op in operations}
     assert not [label for label in seen if "UNAUTHENTICATED" in label]  # the token held
     answered = {label.split()[1] for label in seen if label.endswith(" ok")}
+    # a scan's generated arguments nearly always mix paging forwards (first, after) and
+    # backwards (last, before), which its resolver refuses: reaching it is what counts there
+    scans = {f"Query.{view.scan_field}" for view in FULL}
+    answered |= {
+        label.split()[1]
+        for label in seen
+        if label.split()[1] in scans and label.startswith("positive") and "BAD_USER_INPUT" in label
+    }
     # the queries got past validation to the resolvers of most root fields
     assert len(answered) >= len(operations) * 3 // 4, sorted(seen.items())

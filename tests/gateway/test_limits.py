@@ -201,6 +201,27 @@ def test_what_each_field_costs(query: str, variables: dict[str, Any] | None, cos
         assert error["extensions"]["actual"] == cost
 
 
+@pytest.mark.parametrize(
+    ("query", "variables", "cost"),
+    [
+        ("{ allWordCounts { edges { cursor } } }", None, P * 100),
+        ("{ allWordCounts(first: 7) { edges { cursor } } }", None, P * 7),
+        ('{ allWordCounts(last: 9, before: "x") { edges { cursor } } }', None, P * 9),
+        ("query($n: Int) { allLastBookings(last: $n) { edges { cursor } } }", {"n": 3}, P * 3),
+        ("{ allBookingHistory(first: 5000) { edges { cursor } } }", None, P * 1000),
+    ],
+)
+def test_a_scan_page_costs_its_size_times_the_partitions(
+    query: str, variables: dict[str, Any] | None, cost: int
+) -> None:
+    """Whatever its cursor: every partition reads a slice of the page's size."""
+    (over,) = ask([(query, variables)], GatewayConfig(max_cost=cost - 1), FULL)
+    error = refused(over, "QUERY_TOO_COSTLY", "STATEFED_GATEWAY_MAX_COST")
+    assert error["extensions"]["actual"] == cost
+    (admitted,) = ask([(query, variables)], GatewayConfig(max_cost=cost), FULL)
+    assert all(e["extensions"]["code"] != "QUERY_TOO_COSTLY" for e in admitted.get("errors", []))
+
+
 def test_sizes_out_of_bounds_are_bad_input_not_cost() -> None:
     bodies = ask(
         [

@@ -178,3 +178,31 @@ def test_a_restoring_owner_is_passed_over_for_a_standby_or_asked_to_prove_its_co
         assert (answered_by[0], answered_by[1]) == ("n0", "n0")
         assert [p["partitions"] for p in n1.proofs] == [[0, 1]]
         assert [p["partitions"] for p in n0.proofs] == [[0, 1]]
+
+
+SCAN = (
+    "query($lag: Int) { allWordCounts(first: 100, maxLag: $lag) "
+    "{ edges { node { word count } } pageInfo { hasNextPage endCursor } } }"
+)
+
+
+def test_a_scan_reads_the_standby_of_a_failed_partition() -> None:
+    body = lookup(max_lag=STANDBY_LAG, n0_in_membership=True, query=SCAN)
+    assert "errors" not in body, body
+    page = body["data"]["allWordCounts"]
+    in_order = sorted(ALL, key=str.encode)
+    assert [e["node"] for e in page["edges"]] == [{"word": w, "count": COUNTS[w]} for w in in_order]
+    assert not page["pageInfo"]["hasNextPage"]
+    roles = {e["partition"]: e["role"] for e in body["extensions"]["freshness"]}
+    assert roles == {0: "STANDBY", 1: "STANDBY", 2: "ACTIVE", 3: "ACTIVE"}
+
+
+def test_a_scan_without_a_standby_in_reach_has_the_rest_and_a_cursor_to_resume() -> None:
+    body = lookup(max_lag=STANDBY_LAG - 1, n0_in_membership=True, query=SCAN)
+    failed = sorted(e["extensions"]["partition"] for e in body["errors"])
+    assert failed == [0, 1]
+    assert set(codes(body)) == {"PARTITION_UNAVAILABLE"}
+    page = body["data"]["allWordCounts"]
+    held = sorted((w for w in ALL if partition_for(w, P) in (2, 3)), key=str.encode)
+    assert [e["node"]["word"] for e in page["edges"]] == held
+    assert page["pageInfo"]["hasNextPage"] and page["pageInfo"]["endCursor"]

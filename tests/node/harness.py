@@ -154,6 +154,7 @@ def spawn_node(config: NodeConfig, view: View, log_path: Path) -> subprocess.Pop
         "STATEFED_STATE_DIR": str(config.state_dir),
         "STATEFED_GROUP_ID": config.group_id,
         "STATEFED_HEARTBEAT_MS": str(config.heartbeat_ms),
+        "STATEFED_STANDBY_REPLICAS": str(config.standby_replicas),
     }
     with open(log_path, "wb") as log:
         return subprocess.Popen(

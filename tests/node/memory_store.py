@@ -9,9 +9,10 @@ from typing import Self, TypeVar
 
 from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import StoreClosedError
+from node.layout import ScannedRow, ScanSpan, Table, Total
 from node.store import PartitionStore
 from runtime.ranking import rank
-from schema import CountRow, EventRow, WindowRow
+from schema import MAX_UINT, CountRow, EventRow, KeyPart, WindowRow, pack, unpack
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -142,9 +143,67 @@ class MemoryStore(PartitionStore):
         )
         return events[: max(limit, 0)]
 
+    def scan(
+        self, view: str, table: Table, span: ScanSpan, limit: int, horizon_ms: int
+    ) -> list[tuple[bytes, ScannedRow]]:
+        """The model: rows sorted by (UTF-8 key, the rest of the position) as Python tuples,
+        filtered by comparing strings' UTF-8, not by the byte bounds LevelDB uses."""
+        self._require_open()
+        found = sorted(
+            (_order(position), pack(*position), row)
+            for position, row in self._table(view, table)
+            if (not table.keyed or _in_span(span, position[0]))
+            and not (isinstance(row, WindowRow) and row.end_ms <= horizon_ms)
+        )
+        if span.after is not None:
+            after = _order(unpack(span.after))
+            found = [r for r in found if (r[0] < after if span.backward else r[0] > after)]
+        if span.backward:
+            found.reverse()
+        return [(packed, row) for _, packed, row in found[: max(limit, 0)]]
+
+    def _table(self, view: str, table: Table) -> list[tuple[tuple[KeyPart, ...], ScannedRow]]:
+        if table is Table.COUNT:
+            return [((k,), r) for k, r in self._rows.get(view, {}).items()]
+        if table is Table.LATEST:
+            return [((k,), r) for k, r in self._latest.get(view, {}).items()]
+        if table is Table.TOP:
+            return [((MAX_UINT - r.count, k), r) for k, r in self._rows.get(view, {}).items()]
+        if table is Table.WINDOW:
+            return [((k, s), r) for (k, s), r in self._windows.get(view, {}).items()]
+        return [((k, *at), r) for (k, at), r in self._events.get(view, {}).items()]
+
+    def total(self, view: str) -> Total:
+        self._require_open()
+        rows = self._rows.get(view, {}).values()
+        return Total(len(rows), sum(r.count for r in rows))
+
+    def window_totals(
+        self, view: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
+    ) -> list[tuple[int, int, Total]]:
+        self._require_open()
+        found: dict[tuple[int, int], Total] = {}
+        for (_, start), w in self._windows.get(view, {}).items():
+            if _within(start, since_ms, until_ms) and w.end_ms > horizon_ms:
+                found[(start, w.end_ms)] = found.get((start, w.end_ms), Total()) + Total(1, w.count)
+        return [(start, end, total) for (start, end), total in sorted(found.items())]
+
     def offsets(self) -> dict[str, int]:
         self._require_open()
         return dict(self._offsets)
+
+
+def _order(position: tuple[KeyPart, ...]) -> tuple[bytes | int, ...]:
+    return tuple(part.encode("utf-8") if isinstance(part, str) else part for part in position)
+
+
+def _in_span(span: ScanSpan, key: KeyPart) -> bool:
+    data = str(key).encode("utf-8")
+    return (
+        data.startswith(span.prefix.encode("utf-8"))
+        and (span.since is None or data >= span.since.encode("utf-8"))
+        and (span.until is None or data < span.until.encode("utf-8"))
+    )
 
 
 def _put(rows: dict[K, V], key: K, row: V | None) -> None:

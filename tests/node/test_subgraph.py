@@ -33,17 +33,48 @@ schema @link(url: "https://specs.apollo.dev/federation/v2.11", import: ["@key"])
   query: Query
 }
 
+\"\"\"What one partition holds of a view: keys and their counts' sum.\"\"\"
+type PartitionTotal {
+  partition: Int!
+  keys: Float!
+  count: Float!
+}
+
 type Query {
   _entities(representations: [_Any!]!): [_Entity]!
   _service: _Service!
   wordCount(word: String!): WordCount
   wordCounts(words: [String!]!): [WordCount]!
   topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
+  allWordCounts(slices: [SliceInput!]!, first: Int!, backward: Boolean! = false, prefix: String! = "", from: String, to: String, order: ScanOrder! = KEY): [WordCountSlice!]!
+  wordCountTotals(partitions: [Int!]!): [PartitionTotal!]!
+}
+
+\"\"\"The order of a scan: by key, or by count (desc, then key).\"\"\"
+enum ScanOrder {
+  KEY
+  COUNT
+}
+
+\"\"\"Where one partition's slice starts: after `after` (a position).\"\"\"
+input SliceInput {
+  partition: Int!
+  after: String = null
 }
 
 type WordCount @key(fields: "word", resolvable: true) {
   word: String!
   count: Int!
+}
+
+type WordCountScanEdge {
+  position: String!
+  node: WordCount!
+}
+
+type WordCountSlice {
+  partition: Int!
+  edges: [WordCountScanEdge!]!
 }
 
 scalar _Any
@@ -52,7 +83,7 @@ union _Entity = WordCount
 
 type _Service {
   sdl: String!
-}"""
+}"""  # noqa: E501
 
 
 @pytest.fixture
@@ -160,6 +191,88 @@ def test_top_over_chosen_partitions(endpoint: GraphQLEndpoint) -> None:
     chosen = {w: c for w, c in HELD_WORDS.items() if partition_for(w, P) in (0, 2)}
     assert response["data"] == {"topWords": ranked(chosen)}
     assert [e["partition"] for e in response["extensions"]["freshness"]] == [0, 2]
+
+
+_SCAN = (
+    "query($s: [SliceInput!]!, $n: Int!, $b: Boolean!) "
+    "{ allWordCounts(slices: $s, first: $n, backward: $b) "
+    "{ partition edges { position node { word count } } } }"
+)
+
+
+def _slices(endpoint: GraphQLEndpoint, slices: list[dict[str, Any]], n: int, back: bool) -> Any:
+    response = endpoint.execute(_SCAN, {"s": slices, "n": n, "b": back})
+    assert "errors" not in response, response
+    return response
+
+
+def test_scan_pages_each_held_partition_from_its_own_position(endpoint: GraphQLEndpoint) -> None:
+    for back in (False, True):
+        positions: dict[int, str | None] = dict.fromkeys(HELD)
+        seen: dict[int, list[str]] = {p: [] for p in HELD}
+        while positions:
+            asked = [{"partition": p, "after": a} for p, a in positions.items()]
+            response = _slices(endpoint, asked, 3, back)
+            for piece in response["data"]["allWordCounts"]:
+                edges = piece["edges"]
+                seen[piece["partition"]].extend(e["node"]["word"] for e in edges)
+                if len(edges) < 3:
+                    del positions[piece["partition"]]
+                else:
+                    positions[piece["partition"]] = edges[-1]["position"]
+            read = [e["partition"] for e in response["extensions"]["freshness"]]
+            assert read == sorted(read) and set(read) <= set(HELD)
+        for partition in HELD:
+            words = sorted(
+                (w for w in HELD_WORDS if partition_for(w, P) == partition), key=str.encode
+            )
+            assert seen[partition] == (words[::-1] if back else words)
+
+
+def test_scan_in_count_order_pages_each_partition_by_count_then_key(
+    endpoint: GraphQLEndpoint,
+) -> None:
+    query = (
+        "query($s: [SliceInput!]!, $x: String!) { allWordCounts(slices: $s, first: 4, "
+        "order: COUNT, prefix: $x) { partition edges { position node { word count } } } }"
+    )
+    for partition in HELD:
+        words: list[dict[str, Any]] = []
+        after = None
+        while True:
+            variables = {"s": [{"partition": partition, "after": after}], "x": ""}
+            response = endpoint.execute(query, variables)
+            assert "errors" not in response, response
+            (piece,) = response["data"]["allWordCounts"]
+            words.extend(e["node"] for e in piece["edges"])
+            if len(piece["edges"]) < 4:
+                break
+            after = piece["edges"][-1]["position"]
+        held = {w: c for w, c in HELD_WORDS.items() if partition_for(w, P) == partition}
+        assert words == ranked(held)
+    refused = endpoint.execute(query, {"s": [{"partition": 0}], "x": "w"})
+    assert refused["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "key order only" in refused["errors"][0]["message"]
+
+
+def test_totals_are_per_partition_without_reading_rows(endpoint: GraphQLEndpoint) -> None:
+    response = endpoint.execute("{ wordCountTotals(partitions: [2, 0]) { partition keys count } }")
+    assert "errors" not in response, response
+    expected = []
+    for partition in (2, 0):
+        counts = [c for w, c in HELD_WORDS.items() if partition_for(w, P) == partition]
+        expected.append({"partition": partition, "keys": len(counts), "count": sum(counts)})
+    assert response["data"]["wordCountTotals"] == expected
+
+
+def test_scan_of_a_foreign_partition_is_not_owner(endpoint: GraphQLEndpoint) -> None:
+    foreign = partition_for(FOREIGN_WORDS[0], P)
+    response = endpoint.execute(
+        _SCAN, {"s": [{"partition": 0}, {"partition": foreign}], "n": 5, "b": False}
+    )
+    (error,) = response["errors"]
+    assert error["extensions"]["code"] == "NOT_OWNER"
+    assert foreign in error["extensions"]["partitions"]
 
 
 def test_point_lookup_of_a_foreign_partition_is_not_owner(endpoint: GraphQLEndpoint) -> None:

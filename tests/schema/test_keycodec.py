@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schema import MAX_UINT, pack, pack_str, pack_uint, unpack
+from schema import MAX_UINT, STR_TAG, escape_str, pack, pack_str, pack_uint, unpack
 
 parts = st.one_of(st.text(), st.integers(min_value=0, max_value=MAX_UINT))
 # Tuples compared element by element only make sense when the element types line up.
@@ -58,3 +58,21 @@ def test_the_one_part_packers_extend_a_packed_prefix(
 def test_pack_uint_refuses_what_pack_refuses(bad: int) -> None:
     with pytest.raises(ValueError):
         pack_uint(bad)
+
+
+# short alphabets so that strings are often prefixes of each other and hold NUL
+_nul_heavy = st.text(alphabet=st.sampled_from(["\x00", "\x01", "a", "\xff", "é", "\U0001f600"]))
+
+
+@given(_nul_heavy, _nul_heavy)
+def test_packed_strings_order_as_their_utf8_bytes(a: str, b: str) -> None:
+    # scans promise the byte order of the UTF-8 key: NUL and prefixes must not disturb it
+    utf8_a, utf8_b = a.encode("utf-8"), b.encode("utf-8")
+    assert (pack_str(a) < pack_str(b)) == (utf8_a < utf8_b)
+    assert (pack_str(a) == pack_str(b)) == (utf8_a == utf8_b)
+
+
+@given(_nul_heavy, _nul_heavy)
+def test_a_packed_string_starts_with_the_escape_of_exactly_its_prefixes(p: str, s: str) -> None:
+    assert pack_str(p + s).startswith(STR_TAG + escape_str(p))
+    assert pack_str(s).startswith(STR_TAG + escape_str(p)) == s.startswith(p)

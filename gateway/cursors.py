@@ -1,0 +1,171 @@
+"""The cursors of whole-view scans: opaque to clients, versioned, unpadded base64url of a
+JSON object saying which scan they belong to and where each partition stands.
+
+A scan reads every partition from its own position (the key tail of the last row of that
+partition the scan has passed, `node.fields.scan`), so a cursor holds one position per
+partition: paging on continues each partition exactly after what was already returned,
+whatever was added or updated meanwhile, and a partition that could not be read keeps its
+old position. A cursor also names its view, order and filter (prefix, from, to) and the
+partition count; used with anything else it is BAD_USER_INPUT naming the argument.
+
+Each cursor continues in the direction of the page that made it (`backward` for pages
+read with `last`). Used the other way (`before` with a cursor of a forward page, or the
+reverse), it stands for its edge: every partition from that edge's position (`at`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.errors import BadRequestError
+from schema import View
+
+__all__ = [
+    "COUNT_ORDER",
+    "KEY_ORDER",
+    "MAX_SCAN_CURSOR_CHARS",
+    "ScanCursor",
+    "ScanFilter",
+    "decode",
+    "encode",
+]
+
+VERSION = 1
+KEY_ORDER = "key"
+COUNT_ORDER = "count"  # count views: count desc, then key (their top-N index)
+# a position is a key tail (at most the gateway's key bytes and some); P of them per cursor
+MAX_SCAN_CURSOR_CHARS = 1 << 20
+
+
+@dataclass(frozen=True)
+class ScanFilter:
+    """Which keys a scan reads: those starting with `prefix`, with since <= key < until."""
+
+    prefix: str = ""
+    since: str | None = None
+    until: str | None = None
+
+
+@dataclass(frozen=True)
+class ScanCursor:
+    """Where a scan of `view` in `order` over `scan_filter` stands on each of `partitions`
+    partitions: `positions` (None: the partition's first row, or its last when `backward`),
+    continuing `backward` or forwards; `at` is the position of the edge it names (None for
+    the cursor of a page without edges)."""
+
+    view: str
+    order: str
+    scan_filter: ScanFilter
+    partitions: int
+    backward: bool
+    at: bytes | None
+    positions: tuple[bytes | None, ...]
+
+    def starts(self, backward: bool) -> tuple[bytes | None, ...]:
+        """Each partition's position for a page read `backward` or forwards from here."""
+        if backward == self.backward:
+            return self.positions
+        return (self.at,) * self.partitions
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: Any) -> bytes | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError("a position is no string")
+    return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+
+
+def encode(cursor: ScanCursor) -> str:
+    """The cursor as clients see it. The positions most partitions share are written once
+    (after a page every partition that answered stands at its last edge)."""
+    common = Counter(cursor.positions).most_common(1)[0][0] if cursor.positions else None
+    spec = cursor.scan_filter
+    doc = {
+        "v": VERSION,
+        "w": cursor.view,
+        "o": cursor.order,
+        "f": [spec.prefix, spec.since, spec.until],
+        "n": cursor.partitions,
+        "b": cursor.backward,
+        "a": _b64(cursor.at),
+        "d": _b64(common),
+        "x": {str(p): _b64(at) for p, at in enumerate(cursor.positions) if at != common},
+    }
+    return base64.urlsafe_b64encode(orjson.dumps(doc)).rstrip(b"=").decode("ascii")
+
+
+def decode(
+    view: View, text: str, argument: str, order: str, scan_filter: ScanFilter, partitions: int
+) -> ScanCursor:
+    """The cursor `text` given as `argument`; BAD_USER_INPUT naming the argument when it is
+    no cursor, or one of another view, order, filter or partition count."""
+    cursor = _parse(view, text, argument)
+    if cursor.view != view.name or cursor.order != order:
+        raise _bad(view, argument, f"is a cursor of view {cursor.view} in {cursor.order} order")
+    if cursor.scan_filter != scan_filter:
+        raise _bad(view, argument, "belongs to another prefix, from or to: page with the same ones")
+    if cursor.partitions != partitions:
+        raise _bad(
+            view,
+            argument,
+            f"was made when the view had {cursor.partitions} partitions, it has {partitions} now",
+        )
+    return cursor
+
+
+def _parse(view: View, text: str, argument: str) -> ScanCursor:
+    try:
+        if len(text) > MAX_SCAN_CURSOR_CHARS:
+            raise ValueError("too long")
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+        doc = orjson.loads(raw)
+        if not isinstance(doc, dict) or doc.get("v") != VERSION:
+            raise ValueError(f"no cursor of version {VERSION}")
+        prefix, since, until = doc["f"]
+        count, common, exceptions = doc["n"], _unb64(doc["d"]), doc["x"]
+        if not isinstance(count, int) or not 0 < count <= 1 << 16:
+            raise ValueError("no partition count")
+        positions = [common] * count
+        for partition, at in exceptions.items():
+            index = int(partition)
+            if not 0 <= index < count:
+                raise ValueError(f"partition {index} is outside 0..{count - 1}")
+            positions[index] = _unb64(at)
+        scan_filter = ScanFilter(_text(prefix), _optional(since), _optional(until))
+        cursor = ScanCursor(
+            _text(doc["w"]),
+            _text(doc["o"]),
+            scan_filter,
+            count,
+            doc["b"] is True,
+            _unb64(doc["a"]),
+            tuple(positions),
+        )
+    except (binascii.Error, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise _bad(view, argument, "is no cursor of this field (use pageInfo's cursors)") from exc
+    return cursor
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _bad(view: View, argument: str, problem: str) -> BadRequestError:
+    return BadRequestError(view.name, f"{argument}: the cursor {problem}")

@@ -1,0 +1,162 @@
+"""The whole-view field of every view kind: its rows in key order, a Relay connection
+across every partition (gateway.scans merges the partitions' slices, gateway.cursors
+says what a cursor holds).
+
+```graphql
+type WordCountEdge { cursor: String!  node: WordCount! }
+type WordCountConnection { edges: [WordCountEdge!]!  pageInfo: PageInfo! }
+allWordCounts(first: Int, after: String, last: Int, before: String, prefix: String! = "",
+              from: String, to: String, order: ScanOrder! = KEY, maxLag: Int,
+              atLeast: String): WordCountConnection!       # `order`: count views only
+```
+"""
+
+# No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
+# which name types created at run time, so they must be real objects, not strings.
+import enum
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import strawberry
+
+from gateway.cursors import COUNT_ORDER, KEY_ORDER, ScanFilter
+from gateway.fields.common import (
+    AtLeast,
+    MaxLag,
+    PageInfo,
+    authorize_view,
+    given,
+    make,
+    object_type,
+    read_options,
+    record_failures,
+)
+from gateway.prices import DEFAULT_SCAN_PAGE
+from gateway.reads import ScanAsk
+from gateway.request import RequestContext
+from gateway.scans import ScanPage
+from schema import View
+
+__all__ = ["ScanOrder", "connection_types", "scan_field"]
+
+
+@strawberry.enum(description="The order of a whole-view scan.")
+class ScanOrder(enum.Enum):
+    KEY = strawberry.enum_value(KEY_ORDER, description="By key: the byte order of its UTF-8.")
+    COUNT = strawberry.enum_value(
+        COUNT_ORDER, description="By count, highest first, then by key (count views)."
+    )
+
+
+_ORDERS = {ScanOrder.KEY: KEY_ORDER, ScanOrder.COUNT: COUNT_ORDER}
+
+KeyBound = Annotated[str | None, strawberry.argument(name="from")]
+KeyEnd = Annotated[str | None, strawberry.argument(name="to")]
+
+
+def connection_types(view: View, node_type: Any, what: str) -> tuple[Any, Any]:
+    """`<Type>Edge { cursor node }` and `<Type>Connection { edges pageInfo }` of `node_type`,
+    whose pages are `what`."""
+    name = view.type_name
+    edge_type = object_type(
+        view,
+        f"{name}Edge",
+        f"A row of view {view.name} and its cursor.",
+        [("cursor", str, None), ("node", node_type, None)],
+    )
+    connection_type = object_type(
+        view,
+        f"{name}Connection",
+        f"A page of {what}.",
+        [("edges", list[edge_type], None), ("pageInfo", PageInfo, None)],  # type: ignore[valid-type]
+    )
+    return edge_type, connection_type
+
+
+def scan_field(
+    view: View,
+    node_type: Any,
+    to_type: Callable[[Any], Any],
+    types: tuple[Any, Any] | None = None,
+    counted: bool = False,
+) -> dict[str, Any]:
+    """`view.scan_field`: pages of the view's rows (gateway.rows.Scanned of the view's
+    kind), each shown as `to_type(row)`, in the
+    connection `types` (edge, connection), made here when None; `counted` (count views)
+    adds `order`, to page by count instead."""
+    edge_type, connection_type = types or connection_types(
+        view, node_type, f"view {view.name} in key order"
+    )
+
+    def to_connection(page: ScanPage) -> Any:
+        edges = [make(edge_type, {"cursor": e.cursor, "node": to_type(e.row)}) for e in page.edges]
+        info = PageInfo(
+            has_next_page=page.has_next_page,
+            has_previous_page=page.has_previous_page,
+            start_cursor=page.start_cursor,
+            end_cursor=page.end_cursor,
+        )
+        return make(connection_type, {"edges": edges, "pageInfo": info})
+
+    async def answer(info: strawberry.Info, ask: ScanAsk, max_lag: Any, at_least: Any) -> Any:
+        context: RequestContext = info.context
+        authorize_view(context, view)
+        options = await read_options(context, view, max_lag, at_least)
+        result = await context.planner.scan(view, ask, context.deadline, options)
+        context.add_freshness(result.freshness)
+        record_failures(context, info, result.failures)
+        return to_connection(result.page)
+
+    async def scan(
+        info: strawberry.Info,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+        last: int | None = strawberry.UNSET,
+        before: str | None = strawberry.UNSET,
+        prefix: str = "",
+        since: KeyBound = strawberry.UNSET,
+        until: KeyEnd = strawberry.UNSET,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> connection_type:  # type: ignore[valid-type]
+        spec = ScanFilter(prefix, given(since), given(until))
+        ask = ScanAsk(spec, given(first), given(after), given(last), given(before))
+        return await answer(info, ask, max_lag, at_least)
+
+    async def scan_in_order(
+        info: strawberry.Info,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+        last: int | None = strawberry.UNSET,
+        before: str | None = strawberry.UNSET,
+        prefix: str = "",
+        since: KeyBound = strawberry.UNSET,
+        until: KeyEnd = strawberry.UNSET,
+        order: ScanOrder = ScanOrder.KEY,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> connection_type:  # type: ignore[valid-type]
+        spec = ScanFilter(prefix, given(since), given(until))
+        ask = ScanAsk(spec, given(first), given(after), given(last), given(before), _ORDERS[order])
+        return await answer(info, ask, max_lag, at_least)
+
+    key = view.key_field
+    return {
+        view.scan_field: strawberry.field(
+            resolver=scan_in_order if counted else scan,
+            name=view.scan_field,
+            description=f"Every row of view {view.name} in {key} order (the byte order of the "
+            f"UTF-8 {key}), across all partitions: `first` rows after the cursor `after`, or "
+            f"the `last` before `before` (default first {DEFAULT_SCAN_PAGE}); only {key}s that "
+            f"start with `prefix`, with from <= {key} < to. Rows added or changed while paging "
+            "are never repeated nor make others be skipped; a partition that cannot answer is "
+            "a PARTITION_UNAVAILABLE error, and the page's cursors resume it."
+            + (
+                f" `order: COUNT` pages by count (desc, then {key}) instead, without prefix, "
+                "from or to; a key whose count changes while paging may move across the "
+                "cursor (be missed or come twice)."
+                if counted
+                else ""
+            ),
+        )
+    }
