@@ -109,7 +109,9 @@ def _restore(copy: dict[str, Any]) -> RenderableType:
     total, done = copy["restore_total"], copy["restore_done"]
     if total <= 0:
         return Text(f"restoring {done}/?")
-    return Group(ProgressBar(total=total, completed=done, width=20), Text(f"{done}/{total}"))
+    cell = Table.grid(padding=(0, 1))
+    cell.add_row(ProgressBar(total=total, completed=done, width=20), f"{done}/{total}")
+    return cell
 
 
 def _views(body: dict[str, Any]) -> Table:
