@@ -40,6 +40,7 @@ def status_page() -> bytes:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>statefed status</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="{STATIC_PREFIX}status.css">
 </head>
 <body data-source="{STATUS_JSON_PATH}">

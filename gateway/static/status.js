@@ -11,15 +11,19 @@
   const history = []; // [{t, lags: {partition: lag}}], the last HISTORY_MS
   const tokenKey = "statefed.status.token";
 
-  // a token in the URL fragment (#token=...) is taken once and removed from the address bar
-  const fragment = new URLSearchParams(location.hash.slice(1));
-  if (fragment.get("token")) {
-    sessionStorage.setItem(tokenKey, fragment.get("token"));
-    forgetFragment();
-  }
-  function forgetFragment() {
+  // a token in the URL fragment (#token=...) is taken and removed from the address bar, on
+  // opening the page and when only the fragment changes (no reload then)
+  function takeFragmentToken() {
+    const token = new URLSearchParams(location.hash.slice(1)).get("token");
+    if (!token) return false;
+    sessionStorage.setItem(tokenKey, token);
     window.history.replaceState(null, "", location.pathname + location.search);
+    return true;
   }
+  takeFragmentToken();
+  window.addEventListener("hashchange", function () {
+    if (takeFragmentToken()) poll();
+  });
   document.getElementById("token-form").addEventListener("submit", function (event) {
     event.preventDefault();
     const value = document.getElementById("token").value.trim();
@@ -107,11 +111,18 @@
     const x = (t) => pad + (width - pad) * (1 - (now - t) / HISTORY_MS);
     const y = (v) => height - pad / 2 - (height - pad) * (v / max);
     const children = [];
-    const axis = document.createElementNS(SVG, "text");
-    axis.setAttribute("x", 2);
-    axis.setAttribute("y", 12);
-    axis.textContent = String(max);
-    children.push(axis);
+    const label = (text, atX, atY, anchor) => {
+      const node = document.createElementNS(SVG, "text");
+      node.setAttribute("x", atX);
+      node.setAttribute("y", atY);
+      node.setAttribute("text-anchor", anchor);
+      node.textContent = text;
+      children.push(node);
+    };
+    label(max + " records", 2, 12, "start");
+    label("0", 2, height - pad / 2, "start");
+    label("5 min ago", pad, height - 2, "start");
+    label("now", width - 2, height - 2, "end");
     const legend = [];
     for (let p = 0; p < partitionCount; p++) {
       const points = history.filter((h) => p in h.lags).map((h) => x(h.t) + "," + y(h.lags[p]));
