@@ -46,10 +46,12 @@ class _RestoreBars:
                     "", total=total, partition=key[0], role=key[1]
                 )
             self._progress.update(self._tasks[key], total=total, completed=copy["restoreDone"])
+        held = {(p["partition"], p["role"]): p for p in partitions}
         for key in [k for k in self._tasks if k not in restoring]:
             task = self._tasks.pop(key)
-            total = self._progress.tasks[task].total  # done: the bar ends full
-            self._progress.update(task, completed=total or 0)
+            copy = held.get(key, {})  # gone (revoked), or caught up: the bar ends full
+            total = copy.get("restoreTotal") or self._progress.tasks[task].total or 0
+            self._progress.update(task, total=total, completed=total)
         if not restoring:
             self.close()
 
@@ -60,10 +62,13 @@ class _RestoreBars:
 
 
 @contextmanager
-def restore_progress(node_url: str, *, interval_s: float = _INTERVAL_S) -> Iterator[None]:
-    """While inside, poll `node_url`/health every `interval_s` and draw restores on stderr."""
+def restore_progress(
+    node_url: str, *, interval_s: float = _INTERVAL_S, console: Console | None = None
+) -> Iterator[None]:
+    """While inside, poll `node_url`/health every `interval_s` and draw restores on
+    `console` (default: stderr)."""
     stopping = threading.Event()
-    bars = _RestoreBars(Console(stderr=True))
+    bars = _RestoreBars(console or Console(stderr=True))
 
     def follow() -> None:
         with httpx.Client(timeout=2.0) as client:
