@@ -1,5 +1,6 @@
 """The gateway's ASGI app: GET/POST /graphql, GraphiQL, /health, /metrics (Prometheus,
-`gateway.metrics`) and the GraphiQL assets.
+`gateway.metrics`), the status page /status and its data /status.json
+(`gateway.statuspage`, `gateway.overview`) and the assets of both pages.
 
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
 (`gateway.execution`), every route behind the CORS allowlist (`gateway.cors`); WebSockets
@@ -23,7 +24,13 @@ import httpx
 import strawberry
 from prometheus_client.core import Metric
 
-from gateway.auth import Authenticator, Unauthenticated, authenticator_for, authorization
+from gateway.auth import (
+    Authenticator,
+    Unauthenticated,
+    authenticator_for,
+    authorization,
+    refusal,
+)
 from gateway.config import GatewayConfig
 from gateway.cors import Cors, CorsPolicy
 from gateway.execution import GatewayEndpoint
@@ -38,6 +45,7 @@ from gateway.live.sse import STREAM_PATH, GraphQLEventStream
 from gateway.live.ws import GraphQLWebSocket
 from gateway.membership import MembershipReader
 from gateway.metrics import GatewayMetrics, runtime_figures
+from gateway.overview import node_entries, status_body
 from gateway.planner import Planner
 from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
@@ -45,6 +53,7 @@ from gateway.request import RequestContext
 from gateway.routing import RoutingFeed, RoutingTable
 from gateway.schema import build_schema
 from gateway.status import PipelineStatusReader, StatusBoard
+from gateway.statuspage import STATUS_JSON_PATH, STATUS_PAGE_HEADERS, STATUS_PATH, status_page
 from gateway.transport import HttpxCaller, NodeConnections
 from gateway.upstream import Upstream
 from gateway.writes import RateLimiter
@@ -57,6 +66,8 @@ from schema import CATALOGUE, View
 __all__ = ["GatewayApp", "health_body"]
 
 log = logging.getLogger(__name__)
+
+_HTML = b"text/html; charset=utf-8"
 
 
 @dataclass
@@ -112,6 +123,7 @@ class GatewayApp:
         self._producer = producer
         self._produce_rate = RateLimiter(config.produce_rate, clock)
         self._assets = StaticAssets()
+        self._status_page = status_page()
         self._runtime: _Runtime | None = None
         self._authenticator: Authenticator = authenticator_for(config, clock)
         self.metrics = GatewayMetrics(self._schema._schema)
@@ -252,6 +264,10 @@ class GatewayApp:
         try:
             if path == "/health" and method in ("GET", "HEAD"):
                 await self._health(scope, send)
+            elif path == STATUS_PATH and method in ("GET", "HEAD"):
+                await send_body(send, 200, self._status_page, _HTML, STATUS_PAGE_HEADERS)
+            elif path == STATUS_JSON_PATH and method in ("GET", "HEAD"):
+                await self._status(scope, send)
             elif path == METRICS_PATH and method in ("GET", "HEAD"):
                 await send_metrics(send, self.metrics.registry)
             elif path.startswith(STATIC_PREFIX) and method in ("GET", "HEAD"):
@@ -261,7 +277,7 @@ class GatewayApp:
             else:
                 raise RequestError(f"no route for {method} {path}", 404, "NOT_FOUND")
         except RequestError as exc:
-            await send_json(send, exc.status, exc.body())
+            await send_json(send, exc.status, exc.body(), headers=exc.headers)
 
     def _started(self) -> _Runtime:
         if self._runtime is None:
@@ -299,6 +315,26 @@ class GatewayApp:
         if runtime.cache is not None:
             body["cache"] = runtime.cache.stats()
         await send_json(send, 200, body)
+
+    async def _status(self, scope: Scope, send: Send) -> None:
+        """/status.json: what `/status` and `statefed status` show; with authentication on,
+        only for a token with the operator scope."""
+        if self.config.authenticates:
+            try:
+                principal = await self._authenticator.principal(authorization(scope["headers"]))
+            except Unauthenticated as exc:
+                raise refusal(exc) from None
+            scope_name = self.config.operator_scope
+            if not principal.may(scope_name):
+                raise RequestError(
+                    f"the cluster status needs a token with the operator scope {scope_name!r} "
+                    "(STATEFED_GATEWAY_OPERATOR_SCOPE)",
+                    403,
+                    "FORBIDDEN",
+                )
+        runtime = self._started()
+        body = status_body(runtime.feed.current, runtime.statuses, self._catalogue, self._clock())
+        await send_json(send, 200, body, headers=((b"cache-control", b"no-store"),))
 
     def _figures(self) -> list[Metric]:
         """What `/metrics` reads of the running gateway at each scrape."""
@@ -350,16 +386,5 @@ def health_body(table: RoutingTable, now_ms: int, *, urls: bool = True) -> dict[
         "routable": routable,
         "routing_version": table.version,
         "routing_stale_since_ms": table.stale_since_ms,
-        "nodes": [
-            {
-                "id": node.node_id,
-                **({"url": node.url} if urls else {}),
-                "state": node.state.value,
-                "alive": node.alive,
-                "heartbeat_age_ms": max(0, now_ms - node.heartbeat_ms),
-                "active": node.active(),
-                "standby": node.standby(),
-            }
-            for node in sorted(table.nodes.values(), key=lambda n: n.node_id)
-        ],
+        "nodes": node_entries(table, now_ms, urls=urls),
     }

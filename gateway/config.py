@@ -151,7 +151,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     jwt_audience: str | None = setting("STATEFED_GATEWAY_JWT_AUDIENCE", None, parse=str)
     # clock skew allowed on exp, nbf and iat
     jwt_leeway_s: int = setting("STATEFED_GATEWAY_JWT_LEEWAY_S", 30, low=0, high=3600)
-    # scopes the produce mutation and node URLs (cluster, /health) need when auth is on
+    # scopes the produce mutation, and node URLs (cluster, /health) and /status.json, need
+    # when auth is on
     produce_scope: str = setting("STATEFED_GATEWAY_PRODUCE_SCOPE", "statefed:produce")
     operator_scope: str = setting("STATEFED_GATEWAY_OPERATOR_SCOPE", "statefed:operator")
     # updates waiting for one subscriber: past it a row subscription keeps only the newest

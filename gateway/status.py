@@ -1,5 +1,6 @@
 """Following `statefed.pipeline`: the newest status the pipeline published for each view
-(late events dropped, processed offsets), read by a background thread.
+(late events dropped, processed offsets), and `statefed.deadletter`: how many input
+records were rejected and the newest of them, read by a background thread.
 
 The embedded broker never compacts, so reading starts `tail_records` before the end of
 the topic instead of at its beginning; a view whose last status is older than that (or
@@ -12,18 +13,32 @@ import dataclasses
 import logging
 import threading
 import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
 
+import orjson
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from runtime.kafka import KafkaSettings
-from schema import PIPELINE_TOPIC, ViewStatus, decode_status
+from schema import DEADLETTER_TOPIC, PIPELINE_TOPIC, ViewStatus, decode_status
 
-__all__ = ["PipelineStatusReader", "StatusBoard"]
+__all__ = ["DeadLetterSummary", "PipelineStatusReader", "StatusBoard"]
 
 log = logging.getLogger(__name__)
 
 _FETCH_WAIT_MS = 100
 _RETRY_S = 1.0
+_RECENT_DEAD_LETTERS = 10
+
+
+@dataclass(frozen=True)
+class DeadLetterSummary:
+    """What the dead-letter topic holds: `total` records ever written to it (the newest
+    offset read + 1), and the newest few (reason, source topic, partition, offset)."""
+
+    total: int = 0
+    recent: tuple[dict[str, Any], ...] = ()
 
 
 class StatusBoard:
@@ -32,6 +47,8 @@ class StatusBoard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latest: dict[str, ViewStatus] = {}
+        self._dead_total = 0
+        self._dead_recent: deque[dict[str, Any]] = deque(maxlen=_RECENT_DEAD_LETTERS)
 
     def apply(self, value: bytes | None) -> bool:
         """Apply one record of the status topic; False when it is no status."""
@@ -61,9 +78,28 @@ class StatusBoard:
         with self._lock:
             return self._latest.get(view)
 
+    def dead_letter(self, offset: int, value: bytes | None) -> None:
+        """Count the dead-letter record at `offset` and keep where it came from and why (its
+        key and value stay in the topic: they may hold anything)."""
+        try:
+            doc = orjson.loads(value or b"")
+            letter = {k: doc[k] for k in ("reason", "topic", "partition", "offset")}
+            letter["timestamp_ms"] = doc.get("timestamp_ms")
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            log.warning("dead letter at offset %d not shown: %s", offset, exc)
+            letter = {"reason": "undecodable dead-letter record", "offset": None}
+        with self._lock:
+            self._dead_total = max(self._dead_total, offset + 1)
+            self._dead_recent.append(letter)
+
+    def dead_letters(self) -> DeadLetterSummary:
+        with self._lock:
+            return DeadLetterSummary(self._dead_total, tuple(reversed(self._dead_recent)))
+
 
 class PipelineStatusReader:
-    """Reads the status topic in a thread into a `StatusBoard`.
+    """Reads the status topic and the dead-letter topic (None: not that one) in a thread
+    into a `StatusBoard`.
 
     Nothing is opened before `start`; `stop` closes the consumer and joins the thread.
     """
@@ -75,12 +111,14 @@ class PipelineStatusReader:
         *,
         tail_records: int,
         topic: str = PIPELINE_TOPIC,
+        deadletter_topic: str | None = DEADLETTER_TOPIC,
         poll_s: float = 0.1,
     ) -> None:
         self._kafka = KafkaSettings.of(kafka)
         self._board = board
         self._tail = tail_records
         self._topic = topic
+        self._deadletter_topic = deadletter_topic
         self._poll_s = poll_s
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -130,13 +168,22 @@ class PipelineStatusReader:
                 consumer.close()
 
     def _follow(self, consumer: Consumer) -> None:
-        partition = TopicPartition(self._topic, 0)
+        partitions = [self._tail_of(consumer, self._topic)]
+        if self._deadletter_topic is not None:
+            try:
+                partitions.append(self._tail_of(consumer, self._deadletter_topic))
+            except KafkaException as exc:  # statuses are read all the same
+                log.warning("dead letters not shown: %s: %s", self._deadletter_topic, exc)
+        consumer.assign(partitions)
+        while not self._stopping.is_set():
+            self._apply(consumer.consume(500, self._poll_s))
+
+    def _tail_of(self, consumer: Consumer, topic: str) -> TopicPartition:
+        partition = TopicPartition(topic, 0)
         low, high = consumer.get_watermark_offsets(partition, timeout=10)
         # the broker's end offset may be too low (tansu bug): then a few more are read
         partition.offset = max(low, high - self._tail)
-        consumer.assign([partition])
-        while not self._stopping.is_set():
-            self._apply(consumer.consume(500, self._poll_s))
+        return partition
 
     def _apply(self, messages: list[Message]) -> None:
         for message in messages:
@@ -146,4 +193,7 @@ class PipelineStatusReader:
                     raise KafkaException(error)
                 log.warning("status topic %s: %s", self._topic, error)
                 continue
-            self._board.apply(message.value())
+            if message.topic() == self._deadletter_topic:
+                self._board.dead_letter(message.offset() or 0, message.value())
+            else:
+                self._board.apply(message.value())

@@ -68,6 +68,10 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
         ("--port", "STATEFED_GATEWAY_PORT", "port to serve on (8100)"),
     ],
     "produce": [*_COMMON],
+    "status": [
+        ("--url", "STATEFED_GATEWAY_URL", "the gateway's URL (http://127.0.0.1:8100)"),
+        ("--token", "STATEFED_GATEWAY_TOKEN", "bearer token with the operator scope (none)"),
+    ],
     "demo": [
         ("--port", "STATEFED_GATEWAY_PORT", "gateway port (8100)"),
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
@@ -81,6 +85,7 @@ _HELP = {
     "node": "run a node: materialize partitions into LevelDB and serve its GraphQL subgraph",
     "gateway": "run the gateway: the one GraphQL endpoint (GraphiQL at /graphql)",
     "produce": "produce keys to a topic, from stdin (whitespace-separated) or generated",
+    "status": "show the cluster live: nodes, partition map, restores, pipeline, dead letters",
     "demo": "run everything locally with demo data and print the GraphiQL URL",
 }
 
@@ -96,6 +101,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--topic", default="words", help="topic to produce to (words)")
             p.add_argument("--count", type=int, help="generate this many skewed words")
             p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
+        if command == "status":
+            p.add_argument("--once", action="store_true", help="print the status once and exit")
         if command == "topics":
             p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
         if command == "pipeline":
@@ -217,8 +224,14 @@ def _check_pipeline_health(config: PipelineConfig) -> None:
 def _node(env: dict[str, str]) -> None:
     from node.config import NodeConfig
     from node.server import run_node
+    from tooling.restoreview import restore_progress
 
-    run_node(NodeConfig.from_env(env), _catalogue(env))
+    config = NodeConfig.from_env(env)
+    if not sys.stderr.isatty():
+        run_node(config, _catalogue(env))
+        return
+    with restore_progress(config.url):  # progress bars for a person watching the terminal
+        run_node(config, _catalogue(env))
 
 
 def _gateway(env: dict[str, str]) -> None:
@@ -248,6 +261,20 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
             print(f"  {key}: atLeast token {write.token}")
 
 
+def _status(env: dict[str, str], once: bool) -> None:
+    from rich.console import Console
+
+    from tooling.statusview import StatusUnavailable, show_status
+
+    config = ToolingConfig.from_env(env)
+    try:
+        show_status(config.gateway_url, config.gateway_token, once=once, console=Console())
+    except StatusUnavailable as exc:
+        raise SystemExit(f"statefed status: {exc}") from exc
+    except KeyboardInterrupt:
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     env = _environment(args)
@@ -258,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "node": _node,
         "gateway": _gateway,
         "produce": lambda e: _produce(e, args),
+        "status": lambda e: _status(e, args.once),
         "demo": _demo,
     }
     try:

@@ -17,7 +17,8 @@ __all__ = ["ToolingConfig"]
 
 @dataclass(frozen=True)
 class ToolingConfig(KafkaClientConfig, EnvConfig):
-    """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`."""
+    """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`;
+    the gateway and token `status` reads from."""
 
     bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
@@ -33,3 +34,7 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
     topics_replication: int = setting("STATEFED_TOPICS_REPLICATION_FACTOR", 3, low=1)
     # None: one less than the replication factor, at least 1
     topics_min_isr: int | None = setting("STATEFED_TOPICS_MIN_INSYNC_REPLICAS", None, parse=int)
+    # `statefed status`: where the gateway serves /status.json, and a bearer token with the
+    # operator scope when the gateway authenticates
+    gateway_url: str = setting("STATEFED_GATEWAY_URL", "http://127.0.0.1:8100")
+    gateway_token: str | None = setting("STATEFED_GATEWAY_TOKEN", None, parse=str)

@@ -11,7 +11,9 @@ from typing import Any, cast
 import strawberry
 
 from gateway.fields.common import authorize
+from gateway.overview import live_copies, unassigned
 from gateway.request import RequestContext
+from gateway.routing import RoutingTable
 from gateway.timestamps import from_ms
 from schema import NodeState, Role, View, ViewKind
 
@@ -130,11 +132,11 @@ def _views(context: RequestContext, catalogue: Sequence[View]) -> list[ClusterVi
     return views
 
 
-def _partitions(nodes: Sequence[Any]) -> list[ClusterPartition]:
-    copies = [
+def _partitions(table: RoutingTable) -> list[ClusterPartition]:
+    return [
         ClusterPartition(
             partition=p.partition,
-            node=n.node_id,
+            node=node_id,
             role=RoleEnum[p.role.name],
             applied_offset=p.applied_offset,
             end_offset=p.end_offset,
@@ -145,11 +147,8 @@ def _partitions(nodes: Sequence[Any]) -> list[ClusterPartition]:
             lag_unknown_since=_from_ms(p.lag_unknown_since_ms),
             store_error=p.store_error,
         )
-        for n in nodes
-        if n.alive
-        for p in n.partitions
+        for node_id, p in live_copies(table)
     ]
-    return sorted(copies, key=lambda c: (c.partition, c.node))
 
 
 def _from_ms(ms: int | None) -> datetime | None:
@@ -181,8 +180,8 @@ def cluster_field(catalogue: Sequence[View]) -> Any:
                 )
                 for n in nodes
             ],
-            partitions=_partitions(nodes),
-            unassigned=[p for p in range(count or 0) if not table.claims.get(p)],
+            partitions=_partitions(table),
+            unassigned=unassigned(table),
             views=_views(context, catalogue),
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import orjson
 from confluent_kafka import Producer
 
 from gateway.status import PipelineStatusReader, StatusBoard
@@ -82,3 +83,34 @@ def test_reader_waits_for_a_topic_created_later(broker: EmbeddedBroker) -> None:
         reader.stop()
         producer.close()
     assert not reader.is_alive()
+
+
+def test_reader_follows_the_tail_of_the_dead_letter_topic(broker: EmbeddedBroker) -> None:
+    topic, dead = unique("gw_status_dl"), unique("gw_deadletter")
+    ensure_topics(broker.bootstrap, {topic: 1, dead: 1})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+
+    def reject(reason: str) -> None:
+        value = orjson.dumps({"reason": reason, "topic": "words", "partition": 0, "offset": 1})
+        producer.produce(dead, key=b"k", value=value)
+        producer.flush(10)  # one batch each, so the broker's end offset is right
+
+    for n in range(8):
+        reject(f"old {n}")
+    board = StatusBoard()
+    reader = PipelineStatusReader(
+        broker.bootstrap, board, tail_records=3, topic=topic, deadletter_topic=dead
+    )
+    reader.start()
+    try:
+        wait_until(lambda: board.dead_letters().total == 8, 20, "8 dead letters counted", 0.02)
+        assert [d["reason"] for d in board.dead_letters().recent] == ["old 7", "old 6", "old 5"]
+        reject("new")
+        wait_until(lambda: board.dead_letters().total == 9, 20, "the new dead letter", 0.02)
+        assert board.dead_letters().recent[0]["reason"] == "new"
+        producer.produce(topic, key=b"v", value=encode_status(status("v", 1, late=4)))
+        producer.flush(10)
+        wait_until(lambda: board.get("v") is not None, 20, "a status beside them", 0.02)
+    finally:
+        reader.stop()
+        producer.close()

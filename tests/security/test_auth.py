@@ -30,6 +30,7 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig, is_loopback
 from gateway.keys import REFETCH_INTERVAL_MS, KeySetError
+from gateway.statuspage import status_page
 from runtime.clock import wall_clock_ms
 from runtime.config import ConfigError
 from schema import View
@@ -596,3 +597,38 @@ def test_jwt_settings_that_do_not_fit_name_the_variable(
 def test_a_view_scope_is_an_oauth_scope() -> None:
     with pytest.raises(ValueError, match="no OAuth scope"):
         dataclasses.replace(WORDS, scope="two words")
+
+
+# -- the status page ------------------------------------------------------------------------
+
+
+def test_the_status_data_needs_the_operator_scope(
+    client: httpx.Client, keys: dict[str, SigningKey]
+) -> None:
+    assert_refused(client.get("/status.json"), None)
+    assert_refused(client.get("/status.json", headers=_bearer("nonsense")), "malformed")
+    scoped = client.get("/status.json", headers=_bearer(sign(keys["rsa"])))
+    assert scoped.status_code == 403, scoped.text
+    assert codes(scoped.json()) == ["FORBIDDEN"] and "nodes" not in scoped.json()
+    assert "STATEFED_GATEWAY_OPERATOR_SCOPE" in scoped.json()["errors"][0]["message"]
+    operator = client.get(
+        "/status.json", headers=_bearer(sign(keys["rsa"], scope="statefed:operator"))
+    )
+    assert operator.status_code == 200, operator.text
+    body = operator.json()
+    assert [n["id"] for n in body["nodes"]] == ["n0", "n1"]
+    assert [p["partition"] for p in body["partitions"]] == list(range(P))
+
+
+def test_the_status_page_holds_no_data_and_loads_only_its_own_assets(
+    client: httpx.Client,
+) -> None:
+    page = client.get("/status")  # public, as GraphiQL is: what it shows needs the token
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert page.content == status_page()  # the same for every caller: no cluster data in it
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "unsafe-inline" not in policy and "<script>" not in page.text
+    assert page.headers["x-content-type-options"] == "nosniff"
+    for asset in ("status.js", "status.css"):
+        assert client.get(f"/static/{asset}").status_code == 200

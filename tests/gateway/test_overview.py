@@ -1,0 +1,124 @@
+"""The status JSON (`gateway.overview.status_body`): nodes, the partition map from the
+routing table, pipeline progress per view and dead letters from the board."""
+
+from __future__ import annotations
+
+import orjson
+
+from gateway.overview import status_body
+from gateway.routing import RoutingTable, build_routing_table
+from gateway.status import StatusBoard
+from schema import MemberRecord, NodeState, PartitionStatus, Role, ViewStatus
+from tests.gateway.fakes import HOSTS, WORDS
+
+NOW = 1_700_000_000_000
+P = 3
+
+
+def record(node_id: str, heartbeat_ms: int, *partitions: PartitionStatus) -> MemberRecord:
+    return MemberRecord(
+        node_id, f"http://{node_id}.test", NodeState.RUNNING, heartbeat_ms, 1000, partitions
+    )
+
+
+def table_of(*records: MemberRecord) -> RoutingTable:
+    members = {r.node_id: r for r in records}
+    return build_routing_table(members, {WORDS.name: P, HOSTS.name: P}, NOW)
+
+
+def test_the_partition_map_shows_each_partitions_live_copies_by_role() -> None:
+    table = table_of(
+        record(
+            "n0",
+            NOW - 100,
+            PartitionStatus(0, Role.ACTIVE, 90, 100),
+            PartitionStatus(
+                1, Role.STANDBY, 10, 50, restoring=True, restore_done=4, restore_total=40
+            ),
+        ),
+        record("n1", NOW - 200, PartitionStatus(1, Role.ACTIVE, 50, 50)),
+        # silent for 10 heartbeats: dead, so its copy of 2 is in no map
+        record("n2", NOW - 10_000, PartitionStatus(2, Role.ACTIVE, 7, 7)),
+    )
+    body = status_body(table, StatusBoard(), (WORDS,), NOW)
+    assert body["partition_count"] == P and body["unassigned"] == [2]
+    assert [(n["id"], n["alive"], n["heartbeat_age_ms"]) for n in body["nodes"]] == [
+        ("n0", True, 100),
+        ("n1", True, 200),
+        ("n2", False, 10_000),
+    ]
+    assert body["nodes"][0]["active"] == [0] and body["nodes"][0]["standby"] == [1]
+    copies = {p["partition"]: p["copies"] for p in body["partitions"]}
+    assert sorted(copies) == [0, 1, 2]
+    assert [(c["node"], c["role"], c["lag"]) for c in copies[0]] == [("n0", "ACTIVE", 10)]
+    assert [(c["node"], c["role"]) for c in copies[1]] == [("n0", "STANDBY"), ("n1", "ACTIVE")]
+    restoring = copies[1][0]
+    assert (restoring["restoring"], restoring["restore_done"], restoring["restore_total"]) == (
+        True,
+        4,
+        40,
+    )
+    assert copies[2] == []
+    orjson.dumps(body)  # all of it is JSON
+
+
+def test_views_show_the_pipelines_newest_report_or_nothing_yet() -> None:
+    board = StatusBoard()
+    board.put(ViewStatus(WORDS.name, 7, NOW - 1500, 3, {0: 10, 1: 5}, {0: 4, 2: 6}))
+    body = status_body(table_of(), board, (WORDS, HOSTS), NOW)
+    assert body["views"] == [
+        {
+            "name": WORDS.name,
+            "kind": WORDS.kind.name,
+            "batch_id": 7,
+            "updated_age_ms": 1500,
+            "late_dropped": 3,
+            "source_offsets": 15,
+            "changelog_offsets": 10,
+        },
+        {
+            "name": HOSTS.name,
+            "kind": HOSTS.kind.name,
+            "batch_id": None,
+            "updated_age_ms": None,
+            "late_dropped": 0,
+            "source_offsets": 0,
+            "changelog_offsets": 0,
+        },
+    ]
+    assert body["partitions"] == [{"partition": p, "copies": []} for p in range(P)]
+
+
+def letter(reason: str, offset: int) -> bytes:
+    return orjson.dumps(
+        {
+            "reason": reason,
+            "topic": "words",
+            "partition": 1,
+            "offset": offset,
+            "timestamp_ms": None,
+            "key_base64": "c2VjcmV0",
+            "value_base64": "c2VjcmV0",
+        }
+    )
+
+
+def test_dead_letters_count_every_record_written_and_show_the_newest_first() -> None:
+    board = StatusBoard()
+    assert status_body(table_of(), board, (), NOW)["dead_letters"] == {"total": 0, "recent": []}
+    board.dead_letter(40, letter("no key", 400))  # a tail: 40 records came before it
+    for offset in range(41, 55):
+        board.dead_letter(offset, letter(f"bad value {offset}", offset * 10))
+    board.dead_letter(55, b"not json")
+    dead = status_body(table_of(), board, (), NOW)["dead_letters"]
+    assert dead["total"] == 56
+    assert len(dead["recent"]) == 10
+    assert dead["recent"][0] == {"reason": "undecodable dead-letter record", "offset": None}
+    assert dead["recent"][1] == {
+        "reason": "bad value 54",
+        "topic": "words",
+        "partition": 1,
+        "offset": 540,
+        "timestamp_ms": None,
+    }
+    assert "secret" not in str(dead) and "c2VjcmV0" not in str(dead)  # no keys or values
