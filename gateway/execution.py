@@ -9,12 +9,14 @@ only a document within them gets. Strawberry builds the schema and provides the
 DataLoader; its `execute`, with per-request extension and middleware objects, is off the
 hot path. Who is asking is settled before any of that, from the headers (`admit`,
 `gateway.auth`): a request without a usable token is a 401 whose body was never read. A
-GET without `query` shows GraphiQL.
+GET without `query` shows GraphiQL. With the gateway cache on, a query of lookups whose
+every key the cache holds is answered from it, all of the above done and nothing executed
+(`gateway.fastpath`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeGuard, cast
 
 import strawberry
@@ -28,6 +30,7 @@ from graphql import (
 from strawberry.execution import optimized_is_awaitable
 
 from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorization, refusal
+from gateway.fastpath import FastPath
 from gateway.limits import QueryLimits, Shape
 from gateway.principal import ANONYMOUS, Principal
 from gateway.request import RequestContext
@@ -62,7 +65,8 @@ _IS_AWAITABLE = cast(Callable[[Any], TypeGuard[Awaitable[Any]]], optimized_is_aw
 class GatewayEndpoint(GraphQLHTTP[RequestContext]):
     """`/graphql` of the gateway: `authenticator` says who each request is from (401 when
     it cannot), `contexts` builds each request's context for that principal (RequestError
-    503 before start-up), `page` is the GraphiQL page a GET without a query gets."""
+    503 before start-up), `page` is the GraphiQL page a GET without a query gets; lookups
+    of `catalogue`'s views are answered from the cache when it can (`gateway.fastpath`)."""
 
     def __init__(
         self,
@@ -73,6 +77,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         page: bytes,
         max_body_bytes: int,
         max_tokens: int,
+        catalogue: Iterable[View] = (),
     ) -> None:
         super().__init__(
             schema._schema,
@@ -87,6 +92,9 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         self._anonymous = isinstance(authenticator, Anonymous)  # no header to look for
         self._contexts = contexts
         self._page = page
+        # lookups answered from the gateway cache without execution, when it is on; None:
+        # every operation is executed (tests compare the two)
+        self.fast_path: FastPath | None = FastPath(schema, catalogue)
 
     async def admit(self, scope: Scope) -> Principal:
         if self._anonymous:
@@ -125,6 +133,12 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         assert prepared.document is not None
         if operation.operation is OperationType.SUBSCRIPTION:  # the streams subscribe instead
             raise RequestError(_STREAMS_ONLY, 400)
+        fast = self.fast_path
+        if fast is not None and context.cache is not None:
+            plan = fast.plan(prepared, operation)
+            data = None if plan is None else fast.answer(plan, request.variables, context)
+            if data is not None:
+                return Outcome(data, None)
         name = None if operation.name is None else operation.name.value
         try:
             outcome = execute(

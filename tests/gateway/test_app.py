@@ -345,7 +345,7 @@ def test_exported_members() -> None:
     modules = {
         "app", "auth", "coalesce", "config", "consistency", "cors", "documents", "errors",
         "execution", "fields", "graphiql", "hedging", "inputs", "keys", "kinds", "limits", "live",
-        "membership",
+        "fastpath", "membership",
         "planner", "prices", "principal", "producer", "reads", "reply", "request", "responses",
         "routing", "rows", "schema", "sdl", "server", "status", "timestamps", "transport",
         "upstream", "writes",
