@@ -10,19 +10,21 @@ a response key given twice: no plan, the document is executed.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an
 operation (CORS, authentication, the query limits, validation), the variables and
-arguments are coerced by graphql-core's own functions, the lookups' own checks are made
-(the principal's scope for the view, the keys, `maxLag`; an `atLeast` token is left to
-execution) and every key is read from the cache (`GatewayCache.peek`, the same test of
-currency as a lookup's). The rows become the objects the lookup fields return (each
-view's entity type), whose leaves are read by the fields' own resolvers and serialized by
-their own types. When anything is in doubt (a variable or argument that does not coerce,
-a check that fails, a key the cache cannot answer now, a null or a value that does not
-serialize where the type forbids it) `answer` returns None having changed nothing, and the
-document is executed: its errors, node reads and cache bookkeeping are the full path's own.
+arguments are bound as graphql-core binds them (`gateway.binding`), the lookups' own checks
+are made (the principal's scope for the view, the keys, `maxLag`; an `atLeast` token is
+left to execution) and every key is read from the cache (`GatewayCache.peek`, the same
+test of currency as a lookup's; a key's partition is remembered, not hashed again). The
+rows become the objects the lookup fields return (each view's entity type), whose leaves
+are read by the fields' own resolvers and serialized by their own types. When anything is
+in doubt (a variable or argument that does not coerce, a check that fails, a key the cache
+cannot answer now, a null or a value that does not serialize where the type forbids it)
+`answer` returns None having changed nothing, and the document is executed: its errors,
+node reads and cache bookkeeping are the full path's own.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +33,6 @@ import strawberry
 from graphql import (
     FieldNode,
     GraphQLError,
-    GraphQLField,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
@@ -39,12 +40,9 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     Undefined,
-    VariableNode,
-    get_argument_values,
-    get_variable_values,
 )
-from graphql.language import ListValueNode, ValueNode
 
+from gateway.binding import Arguments, Unbound, Variables
 from gateway.errors import GatewayError
 from gateway.live.cache import CachedRow, cacheable
 from gateway.request import RequestContext
@@ -57,6 +55,7 @@ __all__ = ["FastPath", "Plan"]
 
 _TYPENAME = "__typename"
 _NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
+_PARTITIONS_KEPT = 65_536  # keys whose partition is remembered
 
 
 class _Doubt(Exception):
@@ -80,15 +79,13 @@ class _Root:
     the query type's `__typename` when `view` is None."""
 
     key: str
-    node: FieldNode
-    field: GraphQLField | None
     view: View | None
     many: bool
     convert: Callable[[Row | Event], Any] | None  # a row -> the field's object
     type_name: str  # of the object (of the query type for `__typename`)
     leaves: tuple[_Leaf, ...]
     nullable_rows: bool  # whether an unknown key may be answered null
-    arguments: dict[str, Any] | None  # coerced once when they use no variable
+    arguments: Arguments | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +94,7 @@ class Plan:
 
     operation: OperationDefinitionNode
     roots: tuple[_Root, ...]
+    variables: Variables
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +140,8 @@ class FastPath:
             if root is None:
                 return None
             roots.append(root)
-        return Plan(operation, tuple(roots))
+        variables = Variables(self._schema, operation.variable_definitions or ())
+        return Plan(operation, tuple(roots), variables)
 
     def _root(self, node: FieldNode) -> _Root | None:
         name, key = node.name.value, _key(node)
@@ -150,7 +149,7 @@ class FastPath:
         if query is None:
             return None
         if name == _TYPENAME:
-            return _Root(key, node, None, None, False, None, query.name, (), True, None)
+            return _Root(key, None, False, None, query.name, (), True, None)
         lookup = self._lookups.get(name)
         field = query.fields.get(name)
         if lookup is None or field is None or node.selection_set is None:
@@ -164,15 +163,9 @@ class FastPath:
         leaves = _leaves(object_type, node)
         if leaves is None:
             return None
-        arguments = None
-        if not _uses_variables(node.arguments or ()):
-            try:
-                arguments = get_argument_values(field, node)
-            except GraphQLError:
-                return None
         return _Root(
-            key, node, field, lookup.view, many, entity.convert, object_type.name, leaves,
-            nullable_rows, arguments,
+            key, lookup.view, many, entity.convert, object_type.name, leaves,
+            nullable_rows, Arguments(field, node),
         )  # fmt: skip
 
     # -- per request ----------------------------------------------------------------------
@@ -187,47 +180,39 @@ class FastPath:
         if cache is None:
             return None
         try:
-            asked = self._asked(plan, variables, context)
+            asked = _asked(plan, variables, context)
+            wanted = _by_view(asked)
             found = {}
-            for view, keys in _by_view(asked).items():
+            for name, (view, keys) in wanted.items():
                 hits = cache.peek(view, _keys_of(view, keys, context))
                 if hits is None:
                     return None
-                found[view.name] = hits
+                found[name] = hits
             data = {root.key: _value(root, keys, found) for root, keys in asked}
-        except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
+        except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
             return None
-        for root, keys in asked:
-            if root.view is not None:
-                cache.took(root.view, keys)
+        for view, keys in wanted.values():
+            cache.took(view, keys)
         for hits in found.values():
             context.add_freshness(hits.freshness)
         self.answered += 1
         return data
 
-    def _asked(
-        self, plan: Plan, variables: Mapping[str, Any] | None, context: RequestContext
-    ) -> list[tuple[_Root, list[str]]]:
-        """The keys each root field asks, checked as its resolver checks them."""
-        coerced = None
-        if plan.operation.variable_definitions:
-            bound = get_variable_values(
-                self._schema, plan.operation.variable_definitions, dict(variables or {})
-            )
-            if isinstance(bound, list):  # execution reports the errors
-                raise _Doubt
-            coerced = bound
-        asked = []
-        for root in plan.roots:
-            keys: list[str] = []
-            if root.view is not None:
-                arguments = root.arguments
-                if arguments is None:
-                    assert root.field is not None
-                    arguments = get_argument_values(root.field, root.node, coerced)
-                keys = _keys(root, arguments, context)
-            asked.append((root, keys))
-        return asked
+
+def _asked(
+    plan: Plan, variables: Mapping[str, Any] | None, context: RequestContext
+) -> list[tuple[_Root, list[str]]]:
+    """The keys each root field asks, checked as its resolver checks them."""
+    bound = plan.variables.bind(variables)
+    if bound is None:  # execution reports why
+        raise _Doubt
+    asked = []
+    for root in plan.roots:
+        keys: list[str] = []
+        if root.arguments is not None:
+            keys = _keys(root, root.arguments.bind(bound), context)
+        asked.append((root, keys))
+    return asked
 
 
 # -- the plan's parts ------------------------------------------------------------------
@@ -292,16 +277,6 @@ def _leaves(object_type: GraphQLObjectType, node: FieldNode) -> tuple[_Leaf, ...
     return tuple(leaves)
 
 
-def _uses_variables(arguments: Iterable[Any]) -> bool:
-    return any(_variable_in(argument.value) for argument in arguments)
-
-
-def _variable_in(value: ValueNode) -> bool:
-    if isinstance(value, VariableNode):
-        return True
-    return isinstance(value, ListValueNode) and any(_variable_in(v) for v in value.values)
-
-
 # -- answering --------------------------------------------------------------------------
 
 
@@ -324,12 +299,13 @@ def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) ->
     return given
 
 
-def _by_view(asked: Iterable[tuple[_Root, list[str]]]) -> dict[View, list[str]]:
-    keys: dict[View, dict[str, None]] = {}
+def _by_view(asked: Iterable[tuple[_Root, list[str]]]) -> dict[str, tuple[View, list[str]]]:
+    """The keys asked of each view (by name), each once."""
+    keys: dict[str, tuple[View, dict[str, None]]] = {}
     for root, asked_keys in asked:
         if root.view is not None:
-            keys.setdefault(root.view, {}).update(dict.fromkeys(asked_keys))
-    return {view: list(unique) for view, unique in keys.items()}
+            keys.setdefault(root.view.name, (root.view, {}))[1].update(dict.fromkeys(asked_keys))
+    return {name: (view, list(unique)) for name, (view, unique) in keys.items()}
 
 
 def _keys_of(view: View, keys: list[str], context: RequestContext) -> dict[int, list[str]]:
@@ -337,8 +313,12 @@ def _keys_of(view: View, keys: list[str], context: RequestContext) -> dict[int, 
     count = context.feed.current.partition_count(view)
     keys_of: dict[int, list[str]] = {}
     for key in keys:
-        keys_of.setdefault(partition_for(key, count), []).append(key)
+        keys_of.setdefault(_partition_for(key, count), []).append(key)
     return keys_of
+
+
+# murmur2 in Python costs microseconds a key: hot keys are hashed once
+_partition_for = functools.lru_cache(maxsize=_PARTITIONS_KEPT)(partition_for)
 
 
 def _value(root: _Root, keys: list[str], found: Mapping[str, Any]) -> Any:

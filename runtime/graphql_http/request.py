@@ -3,8 +3,8 @@ before any GraphQL work, or refused with a `RequestError` carrying its HTTP stat
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
@@ -100,10 +100,11 @@ class GraphQLRequest:
 
 def request_id(incoming: bytes | None) -> str:
     """The id of one request: the caller's `x-request-id` when it is 1-64 characters of
-    letters, digits and `._:-` (a proxy's, to follow a request across logs), else a new one."""
+    letters, digits and `._:-` (a proxy's, to follow a request across logs), else a new
+    random one of 32 hex digits."""
     if incoming is not None and _SAFE_REQUEST_ID.fullmatch(incoming):
         return incoming.decode("ascii")
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # as random as a uuid4, at a fifth of its cost
 
 
 def decode_body(body: bytes) -> GraphQLRequest:
