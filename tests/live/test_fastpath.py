@@ -374,9 +374,10 @@ def _send(gateway: Gateway, request: Request, headers: dict[str, str]) -> httpx.
 
 def _seen(response: httpx.Response) -> tuple[int, dict[str, str], bytes]:
     """What a client sees: status, headers (but the request's own id and the date), and the
-    body's bytes (so the order of its members counts)."""
+    body's bytes (so the order of its members counts), its own request id masked."""
     headers = {k: v for k, v in response.headers.items() if k not in ("x-request-id", "date")}
-    return response.status_code, headers, response.content
+    rid = response.headers["x-request-id"].encode()  # quoted by internal errors
+    return response.status_code, headers, response.content.replace(rid, b"<request id>")
 
 
 def _executed(gateway: Gateway, request: Request, headers: dict[str, str]) -> httpx.Response:
