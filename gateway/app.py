@@ -136,6 +136,7 @@ class GatewayApp:
             config.max_body_bytes,
             config.max_tokens,
             self.metrics,
+            self._catalogue,
         )
         self._documents = self._graphql.documents
         self.metrics.watch(self._figures)
@@ -298,6 +299,7 @@ class GatewayApp:
             produce_rate=self._produce_rate,
             principal=principal,
             hub=runtime.hub,
+            cache=runtime.cache,
         )
 
     async def _health(self, scope: Scope, send: Send) -> None:
@@ -313,7 +315,8 @@ class GatewayApp:
         runtime = self._started()
         body = health_body(runtime.feed.current, self._clock(), urls=urls)
         if runtime.cache is not None:
-            body["cache"] = runtime.cache.stats()
+            fast = self._graphql.fast_path
+            body["cache"] = {**runtime.cache.stats(), "fast": fast.answered if fast else 0}
         await send_json(send, 200, body)
 
     async def _status(self, scope: Scope, send: Send) -> None:

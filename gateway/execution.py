@@ -9,13 +9,15 @@ only a document within them gets. Strawberry builds the schema and provides the
 DataLoader; its `execute`, with per-request extension and middleware objects, is off the
 hot path. Who is asking is settled before any of that, from the headers (`admit`,
 `gateway.auth`): a request without a usable token is a 401 whose body was never read. A
-GET without `query` shows GraphiQL.
+GET without `query` shows GraphiQL. With the gateway cache on, a query of lookups whose
+every key the cache holds is answered from it, all of the above done and nothing executed
+(`gateway.fastpath`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeGuard, cast
 
 import strawberry
@@ -29,6 +31,7 @@ from graphql import (
 from strawberry.execution import optimized_is_awaitable
 
 from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorization, refusal
+from gateway.fastpath import FastPath
 from gateway.limits import QueryLimits, Shape
 from gateway.metrics import GatewayMetrics
 from gateway.principal import ANONYMOUS, Principal
@@ -66,7 +69,8 @@ _IS_AWAITABLE = cast(Callable[[Any], TypeGuard[Awaitable[Any]]], optimized_is_aw
 class GatewayEndpoint(GraphQLHTTP[RequestContext]):
     """`/graphql` of the gateway: `authenticator` says who each request is from (401 when
     it cannot), `contexts` builds each request's context for that principal (RequestError
-    503 before start-up), `page` is the GraphiQL page a GET without a query gets."""
+    503 before start-up), `page` is the GraphiQL page a GET without a query gets; lookups
+    of `catalogue`'s views are answered from the cache when it can (`gateway.fastpath`)."""
 
     def __init__(
         self,
@@ -78,6 +82,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         max_body_bytes: int,
         max_tokens: int,
         metrics: GatewayMetrics | None = None,
+        catalogue: Iterable[View] = (),
     ) -> None:
         super().__init__(
             schema._schema,
@@ -93,6 +98,9 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         self._contexts = contexts
         self._page = page
         self._metrics = metrics
+        # lookups answered from the gateway cache without execution, when it is on; None:
+        # every operation is executed (tests compare the two)
+        self.fast_path: FastPath | None = FastPath(schema, catalogue)
 
     async def admit(self, scope: Scope) -> Principal:
         if self._anonymous:
@@ -131,8 +139,15 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         assert prepared.document is not None
         if operation.operation is OperationType.SUBSCRIPTION:  # the streams subscribe instead
             raise RequestError(_STREAMS_ONLY, 400)
-        name = None if operation.name is None else operation.name.value
         started = time.perf_counter()
+        fast = self.fast_path
+        if fast is not None and context.cache is not None:
+            plan = fast.plan(prepared, operation)
+            data = None if plan is None else fast.answer(plan, request.variables, context)
+            if data is not None:
+                self._observe(operation, started)
+                return Outcome(data, None)
+        name = None if operation.name is None else operation.name.value
         try:
             with Span("plan"):
                 outcome = execute(
@@ -150,9 +165,13 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
                 exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
             )
             result = ExecutionResult(None, [error])
+        self._observe(operation, started)
+        return Outcome.of(result)
+
+    def _observe(self, operation: OperationDefinitionNode, started: float) -> None:
+        """Count the operation in the request duration histogram (fast path or executed)."""
         if self._metrics is not None:
             self._metrics.executed(self._metrics.labels(operation), time.perf_counter() - started)
-        return Outcome.of(result)
 
     async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
         """The base's answer, its errors counted by code in the metrics."""

@@ -15,6 +15,7 @@ from strawberry.dataloader import DataLoader
 
 from gateway.config import GatewayConfig
 from gateway.errors import RoutingError
+from gateway.live.cache import GatewayCache
 from gateway.live.hub import FeedHub
 from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
@@ -64,6 +65,7 @@ class RequestContext:
     freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     produce_rate: RateLimiter | None = None  # produced records per principal; None = no limit
     hub: FeedHub | None = None  # the nodes' change feeds, for subscriptions; None = none
+    cache: GatewayCache | None = None  # lookups from memory (gateway.fastpath); None = off
     _loaders: dict[tuple[str, ReadOptions], DataLoader[str, KeyResult]] = field(
         default_factory=dict
     )

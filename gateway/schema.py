@@ -29,7 +29,7 @@ from gateway.kinds import kind_of
 from gateway.responses import is_server_fault
 from schema import CATALOGUE, View
 
-__all__ = ["build_schema", "print_sdl"]
+__all__ = ["build_schema", "entities_of", "print_sdl"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,12 @@ def _add(
         if name in into or name in reserved:
             raise ValueError(f"view {view.name}: field {name} is defined twice")
         into[name] = field
+
+
+def entities_of(schema: strawberry.Schema) -> Mapping[str, Entity]:
+    """The entities of a schema from `build_schema`, by type name (none for another schema)."""
+    entities: Mapping[str, Entity] = getattr(schema, "_entities", {})
+    return entities
 
 
 def print_sdl(catalogue: Iterable[View] = CATALOGUE) -> str:

@@ -41,7 +41,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,7 +57,7 @@ from gateway.timestamps import from_ms
 from schema import NodeState, View, ViewKind, scalar_value
 from schema.feed import Change, FeedFrameError, offsets_of
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead", "cacheable"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ MAX_TOPS = 256  # merged tops kept (view, limit); the oldest goes first
 _TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past it, not kept
 
 CachedRow = Row | Event | None
+_NO_OPTIONS = ReadOptions()  # no atLeast: what peek answers
 
 
 @dataclass
@@ -254,7 +255,7 @@ class GatewayCache:
         }
 
     def cacheable(self, view: View) -> bool:
-        return view.kind in CACHED_KINDS
+        return cacheable(view)
 
     # -- the lookup path (synchronous: a hit awaits nothing) ------------------------------
 
@@ -279,6 +280,27 @@ class GatewayCache:
             freshness.append(state.freshness)
             self.hits += len(keys)
         return CacheHits(rows, freshness, missing)
+
+    def peek(self, view: View, keys_of: Mapping[int, Sequence[str]]) -> CacheHits | None:
+        """What `answer` would give for `keys_of` (keys by partition, no `atLeast`) when it
+        would answer every key from memory, else None; it counts and keeps nothing:
+        `took` does, once a request's lookups were all answered (gateway.fastpath)."""
+        rows: dict[str, CachedRow] = {}
+        freshness: list[dict[str, Any]] = []
+        topic = view.changelog_topic
+        for partition, keys in keys_of.items():
+            state = self._usable(partition, topic, _NO_OPTIONS)
+            found = None if state is None else self._found(view, state, topic, keys)
+            if found is None or state is None:
+                return None
+            rows.update(found)
+            freshness.append(state.freshness)
+        return CacheHits(rows, freshness, {})
+
+    def took(self, view: View, keys: Collection[str]) -> None:
+        """`keys` of `view`, found by `peek`, were answered: hits, kept longest."""
+        self._touch(view, keys)
+        self.hits += len(keys)
 
     def _usable(self, partition: int, topic: str, options: ReadOptions) -> _Partition | None:
         state = self._partitions.get(partition)
@@ -322,6 +344,15 @@ class GatewayCache:
     def _rows(
         self, view: View, state: _Partition, topic: str, keys: Sequence[str]
     ) -> dict[str, CachedRow] | None:
+        found = self._found(view, state, topic, keys)
+        if found is not None:
+            self._touch(view, keys)
+        return found
+
+    def _found(
+        self, view: View, state: _Partition, topic: str, keys: Sequence[str]
+    ) -> dict[str, CachedRow] | None:
+        """The rows of `keys` when the entries of all are current in `state`'s follow."""
         reached = state.applied.get(topic, 0)
         found: dict[str, CachedRow] = {}
         entries = self._entries
@@ -330,9 +361,13 @@ class GatewayCache:
             if entry is None or entry.generation != state.generation or entry.as_of > reached:
                 return None
             found[key] = entry.row
+        return found
+
+    def _touch(self, view: View, keys: Iterable[str]) -> None:
+        """Keep `keys` of `view` longest (the LRU order)."""
+        entries = self._entries
         for key in keys:
             entries.move_to_end((view.name, key))
-        return found
 
     async def reach(
         self, view: View, partitions: Iterable[int], at_least: AppliedAtLeast, until: float
@@ -654,6 +689,11 @@ class GatewayCache:
             for state in self._partitions.values():
                 if state.frames is not None:
                     state.frames.put_nowait(_ROUTING)
+
+
+def cacheable(view: View) -> bool:
+    """Whether lookups of `view` are answered from the cache (count and latest views)."""
+    return view.kind in CACHED_KINDS
 
 
 def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:

@@ -100,7 +100,8 @@ class GraphQLRequest:
 
 def request_id(incoming: bytes | None) -> str:
     """The id of one request: the caller's `x-request-id` when it is 1-64 characters of
-    letters, digits and `._:-` (a proxy's, to follow a request across logs), else a new one."""
+    letters, digits and `._:-` (a proxy's, to follow a request across logs), else a new
+    random one of 32 hex digits."""
     if incoming is not None and _SAFE_REQUEST_ID.fullmatch(incoming):
         return incoming.decode("ascii")
     # 32 hex digits as uuid4().hex, at a fraction of its cost (it only has to be unique)

@@ -245,7 +245,10 @@ def test_routing_not_ready_is_a_graphql_error() -> None:
         "routing_version": 1,
         "routing_stale_since_ms": None,
         "nodes": [],
-        "cache": {"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "top_hits": 0, "tops": 0},
+        "cache": {
+            **{"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "top_hits": 0, "tops": 0},
+            "fast": 0,  # requests answered by the fast path (gateway.fastpath)
+        },
     }
 
 
@@ -344,8 +347,9 @@ def test_exported_members() -> None:
     public = {n for n in dir(gateway) if not n.startswith("_")}
     modules = {
         "app", "auth", "coalesce", "config", "consistency", "cors", "documents", "errors",
-        "cursors", "execution", "fields", "graphiql", "hedging", "inputs", "keys", "kinds",
-        "limits", "live", "membership", "metrics", "overview", "scans", "statuspage",
+        "binding", "cursors", "execution", "fastpath", "fields", "graphiql", "hedging", "inputs",
+        "keys", "kinds", "limits", "live", "membership", "metrics", "overview", "scans",
+        "statuspage",
         "planner", "prices", "principal", "producer", "reads", "reply", "request", "responses",
         "routing", "rows", "schema", "sdl", "server", "status", "timestamps", "transport",
         "upstream", "writes",

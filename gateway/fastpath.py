@@ -1,0 +1,357 @@
+"""The cache-hit fast path: a lookup query answered straight from the gateway cache,
+without executing its document, when the answer is provably the one execution gives.
+
+Once per validated document and operation (kept with the cached document, bounded like
+it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
+multi-key lookups of the views the cache holds (`gateway.live.cache.cacheable`: count and
+latest views) and `__typename`, with arguments from literals or variables, selecting plain
+scalar fields and `__typename`, aliases allowed. Fragments, directives, any other field,
+a response key given twice: no plan, the document is executed.
+
+Per request (`FastPath.answer`), after everything the endpoint does before it runs an
+operation (CORS, authentication, the query limits, validation), the variables and
+arguments are bound as graphql-core binds them (`gateway.binding`), the lookups' own checks
+are made (the principal's scope for the view, the keys, `maxLag`; an `atLeast` token is
+left to execution) and every key is read from the cache (`GatewayCache.peek`, the same
+test of currency as a lookup's; a key's partition is remembered, not hashed again). The
+rows become the objects the lookup fields return (each view's entity type), whose leaves
+are read by the fields' own resolvers and serialized by their own types. When anything is
+in doubt (a variable or argument that does not coerce, a check that fails, a key the cache
+cannot answer now, a null or a value that does not serialize where the type forbids it)
+`answer` returns None having changed nothing, and the document is executed: its errors,
+node reads and cache bookkeeping are the full path's own.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import strawberry
+from graphql import (
+    FieldNode,
+    GraphQLError,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLScalarType,
+    OperationDefinitionNode,
+    OperationType,
+    Undefined,
+)
+
+from gateway.binding import Arguments, Unbound, Variables
+from gateway.errors import GatewayError
+from gateway.live.cache import CachedRow, cacheable
+from gateway.request import RequestContext
+from gateway.rows import Event, Row
+from gateway.schema import entities_of
+from runtime.graphql_http import Prepared
+from schema import View, partition_for
+
+__all__ = ["FastPath", "Plan"]
+
+_TYPENAME = "__typename"
+_NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
+_PARTITIONS_KEPT = 65_536  # keys whose partition is remembered
+
+
+class _Doubt(Exception):
+    """Execution must answer: the fast path cannot prove its answer equal."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Leaf:
+    """A selected field of a row's object: its resolver and serializer (none for
+    `__typename`), and whether its type forbids null."""
+
+    key: str  # the response key (alias or name)
+    resolve: Callable[..., Any] | None
+    serialize: Callable[[Any], Any] | None
+    non_null: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Root:
+    """A root field of the operation: a lookup of `view` (several keys when `many`), or
+    the query type's `__typename` when `view` is None."""
+
+    key: str
+    view: View | None
+    many: bool
+    convert: Callable[[Row | Event], Any] | None  # a row -> the field's object
+    type_name: str  # of the object (of the query type for `__typename`)
+    leaves: tuple[_Leaf, ...]
+    nullable_rows: bool  # whether an unknown key may be answered null
+    arguments: Arguments | None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How to answer one operation from the cache."""
+
+    operation: OperationDefinitionNode
+    roots: tuple[_Root, ...]
+    variables: Variables
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    view: View
+    many: bool
+
+
+class FastPath:
+    """Plans and answers lookups of `catalogue`'s cached views over `schema` (the one
+    `gateway.schema.build_schema` made for that catalogue)."""
+
+    def __init__(self, schema: strawberry.Schema, catalogue: Iterable[View]) -> None:
+        self._schema = schema._schema
+        self._entities = entities_of(schema)
+        self.answered = 0  # requests answered here
+        self._lookups: dict[str, _Lookup] = {}
+        for view in catalogue:
+            if cacheable(view):
+                self._lookups[view.point_field] = _Lookup(view, many=False)
+                self._lookups[view.many_field] = _Lookup(view, many=True)
+
+    # -- once per document ----------------------------------------------------------------
+
+    def plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> Plan | None:
+        """The plan of `operation` of a validated document, derived once and kept with it."""
+        ident = ("fastpath", None if operation.name is None else operation.name.value)
+        plan = prepared.memo.get(ident)
+        if plan is None:
+            plan = self._derive(operation) or _NO_PLAN
+            prepared.memo[ident] = plan  # one per operation the document defines
+        return plan if isinstance(plan, Plan) else None
+
+    def _derive(self, operation: OperationDefinitionNode) -> Plan | None:
+        if operation.operation is not OperationType.QUERY or operation.directives:
+            return None
+        fields = _fields(operation.selection_set.selections)
+        if fields is None:
+            return None
+        roots = []
+        for node in fields:
+            root = self._root(node)
+            if root is None:
+                return None
+            roots.append(root)
+        variables = Variables(self._schema, operation.variable_definitions or ())
+        return Plan(operation, tuple(roots), variables)
+
+    def _root(self, node: FieldNode) -> _Root | None:
+        name, key = node.name.value, _key(node)
+        query = self._schema.query_type
+        if query is None:
+            return None
+        if name == _TYPENAME:
+            return _Root(key, None, False, None, query.name, (), True, None)
+        lookup = self._lookups.get(name)
+        field = query.fields.get(name)
+        if lookup is None or field is None or node.selection_set is None:
+            return None
+        many, nullable_rows, object_type = _shape(field.type)
+        entity = self._entities.get(lookup.view.type_name)
+        if many != lookup.many or object_type is None or entity is None:
+            return None
+        if object_type.name != lookup.view.type_name or object_type.is_type_of is not None:
+            return None
+        leaves = _leaves(object_type, node)
+        if leaves is None:
+            return None
+        return _Root(
+            key, lookup.view, many, entity.convert, object_type.name, leaves,
+            nullable_rows, Arguments(field, node),
+        )  # fmt: skip
+
+    # -- per request ----------------------------------------------------------------------
+
+    def answer(
+        self, plan: Plan, variables: Mapping[str, Any] | None, context: RequestContext
+    ) -> dict[str, Any] | None:
+        """The `data` of `plan` for `variables`, every key answered by the cache, with the
+        freshness of the partitions read added to `context`; None when execution must
+        answer instead (nothing is then changed)."""
+        cache = context.cache
+        if cache is None:
+            return None
+        try:
+            asked = _asked(plan, variables, context)
+            wanted = _by_view(asked)
+            found = {}
+            for name, (view, keys) in wanted.items():
+                hits = cache.peek(view, _keys_of(view, keys, context))
+                if hits is None:
+                    return None
+                found[name] = hits
+            data = {root.key: _value(root, keys, found) for root, keys in asked}
+        except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
+            return None
+        for view, keys in wanted.values():
+            cache.took(view, keys)
+        for hits in found.values():
+            context.add_freshness(hits.freshness)
+        self.answered += 1
+        return data
+
+
+def _asked(
+    plan: Plan, variables: Mapping[str, Any] | None, context: RequestContext
+) -> list[tuple[_Root, list[str]]]:
+    """The keys each root field asks, checked as its resolver checks them."""
+    bound = plan.variables.bind(variables)
+    if bound is None:  # execution reports why
+        raise _Doubt
+    asked = []
+    for root in plan.roots:
+        keys: list[str] = []
+        if root.arguments is not None:
+            keys = _keys(root, root.arguments.bind(bound), context)
+        asked.append((root, keys))
+    return asked
+
+
+# -- the plan's parts ------------------------------------------------------------------
+
+
+def _key(node: FieldNode) -> str:
+    return node.name.value if node.alias is None else node.alias.value
+
+
+def _fields(selections: Iterable[Any]) -> list[FieldNode] | None:
+    """`selections` when they are fields without directives, each response key once."""
+    fields: list[FieldNode] = []
+    keys = set()
+    for selection in selections:
+        if not isinstance(selection, FieldNode) or selection.directives:
+            return None
+        key = _key(selection)
+        if key in keys:
+            return None
+        keys.add(key)
+        fields.append(selection)
+    return fields
+
+
+def _shape(output: Any) -> tuple[bool, bool, GraphQLObjectType | None]:
+    """Of a lookup field's type: whether it is a list, whether its rows may be null, and
+    the rows' object type (None when the type is not one or a list of one)."""
+    if isinstance(output, GraphQLNonNull):
+        output = output.of_type
+    many = isinstance(output, GraphQLList)
+    if many:
+        output = output.of_type
+    nullable = not isinstance(output, GraphQLNonNull)
+    if not nullable:
+        output = output.of_type
+    return many, nullable, output if isinstance(output, GraphQLObjectType) else None
+
+
+def _leaves(object_type: GraphQLObjectType, node: FieldNode) -> tuple[_Leaf, ...] | None:
+    """The selected fields of a row when they are plain scalar fields or `__typename`."""
+    assert node.selection_set is not None
+    fields = _fields(node.selection_set.selections)
+    if fields is None:
+        return None
+    leaves = []
+    for leaf in fields:
+        name = leaf.name.value
+        if leaf.arguments or leaf.selection_set is not None:
+            return None
+        if name == _TYPENAME:
+            leaves.append(_Leaf(_key(leaf), None, None, True))
+            continue
+        field = object_type.fields.get(name)
+        if field is None or not getattr(field.resolve, "_is_default", False):
+            return None  # only strawberry's resolvers of plain attributes are read here
+        output, non_null = field.type, isinstance(field.type, GraphQLNonNull)
+        if non_null:
+            output = output.of_type
+        if not isinstance(output, GraphQLScalarType):
+            return None
+        leaves.append(_Leaf(_key(leaf), field.resolve, output.coerce_output_value, non_null))
+    return tuple(leaves)
+
+
+# -- answering --------------------------------------------------------------------------
+
+
+def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> list[str]:
+    """The keys of a lookup's coerced `arguments`, or _Doubt where its resolver would not
+    answer them from the cache (`gateway.fields.lookup`, `gateway.fields.common`)."""
+    view = root.view
+    assert view is not None
+    if view.scope is not None and view.scope not in context.principal.scopes:
+        raise _Doubt  # execution says FORBIDDEN for this field
+    if arguments.get("atLeast") is not None:
+        raise _Doubt  # waits for the pipeline first
+    max_lag = arguments.get("maxLag")
+    if max_lag is not None and max_lag < 0:
+        raise _Doubt
+    given = arguments[view.keys_arg] if root.many else [arguments[view.key_field]]
+    if not isinstance(given, list) or not all(isinstance(k, str) for k in given):
+        raise _Doubt
+    context.planner.check_keys(view, given)  # a GatewayError: execution reports it
+    return given
+
+
+def _by_view(asked: Iterable[tuple[_Root, list[str]]]) -> dict[str, tuple[View, list[str]]]:
+    """The keys asked of each view (by name), each once."""
+    keys: dict[str, tuple[View, dict[str, None]]] = {}
+    for root, asked_keys in asked:
+        if root.view is not None:
+            keys.setdefault(root.view.name, (root.view, {}))[1].update(dict.fromkeys(asked_keys))
+    return {name: (view, list(unique)) for name, (view, unique) in keys.items()}
+
+
+def _keys_of(view: View, keys: list[str], context: RequestContext) -> dict[int, list[str]]:
+    """`keys` by partition, as the planner groups a lookup's keys."""
+    count = context.feed.current.partition_count(view)
+    keys_of: dict[int, list[str]] = {}
+    for key in keys:
+        keys_of.setdefault(_partition_for(key, count), []).append(key)
+    return keys_of
+
+
+# murmur2 in Python costs microseconds a key: hot keys are hashed once
+_partition_for = functools.lru_cache(maxsize=_PARTITIONS_KEPT)(partition_for)
+
+
+def _value(root: _Root, keys: list[str], found: Mapping[str, Any]) -> Any:
+    if root.view is None:
+        return root.type_name
+    rows = found[root.view.name].rows
+    if root.many:
+        return [_object(root, rows[key]) for key in keys]
+    return _object(root, rows[keys[0]])
+
+
+def _object(root: _Root, row: CachedRow) -> dict[str, Any] | None:
+    """What execution makes of one row: the selected leaves, in order, serialized."""
+    if row is None:
+        if not root.nullable_rows:
+            raise _Doubt
+        return None
+    assert root.convert is not None
+    source = root.convert(row)
+    values: dict[str, Any] = {}
+    for leaf in root.leaves:
+        if leaf.resolve is None:
+            values[leaf.key] = root.type_name
+            continue
+        value = leaf.resolve(source, None)
+        if value is None:
+            if leaf.non_null:
+                raise _Doubt
+            values[leaf.key] = None
+            continue
+        assert leaf.serialize is not None
+        serialized = leaf.serialize(value)
+        if serialized is None or serialized is Undefined:
+            raise _Doubt
+        values[leaf.key] = serialized
+    return values

@@ -1,0 +1,535 @@
+"""The cache-hit fast path (gateway.fastpath) on a real gateway with the cache on, over two
+real nodes fed from a real broker: its answers equal those of the same gateway with the
+fast path switched off (status, headers and body, `extensions.freshness` included), and
+their data and errors equal those of a gateway with the cache off, for generated documents
+of the shape it answers (aliases, several root fields, variables and literals, keys
+present and absent, unicode keys, POST and GET) and of shapes it must leave to execution
+(fragments, directives, other fields, bad variables, bad keys, `atLeast`). Authentication,
+the scopes of views and CORS apply to its answers as to executed ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import orjson
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from gateway.app import GatewayApp
+from gateway.config import GatewayConfig
+from gateway.server import uvicorn_config
+from gateway.status import StatusBoard
+from runtime.topics import ensure_topics, statefed_topics
+from schema import (
+    CATALOGUE,
+    WORD_COUNTS,
+    CountRow,
+    EventRow,
+    View,
+    encode_event,
+    event_record_key,
+    partition_for,
+)
+from tests.node.harness import P, ThreadNode, node_config, produce_changelog, produce_counts
+from tests.security.serving import serving
+from tooling.broker import EmbeddedBroker, free_port
+from tooling.processes import wait_until
+
+pytestmark = pytest.mark.timeout(900)
+
+ISSUER = "https://issuer.test/"
+AUDIENCE = "statefed-gateway"
+BOOKINGS_SCOPE = "bookings:read"
+ORIGIN = "https://app.example"
+MAX_KEYS = 4  # STATEFED_MAX_LOOKUP_KEYS: longer key lists are refused by the field
+
+WORDS = {"w0": 3, "w1": 1, "ключ": 7, "🙂k": 2, 'na"ïve': 5, "w\\5": 11}
+ABSENT_WORDS = ("absent", "нет-слова")
+CUSTOMERS = {"c0": "LIS-BER", "клиент": "BER-OSL", "c2": None}
+ABSENT_CUSTOMERS = ("c-none",)
+ALL_WORDS = (*WORDS, *ABSENT_WORDS)
+ALL_CUSTOMERS = (*CUSTOMERS, *ABSENT_CUSTOMERS)
+EPOCH_MS = 1_700_000_000_000
+
+_tag = uuid.uuid4().hex[:8]
+COUNTS = dataclasses.replace(WORD_COUNTS, name=f"f{_tag}_counts", topic=f"f{_tag}.words")
+BOOKINGS = dataclasses.replace(
+    next(v for v in CATALOGUE if v.name == "last_booking"),
+    name=f"f{_tag}_latest",
+    topic=f"f{_tag}.bookings",
+    scope=BOOKINGS_SCOPE,
+)
+VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS)
+
+
+@dataclass
+class Gateway:
+    app: GatewayApp
+    http: httpx.Client
+
+    @property
+    def fast_answers(self) -> int:
+        fast = self.app._graphql.fast_path
+        assert fast is not None
+        return fast.answered
+
+
+@dataclass
+class Setup:
+    fast: Gateway  # the cache on; its fast path switched off and on by the test
+    off: Gateway  # the cache off
+    tokens: dict[str, str]
+
+
+def _produce(bootstrap: str) -> None:
+    produce_counts(bootstrap, COUNTS, [CountRow(k, n, EPOCH_MS) for k, n in WORDS.items()])
+    records = []
+    for index, (customer, trip) in enumerate(CUSTOMERS.items()):
+        fields = {} if trip is None else {"trip": trip}
+        row = EventRow(customer, EPOCH_MS + index * 1000, 0, index, fields)
+        records.append((event_record_key(row), encode_event(row), partition_for(customer, P)))
+    produce_changelog(bootstrap, BOOKINGS, records)
+
+
+def _gateway(config: GatewayConfig) -> tuple[GatewayApp, str]:
+    config = dataclasses.replace(config, host="127.0.0.1", port=free_port())
+    app = GatewayApp(config, statuses=StatusBoard(), catalogue=VIEWS)
+    return app, f"http://127.0.0.1:{config.port}"
+
+
+def _token(secret: bytes, scope: str) -> str:
+    now = int(time.time())
+    claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "iat": now, "exp": now + 3600}
+    return jwt.encode({**claims, "scope": scope}, secret, "HS256")
+
+
+def _routable(http: httpx.Client) -> bool:
+    body = http.get("/health").json()
+    return len(body.get("routable", [])) == P
+
+
+@pytest.fixture(scope="module")
+def setup(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    base = Path(tmp_path_factory.mktemp("fastpath"))
+    ensure_topics(broker.bootstrap, statefed_topics(P, VIEWS))
+    _produce(broker.bootstrap)
+    secret = os.urandom(32).hex().encode()
+    (base / "secret").write_bytes(secret)
+    config = GatewayConfig(
+        bootstrap=broker.bootstrap,
+        timeout_ms=5000,
+        auth="jwt",
+        jwt_secret_file=base / "secret",
+        jwt_issuer=ISSUER,
+        jwt_audience=AUDIENCE,
+        cors_origins=(ORIGIN,),
+        max_lookup_keys=MAX_KEYS,
+    )
+    group = f"g-{_tag}"
+    nodes = [
+        ThreadNode(node_config(broker.bootstrap, base, f"f{i}-{_tag}", group), VIEWS)
+        for i in range(2)
+    ]
+    tokens = {
+        "all": _token(secret, f"{BOOKINGS_SCOPE} other"),
+        "words": _token(secret, "other"),
+    }
+    fast_app, fast_url = _gateway(config)
+    off_app, off_url = _gateway(dataclasses.replace(config, cache=False))
+    try:
+        for node in nodes:
+            node.start()
+        with (
+            serving(uvicorn_config(fast_app), "gateway (cache on)"),
+            serving(uvicorn_config(off_app), "gateway (cache off)"),
+            httpx.Client(base_url=fast_url, timeout=30) as fast_http,
+            httpx.Client(base_url=off_url, timeout=30) as off_http,
+        ):
+            for http in (fast_http, off_http):
+                wait_until(functools.partial(_routable, http), 120, "every partition routable")
+            ready = Setup(Gateway(fast_app, fast_http), Gateway(off_app, off_http), tokens)
+            _warm(ready)
+            yield ready
+    finally:
+        for node in nodes:
+            if node.thread.is_alive():
+                node.stop()
+
+
+def _warm(setup: Setup) -> None:
+    """Every key the tests ask (present or absent) in the cache: the fast path could answer
+    any request they make, and must decide by what it asks."""
+    roots = [f"w{i}: wordCount(word: {_literal(k)}) {{ word }}" for i, k in enumerate(ALL_WORDS)]
+    roots += [
+        f"c{i}: lastBooking(customer: {_literal(k)}) {{ customer }}"
+        for i, k in enumerate(ALL_CUSTOMERS)
+    ]
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    _compare(setup.fast, Request("{ " + " ".join(roots) + " }", {}, fast=True), headers)
+
+
+# -- documents ---------------------------------------------------------------------------
+
+
+@dataclass
+class Request:
+    """One generated request; `fast` says whether the fast path may answer it, `fault` what
+    it has that the fast path must leave to execution."""
+
+    query: str
+    variables: dict[str, Any]
+    fast: bool
+    method: str = "POST"
+    operation: str | None = None
+    fault: str = ""
+
+
+class _Doc:
+    """A document being generated: its variables' declarations and values."""
+
+    def __init__(self) -> None:
+        self.declared: list[str] = []
+        self.values: dict[str, Any] = {}
+
+    def variable(self, type_: str, value: Any, given: bool = True, default: str = "") -> str:
+        name = f"v{len(self.declared)}"
+        self.declared.append(f"${name}: {type_}" + (f" = {default}" if default else ""))
+        if given:
+            self.values[name] = value
+        return f"${name}"
+
+
+def _literal(value: Any) -> str:
+    # a JSON string is a GraphQL string (the same escapes; raw unicode as is)
+    return orjson.dumps(value).decode()
+
+
+word_keys = st.sampled_from(ALL_WORDS)
+customer_keys = st.sampled_from(ALL_CUSTOMERS)
+COUNT_LEAVES = ("word", "count", "__typename")
+BOOKING_LEAVES = ("customer", "trip", "eventTime", "__typename")
+aliases = st.one_of(st.none(), st.sampled_from(["a", "b", "_u", "x_1"]))
+
+
+@st.composite
+def _selection(draw: st.DrawFn, leaves: tuple[str, ...]) -> str:
+    chosen = draw(st.lists(st.sampled_from(leaves), min_size=1, max_size=4, unique=True))
+    parts = []
+    for index, leaf in enumerate(chosen):
+        alias = draw(st.one_of(st.none(), st.just(f"l{index}")))
+        parts.append(leaf if alias is None else f"{alias}: {leaf}")
+    return "{ " + " ".join(parts) + " }"
+
+
+@st.composite
+def _key_argument(draw: st.DrawFn, doc: _Doc, keys: st.SearchStrategy[str]) -> str:
+    key = draw(keys)
+    how = draw(st.sampled_from(["literal", "variable", "default"]))
+    if how == "literal":
+        return _literal(key)
+    if how == "variable":
+        return doc.variable("String!", key)
+    # a declared default, used when the variable is not given
+    given = draw(st.booleans())
+    return doc.variable("String!", draw(keys), given=given, default=_literal(key))
+
+
+@st.composite
+def _keys_argument(draw: st.DrawFn, doc: _Doc, keys: st.SearchStrategy[str]) -> str:
+    chosen = draw(st.lists(keys, min_size=0, max_size=MAX_KEYS))
+    how = draw(st.sampled_from(["literal", "variable", "mixed", "single"]))
+    if how == "literal":
+        return "[" + ", ".join(_literal(k) for k in chosen) + "]"
+    if how == "variable":
+        return doc.variable("[String!]!", chosen)
+    if how == "mixed":  # variables inside a list literal
+        return "[" + ", ".join(doc.variable("String!", k) for k in chosen) + "]"
+    return doc.variable("[String!]!", draw(keys))  # a lone string coerces to a list of one
+
+
+@st.composite
+def _read_arguments(draw: st.DrawFn, doc: _Doc) -> str:
+    arguments = []
+    max_lag = draw(st.sampled_from([None, 0, 5, "null", "variable", "null variable"]))
+    if max_lag == "variable":  # 9.0: a whole float coerces to the Int 9
+        arguments.append(f"maxLag: {doc.variable('Int', draw(st.sampled_from([0, 9, 9.0])))}")
+    elif max_lag == "null variable":
+        arguments.append(f"maxLag: {doc.variable('Int', None, given=draw(st.booleans()))}")
+    elif max_lag is not None:
+        arguments.append(f"maxLag: {max_lag}")
+    at_least = draw(st.sampled_from([None, "null", "absent"]))
+    if at_least is not None:  # an atLeast that is null or not given asks nothing more
+        given = at_least == "null"
+        arguments.append(f"atLeast: {doc.variable('String', None, given=given)}")
+    return "".join(f", {argument}" for argument in arguments)
+
+
+@st.composite
+def _root(draw: st.DrawFn, doc: _Doc) -> str:
+    """One root field the fast path answers, without an alias."""
+    kind = draw(st.sampled_from(["count", "counts", "booking", "bookings", "__typename"]))
+    if kind == "__typename":
+        return "__typename"
+    if kind == "count":
+        field = f"wordCount(word: {draw(_key_argument(doc, word_keys))}"
+    elif kind == "counts":
+        field = f"wordCounts(words: {draw(_keys_argument(doc, word_keys))}"
+    elif kind == "booking":
+        field = f"lastBooking(customer: {draw(_key_argument(doc, customer_keys))}"
+    else:
+        field = f"lastBookings(customers: {draw(_keys_argument(doc, customer_keys))}"
+    leaves = COUNT_LEAVES if kind.startswith("count") else BOOKING_LEAVES
+    return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(leaves))}"
+
+
+# a root field execution must answer: (variable type, value or _MISSING, the field)
+_MISSING = object()
+BAD_ROOTS: dict[str, tuple[str, Any, str]] = {
+    "variable missing": ("String!", _MISSING, "wordCount(word: {}) {{ word }}"),
+    "variable of another type": ("String!", 5, "wordCount(word: {}) {{ count }}"),
+    "variable null": ("String!", None, "lastBooking(customer: {}) {{ trip }}"),
+    "list item of another type": ("[String!]!", ["w0", 7], "wordCounts(words: {}) {{ word }}"),
+    "empty key": ("String!", "", "wordCount(word: {}) {{ word }}"),
+    "too many keys": ("[String!]!", list(ALL_WORDS), "wordCounts(words: {}) {{ word }}"),
+    "negative maxLag": ("Int", -1, 'wordCount(word: "w0", maxLag: {}) {{ word }}'),
+    "Int past 32 bits": ("Int", 1 << 31, 'wordCount(word: "w0", maxLag: {}) {{ word }}'),
+    "Int not whole": ("Int", 1.5, 'wordCount(word: "w0", maxLag: {}) {{ word }}'),
+    "null through a default": ('String = "w0"', None, "wordCount(word: {}) {{ word }}"),
+    "atLeast token": ("String", "x:0:1", 'lastBooking(customer: "c0", atLeast: {}) {{ trip }}'),
+}
+# documents execution must answer though every root field is one the fast path answers
+SHAPES = ("fragment", "inline fragment", "directive", "other field", "a response key twice")
+
+
+def _shaped(shape: str, fields: str, first: str) -> tuple[str, str]:
+    """The operation's selection set, and what follows the operation, of `shape`."""
+    if shape == "fragment":
+        return "{ ...F }", f" fragment F on Query {{ {fields} }}"
+    if shape == "inline fragment":
+        return f"{{ ... on Query {{ {fields} }} }}", ""
+    if shape == "directive":
+        return f"{{ {fields} t: __typename @skip(if: false) }}", ""
+    if shape == "other field":
+        return f"{{ {fields} topWords(limit: 2) {{ word count }} }}", ""
+    if shape == "a response key twice":  # the same field twice: the two merge
+        return f"{{ {fields} {first} }}", ""
+    if shape == "two operations":  # the fast path answers the one named
+        return f"{{ {fields} }}", " query Other { __typename }"
+    return f"{{ {fields} }}", ""
+
+
+@st.composite
+def requests(draw: st.DrawFn, faults: st.SearchStrategy[str]) -> Request:
+    """A request of 1-4 root fields the fast path answers, and of the fault drawn from
+    `faults` ("": none)."""
+    doc = _Doc()
+    roots = []
+    for index in range(draw(st.integers(1, 4))):
+        alias = draw(aliases) if index == 0 else f"r{index}"
+        root = draw(_root(doc))
+        roots.append(root if alias is None else f"{alias}: {root}")
+    fault = draw(faults)
+    if fault in BAD_ROOTS:
+        type_, value, field = BAD_ROOTS[fault]
+        name = doc.variable(type_, value, given=value is not _MISSING)
+        roots.insert(draw(st.integers(0, len(roots))), f"bad: {field.format(name)}")
+    fields = " ".join(roots)
+    shape = fault if fault in SHAPES else draw(st.sampled_from(["plain", "two operations"]))
+    body, after = _shaped(shape, fields, roots[0])
+    declared = f"({', '.join(doc.declared)})" if doc.declared else ""
+    name = "Lookups" if shape == "two operations" else draw(st.sampled_from(["", "Lookups"]))
+    query = (f"query {name}{declared} {body}" if name or declared else body) + after
+    operation = "Lookups" if shape == "two operations" else None
+    method = draw(st.sampled_from(["POST", "POST", "GET"]))
+    return Request(query, doc.values, not fault, method, operation, fault)
+
+
+# -- asking --------------------------------------------------------------------------------
+
+
+def _send(gateway: Gateway, request: Request, headers: dict[str, str]) -> httpx.Response:
+    params: dict[str, Any] = {"query": request.query, "variables": request.variables}
+    if request.operation is not None:
+        params["operationName"] = request.operation
+    if request.method == "GET":
+        query = {
+            k: v if isinstance(v, str) else orjson.dumps(v).decode() for k, v in params.items()
+        }
+        return gateway.http.get("/graphql", params=query, headers=headers)
+    json = {"content-type": "application/json", **headers}
+    return gateway.http.post("/graphql", content=orjson.dumps(params), headers=json)
+
+
+def _seen(response: httpx.Response) -> tuple[int, dict[str, str], bytes]:
+    """What a client sees: status, headers (but the request's own id and the date), and the
+    body's bytes (so the order of its members counts), its own request id masked."""
+    headers = {k: v for k, v in response.headers.items() if k not in ("x-request-id", "date")}
+    rid = response.headers["x-request-id"].encode()  # quoted by internal errors
+    return response.status_code, headers, response.content.replace(rid, b"<request id>")
+
+
+def _executed(gateway: Gateway, request: Request, headers: dict[str, str]) -> httpx.Response:
+    """`request` answered by the same gateway with its fast path switched off."""
+    endpoint = gateway.app._graphql
+    fast, endpoint.fast_path = endpoint.fast_path, None
+    try:
+        return _send(gateway, request, headers)
+    finally:
+        endpoint.fast_path = fast
+
+
+def _fast_and_full(
+    gateway: Gateway, request: Request, headers: dict[str, str]
+) -> tuple[bool, Any, Any]:
+    before = gateway.fast_answers
+    fast = _seen(_send(gateway, request, headers))
+    answered = gateway.fast_answers > before
+    return answered, fast, _seen(_executed(gateway, request, headers))
+
+
+def _compare(gateway: Gateway, request: Request, headers: dict[str, str]) -> Any:
+    """The fast path's answer to `request`, checked against execution's; once it answers
+    (its keys may first need filling into the cache) when it may, never when it must not.
+    An answer of the fast path may differ from the one execution gives next only when the
+    cache moved in between: not three times in a row while nothing is produced."""
+    last: list[Any] = [None]
+    differed = []
+
+    def agreed() -> Any:
+        answered, fast, full = last[0] = _fast_and_full(gateway, request, headers)
+        assert request.fast or not answered, f"the fast path answered {request}: {fast}"
+        if answered and fast != full:
+            differed.append(last[0])
+            assert len(differed) < 3, f"{request}: (answered, fast, executed) = {differed}"
+        return fast if fast == full and answered == request.fast else None
+
+    try:
+        return wait_until(agreed, 30, f"the fast path to answer {request} as execution", 0.05)
+    except TimeoutError:
+        raise AssertionError(f"{request}: (answered, fast, executed) = {last[0]}") from None
+
+
+def _without_extensions(content: bytes) -> bytes:
+    """The body but its `extensions`, its members in the order they came."""
+    body = orjson.loads(content)
+    return orjson.dumps({k: v for k, v in body.items() if k != "extensions"})
+
+
+FAULTS = (*BAD_ROOTS, *SHAPES)
+_SETTINGS = settings(
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def _check(setup: Setup, request: Request) -> None:
+    """The fast path answers `request` as execution, and as a gateway without the cache."""
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    status, _, content = _compare(setup.fast, request, headers)
+    off_status, _, off_content = _seen(_send(setup.off, request, headers))
+    assert (status, _without_extensions(content)) == (
+        off_status,
+        _without_extensions(off_content),
+    )
+    body = orjson.loads(content)
+    if request.fast:
+        assert status == 200 and "errors" not in body and body["data"], body
+    elif request.fault in BAD_ROOTS:
+        assert "errors" in body, body
+
+
+@settings(_SETTINGS, max_examples=100)
+@given(request=requests(st.just("")))
+def test_the_fast_path_answers_as_execution_does(setup: Setup, request: Request) -> None:
+    _check(setup, request)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@settings(_SETTINGS, max_examples=8)
+@given(data=st.data())
+def test_what_the_fast_path_must_not_answer_is_executed(
+    setup: Setup, fault: str, data: st.DataObject
+) -> None:
+    _check(setup, data.draw(requests(st.just(fault))))
+
+
+def test_known_answers_with_unicode_and_absent_keys(setup: Setup) -> None:
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    request = Request(
+        "query($w: [String!]!) { n: wordCounts(words: $w) { count word } "
+        'lastBooking(customer: "клиент") { __typename trip eventTime } __typename }',
+        {"w": ["ключ", "absent", 'na"ïve']},
+        fast=True,
+    )
+    body = orjson.loads(_compare(setup.fast, request, headers)[2])
+    assert body["data"] == {
+        "n": [{"count": 7, "word": "ключ"}, None, {"count": 5, "word": 'na"ïve'}],
+        "lastBooking": {
+            "__typename": "LastBooking",
+            "trip": "BER-OSL",
+            "eventTime": "2023-11-14T22:13:21+00:00",
+        },
+        "__typename": "Query",
+    }
+    assert list(body["data"]) == ["n", "lastBooking", "__typename"]
+    assert list(body["data"]["n"][0]) == ["count", "word"]
+    partitions = {partition_for(k, P) for k in ("ключ", "absent", 'na"ïve', "клиент")}
+    freshness = body["extensions"]["freshness"]
+    assert sorted(e["partition"] for e in freshness) == sorted(partitions)
+    assert all(e["role"] == "ACTIVE" and e["lag"] == 0 for e in freshness), freshness
+
+
+POINT = Request('{ wordCount(word: "w0") { word count } }', {}, fast=True)
+BOTH = Request(
+    '{ wordCount(word: "w0") { count } lastBooking(customer: "c0") { trip } }', {}, fast=False
+)
+
+
+def test_a_request_without_a_usable_token_is_refused_alike(setup: Setup) -> None:
+    gateway = setup.fast
+    _compare(gateway, POINT, {"authorization": f"Bearer {setup.tokens['all']}"})  # cached now
+    for headers in ({}, {"authorization": "Bearer not-a-jwt"}):
+        before = gateway.fast_answers
+        refused = _seen(_send(gateway, POINT, headers))
+        assert gateway.fast_answers == before
+        assert refused == _seen(_executed(gateway, POINT, headers))
+        status, challenge, content = refused
+        body = orjson.loads(content)
+        assert status == 401 and challenge["www-authenticate"].startswith("Bearer"), refused
+        assert "data" not in body and body["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+
+
+def test_a_view_needing_a_scope_the_token_lacks_is_forbidden_alike(setup: Setup) -> None:
+    gateway = setup.fast
+    everything = {"authorization": f"Bearer {setup.tokens['all']}"}
+    _compare(gateway, dataclasses.replace(BOTH, fast=True), everything)  # cached now
+    words_only = {"authorization": f"Bearer {setup.tokens['words']}"}
+    body = orjson.loads(_compare(gateway, BOTH, words_only)[2])  # never by the fast path
+    assert body["data"] == {"wordCount": {"count": 3}, "lastBooking": None}, body
+    assert [e["extensions"]["code"] for e in body["errors"]] == ["FORBIDDEN"], body
+    # a view without a scope is any admitted caller's, from the fast path too
+    _compare(gateway, POINT, words_only)
+
+
+def test_cors_headers_are_those_of_execution(setup: Setup) -> None:
+    gateway = setup.fast
+    token = {"authorization": f"Bearer {setup.tokens['all']}"}
+    _, listed, _ = _compare(gateway, POINT, {**token, "origin": ORIGIN})
+    assert listed["access-control-allow-origin"] == ORIGIN
+    assert listed["access-control-allow-credentials"] == "true"
+    assert listed["access-control-expose-headers"] == "x-request-id"
+    _, other, _ = _compare(gateway, POINT, {**token, "origin": "https://evil.example"})
+    assert not any(name.startswith("access-control-") for name in other), other
