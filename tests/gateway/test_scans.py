@@ -47,7 +47,8 @@ def test_a_cursor_continues_its_own_direction_and_stands_for_its_edge_the_other_
     [
         ({"view": "host_access"}, "is a cursor of view host_access"),
         ({"order": "count"}, "in count order"),
-        ({"scan_filter": ScanFilter("k")}, "another prefix, from or to"),
+        ({"scan_filter": ScanFilter("k")}, "another prefix, from, to"),
+        ({"scan_filter": ScanFilter(since_ms=0, until_ms=60_000)}, "window or time range"),
         ({"partitions": 2, "positions": (None, None)}, "had 2 partitions, it has 3 now"),
     ],
 )
