@@ -293,7 +293,7 @@ def test_windows_page_by_start_and_one_window_by_count(node_count: int) -> None:
     rows = [(k, s, c) for (k, s), c in WINDOWS.items()]
     since, until = BASE + SIZE, BASE + 3 * SIZE
     by_start = sorted((r for r in rows if since <= r[1] < until), key=lambda r: (r[1], r[0]))
-    variables = {"o": "START", "sf": to_iso(since), "st": to_iso(until)}
+    variables: dict[str, Any] = {"o": "START", "sf": to_iso(since), "st": to_iso(until)}
     assert _page_all(node_count, variables, 4) == by_start
     by_count = sorted((r for r in rows if r[1] == BASE + SIZE), key=lambda r: (-r[2], r[0]))
     variables = {"o": "COUNT", "w": {"start": to_iso(BASE + SIZE)}}
