@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ __all__ = [
     "ScanFilter",
     "decode",
     "encode",
+    "encoder",
 ]
 
 VERSION = 1
@@ -105,20 +106,33 @@ def _unb64(text: Any) -> bytes | None:
 def encode(cursor: ScanCursor) -> str:
     """The cursor as clients see it. The positions most partitions share are written once
     (after a page every partition that answered stands at its last edge)."""
-    common = Counter(cursor.positions).most_common(1)[0][0] if cursor.positions else None
-    spec = cursor.scan_filter
-    doc = {
+    return encoder(cursor)(cursor.at, cursor.positions)
+
+
+def encoder(start: ScanCursor) -> Callable[[bytes | None, tuple[bytes | None, ...]], str]:
+    """`encode` of the cursors of `start`'s scan at `at` with `positions`: what the cursors
+    of one page share is built once (a page encodes one cursor per edge)."""
+    spec = start.scan_filter
+    head = {
         "v": VERSION,
-        "w": cursor.view,
-        "o": cursor.order,
+        "w": start.view,
+        "o": start.order,
         "f": [spec.prefix, spec.since, spec.until, spec.since_ms, spec.until_ms],
-        "n": cursor.partitions,
-        "b": cursor.backward,
-        "a": _b64(cursor.at),
-        "d": _b64(common),
-        "x": {str(p): _b64(at) for p, at in enumerate(cursor.positions) if at != common},
+        "n": start.partitions,
+        "b": start.backward,
     }
-    return base64.urlsafe_b64encode(orjson.dumps(doc)).rstrip(b"=").decode("ascii")
+
+    def encode_at(at: bytes | None, positions: tuple[bytes | None, ...]) -> str:
+        common = max(positions, key=positions.count) if positions else None
+        doc = {
+            **head,
+            "a": _b64(at),
+            "d": _b64(common),
+            "x": {str(p): _b64(pos) for p, pos in enumerate(positions) if pos != common},
+        }
+        return base64.urlsafe_b64encode(orjson.dumps(doc)).rstrip(b"=").decode("ascii")
+
+    return encode_at
 
 
 def decode(
