@@ -166,7 +166,9 @@ def _parse(view: View, text: str, argument: str) -> ScanCursor:
         doc = orjson.loads(raw)
         if not isinstance(doc, dict) or doc.get("v") != VERSION:
             raise ValueError(f"no cursor of version {VERSION}")
-        prefix, since, until, since_ms, until_ms = doc["f"]
+        # part 1's cursors had no window starts: they stay valid
+        prefix, since, until, *starts = doc["f"]
+        since_ms, until_ms = starts or (None, None)
         count, common, exceptions = doc["n"], _unb64(doc["d"]), doc["x"]
         if not isinstance(count, int) or not 0 < count <= 1 << 16:
             raise ValueError("no partition count")
