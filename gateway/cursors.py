@@ -5,8 +5,9 @@ A scan reads every partition from its own position (the key tail of the last row
 partition the scan has passed, `node.fields.scan`), so a cursor holds one position per
 partition: paging on continues each partition exactly after what was already returned,
 whatever was added or updated meanwhile, and a partition that could not be read keeps its
-old position. A cursor also names its view, order and filter (prefix, from, to) and the
-partition count; used with anything else it is BAD_USER_INPUT naming the argument.
+old position. A cursor also names its view, order and filter (prefix, from, to; or the
+window starts of a windowed view's START and COUNT orders) and the partition count; used
+with anything else it is BAD_USER_INPUT naming the argument.
 
 Each cursor continues in the direction of the page that made it (`backward` for pages
 read with `last`). Used the other way (`before` with a cursor of a forward page, or the
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,26 +31,42 @@ __all__ = [
     "COUNT_ORDER",
     "KEY_ORDER",
     "MAX_SCAN_CURSOR_CHARS",
+    "START_ORDER",
     "ScanCursor",
     "ScanFilter",
     "decode",
     "encode",
+    "encoder",
 ]
 
 VERSION = 1
 KEY_ORDER = "key"
-COUNT_ORDER = "count"  # count views: count desc, then key (their top-N index)
+COUNT_ORDER = "count"  # count desc, then key (the top-N index; per window when windowed)
+START_ORDER = "start"  # windowed views: window start, then key
 # a position is a key tail (at most the gateway's key bytes and some); P of them per cursor
 MAX_SCAN_CURSOR_CHARS = 1 << 20
 
 
 @dataclass(frozen=True)
 class ScanFilter:
-    """Which keys a scan reads: those starting with `prefix`, with since <= key < until."""
+    """Which keys a scan reads: those starting with `prefix`, with since <= key < until; or
+    (windowed views in START or COUNT order) the windows with since_ms <= start < until_ms."""
 
     prefix: str = ""
     since: str | None = None
     until: str | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    @property
+    def keyed(self) -> bool:
+        """Whether it bounds keys (which only the key order can)."""
+        return bool(self.prefix) or self.since is not None or self.until is not None
+
+    @property
+    def timed(self) -> bool:
+        """Whether it bounds window starts (which only the START and COUNT orders can)."""
+        return self.since_ms is not None or self.until_ms is not None
 
 
 @dataclass(frozen=True)
@@ -89,20 +106,33 @@ def _unb64(text: Any) -> bytes | None:
 def encode(cursor: ScanCursor) -> str:
     """The cursor as clients see it. The positions most partitions share are written once
     (after a page every partition that answered stands at its last edge)."""
-    common = Counter(cursor.positions).most_common(1)[0][0] if cursor.positions else None
-    spec = cursor.scan_filter
-    doc = {
+    return encoder(cursor)(cursor.at, cursor.positions)
+
+
+def encoder(start: ScanCursor) -> Callable[[bytes | None, tuple[bytes | None, ...]], str]:
+    """`encode` of the cursors of `start`'s scan at `at` with `positions`: what the cursors
+    of one page share is built once (a page encodes one cursor per edge)."""
+    spec = start.scan_filter
+    head = {
         "v": VERSION,
-        "w": cursor.view,
-        "o": cursor.order,
-        "f": [spec.prefix, spec.since, spec.until],
-        "n": cursor.partitions,
-        "b": cursor.backward,
-        "a": _b64(cursor.at),
-        "d": _b64(common),
-        "x": {str(p): _b64(at) for p, at in enumerate(cursor.positions) if at != common},
+        "w": start.view,
+        "o": start.order,
+        "f": [spec.prefix, spec.since, spec.until, spec.since_ms, spec.until_ms],
+        "n": start.partitions,
+        "b": start.backward,
     }
-    return base64.urlsafe_b64encode(orjson.dumps(doc)).rstrip(b"=").decode("ascii")
+
+    def encode_at(at: bytes | None, positions: tuple[bytes | None, ...]) -> str:
+        common = max(positions, key=positions.count) if positions else None
+        doc = {
+            **head,
+            "a": _b64(at),
+            "d": _b64(common),
+            "x": {str(p): _b64(pos) for p, pos in enumerate(positions) if pos != common},
+        }
+        return base64.urlsafe_b64encode(orjson.dumps(doc)).rstrip(b"=").decode("ascii")
+
+    return encode_at
 
 
 def decode(
@@ -114,7 +144,11 @@ def decode(
     if cursor.view != view.name or cursor.order != order:
         raise _bad(view, argument, f"is a cursor of view {cursor.view} in {cursor.order} order")
     if cursor.scan_filter != scan_filter:
-        raise _bad(view, argument, "belongs to another prefix, from or to: page with the same ones")
+        raise _bad(
+            view,
+            argument,
+            "belongs to another prefix, from, to, window or time range: page with the same ones",
+        )
     if cursor.partitions != partitions:
         raise _bad(
             view,
@@ -132,7 +166,9 @@ def _parse(view: View, text: str, argument: str) -> ScanCursor:
         doc = orjson.loads(raw)
         if not isinstance(doc, dict) or doc.get("v") != VERSION:
             raise ValueError(f"no cursor of version {VERSION}")
-        prefix, since, until = doc["f"]
+        # part 1's cursors had no window starts: they stay valid
+        prefix, since, until, *starts = doc["f"]
+        since_ms, until_ms = starts or (None, None)
         count, common, exceptions = doc["n"], _unb64(doc["d"]), doc["x"]
         if not isinstance(count, int) or not 0 < count <= 1 << 16:
             raise ValueError("no partition count")
@@ -142,7 +178,9 @@ def _parse(view: View, text: str, argument: str) -> ScanCursor:
             if not 0 <= index < count:
                 raise ValueError(f"partition {index} is outside 0..{count - 1}")
             positions[index] = _unb64(at)
-        scan_filter = ScanFilter(_text(prefix), _optional(since), _optional(until))
+        scan_filter = ScanFilter(
+            _text(prefix), _optional(since), _optional(until), _ms(since_ms), _ms(until_ms)
+        )
         cursor = ScanCursor(
             _text(doc["w"]),
             _text(doc["o"]),
@@ -165,6 +203,12 @@ def _text(value: Any) -> str:
 
 def _optional(value: Any) -> str | None:
     return None if value is None else _text(value)
+
+
+def _ms(value: Any) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ValueError("not a time")
+    return value
 
 
 def _bad(view: View, argument: str, problem: str) -> BadRequestError:

@@ -24,7 +24,7 @@ import orjson
 from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.inputs import TimeRange
 from gateway.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
-from gateway.timestamps import iso, parse_utc
+from gateway.timestamps import iso, iso_ms, parse_utc
 from schema import FieldType, View
 
 __all__ = [
@@ -155,6 +155,9 @@ class ViewQueries:
         }
         if order != KEY_ORDER:
             variables["o"] = order.upper()
+        if scan_filter.timed:
+            for name, ms in (("sf", scan_filter.since_ms), ("st", scan_filter.until_ms)):
+                variables[name] = None if ms is None else iso_ms(ms)
         return _body(self._heads["scan"], self.view, "scan", variables)
 
     def totals_body(self, partitions: Sequence[int], span: TimeRange | None) -> bytes:
@@ -272,10 +275,14 @@ def history_document(view: View) -> str:
     )
 
 
-def scan_document(view: View, selection: str, *, ordered: bool = False) -> str:
+def scan_document(view: View, selection: str, *, ordered: bool = False, timed: bool = False) -> str:
     """The next slice of each of some partitions, each from its own position (in the order
-    `$o`, KEY unless given, when `ordered`: count views)."""
-    order_variable, order = (",$o:ScanOrder=KEY", ",order:$o") if ordered else ("", "")
+    `$o`, KEY unless given, when `ordered`: count and windowed views; within the window
+    starts `$sf` to `$st` when `timed`: windowed views)."""
+    order_variable, order = (",$o:ScanOrder=KEY", ",order:$o") if ordered or timed else ("", "")
+    if timed:
+        order_variable += ",$sf:DateTime,$st:DateTime"
+        order += ",startFrom:$sf,startTo:$st"
     return (
         f"query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String"
         f"{order_variable}){{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,"

@@ -398,7 +398,7 @@ class Planner:
     async def scan(
         self, view: View, ask: ScanAsk, deadline: float, options: ReadOptions = DEFAULT_READ
     ) -> ScanResult:
-        """One page of the whole view in key order: every partition asked for its next slice
+        """One page of the whole view in the order asked: every partition asked for its next slice
         (one row more than the page) from its own position, grouped by node; the slices
         merged (gateway.scans)."""
         start = self._scan_start(view, ask)
@@ -441,10 +441,12 @@ class Planner:
         spec = ask.scan_filter
         for name, value in (("prefix", spec.prefix), ("from", spec.since), ("to", spec.until)):
             inputs.check_key_bound(view, name, value, self._config.max_key_bytes)
-        if ask.order != cursors.KEY_ORDER and spec != cursors.ScanFilter():
+        if ask.order != cursors.KEY_ORDER and spec.keyed:
             raise BadRequestError(
                 view.name, f"prefix, from and to apply to the key order only, not {ask.order}"
             )
+        if ask.order == cursors.KEY_ORDER and spec.timed:
+            raise BadRequestError(view.name, "window starts bound the START and COUNT orders only")
         count = self._feed.current.partition_count(view)
         backward = ask.last is not None or ask.before is not None
         argument, text = ("before", ask.before) if backward else ("after", ask.after)

@@ -71,6 +71,7 @@ def merge_page(
     backward = start.backward
     merged = _merged(slices, backward)
     positions = list(start.positions)
+    encode = cursors.encoder(start)
     edges: list[ScanEdge] = []
     for at, _, row in merged:
         if len(edges) == size:
@@ -78,8 +79,7 @@ def merge_page(
             break
         for partition in slices:
             positions[partition] = _passed(start.positions[partition], at, backward)
-        cursor = dataclasses.replace(start, at=at, positions=tuple(positions))
-        edges.append(ScanEdge(cursors.encode(cursor), row))
+        edges.append(ScanEdge(encode(at, tuple(positions)), row))
     else:
         more = False
     more = more or bool(failed)

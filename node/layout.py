@@ -8,21 +8,25 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("top", view, MAX_UINT - count, key)              -> >Qq   count, last_event_ms; UTF-8 key
 ("win", view, key, start_ms)                      -> >Qqq  count, end_ms, last_event_ms
 ("wtop", view, start_ms, MAX_UINT - count, key)   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
+("wstart", view, start_ms, key)                   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
 ("latest", view, key)                             -> >QQQ  event_ms, partition, offset; JSON fields
 ("hist", view, key, event_ms, partition, offset)  -> JSON fields
 ("offset", topic)                                 -> >Q    next offset to read
 ("total", view)                                   -> >QQ   keys, sum of counts (count views)
 ("wtotal", view, start_ms)                        -> >QQq  keys, sum of counts, end_ms
 ("meta", "totals")                                -> b"1"  the totals are kept (see store)
+("meta", "wstart")                                -> b"1"  the "wstart" index is kept
 ```
 
 A scan (`ScanSpan`) walks the rows of one view in the order of their key's tail after
 the (kind, view) head: by key for count and latest rows, by (key, window start) for
-windows, by (key, event time, partition, offset) for events. `pack_str` keeps UTF-8 byte
+windows, by (key, event time, partition, offset) for events; or an index's order (below).
+`pack_str` keeps UTF-8 byte
 order (NUL is escaped as 0x00 0xFF, the end is 0x00 0x01), so the rows of a key sort by
 the key's UTF-8 bytes, a key before every key it is a prefix of.
 
-"top" and "wtop" are indexes (count descending, then key ascending; "wtop" per window).
+"top" and "wtop" are indexes (count descending, then key ascending; "wtop" per window),
+"wstart" orders every window by (start, key).
 Index values repeat the row, so top-N reads never decode keys (measured: the generic key
 decoder was half the cost of a top-1000 read).
 """
@@ -56,6 +60,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_KEY",
     "TOTALS_KEY",
+    "WINDOW_STARTS_KEY",
     "CountKeys",
     "ScanSpan",
     "ScannedRow",
@@ -93,6 +98,7 @@ __all__ = [
     "total_key",
     "window_key",
     "window_prefix",
+    "window_start_key",
     "window_top_key",
     "window_top_prefix",
     "window_total_key",
@@ -102,6 +108,7 @@ __all__ = [
 FORMAT = b"1"
 FORMAT_KEY = pack("meta", "format")
 TOTALS_KEY = pack("meta", "totals")
+WINDOW_STARTS_KEY = pack("meta", "wstart")
 
 _COUNT = struct.Struct(">Qq")
 _WINDOW = struct.Struct(">Qqq")
@@ -203,6 +210,10 @@ def window_prefix(view: str, *key: str) -> bytes:
 
 def window_top_key(view: str, start_ms: int, count: int, key: str) -> bytes:
     return _head("wtop", view) + pack_uint(start_ms) + pack_uint(MAX_UINT - count) + pack_str(key)
+
+
+def window_start_key(view: str, start_ms: int, key: str) -> bytes:
+    return _head("wstart", view) + pack_uint(start_ms) + pack_str(key)
 
 
 def window_top_prefix(view: str, *start_ms: int) -> bytes:
@@ -319,13 +330,16 @@ def decode_offset(value: bytes) -> int:
 
 class Table(enum.Enum):
     """The rows of a view kind a scan walks, by the kind part of their keys: by key, or,
-    for TOP (the count index), by count descending then key."""
+    for TOP (the count index), by count descending then key; for WINDOW_TOP by window
+    start, then count descending, then key; for WINDOW_START by window start, then key."""
 
     COUNT = "row"
     WINDOW = "win"
     LATEST = "latest"
     EVENT = "hist"
     TOP = "top"
+    WINDOW_TOP = "wtop"
+    WINDOW_START = "wstart"
 
     def head(self, view: str) -> bytes:
         return _head(self.value, view)
@@ -333,7 +347,12 @@ class Table(enum.Enum):
     @property
     def keyed(self) -> bool:
         """Whether its rows' tails start with the key (so a prefix and key range apply)."""
-        return self is not Table.TOP
+        return self in (Table.COUNT, Table.WINDOW, Table.LATEST, Table.EVENT)
+
+    @property
+    def timed(self) -> bool:
+        """Whether its rows' tails start with a window start (so a time range applies)."""
+        return self in (Table.WINDOW_TOP, Table.WINDOW_START)
 
 
 ScannedRow = CountRow | WindowRow | EventRow
@@ -342,20 +361,31 @@ ScannedRow = CountRow | WindowRow | EventRow
 @dataclass(frozen=True)
 class ScanSpan:
     """Which rows of a view a scan reads: keys that start with `prefix`, with `since` <=
-    key < `until` (None: open) in UTF-8 byte order, and of those the rows past `after`
-    (a row's tail after the view head: exclusive; None: from the first row), walking
-    forwards, or backwards from the last row when `backward` (`after` then bounds above)."""
+    key < `until` (None: open) in UTF-8 byte order, or (for tables by window start) windows
+    with `since_ms` <= start < `until_ms`; and of those the rows past `after` (a row's tail
+    after the view head: exclusive; None: from the first row), walking forwards, or
+    backwards from the last row when `backward` (`after` then bounds above)."""
 
     prefix: str = ""
     since: str | None = None
     until: str | None = None
     after: bytes | None = None
     backward: bool = False
+    since_ms: int | None = None
+    until_ms: int | None = None
 
-    def bounds(self, head: bytes, keyed: bool = True) -> tuple[bytes, bytes] | None:
+    def bounds(
+        self, head: bytes, keyed: bool = True, timed: bool = False
+    ) -> tuple[bytes, bytes] | None:
         """[start, stop) of the stored keys to read under `head`, or None when empty; the
-        prefix and key range apply only to tails that start with the key (`keyed`)."""
+        prefix and key range apply only to tails that start with the key (`keyed`), the
+        time range only to those that start with a window start (`timed`)."""
         low, high = head, prefix_end(head)
+        if timed:  # stored starts are never negative: an earlier bound means 0
+            if self.since_ms is not None:
+                low = head + pack_uint(max(0, self.since_ms))
+            if self.until_ms is not None:
+                high = head + pack_uint(max(0, self.until_ms))
         if keyed:
             low = head + STR_TAG + escape_str(self.prefix)
             high = prefix_end(low)
@@ -375,6 +405,8 @@ def decode_scanned(table: Table, view: str, tail: bytes, value: bytes) -> Scanne
     """The row stored under a key whose tail after the view head is `tail`."""
     if table is Table.TOP:
         return decode_count_top(value)
+    if table.timed:
+        return decode_window_top(int_at(tail, 0), value)
     try:
         parts = unpack(tail)
         key = parts[0]

@@ -162,7 +162,7 @@ class PartitionStore(abc.ABC):
     def scan(
         self, view: str, table: layout.Table, span: layout.ScanSpan, limit: int, horizon_ms: int
     ) -> list[tuple[bytes, layout.ScannedRow]]:
-        """Up to `limit` rows of `table` in `span`, in key order (reversed when backward),
+        """Up to `limit` rows of `table` in `span`, in its order (reversed when backward),
         each with its position (its key's tail after the view head, `span.after` of the next
         slice); windows that end at or before `horizon_ms` are skipped. Reads no further."""
 
@@ -289,11 +289,15 @@ class LevelDBStore(PartitionStore):
                 f"partition store {self.path} has format {stored_format!r}, "
                 f"expected {layout.FORMAT!r}"
             )
-        if db.get(layout.TOTALS_KEY) is None:
-            try:
-                _count_totals(db)
-            except plyvel.IOError as exc:
-                raise self._write_error("open", exc) from exc
+        for marker, build in (
+            (layout.TOTALS_KEY, _count_totals),
+            (layout.WINDOW_STARTS_KEY, _index_starts),
+        ):
+            if db.get(marker) is None:
+                try:
+                    build(db)
+                except plyvel.IOError as exc:
+                    raise self._write_error("open", exc) from exc
 
     def close(self) -> None:
         if self._close_db():
@@ -477,19 +481,22 @@ class LevelDBStore(PartitionStore):
             if end_ms is not None and not expired:  # an expired window's total is purged
                 known, _ = changes.get((view, start_ms), (layout.Total(), end_ms))
                 changes[(view, start_ms)] = (known + change, end_ms)
+            start_key = layout.window_start_key(view, start_ms, key)
             if row is None or expired:
                 wb.delete(row_key)
+                wb.delete(start_key)
                 continue
             value = layout.encode_window(row)
             wb.put(row_key, value)
-            index_key = layout.window_top_key(view, start_ms, row.count, key)
-            wb.put(index_key, value + key.encode("utf-8"))
+            indexed = value + key.encode("utf-8")
+            wb.put(layout.window_top_key(view, start_ms, row.count, key), indexed)
+            wb.put(start_key, indexed)
         for (view, start_ms), (change, end_ms) in changes.items():
             _add_total(db, wb, layout.window_total_key(view, start_ms), change, end_ms)
 
     @staticmethod
     def _purge_windows(db: plyvel.DB, wb: plyvel.WriteBatch, horizons: dict[str, int]) -> None:
-        """Delete every window (row and index entry) that ends at or before its horizon."""
+        """Delete every window (row and index entries) that ends at or before its horizon."""
         for view, horizon in horizons.items():
             if horizon <= 0:  # windows start at 0 or later, so none ends at 0 or before
                 continue
@@ -503,6 +510,7 @@ class LevelDBStore(PartitionStore):
                     if row.end_ms <= horizon:
                         wb.delete(index_key)
                         wb.delete(layout.window_key(view, row.key, start_ms))
+                        wb.delete(layout.window_start_key(view, start_ms, row.key))
             totals = layout.window_total_prefix(view)
             with db.iterator(start=totals, stop=layout.window_total_prefix(view, horizon)) as kept:
                 for total_key, value in kept:
@@ -657,7 +665,7 @@ class LevelDBStore(PartitionStore):
     ) -> list[tuple[bytes, layout.ScannedRow]]:
         db = self._require_open()
         head = table.head(view)
-        bounds = span.bounds(head, table.keyed)
+        bounds = span.bounds(head, table.keyed, table.timed)
         if limit <= 0 or bounds is None:
             return []
         cut = len(head)
@@ -785,6 +793,18 @@ def _count_totals(db: plyvel.DB) -> None:
                 encoded = layout.encode_window_total(total, end_ms)
             wb.put(stored, encoded)
         wb.put(layout.TOTALS_KEY, b"1")
+
+
+def _index_starts(db: plyvel.DB) -> None:
+    """Write the "wstart" index of every window from the "wtop" index, once: a store made
+    before it was kept (a new store has no windows, and only gets the marker)."""
+    base = pack("wtop")
+    with db.write_batch(transaction=True) as wb:
+        with db.iterator(prefix=base) as entries:
+            for index_key, value in entries:
+                _, view, start_ms, _rank, key = unpack(index_key)
+                wb.put(layout.window_start_key(str(view), int(start_ms), str(key)), value)
+        wb.put(layout.WINDOW_STARTS_KEY, b"1")
 
 
 def _disk_full(exc: BaseException) -> bool:

@@ -8,22 +8,33 @@ type WordCountConnection { edges: [WordCountEdge!]!  pageInfo: PageInfo! }
 allWordCounts(first: Int, after: String, last: Int, before: String, prefix: String! = "",
               from: String, to: String, order: ScanOrder! = KEY, maxLag: Int,
               atLeast: String): WordCountConnection!       # `order`: count views only
+allHostAccessWindows(first, after, last, before, prefix, from, to,
+                     order: WindowScanOrder! = KEY, startFrom: DateTime, startTo: DateTime,
+                     window: WindowInput, maxLag, atLeast): HostAccessWindowConnection!
 ```
+
+A windowed view pages by (key, start) (KEY), by (start, key) over the windows with
+startFrom <= start < startTo (START), or one `window`'s keys by count desc, then key (COUNT:
+the deep pages of its top-N).
 """
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
 import enum
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 
 import strawberry
 
-from gateway.cursors import COUNT_ORDER, KEY_ORDER, ScanFilter
+from gateway import inputs
+from gateway.cursors import COUNT_ORDER, KEY_ORDER, START_ORDER, ScanFilter
+from gateway.errors import BadRequestError
 from gateway.fields.common import (
     AtLeast,
     MaxLag,
     PageInfo,
+    WindowInput,
     authorize_view,
     given,
     make,
@@ -35,9 +46,10 @@ from gateway.prices import DEFAULT_SCAN_PAGE
 from gateway.reads import ScanAsk
 from gateway.request import RequestContext
 from gateway.scans import ScanPage
+from gateway.timestamps import ceil_ms, floor_ms
 from schema import View
 
-__all__ = ["ScanOrder", "connection_types", "scan_field"]
+__all__ = ["ScanOrder", "WindowScanOrder", "connection_types", "scan_field"]
 
 
 @strawberry.enum(description="The order of a whole-view scan.")
@@ -48,10 +60,59 @@ class ScanOrder(enum.Enum):
     )
 
 
+@strawberry.enum(description="The order of a whole-view scan of a windowed view.")
+class WindowScanOrder(enum.Enum):
+    KEY = strawberry.enum_value(KEY_ORDER, description="By key, then window start.")
+    START = strawberry.enum_value(
+        START_ORDER, description="By window start, then key (startFrom <= start < startTo)."
+    )
+    COUNT = strawberry.enum_value(
+        COUNT_ORDER, description="One `window`'s keys by count, highest first, then by key."
+    )
+
+
 _ORDERS = {ScanOrder.KEY: KEY_ORDER, ScanOrder.COUNT: COUNT_ORDER}
+_WINDOW_ORDERS = {
+    WindowScanOrder.KEY: KEY_ORDER,
+    WindowScanOrder.START: START_ORDER,
+    WindowScanOrder.COUNT: COUNT_ORDER,
+}
 
 KeyBound = Annotated[str | None, strawberry.argument(name="from")]
 KeyEnd = Annotated[str | None, strawberry.argument(name="to")]
+StartFrom = Annotated[datetime | None, strawberry.argument(name="startFrom")]
+StartTo = Annotated[datetime | None, strawberry.argument(name="startTo")]
+
+
+def _window_filter(
+    view: View,
+    spec: ScanFilter,
+    order: WindowScanOrder,
+    starts: tuple[datetime | None, datetime | None],
+    window: WindowInput | None,
+) -> ScanFilter:
+    """The filter of a windowed view's scan: window starts from startFrom and startTo (START)
+    or from the one `window` (COUNT); BAD_USER_INPUT for arguments of another order."""
+    if order is not WindowScanOrder.START and starts != (None, None):
+        raise BadRequestError(view.name, "startFrom and startTo apply to order: START only")
+    if order is not WindowScanOrder.COUNT and window is not None:
+        raise BadRequestError(view.name, "window applies to order: COUNT only")
+    if order is WindowScanOrder.START:
+        span = inputs.time_range(view, *starts)
+        return ScanFilter(spec.prefix, spec.since, spec.until, _ms(span.since), _ms(span.until))
+    if order is WindowScanOrder.COUNT:
+        if window is None:
+            raise BadRequestError(
+                view.name, "order: COUNT needs a window, e.g. window: {start: ...}"
+            )
+        assert view.window is not None
+        start = floor_ms(inputs.window_start(view, window.start))
+        return ScanFilter(spec.prefix, spec.since, spec.until, start, start + view.window.size_ms)
+    return spec
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return None if moment is None else ceil_ms(moment)
 
 
 def connection_types(view: View, node_type: Any, what: str) -> tuple[Any, Any]:
@@ -140,10 +201,37 @@ def scan_field(
         ask = ScanAsk(spec, given(first), given(after), given(last), given(before), _ORDERS[order])
         return await answer(info, ask, max_lag, at_least)
 
+    async def scan_windows(
+        info: strawberry.Info,
+        first: int | None = strawberry.UNSET,
+        after: str | None = strawberry.UNSET,
+        last: int | None = strawberry.UNSET,
+        before: str | None = strawberry.UNSET,
+        prefix: str = "",
+        since: KeyBound = strawberry.UNSET,
+        until: KeyEnd = strawberry.UNSET,
+        order: WindowScanOrder = WindowScanOrder.KEY,
+        start_from: StartFrom = strawberry.UNSET,
+        start_to: StartTo = strawberry.UNSET,
+        window: WindowInput | None = strawberry.UNSET,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> connection_type:  # type: ignore[valid-type]
+        spec = ScanFilter(prefix, given(since), given(until))
+        starts = (given(start_from), given(start_to))
+        spec = _window_filter(view, spec, order, starts, given(window))
+        ask = ScanAsk(
+            spec, given(first), given(after), given(last), given(before), _WINDOW_ORDERS[order]
+        )
+        return await answer(info, ask, max_lag, at_least)
+
     key = view.key_field
+    resolver: Callable[..., Any] = scan_in_order if counted else scan
+    if view.window is not None:
+        resolver = scan_windows
     return {
         view.scan_field: strawberry.field(
-            resolver=scan_in_order if counted else scan,
+            resolver=resolver,
             name=view.scan_field,
             description=f"Every row of view {view.name} in {key} order (the byte order of the "
             f"UTF-8 {key}), across all partitions: `first` rows after the cursor `after`, or "
@@ -156,6 +244,13 @@ def scan_field(
                 "from or to; a key whose count changes while paging may move across the "
                 "cursor (be missed or come twice)."
                 if counted
+                else ""
+            )
+            + (
+                " `order: START` pages by window start, then key, over the windows with "
+                "startFrom <= start < startTo; `order: COUNT` pages one `window`'s "
+                f"{key}s by count (desc, then {key}): the pages past its top-N."
+                if view.window is not None
                 else ""
             ),
         )

@@ -27,7 +27,7 @@ def _documents(view: View) -> NodeDocuments:
         windows=windows_document(view),
         read_ranked=window_row,
         totals=totals_document(view, windowed=True),
-        scan=scan_document(view, window_selection(view)),
+        scan=scan_document(view, window_selection(view), timed=True),
         read_scanned=window_row,
     )
 

@@ -8,13 +8,17 @@ type WordCountScanEdge { position: String!  node: WordCount! }
 allWordCounts(slices: [SliceInput!]!, first: Int!, backward: Boolean! = false,
               prefix: String! = "", from: String, to: String,
               order: ScanOrder! = KEY): [WordCountSlice!]!    # `order`: count views only
+allHostAccessWindows(..., order: ScanOrder! = KEY, startFrom: DateTime, startTo: DateTime)
 ```
 
 A position is the unpadded base64url of a row's key tail after the view head
 (`node.layout.ScanSpan`): the exclusive start of the partition's next slice (its end when
 `backward`). Rows are ordered by the UTF-8 bytes of the key, then the window start or the
 event position; or, for count views with `order: COUNT`, by count descending then key
-(the "top" index: no prefix or key range). The gateway merges the slices (gateway.scans).
+(the "top" index: no prefix or key range); for windowed views with `order: START` by
+(window start, key), with `order: COUNT` by (window start, count desc, key), both only
+for windows with startFrom <= start < startTo. The gateway merges the slices
+(gateway.scans).
 """
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
@@ -23,6 +27,7 @@ import base64
 import binascii
 import enum
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 
 import strawberry
@@ -31,6 +36,7 @@ from strawberry.types.field import StrawberryField
 from node.errors import BadRequestError
 from node.fields.common import given, query_field, read_each
 from node.fields.context import ReadContext, context_of
+from node.fields.times import time_range
 from node.layout import ScannedRow, ScanSpan, Table
 from node.store import PartitionStore
 from schema import View
@@ -49,10 +55,14 @@ MAX_SLICE_ROWS = 10_001
 _MAX_POSITION_CHARS = 1 << 16
 
 
-@strawberry.enum(description="The order of a scan: by key, or by count (desc, then key).")
+@strawberry.enum(
+    description="The order of a scan: by key, by count (desc, then key; per window for "
+    "windowed views), or by window start (then key)."
+)
 class ScanOrder(enum.Enum):
     KEY = "KEY"
     COUNT = "COUNT"
+    START = "START"
 
 
 @strawberry.input(description="Where one partition's slice starts: after `after` (a position).")
@@ -90,18 +100,26 @@ def _types(view: View, node_type: type) -> tuple[type, type]:
     return edge_type, strawberry.type(piece, name=f"{name}Slice")
 
 
+KeyBound = Annotated[str | None, strawberry.argument(name="from")]
+KeyEnd = Annotated[str | None, strawberry.argument(name="to")]
+StartFrom = Annotated[datetime | None, strawberry.argument(name="startFrom")]
+StartTo = Annotated[datetime | None, strawberry.argument(name="startTo")]
+
+
 def scan_field(
     view: View,
     table: Table,
     node_type: type,
     to_type: Callable[[Any], Any],
     horizon: Callable[[ReadContext], int] | None = None,
-    by_count: Table | None = None,
+    orders: dict[ScanOrder, Table] | None = None,
 ) -> dict[str, StrawberryField]:
     """`view.scan_field`: slices of `table`'s rows, each row shown as `to_type(row)`;
-    windows ending at or before `horizon(context)` are expired and skipped. With
-    `by_count` (the count index), an `order` argument: COUNT reads that table instead."""
+    windows ending at or before `horizon(context)` are expired and skipped. With `orders`
+    (other orders than KEY and the index each reads), an `order` argument, and startFrom
+    and startTo when an index is by window start."""
     edge_type, slice_type = _types(view, node_type)
+    tables = {ScanOrder.KEY: table, **(orders or {})}
 
     def reader(
         scanned: Table, span: ScanSpan, first: int, horizon_ms: int
@@ -112,13 +130,11 @@ def scan_field(
         info: strawberry.Info,
         slices: list[SliceInput],
         first: int,
-        span_of: Callable[[bytes | None], ScanSpan],
-        order: ScanOrder,
+        chosen: tuple[Table, Callable[[bytes | None], ScanSpan]],
     ) -> list[Any]:
         if not 1 <= first <= MAX_SLICE_ROWS:
             raise BadRequestError(view.name, f"first must be in 1..{MAX_SLICE_ROWS}, got {first}")
-        # only the resolver of count views (with `by_count`) takes the COUNT order
-        scanned = by_count if order is ScanOrder.COUNT and by_count is not None else table
+        scanned, span_of = chosen
         context = context_of(info)
         horizon_ms = -1 if horizon is None else horizon(context)
         readers = {}
@@ -135,11 +151,23 @@ def scan_field(
         ]
 
     def spans(
-        backward: bool, prefix: str, since: str | None, until: str | None, order: ScanOrder
-    ) -> Callable[[bytes | None], ScanSpan]:
-        if order is ScanOrder.COUNT and (prefix or since is not None or until is not None):
+        backward: bool,
+        keys: tuple[str, str | None, str | None],
+        order: ScanOrder,
+        starts: tuple[datetime | None, datetime | None] = (None, None),
+    ) -> tuple[Table, Callable[[bytes | None], ScanSpan]]:
+        scanned = tables.get(order)
+        if scanned is None:
+            raise BadRequestError(view.name, f"order {order.value} is not one of this view's")
+        prefix, since, until = keys
+        if not scanned.keyed and (prefix or since is not None or until is not None):
             raise BadRequestError(view.name, "prefix, from and to apply to the key order only")
-        return lambda after: ScanSpan(prefix, since, until, after, backward)
+        if not scanned.timed and starts != (None, None):
+            raise BadRequestError(view.name, "startFrom and startTo apply to START and COUNT")
+        since_ms, until_ms = time_range(view, *starts)
+        return scanned, lambda after: ScanSpan(
+            prefix, since, until, after, backward, since_ms, until_ms
+        )
 
     def scan(
         info: strawberry.Info,
@@ -147,11 +175,11 @@ def scan_field(
         first: int,
         backward: bool = False,
         prefix: str = "",
-        since: Annotated[str | None, strawberry.argument(name="from")] = strawberry.UNSET,
-        until: Annotated[str | None, strawberry.argument(name="to")] = strawberry.UNSET,
+        since: KeyBound = strawberry.UNSET,
+        until: KeyEnd = strawberry.UNSET,
     ) -> list[slice_type]:  # type: ignore[valid-type]
-        span_of = spans(backward, prefix, given(since), given(until), ScanOrder.KEY)
-        return answer(info, slices, first, span_of, ScanOrder.KEY)
+        keys = (prefix, given(since), given(until))
+        return answer(info, slices, first, spans(backward, keys, ScanOrder.KEY))
 
     def scan_in_order(
         info: strawberry.Info,
@@ -159,12 +187,32 @@ def scan_field(
         first: int,
         backward: bool = False,
         prefix: str = "",
-        since: Annotated[str | None, strawberry.argument(name="from")] = strawberry.UNSET,
-        until: Annotated[str | None, strawberry.argument(name="to")] = strawberry.UNSET,
+        since: KeyBound = strawberry.UNSET,
+        until: KeyEnd = strawberry.UNSET,
         order: ScanOrder = ScanOrder.KEY,
     ) -> list[slice_type]:  # type: ignore[valid-type]
-        span_of = spans(backward, prefix, given(since), given(until), order)
-        return answer(info, slices, first, span_of, order)
+        keys = (prefix, given(since), given(until))
+        return answer(info, slices, first, spans(backward, keys, order))
 
-    resolver = scan if by_count is None else scan_in_order
+    def scan_in_time_order(
+        info: strawberry.Info,
+        slices: list[SliceInput],
+        first: int,
+        backward: bool = False,
+        prefix: str = "",
+        since: KeyBound = strawberry.UNSET,
+        until: KeyEnd = strawberry.UNSET,
+        order: ScanOrder = ScanOrder.KEY,
+        start_from: StartFrom = strawberry.UNSET,
+        start_to: StartTo = strawberry.UNSET,
+    ) -> list[slice_type]:  # type: ignore[valid-type]
+        keys = (prefix, given(since), given(until))
+        starts = (given(start_from), given(start_to))
+        return answer(info, slices, first, spans(backward, keys, order, starts))
+
+    resolver = scan
+    if any(t.timed for t in tables.values()):
+        resolver = scan_in_time_order
+    elif orders:
+        resolver = scan_in_order
     return {view.scan_field: query_field(resolver, view.scan_field)}

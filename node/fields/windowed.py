@@ -29,7 +29,7 @@ from node.fields.common import (
 )
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import ViewFields
-from node.fields.scan import scan_field
+from node.fields.scan import ScanOrder, scan_field
 from node.fields.times import from_ms, time_range, window_start_ms
 from node.fields.totals import window_totals_field
 from node.layout import Table
@@ -88,7 +88,14 @@ def windowed_fields(view: View) -> ViewFields:
         {
             view.point_field: query_field(windows, view.point_field),
             view.top_field: query_field(top, view.top_field),
-            **scan_field(view, Table.WINDOW, window_type, to_type, horizon),
+            **scan_field(
+                view,
+                Table.WINDOW,
+                window_type,
+                to_type,
+                horizon,
+                {ScanOrder.START: Table.WINDOW_START, ScanOrder.COUNT: Table.WINDOW_TOP},
+            ),
             **window_totals_field(view, horizon),
         }
     )

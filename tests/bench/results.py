@@ -46,6 +46,8 @@ _HEADLINE: list[tuple[str, str, tuple[str, ...]]] = [
     ("push p50 10k/s ms", "live", ("runs", "rate_10000", "latency_ms", "p50")),
     ("push p99 10k/s ms", "live", ("runs", "rate_10000", "latency_ms", "p99")),
     ("gateway MiB per 1k subs", "live", ("memory", "gateway_per_1000_mib")),
+    ("scan keys/s", "scan", ("keys_per_s",)),
+    ("scan deep/page-1 p50", "scan", ("deep_over_first_p50",)),
 ]
 
 

@@ -2,7 +2,7 @@
 
 The first node restores the data set (restore), serves alone (fan-out over 1 node),
 gets a peer (point queries; with the gateway cache on and off; subscriptions pushed
-live; fan-out over 2), a third (fan-out over 3); back to two nodes,
+live; fan-out over 2; a whole-view scan), a third (fan-out over 3); back to two nodes,
 the pipeline starts (freshness at 1,000 events/s, throughput, freshness at higher rates
 while the budget lasts), memory is read, and nodes are killed last (failover), so the
 peak memory covers measurements 1-4 and the kills disturb nothing after them; just before
@@ -27,6 +27,7 @@ from tests.bench import (
     memory,
     point,
     restore,
+    scan,
     throughput,
 )
 from tests.bench.cpu import CpuMeter
@@ -53,6 +54,7 @@ def plan() -> tuple[Step, ...]:
         Step(cache.NAME, cache.measure, 50),
         Step(live.NAME, live.measure, 70),
         Step(fanout.NAME, fanout.measure_at(2), 20),
+        Step(scan.NAME, scan.measure, 90),
         Step(fanout.NAME, fanout.measure_at(3), 30),
         Step(freshness.NAME, fresh.steady, 80),
         Step(throughput.NAME, throughput.measure, 40),
@@ -76,6 +78,7 @@ TITLES = {
         freshness,
         throughput,
         memory,
+        scan,
     )
 }
 MEASUREMENTS = tuple(dict.fromkeys(step.name for step in plan()))

@@ -1,4 +1,4 @@
-"""The targets of issues 6 and 15, judged from a run's figures: PASS, FAIL or NOT MEASURED."""
+"""The targets of issues 6, 15 and 16, judged from a run's figures: PASS, FAIL or NOT MEASURED."""
 
 from __future__ import annotations
 
@@ -130,4 +130,12 @@ def evaluate(report: Report) -> list[TargetResult]:
             "n/a" if standby is None else f"{standby:.2f} s",
         ),
         _cache_hits(report),
+        _at_most(
+            report,
+            "scan: a deep page (page 500, or the deepest in 70 s) p50 <= 1.5 x page 1 p50",
+            1.5,
+            "x",
+            "scan",
+            "deep_over_first_p50",
+        ),
     ]

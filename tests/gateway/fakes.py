@@ -84,7 +84,7 @@ def bad_input(message: str) -> GraphQLError:
 _SCALARS = "scalar DateTime\ninput WindowInput { start: DateTime! }\n"
 _PAGE_INFO = "type PageInfo { hasNextPage: Boolean!  endCursor: String }\n"
 _SCAN_INPUTS = (
-    "input SliceInput { partition: Int!  after: String }\nenum ScanOrder { KEY COUNT }\n"
+    "input SliceInput { partition: Int!  after: String }\nenum ScanOrder { KEY COUNT START }\n"
     "type PartitionTotal { partition: Int!  keys: Float!  count: Float! }\n"
     "type PartitionWindowTotal { partition: Int!  start: DateTime!  end: DateTime!  "
     "keys: Float!  count: Float! }\n"
@@ -96,6 +96,8 @@ def _scan_sdl(view: View) -> tuple[str, str]:
     and, for count and windowed views, its totals field."""
     t = view.type_name
     order = ", order: ScanOrder! = KEY" if view.kind is ViewKind.COUNT else ""
+    if view.kind is ViewKind.WINDOWED_COUNT:
+        order = ", order: ScanOrder! = KEY, startFrom: DateTime, startTo: DateTime"
     totals = ""
     if view.kind is ViewKind.COUNT:
         totals = f"{view.totals_field}(partitions: [Int!]!): [PartitionTotal!]!\n"
@@ -489,7 +491,12 @@ class FakeNode:
             return [(rank(k, c), k, {view.key_field: k, "count": c}) for k, c in counts]
         if view.kind is ViewKind.WINDOWED_COUNT:
             windows = self.model.windows.get(view.name, {}).items()
-            return [(pack(k, s), k, self._window(view, k, s, c)) for (k, s), c in windows]
+            place = {
+                "KEY": lambda k, s, c: pack(k, s),
+                "START": lambda k, s, c: pack(s, k),
+                "COUNT": lambda k, s, c: pack(s, MAX_UINT - c, k),
+            }[order]
+            return [(place(k, s, c), k, self._window(view, k, s, c)) for (k, s), c in windows]
         events = self.model.events.get(view.name, {})
         if view.kind is ViewKind.LATEST:
             latest = {k: self.model.latest(view, k) for k in events}
@@ -511,6 +518,11 @@ class FakeNode:
             raise self._not_owner(view, foreign, f"partition {foreign[0]}")
         info.context["read"].update(wanted)
         prefix, since, until = args["prefix"], args.get("from"), args.get("to")
+        first_start, end_start = args.get("startFrom"), args.get("startTo")
+        starts = (
+            None if first_start is None else to_ms(first_start),
+            None if end_start is None else to_ms(end_start),
+        )
         rows = sorted(
             (
                 r
@@ -519,6 +531,8 @@ class FakeNode:
                     r[1].startswith(prefix)
                     and (since is None or r[1].encode() >= since.encode())
                     and (until is None or r[1].encode() < until.encode())
+                    and (starts[0] is None or to_ms(r[2]["start"]) >= starts[0])
+                    and (starts[1] is None or to_ms(r[2]["start"]) < starts[1])
                 )
             ),
             key=lambda r: r[0],

@@ -4,8 +4,9 @@ by changelog records written as the pipeline writes them, and the gateway under 
 Hypothesis generates keys (non-ASCII, NUL, keys that are prefixes of each other) for the
 four view kinds; paging the whole view forwards and backwards, with random page sizes,
 prefixes and key ranges, must give exactly the sorted truth, over one node and then over
-three. Each example writes under a namespace of its own, which every scan of it adds to
-its prefix (and to `from` and `to`).
+three; so must the count view by count, and the windowed view by (start, key) and one
+window's keys by count. Each example writes under a namespace of its own, which every
+scan of it adds to its prefix (and to `from` and `to`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -372,6 +373,83 @@ def _check_count_order(http: httpx.Client, view: View, counts: dict[str, int]) -
     assert "after: the cursor is a cursor of view" in refused["errors"][0]["message"]
 
 
+def _page_through(
+    http: httpx.Client, query: str, given: dict[str, Any], read: Callable[[Any], Truth]
+) -> tuple[list[Truth], list[Truth]]:
+    """Every row of the scan `query` paged forwards, then backwards (in the order read),
+    with page sizes 3, 11 and 1 in turn."""
+    both = []
+    for backward in (False, True):
+        found: list[Truth] = []
+        cursor = None
+        for turn in itertools.count():
+            assert turn < 1000, "the scan does not end"
+            size = (3, 11, 1)[turn % 3]
+            variables = dict(given)
+            variables.update({"l": size, "b": cursor} if backward else {"n": size, "a": cursor})
+            document = http.post("/graphql", json={"query": query, "variables": variables}).json()
+            assert "errors" not in document, document
+            page = document["data"]["r"]
+            rows = [read(edge["node"]) for edge in page["edges"]]
+            found.extend(reversed(rows) if backward else rows)
+            info = page["pageInfo"]
+            if not (info["hasPreviousPage"] if backward else info["hasNextPage"]):
+                break
+            cursor = info["startCursor"] if backward else info["endCursor"]
+        both.append(found)
+    return both[0], both[1]
+
+
+def _check_window_orders(
+    http: httpx.Client, view: View, windows: dict[tuple[str, int], int]
+) -> None:
+    """The windowed view paged by (start, key) over a range of starts, and one window's keys
+    by count (desc, then key), is every example's windows in that order; a cursor of one
+    window is refused for another."""
+    read = KINDS[1].read
+    base = (
+        "query($n: Int, $a: String, $l: Int, $b: String, $sf: DateTime, $st: DateTime, "
+        "$w: WindowInput) { r: %s(first: $n, after: $a, last: $l, before: $b, order: %s, "
+        "startFrom: $sf, startTo: $st, window: $w) { edges { cursor node { host start count } } "
+        "pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }"
+    )
+    starts = sorted({start for _, start in windows})
+    iso = {s: datetime.fromtimestamp(s / 1000, UTC).isoformat() for s in starts}
+    rows = [(key, start, count) for (key, start), count in windows.items()]
+    by_start = sorted(rows, key=lambda r: (r[1], r[0].encode("utf-8")))
+    for since, until in ((None, None), (starts[len(starts) // 2], starts[-1])):
+        variables = {"sf": since and iso[since], "st": until and iso[until]}
+        expected = [
+            r
+            for r in by_start
+            if (since is None or r[1] >= since) and (until is None or r[1] < until)
+        ]
+        forwards, backwards = _page_through(
+            http, base % (view.scan_field, "START"), variables, read
+        )
+        assert forwards == expected and backwards == expected[::-1]
+    cursors = {}
+    for start in starts[-2:]:
+        expected = sorted(
+            (r for r in rows if r[1] == start), key=lambda r: (-r[2], r[0].encode("utf-8"))
+        )
+        window = {"w": {"start": iso[start]}}
+        forwards, backwards = _page_through(http, base % (view.scan_field, "COUNT"), window, read)
+        assert forwards == expected and backwards == expected[::-1]
+        page = http.post(
+            "/graphql",
+            json={"query": base % (view.scan_field, "COUNT"), "variables": {**window, "n": 1}},
+        ).json()
+        cursors[start] = page["data"]["r"]["pageInfo"]["endCursor"]
+    if len(starts) > 1:
+        other = {"w": {"start": iso[starts[-2]]}, "n": 1, "a": cursors[starts[-1]]}
+        refused = http.post(
+            "/graphql", json={"query": base % (view.scan_field, "COUNT"), "variables": other}
+        ).json()
+        assert refused["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT", refused
+        assert "window or time range" in refused["errors"][0]["message"]
+
+
 def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes(
     broker: EmbeddedBroker,
     views: tuple[View, ...],
@@ -384,6 +462,7 @@ def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes
     windows: dict[tuple[str, int], int] = {}
     one = _check_views(broker, views, gateway, 15, counts, windows)
     _check_count_order(gateway, views[0], counts)
+    _check_window_orders(gateway, views[1], windows)
     _check_totals(gateway, views, counts, windows)
     for _ in range(2):
         config = node_config(
@@ -397,6 +476,7 @@ def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes
     wait_until(lambda: _routed(gateway, nodes), 30, "the gateway to route three nodes")
     three = _check_views(broker, views, gateway, 15, counts, windows)
     _check_count_order(gateway, views[0], counts)
+    _check_window_orders(gateway, views[1], windows)
     _check_totals(gateway, views, counts, windows)
     print(f"rows compared: {one} over one node, {three} over three")
     assert one and three, "the examples compared no rows"

@@ -4,6 +4,7 @@ merged from every partition, alignment and range checks, partial results."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -228,6 +229,75 @@ def test_bad_windows_and_ranges_are_errors_with_codes(
     assert codes(body) == [code]
     assert not any((body.get("data") or {}).values())
     assert sum(n.requests for n in nodes) == 0
+
+
+SCAN_QUERY = """query($o: WindowScanOrder!, $sf: DateTime, $st: DateTime, $w: WindowInput,
+  $n: Int, $a: String, $x: String! = "") {
+  allHostAccessWindows(order: $o, startFrom: $sf, startTo: $st, window: $w, first: $n,
+                       after: $a, prefix: $x) {
+    edges { node { host start count } }
+    pageInfo { hasNextPage endCursor }
+  }
+}"""
+SCAN_BAD = [
+    ({"o": "KEY", "sf": to_iso(BASE)}, "startFrom and startTo apply to order: START only"),
+    ({"o": "KEY", "w": {"start": to_iso(BASE)}}, "window applies to order: COUNT only"),
+    ({"o": "START", "w": {"start": to_iso(BASE)}}, "window applies to order: COUNT only"),
+    ({"o": "START", "x": "h1"}, "prefix, from and to apply to the key order only"),
+    ({"o": "COUNT"}, "order: COUNT needs a window"),
+    ({"o": "COUNT", "w": {"start": to_iso(BASE + 1)}}, "is not aligned"),
+    ({"o": "START", "sf": to_iso(BASE + SIZE), "st": to_iso(BASE)}, "is after to"),
+]
+
+
+@pytest.mark.parametrize(("variables", "problem"), SCAN_BAD)
+def test_window_orders_refuse_the_arguments_of_other_orders(
+    variables: dict[str, Any], problem: str
+) -> None:
+    body, nodes = run(2, SCAN_QUERY, variables)
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert problem in body["errors"][0]["message"]
+    assert sum(n.requests for n in nodes) == 0
+
+
+def _page_all(node_count: int, variables: dict[str, Any], size: int) -> list[tuple[str, int, int]]:
+    nodes = fake_nodes(model(), P, node_count, FULL)
+
+    async def scenario() -> list[tuple[str, int, int]]:
+        found: list[tuple[str, int, int]] = []
+        cursor = None
+        async with running_gateway(nodes, P, catalogue=FULL) as http:
+            for _ in range(100):
+                asked = {**variables, "n": size, "a": cursor}
+                status, body = await post_query(http, SCAN_QUERY, asked)
+                assert status == 200 and "errors" not in body, body
+                page = body["data"]["allHostAccessWindows"]
+                found.extend(
+                    (e["node"]["host"], from_iso_ms(e["node"]["start"]), e["node"]["count"])
+                    for e in page["edges"]
+                )
+                if not page["pageInfo"]["hasNextPage"]:
+                    return found
+                cursor = page["pageInfo"]["endCursor"]
+        raise AssertionError("the scan does not end")
+
+    return asyncio.run(scenario())
+
+
+def from_iso_ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+@pytest.mark.parametrize("node_count", [1, 3])
+def test_windows_page_by_start_and_one_window_by_count(node_count: int) -> None:
+    rows = [(k, s, c) for (k, s), c in WINDOWS.items()]
+    since, until = BASE + SIZE, BASE + 3 * SIZE
+    by_start = sorted((r for r in rows if since <= r[1] < until), key=lambda r: (r[1], r[0]))
+    variables: dict[str, Any] = {"o": "START", "sf": to_iso(since), "st": to_iso(until)}
+    assert _page_all(node_count, variables, 4) == by_start
+    by_count = sorted((r for r in rows if r[1] == BASE + SIZE), key=lambda r: (-r[2], r[0]))
+    variables = {"o": "COUNT", "w": {"start": to_iso(BASE + SIZE)}}
+    assert _page_all(node_count, variables, 3) == by_count
 
 
 def test_an_unaligned_window_names_the_window_before() -> None:

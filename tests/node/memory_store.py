@@ -153,6 +153,7 @@ class MemoryStore(PartitionStore):
             (_order(position), pack(*position), row)
             for position, row in self._table(view, table)
             if (not table.keyed or _in_span(span, position[0]))
+            and (not table.timed or _in_times(span, int(position[0])))
             and not (isinstance(row, WindowRow) and row.end_ms <= horizon_ms)
         )
         if span.after is not None:
@@ -169,8 +170,13 @@ class MemoryStore(PartitionStore):
             return [((k,), r) for k, r in self._latest.get(view, {}).items()]
         if table is Table.TOP:
             return [((MAX_UINT - r.count, k), r) for k, r in self._rows.get(view, {}).items()]
+        windows = self._windows.get(view, {}).items()
         if table is Table.WINDOW:
-            return [((k, s), r) for (k, s), r in self._windows.get(view, {}).items()]
+            return [((k, s), r) for (k, s), r in windows]
+        if table is Table.WINDOW_TOP:
+            return [((s, MAX_UINT - r.count, k), r) for (k, s), r in windows]
+        if table is Table.WINDOW_START:
+            return [((s, k), r) for (k, s), r in windows]
         return [((k, *at), r) for (k, at), r in self._events.get(view, {}).items()]
 
     def total(self, view: str) -> Total:
@@ -204,6 +210,10 @@ def _in_span(span: ScanSpan, key: KeyPart) -> bool:
         and (span.since is None or data >= span.since.encode("utf-8"))
         and (span.until is None or data < span.until.encode("utf-8"))
     )
+
+
+def _in_times(span: ScanSpan, start_ms: int) -> bool:
+    return _within(start_ms, span.since_ms, span.until_ms)
 
 
 def _put(rows: dict[K, V], key: K, row: V | None) -> None:

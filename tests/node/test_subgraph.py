@@ -50,10 +50,13 @@ type Query {
   wordCountTotals(partitions: [Int!]!): [PartitionTotal!]!
 }
 
-\"\"\"The order of a scan: by key, or by count (desc, then key).\"\"\"
+\"\"\"
+The order of a scan: by key, by count (desc, then key; per window for windowed views), or by window start (then key).
+\"\"\"
 enum ScanOrder {
   KEY
   COUNT
+  START
 }
 
 \"\"\"Where one partition's slice starts: after `after` (a position).\"\"\"
