@@ -669,9 +669,16 @@ class LevelDBStore(PartitionStore):
         if limit <= 0 or bounds is None:
             return []
         cut = len(head)
+        low, high = bounds
         rows: list[tuple[bytes, layout.ScannedRow]] = []
-        with db.iterator(start=bounds[0], stop=bounds[1], reverse=span.backward) as entries:
+        # backwards, the lower bound is checked here: plyvel's reverse iterator with `start`
+        # yields nothing when the only key in range is `start` itself (plyvel 1.5)
+        with db.iterator(
+            start=None if span.backward else low, stop=high, reverse=span.backward
+        ) as entries:
             for stored_key, value in entries:
+                if stored_key < low:
+                    break
                 tail = stored_key[cut:]
                 row = layout.decode_scanned(table, view, tail, value)
                 if isinstance(row, WindowRow) and row.end_ms <= horizon_ms:

@@ -209,3 +209,12 @@ def test_a_prefix_without_a_match_and_an_empty_range_read_nothing(store: Partiti
     assert store.scan(VIEW, Table.COUNT, ScanSpan(prefix="c"), 10, -1) == []
     assert store.scan(VIEW, Table.COUNT, ScanSpan(since="b", until="a"), 10, -1) == []
     assert store.scan(VIEW, Table.COUNT, ScanSpan(prefix="a", since="b"), 10, -1) == []
+
+
+@pytest.mark.parametrize("backend", ["leveldb", "memory"])
+def test_a_backward_slice_includes_its_lower_bound_when_it_is_the_only_key(backend: str) -> None:
+    # plyvel's reverse iterator yields nothing when the only key in [start, stop) is start
+    with tempfile.TemporaryDirectory() as directory, store_maker(backend, Path(directory))() as s:
+        s.apply(_batch(Table.COUNT, ["a"]))
+        rows = s.scan(VIEW, Table.COUNT, ScanSpan("", "a", None, None, True), 5, -1)
+        assert [row.key for _, row in rows] == ["a"]
