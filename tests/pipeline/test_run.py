@@ -1,5 +1,8 @@
 """`python -m pipeline` as a process: ready line, every catalogue view computed, clean
-stop on SIGTERM."""
+stop on SIGTERM. The same run serves the driver's `/metrics` on
+STATEFED_PIPELINE_METRICS_PORT and logs JSON lines (one Spark start for both claims): its
+batch metrics appear, the processed offsets reach the end of the input, a record without a
+key counts as a dead letter, promtool accepts the output, and its Python log lines are JSON."""
 
 from __future__ import annotations
 
@@ -13,17 +16,19 @@ import threading
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 import pytest
 
 from pipeline import check_health
+from pipeline.watermarks import WatermarkProbe
 from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE, WORD_COUNTS, View
+from tests.observe.support import promtool_check, scrape, series, total
 from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, produce
-from tooling.broker import EmbeddedBroker
+from tooling.broker import EmbeddedBroker, free_port
 from tooling.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +52,13 @@ class Lines:
         """Call once the process exited: the thread reads to the end, then the pipe closes."""
         self._thread.join(10)
         self.stream.close()
+
+    def to_end(self) -> list[str]:
+        """Every line, once the process exited (closes the stream)."""
+        self.close()
+        while not self._queue.empty():
+            self.seen.append(self._queue.get_nowait())
+        return self.seen
 
     def wait_for(self, text: str, timeout_s: float) -> str:
         def next_match() -> str | None:
@@ -74,6 +86,8 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         "STATEFED_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
         "STATEFED_TRIGGER_MS": "200",
         "STATEFED_PIPELINE_HEALTH_FILE": str(tmp_path / "pipeline.health"),
+        "STATEFED_PIPELINE_METRICS_PORT": str(port := free_port()),
+        "STATEFED_LOG_FORMAT": "json",
     }
     health = tmp_path / "pipeline.health"
     health.write_text("left by an earlier run")  # an old file does not stand for this run
@@ -106,6 +120,7 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         tag = uuid.uuid4().hex[:8]
         words = [f"{tag}-{i % 7}" for i in range(70)]
         produce(broker.bootstrap, view.topic, (w.encode() for w in words))
+        produce(broker.bootstrap, view.topic, [b""])  # an empty key: a dead letter
         for topic in {v.topic for v in others}:  # one event every other view can read
             produce(broker.bootstrap, topic, [tag.encode()], _event_value(others))
 
@@ -117,10 +132,12 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         wait_until(counted, 90, "the process to count this test's words", interval_s=0)
         for name, log in logs.items():
             log.wait_until(functools.partial(_has_key, log, tag), f"{name} to hold the event")
+        _check_metrics(f"http://127.0.0.1:{port}", broker.bootstrap, view)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
         lines.wait_for("pipeline stopped", 5)
         assert not health.exists()  # a stopped pipeline is not healthy
+        _check_json_logs(lines.to_end())
     finally:
         changelog.close()
         for log in logs.values():
@@ -129,6 +146,45 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
             process.kill()
             process.wait(10)
         lines.close()
+
+
+def _check_metrics(url: str, bootstrap: str, view: View) -> None:
+    """The driver's batch metrics of `view`, once its processed offsets reach the input's end.
+
+    This test produces the only record without a key to the input topic on the shared broker,
+    and the run reads it from the earliest offset with a fresh checkpoint.
+    """
+    probe = WatermarkProbe(bootstrap, view.topic)
+    try:
+        end = sum(probe.latest({}).values())
+    finally:
+        probe.close()
+    labels = {"view": view.name}
+
+    def processed() -> bool:
+        samples = scrape(url)[1]
+        offsets = series(samples, "statefed_pipeline_processed_offset")
+        mine = [v for key, v in offsets.items() if dict(key)["view"] == view.name]
+        dead = total(samples, "statefed_pipeline_dead_letters_total", topic=view.topic)
+        return sum(mine) == end and dead == 1
+
+    wait_until(processed, 60, "the metrics to show the input and the dead letter processed")
+    text, samples = scrape(url)
+    assert total(samples, "statefed_pipeline_batches_total", **labels) >= 1
+    assert total(samples, "statefed_pipeline_batch_duration_seconds_count", **labels) >= 1
+    assert total(samples, "statefed_pipeline_batch_duration_seconds_sum", **labels) > 0
+    assert total(samples, "statefed_pipeline_input_rows_total", **labels) == end
+    assert series(samples, "statefed_pipeline_input_rows_per_second")
+    assert total(samples, "statefed_pipeline_late_rows_dropped_total", **labels) == 0
+    assert total(samples, "statefed_pipeline_query_restarts_total") == 0
+    promtool_check(text)
+
+
+def _check_json_logs(lines: list[str]) -> None:
+    """The process's Python log lines are JSON of the pipeline part (the JVM's are not)."""
+    logged: list[dict[str, Any]] = [orjson.loads(line) for line in lines if line.startswith("{")]
+    assert any(line["logger"] == "pipeline.job" for line in logged), lines[-20:]
+    assert {line["part"] for line in logged} == {"pipeline"}
 
 
 def _healthy(health: Path, queries: int) -> bool:
