@@ -24,7 +24,6 @@ node reads and cache bookkeeping are the full path's own.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,16 +45,16 @@ from gateway.binding import Arguments, Unbound, Variables
 from gateway.errors import GatewayError
 from gateway.live.cache import CachedRow, cacheable
 from gateway.request import RequestContext
+from gateway.routing import group_keys
 from gateway.rows import Event, Row
 from gateway.schema import entities_of
 from runtime.graphql_http import Prepared
-from schema import View, partition_for
+from schema import View
 
 __all__ = ["FastPath", "Plan"]
 
 _TYPENAME = "__typename"
 _NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
-_PARTITIONS_KEPT = 65_536  # keys whose partition is remembered
 
 
 class _Doubt(Exception):
@@ -310,15 +309,7 @@ def _by_view(asked: Iterable[tuple[_Root, list[str]]]) -> dict[str, tuple[View, 
 
 def _keys_of(view: View, keys: list[str], context: RequestContext) -> dict[int, list[str]]:
     """`keys` by partition, as the planner groups a lookup's keys."""
-    count = context.feed.current.partition_count(view)
-    keys_of: dict[int, list[str]] = {}
-    for key in keys:
-        keys_of.setdefault(_partition_for(key, count), []).append(key)
-    return keys_of
-
-
-# murmur2 in Python costs microseconds a key: hot keys are hashed once
-_partition_for = functools.lru_cache(maxsize=_PARTITIONS_KEPT)(partition_for)
+    return group_keys(keys, context.feed.current.partition_count(view))[1]
 
 
 def _value(root: _Root, keys: list[str], found: Mapping[str, Any]) -> Any:

@@ -66,7 +66,7 @@ from gateway.reads import (
     TotalsResult,
 )
 from gateway.reply import NodeReply
-from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable
+from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, group_keys
 from gateway.rows import Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
 from gateway.scans import merge_page
 from gateway.upstream import Upstream
@@ -239,11 +239,7 @@ class Planner:
     ) -> LookupResult:
         """The rows of `keys` (count and latest views), asking each owning node once; the
         keys were checked with `check_keys` when the request asked for them."""
-        count = self._feed.current.partition_count(view)
-        partitions = [partition_for(key, count) for key in keys]
-        keys_of: dict[int, list[str]] = {}
-        for key, partition in zip(keys, partitions, strict=True):
-            keys_of.setdefault(partition, []).append(key)
+        partitions, keys_of = group_keys(keys, self._feed.current.partition_count(view))
         cache = self._cache
         if cache is not None and cache.cacheable(view):
             if options.at_least is not None:  # the feed says when the copies applied it

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ from gateway.errors import (
     RoutingError,
     RoutingNotReadyError,
 )
-from schema import MemberRecord, NodeState, PartitionStatus, Role, View
+from schema import MemberRecord, NodeState, PartitionStatus, Role, View, partition_for
 
 __all__ = [
     "SUSPECT_AFTER_HEARTBEATS",
@@ -32,7 +33,24 @@ __all__ = [
     "RoutingFeed",
     "RoutingTable",
     "build_routing_table",
+    "group_keys",
 ]
+
+# murmur2 in Python costs microseconds a key: hot keys are hashed once
+_partition_of = functools.lru_cache(maxsize=65_536)(partition_for)
+
+
+def group_keys(keys: Iterable[str], count: int) -> tuple[list[int], dict[int, list[str]]]:
+    """The partition of each of `keys` (of `count`), and the keys of each partition, in the
+    order asked."""
+    partitions = []
+    keys_of: dict[int, list[str]] = {}
+    for key in keys:
+        partition = _partition_of(key, count)
+        partitions.append(partition)
+        keys_of.setdefault(partition, []).append(key)
+    return partitions, keys_of
+
 
 # a live node whose newest heartbeat is this many of its intervals older than the newest
 # heartbeat of any node has missed one and is suspect (gateway.hedging): judged against the
