@@ -52,10 +52,7 @@ def check_keys(view: View, keys: Sequence[str], max_keys: int | None, max_key_by
         where = f" (position {index})" if len(keys) > 1 else ""
         if not key:
             raise BadRequestError(view.name, f"{view.key_field} must not be empty{where}")
-        try:
-            size = len(key.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            raise BadRequestError(view.name, f"{view.key_field} {key!r} is no text") from exc
+        size = _utf8_size(view, view.key_field, key)
         if size > max_key_bytes:
             raise BadRequestError(
                 view.name,
@@ -101,10 +98,7 @@ def check_key_bound(view: View, name: str, value: str | None, max_key_bytes: int
     """A scan's `prefix`, `from` or `to`: text of at most `max_key_bytes` UTF-8 bytes."""
     if value is None:
         return
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise BadRequestError(view.name, f"{name} {value!r} is no text") from exc
+    size = _utf8_size(view, name, value)
     if size > max_key_bytes:
         raise BadRequestError(
             view.name,
@@ -183,3 +177,12 @@ def check_cursor(view: View, cursor: str) -> None:
         raise BadRequestError(
             view.name, f"after {shown!r} is no cursor of this view (use pageInfo.endCursor)"
         )
+
+
+def _utf8_size(view: View, name: str, value: str) -> int:
+    """The UTF-8 length of `value`, the argument `name`; text that has none (a lone
+    surrogate) is BAD_USER_INPUT."""
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise BadRequestError(view.name, f"{name} {value!r} is no text") from exc
