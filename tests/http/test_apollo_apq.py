@@ -8,58 +8,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import subprocess
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from gateway.config import GatewayConfig
 from gateway.persisted import sha256_hex
+from tests.http.persisted import persisted_counts, run_link
 from tests.http.servers import served_gateway
-from tests.live import clients
 
-SCRIPT = Path(__file__).with_name("apq.mjs")
 LOOKUP = 'query Lookup { wordCount(word: "kafka") { count } }'
 OTHER = 'query Other { wordCount(word: "spark") { count } }'
 ANSWER = {"wordCount": {"__typename": "WordCount", "count": 3}}
-
-
-def run_link(url: str, queries: list[str], use_get: bool) -> dict[str, Any]:
-    """What the link's queries returned (`steps`) and every HTTP request it made
-    (`requests`: method, query, hash, status, body)."""
-    node = shutil.which("node")
-    assert node is not None, "Node.js is needed to run Apollo Client"
-    plan = {"url": url, "useGET": use_get, "queries": queries}
-    done = subprocess.run(
-        [node, str(SCRIPT), str(clients.install())],
-        input=json.dumps(plan),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
-def _counts(url: str) -> dict[str, float]:
-    metrics = httpx.get(url.replace("/graphql", "/metrics"), trust_env=False).text
-    counts: dict[str, float] = {}
-    for line in metrics.splitlines():
-        if line.startswith("statefed_gateway_persisted_queries_total{"):
-            labels, value = line.rsplit(" ", 1)
-            counts[labels.split('"')[1]] = float(value)
-    return counts
 
 
 @pytest.mark.parametrize("use_get", [True, False], ids=["get", "post"])
 def test_the_link_registers_on_not_found_then_queries_by_hash(use_get: bool) -> None:
     with served_gateway() as gateway:
         ran = run_link(gateway.url, [LOOKUP, LOOKUP], use_get)
-        counts = _counts(gateway.url)
+        counts = persisted_counts(gateway.url)
     assert ran["steps"] == [{"data": ANSWER, "error": None}] * 2
     first, retry, second = ran["requests"]
     hashed = "GET" if use_get else "POST"
@@ -82,7 +49,7 @@ def test_the_link_against_trusted_documents(tmp_path: Path) -> None:
     config = dataclasses.replace(GatewayConfig(), trusted_documents=manifest)
     with served_gateway(config) as gateway:
         ran = run_link(gateway.url, [LOOKUP, OTHER], True)
-        counts = _counts(gateway.url)
+        counts = persisted_counts(gateway.url)
     answered, refused = ran["steps"]
     assert answered == {"data": ANSWER, "error": None}
     assert refused["data"] is None and "trusted documents" in refused["error"]

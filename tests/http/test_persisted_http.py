@@ -20,6 +20,7 @@ from gateway.config import GatewayConfig
 from gateway.persisted import sha256_hex
 from runtime.config import ConfigError
 from tests.gateway.fakes import FakeNode, Model, client_for, feed_for
+from tests.http.persisted import persisted_counts
 from tests.http.servers import ServedGateway, served_gateway
 from tests.http.test_graphql_http import call
 from tests.node.harness import P
@@ -41,16 +42,6 @@ def post(url: str, body: Any, **headers: str) -> httpx.Response:
 def get_by_hash(url: str, query: str, **headers: str) -> httpx.Response:
     params = {"extensions": json.dumps(_extensions(query))}
     return httpx.get(url, params=params, headers=headers, trust_env=False)
-
-
-def _persisted_counts(url: str) -> dict[str, float]:
-    metrics = httpx.get(url.replace("/graphql", "/metrics"), trust_env=False).text
-    counts: dict[str, float] = {}
-    for line in metrics.splitlines():
-        if line.startswith("statefed_gateway_persisted_queries_total{"):
-            labels, value = line.rsplit(" ", 1)
-            counts[labels.split('"')[1]] = float(value)
-    return counts
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +73,7 @@ def test_apq_not_found_then_registered_then_answered_by_post_and_get(
     accept = "application/graphql-response+json, application/json;q=0.9"
     by_get = get_by_hash(url, query, accept=accept)
     assert by_get.status_code == 200 and by_get.json()["data"] == ANSWER
-    counts = _persisted_counts(url)
+    counts = persisted_counts(url)
     assert counts["miss"] >= 1 and counts["registered"] >= 1 and counts["hit"] >= 2
 
 
@@ -175,7 +166,7 @@ def test_trusted_documents_run_only_the_manifest(trusted: ServedGateway) -> None
     assert trusted.node.requests == before  # nothing refused reached a node
     page = httpx.get(url, trust_env=False)  # the page is served; it runs only the manifest
     assert page.status_code == 200
-    counts = _persisted_counts(url)
+    counts = persisted_counts(url)
     assert counts == {"hit": 2.0, "miss": 1.0, "registered": 0.0, "refused": 3.0}
 
 
