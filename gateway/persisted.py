@@ -35,6 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from runtime.config import ConfigError
 from runtime.graphql_http import GraphQLRequest, RequestError
+from runtime.graphql_http.request import NO_DOCUMENT
 
 __all__ = [
     "APQ_FORMAT",
@@ -189,6 +190,8 @@ class PersistedQueries:
         """Give `request` its document, or refuse it with RequestError."""
         extensions = request.extensions
         persisted = None if extensions is None else extensions.get("persistedQuery")
+        if persisted is None and not request.query:
+            raise RequestError(NO_DOCUMENT)
         if self.trusted is not None:
             self._trusted(request, persisted, self.trusted)
         elif persisted is not None:
@@ -219,14 +222,12 @@ class PersistedQueries:
 
     def _trusted(self, request: GraphQLRequest, persisted: Any, trusted: TrustedDocuments) -> None:
         digest = None if persisted is None else _digest(persisted)
-        if not request.query:
-            assert digest is not None  # a request without query names a hash (`checked`)
+        if digest is not None and not request.query:
             text = trusted.by_id.get(digest)
             if text is None:
                 self.counts["miss"] += 1
                 raise RequestError(
-                    f"no operation with id {digest!r} in the trusted documents "
-                    f"({_MANIFEST}={trusted.source})",
+                    f"no operation with id {digest!r} in the trusted documents ({_MANIFEST})",
                     404,
                     "PERSISTED_QUERY_NOT_FOUND",
                     _UNCACHED,
@@ -237,8 +238,8 @@ class PersistedQueries:
         if request.query not in trusted.bodies:
             self.counts["refused"] += 1
             raise RequestError(
-                f"this gateway runs only its trusted documents ({_MANIFEST}="
-                f"{trusted.source}) and this document is not one of them: add it to the "
+                f"this gateway runs only its trusted documents ({_MANIFEST}) and this "
+                "document is not one of them: add it to the "
                 "manifest, or send the id of one that is in extensions.persistedQuery.sha256Hash",
                 403,
                 "PERSISTED_QUERY_NOT_IN_LIST",

@@ -198,6 +198,14 @@ def test_trusted_ids_need_not_be_sha256_of_the_body(tmp_path: Path) -> None:
     assert named.query == QUERY
 
 
+@pytest.mark.parametrize("manifest", [False, True], ids=["apq", "trusted"])
+def test_a_request_without_query_or_hash_has_no_document(tmp_path: Path, manifest: bool) -> None:
+    persisted = _trusted(tmp_path, {"op-1": QUERY}) if manifest else PersistedQueries(1 << 20)
+    refused = _refusal(persisted, GraphQLRequest("", extensions={"tracing": True}))
+    assert (refused.status, refused.code) == (400, "BAD_REQUEST")
+    assert "no GraphQL document" in str(refused)
+
+
 def test_before_the_manifest_is_read_nothing_runs(tmp_path: Path) -> None:
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps({sha256_hex(QUERY): QUERY}))
