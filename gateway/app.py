@@ -46,6 +46,7 @@ from gateway.live.ws import GraphQLWebSocket
 from gateway.membership import MembershipReader
 from gateway.metrics import GatewayMetrics, runtime_figures
 from gateway.overview import node_entries, status_body
+from gateway.persisted import PersistedQueries
 from gateway.planner import Planner
 from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
@@ -127,6 +128,9 @@ class GatewayApp:
         self._runtime: _Runtime | None = None
         self._authenticator: Authenticator = authenticator_for(config, clock)
         self.metrics = GatewayMetrics(self._schema._schema)
+        self.persisted = PersistedQueries(
+            config.apq_mb << 20 if config.apq else None, config.trusted_documents
+        )
         self._graphql = GatewayEndpoint(
             self._schema,
             limits,
@@ -137,9 +141,11 @@ class GatewayApp:
             config.max_tokens,
             self.metrics,
             self._catalogue,
+            self.persisted,
         )
         self._documents = self._graphql.documents
         self.metrics.watch(self._figures)
+        self.metrics.watch(self.persisted.figures)
         cors = CorsPolicy(config.cors_origins)
         self._serve = Cors(self._http, cors)
         slots = self._slots = Slots(
@@ -175,7 +181,8 @@ class GatewayApp:
 
     async def startup(self) -> None:
         """Load the token keys, read the cluster secret, open the connections to the nodes
-        and start following membership."""
+        and start following membership; in trusted-documents mode, read the manifest first."""
+        self.persisted.start()
         await self._authenticator.start()
         _log_authentication(self.config)
         secret = None

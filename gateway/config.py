@@ -182,6 +182,14 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # it answers only what a node read would (anything uncertain is read from the nodes)
     cache: bool = setting("STATEFED_GATEWAY_CACHE", True)
     cache_mb: int = setting("STATEFED_GATEWAY_CACHE_MB", 64, low=1, high=1 << 20)
+    # automatic persisted queries (gateway.persisted): a client may send a query's SHA-256
+    # instead of its text once the gateway has seen the text; the texts are kept in memory,
+    # least recently used evicted past STATEFED_GATEWAY_APQ_MB
+    apq: bool = setting("STATEFED_GATEWAY_APQ", True)
+    apq_mb: int = setting("STATEFED_GATEWAY_APQ_MB", 16, low=1, high=1 << 16)
+    # trusted documents (gateway.persisted): a manifest of the only operations the gateway
+    # runs (Apollo's persisted-query manifest or a {hash: body} JSON map); APQ is then off
+    trusted_documents: Path | None = setting("STATEFED_GATEWAY_TRUSTED_DOCUMENTS", None, parse=Path)
 
     @classmethod
     def env_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:
@@ -214,6 +222,12 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
                 f"is unset but the gateway serves on {self.host} (STATEFED_GATEWAY_HOST), "
                 f"not a loopback address: set {_AUTH}=jwt with {_JWKS} or {_SECRET}, or "
                 f"{_AUTH}=anonymous to serve every caller without a token on purpose",
+            )
+        if self.trusted_documents is not None and not self.trusted_documents.is_file():
+            raise ConfigError(
+                "STATEFED_GATEWAY_TRUSTED_DOCUMENTS",
+                f"no manifest file at {str(self.trusted_documents)!r}: give the path of the "
+                "JSON manifest of the operations to run, or unset it",
             )
         if self.authenticates:
             self._check_jwt()

@@ -9,9 +9,10 @@ only a document within them gets. Strawberry builds the schema and provides the
 DataLoader; its `execute`, with per-request extension and middleware objects, is off the
 hot path. Who is asking is settled before any of that, from the headers (`admit`,
 `gateway.auth`): a request without a usable token is a 401 whose body was never read. A
-GET without `query` shows GraphiQL. With the gateway cache on, a query of lookups whose
-every key the cache holds is answered from it, all of the above done and nothing executed
-(`gateway.fastpath`).
+GET without `query` or `extensions` shows GraphiQL. A request may name its document by hash
+instead (`gateway.persisted`: APQ, trusted documents). With the gateway cache on, a query
+of lookups whose every key the cache holds is answered from it, all of the above done and
+nothing executed (`gateway.fastpath`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorizatio
 from gateway.fastpath import FastPath
 from gateway.limits import QueryLimits, Shape
 from gateway.metrics import GatewayMetrics
+from gateway.persisted import PersistedQueries
 from gateway.principal import ANONYMOUS, Principal
 from gateway.request import RequestContext
 from gateway.responses import format_missing, gateway_extensions
@@ -83,6 +85,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         max_tokens: int,
         metrics: GatewayMetrics | None = None,
         catalogue: Iterable[View] = (),
+        persisted: PersistedQueries | None = None,
     ) -> None:
         super().__init__(
             schema._schema,
@@ -101,6 +104,8 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         # lookups answered from the gateway cache without execution, when it is on; None:
         # every operation is executed (tests compare the two)
         self.fast_path: FastPath | None = FastPath(schema, catalogue)
+        # APQ and trusted documents (`gateway.persisted`); None: neither
+        self._persisted = persisted
 
     async def admit(self, scope: Scope) -> Principal:
         if self._anonymous:
@@ -109,6 +114,12 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
             return await self._authenticator.principal(authorization(scope["headers"]))
         except Unauthenticated as exc:
             raise refusal(exc) from None
+
+    def resolve(self, request: GraphQLRequest) -> None:
+        if self._persisted is None:
+            super().resolve(request)
+        else:
+            self._persisted.resolve(request)
 
     def context(self, request: GraphQLRequest) -> RequestContext:
         if not isinstance(request.caller, Principal):  # not admitted: refuse, never guess

@@ -109,6 +109,7 @@ class Operations:
             request.request_id = request_id(None)
         rid = request.request_id
         endpoint = self._endpoint
+        endpoint.resolve(request)  # persisted queries and trusted documents, as over HTTP
         prepared = endpoint.documents.prepare(request.query)
         if prepared.document is None:
             return Refused(self.format(prepared.errors, rid, PARSE_FAILED))

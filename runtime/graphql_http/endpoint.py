@@ -11,7 +11,8 @@ as `internal error` with that id, the traceback only the log. A server supplies 
 and five things: who is asking (`admit`, from the headers, before the body is read), its
 per-request `context`, how it `run`s an operation (sync or async, its
 own checks first), its `error_extensions` for its own exception types, and what it adds to
-an executed answer (`finish`, e.g. `extensions.freshness`).
+an executed answer (`finish`, e.g. `extensions.freshness`); one with persisted queries also
+settles the document a request names by hash (`resolve`, before parsing).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from runtime.graphql_http.documents import MAX_TOKENS, DocumentCache, Prepared
 from runtime.graphql_http.media import MediaType, negotiate
 from runtime.graphql_http.request import (
     MAX_REQUEST_TARGET_BYTES,
+    NO_DOCUMENT,
     GraphQLRequest,
     RequestError,
     decode_body,
@@ -80,6 +82,14 @@ class GraphQLHTTP(Generic[C]):
         document parsed (it becomes `request.caller`); RequestError refuses the request
         (e.g. 401). Not asked for a GET without `query`. Nobody in particular by default."""
         return None
+
+    def resolve(self, request: GraphQLRequest) -> None:
+        """Settle the document of `request` before it is parsed: one named only by a
+        persisted-query hash (`extensions.persistedQuery`, `request.query` empty) gets its
+        text here, or RequestError refuses it (the gateway's `gateway.persisted`). A server
+        without persisted queries finds no document in such a request."""
+        if not request.query:
+            raise RequestError(NO_DOCUMENT)
 
     def context(self, request: GraphQLRequest) -> C:
         """The context of one request's resolvers; RequestError refuses the request."""
@@ -195,6 +205,7 @@ class GraphQLHTTP(Generic[C]):
         """The status and body answering `request`; RequestError when it is refused."""
         if not request.request_id:
             request.request_id = request_id(None)
+        self.resolve(request)
         prepared = self.documents.prepare(request.query)
         if prepared.document is None:
             errors = self._format(prepared.errors, request, PARSE_FAILED)

@@ -13,10 +13,12 @@ import orjson
 
 __all__ = [
     "MAX_REQUEST_TARGET_BYTES",
+    "NO_DOCUMENT",
     "GraphQLRequest",
     "RequestError",
     "decode_body",
     "decode_query_string",
+    "names_persisted",
     "request_id",
 ]
 
@@ -26,6 +28,7 @@ MAX_REQUEST_TARGET_BYTES = (1 << 16) - 1
 # an incoming `x-request-id` kept as the request's id: short, and nothing a log line or a
 # header could be forged with (no spaces, quotes, control characters)
 _SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
+NO_DOCUMENT = "the request has no GraphQL document (a string in `query`)"
 
 
 class RequestError(Exception):
@@ -65,6 +68,12 @@ class RequestError(Exception):
         return {"errors": [{"message": str(self), "extensions": {"code": self.code}}]}
 
 
+def names_persisted(extensions: dict[str, Any]) -> bool:
+    """True when `extensions` name the document by a persisted-query hash (Apollo's APQ:
+    `persistedQuery: {version, sha256Hash}`), so the request may come without `query`."""
+    return extensions.get("persistedQuery") is not None
+
+
 def _set_by(hint: str) -> str:
     return f" ({hint})" if hint else ""
 
@@ -87,8 +96,10 @@ class GraphQLRequest:
     def checked(
         cls, query: Any, variables: Any, operation_name: Any, extensions: Any, method: str
     ) -> GraphQLRequest:
-        if not isinstance(query, str) or not query.strip():
-            raise RequestError("the request has no GraphQL document (a string in `query`)")
+        if query is None and isinstance(extensions, dict) and names_persisted(extensions):
+            query = ""  # named by its hash: the server's `resolve` finds the text, or refuses
+        elif not isinstance(query, str) or not query.strip():
+            raise RequestError(NO_DOCUMENT)
         if variables is not None and not isinstance(variables, dict):
             raise RequestError("`variables` must be a JSON object or null")
         if operation_name is not None and not isinstance(operation_name, str):
@@ -127,11 +138,11 @@ def decode_body(body: bytes) -> GraphQLRequest:
 def decode_query_string(query_string: bytes, method: str) -> GraphQLRequest | None:
     """The request of a GET's query string; None when it has no `query` parameter."""
     params = parse_qs(query_string.decode("latin-1"))
-    if "query" not in params:
+    if "query" not in params and "extensions" not in params:  # a hash-only GET has no query
         return None
     operation = params.get("operationName", [None])[0]
     return GraphQLRequest.checked(
-        params["query"][0],
+        params["query"][0] if "query" in params else None,
         _json_param(params, "variables"),
         operation,
         _json_param(params, "extensions"),

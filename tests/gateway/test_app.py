@@ -350,6 +350,7 @@ def test_exported_members() -> None:
         "binding", "cursors", "execution", "fastpath", "fields", "graphiql", "hedging", "inputs",
         "keys", "kinds", "limits", "live", "membership", "metrics", "overview", "scans",
         "statuspage",
+        "persisted",
         "planner", "prices", "principal", "producer", "reads", "reply", "request", "responses",
         "routing", "rows", "schema", "sdl", "server", "status", "timestamps", "transport",
         "upstream", "writes",

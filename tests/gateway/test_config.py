@@ -23,6 +23,7 @@ def test_defaults() -> None:
     assert config.produce is False and config.max_lag == 1000
     assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (True, 20, 500)
     assert (config.suspect_calls, config.suspect_ms) == (3, 1000)
+    assert (config.apq, config.apq_mb, config.trusted_documents) == (True, 16, None)
     assert config.cors_origins == ()
     assert (config.produce_max_ahead_ms, config.produce_rate) == (300_000, 100)
 
@@ -83,6 +84,9 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE": "9",
         "STATEFED_GATEWAY_CACHE": "false",
         "STATEFED_GATEWAY_CACHE_MB": "12",
+        "STATEFED_GATEWAY_APQ": "off",
+        "STATEFED_GATEWAY_APQ_MB": "3",
+        "STATEFED_GATEWAY_TRUSTED_DOCUMENTS": str(pem),
     }
     config = GatewayConfig.from_env(environ)
     # the secret file is the JWKS's alternative: read in a configuration of its own
@@ -124,6 +128,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert (config.max_subscriptions, config.max_subscriptions_per_connection) == (9, 3)
     assert (config.live_init_timeout_ms, config.live_send_buffer) == (250, 16)
     assert config.subscription_queue == 9
+    assert (config.apq, config.apq_mb, config.trusted_documents) == (False, 3, pem)
 
 
 @pytest.mark.parametrize(
@@ -159,6 +164,8 @@ def test_introspection_flag(raw: str, value: bool) -> None:
         ("STATEFED_GATEWAY_INTROSPECTION", "maybe"),
         ("STATEFED_GATEWAY_AUTH", "basic"),
         ("STATEFED_GATEWAY_JWT_LEEWAY_S", "-1"),
+        ("STATEFED_GATEWAY_APQ_MB", "0"),
+        ("STATEFED_GATEWAY_TRUSTED_DOCUMENTS", "/no/such/manifest.json"),
     ],
 )
 def test_invalid_values_name_the_variable(variable: str, value: str) -> None:
