@@ -29,7 +29,7 @@ from tests.bench.session import BenchError, BenchSession
 from tooling.broker import free_port
 from tooling.processes import ManagedProcess
 
-__all__ = ["FORMS", "NAME", "TARGETS", "TITLE", "literal_body", "measure"]
+__all__ = ["FORMS", "NAME", "TARGETS", "TITLE", "literal_body", "measure", "write"]
 
 NAME = "peers"
 TITLE = "Peers: statefed gateway vs Hive Gateway vs Apollo Gateway, one node, two query forms"
@@ -148,7 +148,21 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f} ms"
 
 
-def _write(section: Section, cells: dict[CellKey, Cell], ratios: dict[str, Any]) -> None:
+def _write_overview(section: Section, cells: dict[CellKey, Cell]) -> None:
+    """Issue 18's table: a row per form and connection count, req/s and p99 per target."""
+    table = section.table("form", "connections", *(LABELS[t] for t in TARGETS))
+    for form in FORMS:
+        for c in sorted({n for (_, _, n) in cells}):
+            row = [cells.get((t, form, c)) for t in TARGETS]
+            table.add(
+                form,
+                c,
+                *("-" if x is None else f"{fmt_num(x.rps)}, p99 {fmt_ms(x.p99_ms)}" for x in row),
+            )
+
+
+def write(section: Section, cells: dict[CellKey, Cell], ratios: dict[str, Any]) -> None:
+    _write_overview(section, cells)
     table = section.table(
         "form",
         "connections",
@@ -277,7 +291,7 @@ def measure(session: BenchSession, report: Report) -> None:
         for process in reversed(started):
             process.stop()
     ratios = peer_ratios(cells, OURS, PEERS, FORMS, session.settings.point_connections)
-    _write(section, cells, ratios)
+    write(section, cells, ratios)
     _notes(section, session, len(indexes))
 
 

@@ -16,7 +16,8 @@ import pytest
 from schema import WORD_COUNTS
 from tests.bench.checked_load import CheckedLoad, parse_checked
 from tests.bench.peer_figures import Cell, Round, faster_peer, join_rounds, peer_ratios
-from tests.bench.peers import literal_body
+from tests.bench.peer_gateways import PEERS
+from tests.bench.peers import FORMS, OURS, TARGETS, literal_body, write
 from tests.bench.report import Report
 from tests.bench.targets import evaluate
 
@@ -154,3 +155,26 @@ def test_the_wrk_script_checks_every_answer_against_the_truth(server: str, tmp_p
     assert run.wrong == pytest.approx(0.4 * run.checked, abs=2)
     assert run.failed == pytest.approx(0.1 * run.checked, abs=2)
     assert run.load.errors == run.wrong + run.failed
+
+
+def test_the_section_shows_every_cell_and_each_gateway_against_the_faster_peer() -> None:
+    cells = {
+        (target, form, c): cell(rps)
+        for rps, target in enumerate(TARGETS, start=1)
+        for form in FORMS
+        for c in (1, 32)
+    }
+    ratios = peer_ratios(cells, OURS, PEERS, FORMS, (1, 32))
+    section = Report().section("peers", "Peers")
+    write(section, cells, ratios)
+    overview, runs, against, forms = section.tables
+    assert overview.rows[0][:2] == ["variables", "1"]
+    assert len(overview.rows) == 4 and len(overview.rows[0]) == 2 + len(TARGETS)
+    assert len(runs.rows) == len(cells)
+    # apollo (4 req/s) is faster than hive (3): the gateways (1, 2) are 0.25x and 0.5x it
+    assert [row[3:5] for row in against.rows[:2]] == [
+        ["Apollo Gateway", "0.25x"],
+        ["Apollo Gateway", "0.50x"],
+    ]
+    assert len(forms.rows) == len(TARGETS)
+    assert section.figures["cells"]["floor_literals_c32"]["rps"] == 6.0
