@@ -163,6 +163,12 @@ def _write_overview(section: Section, cells: dict[CellKey, Cell]) -> None:
 
 def write(section: Section, cells: dict[CellKey, Cell], ratios: dict[str, Any]) -> None:
     _write_overview(section, cells)
+    for (target, form, c), cell in cells.items():
+        if cell.wrong or cell.failed or cell.checked != cell.requests:
+            section.errors.append(
+                f"{LABELS[target]}, {form}, {c} connections: {cell.wrong} wrong answers and "
+                f"{cell.failed} failed requests; {cell.checked:,} of {cell.requests:,} checked"
+            )
     table = section.table(
         "form",
         "connections",

@@ -178,3 +178,14 @@ def test_the_section_shows_every_cell_and_each_gateway_against_the_faster_peer()
     ]
     assert len(forms.rows) == len(TARGETS)
     assert section.figures["cells"]["floor_literals_c32"]["rps"] == 6.0
+    assert section.errors == []
+
+
+def test_a_cell_with_wrong_answers_is_an_error_of_the_section() -> None:
+    wrong = join_rounds([Round(100, 1.0, 1.0, 2.0, 100, 3, 1, 0.0, 0.0)])
+    section = Report().section("peers", "Peers")
+    write(section, {("hive", "literals", 32): wrong}, {})
+    assert section.errors == [
+        "Hive Gateway, literals, 32 connections: 3 wrong answers and 1 failed requests; "
+        "100 of 100 checked"
+    ]
