@@ -106,9 +106,10 @@ def peer_ratios(
     forms: Sequence[str],
     connections: Sequence[int],
 ) -> dict[str, Any]:
-    """Each of `ours` over the faster peer (req/s, p50, p99) per form and connection count,
-    and each target's second form over its first (req/s); keys like
-    `gateway_rps_over_faster_peer_variables_c32`, `literals_over_variables_node_c32`."""
+    """Each of `ours` over the faster peer (req/s, p50, p99) and over each peer (req/s) per
+    form and connection count, and each target's second form over its first (req/s); keys
+    like `gateway_rps_over_faster_peer_variables_c32`, `gateway_rps_over_hive_variables_c32`,
+    `literals_over_variables_node_c32`."""
     ratios: dict[str, Any] = {}
     for form in forms:
         for c in connections:
@@ -117,9 +118,11 @@ def peer_ratios(
             if peer is None:
                 continue
             ratios[f"faster_peer_{form}_c{c}"] = peer
-            for target in ours:
-                if target in row:
-                    ratios.update(_over(row[target], row[peer], f"{target}_", f"_{form}_c{c}"))
+            for target in (t for t in ours if t in row):
+                ratios.update(_over(row[target], row[peer], f"{target}_", f"_{form}_c{c}"))
+                for other in (p for p in peers if p in row):
+                    key = f"{target}_rps_over_{other}_{form}_c{c}"
+                    ratios[key] = _ratio(row[target].rps, row[other].rps)
     if len(forms) == 2:
         first, second = forms
         for target in sorted({t for (t, _, _) in cells}):

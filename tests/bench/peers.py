@@ -203,7 +203,14 @@ def write(section: Section, cells: dict[CellKey, Cell], ratios: dict[str, Any]) 
 
 def _write_ratios(section: Section, cells: dict[CellKey, Cell], ratios: dict[str, Any]) -> None:
     table = section.table(
-        "form", "connections", "statefed", "faster peer", "x its req/s", "x its p50", "x its p99"
+        "form",
+        "connections",
+        "statefed",
+        "faster peer",
+        "x its req/s",
+        "x its p50",
+        "x its p99",
+        *(f"x {LABELS[p]} req/s" for p in PEERS),
     )
     connections = sorted({c for (_, _, c) in cells})
     for form in FORMS:
@@ -222,6 +229,7 @@ def _write_ratios(section: Section, cells: dict[CellKey, Cell], ratios: dict[str
                         fmt_ratio(ratios[f"{ours}_{what}{suffix}"])
                         for what in ("rps", "p50", "p99")
                     ),
+                    *(fmt_ratio(ratios.get(f"{ours}_rps_over_{p}_{form}_c{c}")) for p in PEERS),
                 )
     table = section.table("target", *(f"literals x variables req/s, c={c}" for c in connections))
     for target in TARGETS:

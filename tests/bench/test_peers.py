@@ -61,6 +61,7 @@ def test_ratios_are_ours_over_the_faster_peer_and_literals_over_variables() -> N
     assert ratios["gateway_rps_over_faster_peer_variables_c32"] == 3.0
     assert ratios["gateway_p50_over_faster_peer_variables_c32"] == pytest.approx(0.167)
     assert ratios["gateway_p99_over_faster_peer_variables_c32"] == 0.25
+    assert ratios["gateway_rps_over_hive_variables_c32"] == 5.0
     assert ratios["faster_peer_literals_c32"] == "hive"
     assert ratios["gateway_rps_over_faster_peer_literals_c32"] == 1.5
     assert ratios["literals_over_variables_gateway_c32"] == 0.2
@@ -172,9 +173,10 @@ def test_the_section_shows_every_cell_and_each_gateway_against_the_faster_peer()
     assert len(overview.rows) == 4 and len(overview.rows[0]) == 2 + len(TARGETS)
     assert len(runs.rows) == len(cells)
     # apollo (4 req/s) is faster than hive (3): the gateways (1, 2) are 0.25x and 0.5x it
-    assert [row[3:5] for row in against.rows[:2]] == [
-        ["Apollo Gateway", "0.25x"],
-        ["Apollo Gateway", "0.50x"],
+    # ... and 1/3 and 2/3 of hive's; the columns: faster peer, x it, x hive, x apollo
+    assert [[row[3], row[4], *row[7:]] for row in against.rows[:2]] == [
+        ["Apollo Gateway", "0.25x", "0.33x", "0.25x"],
+        ["Apollo Gateway", "0.50x", "0.67x", "0.50x"],
     ]
     assert len(forms.rows) == len(TARGETS)
     assert section.figures["cells"]["floor_literals_c32"]["rps"] == 6.0
