@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser socat prometheus demo test check format schema bench clean
+.PHONY: install browser socat prometheus wrk demo test check format schema bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,10 @@ socat:  ## socat, the TLS-terminating proxy in front of the embedded broker in t
 prometheus:  ## Prometheus and promtool, which the metrics tests scrape and check every part with
 	command -v prometheus >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus)
 
-test: $(STAMP) browser socat prometheus  ## the whole suite (unit and end-to-end on real parts)
+wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checking script)
+	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
+
+test: $(STAMP) browser socat prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest
 
 check: $(STAMP)  ## format, lint, types and the import contracts (pyproject.toml)
@@ -43,8 +46,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP)  ## benchmarks; figures go to tests/bench/RESULTS.md
-	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
+bench: $(STAMP) wrk  ## benchmarks; figures go to tests/bench/RESULTS.md
 	$(BIN)/python -m tests.bench
 
 clean:

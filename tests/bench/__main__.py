@@ -14,6 +14,8 @@ from types import FrameType
 
 from tests.bench.cpu import CpuMeter, wait_machine_idle
 from tests.bench.machine import describe_machine
+from tests.bench.peer_gateways import install as install_peers
+from tests.bench.peers import NAME as PEERS
 from tests.bench.report import Report
 from tests.bench.results import RunInfo, write_results
 from tests.bench.runner import MEASUREMENTS, run_plan
@@ -81,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"other processes use {idle.other_cores:.2f} cores; starting")
         # the wait counts against the budget: `make bench` stays under 10 minutes
         settings = replace(settings, budget_s=settings.budget_s - idle.seconds)
+    if not args.only or PEERS in args.only:
+        _say("peers: the pinned npm packages, installed the first time (not in the budget)")
+        install_peers()
     machine = describe_machine(_REPO)
     report = Report()
     session = BenchSession(settings, _say)

@@ -1,13 +1,13 @@
 """The run plan: measurements as steps in the order that grows the cluster cheapest.
 
-The first node restores the data set (restore), serves alone (fan-out over 1 node),
-gets a peer (point queries; with the gateway cache on and off; subscriptions pushed
-live; fan-out over 2; a whole-view scan), a third (fan-out over 3); back to two nodes,
-the pipeline starts (freshness at 1,000 events/s, throughput, freshness at higher rates
-while the budget lasts), memory is read, and nodes are killed last (failover), so the
-peak memory covers measurements 1-4 and the kills disturb nothing after them; just before
-the kills a node is frozen (freeze: SIGSTOP, then SIGCONT). `only` keeps the steps of the
-named measurements; the session still starts what they need.
+The first node restores the data set (restore), serves alone (fan-out over 1 node; the
+peer gateways in front of it), gets a peer (point queries; with the gateway cache on and
+off; subscriptions pushed live; fan-out over 2; a whole-view scan), a third (fan-out over
+3); back to two nodes, the pipeline starts (freshness at 1,000 events/s, throughput,
+freshness at higher rates while the budget lasts), memory is read, and nodes are killed
+last (failover), so the peak memory covers measurements 1-4 and the kills disturb nothing
+after them; just before the kills a node is frozen (freeze: SIGSTOP, then SIGCONT). `only`
+keeps the steps of the named measurements; the session still starts what they need.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from tests.bench import (
     freshness,
     live,
     memory,
+    peers,
     point,
     restore,
     scan,
@@ -50,6 +51,7 @@ def plan() -> tuple[Step, ...]:
     return (
         Step(restore.NAME, restore.measure, 60),
         Step(fanout.NAME, fanout.measure_at(1), 20),
+        Step(peers.NAME, peers.measure, 130),
         Step(point.NAME, point.measure, 60),
         Step(cache.NAME, cache.measure, 50),
         Step(live.NAME, live.measure, 70),
@@ -79,6 +81,7 @@ TITLES = {
         throughput,
         memory,
         scan,
+        peers,
     )
 }
 MEASUREMENTS = tuple(dict.fromkeys(step.name for step in plan()))

@@ -1,4 +1,5 @@
-"""The targets of issues 6, 15 and 16, judged from a run's figures: PASS, FAIL or NOT MEASURED."""
+"""The targets of issues 6, 15, 16 and 18, judged from a run's figures: PASS, FAIL or
+NOT MEASURED."""
 
 from __future__ import annotations
 
@@ -53,6 +54,68 @@ def _cache_hits(report: Report) -> TargetResult:
             "answered every request (no cache in this gateway)",
         )
     return _judge(target, value, value >= 0.5, f"{value:.2f}x")
+
+
+def _peers(report: Report) -> list[TargetResult]:
+    """Issue 18's goals from the peers step (one node; the faster of Hive and Apollo), judged
+    on the statefed gateway with its cache off, which like the peers asks the node for every
+    answer (the step shows the gateway with its defaults too)."""
+    ours = "gateway_cache_off"
+    results = [
+        _at_least(
+            report,
+            f"literal form >= 0.9 x variables form req/s at the {label}, 32 connections",
+            0.9,
+            "x",
+            "peers",
+            "ratios",
+            f"literals_over_variables_{target}_c32",
+        )
+        for target, label in ((ours, "gateway (cache off)"), ("node", "node"))
+    ]
+    for form in ("variables", "literals"):
+        results += [
+            _at_least(
+                report,
+                f"gateway (cache off) req/s >= 3 x the faster peer's at 32 connections, {form}",
+                3.0,
+                "x",
+                "peers",
+                "ratios",
+                f"{ours}_rps_over_faster_peer_{form}_c32",
+            ),
+            _at_most(
+                report,
+                f"gateway (cache off) p99 <= 0.5 x the faster peer's at 32 connections, {form}",
+                0.5,
+                "x",
+                "peers",
+                "ratios",
+                f"{ours}_p99_over_faster_peer_{form}_c32",
+            ),
+            _at_most(
+                report,
+                f"gateway (cache off) p50 <= 0.5 x the faster peer's at 1 connection, {form}",
+                0.5,
+                "x",
+                "peers",
+                "ratios",
+                f"{ours}_p50_over_faster_peer_{form}_c1",
+            ),
+        ]
+    results.append(
+        _at_most(
+            report,
+            "gateway (cache off) CPU per point request <= 0.3 ms (variables, 32 connections)",
+            0.3,
+            " ms",
+            "peers",
+            "cells",
+            f"{ours}_variables_c32",
+            "front_cpu_ms_per_request",
+        )
+    )
+    return results
 
 
 def evaluate(report: Report) -> list[TargetResult]:
@@ -138,4 +201,5 @@ def evaluate(report: Report) -> list[TargetResult]:
             "scan",
             "deep_over_first_p50",
         ),
+        *_peers(report),
     ]

@@ -1,0 +1,112 @@
+"""The peer gateways users would pick instead, run with Node in front of one statefed node.
+
+The Hive Gateway and the Apollo Gateway (with Apollo Server), pinned and installed with npm
+into `.cache/npm-peers/` of the checkout (ignored by git) the first time, then reused. The
+supergraph is composed by `@apollo/composition` from the SDL the node itself serves
+(`_service { sdl }`), with the node's GraphQL URL as the subgraph's. Both listen on
+127.0.0.1 with their defaults (NODE_ENV=production, Apollo's telemetry off).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import orjson
+
+from tests import npm
+from tooling.broker import free_port
+from tooling.processes import ManagedProcess, wait_until
+
+__all__ = ["PACKAGES", "PEERS", "compose", "install", "start_peer", "wait_answering"]
+
+PREFIX = npm.CACHE / "npm-peers"
+SCRIPT = Path(__file__).with_name("peers.mjs")
+PACKAGES = {
+    "@graphql-hive/gateway": "2.15.1",
+    "@apollo/gateway": "2.14.4",
+    "@apollo/composition": "2.14.4",
+    "@apollo/server": "5.5.1",
+    "graphql": "16.15.0",
+}
+PEERS = ("hive", "apollo")
+_ENV = {
+    "NODE_ENV": "production",
+    "APOLLO_TELEMETRY_DISABLED": "1",  # no metrics to Apollo's endpoint: loopback only
+}
+SUBGRAPH = "statefed"
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("Node.js 20 or newer is needed to run the peer gateways")
+    return node
+
+
+def install() -> Path:
+    """The npm prefix holding the pinned peers, installed unless they already are."""
+    return npm.install(PREFIX, PACKAGES, "the peer gateways of the benchmark")
+
+
+def _sdl(node_url: str) -> str:
+    body = orjson.dumps({"query": "{ _service { sdl } }"})
+    response = httpx.post(
+        node_url, content=body, headers={"content-type": "application/json"}, timeout=10.0
+    )
+    sdl: str = response.json()["data"]["_service"]["sdl"]
+    return sdl
+
+
+def compose(prefix: Path, node_url: str, workdir: Path) -> Path:
+    """The supergraph of the node's subgraph, written to `workdir`; raises with the
+    composition's errors or hints."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    sdl, supergraph = workdir / "node.graphql", workdir / "supergraph.graphql"
+    sdl.write_text(_sdl(node_url))
+    args = [str(prefix), "compose", SUBGRAPH, node_url, str(sdl), str(supergraph)]
+    done = subprocess.run(
+        [_node(), str(SCRIPT), *args], capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"composing the node's SDL failed: {done.stderr[-2000:]}")
+    return supergraph
+
+
+def start_peer(
+    peer: str, prefix: Path, supergraph: Path, workdir: Path, probe: bytes, timeout_s: float
+) -> tuple[ManagedProcess, str]:
+    """Start `peer` (hive or apollo) and wait until it answers `probe` with data."""
+    port = free_port()
+    command = [_node(), str(SCRIPT), str(prefix), peer, str(supergraph), str(port)]
+    env = {**os.environ, **_ENV}
+    process = ManagedProcess.of_command(peer, command, env, workdir / f"{peer}.log").start()
+    url = f"http://127.0.0.1:{port}/graphql"
+    wait_answering(process, url, probe, timeout_s)
+    return process, url
+
+
+def wait_answering(process: ManagedProcess, url: str, probe: bytes, timeout_s: float) -> None:
+    """Wait until `process` answers `probe` at `url` with data; stops it if it never does."""
+
+    def answers() -> bool:
+        if not process.running():
+            raise RuntimeError(
+                f"{process.name} exited; see {process.log_path}:\n{process.log_tail()}"
+            )
+        try:
+            response = httpx.post(
+                url, content=probe, headers={"content-type": "application/json"}, timeout=5.0
+            )
+            return response.status_code == 200 and bool(response.json().get("data"))
+        except (httpx.HTTPError, ValueError):
+            return False
+
+    try:
+        wait_until(answers, timeout_s, f"{process.name} to answer on {url}", 0.2)
+    except BaseException:
+        process.stop()
+        raise

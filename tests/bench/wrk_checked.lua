@@ -1,0 +1,72 @@
+-- wrk script of the peers benchmark: POSTs the JSON bodies of a file (one per line,
+-- argument 1) in turn, and checks EVERY response against the truth: the file of argument 2
+-- holds "key count" lines, argument 3 names the key field. A response counts as right only
+-- if it is a 200 without "errors" whose `"<key field>":"K","count":N` has N equal to K's
+-- count in the truth. Prints one line "BENCHJSON {...}" (latencies in microseconds) with
+-- the responses checked and the wrong ones.
+
+local bodies = {}
+local truth = {}
+local pattern = nil
+local index = 0
+local threads = {}
+bad = 0 -- not 200, or GraphQL errors
+wrong = 0 -- 200 without errors, but no key and count or a count that is not the truth
+checked = 0
+
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  for line in io.lines(args[1]) do
+    if #line > 0 then
+      table.insert(bodies, line)
+    end
+  end
+  for line in io.lines(args[2]) do
+    local key, count = string.match(line, "^(%S+) (%d+)$")
+    if key then
+      truth[key] = count
+    end
+  end
+  pattern = '"' .. args[3] .. '"%s*:%s*"([^"]*)"%s*,%s*"count"%s*:%s*(%d+)'
+  wrk.method = "POST"
+  wrk.headers["Content-Type"] = "application/json"
+  index = math.random(#bodies) - 1 -- threads start at different bodies
+end
+
+function request()
+  index = index % #bodies + 1
+  return wrk.format(nil, nil, nil, bodies[index])
+end
+
+function response(status, headers, body)
+  checked = checked + 1
+  if status ~= 200 or string.find(body, '"errors"', 1, true) then
+    bad = bad + 1
+    return
+  end
+  local key, count = string.match(body, pattern)
+  if not key or truth[key] ~= count then
+    wrong = wrong + 1
+  end
+end
+
+function done(summary, latency, requests)
+  local sums = { bad = 0, wrong = 0, checked = 0 }
+  for _, thread in ipairs(threads) do
+    for name, _ in pairs(sums) do
+      sums[name] = sums[name] + (thread:get(name) or 0)
+    end
+  end
+  local e = summary.errors
+  io.write(string.format(
+    'BENCHJSON {"requests":%d,"duration_us":%d,"socket_errors":%d,"non_2xx":%d,' ..
+    '"bad_responses":%d,"wrong_answers":%d,"checked":%d,' ..
+    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"mean_us":%.1f,"max_us":%d}\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout,
+    e.status, sums.bad, sums.wrong, sums.checked,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99),
+    latency.mean, latency.max))
+end
