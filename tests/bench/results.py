@@ -48,6 +48,27 @@ _HEADLINE: list[tuple[str, str, tuple[str, ...]]] = [
     ("gateway MiB per 1k subs", "live", ("memory", "gateway_per_1000_mib")),
     ("scan keys/s", "scan", ("keys_per_s",)),
     ("scan deep/page-1 p50", "scan", ("deep_over_first_p50",)),
+    (
+        "peers gw x faster vars c32",
+        "peers",
+        ("ratios", "gateway_cache_off_rps_over_faster_peer_variables_c32"),
+    ),
+    (
+        "peers gw x faster literals c32",
+        "peers",
+        ("ratios", "gateway_cache_off_rps_over_faster_peer_literals_c32"),
+    ),
+    (
+        "gateway literals x vars c32",
+        "peers",
+        ("ratios", "literals_over_variables_gateway_cache_off_c32"),
+    ),
+    ("node literals x vars c32", "peers", ("ratios", "literals_over_variables_node_c32")),
+    (
+        "gateway cpu ms/req vars c32",
+        "peers",
+        ("cells", "gateway_cache_off_variables_c32", "front_cpu_ms_per_request"),
+    ),
 ]
 
 
