@@ -6,17 +6,16 @@ Lookups of count and latest views ask the node's federation `_entities` for a ba
 representations `{"__typename", <key field>}`. Nodes answer under the alias `r`. Keys,
 counts, window bounds and event times come back under short aliases (`k`, `c`, `s`, `e`,
 `t`) and value fields as `v0`, `v1`, ..., so no field name of a view can collide with
-another. A reader raises ValueError for anything
-the protocol does not allow; the planner turns it into a NodeProtocolError.
+another; a scan's slices come packed in columns of the same names (`ScanColumns`). A
+reader raises ValueError for anything the protocol does not allow; the planner turns it
+into a NodeProtocolError.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
@@ -24,14 +23,18 @@ import orjson
 from gateway.cursors import KEY_ORDER, ScanFilter
 from gateway.inputs import TimeRange
 from gateway.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
-from gateway.timestamps import iso, iso_ms, parse_utc
+from gateway.scans import ScanSlice
+from gateway.timestamps import floor_ms, from_ms, iso, iso_ms, parse_utc
 from schema import FieldType, View
 
 __all__ = [
     "NodeDocuments",
+    "ScanColumns",
     "ViewQueries",
+    "count_columns",
     "count_row",
     "count_selection",
+    "event_columns",
     "event_selection",
     "history_document",
     "lookup_document",
@@ -39,6 +42,7 @@ __all__ = [
     "scan_document",
     "top_document",
     "totals_document",
+    "window_columns",
     "window_row",
     "window_selection",
     "windows_document",
@@ -53,6 +57,16 @@ _SCALARS: Mapping[FieldType, Callable[[Any], bool]] = {
     FieldType.FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
     FieldType.BOOLEAN: lambda v: isinstance(v, bool),
 }
+# the Python types of the values of a packed column of each scalar (None: a missing value)
+_STR, _INT, _NONE = frozenset({str}), frozenset({int}), type(None)
+_COLUMN_TYPES: Mapping[FieldType, frozenset[type]] = {
+    FieldType.STRING: frozenset({str, _NONE}),
+    FieldType.INT: frozenset({int, _NONE}),
+    FieldType.FLOAT: frozenset({int, float, _NONE}),
+    FieldType.BOOLEAN: frozenset({bool, _NONE}),
+}
+# the ms since the epoch a datetime can hold (years 1 to 9999)
+_MS_RANGE = (floor_ms(datetime.min.replace(tzinfo=UTC)), floor_ms(datetime.max.replace(tzinfo=UTC)))
 
 
 def _head(document: str) -> bytes:
@@ -93,7 +107,7 @@ class NodeDocuments:
     totals: str = ""
     read_row: Callable[[Any], Row | Event] | None = None
     read_ranked: Callable[[Any], Ranked] | None = None
-    read_scanned: Callable[[Any], Scanned] | None = None
+    scan_columns: ScanColumns | None = None
 
 
 class ViewQueries:
@@ -144,7 +158,9 @@ class ViewQueries:
         scan_filter: ScanFilter,
         order: str = KEY_ORDER,
     ) -> bytes:
-        slices = [{"partition": p, "after": _b64(at)} for p, at in starts.items()]
+        slices = [
+            {"partition": p, "after": None if at is None else at.hex()} for p, at in starts.items()
+        ]
         variables: dict[str, Any] = {
             "s": slices,
             "n": first,
@@ -182,23 +198,18 @@ class ViewQueries:
     def read_windows(self, data: Any) -> list[WindowCount]:
         return [window_row(item) for item in _list(data)]
 
-    def read_slices(self, data: Any) -> dict[int, list[tuple[bytes, Scanned]]]:
-        """Each partition's slice: its rows, each with its position."""
-        read = _reader(self.documents.read_scanned, self.view, "scan")
+    def read_slices(self, data: Any) -> dict[int, ScanSlice]:
+        """Each partition's slice: its rows' positions and columns."""
+        columns = self.documents.scan_columns
+        if columns is None:
+            raise ValueError(f"view {self.view.name} ({self.view.kind.value}) has no scan")
         slices = {}
         for item in _list(data):
             piece = _object(item)
             partition = piece.get("p")
             if not isinstance(partition, int) or isinstance(partition, bool):
                 raise ValueError("a slice names no partition")
-            rows = []
-            for entry in _list(piece.get("e")):
-                edge = _object(entry)
-                at = edge.get("a")
-                if not isinstance(at, str):
-                    raise ValueError("a scanned row has no position")
-                rows.append((_unb64(at), read(edge.get("n"))))
-            slices[partition] = rows
+            slices[partition] = columns.read(piece.get("r"))
         return slices
 
     def read_totals(self, data: Any) -> list[PartialTotal]:
@@ -275,7 +286,7 @@ def history_document(view: View) -> str:
     )
 
 
-def scan_document(view: View, selection: str, *, ordered: bool = False, timed: bool = False) -> str:
+def scan_document(view: View, *, ordered: bool = False, timed: bool = False) -> str:
     """The next slice of each of some partitions, each from its own position (in the order
     `$o`, KEY unless given, when `ordered`: count and windowed views; within the window
     starts `$sf` to `$st` when `timed`: windowed views)."""
@@ -286,7 +297,7 @@ def scan_document(view: View, selection: str, *, ordered: bool = False, timed: b
     return (
         f"query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String"
         f"{order_variable}){{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,"
-        f"from:$f,to:$t{order}){{p:partition e:edges{{a:position n:node{selection}}}}}}}"
+        f"from:$f,to:$t{order}){{p:partition r:rows}}}}"
     )
 
 
@@ -302,15 +313,79 @@ def totals_document(view: View, *, windowed: bool) -> str:
     )
 
 
-def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+@dataclass(frozen=True)
+class ScanColumns:
+    """The columns of a kind's packed scan rows after the positions `a` (node.fields.scan
+    SCAN_ROWS): their names, the Python types each column's values may have, which of them
+    are ms since the epoch, and `build`, which makes a row of one value per column."""
+
+    names: tuple[str, ...]
+    types: tuple[frozenset[type], ...]
+    build: Callable[..., Scanned]
+    times: frozenset[str] = frozenset()
+
+    def read(self, packed: Any) -> ScanSlice:
+        """One slice's packed rows, every value checked; its rows are built when asked."""
+        doc = _object(packed)
+        if doc.keys() != {"a", *self.names}:
+            raise ValueError(f"packed rows need the columns a, {', '.join(self.names)}")
+        positions = _positions(doc["a"])
+        columns = []
+        for name, allowed in zip(self.names, self.types, strict=True):
+            column = doc[name]
+            if not isinstance(column, list) or len(column) != len(positions):
+                raise ValueError(f"column {name} is no list of one value per position")
+            found = set(map(type, column))
+            if not found <= allowed:
+                kinds = ", ".join(sorted(t.__name__ for t in found - allowed))
+                raise ValueError(f"column {name} holds values of type {kinds}")
+            if (
+                name in self.times
+                and column
+                and (min(column) < _MS_RANGE[0] or max(column) > _MS_RANGE[1])
+            ):
+                raise ValueError(f"column {name} holds a time outside years 1 to 9999")
+            columns.append(column)
+        return ScanSlice(positions, columns, self.build)
 
 
-def _unb64(text: str) -> bytes:
+def _positions(column: Any) -> list[bytes]:
+    """The key tails of a column of positions (lowercase hex)."""
+    if not isinstance(column, list) or not set(map(type, column)) <= _STR:
+        raise ValueError("positions must be a list of strings")
     try:
-        return base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
-    except binascii.Error as exc:
-        raise ValueError(f"position {text[:40]!r} is no base64url") from exc
+        tails = list(map(bytes.fromhex, column))
+    except ValueError as exc:
+        raise ValueError(f"a position is no hex: {exc}") from exc
+    if 2 * sum(map(len, tails)) != sum(map(len, column)):  # fromhex skips spaces
+        raise ValueError("a position holds other characters than hex digits")
+    return tails
+
+
+def count_columns() -> ScanColumns:
+    """The columns of a count view's scan rows: key and count."""
+    return ScanColumns(("k", "c"), (_STR, _INT), Row)
+
+
+def window_columns() -> ScanColumns:
+    """The columns of a windowed view's scan rows: key, window start and end, count."""
+
+    def build(key: str, start: int, end: int, count: int) -> WindowCount:
+        return WindowCount(key, from_ms(start), from_ms(end), count)
+
+    return ScanColumns(("k", "s", "e", "c"), (_STR, _INT, _INT, _INT), build, frozenset("se"))
+
+
+def event_columns(view: View) -> ScanColumns:
+    """The columns of an event view's scan rows: key, event time, then its value fields."""
+    names = tuple(f.name for f in view.value_fields)
+
+    def build(key: str, event_ms: int, *values: Any) -> Event:
+        return Event(key, from_ms(event_ms), dict(zip(names, values, strict=True)))
+
+    values = [f"v{index}" for index in range(len(names))]
+    types = [_COLUMN_TYPES[f.type] for f in view.value_fields]
+    return ScanColumns(("k", "t", *values), (_STR, _INT, *types), build, frozenset("t"))
 
 
 def count_selection(view: View) -> str:

@@ -67,8 +67,8 @@ from gateway.reads import (
 )
 from gateway.reply import NodeReply
 from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, group_keys
-from gateway.rows import Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
-from gateway.scans import merge_page
+from gateway.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
+from gateway.scans import ScanSlice, merge_page
 from gateway.upstream import Upstream
 from runtime.ranking import merge_top
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View, partition_for
@@ -80,7 +80,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _Rows = dict[str, Row | Event | None]  # a lookup's rows by key
-_Slices = dict[int, list[tuple[bytes, Scanned]]]  # a scan's rows by partition
+_Slices = dict[int, ScanSlice]  # a scan's rows by partition
 _NOBODY: frozenset[str] = frozenset()
 # of an `atLeast` lookup's time, what it waits for the cache's feed to reach the offsets
 # before the nodes are asked (they then wait the rest themselves)

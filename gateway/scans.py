@@ -9,27 +9,56 @@ more rows than the page holds. So its position becomes e (or stays, when it was 
 past e: a partition resumed after a failure). A partition that failed keeps its position,
 so paging on reads it from where it stopped; its rows may then come after rows of other
 partitions already passed.
+
+Where every partition stands after an edge follows from the edge's position alone, so an
+edge's cursor is encoded only when asked for, and a slice's rows are built only for the
+page's edges (a page reads about P times more rows than it shows).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
 
 from gateway import cursors
 from gateway.cursors import ScanCursor
 from gateway.rows import Scanned
 
-__all__ = ["ScanEdge", "ScanPage", "merge_page"]
+__all__ = ["ScanEdge", "ScanPage", "ScanSlice", "merge_page"]
 
-Positioned = tuple[bytes, Scanned]  # a row and its position (its key tail)
+
+@dataclass(frozen=True)
+class ScanSlice:
+    """One partition's answer: its rows' positions (key tails) in the order read, and the
+    rows as columns, one value per row each; `build` makes the row of one value per
+    column."""
+
+    positions: Sequence[bytes]
+    columns: Sequence[Sequence[Any]]
+    build: Callable[..., Scanned]
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[bytes, Scanned]]) -> ScanSlice:
+        """A slice of rows already built, each with its position."""
+        return cls([at for at, _ in rows], [[row for _, row in rows]], _same)
+
+    def row(self, index: int) -> Scanned:
+        return self.build(*[column[index] for column in self.columns])
+
+
+def _same(row: Scanned) -> Scanned:
+    return row
 
 
 @dataclass(frozen=True)
 class ScanEdge:
-    cursor: str
+    """A row of a page and its position; its cursor is `ScanPage.cursor(edge)`."""
+
+    at: bytes
     row: Scanned
 
 
@@ -37,20 +66,30 @@ class ScanEdge:
 class ScanPage:
     """Edges in key order, whatever the direction read. `has_next_page` is computed when
     reading forwards, `has_previous_page` when reading backwards (the other is false, as
-    Relay allows); both are true while a partition failed, since its rows are unknown."""
+    Relay allows); both are true while a partition failed, since its rows are unknown.
+    `cursor_at` encodes the cursor of an edge from its position."""
 
     edges: list[ScanEdge]
     has_next_page: bool = False
     has_previous_page: bool = False
     start_cursor: str | None = None
     end_cursor: str | None = None
+    cursor_at: Callable[[bytes], str] | None = dataclasses.field(default=None, compare=False)
+
+    def cursor(self, edge: ScanEdge) -> str:
+        """The cursor of `edge` (one of this page's): paging on from it reads what follows."""
+        assert self.cursor_at is not None, "a page with edges encodes their cursors"
+        return self.cursor_at(edge.at)
 
 
-def _merged(
-    slices: Mapping[int, Sequence[Positioned]], backward: bool
-) -> Iterator[tuple[bytes, int, Scanned]]:
-    streams = [[(at, p, row) for at, row in rows] for p, rows in slices.items()]
-    return heapq.merge(*streams, key=lambda item: item[0], reverse=backward)
+def _merged(slices: Mapping[int, ScanSlice], backward: bool) -> Iterator[tuple[bytes, int, int]]:
+    """(position, partition, index in its slice) of every row, in the order read: only the
+    positions are compared, since no two partitions hold the same key."""
+    streams = [
+        zip(piece.positions, repeat(p), range(len(piece.positions)), strict=False)
+        for p, piece in slices.items()
+    ]
+    return heapq.merge(*streams, reverse=backward)
 
 
 def _passed(start: bytes | None, at: bytes, backward: bool) -> bytes:
@@ -60,35 +99,46 @@ def _passed(start: bytes | None, at: bytes, backward: bool) -> bytes:
     return min(start, at) if backward else max(start, at)
 
 
+def _cursor_at(start: ScanCursor, answered: Collection[int]) -> Callable[[bytes], str]:
+    """The cursor after the edge at a position: each partition that answered stands at that
+    edge (or past it), the others where they were."""
+    encode = cursors.encoder(start)
+    backward, starts = start.backward, start.positions
+
+    def cursor_at(at: bytes) -> str:
+        positions = tuple(
+            _passed(position, at, backward) if p in answered else position
+            for p, position in enumerate(starts)
+        )
+        return encode(at, positions)
+
+    return cursor_at
+
+
 def merge_page(
     start: ScanCursor,
-    slices: Mapping[int, Sequence[Positioned]],
+    slices: Mapping[int, ScanSlice],
     size: int,
     failed: Collection[int],
 ) -> ScanPage:
     """The first `size` rows of `slices` in `start`'s direction from `start`'s positions;
     partitions in `failed` did not answer (nor do they have slices)."""
     backward = start.backward
-    merged = _merged(slices, backward)
-    positions = list(start.positions)
-    encode = cursors.encoder(start)
     edges: list[ScanEdge] = []
-    for at, _, row in merged:
+    more = False
+    for at, partition, index in _merged(slices, backward):
         if len(edges) == size:
             more = True
             break
-        for partition in slices:
-            positions[partition] = _passed(start.positions[partition], at, backward)
-        edges.append(ScanEdge(encode(at, tuple(positions)), row))
-    else:
-        more = False
+        edges.append(ScanEdge(at, slices[partition].row(index)))
     more = more or bool(failed)
     if backward:
         edges.reverse()
+    cursor_at = _cursor_at(start, frozenset(slices))
     first: str | None = None
     last: str | None = None
     if edges:
-        first, last = edges[0].cursor, edges[-1].cursor
+        first, last = cursor_at(edges[0].at), cursor_at(edges[-1].at)
     elif failed:  # nothing came, but paging on retries the partitions that failed
         first = last = cursors.encode(dataclasses.replace(start, at=None))
-    return ScanPage(edges, more and not backward, more and backward, first, last)
+    return ScanPage(edges, more and not backward, more and backward, first, last, cursor_at)

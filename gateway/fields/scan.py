@@ -45,7 +45,7 @@ from gateway.fields.common import (
 from gateway.prices import DEFAULT_SCAN_PAGE
 from gateway.reads import ScanAsk
 from gateway.request import RequestContext
-from gateway.scans import ScanPage
+from gateway.scans import ScanEdge, ScanPage
 from gateway.timestamps import ceil_ms, floor_ms
 from schema import View
 
@@ -134,6 +134,28 @@ def connection_types(view: View, node_type: Any, what: str) -> tuple[Any, Any]:
     return edge_type, connection_type
 
 
+class _LazyEdge:
+    """Stands for an instance of a connection's edge type, whose fields read the attributes
+    `f_cursor` and `f_node` (`make`): the cursor is encoded only when the query selects it,
+    which costs ~12 us an edge."""
+
+    __slots__ = ("edge", "f_node", "page")
+
+    def __init__(self, page: ScanPage, edge: ScanEdge, node: Any) -> None:
+        self.page, self.edge, self.f_node = page, edge, node
+
+    @property
+    def f_cursor(self) -> str:
+        return self.page.cursor(self.edge)
+
+
+def _check_edge_type(edge_type: Any) -> None:
+    """`_LazyEdge` stands for `edge_type`: fail at start-up if their attributes differ."""
+    names = {f.graphql_name: f.python_name for f in edge_type.__strawberry_definition__.fields}
+    if names != {"cursor": "f_cursor", "node": "f_node"}:
+        raise TypeError(f"{edge_type.__name__} is no edge type of f_cursor and f_node: {names}")
+
+
 def scan_field(
     view: View,
     node_type: Any,
@@ -149,8 +171,10 @@ def scan_field(
         view, node_type, f"view {view.name} in key order"
     )
 
+    _check_edge_type(edge_type)
+
     def to_connection(page: ScanPage) -> Any:
-        edges = [make(edge_type, {"cursor": e.cursor, "node": to_type(e.row)}) for e in page.edges]
+        edges = [_LazyEdge(page, e, to_type(e.row)) for e in page.edges]
         info = PageInfo(
             has_next_page=page.has_next_page,
             has_previous_page=page.has_previous_page,

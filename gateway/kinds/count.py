@@ -5,6 +5,7 @@ from __future__ import annotations
 from gateway.config import GatewayConfig
 from gateway.documents import (
     NodeDocuments,
+    count_columns,
     count_row,
     count_selection,
     lookup_document,
@@ -27,9 +28,9 @@ def _documents(view: View) -> NodeDocuments:
         top=top_document(view, selection, windowed=False),
         read_row=count_row,
         read_ranked=count_row,
-        scan=scan_document(view, count_selection(view), ordered=True),
+        scan=scan_document(view, ordered=True),
         totals=totals_document(view, windowed=False),
-        read_scanned=count_row,
+        scan_columns=count_columns(),
     )
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import functools
-
 from gateway.config import GatewayConfig
 from gateway.documents import (
     NodeDocuments,
-    event_selection,
+    event_columns,
     history_document,
-    read_event,
     scan_document,
 )
 from gateway.fields.history import history_fields
@@ -24,8 +21,8 @@ __all__ = ["HISTORY"]
 def _documents(view: View) -> NodeDocuments:
     return NodeDocuments(
         history=history_document(view),
-        scan=scan_document(view, event_selection(view)),
-        read_scanned=functools.partial(read_event, view),
+        scan=scan_document(view),
+        scan_columns=event_columns(view),
     )
 
 

@@ -7,6 +7,7 @@ import functools
 from gateway.config import GatewayConfig
 from gateway.documents import (
     NodeDocuments,
+    event_columns,
     event_selection,
     lookup_document,
     read_event,
@@ -24,8 +25,8 @@ def _documents(view: View) -> NodeDocuments:
     return NodeDocuments(
         lookup=lookup_document(view, event_selection(view)),
         read_row=functools.partial(read_event, view),
-        scan=scan_document(view, event_selection(view)),
-        read_scanned=functools.partial(read_event, view),
+        scan=scan_document(view),
+        scan_columns=event_columns(view),
     )
 
 

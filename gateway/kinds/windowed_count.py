@@ -9,6 +9,7 @@ from gateway.documents import (
     scan_document,
     top_document,
     totals_document,
+    window_columns,
     window_row,
     window_selection,
     windows_document,
@@ -27,8 +28,8 @@ def _documents(view: View) -> NodeDocuments:
         windows=windows_document(view),
         read_ranked=window_row,
         totals=totals_document(view, windowed=True),
-        scan=scan_document(view, window_selection(view), timed=True),
-        read_scanned=window_row,
+        scan=scan_document(view, timed=True),
+        scan_columns=window_columns(),
     )
 
 

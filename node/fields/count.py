@@ -27,7 +27,7 @@ from node.fields.common import (
 )
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import Entity, ViewFields, entity_key
-from node.fields.scan import ScanOrder, scan_field
+from node.fields.scan import ScanOrder, count_columns, scan_field
 from node.fields.totals import count_totals_field
 from node.layout import Table
 from runtime.ranking import merge_top
@@ -84,9 +84,7 @@ def count_fields(view: View) -> ViewFields:
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
         view.top_field: query_field(top, view.top_field),
-        **scan_field(
-            view, Table.COUNT, row_type, lambda row: row, orders={ScanOrder.COUNT: Table.TOP}
-        ),
+        **scan_field(view, Table.COUNT, count_columns, orders={ScanOrder.COUNT: Table.TOP}),
         **count_totals_field(view),
     }
     return ViewFields(fields, Entity(view, entities))

@@ -31,7 +31,7 @@ from node.fields.common import PageInfo, given, query_field, read_key
 from node.fields.context import context_of
 from node.fields.entities import ViewFields
 from node.fields.events import event_type
-from node.fields.scan import scan_field
+from node.fields.scan import event_columns, scan_field
 from node.fields.times import time_range
 from node.layout import Table
 from schema import EventRow, View, pack, unpack
@@ -108,6 +108,6 @@ def history_fields(view: View) -> ViewFields:
     return ViewFields(
         {
             view.point_field: query_field(history, view.point_field),
-            **scan_field(view, Table.EVENT, node_type, to_node),
+            **scan_field(view, Table.EVENT, event_columns(view)),
         }
     )

@@ -21,7 +21,7 @@ from node.fields.common import query_field, read_key, read_keys
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import Entity, ViewFields, entity_key
 from node.fields.events import event_type
-from node.fields.scan import scan_field
+from node.fields.scan import event_columns, scan_field
 from node.layout import Table
 from schema import View
 
@@ -52,6 +52,6 @@ def latest_fields(view: View) -> ViewFields:
     fields = {
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
-        **scan_field(view, Table.LATEST, row_type, to_type),
+        **scan_field(view, Table.LATEST, event_columns(view)),
     }
     return ViewFields(fields, Entity(view, read_many))

@@ -29,7 +29,7 @@ from node.fields.common import (
 )
 from node.fields.context import ReadContext, context_of
 from node.fields.entities import ViewFields
-from node.fields.scan import ScanOrder, scan_field
+from node.fields.scan import ScanOrder, scan_field, window_columns
 from node.fields.times import from_ms, time_range, window_start_ms
 from node.fields.totals import window_totals_field
 from node.layout import Table
@@ -91,8 +91,7 @@ def windowed_fields(view: View) -> ViewFields:
             **scan_field(
                 view,
                 Table.WINDOW,
-                window_type,
-                to_type,
+                window_columns,
                 horizon,
                 {ScanOrder.START: Table.WINDOW_START, ScanOrder.COUNT: Table.WINDOW_TOP},
             ),

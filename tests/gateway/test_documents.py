@@ -123,3 +123,59 @@ def test_readers_reject_what_the_protocol_does_not_allow(view: Any, read: str, d
     }
     with pytest.raises(ValueError):
         readers[read](data)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _packed(view: Any, rows: dict[str, Any], partition: Any = 2) -> Any:
+    return view_queries(view).read_slices([{"p": partition, "r": rows}])
+
+
+def test_packed_scan_rows_are_read_as_the_rows_of_each_kind() -> None:
+    (words,) = _packed(WORDS, {"a": ["6162", ""], "k": ["ab", "z"], "c": [1, 7]}).values()
+    assert words.positions == [b"ab", b""]
+    assert [words.row(i) for i in range(2)] == [Row("ab", 1), Row("z", 7)]
+    window = {"a": ["00ff"], "k": ["a"], "s": [_ms(START)], "e": [_ms(END)], "c": [3]}
+    (windows,) = _packed(PER_MINUTE, window).values()
+    assert windows.positions == [b"\x00\xff"] and windows.row(0) == WindowCount("a", START, END, 3)
+    events = {"a": ["01", "02"], "k": ["c1", "c2"], "t": [_ms(START)] * 2, "v0": [None, "rome"]}
+    for view in (LAST_BOOKING, BOOKING_HISTORY):
+        (read,) = _packed(view, events).values()
+        assert [read.row(i) for i in range(2)] == [
+            Event("c1", START, {"trip": None}),
+            Event("c2", START, {"trip": "rome"}),
+        ]
+
+
+GOOD_WORDS = {"a": ["61"], "k": ["a"], "c": [1]}
+BROKEN_SLICES: list[tuple[Any, Any]] = [
+    (WORDS, {}),  # no slices
+    (WORDS, [{"r": GOOD_WORDS}]),  # no partition
+    (WORDS, [{"p": True, "r": GOOD_WORDS}]),
+    (WORDS, [{"p": 1}]),  # no rows
+    (WORDS, [{"p": 1, "r": [GOOD_WORDS]}]),
+    (WORDS, [{"p": 1, "r": {"a": ["61"], "k": ["a"]}}]),  # a column missing
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "s": [0]}}]),  # a column of another kind
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "a": ["zz"]}}]),  # no hex
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "a": ["6 1"]}}]),  # spaces, which fromhex skips
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "a": ["616"]}}]),  # half a byte
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "a": [97]}}]),
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "a": "61"}}]),
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "k": ["a", "b"]}}]),  # longer than the positions
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "c": [True]}}]),
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "c": [1.0]}}]),
+    (WORDS, [{"p": 1, "r": {**GOOD_WORDS, "k": [None]}}]),
+    (PER_MINUTE, [{"p": 1, "r": {"a": ["61"], "k": ["a"], "s": ["2023-11-14T22:13:00Z"],
+                                 "e": [0], "c": [1]}}]),
+    (PER_MINUTE, [{"p": 1, "r": {"a": ["61"], "k": ["a"], "s": [0], "e": [10**20], "c": [1]}}]),
+    (LAST_BOOKING, [{"p": 1, "r": {"a": ["61"], "k": ["a"], "t": [0], "v0": [5]}}]),
+    (BOOKING_HISTORY, [{"p": 1, "r": {"a": ["61"], "k": ["a"], "t": [0]}}]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("view", "data"), BROKEN_SLICES)
+def test_the_scan_reader_rejects_what_the_protocol_does_not_allow(view: Any, data: Any) -> None:
+    with pytest.raises(ValueError):
+        view_queries(view).read_slices(data)

@@ -16,7 +16,7 @@ from gateway import cursors
 from gateway.cursors import KEY_ORDER, ScanCursor, ScanFilter
 from gateway.errors import BadRequestError
 from gateway.rows import Row
-from gateway.scans import ScanPage, merge_page
+from gateway.scans import ScanPage, ScanSlice, merge_page
 from schema import WORD_COUNTS, pack_str
 
 VIEW = WORD_COUNTS
@@ -96,10 +96,12 @@ def _page(
     failed: frozenset[int] = frozenset(),
 ) -> ScanPage:
     slices = {
-        p: [
-            (_position(k), Row(k, 1))
-            for k in _slice(rows, start.positions[p], size + 1, start.backward)
-        ]
+        p: ScanSlice.of(
+            [
+                (_position(k), Row(k, 1))
+                for k in _slice(rows, start.positions[p], size + 1, start.backward)
+            ]
+        )
         for p, rows in enumerate(partitions)
         if p not in failed
     }
@@ -188,6 +190,34 @@ def test_keys_added_and_partitions_failing_while_paging_skip_or_repeat_nothing(
         turn += 1
     assert len(seen) == len(set(seen))
     assert known <= set(seen)
+
+
+@settings(max_examples=100, deadline=None)
+@given(partitioned, st.integers(1, 7), st.booleans(), st.frozensets(st.integers(0, P - 1)))
+def test_each_edges_cursor_pages_on_right_after_that_edge(
+    assigned: list[tuple[str, int]], size: int, backward: bool, failed: frozenset[int]
+) -> None:
+    """Paging on from any edge's cursor reads what follows that edge; a partition that
+    failed is still read from where it stood."""
+    partitions = _split(assigned)
+    page = _page(partitions, _first(backward), size, failed)
+    answered = sorted(
+        (k for p, rows in enumerate(partitions) if p not in failed for k in rows),
+        key=_position,
+        reverse=backward,
+    )
+    argument = "before" if backward else "after"
+    for edge in page.edges:
+        cursor = cursors.decode(VIEW, page.cursor(edge), argument, KEY_ORDER, FILTER, P)
+        assert cursor.at == _position(edge.row.key)
+        after = answered[answered.index(edge.row.key) + 1 :]
+        lost = sorted((k for p in failed for k in partitions[p]), key=_position, reverse=backward)
+        following = [e.row.key for e in _page(partitions, cursor, len(assigned) + 1).edges]
+        expected = sorted(after + lost, key=_position)
+        assert following == expected
+    if page.edges:
+        assert page.start_cursor == page.cursor(page.edges[0])
+        assert page.end_cursor == page.cursor(page.edges[-1])
 
 
 def test_a_page_that_only_failed_resumes_from_the_same_positions() -> None:

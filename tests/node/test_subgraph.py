@@ -17,7 +17,7 @@ from node.graphql_http import GraphQLEndpoint
 from node.partitions import PartitionRegistry
 from node.store import ChangeBatch, LevelDBStore
 from node.subgraph import build_subgraph
-from schema import WORD_COUNTS, CountRow, Role, partition_for
+from schema import WORD_COUNTS, CountRow, Role, pack_str, partition_for
 
 P = 6
 HELD = (0, 1, 2)
@@ -32,6 +32,11 @@ NODE_SDL = """\
 schema @link(url: "https://specs.apollo.dev/federation/v2.11", import: ["@key"]) {
   query: Query
 }
+
+\"\"\"
+The `JSON` scalar type represents JSON values as specified by [ECMA-404](https://ecma-international.org/wp-content/uploads/ECMA-404_2nd_edition_december_2017.pdf).
+\"\"\"
+scalar JSON @specifiedBy(url: "https://ecma-international.org/wp-content/uploads/ECMA-404_2nd_edition_december_2017.pdf")
 
 \"\"\"What one partition holds of a view: keys and their counts' sum.\"\"\"
 type PartitionTotal {
@@ -70,14 +75,13 @@ type WordCount @key(fields: "word", resolvable: true) {
   count: Int!
 }
 
-type WordCountScanEdge {
-  position: String!
-  node: WordCount!
-}
-
 type WordCountSlice {
   partition: Int!
-  edges: [WordCountScanEdge!]!
+
+  \"\"\"
+  A slice's rows packed in columns, one JSON object of equally long arrays: `a` the rows' positions (lowercase hex of the key tail), `k` their keys, then by view kind: count `c` (counts); windowed_count `s`, `e` (window start and end, ms since the epoch) and `c`; latest and history `t` (event time, ms since the epoch) and `v0`, `v1`, ... (the value fields in catalogue order; null where missing or not of the field's scalar).
+  \"\"\"
+  rows: JSON!
 }
 
 scalar _Any
@@ -199,8 +203,18 @@ def test_top_over_chosen_partitions(endpoint: GraphQLEndpoint) -> None:
 _SCAN = (
     "query($s: [SliceInput!]!, $n: Int!, $b: Boolean!) "
     "{ allWordCounts(slices: $s, first: $n, backward: $b) "
-    "{ partition edges { position node { word count } } } }"
+    "{ partition rows } }"
 )
+
+
+def _unpacked(piece: dict[str, Any]) -> list[dict[str, Any]]:
+    """A count view's packed slice as rows: position, word, count."""
+    rows = piece["rows"]
+    assert set(rows) == {"a", "k", "c"} and len(rows["k"]) == len(rows["a"]) == len(rows["c"])
+    return [
+        {"position": a, "word": k, "count": c}
+        for a, k, c in zip(rows["a"], rows["k"], rows["c"], strict=True)
+    ]
 
 
 def _slices(endpoint: GraphQLEndpoint, slices: list[dict[str, Any]], n: int, back: bool) -> Any:
@@ -217,8 +231,8 @@ def test_scan_pages_each_held_partition_from_its_own_position(endpoint: GraphQLE
             asked = [{"partition": p, "after": a} for p, a in positions.items()]
             response = _slices(endpoint, asked, 3, back)
             for piece in response["data"]["allWordCounts"]:
-                edges = piece["edges"]
-                seen[piece["partition"]].extend(e["node"]["word"] for e in edges)
+                edges = _unpacked(piece)
+                seen[piece["partition"]].extend(e["word"] for e in edges)
                 if len(edges) < 3:
                     del positions[piece["partition"]]
                 else:
@@ -232,12 +246,28 @@ def test_scan_pages_each_held_partition_from_its_own_position(endpoint: GraphQLE
             assert seen[partition] == (words[::-1] if back else words)
 
 
+def test_positions_are_the_hex_of_the_key_tail_and_nothing_else_is_one(
+    endpoint: GraphQLEndpoint,
+) -> None:
+    (piece,) = _slices(endpoint, [{"partition": 0}], 2, False)["data"]["allWordCounts"]
+    for edge in _unpacked(piece):
+        assert bytes.fromhex(edge["position"]) == pack_str(edge["word"])
+        assert edge["position"] == edge["position"].lower()
+    for position in ("zz", "7 7", "777", "x" * 70_000):
+        response = endpoint.execute(
+            _SCAN, {"s": [{"partition": 0, "after": position}], "n": 2, "b": False}
+        )
+        (error,) = response["errors"]
+        assert error["extensions"]["code"] == "BAD_USER_INPUT"
+        assert "is no position" in error["message"]
+
+
 def test_scan_in_count_order_pages_each_partition_by_count_then_key(
     endpoint: GraphQLEndpoint,
 ) -> None:
     query = (
         "query($s: [SliceInput!]!, $x: String!) { allWordCounts(slices: $s, first: 4, "
-        "order: COUNT, prefix: $x) { partition edges { position node { word count } } } }"
+        "order: COUNT, prefix: $x) { partition rows } }"
     )
     for partition in HELD:
         words: list[dict[str, Any]] = []
@@ -247,10 +277,11 @@ def test_scan_in_count_order_pages_each_partition_by_count_then_key(
             response = endpoint.execute(query, variables)
             assert "errors" not in response, response
             (piece,) = response["data"]["allWordCounts"]
-            words.extend(e["node"] for e in piece["edges"])
-            if len(piece["edges"]) < 4:
+            edges = _unpacked(piece)
+            words.extend({"word": e["word"], "count": e["count"]} for e in edges)
+            if len(edges) < 4:
                 break
-            after = piece["edges"][-1]["position"]
+            after = edges[-1]["position"]
         held = {w: c for w, c in HELD_WORDS.items() if partition_for(w, P) == partition}
         assert words == ranked(held)
     refused = endpoint.execute(query, {"s": [{"partition": 0}], "x": "w"})
