@@ -137,6 +137,7 @@ class GatewayApp:
             config.max_tokens,
             self.metrics,
             self._catalogue,
+            config.normalize_literals,
         )
         self._documents = self._graphql.documents
         self.metrics.watch(self._figures)

@@ -83,6 +83,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         max_tokens: int,
         metrics: GatewayMetrics | None = None,
         catalogue: Iterable[View] = (),
+        normalize_literals: bool = True,
     ) -> None:
         super().__init__(
             schema._schema,
@@ -90,6 +91,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
             "STATEFED_GATEWAY_MAX_BODY_BYTES",
             max_tokens,
             "STATEFED_GATEWAY_MAX_TOKENS",
+            normalize_literals,
         )
         self._schema = schema
         self._limits = limits
