@@ -32,7 +32,7 @@ from graphql import (
 )
 
 from runtime.graphql_http.limits import parse_limited
-from runtime.graphql_http.literals import Bound, Plan, Scan, scan
+from runtime.graphql_http.literals import Bound, Plan, Scan, Skeletons
 from runtime.graphql_http.request import GraphQLRequest, RequestError
 
 __all__ = ["DocumentCache", "Prepared"]
@@ -96,6 +96,7 @@ class DocumentCache:
         self.normalize = normalize
         self.planned = 0  # requests given a plan, their literals bound
         self._size = size
+        self._skeletons = Skeletons(max_tokens, size)
         self._plans: OrderedDict[str, tuple[Plan, Prepared] | None] = OrderedDict()
         # per text: its plan and literals, None for the exact-text path
         self._bound = functools.lru_cache(maxsize=size)(self._bind)
@@ -147,7 +148,7 @@ class DocumentCache:
         return prepared.errors
 
     def _bind(self, query: str) -> tuple[Bound, Prepared] | None:
-        found = scan(query, self._max_tokens)
+        found = self._skeletons.scan(query)
         if found is None:
             return None
         if found.signature in self._plans:

@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from graphql import (
@@ -49,21 +49,27 @@ from graphql import (
     visit,
 )
 
-__all__ = ["Bound", "Plan", "Scan", "scan"]
+__all__ = ["Bound", "Plan", "Scan", "Skeletons", "scan"]
 
 # every token of a text, and its comments: one C call (re.findall); a character GraphQL
 # ignores (whitespace, commas, BOM) is in no token, any other character that starts no token
 # is one of its own, which the scan refuses (the text then takes the exact-text path, whose
 # parser says what is wrong). A run of number characters is one token, checked by _NUMBER.
+_STRING = r'"(?:[^"\\\x00-\x1f\ud800-\udfff]|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9A-Fa-f]{4})*"'
+_NUMBER_RUN = r"-?[0-9][0-9A-Za-z_.+\-]*"
 _TOKENS = re.compile(
     r'"""'
-    r'|"(?:[^"\\\x00-\x1f\ud800-\udfff]|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9A-Fa-f]{4})*"'
-    r"|-?[0-9][0-9A-Za-z_.+\-]*"
+    rf"|{_STRING}"
+    rf"|{_NUMBER_RUN}"
     r"|[_A-Za-z][_0-9A-Za-z]*"
     r"|\.\.\."
     r"|#[^\n\r\ud800-\udfff]*"
     r"|[^ \t\n\r,\ufeff]"
 )
+# the string and number tokens of a text without comments and block strings, in one C call
+# each (`Skeletons`); a number run starts where no name goes on
+_LITERAL_TOKENS = re.compile(rf"{_STRING}|(?<![_0-9A-Za-z]){_NUMBER_RUN}")
+_SLOT = re.compile(r"\$[0-9]+")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _PUNCTUATORS = frozenset(["!", "$", "&", "(", ")", "...", ":", "=", "@", "[", "]", "{", "|", "}"])
 _OPEN, _CLOSE = "{([", "})]"
@@ -99,87 +105,72 @@ def scan(text: str, max_tokens: int) -> Scan | None:
     if len(tokens) >= max_tokens:
         return None
     try:
-        return _Scanner(tokens).scan()
+        return _read(tokens, None)
     except _Refused:
         return None
 
 
-class _Scanner:
-    """Reads tokens into a signature; with `record`, also which token starts each of the
-    signature's parts (`firsts`: a list literal is one part of several tokens)."""
-
-    def __init__(self, tokens: list[str], record: bool = False) -> None:
-        self.tokens = tokens
-        self.parts: list[str] = []
-        self.slots: dict[Literal, int] = {}
-        self.occurrences: list[tuple[int, int]] = []
-        self.firsts: list[int] | None = [] if record else None
-
-    def scan(self) -> Scan | None:
-        tokens, parts = self.tokens, self.parts
-        stack: list[str] = []
-        previous = ""
-        index, count = 0, len(tokens)
-        firsts = self.firsts
-        while index < count:
-            token = tokens[index]
-            first = token[0]
-            if firsts is not None:
-                firsts.append(index)
-            # a value of a field's argument: after ":" in parentheses inside braces
-            if previous == ":" and len(stack) > 1 and stack[-1] == "(" and token != "null":
-                if token == "[":
-                    index = self._list(index)
-                    previous = "]"
-                    continue
-                if first == '"' or first == "-" or first.isdigit() or first in _NAME_START:
-                    parts.append(self._slot(_literal(token), index))
-                    previous = token
+def _read(tokens: list[str], firsts: list[int] | None) -> Scan | None:
+    """The scan of `tokens` (None: no literal); with `firsts`, appends which token starts
+    each part of the signature (a list literal is one part of several tokens). One loop of
+    local names: this runs for every request with literals."""
+    parts: list[str] = []
+    slots: dict[Literal, int] = {}
+    occurrences: list[tuple[int, int]] = []
+    stack: list[str] = []
+    previous = ""
+    index, count = 0, len(tokens)
+    while index < count:
+        token = tokens[index]
+        first = token[0]
+        if firsts is not None:
+            firsts.append(index)
+        # a value of a field's argument: after ":" in parentheses inside braces
+        if previous == ":" and len(stack) > 1 and stack[-1] == "(" and token != "null":
+            start = index
+            if token == "[":
+                items = []
+                index += 1
+                while index < count and tokens[index] != "]":
+                    if tokens[index] in _PUNCTUATORS:
+                        raise _Refused  # nested lists, objects, variables
+                    items.append(_literal(tokens[index]))
                     index += 1
-                    continue
-            if first in _NAME_START:
-                if (token[:2] == "__" and token != "__typename") or (
-                    not stack and token in _REFUSED_NAMES
-                ):
+                if index == count:
                     raise _Refused
-            elif token in _PUNCTUATORS:
-                if token in _REFUSED:
-                    raise _Refused
-                if token in _OPEN:
-                    stack.append(token)
-                elif token in _CLOSE and (
-                    not stack or _OPEN.index(stack.pop()) != _CLOSE.index(token)
-                ):
-                    raise _Refused
+                literal: Literal = ("l", tuple(items))
+            elif first in _PUNCTUATORS:
+                literal = ("", None)  # "$" or "{": not a literal
             else:
-                _literal(token)  # a literal elsewhere (a default value, in an object)
-            parts.append(token)
-            previous = token
-            index += 1
-        if not self.occurrences or stack:
-            return None
-        return Scan(" ".join(parts), tuple(self.slots), tuple(self.occurrences))
-
-    def _list(self, start: int) -> int:
-        """Reads a list literal of scalars from its "[" at `start`; the index after it."""
-        tokens = self.tokens
-        items = []
-        index = start + 1
-        while index < len(tokens) and tokens[index] != "]":
-            token = tokens[index]
-            if token in _PUNCTUATORS:
-                raise _Refused  # nested lists, objects, variables
-            items.append(_literal(token))
-            index += 1
-        if index == len(tokens):
-            raise _Refused
-        self.parts.append(self._slot(("l", tuple(items)), start))
-        return index + 1
-
-    def _slot(self, literal: Literal, index: int) -> str:
-        slot = self.slots.setdefault(literal, len(self.slots))
-        self.occurrences.append((index, slot))
-        return f"${slot}"
+                literal = _literal(token)
+            if literal[0]:
+                slot = slots.setdefault(literal, len(slots))
+                occurrences.append((start, slot))
+                parts.append(f"${slot}")
+                previous = "]"
+                index += 1
+                continue
+        if first in _NAME_START:
+            if (first == "_" and token[:2] == "__" and token != "__typename") or (
+                not stack and token in _REFUSED_NAMES
+            ):
+                raise _Refused
+        elif token in _PUNCTUATORS:
+            if token in _OPEN:
+                stack.append(token)
+            elif token in _CLOSE:
+                if not stack or _OPEN.index(stack.pop()) != _CLOSE.index(token):
+                    raise _Refused
+            elif token in _REFUSED:
+                raise _Refused
+        else:
+            _literal(token)  # a literal elsewhere (a default value, in an object)
+        parts.append(token)
+        previous = token
+        index += 1
+    if not occurrences or stack:
+        return None
+    return Scan(" ".join(parts), tuple(slots), tuple(occurrences))
 
 
 def _literal(token: str) -> Literal:
@@ -201,15 +192,119 @@ def _literal(token: str) -> Literal:
 def part_starts(text: str) -> list[int]:
     """Where each part of the signature of `text` (a text `scan` accepted) starts in it."""
     matches = [m for m in _TOKENS.finditer(text) if text[m.start()] != "#"]
-    scanner = _Scanner([m.group() for m in matches], record=True)
-    scanner.scan()
-    assert scanner.firsts is not None
-    return [matches[index].start() for index in scanner.firsts]
+    firsts: list[int] = []
+    _read([m.group() for m in matches], firsts)
+    return [matches[index].start() for index in firsts]
 
 
 def token_starts(text: str) -> list[int]:
     """Where each token of `text` starts, comments left out (a text `scan` accepted)."""
     return [m.start() for m in _TOKENS.finditer(text) if text[m.start()] != "#"]
+
+
+# -- texts that differ only in string and number literals ----------------------------------
+
+_Source = tuple[str, Any]  # ("t", index of a literal token), ("c", a literal), ("l", sources)
+
+
+class _Template:
+    """How the scan of every text of one skeleton goes: the signature's text around its
+    slots, and where each slot's literal comes from."""
+
+    def __init__(
+        self, pieces: list[str], sources: list[_Source], indexes: list[int], count: int
+    ) -> None:
+        self.pieces = pieces
+        self.sources = sources
+        self.indexes = indexes  # the token each slot's literal starts at
+        self.count = count  # literal tokens
+
+    @classmethod
+    def of(cls, text: str, found: Scan) -> _Template | None:
+        """The template of the skeleton of `text`, scanned as `found`; None when its
+        literal tokens are not all in slots (the others are in the signature as they are)."""
+        tokens = [t for t in _TOKENS.findall(text) if t[0] != "#"]
+        literal_tokens = _LITERAL_TOKENS.findall(text)
+        at: dict[int, int] = {}  # token index -> literal token index
+        for index, token in enumerate(tokens):
+            if token[0] == '"' or token[0] == "-" or token[0].isdigit():
+                at[index] = len(at)
+        if [tokens[i] for i in at] != literal_tokens:
+            return None  # a tokenization the fast path cannot follow
+        used: set[int] = set()
+
+        def source(index: int) -> _Source:
+            if index in at:
+                used.add(at[index])
+                return "t", at[index]
+            return "c", _literal(tokens[index])
+
+        sources: list[_Source] = []
+        for index, _ in found.occurrences:
+            if tokens[index] == "[":
+                end = tokens.index("]", index)
+                sources.append(("l", tuple(source(i) for i in range(index + 1, end))))
+            else:
+                sources.append(source(index))
+        if len(used) != len(literal_tokens):
+            return None
+        indexes = [index for index, _ in found.occurrences]
+        return cls(_SLOT.split(found.signature), sources, indexes, len(literal_tokens))
+
+    def fill(self, literal_tokens: list[str]) -> Scan | None:
+        """The scan of a text of this skeleton with these literal tokens."""
+        if len(literal_tokens) != self.count:
+            return None
+        pieces = self.pieces
+        out = [pieces[0]]
+        slots: dict[Literal, int] = {}
+        occurrences = []
+        try:
+            for n, source in enumerate(self.sources):
+                literal = _resolve(source, literal_tokens)
+                slot = slots.setdefault(literal, len(slots))
+                occurrences.append((self.indexes[n], slot))
+                out.append(f"${slot}")
+                out.append(pieces[n + 1])
+        except _Refused:
+            return None
+        return Scan("".join(out), tuple(slots), tuple(occurrences))
+
+
+def _resolve(source: _Source, literal_tokens: list[str]) -> Literal:
+    kind, value = source
+    if kind == "t":
+        return _literal(literal_tokens[value])
+    if kind == "c":
+        return cast(Literal, value)
+    return "l", tuple(_resolve(item, literal_tokens) for item in value)
+
+
+class Skeletons:
+    """`scan` with a memo: texts that differ only in their string and number literals (the
+    same skeleton, found with two C calls) are scanned from a template built once, at most
+    `size` of them kept. Texts with comments, block strings or NUL are scanned in full."""
+
+    def __init__(self, max_tokens: int, size: int) -> None:
+        self._max_tokens = max_tokens
+        self._size = size
+        self._templates: dict[str, _Template | None] = {}
+
+    def scan(self, text: str) -> Scan | None:
+        if "#" in text or '"""' in text or "\x00" in text:
+            return scan(text, self._max_tokens)
+        skeleton = _LITERAL_TOKENS.sub("\x00", text)
+        templates = self._templates
+        if skeleton in templates:
+            template = templates[skeleton]
+            if template is None:
+                return scan(text, self._max_tokens)
+            return template.fill(_LITERAL_TOKENS.findall(text))
+        found = scan(text, self._max_tokens)
+        if len(templates) >= self._size:
+            del templates[next(iter(templates))]  # the oldest
+        templates[skeleton] = None if found is None else _Template.of(text, found)
+        return found
 
 
 # -- binding a literal to the type of its position ------------------------------------------
