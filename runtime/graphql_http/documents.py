@@ -98,8 +98,10 @@ class DocumentCache:
         self._size = size
         self._skeletons = Skeletons(max_tokens, size)
         self._plans: OrderedDict[str, tuple[Plan, Prepared] | None] = OrderedDict()
-        # per text: its plan and literals, None for the exact-text path
-        self._bound = functools.lru_cache(maxsize=size)(self._bind)
+        # texts that take the exact-text path (those without literals: most repeat). Texts
+        # with literals are bound anew each time, not kept: 2,000 distinct texts would churn
+        # a cache of containers, and the collector's full passes cost more than binding
+        self._exact: dict[str, None] = {}
 
     def cache_info(self) -> functools._CacheInfo:
         """Hits and misses of the cache."""
@@ -117,15 +119,17 @@ class DocumentCache:
         and `normalize` on, their plan, the literals bound into `request.variables` (and
         the request's `literals` set, to locate errors in its text)."""
         query = request.query
-        if self.normalize and len(query) <= self._max_cached_bytes:
-            found = self._bound(query)
-            if found is not None:
+        if self.normalize and query not in self._exact and len(query) <= self._max_cached_bytes:
+            found = self._bind(query)
+            if found is not None and not found[1].errors:  # a plan not found invalid
                 bound, prepared = found
-                if not prepared.errors:  # not found invalid
-                    self.planned += 1
-                    request.variables = bound.variables(request.variables)
-                    request.literals = bound
-                    return prepared
+                self.planned += 1
+                request.variables = bound.variables(request.variables)
+                request.literals = bound
+                return prepared
+            if len(self._exact) >= self._size:
+                del self._exact[next(iter(self._exact))]  # the oldest
+            self._exact[query] = None
         return self.prepare(query)
 
     def validate(
