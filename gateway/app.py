@@ -142,6 +142,7 @@ class GatewayApp:
             self.metrics,
             self._catalogue,
             self.persisted,
+            config.normalize_literals,
         )
         self._documents = self._graphql.documents
         self.metrics.watch(self._figures)

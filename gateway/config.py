@@ -137,6 +137,9 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # tokens of one GraphQL document, counted while parsing, before validation and limits;
     # GraphiQL's introspection query has ~190
     max_tokens: int = setting("STATEFED_GATEWAY_MAX_TOKENS", 5000, low=100, high=1_000_000)
+    # documents that differ only in literal argument values share one parsed and validated
+    # plan (runtime.graphql_http.literals); off: each distinct text is parsed and validated
+    normalize_literals: bool = setting("STATEFED_GATEWAY_NORMALIZE_LITERALS", True)
     # HTTPS: a PEM certificate (chain) and its key, both or neither
     tls_cert: Path | None = setting("STATEFED_GATEWAY_TLS_CERT", None, parse=Path)
     tls_key: Path | None = setting("STATEFED_GATEWAY_TLS_KEY", None, parse=Path)

@@ -86,6 +86,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         metrics: GatewayMetrics | None = None,
         catalogue: Iterable[View] = (),
         persisted: PersistedQueries | None = None,
+        normalize_literals: bool = True,
     ) -> None:
         super().__init__(
             schema._schema,
@@ -93,6 +94,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
             "STATEFED_GATEWAY_MAX_BODY_BYTES",
             max_tokens,
             "STATEFED_GATEWAY_MAX_TOKENS",
+            normalize_literals,
         )
         self._schema = schema
         self._limits = limits

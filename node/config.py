@@ -73,6 +73,9 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     # `first`, `limit` and key lists multiplied down the tree (a node has no fan-out)
     max_cost: int = setting("STATEFED_NODE_MAX_COST", 100_000, low=1, high=10**12)
     max_tokens: int = setting("STATEFED_NODE_MAX_TOKENS", 5000, low=100, high=1_000_000)
+    # documents that differ only in literal argument values share one parsed and validated
+    # plan (runtime.graphql_http.literals); off: each distinct text is parsed and validated
+    normalize_literals: bool = setting("STATEFED_NODE_NORMALIZE_LITERALS", True)
     # of a POST body: the gateway's batch of 1000 keys of up to 1 KiB each fits
     max_body_bytes: int = setting("STATEFED_NODE_MAX_BODY_BYTES", 8 << 20, low=1024, high=1 << 30)
     # __schema and __type for callers of the node (the gateway never introspects nodes)

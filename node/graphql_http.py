@@ -113,6 +113,7 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
             env["max_body_bytes"],
             config.max_tokens,
             env["max_tokens"],
+            config.normalize_literals,
         )
         self.schema = schema
         self.registry = registry

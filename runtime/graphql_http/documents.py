@@ -7,11 +7,19 @@ it (`DocumentCache.validate`), after its query limits, and once per document. Va
 ~90% of a small request's GraphQL cost: a text seen before costs a dict lookup. Texts
 longer than `max_cached_bytes` are prepared per request, which bounds what the cache holds
 (their parsing stops at `max_tokens` anyway).
+
+With `normalize` on, `prepare_request` first looks for literal argument values
+(`runtime.graphql_http.literals`): texts that differ only in those share one plan, the
+document with them turned into variables, kept per signature (at most `size` plans), and a
+request gets the plan with its literals bound into its variables. What the plan cannot
+stand for exactly takes the exact-text path: a text that does not scan, a literal that does
+not coerce, a plan that does not validate (its errors are then the text's own).
 """
 
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +32,12 @@ from graphql import (
 )
 
 from runtime.graphql_http.limits import parse_limited
-from runtime.graphql_http.request import RequestError
+from runtime.graphql_http.literals import Bound, Plan, Scan, Skeletons
+from runtime.graphql_http.request import GraphQLRequest, RequestError
 
 __all__ = ["DocumentCache", "Prepared"]
 
-CACHE_SIZE = 1024  # distinct query texts kept parsed and validated
+CACHE_SIZE = 1024  # distinct query texts kept parsed and validated, and as many plans
 MAX_CACHED_BYTES = 64 * 1024
 MAX_TOKENS = 5000  # GraphiQL's introspection query has ~190
 
@@ -66,8 +75,9 @@ class Prepared:
 
 
 class DocumentCache:
-    """Prepares query texts against `schema`, each distinct text once; documents over
-    `max_tokens` tokens are refused with an error naming `tokens_variable`."""
+    """Prepares query texts against `schema`, each distinct text once (each plan once, with
+    `normalize`); documents over `max_tokens` tokens are refused with an error naming
+    `tokens_variable`."""
 
     def __init__(
         self,
@@ -76,12 +86,22 @@ class DocumentCache:
         max_cached_bytes: int = MAX_CACHED_BYTES,
         max_tokens: int = MAX_TOKENS,
         tokens_variable: str = "max_tokens",
+        normalize: bool = True,
     ) -> None:
         self._schema = schema
         self._max_cached_bytes = max_cached_bytes
         self._max_tokens = max_tokens
         self._tokens_variable = tokens_variable
         self._cached = functools.lru_cache(maxsize=size)(self._prepare)
+        self.normalize = normalize
+        self.planned = 0  # requests given a plan, their literals bound
+        self._size = size
+        self._skeletons = Skeletons(max_tokens, size)
+        self._plans: OrderedDict[str, tuple[Plan, Prepared] | None] = OrderedDict()
+        # texts that take the exact-text path (those without literals: most repeat). Texts
+        # with literals are bound anew each time, not kept: 2,000 distinct texts would churn
+        # a cache of containers, and the collector's full passes cost more than binding
+        self._exact: dict[str, None] = {}
 
     def cache_info(self) -> functools._CacheInfo:
         """Hits and misses of the cache."""
@@ -94,13 +114,72 @@ class DocumentCache:
             return self._prepare(query)
         return self._cached(query)
 
-    def validate(self, prepared: Prepared) -> list[GraphQLError]:
-        """The validation errors of a parsed document, found once per document."""
+    def prepare_request(self, request: GraphQLRequest) -> Prepared:
+        """`prepare` of the request's text, or, for a text with literal argument values
+        and `normalize` on, their plan, the literals bound into `request.variables` (and
+        the request's `literals` set, to locate errors in its text)."""
+        query = request.query
+        if self.normalize and query not in self._exact and len(query) <= self._max_cached_bytes:
+            found = self._bind(query)
+            if found is not None and not found[1].errors:  # a plan not found invalid
+                bound, prepared = found
+                self.planned += 1
+                request.variables = bound.variables(request.variables)
+                request.literals = bound
+                return prepared
+            if len(self._exact) >= self._size:
+                del self._exact[next(iter(self._exact))]  # the oldest
+            self._exact[query] = None
+        return self.prepare(query)
+
+    def validate(
+        self, prepared: Prepared, request: GraphQLRequest | None = None
+    ) -> list[GraphQLError]:
+        """The validation errors of a parsed document, found once per document; for a plan
+        `prepare_request` gave `request`, the errors of the request's own text, if any."""
+        errors = self._validate(prepared)
+        if errors and request is not None and request.literals is not None:
+            request.literals = None  # a plan is valid exactly when its texts are
+            self.planned -= 1
+            return self._validate(self.prepare(request.query))
+        return errors
+
+    def _validate(self, prepared: Prepared) -> list[GraphQLError]:
         if not prepared.validated:
             assert prepared.document is not None
             prepared.errors = validate(self._schema, prepared.document)
             prepared.validated = True
         return prepared.errors
+
+    def _bind(self, query: str) -> tuple[Bound, Prepared] | None:
+        found = self._skeletons.scan(query)
+        if found is None:
+            return None
+        if found.signature in self._plans:
+            planned = self._plans[found.signature]
+            self._plans.move_to_end(found.signature)
+        else:
+            planned = self._plan(query, found)
+        if planned is None:
+            return None
+        plan, prepared = planned
+        values = plan.bind(found)
+        return None if values is None else (Bound(plan, values, query), prepared)
+
+    def _plan(self, query: str, found: Scan) -> tuple[Plan, Prepared] | None:
+        """The plan of a new signature, from its first text (None: the exact path)."""
+        document = self._prepare(query).document
+        plan = None if document is None else Plan.build(self._schema, document, found)
+        planned = None
+        if plan is not None:
+            operations = tuple(
+                d for d in plan.document.definitions if isinstance(d, OperationDefinitionNode)
+            )
+            planned = plan, Prepared(plan.document, [], operations)
+        self._plans[found.signature] = planned
+        if len(self._plans) > self._size:
+            self._plans.popitem(last=False)
+        return planned
 
     def _prepare(self, query: str) -> Prepared:
         try:

@@ -58,9 +58,10 @@ _ACCEPTED = b"application/graphql-response+json, application/json"
 
 class GraphQLHTTP(Generic[C]):
     """The `/graphql` endpoint over `schema`. POST bodies over `max_body_bytes` get 413;
-    GET query strings over it, or over what the HTTP parser takes, get 414. `limit_hint`
-    names the setting that raises the limit in those errors. Documents of more than
-    `max_tokens` tokens fail to parse, with an error naming `tokens_hint`."""
+        GET query strings over it, or over what the HTTP parser takes, get 414. `limit_hint`
+        names the setting that raises the limit in those errors. Documents of more than
+        `max_tokens` tokens fail to parse, with an error naming `tokens_hint`. Documents that differ
+    only in literal argument values share one plan unless `normalize_literals` is off."""
 
     def __init__(
         self,
@@ -69,8 +70,11 @@ class GraphQLHTTP(Generic[C]):
         limit_hint: str = "",
         max_tokens: int = MAX_TOKENS,
         tokens_hint: str = "max_tokens",
+        normalize_literals: bool = True,
     ) -> None:
-        self.documents = DocumentCache(schema, max_tokens=max_tokens, tokens_variable=tokens_hint)
+        self.documents = DocumentCache(
+            schema, max_tokens=max_tokens, tokens_variable=tokens_hint, normalize=normalize_literals
+        )
         self.max_body_bytes = max_body_bytes
         self.max_query_string_bytes = min(max_body_bytes, MAX_REQUEST_TARGET_BYTES)
         self.limit_hint = limit_hint
@@ -206,7 +210,7 @@ class GraphQLHTTP(Generic[C]):
         if not request.request_id:
             request.request_id = request_id(None)
         self.resolve(request)
-        prepared = self.documents.prepare(request.query)
+        prepared = self.documents.prepare_request(request)  # may bind literals as variables
         if prepared.document is None:
             errors = self._format(prepared.errors, request, PARSE_FAILED)
             return status_for(media, False), {"errors": errors}
@@ -216,7 +220,7 @@ class GraphQLHTTP(Generic[C]):
         refused = self.refuse(prepared, operation, request, context)
         if refused:
             return status_for(media, False), {"errors": self._format(refused, request)}
-        invalid = self.documents.validate(prepared)
+        invalid = self.documents.validate(prepared, request)
         if invalid:
             return status_for(media, False), {
                 "errors": self._format(invalid, request, VALIDATION_FAILED)
@@ -233,6 +237,8 @@ class GraphQLHTTP(Generic[C]):
     def _format(
         self, errors: Sequence[GraphQLError], request: GraphQLRequest, code: str | None = None
     ) -> list[dict[str, Any]]:
+        if request.literals is not None:  # located in the plan's text: move them to the request's
+            errors = request.literals.relocate(errors)
         return format_errors(errors, self.error_extensions, code, request.request_id)
 
 

@@ -91,6 +91,9 @@ class GraphQLRequest:
     method: str = "POST"
     request_id: str = ""  # names the request in logs and in internal errors (`request_id`)
     caller: Any = None  # who is asking, as the server's `admit` found it
+    # the literals bound into `variables` (runtime.graphql_http.literals.Bound), which also
+    # moves error locations from the plan's text to this one; None: the text was run as sent
+    literals: Any = None
 
     @classmethod
     def checked(

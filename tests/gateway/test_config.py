@@ -67,6 +67,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_PRODUCE_RATE": "7",
         "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
         "STATEFED_GATEWAY_MAX_TOKENS": "700",
+        "STATEFED_GATEWAY_NORMALIZE_LITERALS": "off",
         "STATEFED_GATEWAY_TLS_CERT": str(pem),
         "STATEFED_GATEWAY_TLS_KEY": str(pem),
         "STATEFED_GATEWAY_NODE_CA": str(pem),
@@ -103,7 +104,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
     assert config.log_format == "json"  # and the gateway's own level wins over every part's
     assert config.url == "https://0.0.0.0:9000"
-    assert config.max_tokens == 700
+    assert config.max_tokens == 700 and config.normalize_literals is False
     assert config.tls_cert == config.tls_key == config.node_ca == pem
     assert config.status_tail_records == 500
     assert config.max_scan_page == 30
