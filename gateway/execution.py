@@ -122,11 +122,12 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         request: GraphQLRequest,
         context: RequestContext,
     ) -> Sequence[GraphQLError]:
+        shape = self._shape(prepared, operation)
+        if shape.settled:  # within the limits whatever the request (gateway.limits)
+            return ()
         table = context.feed.current
         return self._limits.check_shape(
-            self._shape(prepared, operation),
-            request.variables,
-            lambda view: _partitions(table, view),
+            shape, request.variables, lambda view: _partitions(table, view)
         )
 
     async def run(
