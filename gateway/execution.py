@@ -4,9 +4,10 @@
 Each distinct query text is parsed (at most STATEFED_GATEWAY_MAX_TOKENS tokens) and
 validated once by the shared document cache; the shape the query limits measure is kept
 with the cached document (per operation name), so a request only evaluates its cost against
-its variables (`refuse`) before any node is asked; the limits run before validation, which
-only a document within them gets. Strawberry builds the schema; its `execute`, with
-per-request extension and middleware objects, is off the hot path. Who is asking is settled before any of that, from the headers (`admit`,
+its variables (`refuse`; nothing when no variable can change it) before any node is asked;
+the limits run before validation, which only a document within them gets. Strawberry builds
+the schema; its `execute`, with per-request extension and middleware objects, is off the
+hot path. Who is asking is settled before any of that, from the headers (`admit`,
 `gateway.auth`): a request without a usable token is a 401 whose body was never read. A
 GET without `query` shows GraphiQL. With the gateway cache on, a query of lookups whose
 every key the cache holds is answered from it, all of the above done and nothing executed
