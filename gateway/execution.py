@@ -4,9 +4,9 @@
 Each distinct query text is parsed (at most STATEFED_GATEWAY_MAX_TOKENS tokens) and
 validated once by the shared document cache; the shape the query limits measure is kept
 with the cached document (per operation name), so a request only evaluates its cost against
-its variables (`refuse`) before any node is asked; the limits run before validation, which
-only a document within them gets. Strawberry builds the schema and provides the
-DataLoader; its `execute`, with per-request extension and middleware objects, is off the
+its variables (`refuse`; nothing when no variable can change it) before any node is asked;
+the limits run before validation, which only a document within them gets. Strawberry builds
+the schema; its `execute`, with per-request extension and middleware objects, is off the
 hot path. Who is asking is settled before any of that, from the headers (`admit`,
 `gateway.auth`): a request without a usable token is a 401 whose body was never read. A
 GET without `query` or `extensions` shows GraphiQL. A request may name its document by hash
@@ -135,11 +135,12 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         request: GraphQLRequest,
         context: RequestContext,
     ) -> Sequence[GraphQLError]:
+        shape = self._shape(prepared, operation)
+        if shape.settled:  # within the limits whatever the request (gateway.limits)
+            return ()
         table = context.feed.current
         return self._limits.check_shape(
-            self._shape(prepared, operation),
-            request.variables,
-            lambda view: _partitions(table, view),
+            shape, request.variables, lambda view: _partitions(table, view)
         )
 
     async def run(

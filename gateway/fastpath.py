@@ -15,7 +15,9 @@ are made (the principal's scope for the view, the keys, `maxLag`; an `atLeast` t
 left to execution) and every key is read from the cache (`GatewayCache.peek`, the same
 test of currency as a lookup's; a key's partition is remembered, not hashed again). The
 rows become the objects the lookup fields return (each view's entity type), whose leaves
-are read by the fields' own resolvers and serialized by their own types. When anything is
+are read by the fields' own resolvers and serialized by their own types; what a root field
+makes of a row depends on the row's value alone, so it is kept for hashable rows (count
+rows; a latest view's events are made each time) in one bounded memo. When anything is
 in doubt (a variable or argument that does not coerce, a check that fails, a key the cache
 cannot answer now, a null or a value that does not serialize where the type forbids it)
 `answer` returns None having changed nothing, and the document is executed: its errors,
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import count
 from typing import Any
 
 import strawberry
@@ -54,6 +57,8 @@ from schema import View
 __all__ = ["FastPath", "Plan"]
 
 _TYPENAME = "__typename"
+_MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is full
+_ROOTS = count()  # names a root field in the memo for as long as the process lives
 _NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
 
 
@@ -85,6 +90,7 @@ class _Root:
     leaves: tuple[_Leaf, ...]
     nullable_rows: bool  # whether an unknown key may be answered null
     arguments: Arguments | None
+    ident: int  # in the memo of made rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +116,7 @@ class FastPath:
         self._schema = schema._schema
         self._entities = entities_of(schema)
         self.answered = 0  # requests answered here
+        self._made: dict[tuple[int, Any], dict[str, Any]] = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
         for view in catalogue:
             if cacheable(view):
@@ -148,7 +155,7 @@ class FastPath:
         if query is None:
             return None
         if name == _TYPENAME:
-            return _Root(key, None, False, None, query.name, (), True, None)
+            return _Root(key, None, False, None, query.name, (), True, None, next(_ROOTS))
         lookup = self._lookups.get(name)
         field = query.fields.get(name)
         if lookup is None or field is None or node.selection_set is None:
@@ -164,7 +171,7 @@ class FastPath:
             return None
         return _Root(
             key, lookup.view, many, entity.convert, object_type.name, leaves,
-            nullable_rows, Arguments(field, node),
+            nullable_rows, Arguments(field, node), next(_ROOTS),
         )  # fmt: skip
 
     # -- per request ----------------------------------------------------------------------
@@ -187,7 +194,8 @@ class FastPath:
                 if hits is None:
                     return None
                 found[name] = hits
-            data = {root.key: _value(root, keys, found) for root, keys in asked}
+            made = self._made
+            data = {root.key: _value(root, keys, found, made) for root, keys in asked}
         except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
             return None
         for view, keys in wanted.values():
@@ -312,21 +320,40 @@ def _keys_of(view: View, keys: list[str], context: RequestContext) -> dict[int, 
     return group_keys(keys, context.feed.current.partition_count(view))[1]
 
 
-def _value(root: _Root, keys: list[str], found: Mapping[str, Any]) -> Any:
+def _value(
+    root: _Root, keys: list[str], found: Mapping[str, Any], made: dict[tuple[int, Any], Any]
+) -> Any:
     if root.view is None:
         return root.type_name
     rows = found[root.view.name].rows
     if root.many:
-        return [_object(root, rows[key]) for key in keys]
-    return _object(root, rows[keys[0]])
+        return [_object(root, rows[key], made) for key in keys]
+    return _object(root, rows[keys[0]], made)
 
 
-def _object(root: _Root, row: CachedRow) -> dict[str, Any] | None:
-    """What execution makes of one row: the selected leaves, in order, serialized."""
+def _object(
+    root: _Root, row: CachedRow, made: dict[tuple[int, Any], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """What execution makes of one row: the selected leaves, in order, serialized (the
+    same dict for equal rows: nothing changes it once made)."""
     if row is None:
         if not root.nullable_rows:
             raise _Doubt
         return None
+    key = (root.ident, row)
+    try:
+        values = made.get(key)
+    except TypeError:  # an unhashable row (an event's values): made each time
+        return _made(root, row)
+    if values is None:
+        values = _made(root, row)
+        if len(made) >= _MEMO_ROWS:
+            made.clear()
+        made[key] = values
+    return values
+
+
+def _made(root: _Root, row: Row | Event) -> dict[str, Any]:
     assert root.convert is not None
     source = root.convert(row)
     values: dict[str, Any] = {}

@@ -14,7 +14,10 @@ the view's retention keeps; any other field 1 (each kind prices its fields, `gat
 The price is multiplied by the weight of the field's selection: what it selects under n
 aliases is rendered n times, so `bookingHistory(first: 1000)` with 10 x 10 x 10 aliased
 fields costs 10^6. A size outside its argument's bounds is clamped here, so the resolver
-reports it as BAD_USER_INPUT instead.
+reports it as BAD_USER_INPUT instead. An operation whose sizes are all literals or defaults
+and whose fields do not fan out costs the same for any variables and any routing table: when
+it is within every limit, that verdict is kept with its shape (`Shape.settled`) and a
+request checks nothing (most point and multi-key lookups).
 """
 
 from __future__ import annotations
@@ -69,6 +72,12 @@ class Shape:
 
     measure: Measure
     terms: tuple[_Term, ...]  # one per root response key, __typename left out
+    settled: bool = False  # within every limit whatever the variables and routing
+
+    @property
+    def fixed(self) -> bool:
+        """Whether no cost can depend on variables (a size in one) or on P (a fan-out)."""
+        return all(t.size.variable is None and not t.price.fanout for t in self.terms)
 
     @property
     def root_fields(self) -> int:
@@ -92,7 +101,10 @@ class QueryLimits:
         if measured.too_nested or measured.depth > self._config.max_depth:
             return Shape(measured, ())  # refused for its depth: weigh nothing deeper
         terms = tuple(self._term(nodes, measured) for nodes in measured.roots.values() if nodes)
-        return Shape(measured, terms)
+        shape = Shape(measured, terms)
+        if shape.fixed and not self.check_shape(shape, None, _unread):
+            return Shape(measured, terms, settled=True)
+        return shape
 
     def check_shape(
         self,
@@ -101,6 +113,8 @@ class QueryLimits:
         partitions: Callable[[View], int],
     ) -> list[GraphQLError]:
         """One error per limit the operation exceeds."""
+        if shape.settled:
+            return []
         refused = self._limits.refusals(shape.measure)
         if refused and shape.measure.depth > self._config.max_depth:
             return refused
@@ -145,6 +159,10 @@ def _cost(
     size = max(size, 1) if price.bound is None else min(max(size, 1), price.bound)
     width = partitions(price.view) if price.fanout and price.view is not None else 1
     return width * size * (term.weight or 1)
+
+
+def _unread(view: View) -> int:
+    raise AssertionError(f"a fixed shape read the partition count of {view.name}")
 
 
 def _prices(config: GatewayConfig, catalogue: Iterable[View]) -> dict[str, Price]:

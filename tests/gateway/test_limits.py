@@ -9,11 +9,14 @@ from typing import Any
 
 import httpx
 import pytest
-from graphql import get_introspection_query
+from graphql import GraphQLError, OperationDefinitionNode, get_introspection_query, parse
 
 from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from gateway.limits import QueryLimits, Shape
 from gateway.routing import RoutingFeed
+from gateway.schema import build_schema
+from runtime.graphql_http import error_extensions
 from schema import View
 from tests.gateway.fakes import (
     FULL,
@@ -377,3 +380,47 @@ def test_a_streamed_body_without_length_is_cut_at_the_limit() -> None:
     response = asyncio.run(scenario())
     assert response.status_code == 413
     assert codes(response.json()) == ["PAYLOAD_TOO_LARGE"]
+
+
+def _shape_of(limits: QueryLimits, query: str) -> Shape:
+    document = parse(query)
+    operation = document.definitions[0]
+    assert isinstance(operation, OperationDefinitionNode)
+    return limits.analyze(document, operation)
+
+
+def _codes(errors: Sequence[GraphQLError]) -> list[str]:
+    return [error_extensions(e, lambda _: None)["code"] for e in errors]
+
+
+def test_a_verdict_no_variable_can_change_is_kept_with_the_shape() -> None:
+    config = GatewayConfig(max_cost=10, max_aliases=3)
+    limits = QueryLimits(config, build_schema((WORDS,))._schema, (WORDS,))
+    partitions_read: list[str] = []
+
+    def partitions(view: View) -> int:
+        partitions_read.append(view.name)
+        return P
+
+    point = _shape_of(limits, "query($k: String!) { wordCount(word: $k) { count } }")
+    many = _shape_of(limits, '{ wordCounts(words: ["a", "b"]) { count } }')
+    assert point.settled and many.settled
+    assert limits.check_shape(point, {"k": "x" * 10_000}, partitions) == []
+    # what variables or P decide is checked per request
+    top = _shape_of(limits, "query($n: Int!) { topWords(limit: $n) { count } }")
+    keys = _shape_of(limits, "query($ks: [String!]!) { wordCounts(words: $ks) { count } }")
+    assert not top.settled and not keys.settled
+    assert limits.check_shape(top, {"n": 2}, partitions) == []
+    assert _codes(limits.check_shape(top, {"n": 3}, partitions)) == ["QUERY_TOO_COSTLY"]
+    assert partitions_read == [WORDS.name, WORDS.name]
+    assert limits.check_shape(keys, {"ks": ["a"] * 11}, partitions) != []
+    # a refusal is never kept: it is made again, with its message, for each request
+    aliased = _shape_of(
+        limits,
+        "{ a: cluster { unassigned } b: cluster { unassigned } "
+        "c: cluster { unassigned } d: cluster { unassigned } }",
+    )
+    assert not aliased.settled
+    for _ in range(2):
+        errors = limits.check_shape(aliased, None, partitions)
+        assert _codes(errors) == ["TOO_MANY_ALIASES"]

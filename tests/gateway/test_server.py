@@ -14,6 +14,10 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
+from gateway.app import GatewayApp
+from gateway.config import GatewayConfig
+from gateway.routing import RoutingFeed
+from gateway.server import uvicorn_config
 from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics, partition_count, statefed_topics
 from schema import (
@@ -153,3 +157,12 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
     assert asset.status_code == 200 and len(asset.content) > 100_000
     assert sum(n.requests for n in nodes) <= 4  # one top-N and one lookup per node at most
     assert [v["name"] for v in views] == [v.name for v in CATALOGUE]
+
+
+def test_nothing_between_uvicorn_and_the_gateway_rewrites_requests_from_proxy_headers() -> None:
+    """The gateway trusts no X-Forwarded-* header (README): uvicorn's proxy-headers
+    middleware, on by default for loopback peers, is not put in front of it."""
+    app = GatewayApp(GatewayConfig(), feed=RoutingFeed())
+    config = uvicorn_config(app)
+    config.load()
+    assert config.loaded_app is app
