@@ -1,4 +1,4 @@
-"""statefed's benchmarks (issues 6 and 15): `make bench` runs `python -m tests.bench`
+"""statefed's benchmarks (issues 6, 15, 16 and 18): `make bench` runs `python -m tests.bench`
 (`--only NAME` runs one measurement, e.g. `--only live`; `--quick` a small smoke run).
 
 They start the real system on loopback (broker, nodes, gateway, Spark pipeline), measure

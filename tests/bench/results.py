@@ -141,7 +141,7 @@ def _markdown(
         f"machine used {info.other_cores:.2f} cores on average during the run"
         + (" (**busy: figures are disturbed**)." if info.other_cores > 0.25 else "."),
         "",
-        "## Targets (issues 6 and 15)",
+        "## Targets (issues 6, 15, 16 and 18)",
         "",
     ]
     table = Table(["target", "measured", "result"])
