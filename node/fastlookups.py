@@ -27,9 +27,11 @@ from typing import Any
 
 from graphql import (
     DocumentNode,
+    FieldNode,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLSchema,
+    OperationDefinitionNode,
     Undefined,
     is_leaf_type,
     parse,
@@ -141,7 +143,16 @@ class FastLookups:
                 self._lookups[print_ast(parse(_document(entity.view, selection)))] = lookup
 
     def recognize(self, document: DocumentNode) -> Lookup | None:
-        """The lookup `document` is, or None for any other document."""
+        """The lookup `document` is, or None for any other document (printed only when it
+        is one operation of one `_entities` field: a long document costs no printing)."""
+        definitions = document.definitions
+        if len(definitions) != 1 or not isinstance(definitions[0], OperationDefinitionNode):
+            return None
+        selections = definitions[0].selection_set.selections
+        if len(selections) != 1 or not isinstance(selections[0], FieldNode):
+            return None
+        if selections[0].name.value != "_entities":
+            return None
         return self._lookups.get(print_ast(document))
 
 
