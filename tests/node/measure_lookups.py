@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from node.graphql_http import GraphQLEndpoint
 from node.partitions import PartitionRegistry
 from node.store import ChangeBatch, LevelDBStore
 from node.subgraph import build_subgraph
-from schema import WORD_COUNTS, CountRow, EventRow, Role, partition_for, view_by_name
+from schema import WORD_COUNTS, CountRow, EventRow, Role, View, partition_for, view_by_name
 
 P = 4
 LATEST = view_by_name("last_booking")
@@ -59,7 +59,7 @@ async def _call(endpoint: GraphQLEndpoint, body: bytes) -> bytes:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": body, "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body":
             sent.append(message.get("body", b""))
 
@@ -81,6 +81,12 @@ def _cpu_us(endpoint: GraphQLEndpoint, bodies: Callable[[int], bytes], calls: in
     return (time.process_time() - start) / calls * 1e6
 
 
+def _lookups(view: View, size: int) -> Callable[[int], bytes]:
+    """The n-th body of lookups of `size` keys of `view`."""
+    queries = view_queries(view)
+    return lambda n: queries.lookup_body([KEYS[(n * size + i) % len(KEYS)] for i in range(size)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=4000)
@@ -99,11 +105,8 @@ def main() -> None:
             ),
         }
         for view in VIEWS:
-            queries = view_queries(view)
             for size in (1, 32):
-                cases[f"{view.name} lookup, {size} keys"] = lambda n, q=queries, s=size: (
-                    q.lookup_body([KEYS[(n * s + i) % len(KEYS)] for i in range(s)])
-                )
+                cases[f"{view.name} lookup, {size} keys"] = _lookups(view, size)
         print(f"CPU per call, us ({calls} calls each, in process)")
         print(f"{'request':<32} {'fast off':>9} {'fast on':>9}")
         for name, bodies in cases.items():
