@@ -76,6 +76,10 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     # documents that differ only in literal argument values share one parsed and validated
     # plan (runtime.graphql_http.literals); off: each distinct text is parsed and validated
     normalize_literals: bool = setting("STATEFED_NODE_NORMALIZE_LITERALS", True)
+    # the gateway's lookup documents (`_entities` of a batch of keys) answered straight from
+    # the stores (node.fastlookups), the answer byte for byte what execution gives; off:
+    # every document is executed by graphql-core
+    fast_lookups: bool = setting("STATEFED_NODE_FAST_LOOKUPS", True)
     # of a POST body: the gateway's batch of 1000 keys of up to 1 KiB each fits
     max_body_bytes: int = setting("STATEFED_NODE_MAX_BODY_BYTES", 8 << 20, low=1024, high=1 << 30)
     # __schema and __type for callers of the node (the gateway never introspects nodes)

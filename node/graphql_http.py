@@ -8,7 +8,10 @@ read. Only ACTIVE copies are read unless the request's `extensions` say
 read have applied given changelog offsets (node.catchup), or refuses it with
 NOT_CAUGHT_UP; `{"readCurrent": ...}` makes it wait until the copies are proved current
 (node.currency, with the `probe` the node app sets), or refuses it with NOT_OWNER.
-`error_extensions` is the one place where the node's exceptions become GraphQL error codes.
+The gateway's lookups (`_entities` of a batch of keys) are answered without graphql-core
+(node.fastlookups) unless STATEFED_NODE_FAST_LOOKUPS is off; anything unusual in one is
+executed as any document. `error_extensions` is the one place where the node's exceptions
+become GraphQL error codes.
 
 Every caller gets the node's query limits before the document is validated or run
 (`runtime.graphql_http.limits`, set in `node.config`): depth, aliases per spread,
@@ -39,8 +42,9 @@ from node.config import NodeConfig
 from node.currency import parse_read_current, prove_current
 from node.endprobe import EndProbe
 from node.errors import MalformedRequestError, NotCaughtUpError, NotCurrentError, QueryError
+from node.fastlookups import FastLookups, Lookup
 from node.partitions import PartitionRegistry
-from node.subgraph import ReadContext
+from node.subgraph import ReadContext, entities_of
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import (
     GraphQLHTTP,
@@ -62,6 +66,7 @@ _HOW = "a field costs its `first`, `limit` or number of keys"
 # answered from ACTIVE copies only
 _ACTIVE_ONLY = (Role.ACTIVE,)
 _ANY_COPY = (Role.ACTIVE, Role.STANDBY)
+_LOOKUP = object()  # the key of a document's `Lookup` (or None) in `Prepared.memo`
 
 
 def _roles(extensions: dict[str, Any] | None) -> tuple[Role, ...]:
@@ -120,6 +125,10 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
         self.clock = clock
         self.limits = Limits.of(config, env, "node")
         self._sized = _sized_arguments(schema._schema)
+        self.fast_lookups = (
+            FastLookups(schema._schema, entities_of(schema)) if config.fast_lookups else None
+        )
+        self.fast_answered = 0  # lookups answered without execution
         # learns changelog end offsets for `readCurrent`; set once the node runs
         self.probe: EndProbe | None = None
 
@@ -189,7 +198,26 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
                 raise RequestError(str(exc)) from exc
             except (NotCaughtUpError, NotCurrentError) as exc:
                 return Outcome.refused([GraphQLError(str(exc), original_error=exc)])
+        lookup = self._lookup(prepared)
+        if lookup is not None:
+            data = lookup.answer(request.variables, context)
+            if data is not None:
+                self.fast_answered += 1
+                context.executed = True
+                return Outcome(data, None)
+            context.freshness.clear()  # execution reads anew, and reports what it read
         return self._run(prepared, operation, request.variables, context)
+
+    def _lookup(self, prepared: Prepared) -> Lookup | None:
+        """The gateway's lookup `prepared` is (node.fastlookups), recognized once per
+        cached document; None for any other document or with fast lookups off."""
+        if self.fast_lookups is None:
+            return None
+        lookup = prepared.memo.get(_LOOKUP, _LOOKUP)
+        if lookup is _LOOKUP:
+            assert prepared.document is not None
+            lookup = prepared.memo[_LOOKUP] = self.fast_lookups.recognize(prepared.document)
+        return cast(Lookup | None, lookup)
 
     def _run(
         self,

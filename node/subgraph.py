@@ -37,6 +37,7 @@ __all__ = [
     "MAX_TOP_LIMIT",
     "ReadContext",
     "build_subgraph",
+    "entities_of",
     "print_sdl",
 ]
 
@@ -63,6 +64,11 @@ class _SubgraphSchema(strawberry.federation.Schema):
     def __init__(self, entities: Mapping[str, Entity], **kwargs: Any) -> None:
         self._entities = dict(entities)  # by type name; read by the federation base class
         super().__init__(**kwargs)
+
+    @property
+    def entities(self) -> Mapping[str, Entity]:
+        """The entity types of the views, by type name, with their readers."""
+        return self._entities
 
     def entities_resolver(
         self, info: strawberry.Info, representations: list[FederationAny]
@@ -101,6 +107,12 @@ def build_subgraph(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             _MarkExecuted,
         ],
     )
+
+
+def entities_of(schema: strawberry.Schema) -> Mapping[str, Entity]:
+    """The entities of a subgraph `build_subgraph` made, by type name (none for any other
+    schema)."""
+    return schema.entities if isinstance(schema, _SubgraphSchema) else {}
 
 
 def print_sdl(catalogue: Iterable[View] = CATALOGUE) -> str:

@@ -50,6 +50,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
             "STATEFED_NODE_MAX_COST": "1234",
             "STATEFED_NODE_MAX_TOKENS": "800",
             "STATEFED_NODE_NORMALIZE_LITERALS": "false",
+            "STATEFED_NODE_FAST_LOOKUPS": "false",
             "STATEFED_NODE_MAX_BODY_BYTES": "4096",
             "STATEFED_NODE_INTROSPECTION": "yes",
             "STATEFED_NODE_TLS_CERT": str(pem),
@@ -65,6 +66,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert (config.max_depth, config.max_aliases, config.max_cost) == (9, 7, 1234)
     assert (config.max_tokens, config.max_body_bytes, config.introspection) == (800, 4096, True)
     assert config.normalize_literals is False
+    assert config.fast_lookups is False
     assert config.tls_cert == config.tls_key == pem
     assert (config.heartbeat_ms, config.group_id, config.store_cache_mb) == (250, "g", 256)
     assert (config.retention_sweep_ms, config.standby_replicas) == (500, 2)
