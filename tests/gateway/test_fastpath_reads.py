@@ -34,7 +34,8 @@ QUERIES = (
 )
 # a slow node is left out: what the gateway learns of it (suspect, hedge delays) changes
 # from one request to the next, so two requests in a row differ whoever answers them
-FAULTS = ("none", "refused", "garbage", "not owner", "unassigned")
+FAULTS = ("none", "refused", "garbage", "not owner", "unassigned", "rejected")
+REJECTED = b'{"errors": [{"message": "no", "extensions": {"code": "BAD_USER_INPUT"}}]}'
 
 
 def _refuse(request: httpx.Request) -> httpx.Response:
@@ -43,6 +44,18 @@ def _refuse(request: httpx.Request) -> httpx.Response:
 
 def _garbage(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, content=b"<html>not GraphQL</html>")
+
+
+class _Rejecting:
+    """A node saying the arguments are bad (the planner raises BadRequestError: the fast
+    path hands its read to execution), counting the requests it gets."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        return httpx.Response(200, content=REJECTED)
 
 
 def _setup(fault: str) -> tuple[list[FakeNode], dict[str, Any], dict[str, httpx.BaseTransport]]:
@@ -61,14 +74,16 @@ def _setup(fault: str) -> tuple[list[FakeNode], dict[str, Any], dict[str, httpx.
         extra[n1.url()] = httpx.MockTransport(_refuse)
     if fault == "garbage":
         extra[n1.url()] = httpx.MockTransport(_garbage)
+    if fault == "rejected":
+        extra[n1.url()] = httpx.MockTransport(_Rejecting())
     return [n0, n1], claims, extra
 
 
 async def _answers(
     fault: str, queries: Sequence[str]
-) -> tuple[list[tuple[Any, ...]], list[FakeNode]]:
+) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
     """Per query: (fast path on: answered by it, status, headers, body) then the same off;
-    and the nodes asked."""
+    and the transports standing in for n1."""
     nodes, claims, extra = _setup(fault)
     mounts: dict[str, Any] = {n.url(): httpx.ASGITransport(app=n) for n in nodes}
     mounts.update(extra)
@@ -101,7 +116,7 @@ async def _answers(
     finally:
         await app.shutdown()
         await upstream.aclose()
-    return seen, nodes
+    return seen, extra
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -115,13 +130,28 @@ def test_reads_answer_as_execution_does(fault: str) -> None:
         assert fast == full, f"{fault}: {query}"
         body = orjson.loads(fast[2])
         codes = [e["extensions"]["code"] for e in body.get("errors", [])]
-        assert answered, f"{fault}: {query}: {body}"
         keys = [k for k in (*COUNTS, "nope") if f'"{k}"' in query]
         touched = {partition_for(k, P) for k in keys}
-        if fault != "none" and touched & failing:
+        rejected = fault == "rejected" and bool(touched & failing)
+        assert answered is not rejected, f"{fault}: {query}: {body}"
+        if rejected:
+            assert "BAD_USER_INPUT" in codes and all("locations" in e for e in body["errors"])
+        elif fault != "none" and touched & failing:
             assert "PARTITION_UNAVAILABLE" in codes, f"{fault}: {query}: {body}"
         else:
             assert codes == [], f"{fault}: {query}: {body}"
         assert all(e["partition"] not in failing for e in body["extensions"]["freshness"]) or (
             fault == "none"
         )
+
+
+def test_a_read_that_raised_is_not_made_again_by_execution() -> None:
+    """Execution answers from the fast path's read: the rejecting node is asked once per
+    request, whoever answers it."""
+    query = '{ wordCount(word: "w4") { word } }'  # in an odd partition, n1's
+    assert partition_for("w4", P) % 2
+    seen, extra = asyncio.run(_answers("rejected", [query]))
+    (answered, status, _, content), (_, status_off, _, content_off) = seen
+    assert not answered and (status, content) == (status_off, content_off)
+    (rejecting,) = extra.values()
+    assert rejecting.handler.requests == 2
