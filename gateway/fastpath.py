@@ -63,6 +63,7 @@ from gateway.routing import group_keys
 from gateway.rows import Event, Row
 from gateway.schema import entities_of
 from runtime.graphql_http import Prepared
+from runtime.tracing import Span
 from schema import View
 
 __all__ = ["FastPath", "Plan", "Replay"]
@@ -241,10 +242,11 @@ class FastPath:
                 results[index] = exc
             done.append(index)
 
-        if len(reads) == 1:
-            await read(0)
-        elif reads:  # concurrently, in field order, as execution resolves root fields
-            await asyncio.gather(*(read(i) for i in range(len(reads))))
+        with Span("plan"):  # the node calls' parent span, as under execution
+            if len(reads) == 1:
+                await read(0)
+            elif reads:  # concurrently, in field order, as execution resolves root fields
+                await asyncio.gather(*(read(i) for i in range(len(reads))))
         replay = Replay([(a, r) for a, r in zip(reads, results, strict=True)])
         by_root = {id(a): r for a, r in zip(reads, results, strict=True)}
         try:
