@@ -247,18 +247,17 @@ class FastPath:
                 await read(0)
             elif reads:  # concurrently, in field order, as execution resolves root fields
                 await asyncio.gather(*(read(i) for i in range(len(reads))))
-        replay = Replay([(a, r) for a, r in zip(reads, results, strict=True)])
         by_root = {id(a): r for a, r in zip(reads, results, strict=True)}
         try:
             data = {}
             for a in asked:
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
-                    return replay
+                    return Replay(list(zip(reads, results, strict=True)))
                 rows = None if result is None else result.rows
                 data[a.root.key] = _value(a.root, rows, self._made)
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
-            return replay
+            return Replay(list(zip(reads, results, strict=True)))
         for index in done:
             result = results[index]
             assert isinstance(result, LookupResult)
