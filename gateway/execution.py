@@ -10,9 +10,9 @@ the schema; its `execute`, with per-request extension and middleware objects, is
 hot path. Who is asking is settled before any of that, from the headers (`admit`,
 `gateway.auth`): a request without a usable token is a 401 whose body was never read. A
 GET without `query` or `extensions` shows GraphiQL. A request may name its document by hash
-instead (`gateway.persisted`: APQ, trusted documents). With the gateway cache on, a query
-of lookups whose every key the cache holds is answered from it, all of the above done and
-nothing executed (`gateway.fastpath`).
+instead (`gateway.persisted`: APQ, trusted documents). A query of lookups is answered
+without execution, all of the above done: from the gateway cache when it holds every key,
+else from the planner's reads, as the lookup resolvers read them (`gateway.fastpath`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from graphql import (
 from strawberry.execution import optimized_is_awaitable
 
 from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorization, refusal
-from gateway.fastpath import FastPath
+from gateway.fastpath import FastPath, Replay
 from gateway.limits import QueryLimits, Shape
 from gateway.metrics import GatewayMetrics
 from gateway.persisted import PersistedQueries
@@ -72,7 +72,8 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
     """`/graphql` of the gateway: `authenticator` says who each request is from (401 when
     it cannot), `contexts` builds each request's context for that principal (RequestError
     503 before start-up), `page` is the GraphiQL page a GET without a query gets; lookups
-    of `catalogue`'s views are answered from the cache when it can (`gateway.fastpath`)."""
+    of `catalogue`'s views are answered without execution when they can be
+    (`gateway.fastpath`)."""
 
     def __init__(
         self,
@@ -103,7 +104,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         self._contexts = contexts
         self._page = page
         self._metrics = metrics
-        # lookups answered from the gateway cache without execution, when it is on; None:
+        # lookups answered without execution (from the cache or the planner's reads); None:
         # every operation is executed (tests compare the two)
         self.fast_path: FastPath | None = FastPath(schema, catalogue)
         # APQ and trusted documents (`gateway.persisted`); None: neither
@@ -155,10 +156,12 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
             raise RequestError(_STREAMS_ONLY, 400)
         started = time.perf_counter()
         fast = self.fast_path
-        if fast is not None and context.cache is not None:
+        if fast is not None:
             plan = fast.plan(prepared, operation)
-            data = None if plan is None else fast.answer(plan, request.variables, context)
-            if data is not None:
+            data = None if plan is None else await fast.answer(plan, request.variables, context)
+            if isinstance(data, Replay):  # read already: execution answers from those reads
+                context.planner = data.planner(context.planner)
+            elif data is not None:
                 self._observe(operation, started)
                 return Outcome(data, None)
         name = None if operation.name is None else operation.name.value

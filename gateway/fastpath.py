@@ -1,5 +1,6 @@
-"""The cache-hit fast path: a lookup query answered straight from the gateway cache,
-without executing its document, when the answer is provably the one execution gives.
+"""The lookup fast path: a query of lookups answered from the gateway cache, or from the
+planner's reads, without executing its document, when the answer is provably the one
+execution gives.
 
 Once per validated document and operation (kept with the cached document, bounded like
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
@@ -13,23 +14,32 @@ operation (CORS, authentication, the query limits, validation), the variables an
 arguments are bound as graphql-core binds them (`gateway.binding`), the lookups' own checks
 are made (the principal's scope for the view, the keys, `maxLag`; an `atLeast` token is
 left to execution) and every key is read from the cache (`GatewayCache.peek`, the same
-test of currency as a lookup's; a key's partition is remembered, not hashed again). The
-rows become the objects the lookup fields return (each view's entity type), whose leaves
-are read by the fields' own resolvers and serialized by their own types; what a root field
-makes of a row depends on the row's value alone, so it is kept for hashable rows (count
-rows; a latest view's events are made each time) in one bounded memo. When anything is
+test of currency as a lookup's; a key's partition is remembered, not hashed again). When
+the cache is off or cannot answer every key, each root field's keys are read as its
+resolver reads them (`Reads.lookup` with the same `ReadOptions`, concurrently, so the
+coalescer sends them as execution's), and a partition that could not be read becomes the
+same PARTITION_UNAVAILABLE error with the field's path, recorded in the order the reads
+complete, as the resolvers record it. The rows become the objects the lookup fields return
+(each view's entity type), whose leaves are read by the fields' own resolvers and
+serialized by their own types; what a root field makes of a row depends on the row's
+value alone, so it is kept for hashable rows (count rows; a latest view's events are made
+each time) in one bounded memo. When anything is
 in doubt (a variable or argument that does not coerce, a check that fails, a key the cache
 cannot answer now, a null or a value that does not serialize where the type forbids it)
 `answer` returns None having changed nothing, and the document is executed: its errors,
-node reads and cache bookkeeping are the full path's own.
+node reads and cache bookkeeping are the full path's own. A doubt that arises only once the
+nodes were read (a row that does not serialize, a read that raised) returns the reads made
+(`Replay`): execution then gets exactly those results from the planner, never a second
+read, and reports what it makes of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import Any, cast
 
 import strawberry
 from graphql import (
@@ -47,14 +57,16 @@ from graphql import (
 from gateway.binding import Arguments, Unbound, Variables
 from gateway.errors import GatewayError
 from gateway.live.cache import CachedRow, cacheable
+from gateway.reads import LookupResult, ReadOptions, Reads
 from gateway.request import RequestContext
 from gateway.routing import group_keys
 from gateway.rows import Event, Row
 from gateway.schema import entities_of
 from runtime.graphql_http import Prepared
+from runtime.tracing import Span
 from schema import View
 
-__all__ = ["FastPath", "Plan"]
+__all__ = ["FastPath", "Plan", "Replay"]
 
 _TYPENAME = "__typename"
 _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is full
@@ -176,17 +188,30 @@ class FastPath:
 
     # -- per request ----------------------------------------------------------------------
 
-    def answer(
+    async def answer(
         self, plan: Plan, variables: Mapping[str, Any] | None, context: RequestContext
-    ) -> dict[str, Any] | None:
-        """The `data` of `plan` for `variables`, every key answered by the cache, with the
-        freshness of the partitions read added to `context`; None when execution must
-        answer instead (nothing is then changed)."""
-        cache = context.cache
-        if cache is None:
-            return None
+    ) -> dict[str, Any] | Replay | None:
+        """The `data` of `plan` for `variables`, from the cache when it answers every key,
+        else from the planner's reads, with the freshness of the partitions read (and the
+        partitions that could not be) added to `context`; None when execution must answer
+        instead (nothing is then changed), a `Replay` of the reads made when execution must
+        answer from them."""
         try:
             asked = _asked(plan, variables, context)
+        except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
+            return None
+        cache = context.cache
+        if cache is not None:
+            data = self._hit(asked, cache, context)
+            if data is not None:
+                self.answered += 1
+                return data
+        return await self._read(asked, context)
+
+    def _hit(self, asked: list[_Asked], cache: Any, context: RequestContext) -> Any:
+        """The data of `asked` when the cache answers every key (counted as hits), else
+        None having changed nothing."""
+        try:
             wanted = _by_view(asked)
             found = {}
             for name, (view, keys) in wanted.items():
@@ -195,31 +220,149 @@ class FastPath:
                     return None
                 found[name] = hits
             made = self._made
-            data = {root.key: _value(root, keys, found, made) for root, keys in asked}
-        except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
+            data = {a.root.key: _value(a.root, _rows(a, found), made) for a in asked}
+        except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return None
         for view, keys in wanted.values():
             cache.took(view, keys)
         for hits in found.values():
             context.add_freshness(hits.freshness)
+        return data
+
+    async def _read(self, asked: list[_Asked], context: RequestContext) -> Any:
+        """The data of `asked` read through the planner, as the lookup resolvers read it."""
+        reads = [a for a in asked if a.root.view is not None]
+        done: list[int] = []  # the reads in the order they completed
+        results: list[LookupResult | Exception] = [_NOT_READ] * len(reads)
+
+        async def read(index: int) -> None:
+            try:
+                results[index] = await _lookup(reads[index], context)
+            except Exception as exc:  # execution reports it, from this very read
+                results[index] = exc
+            done.append(index)
+
+        with Span("plan"):  # the node calls' parent span, as under execution
+            if len(reads) == 1:
+                await read(0)
+            elif reads:  # concurrently, in field order, as execution resolves root fields
+                await asyncio.gather(*(read(i) for i in range(len(reads))))
+        by_root = {id(a): r for a, r in zip(reads, results, strict=True)}
+        try:
+            data = {}
+            for a in asked:
+                result = by_root.get(id(a))
+                if isinstance(result, Exception):
+                    return Replay(list(zip(reads, results, strict=True)))
+                rows = None if result is None else result.rows
+                data[a.root.key] = _value(a.root, rows, self._made)
+        except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
+            return Replay(list(zip(reads, results, strict=True)))
+        for index in done:
+            result = results[index]
+            assert isinstance(result, LookupResult)
+            context.add_freshness(result.freshness)
+            _record_missing(context, reads[index], result)
         self.answered += 1
         return data
 
 
+_NOT_READ = LookupResult([], [])
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A root field of a request: the keys it asks and the options it reads them with."""
+
+    root: _Root
+    keys: list[str]
+    options: ReadOptions
+
+
+_ReadKey = tuple[str, tuple[str, ...], ReadOptions]
+
+
+@dataclass
+class Replay:
+    """The lookups the fast path made before it found it cannot answer: execution gets
+    their results (or exceptions) from `planner`, each once, rather than reading again."""
+
+    reads: list[tuple[_Asked, LookupResult | Exception]]
+    _left: dict[_ReadKey, list[LookupResult | Exception]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for asked, result in self.reads:
+            view = asked.root.view
+            assert view is not None
+            self._left.setdefault((view.name, tuple(asked.keys), asked.options), []).append(result)
+
+    def planner(self, reads: Reads) -> Reads:
+        """`reads` answering these lookups from their results."""
+        return cast(Reads, _Replayed(reads, self._left))
+
+
+class _Replayed:
+    """A planner whose lookups made already are answered from their results; anything
+    else is `reads`'."""
+
+    def __init__(self, reads: Reads, left: dict[_ReadKey, list[LookupResult | Exception]]) -> None:
+        self._reads = reads
+        self._left = left
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reads, name)
+
+    async def lookup(
+        self, view: Any, keys: Sequence[str], deadline: float, options: ReadOptions
+    ) -> LookupResult:
+        made = self._left.get((view.name, tuple(keys), options))
+        if not made:
+            return await self._reads.lookup(view, keys, deadline, options)
+        result = made.pop(0)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+
+async def _lookup(asked: _Asked, context: RequestContext) -> LookupResult:
+    view = asked.root.view
+    assert view is not None
+    return await context.planner.lookup(view, asked.keys, context.deadline, asked.options)
+
+
+def _record_missing(context: RequestContext, asked: _Asked, result: LookupResult) -> None:
+    """One PARTITION_UNAVAILABLE error per partition some of the field's keys are in, as
+    `gateway.fields.common.record_missing` records them."""
+    failed: dict[int, list[str]] = {}
+    for key, partition in zip(asked.keys, result.partitions, strict=True):
+        if partition in result.failures:
+            failed.setdefault(partition, []).append(key)
+    for partition, keys in sorted(failed.items()):
+        error = result.failures[partition]
+        context.add_missing([asked.root.key], partition, error, list(dict.fromkeys(keys)))
+
+
 def _asked(
     plan: Plan, variables: Mapping[str, Any] | None, context: RequestContext
-) -> list[tuple[_Root, list[str]]]:
-    """The keys each root field asks, checked as its resolver checks them."""
+) -> list[_Asked]:
+    """The keys each root field asks and its read options, checked as its resolver checks
+    them."""
     bound = plan.variables.bind(variables)
     if bound is None:  # execution reports why
         raise _Doubt
     asked = []
     for root in plan.roots:
-        keys: list[str] = []
-        if root.arguments is not None:
-            keys = _keys(root, root.arguments.bind(bound), context)
-        asked.append((root, keys))
+        if root.arguments is None:
+            asked.append(_Asked(root, [], _TYPENAME_READ))
+            continue
+        arguments = root.arguments.bind(bound)
+        keys = _keys(root, arguments, context)
+        options = ReadOptions(arguments.get("maxLag"), caller=context.principal.subject)
+        asked.append(_Asked(root, keys, options))
     return asked
+
+
+_TYPENAME_READ = ReadOptions()
 
 
 # -- the plan's parts ------------------------------------------------------------------
@@ -306,12 +449,13 @@ def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) ->
     return given
 
 
-def _by_view(asked: Iterable[tuple[_Root, list[str]]]) -> dict[str, tuple[View, list[str]]]:
+def _by_view(asked: Iterable[_Asked]) -> dict[str, tuple[View, list[str]]]:
     """The keys asked of each view (by name), each once."""
     keys: dict[str, tuple[View, dict[str, None]]] = {}
-    for root, asked_keys in asked:
-        if root.view is not None:
-            keys.setdefault(root.view.name, (root.view, {}))[1].update(dict.fromkeys(asked_keys))
+    for a in asked:
+        view = a.root.view
+        if view is not None:
+            keys.setdefault(view.name, (view, {}))[1].update(dict.fromkeys(a.keys))
     return {name: (view, list(unique)) for name, (view, unique) in keys.items()}
 
 
@@ -320,15 +464,21 @@ def _keys_of(view: View, keys: list[str], context: RequestContext) -> dict[int, 
     return group_keys(keys, context.feed.current.partition_count(view))[1]
 
 
-def _value(
-    root: _Root, keys: list[str], found: Mapping[str, Any], made: dict[tuple[int, Any], Any]
-) -> Any:
-    if root.view is None:
+def _rows(asked: _Asked, found: Mapping[str, Any]) -> list[CachedRow] | None:
+    """The cached rows of the keys `asked`, in order (None for `__typename`)."""
+    if asked.root.view is None:
+        return None
+    rows = found[asked.root.view.name].rows
+    return [rows[key] for key in asked.keys]
+
+
+def _value(root: _Root, rows: Sequence[CachedRow] | None, made: dict[tuple[int, Any], Any]) -> Any:
+    """What a root field answers: its rows' objects (one for a point lookup)."""
+    if root.view is None or rows is None:
         return root.type_name
-    rows = found[root.view.name].rows
     if root.many:
-        return [_object(root, rows[key], made) for key in keys]
-    return _object(root, rows[keys[0]], made)
+        return [_object(root, row, made) for row in rows]
+    return _object(root, rows[0], made)
 
 
 def _object(

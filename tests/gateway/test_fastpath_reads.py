@@ -1,0 +1,157 @@
+"""The fast path's reads (gateway.fastpath, the cache off): a query of lookups answered from
+the planner's reads without execution gives the bytes execution gives, over fake nodes
+failing each way a partition can fail (refused, an answer that is no GraphQL, a
+node that is not the owner, a partition nobody holds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from gateway.app import GatewayApp
+from gateway.config import GatewayConfig
+from gateway.routing import RoutingFeed
+from gateway.status import StatusBoard
+from schema import partition_for
+from tests.gateway.fakes import WORDS, FakeNode, Model, table_for
+
+P = 4
+COUNTS = {f"w{i}": i + 1 for i in range(12)}
+QUERIES = (
+    '{ wordCount(word: "w0") { word count } }',
+    '{ a: wordCounts(words: ["w1", "w2", "nope", "w3", "w1"]) { count __typename } }',
+    '{ wordCount(word: "w5") { count } b: wordCounts(words: ["w6", "w7"]) { word } __typename }',
+    '{ x: wordCount(word: "w8", maxLag: 0) { word } y: wordCount(word: "w9", maxLag: 3) '
+    "{ count } }",
+    '{ wordCounts(words: ["w10", "w11", "w4"]) { word count } }',
+)
+# a slow node is left out: what the gateway learns of it (suspect, hedge delays) changes
+# from one request to the next, so two requests in a row differ whoever answers them
+FAULTS = ("none", "refused", "garbage", "not owner", "unassigned", "rejected")
+REJECTED = b'{"errors": [{"message": "no", "extensions": {"code": "BAD_USER_INPUT"}}]}'
+
+
+def _refuse(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+def _garbage(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, content=b"<html>not GraphQL</html>")
+
+
+class _Rejecting:
+    """A node saying the arguments are bad (the planner raises BadRequestError: the fast
+    path hands its read to execution), counting the requests it gets."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        return httpx.Response(200, content=REJECTED)
+
+
+def _setup(fault: str) -> tuple[list[FakeNode], dict[str, Any], dict[str, httpx.BaseTransport]]:
+    """Two nodes, n0 and n1 (n1 failing as `fault` says), the routing claims, and the
+    transports standing in for a failed n1."""
+    model = Model.of_counts(COUNTS)
+    odd = [p for p in range(P) if p % 2]
+    even = [p for p in range(P) if not p % 2]
+    n0 = FakeNode("n0", model, even, P)
+    n1 = FakeNode("n1", model, [] if fault == "not owner" else odd, P)
+    claims = {"n0": (n0.url(), even), "n1": (n1.url(), odd)}
+    if fault == "unassigned":
+        del claims["n1"]
+    extra: dict[str, Any] = {}
+    if fault == "refused":
+        extra[n1.url()] = httpx.MockTransport(_refuse)
+    if fault == "garbage":
+        extra[n1.url()] = httpx.MockTransport(_garbage)
+    if fault == "rejected":
+        extra[n1.url()] = httpx.MockTransport(_Rejecting())
+    return [n0, n1], claims, extra
+
+
+async def _answers(
+    fault: str, queries: Sequence[str]
+) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+    """Per query: (fast path on: answered by it, status, headers, body) then the same off;
+    and the transports standing in for n1."""
+    nodes, claims, extra = _setup(fault)
+    mounts: dict[str, Any] = {n.url(): httpx.ASGITransport(app=n) for n in nodes}
+    mounts.update(extra)
+    upstream = httpx.AsyncClient(mounts=mounts)
+    config = dataclasses.replace(GatewayConfig(), cache=False, timeout_ms=800)
+    feed = RoutingFeed(table_for(claims, P, (WORDS,)))
+    app = GatewayApp(config, feed=feed, client=upstream, statuses=StatusBoard(), catalogue=(WORDS,))
+    await app.startup()
+    seen = []
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw.test") as http:
+            endpoint = app._graphql
+            fast = endpoint.fast_path
+            assert fast is not None
+            for query in queries:
+                for path in (fast, None):
+                    endpoint.fast_path = path
+                    before = fast.answered
+                    response = await http.post("/graphql", json={"query": query})
+                    headers = {
+                        k: v
+                        for k, v in response.headers.items()
+                        if k not in ("x-request-id", "date", "server-timing")
+                    }
+                    seen.append(
+                        (fast.answered > before, response.status_code, headers, response.content)
+                    )
+            endpoint.fast_path = fast
+    finally:
+        await app.shutdown()
+        await upstream.aclose()
+    return seen, extra
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_reads_answer_as_execution_does(fault: str) -> None:
+    seen, _ = asyncio.run(_answers(fault, QUERIES))
+    failing = {p for p in range(P) if p % 2}
+    for query, (on, off) in zip(QUERIES, zip(seen[::2], seen[1::2], strict=True), strict=True):
+        answered, *fast = on
+        executed, *full = off
+        assert not executed
+        assert fast == full, f"{fault}: {query}"
+        body = orjson.loads(fast[2])
+        codes = [e["extensions"]["code"] for e in body.get("errors", [])]
+        keys = [k for k in (*COUNTS, "nope") if f'"{k}"' in query]
+        touched = {partition_for(k, P) for k in keys}
+        rejected = fault == "rejected" and bool(touched & failing)
+        assert answered is not rejected, f"{fault}: {query}: {body}"
+        if rejected:
+            assert "BAD_USER_INPUT" in codes and all("locations" in e for e in body["errors"])
+        elif fault != "none" and touched & failing:
+            assert "PARTITION_UNAVAILABLE" in codes, f"{fault}: {query}: {body}"
+        else:
+            assert codes == [], f"{fault}: {query}: {body}"
+        assert all(e["partition"] not in failing for e in body["extensions"]["freshness"]) or (
+            fault == "none"
+        )
+
+
+def test_a_read_that_raised_is_not_made_again_by_execution() -> None:
+    """Execution answers from the fast path's read: the rejecting node is asked once per
+    request, whoever answers it."""
+    query = '{ wordCount(word: "w4") { word } }'  # in an odd partition, n1's
+    assert partition_for("w4", P) % 2
+    seen, extra = asyncio.run(_answers("rejected", [query]))
+    (answered, status, _, content), (_, status_off, _, content_off) = seen
+    assert not answered and (status, content) == (status_off, content_off)
+    (rejecting,) = extra.values()
+    assert rejecting.handler.requests == 2
