@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -420,8 +421,10 @@ class GatewayCache:
             pending.keys.update(k for k in keys if k not in held)
             task = state.filling.get(view.name)
             if task is None or task.done():
+                # a fresh context: the fill serves no one request, so its node calls must
+                # not carry the request id and trace of the lookup that happened to start it
                 state.filling[view.name] = asyncio.get_running_loop().create_task(
-                    self._fill(state, view)
+                    self._fill(state, view), context=contextvars.Context()
                 )
 
     # -- top-N ------------------------------------------------------------------------------
@@ -504,7 +507,10 @@ class GatewayCache:
         if self._stopped or partition in self._tasks:
             return
         state = self._partitions.setdefault(partition, _Partition(partition))
-        self._tasks[partition] = asyncio.get_running_loop().create_task(self._guarded(state))
+        self._tasks[partition] = asyncio.get_running_loop().create_task(
+            self._guarded(state),
+            context=contextvars.Context(),  # not the starting request's
+        )
 
     async def _guarded(self, state: _Partition) -> None:
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -444,8 +445,8 @@ class FeedHub:
         shared = self._watched.get(ident)
         if shared is None or (shared.task is not None and shared.task.done()):
             shared = self._watched[ident] = _Watched()
-            shared.task = asyncio.get_running_loop().create_task(
-                shared.run(self.follow(view, partition, max_lag=lag))
+            shared.task = asyncio.get_running_loop().create_task(  # shared: no one's trace
+                shared.run(self.follow(view, partition, max_lag=lag)), context=contextvars.Context()
             )
         shared.watchers.append(on_batch)
         try:

@@ -214,10 +214,12 @@ def test_a_real_prometheus_scrapes_the_gateway_and_a_node(
         def read(query: str) -> bool:
             assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()
             try:
-                body = httpx.get(api, params={"query": query}, timeout=5).json()
+                answer = httpx.get(api, params={"query": query}, timeout=5)
             except httpx.TransportError:
                 return False
-            found[query] = body.get("data", {}).get("result", [])
+            if answer.status_code == 503:  # listening, but its storage not yet ready
+                return False
+            found[query] = answer.json().get("data", {}).get("result", [])
             return bool(found[query])
 
         gateway_query = 'statefed_gateway_request_duration_seconds_count{root_field="wordCounts"}'
