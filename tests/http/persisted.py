@@ -4,9 +4,6 @@ pinned @apollo/client of `tests.live.clients`)."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +30,5 @@ def persisted_counts(url: str) -> dict[str, float]:
 def run_link(url: str, queries: list[str], use_get: bool) -> dict[str, Any]:
     """What the link's queries returned (`steps`: data, error) and every HTTP request it
     made (`requests`: method, query, hash, status, body), each query run once, uncached."""
-    node = shutil.which("node")
-    assert node is not None, "Node.js is needed to run Apollo Client"
     plan = {"url": url, "useGET": use_get, "queries": queries}
-    done = subprocess.run(
-        [node, str(SCRIPT), str(clients.install())],
-        input=json.dumps(plan),
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return clients.run_script(SCRIPT, plan, "Apollo Client")

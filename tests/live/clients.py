@@ -14,7 +14,7 @@ from typing import Any
 
 from tests import npm
 
-__all__ = ["PACKAGES", "Step", "install", "run"]
+__all__ = ["PACKAGES", "Step", "install", "run", "run_script"]
 
 PREFIX = npm.CACHE / "npm-live"
 SCRIPT = Path(__file__).with_name("client.mjs")
@@ -66,8 +66,6 @@ def run(
 ) -> dict[str, Any]:
     """What `client` received for each step (`steps`: list of {results, error, completed})
     and the close events of its WebSockets (`closes`)."""
-    node = shutil.which("node")
-    assert node is not None, "Node.js is needed to run the subscription clients"
     plan = {
         "client": client,
         "url": url,
@@ -75,8 +73,16 @@ def run(
         "singleConnection": single_connection,
         "steps": [s.plan() for s in steps],
     }
+    return run_script(SCRIPT, plan, "the subscription clients")
+
+
+def run_script(script: Path, plan: dict[str, Any], what: str) -> dict[str, Any]:
+    """The JSON a Node `script` prints when handed `plan` on stdin and the npm prefix of the
+    pinned packages as its argument; `what` says what Node is needed for."""
+    node = shutil.which("node")
+    assert node is not None, f"Node.js is needed to run {what}"
     done = subprocess.run(
-        [node, str(SCRIPT), str(install())],
+        [node, str(script), str(install())],
         input=json.dumps(plan),
         check=True,
         capture_output=True,
