@@ -5,7 +5,9 @@ does ~1,000-1,500 requests/s per process), so concurrent lookups of one view tha
 the same node with the same request extensions are sent as one `_entities` body: lookups
 arriving in one event-loop turn are collected (a batch is sent early once it holds
 `max_keys` keys), and each waiter gets the rows of its own keys and the freshness entries
-of its own partitions.
+of its own partitions. The lookup that opens a batch yields that turn to the others; when
+none joined it (a quiet gateway: one client request at a time), it asks the node itself,
+in its own task, with no shared call to hand its rows over from.
 
 Failures stay per waiter: an unreachable or slow node fails every waiter with an error
 naming that waiter's partitions and keys; an answer that may concern only some of the
@@ -126,7 +128,9 @@ class Coalescer:
         loop = asyncio.get_running_loop()
         encoded = orjson.dumps(extensions, option=orjson.OPT_SORT_KEYS) if extensions else b""
         waiter = _Waiter(list(partitions), list(keys), deadline, loop.create_future(), caller)
-        self._enqueue(loop, node, queries, encoded, waiter)
+        opened = self._enqueue(loop, node, queries, encoded, waiter)
+        if opened is not None and await self._alone_in_turn(*opened):
+            return await self._ask_alone(opened[1], waiter)
         try:
             # a timeout cancels only this waiter's future: the batch goes on for the others
             async with asyncio.timeout_at(deadline):
@@ -145,25 +149,56 @@ class Coalescer:
         queries: ViewQueries,
         extensions: bytes,
         waiter: _Waiter,
-    ) -> None:
+    ) -> tuple[_BatchKey, _Batch] | None:
+        """Add `waiter` to the open batch of its node, view and extensions; the batch and its
+        key when `waiter` opened it (its opener closes it after this turn)."""
         key = (node.node_id, node.url, queries.view.name, extensions)
         batch = self._open.get(key)
         new_keys = [k for k in waiter.keys if batch is None or k not in batch.keys]
         if batch is not None and len(batch.keys) + len(new_keys) > self._max_keys:
             self._send(self._open.pop(key))
             batch = None
+        opened = None
         if batch is None:
             batch = self._open[key] = _Batch(node, queries, extensions)
-            loop.call_soon(self._flush, key, batch)
+            opened = (key, batch)
         batch.waiters.append(waiter)
         waiter.answer.add_done_callback(batch.forsaken)
         batch.keys.update(dict.fromkeys(waiter.keys))
         if len(batch.keys) >= self._max_keys:
             self._send(self._open.pop(key))
+        return opened
 
-    def _flush(self, key: _BatchKey, batch: _Batch) -> None:
+    async def _alone_in_turn(self, key: _BatchKey, batch: _Batch) -> bool:
+        """Yield this event-loop turn to lookups that may join the batch its caller opened,
+        then close it: True when nobody joined (the caller asks alone), else the batch is
+        sent for all of them (unless it was sent already, full)."""
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:  # the opener gave up: the others still get the call
+            batch.waiters[0].answer.cancel()
+            self._close(key, batch)
+            raise
+        if self._open.get(key) is batch:
+            self._open.pop(key)
+            if len(batch.waiters) == 1:
+                return True
+            self._send(batch)
+        return False
+
+    def _close(self, key: _BatchKey, batch: _Batch) -> None:
         if self._open.get(key) is batch:
             self._send(self._open.pop(key))
+
+    async def _ask_alone(self, batch: _Batch, waiter: _Waiter) -> tuple[Rows, list[dict[str, Any]]]:
+        """A batch of one lookup, asked in the lookup's own task (its deadline is the call's):
+        the errors are those the shared call would give its one waiter."""
+        if self._on_batch is not None:
+            self._on_batch(1)
+        try:
+            return await self._ask(batch, [waiter], waiter.keys, waiter.deadline)
+        except (NodeUnavailableError, NodeTimeoutError) as exc:
+            raise _scoped(exc, waiter) from exc.__cause__
 
     def _send(self, batch: _Batch) -> None:
         task = batch.task = asyncio.get_running_loop().create_task(self._answer(batch))

@@ -335,3 +335,56 @@ def test_the_call_is_cancelled_once_no_waiter_is_left() -> None:
             await wait_until_async(node.gave_up, 5, "the call to be cancelled", 0.01)
 
     asyncio.run(scenario())
+
+
+def test_a_lookup_alone_in_its_turn_asks_from_its_own_task_and_takes_the_call_along() -> None:
+    node = Held()
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(transport=answering(node)) as client:
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
+            deadline = asyncio.get_running_loop().time() + 60
+            alone = asyncio.ensure_future(coalescer.lookup(NODE, QUERIES, [0], ["a"], {}, deadline))
+            await wait_until_async(node.sent, 5, "the call to be sent", 0.01)
+            alone.cancel()  # a hedge of the read answered first
+            await wait_until_async(node.gave_up, 5, "the call to be cancelled", 0.01)
+
+    asyncio.run(scenario())
+    assert (node.calls, node.cancelled) == (1, 1)
+
+
+def test_a_lookup_alone_past_its_deadline_names_its_own_partitions_and_keys() -> None:
+    node = Held()
+
+    async def scenario() -> Answer | BaseException:
+        async with httpx.AsyncClient(transport=answering(node)) as client:
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
+            deadline = asyncio.get_running_loop().time() + 0.05
+            lookup = coalescer.lookup(NODE, QUERIES, [0, 2], ["a", "c"], {}, deadline)
+            return (await asyncio.gather(lookup, return_exceptions=True))[0]
+
+    answer = asyncio.run(scenario())
+    assert isinstance(answer, NodeTimeoutError)
+    assert (answer.partitions, answer.keys, answer.node) == ((0, 2), ("a", "c"), "n1")
+
+
+def test_the_opener_giving_up_in_its_turn_leaves_the_batch_to_those_who_joined() -> None:
+    node = Held()
+    node.release.set()
+
+    async def scenario() -> tuple[Answer, bool]:
+        async with httpx.AsyncClient(transport=answering(node)) as client:
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
+            deadline = asyncio.get_running_loop().time() + 5
+            opener = asyncio.ensure_future(
+                coalescer.lookup(NODE, QUERIES, [0], ["a"], {}, deadline)
+            )
+            joined = asyncio.ensure_future(
+                coalescer.lookup(NODE, QUERIES, [1], ["b"], {}, deadline)
+            )
+            await asyncio.sleep(0)  # both are in the batch; the opener yields its turn
+            opener.cancel()
+            return await joined, opener.cancelled()
+
+    assert asyncio.run(scenario()) == (([Row("b", 7)], []), True)
+    assert node.calls == 1
