@@ -6,7 +6,9 @@ sends each at once: two system calls and two TCP segments for every small answer
 largest single cost of a cache hit (a quarter of the gateway's samples). The writes of one
 event-loop turn are joined here (`_Corked`) and sent at the end of the turn, the same bytes
 in the same order; closing or half-closing sends what is held first, and a connection
-upgraded to a WebSocket is handed the transport itself.
+upgraded to a WebSocket is handed the transport itself. A response sent whole is written as
+soon as its last byte is, not at the end of the turn: what the app does after answering
+(metrics, logs, closing its spans) then runs while the answer is on its way, not before.
 
 httptools refuses a request target (path and query string) over 65,535 bytes, and uvicorn
 then writes a plain-text `400 Invalid HTTP request received` before any app runs: a client
@@ -99,6 +101,12 @@ class GraphQLHttpToolsProtocol(HttpToolsProtocol):
             corked.flush()
             self.transport = corked.transport
         super().handle_websocket_upgrade()
+
+    def on_response_complete(self) -> None:
+        corked = self.transport
+        if isinstance(corked, _Corked):  # the whole response is held: send it now
+            corked.flush()
+        super().on_response_complete()
 
     def data_received(self, data: bytes) -> None:
         if not self._lingering:

@@ -4,9 +4,15 @@ writes of one event-loop turn reach the socket as one, in order, before any clos
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
-from runtime.graphql_http.protocol import _Corked
+import httpx
+import uvicorn
+
+from runtime.graphql_http.protocol import GraphQLHttpToolsProtocol, _Corked
+from tooling.broker import free_port
+from tooling.processes import wait_until
 
 
 class _Transport:
@@ -69,3 +75,36 @@ def test_closing_sends_what_is_held_first_and_nothing_after() -> None:
         return raw.events
 
     assert asyncio.run(scenario()) == [b"a", "eof", b"b", "close"]
+
+
+def test_a_whole_response_is_sent_before_what_the_app_does_after_it() -> None:
+    """An app that, having answered, blocks its event loop until the client has the answer:
+    the answer must already be on the socket (held to the end of the turn, it never would)."""
+    received = threading.Event()
+    after: list[bool] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"answered"})
+        after.append(received.wait(10))  # the app's own work after answering
+
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=free_port(), loop="uvloop", http=GraphQLHttpToolsProtocol,
+        lifespan="off", log_config=None, access_log=False,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, 30, "the server to start")
+        answer = httpx.get(f"http://127.0.0.1:{config.port}/", timeout=5)
+        received.set()
+        assert answer.content == b"answered"
+        wait_until(lambda: bool(after), 10, "the app to finish")
+        assert after == [True]
+    finally:
+        received.set()
+        server.should_exit = True
+        thread.join(30)
