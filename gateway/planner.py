@@ -536,6 +536,8 @@ class Planner:
         """The request extensions of a node read of `group`: whether it may read STANDBY
         copies (which must be proved current when the read accepts no lag), and what they
         must have applied (`atLeast`)."""
+        if not standby and options.at_least is None:  # the usual read: none
+            return {}
         extensions: dict[str, Any] = {READ_STANDBY: True} if standby else {}
         wait_s = deadline - asyncio.get_running_loop().time()
         if standby and self._max_lag(options) == 0:
@@ -575,10 +577,11 @@ class Planner:
             plan = self._route(table, read, max_lag, loop.time(), hedged)
             read.unassigned(view, table, plan.unassigned)
             read.suspected(view, plan.suspect, max_lag)
-            calls = [self._call(ask, route, hedges, timed) for route, hedges in plan.routes]
-            if len(calls) == 1:  # the usual point read: no task for gather to wrap it in
-                called = await calls[0]
+            if len(plan.routes) == 1 and not plan.routes[0][1]:  # the usual point read
+                route = plan.routes[0][0]
+                called = [(route, await self._attempt(ask, route, timed))]
             else:
+                calls = [self._call(ask, route, hedges, timed) for route, hedges in plan.routes]
                 called = [c for some in await asyncio.gather(*calls) for c in some]
             rejected = [r for _, r in called if isinstance(r, BadRequestError)]
             if rejected:
@@ -640,6 +643,8 @@ class Planner:
         copy within `max_lag` on another node that has not failed it and is not suspect."""
         copies: dict[str, Route] = {}
         for partition in route.group:
+            if not table.standbys.get(partition):
+                continue
             avoid = {route.node.node_id, *read.failed_on.get(partition, ()), *suspects}
             copy = table.standby(partition, max_lag, read.disclaimers, avoid=avoid)
             if copy is not None:
