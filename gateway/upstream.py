@@ -38,9 +38,12 @@ log = logging.getLogger(__name__)
 
 class Caller(Protocol):
     """What posts a JSON body to a node URL: the gateway's NodeConnections, or an
-    HttpxCaller (`gateway.transport`). Failures are raised as `NodeTransportError`s."""
+    HttpxCaller (`gateway.transport`). Failures are raised as `NodeTransportError`s, a
+    call past its `deadline` (event-loop time) as `NodeTransportTimeoutError`."""
 
-    async def post(self, url: str, body: bytes, headers: Headers = ()) -> tuple[int, bytes]: ...
+    async def post(
+        self, url: str, body: bytes, headers: Headers = (), *, deadline: float | None = None
+    ) -> tuple[int, bytes]: ...
 
 
 class Upstream:
@@ -82,12 +85,10 @@ class Upstream:
             # the client request's id and trace go along (a new span per call), for the logs
             with Span("node call", node=node.node_id, view=view):
                 headers.extend(outgoing_headers())
-                remaining = deadline - started
-                if remaining <= 0:
+                if deadline <= started:
                     raise TimeoutError
-                async with asyncio.timeout(remaining):
-                    status, content = await self._caller.post(url, body, headers)
-        except TimeoutError as exc:  # the deadline, or NodeTransportTimeoutError
+                status, content = await self._caller.post(url, body, headers, deadline=deadline)
+        except TimeoutError as exc:  # NodeTransportTimeoutError: the deadline passed
             self._failed(node.node_id, "timeout")
             detail = "no answer before the request's deadline"
             raise NodeTimeoutError(view, detail, **where) from exc

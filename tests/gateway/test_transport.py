@@ -11,7 +11,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import orjson
 import pytest
 
-from gateway.transport import NodeConnectError, NodeConnections, NodeReadError
+from gateway.transport import (
+    NodeConnectError,
+    NodeConnections,
+    NodeReadError,
+    NodeTransportTimeoutError,
+)
+from tooling.processes import wait_until_async
 
 OK = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}'
 
@@ -263,3 +269,50 @@ def test_idle_connections_the_server_closed_are_forgotten() -> None:
             assert pool._idle == []
 
     asyncio.run(scenario())
+
+
+def test_a_post_past_its_deadline_is_a_timeout_and_its_connection_is_not_reused() -> None:
+    async def first_is_late(connection: int, n: int) -> bytes | None:
+        if connection == 0:
+            await asyncio.sleep(0.3)
+            return b'HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\n"late"'
+        return OK
+
+    async def scenario() -> None:
+        server = ScriptedServer(first_is_late)
+        async with server as url, connections(limit=1) as c:
+            deadline = asyncio.get_running_loop().time() + 0.05
+            with pytest.raises(NodeTransportTimeoutError, match="before the deadline"):
+                await c.post(url, BODY, deadline=deadline)
+            later = asyncio.get_running_loop().time() + 5
+            answer = await c.post(url, BODY, deadline=later)
+        assert answer == (200, b'{"ok":true}')
+        assert server.connections == 2
+
+    asyncio.run(scenario())
+
+
+def test_waiting_for_a_free_connection_ends_at_the_deadline() -> None:
+    release = asyncio.Event()
+
+    async def held(connection: int, n: int) -> bytes:
+        await release.wait()
+        return OK
+
+    async def scenario() -> None:
+        server = ScriptedServer(held)
+        async with server as url, connections(limit=1) as c:
+            busy = asyncio.ensure_future(c.post(url, BODY))
+            await wait_until_async(lambda: _true(server.requests), 5, "the first request", 0.01)
+            deadline = asyncio.get_running_loop().time() + 0.05
+            with pytest.raises(NodeTransportTimeoutError, match="no free connection to the node"):
+                await c.post(url, BODY, deadline=deadline)
+            release.set()
+            assert await busy == (200, b'{"ok":true}')
+        assert server.connections == 1
+
+    asyncio.run(scenario())
+
+
+async def _true(value: object) -> bool:
+    return bool(value)
