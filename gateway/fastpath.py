@@ -331,15 +331,12 @@ async def _lookup(asked: _Asked, context: RequestContext) -> LookupResult:
 
 
 def _record_missing(context: RequestContext, asked: _Asked, result: LookupResult) -> None:
-    """One PARTITION_UNAVAILABLE error per partition some of the field's keys are in, as
-    `gateway.fields.common.record_missing` records them."""
-    failed: dict[int, list[str]] = {}
-    for key, partition in zip(asked.keys, result.partitions, strict=True):
-        if partition in result.failures:
-            failed.setdefault(partition, []).append(key)
-    for partition, keys in sorted(failed.items()):
-        error = result.failures[partition]
-        context.add_missing([asked.root.key], partition, error, list(dict.fromkeys(keys)))
+    """The field's PARTITION_UNAVAILABLE errors, as its resolver records them."""
+    if not result.failures:
+        return
+    failures = result.failures
+    keyed = zip(asked.keys, result.partitions, map(failures.get, result.partitions), strict=True)
+    context.add_missing_keys([asked.root.key], keyed)
 
 
 def _asked(

@@ -10,7 +10,7 @@ the same keys a second time, at ~20 us and two loop turns per lookup.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,19 @@ class RequestContext:
         self, path: Sequence[str | int], partition: int, error: RoutingError, keys: Sequence[str]
     ) -> None:
         self.missing.append(MissingPartition(tuple(path), partition, error, tuple(keys)))
+
+    def add_missing_keys(
+        self, path: Sequence[str | int], keyed: Iterable[tuple[str, int, RoutingError | None]]
+    ) -> None:
+        """One missing partition per partition some of the (key, partition, failure) of a
+        lookup field at `path` failed in, with the first failure and its keys once each, in
+        partition order: the PARTITION_UNAVAILABLE errors of the field."""
+        failed: dict[int, tuple[RoutingError, list[str]]] = {}
+        for key, partition, error in keyed:
+            if error is not None:
+                failed.setdefault(partition, (error, []))[1].append(key)
+        for partition, (error, keys) in sorted(failed.items()):
+            self.add_missing(path, partition, error, list(dict.fromkeys(keys)))
 
     def freshness_list(self) -> list[dict[str, Any]]:
         return sorted(self.freshness.values(), key=_freshness_order)

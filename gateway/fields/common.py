@@ -225,14 +225,8 @@ def record_missing(
     context: RequestContext, info: strawberry.Info, results: Sequence[KeyResult]
 ) -> None:
     """One PARTITION_UNAVAILABLE error per partition that some looked-up keys are in."""
-    by_partition: dict[int, list[KeyResult]] = {}
-    for result in results:
-        if result.error is not None:
-            by_partition.setdefault(result.partition, []).append(result)
-    path = info.path.as_list()
-    for partition, failed in sorted(by_partition.items()):
-        keys = list(dict.fromkeys(r.key for r in failed))
-        context.add_missing(path, partition, failed[0].error, keys)  # type: ignore[arg-type]
+    keyed = ((r.key, r.partition, r.error) for r in results)
+    context.add_missing_keys(info.path.as_list(), keyed)
 
 
 def record_failures(
