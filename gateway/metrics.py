@@ -3,7 +3,8 @@
 Updated where things happen, at most one observation each: an executed operation
 (`statefed_gateway_request_duration_seconds` by operation type and root field), each error
 of an answer (`statefed_gateway_errors_total` by code), each node call (latency, failures
-by node and reason), each coalesced node request (how many client lookups it carried).
+by node and reason), each coalesced node request (how many client lookups it carried); the
+histograms, observed on every request, are `runtime.metrics.LoopHistogram`s (no lock).
 Read at scrape time from what the gateway keeps anyway: cache hits and misses, open
 subscriptions, hedged reads. Root field names come from the schema (anything else is
 `other`), node ids from membership and error codes from the gateway's own set, each
@@ -16,10 +17,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from graphql import FieldNode, GraphQLSchema, OperationDefinitionNode
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from runtime.metrics import Collected, bounded
+from runtime.metrics import Collected, LoopHistogram, LoopHistogramChild, bounded
 
 __all__ = ["GatewayMetrics", "runtime_figures"]
 
@@ -37,11 +38,11 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         self._root_fields = _root_fields(schema)
         # histogram children (labels() costs more than an observation): both sets bounded
-        self._by_operation: dict[tuple[str, str], Histogram] = {}
-        self._by_node: dict[str, Histogram] = {}
+        self._by_operation: dict[tuple[str, str], LoopHistogramChild] = {}
+        self._by_node: dict[str, LoopHistogramChild] = {}
         self._nodes: set[str] = set()
         self._codes: set[str] = set()
-        self._requests = Histogram(
+        self._requests = LoopHistogram(
             "statefed_gateway_request_duration_seconds",
             "Time to execute one GraphQL operation (planning, node calls, merging), by "
             "operation type and root field",
@@ -55,7 +56,7 @@ class GatewayMetrics:
             ["code"],
             registry=self.registry,
         )
-        self._node_calls = Histogram(
+        self._node_calls = LoopHistogram(
             "statefed_gateway_node_call_duration_seconds",
             "Time from sending a request to a node to its answer, by node",
             ["node"],
@@ -68,12 +69,12 @@ class GatewayMetrics:
             ["node", "reason"],
             registry=self.registry,
         )
-        self._coalesced = Histogram(
+        self._coalesced = LoopHistogram(
             "statefed_gateway_coalesced_lookups",
             "Client lookups carried by one coalesced node request",
             buckets=_BATCH_BUCKETS,
             registry=self.registry,
-        )
+        ).labels()
         self._figures: list[Callable[[], Iterable[Metric]]] = []
         self.registry.register(Collected(self._collect))
 

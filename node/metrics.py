@@ -1,6 +1,7 @@
 """A node's Prometheus metrics, served at `/metrics` (`runtime.metrics`).
 
-Only the request latency is updated per request (one histogram observation). Everything
+Only the request latency is updated per request (one observation of a
+`runtime.metrics.LoopHistogram`, without locks, from the event loop). Everything
 else is read from the partition registry when Prometheus scrapes, so the materializer's
 apply loop does no work for metrics: per view, partition and role the applied offset, the
 end offset and the lag (a STANDBY copy's lag is the standby lag); per partition and role the
@@ -12,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from node.partitions import PartitionRegistry
-from runtime.metrics import Collected
+from runtime.metrics import Collected, LoopHistogram
 from schema import NodeState, View
 
 __all__ = ["NodeMetrics"]
@@ -33,12 +34,12 @@ class NodeMetrics:
         self.registry = CollectorRegistry()
         self._partitions = partitions
         self._views = {view.changelog_topic: view.name for view in catalogue}
-        self._requests = Histogram(
+        self._requests = LoopHistogram(
             "statefed_node_request_duration_seconds",
             "Time to answer one /graphql request",
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
-        )
+        ).labels()
         self.registry.register(Collected(self._collect))
 
     def answered(self, seconds: float) -> None:
