@@ -554,8 +554,8 @@ class LevelDBStore(PartitionStore):
         key_of: Callable[[str, str], bytes],
         decode: Callable[[str, str, bytes], _Row],
     ) -> list[_Row | None]:
-        """The rows of `keys` in input order, None for unknown keys, from one snapshot: a
-        batch applied meanwhile is seen by all keys or by none."""
+        """The rows of `keys` in input order, None for unknown keys, as of one point in
+        time: a batch applied meanwhile is seen by all keys or by none."""
         values = self._get_all([key_of(view, key) for key in keys])
         return [
             None if value is None else decode(view, key, value)
@@ -563,8 +563,12 @@ class LevelDBStore(PartitionStore):
         ]
 
     def _get_all(self, stored_keys: list[bytes]) -> list[bytes | None]:
-        """The values of `stored_keys`, read from one snapshot."""
-        with self._require_open().snapshot() as snapshot:
+        """The values of `stored_keys`, read from one snapshot; one key by a plain get,
+        which sees a batch whole or not at all by itself."""
+        db = self._require_open()
+        if len(stored_keys) == 1:
+            return [db.get(stored_keys[0])]
+        with db.snapshot() as snapshot:
             return [snapshot.get(key) for key in stored_keys]
 
     def top(self, view: str, limit: int) -> list[CountRow]:
