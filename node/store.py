@@ -545,18 +545,18 @@ class LevelDBStore(PartitionStore):
         return None if value is None else layout.decode_count(view, key, value)
 
     def get_many(self, view: str, keys: list[str]) -> list[CountRow | None]:
-        return self._read_many(view, keys, layout.count_key, layout.decode_count)
+        return self._read_many(view, keys, layout.count_keys, layout.decode_count)
 
     def _read_many(
         self,
         view: str,
         keys: list[str],
-        key_of: Callable[[str, str], bytes],
+        keys_of: Callable[[str, list[str]], list[bytes]],
         decode: Callable[[str, str, bytes], _Row],
     ) -> list[_Row | None]:
         """The rows of `keys` in input order, None for unknown keys, as of one point in
         time: a batch applied meanwhile is seen by all keys or by none."""
-        values = self._get_all([key_of(view, key) for key in keys])
+        values = self._get_all(keys_of(view, keys))
         return [
             None if value is None else decode(view, key, value)
             for key, value in zip(keys, values, strict=True)
@@ -625,7 +625,7 @@ class LevelDBStore(PartitionStore):
         return None if value is None else layout.decode_latest(view, key, value)
 
     def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
-        return self._read_many(view, keys, layout.latest_key, layout.decode_latest)
+        return self._read_many(view, keys, layout.latest_keys, layout.decode_latest)
 
     def history(
         self,
