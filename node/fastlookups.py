@@ -8,8 +8,9 @@ query($r:[_Any!]!){r:_entities(representations:$r){...on WordCount{k:word c:coun
 (latest views select `k:<key field> t:eventTime v0:<value field> ...`), is recognized once
 per cached document by its printed shape, which must equal the one built here from the
 node's own entity views, and answered by the entity's reader (the one `_entities` calls,
-so the same reads and the same `extensions.freshness`) with each leaf coerced by its own
-GraphQL scalar: the `data` execution would give, byte for byte.
+or its `rows`, the same reads without an instance of the type per key: the same
+`extensions.freshness`) with each leaf coerced by its own GraphQL scalar: the `data`
+execution would give, byte for byte.
 
 Anything unusual is not answered here (`Lookup.answer` gives None) and the endpoint executes
 the document as usual, so its answer stays what it is: variables that are not a list of
@@ -194,4 +195,5 @@ def _lookup(
             return None
         leaves.append(_Leaf(alias, definition.python_name, leaf_type.coerce_output_value, nullable))
     view = entity.view
-    return Lookup(view.type_name, view.key_field, entity.read, tuple(leaves))
+    read = entity.read if entity.rows is None else entity.rows
+    return Lookup(view.type_name, view.key_field, read, tuple(leaves))

@@ -84,10 +84,14 @@ _Term = tuple[str, tuple[Size, ...], int | None]  # response key, sizes, weight
 
 @dataclass(frozen=True)
 class _Shape:
-    """One operation's measure, and per root response key its sizes and weight."""
+    """One operation's measure, and per root response key its sizes and weight; whether a
+    limit of depth, aliases or introspection refuses it, and whether every root field has
+    a weight (else its cost cannot be priced): both settled once per cached document."""
 
     measure: Measure
     terms: tuple[_Term, ...]
+    refused: bool
+    priced: bool
 
     def costs(self, variables: Mapping[str, Any] | None) -> list[tuple[str, int]]:
         costs = []
@@ -143,11 +147,11 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
         context: ReadContext,
     ) -> Sequence[GraphQLError]:
         shape = self._shape(prepared, operation)
-        refused = self.limits.refusals(shape.measure)
+        refused = self.limits.refusals(shape.measure) if shape.refused else []
         if shape.measure.depth > self.limits.max_depth:
             return refused  # not weighed
         costs = shape.costs(request.variables)
-        total = None if any(w is None for _, _, w in shape.terms) else sum(c for _, c in costs)
+        total = sum(c for _, c in costs) if shape.priced else None
         too_costly = self.limits.too_costly(total, costs, _HOW)
         return refused if too_costly is None else [*refused, too_costly]
 
@@ -163,7 +167,9 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
                 terms = tuple(
                     self._term(key, nodes, measured) for key, nodes in measured.roots.items()
                 )
-            shape = _Shape(measured, terms)
+            refused = bool(self.limits.refusals(measured))
+            priced = all(weight is not None for _, _, weight in terms)
+            shape = _Shape(measured, terms, refused, priced)
             if len(prepared.memo) < _SHAPES_PER_DOCUMENT:  # operation names come from clients
                 prepared.memo[name] = shape
         return cast(_Shape, shape)

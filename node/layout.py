@@ -67,6 +67,7 @@ __all__ = [
     "Table",
     "Total",
     "count_key",
+    "count_keys",
     "count_prefix",
     "count_top_key",
     "count_top_prefix",
@@ -91,6 +92,7 @@ __all__ = [
     "event_prefix",
     "int_at",
     "latest_key",
+    "latest_keys",
     "latest_prefix",
     "offset_key",
     "offset_prefix",
@@ -145,6 +147,12 @@ def _corrupt(view: str, key: str, what: str, value: bytes) -> SerializationError
 
 def count_key(view: str, key: str) -> bytes:
     return _head("row", view) + pack_str(key)
+
+
+def count_keys(view: str, keys: list[str]) -> list[bytes]:
+    """`count_key` of each of `keys`, the view's head looked up once (a lookup of many keys)."""
+    head = _head("row", view)
+    return [head + pack_str(key) for key in keys]
 
 
 def count_prefix(view: str) -> bytes:
@@ -250,6 +258,12 @@ def decode_window_top(start_ms: int, value: bytes) -> WindowRow:
 
 def latest_key(view: str, key: str) -> bytes:
     return _head("latest", view) + pack_str(key)
+
+
+def latest_keys(view: str, keys: list[str]) -> list[bytes]:
+    """`latest_key` of each of `keys`, the view's head looked up once."""
+    head = _head("latest", view)
+    return [head + pack_str(key) for key in keys]
 
 
 def latest_prefix(view: str) -> bytes:

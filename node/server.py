@@ -62,8 +62,8 @@ class NodeServer(uvicorn.Server):
 
 def uvicorn_config(app: NodeApp) -> uvicorn.Config:
     """uvicorn settings of a node: uvloop, httptools (answering over-long GET targets with a
-    JSON 414), websockets for the change feed, the app's lifespan, no access log; HTTPS with
-    the configured certificate."""
+    JSON 414), websockets for the change feed, the app's lifespan, no access log, no proxy
+    headers; HTTPS with the configured certificate."""
     config = app.config
     return uvicorn.Config(
         app,
@@ -76,6 +76,11 @@ def uvicorn_config(app: NodeApp) -> uvicorn.Config:
         access_log=False,
         log_level=config.log_level,
         log_config=None,  # uvicorn's lines go through the root logger (runtime.logs)
+        # no rewriting of the client and scheme from X-Forwarded-* (uvicorn's default for a
+        # loopback peer): the node reads no scheme, and the only client address it reads is
+        # the peer's in the log line of a refused call (node.trust), which a forwarded
+        # header could forge; the middleware cost every call a pass over its headers
+        proxy_headers=False,
         timeout_graceful_shutdown=10,
         ssl_certfile=config.tls_cert,
         ssl_keyfile=config.tls_key,

@@ -545,26 +545,30 @@ class LevelDBStore(PartitionStore):
         return None if value is None else layout.decode_count(view, key, value)
 
     def get_many(self, view: str, keys: list[str]) -> list[CountRow | None]:
-        return self._read_many(view, keys, layout.count_key, layout.decode_count)
+        return self._read_many(view, keys, layout.count_keys, layout.decode_count)
 
     def _read_many(
         self,
         view: str,
         keys: list[str],
-        key_of: Callable[[str, str], bytes],
+        keys_of: Callable[[str, list[str]], list[bytes]],
         decode: Callable[[str, str, bytes], _Row],
     ) -> list[_Row | None]:
-        """The rows of `keys` in input order, None for unknown keys, from one snapshot: a
-        batch applied meanwhile is seen by all keys or by none."""
-        values = self._get_all([key_of(view, key) for key in keys])
+        """The rows of `keys` in input order, None for unknown keys, as of one point in
+        time: a batch applied meanwhile is seen by all keys or by none."""
+        values = self._get_all(keys_of(view, keys))
         return [
             None if value is None else decode(view, key, value)
             for key, value in zip(keys, values, strict=True)
         ]
 
     def _get_all(self, stored_keys: list[bytes]) -> list[bytes | None]:
-        """The values of `stored_keys`, read from one snapshot."""
-        with self._require_open().snapshot() as snapshot:
+        """The values of `stored_keys`, read from one snapshot; one key by a plain get,
+        which sees a batch whole or not at all by itself."""
+        db = self._require_open()
+        if len(stored_keys) == 1:
+            return [db.get(stored_keys[0])]
+        with db.snapshot() as snapshot:
             return [snapshot.get(key) for key in stored_keys]
 
     def top(self, view: str, limit: int) -> list[CountRow]:
@@ -621,7 +625,7 @@ class LevelDBStore(PartitionStore):
         return None if value is None else layout.decode_latest(view, key, value)
 
     def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
-        return self._read_many(view, keys, layout.latest_key, layout.decode_latest)
+        return self._read_many(view, keys, layout.latest_keys, layout.decode_latest)
 
     def history(
         self,

@@ -51,10 +51,10 @@ class CallGuard:
     async def admit(self, scope: Scope, receive: Receive) -> Receive:
         """The `receive` the endpoint reads the call from; RequestError 401 when it is not
         signed with the cluster secret."""
-        signature, caller, request_id, length = _signed_headers(scope)
         if self.verifier is None:
-            self._unchecked(caller, request_id)
+            self._unchecked(scope)
             return receive
+        signature, caller, request_id, length = _signed_headers(scope)
         bodyless = scope["method"] in _BODYLESS
         try:
             stamp = self.verifier.stamp(signature)
@@ -72,10 +72,10 @@ class CallGuard:
     def admit_handshake(self, scope: Scope) -> None:
         """Admit a WebSocket handshake (the change feed), signed like a GET of its target
         with an empty body; RequestError 401 when it is not (503 while starting)."""
-        signature, caller, request_id, _length = _signed_headers(scope)
         if self.verifier is None:
-            self._unchecked(caller, request_id)
+            self._unchecked(scope)
             return
+        signature, caller, request_id, _length = _signed_headers(scope)
         try:
             stamp = self.verifier.stamp(signature)
             target = _target(scope)
@@ -84,11 +84,13 @@ class CallGuard:
             raise _refused(scope, caller, request_id, exc) from exc
         log.debug("handshake %s from caller %s", _shown(request_id), _shown(caller))
 
-    def _unchecked(self, caller: bytes | None, request_id: bytes | None) -> None:
-        """Admit a call while no verifier is armed: 503 while one is required."""
+    def _unchecked(self, scope: Scope) -> None:
+        """Admit a call while no verifier is armed: 503 while one is required. The headers
+        are read only to log the call (at DEBUG): an open node's calls skip them."""
         if self.required:
             raise RequestError("the node is starting: try again shortly", 503, "UNAVAILABLE")
         if log.isEnabledFor(logging.DEBUG):
+            _signature, caller, request_id, _length = _signed_headers(scope)
             log.debug("call %s from caller %s (not checked)", _shown(request_id), _shown(caller))
 
 

@@ -107,16 +107,19 @@ def read_keys(
     for index, key in enumerate(keys):
         check_key(view, key)
         by_partition.setdefault(partition_for(key, partition_count), []).append(index)
-    foreign = [p for p in by_partition if not context.holds(p)]
-    if foreign:
-        first = foreign[0]  # dict order: the partition of the first foreign key
-        key = keys[by_partition[first][0]]
-        raise NotOwnerError(view.name, first, context.node_id, key, sorted(foreign))
+    if len(by_partition) > 1:  # one partition: its read says whether it is held
+        foreign = [p for p in by_partition if not context.holds(p)]
+        if foreign:
+            first = foreign[0]  # dict order: the partition of the first foreign key
+            key = keys[by_partition[first][0]]
+            raise NotOwnerError(view.name, first, context.node_id, key, sorted(foreign))
     rows: list[R | None] = [None] * len(keys)
     for partition, indexes in by_partition.items():
         wanted = [keys[i] for i in indexes]
-        found = context.read(view, partition, reader(wanted), wanted[0])
-        for index, row in zip(indexes, found, strict=True):
+        found = context.try_read(partition, reader(wanted))
+        if found is None:
+            raise NotOwnerError(view.name, partition, context.node_id, wanted[0], [partition])
+        for index, row in zip(indexes, found[0], strict=True):
             rows[index] = row
     return rows
 

@@ -87,4 +87,5 @@ def count_fields(view: View) -> ViewFields:
         **scan_field(view, Table.COUNT, count_columns, orders={ScanOrder.COUNT: Table.TOP}),
         **count_totals_field(view),
     }
-    return ViewFields(fields, Entity(view, entities))
+    # a CountRow has the type's fields (key, count) as attributes
+    return ViewFields(fields, Entity(view, entities, rows=read_many))

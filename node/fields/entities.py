@@ -25,10 +25,13 @@ __all__ = ["Entity", "ViewFields", "entity_key", "resolve_entities"]
 
 @dataclass(frozen=True)
 class Entity:
-    """A view's type as a federation entity: `read` gives an instance (or None) per key."""
+    """A view's type as a federation entity: `read` gives an instance (or None) per key;
+    `rows`, when given, reads the same rows as stored, objects whose attributes are the
+    type's fields (node.fastlookups answers from them, with no instance built per key)."""
 
     view: View
     read: Callable[[ReadContext, list[str]], list[Any]]
+    rows: Callable[[ReadContext, list[str]], list[Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -25,5 +25,7 @@ def test_keys_are_the_documented_tuples(view: str, key: str, start_ms: int, coun
         "wtop", view, start_ms, MAX_UINT - count, key
     )
     assert layout.latest_key(view, key) == pack("latest", view, key)
+    assert layout.count_keys(view, [key, "k"]) == [pack("row", view, k) for k in (key, "k")]
+    assert layout.latest_keys(view, [key, "k"]) == [pack("latest", view, k) for k in (key, "k")]
     at = (start_ms, count, start_ms)
     assert layout.event_key(view, key, at) == pack("hist", view, key, *at)

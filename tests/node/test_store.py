@@ -44,6 +44,25 @@ def test_apply_writes_rows_and_offsets(store: PartitionStore) -> None:
     assert store.offsets() == {"t.changelog": 7}
 
 
+def test_reads_of_one_key_see_each_applied_batch_and_a_pinned_view_its_own_time(
+    store: PartitionStore,
+) -> None:
+    """One key is read without a snapshot of its own; many keys from one: both must see
+    what is applied, a pinned view the moment it was taken."""
+    store.apply(batch(("words", "a", 1), ("words", "b", 1)))
+    with store.pinned() as pinned:
+        store.apply(batch(("words", "a", 2), ("words", "b", 2)))
+        then, now = CountRow("a", 1, 1_700_000_000_001), CountRow("a", 2, 1_700_000_000_002)
+        assert store.get_many("words", ["a"]) == [now] == [store.get("words", "a")]
+        assert pinned.get_many("words", ["a"]) == [then] == [pinned.get("words", "a")]
+        assert [r and r.count for r in store.get_many("words", ["a", "b"])] == [2, 2]
+        assert [r and r.count for r in pinned.get_many("words", ["a", "b"])] == [1, 1]
+    change = ChangeBatch()
+    change.delete("words", "a")
+    store.apply(change)
+    assert store.get_many("words", ["a"]) == [None]
+
+
 def test_upsert_replaces_value_and_moves_index_entry(store: PartitionStore) -> None:
     store.apply(batch(("words", "a", 5), ("words", "b", 3), ("words", "c", 1)))
     store.apply(batch(("words", "c", 9), ("words", "a", 2)))

@@ -359,6 +359,28 @@ def test_entities_are_rows_in_input_order_with_nulls(endpoint: GraphQLEndpoint) 
     assert [f["partition"] for f in response["extensions"]["freshness"]] == read
 
 
+def test_entities_of_one_foreign_partition_are_one_not_owner(endpoint: GraphQLEndpoint) -> None:
+    """A batch of one partition is refused by its read alone, as the batch of many by the
+    check before any read: the same error, nothing read."""
+    partition = partition_for(FOREIGN_WORDS[0], P)
+    words = [w for w in FOREIGN_WORDS if partition_for(w, P) == partition]
+    response = endpoint.execute(ENTITIES, {"r": representations(words)})
+    assert response["data"] is None
+    (error,) = response["errors"]
+    assert error["message"] == (
+        f"view word_counts: key {words[0]!r} is in partition {partition}, which node n1 does "
+        "not hold"
+    )
+    assert error["extensions"] == {
+        "code": "NOT_OWNER",
+        "view": "word_counts",
+        "partition": partition,
+        "partitions": [partition],
+        "node": "n1",
+    }
+    assert response["extensions"]["freshness"] == []
+
+
 def test_entities_with_foreign_keys_are_one_not_owner(endpoint: GraphQLEndpoint) -> None:
     words = [next(iter(HELD_WORDS)), *FOREIGN_WORDS]
     response = endpoint.execute(ENTITIES, {"r": representations(words)})

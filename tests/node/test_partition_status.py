@@ -1,0 +1,52 @@
+"""A copy's status as reads report it (`extensions.freshness`) follows every change of the
+copy at once, though reads between changes reuse the status built last."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from node.partitions import PartitionRegistry
+from node.store import LevelDBStore
+from schema import PartitionStatus, Role
+
+
+def _read(registry: PartitionRegistry) -> PartitionStatus:
+    found = registry.read(0, lambda store: None)
+    assert found is not None
+    return found[1]
+
+
+def test_the_status_a_read_reports_follows_each_change_of_the_copy(tmp_path: Path) -> None:
+    registry = PartitionRegistry("n1")
+    with LevelDBStore(tmp_path / "partition-0") as store:
+        registry.attach(0, store, Role.ACTIVE, {"t": 10})
+        assert (_read(registry).applied_offset, _read(registry).lag) == (10, 0)
+        registry.record_end(0, "t", 15)
+        assert _read(registry).lag == 5
+        registry.record_applied(0, {"t": 12})
+        assert (_read(registry).applied_offset, _read(registry).lag) == (12, 3)
+        registry.set_broker_unreachable_since(1_000)
+        assert _read(registry).lag_unknown_since_ms == 1_000
+        registry.set_broker_unreachable_since(None)
+        assert _read(registry).lag_unknown_since_ms is None
+        registry.record_store_error(0, "disk full")
+        assert _read(registry).store_error == "disk full"
+        registry.record_store_error(0, None)
+        assert _read(registry).store_error is None
+        registry.doubt_ends([0], 2_000, lapses=False)
+        assert _read(registry).lag_unknown_since_ms == 2_000
+        registry.trust_ends(0)
+        assert _read(registry).lag_unknown_since_ms is None
+        registry.hold([0], 3_000)
+        assert _read(registry).lag_unknown_since_ms == 3_000
+        registry.record_restore(0, 4, 9, restoring=True)
+        [restoring] = registry.statuses()
+        assert (restoring.restoring, restoring.restore_done, restoring.restore_total) == (
+            True,
+            4,
+            9,
+        )
+        registry.restart_restore(0, {"t": 0})
+        [restarted] = registry.statuses()
+        assert (restarted.applied_offset, restarted.restore_done) == (0, 0)
+        registry.detach(0)
