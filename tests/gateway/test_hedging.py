@@ -221,8 +221,11 @@ def test_a_node_that_leaves_calls_unanswered_fails_fast_once_suspect() -> None:
     )
     answers = ask([n0, n1], config, [lookup_all(max_lag=0)] * 3)
     assert [reasons(a.body)[0][0] for a in answers] == ["TIMEOUT", "TIMEOUT", "SUSPECT"]
-    assert answers[2].took < config.timeout_s / 5
+    # not asked, so not waited for: the third answer comes well before the deadline (it
+    # takes ~5 ms; half the deadline leaves room for a stalled CI machine, which once
+    # took 0.9 s)
     assert len(n0.asked_at) == 2
+    assert answers[2].took < config.timeout_s / 2
 
 
 def test_a_suspect_node_s_partitions_go_straight_to_a_standby() -> None:
