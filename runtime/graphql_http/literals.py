@@ -57,7 +57,11 @@ __all__ = ["Bound", "Plan", "Scan", "Skeletons", "scan"]
 # ignores (whitespace, commas, BOM) is in no token, any other character that starts no token
 # is one of its own, which the scan refuses (the text then takes the exact-text path, whose
 # parser says what is wrong). A run of number characters is one token, checked by _NUMBER.
-_STRING = r'"(?:[^"\\\x00-\x1f\ud800-\udfff]|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9A-Fa-f]{4})*"'
+# possessive (`++`, `*+`): a string's parts start with different characters, so giving one
+# back never lets the closing quote match; not trying it saves the regex engine the work
+_STRING = (
+    r'"(?:[^"\\\x00-\x1f\ud800-\udfff]++|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9A-Fa-f]{4})*+"'
+)
 _NUMBER_RUN = r"-?[0-9][0-9A-Za-z_.+\-]*"
 _TOKENS = re.compile(
     r'"""'
@@ -68,9 +72,14 @@ _TOKENS = re.compile(
     r"|#[^\n\r\ud800-\udfff]*"
     r"|[^ \t\n\r,\ufeff]"
 )
-# the string and number tokens of a text without comments and block strings, in one C call
-# each (`Skeletons`); a number run starts where no name goes on
-_LITERAL_TOKENS = re.compile(rf"{_STRING}|(?<![_0-9A-Za-z]){_NUMBER_RUN}")
+# the string and number tokens of a text without comments and block strings and, between
+# them, the rest, in one C call (`re.split` of `Skeletons`); a number run starts where no
+# name goes on. Each branch starts with a character (not a lookbehind), so the regex engine
+# skips ahead to the characters that can start one.
+_LITERAL_SPLIT = re.compile(
+    rf"({_STRING}"
+    r"|(?:-[0-9](?<![_0-9A-Za-z]-[0-9])|[0-9](?<![_0-9A-Za-z][0-9]))[0-9A-Za-z_.+\-]*+)"
+)
 _SLOT = re.compile(r"\$[0-9]+")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _PUNCTUATORS = frozenset(["!", "$", "&", "(", ")", "...", ":", "=", "@", "[", "]", "{", "|", "}"])
@@ -220,13 +229,19 @@ class _Template:
         self.sources = sources
         self.indexes = indexes  # the token each slot's literal starts at
         self.count = count  # literal tokens
+        # the scan when no two literals are equal (the usual case): a slot per source, in
+        # order, so the signature and occurrences are the same for every such text
+        self.distinct_signature = (
+            "".join(f"{piece}${n}" for n, piece in enumerate(pieces[:-1])) + pieces[-1]
+        )
+        self.distinct_occurrences = tuple((index, n) for n, index in enumerate(indexes))
 
     @classmethod
     def of(cls, text: str, found: Scan) -> _Template | None:
         """The template of the skeleton of `text`, scanned as `found`; None when its
         literal tokens are not all in slots (the others are in the signature as they are)."""
         tokens = [t for t in _TOKENS.findall(text) if t[0] != "#"]
-        literal_tokens = _LITERAL_TOKENS.findall(text)
+        literal_tokens = _LITERAL_SPLIT.split(text)[1::2]
         at: dict[int, int] = {}  # token index -> literal token index
         for index, token in enumerate(tokens):
             if token[0] == '"' or token[0] == "-" or token[0].isdigit():
@@ -257,19 +272,25 @@ class _Template:
         """The scan of a text of this skeleton with these literal tokens."""
         if len(literal_tokens) != self.count:
             return None
+        try:
+            literals = tuple([_resolve(source, literal_tokens) for source in self.sources])
+        except _Refused:
+            return None
+        if len(literals) == 1 or len(set(literals)) == len(literals):
+            return Scan(self.distinct_signature, literals, self.distinct_occurrences)
+        return self._fill_shared(literals)
+
+    def _fill_shared(self, literals: tuple[Literal, ...]) -> Scan:
+        """The scan of a text where some literals are equal: they share a slot."""
         pieces = self.pieces
         out = [pieces[0]]
         slots: dict[Literal, int] = {}
         occurrences = []
-        try:
-            for n, source in enumerate(self.sources):
-                literal = _resolve(source, literal_tokens)
-                slot = slots.setdefault(literal, len(slots))
-                occurrences.append((self.indexes[n], slot))
-                out.append(f"${slot}")
-                out.append(pieces[n + 1])
-        except _Refused:
-            return None
+        for n, literal in enumerate(literals):
+            slot = slots.setdefault(literal, len(slots))
+            occurrences.append((self.indexes[n], slot))
+            out.append(f"${slot}")
+            out.append(pieces[n + 1])
         return Scan("".join(out), tuple(slots), tuple(occurrences))
 
 
@@ -295,13 +316,14 @@ class Skeletons:
     def scan(self, text: str) -> Scan | None:
         if "#" in text or '"""' in text or "\x00" in text:
             return scan(text, self._max_tokens)
-        skeleton = _LITERAL_TOKENS.sub("\x00", text)
+        parts = _LITERAL_SPLIT.split(text)  # the rest, a literal token, the rest, ...
+        skeleton = "\x00".join(parts[0::2])
         templates = self._templates
         if skeleton in templates:
             template = templates[skeleton]
             if template is None:
                 return scan(text, self._max_tokens)
-            return template.fill(_LITERAL_TOKENS.findall(text))
+            return template.fill(parts[1::2])
         found = scan(text, self._max_tokens)
         if len(templates) >= self._size:
             del templates[next(iter(templates))]  # the oldest
