@@ -683,7 +683,8 @@ class Materializer(Replicator):
             # each partition keeps a copy serving until its new owner runs); one assigned
             # here again is claimed back from there and restores the tail
             held, self._outage_held = self._outage_held, set()
-            kept = self._hand_over(held)
+            # nobody could apply more while the broker was away: they are not behind
+            kept = self._hand_over(held, behind=False)
             self._close_stores(held - kept)
             log.info(
                 "node %s: the group assigns partitions again: copies %s held through the "
@@ -707,15 +708,22 @@ class Materializer(Replicator):
         self.registry.set_state(NodeState.RESTORING if self._restores else NodeState.RUNNING)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Stop applying the revoked (or lost) partitions; their copies stay readable as
-        STANDBY copies if the handoff adopts them."""
+        """Stop applying the revoked partitions; their copies stay readable as STANDBY
+        copies if the handoff adopts them."""
+        self._give_up(consumer, partitions, behind=False)
+
+    def _give_up(
+        self, consumer: Consumer, partitions: list[TopicPartition], *, behind: bool
+    ) -> None:
+        """Stop applying `partitions` and offer their copies to the handoff; `behind`: the
+        new owner may have applied more than they hold (the session was lost)."""
         revoked = {tp.partition for tp in partitions}
         if not revoked:
             return
         self.registry.set_state(NodeState.REBALANCING)
         consumer.incremental_unassign([tp for tp in self._assigned if tp.partition in revoked])
         self._assigned = [tp for tp in self._assigned if tp.partition not in revoked]
-        kept = self._hand_over(revoked)
+        kept = self._hand_over(revoked, behind=behind)
         self._close_stores(revoked - kept)
         log.info(
             "node %s: partitions %s revoked (%s kept as standby copies)",
@@ -730,10 +738,12 @@ class Materializer(Replicator):
     def _consuming(self, partition: int) -> bool:
         return any(tp.partition == partition for tp in self._assigned)
 
-    def _hand_over(self, partitions: set[int]) -> set[int]:
+    def _hand_over(self, partitions: set[int], *, behind: bool) -> set[int]:
         """Offer the open stores of `partitions` to the handoff; returns those it adopted.
         A store left closed by a failed reopen (a full disk) is not offered: it has nothing
-        to serve and its offsets cannot be read."""
+        to serve and its offsets cannot be read. A copy `behind` its new owner is adopted
+        restoring: read only by a read that proved it current until it has caught up (a
+        standby read could otherwise answer older than one its new owner gave)."""
         if self._handoff is None:
             return set()
         adopted = set()
@@ -741,7 +751,7 @@ class Materializer(Replicator):
             store = self._stores[partition]
             if store.closed:
                 continue
-            if self._handoff.adopt(partition, store, partition in self._restores):
+            if self._handoff.adopt(partition, store, behind or partition in self._restores):
                 adopted.add(partition)
                 # the store, its registry entry and its fault (retried by the standby
                 # replicator once it fails there too) are the standby replicator's now
@@ -754,9 +764,10 @@ class Materializer(Replicator):
         """The group session lapsed: no heartbeat was answered for a session timeout. If the
         broker does not answer now either, nobody can have taken the partitions over: keep
         serving what the stores hold until the group assigns partitions again. If it
-        answers, another node may own them already: give them up like a revoke."""
+        answers, another node may own them already and have applied more than this node
+        (it stood still, or was cut off): give them up like a revoke, their copies behind."""
         if self._broker_answers(consumer):
-            self._on_revoke(consumer, partitions)
+            self._give_up(consumer, partitions, behind=True)
             return
         held = {tp.partition for tp in partitions} & set(self._stores)
         unreachable = self.registry.broker_unreachable_since_ms
