@@ -226,9 +226,18 @@ class RoutingTable:
         return max(self.partition_counts.values(), default=None)
 
 
-def _claim_order(node: NodeInfo) -> tuple[bool, int, str]:
-    # a RUNNING node before one still restoring; then the newest record, then a stable order
-    return (node.state is not NodeState.RUNNING, -node.heartbeat_ms, node.node_id)
+def _claim_order(claim: tuple[NodeInfo, PartitionStatus]) -> tuple[bool, bool, int, str]:
+    # a RUNNING node before one still restoring; then a copy whose lag is known before one
+    # whose lag is unknown (a node that stood still past its session claims partitions the
+    # group has given to another until it hears of it: its copies are doubted meanwhile);
+    # then the newest record, then a stable order
+    node, status = claim
+    return (
+        node.state is not NodeState.RUNNING,
+        status.lag_unknown_since_ms is not None,
+        -node.heartbeat_ms,
+        node.node_id,
+    )
 
 
 def _standby_order(copy: tuple[NodeInfo, PartitionStatus]) -> tuple[bool, int, str]:
@@ -264,18 +273,20 @@ def build_routing_table(
         )
         for node_id, record in members.items()
     }
-    claims: dict[int, list[NodeInfo]] = {}
+    claims: dict[int, list[tuple[NodeInfo, PartitionStatus]]] = {}
     standbys: dict[int, list[tuple[NodeInfo, PartitionStatus]]] = {}
     for node in nodes.values():
         if node.alive:
-            for partition in node.active():
-                claims.setdefault(partition, []).append(node)
             for status in node.partitions:
-                if status.role is Role.STANDBY and not status.restoring:
+                if status.role is Role.ACTIVE:
+                    claims.setdefault(status.partition, []).append((node, status))
+                elif not status.restoring:
                     standbys.setdefault(status.partition, []).append((node, status))
     return RoutingTable(
         nodes=nodes,
-        claims={p: tuple(sorted(c, key=_claim_order)) for p, c in claims.items()},
+        claims={
+            p: tuple(node for node, _ in sorted(c, key=_claim_order)) for p, c in claims.items()
+        },
         standbys={
             p: tuple((node, status.lag) for node, status in sorted(s, key=_standby_order))
             for p, s in standbys.items()

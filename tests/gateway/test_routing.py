@@ -116,6 +116,23 @@ def test_running_claimant_preferred_then_newest_record() -> None:
     assert table.owner(1).node_id == "old"  # type: ignore[union-attr]
 
 
+def test_a_claim_whose_lag_is_unknown_comes_after_one_whose_lag_is_known() -> None:
+    """A node that stood still past its group session wakes claiming partitions another
+    node owns now; its first record doubts its copies' lag (node.membership): it is not
+    preferred for being the newest record, though it is RUNNING."""
+    woke = member("woke", "http://w:1", [0, 1], NOW)
+    doubted = tuple(
+        dataclasses.replace(status, lag_unknown_since_ms=NOW - 10_000) for status in woke.partitions
+    )
+    members = {
+        "woke": dataclasses.replace(woke, partitions=doubted),
+        "owner": member("owner", "http://o:1", [0], NOW - 500),
+    }
+    table = build_routing_table(members, {VIEW.name: 2}, NOW)
+    assert table.owner(0).node_id == "owner"  # type: ignore[union-attr]
+    assert table.owner(1).node_id == "woke"  # type: ignore[union-attr]  # the only claim
+
+
 def test_a_disclaimed_claim_is_skipped_until_the_node_publishes_again() -> None:
     members = {
         "a": member("a", "http://a:1", [0], NOW - 10),
