@@ -3,9 +3,10 @@ before any GraphQL work, or refused with a `RequestError` carrying its HTTP stat
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
-from random import getrandbits
+from random import Random
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
@@ -21,6 +22,13 @@ __all__ = [
     "names_persisted",
     "request_id",
 ]
+
+# ids need not be secret, only unique; a generator of this module's own leaves the
+# `random` module's shared state to the code that seeds or watches it (hypothesis does),
+# reseeded in a forked child as that one is
+_ids = Random()
+_getrandbits = _ids.getrandbits
+os.register_at_fork(after_in_child=_ids.seed)
 
 # the longest request target (path and query string) uvicorn's HTTP parser, httptools,
 # takes (its parse_url's MAX_URL_LENGTH); GET limits are kept within it
@@ -119,7 +127,7 @@ def request_id(incoming: bytes | None) -> str:
     if incoming is not None and _SAFE_REQUEST_ID.fullmatch(incoming):
         return incoming.decode("ascii")
     # 32 hex digits as uuid4().hex, at a fraction of its cost (it only has to be unique)
-    return f"{getrandbits(128):032x}"
+    return f"{_getrandbits(128):032x}"
 
 
 def decode_body(body: bytes) -> GraphQLRequest:
