@@ -5,9 +5,14 @@ execution gives.
 Once per validated document and operation (kept with the cached document, bounded like
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
 multi-key lookups of the views the cache holds (`gateway.live.cache.cacheable`: count and
-latest views) and `__typename`, with arguments from literals or variables, selecting plain
-scalar fields and `__typename`, aliases allowed. Fragments, directives, any other field,
-a response key given twice: no plan, the document is executed.
+latest views) and `__typename`, or of the top-N of one count view alone, with arguments
+from literals or variables, selecting plain scalar fields and `__typename`, aliases
+allowed. Fragments, directives, any other field, a response key given twice: no plan, the
+document is executed.
+
+A top-N is answered only from the cache (`GatewayCache.top`, the planner's own test of a
+kept top): on a miss, or with the cache off, the document is executed, which reads the
+nodes and may keep the merged top for the next request.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an
 operation (CORS, authentication, the query limits, validation), the variables and
@@ -64,7 +69,7 @@ from gateway.rows import Event, Row
 from gateway.schema import entities_of
 from runtime.graphql_http import Prepared
 from runtime.tracing import Span
-from schema import View
+from schema import View, ViewKind
 
 __all__ = ["FastPath", "Plan", "Replay"]
 
@@ -103,6 +108,7 @@ class _Root:
     nullable_rows: bool  # whether an unknown key may be answered null
     arguments: Arguments | None
     ident: int  # in the memo of made rows
+    top: bool = False  # the top-N of `view` (the plan's only root), not a lookup
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +136,13 @@ class FastPath:
         self.answered = 0  # requests answered here
         self._made: dict[tuple[int, Any], dict[str, Any]] = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
+        self._tops: dict[str, View] = {}  # the top-N fields the cache keeps, of count views
         for view in catalogue:
             if cacheable(view):
                 self._lookups[view.point_field] = _Lookup(view, many=False)
                 self._lookups[view.many_field] = _Lookup(view, many=True)
+            if view.kind is ViewKind.COUNT:
+                self._tops[view.top_field] = view
 
     # -- once per document ----------------------------------------------------------------
 
@@ -158,6 +167,8 @@ class FastPath:
             if root is None:
                 return None
             roots.append(root)
+        if len(roots) > 1 and any(root.top for root in roots):
+            return None  # a top-N is answered alone: a miss then leaves nothing half done
         variables = Variables(self._schema, operation.variable_definitions or ())
         return Plan(operation, tuple(roots), variables)
 
@@ -168,6 +179,8 @@ class FastPath:
             return None
         if name == _TYPENAME:
             return _Root(key, None, False, None, query.name, (), True, None, next(_ROOTS))
+        if name in self._tops:
+            return self._top_root(node, self._tops[name])
         lookup = self._lookups.get(name)
         field = query.fields.get(name)
         if lookup is None or field is None or node.selection_set is None:
@@ -186,6 +199,27 @@ class FastPath:
             nullable_rows, Arguments(field, node), next(_ROOTS),
         )  # fmt: skip
 
+    def _top_root(self, node: FieldNode, view: View) -> _Root | None:
+        """The root of `view`'s top-N field: a list of the view's entity type."""
+        query = self._schema.query_type
+        assert query is not None
+        field = query.fields.get(node.name.value)
+        entity = self._entities.get(view.type_name)
+        if field is None or entity is None or node.selection_set is None:
+            return None
+        many, nullable_rows, object_type = _shape(field.type)
+        if not many or object_type is None or object_type.name != view.type_name:
+            return None
+        if object_type.is_type_of is not None:
+            return None
+        leaves = _leaves(object_type, node)
+        if leaves is None:
+            return None
+        return _Root(
+            _key(node), view, True, entity.convert, object_type.name, leaves,
+            nullable_rows, Arguments(field, node), next(_ROOTS), top=True,
+        )  # fmt: skip
+
     # -- per request ----------------------------------------------------------------------
 
     async def answer(
@@ -201,6 +235,8 @@ class FastPath:
         except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
             return None
         cache = context.cache
+        if asked and asked[0].root.top:  # alone in its plan
+            return self._top(asked[0], cache, context) if cache is not None else None
         if cache is not None:
             data = self._hit(asked, cache, context)
             if data is not None:
@@ -227,6 +263,22 @@ class FastPath:
             cache.took(view, keys)
         for hits in found.values():
             context.add_freshness(hits.freshness)
+        return data
+
+    def _top(self, asked: _Asked, cache: Any, context: RequestContext) -> Any:
+        """The data of a top-N the cache keeps (as `Planner.top` finds it), else None."""
+        root = asked.root
+        assert root.view is not None
+        partitions = context.feed.current.partition_count(root.view)
+        found = cache.top(root.view, asked.limit, partitions, asked.options)
+        if found is None:
+            return None
+        try:
+            data = {root.key: [_object(root, row, self._made) for row in found.rows]}
+        except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
+            return None  # the hit is counted again when execution finds it
+        context.add_freshness(found.freshness)
+        self.answered += 1
         return data
 
     async def _read(self, asked: list[_Asked], context: RequestContext) -> Any:
@@ -277,6 +329,7 @@ class _Asked:
     root: _Root
     keys: list[str]
     options: ReadOptions
+    limit: int = 0  # of a top-N
 
 
 _ReadKey = tuple[str, tuple[str, ...], ReadOptions]
@@ -353,9 +406,12 @@ def _asked(
             asked.append(_Asked(root, [], _TYPENAME_READ))
             continue
         arguments = root.arguments.bind(bound)
-        keys = _keys(root, arguments, context)
+        _check_read(root, arguments, context)
         options = ReadOptions(arguments.get("maxLag"), caller=context.principal.subject)
-        asked.append(_Asked(root, keys, options))
+        if root.top:
+            asked.append(_Asked(root, [], options, _limit(root, arguments, context)))
+        else:
+            asked.append(_Asked(root, _keys(root, arguments, context), options))
     return asked
 
 
@@ -427,9 +483,9 @@ def _leaves(object_type: GraphQLObjectType, node: FieldNode) -> tuple[_Leaf, ...
 # -- answering --------------------------------------------------------------------------
 
 
-def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> list[str]:
-    """The keys of a lookup's coerced `arguments`, or _Doubt where its resolver would not
-    answer them from the cache (`gateway.fields.lookup`, `gateway.fields.common`)."""
+def _check_read(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> None:
+    """_Doubt where a field's resolver would not answer its coerced `arguments` from the
+    cache (`gateway.fields.common`: the view's scope, `atLeast`, `maxLag`)."""
     view = root.view
     assert view is not None
     if view.scope is not None and view.scope not in context.principal.scopes:
@@ -439,6 +495,24 @@ def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) ->
     max_lag = arguments.get("maxLag")
     if max_lag is not None and max_lag < 0:
         raise _Doubt
+
+
+def _limit(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> int:
+    """The `limit` of a top-N's coerced `arguments`, checked as `Planner.top` checks it."""
+    view = root.view
+    assert view is not None
+    limit = arguments.get("limit")
+    if not isinstance(limit, int):
+        raise _Doubt
+    context.planner.check_limit(view, limit)  # a GatewayError: execution reports it
+    return limit
+
+
+def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> list[str]:
+    """The keys of a lookup's coerced `arguments`, or _Doubt where its resolver would not
+    answer them (`gateway.fields.lookup`)."""
+    view = root.view
+    assert view is not None
     given = arguments[view.keys_arg] if root.many else [arguments[view.key_field]]
     if not isinstance(given, list) or not all(isinstance(k, str) for k in given):
         raise _Doubt

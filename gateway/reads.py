@@ -120,6 +120,9 @@ class Reads(Protocol):
     def check_representations(self, count: int) -> None:
         """Reject an `_entities` call with more representations than the gateway takes."""
 
+    def check_limit(self, view: View, limit: int) -> None:
+        """Reject a top-N `limit` out of bounds (`top` checks it too)."""
+
     async def lookup(
         self, view: View, keys: Sequence[str], deadline: float, options: ReadOptions = DEFAULT_READ
     ) -> LookupResult: ...

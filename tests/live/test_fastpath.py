@@ -6,7 +6,8 @@ and errors equal each other's, for generated documents
 of the shape it answers (aliases, several root fields, variables and literals, keys
 present and absent, unicode keys, POST and GET) and of shapes it must leave to execution
 (fragments, directives, other fields, bad variables, bad keys, `atLeast`). Authentication,
-the scopes of views and CORS apply to its answers as to executed ones.
+the scopes of views and CORS apply to its answers as to executed ones. A top-N alone is
+answered by it from the cache once the gateway keeps that top, never with the cache off.
 """
 
 from __future__ import annotations
@@ -357,6 +358,50 @@ def requests(draw: st.DrawFn, faults: st.SearchStrategy[str]) -> Request:
     return Request(query, doc.values, not fault, method, operation, fault)
 
 
+# a top-N alone: the fast path answers it from the cache once a read kept it
+TOP_FAULTS: dict[str, str] = {
+    "limit 0": "topWords(limit: 0) { word }",
+    "limit past the max": "topWords(limit: 1001) { word }",
+    "negative maxLag": "topWords(limit: 2, maxLag: -1) { word }",
+    "atLeast token": 'topWords(limit: 2, atLeast: "x:0:1") { count }',
+    "null limit": "topWords(limit: $l) { word }",
+    "another root field": "topWords(limit: 2) { word } __typename",
+    "a lookup beside it": 'topWords(limit: 2) { word } wordCount(word: "w0") { count }',
+}
+
+
+def top_fault(fault: str) -> Request:
+    """A top-N request with `fault` (of TOP_FAULTS): execution must answer it."""
+    declared = "($l: Int)" if "$l" in TOP_FAULTS[fault] else ""
+    query = f"query{declared} {{ {TOP_FAULTS[fault]} }}"
+    return Request(query, {"l": None} if declared else {}, False, fault=fault)
+
+
+@st.composite
+def top_requests(draw: st.DrawFn) -> Request:
+    """A top-N request alone, of a shape the fast path answers from the cache."""
+    doc = _Doc()
+    arguments = []
+    how = draw(st.sampled_from(["default", "literal", "variable", "variable default"]))
+    limit = draw(st.integers(1, len(ALL_WORDS) + 2))
+    if how == "literal":
+        arguments.append(f"limit: {limit}")
+    elif how == "variable":
+        arguments.append(f"limit: {doc.variable('Int!', limit)}")
+    elif how == "variable default":
+        given = draw(st.booleans())
+        arguments.append(f"limit: {doc.variable('Int!', limit, given, default='3')}")
+    inner = ("".join(f", {a}" for a in arguments) + draw(_read_arguments(doc))).removeprefix(", ")
+    field = f"topWords({inner})" if inner else "topWords"
+    alias = draw(aliases)
+    root = f"{field} {draw(_selection(COUNT_LEAVES))}"
+    root = root if alias is None else f"{alias}: {root}"
+    declared = f"({', '.join(doc.declared)})" if doc.declared else ""
+    query = f"query{declared} {{ {root} }}" if declared else f"{{ {root} }}"
+    method = draw(st.sampled_from(["POST", "GET"]))
+    return Request(query, doc.values, True, method)
+
+
 # -- asking --------------------------------------------------------------------------------
 
 
@@ -492,6 +537,48 @@ def test_known_answers_with_unicode_and_absent_keys(setup: Setup) -> None:
     freshness = body["extensions"]["freshness"]
     assert sorted(e["partition"] for e in freshness) == sorted(partitions)
     assert all(e["role"] == "ACTIVE" and e["lag"] == 0 for e in freshness), freshness
+
+
+def _check_top(setup: Setup, request: Request) -> None:
+    """The fast path answers a top-N as execution does on the gateway with the cache, and
+    never on the one without it; the two give the same data and errors."""
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    status, _, content = _compare(setup.fast, request, headers)
+    off = _compare(setup.off, dataclasses.replace(request, fast=False), headers)
+    assert (status, _without_extensions(content)) == (off[0], _without_extensions(off[2]))
+    body = orjson.loads(content)
+    if request.fast:
+        assert status == 200 and "errors" not in body and body["data"], body
+    elif request.fault not in ("another root field", "a lookup beside it"):
+        assert "errors" in body, body
+
+
+@settings(_SETTINGS, max_examples=30)
+@given(request=top_requests())
+def test_a_top_n_the_cache_keeps_is_answered_as_execution_does(
+    setup: Setup, request: Request
+) -> None:
+    _check_top(setup, request)
+
+
+@pytest.mark.parametrize("fault", TOP_FAULTS)
+def test_a_top_n_the_fast_path_must_not_answer_is_executed(setup: Setup, fault: str) -> None:
+    _check_top(setup, top_fault(fault))
+
+
+def test_a_top_n_from_the_fast_path_is_the_truth(setup: Setup) -> None:
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    request = Request("{ top: topWords(limit: 3) { count word __typename } }", {}, fast=True)
+    body = orjson.loads(_compare(setup.fast, request, headers)[2])
+    assert body["data"] == {
+        "top": [
+            {"count": 11, "word": "w\\5", "__typename": "WordCount"},
+            {"count": 7, "word": "ключ", "__typename": "WordCount"},
+            {"count": 5, "word": 'na"ïve', "__typename": "WordCount"},
+        ]
+    }
+    freshness = body["extensions"]["freshness"]
+    assert sorted(e["partition"] for e in freshness) == list(range(P)), freshness
 
 
 POINT = Request('{ wordCount(word: "w0") { word count } }', {}, fast=True)
