@@ -10,7 +10,10 @@ or whose owner failed it or is still restoring it, is read from a STANDBY copy (
 with the `readStandby` request extension; the node's freshness then says STANDBY): with
 `max_lag` > 0 one at most `max_lag` records behind; with `max_lag` 0 any live one, or else
 the restoring owner, which must then prove its copy current first (`readCurrent`,
-node.currency). A read's `ReadOptions` may set its own bound. A read with
+node.currency). A partition nobody claims and with no such standby is read from a standby
+copy still restoring (one handed over after its node lost the group session may be behind
+its new owner), which must prove itself current likewise. A read's `ReadOptions` may set
+its own bound. A read with
 an `atLeast` token makes the nodes wait until they have applied what the token needs
 (`appliedAtLeast`, gateway.consistency). What still fails is returned as one `RoutingError` per
 partition next to the data for the rest: never a silently short answer.
@@ -277,7 +280,7 @@ class Planner:
             # coalesced with other requests' lookups of the view on this node whose
             # request extensions are the same (gateway.coalesce)
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
-            extensions = self._extensions(view, group, deadline, standby, options)
+            extensions = self._extensions(view, node, group, deadline, standby, options)
             rows, freshness = await self._upstream.lookups.lookup(
                 node, queries, group, asked, extensions, deadline, options.caller
             )
@@ -514,7 +517,7 @@ class Planner:
         standby: bool = False,
         options: ReadOptions = DEFAULT_READ,
     ) -> NodeReply:
-        extensions = self._extensions(view, group, deadline, standby, options)
+        extensions = self._extensions(view, node, group, deadline, standby, options)
         if extensions:
             body = with_extensions(body, orjson.dumps(extensions))
         return await self._upstream.post(
@@ -531,16 +534,23 @@ class Planner:
         return self._config.max_lag if options.max_lag is None else options.max_lag
 
     def _extensions(
-        self, view: View, group: list[int], deadline: float, standby: bool, options: ReadOptions
+        self,
+        view: View,
+        node: NodeInfo,
+        group: list[int],
+        deadline: float,
+        standby: bool,
+        options: ReadOptions,
     ) -> dict[str, Any]:
         """The request extensions of a node read of `group`: whether it may read STANDBY
-        copies (which must be proved current when the read accepts no lag), and what they
-        must have applied (`atLeast`)."""
+        copies (which must be proved current when the read accepts no lag, or when one is
+        still restoring), and what they must have applied (`atLeast`)."""
         if not standby and options.at_least is None:  # the usual read: none
             return {}
         extensions: dict[str, Any] = {READ_STANDBY: True} if standby else {}
         wait_s = deadline - asyncio.get_running_loop().time()
-        if standby and self._max_lag(options) == 0:
+        prove = self._max_lag(options) == 0 or any(node.restoring(p) for p in group)
+        if standby and prove:
             extensions[READ_CURRENT] = {
                 "topic": view.changelog_topic,
                 "partitions": group,
@@ -600,7 +610,8 @@ class Planner:
         """One request per node (and role) for the pending partitions: each to its owner, or,
         when it has no owner, its owner failed it, restores it or is suspect, to a standby
         within `max_lag` (any standby when `max_lag` is 0, or else the restoring owner,
-        either asked to prove its copy current); with `hedged`, each owner's request with
+        either asked to prove its copy current; with no owner, a restoring standby asked to
+        prove it); with `hedged`, each owner's request with
         the standby requests that may race it. Also the partitions nobody can be asked for,
         and those of suspect owners without a standby."""
         suspects = {
@@ -618,6 +629,9 @@ class Planner:
             if node is None or shunned or node.node_id in failed or node.restoring(partition):
                 avoid = failed | suspects if suspects else failed
                 copy = table.standby(partition, bound, read.disclaimers, avoid=avoid)
+                if copy is None and node is None:
+                    # nobody claims it: a copy still restoring, asked to prove it current
+                    copy = table.restoring_copy(partition, read.disclaimers, avoid=avoid)
                 if copy is not None:
                     node, standby, shunned = copy, True, False
                 elif max_lag == 0 and node is not None and node.restoring(partition):

@@ -146,8 +146,8 @@ class Liveness:
 class RoutingTable:
     """A snapshot: known nodes, the live ACTIVE claimants of each partition, P per view,
     the live STANDBY copies of each partition with their lag (known lag first, then least
-    lag first), and the node
-    last seen serving each partition ACTIVE (dead or alive).
+    lag first) and those still restoring, and the node last seen serving each partition
+    ACTIVE (dead or alive).
 
     `version` grows with every snapshot a `RoutingFeed` publishes. `stale_since_ms` is set
     while membership brings no news because the broker does not answer (see `Liveness`):
@@ -158,6 +158,9 @@ class RoutingTable:
     nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
     claims: Mapping[int, tuple[NodeInfo, ...]] = field(default_factory=dict)
     standbys: Mapping[int, tuple[tuple[NodeInfo, int], ...]] = field(default_factory=dict)
+    # live STANDBY copies still restoring (they may be behind what was served): read only
+    # when they prove themselves current for the read (node.currency)
+    restoring: Mapping[int, tuple[NodeInfo, ...]] = field(default_factory=dict)
     partition_counts: Mapping[str, int] = field(default_factory=dict)
     built_ms: int = 0
     version: int = 0
@@ -201,6 +204,19 @@ class RoutingTable:
         for node, lag in self.standbys.get(partition, ()):
             if lag > max_lag:
                 continue
+            if node.node_id not in avoid and not disclaimers.excludes(node, partition):
+                return node
+        return None
+
+    def restoring_copy(
+        self,
+        partition: int,
+        disclaimers: Disclaimers = _NO_DISCLAIMERS,
+        avoid: Collection[str] = (),
+    ) -> NodeInfo | None:
+        """The first live STANDBY copy of `partition` still restoring, on a node not in
+        `avoid` and not disclaimed; None when there is none."""
+        for node in self.restoring.get(partition, ()):
             if node.node_id not in avoid and not disclaimers.excludes(node, partition):
                 return node
         return None
@@ -275,6 +291,7 @@ def build_routing_table(
     }
     claims: dict[int, list[tuple[NodeInfo, PartitionStatus]]] = {}
     standbys: dict[int, list[tuple[NodeInfo, PartitionStatus]]] = {}
+    restoring: dict[int, list[NodeInfo]] = {}
     for node in nodes.values():
         if node.alive:
             for status in node.partitions:
@@ -282,6 +299,8 @@ def build_routing_table(
                     claims.setdefault(status.partition, []).append((node, status))
                 elif not status.restoring:
                     standbys.setdefault(status.partition, []).append((node, status))
+                else:
+                    restoring.setdefault(status.partition, []).append(node)
     return RoutingTable(
         nodes=nodes,
         claims={
@@ -290,6 +309,10 @@ def build_routing_table(
         standbys={
             p: tuple((node, status.lag) for node, status in sorted(s, key=_standby_order))
             for p, s in standbys.items()
+        },
+        restoring={
+            p: tuple(sorted(n, key=lambda node: (-node.heartbeat_ms, node.node_id)))
+            for p, n in restoring.items()
         },
         partition_counts=dict(partition_counts),
         built_ms=now_ms,

@@ -221,6 +221,11 @@ def test_standby_copies_are_offered_by_least_lag_within_the_bound() -> None:
     table = build_routing_table(members, {VIEW.name: 1}, NOW)
     assert table.owner(0) is None
     assert [(n.node_id, lag) for n, lag in table.standbys[0]] == [("b", 2), ("a", 5)]
+    # the restoring copy is offered apart, to be asked to prove itself current
+    assert [n.node_id for n in table.restoring[0]] == ["c"]
+    restoring_c = table.restoring_copy(0)
+    assert restoring_c is not None and restoring_c.node_id == "c"
+    assert table.restoring_copy(0, avoid={"c"}) is None
     chosen = [table.standby(0, max_lag) for max_lag in (1, 2, 5)]
     assert [n.node_id if n else None for n in chosen] == [None, "b", "b"]
     standby_a = table.standby(0, 5, avoid={"b"})

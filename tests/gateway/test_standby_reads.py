@@ -180,6 +180,39 @@ def test_a_restoring_owner_is_passed_over_for_a_standby_or_asked_to_prove_its_co
         assert [p["partitions"] for p in n0.proofs] == [[0, 1]]
 
 
+@pytest.mark.parametrize("current", [True, False])
+def test_a_partition_nobody_claims_is_read_from_a_restoring_standby_only_proved_current(
+    current: bool,
+) -> None:
+    """n0 (active 0, 1) is gone; n1's copies of 0 and 1 are still restoring (handed over
+    after n0 lost its group session, they may be behind): read only proved current."""
+    n1 = StandbyNode("n1", {2, 3}, {0, 1}, current=current)
+    copies = [PartitionStatus(p, Role.ACTIVE, 10, 10) for p in (2, 3)]
+    copies += [PartitionStatus(p, Role.STANDBY, 5, 10, restoring=True) for p in (0, 1)]
+    n1_record = MemberRecord(
+        "n1", "http://n1.test", NodeState.RUNNING, wall_clock_ms(), 1000, tuple(copies)
+    )
+    feed = RoutingFeed(build_routing_table({"n1": n1_record}, {"word_counts": P}, wall_clock_ms()))
+    config = GatewayConfig(max_lag=STANDBY_LAG, retries=1, backoff_ms=1)
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway([n1], P, config=config, feed=feed) as http:
+            return (await post_query(http, LOOKUP, {"ws": ALL}))[1]
+
+    body = asyncio.run(scenario())
+    assert n1.proofs and all(p["partitions"] == [0, 1] for p in n1.proofs)
+    if current:
+        assert "errors" not in body, body
+        assert body["data"]["wordCounts"] == [{"word": w, "count": COUNTS[w]} for w in ALL]
+        roles = {e["partition"]: e["role"] for e in body["extensions"]["freshness"]}
+        assert roles == {0: "STANDBY", 1: "STANDBY", 2: "ACTIVE", 3: "ACTIVE"}
+    else:  # not proved: its partitions fail, never answered from a copy that may be behind
+        assert sorted(e["extensions"]["partition"] for e in body["errors"]) == [0, 1]
+        assert set(codes(body)) == {"PARTITION_UNAVAILABLE"}
+        answered = {r["word"] for r in body["data"]["wordCounts"] if r}
+        assert answered == {w for w in ALL if partition_for(w, P) in (2, 3)}
+
+
 SCAN = (
     "query($lag: Int) { allWordCounts(first: 100, maxLag: $lag) "
     "{ edges { node { word count } } pageInfo { hasNextPage endCursor } } }"
