@@ -88,7 +88,11 @@ async def _answers(
     mounts: dict[str, Any] = {n.url(): httpx.ASGITransport(app=n) for n in nodes}
     mounts.update(extra)
     upstream = httpx.AsyncClient(mounts=mounts)
-    config = dataclasses.replace(GatewayConfig(), cache=False, timeout_ms=800)
+    # the retries end every failing read, never the deadline: which of the two came first
+    # decided the reason (NODE_UNAVAILABLE or TIMEOUT) on a busy machine, path by path
+    config = dataclasses.replace(
+        GatewayConfig(), cache=False, timeout_ms=10_000, retries=2, backoff_ms=1
+    )
     feed = RoutingFeed(table_for(claims, P, (WORDS,)))
     app = GatewayApp(config, feed=feed, client=upstream, statuses=StatusBoard(), catalogue=(WORDS,))
     await app.startup()
