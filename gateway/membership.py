@@ -47,6 +47,7 @@ _FOLLOW_FETCH_WAIT_MS = 100
 _RETRY_S = 1.0
 # how long a probe waits for the broker before the feed counts as stalled
 _ANSWER_TIMEOUT_S = 1.0
+_CONNECT_TIMEOUT_MS = 5000
 _DEFAULT_HEARTBEAT_MS = 1000  # how quiet the feed may be before a probe, with no records
 _MAX_WARNED = 1024  # node ids whose forged records were reported; then reported again
 
@@ -277,6 +278,10 @@ class MembershipReader:
                 "log.connection.close": False,
                 # a probe costs about one fetch wait; membership news may wait this long
                 "fetch.wait.max.ms": fetch_wait_ms,
+                # a connection attempt made while the broker was stopped can stay stuck
+                # after it is back (librdkafka's default gives up after 30 s), and routing
+                # stays stale meanwhile: try a fresh connection after 5 s instead
+                "socket.connection.setup.timeout.ms": _CONNECT_TIMEOUT_MS,
             },
         )
 

@@ -184,3 +184,15 @@ def test_health_cluster_and_logs_do_not_show_the_password(
     assert '"nodes"' in health and "routingVersion" in cluster
     for shown in (health, cluster, caplog.text):
         assert "hunter2" not in shown
+
+
+def test_the_membership_reader_retries_a_stuck_connection_after_5_s_unless_told(
+    env: dict[str, str],
+) -> None:
+    """A connection attempt made while the broker was stopped can stay stuck after it is
+    back; the routing feed gives up on one after 5 s, not librdkafka's 30 s. An operator's
+    setting wins."""
+    key = "socket.connection.setup.timeout.ms"
+    assert _gateway_clients(env)["membership reader"][key] == 5000
+    told = {**env, "STATEFED_KAFKA_SOCKET_CONNECTION_SETUP_TIMEOUT_MS": "20000"}
+    assert int(_gateway_clients(told)["membership reader"][key]) == 20000
