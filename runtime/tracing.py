@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import re
-from random import Random
 from typing import Any, NamedTuple, Protocol
+
+from runtime.ids import random_bits
 
 __all__ = [
     "TRACEPARENT_HEADER",
@@ -29,13 +29,6 @@ __all__ = [
     "outgoing_headers",
     "parse_traceparent",
 ]
-
-# ids need not be secret, only unique; a generator of this module's own leaves the
-# `random` module's shared state to the code that seeds or watches it (hypothesis does),
-# reseeded in a forked child as that one is
-_ids = Random()
-_getrandbits = _ids.getrandbits
-os.register_at_fork(after_in_child=_ids.seed)
 
 TRACEPARENT_HEADER = b"traceparent"
 REQUEST_ID_HEADER = b"x-request-id"
@@ -61,7 +54,7 @@ class Trace(NamedTuple):
 
     @classmethod
     def new(cls) -> Trace:
-        return cls(f"{_getrandbits(128) or 1:032x}", _span_id())
+        return cls(f"{random_bits(128) or 1:032x}", _span_id())
 
     def child(self) -> Trace:
         """A new span of the same trace."""
@@ -73,8 +66,7 @@ class Trace(NamedTuple):
 
 
 def _span_id() -> str:
-    # ids need to be unique, not secret: the random module is ~10x cheaper than urandom
-    return f"{_getrandbits(64) or 1:016x}"
+    return f"{random_bits(64) or 1:016x}"
 
 
 def parse_traceparent(raw: bytes | None) -> Trace | None:

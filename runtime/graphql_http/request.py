@@ -3,14 +3,14 @@ before any GraphQL work, or refused with a `RequestError` carrying its HTTP stat
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from random import Random
 from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
 import orjson
+
+from runtime.ids import random_bits
 
 __all__ = [
     "MAX_REQUEST_TARGET_BYTES",
@@ -22,13 +22,6 @@ __all__ = [
     "names_persisted",
     "request_id",
 ]
-
-# ids need not be secret, only unique; a generator of this module's own leaves the
-# `random` module's shared state to the code that seeds or watches it (hypothesis does),
-# reseeded in a forked child as that one is
-_ids = Random()
-_getrandbits = _ids.getrandbits
-os.register_at_fork(after_in_child=_ids.seed)
 
 # the longest request target (path and query string) uvicorn's HTTP parser, httptools,
 # takes (its parse_url's MAX_URL_LENGTH); GET limits are kept within it
@@ -127,7 +120,7 @@ def request_id(incoming: bytes | None) -> str:
     if incoming is not None and _SAFE_REQUEST_ID.fullmatch(incoming):
         return incoming.decode("ascii")
     # 32 hex digits as uuid4().hex, at a fraction of its cost (it only has to be unique)
-    return f"{_getrandbits(128):032x}"
+    return f"{random_bits(128):032x}"
 
 
 def decode_body(body: bytes) -> GraphQLRequest:
