@@ -173,51 +173,39 @@ class FastPath:
         return Plan(operation, tuple(roots), variables)
 
     def _root(self, node: FieldNode) -> _Root | None:
-        name, key = node.name.value, _key(node)
+        name = node.name.value
         query = self._schema.query_type
         if query is None:
             return None
         if name == _TYPENAME:
-            return _Root(key, None, False, None, query.name, (), True, None, next(_ROOTS))
-        if name in self._tops:
-            return self._top_root(node, self._tops[name])
+            return _Root(_key(node), None, False, None, query.name, (), True, None, next(_ROOTS))
+        if name in self._tops:  # a list of the view's entity type
+            return self._view_root(node, self._tops[name], many=True, top=True)
         lookup = self._lookups.get(name)
-        field = query.fields.get(name)
-        if lookup is None or field is None or node.selection_set is None:
+        if lookup is None:
             return None
-        many, nullable_rows, object_type = _shape(field.type)
-        entity = self._entities.get(lookup.view.type_name)
-        if many != lookup.many or object_type is None or entity is None:
-            return None
-        if object_type.name != lookup.view.type_name or object_type.is_type_of is not None:
-            return None
-        leaves = _leaves(object_type, node)
-        if leaves is None:
-            return None
-        return _Root(
-            key, lookup.view, many, entity.convert, object_type.name, leaves,
-            nullable_rows, Arguments(field, node), next(_ROOTS),
-        )  # fmt: skip
+        return self._view_root(node, lookup.view, many=lookup.many, top=False)
 
-    def _top_root(self, node: FieldNode, view: View) -> _Root | None:
-        """The root of `view`'s top-N field: a list of the view's entity type."""
+    def _view_root(self, node: FieldNode, view: View, *, many: bool, top: bool) -> _Root | None:
+        """The root of a field of `view` that returns its entity type (a list when `many`),
+        or None when the schema's field is not of that shape or its selection is not plain."""
         query = self._schema.query_type
         assert query is not None
         field = query.fields.get(node.name.value)
         entity = self._entities.get(view.type_name)
         if field is None or entity is None or node.selection_set is None:
             return None
-        many, nullable_rows, object_type = _shape(field.type)
-        if not many or object_type is None or object_type.name != view.type_name:
+        shape_many, nullable_rows, object_type = _shape(field.type)
+        if shape_many != many or object_type is None:
             return None
-        if object_type.is_type_of is not None:
+        if object_type.name != view.type_name or object_type.is_type_of is not None:
             return None
         leaves = _leaves(object_type, node)
         if leaves is None:
             return None
         return _Root(
-            _key(node), view, True, entity.convert, object_type.name, leaves,
-            nullable_rows, Arguments(field, node), next(_ROOTS), top=True,
+            _key(node), view, many, entity.convert, object_type.name, leaves,
+            nullable_rows, Arguments(field, node), next(_ROOTS), top,
         )  # fmt: skip
 
     # -- per request ----------------------------------------------------------------------
