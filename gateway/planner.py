@@ -549,8 +549,7 @@ class Planner:
             return {}
         extensions: dict[str, Any] = {READ_STANDBY: True} if standby else {}
         wait_s = deadline - asyncio.get_running_loop().time()
-        prove = self._max_lag(options) == 0 or any(node.restoring(p) for p in group)
-        if standby and prove:
+        if standby and (self._max_lag(options) == 0 or any(node.restoring(p) for p in group)):
             extensions[READ_CURRENT] = {
                 "topic": view.changelog_topic,
                 "partitions": group,
