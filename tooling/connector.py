@@ -1,12 +1,17 @@
-"""The official Spark Kafka connector, added to the installed pyspark when an image is built.
+"""Spark's own Kafka connector, added to the installed pyspark (`make install`, the image).
 
-`STATEFED_SOURCE_FORMAT=kafka` reads with Spark's own Kafka source, which the pyspark
-wheel does not ship. `python -m tooling.connector --spark-version V` (compose/Dockerfile
-runs it) resolves `org.apache.spark:spark-sql-kafka-0-10_<scala>:<V>` and its runtime
-dependencies the way `spark-submit --packages` does (Spark's own Ivy, the versions the
-connector's POM names), then copies into pyspark's `jars/` each resolved jar whose
+The pipeline reads its input topics with Spark's Kafka source, which the pyspark wheel
+does not ship. `python -m tooling.connector` (`make connector`; compose/Dockerfile runs it
+too) resolves `org.apache.spark:spark-sql-kafka-0-10_<scala>:<CONNECTOR_VERSION>` and its
+runtime dependencies the way `spark-submit --packages` does (Spark's own Ivy, the versions
+the connector's POM names), then copies into pyspark's `jars/` each resolved jar whose
 artifact pyspark does not ship already: where both have one (slf4j, lz4, snappy), Spark's
 copy stays the only one, as it would win on the classpath with `--packages`.
+
+The connector's version is pinned apart from pyspark's: the Java registry serves no
+connector of Spark 4.3.0 yet, so the newest one of the same major version that it serves
+is used (4.2.0; the Kafka source and sink are checked against the pinned pyspark by the
+pipeline's tests). Move it to pyspark's own version as soon as that is served.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from xml.sax.saxutils import quoteattr
 import pyspark
 
 __all__ = [
+    "CONNECTOR_VERSION",
     "artifact",
     "connector_coordinates",
     "install_jars",
@@ -33,6 +39,7 @@ __all__ = [
 ]
 
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}"
+CONNECTOR_VERSION = "4.2.0"
 # the version starts at the first `-<digits>.`: `spark-sql-kafka-0-10_2.13-4.3.0`
 _VERSIONED = re.compile(r"^(.+?)-\d+\.")
 _SPARK_CORE = re.compile(r"^spark-core_(\d+\.\d+)-.+\.jar$")
@@ -124,7 +131,16 @@ def install_jars(resolved: Iterable[Path], jars: Path) -> tuple[list[Path], list
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--spark-version", required=True, help="must be pyspark's version")
+    parser.add_argument(
+        "--spark-version",
+        default=pyspark.__version__,
+        help="the Spark the connector goes into: must be the installed pyspark's version",
+    )
+    parser.add_argument(
+        "--connector-version",
+        default=CONNECTOR_VERSION,
+        help="the connector's version (same major version as Spark)",
+    )
     parser.add_argument(
         "--repository",
         action="append",
@@ -139,8 +155,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{pyspark.__version__}: the connector must match Spark exactly (update the "
             "Dockerfile's SPARK_VERSION with pyproject.toml's pyspark pin)"
         )
+    if args.connector_version.split(".")[0] != args.spark_version.split(".")[0]:
+        raise SystemExit(
+            f"--connector-version {args.connector_version} is not of Spark "
+            f"{args.spark_version}'s major version: the connector would not load"
+        )
     jars = args.jars or spark_jars()
-    coordinates = connector_coordinates(args.spark_version, jars)
+    coordinates = connector_coordinates(args.connector_version, jars)
     with tempfile.TemporaryDirectory(prefix="statefed-ivy-") as ivy:
         copied, skipped = install_jars(resolve_jars(coordinates, Path(ivy), args.repository), jars)
     connector = coordinates.split(":")[1]

@@ -1,6 +1,6 @@
 """`statefed demo`: the whole system on this machine, with live demo data.
 
-Starts the embedded broker, two nodes, the gateway and the Spark pipeline through
+Starts Apache Kafka (its data in the demo directory), two nodes, the gateway and the Spark pipeline through
 `LocalCluster`, produces the demo data of every input topic in the catalogue, prints the
 GraphiQL URL and example queries, then keeps a trickle of events flowing until Ctrl-C,
 when it stops everything it started.
@@ -77,8 +77,9 @@ def _access(env: dict[str, str]) -> str:
 
 def run_demo(env: dict[str, str]) -> None:
     base, port, partitions = _settings(env)
-    # The embedded broker keeps topics in memory only: state from an earlier demo would
-    # name offsets the new broker never had, so each demo starts from a clean directory.
+    # Each demo starts from a clean directory: the broker's topics, the pipeline's
+    # checkpoints and the node stores of an earlier demo would be produced into again
+    # from the start, counting the demo data twice.
     shutil.rmtree(base, ignore_errors=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -1,4 +1,4 @@
-"""A whole statefed cluster on this machine: embedded broker, pipeline, nodes, gateway.
+"""A whole statefed cluster on this machine: Apache Kafka, pipeline, nodes, gateway.
 
 `make demo` and the end-to-end tests both run the system through this one launcher, so
 what the tests exercise is what a user starts. Every part is a real process owned by a
@@ -18,7 +18,7 @@ import httpx
 from runtime.kafka import KafkaSettings
 from runtime.topics import ensure_topics, statefed_topics
 from schema import load_catalogue
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.config import ToolingConfig
 from tooling.processes import ManagedProcess, wait_until
 
@@ -29,7 +29,7 @@ Progress = Callable[[str], None]
 
 class Broker(Protocol):
     """What the cluster needs of a broker it is given: start, stop, and the bootstrap
-    servers every part is configured with (`EmbeddedBroker` is one)."""
+    servers every part is configured with (`KafkaBroker` is one)."""
 
     @property
     def bootstrap(self) -> str: ...
@@ -55,8 +55,8 @@ class LocalCluster:
         progress: Progress = _quiet,
         broker: Broker | None = None,
     ) -> None:
-        """`broker`: the broker to start and stop instead of an embedded one on its own
-        port; the parts reach it with `env`'s Kafka settings (`kafka`)."""
+        """`broker`: the broker to start and stop instead of a local Kafka of its own
+        (its data under `base_dir/broker/`); the parts reach it with `env`'s Kafka settings (`kafka`)."""
         self.base_dir = base_dir
         self.partitions = partitions
         self.gateway_port = gateway_port or free_port()
@@ -90,9 +90,11 @@ class LocalCluster:
         return env
 
     def start_broker(self) -> None:
-        self.progress("broker: starting (embedded tansu, memory only)")
+        self.progress("broker: starting (Apache Kafka, KRaft)")
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        self.broker = self._given_broker or EmbeddedBroker(log_path=self.base_dir / "broker.log")
+        self.broker = self._given_broker or KafkaBroker(
+            log_path=self.base_dir / "broker.log", data_dir=self.base_dir / "broker"
+        )
         self.broker.start()
         catalogue = load_catalogue(ToolingConfig.from_env(self._base_env).catalogue)
         ensure_topics(self.kafka, statefed_topics(self.partitions, catalogue))

@@ -25,7 +25,7 @@ import pytest
 from tests.chaos.conftest import ChaosCluster, P, words
 from tests.chaos.invariants import above_truth, answered_share, protocol_problems, regressions
 from tests.chaos.load import MULTI, POINT, Answer, QueryLoad, TruthProducer
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(420)
@@ -44,7 +44,7 @@ def test_broker_sigstop_for_30_s_reads_answer_from_the_stores_then_converge_exac
     broker = local.broker
     pipeline = local.pipeline
     # the chaos cluster runs its own embedded broker, which a test can pause
-    assert isinstance(broker, EmbeddedBroker) and pipeline is not None
+    assert isinstance(broker, KafkaBroker) and pipeline is not None
     asked = words("outage")
     chaos.wait_stable(gateway)
     truth = TruthProducer(local.bootstrap, "words", asked, RATE_PER_S).start()

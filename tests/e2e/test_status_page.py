@@ -23,7 +23,7 @@ from schema import CountRow, View
 from tests.e2e.test_graphiql import Recorder, browser
 from tests.gateway.fakes import ServerThread
 from tests.node.harness import P, node_config, produce_counts, spawn_node, unique_count_view
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 __all__ = ["browser"]  # the fixture, imported for this module's test
 
@@ -59,7 +59,7 @@ class Nodes:
 
 
 @pytest.fixture
-def nodes(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Nodes]:
+def nodes(broker: KafkaBroker, tmp_path: Path) -> Iterator[Nodes]:
     """Three node processes serving a fresh count view, one standby each; killed at the end."""
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
@@ -79,7 +79,7 @@ def nodes(broker: EmbeddedBroker, tmp_path: Path) -> Iterator[Nodes]:
 
 
 def test_the_status_page_shows_the_map_change_after_a_node_is_killed(
-    broker: EmbeddedBroker,
+    broker: KafkaBroker,
     nodes: Nodes,
     browser: tuple[BrowserContext, Recorder],
     tmp_path: Path,

@@ -32,7 +32,7 @@ from tests.node.harness import (
     spawn_node,
     unique_count_view,
 )
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(180)
@@ -69,7 +69,7 @@ async def _watch(http: httpx.AsyncClient, words: list[str]) -> list[Any]:
 
 @pytest.mark.parametrize("max_lag", [1000, 0])
 def test_a_killed_nodes_keys_are_answered_from_standbys(
-    broker: EmbeddedBroker, tmp_path: Path, max_lag: int
+    broker: KafkaBroker, tmp_path: Path, max_lag: int
 ) -> None:
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))

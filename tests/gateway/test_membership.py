@@ -15,7 +15,7 @@ from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics
 from schema import MEMBERS_TOPIC, View, ViewKind, encode_member
 from tests.gateway.fakes import member
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until_async
 
 
@@ -24,7 +24,7 @@ def unique(prefix: str) -> str:
 
 
 def test_find_start_offset_finds_the_first_record_at_or_after_a_time(
-    broker: EmbeddedBroker,
+    broker: KafkaBroker,
 ) -> None:
     topic = unique("gw_members_probe")
     ensure_topics(broker.bootstrap, {topic: 1})
@@ -56,7 +56,7 @@ def test_find_start_offset_finds_the_first_record_at_or_after_a_time(
     }
 
 
-def test_find_start_offset_of_an_empty_topic_is_zero(broker: EmbeddedBroker) -> None:
+def test_find_start_offset_of_an_empty_topic_is_zero(broker: KafkaBroker) -> None:
     topic = unique("gw_members_empty")
     ensure_topics(broker.bootstrap, {topic: 1})
     consumer = Consumer(
@@ -89,7 +89,7 @@ async def wait_for(
 
 
 def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(
-    broker: EmbeddedBroker,
+    broker: KafkaBroker,
 ) -> None:
     name = unique("gwt")
     view = View(name, f"{name}_in", ViewKind.COUNT, "word", "Word", "w", "ws", "tw")
@@ -135,7 +135,7 @@ def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(
     producer.close()
 
 
-def test_views_whose_partition_count_is_unknown_are_asked_again(broker: EmbeddedBroker) -> None:
+def test_views_whose_partition_count_is_unknown_are_asked_again(broker: KafkaBroker) -> None:
     ready, late = (unique("gwr"), unique("gwl"))
     views = [View(n, f"{n}_in", ViewKind.COUNT, "w", "W", "w", "ws", "tw") for n in (ready, late)]
     ensure_topics(broker.bootstrap, {MEMBERS_TOPIC: 1})
@@ -172,7 +172,7 @@ def test_a_broker_outage_keeps_the_routing_table_and_a_live_broker_does_not(
     excepted. Time is the reader's injected clock, moved by the test."""
     view = View("gwo", "gwo_in", ViewKind.COUNT, "w", "W", "w", "ws", "tw")
     now = [wall_clock_ms()]
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+    with KafkaBroker(log_path=tmp_path / "broker.log") as broker:
         ensure_topics(broker.bootstrap, {MEMBERS_TOPIC: 1, view.changelog_topic: 2})
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         record = member("a", "http://127.0.0.1:1", [0, 1], now[0], interval_ms=1000)

@@ -34,7 +34,7 @@ from tests.node.harness import (
     spawn_node,
     unique_count_view,
 )
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(300)
@@ -102,7 +102,7 @@ def _split(a: dict[str, Any], b: dict[str, Any], standbys: bool) -> bool:
 
 @pytest.fixture(params=[1, 0], ids=["standbys", "no-standbys"])
 def two_nodes(
-    request: pytest.FixtureRequest, broker: EmbeddedBroker, tmp_path: Path
+    request: pytest.FixtureRequest, broker: KafkaBroker, tmp_path: Path
 ) -> Iterator[TwoNodes]:
     replicas = str(request.param)
     view = unique_count_view()

@@ -46,7 +46,7 @@ from schema import (
 )
 from tests.gateway.fakes import ServerThread
 from tests.node.harness import P, ThreadNode, node_config, produce_changelog
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -196,7 +196,7 @@ def scan_pages(
 
 
 @pytest.fixture
-def views(broker: EmbeddedBroker) -> tuple[View, ...]:
+def views(broker: KafkaBroker) -> tuple[View, ...]:
     made = unique_views()
     ensure_topics(broker.bootstrap, statefed_topics(P, made))
     return made
@@ -220,7 +220,7 @@ def _routed(http: httpx.Client, nodes: list[ThreadNode]) -> bool:
 
 
 @pytest.fixture
-def gateway(broker: EmbeddedBroker, views: tuple[View, ...]) -> Iterator[httpx.Client]:
+def gateway(broker: KafkaBroker, views: tuple[View, ...]) -> Iterator[httpx.Client]:
     app = GatewayApp(
         GatewayConfig(bootstrap=broker.bootstrap, timeout_ms=5000),
         statuses=StatusBoard(),
@@ -235,7 +235,7 @@ def gateway(broker: EmbeddedBroker, views: tuple[View, ...]) -> Iterator[httpx.C
 
 @pytest.fixture
 def nodes(
-    broker: EmbeddedBroker, tmp_path: Path, views: tuple[View, ...]
+    broker: KafkaBroker, tmp_path: Path, views: tuple[View, ...]
 ) -> Iterator[list[ThreadNode]]:
     group = f"g-{uuid.uuid4().hex[:8]}"
     started: list[ThreadNode] = []
@@ -253,7 +253,7 @@ def nodes(
 
 
 def _write_example(
-    broker: EmbeddedBroker, views: tuple[View, ...], keys: list[str]
+    broker: KafkaBroker, views: tuple[View, ...], keys: list[str]
 ) -> list[list[Truth]]:
     now = wall_clock_ms()
     truths = []
@@ -265,7 +265,7 @@ def _write_example(
 
 
 def _check_views(
-    broker: EmbeddedBroker,
+    broker: KafkaBroker,
     views: tuple[View, ...],
     http: httpx.Client,
     examples: int,
@@ -451,7 +451,7 @@ def _check_window_orders(
 
 
 def test_paging_every_view_kind_equals_the_sorted_truth_over_one_and_three_nodes(
-    broker: EmbeddedBroker,
+    broker: KafkaBroker,
     views: tuple[View, ...],
     nodes: list[ThreadNode],
     gateway: httpx.Client,
@@ -486,7 +486,7 @@ LOOKUP = "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }"
 
 
 def _put_counts(
-    broker: EmbeddedBroker, http: httpx.Client, view: View, counts: dict[str, int]
+    broker: KafkaBroker, http: httpx.Client, view: View, counts: dict[str, int]
 ) -> None:
     """Write `counts` to the changelog and wait until the gateway reads them back."""
     rows = [CountRow(k, c, 0) for k, c in counts.items()]
@@ -506,7 +506,7 @@ def _put_counts(
 
 
 def test_keys_added_and_updated_while_paging_are_neither_skipped_nor_repeated(
-    broker: EmbeddedBroker,
+    broker: KafkaBroker,
     views: tuple[View, ...],
     nodes: list[ThreadNode],
     gateway: httpx.Client,

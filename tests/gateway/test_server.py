@@ -37,7 +37,7 @@ from tests.gateway.fakes import (
     round_robin,
     top_truth,
 )
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ def poll_late_dropped(http: httpx.Client, view: str, want: int) -> list[dict[str
 
 
 def test_gateway_process_serves_queries_from_nodes_found_in_membership(
-    broker: EmbeddedBroker, tmp_path: Path
+    broker: KafkaBroker, tmp_path: Path
 ) -> None:
     ensure_topics(broker.bootstrap, statefed_topics(4))
     p = partition_count(broker.bootstrap, WORDS.changelog_topic)  # whatever an earlier test made

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from gateway.status import PipelineStatusReader, StatusBoard
 from runtime.topics import ensure_topics
 from schema import ViewStatus, encode_status
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 
@@ -34,7 +34,7 @@ def test_the_board_keeps_the_newest_record_of_each_view() -> None:
     assert board.get("c") is None
 
 
-def test_reader_follows_the_tail_of_the_status_topic(broker: EmbeddedBroker) -> None:
+def test_reader_follows_the_tail_of_the_status_topic(broker: KafkaBroker) -> None:
     topic = unique("gw_status")
     ensure_topics(broker.bootstrap, {topic: 1})
     producer = Producer({"bootstrap.servers": broker.bootstrap})
@@ -66,7 +66,7 @@ def test_reader_follows_the_tail_of_the_status_topic(broker: EmbeddedBroker) -> 
     assert not reader.is_alive()
 
 
-def test_reader_waits_for_a_topic_created_later(broker: EmbeddedBroker) -> None:
+def test_reader_waits_for_a_topic_created_later(broker: KafkaBroker) -> None:
     topic = unique("gw_status_late")
     board = StatusBoard()
     reader = PipelineStatusReader(broker.bootstrap, board, tail_records=5, topic=topic)
@@ -85,7 +85,7 @@ def test_reader_waits_for_a_topic_created_later(broker: EmbeddedBroker) -> None:
     assert not reader.is_alive()
 
 
-def test_reader_follows_the_tail_of_the_dead_letter_topic(broker: EmbeddedBroker) -> None:
+def test_reader_follows_the_tail_of_the_dead_letter_topic(broker: KafkaBroker) -> None:
     topic, dead = unique("gw_status_dl"), unique("gw_deadletter")
     ensure_topics(broker.bootstrap, {topic: 1, dead: 1})
     producer = Producer({"bootstrap.servers": broker.bootstrap})

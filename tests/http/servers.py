@@ -26,7 +26,7 @@ from runtime.topics import ensure_topics, statefed_topics
 from schema import PartitionStatus, Role
 from tests.gateway.fakes import FakeNode, Model, client_for, feed_for
 from tests.node.harness import P, node_config, unique_count_view
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 
 __all__ = ["CountingRegistry", "ServedGateway", "ServedNode", "served_gateway", "served_node"]
 
@@ -99,7 +99,7 @@ def served_gateway(
 
 
 @contextmanager
-def served_node(broker: EmbeddedBroker, state_dir: Path) -> Iterator[ServedNode]:
+def served_node(broker: KafkaBroker, state_dir: Path) -> Iterator[ServedNode]:
     """A node of a view of its own, started against the embedded broker."""
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))

@@ -17,7 +17,7 @@ import pytest
 from runtime.graphql_http import MAX_REQUEST_TARGET_BYTES
 from tests.http.audits import failed_audits, run_audits
 from tests.http.servers import ServedGateway, ServedNode, served_gateway, served_node
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -32,7 +32,7 @@ def gateway() -> Iterator[ServedGateway]:
 
 
 @pytest.fixture(scope="module")
-def node(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedNode]:
+def node(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedNode]:
     with served_node(broker, tmp_path_factory.mktemp("node")) as served:
         yield served
 

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from runtime.kafka import KafkaProperties, KafkaSettings
 from runtime.topics import admin_config
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.processes import die_with_parent, wait_until
 
 __all__ = ["TlsBroker", "client_groups"]
@@ -35,7 +35,7 @@ class TlsBroker:
         self.port = free_port()
         self.ca = directory / "ca.pem"
         self._server_pem = directory / "server.pem"  # key and certificate, for socat
-        self.broker = EmbeddedBroker(log_path=directory / "broker.log", advertised=self.bootstrap)
+        self.broker = KafkaBroker(log_path=directory / "broker.log", advertised=self.bootstrap)
         self._proxy: subprocess.Popen[bytes] | None = None
         self._proxy_log: BinaryIO | None = None
 

@@ -46,7 +46,7 @@ from schema import (
 )
 from tests.node.harness import P, ThreadNode, node_config, produce_changelog, produce_counts
 from tests.security.serving import serving
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(900)
@@ -123,7 +123,7 @@ def _routable(http: httpx.Client) -> bool:
 
 
 @pytest.fixture(scope="module")
-def setup(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+def setup(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     base = Path(tmp_path_factory.mktemp("fastpath"))
     ensure_topics(broker.bootstrap, statefed_topics(P, VIEWS))
     _produce(broker.bootstrap)

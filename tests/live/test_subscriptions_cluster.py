@@ -38,7 +38,7 @@ from tests.node.harness import (
     spawn_node,
     unique_count_view,
 )
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(240)
@@ -84,7 +84,7 @@ class Subscriber:
 
 
 def test_subscribers_get_every_change_once_across_a_node_kill_and_a_resume(
-    broker: EmbeddedBroker, tmp_path: Path
+    broker: KafkaBroker, tmp_path: Path
 ) -> None:
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))

@@ -16,7 +16,7 @@ from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow
 from tests.node.harness import P, ThreadNode, node_config, produce_counts, unique_count_view
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,7 +44,7 @@ def test_a_node_serves_its_stores_through_a_broker_outage_then_catches_up(
     tail = {f"{tag}-t{i}": 2 for i in range(10)}
     rows = [CountRow(k, n, 1) for k, c in head.items() for n in range(1, c + 1)]
     view = unique_count_view()
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+    with KafkaBroker(log_path=tmp_path / "broker.log") as broker:
         ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
         produce_counts(broker.bootstrap, view, rows)
         config = node_config(broker.bootstrap, tmp_path, "n1", f"g-{view.name}")

@@ -11,12 +11,12 @@ import pytest
 
 from runtime.topics import ensure_topics
 from schema import partition_for
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.cli import main
 
 
 def test_produce_prints_each_keys_newest_token(
-    broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     topic = "cli-produce-words"
     ensure_topics(broker.bootstrap, {topic: 4})

@@ -25,7 +25,7 @@ from node.subgraph import build_subgraph
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, Role, View, partition_for
 from tests.node.harness import P, node_config, unique_count_view
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,14 +61,14 @@ def test_a_restoring_copy_is_read_only_when_proved_and_still_at_the_proved_offse
 
 
 @pytest.fixture
-def view(broker: EmbeddedBroker) -> View:
+def view(broker: KafkaBroker) -> View:
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
     return view
 
 
 @pytest.fixture
-def config(broker: EmbeddedBroker, tmp_path: Path, view: View) -> NodeConfig:
+def config(broker: KafkaBroker, tmp_path: Path, view: View) -> NodeConfig:
     return node_config(broker.bootstrap, tmp_path, "n1", f"g-{view.name}")
 
 
@@ -88,7 +88,7 @@ def produce(bootstrap: str, view: View, partition: int, count: int) -> None:
 
 
 def test_ends_include_every_record_acknowledged_before_the_question(
-    broker: EmbeddedBroker, view: View, probe: EndProbe
+    broker: KafkaBroker, view: View, probe: EndProbe
 ) -> None:
     async def ask(partitions: dict[int, int]) -> dict[int, int]:
         return await probe.ends(view.changelog_topic, partitions, 5.0)
@@ -104,7 +104,7 @@ def test_ends_include_every_record_acknowledged_before_the_question(
 
 
 def test_concurrent_questions_share_rounds_and_an_unknown_end_fails_in_time(
-    broker: EmbeddedBroker, view: View, probe: EndProbe
+    broker: KafkaBroker, view: View, probe: EndProbe
 ) -> None:
     produce(broker.bootstrap, view, 2, 5)
 
@@ -139,7 +139,7 @@ def standby(tmp_path: Path, view: View) -> Iterator[tuple[PartitionRegistry, str
 
 
 def test_a_standby_copy_answers_a_read_current_only_when_it_has_the_end(
-    broker: EmbeddedBroker, view: View, probe: EndProbe, standby: tuple[PartitionRegistry, str]
+    broker: KafkaBroker, view: View, probe: EndProbe, standby: tuple[PartitionRegistry, str]
 ) -> None:
     registry, word = standby
     partition = partition_for(word, P)

@@ -40,7 +40,7 @@ from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, NodeState, View, partition_for
 from tests.node.disks import fill, small_disk
 from tests.node.harness import P, node_config, produce_counts, spawn_node, unique_count_view
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -49,7 +49,7 @@ QUERY = "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }"
 
 
 @pytest.fixture
-def view(broker: EmbeddedBroker) -> View:
+def view(broker: KafkaBroker) -> View:
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
     return view
@@ -247,7 +247,7 @@ class NodeProcess:
 
 
 def test_a_truncated_store_file_is_found_at_start_and_its_partition_rebuilt_while_the_others_serve(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     keys = keys_by_partition(20)
     damaged = 2
@@ -337,7 +337,7 @@ class CorruptOnArming(LevelDBStore):
 
 
 def test_a_store_found_corrupt_while_applying_is_set_aside_and_rebuilt(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     keys = keys_by_partition(10)
     damaged = 4
@@ -391,7 +391,7 @@ def test_a_store_found_corrupt_while_applying_is_set_aside_and_rebuilt(
 
 
 def test_a_full_disk_pauses_applying_and_the_node_resumes_exactly_when_space_returns(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     base = [k for ks in keys_by_partition(15).values() for k in ks]
     # written while the disk is full, once each: a record skipped instead of re-read

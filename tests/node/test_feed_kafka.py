@@ -24,14 +24,14 @@ from schema import CountRow, View, partition_for
 from schema.feed import Change
 from tests.node.feedclient import open_feed
 from tests.node.harness import P, ThreadNode, node_config, produce_counts, unique_count_view
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-def view(broker: EmbeddedBroker) -> View:
+def view(broker: KafkaBroker) -> View:
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
     return view
@@ -69,7 +69,7 @@ def running(node: ThreadNode, active: int) -> bool:
 
 
 def test_follows_from_zero_and_from_now_get_each_change_once_in_offset_order(
-    broker: EmbeddedBroker, view: View, tmp_path: Path, secret_file: Path
+    broker: KafkaBroker, view: View, tmp_path: Path, secret_file: Path
 ) -> None:
     partition, topic = 2, view.changelog_topic
     head = [CountRow(k, 1, 1_700_000_000_000) for k in keys_in(partition, 30)]
@@ -133,7 +133,7 @@ def test_follows_from_zero_and_from_now_get_each_change_once_in_offset_order(
 
 
 def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_duplicate(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     partition, topic = 4, view.changelog_topic
     # ~2,400 changes of ~300 bytes in memory each: more than a 1 MiB budget over 6 rings keeps
@@ -187,7 +187,7 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
 
 
 def test_a_follow_of_a_partition_applied_unfollowed_replays_each_change_once_from_kafka(
-    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="node.feedsocket")
     partition, topic = 5, view.changelog_topic
@@ -232,7 +232,7 @@ def test_a_follow_of_a_partition_applied_unfollowed_replays_each_change_once_fro
 
 
 def test_a_follow_too_slow_for_the_ring_falls_back_to_replay_without_gap_or_duplicate(
-    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="node.feedsocket")
     partition, topic = 3, view.changelog_topic
@@ -266,7 +266,7 @@ def test_a_follow_too_slow_for_the_ring_falls_back_to_replay_without_gap_or_dupl
 
 
 def test_a_snapshot_follow_and_its_changes_equal_the_store_while_records_stream_in(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     partition, topic = 1, view.changelog_topic
     keys = keys_in(partition, 8)
@@ -328,7 +328,7 @@ def test_a_snapshot_follow_and_its_changes_equal_the_store_while_records_stream_
 
 
 def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     topic, group = view.changelog_topic, f"g-{view.name}"
     a = ThreadNode(node_config(broker.bootstrap, tmp_path, "fa", group), [view]).start()

@@ -23,7 +23,7 @@ from node.store import LevelDBStore, PartitionStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, NodeState, Role, View
 from tests.node.harness import P, node_config, produce_counts, unique_count_view
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,14 +87,14 @@ def add(total: dict[int, int], more: dict[int, int]) -> None:
 
 
 @pytest.fixture
-def view(broker: EmbeddedBroker) -> View:
+def view(broker: KafkaBroker) -> View:
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
     return view
 
 
 def test_a_copy_revoked_while_its_disk_is_full_is_handed_to_the_standby_and_recovers(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     tag, group = uuid.uuid4().hex[:6], f"g-{view.name}"
     written = produce_counts(broker.bootstrap, view, rows(tag, 1))
@@ -170,7 +170,7 @@ def test_a_copy_held_through_a_broker_outage_while_its_disk_is_full_recovers_and
 ) -> None:
     view = unique_count_view()
     tag = uuid.uuid4().hex[:6]
-    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+    with KafkaBroker(log_path=tmp_path / "broker.log") as broker:
         ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
         written = produce_counts(broker.bootstrap, view, rows(tag, 1))
         config = node_config(broker.bootstrap, tmp_path, "fo", f"g-{view.name}")
@@ -231,7 +231,7 @@ def test_a_copy_held_through_a_broker_outage_while_its_disk_is_full_recovers_and
 
 
 def test_a_copy_that_could_not_open_on_a_full_disk_is_revoked_and_opens_on_its_next_owner(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     tag, group = uuid.uuid4().hex[:6], f"g-{view.name}"
     written = produce_counts(broker.bootstrap, view, rows(tag, 1))

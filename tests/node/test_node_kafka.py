@@ -31,14 +31,14 @@ from tests.node.harness import (
     spawn_node,
     unique_count_view,
 )
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def view(broker: EmbeddedBroker) -> View:
+def view(broker: KafkaBroker) -> View:
     view = unique_count_view()
     ensure_topics(broker.bootstrap, statefed_topics(P, [view]))
     return view
@@ -56,7 +56,7 @@ def running_with(node: ThreadNode, partitions: int) -> dict[str, Any] | None:
 
 
 def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
-    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="node.materializer")
     head_keys = [f"{uuid.uuid4().hex[:6]}-h{i}" for i in range(24)]
@@ -124,7 +124,7 @@ def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
 
 
 def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     keys = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(30)]
     counts = {k: 1 + i % 3 for i, k in enumerate(keys)}
@@ -177,7 +177,7 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
         a.stop()
 
 
-def members_of(broker: EmbeddedBroker, node_id: str) -> list[bytes | None]:
+def members_of(broker: KafkaBroker, node_id: str) -> list[bytes | None]:
     """Every value published to statefed.members under `node_id`, oldest first."""
     consumer = Consumer(
         {
@@ -206,7 +206,7 @@ def members_of(broker: EmbeddedBroker, node_id: str) -> list[bytes | None]:
 
 
 def test_run_node_heartbeats_membership_and_leaves_cleanly_on_sigterm(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     node_log = tmp_path / "node.log"
     node_id = f"m-{uuid.uuid4().hex[:6]}"
@@ -255,7 +255,7 @@ def test_run_node_heartbeats_membership_and_leaves_cleanly_on_sigterm(
 
 
 def test_a_store_that_cannot_open_stops_the_node(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     config = node_config(broker.bootstrap, tmp_path, "nf", f"g-{view.name}")
     # another process holding partition 0's LevelDB: the state dir is used twice
@@ -273,7 +273,7 @@ def test_a_store_that_cannot_open_stops_the_node(
 
 
 def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     keys = [f"{uuid.uuid4().hex[:6]}-{i}" for i in range(30)]
     counts = {k: 1 + i % 3 for i, k in enumerate(keys)}
@@ -358,7 +358,7 @@ def keys_in_every_partition(per_partition: int = 2) -> list[str]:
 
 
 def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies_keep_answering(
-    broker: EmbeddedBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="node.materializer")
     keys = keys_in_every_partition()
@@ -416,7 +416,7 @@ def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies
 
 
 def test_a_standby_read_proved_current_holds_every_write_acknowledged_before_it(
-    broker: EmbeddedBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     keys = keys_in_every_partition(1)
     produce_counts(broker.bootstrap, view, rows_for(keys, dict.fromkeys(keys, 1)))

@@ -28,7 +28,7 @@ from schema import (
     window_record_key,
 )
 from tests.node.harness import P, ThreadNode, node_config, produce_changelog
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -158,7 +158,7 @@ def stored_windows(node: ThreadNode, view: View, hosts: list[str]) -> set[tuple[
     return found
 
 
-def test_a_node_materializes_and_serves_every_kind(broker: EmbeddedBroker, tmp_path: Path) -> None:
+def test_a_node_materializes_and_serves_every_kind(broker: KafkaBroker, tmp_path: Path) -> None:
     windowed, latest, history = views = unique_views()
     ensure_topics(broker.bootstrap, statefed_topics(P, views))
     tag = uuid.uuid4().hex[:6]

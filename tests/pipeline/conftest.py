@@ -18,7 +18,7 @@ from pipeline import PipelineConfig, build_session
 from runtime.topics import ensure_topics, statefed_topics
 from schema import DEMO_DOMAIN, View, ViewKind
 from tests.pipeline.support import PARTITIONS
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 
 # Package scope: the session is stopped before other packages' tests run.
@@ -32,7 +32,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
 
 @pytest.fixture
-def count_view(broker: EmbeddedBroker) -> View:
+def count_view(broker: KafkaBroker) -> View:
     """A COUNT view over a fresh input topic, with its changelog topic created."""
     suffix = uuid.uuid4().hex[:10]
     view = View(
@@ -50,7 +50,7 @@ def count_view(broker: EmbeddedBroker) -> View:
 
 
 @pytest.fixture
-def demo_views(broker: EmbeddedBroker) -> dict[str, View]:
+def demo_views(broker: KafkaBroker) -> dict[str, View]:
     """Copies of the demo domain's views (by kind value) over fresh topics, created."""
     suffix = uuid.uuid4().hex[:10]
     views = {

@@ -22,13 +22,13 @@ from schema import (
     decode_status,
     partition_for,
 )
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 PARTITIONS = 6
 
 
-def pipeline_config(broker: EmbeddedBroker, checkpoint_dir: Path) -> PipelineConfig:
+def pipeline_config(broker: KafkaBroker, checkpoint_dir: Path) -> PipelineConfig:
     """Fast triggers and short timeouts, so a failing test fails in seconds."""
     return PipelineConfig(
         bootstrap=broker.bootstrap,

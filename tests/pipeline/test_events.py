@@ -28,7 +28,7 @@ from tests.pipeline.support import (
     pipeline_config,
     produce_records,
 )
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
 T0 = 1_767_225_600_000
@@ -126,7 +126,7 @@ def _history(log: RecordLog) -> dict[str, list[EventRow]]:
 
 
 def test_latest_and_history_follow_the_model_across_a_restart(
-    spark: SparkSession, broker: EmbeddedBroker, demo_views: dict[str, View], tmp_path: Path
+    spark: SparkSession, broker: KafkaBroker, demo_views: dict[str, View], tmp_path: Path
 ) -> None:
     latest, history = demo_views["latest"], demo_views["history"]
     assert latest.topic == history.topic

@@ -27,7 +27,7 @@ from tests.pipeline.support import (
     pipeline_config,
     produce,
 )
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
 
@@ -38,7 +38,7 @@ def _words(n: int, vocabulary: list[str], seed: int) -> list[str]:
 
 
 def test_counts_are_exact_partitioned_and_survive_a_restart(
-    spark: SparkSession, broker: EmbeddedBroker, count_view: View, tmp_path: Path
+    spark: SparkSession, broker: KafkaBroker, count_view: View, tmp_path: Path
 ) -> None:
     config = pipeline_config(broker, tmp_path / "checkpoints")
     vocabulary = [f"w{i}" for i in range(60)] + ["kafka", "straße", "日本"]
@@ -73,7 +73,7 @@ def test_counts_are_exact_partitioned_and_survive_a_restart(
 
 
 def test_bad_records_go_to_the_dead_letter_topic_and_the_rest_still_counts(
-    spark: SparkSession, broker: EmbeddedBroker, count_view: View, tmp_path: Path
+    spark: SparkSession, broker: KafkaBroker, count_view: View, tmp_path: Path
 ) -> None:
     config = pipeline_config(broker, tmp_path / "checkpoints")
     good = ["alpha", "beta", "alpha", "gamma", "alpha"]
@@ -106,7 +106,7 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_rest_still_counts(
 
 
 def test_a_failed_delivery_stops_the_query_and_the_restart_loses_nothing(
-    spark: SparkSession, broker: EmbeddedBroker, count_view: View, tmp_path: Path
+    spark: SparkSession, broker: KafkaBroker, count_view: View, tmp_path: Path
 ) -> None:
     config = pipeline_config(broker, tmp_path / "checkpoints")
     vocabulary = [f"v{i}" for i in range(12)]

@@ -28,7 +28,7 @@ from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE, WORD_COUNTS, View
 from tests.observe.support import promtool_check, scrape, series, total
 from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, produce
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ class Lines:
 
 @pytest.mark.timeout(300)
 def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
-    broker: EmbeddedBroker, tmp_path: Path
+    broker: KafkaBroker, tmp_path: Path
 ) -> None:
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS))
     env = {

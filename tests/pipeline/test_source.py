@@ -17,13 +17,13 @@ from pipeline.reading import ARROW_SCHEMA, read_ranges
 from pipeline.source import KAFKA_SCHEMA, KafkaInputPartition, KafkaStreamReader, SourceOptions
 from pipeline.watermarks import WatermarkProbe
 from runtime.topics import ensure_topics
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 PER_PARTITION = {0: 8, 1: 3, 2: 0}
 
 
 @pytest.fixture
-def topic(broker: EmbeddedBroker) -> str:
+def topic(broker: KafkaBroker) -> str:
     """A fresh 3-partition topic holding PER_PARTITION records, sent one by one."""
     name = f"test.source.{uuid.uuid4().hex[:10]}"
     ensure_topics(broker.bootstrap, {name: 3})
@@ -36,7 +36,7 @@ def topic(broker: EmbeddedBroker) -> str:
     return name
 
 
-def _read(broker: EmbeddedBroker, topic: str, ranges: list[OffsetRange]) -> pa.Table:
+def _read(broker: KafkaBroker, topic: str, ranges: list[OffsetRange]) -> pa.Table:
     return pa.Table.from_batches(
         list(read_ranges(broker.bootstrap, topic, ranges, timeout_s=20)), schema=ARROW_SCHEMA
     )
@@ -46,7 +46,7 @@ def test_the_arrow_schema_is_what_spark_expects_of_the_spark_schema() -> None:
     assert to_arrow_schema(KAFKA_SCHEMA, timezone="UTC").equals(ARROW_SCHEMA)
 
 
-def test_end_offsets_come_from_a_fetch_and_are_exact(broker: EmbeddedBroker, topic: str) -> None:
+def test_end_offsets_come_from_a_fetch_and_are_exact(broker: KafkaBroker, topic: str) -> None:
     probe = WatermarkProbe(broker.bootstrap, topic)
     try:
         assert probe.partitions() == [0, 1, 2]
@@ -60,7 +60,7 @@ def test_end_offsets_come_from_a_fetch_and_are_exact(broker: EmbeddedBroker, top
         probe.close()
 
 
-def test_ranges_are_read_exactly(broker: EmbeddedBroker, topic: str) -> None:
+def test_ranges_are_read_exactly(broker: KafkaBroker, topic: str) -> None:
     started = time.monotonic()
     table = _read(broker, topic, [OffsetRange(0, 2, 7), OffsetRange(1, 0, 3)])
     assert time.monotonic() - started < 10  # no full read timeout was waited out
@@ -75,18 +75,14 @@ def test_ranges_are_read_exactly(broker: EmbeddedBroker, topic: str) -> None:
     assert by_offset[(0, 2)]["timestamp"].year >= 2024
 
 
-def test_a_range_past_the_end_of_the_partition_fails_fast(
-    broker: EmbeddedBroker, topic: str
-) -> None:
+def test_a_range_past_the_end_of_the_partition_fails_fast(broker: KafkaBroker, topic: str) -> None:
     started = time.monotonic()
     with pytest.raises(SourceError, match=f"topic {topic} partition 1 ends at offset 3"):
         _read(broker, topic, [OffsetRange(1, 0, 5)])
     assert time.monotonic() - started < 10
 
 
-def test_the_stream_reader_plans_and_reads_micro_batches(
-    broker: EmbeddedBroker, topic: str
-) -> None:
+def test_the_stream_reader_plans_and_reads_micro_batches(broker: KafkaBroker, topic: str) -> None:
     reader = KafkaStreamReader(SourceOptions(broker.bootstrap, topic, read_tasks=2))
     try:
         start = reader.initialOffset()
@@ -106,7 +102,7 @@ def test_the_stream_reader_plans_and_reads_micro_batches(
         reader.stop()
 
 
-def test_latest_starting_offsets_skip_what_is_there(broker: EmbeddedBroker, topic: str) -> None:
+def test_latest_starting_offsets_skip_what_is_there(broker: KafkaBroker, topic: str) -> None:
     reader = KafkaStreamReader(SourceOptions(broker.bootstrap, topic, starting_offsets="latest"))
     try:
         assert reader.initialOffset() == {"0": 8, "1": 3, "2": 0}
@@ -114,7 +110,7 @@ def test_latest_starting_offsets_skip_what_is_there(broker: EmbeddedBroker, topi
         reader.stop()
 
 
-def test_a_missing_topic_is_named(broker: EmbeddedBroker) -> None:
+def test_a_missing_topic_is_named(broker: KafkaBroker) -> None:
     reader = KafkaStreamReader(SourceOptions(broker.bootstrap, "test.source.no-such-topic"))
     try:
         with pytest.raises(SourceError, match="no-such-topic"):

@@ -17,7 +17,7 @@ from runtime.topics import ensure_topics, statefed_topics
 from tests.pipeline.standalone import HOST, StandaloneSpark, get_json, logged_port
 from tests.pipeline.standalone_views import CATALOGUE, SPEC, STANDALONE_WORDS
 from tests.pipeline.support import PARTITIONS, ChangelogReader, produce
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.processes import ManagedProcess, wait_until
 
 READY = "statefed pipeline: ready"
@@ -38,7 +38,7 @@ class Truth:
         self.counts.update(words)
 
 
-def _submit(cluster: StandaloneSpark, broker: EmbeddedBroker, base: Path) -> ManagedProcess:
+def _submit(cluster: StandaloneSpark, broker: KafkaBroker, base: Path) -> ManagedProcess:
     options = [
         *("--name", "statefed-pipeline", "--driver-memory", "512m"),
         "--driver-java-options=-Xss16m",
@@ -90,7 +90,7 @@ def _cmdline(process: psutil.Process) -> list[str]:
 
 @pytest.mark.timeout(900)
 def test_counts_stay_exact_through_worker_and_driver_loss(
-    broker: EmbeddedBroker, tmp_path: Path
+    broker: KafkaBroker, tmp_path: Path
 ) -> None:
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, CATALOGUE))
     truth = Truth(broker.bootstrap)

@@ -12,7 +12,7 @@ from pipeline.status import StatusPoller, ViewTracker, new_progress, source_offs
 from pipeline.statuslog import StatusPublisher, read_last_statuses
 from runtime.topics import ensure_topics
 from schema import PIPELINE_TOPIC, ViewStatus
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 
 def _progress(batch: int, dropped: list[int], end: str, ran: bool = True) -> StreamingQueryProgress:
@@ -137,7 +137,7 @@ def test_the_poller_publishes_each_batch_once_in_order() -> None:
     poller.stop()  # never started: nothing to join
 
 
-def test_the_last_status_of_each_view_is_read_back_across_chunks(broker: EmbeddedBroker) -> None:
+def test_the_last_status_of_each_view_is_read_back_across_chunks(broker: KafkaBroker) -> None:
     ensure_topics(broker.bootstrap, {PIPELINE_TOPIC: 1})
     tag = uuid.uuid4().hex[:8]
     a, b, never = f"a_{tag}", f"b_{tag}", f"never_{tag}"

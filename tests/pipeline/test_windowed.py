@@ -27,7 +27,7 @@ from tests.pipeline.support import (
     pipeline_config,
     produce_records,
 )
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a minute boundary
 KAFKA_TIME = 1_600_000_000_000  # every record's Kafka timestamp: the views must ignore it
@@ -100,7 +100,7 @@ AFTER_RESTART = [("d", T0 + 10 * S), ("a", T0 + 150 * S)]
 
 
 def test_windows_follow_the_watermark_and_late_dropped_survives_a_restart(
-    spark: SparkSession, broker: EmbeddedBroker, demo_views: dict[str, View], tmp_path: Path
+    spark: SparkSession, broker: KafkaBroker, demo_views: dict[str, View], tmp_path: Path
 ) -> None:
     windowed, counted = demo_views["windowed_count"], demo_views["count"]
     assert windowed.window is not None and windowed.topic == counted.topic

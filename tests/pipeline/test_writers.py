@@ -11,7 +11,7 @@ from pipeline.sink import BatchProducer
 from pipeline.writers import ChangelogWriter
 from schema import CountRow, View, partition_for
 from tests.pipeline.support import PARTITIONS, ChangelogReader
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
 
@@ -21,7 +21,7 @@ def _rows(spark: SparkSession) -> DataFrame:
 
 
 def test_a_batch_becomes_absolute_records_on_the_key_partition(
-    spark: SparkSession, broker: EmbeddedBroker, count_view: View
+    spark: SparkSession, broker: KafkaBroker, count_view: View
 ) -> None:
     with BatchProducer(broker.bootstrap, "test-writer") as producer:
         ChangelogWriter(count_view, count.PLAN, producer, PARTITIONS)(_rows(spark), 0)
@@ -61,7 +61,7 @@ def test_a_batch_fails_when_a_record_is_not_acknowledged(
 
 
 def test_a_rejected_record_fails_the_batch_and_the_next_batch_starts_clean(
-    broker: EmbeddedBroker, count_view: View
+    broker: KafkaBroker, count_view: View
 ) -> None:
     with BatchProducer(broker.bootstrap, "test-writer-bad", timeout_s=5.0) as producer:
         producer.send(count_view.changelog_topic, b"k", b"v", partition=PARTITIONS + 3)

@@ -8,7 +8,7 @@ from node.app import changelog_partition_counts
 from runtime.kafka import KafkaConnectionError, KafkaProperties, KafkaSettings
 from runtime.topics import ensure_topics, partition_count
 from schema import CATALOGUE, MEMBERS_TOPIC
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 
 def test_a_wrong_port_names_the_bootstrap_setting() -> None:
@@ -19,7 +19,7 @@ def test_a_wrong_port_names_the_bootstrap_setting() -> None:
     assert "STATEFED_KAFKA_CONFIG" in message  # a secured cluster needs more settings
 
 
-def test_tls_against_a_plaintext_listener_names_the_tls_settings(broker: EmbeddedBroker) -> None:
+def test_tls_against_a_plaintext_listener_names_the_tls_settings(broker: KafkaBroker) -> None:
     environ = {
         "STATEFED_KAFKA_SECURITY_PROTOCOL": "SSL",
         # the broker leaves a TLS hello unanswered: give up on it soon
@@ -33,7 +33,7 @@ def test_tls_against_a_plaintext_listener_names_the_tls_settings(broker: Embedde
     assert "a TLS error" in message and "security.protocol (now SSL)" in message
 
 
-def test_the_same_broker_answers_plaintext(broker: EmbeddedBroker) -> None:
+def test_the_same_broker_answers_plaintext(broker: KafkaBroker) -> None:
     topic = "test.kafka-settings.plaintext"
     ensure_topics(KafkaSettings(broker.bootstrap), {topic: 2})
     assert partition_count(KafkaSettings(broker.bootstrap), topic, timeout_s=10.0) == 2

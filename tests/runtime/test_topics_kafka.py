@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from runtime.topics import ensure_topics, topic_plan
 from schema import CATALOGUE, MEMBERS_TOPIC, View
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 from tooling.cli import main
 
 # every view kind, on topics no other test uses
@@ -30,12 +30,12 @@ LINE = re.compile(
 
 
 @pytest.fixture
-def kafka() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as running:
+def kafka() -> Iterator[KafkaBroker]:
+    with KafkaBroker() as running:
         yield running
 
 
-def _run(kafka: EmbeddedBroker, *args: str) -> None:
+def _run(kafka: KafkaBroker, *args: str) -> None:
     main(["topics", "--bootstrap", kafka.bootstrap, "--catalogue", CATALOGUE_SPEC, *args])
 
 
@@ -48,21 +48,21 @@ def _plan_lines(out: str) -> dict[str, tuple[str, ...]]:
     return lines
 
 
-def _configs(kafka: EmbeddedBroker, topic: str) -> dict[str, str]:
+def _configs(kafka: KafkaBroker, topic: str) -> dict[str, str]:
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     futures = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
     (future,) = futures.values()
     return {k: e.value for k, e in future.result(10).items()}
 
 
-def _existing(kafka: EmbeddedBroker) -> dict[str, int]:
+def _existing(kafka: KafkaBroker) -> dict[str, int]:
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     topics = admin.list_topics(timeout=10).topics
     return {name: len(t.partitions) for name, t in topics.items() if t.partitions}
 
 
 def test_dry_run_prints_every_topic_and_creates_none(
-    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _run(kafka, "--partitions", "4", "--replication-factor", "1", "--dry-run")
     out = capsys.readouterr().out
@@ -87,7 +87,7 @@ def test_dry_run_prints_every_topic_and_creates_none(
 
 
 def test_created_topics_carry_the_planned_configs(
-    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _run(kafka, "--partitions", "3", "--replication-factor", "1")
     out = capsys.readouterr().out
@@ -105,7 +105,7 @@ def test_created_topics_carry_the_planned_configs(
 
 
 def test_a_views_input_and_changelog_with_different_partition_counts_are_refused(
-    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     view = VIEWS[0]
     ensure_topics(kafka.bootstrap, {view.topic: 4, view.changelog_topic: 3})
@@ -121,7 +121,7 @@ def test_a_views_input_and_changelog_with_different_partition_counts_are_refused
 
 
 def test_a_missing_changelog_takes_the_partition_count_of_the_existing_input(
-    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     view = VIEWS[0]
     ensure_topics(kafka.bootstrap, {view.topic: 5})
@@ -132,7 +132,7 @@ def test_a_missing_changelog_takes_the_partition_count_of_the_existing_input(
 
 
 def test_a_changelog_that_is_not_compacted_is_refused(
-    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     view = VIEWS[0]
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
@@ -147,7 +147,7 @@ def test_a_changelog_that_is_not_compacted_is_refused(
 
 
 def test_a_windowed_changelog_compacted_but_not_deleted_is_only_a_warning(
-    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     view = next(v for v in VIEWS if v.window is not None)
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
@@ -162,7 +162,7 @@ def test_a_windowed_changelog_compacted_but_not_deleted_is_only_a_warning(
 
 
 def test_a_replication_factor_above_the_broker_count_is_refused(
-    kafka: EmbeddedBroker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("STATEFED_TOPICS_REPLICATION_FACTOR", raising=False)
     with pytest.raises(SystemExit) as raised:

@@ -61,7 +61,7 @@ from schema import (
 )
 from tests.gateway.fakes import FakeNode, Model, ServerThread, member
 from tests.node.harness import P, ThreadNode, node_config, produce_counts, unique_count_view
-from tooling.broker import EmbeddedBroker, free_port
+from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -282,7 +282,7 @@ class GatewayThread:
 
 
 @pytest.fixture(scope="module")
-def cluster(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp_path = tmp_path_factory.mktemp("trust")
     secret_file = write_secret(tmp_path / "cluster.secret")
     view = unique_count_view()

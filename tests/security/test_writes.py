@@ -25,7 +25,7 @@ from runtime.topics import ensure_topics
 from schema import DEMO_DOMAIN, WORD_COUNTS, View, partition_for
 from tests.gateway.fakes import FakeNode, Model, codes, running_gateway
 from tests.security.recording import RecordingProducer
-from tooling.broker import EmbeddedBroker
+from tooling.broker import KafkaBroker
 
 P = 2
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the gateway's clock in these tests
@@ -120,7 +120,7 @@ def high_watermark(bootstrap: str, topic: str, partition: int, timeout_s: float 
 
 
 def test_an_event_a_year_ahead_is_refused_and_never_reaches_the_topic(
-    broker: EmbeddedBroker,
+    broker: KafkaBroker,
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     view = dataclasses.replace(WINDOWED, name=f"t{tag}_per_minute", topic=f"t{tag}.pageviews")
