@@ -1,9 +1,9 @@
 """`statefed demo`: the whole system on this machine, with live demo data.
 
-Starts Apache Kafka (its data in the demo directory), two nodes, the gateway and the Spark pipeline through
-`LocalCluster`, produces the demo data of every input topic in the catalogue, prints the
-GraphiQL URL and example queries, then keeps a trickle of events flowing until Ctrl-C,
-when it stops everything it started.
+Starts Apache Kafka (its data in the demo directory), two nodes, the gateway and the Spark
+pipeline through `LocalCluster`, produces the demo data of every input topic in the
+catalogue, prints the GraphiQL URL and example queries, then keeps a trickle of events
+flowing until Ctrl-C, when it stops everything it started.
 """
 
 from __future__ import annotations

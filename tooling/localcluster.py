@@ -56,7 +56,8 @@ class LocalCluster:
         broker: Broker | None = None,
     ) -> None:
         """`broker`: the broker to start and stop instead of a local Kafka of its own
-        (its data under `base_dir/broker/`); the parts reach it with `env`'s Kafka settings (`kafka`)."""
+        (its data under `base_dir/broker/`); the parts reach it with `env`'s Kafka settings
+        (`kafka`)."""
         self.base_dir = base_dir
         self.partitions = partitions
         self.gateway_port = gateway_port or free_port()
