@@ -1,10 +1,11 @@
 """Following `statefed.members`: a background thread that turns membership records into
 routing tables and publishes them to a `RoutingFeed` on the event loop.
 
-The embedded broker never compacts the topic, so reading starts a few heartbeats back in
-time rather than at the beginning. Its ListOffsets is unreliable (by timestamp as well as
-LATEST), so the broker's answer is only a first guess that `find_start_offset` checks
-against the records' own timestamps and corrects by bisection.
+Reading starts `lookback_ms` back in time (`find_start_offset`: the broker's time index),
+not at the beginning: the topic is compacted, but compaction keeps the last record of
+every node that ever died without a tombstone, and it never touches the active segment
+(a week of heartbeats by default), while a node silent for longer than the lookback is
+dead anyway.
 
 With the cluster secret, only records and tombstones signed with it count (runtime.trust):
 a record without a valid signature is ignored with a WARNING naming its node id, so that
@@ -41,9 +42,7 @@ __all__ = ["FeedWatch", "MemberDirectory", "MembershipReader", "find_start_offse
 
 log = logging.getLogger(__name__)
 
-_PROBE_TIMEOUT_S = 2.0
-_PROBE_FETCH_WAIT_MS = 10
-_FOLLOW_FETCH_WAIT_MS = 100
+_FETCH_WAIT_MS = 100  # how long membership news may wait in the broker
 _RETRY_S = 1.0
 # how long a probe waits for the broker before the feed counts as stalled
 _ANSWER_TIMEOUT_S = 1.0
@@ -121,46 +120,16 @@ class MemberDirectory:
         return bool(stale)
 
 
-def _timestamp_at(consumer: Consumer, topic: str, offset: int) -> tuple[int, int] | None:
-    """The (offset, timestamp) of the first record at or after `offset`, None past the end."""
-    consumer.assign([TopicPartition(topic, 0, offset)])
-    for message in consumer.consume(1, _PROBE_TIMEOUT_S):
-        found = message.offset()
-        if message.error() is None and found is not None:
-            _kind, timestamp = message.timestamp()
-            # a record without a timestamp counts as new: starting earlier is always safe
-            return found, timestamp if timestamp >= 0 else 2**63
-    return None
-
-
 def find_start_offset(consumer: Consumer, topic: str, target_ms: int) -> int:
     """The first offset of partition 0 of `topic` whose record is at least as new as
-    `target_ms` (record timestamps, assumed nearly monotonic), or the end."""
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-    if high <= low:
-        return low
-    try:
-        lookup = consumer.offsets_for_times([TopicPartition(topic, 0, target_ms)], timeout=10)
-        guess = lookup[0].offset
-    except KafkaException as exc:  # a broker without timestamp lookups: bisect from the end
-        log.info("offsets_for_times on %s failed (%s); bisecting", topic, exc)
-        guess = high
-    if not low <= guess <= high:
-        guess = high  # "no record that new", or nonsense: the end is the guess
-    # Bisect for the answer in [lo, hi], probing around the broker's guess first: when the
-    # guess is right, two probes confirm it. `high` may underestimate the end (broker bug);
-    # then records past it are read anyway, which is harmless.
-    lo, hi = low, high
-    first_probes = [guess - 1, guess]
-    while lo < hi:
-        mid = next((p for p in first_probes if lo <= p < hi), (lo + hi) // 2)
-        first_probes = [p for p in first_probes if p != mid]
-        probe = _timestamp_at(consumer, topic, mid)
-        if probe is None or probe[1] >= target_ms:
-            hi = mid
-        else:
-            lo = min(hi, max(mid, probe[0]) + 1)
-    return lo
+    `target_ms` (by the broker's time index), or the end when none is."""
+    # the end first: a record produced after the time lookup is then read all the same
+    _low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, target_ms)], timeout=10)
+    if found.error is not None:
+        raise KafkaException(found.error)
+    offset = found.offset
+    return offset if 0 <= offset <= end else end  # -1: no record that new
 
 
 class FeedWatch:
@@ -265,7 +234,7 @@ class MembershipReader:
                 log.warning("view %s: partition count not available yet: %s", view.name, exc)
         return counts
 
-    def consumer_config(self, fetch_wait_ms: int = _FOLLOW_FETCH_WAIT_MS) -> dict[str, object]:
+    def consumer_config(self) -> dict[str, object]:
         """The librdkafka configuration of the consumers reading membership."""
         return self._kafka.client(
             fixed={
@@ -276,8 +245,7 @@ class MembershipReader:
             },
             defaults={
                 "log.connection.close": False,
-                # a probe costs about one fetch wait; membership news may wait this long
-                "fetch.wait.max.ms": fetch_wait_ms,
+                "fetch.wait.max.ms": _FETCH_WAIT_MS,
                 # a connection attempt made while the broker was stopped can stay stuck
                 # after it is back (librdkafka's default gives up after 30 s), and routing
                 # stays stale meanwhile: try a fresh connection after 5 s instead
@@ -285,8 +253,8 @@ class MembershipReader:
             },
         )
 
-    def _consumer(self, fetch_wait_ms: int) -> Consumer:
-        return Consumer(self.consumer_config(fetch_wait_ms))
+    def _consumer(self) -> Consumer:
+        return Consumer(self.consumer_config())
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -303,14 +271,14 @@ class MembershipReader:
                 self._stopping.wait(_RETRY_S)
 
     def _start_offset(self) -> int:
-        consumer = self._consumer(_PROBE_FETCH_WAIT_MS)
+        consumer = self._consumer()
         try:
             return find_start_offset(consumer, self._topic, self._clock() - self._lookback_ms)
         finally:
             consumer.close()
 
     def _follow(self, start: int) -> None:
-        consumer = self._consumer(_FOLLOW_FETCH_WAIT_MS)
+        consumer = self._consumer()
         try:
             consumer.assign([TopicPartition(self._topic, 0, start)])
             self._publish_changes(consumer)
