@@ -2,9 +2,10 @@
 (late events dropped, processed offsets), and `statefed.deadletter`: how many input
 records were rejected and the newest of them, read by a background thread.
 
-The embedded broker never compacts, so reading starts `tail_records` before the end of
-the topic instead of at its beginning; a view whose last status is older than that (or
-that has none yet) shows no status.
+Reading starts `tail_records` before the end of the topic, not at its beginning: the
+topic is compacted, but compaction leaves the active segment alone (up to a week of
+statuses by default), which a start at the beginning would read through. A view whose
+last status is older than the tail (or that has none yet) shows no status.
 """
 
 from __future__ import annotations
@@ -181,7 +182,6 @@ class PipelineStatusReader:
     def _tail_of(self, consumer: Consumer, topic: str) -> TopicPartition:
         partition = TopicPartition(topic, 0)
         low, high = consumer.get_watermark_offsets(partition, timeout=10)
-        # the broker's end offset may be too low (tansu bug): then a few more are read
         partition.offset = max(low, high - self._tail)
         return partition
 
