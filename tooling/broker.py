@@ -52,6 +52,10 @@ LOCAL_SETTINGS: dict[str, str] = {
     "offsets.topic.num.partitions": "5",  # Kafka's 50 cost seconds at the first group
     "transaction.state.log.num.partitions": "5",
     "auto.create.topics.enable": "false",  # statefed creates its topics; a typo is an error
+    # one broker holds every replica (a KafkaCluster raises these to its size)
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
 }
 
 
