@@ -53,8 +53,11 @@ prometheus:  ## Prometheus and promtool, which the metrics tests scrape and chec
 wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checking script)
 	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 
-test: $(STAMP) browser socat prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
+test: install browser socat prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest
+
+test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes
+	$(BIN)/pytest -m unit
 
 check: $(STAMP)  ## format, lint, types and the import contracts (pyproject.toml)
 	$(BIN)/ruff format --check .

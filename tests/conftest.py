@@ -1,4 +1,10 @@
-"""Shared fixtures: one Apache Kafka broker per test run."""
+"""Shared fixtures (one Apache Kafka broker per test run) and the test tiers.
+
+Every test gets exactly one tier marker, from its folder (`_FOLDER_TIERS`); a test of a
+folder of unit tests that takes the `broker` fixture, or whose module starts Kafka or a
+local cluster of its own, is of the `kafka` tier. `make
+test-unit` runs the `unit` tier alone (the inner loop); `make test` runs every tier.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,41 @@ from pathlib import Path
 import pytest
 
 from tooling.broker import KafkaBroker
+
+_TESTS = Path(__file__).parent
+
+# tier of each folder below tests/ (and of files directly in it) that is not `unit`
+_FOLDER_TIERS: dict[str, str] = {
+    "chaos": "chaos",
+    "differential": "cluster",
+    "e2e": "cluster",
+    "kafka_tls": "cluster",
+    "observe": "cluster",
+    "pipeline": "spark",
+    "test_connector.py": "spark",
+    "test_restore_view.py": "kafka",
+    "test_status_command.py": "kafka",
+    "test_kafka_clients.py": "kafka",
+}
+TIERS = ("unit", "kafka", "spark", "cluster", "chaos")
+# a module that imports one of these starts real parts of its own
+_STARTERS = ("KafkaBroker", "KafkaCluster", "LocalCluster")
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier of a collected test: by its folder, then by the real parts it takes."""
+    relative = Path(str(item.path)).relative_to(_TESTS)
+    tier = _FOLDER_TIERS.get(relative.parts[0], "unit")
+    if tier != "unit":
+        return tier
+    module = getattr(item, "module", None)
+    starts = module is not None and any(hasattr(module, name) for name in _STARTERS)
+    return "kafka" if starts or "broker" in getattr(item, "fixturenames", ()) else tier
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(getattr(pytest.mark, tier_of(item)))
 
 
 @pytest.fixture(scope="session")
