@@ -73,7 +73,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP) wrk  ## benchmarks; figures go to tests/bench/RESULTS.md
+bench: install wrk  ## benchmarks; figures go to tests/bench/RESULTS.md
 	$(BIN)/python -m tests.bench
 
 clean:

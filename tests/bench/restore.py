@@ -43,7 +43,6 @@ def measure(session: BenchSession, report: Report) -> None:
     table.add("LevelDB on disk after restore", fmt_bytes(timing.store_bytes))
     section.notes.append(
         "One node, all partitions, a fresh state directory; progress read from the node's "
-        f"`/health` every {RESTORE_POLL_S * 1000:.0f} ms (applied offsets). The JoinGroup "
-        "wait of the embedded broker "
-        "(half of session.timeout.ms) is in the join time, not in the rate."
+        f"`/health` every {RESTORE_POLL_S * 1000:.0f} ms (applied offsets). The group "
+        "join is in the join time, not in the rate."
     )

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from schema import decode_count
 from tests.bench.dataset import bulk_producer
@@ -47,22 +47,12 @@ def _consumer(session: BenchSession) -> Consumer:
             "fetch.wait.max.ms": 50,
         }
     )
-    tps = [TopicPartition(topic, p, OFFSET_END) for p in range(session.settings.partitions)]
-    consumer.assign(tps)
-    deadline = time.monotonic() + 30
-    # ListOffsets LATEST is wrong on the embedded broker: take the high watermarks of a
-    # fetch, then read from exactly there (nothing of the burst exists yet)
-    while True:
-        consumer.consume(100, 0.2)
-        highs = [consumer.get_watermark_offsets(tp, cached=True)[1] for tp in tps]
-        if all(high >= 0 for high in highs):
-            break
-        if time.monotonic() > deadline:
-            consumer.close()
-            raise BenchError(f"no high watermark of {topic} from a fetch in 30 s")
-    consumer.assign(
-        [TopicPartition(topic, tp.partition, h) for tp, h in zip(tps, highs, strict=True)]
-    )
+    # read from exactly the end of now (nothing of the burst exists yet)
+    ends = [
+        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+        for p in range(session.settings.partitions)
+    ]
+    consumer.assign([TopicPartition(topic, p, end) for p, end in enumerate(ends)])
     return consumer
 
 
