@@ -1,22 +1,19 @@
 """The pipeline status topic: publishing a view's status, and reading the last one back.
 
-Topic `statefed.pipeline` (one partition, key = view name, never compacted by the
-embedded broker). The last record of a view is found by reading backwards from the end
-in growing chunks; the end is a fetched high watermark, because ListOffsets LATEST
-cannot be trusted on the embedded broker.
+Topic `statefed.pipeline` (one partition, key = view name). The last record of a view
+is found by reading backwards from the end in growing chunks.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from types import TracebackType
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from pipeline.offsets import OffsetRange
-from pipeline.reading import read_ranges
-from pipeline.watermarks import WatermarkProbe
+from pipeline.errors import SourceError
 from runtime.kafka import KafkaSettings
 from schema import PIPELINE_TOPIC, ViewStatus, decode_status, encode_status
 
@@ -98,32 +95,57 @@ def read_last_statuses(
     found: dict[str, ViewStatus] = {}
     if not missing:
         return found
-    probe = WatermarkProbe(bootstrap, PIPELINE_TOPIC, timeout_s)
+    consumer = Consumer(_reader_config(bootstrap))
     try:
-        low, end = probe.earliest()[0], probe.latest({})[0]
+        partition = TopicPartition(PIPELINE_TOPIC, 0)
+        low, end = consumer.get_watermark_offsets(partition, timeout=timeout_s)
+        chunk = _FIRST_CHUNK
+        while missing and end > low:
+            start = max(low, end - chunk)
+            for status in _read_backwards(consumer, start, end, timeout_s):
+                if status.view in missing:
+                    missing.discard(status.view)
+                    found[status.view] = status
+            end, chunk = start, chunk * 4
     finally:
-        probe.close()
-    chunk = _FIRST_CHUNK
-    while missing and end > low:
-        start = max(low, end - chunk)
-        for status in _read_backwards(bootstrap, start, end, timeout_s):
-            if status.view in missing:
-                missing.discard(status.view)
-                found[status.view] = status
-        end, chunk = start, chunk * 4
+        consumer.close()
     return found
 
 
-def _read_backwards(
-    bootstrap: str | KafkaSettings, start: int, end: int, timeout_s: float
-) -> list[ViewStatus]:
+def _reader_config(kafka: str | KafkaSettings) -> dict[str, object]:
+    """A consumer that only ever uses assign(): it never joins a group nor commits."""
+    return KafkaSettings.of(kafka).client(
+        fixed={
+            "group.id": "statefed-pipeline-status-reader",  # librdkafka needs one; unused
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+        },
+        defaults={"log_level": 3},
+    )
+
+
+def _read_backwards(consumer: Consumer, start: int, end: int, timeout_s: float) -> list[ViewStatus]:
     """The decodable statuses at offsets [start, end), newest first."""
-    statuses = []
-    for batch in read_ranges(bootstrap, PIPELINE_TOPIC, [OffsetRange(0, start, end)], timeout_s):
-        for value in batch.column("value").to_pylist():
-            try:
-                statuses.append(decode_status(value))
-            except ValueError:
-                log.warning("skipping an undecodable record in %s", PIPELINE_TOPIC)
+    consumer.assign([TopicPartition(PIPELINE_TOPIC, 0, start)])
+    statuses: list[ViewStatus] = []
+    at, deadline = start, time.monotonic() + timeout_s
+    while at < end:
+        if time.monotonic() > deadline:
+            raise SourceError(f"{PIPELINE_TOPIC}: timed out reading offsets {at} to {end}")
+        for message in consumer.consume(min(end - at, 1000), timeout=0.5):
+            if message.error() is not None:
+                raise SourceError(f"{PIPELINE_TOPIC}: read failed at {at}: {message.error()}")
+            at = (message.offset() or 0) + 1
+            if at <= end:
+                statuses.extend(_decoded(message.value()))
     statuses.reverse()
     return statuses
+
+
+def _decoded(value: bytes | None) -> list[ViewStatus]:
+    try:
+        return [decode_status(value or b"")]
+    except ValueError:
+        log.warning("skipping an undecodable record in %s", PIPELINE_TOPIC)
+        return []
