@@ -18,13 +18,10 @@ from pipeline.health import HealthFile, check_health
 from pipeline.job import RunningPipeline, start_queries
 from pipeline.run import run_pipeline
 from pipeline.session import build_session
-from pipeline.source import SOURCE_NAME, KafkaSource, register_source
 
 __all__ = [
-    "SOURCE_NAME",
     "DeliveryError",
     "HealthFile",
-    "KafkaSource",
     "PipelineConfig",
     "PipelineConfigError",
     "PipelineError",
@@ -33,7 +30,6 @@ __all__ = [
     "SourceError",
     "build_session",
     "check_health",
-    "register_source",
     "run_pipeline",
     "start_queries",
 ]

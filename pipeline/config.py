@@ -11,9 +11,8 @@ from runtime.config import EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.logs import LOG_FORMATS, LOG_LEVELS
 
-__all__ = ["SOURCE_FORMATS", "STARTING_OFFSETS", "PipelineConfig"]
+__all__ = ["STARTING_OFFSETS", "PipelineConfig"]
 
-SOURCE_FORMATS = ("statefed_kafka", "kafka")
 STARTING_OFFSETS = ("earliest", "latest")
 _MEMORY = re.compile(r"^[1-9][0-9]*[kmgt]?$", re.IGNORECASE)
 _LOG_LEVELS = ("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
@@ -23,9 +22,10 @@ _LOG_LEVELS = ("ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 class PipelineConfig(KafkaClientConfig, EnvConfig):
     """Where the pipeline reads and writes, and how its Spark session is sized.
 
-    `source_format` picks the Kafka source: `statefed_kafka` (the project's Python data
-    source, the default) or `kafka` (the official connector, when its jar is on the
-    classpath). `max_offsets_per_trigger` caps one micro-batch (0 = no cap).
+    Input topics are read with Spark's own Kafka source (`format("kafka")`, installed into
+    pyspark's jars/ by `make install`); `max_offsets_per_trigger` caps one micro-batch (0 =
+    no cap), `read_tasks` groups a topic's partitions into that many read tasks (0 = one
+    task per partition, the connector's own plan).
     """
 
     config_error = PipelineConfigError
@@ -47,13 +47,13 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
     spark_ui: bool = setting("STATEFED_SPARK_UI", False)
     # Spark's own names; any case
     spark_log_level: str = setting("STATEFED_SPARK_LOG_LEVEL", "WARN")
-    source_format: str = setting("STATEFED_SOURCE_FORMAT", "statefed_kafka", choices=SOURCE_FORMATS)
     starting_offsets: str = setting(
         "STATEFED_STARTING_OFFSETS", "earliest", choices=STARTING_OFFSETS
     )
-    read_tasks: int = setting("STATEFED_READ_TASKS", 2, low=1, high=64)
+    read_tasks: int = setting("STATEFED_READ_TASKS", 2, low=0, high=64)
     # 0 = no cap
     max_offsets_per_trigger: int = setting("STATEFED_MAX_OFFSETS_PER_TRIGGER", 1_000_000, low=0)
+    # the connector's consumer poll (kafkaConsumer.pollTimeoutMs), and reading statuses back
     read_timeout_ms: int = setting("STATEFED_READ_TIMEOUT_MS", 30_000, low=1)
     delivery_timeout_ms: int = setting("STATEFED_DELIVERY_TIMEOUT_MS", 30_000, low=1)
     # a file rewritten while every query runs, for health checks (pipeline.health); None: none

@@ -3,7 +3,7 @@
 PipelineError                  anything the pipeline raises on purpose
 ├── PipelineConfigError        a STATEFED_* variable or a data source option is invalid
 │                              (runtime.config.ConfigError, a ValueError)
-├── SourceError                reading an input topic failed (topic, partition, offsets)
+├── SourceError                an input topic cannot be read (the topic, the settings)
 ├── DeliveryError              a changelog or dead-letter record was not delivered
 └── QueryFailedError           a streaming query terminated with an error (view, query)
 """
@@ -31,7 +31,7 @@ class PipelineConfigError(PipelineError, runtime.config.ConfigError):
 
 
 class SourceError(PipelineError):
-    """Reading an input topic failed; the message names the topic, partition and offsets."""
+    """An input topic cannot be read; the message names the topic and the settings to check."""
 
 
 class DeliveryError(PipelineError):

@@ -20,12 +20,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from pipeline.config import PipelineConfig
-from pipeline.errors import QueryFailedError
+from pipeline.errors import QueryFailedError, SourceError
 from pipeline.kinds import plan_for
 from pipeline.metrics import PipelineMetrics
 from pipeline.records import Decoding, keyed_events, rejected_records
 from pipeline.sink import BatchProducer
-from pipeline.source import SOURCE_NAME, register_source
 from pipeline.starting import start_initialized
 from pipeline.status import StatusPoller, ViewTracker
 from pipeline.statuslog import StatusPublisher, read_last_statuses
@@ -39,6 +38,7 @@ __all__ = [
     "RunningPipeline",
     "default_producer",
     "read_topic",
+    "require_topic",
     "source_options",
     "start_queries",
 ]
@@ -113,28 +113,42 @@ class RunningPipeline:
 
 
 def source_options(config: PipelineConfig, topic: str) -> dict[str, str]:
-    """The reader options of `topic` for the configured source, Kafka settings included:
-    `kafka.<key>` for the official connector (Java client names) and for `statefed_kafka`
-    (librdkafka names)."""
-    if config.source_format == "kafka":
-        options = {**config.kafka.connector_options(), "subscribe": topic}
-    else:
-        options = {
-            **config.kafka.source_options(),
-            "topic": topic,
-            "readTasks": str(config.read_tasks),
-            "readTimeoutMs": str(config.read_timeout_ms),
-        }
-    options["startingOffsets"] = config.starting_offsets
+    """The options of Spark's Kafka source reading `topic`: the user's Kafka settings as
+    `kafka.<key>` in the Java client's names (TLS, SASL), where to start, the cap of a
+    micro-batch."""
+    options = {
+        **config.kafka.connector_options(),
+        "subscribe": topic,
+        "startingOffsets": config.starting_offsets,
+        # a record gone before it was read (retention, a recreated topic) fails the query
+        # instead of leaving a view silently short
+        "failOnDataLoss": "true",
+        "kafkaConsumer.pollTimeoutMs": str(config.read_timeout_ms),
+    }
     if config.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(config.max_offsets_per_trigger)
     return options
 
 
 def read_topic(spark: SparkSession, config: PipelineConfig, topic: str) -> DataFrame:
-    """The raw stream of `topic` (Kafka connector columns) from the configured source."""
-    source = "kafka" if config.source_format == "kafka" else SOURCE_NAME
-    return spark.readStream.format(source).options(**source_options(config, topic)).load()
+    """The raw stream of `topic` (the connector's columns), its partitions read in
+    `config.read_tasks` tasks (0: one task per Kafka partition)."""
+    raw = spark.readStream.format("kafka").options(**source_options(config, topic)).load()
+    return raw.coalesce(config.read_tasks) if config.read_tasks else raw
+
+
+def require_topic(config: PipelineConfig, topic: str, reader: str) -> int:
+    """The partition count of `topic`; `SourceError` naming it and the settings to check
+    if the broker has no such topic (Spark's source would wait for it without a word)."""
+    try:
+        return partition_count(config.kafka, topic)
+    except RuntimeError as exc:
+        raise SourceError(
+            f"{reader} reads topic {topic}, which the Kafka cluster at {config.bootstrap} "
+            f"does not have: check STATEFED_BOOTSTRAP, and the catalogue's topic names "
+            f"(STATEFED_CATALOGUE); topics are not created on first use, so create it "
+            f"(`statefed topics`) ({exc})"
+        ) from exc
 
 
 def default_producer(config: PipelineConfig, client_id: str) -> BatchProducer:
@@ -156,7 +170,6 @@ def start_queries(
     `clock` stamps the status records (ms since the epoch; default: the wall clock);
     `metrics` is told of every batch and dead letter.
     """
-    register_source(spark)
     views = list(catalogue)
     ensure_topics(config.kafka, {PIPELINE_TOPIC: 1})
     trackers = _trackers(config, views, clock)
@@ -215,7 +228,7 @@ def _start_view(
     tracker: ViewTracker,
 ) -> tuple[StreamingQuery, BatchProducer, ViewTracker]:
     plan = plan_for(view)
-    partition_count(config.kafka, view.topic)  # fail now, naming the topic, if missing
+    require_topic(config, view.topic, f"view {view.name}")
     partitions = partition_count(config.kafka, view.changelog_topic)
     producer = make_producer(config, f"statefed-pipeline-{view.name}")
     tracker.changelog_offsets = functools.partial(producer.delivered, view.changelog_topic)
@@ -240,6 +253,7 @@ def _start_dead_letters(
     make_producer: ProducerFactory,
     metrics: PipelineMetrics | None = None,
 ) -> tuple[StreamingQuery, BatchProducer]:
+    require_topic(config, topic, f"the dead-letter query of {topic}")
     partition_count(config.kafka, DEADLETTER_TOPIC)  # fail early if it is missing
     producer = make_producer(config, f"statefed-pipeline-deadletter-{topic}")
     rejected = rejected_records(read_topic(spark, config, topic), decodings)

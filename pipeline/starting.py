@@ -1,10 +1,11 @@
 """Starting a streaming query, one at a time, until its sources are initialized.
 
-Each query over the Python data source starts a Python process on the driver that must
-connect back to the JVM within Spark's fixed 10 s; several queries starting at once on a
-busy 2-core machine miss that window ("Python worker failed to connect back"). So queries
-start one after another, each awaited past its "Initializing ..." states, and a query that dies
-while initializing is started again (its checkpoint holds no batch of that attempt).
+`writer.start()` returns before Spark has created the query's source, so an error there
+(a Kafka setting the connector refuses, a checkpoint it cannot read) would surface only
+later as a stopped query. Queries start one after another, each awaited past its
+"Initializing ..." states (which also keeps several JVM-side starts from competing for
+2 busy cores), and a query that dies while initializing is started again (its checkpoint
+holds no batch of that attempt) before the error is raised, naming the query.
 """
 
 from __future__ import annotations

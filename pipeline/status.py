@@ -61,16 +61,17 @@ class Publisher(Protocol):
 
 
 def source_offsets(end_offset: str | None, topic: str) -> dict[int, int]:
-    """`{partition: next offset}` from a source's `endOffset` JSON: the statefed_kafka form
-    `{"0": 12}` or the Kafka connector's `{"<topic>": {"0": 12}}`."""
+    """`{partition: next offset}` of `topic` from the Kafka source's `endOffset` JSON,
+    `{"<topic>": {"0": 12}}`."""
     if not end_offset:
         return {}
     doc: Any = orjson.loads(end_offset)
-    if isinstance(doc, dict) and isinstance(doc.get(topic), dict):
-        doc = doc[topic]
-    if not isinstance(doc, dict):
-        raise ValueError(f"source offsets {end_offset[:200]!r} are no JSON object")
-    return {int(p): int(o) for p, o in doc.items()}
+    offsets = doc.get(topic, {}) if isinstance(doc, dict) else None
+    if not isinstance(offsets, dict):
+        raise ValueError(
+            f"source offsets {end_offset[:200]!r} are no {{topic: {{partition: offset}}}}"
+        )
+    return {int(p): int(o) for p, o in offsets.items()}
 
 
 def dropped_by_watermark(progress: StreamingQueryProgress) -> int:

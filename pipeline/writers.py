@@ -3,6 +3,12 @@
 They run on the driver (Spark calls foreachBatch there), collect the batch as Arrow and
 produce through a long-lived `BatchProducer`; a batch returns only once every record is
 acknowledged, so a checkpointed batch is never lost.
+
+Why a Python producer and not Spark's Kafka sink (`writeStream.format("kafka")`): the
+pipeline status of a batch names the changelog offsets it was delivered up to (nodes
+and the gateway compare them with what a node applied), and only the producer's delivery
+reports say that; Spark's sink reports no offsets, and reading the topic's end after
+the batch would also count records of a batch still being written elsewhere.
 """
 
 from __future__ import annotations

@@ -103,6 +103,19 @@ def end_offsets(placements: Iterable[tuple[int, int]]) -> dict[int, int]:
     return ends
 
 
+def end_offsets_of(bootstrap: str, topic: str) -> dict[int, int]:
+    """The next offset of every partition of `topic`, from the broker (ListOffsets)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test-ends-{topic}"})
+    try:
+        parts = range(partition_count(bootstrap, topic))
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in parts
+        }
+    finally:
+        consumer.close()
+
+
 @dataclass
 class TopicReader:
     """Reads every partition of a topic from the beginning, with assign() (no group)."""

@@ -16,7 +16,7 @@ def test_defaults_match_the_architecture() -> None:
     assert config.spark_master == "local[2]"
     assert config.shuffle_partitions == 2
     assert config.driver_memory == "512m"
-    assert config.source_format == "statefed_kafka"
+    assert config.read_tasks == 2
     assert config.starting_offsets == "earliest"
     assert config.spark_ui is False
 
@@ -34,7 +34,6 @@ def test_every_variable_is_read() -> None:
             "STATEFED_SPARK_DRIVER_HOST": "10.0.0.5",
             "STATEFED_SPARK_UI": "on",
             "STATEFED_SPARK_LOG_LEVEL": "error",
-            "STATEFED_SOURCE_FORMAT": "kafka",
             "STATEFED_STARTING_OFFSETS": "latest",
             "STATEFED_READ_TASKS": "1",
             "STATEFED_MAX_OFFSETS_PER_TRIGGER": "0",
@@ -54,7 +53,6 @@ def test_every_variable_is_read() -> None:
         driver_host="10.0.0.5",
         spark_ui=True,
         spark_log_level="error",
-        source_format="kafka",
         starting_offsets="latest",
         read_tasks=1,
         max_offsets_per_trigger=0,
@@ -77,9 +75,8 @@ def test_empty_values_keep_the_default() -> None:
         ("STATEFED_SPARK_DRIVER_MEMORY", "lots"),
         ("STATEFED_SPARK_LOG_LEVEL", "loud"),
         ("STATEFED_SPARK_UI", "maybe"),
-        ("STATEFED_SOURCE_FORMAT", "kinesis"),
         ("STATEFED_STARTING_OFFSETS", "yesterday"),
-        ("STATEFED_READ_TASKS", "0"),
+        ("STATEFED_READ_TASKS", "-1"),
         ("STATEFED_MAX_OFFSETS_PER_TRIGGER", "-5"),
         ("STATEFED_BOOTSTRAP", "  "),
     ],

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
-from pipeline import (
-    SOURCE_NAME,
-    PipelineConfig,
-    QueryFailedError,
-    register_source,
-    start_queries,
-)
+from pipeline import PipelineConfig, QueryFailedError, SourceError, start_queries
 from pipeline.records import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY
 from pipeline.sink import BatchProducer
 from pipeline.starting import start_initialized
@@ -141,12 +137,55 @@ def test_a_failed_delivery_stops_the_query_and_the_restart_loses_nothing(
     assert max(changelog.highest.values()) == 1
 
 
+def test_the_queries_read_with_sparks_kafka_source(
+    spark: SparkSession, broker: KafkaBroker, count_view: View, tmp_path: Path
+) -> None:
+    config = pipeline_config(broker, tmp_path / "checkpoints")
+    produce(broker.bootstrap, count_view.topic, [b"kafka"])
+    with start_queries(spark, config, [count_view]) as running:
+
+        def described() -> str | None:
+            progress = running.queries[0].lastProgress
+            return progress["sources"][0]["description"] if progress else None
+
+        description = wait_until(described, 60, "the view query's first progress")
+        running.check()
+    assert description.startswith("KafkaV2"), description
+    assert count_view.topic in description
+
+
+def test_a_topic_the_broker_does_not_have_is_named_with_the_settings_to_check(
+    spark: SparkSession, broker: KafkaBroker, count_view: View, tmp_path: Path
+) -> None:
+    config = pipeline_config(broker, tmp_path / "checkpoints")
+    missing = dataclasses.replace(count_view, topic=f"{count_view.topic}.missing")
+    with pytest.raises(SourceError) as failure:
+        start_queries(spark, config, [missing])
+    message = str(failure.value)
+    assert f"view {missing.name} reads topic {missing.topic}" in message
+    assert "STATEFED_BOOTSTRAP" in message and broker.bootstrap in message
+    assert not [q for q in spark.streams.active if q.name == f"statefed.{missing.name}"]
+
+
+class _BrokenSource(DataSource):
+    """A source that fails while Spark initializes it, as a refused setting would."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "statefed_test_broken"
+
+    def schema(self) -> str:
+        return "value binary"
+
+    def streamReader(self, schema: object) -> DataSourceStreamReader:
+        raise ValueError("this source cannot start")
+
+
 def test_a_query_that_dies_while_starting_is_retried_then_named(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    register_source(spark)
-    # no topic option: the source fails while Spark initializes it, on every attempt
-    raw = spark.readStream.format(SOURCE_NAME).option("bootstrap", "127.0.0.1:1").load()
+    spark.dataSource.register(_BrokenSource)
+    raw = spark.readStream.format(_BrokenSource.name()).load()
     writer = raw.writeStream.foreachBatch(lambda batch, batch_id: None).option(
         "checkpointLocation", str(tmp_path / "cp")
     )

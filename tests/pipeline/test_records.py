@@ -6,7 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
+from pipeline import PipelineConfig
+from pipeline.job import read_topic
 from pipeline.records import (
     REASON_BAD_UTF8,
     REASON_BAD_VALUE,
@@ -20,15 +23,20 @@ from pipeline.records import (
     missing_event_time,
     rejected_records,
 )
-from pipeline.source import KAFKA_SCHEMA
 from schema import FieldType, ValueField
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
 
+def _kafka_schema(spark: SparkSession) -> StructType:
+    """The columns of the pipeline's source, Spark's Kafka connector (load() connects to
+    nothing): the rows below are what it would read."""
+    return read_topic(spark, PipelineConfig(bootstrap="127.0.0.1:1"), "words").schema
+
+
 def _raw(spark: SparkSession, key: bytes | None, when: datetime | None = WHEN) -> DataFrame:
     row = (key, b"v", "words", 0, 7, when, 0 if when else -1)
-    return spark.createDataFrame([row], KAFKA_SCHEMA)
+    return spark.createDataFrame([row], _kafka_schema(spark))
 
 
 def test_each_unusable_row_gets_its_reason(spark: SparkSession) -> None:
@@ -65,7 +73,7 @@ BOOKINGS = Decoding(
 
 def _valued(spark: SparkSession, *values: bytes | None, when: datetime | None = WHEN) -> DataFrame:
     rows = [(b"c1", v, "bookings", 0, i, when, 0 if when else -1) for i, v in enumerate(values)]
-    return spark.createDataFrame(rows, KAFKA_SCHEMA)
+    return spark.createDataFrame(rows, _kafka_schema(spark))
 
 
 def test_event_time_and_value_fields_come_from_the_json_value(spark: SparkSession) -> None:

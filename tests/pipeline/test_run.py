@@ -22,12 +22,17 @@ import orjson
 import pytest
 
 from pipeline import check_health
-from pipeline.watermarks import WatermarkProbe
 from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE, WORD_COUNTS, View
 from tests.observe.support import promtool_check, scrape, series, total
-from tests.pipeline.support import PARTITIONS, ChangelogReader, RecordLog, produce
+from tests.pipeline.support import (
+    PARTITIONS,
+    ChangelogReader,
+    RecordLog,
+    end_offsets_of,
+    produce,
+)
 from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
@@ -154,11 +159,7 @@ def _check_metrics(url: str, bootstrap: str, view: View) -> None:
     This test produces the only record without a key to the input topic on the shared broker,
     and the run reads it from the earliest offset with a fresh checkpoint.
     """
-    probe = WatermarkProbe(bootstrap, view.topic)
-    try:
-        end = sum(probe.latest({}).values())
-    finally:
-        probe.close()
+    end = sum(end_offsets_of(bootstrap, view.topic).values())
     labels = {"view": view.name}
 
     def processed() -> bool:

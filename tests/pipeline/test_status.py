@@ -27,7 +27,7 @@ def _progress(batch: int, dropped: list[int], end: str, ran: bool = True) -> Str
         "numStateStoreInstances": 2,
     }
     source = {
-        "description": "statefed_kafka",
+        "description": "KafkaV2[Subscribe[words]]",
         "startOffset": None,
         "endOffset": end,
         "latestOffset": end,
@@ -81,19 +81,19 @@ class Query:
         return self.progress[-self.keep :]
 
 
-def test_source_offsets_of_either_source_form() -> None:
-    assert source_offsets('{"0": 12, "1": 0}', "words") == {0: 12, 1: 0}
+def test_source_offsets_are_the_kafka_sources_of_the_topic() -> None:
     assert source_offsets('{"words": {"1": 3, "0": 5}}', "words") == {0: 5, 1: 3}
+    assert source_offsets('{"other": {"0": 1}}', "words") == {}
     assert source_offsets(None, "words") == {}
-    with pytest.raises(ValueError, match="no JSON object"):
+    with pytest.raises(ValueError, match=r"no \{topic"):
         source_offsets("[1]", "words")
 
 
 def test_a_tracker_continues_the_late_total_it_started_from() -> None:
     tracker = ViewTracker("v", "words", late_dropped=5, clock=lambda: 1234)
-    first = tracker.on_progress(_progress(7, [2, 1], '{"0": 4, "1": 9}'))
+    first = tracker.on_progress(_progress(7, [2, 1], '{"words": {"0": 4, "1": 9}}'))
     assert first == ViewStatus("v", 7, 1234, 8, {0: 4, 1: 9})
-    assert tracker.on_progress(_progress(8, [], '{"0": 4, "1": 9}')).late_dropped == 8
+    assert tracker.on_progress(_progress(8, [], '{"words": {"0": 4, "1": 9}}')).late_dropped == 8
     assert tracker.last_batch == 8
 
 
@@ -123,10 +123,13 @@ def test_a_batch_reported_before_it_ran_is_not_taken_for_the_batch() -> None:
 def test_the_poller_publishes_each_batch_once_in_order() -> None:
     published = Collected()
     poller = StatusPoller(published)
-    query = Query(_progress(0, [], '{"0": 0}'))
+    query = Query(_progress(0, [], '{"words": {"0": 0}}'))
     poller.watch(query, ViewTracker("v", "words", clock=lambda: 1))
     poller.poll()
-    query.progress += [_progress(1, [1], '{"0": 2}'), _progress(2, [0], '{"0": 5}')]
+    query.progress += [
+        _progress(1, [1], '{"words": {"0": 2}}'),
+        _progress(2, [0], '{"words": {"0": 5}}'),
+    ]
     poller.poll()
     poller.poll()
     assert published.statuses == [
