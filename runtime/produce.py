@@ -1,7 +1,13 @@
-"""Producing keyed events the way every statefed producer must: murmur2 partitioning.
+"""Producing keyed events the way every statefed producer must: murmur2 partitioning,
+idempotent.
 
 librdkafka's default partitioner is not Kafka's Java default; `murmur2_random` is, so a
-key lands on `schema.partition_for(key, P)` whichever client produced it.
+key lands on `schema.partition_for(key, P)` whichever client produced it. librdkafka
+retries a failed request with up to a million requests in flight, so without idempotence
+a retried batch may land after a newer one (an older value of a key wins in a changelog)
+or twice (a write lost its acknowledgement, not its record). An idempotent producer keeps
+each partition's order through retries and writes every record once. It needs
+`acks=all`: librdkafka's default then; another `acks` makes creating the producer fail.
 """
 
 from __future__ import annotations
@@ -48,22 +54,21 @@ def producer_config(
     kafka: str | KafkaSettings, settings: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """A producer's librdkafka configuration: the user's Kafka settings over statefed's
-    defaults, `settings` over both, and never another partitioner."""
+    defaults, `settings` over both, and never another partitioner nor a producer that is
+    not idempotent."""
     return KafkaSettings.of(kafka).client(
         fixed={
             **(settings or {}),
             "partitioner": "murmur2_random",  # Kafka's Java default, not librdkafka's
+            "enable.idempotence": True,  # order and no duplicates through retries
         },
-        defaults={
-            "linger.ms": 5,
-            "enable.idempotence": False,  # the embedded broker has no transactions/idempotence
-        },
+        defaults={"linger.ms": 5},
     )
 
 
 def new_producer(kafka: str | KafkaSettings, settings: Mapping[str, Any] | None = None) -> Producer:
     """A producer partitioning as statefed expects; `settings` add librdkafka settings or
-    replace the defaults (never the partitioner)."""
+    replace the defaults (never the partitioner nor idempotence)."""
     return Producer(producer_config(kafka, settings))
 
 

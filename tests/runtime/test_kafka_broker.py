@@ -1,14 +1,20 @@
-"""A client that cannot reach Kafka says which setting to look at (embedded broker)."""
+"""Clients against a real Kafka broker: one that cannot reach it says which setting to
+look at, and statefed's producers are idempotent."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from node.app import changelog_partition_counts
 from runtime.kafka import KafkaConnectionError, KafkaProperties, KafkaSettings
+from runtime.produce import Record, new_producer, produce_records, producer_config
 from runtime.topics import ensure_topics, partition_count
 from schema import CATALOGUE, MEMBERS_TOPIC
 from tooling.broker import KafkaBroker
+from tooling.processes import wait_until
 
 
 def test_a_wrong_port_names_the_bootstrap_setting() -> None:
@@ -22,7 +28,7 @@ def test_a_wrong_port_names_the_bootstrap_setting() -> None:
 def test_tls_against_a_plaintext_listener_names_the_tls_settings(broker: KafkaBroker) -> None:
     environ = {
         "STATEFED_KAFKA_SECURITY_PROTOCOL": "SSL",
-        # the broker leaves a TLS hello unanswered: give up on it soon
+        # a plaintext listener drops a TLS hello: do not retry it for long
         "STATEFED_KAFKA_SOCKET_CONNECTION_SETUP_TIMEOUT_MS": "1000",
     }
     tls = KafkaSettings(broker.bootstrap, KafkaProperties.from_env(environ))
@@ -37,3 +43,42 @@ def test_the_same_broker_answers_plaintext(broker: KafkaBroker) -> None:
     topic = "test.kafka-settings.plaintext"
     ensure_topics(KafkaSettings(broker.bootstrap), {topic: 2})
     assert partition_count(KafkaSettings(broker.bootstrap), topic, timeout_s=10.0) == 2
+
+
+def test_a_producer_stays_idempotent_whatever_the_user_sets() -> None:
+    environ = {"STATEFED_KAFKA_ENABLE_IDEMPOTENCE": "false"}
+    user = KafkaSettings("127.0.0.1:1", KafkaProperties.from_env(environ))
+    config = producer_config(user, {"enable.idempotence": False})
+    assert config["enable.idempotence"] is True
+    assert config["partitioner"] == "murmur2_random"
+
+
+def test_an_idempotent_producer_writes_each_record_once_in_order(broker: KafkaBroker) -> None:
+    topic = f"test.produce.idempotent-{uuid.uuid4().hex[:8]}"
+    ensure_topics(broker.bootstrap, {topic: 1})
+    records = [Record(f"k{i % 7}", b"%d" % i) for i in range(500)]
+    producer = new_producer(broker.bootstrap, {"acks": "all"})
+    try:
+        writes = produce_records(broker.bootstrap, topic, records, producer)
+    finally:
+        producer.close()
+    assert [w.offset for w in writes] == list(range(len(records)))
+    assert [w.key for w in writes] == [r.key for r in records]
+    assert _values(broker.bootstrap, topic, len(records)) == [r.value for r in records]
+
+
+def _values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """The values of the first `count` records of partition 0 of `topic`, in offset order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    try:
+
+        def read() -> bool:
+            values.extend(m.value() or b"" for m in consumer.consume(500, 0.5) if not m.error())
+            return len(values) >= count
+
+        wait_until(read, 20, f"{count} records of {topic}", 0)
+    finally:
+        consumer.close()
+    return values
