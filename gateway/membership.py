@@ -2,10 +2,10 @@
 routing tables and publishes them to a `RoutingFeed` on the event loop.
 
 Reading starts `lookback_ms` back in time (`find_start_offset`: the broker's time index),
-not at the beginning: the topic is compacted, but compaction keeps the last record of
-every node that ever died without a tombstone, and it never touches the active segment
-(a week of heartbeats by default), while a node silent for longer than the lookback is
-dead anyway.
+not at the beginning: even compacted (as `statefed topics` creates it), the topic keeps
+the last record of every node that ever died without a tombstone, and compaction never
+touches the active segment (a week of heartbeats by default), while a node silent for
+longer than the lookback is dead anyway.
 
 With the cluster secret, only records and tombstones signed with it count (runtime.trust):
 a record without a valid signature is ignored with a WARNING naming its node id, so that

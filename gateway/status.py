@@ -2,10 +2,11 @@
 (late events dropped, processed offsets), and `statefed.deadletter`: how many input
 records were rejected and the newest of them, read by a background thread.
 
-Reading starts `tail_records` before the end of the topic, not at its beginning: the
-topic is compacted, but compaction leaves the active segment alone (up to a week of
-statuses by default), which a start at the beginning would read through. A view whose
-last status is older than the tail (or that has none yet) shows no status.
+Reading starts `tail_records` before the end of the topic, not at its beginning: even
+compacted (as `statefed topics` creates it), the topic's active segment is never
+compacted (up to a week of statuses by default), and a start at the beginning would
+read through it. A view whose last status is older than the tail (or that has none yet)
+shows no status.
 """
 
 from __future__ import annotations

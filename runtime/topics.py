@@ -356,9 +356,10 @@ def create_planned(
 def ensure_topics(
     kafka: str | KafkaSettings, topics: dict[str, int], timeout_s: float = 15.0
 ) -> None:
-    """Create the missing ones of `topics` (replication 1, cluster default configs);
-    existing topics are left as they are. For tests and the embedded broker: production
-    topics come from `statefed topics` (`topic_plan`)."""
+    """Create the missing ones of `topics` (replication 1, the cluster's default configs:
+    not compacted on a Kafka as shipped); existing topics are left as they are. For tests
+    and the local broker (`statefed broker`): production topics come from `statefed
+    topics` (`topic_plan`)."""
     settings = KafkaSettings.of(kafka)
     admin, metadata = _metadata(settings, timeout_s)
     missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in metadata.topics]
@@ -378,8 +379,9 @@ def _create(admin: AdminClient, bootstrap: str, new: list[NewTopic], timeout_s: 
 def partition_count(kafka: str | KafkaSettings, topic: str, timeout_s: float = 10.0) -> int:
     """The partition count of `topic` from the broker's metadata."""
     settings = KafkaSettings.of(kafka)
-    # Ask for all topics: a metadata request naming a missing topic makes brokers with
-    # auto-creation (the embedded one) create it, with their default partition count.
+    # Ask for all topics: a metadata request naming a missing topic makes a broker with
+    # auto.create.topics.enable (Kafka's default) create it, with its default partition
+    # count, and a count made up that way would route keys wrong.
     _, metadata = _metadata(settings, timeout_s)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None or not found.partitions:

@@ -2,10 +2,10 @@
 
 A node publishes on every change and every heartbeat; on clean shutdown it publishes a
 tombstone (null value). Readers treat a record older than `DEAD_AFTER_HEARTBEATS`
-heartbeat intervals as a dead node. The topic is compacted, yet readers start a few
-heartbeats back in time (offsets_for_times), not from the beginning: compaction keeps the
-last record of every node that died without a tombstone, and leaves the active segment
-alone.
+heartbeat intervals as a dead node. Readers start a few heartbeats back in time
+(offsets_for_times), not from the beginning: even compacted (as `statefed topics` creates
+it), the topic keeps the last record of every node that died without a tombstone, and
+compaction leaves the active segment alone.
 
 In a cluster with a secret (STATEFED_CLUSTER_SECRET_FILE), a node signs each record and
 tombstone in the Kafka header `MEMBER_SIGNATURE_HEADER` (`v1=<unix ms>.<hex HMAC>`, made

@@ -1,4 +1,4 @@
-"""`statefed topics` against the embedded broker: the printed plan, the created topics'
+"""`statefed topics` against a real Kafka broker: the printed plan, the created topics'
 configs (as far as the broker reports them) and the checks of existing topics.
 
 Each test has its own broker: the plan includes the fixed topics (statefed.members, ...),
@@ -93,7 +93,7 @@ def test_created_topics_carry_the_planned_configs(
     out = capsys.readouterr().out
     plan = topic_plan(VIEWS, 3, 1)
     assert f"created {len(plan)} topic(s)" in out
-    assert "created, but" not in out  # the embedded broker reports every config it was given
+    assert "created, but" not in out  # Kafka reports every config it was given
     existing = _existing(kafka)
     for spec in plan:
         assert existing[spec.name] == spec.partitions
