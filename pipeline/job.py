@@ -131,10 +131,9 @@ def source_options(config: PipelineConfig, topic: str) -> dict[str, str]:
 
 
 def read_topic(spark: SparkSession, config: PipelineConfig, topic: str) -> DataFrame:
-    """The raw stream of `topic` (the connector's columns), its partitions read in
-    `config.read_tasks` tasks (0: one task per Kafka partition)."""
-    raw = spark.readStream.format("kafka").options(**source_options(config, topic)).load()
-    return raw.coalesce(config.read_tasks) if config.read_tasks else raw
+    """The raw stream of `topic`: the connector's columns (key, value, topic, partition,
+    offset, timestamp, timestampType)."""
+    return spark.readStream.format("kafka").options(**source_options(config, topic)).load()
 
 
 def require_topic(config: PipelineConfig, topic: str, reader: str) -> int:

@@ -16,7 +16,7 @@ def test_defaults_match_the_architecture() -> None:
     assert config.spark_master == "local[2]"
     assert config.shuffle_partitions == 2
     assert config.driver_memory == "512m"
-    assert config.read_tasks == 2
+    assert config.max_offsets_per_trigger == 1_000_000
     assert config.starting_offsets == "earliest"
     assert config.spark_ui is False
 
@@ -35,7 +35,6 @@ def test_every_variable_is_read() -> None:
             "STATEFED_SPARK_UI": "on",
             "STATEFED_SPARK_LOG_LEVEL": "error",
             "STATEFED_STARTING_OFFSETS": "latest",
-            "STATEFED_READ_TASKS": "1",
             "STATEFED_MAX_OFFSETS_PER_TRIGGER": "0",
             "STATEFED_READ_TIMEOUT_MS": "1000",
             "STATEFED_DELIVERY_TIMEOUT_MS": "2000",
@@ -54,7 +53,6 @@ def test_every_variable_is_read() -> None:
         spark_ui=True,
         spark_log_level="error",
         starting_offsets="latest",
-        read_tasks=1,
         max_offsets_per_trigger=0,
         read_timeout_ms=1000,
         delivery_timeout_ms=2000,
@@ -76,7 +74,6 @@ def test_empty_values_keep_the_default() -> None:
         ("STATEFED_SPARK_LOG_LEVEL", "loud"),
         ("STATEFED_SPARK_UI", "maybe"),
         ("STATEFED_STARTING_OFFSETS", "yesterday"),
-        ("STATEFED_READ_TASKS", "-1"),
         ("STATEFED_MAX_OFFSETS_PER_TRIGGER", "-5"),
         ("STATEFED_BOOTSTRAP", "  "),
     ],

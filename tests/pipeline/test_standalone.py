@@ -54,7 +54,6 @@ def _submit(cluster: StandaloneSpark, broker: KafkaBroker, base: Path) -> Manage
         "STATEFED_CATALOGUE": SPEC,
         "STATEFED_CHECKPOINT_DIR": str(base / "checkpoints"),
         "STATEFED_TRIGGER_MS": "200",
-        "STATEFED_READ_TASKS": "1",
         "STATEFED_SPARK_UI": "true",
     }
     driver = cluster.submit(options, env)
