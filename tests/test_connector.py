@@ -14,7 +14,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tooling.connector import artifact, connector_coordinates, main, spark_jars
+from tooling.connector import CONNECTOR_VERSION, artifact, connector_coordinates, main, spark_jars
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_the_build_step_adds_the_connector_and_keeps_sparks_own_libraries(
     tmp_path: Path,
 ) -> None:
     repo, jars = tmp_path / "repo", tmp_path / "jars"
-    version = _pinned_pyspark()
+    version = CONNECTOR_VERSION  # what the build step asks for unless told otherwise
     # a dependency under a group of its own (nothing in ~/.m2 can stand in for it), and one
     # of an artifact Spark ships already
     _artifact(
@@ -94,7 +94,14 @@ def test_the_build_step_adds_the_connector_and_keeps_sparks_own_libraries(
     for shipped in ("spark-core_2.13-4.3.0.jar", "slf4j-api-2.0.17.jar"):
         (jars / shipped).write_bytes(b"")
 
-    options = ["--spark-version", version, "--repository", repo.as_uri(), "--jars", str(jars)]
+    options = [
+        "--spark-version",
+        _pinned_pyspark(),
+        "--repository",
+        repo.as_uri(),
+        "--jars",
+        str(jars),
+    ]
     result = subprocess.run(
         [sys.executable, "-m", "tooling.connector", *options],
         cwd=ROOT,
@@ -117,3 +124,16 @@ def test_the_build_step_adds_the_connector_and_keeps_sparks_own_libraries(
 def test_a_version_other_than_the_installed_pyspark_stops_the_build() -> None:
     with pytest.raises(SystemExit, match=r"pyproject\.toml"):
         main(["--spark-version", "3.5.0"])
+
+
+def test_a_connector_of_another_major_version_stops_the_build() -> None:
+    with pytest.raises(SystemExit, match=r"--connector-version 3\.5\.0 .* would not load"):
+        main(["--spark-version", _pinned_pyspark(), "--connector-version", "3.5.0"])
+
+
+def test_the_installed_connector_is_the_pinned_one() -> None:
+    """`make install` put the connector of CONNECTOR_VERSION into pyspark's jars/: the
+    pipeline's only input source."""
+    names = {p.name for p in spark_jars().iterdir()}
+    assert f"spark-sql-kafka-0-10_2.13-{CONNECTOR_VERSION}.jar" in names
+    assert any(artifact(n) == "kafka-clients" for n in names)

@@ -6,6 +6,11 @@
 
 It runs what `statefed pipeline` runs, with the same STATEFED_* settings (and takes the
 same flags after the file); Spark's settings come from spark-submit (see pipeline.session).
+The pipeline reads its input with Spark's Kafka connector, which must be on the driver's
+and the executors' classpath: the pyspark of `make install` (and of the image) has it in
+its jars/, so a master and workers started from that pyspark need nothing more; a Spark
+installed otherwise takes it with `--packages
+org.apache.spark:spark-sql-kafka-0-10_2.13:<tooling.connector.CONNECTOR_VERSION>`.
 """
 
 import os
