@@ -98,8 +98,8 @@ def session_settings(
 def build_session(config: PipelineConfig, app_name: str = "statefed-pipeline") -> SparkSession:
     """A session on Spark's configured master, else `config.spark_master`; takes 8-22 s on a
     cold JVM."""
-    # Python data sources run in workers started from PYSPARK_PYTHON (default: `python3`
-    # on PATH, which may lack pyarrow): use this interpreter unless told otherwise
+    # Python code on executors runs in workers started from PYSPARK_PYTHON (default:
+    # `python3` on PATH, which may lack pyarrow): use this interpreter unless told otherwise
     python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     _start_driver_jvm(config)
     spark_conf = dict(SparkConf().getAll())  # what the JVM was started with
