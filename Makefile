@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install kafka connector browser socat prometheus wrk demo test test-unit check format schema bench clean
+.PHONY: install kafka connector browser prometheus wrk demo test test-unit check format schema bench clean
 
 # Apache Kafka's jars (the local broker) and Spark's Kafka connector: fetched from the
 # Java registry into git-ignored caches, pinned in tooling/kafka/pom.xml and
@@ -44,16 +44,13 @@ demo: install  ## broker, pipeline, two nodes, gateway and demo data; prints the
 browser:  ## Debian's Chromium, which the GraphiQL browser test drives (installing needs root)
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-socat:  ## socat, the TLS-terminating proxy in front of the embedded broker in the Kafka TLS test
-	command -v socat >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y socat)
-
 prometheus:  ## Prometheus and promtool, which the metrics tests scrape and check every part with
 	command -v prometheus >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus)
 
 wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checking script)
 	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 
-test: install browser socat prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
+test: install browser prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest
 
 test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes

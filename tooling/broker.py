@@ -4,7 +4,9 @@
 list is `tooling/kafka/pom.xml`). `KafkaBroker` formats a data directory and runs one JVM
 that is both broker and KRaft controller (no ZooKeeper) on loopback ports with a small
 heap; `KafkaCluster` runs several, each a voter of one controller quorum, for the tests
-that need replication. Each is owned by its handle: `with KafkaBroker() as b:`.
+that need replication. Each is owned by its handle: `with KafkaBroker() as b:`. A broker's
+client listener can speak TLS or SASL (`protocol`, with its keystore and JAAS in
+`settings`), as the Kafka TLS tests ask; the controller listener is always PLAINTEXT.
 
 This is what `statefed broker`, `make demo`, the tests and the bench run; production
 points `STATEFED_BOOTSTRAP` at its own Kafka, and nothing else in statefed knows which
@@ -39,6 +41,9 @@ __all__ = [
     "free_port",
     "kafka_jars",
 ]
+
+# Security protocols of the client listener, which is named for its protocol
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 # The pinned Kafka (with tooling/kafka/pom.xml): 4.x runs KRaft only.
 KAFKA_VERSION = "4.1.1"
@@ -121,7 +126,9 @@ class KafkaBroker:
     `data_dir` keeps its log directory (a restart keeps every topic); without one, a
     temporary directory is made and removed on `stop`. `node_id`, `voters` and `cluster_id`
     make it a member of a `KafkaCluster`. `settings` are broker properties over the local
-    defaults.
+    defaults. `protocol` is what the one client listener (also the inter-broker one) speaks;
+    its TLS and SASL settings go in `settings` (ssl.keystore.*, sasl.enabled.mechanisms, the
+    JAAS), and `client` holds the librdkafka settings the readiness check connects with.
     """
 
     def __init__(
@@ -135,7 +142,13 @@ class KafkaBroker:
         controller_port: int = 0,
         voters: str | None = None,
         cluster_id: str | None = None,
+        protocol: str = "PLAINTEXT",
+        client: Mapping[str, str] | None = None,
     ) -> None:
+        if protocol not in _PROTOCOLS:
+            raise ValueError(
+                f"listener protocol {protocol!r} is not one of {', '.join(_PROTOCOLS)}"
+            )
         self.host = host
         self.port = port or free_port(host)
         self.controller_port = controller_port or free_port(host)
@@ -144,6 +157,8 @@ class KafkaBroker:
         self.cluster_id = cluster_id or _cluster_id()
         self.log_path = log_path
         self.settings = dict(settings or {})
+        self.protocol = protocol
+        self.client = dict(client or {})
         self._given_dir = data_dir
         self._temp_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -168,18 +183,18 @@ class KafkaBroker:
 
     def properties(self) -> dict[str, str]:
         """The broker's `server.properties`."""
+        listener = f"{self.protocol}://{self.host}:{self.port}"
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.voters,
-            "listeners": (
-                f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:"
-                f"{self.controller_port}"
-            ),
-            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"{listener},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": listener,
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": self.protocol,
+            "listener.security.protocol.map": (
+                f"CONTROLLER:PLAINTEXT,{self.protocol}:{self.protocol}"
+            ),
             "log.dirs": str(self.data_dir / "log"),
             **LOCAL_SETTINGS,
             **self.settings,
@@ -250,7 +265,7 @@ class KafkaBroker:
 
     def wait_ready(self, timeout_s: float = 60.0, brokers: int = 1) -> None:
         """Wait until the broker answers metadata naming `brokers` live brokers."""
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        admin = AdminClient({**self.client, "bootstrap.servers": self.bootstrap, "log_level": 0})
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             process = self._process

@@ -1,6 +1,6 @@
 """Every part talks to Kafka over TLS only: the pipeline (its `statefed_kafka` source, sink
-and status log), a node, the gateway and the test's producer reach the embedded broker
-through a TLS-terminating proxy (tests/kafka_tls/tls.py), and the counts come out exact.
+and status log), a node, the gateway and the test's producer reach a Kafka broker whose
+only client listener speaks TLS (tests/kafka_tls/tls.py), and the counts come out exact.
 
 The cluster has a package of its own so that it never runs next to the e2e package's
 cluster: two Spark sessions at once would crowd a 2-core machine.
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from runtime.topics import admin_config
+from runtime.kafka import KafkaConnectionError, KafkaSettings
+from runtime.topics import admin_config, partition_count
 from tests.e2e.conftest import Cluster
 from tests.kafka_tls.tls import TlsBroker, client_groups
 from tooling.localcluster import LocalCluster
@@ -25,7 +26,7 @@ from tooling.processes import ProcessFailed, wait_until
 pytestmark = pytest.mark.timeout(300)
 
 # a few dozen records over a handful of words
-WORDS = ["kafka"] * 12 + ["tls"] * 7 + ["socat"] * 4 + [f"word{i}" for i in range(13)]
+WORDS = ["kafka"] * 12 + ["tls"] * 7 + ["handshake"] * 4 + [f"word{i}" for i in range(13)]
 # the variables of the cluster's Kafka settings, unset for a part that reads the file
 _UNSET = {"STATEFED_KAFKA_SECURITY_PROTOCOL": "", "STATEFED_KAFKA_SSL_CA_LOCATION": ""}
 
@@ -61,10 +62,10 @@ def test_counts_are_exact_with_every_part_on_tls(tls_cluster: TlsCluster) -> Non
     cluster = tls_cluster.cluster
     cluster.produce(WORDS)
     cluster.wait_counts_equal_truth(sorted(set(WORDS)))
-    assert cluster.counts(["kafka", "tls", "socat", "plaintext"]) == {
+    assert cluster.counts(["kafka", "tls", "handshake", "plaintext"]) == {
         "kafka": 12,
         "tls": 7,
-        "socat": 4,
+        "handshake": 4,
         "plaintext": None,
     }
 
@@ -78,20 +79,24 @@ def test_the_broker_is_reached_only_through_tls(tls_cluster: TlsCluster) -> None
     for part in parts:
         assert part is not None
         assert part.env["STATEFED_BOOTSTRAP"] == tls.bootstrap
-        assert not [v for v in part.env.values() if tls.broker.bootstrap in v], part.name
 
-    # a client that follows the metadata is sent back to the TLS address
+    # a client that follows the metadata is sent back to the TLS listener
     metadata = AdminClient(admin_config(tls.settings())).list_topics(timeout=10)
     assert {f"{b.host}:{b.port}" for b in metadata.brokers.values()} == {tls.bootstrap}
 
-    # each part holds connections to the TLS port; the plaintext port serves socat only
+    # the listener speaks nothing but TLS: a plaintext client gets no metadata
+    with pytest.raises(KafkaConnectionError) as caught:
+        partition_count(KafkaSettings(tls.bootstrap), "words", timeout_s=3.0)
+    assert "STATEFED_KAFKA_SECURITY_PROTOCOL" in str(caught.value)
+
+    # each part holds connections to the TLS listener, none to the controller's
     through_tls: set[int] = set()
 
     def every_part_seen_on_tls() -> bool:
-        plaintext = client_groups(tls.broker.port)
-        assert plaintext <= {tls.proxy_pid}, f"not socat on the plaintext port: {plaintext}"
+        controller = client_groups(tls.broker.controller_port) & set(pids)
+        assert not controller, f"parts on the controller listener: {controller}"
         through_tls.update(client_groups(tls.port))
-        return tls.proxy_pid in plaintext and set(pids) <= through_tls
+        return set(pids) <= through_tls
 
     wait_until(
         every_part_seen_on_tls,

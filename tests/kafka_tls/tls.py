@@ -1,116 +1,115 @@
-"""The embedded broker reachable only through TLS, for the Kafka TLS test.
+"""Apache Kafka whose only client listener speaks TLS (and SASL PLAIN over it, if asked),
+for the Kafka TLS tests.
 
-tansu listens on a loopback port no part is told about and advertises the address of a
-TLS-terminating socat in front of it, so a client that follows the broker's metadata
-comes back through TLS too (tansu's own `--cert` never completed a handshake here). The
-certificates come from a throwaway CA (trustme): the server's names 127.0.0.1 and
-localhost. `make socat` installs socat.
+The certificates come from a throwaway CA (trustme): the broker's names 127.0.0.1 and
+localhost, its key and chain in a PEM keystore, the CA in a PEM truststore (the broker is
+its own client on the inter-broker listener, which is the same one).
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
+import secrets
 from pathlib import Path
-from typing import BinaryIO
 
 import psutil
 import trustme
-from confluent_kafka.admin import AdminClient
+from cryptography.hazmat.primitives import serialization
 
 from runtime.kafka import KafkaProperties, KafkaSettings
-from runtime.topics import admin_config
-from tooling.broker import KafkaBroker, free_port
-from tooling.processes import die_with_parent, wait_until
+from tooling.broker import KafkaBroker
 
 __all__ = ["TlsBroker", "client_groups"]
 
+# the JAAS module of SASL PLAIN, whose `user_<name>` options are the broker's users
+_PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
 
 class TlsBroker:
-    """tansu behind socat, both owned by this handle; `bootstrap` is the TLS address."""
+    """One Kafka broker on TLS (SSL), or on SASL_SSL with PLAIN when `sasl`, owned by this
+    handle; its certificates and log go in `directory`."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, sasl: bool = False) -> None:
         self.directory = directory
-        self.port = free_port()
         self.ca = directory / "ca.pem"
-        self._server_pem = directory / "server.pem"  # key and certificate, for socat
-        self.broker = KafkaBroker(log_path=directory / "broker.log", advertised=self.bootstrap)
-        self._proxy: subprocess.Popen[bytes] | None = None
-        self._proxy_log: BinaryIO | None = None
+        self._keystore = directory / "server.pem"  # the key (PKCS#8) and certificate chain
+        self.protocol = "SASL_SSL" if sasl else "SSL"
+        self.user = "statefed"
+        self.password = secrets.token_hex(8) if sasl else ""
+        self.broker = KafkaBroker(
+            log_path=directory / "broker.log",
+            protocol=self.protocol,
+            settings=self._broker_settings(),
+            client=KafkaProperties.from_env(self.client_env()).mapping,
+        )
 
     @property
     def bootstrap(self) -> str:
-        """The TLS address: the one every client is given, and the broker advertises."""
-        return f"127.0.0.1:{self.port}"
+        """The TLS address: the broker's one client listener."""
+        return self.broker.bootstrap
 
     @property
-    def proxy_pid(self) -> int:
-        """socat's pid, which is also its process group (its forks serve the connections)."""
-        if self._proxy is None:
-            raise RuntimeError("the TLS proxy is not started: call start() first")
-        return self._proxy.pid
+    def port(self) -> int:
+        return self.broker.port
 
-    def client_env(self) -> dict[str, str]:
-        """The variables that make a part's Kafka clients speak TLS to this broker."""
-        return {
-            "STATEFED_KAFKA_SECURITY_PROTOCOL": "SSL",
+    def client_env(self, password: str | None = None) -> dict[str, str]:
+        """The variables that make a part's Kafka clients reach this broker (with
+        `password` instead of the user's own, to be refused)."""
+        env = {
+            "STATEFED_KAFKA_SECURITY_PROTOCOL": self.protocol,
             "STATEFED_KAFKA_SSL_CA_LOCATION": str(self.ca),
         }
+        if self.password:
+            env |= {
+                "STATEFED_KAFKA_SASL_MECHANISM": "PLAIN",
+                "STATEFED_KAFKA_SASL_USERNAME": self.user,
+                "STATEFED_KAFKA_SASL_PASSWORD": self.password if password is None else password,
+            }
+        return env
 
-    def settings(self) -> KafkaSettings:
-        return KafkaSettings(self.bootstrap, KafkaProperties.from_env(self.client_env()))
+    def settings(self, password: str | None = None) -> KafkaSettings:
+        return KafkaSettings(self.bootstrap, KafkaProperties.from_env(self.client_env(password)))
 
-    def start(self, timeout_s: float = 30.0) -> None:
+    def _broker_settings(self) -> dict[str, str]:
+        tls = {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self._keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca),
+        }
+        if not self.password:
+            return tls
+        # the broker logs in as the same user on its inter-broker listener
+        jaas = (
+            f'{_PLAIN} required username="{self.user}" password="{self.password}" '
+            f'user_{self.user}="{self.password}";'
+        )
+        return tls | {
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+        }
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Write the certificates, start the broker and wait until it answers over TLS."""
         self._write_certificates()
         self.broker.start(timeout_s)
-        self._proxy_log = open(self.directory / "socat.log", "ab")  # noqa: SIM115 - closed in stop()
-        listen = (
-            f"OPENSSL-LISTEN:{self.port},bind=127.0.0.1,reuseaddr,fork,"
-            f"cert={self._server_pem},verify=0"
-        )
-        self._proxy = subprocess.Popen(
-            ["socat", listen, f"TCP:{self.broker.bootstrap}"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self._proxy_log,
-            start_new_session=True,  # its forks share its group, which stop() ends
-            preexec_fn=die_with_parent,
-        )
-        wait_until(self._answers, timeout_s, f"metadata over TLS from {self.bootstrap}")
 
     def _write_certificates(self) -> None:
         ca = trustme.CA()
         ca.cert_pem.write_to_path(str(self.ca))
         server = ca.issue_cert("127.0.0.1", "localhost")
-        server.private_key_and_cert_chain_pem.write_to_path(str(self._server_pem))
-
-    def _answers(self) -> bool:
-        if self._proxy is not None and self._proxy.poll() is not None:
-            raise RuntimeError(
-                f"socat exited with code {self._proxy.returncode}; see "
-                f"{self.directory / 'socat.log'}"
-            )
-        admin = AdminClient({**admin_config(self.settings()), "log_level": 0})
-        try:
-            admin.list_topics(timeout=1)
-        except Exception:  # not serving yet: poll again until the deadline
-            return False
-        return True
+        # Kafka's PEM keystore reads PKCS#8 keys only; trustme writes OpenSSL's own format
+        key = serialization.load_pem_private_key(server.private_key_pem.bytes(), None)
+        pkcs8 = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        chain = b"".join(blob.bytes() for blob in server.cert_chain_pems)
+        self._keystore.write_bytes(pkcs8 + chain)
 
     def stop(self) -> None:
-        """Stop socat (and its forks), then the broker."""
-        proxy = self._proxy
-        if proxy is not None and proxy.poll() is None:
-            os.killpg(proxy.pid, signal.SIGTERM)  # unreaped, so the group is still socat's
-            try:
-                proxy.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proxy.pid, signal.SIGKILL)
-                proxy.wait(10)
-        if self._proxy_log is not None:
-            self._proxy_log.close()
-            self._proxy_log = None
         self.broker.stop()
 
 
