@@ -25,6 +25,7 @@ _FOLDER_TIERS: dict[str, str] = {
     "kafka_tls": "cluster",
     "observe": "cluster",
     "pipeline": "spark",
+    "replication": "chaos",
     "test_connector.py": "spark",
     "test_restore_view.py": "kafka",
     "test_status_command.py": "kafka",

@@ -35,7 +35,7 @@ from schema import View, load_catalogue
 from tests.chaos.conftest import MAX_LAG, ChaosCluster, P, words
 from tests.chaos.invariants import above_truth, answered_share, protocol_problems, regressions
 from tests.chaos.load import MULTI, Answer, QueryLoad, TruthProducer
-from tests.chaos.tokenwrites import TokenWrites
+from tests.replication.tokenwrites import TokenWrites
 from tooling.broker import KafkaBroker, KafkaCluster
 from tooling.config import ToolingConfig
 from tooling.localcluster import LocalCluster

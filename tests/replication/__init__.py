@@ -1,0 +1,1 @@
+"""A replicated Kafka cluster of its own: one broker killed under load (chaos tier)."""
