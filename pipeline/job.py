@@ -117,6 +117,11 @@ def source_options(config: PipelineConfig, topic: str) -> dict[str, str]:
     `kafka.<key>` in the Java client's names (TLS, SASL), where to start, the cap of a
     micro-batch."""
     options = {
+        # A leader that dies would hold the driver's offset lookups for the Java client's
+        # 60 s API timeout; Spark retries a failed lookup with a fresh client, so fail fast.
+        # The user's own settings (connector_options) win over these two.
+        "kafka.request.timeout.ms": "5000",
+        "kafka.default.api.timeout.ms": "10000",
         **config.kafka.connector_options(),
         "subscribe": topic,
         "startingOffsets": config.starting_offsets,
