@@ -27,9 +27,7 @@ from node.standby import StandbyReplicator
 from pipeline.config import PipelineConfig
 from pipeline.job import source_options
 from pipeline.sink import batch_producer_config
-from pipeline.source import SourceOptions
 from pipeline.statuslog import status_producer_config
-from pipeline.watermarks import consumer_config
 from runtime.produce import producer_config
 from runtime.topics import admin_config
 from schema import CATALOGUE
@@ -86,12 +84,9 @@ def _gateway_clients(env: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
 
 def _pipeline_clients(env: Mapping[str, str]) -> dict[str, Mapping[str, Any]]:
     config = PipelineConfig.from_env(env)
-    source = SourceOptions.from_options(source_options(config, "words"))
     return {
         "changelog sink": batch_producer_config(config.kafka, "q", 30.0),
         "status log": status_producer_config(config.kafka, 30.0),
-        "watermarks": consumer_config(config.kafka, "words"),
-        "source reader": consumer_config(source.kafka, "words"),
         "pipeline admin": admin_config(config.kafka),
     }
 
@@ -128,12 +123,12 @@ def test_the_fixed_settings_stay_where_correctness_needs_them(
     assert clients["materializer"]["partition.assignment.strategy"] == "cooperative-sticky"
     for producer in ("cli producer", "produce mutation", "changelog sink"):
         assert clients[producer]["partitioner"] == "murmur2_random"
-    for consumer in ("standby", "end probe", "membership reader", "status reader", "watermarks"):
+    for consumer in ("standby", "end probe", "membership reader", "status reader"):
         assert clients[consumer]["enable.auto.commit"] is False
 
 
 def test_the_official_connector_gets_the_settings_as_kafka_options(env: dict[str, str]) -> None:
-    config = PipelineConfig.from_env({**env, "STATEFED_SOURCE_FORMAT": "kafka"})
+    config = PipelineConfig.from_env(env)
     options = source_options(config, "words")
     assert options["subscribe"] == "words"
     assert options["kafka.bootstrap.servers"] == "kafka.example:9093"
@@ -152,8 +147,6 @@ def test_no_configuration_shows_the_password(env: dict[str, str]) -> None:
     ):
         shown = repr(config)
         assert "hunter2" not in shown and "SASL_SSL" in shown
-    options = SourceOptions.from_options(source_options(PipelineConfig.from_env(env), "w"))
-    assert "hunter2" not in repr(options)
 
 
 def test_a_bad_setting_is_an_error_of_the_part() -> None:
@@ -163,7 +156,7 @@ def test_a_bad_setting_is_an_error_of_the_part() -> None:
     with pytest.raises(NodeConfigError, match="STATEFED_KAFKA_SASL_JAAS_CONFIG"):
         NodeConfig.from_env({"STATEFED_KAFKA_SASL_JAAS_CONFIG": "x"})
     with pytest.raises(PipelineConfigError, match=r"sets group\.id"):
-        SourceOptions.from_options({"bootstrap": "b:1", "topic": "t", "kafka.group.id": "g"})
+        PipelineConfig.from_env({"STATEFED_KAFKA_GROUP_ID": "g"})
 
 
 def test_health_cluster_and_logs_do_not_show_the_password(
