@@ -25,6 +25,8 @@ from tooling.processes import wait_until
 
 T = TypeVar("T")
 P = 6
+# room for a test's whole changelog in the producer's queue (librdkafka's default: 100k)
+_PRODUCER = {"linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
 
 
 def unique_count_view() -> View:
@@ -35,7 +37,7 @@ def unique_count_view() -> View:
 
 def produce_counts(bootstrap: str, view: View, rows: Iterable[CountRow]) -> dict[int, int]:
     """Write changelog records as the pipeline does; returns records per partition."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer(_PRODUCER | {"bootstrap.servers": bootstrap})
     written: dict[int, int] = {}
     for row in rows:
         partition = partition_for(row.key, P)
@@ -52,7 +54,7 @@ def produce_changelog(
 ) -> dict[int, int]:
     """Write (record key, value or None for a tombstone, partition) records in order;
     returns records per partition."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer(_PRODUCER | {"bootstrap.servers": bootstrap})
     written: dict[int, int] = {}
     for key, value, partition in records:
         producer.produce(view.changelog_topic, key=key, value=value, partition=partition)

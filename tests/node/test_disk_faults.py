@@ -254,7 +254,7 @@ def test_a_truncated_store_file_is_found_at_start_and_its_partition_rebuilt_whil
     others = [k for p, ks in keys.items() if p != damaged for k in ks]
     changelog = Changelog(broker.bootstrap, view)
     # a long history in the damaged partition, so that its rebuild takes a while
-    changelog.write(rounds(keys[damaged], 1, 4000) + rounds(others, 1, 3))
+    changelog.write(rounds(keys[damaged], 1, 12000) + rounds(others, 1, 3))
     config = node_config(broker.bootstrap, tmp_path, "d1", f"g-{view.name}")
     node = NodeProcess(config, view, tmp_path / "d1-first.log")
     try:
