@@ -76,14 +76,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def kafka_jars(environ: Mapping[str, str] = os.environ) -> Path:
-    """The directory of Kafka's jars: `STATEFED_KAFKA_JARS`, or the checkout's cache."""
-    configured = environ.get("STATEFED_KAFKA_JARS")
+    """The directory of Kafka's jars: `STATEFED_BROKER_JARS`, or the checkout's cache."""
+    configured = environ.get("STATEFED_BROKER_JARS")
     jars = Path(configured) if configured else _REPOSITORY / ".cache" / "kafka" / KAFKA_VERSION
     if not any(jars.glob("kafka_2.13-*.jar")):
-        where = "STATEFED_KAFKA_JARS" if configured else "the checkout's cache"
+        where = "STATEFED_BROKER_JARS" if configured else "the checkout's cache"
         raise BrokerStartError(
             f"Apache Kafka's jars are not in {jars} ({where}): run `make kafka` (it copies "
-            f"Kafka {KAFKA_VERSION} there with Maven), or point STATEFED_KAFKA_JARS at a "
+            f"Kafka {KAFKA_VERSION} there with Maven), or point STATEFED_BROKER_JARS at a "
             "directory holding kafka_2.13-*.jar and its dependencies"
         )
     return jars
