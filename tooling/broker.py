@@ -314,11 +314,15 @@ class KafkaBroker:
         return self._process
 
     def stop(self, timeout_s: float = 20.0) -> None:
-        """SIGTERM (a clean shutdown), SIGKILL after `timeout_s`; a temporary data
-        directory is removed."""
+        """SIGTERM (a clean shutdown), SIGKILL after `timeout_s`. A broker on a temporary
+        data directory is SIGKILLed at once (nothing of it is kept) and the directory
+        removed."""
         if self._process is not None and self._process.poll() is None:
             self._process.send_signal(signal.SIGCONT)  # a paused broker cannot act on SIGTERM
-            self._process.terminate()
+            if self._temp_dir is not None:
+                self._process.kill()
+            else:
+                self._process.terminate()
             try:
                 self._process.wait(timeout_s)
             except subprocess.TimeoutExpired:
