@@ -258,13 +258,8 @@ class KafkaSettings:
         """Whether any setting beyond the bootstrap servers is given."""
         return bool(self.properties.values) or self.properties.file is not None
 
-    def source_options(self) -> dict[str, str]:
-        """Options of the `statefed_kafka` Spark source: `bootstrap`, `kafka.<key>` each."""
-        options = {f"kafka.{k}": v for k, v in self.properties.values}
-        return {"bootstrap": self.bootstrap, **options}
-
     def connector_options(self) -> dict[str, str]:
-        """Options of Spark's official Kafka connector (a Java client): `kafka.<key>`, with
+        """Options of Spark's Kafka connector (a Java client): `kafka.<key>`, with
         SASL's user and password as `sasl.jaas.config` and a PEM CA as a PEM truststore."""
         java = self.properties.mapping
         mechanism = java.pop("sasl.mechanisms", None) or java.get("sasl.mechanism")

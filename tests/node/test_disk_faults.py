@@ -1,4 +1,4 @@
-"""Disk faults of a node process on real LevelDB files, against the real embedded broker.
+"""Disk faults of a node process on real LevelDB files, against a real Apache Kafka broker.
 
 The test writes the changelog itself (as the pipeline would), so the truth is what it
 wrote, and a reader thread queries the node all along: no count above what was written,

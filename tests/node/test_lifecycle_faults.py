@@ -1,7 +1,7 @@
 """A store that cannot be written (a full disk) while its partition changes hands: revoked
 and handed to the standby replicator, or held through a broker outage that lost the group
 session. Real LevelDB stores whose writes fail as LevelDB reports a full disk while the
-test says so, a real materializer and standby replicator against the embedded broker.
+test says so, a real materializer and standby replicator against a real Apache Kafka broker.
 Neither replicator may die of it, and every partition ends with exactly what was written.
 """
 

@@ -1,5 +1,5 @@
 """A real node materializing every view kind from real changelog records (as the pipeline
-writes them, with explicit partitions) on the embedded broker, queried over HTTP under
+writes them, with explicit partitions) on a real Apache Kafka broker, queried over HTTP under
 uvicorn; the node's clock is injected so retention can be watched at work."""
 
 from __future__ import annotations
