@@ -274,9 +274,10 @@ def _records_per_key(bootstrap: str, topic: str, keys: set[str]) -> Counter[str]
         deadline = time.monotonic() + 60
         while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
             for message in consumer.consume(1000, 1.0):
-                if message.error() is not None:
+                partition, offset = message.partition(), message.offset()
+                if message.error() is not None or partition is None or offset is None:
                     continue
-                positions[message.partition()] = message.offset() + 1
+                positions[partition] = offset + 1
                 key = (message.key() or b"").decode()
                 if key in keys:
                     found[key] += 1
