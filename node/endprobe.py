@@ -6,8 +6,9 @@ partitions at the copies' applied offsets, and the first event of each is its en
 partition-EOF event carries it; a record means the end is past that record, and the
 high watermark of the same fetch says where). Questions asked while a round is under way
 wait for the next round, since its fetches may have been sent before they were asked.
-ListOffsets is not used: its LATEST answer is wrong on the embedded broker, and a fetch
-says the same on Apache Kafka.
+A ListOffsets LATEST request sent after the question would prove as much on Apache Kafka;
+fetch rounds are used because one round answers every asked partition of every waiting
+question together, where librdkafka's watermark query asks for one partition at a time.
 """
 
 from __future__ import annotations

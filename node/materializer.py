@@ -61,7 +61,9 @@ __all__ = ["Materializer", "Replicator", "StoreFactory", "StoreHandoff"]
 
 log = logging.getLogger(__name__)
 
-SESSION_TIMEOUT_MS = 6000  # the node group's: the embedded broker's JoinGroup waits half
+# the node group's: the least Kafka accepts by default (group.min.session.timeout.ms), so
+# the partitions of a node that died move to the others soonest
+SESSION_TIMEOUT_MS = 6000
 # how long a node whose group session lapsed waits for the broker to answer a metadata
 # request before it takes the broker for unreachable
 _BROKER_ANSWER_S = 2.0
@@ -547,11 +549,12 @@ class Replicator:
         """Record each partition's high watermark from the latest fetch and the restore
         progress; returns the records of the restores that finished now.
 
-        Cached watermarks come from fetch responses: ListOffsets LATEST is wrong on the
-        embedded broker, and a fetch is what we are doing anyway. A partition is restored
-        once a fetch after its attach reached the end of each topic (a partition EOF; the
-        cached watermark of a partition assigned again may be an old one) and it applied up
-        to the first end seen (a moving target would never be reached under steady traffic).
+        Cached watermarks come from the consumer's own fetch responses: the ends
+        ListOffsets LATEST would answer, without one more request per partition. A
+        partition is restored once a fetch after its attach reached the end of each topic
+        (a partition EOF; the cached watermark of a partition assigned again may be an old
+        one) and it applied up to the first end seen (a moving target would never be
+        reached under steady traffic).
         """
         for tp in assigned:
             if tp.partition not in self._stores:

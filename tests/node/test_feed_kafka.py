@@ -1,4 +1,4 @@
-"""The node's change feed (`/feed`) against the real embedded broker and real uvicorn nodes.
+"""The node's change feed (`/feed`) against a real Kafka broker and real uvicorn nodes.
 
 Each test has its own view (own changelog topic) and consumer group. Changes are checked
 against what was produced: the changelog record at each offset of a partition is known.

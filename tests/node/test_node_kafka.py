@@ -1,9 +1,7 @@
-"""Nodes against the real embedded broker, served by real uvicorn on loopback.
+"""Nodes against a real Kafka broker, served by real uvicorn on loopback.
 
 Each test has its own view (own changelog topic) and consumer group, so tests sharing
-the session broker cannot disturb each other. Nodes are stopped only when their group
-is stable (every partition assigned and RUNNING): tansu can wedge a group whose leader
-leaves mid-rebalance.
+the session broker cannot disturb each other.
 """
 
 from __future__ import annotations
