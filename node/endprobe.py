@@ -59,6 +59,7 @@ class EndProbe:
         self._questions: queue.SimpleQueue[_Question | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._consumer: Consumer | None = None
+        self._met: set[str] = set()  # topics whose leaders the consumer has looked up
         self.rounds = 0
 
     def consumer_config(self) -> dict[str, object]:
@@ -158,12 +159,27 @@ class EndProbe:
                 key = (question.topic, partition)
                 starts[key] = min(starts.get(key, offset), offset)
         assigned = [TopicPartition(t, p, max(0, o)) for (t, p), o in starts.items()]
+        self._meet({topic for topic, _partition in starts})
         self.rounds += 1
         consumer.incremental_assign(assigned)
         try:
             return self._collect(consumer, starts)
         finally:
             consumer.incremental_unassign(assigned)
+
+    def _meet(self, topics: set[str]) -> None:
+        """Look up the leaders of topics the consumer has not fetched from yet: left to
+        itself, librdkafka finds a newly assigned topic's leaders only at its next metadata
+        refresh, up to a second later, and a first `readCurrent` read would time out."""
+        consumer = self._consumer
+        assert consumer is not None
+        for topic in sorted(topics - self._met):
+            try:
+                consumer.list_topics(topic, timeout=_ROUND_S)
+            except KafkaException as exc:  # the fetch round then says what is missing
+                log.info("end probe: no metadata of %s yet: %s", topic, exc)
+                continue
+            self._met.add(topic)
 
     def _collect(self, consumer: Consumer, starts: Mapping[_Key, int]) -> dict[_Key, int]:
         ends: dict[_Key, int] = {}
