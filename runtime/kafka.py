@@ -63,6 +63,7 @@ FIXED_KEYS: Mapping[str, str] = {
     "bootstrap.servers": "set STATEFED_BOOTSTRAP instead",
     "group.id": "the node group is STATEFED_GROUP_ID; other clients never join a group",
     "partitioner": "murmur2_random puts a key where schema.partition_for says",
+    "enable.idempotence": "producers are idempotent: retries keep each partition's order",
     "partition.assignment.strategy": "cooperative-sticky revokes only the partitions that move",
     "session.timeout.ms": "the node group's is 6000 ms",
     "enable.auto.commit": "offsets live in the node's stores and Spark's checkpoint",
