@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from node.app import changelog_partition_counts
+from runtime.config import ConfigError
 from runtime.kafka import KafkaConnectionError, KafkaProperties, KafkaSettings
 from runtime.produce import Record, new_producer, produce_records, producer_config
 from runtime.topics import ensure_topics, partition_count
@@ -46,9 +47,9 @@ def test_the_same_broker_answers_plaintext(broker: KafkaBroker) -> None:
 
 
 def test_a_producer_stays_idempotent_whatever_the_user_sets() -> None:
-    environ = {"STATEFED_KAFKA_ENABLE_IDEMPOTENCE": "false"}
-    user = KafkaSettings("127.0.0.1:1", KafkaProperties.from_env(environ))
-    config = producer_config(user, {"enable.idempotence": False})
+    with pytest.raises(ConfigError, match="STATEFED_KAFKA_ENABLE_IDEMPOTENCE: sets enable"):
+        KafkaProperties.from_env({"STATEFED_KAFKA_ENABLE_IDEMPOTENCE": "false"})
+    config = producer_config(KafkaSettings("127.0.0.1:1"), {"enable.idempotence": False})
     assert config["enable.idempotence"] is True
     assert config["partitioner"] == "murmur2_random"
 
