@@ -50,8 +50,10 @@ prometheus:  ## Prometheus and promtool, which the metrics tests scrape and chec
 wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checking script)
 	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 
+# Two workers: most of the cluster tests' time is waiting on Spark and the nodes, which the
+# other worker fills; a folder sharing a cluster, and each file, run whole on one worker.
 test: install browser prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes
 	$(BIN)/pytest -m unit

@@ -31,7 +31,7 @@ class BenchSettings:
     steady_rate: int = 1000  # events/s of the freshness target
     steady_s: float = 15.0
     freshness_warmup_s: float = 6.0  # at the steady rate, not measured: Spark's first batches
-    ramp_rates: tuple[int, ...] = (5000, 20_000, 50_000, 100_000)
+    ramp_rates: tuple[int, ...] = (10_000, 20_000, 50_000, 100_000)
     ramp_s: float = 12.0
     probes_per_s: int = 20  # freshness probes among the events
     poll_interval_s: float = 0.05  # polling costs the gateway CPU Spark needs
