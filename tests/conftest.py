@@ -27,6 +27,7 @@ _FOLDER_TIERS: dict[str, str] = {
     "pipeline": "spark",
     "replication": "chaos",
     "test_connector.py": "spark",
+    "test_broker.py": "kafka",
     "test_restore_view.py": "kafka",
     "test_status_command.py": "kafka",
     "test_kafka_clients.py": "kafka",

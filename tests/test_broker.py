@@ -1,0 +1,69 @@
+"""The local Apache Kafka (`tooling.broker`, `statefed broker`): it keeps its data where
+it is told to, and a start that cannot work names the cause and the fix."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from runtime.topics import ensure_topics
+from tooling.broker import BrokerStartError, KafkaBroker, free_port
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something else listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_a_taken_port_names_the_port_and_the_setting(taken_port: int) -> None:
+    broker = KafkaBroker(port=taken_port)
+    with pytest.raises(BrokerStartError, match=rf"port 127.0.0.1:{taken_port} is taken"):
+        broker.start()
+    with pytest.raises(BrokerStartError, match="STATEFED_BROKER_PORT"):
+        broker.start()
+    assert not broker.running
+
+
+def test_no_java_names_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BrokerStartError, match=r"no `java` on the PATH: .*Java 17"):
+        KafkaBroker(data_dir=tmp_path / "kafka").start()
+
+
+def test_missing_jars_name_the_make_target(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("STATEFED_BROKER_JARS", str(tmp_path))
+    with pytest.raises(BrokerStartError, match=r"not in .* run `make kafka`"):
+        KafkaBroker(data_dir=tmp_path / "kafka").start()
+
+
+def test_the_command_says_why_it_did_not_start(taken_port: int, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "tooling.cli", "broker", "--port", str(taken_port)]
+    command += ["--dir", str(tmp_path / "kafka")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert f"statefed broker: Kafka's client port 127.0.0.1:{taken_port} is taken" in (
+        result.stderr
+    )
+
+
+def test_a_broker_on_a_data_directory_keeps_its_topics_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "kafka"
+    broker = KafkaBroker(port=free_port(), data_dir=data, log_path=tmp_path / "kafka.log")
+    with broker:
+        ensure_topics(broker.bootstrap, {"kept": 2})
+    assert (data / "log" / "meta.properties").exists()
+    with broker:  # the same ports and directory, started again: not formatted anew
+        topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+        assert len(topics.topics["kept"].partitions) == 2
