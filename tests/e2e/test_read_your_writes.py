@@ -20,8 +20,8 @@ READ = "query($w: String!, $t: String) { wordCount(word: $w, atLeast: $t) { coun
 # concurrent clients, one word each: every client is its word's only writer. A round takes
 # about one micro-batch whatever the number of writers, so more writers and fewer rounds
 # make the same 1,000 iterations end sooner (and race more reads against each batch)
-WRITERS = 40
-ROUNDS = 25  # WRITERS x ROUNDS = 1,000 produce-then-read iterations
+WRITERS = 100
+ROUNDS = 10  # WRITERS x ROUNDS = 1,000 produce-then-read iterations
 
 
 async def _post(client: httpx.AsyncClient, url: str, query: str, **variables: Any) -> Any:
