@@ -51,9 +51,9 @@ wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checkin
 	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 
 # Two workers: most of the cluster tests' time is waiting on Spark and the nodes, which the
-# other worker fills; a folder sharing a cluster, and each file, run whole on one worker.
+# other worker fills; each file runs whole, in order, on one worker.
 test: install browser prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadfile
 
 test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes
 	$(BIN)/pytest -m unit

@@ -48,20 +48,9 @@ def tier_of(item: pytest.Item) -> str:
     return "kafka" if starts or "broker" in getattr(item, "fixturenames", ()) else tier
 
 
-def xdist_group_of(item: pytest.Item) -> str:
-    """What one worker runs whole under `--dist loadgroup`: a folder that shares a cluster
-    or a Spark session between its files, else the test's file (its module fixtures are
-    then set up once)."""
-    relative = Path(str(item.path)).relative_to(_TESTS)
-    if _FOLDER_TIERS.get(relative.parts[0], "unit") in ("spark", "cluster", "chaos"):
-        return relative.parts[0]
-    return str(relative)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(getattr(pytest.mark, tier_of(item)))
-        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
 
 
 @pytest.fixture(scope="session")
