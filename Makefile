@@ -50,13 +50,10 @@ prometheus:  ## Prometheus and promtool, which the metrics tests scrape and chec
 wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checking script)
 	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 
-# Two workers: most of the cluster tests' time is waiting on Spark and the nodes, which the
-# other worker fills; each file runs whole, in order, on one worker. The chaos tier then runs
-# alone: its bounds (99% of reads answered through a fault) assume nothing else competes
-# for the two cores.
+# One worker: on two (pytest -n 2 --dist loadfile) the suite took 19 minutes here but
+# timing-bound tests failed beside another cluster; see the closing note of this stop.
 test: install browser prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
-	$(BIN)/pytest -n 2 --dist loadfile -m "not chaos"
-	$(BIN)/pytest -m chaos
+	$(BIN)/pytest
 
 test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes
 	$(BIN)/pytest -m unit
