@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.node.harness import settled
 from tooling.localcluster import LocalCluster
 from tooling.processes import wait_until
 
@@ -75,14 +76,9 @@ class ChaosCluster:
 
 
 def _group_stable(healths: dict[str, dict[str, Any]]) -> bool:
-    if not healths or any(h.get("state") != "RUNNING" for h in healths.values()):
-        return False
-    actives = [p for h in healths.values() for p in h["active"]]
-    if sorted(actives) != list(range(P)) or any(not h["active"] for h in healths.values()):
+    if not settled(healths.values(), P):
         return False
     copies = [c for h in healths.values() for c in h["partitions"]]
-    if any(c["restoring"] for c in copies):
-        return False
     standbys = {c["partition"] for c in copies if c["role"] == "STANDBY"}
     return len(healths) < 2 or standbys == set(range(P))
 

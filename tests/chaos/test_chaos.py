@@ -11,10 +11,11 @@ PARTITION_UNAVAILABLE error. Once the load stops, every count equals the ground 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -112,6 +113,22 @@ def _report(answers: list[Answer], what: str, start: float, end: float) -> float
     return share
 
 
+@contextlib.contextmanager
+def _gateway(chaos: ChaosCluster, name: str, **settings: str) -> Iterator[str]:
+    """A gateway of the test's own beside the cluster's, with `settings` added to the
+    cluster's environment; yields its GraphQL URL once it serves and routes."""
+    local = chaos.local
+    port = free_port()
+    env = local.env(STATEFED_GATEWAY_PORT=str(port), **settings)
+    log = local.base_dir / f"gateway-{name}.log"
+    process = ManagedProcess(f"gateway ({name})", ["gateway"], env, log).start()
+    try:
+        process.wait_for_http(f"http://127.0.0.1:{port}/health", 60)
+        yield f"http://127.0.0.1:{port}/graphql"
+    finally:
+        process.stop()
+
+
 def test_three_nodes_gain_one_lose_one_to_sigkill_and_one_to_a_clean_stop(
     chaos: ChaosCluster,
 ) -> None:
@@ -149,13 +166,7 @@ def test_with_max_lag_0_a_sigkill_is_answered_from_standbys_proved_current(
     chaos: ChaosCluster,
 ) -> None:
     local = chaos.local
-    port = free_port()
-    env = local.env(STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_MAX_LAG="0")
-    log = local.base_dir / "gateway-max-lag-0.log"
-    process = ManagedProcess("gateway (max lag 0)", ["gateway"], env, log).start()
-    gateway = f"http://127.0.0.1:{port}/graphql"
-    try:
-        process.wait_for_http(f"http://127.0.0.1:{port}/health", 60)
+    with _gateway(chaos, "max-lag-0", STATEFED_GATEWAY_MAX_LAG="0") as gateway:
         chaos.wait_stable(gateway)  # routing read before the load starts
 
         def scenario(marks: Marks) -> None:
@@ -168,8 +179,6 @@ def test_with_max_lag_0_a_sigkill_is_answered_from_standbys_proved_current(
             marks["killed"] = chaos.wait_stable(gateway)
 
         answers, marks = _run(chaos, gateway, words("chaos-b"), scenario)
-    finally:
-        process.stop()
     window = unavailable_until(answers, marks["kill"])
     share = _report(answers, "max_lag 0, after a SIGKILL", marks["kill"], marks["killed"])
     print(f"max_lag 0: unavailable for {window:.1f} s after the SIGKILL ({share:.2%} answered)")
@@ -239,34 +248,34 @@ HOLD_S = 8.0  # load on the cluster with its slow node
 
 def test_a_slow_node_is_hedged_around(chaos: ChaosCluster) -> None:
     """A node whose every answer takes 4 s (STATEFED_NODE_TEST_DELAY_MS): its partitions
-    are answered by standbys, quickly relative to that delay."""
+    are answered by standbys, quickly relative to that delay. The gateway has no cache, so
+    every read asks a node (a cache answers current keys without asking anyone)."""
     local = chaos.local
-    gateway = local.gateway_url
-    chaos.wait_stable(gateway)
-    slow = chaos.live()[-1]
-    local.nodes[slow].stop()
-    try:
-        local.start_node(slow, env={"STATEFED_NODE_TEST_DELAY_MS": str(SLOW_MS)})
-
-        def scenario(marks: Marks) -> None:
-            chaos.wait_stable(gateway)
-            marks["from"] = time.monotonic()
-            time.sleep(HOLD_S)  # load on the cluster with its slow node, no condition
-            marks["to"] = time.monotonic()
-
-        answers, marks = _run(chaos, gateway, words("chaos-d"), scenario)
-    finally:
-        chaos.wait_stable(gateway)  # a clean stop mid-rebalance can wedge the embedded broker
+    with _gateway(chaos, "no-cache", STATEFED_GATEWAY_CACHE="false") as gateway:
+        chaos.wait_stable(gateway)
+        slow = chaos.live()[-1]
         local.nodes[slow].stop()
-        local.start_node(slow)
+        try:
+            local.start_node(slow, env={"STATEFED_NODE_TEST_DELAY_MS": str(SLOW_MS)})
+
+            def scenario(marks: Marks) -> None:
+                chaos.wait_stable(gateway)
+                marks["from"] = time.monotonic()
+                time.sleep(HOLD_S)  # load on the cluster with its slow node, no condition
+                marks["to"] = time.monotonic()
+
+            answers, marks = _run(chaos, gateway, words("chaos-d"), scenario)
+        finally:
+            chaos.wait_stable(gateway)  # the group settled before the node leaves again
+            local.nodes[slow].stop()
+            local.start_node(slow)
     start, end = marks["from"], marks["to"]
     share = _report(answers, f"{slow} slow ({SLOW_MS} ms per answer)", start, end)
     latencies = _latencies_ms(answers, start, end)
     p99 = _percentile(latencies, 0.99)
     print(f"point lookups with a slow node: p99 {p99:.1f} ms over {len(latencies)} answers")
     _assert_never_wrong(answers)
-    # a gateway cache hit names the owner's freshness without asking it: an answer naming
-    # the slow node waited for it only if it took as long as the node's delay
+    # an answer naming the slow node waited for it only if it took as long as its delay
     waited = [
         a
         for a in answers
@@ -284,13 +293,7 @@ def test_a_restarted_node_takes_its_partitions_back_and_no_max_lag_0_read_fails(
     chaos: ChaosCluster,
 ) -> None:
     local = chaos.local
-    port = free_port()
-    env = local.env(STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_MAX_LAG="0")
-    log = local.base_dir / "gateway-handback.log"
-    process = ManagedProcess("gateway (max lag 0, handback)", ["gateway"], env, log).start()
-    gateway = f"http://127.0.0.1:{port}/graphql"
-    try:
-        process.wait_for_http(f"http://127.0.0.1:{port}/health", 60)
+    with _gateway(chaos, "handback", STATEFED_GATEWAY_MAX_LAG="0") as gateway:
         # three live nodes, whatever the tests before left: each move then has a third node
         fresh = (f"n{i}" for i in range(6, 20) if f"n{i}" not in local.nodes)
         while len(chaos.live()) < 3:
@@ -308,8 +311,6 @@ def test_a_restarted_node_takes_its_partitions_back_and_no_max_lag_0_read_fails(
             marks["back"] = chaos.wait_stable(gateway)
 
         answers, marks = _run(chaos, gateway, words("chaos-e"), scenario)
-    finally:
-        process.stop()
     _report(answers, "max_lag 0, clean stop", marks["stop"], marks["stopped"])
     _report(answers, "max_lag 0, restart and handback", marks["start"], marks["back"])
     failed = [a for a in answers if None in a.keys.values()]

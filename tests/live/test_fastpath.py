@@ -44,7 +44,14 @@ from schema import (
     event_record_key,
     partition_for,
 )
-from tests.node.harness import P, ThreadNode, node_config, produce_changelog, produce_counts
+from tests.node.harness import (
+    P,
+    ThreadNode,
+    node_config,
+    produce_changelog,
+    produce_counts,
+    settled,
+)
 from tests.security.serving import serving
 from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
@@ -117,9 +124,15 @@ def _token(secret: bytes, scope: str) -> str:
     return jwt.encode({**claims, "scope": scope}, secret, "HS256")
 
 
-def _routable(http: httpx.Client) -> bool:
+def _routes_settled(http: httpx.Client, nodes: list[ThreadNode]) -> bool:
+    """The nodes have settled and the gateway routes each partition to its active copy: its
+    answers then name ACTIVE copies only."""
+    healths = [node.health() for node in nodes]
+    if not settled(healths, P):
+        return False
     body = http.get("/health").json()
-    return len(body.get("routable", [])) == P
+    routed = {n["id"]: sorted(n["active"]) for n in body["nodes"] if n["alive"]}
+    return routed == {h["node_id"]: sorted(h["active"]) for h in healths}
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +173,8 @@ def setup(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iter
             httpx.Client(base_url=off_url, timeout=30) as off_http,
         ):
             for http in (fast_http, off_http):
-                wait_until(functools.partial(_routable, http), 120, "every partition routable")
+                settled_routes = functools.partial(_routes_settled, http, nodes)
+                wait_until(settled_routes, 120, "a settled group, routed by the gateway")
             ready = Setup(Gateway(fast_app, fast_http), Gateway(off_app, off_http), tokens)
             _warm(ready)
             yield ready
