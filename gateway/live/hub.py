@@ -100,7 +100,10 @@ class FeedStream:
         self._max_lag = max_lag
         self._out: asyncio.Queue[FeedBatch | BaseException] = asyncio.Queue(batches)
         self._drained = asyncio.Event()
-        self._avoid: set[str] = set()
+        # node id -> the heartbeat of its record when its follow failed: the node is avoided
+        # until it publishes a newer record (a standby let go to become the owner, a node
+        # restarted), never for as long as tables keep arriving
+        self._avoid: dict[str, int] = {}
         self._followed: _Followed | None = None
         self._task: asyncio.Task[None] | None = None
         self.freshness: dict[str, Any] = {"partition": partition}
@@ -164,7 +167,7 @@ class FeedStream:
                 await self._follow(node)
             except LinkError as exc:
                 log.info("view %s partition %d: %s", self.view.name, self.partition, exc)
-                self._avoid.add(node.node_id)
+                self._shun(node)
                 attempt += 1
                 continue
             moved = await self._pump()
@@ -173,7 +176,7 @@ class FeedStream:
                 self._drained.clear()
                 await self._drained.wait()
             elif moved in ("lost", "gone", "error"):
-                self._avoid.add(node.node_id)
+                self._shun(node)
                 attempt += 1
             else:
                 attempt = 0
@@ -191,11 +194,24 @@ class FeedStream:
             if not await feed.newer_within(table.version, _RETRY_S[-1]):
                 self._avoid.clear()  # nothing new: copies that failed may be back
 
+    def _shun(self, node: NodeInfo) -> None:
+        """Avoid `node` until it publishes a record newer than the one its follow used."""
+        newest = self._hub.routing.current.nodes.get(node.node_id, node)
+        self._avoid[node.node_id] = max(node.heartbeat_ms, newest.heartbeat_ms)
+
+    def _avoided(self, table: RoutingTable) -> set[str]:
+        """The avoided nodes that have published nothing newer since."""
+        return {
+            node_id
+            for node_id, heartbeat_ms in self._avoid.items()
+            if node_id not in table.nodes or table.nodes[node_id].heartbeat_ms <= heartbeat_ms
+        }
+
     def _preferred(self, table: RoutingTable) -> NodeInfo | None:
         owner = self._running_owner(table)
         if owner is not None:
             return owner
-        return table.standby(self.partition, self._max_lag, avoid=self._avoid)
+        return table.standby(self.partition, self._max_lag, avoid=self._avoided(table))
 
     def _running_owner(self, table: RoutingTable) -> NodeInfo | None:
         owner = table.owner(self.partition)
@@ -203,7 +219,7 @@ class FeedStream:
             owner is not None
             and owner.state is NodeState.RUNNING
             and not owner.restoring(self.partition)
-            and owner.node_id not in self._avoid
+            and owner.node_id not in self._avoided(table)
         ):
             return owner
         return None
@@ -286,7 +302,7 @@ class FeedStream:
         owner = self._running_owner(table)
         if owner is not None:
             return owner.node_id != copy.node
-        if table.standby(self.partition, self._max_lag, avoid=self._avoid) is None:
+        if table.standby(self.partition, self._max_lag, avoid=self._avoided(table)) is None:
             return False  # nothing better to go to
         claimed = any(n.node_id == copy.node for n in table.claims.get(self.partition, ()))
         standing = any(

@@ -472,3 +472,47 @@ def test_a_followed_standby_is_kept_while_no_owner_runs_and_left_once_one_does()
                 await node.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_standby_that_lets_go_to_become_the_owner_is_followed_as_the_owner() -> None:
+    """The ACTIVE owner dies and the node whose standby was followed takes the partition:
+    that standby says `gone`, the node then runs as owner, and the follow goes to it, while
+    routing tables keep arriving with every heartbeat (as they do in a cluster)."""
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(1, 1)
+        log.append(key, count_row(key, 1))
+        (standby,) = await nodes(log, ("s", {"role": "STANDBY"}))
+        feed = RoutingFeed(table(record(standby, [], standby=[1])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=10)
+        await hub.start()
+        heartbeats: asyncio.Task[None] | None = None
+        try:
+            async with hub.follow(WORDS, 1, [key], after=0) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: reader.offsets() == [0], 10, "offset 0 from the standby")
+                await standby.gone(1)  # its standby copy closes: it is taking the partition
+                standby.partitions.add(1)
+                standby.role = "ACTIVE"
+
+                async def beat() -> None:
+                    while True:
+                        feed.publish(table(record(standby, [1])))
+                        await asyncio.sleep(0.2)
+
+                heartbeats = asyncio.get_running_loop().create_task(beat())
+                log.append(key, count_row(key, 2))
+                await wait_for(lambda: standby.follows_open() == 1, 10, "the follow as owner")
+                assert standby.follows_asked[-1]["from"] == {WORDS.changelog_topic: 1}
+                await standby.publish()
+                await wait_for(lambda: reader.offsets() == [0, 1], 10, "offset 1 from the owner")
+                assert reader.batches[-1].freshness["role"] == "ACTIVE"
+                await reader.close()
+        finally:
+            if heartbeats is not None:
+                heartbeats.cancel()
+            await hub.stop()
+            await standby.stop()
+
+    asyncio.run(scenario())
