@@ -110,6 +110,7 @@ class NotOwnerError(QueryError):
         node: str,
         key: str | None = None,
         partitions: list[int] | None = None,
+        reason: str | None = None,
     ):
         if key is None:
             what = f"partition {partition} is requested"
@@ -118,12 +119,18 @@ class NotOwnerError(QueryError):
         message = f"view {view}: {what}, which node {node} does not hold"
         if partitions is not None and len(partitions) > 1:
             message += f" (partitions not held: {partitions})"
+        if reason == "LEASE_LAPSED":
+            message += (
+                ": its lease lapsed (the node was paused or starved for longer than its term), "
+                "so it serves no ACTIVE copy until the consumer group confirms its assignment"
+            )
         super().__init__(message)
         self.view = view
         self.partition = partition
         self.node = node
         self.key = key
         self.partitions = partitions
+        self.reason = reason
 
     def graphql_extensions(self) -> dict[str, Any]:
         extensions: dict[str, Any] = {
@@ -134,6 +141,8 @@ class NotOwnerError(QueryError):
         }
         if self.partitions is not None:
             extensions["partitions"] = self.partitions
+        if self.reason is not None:
+            extensions["reason"] = self.reason
         return extensions
 
 

@@ -52,6 +52,7 @@ from node.config import NodeConfig
 from node.errors import SerializationError, StoreDamagedError, StoreError, StoreWriteError
 from node.feed import ChangeFeed
 from node.kinds import kind_of
+from node.lease import Lease
 from node.partitions import PartitionRegistry, SetAside
 from node.store import ChangeBatch, LevelDBStore, PartitionStore
 from runtime.clock import Clock, wall_clock_ms
@@ -64,6 +65,16 @@ log = logging.getLogger(__name__)
 # the node group's: the least Kafka accepts by default (group.min.session.timeout.ms), so
 # the partitions of a node that died move to the others soonest
 SESSION_TIMEOUT_MS = 6000
+# the group heartbeat: a third of the session, as Kafka advises; a session expires no
+# sooner than SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS after a node froze
+HEARTBEAT_INTERVAL_MS = 2000
+# the node's lease on its ACTIVE copies (node.lease): it lapses well before a frozen node's
+# session can expire and its partitions move
+LEASE_TERM_S = (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 2000
+# how often a lapsed lease asks the group again when a confirmation failed
+_CONFIRM_RETRY_S = 1.0
+# how long closing waits for a confirmation's commit in flight
+_CONFIRM_JOIN_S = 10.0
 # how long a node whose group session lapsed waits for the broker to answer a metadata
 # request before it takes the broker for unreachable
 _BROKER_ANSWER_S = 2.0
@@ -639,6 +650,11 @@ class Materializer(Replicator):
         self._outage_held: set[int] = set()
         self._restore_started = 0.0
         self._restored_records = 0
+        # the registry's ACTIVE copies serve unproved reads only while this lease holds
+        self.lease = Lease(LEASE_TERM_S)
+        registry.lease = self.lease
+        self._confirming: threading.Thread | None = None
+        self._confirm_asked = -_CONFIRM_RETRY_S
 
     def consumer_config(self) -> dict[str, object]:
         return self.config.kafka.client(
@@ -654,7 +670,11 @@ class Materializer(Replicator):
                 "enable.partition.eof": True,  # how a restore knows it reached the end
                 "logger": logging.getLogger("node.kafka"),
             },
-            defaults={"client.id": self.config.node_id, "fetch.wait.max.ms": 100},
+            defaults={
+                "client.id": self.config.node_id,
+                "fetch.wait.max.ms": 100,
+                "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
+            },
         )
 
     @property
@@ -672,12 +692,65 @@ class Materializer(Replicator):
             on_lost=self._on_lost,
         )
         while not self._stop.is_set():
+            if not self.lease.renew():
+                self._confirm(consumer)
             messages = self._consume(consumer)
             if messages:
                 self._apply(messages)
             self._retry_faults(consumer)
             self._track(consumer)
             self._sweep_if_due()
+
+    def close(self) -> None:
+        confirming = self._confirming
+        if confirming is not None:
+            confirming.join(_CONFIRM_JOIN_S)  # a commit in flight uses the consumer
+        super().close()
+
+    def _confirm(self, consumer: Consumer) -> None:
+        """The lease lapsed: ask the group to confirm the assignment, on a thread of its own
+        (a commit waits for the coordinator, and the loop must go on applying)."""
+        if self._confirming is not None and self._confirming.is_alive():
+            return
+        if self.lease.now() - self._confirm_asked < _CONFIRM_RETRY_S:
+            return
+        self._confirm_asked = self.lease.now()
+        self._confirming = threading.Thread(
+            target=self._commit_to_confirm,
+            args=(consumer, self._confirm_asked),
+            name=f"lease-{self.config.node_id}",
+            daemon=True,
+        )
+        self._confirming.start()
+
+    def _commit_to_confirm(self, consumer: Consumer, asked_at: float) -> None:
+        """Commit the next offsets of the assigned partitions: the coordinator accepts it
+        only from a member of the current generation, so success confirms the assignment
+        (a fenced member gets an error, and its partitions are lost at the next poll)."""
+        lead = self.lead_topic
+        offsets = [
+            TopicPartition(lead, tp.partition, self._positions[(lead, tp.partition)])
+            for tp in list(self._assigned)
+            if tp.topic == lead and (lead, tp.partition) in self._positions
+        ]
+        try:
+            if offsets:
+                consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.info(
+                "node %s: the lease lapsed %.1f s ago and the group did not confirm the "
+                "assignment (%s): ACTIVE copies refuse unproved reads until it does",
+                self.config.node_id,
+                self.lease.lapsed_for_s() or 0.0,
+                exc.args[0] if exc.args else exc,
+            )
+            return
+        if self.lease.confirm(asked_at):
+            log.info(
+                "node %s: the group confirmed the assignment after the lease lapsed: "
+                "ACTIVE copies serve again",
+                self.config.node_id,
+            )
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Cooperative: `partitions` (of the lead topic) are only those added now, maybe none."""

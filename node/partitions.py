@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from node.errors import TopologyError
+from node.lease import Lease
 from node.store import PartitionStore
 from schema import NodeState, PartitionStatus, Role
 
@@ -127,15 +128,20 @@ class SetAside:
 
 
 def _readable(
-    copy: _Copy | None, roles: Collection[Role], proved: Mapping[str, int] | None = None
+    copy: _Copy | None,
+    roles: Collection[Role],
+    proved: Mapping[str, int] | None = None,
+    leased: bool = True,
 ) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
     # could answer a count lower than one already given, so it is not held yet, unless
     # the read proved it current (node.currency) and it still has applied what was proved;
-    # a closed store (a reopen after a failed write that failed too) is not held either
+    # an ACTIVE copy of a node whose lease lapsed (node.lease) may have moved, and is held
+    # on the same terms; a closed store (a reopen after a failed write that failed too) is
+    # not held either
     if copy is None or copy.role not in roles or copy.store.closed:
         return False
-    if not copy.restoring:
+    if not copy.restoring and (leased or copy.role is not Role.ACTIVE):
         return True
     return proved is not None and all(copy.applied.get(t, 0) >= n for t, n in proved.items())
 
@@ -143,8 +149,10 @@ def _readable(
 class PartitionRegistry:
     """Thread-safe table of held partition copies, the node state and topic layout."""
 
-    def __init__(self, node_id: str):
+    def __init__(self, node_id: str, lease: Lease | None = None):
         self.node_id = node_id
+        # None: no consumer group assigns the ACTIVE copies (a node under test)
+        self.lease = lease
         # set on every change of state or held partitions; the membership publisher waits on it
         self.changed = threading.Event()
         self._lock = threading.Lock()
@@ -322,7 +330,7 @@ class PartitionRegistry:
         (per topic) of a read that proved it current."""
         with self._lock:
             copy = self._copies.get(partition)
-            if not _readable(copy, roles, proved):
+            if not _readable(copy, roles, proved, self._leased()):
                 return None
             assert copy is not None
             self.reads += 1
@@ -348,7 +356,15 @@ class PartitionRegistry:
         """Whether `partition` can be read here in one of `roles` (held, not restoring or
         proved current)."""
         with self._lock:  # a store being reopened is closed for a moment
-            return _readable(self._copies.get(partition), roles, proved)
+            return _readable(self._copies.get(partition), roles, proved, self._leased())
+
+    def _leased(self) -> bool:
+        return self.lease is None or self.lease.held()
+
+    def refusal_reason(self) -> str | None:
+        """Why ACTIVE copies refuse reads they would otherwise answer: LEASE_LAPSED while
+        the node's lease has lapsed (node.lease); None otherwise."""
+        return None if self._leased() else "LEASE_LAPSED"
 
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import strawberry
 from strawberry.types.field import StrawberryField
 
-from node.errors import BadRequestError, NotOwnerError
+from node.errors import BadRequestError
 from node.fields.context import ReadContext
 from node.store import PartitionStore
 from schema import FieldType, Role, View, partition_for
@@ -112,13 +112,13 @@ def read_keys(
         if foreign:
             first = foreign[0]  # dict order: the partition of the first foreign key
             key = keys[by_partition[first][0]]
-            raise NotOwnerError(view.name, first, context.node_id, key, sorted(foreign))
+            raise context.not_owner(view, first, key, sorted(foreign))
     rows: list[R | None] = [None] * len(keys)
     for partition, indexes in by_partition.items():
         wanted = [keys[i] for i in indexes]
         found = context.try_read(partition, reader(wanted))
         if found is None:
-            raise NotOwnerError(view.name, partition, context.node_id, wanted[0], [partition])
+            raise context.not_owner(view, partition, wanted[0], [partition])
         for index, row in zip(indexes, found[0], strict=True):
             rows[index] = row
     return rows
@@ -134,7 +134,7 @@ def _chosen_partitions(view: View, context: ReadContext, partitions: list[int]) 
             )
     foreign = [p for p in wanted if not context.holds(p)]
     if foreign:
-        raise NotOwnerError(view.name, foreign[0], context.node_id, partitions=sorted(foreign))
+        raise context.not_owner(view, foreign[0], partitions=sorted(foreign))
     return wanted
 
 

@@ -52,8 +52,19 @@ class ReadContext:
         """`reader(store)` on `partition`, or `NotOwnerError` naming `key` when not held."""
         result = self.try_read(partition, reader)
         if result is None:
-            raise NotOwnerError(view.name, partition, self.node_id, key=key)
+            raise self.not_owner(view, partition, key=key)
         return result[0]
+
+    def not_owner(
+        self,
+        view: View,
+        partition: int,
+        key: str | None = None,
+        partitions: list[int] | None = None,
+    ) -> NotOwnerError:
+        """The NOT_OWNER of a read of `partition` this node refused, with the reason."""
+        reason = self.registry.refusal_reason()
+        return NotOwnerError(view.name, partition, self.node_id, key, partitions, reason)
 
     def try_read(self, partition: int, reader: Callable[[PartitionStore], T]) -> tuple[T] | None:
         """`(reader(store),)` on `partition`, or None when this node does not hold it."""
