@@ -223,6 +223,8 @@ class FastPath:
         except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
             return None
         cache = context.cache
+        if any(a.options.accepts_no_lag(context.config.max_lag) for a in asked):
+            cache = None  # a read accepting no lag is proved by a node, never from memory
         if asked and asked[0].root.top:  # alone in its plan
             return self._top(asked[0], cache, context) if cache is not None else None
         if cache is not None:

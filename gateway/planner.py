@@ -244,7 +244,7 @@ class Planner:
         keys were checked with `check_keys` when the request asked for them."""
         partitions, keys_of = group_keys(keys, self._feed.current.partition_count(view))
         cache = self._cache
-        if cache is not None and cache.cacheable(view):
+        if cache is not None and cache.cacheable(view) and not self._no_lag(options):
             if options.at_least is not None:  # the feed says when the copies applied it
                 now = asyncio.get_running_loop().time()
                 until = now + (deadline - now) * _FEED_WAIT_SHARE
@@ -313,7 +313,7 @@ class Planner:
         start = inputs.top_window(view, window)
         count = self._feed.current.partition_count(view)
         cache = self._cache
-        if cache is None or start is not None:
+        if cache is None or start is not None or self._no_lag(options):
             return await self._read_top(view, limit, deadline, start, count, options)
         cached = cache.top(view, limit, count, options)
         if cached is not None:
@@ -533,6 +533,9 @@ class Planner:
     def _max_lag(self, options: ReadOptions) -> int:
         return self._config.max_lag if options.max_lag is None else options.max_lag
 
+    def _no_lag(self, options: ReadOptions) -> bool:
+        return options.accepts_no_lag(self._config.max_lag)
+
     def _extensions(
         self,
         view: View,
@@ -543,13 +546,15 @@ class Planner:
         options: ReadOptions,
     ) -> dict[str, Any]:
         """The request extensions of a node read of `group`: whether it may read STANDBY
-        copies (which must be proved current when the read accepts no lag, or when one is
-        still restoring), and what they must have applied (`atLeast`)."""
-        if not standby and options.at_least is None:  # the usual read: none
+        copies, whether the copy must prove itself current (any copy when the read accepts
+        no lag, a standby one when it is still restoring), and what they must have applied
+        (`atLeast`)."""
+        no_lag = self._no_lag(options)
+        if not standby and not no_lag and options.at_least is None:  # the usual read: none
             return {}
         extensions: dict[str, Any] = {READ_STANDBY: True} if standby else {}
         wait_s = deadline - asyncio.get_running_loop().time()
-        if standby and (self._max_lag(options) == 0 or any(node.restoring(p) for p in group)):
+        if no_lag or (standby and any(node.restoring(p) for p in group)):
             extensions[READ_CURRENT] = {
                 "topic": view.changelog_topic,
                 "partitions": group,

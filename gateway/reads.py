@@ -43,6 +43,12 @@ class ReadOptions:
     at_least: AppliedAtLeast | None = None
     caller: str = ANONYMOUS.subject
 
+    def accepts_no_lag(self, default_max_lag: int) -> bool:
+        """Whether the read asked `maxLag: 0` (or left it to a default of 0): every copy
+        that answers must prove itself current, and the cache answers none of it."""
+        max_lag = default_max_lag if self.max_lag is None else self.max_lag
+        return max_lag == 0
+
 
 # the gateway's configured max lag, no atLeast token
 DEFAULT_READ = ReadOptions()

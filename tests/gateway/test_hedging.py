@@ -204,10 +204,10 @@ def test_a_node_that_missed_heartbeats_is_not_asked() -> None:
     assert standby.body["data"]["wordCounts"] == EVERY_ROW
     assert copies(standby.body)[0] == copies(standby.body)[1] == ("n1", "STANDBY")
     # maxLag 0: only a standby proved current may answer for n0 (readCurrent), and n0 is
-    # not waited for
+    # not waited for; n1 proves its ACTIVE copies too (every copy does for maxLag 0)
     assert active_only.body["data"]["wordCounts"] == EVERY_ROW
     assert copies(active_only.body)[0] == copies(active_only.body)[1] == ("n1", "STANDBY")
-    assert n1.proofs_asked == 1
+    assert n1.proofs_asked == 2
     assert n0.asked_at == []
 
 

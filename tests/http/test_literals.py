@@ -95,11 +95,13 @@ def nodes(registry: PartitionRegistry) -> Iterator[Twins]:
 @pytest.fixture(scope="module")
 def gateways(nodes: Twins) -> Iterator[Twins]:
     """Two gateways over the node without normalization (what they send it is theirs). The
-    gateway cache is off: a bare node endpoint has no change feed to fill it."""
+    gateway cache is off: a bare node endpoint has no change feed to fill it. Nor has it an
+    end probe, so it proves no copy current and `maxLag: 0` reads fail alike on both: one
+    routing table, so their errors name the same `lastSeen`."""
     upstream = nodes.off.removesuffix("/graphql")
+    table = table_for({"n1": (upstream, range(P))}, P, FULL)
 
     def app(normalize: bool) -> GatewayApp:
-        table = table_for({"n1": (upstream, range(P))}, P, FULL)
         config = GatewayConfig(normalize_literals=normalize, cache=False)
         return GatewayApp(config, feed=RoutingFeed(table), catalogue=FULL)
 

@@ -100,6 +100,7 @@ class Setup:
     fast: Gateway  # the cache on; its fast path switched off and on by the test
     off: Gateway  # the cache off
     tokens: dict[str, str]
+    nodes: list[ThreadNode]
 
 
 def _produce(bootstrap: str) -> None:
@@ -175,7 +176,7 @@ def setup(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iter
             for http in (fast_http, off_http):
                 settled_routes = functools.partial(_routes_settled, http, nodes)
                 wait_until(settled_routes, 120, "a settled group, routed by the gateway")
-            ready = Setup(Gateway(fast_app, fast_http), Gateway(off_app, off_http), tokens)
+            ready = Setup(Gateway(fast_app, fast_http), Gateway(off_app, off_http), tokens, nodes)
             _warm(ready)
             yield ready
     finally:
@@ -636,3 +637,32 @@ def test_cors_headers_are_those_of_execution(setup: Setup) -> None:
     assert listed["access-control-expose-headers"] == "x-request-id"
     _, other, _ = _compare(gateway, POINT, {**token, "origin": "https://evil.example"})
     assert not any(name.startswith("access-control-") for name in other), other
+
+
+def test_a_read_accepting_no_lag_is_proved_by_a_node_and_never_answered_from_memory(
+    setup: Setup,
+) -> None:
+    """`maxLag: 0` on the gateway with the cache: the key is in the cache, yet the owner is
+    asked and proves its copy current (an end probe round); without it, the cache answers."""
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    cache = setup.fast.app._runtime.cache if setup.fast.app._runtime else None
+    assert cache is not None
+
+    def ask(max_lag: str) -> dict[str, Any]:
+        query = f'{{ wordCount(word: "ключ"{max_lag}) {{ count }} }}'
+        response = setup.fast.http.post("/graphql", json={"query": query}, headers=headers)
+        body: dict[str, Any] = response.json()
+        assert body["data"] == {"wordCount": {"count": 7}}, body
+        return body
+
+    def probe_rounds() -> int:
+        return sum(n.app.probe.rounds for n in setup.nodes if n.app.probe is not None)
+
+    ask("")  # in the cache, whatever the tests before asked
+    hits, rounds = cache.hits, probe_rounds()
+    body = ask(", maxLag: 0")
+    assert cache.hits == hits, "a maxLag 0 read was answered from the cache"
+    assert probe_rounds() > rounds, "no node proved its copy current"
+    assert [e["lag"] for e in body["extensions"]["freshness"]] == [0]
+    ask("")
+    assert cache.hits == hits + 1  # the default read is answered from memory
