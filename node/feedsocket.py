@@ -38,7 +38,8 @@ __all__ = ["PROGRESS_INTERVAL_S", "FeedEndpoint"]
 
 log = logging.getLogger(__name__)
 
-PROGRESS_INTERVAL_S = 1.0
+# a progress frame at most this often; every time for a follow that asked for heartbeats
+PROGRESS_INTERVAL_S = 0.5
 # at most this many changes or about this many bytes of them in one frame
 _FRAME_CHANGES = 500
 _FRAME_BYTES = 256 << 10
@@ -56,6 +57,7 @@ class _Follow:
     keys: frozenset[str] | None
     wanted: dict[str, int | None]  # per changelog topic: the first offset, None = now
     snapshot: bool
+    heartbeat: bool = False  # a progress frame every interval, changed or not
 
 
 def _int(doc: dict[str, object], name: str) -> int:
@@ -129,9 +131,11 @@ class FeedEndpoint:
             raise FeedFrameError("a follow's snapshot must be a boolean")
         if snapshot:
             self._check_snapshot(views, keys, start)
-        return _Follow(
-            follow_id, partition, views, None if keys is None else frozenset(keys), wanted, snapshot
-        )
+        heartbeat = doc.get("heartbeat", False)
+        if not isinstance(heartbeat, bool):
+            raise FeedFrameError("a follow's heartbeat must be a boolean")
+        chosen = None if keys is None else frozenset(keys)
+        return _Follow(follow_id, partition, views, chosen, wanted, snapshot, heartbeat)
 
     @staticmethod
     def _check_snapshot(views: tuple[View, ...], keys: object, start: object) -> None:
@@ -392,7 +396,9 @@ class _FollowRun:
         await self.connection.send_doc({"type": "gone", "id": self.follow.id, "reason": reason})
 
     async def _progress(self) -> None:
-        """A progress frame when something changed, at most every PROGRESS_INTERVAL_S."""
+        """A progress frame when something changed (every time for a follow that asked for
+        heartbeats), at most every PROGRESS_INTERVAL_S. `leased` says whether the node's
+        lease holds (node.lease): a heartbeat sent while it has lapsed vouches for nothing."""
         now = time.monotonic()
         if now - self._progress_at < PROGRESS_INTERVAL_S:
             return
@@ -401,14 +407,16 @@ class _FollowRun:
         except KeyError:
             return  # the next read says it is gone
         status = (role, restoring, version)
-        if status == self._sent_status and self.cursor == self._sent_cursor:
+        unchanged = status == self._sent_status and self.cursor == self._sent_cursor
+        if unchanged and not self.follow.heartbeat:
             return
         self._progress_at = now
         self._sent_status, self._sent_cursor = status, dict(self.cursor)
+        leased = self.endpoint.registry.refusal_reason() is None
         await self.connection.send_doc(
             {"type": "progress", "id": self.follow.id, "role": role.value,
              "state": _state(restoring), "applied": dict(self.cursor),
-             "end": {t: n for t, n in end.items() if t in self.topics}}
+             "end": {t: n for t, n in end.items() if t in self.topics}, "leased": leased}
         )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ Gateway to node:
 
     {"type": "follow", "id": 7, "partition": 3, "views": ["wordcount"],
      "keys": ["kafka"] | null, "from": {"<changelog topic>": <next offset>} | null,
-     "snapshot": false}
+     "snapshot": false, "heartbeat": false}
     {"type": "unfollow", "id": 7}
 
 `from` names, per changelog topic of `views`, the first offset wanted; a topic it leaves
@@ -25,9 +25,16 @@ Node to gateway:
     {"type": "following", "id": 7, "partition": 3, "role": "ACTIVE", "state": "RUNNING",
      "from": {topic: offset}, "applied": {topic: next offset}, "end": {topic: end offset}}
     {"type": "changes", "id": 7, "changes": [<change>, ...], "applied": {topic: next offset}}
-    {"type": "progress", "id": 7, "role": ..., "state": ..., "applied": {...}, "end": {...}}
+    {"type": "progress", "id": 7, "role": ..., "state": ..., "applied": {...}, "end": {...},
+     "leased": true}
     {"type": "gone", "id": 7, "reason": "..."}   # the node stopped holding the partition
     {"type": "error", "id": 7 | null, "message": "..."}
+
+A follow with `"heartbeat": true` gets a `progress` frame about every half second even
+when nothing changed: a position heartbeat. `leased` is false while the node's lease has
+lapsed (it was paused longer than its term and the group has not confirmed its assignment
+since): such a frame vouches for nothing. The gateway cache answers for a copy only while
+its heartbeats keep coming with `leased: true`; silence is never read as "no change".
 
 `following` comes first for each follow, with the offsets it starts from; then, for a
 snapshot follow, one `changes` frame of snapshot changes (`"snapshot": true`, `offset` =

@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,10 @@ _RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 _ROUTING: dict[str, Any] = {"type": "routing"}
 MAX_TOPS = 256  # merged tops kept (view, limit); the oldest goes first
 _TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past it, not kept
+# a follow answers only while the owner's position heartbeats (node.feedsocket, every 0.5 s)
+# keep coming with its lease held: three missed ones and its entries are misses. A frozen
+# node falls silent well before its session can expire and its partitions move.
+FEED_SILENCE_S = 1.5
 
 CachedRow = Row | Event | None
 _NO_OPTIONS = ReadOptions()  # no atLeast: what peek answers
@@ -136,6 +141,7 @@ class _Partition:
         self.freshness: dict[str, Any] = {"partition": partition}
         self.applied_sum = 0
         self.observed = 0  # the highest appliedOffset node reads of it reported
+        self.heard = -math.inf  # loop time of the last heartbeat sent with the lease held
         self.fills: dict[str, _Fill] = {}  # by view name
         self.filling: dict[str, asyncio.Task[None]] = {}
         self.waiters: list[asyncio.Future[None]] = []  # woken by every frame handled
@@ -157,6 +163,7 @@ class _Partition:
         self.node, self.link, self.frames = node, link, frames
         self.live, self.checked_version, self.owned = False, -1, False
         self.applied, self.end = {}, {}
+        self.heard = -math.inf
         self.fills = {}
 
     def end_follow(self) -> None:
@@ -167,8 +174,10 @@ class _Partition:
         self.fills = {}
         self.wake()
 
-    def said(self, frame: Mapping[str, Any]) -> None:
+    def said(self, frame: Mapping[str, Any], now: float) -> None:
         self.live = frame.get("role") == "ACTIVE" and frame.get("state") == "RUNNING"
+        if frame.get("type") == "progress" and frame.get("leased") is True:
+            self.heard = now
         if "applied" in frame:
             self.reach(offsets_of(frame["applied"], "applied"))
         if "end" in frame:
@@ -313,6 +322,8 @@ class GatewayCache:
             state.checked_version = version
         if not state.owned or state.node is None or self.suspect(state.node):
             return None
+        if asyncio.get_running_loop().time() - state.heard > FEED_SILENCE_S:
+            return None  # the owner fell silent (frozen?) or its lease lapsed
         if state.applied_sum < state.observed:
             return None
         if options.at_least is not None:
@@ -528,7 +539,7 @@ class GatewayCache:
                 link = self._hub.link(node)
                 ident, frames = await link.follow(
                     {"partition": state.partition, "views": [v.name for v in self._views],
-                     "keys": None, "from": None, "snapshot": False}
+                     "keys": None, "from": None, "snapshot": False, "heartbeat": True}
                 )  # fmt: skip
             except LinkError as exc:
                 log.info("cache, partition %d: %s", state.partition, exc)
@@ -563,7 +574,7 @@ class GatewayCache:
             frame = await frames.get()
             kind = frame.get("type")
             if kind in ("following", "progress"):
-                state.said(frame)
+                state.said(frame, asyncio.get_running_loop().time())
             elif kind == "changes":
                 self._changes(state, frame)
             elif kind == "routing":

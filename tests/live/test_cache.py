@@ -15,6 +15,7 @@ from typing import Any, cast
 import pytest
 
 from gateway.consistency import AppliedAtLeast
+from gateway.live import cache as cache_module
 from gateway.live.cache import ENTRY_OVERHEAD_BYTES, GatewayCache, to_row
 from gateway.live.hub import FeedHub
 from gateway.live.links import LOST
@@ -127,11 +128,11 @@ class Harness:
     ) -> asyncio.Queue[Mapping[str, Any]]:
         """Let the cache's partition follow start on `node`: its `following` frame."""
         _, queue = await self.hub.links.setdefault(node, FakeLink(node)).asked_for(False)
-        queue.put_nowait(
-            {"type": "following", "id": 1, "role": "ACTIVE", "state": "RUNNING",
-             "applied": {TOPIC: applied, OTHER: other},
-             "end": {TOPIC: applied if end is None else end, OTHER: other}}
-        )  # fmt: skip
+        frame = {"id": 1, "role": "ACTIVE", "state": "RUNNING",
+                 "applied": {TOPIC: applied, OTHER: other},
+                 "end": {TOPIC: applied if end is None else end, OTHER: other}}  # fmt: skip
+        queue.put_nowait({"type": "following", **frame})
+        queue.put_nowait({"type": "progress", **frame, "leased": True})  # a heartbeat
         await settle()
         return queue
 
@@ -351,6 +352,8 @@ def test_a_merged_top_is_kept_until_a_change_could_alter_it() -> None:
             queues = [first, second]
             second.put_nowait({"type": "following", "id": 2, "role": "ACTIVE",
                                   "state": "RUNNING", "applied": {TOPIC: 7}})  # fmt: skip
+            second.put_nowait({"type": "progress", "id": 2, "role": "ACTIVE",
+                                  "state": "RUNNING", "leased": True})  # fmt: skip
             await settle()
             rows = [Row("a", 9), Row("b", 5)]
             read = h.cache.top_reading(WORDS, 2, P, DEFAULT_READ)
@@ -433,5 +436,38 @@ def test_a_stalled_membership_or_a_lag_the_owner_cannot_know_makes_misses() -> N
             )
             h.feed.publish(table(dataclasses.replace(unknown, partitions=statuses)))
             assert h.ask([key]).missing == {0: [key]}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("fault", ["silent", "lease lapsed"])
+def test_an_owner_whose_heartbeats_stop_or_vouch_for_nothing_makes_misses(
+    fault: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frozen owner sends nothing, and silence is not "no change": once no heartbeat came
+    with the lease held for FEED_SILENCE_S, its keys are misses (the read asks a node),
+    until one comes again."""
+    monkeypatch.setattr(cache_module, "FEED_SILENCE_S", 0.05)
+
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            queue = await h.following(applied=5)
+            await h.fill([key], {key: count_row(key, 3)}, 5)
+            assert h.ask([key]).rows == {key: Row(key, 3)}
+            if fault == "lease lapsed":  # heartbeats go on, saying the lease lapsed
+                beat = {"type": "progress", "id": 1, "role": "ACTIVE", "state": "RUNNING"}
+                for _ in range(3):
+                    queue.put_nowait({**beat, "leased": False})
+                    await asyncio.sleep(0.03)
+                    await settle()
+            else:
+                await asyncio.sleep(0.1)  # the silence itself, longer than the bound
+            assert h.ask([key]).missing == {0: [key]}
+            queue.put_nowait({"type": "progress", "id": 1, "role": "ACTIVE",
+                              "state": "RUNNING", "leased": True})  # fmt: skip
+            await settle()
+            assert h.ask([key]).rows == {key: Row(key, 3)}
 
     asyncio.run(scenario())
