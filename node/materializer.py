@@ -527,6 +527,8 @@ class Replicator:
         prove it takes writes; returns its stored offsets, from which it goes on."""
         store = self._stores[partition]
         if damage is not None:
+            # restoring before the store is emptied: no read may find it empty meanwhile
+            self.registry.restart_restore(partition, {})
             moved_to = self.registry.exclusive(partition, lambda held: held.set_aside())
             if moved_to is not None:
                 self._set_aside(partition, damage, moved_to)

@@ -132,16 +132,19 @@ def _readable(
     roles: Collection[Role],
     proved: Mapping[str, int] | None = None,
     leased: bool = True,
+    floor: Mapping[str, int] | None = None,
 ) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
     # could answer a count lower than one already given, so it is not held yet, unless
     # the read proved it current (node.currency) and it still has applied what was proved;
-    # an ACTIVE copy of a node whose lease lapsed (node.lease) may have moved, and is held
-    # on the same terms; a closed store (a reopen after a failed write that failed too) is
+    # an ACTIVE copy of a node whose lease lapsed (node.lease) may have moved, and one below
+    # the `floor` a copy of the partition here had applied before (`_floors`) would answer
+    # older than this node did: both are held on the same terms; a closed store (a reopen after a failed write that failed too) is
     # not held either
     if copy is None or copy.role not in roles or copy.store.closed:
         return False
-    if not copy.restoring and (leased or copy.role is not Role.ACTIVE):
+    below = floor is not None and any(copy.applied.get(t, 0) < n for t, n in floor.items())
+    if not copy.restoring and not below and (leased or copy.role is not Role.ACTIVE):
         return True
     return proved is not None and all(copy.applied.get(t, 0) >= n for t, n in proved.items())
 
@@ -153,6 +156,10 @@ class PartitionRegistry:
         self.node_id = node_id
         # None: no consumer group assigns the ACTIVE copies (a node under test)
         self.lease = lease
+        # per partition, the offsets (per topic) a copy held here had applied when it was
+        # let go or rebuilt: a later copy answers no read below them, so this node never
+        # answers older than it did
+        self._floors: dict[int, dict[str, int]] = {}
         # set on every change of state or held partitions; the membership publisher waits on it
         self.changed = threading.Event()
         self._lock = threading.Lock()
@@ -251,8 +258,15 @@ class PartitionRegistry:
         """Stop serving `partition`; waits for running reads, then returns its store."""
         with self._lock:
             copy = self._copies.pop(partition, None)
+            if copy is not None:
+                self._raise_floor(partition, copy.applied)
         self.changed.set()
         return None if copy is None else copy.store
+
+    def _raise_floor(self, partition: int, applied: Mapping[str, int]) -> None:
+        floor = self._floors.setdefault(partition, {})
+        for topic, offset in applied.items():
+            floor[topic] = max(floor.get(topic, 0), offset)
 
     def record_applied(self, partition: int, offsets: Mapping[str, int]) -> None:
         with self._lock:
@@ -297,6 +311,7 @@ class PartitionRegistry:
         with self._lock:
             copy = self._copies.get(partition)
             if copy is not None:
+                self._raise_floor(partition, copy.applied)
                 copy.applied = dict(applied)
                 copy.restoring, copy.restore_done, copy.restore_total = True, 0, 0
                 copy.forget_status()
@@ -330,7 +345,7 @@ class PartitionRegistry:
         (per topic) of a read that proved it current."""
         with self._lock:
             copy = self._copies.get(partition)
-            if not _readable(copy, roles, proved, self._leased()):
+            if not _readable(copy, roles, proved, self._leased(), self._floors.get(partition)):
                 return None
             assert copy is not None
             self.reads += 1
@@ -356,7 +371,8 @@ class PartitionRegistry:
         """Whether `partition` can be read here in one of `roles` (held, not restoring or
         proved current)."""
         with self._lock:  # a store being reopened is closed for a moment
-            return _readable(self._copies.get(partition), roles, proved, self._leased())
+            copy = self._copies.get(partition)
+            return _readable(copy, roles, proved, self._leased(), self._floors.get(partition))
 
     def _leased(self) -> bool:
         return self.lease is None or self.lease.held()

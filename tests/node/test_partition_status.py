@@ -50,3 +50,31 @@ def test_the_status_a_read_reports_follows_each_change_of_the_copy(tmp_path: Pat
         [restarted] = registry.statuses()
         assert (restarted.applied_offset, restarted.restore_done) == (0, 0)
         registry.detach(0)
+
+
+def test_a_copy_below_what_a_copy_here_had_applied_answers_no_read_until_it_catches_up(
+    tmp_path: Path,
+) -> None:
+    """A node never answers older than it did: a copy let go at offset 10 leaves a floor, and
+    a later copy of the partition (here from another store at 5) is read only once it has
+    applied as much, or when a read proved it current."""
+    registry = PartitionRegistry("n1")
+    with (
+        LevelDBStore(tmp_path / "first") as first,
+        LevelDBStore(tmp_path / "second") as second,
+    ):
+        registry.attach(0, first, Role.STANDBY, {"t": 10})
+        assert registry.holds(0, (Role.STANDBY,))
+        registry.detach(0)
+        registry.attach(0, second, Role.STANDBY, {"t": 5})
+        assert not registry.holds(0, (Role.STANDBY,))
+        assert registry.read(0, lambda store: None, (Role.STANDBY,)) is None
+        assert registry.holds(0, (Role.STANDBY,), proved={"t": 5})
+        registry.record_applied(0, {"t": 10})
+        assert registry.holds(0, (Role.STANDBY,))
+        registry.restart_restore(0, {"t": 0})  # rebuilt empty: restoring, and below the floor
+        registry.record_restore(0, 3, 10, restoring=False)
+        assert not registry.holds(0, (Role.STANDBY,))
+        registry.record_applied(0, {"t": 10})
+        assert registry.holds(0, (Role.STANDBY,))
+        registry.detach(0)
