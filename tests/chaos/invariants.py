@@ -3,6 +3,7 @@ violations (empty = the invariant holds), so a failure lists what went wrong."""
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -51,6 +52,60 @@ def regressions(answers: Iterable[Answer], by_role: bool = True) -> list[str]:
                     f"{best[2]} from {best[3]} received at {best[1]:.2f}"
                 )
     return found
+
+
+def stale_strict_reads(answers: Iterable[Answer]) -> list[str]:
+    """Answers of requests that asked `maxLag: 0` below an answer for the same key (from
+    any copy, to any request) received before they were sent."""
+    answers = list(answers)
+    # per key: times received, and the best (count, node) received up to each of them
+    received: defaultdict[str, list[tuple[float, int, str]]] = defaultdict(list)
+    for a in answers:
+        for word, read in a.keys.items():
+            if read is not None:
+                received[word].append((a.received, read[0], read[2]))
+    times: dict[str, list[float]] = {}
+    best: dict[str, list[tuple[int, str, float]]] = {}
+    for word, reads in received.items():
+        reads.sort()
+        times[word] = [r[0] for r in reads]
+        running: list[tuple[int, str, float]] = []
+        for at, count, node in reads:
+            top = running[-1] if running else (-1, "", 0.0)
+            running.append((count, node, at) if count > top[0] else top)
+        best[word] = running
+    found = []
+    for a in answers:
+        if a.max_lag != 0:
+            continue
+        for word, read in a.keys.items():
+            if read is None:
+                continue
+            before = bisect.bisect_left(times[word], a.sent)
+            if before and read[0] < best[word][before - 1][0]:
+                count, node, at = best[word][before - 1]
+                found.append(
+                    f"{word}: maxLag 0 answered {read[0]} from {read[1]} {read[2]} at "
+                    f"{a.sent:.2f}, after {count} from {node} received at {at:.2f}"
+                )
+    return found
+
+
+def copy_regressions(answers: Iterable[Answer]) -> list[str]:
+    """A key's count from one copy (node and role) going down between answers."""
+    return regressions(_by_copy(answers))
+
+
+def _by_copy(answers: Iterable[Answer]) -> list[Answer]:
+    """The answers with each read's role replaced by "role on node": `regressions` per role
+    then judges each copy on its own."""
+    copied = []
+    for a in answers:
+        keys = {
+            w: None if r is None else (r[0], f"{r[1]} on {r[2]}", r[2]) for w, r in a.keys.items()
+        }
+        copied.append(Answer(a.kind, a.gateway, a.sent, a.received, a.max_lag, keys))
+    return copied
 
 
 def answered_share(

@@ -24,8 +24,8 @@ from confluent_kafka import KafkaError, Message
 from runtime.produce import new_producer
 from schema import partition_for
 
-POINT = "query($w: String!) { wordCount(word: $w) { word count } }"
-MULTI = "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }"
+POINT = "query($w: String!, $m: Int) { wordCount(word: $w, maxLag: $m) { word count } }"
+MULTI = "query($ws: [String!]!, $m: Int) { wordCounts(words: $ws, maxLag: $m) { word count } }"
 # what a read may fail with while the cluster changes: structured, naming the partition
 UNAVAILABLE_CODES = {"PARTITION_UNAVAILABLE"}
 # a gateway that has not read the partition counts yet: structured, for the whole field
@@ -94,6 +94,7 @@ class Answer:
     gateway: str
     sent: float
     received: float
+    max_lag: int | None = None  # what the request asked (None: the gateway's default)
     keys: dict[str, tuple[int, str, str] | None] = field(default_factory=dict)
     truth: dict[str, int] = field(default_factory=dict)  # delivered when it was received
     problems: list[str] = field(default_factory=list)
@@ -164,20 +165,23 @@ class QueryLoad:
     truth: TruthProducer
     answers: list[Answer] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    max_lag: int | None = None  # every request's maxLag (None: the gateway's default)
 
     async def _ask(self, http: httpx.AsyncClient, kind: str, asked: list[str]) -> Answer:
         if kind == "point":
-            request, field_name = {"query": POINT, "variables": {"w": asked[0]}}, "wordCount"
+            variables: dict[str, Any] = {"w": asked[0], "m": self.max_lag}
+            request, field_name = {"query": POINT, "variables": variables}, "wordCount"
         else:
-            request, field_name = {"query": MULTI, "variables": {"ws": asked}}, "wordCounts"
+            variables = {"ws": asked, "m": self.max_lag}
+            request, field_name = {"query": MULTI, "variables": variables}, "wordCounts"
         sent = time.monotonic()
         try:
             response = await http.post(self.url, json=request)
         except httpx.HTTPError as exc:
-            answer = Answer(kind, self.url, sent, time.monotonic())
+            answer = Answer(kind, self.url, sent, time.monotonic(), self.max_lag)
             answer.problems.append(f"no HTTP answer: {type(exc).__name__}: {exc}")
             return answer
-        answer = Answer(kind, self.url, sent, time.monotonic())
+        answer = Answer(kind, self.url, sent, time.monotonic(), self.max_lag)
         delivered = self.truth.delivered()
         answer.truth = {w: delivered.get(w, 0) for w in asked}
         if response.status_code != 200:

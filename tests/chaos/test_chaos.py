@@ -21,12 +21,15 @@ from typing import Any
 import httpx
 import pytest
 
+from node.materializer import SESSION_TIMEOUT_MS
 from tests.chaos.conftest import MAX_LAG, ChaosCluster, P, words
 from tests.chaos.invariants import (
     above_truth,
     answered_share,
+    copy_regressions,
     protocol_problems,
     regressions,
+    stale_strict_reads,
     unavailable_until,
 )
 from tests.chaos.load import MULTI, Answer, QueryLoad, TruthProducer
@@ -44,26 +47,38 @@ Scenario = Callable[[Marks], None]
 
 
 def _run(
-    chaos: ChaosCluster, gateway: str, asked: list[str], scenario: Scenario
+    chaos: ChaosCluster,
+    gateway: str,
+    asked: list[str],
+    scenario: Scenario,
+    max_lags: tuple[int | None, ...] = (None,),
 ) -> tuple[list[Answer], Marks]:
-    """Produce and query while `scenario` changes the cluster, then wait until every count
-    equals the ground truth. The scenario runs on this thread: a part started from another
-    thread would die with it (the parts' parent-death signal is per thread)."""
+    """Produce and query (one load per entry of `max_lags`, each asking that maxLag) while
+    `scenario` changes the cluster, then wait until every count equals the ground truth.
+    The scenario runs on this thread: a part started from another thread would die with it
+    (the parts' parent-death signal is per thread)."""
     truth = TruthProducer(chaos.local.bootstrap, "words", asked, RATE_PER_S).start()
-    load = QueryLoad(gateway, asked, P, truth)
-    runner = threading.Thread(target=asyncio.run, args=(load.run(LOAD_MAX_S),), name="load")
+    loads = [QueryLoad(gateway, asked, P, truth, max_lag=m) for m in max_lags]
+    stop = loads[0].stop
+    for load in loads:
+        load.stop = stop
+
+    async def run() -> None:
+        await asyncio.gather(*(load.run(LOAD_MAX_S) for load in loads))
+
+    runner = threading.Thread(target=asyncio.run, args=(run(),), name="load")
     runner.start()
     marks: Marks = {}
     try:
         scenario(marks)
-        load.stop.wait(SETTLE_S)  # bounded load on the final cluster
+        stop.wait(SETTLE_S)  # bounded load on the final cluster
     finally:
-        load.stop.set()
+        stop.set()
         runner.join(60)
         final = truth.stop()
     assert not runner.is_alive(), "the query load did not stop"
     _wait_counts_equal(gateway, asked, final)
-    return load.answers, marks
+    return [a for load in loads for a in load.answers], marks
 
 
 def _wait_counts_equal(
@@ -324,3 +339,94 @@ def test_a_restarted_node_takes_its_partitions_back_and_no_max_lag_0_read_fails(
     assert not failed, f"{len(failed)} maxLag 0 reads failed: {reasons.most_common(5)}"
     # the moved partitions' old copies answered as proved-current standbys meanwhile
     assert _roles(answers, marks["stop"], marks["back"])["STANDBY"] > 0, "no standby read"
+
+
+# issue #26: a node woken from a pause longer than its group session must not answer what
+# it no longer owns, and nothing may answer for it meanwhile (the gateway cache included)
+SESSION_S = SESSION_TIMEOUT_MS / 1000
+
+
+def _assert_never_stale(answers: list[Answer]) -> None:
+    """Besides `_assert_never_wrong`: no maxLag 0 answer below any answer for its key
+    received before it was asked, and no copy answering below what it answered before."""
+    _assert_never_wrong(answers)
+    strict = [a for a in answers if a.max_lag == 0]
+    assert strict and any(None not in a.keys.values() for a in strict), "no maxLag 0 answer"
+    for violations in (stale_strict_reads(answers), copy_regressions(answers)):
+        assert not violations, f"{len(violations)} violations, first: {violations[:10]}"
+
+
+def test_an_active_node_paused_for_twice_its_session_answers_nothing_stale(
+    chaos: ChaosCluster,
+) -> None:
+    """SIGSTOP of an ACTIVE node for twice the group session, then SIGCONT, under default
+    and maxLag 0 reads through the gateway with its cache."""
+    local = chaos.local
+    gateway = local.gateway_url
+    paused: list[str] = []
+
+    def scenario(marks: Marks) -> None:
+        chaos.wait_stable(gateway)
+        paused.append(chaos.live()[0])
+        process = local.nodes[paused[0]]
+        marks["stop"] = time.monotonic()
+        try:
+            process.pause()
+            time.sleep(2 * SESSION_S)  # the pause itself, not a wait for a condition
+        finally:
+            process.resume()
+        marks["resumed"] = time.monotonic()
+        marks["stable"] = chaos.wait_stable(gateway)
+
+    answers, marks = _run(chaos, gateway, words("chaos-f"), scenario, (None, 0))
+    _report(answers, f"SIGSTOP of {paused[0]} for {2 * SESSION_S:.0f} s", marks["stop"],
+            marks["resumed"])  # fmt: skip
+    _report(answers, f"{paused[0]} resumed, until stable", marks["resumed"], marks["stable"])
+    _assert_never_stale(answers)
+
+
+def test_five_pauses_in_a_row_leave_no_stale_answer(chaos: ChaosCluster) -> None:
+    """Five SIGSTOP/SIGCONT cycles of one ACTIVE node, each longer than its lease and
+    shorter than its session: it keeps its partitions, and confirms them after each."""
+    local = chaos.local
+    gateway = local.gateway_url
+
+    def scenario(marks: Marks) -> None:
+        chaos.wait_stable(gateway)
+        process = local.nodes[chaos.live()[-1]]
+        marks["from"] = time.monotonic()
+        for _ in range(5):
+            try:
+                process.pause()
+                time.sleep(SESSION_S / 2)  # the pause itself
+            finally:
+                process.resume()
+            time.sleep(1.0)  # running between pauses, as a GC-thrashing host would
+        marks["stable"] = chaos.wait_stable(gateway)
+
+    answers, marks = _run(chaos, gateway, words("chaos-g"), scenario, (None, 0))
+    _report(answers, "five pauses", marks["from"], marks["stable"])
+    _assert_never_stale(answers)
+
+
+def test_a_paused_gateway_answers_nothing_stale_when_it_wakes(chaos: ChaosCluster) -> None:
+    """SIGSTOP of the gateway for twice the group session: when it wakes, its cache and
+    routing are old, and it must not answer from them as if they were current."""
+    local = chaos.local
+    gateway = local.gateway_url
+    process = local.gateway
+    assert process is not None
+
+    def scenario(marks: Marks) -> None:
+        chaos.wait_stable(gateway)
+        marks["stop"] = time.monotonic()
+        try:
+            process.pause()
+            time.sleep(2 * SESSION_S)  # the pause itself
+        finally:
+            process.resume()
+        marks["stable"] = chaos.wait_stable(gateway)
+
+    answers, marks = _run(chaos, gateway, words("chaos-h"), scenario, (None, 0))
+    _report(answers, "gateway paused", marks["stop"], marks["stable"])
+    _assert_never_stale(answers)
