@@ -50,10 +50,15 @@ prometheus:  ## Prometheus and promtool, which the metrics tests scrape and chec
 wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checking script)
 	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 
-# One worker: on two (pytest -n 2 --dist loadfile) the suite took 19 minutes here but
-# timing-bound tests failed beside another cluster; see the closing note of this stop.
+# Two phases: the unit tier on two workers (no broker, Spark or cluster: nothing in it
+# measures time against a machine shared with another part), then every other tier on
+# one, since their bounds (answered shares, hedge delays, outages) are measured on a
+# machine they do not share. On two workers the kafka and spark tiers hung and crashed
+# here. Both phases run; the target fails if either did.
 test: install browser prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
-	$(BIN)/pytest
+	$(BIN)/pytest -m unit -n 2; first=$$?; \
+	$(BIN)/pytest -m "not unit"; second=$$?; \
+	test $$first -eq 0 && test $$second -eq 0
 
 test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes
 	$(BIN)/pytest -m unit

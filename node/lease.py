@@ -1,14 +1,17 @@
 """The node's lease on its ACTIVE copies: a node serves them unproved only while it is sure
 the consumer group still assigns them to it.
 
-The materializer's consumer loop renews the lease on every turn. A turn comes at least every
-`Replicator.poll_timeout_s` plus one batch's apply, so a lease older than its term means the
-process was paused (SIGSTOP, a GC pause, a swapping host, a VM migration) or starved. Over
-such a gap the group may have expired the node's session and given its partitions to
-another node, which may already have answered newer values. The lease then lapses: ACTIVE
-copies refuse unproved reads (NOT_OWNER, reason LEASE_LAPSED) until the group confirms the
-assignment with an answer to a request sent after the lapse (an offset commit, which the
-coordinator accepts only from a member of the current generation).
+A watchdog thread of the materializer renews the lease ten times a second, so a lease older
+than its term means the whole process was paused (SIGSTOP, a GC pause, a swapping host, a
+VM migration) or starved, librdkafka's heartbeat thread with it. Over such a gap the group
+may have expired the node's session and given its partitions to another node, which may
+already have answered newer values. (A consumer loop that is merely slow, as in a long
+rebalance callback, does not lapse it: the group heartbeats go on meanwhile.)
+
+The lease then lapses: ACTIVE copies refuse unproved reads (NOT_OWNER, reason
+LEASE_LAPSED) until the group confirms the assignment with an answer to a request sent
+after the lapse (an offset commit, which the coordinator accepts only from a member of the
+current generation).
 
 The term is shorter than the group session (`SESSION_TIMEOUT_MS`) less a heartbeat interval,
 so a node stops serving before its partitions can have moved. Time is monotonic: wall-clock
@@ -25,7 +28,7 @@ __all__ = ["Lease"]
 
 
 class Lease:
-    """Renewed by the thread that keeps the assignment; read by the threads that serve."""
+    """Renewed by a watchdog thread of the holder; read by the threads that serve."""
 
     def __init__(self, term_s: float, clock: Callable[[], float] = time.monotonic):
         if term_s <= 0:
@@ -41,14 +44,20 @@ class Lease:
         """The lease's clock: `confirm` takes a time read from it."""
         return self._clock()
 
+    def begin(self) -> None:
+        """The holder starts renewing: the term runs from now, whatever came before."""
+        with self._lock:
+            self._renewed = self._clock()
+            self._lapsed_at = None
+
     def held(self) -> bool:
         """Whether ACTIVE copies may serve unproved reads now."""
         with self._lock:
             return self._lapsed_at is None and self._clock() - self._renewed <= self.term_s
 
     def renew(self) -> bool:
-        """One turn of the holder's loop: True when the lease held and was renewed; False
-        when it lapsed (now or before) and waits for `confirm`."""
+        """One tick of the holder's watchdog: True when the lease held and was renewed;
+        False when it lapsed (now or before) and waits for `confirm`."""
         now = self._clock()
         with self._lock:
             if self._lapsed_at is None and now - self._renewed > self.term_s:
@@ -69,6 +78,11 @@ class Lease:
                 self._lapsed_at = None
                 self._renewed = self._clock()
             return self._lapsed_at is None
+
+    def waiting(self) -> bool:
+        """Whether the lease lapsed and waits for `confirm`."""
+        with self._lock:
+            return self._lapsed_at is not None
 
     def lapsed_for_s(self) -> float | None:
         """Seconds since the lease lapsed; None while it holds."""

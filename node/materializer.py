@@ -73,6 +73,8 @@ HEARTBEAT_INTERVAL_MS = 2000
 LEASE_TERM_S = (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 2000
 # how often a lapsed lease asks the group again when a confirmation failed
 _CONFIRM_RETRY_S = 1.0
+# how often the watchdog renews the lease: a gap of the term between two renewals is a pause
+_LEASE_TICK_S = 0.1
 # how long closing waits for a confirmation's commit in flight
 _CONFIRM_JOIN_S = 10.0
 # how long a node whose group session lapsed waits for the broker to answer a metadata
@@ -693,8 +695,12 @@ class Materializer(Replicator):
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+        watchdog = threading.Thread(
+            target=self._renew_lease, name=f"lease-watch-{self.config.node_id}", daemon=True
+        )
+        watchdog.start()
         while not self._stop.is_set():
-            if not self.lease.renew():
+            if self.lease.waiting():
                 self._confirm(consumer)
             messages = self._consume(consumer)
             if messages:
@@ -708,6 +714,11 @@ class Materializer(Replicator):
         if confirming is not None:
             confirming.join(_CONFIRM_JOIN_S)  # a commit in flight uses the consumer
         super().close()
+
+    def _renew_lease(self) -> None:
+        self.lease.begin()
+        while not self._stop.wait(_LEASE_TICK_S):
+            self.lease.renew()
 
     def _confirm(self, consumer: Consumer) -> None:
         """The lease lapsed: ask the group to confirm the assignment, on a thread of its own

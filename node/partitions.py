@@ -139,8 +139,8 @@ def _readable(
     # the read proved it current (node.currency) and it still has applied what was proved;
     # an ACTIVE copy of a node whose lease lapsed (node.lease) may have moved, and one below
     # the `floor` a copy of the partition here had applied before (`_floors`) would answer
-    # older than this node did: both are held on the same terms; a closed store (a reopen after a failed write that failed too) is
-    # not held either
+    # older than this node did: both are held on the same terms; a closed store (a reopen
+    # after a failed write that failed too) is not held either
     if copy is None or copy.role not in roles or copy.store.closed:
         return False
     below = floor is not None and any(copy.applied.get(t, 0) < n for t, n in floor.items())
