@@ -39,6 +39,7 @@ class Lease:
         self._renewed = clock()
         self._lapsed_at: float | None = None  # set when found lapsed, until confirmed
         self.lapses = 0  # how often it lapsed since start, for /metrics and tests
+        self.gap_s = 0.0  # the gap between renewals that lapsed it last
 
     def now(self) -> float:
         """The lease's clock: `confirm` takes a time read from it."""
@@ -63,6 +64,7 @@ class Lease:
             if self._lapsed_at is None and now - self._renewed > self.term_s:
                 self._lapsed_at = now
                 self.lapses += 1
+                self.gap_s = now - self._renewed
             if self._lapsed_at is not None:
                 return False
             self._renewed = now

@@ -658,6 +658,7 @@ class Materializer(Replicator):
         self.lease = Lease(LEASE_TERM_S)
         registry.lease = self.lease
         self._confirming: threading.Thread | None = None
+        self._lapses_logged = 0
         self._confirm_asked = -_CONFIRM_RETRY_S
 
     def consumer_config(self) -> dict[str, object]:
@@ -723,6 +724,16 @@ class Materializer(Replicator):
     def _confirm(self, consumer: Consumer) -> None:
         """The lease lapsed: ask the group to confirm the assignment, on a thread of its own
         (a commit waits for the coordinator, and the loop must go on applying)."""
+        if self._lapses_logged != self.lease.lapses:
+            self._lapses_logged = self.lease.lapses
+            log.warning(
+                "node %s: the lease lapsed (the process was paused or starved for %.1f s, "
+                "over the %.1f s term): ACTIVE copies answer only proved reads until the "
+                "group confirms the assignment",
+                self.config.node_id,
+                self.lease.gap_s,
+                self.lease.term_s,
+            )
         if self._confirming is not None and self._confirming.is_alive():
             return
         if self.lease.now() - self._confirm_asked < _CONFIRM_RETRY_S:
@@ -876,10 +887,25 @@ class Materializer(Replicator):
         )
 
     def _broker_answers(self, consumer: Consumer) -> bool:
-        try:
-            consumer.list_topics(timeout=_BROKER_ANSWER_S)
-        except KafkaException as exc:
-            log.info("node %s: the broker does not answer: %s", self.config.node_id, exc)
+        """Whether the broker answers a metadata request within _BROKER_ANSWER_S. Asked from
+        a thread of its own: this runs in a rebalance callback, inside `consume`, and a
+        blocking call on the same client from the same thread clears confluent-kafka's
+        per-thread call state, so the next callback of that `consume` aborts the process
+        (`CallState_get: Assertion cs != NULL`)."""
+        failure: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                consumer.list_topics(timeout=_BROKER_ANSWER_S)
+            except KafkaException as exc:
+                failure.append(exc)
+
+        asking = threading.Thread(target=ask, name=f"broker-check-{self.config.node_id}")
+        asking.start()
+        asking.join(_BROKER_ANSWER_S + 1.0)
+        if asking.is_alive() or failure:
+            why = failure[0] if failure else "no answer"
+            log.info("node %s: the broker does not answer: %s", self.config.node_id, why)
             return False
         return True
 

@@ -390,10 +390,13 @@ def test_five_pauses_in_a_row_leave_no_stale_answer(chaos: ChaosCluster) -> None
     shorter than its session: it keeps its partitions, and confirms them after each."""
     local = chaos.local
     gateway = local.gateway_url
+    paused: list[ManagedProcess] = []
 
     def scenario(marks: Marks) -> None:
         chaos.wait_stable(gateway)
         process = local.nodes[chaos.live()[-1]]
+        paused.append(process)
+        marks["log_from"] = process.log_path.stat().st_size
         marks["from"] = time.monotonic()
         for _ in range(5):
             try:
@@ -407,6 +410,14 @@ def test_five_pauses_in_a_row_leave_no_stale_answer(chaos: ChaosCluster) -> None
     answers, marks = _run(chaos, gateway, words("chaos-g"), scenario, (None, 0))
     _report(answers, "five pauses", marks["from"], marks["stable"])
     _assert_never_stale(answers)
+    # the pauses lapsed the node's lease (a pause that starts before the group confirmed
+    # the last lapse adds none), and the group confirmed its assignment after each lapse
+    with paused[0].log_path.open("rb") as log:
+        log.seek(int(marks["log_from"]))
+        text = log.read().decode(errors="replace")
+    lapses, confirmed = text.count("the lease lapsed ("), text.count("the group confirmed")
+    print(f"five pauses: {lapses} lease lapses logged, {confirmed} confirmations")
+    assert lapses >= 3 and confirmed == lapses, (lapses, confirmed)
 
 
 def test_a_paused_gateway_answers_nothing_stale_when_it_wakes(chaos: ChaosCluster) -> None:
