@@ -757,6 +757,8 @@ class Materializer(Replicator):
             for tp in list(self._assigned)
             if tp.topic == lead and (lead, tp.partition) in self._positions
         ]
+        if not offsets and self.registry.partitions(Role.ACTIVE):
+            return  # ACTIVE copies but no assignment to confirm: they wait for the group
         try:
             if offsets:
                 consumer.commit(offsets=offsets, asynchronous=False)
@@ -866,7 +868,9 @@ class Materializer(Replicator):
         serving what the stores hold until the group assigns partitions again. If it
         answers, another node may own them already and have applied more than this node
         (it stood still, or was cut off): give them up like a revoke, their copies behind."""
-        if self._broker_answers(consumer):
+        # a node that was paused lost its session by itself, not by a broker outage (its
+        # stale connections may also make the broker look away for a moment): give up
+        if not self.lease.held() or self._broker_answers(consumer):
             self._give_up(consumer, partitions, behind=True)
             return
         held = {tp.partition for tp in partitions} & set(self._stores)
