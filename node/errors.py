@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import runtime.config
 
 __all__ = [
+    "LEASE_LAPSED",
     "BadRepresentationError",
     "BadRequestError",
     "ConfigError",
@@ -98,6 +99,10 @@ class BadRepresentationError(QueryError):
         self.index = index
 
 
+# NOT_OWNER's reason while the node's lease has lapsed (node.lease)
+LEASE_LAPSED = "LEASE_LAPSED"
+
+
 class NotOwnerError(QueryError):
     """The request reads a partition this node does not hold (any more, or not yet)."""
 
@@ -119,7 +124,7 @@ class NotOwnerError(QueryError):
         message = f"view {view}: {what}, which node {node} does not hold"
         if partitions is not None and len(partitions) > 1:
             message += f" (partitions not held: {partitions})"
-        if reason == "LEASE_LAPSED":
+        if reason == LEASE_LAPSED:
             message += (
                 ": its lease lapsed (the node was paused or starved for longer than its term), "
                 "so it serves no ACTIVE copy until the consumer group confirms its assignment"

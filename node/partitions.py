@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from node.errors import TopologyError
+from node.errors import LEASE_LAPSED, TopologyError
 from node.lease import Lease
 from node.store import PartitionStore
 from schema import NodeState, PartitionStatus, Role
@@ -131,7 +131,7 @@ def _readable(
     copy: _Copy | None,
     roles: Collection[Role],
     proved: Mapping[str, int] | None = None,
-    leased: bool = True,
+    lease: Lease | None = None,
     floor: Mapping[str, int] | None = None,
 ) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
@@ -144,7 +144,8 @@ def _readable(
     if copy is None or copy.role not in roles or copy.store.closed:
         return False
     below = floor is not None and any(copy.applied.get(t, 0) < n for t, n in floor.items())
-    if not copy.restoring and not below and (leased or copy.role is not Role.ACTIVE):
+    leased = copy.role is not Role.ACTIVE or lease is None or lease.held()
+    if not copy.restoring and not below and leased:
         return True
     return proved is not None and all(copy.applied.get(t, 0) >= n for t, n in proved.items())
 
@@ -158,7 +159,7 @@ class PartitionRegistry:
         self.lease = lease
         # per partition, the offsets (per topic) a copy held here had applied when it was
         # let go or rebuilt: a later copy answers no read below them, so this node never
-        # answers older than it did
+        # answers older than it did; dropped once the copy held has reached it
         self._floors: dict[int, dict[str, int]] = {}
         # set on every change of state or held partitions; the membership publisher waits on it
         self.changed = threading.Event()
@@ -274,6 +275,9 @@ class PartitionRegistry:
             if copy is not None:
                 copy.applied.update(offsets)
                 copy.forget_status()
+                floor = self._floors.get(partition)
+                if floor is not None and all(copy.applied.get(t, 0) >= n for t, n in floor.items()):
+                    del self._floors[partition]  # reached: reads need not compare any more
 
     def record_end(self, partition: int, topic: str, end_offset: int) -> None:
         with self._lock:
@@ -344,10 +348,9 @@ class PartitionRegistry:
         in one of `roles`, or is still restoring and has not applied the `proved` offsets
         (per topic) of a read that proved it current."""
         with self._lock:
-            copy = self._copies.get(partition)
-            if not _readable(copy, roles, proved, self._leased(), self._floors.get(partition)):
+            copy = self._readable_copy(partition, roles, proved)
+            if copy is None:
                 return None
-            assert copy is not None
             self.reads += 1
             return reader(copy.store), copy.status(partition, self._unreachable_since_ms)
 
@@ -371,16 +374,20 @@ class PartitionRegistry:
         """Whether `partition` can be read here in one of `roles` (held, not restoring or
         proved current)."""
         with self._lock:  # a store being reopened is closed for a moment
-            copy = self._copies.get(partition)
-            return _readable(copy, roles, proved, self._leased(), self._floors.get(partition))
+            return self._readable_copy(partition, roles, proved) is not None
 
-    def _leased(self) -> bool:
-        return self.lease is None or self.lease.held()
+    def _readable_copy(
+        self, partition: int, roles: Collection[Role], proved: Mapping[str, int] | None
+    ) -> _Copy | None:
+        """The copy of `partition` a read in `roles` may use (under the lock), else None."""
+        copy = self._copies.get(partition)
+        floor = self._floors.get(partition)
+        return copy if _readable(copy, roles, proved, self.lease, floor) else None
 
     def refusal_reason(self) -> str | None:
         """Why ACTIVE copies refuse reads they would otherwise answer: LEASE_LAPSED while
         the node's lease has lapsed (node.lease); None otherwise."""
-        return None if self._leased() else "LEASE_LAPSED"
+        return None if self.lease is None or self.lease.held() else LEASE_LAPSED
 
     def partitions(self, role: Role | None = None) -> list[int]:
         with self._lock:
