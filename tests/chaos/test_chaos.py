@@ -100,6 +100,16 @@ def _wait_counts_equal(
         raise AssertionError(f"(answer, truth) after quiescence: {differ}") from None
 
 
+def _pause(process: ManagedProcess, seconds: float) -> None:
+    """SIGSTOP `process` for `seconds`, then SIGCONT, also when this thread is interrupted:
+    the cluster must not stay frozen."""
+    try:
+        process.pause()
+        time.sleep(seconds)  # the freeze itself, not a wait for a condition
+    finally:
+        process.resume()
+
+
 def _assert_never_wrong(answers: list[Answer]) -> None:
     assert answers, "the load asked nothing"
     for violations in (protocol_problems(answers), above_truth(answers), regressions(answers)):
@@ -232,11 +242,7 @@ def test_a_sigstopped_active_node_is_hedged_around_then_rejoins(chaos: ChaosClus
         frozen.append(chaos.live()[0])
         process = local.nodes[frozen[0]]
         marks["stop"] = time.monotonic()
-        try:
-            process.pause()
-            time.sleep(STOP_S)  # the freeze itself, not a wait for a condition
-        finally:
-            process.resume()  # also when the scenario fails: the cluster must not stay frozen
+        _pause(process, STOP_S)
         marks["resumed"] = time.monotonic()
         marks["stable"] = chaos.wait_stable(gateway)
 
@@ -370,11 +376,7 @@ def test_an_active_node_paused_for_twice_its_session_answers_nothing_stale(
         paused.append(chaos.live()[0])
         process = local.nodes[paused[0]]
         marks["stop"] = time.monotonic()
-        try:
-            process.pause()
-            time.sleep(2 * SESSION_S)  # the pause itself, not a wait for a condition
-        finally:
-            process.resume()
+        _pause(process, 2 * SESSION_S)
         marks["resumed"] = time.monotonic()
         marks["stable"] = chaos.wait_stable(gateway)
 
@@ -399,11 +401,7 @@ def test_five_pauses_in_a_row_leave_no_stale_answer(chaos: ChaosCluster) -> None
         marks["log_from"] = process.log_path.stat().st_size
         marks["from"] = time.monotonic()
         for _ in range(5):
-            try:
-                process.pause()
-                time.sleep(SESSION_S / 2)  # the pause itself
-            finally:
-                process.resume()
+            _pause(process, SESSION_S / 2)
             time.sleep(1.0)  # running between pauses, as a GC-thrashing host would
         marks["stable"] = chaos.wait_stable(gateway)
 
@@ -431,11 +429,7 @@ def test_a_paused_gateway_answers_nothing_stale_when_it_wakes(chaos: ChaosCluste
     def scenario(marks: Marks) -> None:
         chaos.wait_stable(gateway)
         marks["stop"] = time.monotonic()
-        try:
-            process.pause()
-            time.sleep(2 * SESSION_S)  # the pause itself
-        finally:
-            process.resume()
+        _pause(process, 2 * SESSION_S)
         marks["stable"] = chaos.wait_stable(gateway)
 
     answers, marks = _run(chaos, gateway, words("chaos-h"), scenario, (None, 0))

@@ -68,8 +68,7 @@ class FakeFeedNode:
     of partition p's changelog this copy has applied (all of it by default, see `catch_up`).
     With `secret`, unsigned or wrongly signed handshakes get 401. `ignore_from` makes it
     replay every follow from offset 0 (a node the gateway must dedupe). A follow asking for
-    heartbeats gets a `progress` frame every `HEARTBEAT_S` while `beating` (False: a frozen
-    node), with `leased` as set."""
+    heartbeats gets a `progress` frame every `HEARTBEAT_S`, its lease held."""
 
     HEARTBEAT_S = 0.2
 
@@ -91,8 +90,6 @@ class FakeFeedNode:
         self.ignore_from = ignore_from
         self.follows_asked: list[dict[str, Any]] = []
         self.refused = 0
-        self.beating = True
-        self.leased = True
         self._beats: set[asyncio.Task[None]] = set()
         self._verifier = None if secret is None else RequestVerifier(secret)
         self._tls = tls
@@ -190,12 +187,11 @@ class FakeFeedNode:
 
     async def _beat(self, connection: ServerConnection, follow: _Follow) -> None:
         while follow.ident in self._follows.get(connection, {}):
-            if self.beating:
-                frame = {**self._following(follow, follow.sent, "progress"), "leased": self.leased}
-                try:
-                    await _send(connection, frame)
-                except Exception:
-                    return  # the connection is gone
+            frame = {**self._following(follow, follow.sent, "progress"), "leased": True}
+            try:
+                await _send(connection, frame)
+            except Exception:
+                return  # the connection is gone
             await asyncio.sleep(self.HEARTBEAT_S)
 
     def _following(self, follow: _Follow, start: int, kind: str) -> dict[str, Any]:
