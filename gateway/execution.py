@@ -221,7 +221,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         if context.missing:
             errors = body.setdefault("errors", [])
             errors.extend(format_missing(m) for m in context.missing)
-        body["extensions"] = {"freshness": context.freshness_list()}
+        body["extensions"] = context.extensions()
 
     async def without_query(self, scope: Scope, send: Send, media: MediaType | None) -> None:
         await send_body(send, 200, self._page, _HTML)

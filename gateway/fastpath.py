@@ -249,10 +249,9 @@ class FastPath:
             data = {a.root.key: _value(a.root, _rows(a, found), made) for a in asked}
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return None
-        for view, keys in wanted.values():
+        for name, (view, keys) in wanted.items():
             cache.took(view, keys)
-        for hits in found.values():
-            context.add_freshness(hits.freshness)
+            context.add_freshness(view, found[name].freshness)
         return data
 
     def _top(self, asked: _Asked, cache: Any, context: RequestContext) -> Any:
@@ -267,7 +266,7 @@ class FastPath:
             data = {root.key: [_object(root, row, self._made) for row in found.rows]}
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return None  # the hit is counted again when execution finds it
-        context.add_freshness(found.freshness)
+        context.add_freshness(root.view, found.freshness)
         self.answered += 1
         return data
 
@@ -303,7 +302,9 @@ class FastPath:
         for index in done:
             result = results[index]
             assert isinstance(result, LookupResult)
-            context.add_freshness(result.freshness)
+            view = reads[index].root.view
+            assert view is not None
+            context.add_freshness(view, result.freshness)
             _record_missing(context, reads[index], result)
         self.answered += 1
         return data

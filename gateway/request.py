@@ -21,6 +21,7 @@ from gateway.live.hub import FeedHub
 from gateway.principal import ANONYMOUS, Principal
 from gateway.producer import EventProducer
 from gateway.reads import DEFAULT_READ, LookupResult, ReadOptions, Reads
+from gateway.readtoken import ReadPositions
 from gateway.routing import RoutingFeed
 from gateway.rows import Event, Row
 from gateway.status import StatusBoard
@@ -64,6 +65,7 @@ class RequestContext:
     principal: Principal = ANONYMOUS  # who is asking (gateway.auth)
     missing: list[MissingPartition] = field(default_factory=list)
     freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+    positions: ReadPositions = field(default_factory=ReadPositions)  # the answer's readToken
     produce_rate: RateLimiter | None = None  # produced records per principal; None = no limit
     hub: FeedHub | None = None  # the nodes' change feeds, for subscriptions; None = none
     cache: GatewayCache | None = None  # lookups from memory (gateway.fastpath); None = off
@@ -72,10 +74,23 @@ class RequestContext:
         """Reads of `view`'s keys with `options` for this request."""
         return KeyReads(self, view, options)
 
-    def add_freshness(self, entries: Sequence[Mapping[str, Any]]) -> None:
+    def add_freshness(self, view: View, entries: Sequence[Mapping[str, Any]]) -> None:
+        """The freshness of copies read for `view`; their positions of its changelog go to
+        the answer's read token, and leave the entries the client sees."""
+        self.positions.add_entries(view.changelog_topic, entries)
         for entry in entries:
             ident = (entry.get("partition"), entry.get("node"), entry.get("role"))
-            self.freshness[ident] = dict(entry)
+            shown = dict(entry)
+            shown.pop("positions", None)
+            self.freshness[ident] = shown
+
+    def extensions(self) -> dict[str, Any]:
+        """The response's `extensions`: the freshness, and the read token when anything
+        was read or a token was passed."""
+        extensions: dict[str, Any] = {"freshness": self.freshness_list()}
+        if self.positions:
+            extensions["readToken"] = self.positions.token()
+        return extensions
 
     def add_missing(
         self, path: Sequence[str | int], partition: int, error: RoutingError, keys: Sequence[str]
@@ -115,7 +130,7 @@ class KeyReads:
         context = self._context
         keys = list(keys)
         result = await context.planner.lookup(self._view, keys, context.deadline, self._options)
-        context.add_freshness(result.freshness)
+        context.add_freshness(self._view, result.freshness)
         return _per_key(keys, result)
 
 

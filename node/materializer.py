@@ -408,6 +408,7 @@ class Replicator:
 
     def _write(self, partition: int, batch: ChangeBatch) -> None:
         """Write `batch` to `partition`'s store and tell the registry and the feed."""
+        self.registry.applying(partition, batch.offsets)
         try:
             changes = self._stores[partition].apply(batch)
         except _STORE_FAULTS as exc:

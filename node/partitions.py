@@ -56,6 +56,9 @@ class _Copy:
     store: PartitionStore
     role: Role
     applied: dict[str, int]
+    # the offsets a read may already see: raised before a batch is written (`applying`),
+    # so the positions a read reports are never behind the rows it read (node read tokens)
+    visible: dict[str, int] = field(default_factory=dict)
     # high watermark per changelog topic from the latest fetch; -1 until one is seen
     end: dict[str, int] = field(default_factory=dict)
     # catching up since it was attached: records done / to do (0 until the target is known)
@@ -252,7 +255,8 @@ class PartitionRegistry:
     ) -> None:
         """Serve `partition` from the open `store`; `applied` = next offset of each topic."""
         with self._lock:
-            self._copies[partition] = _Copy(store, role, dict(applied), restoring=restoring)
+            copy = _Copy(store, role, dict(applied), dict(applied), restoring=restoring)
+            self._copies[partition] = copy
         self.changed.set()
 
     def detach(self, partition: int) -> PartitionStore | None:
@@ -269,11 +273,20 @@ class PartitionRegistry:
         for topic, offset in applied.items():
             floor[topic] = max(floor.get(topic, 0), offset)
 
+    def applying(self, partition: int, offsets: Mapping[str, int]) -> None:
+        """A batch up to `offsets` is about to be written to `partition`'s store: reads
+        from now on may see it, so the positions they report cover it."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is not None:
+                _raise(copy.visible, offsets)
+
     def record_applied(self, partition: int, offsets: Mapping[str, int]) -> None:
         with self._lock:
             copy = self._copies.get(partition)
             if copy is not None:
                 copy.applied.update(offsets)
+                _raise(copy.visible, offsets)
                 copy.forget_status()
                 floor = self._floors.get(partition)
                 if floor is not None and all(copy.applied.get(t, 0) >= n for t, n in floor.items()):
@@ -316,7 +329,7 @@ class PartitionRegistry:
             copy = self._copies.get(partition)
             if copy is not None:
                 self._raise_floor(partition, copy.applied)
-                copy.applied = dict(applied)
+                copy.applied, copy.visible = dict(applied), dict(applied)
                 copy.restoring, copy.restore_done, copy.restore_total = True, 0, 0
                 copy.forget_status()
         self.changed.set()
@@ -347,12 +360,25 @@ class PartitionRegistry:
         """`reader(store)` and the partition's status, or None when `partition` is not held
         in one of `roles`, or is still restoring and has not applied the `proved` offsets
         (per topic) of a read that proved it current."""
+        found = self.read_at(partition, reader, roles, proved)
+        return None if found is None else (found[0], found[1])
+
+    def read_at(
+        self,
+        partition: int,
+        reader: Callable[[PartitionStore], T],
+        roles: Collection[Role] = (Role.ACTIVE,),
+        proved: Mapping[str, int] | None = None,
+    ) -> tuple[T, PartitionStatus, dict[str, int]] | None:
+        """As `read`, with the positions (next offset per changelog topic) the read
+        reflects: at least those of every row it may have seen."""
         with self._lock:
             copy = self._readable_copy(partition, roles, proved)
             if copy is None:
                 return None
             self.reads += 1
-            return reader(copy.store), copy.status(partition, self._unreachable_since_ms)
+            status = copy.status(partition, self._unreachable_since_ms)
+            return reader(copy.store), status, dict(copy.visible)
 
     def applied(
         self, partition: int, topic: str, roles: Collection[Role] = (Role.ACTIVE,)
@@ -405,3 +431,9 @@ class PartitionRegistry:
         with self._lock:
             since = self._unreachable_since_ms
             return [self._copies[p].status(p, since) for p in sorted(self._copies)]
+
+
+def _raise(positions: dict[str, int], offsets: Mapping[str, int]) -> None:
+    for topic, offset in offsets.items():
+        if offset > positions.get(topic, 0):
+            positions[topic] = offset

@@ -15,6 +15,7 @@ from strawberry.federation.schema_directives import Key, Shareable
 from gateway.consistency import parse_token, wait_processed
 from gateway.errors import BadRequestError, ForbiddenError, RoutingError
 from gateway.reads import KeyRead, ReadOptions
+from gateway.readtoken import ReadPositions, is_read_token
 from gateway.request import KeyResult, RequestContext
 from gateway.rows import Event, Row
 from schema import FieldType, View
@@ -91,8 +92,9 @@ AtLeast = Annotated[
     strawberry.argument(
         name="atLeast",
         description="A consistency token (from the produce mutation, or <topic>:<partition>:"
-        "<offset> of your own write): answer only once that write is visible, or fail with "
-        "CONSISTENCY_TIMEOUT at the request's deadline.",
+        "<offset> of your own write): answer only once that write is visible; or a read "
+        "token (extensions.readToken of an earlier answer, from any gateway): answer nothing "
+        "older than that answer. Fails with CONSISTENCY_TIMEOUT at the request's deadline.",
     ),
 ]
 
@@ -123,6 +125,10 @@ async def read_options(
     caller = context.principal.subject
     if at_least is None:
         return ReadOptions(max_lag, caller=caller)
+    if is_read_token(at_least):
+        seen = ReadPositions.parse(view, at_least)
+        context.positions.merge(seen)  # the answer's token is never older than this one
+        return ReadOptions(max_lag, seen.applied_at_least(view), caller)
     # a view's input topic has its changelog's partition count (runtime.topics checks it)
     known = context.feed.current.partition_counts.get(view.name)
     token = parse_token(view, at_least, known)
@@ -237,7 +243,9 @@ def record_failures(
         context.add_missing(path, partition, error, ())
 
 
-def record_key_read(context: RequestContext, info: strawberry.Info, read: KeyRead[Any]) -> None:
-    context.add_freshness(read.freshness)
+def record_key_read(
+    context: RequestContext, info: strawberry.Info, view: View, read: KeyRead[Any]
+) -> None:
+    context.add_freshness(view, read.freshness)
     if read.failure is not None:
         context.add_missing(info.path.as_list(), read.partition, read.failure, [read.key])

@@ -70,7 +70,7 @@ def count_fields(view: View) -> ViewFields:
         authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.top(view, limit, context.deadline, options=options)
-        context.add_freshness(result.freshness)
+        context.add_freshness(view, result.freshness)
         record_failures(context, info, result.failures)
         return [to_type(r) for r in result.rows]
 

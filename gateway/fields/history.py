@@ -104,7 +104,7 @@ def history_fields(view: View) -> ViewFields:
             context.deadline,
             options,
         )
-        record_key_read(context, info, read)
+        record_key_read(context, info, view, read)
         return to_type(read.value or Page.empty())
 
     values: list[FieldSpec] = [(f.name, SCALARS[f.type] | None, None) for f in view.value_fields]

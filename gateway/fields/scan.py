@@ -188,7 +188,7 @@ def scan_field(
         authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.scan(view, ask, context.deadline, options)
-        context.add_freshness(result.freshness)
+        context.add_freshness(view, result.freshness)
         record_failures(context, info, result.failures)
         return to_connection(result.page)
 

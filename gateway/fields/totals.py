@@ -64,7 +64,7 @@ async def _read(
     authorize_view(context, view)
     options = await read_options(context, view, max_lag, at_least)
     result = await context.planner.totals(view, since, until, context.deadline, options)
-    context.add_freshness(result.freshness)
+    context.add_freshness(view, result.freshness)
     record_failures(context, info, result.failures)
     return result
 

@@ -83,7 +83,7 @@ def windowed_fields(view: View) -> ViewFields:
         read = await context.planner.windows(
             view, entity, given(since), given(until), context.deadline, options
         )
-        record_key_read(context, info, read)
+        record_key_read(context, info, view, read)
         return [to_type(row) for row in read.value or []]
 
     async def top(
@@ -98,7 +98,7 @@ def windowed_fields(view: View) -> ViewFields:
         authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.top(view, limit, context.deadline, window.start, options)
-        context.add_freshness(result.freshness)
+        context.add_freshness(view, result.freshness)
         record_failures(context, info, result.failures)
         return [to_type(row) for row in result.rows]
 

@@ -202,6 +202,7 @@ class _Partition:
             "role": "ACTIVE",
             "appliedOffset": applied,
             "lag": end - applied,
+            "positions": dict(self.applied),
         }
 
 

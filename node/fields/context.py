@@ -26,13 +26,16 @@ class ReadContext:
     for every read, so retention cuts the same everywhere) and what was read (freshness).
     `roles`: the copies it may read; STANDBY copies only when the caller asked for them.
     `proved`: per partition the offsets (per topic) its copy was proved current at
-    (node.currency); such a copy is read even while it restores."""
+    (node.currency); such a copy is read even while it restores. `positions`: per
+    partition read, the next offset per changelog topic its reads reflect (the freshness
+    entry's `positions`, from which the gateway builds read tokens)."""
 
     registry: PartitionRegistry
     clock: Clock = wall_clock_ms
     roles: tuple[Role, ...] = (Role.ACTIVE,)
     proved: dict[int, dict[str, int]] = field(default_factory=dict)
     freshness: dict[int, PartitionStatus] = field(default_factory=dict)
+    positions: dict[int, dict[str, int]] = field(default_factory=dict)
     executed: bool = False
     _now_ms: int | None = field(default=None, init=False, repr=False)
 
@@ -68,11 +71,15 @@ class ReadContext:
 
     def try_read(self, partition: int, reader: Callable[[PartitionStore], T]) -> tuple[T] | None:
         """`(reader(store),)` on `partition`, or None when this node does not hold it."""
-        result = self.registry.read(partition, reader, self.roles, self.proved.get(partition))
+        result = self.registry.read_at(partition, reader, self.roles, self.proved.get(partition))
         if result is None:
             return None
-        value, status = result
+        value, status, positions = result
         self.freshness.setdefault(partition, status)
+        seen = self.positions.setdefault(partition, positions)
+        if seen is not positions:  # a later read of the partition in the same request
+            for topic, offset in positions.items():
+                seen[topic] = max(seen.get(topic, 0), offset)
         return (value,)
 
     def holds(self, partition: int) -> bool:
@@ -83,18 +90,21 @@ class ReadContext:
         """One entry per partition read; `lagUnknownSince` only while the lag is unknown
         (the broker does not answer): `lag` is then the last one known, as of that time."""
         return [
-            _freshness(partition, self.node_id, s)
+            _freshness(partition, self.node_id, s, self.positions.get(partition, {}))
             for partition, s in sorted(self.freshness.items())
         ]
 
 
-def _freshness(partition: int, node_id: str, status: PartitionStatus) -> dict[str, Any]:
+def _freshness(
+    partition: int, node_id: str, status: PartitionStatus, positions: dict[str, int]
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "partition": partition,
         "node": node_id,
         "role": status.role.value,
         "appliedOffset": status.applied_offset,
         "lag": status.lag,
+        "positions": positions,
     }
     if status.lag_unknown_since_ms is not None:
         entry["lagUnknownSince"] = iso_ms(status.lag_unknown_since_ms)

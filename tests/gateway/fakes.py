@@ -281,6 +281,7 @@ class FakeNode:
         self.fields_asked: list[str] = []  # the root field of every request
         self.entities_asked: list[str] = []  # per `_entities` request, each type name asked
         self._schema = build_schema(node_sdl(catalogue))
+        self._topics = [view.changelog_topic for view in catalogue]
         self._root: dict[str, Callable[..., Any]] = {"_entities": self._entities}
         self._entity_views = {
             v.type_name: v for v in catalogue if v.kind in (ViewKind.COUNT, ViewKind.LATEST)
@@ -574,6 +575,7 @@ class FakeNode:
                 "role": "ACTIVE",
                 "appliedOffset": 100 + p,
                 "lag": 0,
+                "positions": dict.fromkeys(self._topics, 100 + p),
             }
             for p in sorted(read)
         ]

@@ -38,15 +38,15 @@ class CountingRegistry(PartitionRegistry):
 
     reads = 0
 
-    def read(
+    def read_at(
         self,
         partition: int,
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
         proved: Mapping[str, int] | None = None,
-    ) -> tuple[T, PartitionStatus] | None:
+    ) -> tuple[T, PartitionStatus, dict[str, int]] | None:
         self.reads += 1
-        return super().read(partition, reader, roles, proved)
+        return super().read_at(partition, reader, roles, proved)
 
 
 def _serve(server: uvicorn.Server, name: str) -> threading.Thread:

@@ -171,9 +171,17 @@ def test_a_filled_key_is_answered_from_memory_with_the_node_freshness() -> None:
             await h.fill([key], {key: count_row(key, 4)}, offset=5)
             hits = h.ask([key])
             assert hits.missing == {} and hits.rows == {key: Row(key, 4)}
-            # a node read sums applied and end over the copy's changelog topics
+            # a node read sums applied and end over the copy's changelog topics, and
+            # reports each topic's position (for the answer's read token)
             assert hits.freshness == [
-                {"partition": 0, "node": "n1", "role": "ACTIVE", "appliedOffset": 8, "lag": 4}
+                {
+                    "partition": 0,
+                    "node": "n1",
+                    "role": "ACTIVE",
+                    "appliedOffset": 8,
+                    "lag": 4,
+                    "positions": {TOPIC: 5, OTHER: 3},
+                }
             ]
 
     asyncio.run(scenario())

@@ -78,3 +78,21 @@ def test_a_copy_below_what_a_copy_here_had_applied_answers_no_read_until_it_catc
         registry.record_applied(0, {"t": 10})
         assert registry.holds(0, (Role.STANDBY,))
         registry.detach(0)
+
+
+def test_a_read_reports_positions_that_cover_a_batch_being_written(tmp_path: Path) -> None:
+    """The materializer announces a batch (`applying`) before writing it to the store and
+    records it applied after: a read in between may see its rows, so its positions (the
+    read token's) already cover it, while its status still says what is applied."""
+    registry = PartitionRegistry("n1")
+    with LevelDBStore(tmp_path / "partition-0") as store:
+        registry.attach(0, store, Role.ACTIVE, {"t": 10, "u": 4})
+        found = registry.read_at(0, lambda store: None)
+        assert found is not None and found[2] == {"t": 10, "u": 4}
+        registry.applying(0, {"t": 12})
+        found = registry.read_at(0, lambda store: None)
+        assert found is not None
+        assert (found[1].applied_offset, found[2]) == (14, {"t": 12, "u": 4})
+        registry.record_applied(0, {"t": 12, "u": 5})
+        found = registry.read_at(0, lambda store: None)
+        assert found is not None and found[2] == {"t": 12, "u": 5}

@@ -88,7 +88,14 @@ def test_standby_copies_answer_only_when_asked(endpoint: GraphQLEndpoint) -> Non
     answered = endpoint.execute(POINT, {"w": WORD[1]}, roles=standby)
     assert answered["data"] == {"wordCount": {"count": 7}}
     assert answered["extensions"]["freshness"] == [
-        {"partition": 1, "node": "n1", "role": "STANDBY", "appliedOffset": 10, "lag": 2}
+        {
+            "partition": 1,
+            "node": "n1",
+            "role": "STANDBY",
+            "appliedOffset": 10,
+            "lag": 2,
+            "positions": {WORD_COUNTS.changelog_topic: 10},
+        }
     ]
     top = endpoint.execute("{ topWords(limit: 5, partitions: [0, 1]) { word } }", roles=standby)
     assert [row["word"] for row in top["data"]["topWords"]] == sorted([WORD[0], WORD[1]])

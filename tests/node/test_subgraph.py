@@ -170,6 +170,7 @@ def test_freshness_names_each_partition_read(endpoint: GraphQLEndpoint) -> None:
             "role": "ACTIVE",
             "appliedOffset": 100 + partition,
             "lag": 5,
+            "positions": {VIEW.changelog_topic: 100 + partition},
         }
     ]
 

@@ -321,6 +321,7 @@ def test_latest_of_a_customer(endpoint: GraphQLEndpoint) -> None:
             "role": "ACTIVE",
             "appliedOffset": len(FULL) * (10 + partition_for(customer, P)),
             "lag": 0,
+            "positions": {v.changelog_topic: 10 + partition_for(customer, P) for v in FULL},
         }
     ]
     unknown = held("nobody", 10)[0]

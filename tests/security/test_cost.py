@@ -138,9 +138,9 @@ class CountingRegistry(PartitionRegistry):
 
     reads = 0
 
-    def read(self, *args: Any, **kwargs: Any) -> Any:
+    def read_at(self, *args: Any, **kwargs: Any) -> Any:
         self.reads += 1
-        return super().read(*args, **kwargs)
+        return super().read_at(*args, **kwargs)
 
 
 def node_answers(

@@ -123,13 +123,13 @@ def test_a_fault_outside_execution_is_a_500_internal_error(
 class BrokenRegistry(PartitionRegistry):
     """A node whose partition store cannot decode what it holds."""
 
-    def read(
+    def read_at(
         self,
         partition: int,
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
         proved: Mapping[str, int] | None = None,
-    ) -> tuple[T, PartitionStatus] | None:
+    ) -> tuple[T, PartitionStatus, dict[str, int]] | None:
         raise SerializationError(f"partition {partition}: bad value in {SECRET}")
 
 
