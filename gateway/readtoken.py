@@ -48,7 +48,7 @@ class ReadPositions:
 
     def raise_to(self, topic: str, partition: int, offset: int) -> None:
         offsets = self._topics.setdefault(topic, {})
-        if offset > offsets.get(partition, 0):
+        if offset > offsets.get(partition, -1):
             offsets[partition] = offset
 
     def add_entries(self, topic: str, entries: Iterable[Mapping[str, Any]]) -> None:
@@ -56,8 +56,8 @@ class ReadPositions:
         for entry in entries:
             positions, partition = entry.get("positions"), entry.get("partition")
             if isinstance(positions, dict) and isinstance(partition, int):
-                offset = positions.get(topic)
-                if isinstance(offset, int) and offset > 0:
+                offset = positions.get(topic, 0)  # nothing applied of it yet
+                if isinstance(offset, int) and offset >= 0:
                     self.raise_to(topic, partition, offset)
 
     @classmethod

@@ -123,3 +123,10 @@ def test_a_malformed_read_token_is_refused_before_any_node_is_asked() -> None:
     body = _ask(node, READ, {"w": "w7", "t": "r1.garbage"})
     assert codes(body) == ["BAD_USER_INPUT"], body
     assert node.requests == 0
+
+
+def test_an_answer_from_copies_that_applied_nothing_yet_still_carries_a_token() -> None:
+    positions = ReadPositions()
+    positions.add_entries(TOPIC, [{"partition": 2, "positions": {}}])
+    assert positions and positions.applied_at_least(WORD_COUNTS) is not None
+    assert ReadPositions.parse(WORD_COUNTS, positions.token()).token() == positions.token()
