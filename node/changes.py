@@ -12,7 +12,7 @@ unread, and the consumer thread applying them should not pay for their JSON.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -25,6 +25,7 @@ __all__ = ["ChangeBatch", "Effect", "EventPosition", "change_json", "position"]
 
 # (event_ms, source_partition, source_offset): the order of a key's events
 EventPosition = tuple[int, int, int]
+_NONE: Mapping[tuple[str, str], EventPosition] = {}
 
 
 def position(row: EventRow) -> EventPosition:
@@ -88,10 +89,13 @@ def _check_event(view: str, row: EventRow) -> None:
 class ChangeBatch:
     """Upserts and deletes per view kind, window expiry horizons and new offsets.
 
-    A later change of the same entry replaces an earlier one (changelog values are
-    absolute), except for latest rows, where the event with the greatest position wins.
-    `horizons[view]` expires that windowed view's windows with end <= the horizon.
-    A batch built with `tracked=False` reports no effects: nobody follows its partition.
+    A later change of the same entry replaces an earlier one in what the store writes
+    (changelog values are absolute), except for latest rows, where the event with the
+    greatest position wins. `horizons[view]` expires that windowed view's windows with
+    end <= the horizon. A `tracked` batch still reports every record's change (`effects`):
+    a follower sees one change per changelog record, however the records were batched,
+    so a live follow and a replay of the same offsets give the same changes. A batch
+    built with `tracked=False` reports no effects: nobody follows its partition.
     """
 
     counts: dict[tuple[str, str], CountRow | None] = field(default_factory=dict)
@@ -104,6 +108,9 @@ class ChangeBatch:
     origins: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
     # the record being added now (`reading`); offset 0 for batches built by hand
     _at: tuple[int, int] = (0, 0)
+    # changes a later record of the same entry replaced in this batch, with their entry's
+    # origins key (a tracked batch reports them too)
+    _replaced: list[tuple[tuple[Any, ...], Effect]] = field(default_factory=list)
     # whether `effects` is wanted: the change feed follows the partition
     tracked: bool = True
 
@@ -115,11 +122,13 @@ class ChangeBatch:
     def put_count(self, view: str, row: CountRow) -> None:
         _check_key(view, row.key)
         _check_uint(view, row.key, "count", row.count)
+        self._replace(("c", view, row.key), self.counts, (view, row.key))
         self.counts[(view, row.key)] = row
         self.origins[("c", view, row.key)] = self._at
 
     def delete(self, view: str, key: str) -> None:
         """Delete the count row of `key`."""
+        self._replace(("c", view, key), self.counts, (view, key))
         self.counts[(view, key)] = None
         self.origins[("c", view, key)] = self._at
 
@@ -132,10 +141,13 @@ class ChangeBatch:
                 f"view {view}: key {row.key!r} has a window ending at {row.end_ms}, "
                 f"not after its start {row.start_ms}"
             )
-        self.windows[(view, row.key, row.start_ms)] = row
-        self.origins[("w", view, row.key, row.start_ms)] = self._at
+        entry = (view, row.key, row.start_ms)
+        self._replace(("w", *entry), self.windows, entry, (row.start_ms,))
+        self.windows[entry] = row
+        self.origins[("w", *entry)] = self._at
 
     def delete_window(self, view: str, key: str, start_ms: int) -> None:
+        self._replace(("w", view, key, start_ms), self.windows, (view, key, start_ms), (start_ms,))
         self.windows[(view, key, start_ms)] = None
         self.origins[("w", view, key, start_ms)] = self._at
 
@@ -148,31 +160,51 @@ class ChangeBatch:
         _check_event(view, row)
         current = self.latest.get((view, row.key))
         if current is None or position(row) > position(current):
+            self._replace(("l", view, row.key), self.latest, (view, row.key))
             self.latest[(view, row.key)] = row
             self.origins[("l", view, row.key)] = self._at
 
     def delete_latest(self, view: str, key: str) -> None:
+        self._replace(("l", view, key), self.latest, (view, key))
         self.latest[(view, key)] = None
         self.origins[("l", view, key)] = self._at
 
     def put_event(self, view: str, row: EventRow) -> None:
         _check_event(view, row)
-        self.events[(view, row.key, position(row))] = row
-        self.origins[("e", view, row.key, position(row))] = self._at
+        at = position(row)
+        self._replace(("e", view, row.key, at), self.events, (view, row.key, at), at)
+        self.events[(view, row.key, at)] = row
+        self.origins[("e", view, row.key, at)] = self._at
 
     def delete_event(self, view: str, key: str, at: EventPosition) -> None:
+        self._replace(("e", view, key, at), self.events, (view, key, at), at)
         self.events[(view, key, at)] = None
         self.origins[("e", view, key, at)] = self._at
+
+    def _replace(
+        self,
+        origin: tuple[Any, ...],
+        entries: dict[Any, Any],
+        entry: tuple[Any, ...],
+        at: tuple[int, ...] = (),
+    ) -> None:
+        """Keep the change an entry set earlier in this batch is about to lose, when the
+        batch is tracked: its follower sees it too."""
+        if self.tracked and entry in entries:
+            offset, size = self.origins[origin]
+            replaced = Effect(offset, size, entry[0], entry[1], entries[entry], at)
+            self._replaced.append((origin, replaced))
 
     def advance(self, topic: str, next_offset: int) -> None:
         """Record that every record of `topic` before `next_offset` is applied."""
         self.offsets[topic] = next_offset
 
-    def effects(self, outranked: Collection[tuple[str, str]] = ()) -> list[Effect]:
-        """The batch's changes in offset order, as a store that applied it made them: all
-        but the latest rows in `outranked` (view, key), which the stored row beat, and the
-        windows the batch's own horizon expires (stored as nothing, never seen); none
-        when the batch is not `tracked`."""
+    def effects(self, before: Mapping[tuple[str, str], EventPosition] = _NONE) -> list[Effect]:
+        """The batch's changes in offset order, as a store that applied it made them: every
+        record's change (also those a later record of the entry replaced), but no latest row
+        whose event is not after `before` (view, key: the position of the latest event the
+        key had before the batch, stored or seen) and no window the batch's own horizon
+        expires (stored as nothing, never seen); none when the batch is not `tracked`."""
         if not self.tracked:
             return []
         origins = self.origins
@@ -180,20 +212,35 @@ class ChangeBatch:
             Effect(*origins[("c", view, key)], view, key, count)
             for (view, key), count in self.counts.items()
         ]
+        expired: set[tuple[Any, ...]] = set()
         for (view, key, start_ms), window in self.windows.items():
             horizon = self.horizons.get(view)
             if window is not None and horizon is not None and window.end_ms <= horizon:
+                expired.add(("w", view, key, start_ms))
                 continue
             effects.append(
                 Effect(*origins[("w", view, key, start_ms)], view, key, window, (start_ms,))
             )
         for (view, key), event in self.latest.items():
-            if (view, key) not in outranked:
+            if _after(event, before.get((view, key))):
                 effects.append(Effect(*origins[("l", view, key)], view, key, event))
         for (view, key, at), event in self.events.items():
             effects.append(Effect(*origins[("e", view, key, at)], view, key, event, at))
+        # what a later record replaced, unless its window is expired by the batch or its
+        # latest row was never the latest
+        for origin, replaced in self._replaced:
+            if origin in expired:
+                continue
+            if origin[0] == "l" and not _after(replaced.row, before.get(origin[1:])):
+                continue
+            effects.append(replaced)
         effects.sort(key=_offset)
         return effects
+
+
+def _after(row: Any, before: EventPosition | None) -> bool:
+    """Whether a latest row change shows: a delete always, an event only after `before`."""
+    return row is None or before is None or position(row) > before
 
 
 def _offset(effect: Effect) -> int:

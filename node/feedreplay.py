@@ -132,17 +132,16 @@ class Replay:
 
     def _effects(self, batch: ChangeBatch) -> list[Effect]:
         """The batch's changes; latest rows only when later than the latest seen."""
-        stale = set()
+        before = {}
         for (view, key), event in batch.latest.items():
+            seen = self._latest.get(key)
+            if seen is not None:
+                before[(view, key)] = seen
             if event is None:
                 self._latest.pop(key, None)
-                continue
-            seen = self._latest.get(key)
-            if seen is not None and position(event) <= seen:
-                stale.add((view, key))
-            else:
+            elif seen is None or position(event) > seen:
                 self._latest[key] = position(event)
-        return batch.effects(stale)
+        return batch.effects(before)
 
     def close(self) -> None:
         """Close the consumer, once any read running in another thread is done."""

@@ -389,23 +389,24 @@ class LevelDBStore(PartitionStore):
                 f"partition store {self.path}: a write failed earlier; reopen it before writing"
             )
         try:
-            stale = self._write(db, batch)
+            before = self._write(db, batch)
         except plyvel.CorruptionError as exc:
             raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
         except plyvel.IOError as exc:
             self._write_failed = True
             raise self._write_error("write", exc) from exc
-        return batch.effects(stale)
+        return batch.effects(before)
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> set[tuple[str, str]]:
-        """Write `batch`; returns the latest rows (view, key) the stored ones outranked."""
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> dict[tuple[str, str], EventPosition]:
+        """Write `batch`; returns the position of the stored latest event of each (view,
+        key) the batch has a latest row for, where one was stored."""
         # transaction=True: an exception while building the batch writes nothing
         with db.write_batch(transaction=True) as wb:
             self._write_counts(db, wb, batch)
             # purge before writing: a window rewritten by this batch must not be deleted
             self._purge_windows(db, wb, batch.horizons)
             self._write_windows(db, wb, batch)
-            stale = self._write_latest(db, wb, batch)
+            before = self._write_latest(db, wb, batch)
             for (view, key, at), event in batch.events.items():
                 if event is None:
                     wb.delete(layout.event_key(view, key, at))
@@ -413,7 +414,7 @@ class LevelDBStore(PartitionStore):
                     wb.put(layout.event_key(view, key, at), layout.encode_event(event))
             for topic, next_offset in batch.offsets.items():
                 wb.put(layout.offset_key(topic), layout.encode_offset(next_offset))
-        return stale
+        return before
 
     def _old_rows(self, db: plyvel.DB, head: bytes) -> Callable[[bytes], bytes | None]:
         """How to read the stored row of a key under `head` before it is overwritten,
@@ -519,9 +520,9 @@ class LevelDBStore(PartitionStore):
 
     def _write_latest(
         self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch
-    ) -> set[tuple[str, str]]:
+    ) -> dict[tuple[str, str], EventPosition]:
         readers: dict[str, Callable[[bytes], bytes | None]] = {}
-        stale = set()
+        before = {}
         for (view, key), row in batch.latest.items():
             row_key = layout.latest_key(view, key)
             if row is None:
@@ -531,12 +532,12 @@ class LevelDBStore(PartitionStore):
             if old_row is None:
                 old_row = readers[view] = self._old_rows(db, layout.latest_prefix(view))
             old = old_row(row_key)
+            if old is not None:
+                before[(view, key)] = position(layout.decode_latest(view, key, old))
             # replays and out-of-order records must never replace a later event
-            if old is None or position(row) > position(layout.decode_latest(view, key, old)):
+            if old is None or position(row) > before[(view, key)]:
                 wb.put(row_key, layout.encode_latest(row))
-            else:
-                stale.add((view, key))
-        return stale
+        return before
 
     # -- reads -----------------------------------------------------------------------------
 

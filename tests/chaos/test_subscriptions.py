@@ -6,8 +6,13 @@ Judged afterwards, for every subscriber: per key, updates strictly increasing in
 (and count), the newest equal to the ground truth (the producers' delivery reports) once
 the load stops; every top-N subscriber's newest push equal to the top a query reads then.
 A group of subscribers disconnects right after the SIGKILL and resumes with its tokens
-once the cluster is stable again: across the resume a count's offsets still strictly
-increase and end at the truth, and a customer's history has every booking exactly once."""
+once the cluster is stable again (another did the same earlier, with no node death), over
+graphql-ws and over graphql-sse: across the resume a count's offsets still strictly
+increase and end at the truth, what a resumed count subscriber receives equals exactly
+what a subscriber connected throughout received after the token, and a customer's
+history has every booking exactly once. Every subscriber connected throughout receives
+every changelog record of its key from its first update on: none missed across the kill
+and the restart."""
 
 from __future__ import annotations
 
@@ -19,10 +24,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from confluent_kafka import KafkaError, Message
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from gateway.live.tokens import ResumeToken
 from runtime.produce import new_producer
+from schema import WORD_COUNTS
 from tests.chaos.conftest import ChaosCluster, words
 from tests.chaos.load import TruthProducer
 from tests.live.subscribers import Subscribers
@@ -113,17 +119,117 @@ class Plan:
         for i in range(9):  # 9 top-N
             self.subscriptions[f"top-{i}"] = (TOP, {"n": TOP_LIMIT}, f"c{i % 5}")
         self.subscriptions[f"history-{customers[1]}"] = (HISTORY, {"k": customers[1]}, "c0")
-        # 2 that disconnect after the SIGKILL and resume with their tokens (50 in all)
+        # 3 that disconnect after the SIGKILL and resume with their tokens, and 2 that
+        # disconnect and resume while no node dies (55 in all); each count one has a
+        # subscriber of its key connected throughout among the 30 above
         self.resuming = {
             "resume-count": (COUNT, {"k": asked[0]}, "resuming"),
+            "resume-count-sse": (COUNT, {"k": asked[1]}, "resuming-sse"),
             "resume-history": (HISTORY, {"k": customers[0]}, "resuming"),
+        }
+        self.calm = {
+            "calm-count": (COUNT, {"k": asked[2]}, "calm"),
+            "calm-count-sse": (COUNT, {"k": asked[3]}, "calm-sse"),
         }
 
     def all(self) -> dict[str, tuple[str, dict[str, Any], str]]:
-        return {**self.subscriptions, **self.resuming}
+        return {**self.subscriptions, **self.resuming, **self.calm}
 
     def of(self, query: str) -> list[str]:
         return [i for i, (q, _, _) in self.all().items() if q == query]
+
+
+def client_of(connection: str) -> str:
+    """The subscription client of a connection: graphql-sse for those named so."""
+    return "graphql-sse" if connection.endswith("-sse") else "graphql-ws"
+
+
+def _disconnect(
+    clients: Subscribers, group: dict[str, tuple[str, dict[str, Any], str]]
+) -> dict[str, dict[str, Any]]:
+    """Close the connections of `group`; the newest update of each of its subscriptions
+    (whose token it resumes with)."""
+    for connection in {c for _, _, c in group.values()}:
+        clients.close(connection)
+    return {i: clients.received[i][-1]["data"][FIELDS[q]] for i, (q, _, _) in group.items()}
+
+
+def _resume(
+    clients: Subscribers,
+    group: dict[str, tuple[str, dict[str, Any], str]],
+    newest: dict[str, dict[str, Any]],
+) -> None:
+    for ident, (query, variables, connection) in group.items():
+        resumed = {**variables, "after": newest[ident]["token"]}
+        again = f"{connection}-again"
+        clients.subscribe(f"{ident}-again", client_of(connection), query, resumed, again)
+
+
+def _resume_problems(
+    clients: Subscribers,
+    group: dict[str, tuple[str, dict[str, Any], str]],
+    newest: dict[str, dict[str, Any]],
+) -> list[str]:
+    """A resumed count subscriber whose updates are not exactly those a subscriber of its
+    key connected throughout received after the resumed token's update."""
+    problems = []
+    for ident, (query, variables, _) in group.items():
+        if query != COUNT:
+            continue
+        after = newest[ident]["offset"]
+        control = clients.data(f"single-{variables['k']}", "wordCount")
+        wanted = [(u["offset"], u["count"]) for u in control if u["offset"] > after]
+        got = [(u["offset"], u["count"]) for u in clients.data(f"{ident}-again", "wordCount")]
+        if got != wanted:
+            problems.append(f"{ident} after offset {after}: got {got}, connected got {wanted}")
+    return problems
+
+
+def _changelog_offsets(bootstrap: str, topic: str, keys: set[str]) -> dict[str, list[int]]:
+    """The offsets of every record of `keys` in `topic` (every partition) up to its end."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "chaos-changelog-reader",
+         "enable.auto.commit": False, "enable.partition.eof": True}
+    )  # fmt: skip
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in partitions}  # fmt: skip
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends if ends[p]])
+        found: dict[str, list[int]] = defaultdict(list)
+        reached = {p for p, end in ends.items() if not end}
+        deadline = time.monotonic() + 60
+        while len(reached) < len(ends):
+            assert time.monotonic() < deadline, f"the changelog was not read to {ends}"
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None
+            key = (message.key() or b"").decode()
+            if key in keys:
+                found[key].append(offset)
+            if offset + 1 >= ends[partition]:
+                reached.add(partition)
+        return found
+    finally:
+        consumer.close()
+
+
+def _missed_rounds(clients: Subscribers, plan: Plan, records: dict[str, list[int]]) -> list[str]:
+    """A subscriber connected throughout whose updates are not every changelog record of
+    its key from its first update on."""
+    problems = []
+    for ident, (query, variables, _) in plan.subscriptions.items():
+        if query != COUNT:
+            continue
+        # the first update of a key with no row yet has offset -1
+        offsets = [u["offset"] for u in clients.data(ident, "wordCount") if u["offset"] >= 0]
+        wanted = [o for o in records.get(variables["k"], []) if offsets and o >= offsets[0]]
+        if offsets != wanted:
+            missed = sorted(set(wanted) - set(offsets))
+            problems.append(f"{ident}: missed {missed[:10]} of {len(wanted)}; got {offsets[:5]}...")
+    return problems
 
 
 def _by_key(clients: Subscribers, ids: list[str], field: str, key: str) -> dict[str, list[Any]]:
@@ -192,7 +298,7 @@ def test_subscribers_reach_the_truth_across_a_sigkill_a_restart_and_a_resume(
     chaos.wait_stable(gateway)
     with Subscribers(gateway, local.base_dir / "live-subscribers.log") as clients:
         for ident, (query, variables, connection) in plan.all().items():
-            clients.subscribe(ident, "graphql-ws", query, variables, connection)
+            clients.subscribe(ident, client_of(connection), query, variables, connection)
         first = [i for i in plan.all() if FIELDS[plan.all()[i][0]] != "bookingHistory"]
         clients.wait("every first row", lambda: all(clients.received.get(i) for i in first))
         counts = TruthProducer(local.bootstrap, "words", asked, RATE_PER_S).start()
@@ -202,23 +308,22 @@ def test_subscribers_reach_the_truth_across_a_sigkill_a_restart_and_a_resume(
                 "bookings before the SIGKILL",
                 lambda: all(clients.received.get(i) for i in plan.of(HISTORY)),
             )
+            calm = _disconnect(clients, plan.calm)  # nothing more arrives for them
+            time.sleep(1.0)  # changes they miss while disconnected, not a wait for a condition
+            _resume(clients, plan.calm, calm)
             killed, restarted = chaos.live()[:2]
             local.nodes[killed].kill()
-            clients.close("resuming")  # then nothing more arrives for its subscriptions
-            tokens = {i: clients.received[i][-1]["data"][FIELDS[q]]["token"]
-                      for i, (q, _, _) in plan.resuming.items()}  # fmt: skip
+            newest = _disconnect(clients, plan.resuming)
             chaos.wait_stable(gateway)
             local.nodes[restarted].stop()
             local.start_node(restarted)
             chaos.wait_stable(gateway)
-            for ident, (query, variables, _) in plan.resuming.items():
-                resumed = {**variables, "after": tokens[ident]}
-                clients.subscribe(f"{ident}-again", "graphql-ws", query, resumed, "resumed")
+            _resume(clients, plan.resuming, newest)
             time.sleep(SETTLE_S)  # the load on the final cluster, not a wait for a condition
         finally:
             truth = counts.stop()
             trips = bookings.stop()
-        resumed_ids = {i: [i, f"{i}-again"] for i in plan.resuming}
+        resumed_ids = {i: [i, f"{i}-again"] for i in {**plan.resuming, **plan.calm}}
         subscribers = {i: [i] for i in plan.subscriptions} | resumed_ids
 
         def problems() -> list[str]:
@@ -241,6 +346,12 @@ def test_subscribers_reach_the_truth_across_a_sigkill_a_restart_and_a_resume(
         except TimeoutError:
             found = problems()
             raise AssertionError(f"{len(found)} problems, first: {found[:10]}") from None
+        resumes = _resume_problems(clients, plan.calm, calm)
+        resumes += _resume_problems(clients, plan.resuming, newest)
+        assert not resumes, resumes
+        records = _changelog_offsets(local.bootstrap, WORD_COUNTS.changelog_topic, set(asked))
+        missed = _missed_rounds(clients, plan, records)
+        assert not missed, f"{len(missed)} subscribers missed records, first: {missed[:5]}"
         top = httpx.post(gateway, json={"query": TOP_QUERY, "variables": {"n": TOP_LIMIT}})
         rows = top.json()["data"]["topWords"]
         tops = plan.of(TOP)
@@ -258,7 +369,8 @@ def test_subscribers_reach_the_truth_across_a_sigkill_a_restart_and_a_resume(
                 last_from[(who, word)] = of_key[-1]["freshness"]["node"]
                 seen.update(u["freshness"]["node"] for u in of_key)
         again = {
-            i: len(clients.data(f"{i}-again", FIELDS[q])) for i, (q, _, _) in plan.resuming.items()
+            i: len(clients.data(f"{i}-again", FIELDS[q]))
+            for i, (q, _, _) in {**plan.resuming, **plan.calm}.items()
         }
         received = sum(len(v) for v in clients.received.values())
     print(

@@ -61,7 +61,7 @@ class MemoryStore(PartitionStore):
 
     def apply(self, batch: ChangeBatch) -> list[Effect]:
         self._require_open()
-        stale = set()
+        before = {}
         for (view, key), row in batch.counts.items():
             _put(self._rows.setdefault(view, {}), key, row)
         for view, horizon in batch.horizons.items():
@@ -77,14 +77,14 @@ class MemoryStore(PartitionStore):
         for (view, key), event in batch.latest.items():
             latest = self._latest.setdefault(view, {})
             old = latest.get(key)
+            if old is not None:
+                before[(view, key)] = position(old)
             if event is None or old is None or position(event) > position(old):
                 _put(latest, key, event)
-            else:
-                stale.add((view, key))
         for (view, key, at), event in batch.events.items():
             _put(self._events.setdefault(view, {}), (key, at), event)
         self._offsets.update(batch.offsets)
-        return batch.effects(stale)
+        return batch.effects(before)
 
     def get(self, view: str, key: str) -> CountRow | None:
         self._require_open()

@@ -68,7 +68,9 @@ def test_apply_returns_the_changes_that_took_effect_in_offset_order(
     batch.put_event("history", event("h", 100, 15))
     batch.advance("t", 16)
     window = {"key": "w", "start_ms": 0, "end_ms": 60_000, "count": 4, "last_event_ms": 1}
+    # every record's change, also one a later record of the same key replaced in the batch
     assert applied(store.apply(batch)) == [
+        Change("counts", "a", 10, {"key": "a", "count": 1, "last_event_ms": 10}),
         Change("counts", "b", 11, {"key": "b", "count": 1, "last_event_ms": 11}),
         Change("counts", "a", 12, {"key": "a", "count": 2, "last_event_ms": 12}),
         Change("latest", "x", 13, event_doc(event("x", 500, 13))),
@@ -89,6 +91,35 @@ def test_apply_returns_the_changes_that_took_effect_in_offset_order(
         Change("counts", "a", 18, None),
     ]
     assert store.latest("latest", "x") == event("x", 500, 13)
+
+
+def test_a_batch_shows_each_latest_event_that_was_the_latest_when_its_record_came(
+    store: PartitionStore,
+) -> None:
+    """Batched or one record at a time, a follower sees the same changes: an event earlier
+    than the stored latest never shows, a later one does even when the batch replaces it."""
+    first = ChangeBatch()
+    first.reading(1)
+    first.put_latest("latest", event("x", 500, 1))
+    store.apply(first)
+    batch = ChangeBatch()
+    for offset, at_ms in ((2, 400), (3, 600), (4, 700), (5, 650)):
+        batch.reading(offset)
+        batch.put_latest("latest", event("x", at_ms, offset))
+    assert [(c.offset, c.row["event_ms"]) for c in applied(store.apply(batch))] == [
+        (3, 600),
+        (4, 700),
+    ]
+    assert store.latest("latest", "x") == event("x", 700, 4)
+
+
+def test_a_window_the_batch_expires_shows_none_of_its_changes(store: PartitionStore) -> None:
+    batch = ChangeBatch()
+    for offset, count in ((1, 1), (2, 2)):
+        batch.reading(offset)
+        batch.put_window("windows", WindowRow("w", 0, 60_000, count, offset))
+    batch.expire_windows("windows", 60_000)
+    assert applied(store.apply(batch)) == []
 
 
 def changes(offsets: range, size: int = 10) -> list[Effect]:
