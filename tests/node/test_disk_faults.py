@@ -31,7 +31,7 @@ import httpx
 import plyvel
 import pytest
 
-from node.changes import ChangeBatch
+from node.changes import ChangeBatch, EventPosition
 from node.config import NodeConfig
 from node.materializer import Materializer
 from node.partitions import PartitionRegistry
@@ -329,7 +329,7 @@ class CorruptOnArming(LevelDBStore):
         super().__init__(path, cache_mb=1)
         self.armed = armed
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> set[tuple[str, str]]:
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> dict[tuple[str, str], EventPosition]:
         if self.armed.is_set():
             self.armed.clear()
             raise plyvel.CorruptionError(b"Corruption: block checksum mismatch (injected)")

@@ -106,10 +106,8 @@ def test_a_batch_shows_each_latest_event_that_was_the_latest_when_its_record_cam
     for offset, at_ms in ((2, 400), (3, 600), (4, 700), (5, 650)):
         batch.reading(offset)
         batch.put_latest("latest", event("x", at_ms, offset))
-    assert [(c.offset, c.row["event_ms"]) for c in applied(store.apply(batch))] == [
-        (3, 600),
-        (4, 700),
-    ]
+    shown = [(c.offset, c.row and c.row["event_ms"]) for c in applied(store.apply(batch))]
+    assert shown == [(3, 600), (4, 700)]
     assert store.latest("latest", "x") == event("x", 700, 4)
 
 

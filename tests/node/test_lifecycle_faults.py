@@ -14,7 +14,7 @@ from pathlib import Path
 import plyvel
 import pytest
 
-from node.changes import ChangeBatch
+from node.changes import ChangeBatch, EventPosition
 from node.config import NodeConfig
 from node.materializer import Materializer, StoreFactory
 from node.partitions import PartitionRegistry
@@ -45,7 +45,7 @@ class FullWhileSaid(LevelDBStore):
         super().__init__(path, cache_mb=1)
         self.partition, self.disk = partition, disk
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> set[tuple[str, str]]:
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> dict[tuple[str, str], EventPosition]:
         if self.disk.full.is_set():
             raise plyvel.IOError(b"IO error: injected.log: No space left on device")
         return super()._write(db, batch)
