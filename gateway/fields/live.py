@@ -37,6 +37,7 @@ from gateway.live.tokens import ResumeToken
 from gateway.live.top import TopUpdate, top_updates
 from gateway.live.updates import KeyUpdate, key_updates
 from gateway.reads import ReadOptions
+from gateway.readtoken import ReadPositions, is_read_token
 from gateway.request import RequestContext
 from gateway.timestamps import from_ms
 from schema import View, scalar_value
@@ -60,8 +61,10 @@ After = Annotated[
     str | None,
     strawberry.argument(
         description="The `token` of the newest update you received: continue right after it "
-        "(every later change exactly once). Leave it out to start now: with the current rows "
-        "where the field has them (a key's row or windows), else with the next change."
+        "(every later change exactly once). Or a query's extensions.readToken: start right "
+        "after what that answer reflected (every change since, none it held). Leave it out to "
+        "start now: with the current rows where the field has them (a key's row or windows), "
+        "else with the next change."
     ),
 ]
 
@@ -158,8 +161,26 @@ def start_subscription(
     if context.hub is None:
         raise SubscriptionsOffError("this gateway serves no subscriptions (no feed hub)")
     partitions = context.feed.current.partition_count(view)
-    token = None if after is None else ResumeToken.parse(view.name, after, partitions)
+    token = None if after is None else _resume_token(view, after, partitions)
     return context.hub, partitions, token, max_lag
+
+
+def _resume_token(view: View, after: str, partitions: int) -> ResumeToken:
+    """The token `after` names: a resume token of the view, or a read token, whose changelog
+    positions are where the subscription starts (a partition it has none for starts with
+    its current rows)."""
+    if not is_read_token(after):
+        return ResumeToken.parse(view.name, after, partitions)
+    applied = ReadPositions.parse(view, after).applied_at_least(view)
+    offsets = {} if applied is None else dict(applied.offsets)
+    beyond = [p for p in offsets if p >= partitions]
+    if beyond:
+        raise BadRequestError(
+            view.name,
+            f"`after` is a read token naming partition {beyond[0]}, but the view has "
+            f"{partitions}: it is from another cluster",
+        )
+    return ResumeToken(view.name, offsets)
 
 
 class KeySubscription:

@@ -5,10 +5,9 @@ connection, subscribe to a word's count and a customer's new bookings (a history
 Produces (words through the gateway's `produce` mutation, bookings to Kafka) move both;
 every update carries its offset, token and freshness. Each client then disconnects, the
 values move on without it, and it resubscribes with `after: <its newest token>`: it gets
-exactly the later changes, none twice: every later booking once, in order; the count's
-later rows in increasing offsets up to the truth (a count subscriber is owed the newest
-row of its key, so rows the resumed follow reads together are conflated to the newest:
-README "Subscriptions")."""
+exactly the later changes, none twice: every later booking once, in order; every later
+row of the count, one per changelog record. A subscription may also start from a query's
+read token: it gets every change since that answer, none the answer held."""
 
 from __future__ import annotations
 
@@ -160,8 +159,9 @@ def test_real_clients_see_values_move_and_resume_with_their_token(
         counts_after, events_after = received[(client, "resumed")]
         # counts: first the current row, then one update per change
         assert [u["count"] for u in counts_before] == list(range(1, BEFORE + 1)), client
-        # resumed: later rows only, offsets increasing, ending at the truth
-        assert all(u["count"] > BEFORE for u in counts_after), (client, counts_after)
+        # resumed: every later row, one per round (a round is one changelog record)
+        later = list(range(BEFORE + 1, rounds.done + 1))
+        assert [u["count"] for u in counts_after] == later, (client, counts_after)
         assert counts_after[-1]["count"] == rounds.done == cluster.truth[words[client]]
         # bookings: from where the subscription started, each once, in order
         produced = rounds.trips[customers[client]]
@@ -181,3 +181,30 @@ def test_real_clients_see_values_move_and_resume_with_their_token(
             for update in updates:
                 _check_update(update, key, partitions, nodes)
     assert cluster.counts(list(words.values())) == dict.fromkeys(words.values(), rounds.done)
+
+
+READ_WITH_TOKEN = "query($k: String!) { wordCount(word: $k) { count } }"
+
+
+def test_a_subscription_from_a_read_token_gets_every_change_since_the_read(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    word = "live-word-from-read"
+    rounds = Rounds(cluster, [word], [])
+    for _ in range(2):
+        rounds.play()
+    body = cluster.query(READ_WITH_TOKEN, {"k": word}).json()
+    assert body["data"] == {"wordCount": {"count": 2}}, body
+    token = body["extensions"]["readToken"]
+    for _ in range(3):  # changes after the read, before the subscription starts
+        rounds.play()
+    with Subscribers(cluster.local.gateway_url, tmp_path / "clients.log") as clients:
+        variables = {"k": word, "after": token}
+        clients.subscribe("from-read", "graphql-ws", COUNT, variables, "from-read")
+        rounds.play()  # and one after it started
+        clients.wait(
+            "the changes since the read",
+            lambda: [u["count"] for u in clients.data("from-read", "wordCount")][-1:] == [6],
+        )
+        received = [u["count"] for u in clients.data("from-read", "wordCount")]
+    assert received == [3, 4, 5, 6]
