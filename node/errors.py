@@ -37,6 +37,7 @@ import runtime.config
 
 __all__ = [
     "LEASE_LAPSED",
+    "STORE_DAMAGED",
     "BadRepresentationError",
     "BadRequestError",
     "ConfigError",
@@ -101,6 +102,8 @@ class BadRepresentationError(QueryError):
 
 # NOT_OWNER's reason while the node's lease has lapsed (node.lease)
 LEASE_LAPSED = "LEASE_LAPSED"
+# NOT_OWNER's reason for a copy whose store a read found damaged, until it is rebuilt
+STORE_DAMAGED = "STORE_DAMAGED"
 
 
 class NotOwnerError(QueryError):
@@ -128,6 +131,11 @@ class NotOwnerError(QueryError):
             message += (
                 ": its lease lapsed (the node was paused or starved for longer than its term), "
                 "so it serves no ACTIVE copy until the consumer group confirms its assignment"
+            )
+        elif reason == STORE_DAMAGED:
+            message += (
+                ": a read found its store damaged; the node sets it aside and rebuilds it "
+                "from the changelog, and serves it again once restored"
             )
         super().__init__(message)
         self.view = view

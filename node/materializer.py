@@ -480,6 +480,8 @@ class Replicator:
     def _retry_faults(self, consumer: Consumer) -> None:
         """Pause the changelogs of failed stores; retry those that are due: reopen (or
         rebuild a damaged one), write, then read on from the stored offsets."""
+        for partition, why in self.registry.take_damaged(self._stores.keys()).items():
+            self._fault(partition, StoreDamagedError(f"a read found it damaged: {why}"))
         now = time.monotonic()
         for partition, fault in list(self._faults.items()):
             if fault.recovered:

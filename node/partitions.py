@@ -14,18 +14,21 @@ given up, and while a copy's end offsets are doubted (`Doubt`).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from node.errors import LEASE_LAPSED, TopologyError
+from node.errors import LEASE_LAPSED, STORE_DAMAGED, TopologyError
 from node.lease import Lease
-from node.store import PartitionStore
+from node.store import READ_DAMAGE, PartitionStore
 from schema import NodeState, PartitionStatus, Role
 
 __all__ = ["CopyOffsets", "Doubt", "PartitionRegistry", "SetAside"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -70,6 +73,8 @@ class _Copy:
     # why the store cannot be written now (applying is paused and retried), else None
     store_error: str | None = None
     doubt: Doubt | None = None
+    # why a read found the store damaged: no read until the copy is rebuilt
+    damaged: str | None = None
     # the last status built and the broker outage it was built for, until a field above
     # changes (`forget_status`): every read reports a status, and building one cost a 1-key
     # lookup ~4 us
@@ -144,7 +149,7 @@ def _readable(
     # the `floor` a copy of the partition here had applied before (`_floors`) would answer
     # older than this node did: both are held on the same terms; a closed store (a reopen
     # after a failed write that failed too) is not held either
-    if copy is None or copy.role not in roles or copy.store.closed:
+    if copy is None or copy.role not in roles or copy.store.closed or copy.damaged:
         return False
     below = floor is not None and any(copy.applied.get(t, 0) < n for t, n in floor.items())
     leased = copy.role is not Role.ACTIVE or lease is None or lease.held()
@@ -164,6 +169,7 @@ class PartitionRegistry:
         # let go or rebuilt: a later copy answers no read below them, so this node never
         # answers older than it did; dropped once the copy held has reached it
         self._floors: dict[int, dict[str, int]] = {}
+        self._damaged: dict[int, str] = {}  # found by reads, not yet taken by the holder
         # set on every change of state or held partitions; the membership publisher waits on it
         self.changed = threading.Event()
         self._lock = threading.Lock()
@@ -330,6 +336,7 @@ class PartitionRegistry:
             if copy is not None:
                 self._raise_floor(partition, copy.applied)
                 copy.applied, copy.visible = dict(applied), dict(applied)
+                copy.damaged = None  # rebuilt
                 copy.restoring, copy.restore_done, copy.restore_total = True, 0, 0
                 copy.forget_status()
         self.changed.set()
@@ -378,7 +385,21 @@ class PartitionRegistry:
                 return None
             self.reads += 1
             status = copy.status(partition, self._unreachable_since_ms)
-            return reader(copy.store), status, dict(copy.visible)
+            try:
+                value = reader(copy.store)
+            except READ_DAMAGE as exc:
+                log.error("node %s: a read of partition %d: %s", self.node_id, partition, exc)
+                copy.damaged = str(exc) or type(exc).__name__
+                self._damaged[partition] = copy.damaged
+                self.changed.set()
+                return None
+            return value, status, dict(copy.visible)
+
+    def take_damaged(self, partitions: Collection[int]) -> dict[int, str]:
+        """The partitions among `partitions` a read found damaged since the last call, and
+        why: their holder rebuilds them (node.materializer)."""
+        with self._lock:
+            return {p: self._damaged.pop(p) for p in list(self._damaged) if p in partitions}
 
     def applied(
         self, partition: int, topic: str, roles: Collection[Role] = (Role.ACTIVE,)
@@ -410,9 +431,14 @@ class PartitionRegistry:
         floor = self._floors.get(partition)
         return copy if _readable(copy, roles, proved, self.lease, floor) else None
 
-    def refusal_reason(self) -> str | None:
-        """Why ACTIVE copies refuse reads they would otherwise answer: LEASE_LAPSED while
-        the node's lease has lapsed (node.lease); None otherwise."""
+    def refusal_reason(self, partition: int | None = None) -> str | None:
+        """Why a read of `partition` is refused though it may be held: STORE_DAMAGED while
+        a read found its store damaged, LEASE_LAPSED while the node's lease has lapsed
+        (node.lease); None otherwise."""
+        with self._lock:
+            copy = self._copies.get(partition) if partition is not None else None
+            if copy is not None and copy.damaged is not None:
+                return STORE_DAMAGED
         return None if self.lease is None or self.lease.held() else LEASE_LAPSED
 
     def partitions(self, role: Role | None = None) -> list[int]:

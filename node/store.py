@@ -21,6 +21,8 @@ the size of every file, so one truncated or removed while the node was stopped i
 `set_aside` then moves the directory to `<dir>.damaged-<UTC time>`. A write that fails
 raises `StoreWriteError` (`DiskFullError` when the disk is full) and wrote nothing; the
 handle takes no more writes until `reopen` (LevelDB's log may end in a partial record).
+A read that finds the files damaged raises one of `READ_DAMAGE` (node.partitions then
+refuses the copy and has it rebuilt).
 """
 
 from __future__ import annotations
@@ -63,7 +65,10 @@ _UNSEALED = frozenset({"LOCK", "LOG", "LOG.old", SEAL, f"{SEAL}.tmp"})
 # room a reopen needs beyond the log it replays into a table (LevelDB's 4 MiB write buffer)
 _REOPEN_MARGIN_BYTES = 1 << 20
 
-__all__ = ["ChangeBatch", "LevelDBStore", "PartitionStore"]
+__all__ = ["READ_DAMAGE", "ChangeBatch", "LevelDBStore", "PartitionStore"]
+
+# what a read of a store whose files are damaged raises (a bad block, a missing table file)
+READ_DAMAGE: tuple[type[Exception], ...] = (plyvel.CorruptionError, StoreDamagedError)
 
 
 class PartitionStore(abc.ABC):

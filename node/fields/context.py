@@ -66,7 +66,7 @@ class ReadContext:
         partitions: list[int] | None = None,
     ) -> NotOwnerError:
         """The NOT_OWNER of a read of `partition` this node refused, with the reason."""
-        reason = self.registry.refusal_reason()
+        reason = self.registry.refusal_reason(partition)
         return NotOwnerError(view.name, partition, self.node_id, key, partitions, reason)
 
     def try_read(self, partition: int, reader: Callable[[PartitionStore], T]) -> tuple[T] | None:
