@@ -5,8 +5,10 @@ A watchdog thread of the materializer renews the lease ten times a second, so a 
 than its term means the whole process was paused (SIGSTOP, a GC pause, a swapping host, a
 VM migration) or starved, librdkafka's heartbeat thread with it. Over such a gap the group
 may have expired the node's session and given its partitions to another node, which may
-already have answered newer values. (A consumer loop that is merely slow, as in a long
-rebalance callback, does not lapse it: the group heartbeats go on meanwhile.)
+already have answered newer values. A consumer loop that is merely slow, as in a long
+rebalance callback, does not lapse it (the group heartbeats go on meanwhile); one stuck
+for `APPLY_STALL_S` (node.materializer) does: its copies stopped applying, so what they
+answer grows older while it looks current.
 
 The lease then lapses: ACTIVE copies refuse unproved reads (NOT_OWNER, reason
 LEASE_LAPSED) until the group confirms the assignment with an answer to a request sent

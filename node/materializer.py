@@ -75,6 +75,10 @@ LEASE_TERM_S = (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 2000
 _CONFIRM_RETRY_S = 1.0
 # how often the watchdog renews the lease: a gap of the term between two renewals is a pause
 _LEASE_TICK_S = 0.1
+# an apply loop that has not turned for this long is stuck (a batch, a restore step or a
+# rebalance callback takes far less): the watchdog stops renewing the lease, so the node's
+# ACTIVE copies, which have stopped applying, answer no unproved read
+APPLY_STALL_S = 10.0
 # how long closing waits for a confirmation's commit in flight
 _CONFIRM_JOIN_S = 10.0
 # how long a node whose group session lapsed waits for the broker to answer a metadata
@@ -660,6 +664,8 @@ class Materializer(Replicator):
         # the registry's ACTIVE copies serve unproved reads only while this lease holds
         self.lease = Lease(LEASE_TERM_S)
         registry.lease = self.lease
+        self._turned = self.lease.now()  # when the apply loop last turned (the lease's clock)
+        self._stalled = False  # whether the watchdog logged the loop stuck
         self._confirming: threading.Thread | None = None
         self._lapses_logged = 0
         self._confirm_asked = -_CONFIRM_RETRY_S
@@ -704,6 +710,7 @@ class Materializer(Replicator):
         )
         watchdog.start()
         while not self._stop.is_set():
+            self._turned = self.lease.now()
             if self.lease.waiting():
                 self._confirm(consumer)
             messages = self._consume(consumer)
@@ -721,8 +728,26 @@ class Materializer(Replicator):
 
     def _renew_lease(self) -> None:
         self.lease.begin()
+        self._turned = self.lease.now()
         while not self._stop.wait(_LEASE_TICK_S):
+            self.watch()
+
+    def watch(self) -> None:
+        """One tick of the lease watchdog: renew the lease while the apply loop turns."""
+        stuck_s = self.lease.now() - self._turned
+        if stuck_s <= APPLY_STALL_S:
+            self._stalled = False
             self.lease.renew()
+            return
+        if not self._stalled:
+            self._stalled = True
+            log.error(
+                "node %s: the apply loop has not turned for %.1f s: the lease is not renewed, "
+                "so ACTIVE copies answer only proved reads until it turns again and the "
+                "group confirms the assignment",
+                self.config.node_id,
+                stuck_s,
+            )
 
     def _confirm(self, consumer: Consumer) -> None:
         """The lease lapsed: ask the group to confirm the assignment, on a thread of its own

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from node.config import NodeConfig
 from node.graphql_http import GraphQLEndpoint
 from node.lease import Lease
+from node.materializer import APPLY_STALL_S, LEASE_TERM_S, Materializer
 from node.partitions import PartitionRegistry
 from node.store import ChangeBatch, LevelDBStore
 from node.subgraph import build_subgraph
@@ -118,3 +120,29 @@ def test_a_lapsed_lease_refuses_active_reads_with_its_reason_and_standby_reads_g
     assert not lease.renew()
     assert lease.confirm(clock.now)
     assert endpoint.execute(QUERY, {"w": active})["data"] == {"wordCount": {"count": WORDS[active]}}
+
+
+def test_an_apply_loop_stuck_for_longer_than_its_bound_lets_the_lease_lapse(
+    tmp_path: Path,
+) -> None:
+    """The watchdog renews the lease only while the materializer's apply loop turns: a loop
+    stuck (its copies stopped applying) lapses it though the process runs on."""
+    clock = Clock()
+    materializer = Materializer(
+        NodeConfig(state_dir=tmp_path), [WORD_COUNTS], PartitionRegistry("n1")
+    )
+    materializer.lease = Lease(LEASE_TERM_S, clock)
+    materializer._turned = clock.now
+    for _ in range(int(APPLY_STALL_S * 10) + 5):  # turning: every tick renews it
+        clock.now += 0.1
+        materializer._turned = clock.now
+        materializer.watch()
+    assert materializer.lease.held() and materializer.lease.lapses == 0
+    stuck_at = clock.now
+    while clock.now - stuck_at <= APPLY_STALL_S + LEASE_TERM_S:  # stuck: the ticks go on
+        clock.now += 0.1
+        materializer.watch()
+    assert not materializer.lease.held()
+    materializer._turned = clock.now  # the loop turns again
+    materializer.watch()
+    assert materializer.lease.waiting() and materializer.lease.lapses == 1  # until confirmed
