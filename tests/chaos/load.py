@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from confluent_kafka import KafkaError, Message
@@ -30,6 +30,12 @@ MULTI = "query($ws: [String!]!, $m: Int) { wordCounts(words: $ws, maxLag: $m) { 
 UNAVAILABLE_CODES = {"PARTITION_UNAVAILABLE"}
 # a gateway that has not read the partition counts yet: structured, for the whole field
 NOT_READY = "ROUTING_NOT_READY"
+
+
+class Truth(Protocol):
+    """What the load judges counts against: every count written per key so far."""
+
+    def delivered(self) -> dict[str, int]: ...
 
 
 class TruthProducer:
@@ -162,7 +168,7 @@ class QueryLoad:
     url: str
     words: list[str]
     partitions: int
-    truth: TruthProducer
+    truth: Truth
     answers: list[Answer] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     max_lag: int | None = None  # every request's maxLag (None: the gateway's default)
