@@ -116,7 +116,7 @@ def read_keys(
     rows: list[R | None] = [None] * len(keys)
     for partition, indexes in by_partition.items():
         wanted = [keys[i] for i in indexes]
-        found = context.try_read(partition, reader(wanted))
+        found = context.try_read(view, partition, reader(wanted))
         if found is None:
             raise context.not_owner(view, partition, wanted[0], [partition])
         for index, row in zip(indexes, found[0], strict=True):
@@ -152,7 +152,7 @@ def read_partitions(
     results = []
     for partition in context.registry.partitions(Role.ACTIVE):
         # "what the node holds now": a partition revoked meanwhile is skipped
-        found = context.try_read(partition, reader)
+        found = context.try_read(view, partition, reader)
         if found is not None:
             results.append(found[0])
     return results

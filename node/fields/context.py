@@ -27,8 +27,8 @@ class ReadContext:
     `roles`: the copies it may read; STANDBY copies only when the caller asked for them.
     `proved`: per partition the offsets (per topic) its copy was proved current at
     (node.currency); such a copy is read even while it restores. `positions`: per
-    partition read, the next offset per changelog topic its reads reflect (the freshness
-    entry's `positions`, from which the gateway builds read tokens)."""
+    partition read, the next offset of the changelog of each view read there that its reads
+    reflect (the freshness entry's `positions`, from which the gateway builds read tokens)."""
 
     registry: PartitionRegistry
     clock: Clock = wall_clock_ms
@@ -53,7 +53,7 @@ class ReadContext:
         self, view: View, partition: int, reader: Callable[[PartitionStore], T], key: str | None
     ) -> T:
         """`reader(store)` on `partition`, or `NotOwnerError` naming `key` when not held."""
-        result = self.try_read(partition, reader)
+        result = self.try_read(view, partition, reader)
         if result is None:
             raise self.not_owner(view, partition, key=key)
         return result[0]
@@ -69,17 +69,20 @@ class ReadContext:
         reason = self.registry.refusal_reason(partition)
         return NotOwnerError(view.name, partition, self.node_id, key, partitions, reason)
 
-    def try_read(self, partition: int, reader: Callable[[PartitionStore], T]) -> tuple[T] | None:
-        """`(reader(store),)` on `partition`, or None when this node does not hold it."""
+    def try_read(
+        self, view: View, partition: int, reader: Callable[[PartitionStore], T]
+    ) -> tuple[T] | None:
+        """`(reader(store),)` of `view` on `partition`, or None when this node does not
+        hold it."""
         result = self.registry.read_at(partition, reader, self.roles, self.proved.get(partition))
         if result is None:
             return None
         value, status, positions = result
         self.freshness.setdefault(partition, status)
-        seen = self.positions.setdefault(partition, positions)
-        if seen is not positions:  # a later read of the partition in the same request
-            for topic, offset in positions.items():
-                seen[topic] = max(seen.get(topic, 0), offset)
+        # the position of the view's changelog only: the gateway's read token needs no other
+        topic = view.changelog_topic
+        seen = self.positions.setdefault(partition, {})
+        seen[topic] = max(seen.get(topic, 0), positions.get(topic, 0))
         return (value,)
 
     def holds(self, partition: int) -> bool:
