@@ -49,8 +49,9 @@ MIN_ISR = 2
 RATE_PER_S = 100  # words the package's producer writes per second
 WARM_S = 3.0  # load on the stable cluster before the kill
 DEAD_S = 30.0  # the longest the broker stays dead: the pipeline must publish a status by then
-MIN_DEAD_S = 22.0  # and the shortest: past Kafka's 9 s broker session timeout and the
-# pipeline's 10 s offset-lookup timeout that follows it
+MIN_DEAD_S = 30.0  # and the shortest: past Kafka's 9 s broker session timeout and the
+# pipeline's 10 s offset-lookup timeout that follows it, with room on a busy machine (at
+# 22 s one clean-clone run answered only 98.4% of the reads while the broker was away)
 SETTLE_S = 2.0  # load once the restarted broker is in sync again
 LOAD_MAX_S = 180.0  # a bound on the load loops, far above the scenario's length
 CONFIRM_S = 60.0  # how long tokens are read back after the writers stopped
