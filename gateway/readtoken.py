@@ -65,9 +65,7 @@ class ReadPositions:
         """The positions of the read token `text`, passed to a field of `view`;
         BadRequestError naming `view` when it is not a token a gateway gave."""
         parsed = cls()
-        for topic, offsets in _decode(view, text).items():
-            for partition, offset in offsets.items():
-                parsed.raise_to(topic, partition, offset)
+        parsed._topics = _decode(view, text)
         return parsed
 
     def merge(self, other: ReadPositions) -> None:

@@ -705,6 +705,28 @@ def fake_nodes(
     ]
 
 
+class LaggingNode(FakeNode):
+    """A fake node holding every partition of `counts`, whose copies have applied changelog
+    offsets up to `applied` (exclusive): it records each request's `appliedAtLeast` in
+    `waits` and refuses one waiting for more with NOT_CAUGHT_UP, as node.catchup does."""
+
+    def __init__(self, applied: int, counts: Mapping[str, int], partitions: int) -> None:
+        super().__init__("n1", Model.of_counts(counts), range(partitions), partitions)
+        self.applied = applied
+        self.waits: list[dict[str, Any]] = []
+
+    async def _graphql(self, request: dict[str, Any]) -> dict[str, Any]:
+        wanted = (request.get("extensions") or {}).get("appliedAtLeast")
+        if wanted is not None:
+            self.waits.append(wanted)
+            for partition, offset in wanted["offsets"].items():
+                if offset > self.applied:
+                    message = f"partition {partition} has applied up to {self.applied}"
+                    error = {"message": message, "extensions": {"code": "NOT_CAUGHT_UP"}}
+                    return {"errors": [error], "extensions": {"freshness": []}}
+        return await super()._graphql(request)
+
+
 class ServerThread:
     """An ASGI app under a real uvicorn on a loopback port, in a thread, owned by this handle;
     `lifespan="on"` runs the app's start-up (a gateway's) before the server is started."""

@@ -14,7 +14,7 @@ from gateway.consistency import AppliedAtLeast, Token, parse_token, wait_process
 from gateway.errors import BadRequestError, ConsistencyTimeoutError
 from gateway.status import StatusBoard
 from schema import WORD_COUNTS, ViewStatus, partition_for
-from tests.gateway.fakes import FakeNode, Model, codes, post_query, running_gateway
+from tests.gateway.fakes import LaggingNode, codes, post_query, running_gateway
 
 P = 4
 TOPIC = WORD_COUNTS.changelog_topic
@@ -45,7 +45,7 @@ def test_a_token_for_a_partition_the_topic_lacks_is_refused_once_the_count_is_kn
 
 
 def test_a_read_with_a_token_for_a_missing_partition_fails_at_once() -> None:
-    node = LaggingNode(applied=40)
+    node = LaggingNode(40, COUNTS, P)
     config = GatewayConfig(timeout_ms=10_000, retries=0)
 
     async def scenario() -> tuple[dict[str, Any], float]:
@@ -110,27 +110,6 @@ def test_a_write_the_pipeline_has_not_processed_times_out() -> None:
     assert caught.value.extensions()["reason"] == "PIPELINE_BEHIND"
 
 
-class LaggingNode(FakeNode):
-    """A fake node whose copies have applied changelog offsets up to `applied` (exclusive):
-    it refuses a request waiting for more, as node.catchup does."""
-
-    def __init__(self, applied: int) -> None:
-        super().__init__("n1", Model.of_counts(COUNTS), range(P), P)
-        self.applied = applied
-        self.waits: list[dict[str, Any]] = []
-
-    async def _graphql(self, request: dict[str, Any]) -> dict[str, Any]:
-        wanted = (request.get("extensions") or {}).get("appliedAtLeast")
-        if wanted is not None:
-            self.waits.append(wanted)
-            for partition, offset in wanted["offsets"].items():
-                if offset > self.applied:
-                    message = f"partition {partition} has applied up to {self.applied}"
-                    error = {"message": message, "extensions": {"code": "NOT_CAUGHT_UP"}}
-                    return {"errors": [error], "extensions": {"freshness": []}}
-        return await super()._graphql(request)
-
-
 def read(
     node: LaggingNode, board: StatusBoard, token: str, timeout_ms: int = 5000
 ) -> dict[str, Any]:
@@ -147,7 +126,7 @@ def read(
 def test_a_read_with_a_processed_token_waits_for_the_owning_copy() -> None:
     board = StatusBoard()
     board.put(status({0: 6}, dict.fromkeys(range(P), 40)))
-    node = LaggingNode(applied=40)
+    node = LaggingNode(40, COUNTS, P)
     body = read(node, board, "words:0:5")
     assert body["data"] == {"wordCount": {"count": COUNTS["w7"]}} and "errors" not in body
     # a lookup asks only the key's partition to have caught up
@@ -157,7 +136,7 @@ def test_a_read_with_a_processed_token_waits_for_the_owning_copy() -> None:
 def test_a_copy_that_has_not_caught_up_is_a_consistency_timeout() -> None:
     board = StatusBoard()
     board.put(status({0: 6}, dict.fromkeys(range(P), 41)))
-    body = read(LaggingNode(applied=40), board, "words:0:5")
+    body = read(LaggingNode(40, COUNTS, P), board, "words:0:5")
     assert body["data"] == {"wordCount": None}
     assert codes(body) == ["CONSISTENCY_TIMEOUT"]
     assert body["errors"][0]["extensions"]["reason"] == "NODE_BEHIND"
@@ -166,7 +145,7 @@ def test_a_copy_that_has_not_caught_up_is_a_consistency_timeout() -> None:
 def test_a_token_the_pipeline_has_not_reached_is_a_consistency_timeout() -> None:
     board = StatusBoard()
     board.put(status({0: 5}, {}))
-    node = LaggingNode(applied=40)
+    node = LaggingNode(40, COUNTS, P)
     body = read(node, board, "words:0:5", timeout_ms=300)
     assert body["data"] == {"wordCount": None}
     assert codes(body) == ["CONSISTENCY_TIMEOUT"]
@@ -185,7 +164,7 @@ SCAN = "query($t: String) { allWordCounts(first: 1000, atLeast: $t) { edges { no
 def test_a_scan_with_a_token_asks_every_partition_to_have_caught_up() -> None:
     board = StatusBoard()
     board.put(status({0: 6}, dict.fromkeys(range(P), 40)))
-    node = LaggingNode(applied=40)
+    node = LaggingNode(40, COUNTS, P)
     config = GatewayConfig(timeout_ms=5000, retries=0)
 
     async def scenario(token: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from gateway.config import GatewayConfig
 from gateway.errors import BadRequestError
 from gateway.readtoken import ReadPositions, is_read_token
 from schema import WORD_COUNTS, partition_for
-from tests.gateway.fakes import FakeNode, Model, codes, post_query, running_gateway
+from tests.gateway.fakes import LaggingNode, codes, post_query, running_gateway
 
 P = 4
 TOPIC = WORD_COUNTS.changelog_topic
@@ -56,26 +56,7 @@ def test_a_token_no_gateway_gave_is_a_bad_request_naming_the_fix(text: str) -> N
         ReadPositions.parse(WORD_COUNTS, text)
 
 
-class WaitingNode(FakeNode):
-    """A fake node recording the `appliedAtLeast` of every request; its copies have applied
-    `applied`, and it refuses a read waiting for more, as node.catchup does."""
-
-    def __init__(self, applied: int) -> None:
-        super().__init__("n1", Model.of_counts(COUNTS), range(P), P)
-        self.applied = applied
-        self.waits: list[dict[str, Any]] = []
-
-    async def _graphql(self, request: dict[str, Any]) -> dict[str, Any]:
-        wanted = (request.get("extensions") or {}).get("appliedAtLeast")
-        if wanted is not None:
-            self.waits.append(wanted)
-            if any(offset > self.applied for offset in wanted["offsets"].values()):
-                error = {"message": "behind", "extensions": {"code": "NOT_CAUGHT_UP"}}
-                return {"errors": [error], "extensions": {"freshness": []}}
-        return await super()._graphql(request)
-
-
-def _ask(node: WaitingNode, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+def _ask(node: LaggingNode, query: str, variables: dict[str, Any]) -> dict[str, Any]:
     config = GatewayConfig(timeout_ms=2000, retries=0)
 
     async def scenario() -> dict[str, Any]:
@@ -87,7 +68,7 @@ def _ask(node: WaitingNode, query: str, variables: dict[str, Any]) -> dict[str, 
 
 def test_an_answer_carries_the_positions_it_read_and_hides_them_from_its_freshness() -> None:
     words = ["w1", "w2", "w3"]
-    body = _ask(WaitingNode(applied=200), MANY, {"ws": words})
+    body = _ask(LaggingNode(200, COUNTS, P), MANY, {"ws": words})
     read = sorted({partition_for(w, P) for w in words})
     token = ReadPositions.parse(WORD_COUNTS, body["extensions"]["readToken"])
     applied = token.applied_at_least(WORD_COUNTS)
@@ -101,7 +82,7 @@ def test_a_read_passing_a_token_asks_the_copy_for_its_positions() -> None:
     given = ReadPositions()
     given.raise_to(TOPIC, partition, 150)
     given.raise_to(TOPIC, (partition + 1) % P, 999)  # of a partition this read does not touch
-    node = WaitingNode(applied=200)
+    node = LaggingNode(200, COUNTS, P)
     body = _ask(node, READ, {"w": "w7", "t": given.token()})
     assert body["data"] == {"wordCount": {"count": COUNTS["w7"]}}, body
     assert [w["offsets"] for w in node.waits] == [{str(partition): 150}]
@@ -113,13 +94,13 @@ def test_a_read_passing_a_token_asks_the_copy_for_its_positions() -> None:
 def test_a_copy_behind_the_token_is_a_consistency_timeout() -> None:
     given = ReadPositions()
     given.raise_to(TOPIC, partition_for("w7", P), 300)
-    body = _ask(WaitingNode(applied=200), READ, {"w": "w7", "t": given.token()})
+    body = _ask(LaggingNode(200, COUNTS, P), READ, {"w": "w7", "t": given.token()})
     assert body["data"] == {"wordCount": None}
     assert codes(body) == ["CONSISTENCY_TIMEOUT"]
 
 
 def test_a_malformed_read_token_is_refused_before_any_node_is_asked() -> None:
-    node = WaitingNode(applied=200)
+    node = LaggingNode(200, COUNTS, P)
     body = _ask(node, READ, {"w": "w7", "t": "r1.garbage"})
     assert codes(body) == ["BAD_USER_INPUT"], body
     assert node.requests == 0
