@@ -135,15 +135,20 @@ def health(client: httpx.Client) -> dict[str, Any]:
     return document
 
 
-def settled(healths: Iterable[dict[str, Any]], partitions: int) -> bool:
+def settled(
+    healths: Iterable[dict[str, Any]], partitions: int, every_node_active: bool = True
+) -> bool:
     """Whether a group's nodes (their /health documents) have settled: all RUNNING, every
-    partition active on exactly one of them, each of them active for some, and no copy
-    restoring. Answers then name ACTIVE copies only, whatever held them before."""
+    partition active on exactly one of them, each of them active for some (unless not
+    `every_node_active`: more nodes than partitions), and no copy restoring. Answers then
+    name ACTIVE copies only, whatever held them before."""
     found = list(healths)
     if not found or any(h.get("state") != "RUNNING" for h in found):
         return False
     actives = sorted(p for h in found for p in h["active"])
-    if actives != list(range(partitions)) or any(not h["active"] for h in found):
+    if actives != list(range(partitions)):
+        return False
+    if every_node_active and any(not h["active"] for h in found):
         return False
     return not any(c["restoring"] for h in found for c in h["partitions"])
 

@@ -40,7 +40,7 @@ from tests.chaos.invariants import (
 )
 from tests.chaos.load import QueryLoad
 from tests.gateway.fakes import ServerThread
-from tests.node.harness import node_config, spawn_node, unique_count_view
+from tests.node.harness import node_config, settled, spawn_node, unique_count_view
 from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
@@ -114,22 +114,18 @@ class Nodes:
         return found
 
     def wait_settled(self, http: httpx.Client, timeout_s: float = 90.0) -> dict[str, Any]:
-        """Every node RUNNING, no copy restoring, each partition owned once with a standby
-        (harness.settled wants every node to own some: not so here)."""
+        """Settled (harness.settled, though one node owns nothing here), and each
+        partition with a standby."""
         found: dict[str, Any] = {}
 
         def ready() -> bool:
             nonlocal found
             found = self.healths(http)
-            if any(h.get("state") != "RUNNING" for h in found.values()):
+            if not settled(found.values(), PARTITIONS, every_node_active=False):
                 return False
             copies = [c for h in found.values() for c in h["partitions"]]
-            actives = sorted(c["partition"] for c in copies if c["role"] == "ACTIVE")
-            standbys = {c["partition"] for c in copies if c["role"] == "STANDBY"}
-            return (
-                actives == list(range(PARTITIONS))
-                and standbys == set(range(PARTITIONS))
-                and not any(c["restoring"] for c in copies)
+            return {c["partition"] for c in copies if c["role"] == "STANDBY"} == set(
+                range(PARTITIONS)
             )
 
         wait_until(ready, timeout_s, lambda: f"the nodes to settle: {found}")
