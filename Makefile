@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 STAMP  := $(VENV)/.installed
 
 .PHONY: install kafka connector browser prometheus wrk demo test test-unit check format schema bench clean
@@ -14,9 +15,15 @@ KAFKA_JARS    := .cache/kafka/$(KAFKA_VERSION)
 KAFKA_STAMP   := $(KAFKA_JARS)/.fetched
 CONNECTOR_STAMP := $(VENV)/.connector
 
-$(STAMP): pyproject.toml
+# the runtime dependencies alone (what `make demo` needs), then the dev extras on top
+# (tests, linters, profilers: what `make test` and `make check` need)
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
@@ -28,7 +35,7 @@ $(KAFKA_STAMP): tooling/kafka/pom.xml
 
 # Spark's own Kafka connector, resolved by Spark's `--packages` resolver into the venv's
 # pyspark jars/ (the Dockerfile runs the same step)
-$(CONNECTOR_STAMP): $(STAMP) tooling/connector.py
+$(CONNECTOR_STAMP): $(RUNTIME) tooling/connector.py
 	$(BIN)/python -m tooling.connector
 	touch $(CONNECTOR_STAMP)
 
@@ -36,9 +43,9 @@ kafka: $(KAFKA_STAMP)  ## Apache Kafka's jars for the local broker, into .cache/
 
 connector: $(CONNECTOR_STAMP)  ## Spark's Kafka connector, into the venv's pyspark
 
-install: $(STAMP) $(KAFKA_STAMP) $(CONNECTOR_STAMP)  ## .venv with the pinned dependencies, Kafka's jars, Spark's connector
+install: $(STAMP) $(KAFKA_STAMP) $(CONNECTOR_STAMP)  ## .venv with the pinned dependencies and dev extras, Kafka's jars, Spark's connector
 
-demo: install  ## broker, pipeline, two nodes, gateway and demo data; prints the GraphiQL URL
+demo: $(RUNTIME) $(KAFKA_STAMP) $(CONNECTOR_STAMP)  ## broker, pipeline, two nodes, gateway and demo data (runtime dependencies only); prints the GraphiQL URL
 	$(BIN)/statefed demo
 
 browser:  ## Debian's Chromium, which the GraphiQL browser test drives (installing needs root)
@@ -72,9 +79,11 @@ check: $(STAMP)  ## format, lint, types and the import contracts (pyproject.toml
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code (gateway and node)
+# the built-in catalogue's, whatever STATEFED_CATALOGUE says (`statefed schema` prints yours)
+schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code (gateway and node) and Apollo Client's possibleTypes.json
 	$(BIN)/python -m gateway.sdl --write schema/gateway.graphql
 	$(BIN)/python -m node.sdl --write schema/node.graphql
+	$(BIN)/python -m gateway.possibletypes --write schema/possibleTypes.json
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -1,0 +1,45 @@
+"""What the Makefile's targets install, read from `make -n` (a dry run: nothing is
+installed or fetched): the demo gets the runtime dependencies alone, the tests and checks
+the dev extras too."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _plan(target: str, tmp_path: Path) -> list[str]:
+    """The commands `make <target>` would run in a checkout with nothing installed yet."""
+    if shutil.which("make") is None:
+        pytest.fail("make is not on PATH: the Makefile is how a clone is set up")
+    done = subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path}/venv", f"KAFKA_JARS={tmp_path}/kafka"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def _pip_installs(plan: list[str]) -> list[str]:
+    return [line for line in plan if "pip install" in line and "--upgrade pip" not in line]
+
+
+def test_make_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> None:
+    plan = _plan("demo", tmp_path)
+    assert _pip_installs(plan) == [f"{tmp_path}/venv/bin/pip install --quiet -e ."]
+    assert any("dependency:copy-dependencies" in line for line in plan), "Kafka's jars"
+    assert any("-m tooling.connector" in line for line in plan), "Spark's connector"
+    assert plan[-1] == f"{tmp_path}/venv/bin/statefed demo"
+
+
+def test_make_test_and_make_check_install_the_dev_extras(tmp_path: Path) -> None:
+    for target in ("test", "check"):
+        installs = _pip_installs(_plan(target, tmp_path))
+        assert f"{tmp_path}/venv/bin/pip install --quiet -e '.[dev]'" in installs, target
