@@ -20,6 +20,7 @@ import httpx
 from confluent_kafka import Producer
 
 from gateway.config import GatewayConfig, is_loopback
+from gateway.timestamps import from_ms, iso
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
 from schema import CATALOGUE
@@ -28,20 +29,34 @@ from tooling.config import ToolingConfig
 from tooling.localcluster import LocalCluster
 from tooling.processes import wait_until
 
-__all__ = ["run_demo"]
+__all__ = ["examples", "iso_minute", "run_demo"]
 
-EXAMPLE = """\
-  { wordCount(word: "kafka") { word count } }
-  { wordCounts(words: ["kafka", "franz", "nope"]) { word count } }
-  { topWords(limit: 3) { word count } }
-  { topHosts(limit: 3) { host count } }
-  { hostAccessWindows(host: "graphql.org") { start end count } }
-  { lastBooking(customer: "c001") { trip eventTime } }
-  { bookingHistory(customer: "c001", first: 3) { edges { node { trip eventTime } } } }
-  { cluster { nodes { id state } views { name lateDropped } } }
-  mutation { produce(topic: "words", key: "kafka") { token } }
-  { wordCount(word: "kafka", atLeast: "<the token>") { count } }  # sees your write
+_MINUTE_MS = 60_000
+
+
+def examples(now_ms: int) -> str:
+    """The example queries the demo prints, each answering with the demo data: the
+    windows are minutes the demo's page views (spread over the last 10 minutes) fall in."""
+    window = iso_minute(now_ms - 5 * _MINUTE_MS)
+    since = iso_minute(now_ms - 10 * _MINUTE_MS)
+    return f"""\
+  {{ wordCount(word: "kafka") {{ word count }} }}
+  {{ wordCounts(words: ["kafka", "franz", "nope"]) {{ word count }} }}
+  {{ topWords(limit: 3) {{ word count }} }}
+  {{ topHosts(limit: 3) {{ host count }} }}
+  {{ hostAccessWindows(host: "graphql.org", from: "{since}") {{ start end count }} }}
+  {{ topHostsPerMinute(limit: 3, window: {{start: "{window}"}}) {{ host count }} }}
+  {{ lastBooking(customer: "c001") {{ trip eventTime }} }}
+  {{ bookingHistory(customer: "c001", first: 3) {{ edges {{ node {{ trip eventTime }} }} }} }}
+  {{ cluster {{ nodes {{ id state }} views {{ name lateDropped }} }} }}
+  mutation {{ produce(topic: "words", key: "kafka") {{ token }} }}
+  {{ wordCount(word: "kafka", atLeast: "<the token>") {{ count }} }}  # sees your write
 More in schema/operations/ and the README."""
+
+
+def iso_minute(ms: int) -> str:
+    """The start of the minute `ms` falls in, as the ISO-8601 UTC text windows start at."""
+    return iso(from_ms(ms - ms % _MINUTE_MS)).replace("+00:00", "Z")
 
 
 def _say(message: str) -> None:
@@ -83,7 +98,7 @@ def run_demo(env: dict[str, str]) -> None:
     shutil.rmtree(base, ignore_errors=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    # the demo writes through the gateway (see EXAMPLE): on, unless the caller said otherwise
+    # the demo writes through the gateway (see `examples`): on, unless the caller said otherwise
     env = {"STATEFED_GATEWAY_PRODUCE": "true", **env}
     cluster = LocalCluster(base, partitions, gateway_port=port, env=env, progress=_say)
     try:
@@ -91,7 +106,8 @@ def run_demo(env: dict[str, str]) -> None:
         _say_what_is_open(env)
         _produce_initial(cluster.bootstrap)
         _wait_visible(cluster.gateway_url)
-        print(f"\nGraphiQL: {cluster.gateway_url}\n{_access(env)}\nTry:\n{EXAMPLE}\n", flush=True)
+        tried = examples(wall_clock_ms())
+        print(f"\nGraphiQL: {cluster.gateway_url}\n{_access(env)}\nTry:\n{tried}\n", flush=True)
         print(f"Logs: {base}/*.log. Ctrl-C stops everything.\n", flush=True)
         _trickle(cluster.bootstrap, stop)
     except KeyboardInterrupt:
