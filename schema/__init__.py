@@ -1,5 +1,6 @@
 """The statefed contract: view catalogue, partitioner, key codec and record formats."""
 
+from schema.catalogue import load_catalogue
 from schema.changelog import (
     DEADLETTER_TOPIC,
     CountRow,
@@ -48,7 +49,6 @@ from schema.views import (
     View,
     ViewKind,
     WindowSpec,
-    load_catalogue,
     scalar_value,
     view_by_name,
 )

@@ -1,6 +1,6 @@
-"""The command line shared by `python -m gateway.sdl` and `python -m node.sdl`: print a
-schema's SDL, or write or check a file of it (`make schema` writes, `--check` exits 1
-on a difference)."""
+"""The command line shared by `python -m gateway.sdl`, `python -m node.sdl` and `python -m
+gateway.possibletypes`: print a schema's SDL (or its possibleTypes map), or write or check a
+file of it (`make schema` writes, `--check` exits 1 on a difference)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def sdl_main(
     """Run the SDL command for one schema; `what` names it in the mismatch message."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", type=Path, metavar="PATH", help="write the SDL to PATH")
+    action.add_argument("--write", type=Path, metavar="PATH", help=f"write the {what} to PATH")
     action.add_argument("--check", type=Path, metavar="PATH", help="exit 1 if PATH differs")
     parser.add_argument(
         "--catalogue",

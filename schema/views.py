@@ -8,7 +8,6 @@ code.
 from __future__ import annotations
 
 import enum
-import importlib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,6 @@ __all__ = [
     "View",
     "ViewKind",
     "WindowSpec",
-    "load_catalogue",
     "scalar_value",
     "view_by_name",
 ]
@@ -260,25 +258,3 @@ def view_by_name(name: str, catalogue: tuple[View, ...] = CATALOGUE) -> View:
             return view
     known = ", ".join(v.name for v in catalogue)
     raise KeyError(f"no view named {name!r} in the catalogue (known: {known})")
-
-
-def load_catalogue(spec: str | None) -> tuple[View, ...]:
-    """The catalogue named by `spec` (`package.module:NAME`, e.g. from STATEFED_CATALOGUE),
-    or the built-in one when `spec` is empty: operators declare their own views without
-    changing statefed."""
-    if not spec:
-        return CATALOGUE
-    module_name, _, attribute = spec.partition(":")
-    try:
-        catalogue = tuple(getattr(importlib.import_module(module_name), attribute or "CATALOGUE"))
-    except (ImportError, AttributeError, TypeError) as exc:
-        raise ValueError(
-            f"STATEFED_CATALOGUE={spec!r}: expected `package.module:NAME` naming a sequence "
-            f"of schema.View importable here ({exc})"
-        ) from exc
-    if not catalogue or not all(isinstance(view, View) for view in catalogue):
-        raise ValueError(f"STATEFED_CATALOGUE={spec!r} must name a non-empty sequence of View")
-    names = [view.name for view in catalogue]
-    if len(set(names)) != len(names):
-        raise ValueError(f"STATEFED_CATALOGUE={spec!r} names a view twice: {sorted(names)}")
-    return catalogue

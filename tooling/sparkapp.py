@@ -11,6 +11,11 @@ and the executors' classpath: the pyspark of `make install` (and of the image) h
 its jars/, so a master and workers started from that pyspark need nothing more; a Spark
 installed otherwise takes it with `--packages
 org.apache.spark:spark-sql-kafka-0-10_2.13:<tooling.connector.CONNECTOR_VERSION>`.
+
+A catalogue of your own (STATEFED_CATALOGUE=myviews:CATALOGUE) is imported by the driver
+alone, from the directory spark-submit runs in or from PYTHONPATH (schema.catalogue); where
+the driver runs on another machine (cluster deploy mode), ship the module with
+`--py-files myviews.py`. Executors never import it: they run Spark's plans only.
 """
 
 import os

@@ -351,7 +351,7 @@ def test_exported_members() -> None:
         "keys", "kinds", "limits", "live", "membership", "metrics", "overview", "scans",
         "statuspage",
         "persisted",
-        "planner", "prices", "principal", "producer", "reads", "readtoken", "reply", "request",
+        "planner", "possibletypes", "prices", "principal", "producer", "reads", "readtoken", "reply", "request",
         "responses",
         "routing", "rows", "schema", "sdl", "server", "status", "timestamps", "transport",
         "upstream", "writes",

@@ -1,5 +1,6 @@
 """The committed SDL, schema/gateway.graphql and schema/node.graphql, is the schema the code
-generates; when it is not, the failure shows the diff and the command that regenerates it."""
+generates, and schema/possibleTypes.json the gateway schema's; when one is not, the failure
+shows the diff and the command that regenerates it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.possibletypes import print_possible_types
 from gateway.schema import print_sdl
 from tests.contract import GENERATED, REGENERATE, SCHEMA_DIR, drift
 
@@ -14,6 +16,12 @@ from tests.contract import GENERATED, REGENERATE, SCHEMA_DIR, drift
 @pytest.mark.parametrize("name", sorted(GENERATED))
 def test_the_committed_sdl_is_the_codes_schema(name: str) -> None:
     message = drift(SCHEMA_DIR / f"{name}.graphql", GENERATED[name]())
+    if message is not None:
+        pytest.fail(message, pytrace=False)
+
+
+def test_the_committed_possible_types_are_the_gateway_schemas() -> None:
+    message = drift(SCHEMA_DIR / "possibleTypes.json", print_possible_types())
     if message is not None:
         pytest.fail(message, pytrace=False)
 
