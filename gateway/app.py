@@ -10,6 +10,9 @@ lifespan starts the membership and pipeline status readers and the connections t
 nodes and stops them; nothing is opened before start-up.
 With STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed
 with it and only nodes whose membership records it verifies are routed to (runtime.trust).
+With STATEFED_METRICS_TOKEN_FILE, start-up reads the bearer token `/metrics` then needs
+(runtime.metrics); without it `/metrics` is open, as `/health` is, whatever the
+authentication of GraphQL: Prometheus sends a fixed token, not a JWT.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from gateway.upstream import Upstream
 from gateway.writes import RateLimiter
 from runtime.clock import wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
-from runtime.metrics import METRICS_PATH, send_metrics
+from runtime.metrics import METRICS_PATH, MetricsGuard
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import CATALOGUE, View
 
@@ -128,6 +131,7 @@ class GatewayApp:
         self._runtime: _Runtime | None = None
         self._authenticator: Authenticator = authenticator_for(config, clock)
         self.metrics = GatewayMetrics(self._schema._schema)
+        self._metrics_guard = MetricsGuard(config.metrics_token_file)
         self.persisted = PersistedQueries(
             config.apq_mb << 20 if config.apq else None, config.trusted_documents
         )
@@ -181,11 +185,13 @@ class GatewayApp:
             await self._lifespan(receive, send)
 
     async def startup(self) -> None:
-        """Load the token keys, read the cluster secret, open the connections to the nodes
-        and start following membership; in trusted-documents mode, read the manifest first."""
+        """Load the token keys, read the cluster secret and the metrics token, open the
+        connections to the nodes and start following membership; in trusted-documents mode,
+        read the manifest first."""
         self.persisted.start()
         await self._authenticator.start()
         _log_authentication(self.config)
+        self._metrics_guard.load()
         secret = None
         if self.config.cluster_secret_file is not None:
             secret = ClusterSecret.read(self.config.cluster_secret_file)
@@ -278,7 +284,7 @@ class GatewayApp:
             elif path == STATUS_JSON_PATH and method in ("GET", "HEAD"):
                 await self._status(scope, send)
             elif path == METRICS_PATH and method in ("GET", "HEAD"):
-                await send_metrics(send, self.metrics.registry)
+                await self._metrics_guard.serve(scope, send, self.metrics.registry)
             elif path.startswith(STATIC_PREFIX) and method in ("GET", "HEAD"):
                 await self._static(send, path.removeprefix(STATIC_PREFIX))
             elif path == "/" and method in ("GET", "HEAD"):

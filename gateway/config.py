@@ -134,6 +134,9 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     # the secret shared with every node (runtime.trust): node calls are signed with it, and
     # only nodes whose membership records it verifies are routed to; None = neither
     cluster_secret_file: Path | None = setting("STATEFED_CLUSTER_SECRET_FILE", None, parse=Path)
+    # a file holding the bearer token /metrics then needs (runtime.metrics), read at start-up;
+    # None = /metrics answers anyone (counts and latencies, no view data), as /health does
+    metrics_token_file: Path | None = setting("STATEFED_METRICS_TOKEN_FILE", None, parse=Path)
     # tokens of one GraphQL document, counted while parsing, before validation and limits;
     # GraphiQL's introspection query has ~190
     max_tokens: int = setting("STATEFED_GATEWAY_MAX_TOKENS", 5000, low=100, high=1_000_000)

@@ -4,11 +4,12 @@ a lifespan that runs the node.
 
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
 STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
-gateway signed, node.trust) and the changelog topics' partition counts from metadata, then
-starts the materializer, the standby replicator (unless STATEFED_STANDBY_REPLICAS is 0), the
-end-offset probe of `readCurrent` reads and the membership publisher; shutdown stops the
-probe, stops consuming and closes the stores, publishes the membership tombstone, and leaves
-the consumer group, in that order.
+gateway signed, node.trust), the metrics token (when STATEFED_METRICS_TOKEN_FILE names one:
+`/metrics` then needs it, runtime.metrics; else it is open, as `/health` is) and the
+changelog topics' partition counts from metadata, then starts the materializer, the standby
+replicator (unless STATEFED_STANDBY_REPLICAS is 0), the end-offset probe of `readCurrent`
+reads and the membership publisher; shutdown stops the probe, stops consuming and closes the
+stores, publishes the membership tombstone, and leaves the consumer group, in that order.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from node.trust import CallGuard
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_json
 from runtime.kafka import KafkaConnectionError, KafkaSettings
-from runtime.metrics import METRICS_PATH, send_metrics
+from runtime.metrics import METRICS_PATH, MetricsGuard
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, RequestVerifier
 from schema import CATALOGUE, Role, View
@@ -89,6 +90,7 @@ class NodeApp:
         # one clock for retention: what the materializer purges, the subgraph never returns
         self.clock = clock
         self.metrics = NodeMetrics(self.registry, self.catalogue)
+        self.metrics_guard = MetricsGuard(config.metrics_token_file)
         self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock, config)
         self.guard = CallGuard(
             config.checks_calls, self.graphql.max_body_bytes, self.graphql.limit_hint
@@ -136,7 +138,7 @@ class NodeApp:
             status, document = self.health()
             await send_json(send, status, document)
         elif path == METRICS_PATH and scope["method"] in ("GET", "HEAD"):
-            await send_metrics(send, self.metrics.registry)
+            await self.metrics_guard.serve(scope, send, self.metrics.registry)
         else:
             await send_json(send, 404, {"error": f"no route {scope['method']} {path}"})
 
@@ -207,9 +209,10 @@ class NodeApp:
                 return
 
     def start(self) -> None:
-        """Read the secret and the topic layout, then start materializing and publishing
-        membership."""
+        """Read the secret, the metrics token and the topic layout, then start materializing
+        and publishing membership."""
         self._read_secret()
+        self.metrics_guard.load()
         counts = changelog_partition_counts(self.config.kafka, self.catalogue)
         self.registry.set_partition_counts(counts)
         if self.config.standby_replicas > 0:

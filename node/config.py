@@ -66,6 +66,9 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     # "cluster": /graphql answers only calls signed with the cluster secret, and a node
     # bound beyond loopback refuses to start without one; "none": it answers anyone
     auth: str = setting("STATEFED_NODE_AUTH", "cluster", parse=str.lower, choices=_AUTH_MODES)
+    # a file holding the bearer token /metrics then needs (runtime.metrics), read at start-up;
+    # None = /metrics answers anyone (counts, latencies and offsets, no view data)
+    metrics_token_file: Path | None = setting("STATEFED_METRICS_TOKEN_FILE", None, parse=Path)
     # query limits applied to every caller (runtime.graphql_http.limits); the defaults admit
     # every document the gateway sends (at most 10,000 keys or a top-10,000, a page of 1000)
     max_depth: int = setting("STATEFED_NODE_MAX_DEPTH", 15, low=1, high=200)

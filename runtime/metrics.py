@@ -22,15 +22,25 @@ an observation more or fewer than that copy, which the next scrape settles. Its 
 is prometheus_client's, byte for byte (names, HELP, TYPE, `le` strings, `_count`, `_sum`,
 `_created`), but for a NaN observation (prometheus_client counts it in no bucket, this in
 the first): nothing observes NaN here.
+
+Who may scrape is a `MetricsGuard`'s call: anyone by default (the figures are counts,
+latencies and offsets, never a view's keys or values), or, with STATEFED_METRICS_TOKEN_FILE,
+only a request sending that file's token as `Authorization: Bearer <token>`, which is what
+Prometheus sends for a scrape config's `authorization: credentials_file`. The token is read
+at start-up and compared in constant time; a scrape without it gets 401 naming the variable.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
 import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
+from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -39,21 +49,33 @@ from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from runtime.graphql_http import Send, send_body
+from runtime.config import ConfigError
+from runtime.graphql_http import RequestError, Scope, Send, send_body, send_json
+from runtime.graphql_http.asgi import Headers
 
 __all__ = [
     "METRICS_PATH",
+    "MIN_TOKEN_BYTES",
+    "TOKEN_VARIABLE",
     "Collected",
     "LoopHistogram",
     "LoopHistogramChild",
+    "MetricsGuard",
     "MetricsServer",
     "bounded",
     "exposition",
+    "read_token",
     "send_metrics",
 ]
 
+log = logging.getLogger(__name__)
+
 METRICS_PATH = "/metrics"
+TOKEN_VARIABLE = "STATEFED_METRICS_TOKEN_FILE"
+MIN_TOKEN_BYTES = 32  # as the cluster secret (runtime.trust)
 _CONTENT_TYPE = CONTENT_TYPE_LATEST.encode()
+_CHALLENGE = ((b"www-authenticate", b'Bearer realm="statefed-metrics"'),)
+_MAKE_ONE = "make one with `openssl rand -hex 32 > {path}`"
 
 
 def exposition(registry: CollectorRegistry) -> bytes:
@@ -64,6 +86,100 @@ def exposition(registry: CollectorRegistry) -> bytes:
 async def send_metrics(send: Send, registry: CollectorRegistry) -> None:
     """Answer `GET /metrics` with the registry's metrics."""
     await send_body(send, 200, exposition(registry), _CONTENT_TYPE)
+
+
+def read_token(path: Path) -> bytes:
+    """The metrics token in `path` (surrounding whitespace stripped); ConfigError naming
+    STATEFED_METRICS_TOKEN_FILE when the file is missing, unreadable or holds no usable token."""
+    try:
+        token = path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(
+            TOKEN_VARIABLE,
+            f"cannot read the metrics token {str(path)!r}: {exc.strerror}; give the file "
+            "Prometheus's `credentials_file` names, or unset it to leave /metrics open",
+        ) from exc
+    made = _MAKE_ONE.format(path=path)
+    if not token:
+        raise ConfigError(TOKEN_VARIABLE, f"{str(path)!r} is empty: {made}")
+    if len(token) < MIN_TOKEN_BYTES:
+        raise ConfigError(
+            TOKEN_VARIABLE,
+            f"{str(path)!r} holds {len(token)} bytes, a metrics token needs at least "
+            f"{MIN_TOKEN_BYTES}: {made}",
+        )
+    if any(byte < 0x21 or byte > 0x7E for byte in token):
+        raise ConfigError(
+            TOKEN_VARIABLE,
+            f"{str(path)!r} holds spaces or characters other than printable ASCII, which an "
+            f"Authorization header cannot carry: {made}",
+        )
+    return token
+
+
+class MetricsGuard:
+    """Who may scrape `/metrics`: anyone when `token_file` is None, else only a request with
+    `Authorization: Bearer <the file's token>`, once `load` has read it (503 until then)."""
+
+    def __init__(self, token_file: Path | None) -> None:
+        self.token_file = token_file
+        self._digest: bytes | None = None
+
+    def load(self) -> None:
+        """Read the token at start-up (ConfigError as `read_token`) and log who may scrape."""
+        if self.token_file is None:
+            log.info(
+                "/metrics answers anyone who reaches the port (counts and latencies, no view "
+                "data): set %s to require a bearer token",
+                TOKEN_VARIABLE,
+            )
+            return
+        # digests of equal length: the comparison tells nothing of the token's length either
+        self._digest = hashlib.sha256(read_token(self.token_file)).digest()
+        log.info("/metrics answers only scrapes with the bearer token of %s", TOKEN_VARIABLE)
+
+    def check(self, headers: Headers) -> None:
+        """Admit a scrape with these request headers; RequestError 401 without the token."""
+        if self.token_file is None:
+            return
+        if self._digest is None:
+            raise RequestError("/metrics is starting: try again shortly", 503, "UNAVAILABLE")
+        given = _bearer(headers)
+        if given is None:
+            raise RequestError(
+                f"/metrics needs `Authorization: Bearer <token>` with the token of "
+                f"{TOKEN_VARIABLE}",
+                401,
+                "UNAUTHENTICATED",
+                _CHALLENGE,
+            )
+        if not hmac.compare_digest(hashlib.sha256(given).digest(), self._digest):
+            raise RequestError(
+                f"/metrics: the bearer token is not the one of {TOKEN_VARIABLE}",
+                401,
+                "UNAUTHENTICATED",
+                _CHALLENGE,
+            )
+
+    async def serve(self, scope: Scope, send: Send, registry: CollectorRegistry) -> None:
+        """Answer `GET /metrics` with the registry's metrics, or with the refusal."""
+        try:
+            self.check(scope["headers"])
+        except RequestError as exc:
+            await send_json(send, exc.status, exc.body(), headers=exc.headers)
+            return
+        await send_metrics(send, registry)
+
+
+def _bearer(headers: Headers) -> bytes | None:
+    """The token of the first Authorization header if it is a Bearer one, else None."""
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() != b"bearer" or not token.strip():
+                return None
+            return token.strip()
+    return None
 
 
 class Collected(Collector):

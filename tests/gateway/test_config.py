@@ -24,6 +24,7 @@ def test_defaults() -> None:
     assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (True, 20, 500)
     assert (config.suspect_calls, config.suspect_ms) == (3, 1000)
     assert (config.apq, config.apq_mb, config.trusted_documents) == (True, 16, None)
+    assert config.metrics_token_file is None  # /metrics open, as /health is
     assert config.cors_origins == ()
     assert (config.produce_max_ahead_ms, config.produce_rate) == (300_000, 100)
 
@@ -88,6 +89,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_APQ": "off",
         "STATEFED_GATEWAY_APQ_MB": "3",
         "STATEFED_GATEWAY_TRUSTED_DOCUMENTS": str(pem),
+        "STATEFED_METRICS_TOKEN_FILE": "/run/secrets/metrics",
     }
     config = GatewayConfig.from_env(environ)
     # the secret file is the JWKS's alternative: read in a configuration of its own
@@ -108,6 +110,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.tls_cert == config.tls_key == config.node_ca == pem
     assert config.status_tail_records == 500
     assert config.max_scan_page == 30
+    assert config.metrics_token_file == Path("/run/secrets/metrics")
     assert config.max_lag == 5
     assert (config.cache, config.cache_mb) == (False, 12)
     assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (False, 7, 70)

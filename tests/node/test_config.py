@@ -57,6 +57,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
             "STATEFED_NODE_TLS_KEY": str(pem),
             "STATEFED_NODE_TEST_DELAY_MS": "40",
             "STATEFED_NODE_FEED_BUFFER_MB": "64",
+            "STATEFED_METRICS_TOKEN_FILE": "/run/secrets/metrics",
         }
     )
     assert config.bootstrap == "kafka:9092"
@@ -74,6 +75,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.auth == "cluster" and config.checks_calls
     assert config.test_delay_ms == 40
     assert config.feed_buffer_mb == 64
+    assert config.metrics_token_file == Path("/run/secrets/metrics")
 
 
 def test_tls_makes_the_derived_url_https_and_refuses_an_http_one(tmp_path: Path) -> None:
