@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import signal
 import socket
-import sys
 from collections.abc import Iterable
 from types import FrameType
 
@@ -22,14 +22,17 @@ from schema import CATALOGUE, View
 
 __all__ = ["run_gateway", "uvicorn_config"]
 
+log = logging.getLogger(__name__)
+
 
 class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
-        # SIGTERM asks for the clean shutdown that follows: then exit 0 instead of having
-        # uvicorn re-raise the signal once it has shut down
-        if sig == signal.SIGTERM:
-            self._captured_signals = [s for s in self._captured_signals if s != signal.SIGTERM]
+        # SIGTERM and SIGINT (Ctrl-C) ask for the clean shutdown that follows: then exit 0
+        # instead of having uvicorn re-raise the signal once it has shut down (for SIGINT,
+        # a KeyboardInterrupt and its traceback)
+        stops = (signal.SIGTERM, signal.SIGINT)
+        self._captured_signals = [s for s in self._captured_signals if s not in stops]
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -40,7 +43,7 @@ class _Server(uvicorn.Server):
         gc.freeze()
         scheme = "https" if self.config.is_ssl else "http"
         url = f"{scheme}://{self.config.host}:{self.config.port}/graphql"
-        print(f"statefed gateway: ready on {url}", file=sys.stderr, flush=True)
+        log.info("statefed gateway: ready on %s", url)
 
 
 def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
@@ -74,8 +77,11 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
 
 def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) -> None:
     """Serve the gateway over `catalogue` until SIGTERM or SIGINT, then stop the readers and
-    clients."""
+    clients; returns normally after either."""
     configure_logging("gateway", config.log_format, config.log_level)
+    # the ready and stopped lines show at every level (a person or a script waits for them),
+    # as log lines so that they are JSON in JSON mode
+    log.setLevel(logging.INFO)
     spans = start_otel("gateway", os.environ)
     install_spans(spans)
     server = _Server(uvicorn_config(GatewayApp(config, catalogue=catalogue)))
@@ -84,5 +90,7 @@ def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) ->
     finally:
         if spans is not None:
             spans.shutdown()
-    if not server.started:
-        raise SystemExit(f"statefed gateway: could not start on {config.host}:{config.port}")
+    if not server.started:  # uvicorn has logged why
+        log.error("statefed gateway: could not start on %s:%d", config.host, config.port)
+        raise SystemExit(1)
+    log.info("statefed gateway: stopped")

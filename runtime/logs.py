@@ -9,7 +9,9 @@ classic `time level logger: message` line. The level is the same variable for ev
 (the gateway's older STATEFED_GATEWAY_LOG_LEVEL wins for the gateway when set). The
 request id and trace id come from context variables (`runtime.tracing`), set by the
 GraphQL-over-HTTP layer for the request it serves, so a line logged anywhere below it
-carries them.
+carries them. httpx and httpcore log every request they send at INFO: their lines show at
+`debug` only. uvicorn logs its own lines (started, shutting down) as `uvicorn.error`
+whatever their level; they show as `uvicorn`.
 """
 
 from __future__ import annotations
@@ -60,6 +62,16 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+class _UvicornName(logging.Filter):
+    """Names uvicorn's own lines `uvicorn`: it logs them as `uvicorn.error`, INFO lines
+    too, which reads as errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "uvicorn.error":
+            record.name = "uvicorn"
+        return True
+
+
 class _TextFormatter(logging.Formatter):
     """The text line, with ` [request <id>]` while a request is served."""
 
@@ -87,7 +99,12 @@ def configure_logging(
         handler.setFormatter(JsonFormatter(part, node_id))
     else:
         handler.setFormatter(_TextFormatter(_TEXT))
+    handler.addFilter(_UvicornName())
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs every callback at INFO
+    if level.upper() != "DEBUG":
+        # a line per HTTP request sent (the node's restore bars poll twice a second)
+        for chatty in ("httpx", "httpcore"):
+            logging.getLogger(chatty).setLevel(logging.WARNING)
     return handler

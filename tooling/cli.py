@@ -78,6 +78,7 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
         ("--dir", "STATEFED_DEMO_DIR", "where the demo keeps state and logs (.statefed/demo)"),
     ],
+    "schema": [_COMMON[1]],
 }
 _HELP = {
     "broker": "run Apache Kafka locally (KRaft, one broker) and create statefed's topics",
@@ -85,10 +86,16 @@ _HELP = {
     "pipeline": "run the Spark Structured Streaming pipeline that computes every view",
     "node": "run a node: materialize partitions into LevelDB and serve its GraphQL subgraph",
     "gateway": "run the gateway: the one GraphQL endpoint (GraphiQL at /graphql)",
-    "produce": "produce keys to a topic, from stdin (whitespace-separated) or generated",
+    "produce": "produce keys (and JSON values) to a topic, from stdin or generated",
     "status": "show the cluster live: nodes, partition map, restores, pipeline, dead letters",
     "demo": "run everything locally with demo data and print the GraphiQL URL",
+    "schema": "print the catalogue's GraphQL SDL (the gateway's, or the node's), or write it",
 }
+_VALUE_HELP = (
+    "JSON value of every key (a stdin line KEY=JSON gives that key its own). A topic whose "
+    "views read the value needs a JSON object, e.g. for bookings "
+    """'{"trip": "ZRH-LIS"}'; an event time field of the views defaults to now"""
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--topic", default="words", help="topic to produce to (words)")
             p.add_argument("--count", type=int, help="generate this many skewed words")
             p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
+            p.add_argument("--value", metavar="JSON", help=_VALUE_HELP)
+        if command == "schema":
+            _schema_arguments(p)
         if command == "status":
             p.add_argument("--once", action="store_true", help="print the status once and exit")
         if command == "topics":
@@ -118,6 +128,19 @@ def _parser() -> argparse.ArgumentParser:
                 help="print the path of the application file for spark-submit, and exit",
             )
     return parser
+
+
+def _schema_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--node", action="store_true", help="the node subgraph's SDL, not the gateway's"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="PATH",
+        help="write to this file instead of printing, or into this directory: gateway.graphql "
+        "and Apollo Client's possibleTypes.json (node.graphql with --node)",
+    )
 
 
 def _environment(args: argparse.Namespace) -> dict[str, str]:
@@ -245,7 +268,8 @@ def _node(env: dict[str, str]) -> None:
     from tooling.restoreview import restore_progress
 
     config = NodeConfig.from_env(env)
-    if not sys.stderr.isatty():
+    # the bars are for a person watching a terminal; in JSON mode every line is a log line
+    if not sys.stderr.isatty() or config.log_format == "json":
         run_node(config, _catalogue(env))
         return
     with restore_progress(config.url):  # progress bars for a person watching the terminal
@@ -263,15 +287,36 @@ _TOKENS_SHOWN = 20  # consistency tokens printed per key, for a few keys typed b
 
 
 def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
-    from runtime.produce import produce_keys
+    from runtime.clock import wall_clock_ms
+    from runtime.produce import produce_records
     from tooling.demodata import skewed_words
+    from tooling.produceinput import (
+        KeyedValue,
+        ProduceInputError,
+        parse_value,
+        read_keys,
+        records_for,
+    )
 
     kafka = ToolingConfig.from_env(env).kafka
-    if args.count is not None:
-        keys = skewed_words(args.count, seed=args.seed)
-    else:
-        keys = [word for line in sys.stdin for word in line.split()]
-    writes = produce_keys(kafka, args.topic, keys)
+    catalogue = _catalogue(env)
+    try:
+        if args.count is not None:
+            value = None if args.value is None else parse_value(args.value, "--value")
+            keyed = [KeyedValue(k, value) for k in skewed_words(args.count, seed=args.seed)]
+        else:
+            keyed = read_keys(sys.stdin, args.value)
+        records = records_for(args.topic, catalogue, keyed, wall_clock_ms())
+    except ProduceInputError as exc:
+        raise SystemExit(f"statefed produce: {exc}; nothing was produced") from exc
+    read = sorted({v.topic for v in catalogue})
+    if args.topic not in read:
+        print(
+            f"statefed produce: warning: no view reads topic {args.topic} (topics read: "
+            f"{', '.join(read)})",
+            file=sys.stderr,
+        )
+    writes = produce_records(kafka, args.topic, records)
     print(f"produced {len(writes)} records to {args.topic} on {kafka.bootstrap}")
     newest = {w.key: w for w in sorted(writes, key=lambda w: w.offset)}  # a key: one partition
     if len(newest) <= _TOKENS_SHOWN:
@@ -305,6 +350,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "produce": lambda e: _produce(e, args),
         "status": lambda e: _status(e, args.once),
         "demo": _demo,
+        "schema": lambda e: _schema(e, args.node, args.out),
     }
     try:
         handlers[args.command](env)
@@ -312,6 +358,42 @@ def main(argv: Sequence[str] | None = None) -> None:
     # which settings to check
     except (ConfigError, KafkaConnectionError) as exc:
         raise SystemExit(f"statefed {args.command}: {exc}") from exc
+    # Ctrl-C where no server handles it (a server stops cleanly and returns): while a part
+    # starts, or while produce reads stdin
+    except KeyboardInterrupt:
+        print(f"statefed {args.command}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _schema(env: dict[str, str], node: bool, out: Path | None) -> None:
+    """The schema files of the catalogue STATEFED_CATALOGUE names, as `make schema` writes
+    the built-in catalogue's into schema/."""
+    from gateway.possibletypes import print_possible_types
+    from gateway.schema import print_sdl as gateway_sdl
+    from node.subgraph import print_sdl as node_sdl
+
+    catalogue = _catalogue(env)
+    try:
+        if node:
+            files = {"node.graphql": node_sdl(catalogue)}
+        else:
+            files = {
+                "gateway.graphql": gateway_sdl(catalogue),
+                "possibleTypes.json": print_possible_types(catalogue),
+            }
+    except ValueError as exc:  # e.g. two views defining the same field
+        raise SystemExit(f"statefed schema: {exc}") from exc
+    sdl = next(iter(files.values()))
+    if out is None:
+        sys.stdout.write(sdl)
+        return
+    written = {out / name: text for name, text in files.items()} if out.is_dir() else {out: sdl}
+    for path, text in written.items():
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise SystemExit(f"statefed schema: cannot write {path}: {exc.strerror}") from exc
+        print(f"statefed schema: wrote {path}", file=sys.stderr)
 
 
 def _demo(env: dict[str, str]) -> None:

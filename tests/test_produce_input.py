@@ -1,0 +1,144 @@
+"""`statefed produce` input: keys and JSON values from stdin and `--value`, and the refusal,
+before anything is sent, of a record a view reading the topic would dead-letter."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import orjson
+import pytest
+
+from pipeline.records import MAX_EVENT_MS as PIPELINES_MAX_EVENT_MS
+from schema import CATALOGUE
+from tooling.cli import main
+from tooling.produceinput import (
+    MAX_EVENT_MS,
+    KeyedValue,
+    ProduceInputError,
+    read_keys,
+    records_for,
+)
+
+NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def test_keys_take_the_shared_value_and_a_key_json_line_its_own() -> None:
+    lines = ["kafka franz\n", 'c001={"trip": "ZRH-LIS", "note": "a=b"}\n', "\n", "kafka\n"]
+    assert read_keys(lines, '{"trip": "GVA-OPO"}') == [
+        KeyedValue("kafka", '{"trip": "GVA-OPO"}'),
+        KeyedValue("franz", '{"trip": "GVA-OPO"}'),
+        KeyedValue("c001", '{"trip": "ZRH-LIS", "note": "a=b"}'),
+        KeyedValue("kafka", '{"trip": "GVA-OPO"}'),
+    ]
+    assert read_keys(["a b\n"]) == [KeyedValue("a"), KeyedValue("b")]
+
+
+@pytest.mark.parametrize(
+    ("lines", "value", "names"),
+    [
+        (["kafka\n"], "{trip: 1}", "--value: '{trip: 1}' is not JSON"),
+        (["kafka\n"], "ZRH-LIS", "a string value needs its quotes"),
+        (["ok\n", "c001={nope\n"], None, "line 2, key 'c001': '{nope' is not JSON"),
+        (["a b={}\n"], None, "line 1: 'a b={}' is neither keys nor KEY=JSON"),
+        (["={}\n"], None, "line 1: '={}' is neither keys nor KEY=JSON"),
+    ],
+)
+def test_input_that_is_no_json_is_refused_naming_where(
+    lines: list[str], value: str | None, names: str
+) -> None:
+    with pytest.raises(ProduceInputError, match=names.replace("{", r"\{").replace("(", r"\(")):
+        read_keys(lines, value)
+
+
+def test_a_topic_whose_views_ignore_the_value_takes_any_value_or_none() -> None:
+    keyed = [KeyedValue("kafka"), KeyedValue("franz", '"text"'), KeyedValue("x", "[1]")]
+    records = records_for("words", CATALOGUE, keyed, NOW_MS)
+    assert [(r.key, r.value) for r in records] == [
+        ("kafka", b""),
+        ("franz", b'"text"'),
+        ("x", b"[1]"),
+    ]
+
+
+def test_a_topic_no_view_reads_takes_any_value() -> None:
+    (record,) = records_for("elsewhere", CATALOGUE, [KeyedValue("k", "3")], NOW_MS)
+    assert record.value == b"3"
+
+
+def test_a_json_object_gets_the_views_event_time_when_it_has_none() -> None:
+    keyed = [
+        KeyedValue("c001", '{"trip": "ZRH-LIS"}'),
+        KeyedValue("c002", '{"trip": "GVA-OPO", "timestamp": 1767225000000}'),
+        KeyedValue("c003", '{"timestamp": 1767225000000.0}'),  # whole ms as a JSON float
+    ]
+    records = records_for("bookings", CATALOGUE, keyed, NOW_MS)
+    assert [orjson.loads(r.value) for r in records] == [
+        {"trip": "ZRH-LIS", "timestamp": NOW_MS},
+        {"trip": "GVA-OPO", "timestamp": 1767225000000},
+        {"timestamp": 1767225000000.0},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("topic", "value", "says"),
+    [
+        ("bookings", None, "key 'c001' has no value, but views last_booking, booking_history"),
+        ("bookings", '"ZRH-LIS"', "key 'c001' has the value \"ZRH-LIS\", but views"),
+        ("bookings", "[1, 2]", "has the value [1, 2], but"),
+        ("bookings", "null", "has the value null, but"),
+        ("pageviews", None, "views host_access, host_access_per_minute read it as a JSON"),
+    ],
+)
+def test_a_topic_whose_views_read_the_value_refuses_what_is_no_object(
+    topic: str, value: str | None, says: str
+) -> None:
+    with pytest.raises(ProduceInputError) as refused:
+        records_for(topic, CATALOGUE, [KeyedValue("c001", value)], NOW_MS)
+    message = str(refused.value)
+    assert message.startswith(f"topic {topic}: ") and says in message
+    assert "event time 'timestamp' in ms since the epoch, now when left out)" in message
+    if topic == "bookings":  # what fits, to copy
+        assert """--value '{"trip": "text"}' or a line KEY={"trip": "text"}""" in message
+    else:
+        assert "--value '{}'" in message
+
+
+@pytest.mark.parametrize(
+    "moment", ['"2026-01-01"', "null", "true", "-1", "1.5", str(MAX_EVENT_MS), "{}"]
+)
+def test_an_event_time_the_pipeline_cannot_place_is_refused(moment: str) -> None:
+    value = f'{{"path": "/", "timestamp": {moment}}}'
+    with pytest.raises(ProduceInputError) as refused:
+        records_for("pageviews", CATALOGUE, [KeyedValue("graphql.org", value)], NOW_MS)
+    assert str(refused.value) == (
+        f"topic pageviews: key 'graphql.org' has event time 'timestamp' = {moment}, but view "
+        f"host_access needs a number of whole ms since the epoch, 0 to {MAX_EVENT_MS - 1} "
+        "(leave it out for now)"
+    )
+
+
+def test_the_latest_event_time_is_the_pipelines() -> None:
+    assert MAX_EVENT_MS == PIPELINES_MAX_EVENT_MS
+
+
+def test_the_command_refuses_before_producing_anything(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('c001={"trip": "ZRH-LIS"}\nc002\n'))
+    # nothing listens at this bootstrap: a record sent would fail, not report success
+    args = ["produce", "--topic", "bookings", "--bootstrap", "127.0.0.1:9"]
+    with pytest.raises(SystemExit) as refused:
+        main(args)
+    assert str(refused.value.code).startswith(
+        "statefed produce: topic bookings: key 'c002' has no value, but views last_booking, "
+        "booking_history read it as a JSON object"
+    )
+    assert str(refused.value.code).endswith("; nothing was produced")
+
+
+def test_the_command_says_values_are_taken(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["produce", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--value JSON JSON value of every key (a stdin line KEY=JSON gives that key" in text
