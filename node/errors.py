@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import runtime.config
 
 __all__ = [
+    "AWAITING_GROUP",
     "LEASE_LAPSED",
     "STORE_DAMAGED",
     "BadRepresentationError",
@@ -104,6 +105,9 @@ class BadRepresentationError(QueryError):
 LEASE_LAPSED = "LEASE_LAPSED"
 # NOT_OWNER's reason for a copy whose store a read found damaged, until it is rebuilt
 STORE_DAMAGED = "STORE_DAMAGED"
+# NOT_OWNER's reason for a copy held through a broker outage once the broker answers again,
+# until the group assigns this node's partitions again (another node may own it already)
+AWAITING_GROUP = "AWAITING_GROUP"
 
 
 class NotOwnerError(QueryError):
@@ -131,6 +135,11 @@ class NotOwnerError(QueryError):
             message += (
                 ": its lease lapsed (the node was paused or starved for longer than its term), "
                 "so it serves no ACTIVE copy until the consumer group confirms its assignment"
+            )
+        elif reason == AWAITING_GROUP:
+            message += (
+                ": it was held through a broker outage, and the broker answers again; until "
+                "the consumer group assigns the node's partitions again another node may own it"
             )
         elif reason == STORE_DAMAGED:
             message += (

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from node.errors import LEASE_LAPSED, STORE_DAMAGED, TopologyError
+from node.errors import AWAITING_GROUP, LEASE_LAPSED, STORE_DAMAGED, TopologyError
 from node.lease import Lease
 from node.store import READ_DAMAGE, PartitionStore
 from schema import NodeState, PartitionStatus, Role
@@ -141,18 +141,20 @@ def _readable(
     proved: Mapping[str, int] | None = None,
     lease: Lease | None = None,
     floor: Mapping[str, int] | None = None,
+    stranded: bool = False,
 ) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
     # could answer a count lower than one already given, so it is not held yet, unless
     # the read proved it current (node.currency) and it still has applied what was proved;
     # an ACTIVE copy of a node whose lease lapsed (node.lease) may have moved, and one below
     # the `floor` a copy of the partition here had applied before (`_floors`) would answer
-    # older than this node did: both are held on the same terms; a closed store (a reopen
+    # older than this node did, and a copy `stranded` after a broker outage (`_stranded`)
+    # may have a newer owner: all are held on the same terms; a closed store (a reopen
     # after a failed write that failed too) is not held either
     if copy is None or copy.role not in roles or copy.store.closed or copy.damaged:
         return False
     below = floor is not None and any(copy.applied.get(t, 0) < n for t, n in floor.items())
-    leased = copy.role is not Role.ACTIVE or lease is None or lease.held()
+    leased = copy.role is not Role.ACTIVE or (not stranded and (lease is None or lease.held()))
     if not copy.restoring and not below and leased:
         return True
     return proved is not None and all(copy.applied.get(t, 0) >= n for t, n in proved.items())
@@ -217,8 +219,12 @@ class PartitionRegistry:
 
     def hold(self, partitions: Collection[int], since_ms: int) -> None:
         """Keep serving `partitions`, whose assignment was lost at a time nothing could
-        fetch for them: their lag is unknown since `since_ms`, until they are detached."""
+        fetch for them: their lag is unknown since `since_ms`, until they are detached. They
+        serve only while the broker does not answer (`_stranded`), which the loss showed:
+        if the membership heartbeats have not noticed yet, the outage starts at `since_ms`."""
         with self._lock:
+            if self._unreachable_since_ms is None:
+                self._unreachable_since_ms = since_ms
             for partition in partitions:
                 copy = self._copies.get(partition)
                 if copy is not None:
@@ -429,7 +435,18 @@ class PartitionRegistry:
         """The copy of `partition` a read in `roles` may use (under the lock), else None."""
         copy = self._copies.get(partition)
         floor = self._floors.get(partition)
-        return copy if _readable(copy, roles, proved, self.lease, floor) else None
+        stranded = self._stranded(copy)
+        return copy if _readable(copy, roles, proved, self.lease, floor, stranded) else None
+
+    def _stranded(self, copy: _Copy | None) -> bool:
+        """Whether `copy` was held through a broker outage (`hold`) and the broker answers
+        again: the group may already have given its partition to another node, which
+        applies what this copy does not, until it assigns this node's partitions again."""
+        return (
+            copy is not None
+            and copy.held_since_ms is not None
+            and (self._unreachable_since_ms is None)
+        )
 
     def refusal_reason(self, partition: int | None = None) -> str | None:
         """Why a read of `partition` is refused though it may be held: STORE_DAMAGED while
@@ -439,6 +456,8 @@ class PartitionRegistry:
             copy = self._copies.get(partition) if partition is not None else None
             if copy is not None and copy.damaged is not None:
                 return STORE_DAMAGED
+            if copy is not None and copy.role is Role.ACTIVE and self._stranded(copy):
+                return AWAITING_GROUP
         return None if self.lease is None or self.lease.held() else LEASE_LAPSED
 
     def partitions(self, role: Role | None = None) -> list[int]:

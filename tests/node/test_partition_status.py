@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from node.errors import AWAITING_GROUP
 from node.partitions import PartitionRegistry
 from node.store import LevelDBStore
 from schema import PartitionStatus, Role
@@ -96,3 +97,29 @@ def test_a_read_reports_positions_that_cover_a_batch_being_written(tmp_path: Pat
         registry.record_applied(0, {"t": 12, "u": 5})
         found = registry.read_at(0, lambda store: None)
         assert found is not None and found[2] == {"t": 12, "u": 5}
+
+
+def test_a_copy_held_through_a_broker_outage_serves_until_the_broker_answers_again(
+    tmp_path: Path,
+) -> None:
+    """Held through an outage, an ACTIVE copy answers while nobody can have taken its
+    partition over; once the broker answers, the group may have given it to another node,
+    so it answers only proved reads (NOT_OWNER, AWAITING_GROUP) until it is handed over."""
+    registry = PartitionRegistry("n1")
+    with LevelDBStore(tmp_path / "partition-0") as store:
+        registry.attach(0, store, Role.ACTIVE, {"t": 10})
+        registry.hold([0], 3_000)  # the group session was lost before the heartbeats noticed
+        assert registry.broker_unreachable_since_ms == 3_000
+        assert registry.read(0, lambda store: "held") is not None
+        assert registry.refusal_reason(0) is None
+        registry.set_broker_unreachable_since(None)  # the membership heartbeats answered
+        assert registry.read(0, lambda store: "held") is None
+        assert registry.refusal_reason(0) == AWAITING_GROUP
+        assert registry.read(0, lambda store: "proved", proved={"t": 10}) is not None
+        registry.set_broker_unreachable_since(4_000)  # away again: nobody can take it now
+        assert registry.read(0, lambda store: "held") is not None
+        registry.detach(0)
+        registry.attach(0, store, Role.STANDBY, {"t": 10})  # the group assigned elsewhere
+        registry.set_broker_unreachable_since(None)
+        assert registry.read(0, lambda store: "standby", roles=(Role.STANDBY,)) is not None
+        registry.detach(0)
