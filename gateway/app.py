@@ -370,13 +370,28 @@ class GatewayApp:
         await send_body(send, 200, content, content_type.encode(), cache)
 
 
+_GUIDE = """\
+# statefed: one GraphQL endpoint over every view of the catalogue.
+#
+# Each operation below reads one view. Press the run button (or Ctrl-Enter) and pick
+# one. Every answer's `extensions.freshness` says which node and copy answered and how
+# far behind the changelog it was. The Docs pane (top left) lists every field; the
+# fields that start with an underscore belong to federation routers.
+#
+"""
+
+_CLUSTER = "{\n  cluster { nodes { id state } views { name kind lateDropped } }\n}\n"
+
+
 def _default_query(catalogue: Sequence[View]) -> str:
-    """GraphiQL's first query: the first example a view's kind gives, else the cluster."""
-    for view in catalogue:
-        example = kind_of(view).example(view)
-        if example is not None:
-            return example
-    return "{\n  cluster { nodes { id state } views { name kind lateDropped } }\n}\n"
+    """GraphiQL's first document: a guide, then one named operation per view (its kind's
+    example), then the cluster."""
+    operations = [
+        f"query {view.type_name} {example}"
+        for view in catalogue
+        if (example := kind_of(view).example(view)) is not None
+    ]
+    return _GUIDE + "\n".join([*operations, f"query Cluster {_CLUSTER}"])
 
 
 def _log_authentication(config: GatewayConfig) -> None:

@@ -9,9 +9,10 @@ from gateway.documents import (
     history_document,
     scan_document,
 )
+from gateway.fields.common import EVENT_TIME
 from gateway.fields.history import history_fields
 from gateway.inputs import MAX_PAGE_SIZE
-from gateway.kinds.kind import GatewayKind
+from gateway.kinds.kind import GatewayKind, scan_example
 from gateway.prices import Price, scan_price
 from schema import View
 
@@ -33,4 +34,9 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
     }
 
 
-HISTORY = GatewayKind(history_fields, _documents, _prices)
+def _example(view: View) -> str:
+    values = [field.name for field in view.value_fields]
+    return scan_example(view, [view.key_field, *values, EVENT_TIME])
+
+
+HISTORY = GatewayKind(history_fields, _documents, _prices, _example)

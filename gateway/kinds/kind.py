@@ -11,11 +11,21 @@ from gateway.fields import ViewFields
 from gateway.prices import Price
 from schema import View
 
-__all__ = ["GatewayKind", "no_example"]
+__all__ = ["GatewayKind", "no_example", "scan_example"]
 
 
 def no_example(view: View) -> str | None:
     return None
+
+
+def scan_example(view: View, fields: list[str]) -> str:
+    """The first rows of `view` in key order, with `fields` of each: a query that answers
+    whatever keys the view holds."""
+    selected = "\n".join(f"        {name}" for name in fields)
+    return (
+        f"{{\n  {view.scan_field}(first: 5) {{\n    edges {{\n      node {{\n{selected}\n"
+        "      }\n    }\n  }\n}\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,7 @@ class GatewayKind:
     """A kind in the gateway: `fields` builds a view's public fields (`gateway.fields`),
     `documents` what the gateway asks the view's nodes and how it reads their rows,
     `prices` what the view's root fields cost (`gateway.limits`) by their GraphQL name, and
-    `example` a first query for GraphiQL, if the kind has a good one."""
+    `example` a query of the view for GraphiQL's guided first document."""
 
     fields: Callable[[View], ViewFields]
     documents: Callable[[View], NodeDocuments]

@@ -13,8 +13,9 @@ from gateway.documents import (
     read_event,
     scan_document,
 )
+from gateway.fields.common import EVENT_TIME
 from gateway.fields.latest import latest_fields
-from gateway.kinds.kind import GatewayKind
+from gateway.kinds.kind import GatewayKind, scan_example
 from gateway.prices import Price, keys_price, scan_price
 from schema import View
 
@@ -34,4 +35,9 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
     return {view.many_field: keys_price(view, config), view.scan_field: scan_price(view, config)}
 
 
-LATEST = GatewayKind(latest_fields, _documents, _prices)
+def _example(view: View) -> str:
+    values = [field.name for field in view.value_fields]
+    return scan_example(view, [view.key_field, *values, EVENT_TIME])
+
+
+LATEST = GatewayKind(latest_fields, _documents, _prices, _example)

@@ -15,7 +15,7 @@ from gateway.documents import (
     windows_document,
 )
 from gateway.fields.windowed import windowed_fields
-from gateway.kinds.kind import GatewayKind
+from gateway.kinds.kind import GatewayKind, scan_example
 from gateway.prices import Price, scan_price, top_price
 from schema import View
 
@@ -43,4 +43,8 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
     return prices
 
 
-WINDOWED_COUNT = GatewayKind(windowed_fields, _documents, _prices)
+def _example(view: View) -> str:
+    return scan_example(view, [view.key_field, "start", "end", "count"])
+
+
+WINDOWED_COUNT = GatewayKind(windowed_fields, _documents, _prices, _example)
