@@ -132,11 +132,16 @@ class Liveness:
     excused: tuple[int, int] | None = None
 
     def silence_ms(self, heartbeat_ms: int) -> int:
-        silence = self.at_ms - heartbeat_ms
+        return self.between_ms(heartbeat_ms, self.at_ms)
+
+    def between_ms(self, earlier_ms: int, later_ms: int) -> int:
+        """The time from `earlier_ms` to `later_ms` that counts against a node: without
+        the part within the stall that is excused."""
+        gap = later_ms - earlier_ms
         if self.excused is not None:
             start, end = self.excused
-            silence -= max(0, min(end, self.at_ms) - max(start, heartbeat_ms))
-        return silence
+            gap -= max(0, min(end, later_ms) - max(start, earlier_ms))
+        return gap
 
     def alive(self, record: MemberRecord) -> bool:
         return record.is_alive(record.heartbeat_ms + self.silence_ms(record.heartbeat_ms))
@@ -271,7 +276,8 @@ def build_routing_table(
 ) -> RoutingTable:
     """The routing table for `members` at time `now_ms`: nodes silent for more than 3
     heartbeats (by `liveness`, default: as of `now_ms`) are dead and own nothing; live ones
-    2 heartbeats behind the newest are suspect."""
+    2 heartbeats behind the newest are suspect (a past stall excused from both: after a
+    broker outage, the node heard first makes no other suspect for the outage)."""
     liveness = liveness or Liveness(now_ms)
     alive = {node_id for node_id, record in members.items() if liveness.alive(record)}
     newest = max((members[node_id].heartbeat_ms for node_id in alive), default=0)
@@ -284,7 +290,7 @@ def build_routing_table(
             alive=node_id in alive,
             partitions=record.partitions,
             suspect=node_id in alive
-            and newest - record.heartbeat_ms
+            and liveness.between_ms(record.heartbeat_ms, newest)
             > SUSPECT_AFTER_HEARTBEATS * record.heartbeat_interval_ms,
         )
         for node_id, record in members.items()

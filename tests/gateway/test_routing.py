@@ -95,6 +95,23 @@ def test_a_live_node_two_heartbeats_behind_the_newest_is_suspect() -> None:
     assert table.owner(2).node_id == "missed"  # type: ignore[union-attr]  # the planner decides
 
 
+def test_after_a_stall_a_node_is_suspect_only_for_missed_heartbeats_outside_it() -> None:
+    """After a broker outage the node heard first is no reason to suspect the others for
+    the outage: they get their usual heartbeats to be heard again."""
+    stall = (NOW - 30_000, NOW - 1_000)  # the feed stalled for 29 s until 1 s ago
+    members = {
+        "first": member("first", "http://a:1", [0], NOW - 100, interval_ms=1000),
+        "not_yet": member("not_yet", "http://b:1", [1], NOW - 30_200, interval_ms=1000),
+        "missed": member("missed", "http://c:1", [2], NOW - 31_300, interval_ms=1000),
+    }
+    table = build_routing_table(members, {VIEW.name: 3}, NOW, Liveness(NOW, excused=stall))
+    assert table.nodes["not_yet"].alive and not table.nodes["not_yet"].suspect
+    assert table.nodes["missed"].alive and table.nodes["missed"].suspect
+    # without the stall excused, the gap to the newest heartbeat would make both suspect
+    unexcused = build_routing_table(members, {VIEW.name: 3}, NOW, Liveness(NOW - 29_000))
+    assert unexcused.nodes["not_yet"].suspect
+
+
 def test_no_node_is_suspect_when_no_heartbeat_arrives_at_all() -> None:
     """A broker outage stops every heartbeat alike: nobody is behind the others."""
     members = {
