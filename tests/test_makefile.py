@@ -4,6 +4,7 @@ the dev extras too."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,9 +18,13 @@ def _plan(target: str, tmp_path: Path) -> list[str]:
     """The commands `make <target>` would run in a checkout with nothing installed yet."""
     if shutil.which("make") is None:
         pytest.fail("make is not on PATH: the Makefile is how a clone is set up")
+    # as a top-level make, also when the suite itself runs under `make test`
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    where = [f"VENV={tmp_path}/venv", f"KAFKA_JARS={tmp_path}/kafka"]
     done = subprocess.run(
-        ["make", "-n", target, f"VENV={tmp_path}/venv", f"KAFKA_JARS={tmp_path}/kafka"],
+        ["make", "--no-print-directory", "-n", target, *where],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
