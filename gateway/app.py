@@ -373,25 +373,31 @@ class GatewayApp:
 _GUIDE = """\
 # statefed: one GraphQL endpoint over every view of the catalogue.
 #
-# Each operation below reads one view. Press the run button (or Ctrl-Enter) and pick
-# one. Every answer's `extensions.freshness` says which node and copy answered and how
-# far behind the changelog it was. The Docs pane (top left) lists every field; the
-# fields that start with an underscore belong to federation routers.
-#
+# Press the run button (or Ctrl-Enter) to run the query below. Every answer's
+# `extensions.freshness` says which node and copy answered and how far behind the
+# changelog it was. Below it, one query per view of the catalogue: select one, remove
+# its leading `# ` (Ctrl-/) and replace the query above with it. The Docs pane (top
+# left) lists every field; those that start with an underscore are for federation
+# routers.
+
 """
 
 _CLUSTER = "{\n  cluster { nodes { id state } views { name kind lateDropped } }\n}\n"
 
 
+def view_examples(catalogue: Sequence[View]) -> list[str]:
+    """One query per view of `catalogue` that has one (its kind's example), then the
+    cluster's."""
+    examples = [kind_of(view).example(view) for view in catalogue]
+    return [example for example in examples if example is not None] + [_CLUSTER]
+
+
 def _default_query(catalogue: Sequence[View]) -> str:
-    """GraphiQL's first document: a guide, then one named operation per view (its kind's
-    example), then the cluster."""
-    operations = [
-        f"query {view.type_name} {example}"
-        for view in catalogue
-        if (example := kind_of(view).example(view)) is not None
-    ]
-    return _GUIDE + "\n".join([*operations, f"query Cluster {_CLUSTER}"])
+    """GraphiQL's first document: a guide, the first view's query to run, then every other
+    view's query commented out (one runnable operation keeps the run button a button)."""
+    first, *others = view_examples(catalogue)
+    commented = ["".join(f"# {line}\n" for line in query.splitlines()) for query in others]
+    return _GUIDE + first + "".join(f"\n{query}" for query in commented)
 
 
 def _log_authentication(config: GatewayConfig) -> None:
