@@ -4,8 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 STAMP  := $(VENV)/.installed
+# the docs site, built --strict: a link to a page or an anchor that does not exist fails the
+# build (mkdocs.yml's `validation`); the site goes to .cache/site (git-ignored). Material for
+# MkDocs 9.x prints a banner at every build that it is maintained until 2027-05-05: silenced.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install kafka connector browser prometheus wrk demo test test-unit check format schema bench clean
+.PHONY: install kafka connector browser prometheus wrk demo test test-unit check format schema docs bench clean
 
 # Apache Kafka's jars (the local broker) and Spark's Kafka connector: fetched from the
 # Java registry into git-ignored caches, pinned in tooling/kafka/pom.xml and
@@ -73,17 +77,22 @@ test: install browser prometheus wrk  ## the whole suite (unit and end-to-end on
 test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes
 	$(BIN)/pytest -m unit
 
-check: $(STAMP)  ## format, lint, types and the import contracts (pyproject.toml)
+check: $(STAMP)  ## format, lint, types, the import contracts (pyproject.toml) and the docs site's links
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(MKDOCS) build --strict --quiet
 
 # the built-in catalogue's, whatever STATEFED_CATALOGUE says (`statefed schema` prints yours)
 schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code (gateway and node) and Apollo Client's possibleTypes.json
 	$(BIN)/python -m gateway.sdl --write schema/gateway.graphql
 	$(BIN)/python -m node.sdl --write schema/node.graphql
 	$(BIN)/python -m gateway.possibletypes --write schema/possibleTypes.json
+
+docs: $(STAMP)  ## regenerate docs/configuration.md from the settings' declarations, then build the docs site into .cache/site
+	$(BIN)/python -m tooling.configdocs --write docs/configuration.md
+	$(MKDOCS) build --strict
 
 format: $(STAMP)
 	$(BIN)/ruff format .

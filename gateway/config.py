@@ -42,160 +42,519 @@ def _comma_separated(raw: str) -> tuple[str, ...]:
 class GatewayConfig(KafkaClientConfig, EnvConfig):
     """Everything `run_gateway` needs; the defaults suit the local demo."""
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
-    host: str = setting("STATEFED_GATEWAY_HOST", "127.0.0.1")
-    port: int = setting("STATEFED_GATEWAY_PORT", 8100, low=1, high=65535)
-    # deadline of one client request, retries included
-    timeout_ms: int = setting("STATEFED_GATEWAY_TIMEOUT_MS", 5000, low=1, high=600_000)
-    # extra rounds for partitions that failed (NOT_OWNER, refused, unassigned): 5 rounds of
-    # doubling backoff span ~1.5 s, about what promoting a standby to active takes
-    retries: int = setting("STATEFED_GATEWAY_RETRIES", 5, low=0, high=100)
-    # wait before the first retry; doubles each round
-    backoff_ms: int = setting("STATEFED_GATEWAY_BACKOFF_MS", 50, low=0, high=60_000)
-    # a partition whose active copy cannot answer is read from a standby at most this many
-    # records behind; 0 = only one its node proves current for the read (node.currency)
-    max_lag: int = setting("STATEFED_GATEWAY_MAX_LAG", 1000, low=0, high=1 << 62)
-    # hedged reads (gateway.hedging): an ACTIVE copy that has not answered within its node's
-    # hedge delay (its recent latency, bounded by these; the max until it has answered once)
-    # is raced by a standby within maxLag, the first answer wins
-    hedge: bool = setting("STATEFED_GATEWAY_HEDGE", True)
-    hedge_min_ms: int = setting("STATEFED_GATEWAY_HEDGE_MIN_MS", 20, low=1, high=600_000)
-    hedge_max_ms: int = setting("STATEFED_GATEWAY_HEDGE_MAX_MS", 500, low=1, high=600_000)
-    # a node that leaves this many calls in a row without an answer (timed out, or outraced
-    # by a hedge after waiting its delay) is suspect for STATEFED_GATEWAY_SUSPECT_MS: its
-    # partitions are read from a standby at once, or fail at once with reason SUSPECT
-    suspect_calls: int = setting("STATEFED_GATEWAY_SUSPECT_CALLS", 3, low=1, high=10_000)
-    suspect_ms: int = setting("STATEFED_GATEWAY_SUSPECT_MS", 1000, low=1, high=600_000)
+    host: str = setting(
+        "STATEFED_GATEWAY_HOST",
+        "127.0.0.1",
+        doc="address the gateway serves on; beyond loopback it needs `STATEFED_GATEWAY_AUTH`",
+    )
+    port: int = setting(
+        "STATEFED_GATEWAY_PORT", 8100, low=1, high=65535, doc="port the gateway serves on"
+    )
+    timeout_ms: int = setting(
+        "STATEFED_GATEWAY_TIMEOUT_MS",
+        5000,
+        low=1,
+        high=600_000,
+        doc="deadline of one client request across all node calls, retries included",
+    )
+    retries: int = setting(
+        "STATEFED_GATEWAY_RETRIES",
+        5,
+        low=0,
+        high=100,
+        doc=(
+            "retry rounds after NOT_OWNER or a refused connection, with doubling "
+            "backoff (50 ms ... 800 ms: about 1.5 s, what a standby takes to "
+            "become active)"
+        ),
+    )
+    backoff_ms: int = setting(
+        "STATEFED_GATEWAY_BACKOFF_MS",
+        50,
+        low=0,
+        high=60_000,
+        doc="wait before the first retry round; it doubles each round",
+    )
+    max_lag: int = setting(
+        "STATEFED_GATEWAY_MAX_LAG",
+        1000,
+        low=0,
+        high=1 << 62,
+        doc=(
+            "default of `maxLag`: when a partition's active copy cannot answer, "
+            "read a standby at most this many records behind (0 = only a copy "
+            "proved current; see [Staleness and "
+            "read-your-writes](querying.md#staleness-and-read-your-writes))"
+        ),
+    )
+    # hedged reads and suspicion from calls: gateway.hedging
+    hedge: bool = setting(
+        "STATEFED_GATEWAY_HEDGE",
+        True,
+        doc=(
+            "hedged reads: an owner that has not answered within its hedge delay "
+            "is raced by a standby within `maxLag` (see [Hedged reads and suspect"
+            " nodes](operations.md#hedged-reads-and-suspect-nodes))"
+        ),
+    )
+    hedge_min_ms: int = setting(
+        "STATEFED_GATEWAY_HEDGE_MIN_MS",
+        20,
+        low=1,
+        high=600_000,
+        doc=(
+            "lower bound of a node's hedge delay (its smoothed latency plus four "
+            "deviations); at most `STATEFED_GATEWAY_HEDGE_MAX_MS`"
+        ),
+    )
+    hedge_max_ms: int = setting(
+        "STATEFED_GATEWAY_HEDGE_MAX_MS",
+        500,
+        low=1,
+        high=600_000,
+        doc=(
+            "upper bound of a node's hedge delay, and the delay of a node that has not answered yet"
+        ),
+    )
+    suspect_calls: int = setting(
+        "STATEFED_GATEWAY_SUSPECT_CALLS",
+        3,
+        low=1,
+        high=10_000,
+        doc=(
+            "a node that leaves this many calls in a row without an answer is "
+            "suspect: not asked, its partitions read from a standby or failed at "
+            "once"
+        ),
+    )
+    suspect_ms: int = setting(
+        "STATEFED_GATEWAY_SUSPECT_MS",
+        1000,
+        low=1,
+        high=600_000,
+        doc="how long suspicion from unanswered calls lasts; the node is then asked again",
+    )
     # a node answers a local top-N of at most 10000
-    max_top_limit: int = setting("STATEFED_MAX_TOP_LIMIT", 1000, low=1, high=10_000)
-    max_lookup_keys: int = setting("STATEFED_MAX_LOOKUP_KEYS", 1000, low=1, high=1_000_000)
-    # `first` / `last` of a page of a whole-view scan; a node answers a slice of at most 10001
-    max_scan_page: int = setting("STATEFED_MAX_SCAN_PAGE", 1000, low=1, high=10_000)
-    # representations of one `_entities` call: a federation router batches as many as its
-    # plan holds, each a point lookup (priced as such by gateway.limits)
+    max_top_limit: int = setting(
+        "STATEFED_MAX_TOP_LIMIT",
+        1000,
+        low=1,
+        high=10_000,
+        doc="bound of `limit` of a top-N (see [Limits](querying.md#limits))",
+    )
+    max_lookup_keys: int = setting(
+        "STATEFED_MAX_LOOKUP_KEYS", 1000, low=1, high=1_000_000, doc="keys of one multi-key lookup"
+    )
+    # a node answers a slice of at most 10001 rows
+    max_scan_page: int = setting(
+        "STATEFED_MAX_SCAN_PAGE",
+        1000,
+        low=1,
+        high=10_000,
+        doc=(
+            "bound of `first` / `last` of a page of a whole-view scan (see "
+            "[Browse a whole view](querying.md#browse-a-whole-view))"
+        ),
+    )
+    # each representation is priced as a point lookup (gateway.limits)
     max_entity_representations: int = setting(
-        "STATEFED_GATEWAY_MAX_ENTITIES", 1000, low=1, high=1_000_000
+        "STATEFED_GATEWAY_MAX_ENTITIES",
+        1000,
+        low=1,
+        high=1_000_000,
+        doc=(
+            "representations of one `_entities` call (a federation router batches"
+            " as many as its plan holds; each is a point lookup, priced as one)"
+        ),
     )
-    # how far back in statefed.members reading starts
     members_lookback_ms: int = setting(
-        "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS", 10_000, low=1, high=86_400_000
+        "STATEFED_GATEWAY_MEMBERS_LOOKBACK_MS",
+        10_000,
+        low=1,
+        high=86_400_000,
+        doc="how far back in `statefed.members` the membership reader starts (>= 3 heartbeats)",
     )
-    # how many records of statefed.pipeline are read back
     status_tail_records: int = setting(
-        "STATEFED_GATEWAY_STATUS_TAIL_RECORDS", 10_000, low=1, high=100_000_000
+        "STATEFED_GATEWAY_STATUS_TAIL_RECORDS",
+        10_000,
+        low=1,
+        high=100_000_000,
+        doc=(
+            "pipeline status records (and dead letters) read at start-up for "
+            "`cluster.views` and `/status`"
+        ),
     )
-    # per node, opened as needed and kept alive
     upstream_connections: int = setting(
-        "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS", 64, low=1, high=10_000
+        "STATEFED_GATEWAY_UPSTREAM_CONNECTIONS",
+        64,
+        low=1,
+        high=10_000,
+        doc="connections to each node at most (HTTP/1.1, opened as needed, kept alive)",
     )
     # logs (runtime.logs): text or json lines, and the lowest level written: the gateway's
     # own STATEFED_GATEWAY_LOG_LEVEL when set, else STATEFED_LOG_LEVEL, every part's level
-    log_format: str = setting("STATEFED_LOG_FORMAT", "text", parse=str.lower, choices=LOG_FORMATS)
+    log_format: str = setting(
+        "STATEFED_LOG_FORMAT",
+        "text",
+        parse=str.lower,
+        choices=LOG_FORMATS,
+        doc=(
+            "`text` lines or `json` (one object a line: see [Metrics and "
+            "logs](operations.md#metrics-and-logs))"
+        ),
+    )
     parts_log_level: str = setting(
-        "STATEFED_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS
+        "STATEFED_LOG_LEVEL",
+        "info",
+        parse=str.lower,
+        choices=LOG_LEVELS,
+        doc=(
+            "every part's log level (the gateway's `STATEFED_GATEWAY_LOG_LEVEL` "
+            "wins when set); `debug` logs one line per GraphQL request"
+        ),
     )
     log_level: str = setting(
-        "STATEFED_GATEWAY_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS
+        "STATEFED_GATEWAY_LOG_LEVEL",
+        "info",
+        parse=str.lower,
+        choices=LOG_LEVELS,
+        doc="the gateway's log level, when it should differ from the other parts'",
+        shown_default="`STATEFED_LOG_LEVEL`",
     )
-    # query limits (gateway.limits); the standard introspection query, GraphiQL's, is 15
-    # deep, and gateway.limits stops walking deeper than 200 levels
-    max_depth: int = setting("STATEFED_GATEWAY_MAX_DEPTH", 15, low=1, high=200)
-    max_aliases: int = setting("STATEFED_GATEWAY_MAX_ALIASES", 30, low=0, high=100_000)
-    max_root_fields: int = setting("STATEFED_GATEWAY_MAX_ROOT_FIELDS", 20, low=1, high=10_000)
+    # query limits (gateway.limits), which stops walking deeper than 200 levels; the
+    # standard introspection query, GraphiQL's, is 15 deep
+    max_depth: int = setting(
+        "STATEFED_GATEWAY_MAX_DEPTH",
+        15,
+        low=1,
+        high=200,
+        doc=(
+            "how deep fields nest (a root field is depth 1; `QUERY_TOO_DEEP`). "
+            "The standard introspection query, the one GraphiQL sends, is 15 "
+            "deep; data queries are at most 4"
+        ),
+    )
+    max_aliases: int = setting(
+        "STATEFED_GATEWAY_MAX_ALIASES",
+        30,
+        low=0,
+        high=100_000,
+        doc=(
+            "aliased fields, and fields repeating a response key of their "
+            "selection set, counted once per fragment spread (`TOO_MANY_ALIASES`)"
+        ),
+    )
+    max_root_fields: int = setting(
+        "STATEFED_GATEWAY_MAX_ROOT_FIELDS",
+        20,
+        low=1,
+        high=10_000,
+        doc="root fields, one per response key; `__typename` is free (`TOO_MANY_ROOT_FIELDS`)",
+    )
     # P x limit per top-N, keys per lookup, `first` per history page
-    max_cost: int = setting("STATEFED_GATEWAY_MAX_COST", 50_000, low=1, high=10**12)
-    # UTF-8 bytes of one key
-    max_key_bytes: int = setting("STATEFED_GATEWAY_MAX_KEY_BYTES", 1024, low=1, high=1 << 20)
+    max_cost: int = setting(
+        "STATEFED_GATEWAY_MAX_COST",
+        50_000,
+        low=1,
+        high=10**12,
+        doc=(
+            "the sum of the root fields' costs times what they select "
+            "(`QUERY_TOO_COSTLY`; see [Limits](querying.md#limits))"
+        ),
+    )
+    max_key_bytes: int = setting(
+        "STATEFED_GATEWAY_MAX_KEY_BYTES",
+        1024,
+        low=1,
+        high=1 << 20,
+        doc="one key (`word`, `host`, `customer`, an `_entities` key), in bytes of UTF-8",
+    )
     # of a POST body; of a GET query string, whose request target (path and query string)
     # must also fit the HTTP parser's 65,535 bytes: longer documents go by POST
     max_body_bytes: int = setting(
-        "STATEFED_GATEWAY_MAX_BODY_BYTES", 1 << 20, low=1024, high=1 << 30
+        "STATEFED_GATEWAY_MAX_BODY_BYTES",
+        1 << 20,
+        low=1024,
+        high=1 << 30,
+        doc=(
+            "a POST body, or a GET query string (`PAYLOAD_TOO_LARGE`, HTTP 413; "
+            "`URI_TOO_LONG`, HTTP 414)"
+        ),
     )
-    # __schema and __type; __typename always works
-    introspection: bool = setting("STATEFED_GATEWAY_INTROSPECTION", True)
-    # the produce mutation (writes to the catalogue's input topics): off unless asked for
-    produce: bool = setting("STATEFED_GATEWAY_PRODUCE", False)
+    introspection: bool = setting(
+        "STATEFED_GATEWAY_INTROSPECTION",
+        True,
+        doc=(
+            "`__schema` and `__type` (GraphiQL and schema tools need them; "
+            "`__typename` always works; see "
+            "[Introspection](querying.md#introspection))"
+        ),
+    )
+    produce: bool = setting(
+        "STATEFED_GATEWAY_PRODUCE",
+        False,
+        doc=(
+            "serve the `produce` mutation, which writes to the views' input "
+            "topics (see [Writes](security.md#writes))"
+        ),
+    )
 
-    # browser origins whose pages may read answers (gateway.cors): exact `scheme://host[:port]`,
-    # comma-separated; empty = none (no CORS headers); `*` alone = any, without credentials
     cors_origins: tuple[str, ...] = setting(
-        "STATEFED_GATEWAY_CORS_ORIGINS", (), parse=_comma_separated
+        "STATEFED_GATEWAY_CORS_ORIGINS",
+        (),
+        parse=_comma_separated,
+        doc=(
+            "comma-separated exact origins whose pages may read answers "
+            "(`https://app.example.com,http://127.0.0.1:5173`); empty = no CORS "
+            "headers; `*` alone = any origin, never with credentials (see "
+            "[Browser safety](security.md#browser-safety-csrf-and-cors))"
+        ),
+        shown_default="empty",
     )
     # how far past the gateway's clock a produced eventTime may be: a future event moves the
     # pipeline's watermark, and every real event of a windowed view would then be late
     produce_max_ahead_ms: int = setting(
-        "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS", 300_000, low=0, high=86_400_000
+        "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS",
+        300_000,
+        low=0,
+        high=86_400_000,
+        doc="how far past the gateway's clock a produced `eventTime` may be (5 minutes)",
     )
-    # produced records per second per principal (a token bucket holding as many)
-    produce_rate: int = setting("STATEFED_GATEWAY_PRODUCE_RATE", 100, low=1, high=1_000_000)
-    # the secret shared with every node (runtime.trust): node calls are signed with it, and
-    # only nodes whose membership records it verifies are routed to; None = neither
-    cluster_secret_file: Path | None = setting("STATEFED_CLUSTER_SECRET_FILE", None, parse=Path)
-    # a file holding the bearer token /metrics then needs (runtime.metrics), read at start-up;
-    # None = /metrics answers anyone (counts and latencies, no view data), as /health does
-    metrics_token_file: Path | None = setting("STATEFED_METRICS_TOKEN_FILE", None, parse=Path)
-    # tokens of one GraphQL document, counted while parsing, before validation and limits;
-    # GraphiQL's introspection query has ~190
-    max_tokens: int = setting("STATEFED_GATEWAY_MAX_TOKENS", 5000, low=100, high=1_000_000)
-    # documents that differ only in literal argument values share one parsed and validated
-    # plan (runtime.graphql_http.literals); off: each distinct text is parsed and validated
-    normalize_literals: bool = setting("STATEFED_GATEWAY_NORMALIZE_LITERALS", True)
+    produce_rate: int = setting(
+        "STATEFED_GATEWAY_PRODUCE_RATE",
+        100,
+        low=1,
+        high=1_000_000,
+        doc="produced records a second per principal, and the burst size",
+    )
+    cluster_secret_file: Path | None = setting(
+        "STATEFED_CLUSTER_SECRET_FILE",
+        None,
+        parse=Path,
+        doc=(
+            "the secret shared by the gateway and every node (>= 32 bytes, "
+            "surrounding whitespace ignored): signs node calls and membership "
+            "(see [Trust between the parts](security.md#trust-between-the-parts))"
+        ),
+    )
+    metrics_token_file: Path | None = setting(
+        "STATEFED_METRICS_TOKEN_FILE",
+        None,
+        parse=Path,
+        doc=(
+            "file of the bearer token `/metrics` then needs (>= 32 printable "
+            "ASCII characters, surrounding whitespace ignored); unset, `/metrics`"
+            " is open (see [Scraping `/metrics`](security.md#scraping-metrics))"
+        ),
+    )
+    max_tokens: int = setting(
+        "STATEFED_GATEWAY_MAX_TOKENS",
+        5000,
+        low=100,
+        high=1_000_000,
+        doc=(
+            "tokens of one GraphQL document: parsing stops past the limit "
+            "(`GRAPHQL_PARSE_FAILED`); GraphiQL's introspection query has ~190"
+        ),
+    )
+    normalize_literals: bool = setting(
+        "STATEFED_GATEWAY_NORMALIZE_LITERALS",
+        True,
+        doc=(
+            "documents that differ only in literal argument values share one "
+            "parsed and validated plan (see [Literals in "
+            "queries](querying.md#literals-in-queries)); `false` parses and "
+            "validates each distinct text"
+        ),
+    )
     # HTTPS: a PEM certificate (chain) and its key, both or neither
-    tls_cert: Path | None = setting("STATEFED_GATEWAY_TLS_CERT", None, parse=Path)
-    tls_key: Path | None = setting("STATEFED_GATEWAY_TLS_KEY", None, parse=Path)
-    # the CA (PEM) https node URLs are verified against; unset: the system's trust store
-    node_ca: Path | None = setting("STATEFED_GATEWAY_NODE_CA", None, parse=Path)
-    # authentication (gateway.auth): unset = anonymous, allowed on a loopback address only
-    auth: str | None = setting(_AUTH, None, parse=str.lower)
+    tls_cert: Path | None = setting(
+        "STATEFED_GATEWAY_TLS_CERT",
+        None,
+        parse=Path,
+        doc=(
+            "the gateway's PEM certificate (chain): it serves HTTPS (with "
+            "`STATEFED_GATEWAY_TLS_KEY`; see [TLS](security.md#tls))"
+        ),
+        shown_default="unset (HTTP)",
+    )
+    tls_key: Path | None = setting(
+        "STATEFED_GATEWAY_TLS_KEY",
+        None,
+        parse=Path,
+        doc="the key of `STATEFED_GATEWAY_TLS_CERT`",
+        shown_default="unset (HTTP)",
+    )
+    node_ca: Path | None = setting(
+        "STATEFED_GATEWAY_NODE_CA",
+        None,
+        parse=Path,
+        doc="the CA (PEM) the gateway verifies `https` node URLs against, host names included",
+        shown_default="unset: the system's trust store",
+    )
+    auth: str | None = setting(
+        _AUTH,
+        None,
+        parse=str.lower,
+        doc=(
+            "`jwt` (every request needs a bearer token) or `anonymous` (see "
+            "[Authentication](security.md#authentication))"
+        ),
+        shown_default="unset: anonymous, loopback only",
+    )
     # where the token signing keys are: a JWKS file or https URL, or an HS256 secret's file
-    jwks: str | None = setting(_JWKS, None, parse=str)
-    jwt_secret_file: Path | None = setting(_SECRET, None, parse=Path)
-    jwt_issuer: str | None = setting("STATEFED_GATEWAY_JWT_ISSUER", None, parse=str)
-    jwt_audience: str | None = setting("STATEFED_GATEWAY_JWT_AUDIENCE", None, parse=str)
-    # clock skew allowed on exp, nbf and iat
-    jwt_leeway_s: int = setting("STATEFED_GATEWAY_JWT_LEEWAY_S", 30, low=0, high=3600)
-    # scopes the produce mutation, and node URLs (cluster, /health) and /status.json, need
-    # when auth is on
-    produce_scope: str = setting("STATEFED_GATEWAY_PRODUCE_SCOPE", "statefed:produce")
-    operator_scope: str = setting("STATEFED_GATEWAY_OPERATOR_SCOPE", "statefed:operator")
-    # updates waiting for one subscriber: past it a row subscription keeps only the newest
-    # row per key (a slow reader), a history subscription ends with SUBSCRIBER_TOO_SLOW
-    # (resume with the token)
+    jwks: str | None = setting(
+        _JWKS,
+        None,
+        parse=str,
+        doc=(
+            "JWKS file path or `https://` URL of the keys tokens are signed with "
+            "(or `STATEFED_GATEWAY_JWT_SECRET_FILE`)"
+        ),
+    )
+    jwt_secret_file: Path | None = setting(
+        _SECRET,
+        None,
+        parse=Path,
+        doc="file of the HS256 secret tokens are signed with (or `STATEFED_GATEWAY_JWKS`)",
+    )
+    jwt_issuer: str | None = setting(
+        "STATEFED_GATEWAY_JWT_ISSUER",
+        None,
+        parse=str,
+        doc="the `iss` tokens must carry",
+        shown_default="unset: needed with `jwt`",
+    )
+    jwt_audience: str | None = setting(
+        "STATEFED_GATEWAY_JWT_AUDIENCE",
+        None,
+        parse=str,
+        doc="the `aud` tokens must carry",
+        shown_default="unset: needed with `jwt`",
+    )
+    jwt_leeway_s: int = setting(
+        "STATEFED_GATEWAY_JWT_LEEWAY_S",
+        30,
+        low=0,
+        high=3600,
+        doc="clock skew allowed on `exp`, `nbf`, `iat`, in seconds",
+    )
+    produce_scope: str = setting(
+        "STATEFED_GATEWAY_PRODUCE_SCOPE",
+        "statefed:produce",
+        doc=(
+            "scope the `produce` mutation needs (auth on; see "
+            "[Authorization](security.md#authorization))"
+        ),
+    )
+    operator_scope: str = setting(
+        "STATEFED_GATEWAY_OPERATOR_SCOPE",
+        "statefed:operator",
+        doc="scope node URLs in `cluster` and `/health`, and `/status.json`, need (auth on)",
+    )
     subscription_queue: int = setting(
-        "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE", 1000, low=1, high=1_000_000
+        "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE",
+        1000,
+        low=1,
+        high=1_000_000,
+        doc=(
+            "updates waiting for one subscriber; past it a row subscription keeps"
+            " only the newest row of each key, a history subscription ends with "
+            "`SUBSCRIBER_TOO_SLOW` (see "
+            "[Subscriptions](querying.md#subscriptions))"
+        ),
     )
 
-    # subscriptions (gateway.live): running at once in the gateway, and on one connection
-    # (a WebSocket, an SSE reservation); one over either is refused TOO_MANY_SUBSCRIPTIONS
     max_subscriptions: int = setting(
-        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS", 10_000, low=1, high=10_000_000
+        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS",
+        10_000,
+        low=1,
+        high=10_000_000,
+        doc=(
+            "subscriptions running at once in the gateway; one more is refused "
+            "with `TOO_MANY_SUBSCRIPTIONS` and the connection stays open"
+        ),
     )
     max_subscriptions_per_connection: int = setting(
-        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS_PER_CONNECTION", 100, low=1, high=1_000_000
+        "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        100,
+        low=1,
+        high=1_000_000,
+        doc="the same, per WebSocket or SSE connection",
     )
-    # how long a WebSocket may wait before its connection_init (graphql-ws's default)
+    # graphql-ws's default
     live_init_timeout_ms: int = setting(
-        "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS", 3000, low=1, high=600_000
+        "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS",
+        3000,
+        low=1,
+        high=600_000,
+        doc=(
+            "how long a WebSocket may wait before `connection_init` (then close "
+            "code 4408; see [Subscription "
+            "transports](querying.md#subscription-transports))"
+        ),
     )
-    # messages waiting to be sent on one subscription connection: a client that does not
-    # read makes its subscriptions wait (and conflate) instead of the gateway buffering more
-    live_send_buffer: int = setting("STATEFED_GATEWAY_LIVE_SEND_BUFFER", 64, low=1, high=100_000)
-    # the gateway cache (gateway.live.cache): lookups of count and latest views answered
-    # from memory while the nodes' change feeds prove the rows current; on by default, as
-    # it answers only what a node read would (anything uncertain is read from the nodes)
-    cache: bool = setting("STATEFED_GATEWAY_CACHE", True)
-    cache_mb: int = setting("STATEFED_GATEWAY_CACHE_MB", 64, low=1, high=1 << 20)
-    # automatic persisted queries (gateway.persisted): a client may send a query's SHA-256
-    # instead of its text once the gateway has seen the text; the texts are kept in memory,
-    # least recently used evicted past STATEFED_GATEWAY_APQ_MB
-    apq: bool = setting("STATEFED_GATEWAY_APQ", True)
-    apq_mb: int = setting("STATEFED_GATEWAY_APQ_MB", 16, low=1, high=1 << 16)
-    # trusted documents (gateway.persisted): a manifest of the only operations the gateway
-    # runs (Apollo's persisted-query manifest or a {hash: body} JSON map); APQ is then off
-    trusted_documents: Path | None = setting("STATEFED_GATEWAY_TRUSTED_DOCUMENTS", None, parse=Path)
+    live_send_buffer: int = setting(
+        "STATEFED_GATEWAY_LIVE_SEND_BUFFER",
+        64,
+        low=1,
+        high=100_000,
+        doc=(
+            "messages waiting to be sent per connection; a client that does not "
+            "read makes its subscriptions wait instead of the gateway buffering "
+            "more"
+        ),
+    )
+    # on by default: it answers only what a node read would (anything it cannot prove
+    # current is read from the nodes)
+    cache: bool = setting(
+        "STATEFED_GATEWAY_CACHE",
+        True,
+        doc=(
+            "lookups of count and latest views answered from memory while the "
+            "nodes' change feeds prove the rows current (see "
+            "[Cache](querying.md#cache)); `false` sends every lookup to the nodes"
+        ),
+    )
+    cache_mb: int = setting(
+        "STATEFED_GATEWAY_CACHE_MB",
+        64,
+        low=1,
+        high=1 << 20,
+        doc=(
+            "memory the cached rows may take (estimated per entry: key, row JSON "
+            "and 200 bytes); least recently used rows are evicted past it"
+        ),
+    )
+    apq: bool = setting(
+        "STATEFED_GATEWAY_APQ",
+        True,
+        doc=(
+            "automatic persisted queries (see [Persisted queries and trusted "
+            "documents](querying.md#persisted-queries-and-trusted-documents))"
+        ),
+    )
+    apq_mb: int = setting(
+        "STATEFED_GATEWAY_APQ_MB",
+        16,
+        low=1,
+        high=1 << 16,
+        doc=(
+            "memory the kept query texts may take (estimated per text: its "
+            "characters and 264 bytes); least recently used texts are evicted "
+            "past it"
+        ),
+    )
+    trusted_documents: Path | None = setting(
+        "STATEFED_GATEWAY_TRUSTED_DOCUMENTS",
+        None,
+        parse=Path,
+        doc="path of a manifest: only its operations run, and APQ is off",
+    )
 
     @classmethod
     def env_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:

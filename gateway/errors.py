@@ -49,7 +49,7 @@ work) and `gateway.keys.KeySetError` (token keys unreadable: start-up fails, a l
 re-read keeps the keys held).
 
 Every error of a partition says why with a `Reason` (`extensions.reason`): the one list of
-reasons, each documented in the README's error section.
+reasons, each documented in docs/troubleshooting.md.
 
 Messages name the view, key, partition and node (by id: node URLs and the text of lower
 layers' exceptions go to the log, never to a client). The conversion to GraphQL errors
@@ -107,8 +107,8 @@ __all__ = [
 
 
 class Reason(StrEnum):
-    """Why a read could not be answered (`extensions.reason`): the documented list (README,
-    "Errors"); every routing and consistency error carries one of these."""
+    """Why a read could not be answered (`extensions.reason`): the documented list
+    (docs/troubleshooting.md); every routing and consistency error carries one of these."""
 
     UNASSIGNED = "UNASSIGNED"  # no live ACTIVE copy; `node` is the last one seen serving it
     NEVER_ASSIGNED = "NEVER_ASSIGNED"  # no node seen serving it since the gateway started

@@ -66,7 +66,7 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
         log_config=None,  # uvicorn's lines go through the root logger (runtime.logs)
         access_log=False,
         # no rewriting of the client and scheme from X-Forwarded-* (uvicorn's default for a
-        # loopback peer): the gateway trusts no proxy header (README, behind a trusted proxy)
+        # loopback peer): the gateway trusts no proxy header (docs/security.md, behind a proxy)
         # and reads neither, and the middleware cost every request a pass over its headers
         proxy_headers=False,
         timeout_graceful_shutdown=5,

@@ -42,63 +42,234 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
 
     config_error = ConfigError
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
-    node_id: str = setting("STATEFED_NODE_ID", "node-8101")
-    host: str = setting("STATEFED_NODE_HOST", "127.0.0.1")
-    port: int = setting("STATEFED_NODE_PORT", 8101, low=1, high=65535)
-    url: str = setting("STATEFED_NODE_URL", "http://127.0.0.1:8101", parse=_without_slash)
-    state_dir: Path = setting("STATEFED_STATE_DIR", Path(".statefed/state/node-8101"))
-    heartbeat_ms: int = setting("STATEFED_HEARTBEAT_MS", 1000, low=50, high=60_000)
-    group_id: str = setting("STATEFED_GROUP_ID", "statefed-nodes")
-    store_cache_mb: int = setting("STATEFED_STORE_CACHE_MB", 32, low=1, high=65_536)
-    # how often expired windows are purged from partitions that receive no records
-    retention_sweep_ms: int = setting(
-        "STATEFED_RETENTION_SWEEP_MS", 10_000, low=50, high=86_400_000
+    node_id: str = setting(
+        "STATEFED_NODE_ID",
+        "node-8101",
+        doc="unique id in the cluster; it names the state directory, so keep it across restarts",
+        shown_default="`<hostname>-<port>`",
     )
-    # standby copies of each partition on other nodes (fewer when fewer nodes are live)
-    standby_replicas: int = setting("STATEFED_STANDBY_REPLICAS", 1, low=0, high=16)
-    # the secret shared by the gateway and every node (runtime.trust): calls to /graphql
-    # and membership records are signed with it
-    cluster_secret_file: Path | None = setting("STATEFED_CLUSTER_SECRET_FILE", None, parse=Path)
-    # "cluster": /graphql answers only calls signed with the cluster secret, and a node
-    # bound beyond loopback refuses to start without one; "none": it answers anyone
-    auth: str = setting("STATEFED_NODE_AUTH", "cluster", parse=str.lower, choices=_AUTH_MODES)
-    # a file holding the bearer token /metrics then needs (runtime.metrics), read at start-up;
-    # None = /metrics answers anyone (counts, latencies and offsets, no view data)
-    metrics_token_file: Path | None = setting("STATEFED_METRICS_TOKEN_FILE", None, parse=Path)
+    host: str = setting(
+        "STATEFED_NODE_HOST",
+        "127.0.0.1",
+        doc=(
+            "address the node serves on; beyond loopback it needs "
+            "`STATEFED_CLUSTER_SECRET_FILE` (or `STATEFED_NODE_AUTH=none`)"
+        ),
+    )
+    port: int = setting(
+        "STATEFED_NODE_PORT", 8101, low=1, high=65535, doc="port the node serves on"
+    )
+    url: str = setting(
+        "STATEFED_NODE_URL",
+        "http://127.0.0.1:8101",
+        parse=_without_slash,
+        doc="the URL the gateway reaches the node at (`https://` with `STATEFED_NODE_TLS_CERT`)",
+        shown_default="`http://<host>:<port>`",
+    )
+    state_dir: Path = setting(
+        "STATEFED_STATE_DIR",
+        Path(".statefed/state/node-8101"),
+        doc="LevelDB partition stores (`partition-<p>/`)",
+        shown_default="`.statefed/state/<node id>`",
+    )
+    heartbeat_ms: int = setting(
+        "STATEFED_HEARTBEAT_MS",
+        1000,
+        low=50,
+        high=60_000,
+        doc="membership heartbeat; 3 missed = dead",
+    )
+    group_id: str = setting(
+        "STATEFED_GROUP_ID", "statefed-nodes", doc="consumer group of the nodes"
+    )
+    store_cache_mb: int = setting(
+        "STATEFED_STORE_CACHE_MB",
+        32,
+        low=1,
+        high=65_536,
+        doc="LevelDB block cache per partition store",
+    )
+    retention_sweep_ms: int = setting(
+        "STATEFED_RETENTION_SWEEP_MS",
+        10_000,
+        low=50,
+        high=86_400_000,
+        doc="how often expired windows are purged from partitions that receive no records",
+    )
+    standby_replicas: int = setting(
+        "STATEFED_STANDBY_REPLICAS",
+        1,
+        low=0,
+        high=16,
+        doc=(
+            "standby copies of each partition on other live nodes (fewer when "
+            "fewer nodes are live; 0 = off)"
+        ),
+    )
+    cluster_secret_file: Path | None = setting(
+        "STATEFED_CLUSTER_SECRET_FILE",
+        None,
+        parse=Path,
+        doc=(
+            "the secret shared by the gateway and every node (>= 32 bytes, "
+            "surrounding whitespace ignored): signs node calls and membership "
+            "(see [Trust between the parts](security.md#trust-between-the-parts))"
+        ),
+    )
+    auth: str = setting(
+        "STATEFED_NODE_AUTH",
+        "cluster",
+        parse=str.lower,
+        choices=_AUTH_MODES,
+        doc=(
+            "`cluster`: `/graphql` answers only calls signed with the cluster "
+            "secret (required beyond loopback); `none`: it answers anyone"
+        ),
+    )
+    metrics_token_file: Path | None = setting(
+        "STATEFED_METRICS_TOKEN_FILE",
+        None,
+        parse=Path,
+        doc=(
+            "file of the bearer token `/metrics` then needs (>= 32 printable "
+            "ASCII characters, surrounding whitespace ignored); unset, `/metrics`"
+            " is open (see [Scraping `/metrics`](security.md#scraping-metrics))"
+        ),
+    )
     # query limits applied to every caller (runtime.graphql_http.limits); the defaults admit
     # every document the gateway sends (at most 10,000 keys or a top-10,000, a page of 1000)
-    max_depth: int = setting("STATEFED_NODE_MAX_DEPTH", 15, low=1, high=200)
-    max_aliases: int = setting("STATEFED_NODE_MAX_ALIASES", 500, low=0, high=100_000)
-    # `first`, `limit` and key lists multiplied down the tree (a node has no fan-out)
-    max_cost: int = setting("STATEFED_NODE_MAX_COST", 100_000, low=1, high=10**12)
-    max_tokens: int = setting("STATEFED_NODE_MAX_TOKENS", 5000, low=100, high=1_000_000)
-    # documents that differ only in literal argument values share one parsed and validated
-    # plan (runtime.graphql_http.literals); off: each distinct text is parsed and validated
-    normalize_literals: bool = setting("STATEFED_NODE_NORMALIZE_LITERALS", True)
-    # the gateway's lookup documents (`_entities` of a batch of keys) answered straight from
-    # the stores (node.fastlookups), the answer byte for byte what execution gives; off:
-    # every document is executed by graphql-core
-    fast_lookups: bool = setting("STATEFED_NODE_FAST_LOOKUPS", True)
+    max_depth: int = setting(
+        "STATEFED_NODE_MAX_DEPTH",
+        15,
+        low=1,
+        high=200,
+        doc=(
+            "how deep fields nest (`QUERY_TOO_DEEP`; see [Cost before "
+            "work](security.md#cost-before-work))"
+        ),
+    )
+    max_aliases: int = setting(
+        "STATEFED_NODE_MAX_ALIASES",
+        500,
+        low=0,
+        high=100_000,
+        doc="aliased and repeated fields, per fragment spread (`TOO_MANY_ALIASES`)",
+    )
+    max_cost: int = setting(
+        "STATEFED_NODE_MAX_COST",
+        100_000,
+        low=1,
+        high=10**12,
+        doc="`first`, `limit` and key lists multiplied down the tree (`QUERY_TOO_COSTLY`)",
+    )
+    max_tokens: int = setting(
+        "STATEFED_NODE_MAX_TOKENS",
+        5000,
+        low=100,
+        high=1_000_000,
+        doc="tokens of one GraphQL document (`GRAPHQL_PARSE_FAILED`)",
+    )
+    normalize_literals: bool = setting(
+        "STATEFED_NODE_NORMALIZE_LITERALS",
+        True,
+        doc=(
+            "documents that differ only in literal argument values share one plan"
+            " (see [Literals in queries](querying.md#literals-in-queries))"
+        ),
+    )
+    fast_lookups: bool = setting(
+        "STATEFED_NODE_FAST_LOOKUPS",
+        True,
+        doc=(
+            "the gateway's batch lookups are answered straight from the stores, "
+            "without executing GraphQL (see [Fast lookups on the "
+            "node](querying.md#fast-lookups-on-the-node))"
+        ),
+    )
     # of a POST body: the gateway's batch of 1000 keys of up to 1 KiB each fits
-    max_body_bytes: int = setting("STATEFED_NODE_MAX_BODY_BYTES", 8 << 20, low=1024, high=1 << 30)
-    # __schema and __type for callers of the node (the gateway never introspects nodes)
-    introspection: bool = setting("STATEFED_NODE_INTROSPECTION", False)
-    # the change feed (node.feed): recent changes kept in memory over all held partitions;
-    # a follow from an older offset is replayed from the changelog in Kafka
-    feed_buffer_mb: int = setting("STATEFED_NODE_FEED_BUFFER_MB", 16, low=1, high=65_536)
+    max_body_bytes: int = setting(
+        "STATEFED_NODE_MAX_BODY_BYTES",
+        8 << 20,
+        low=1024,
+        high=1 << 30,
+        doc="a POST body (`PAYLOAD_TOO_LARGE`, HTTP 413)",
+    )
+    # the gateway never introspects nodes
+    introspection: bool = setting(
+        "STATEFED_NODE_INTROSPECTION",
+        False,
+        doc=(
+            "`__schema` and `__type` for callers of the node "
+            "(`INTROSPECTION_DISABLED`; `__typename` works)"
+        ),
+    )
+    feed_buffer_mb: int = setting(
+        "STATEFED_NODE_FEED_BUFFER_MB",
+        16,
+        low=1,
+        high=65_536,
+        doc=(
+            "recent changes the node keeps in memory for the change feed, over "
+            "all its partitions; a follow from an older offset is replayed from "
+            "the changelog in Kafka (see [The change "
+            "feed](operations.md#the-change-feed))"
+        ),
+    )
     # HTTPS: a PEM certificate (chain) and its key, both or neither; the URL is then https
-    tls_cert: Path | None = setting("STATEFED_NODE_TLS_CERT", None, parse=Path)
-    tls_key: Path | None = setting("STATEFED_NODE_TLS_KEY", None, parse=Path)
-    # FOR TESTS ONLY (a slow node for the gateway's hedged reads): every /graphql answer is
-    # held back this long; never set it in production
-    test_delay_ms: int = setting("STATEFED_NODE_TEST_DELAY_MS", 0, low=0, high=600_000)
+    tls_cert: Path | None = setting(
+        "STATEFED_NODE_TLS_CERT",
+        None,
+        parse=Path,
+        doc=(
+            "the node's PEM certificate (chain): it serves HTTPS, its advertised "
+            "URL is then `https://<host>:<port>` and an explicit `http://` URL is"
+            " refused (see [TLS](security.md#tls))"
+        ),
+        shown_default="unset (HTTP)",
+    )
+    tls_key: Path | None = setting(
+        "STATEFED_NODE_TLS_KEY",
+        None,
+        parse=Path,
+        doc="the key of `STATEFED_NODE_TLS_CERT`",
+        shown_default="unset (HTTP)",
+    )
+    test_delay_ms: int = setting(
+        "STATEFED_NODE_TEST_DELAY_MS",
+        0,
+        low=0,
+        high=600_000,
+        doc=(
+            "**for tests only**: holds back every `/graphql` answer this long, to"
+            " make a slow node (the gateway's hedged reads are tested with it); "
+            "never set it in production"
+        ),
+    )
     # logs (runtime.logs): text or json lines, and the lowest level written
-    log_format: str = setting("STATEFED_LOG_FORMAT", "text", parse=str.lower, choices=LOG_FORMATS)
-    log_level: str = setting("STATEFED_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS)
+    log_format: str = setting(
+        "STATEFED_LOG_FORMAT",
+        "text",
+        parse=str.lower,
+        choices=LOG_FORMATS,
+        doc=(
+            "`text` lines or `json` (one object a line: see [Metrics and "
+            "logs](operations.md#metrics-and-logs))"
+        ),
+    )
+    log_level: str = setting(
+        "STATEFED_LOG_LEVEL",
+        "info",
+        parse=str.lower,
+        choices=LOG_LEVELS,
+        doc=(
+            "every part's log level (the gateway's `STATEFED_GATEWAY_LOG_LEVEL` "
+            "wins when set); `debug` logs one line per GraphQL request"
+        ),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -31,42 +31,162 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
 
     config_error = PipelineConfigError
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
-    checkpoint_dir: Path = setting("STATEFED_CHECKPOINT_DIR", Path(".statefed/checkpoints"))
-    spark_master: str = setting("STATEFED_SPARK_MASTER", "local[2]")
-    trigger_ms: int = setting("STATEFED_TRIGGER_MS", 500, low=0)
+    checkpoint_dir: Path = setting(
+        "STATEFED_CHECKPOINT_DIR",
+        Path(".statefed/checkpoints"),
+        doc=(
+            "Spark checkpoints: `<dir>/<view>/`, `<dir>/deadletter/<topic>/`; on "
+            "a cluster, one directory every executor sees at the same path"
+        ),
+    )
+    spark_master: str = setting(
+        "STATEFED_SPARK_MASTER",
+        "local[2]",
+        doc=(
+            "Spark master URL (`spark://host:7077` for a standalone cluster); "
+            "Spark's own configuration wins over this and the other Spark "
+            "variables (see [The pipeline on a Spark "
+            "cluster](operations.md#the-pipeline-on-a-spark-cluster))"
+        ),
+    )
+    trigger_ms: int = setting(
+        "STATEFED_TRIGGER_MS", 500, low=0, doc="micro-batch trigger interval of the view queries"
+    )
     # dead letters are for people, not for reads: a slow trigger leaves the 2 cores of
     # local[2] to the view queries (their batches took ~480 ms instead of ~850 ms)
-    deadletter_trigger_ms: int = setting("STATEFED_DEADLETTER_TRIGGER_MS", 5000, low=0)
-    shuffle_partitions: int = setting("STATEFED_SPARK_SHUFFLE_PARTITIONS", 2, low=1, high=1000)
-    driver_memory: str = setting("STATEFED_SPARK_DRIVER_MEMORY", "512m")
-    driver_host: str = setting("STATEFED_SPARK_DRIVER_HOST", "127.0.0.1")
-    # spark.ui.enabled, unless Spark's configuration sets it; its port is spark.ui.port
-    spark_ui: bool = setting("STATEFED_SPARK_UI", False)
-    # Spark's own names; any case
-    spark_log_level: str = setting("STATEFED_SPARK_LOG_LEVEL", "WARN")
+    deadletter_trigger_ms: int = setting(
+        "STATEFED_DEADLETTER_TRIGGER_MS",
+        5000,
+        low=0,
+        doc=(
+            "trigger interval of the dead-letter queries (slower, to leave the cores to the views)"
+        ),
+    )
+    shuffle_partitions: int = setting(
+        "STATEFED_SPARK_SHUFFLE_PARTITIONS",
+        2,
+        low=1,
+        high=1000,
+        doc="`spark.sql.shuffle.partitions` (1-2 is best on a small machine)",
+    )
+    driver_memory: str = setting(
+        "STATEFED_SPARK_DRIVER_MEMORY",
+        "512m",
+        doc=(
+            "driver heap of `statefed pipeline`, as the JVM takes it (`512m`, "
+            "`2g`; with spark-submit: `--driver-memory`)"
+        ),
+    )
+    driver_host: str = setting(
+        "STATEFED_SPARK_DRIVER_HOST",
+        "127.0.0.1",
+        doc=(
+            "address the driver binds to and executors connect back to: on a "
+            "cluster, one they can reach"
+        ),
+    )
+    spark_ui: bool = setting(
+        "STATEFED_SPARK_UI",
+        False,
+        doc=(
+            "serve Spark's web UI (`spark.ui.enabled`; its port is Spark's "
+            "`spark.ui.port`, 4040 by default)"
+        ),
+    )
+    spark_log_level: str = setting(
+        "STATEFED_SPARK_LOG_LEVEL",
+        "WARN",
+        doc=(
+            "Spark's log level: `ALL`, `DEBUG`, `INFO`, `WARN`, `ERROR`, `FATAL` or `OFF`, any case"
+        ),
+    )
     starting_offsets: str = setting(
-        "STATEFED_STARTING_OFFSETS", "earliest", choices=STARTING_OFFSETS
+        "STATEFED_STARTING_OFFSETS",
+        "earliest",
+        choices=STARTING_OFFSETS,
+        doc=(
+            "where a query with no checkpoint starts (later, input records "
+            "deleted before they were read fail the query: nothing is skipped "
+            "silently)"
+        ),
     )
-    # 0 = no cap
-    max_offsets_per_trigger: int = setting("STATEFED_MAX_OFFSETS_PER_TRIGGER", 1_000_000, low=0)
-    # the connector's consumer poll (kafkaConsumer.pollTimeoutMs), and reading statuses back
-    read_timeout_ms: int = setting("STATEFED_READ_TIMEOUT_MS", 30_000, low=1)
-    delivery_timeout_ms: int = setting("STATEFED_DELIVERY_TIMEOUT_MS", 30_000, low=1)
-    # a file rewritten while every query runs, for health checks (pipeline.health); None: none
-    health_file: Path | None = setting("STATEFED_PIPELINE_HEALTH_FILE", None, parse=Path)
+    max_offsets_per_trigger: int = setting(
+        "STATEFED_MAX_OFFSETS_PER_TRIGGER",
+        1_000_000,
+        low=0,
+        doc="cap on records per micro-batch (0 = none)",
+    )
+    read_timeout_ms: int = setting(
+        "STATEFED_READ_TIMEOUT_MS",
+        30_000,
+        low=1,
+        doc="Kafka read deadline (the connector's consumer poll, reading statuses back)",
+    )
+    delivery_timeout_ms: int = setting(
+        "STATEFED_DELIVERY_TIMEOUT_MS",
+        30_000,
+        low=1,
+        doc="Kafka produce deadline (changelogs, status, dead letters)",
+    )
+    health_file: Path | None = setting(
+        "STATEFED_PIPELINE_HEALTH_FILE",
+        None,
+        parse=Path,
+        doc=(
+            "a file the pipeline rewrites about twice a second while every query "
+            "runs, and removes when it starts, restarts its queries or stops; "
+            "`statefed pipeline --check-health` exits 0 only while it is fresh "
+            "(container health checks)"
+        ),
+    )
     health_max_age_ms: int = setting(
-        "STATEFED_PIPELINE_HEALTH_MAX_AGE_MS", 30_000, low=1000, high=3_600_000
+        "STATEFED_PIPELINE_HEALTH_MAX_AGE_MS",
+        30_000,
+        low=1000,
+        high=3_600_000,
+        doc="how old that file may be and still count as healthy",
     )
-    # /metrics of the driver (pipeline.metrics) on this address; port 0 = not served
-    metrics_host: str = setting("STATEFED_PIPELINE_METRICS_HOST", "127.0.0.1")
-    metrics_port: int = setting("STATEFED_PIPELINE_METRICS_PORT", 0, low=0, high=65535)
+    metrics_host: str = setting(
+        "STATEFED_PIPELINE_METRICS_HOST",
+        "127.0.0.1",
+        doc="address the pipeline's driver serves Prometheus `/metrics` on",
+    )
+    metrics_port: int = setting(
+        "STATEFED_PIPELINE_METRICS_PORT",
+        0,
+        low=0,
+        high=65535,
+        doc=(
+            "port of the driver's `/metrics` (0 = not served; see [Metrics and "
+            "logs](operations.md#metrics-and-logs))"
+        ),
+        shown_default="`0` (off)",
+    )
     # logs (runtime.logs): text or json lines, and the lowest level written
-    log_format: str = setting("STATEFED_LOG_FORMAT", "text", parse=str.lower, choices=LOG_FORMATS)
-    log_level: str = setting("STATEFED_LOG_LEVEL", "info", parse=str.lower, choices=LOG_LEVELS)
+    log_format: str = setting(
+        "STATEFED_LOG_FORMAT",
+        "text",
+        parse=str.lower,
+        choices=LOG_FORMATS,
+        doc=(
+            "`text` lines or `json` (one object a line: see [Metrics and "
+            "logs](operations.md#metrics-and-logs))"
+        ),
+    )
+    log_level: str = setting(
+        "STATEFED_LOG_LEVEL",
+        "info",
+        parse=str.lower,
+        choices=LOG_LEVELS,
+        doc=(
+            "every part's log level (the gateway's `STATEFED_GATEWAY_LOG_LEVEL` "
+            "wins when set); `debug` logs one line per GraphQL request"
+        ),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

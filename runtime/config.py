@@ -1,10 +1,12 @@
 """One reader of `STATEFED_*` configuration for every part.
 
 A part's configuration is a frozen dataclass deriving from `EnvConfig`; each field read
-from the environment is declared with `setting(variable, default, ...)`, which records
-the variable, how to parse it and its bounds. `from_env(environ)` reads the mapping in
-one place (`os.environ` in a process, a dict in a test), and `__post_init__` checks every
-value against its declaration however the dataclass was built.
+from the environment is declared with `setting(variable, default, ..., doc=...)`, which
+records the variable, how to parse it, its bounds and what it means to a user: the
+configuration reference (`docs/configuration.md`) is rendered from these declarations by
+`tooling.configdocs`. `from_env(environ)` reads the mapping in one place (`os.environ` in
+a process, a dict in a test), and `__post_init__` checks every value against its
+declaration however the dataclass was built.
 
 The rules are the same for every part and variable:
 
@@ -25,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-__all__ = ["ConfigError", "EnvConfig", "setting", "settings_group"]
+__all__ = ["ConfigError", "Declaration", "EnvConfig", "declarations", "setting", "settings_group"]
 
 _T = TypeVar("_T")
 _C = TypeVar("_C", bound="EnvConfig")
@@ -50,13 +52,18 @@ class ConfigError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Setting:
+class Declaration:
+    """One variable a configuration dataclass reads, as its `setting(...)` declared it."""
+
     variable: str
+    default: object
     kind: type  # bool, int, float, Path, str; `object` for a field with its own parser
     parse: Callable[[str], object]
     low: float | None
     high: float | None
     choices: tuple[str, ...] | None
+    doc: str  # what it means to a user: one Markdown table cell of the reference
+    shown_default: str | None  # the default the reference shows, when derived at run time
 
 
 def setting(
@@ -67,17 +74,24 @@ def setting(
     low: float | None = None,
     high: float | None = None,
     choices: Sequence[str] | None = None,
+    doc: str = "",
+    shown_default: str | None = None,
 ) -> _T:
     """A dataclass field read from `variable`, parsed by the default's type unless `parse`
-    is given; `low`/`high` bound numbers inclusively, `choices` lists the accepted strings."""
+    is given; `low`/`high` bound numbers inclusively, `choices` lists the accepted strings.
+    `doc` says what it means to a user; `shown_default` is the default the configuration
+    reference shows instead of `default` when the real one is derived at run time."""
     kind = _kind(default)
-    spec = _Setting(
+    spec = Declaration(
         variable,
+        default,
         kind,
         parse or _PARSERS.get(kind, str),
         low,
         high,
         None if choices is None else tuple(choices),
+        doc,
+        shown_default,
     )
     field: _T = dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
     return field
@@ -125,12 +139,18 @@ class _Variables:
         return {name: spec.variable for name, spec in _settings(owner)}
 
 
-def _settings(cls: type) -> list[tuple[str, _Setting]]:
+def _settings(cls: type) -> list[tuple[str, Declaration]]:
     return [
         (field.name, field.metadata[_METADATA_KEY])
         for field in dataclasses.fields(cls)
         if _METADATA_KEY in field.metadata
     ]
+
+
+def declarations(cls: type) -> list[Declaration]:
+    """The variables the configuration dataclass `cls` reads through `setting(...)`, in
+    declaration order; the families read by `settings_group` fields are not among them."""
+    return [spec for _, spec in _settings(cls)]
 
 
 class EnvConfig:
@@ -178,7 +198,7 @@ class EnvConfig:
                 raise self.config_error(spec.variable, problem)
 
 
-def _expected(spec: _Setting) -> str:
+def _expected(spec: Declaration) -> str:
     if spec.kind not in _KIND_NAMES:
         return "is not valid"
     kind = _KIND_NAMES[spec.kind]
@@ -191,7 +211,7 @@ def _expected(spec: _Setting) -> str:
     return f"must be {kind}"
 
 
-def _problem(spec: _Setting, value: object) -> str | None:
+def _problem(spec: Declaration, value: object) -> str | None:
     """What is wrong with `value` for `spec`, or None when it is acceptable."""
     if spec.kind in _KIND_NAMES:
         if not _in_bounds(spec, value):
@@ -203,7 +223,7 @@ def _problem(spec: _Setting, value: object) -> str | None:
     return None
 
 
-def _in_bounds(spec: _Setting, value: object) -> bool:
+def _in_bounds(spec: Declaration, value: object) -> bool:
     if spec.kind is bool:
         return isinstance(value, bool)
     numbers = (int,) if spec.kind is int else (int, float)

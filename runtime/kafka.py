@@ -58,7 +58,8 @@ _HIDDEN = "***"
 # librdkafka property names; values of these are secrets
 _SECRET = re.compile(r"password|secret|jaas|token|oauthbearer\.config|\.pem$", re.IGNORECASE)
 
-# set per client by statefed (README "Kafka client settings"); a user value would break it
+# set per client by statefed (docs/operations.md, "Kafka client settings"); a user value
+# would break it
 FIXED_KEYS: Mapping[str, str] = {
     "bootstrap.servers": "set STATEFED_BOOTSTRAP instead",
     "group.id": "the node group is STATEFED_GROUP_ID; other clients never join a group",

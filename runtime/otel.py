@@ -28,9 +28,26 @@ log = logging.getLogger(__name__)
 class OtelConfig(EnvConfig):
     """The standard variables that switch export on (the SDK reads the rest itself)."""
 
-    endpoint: str | None = setting("OTEL_EXPORTER_OTLP_ENDPOINT", None, parse=str)
-    traces_endpoint: str | None = setting("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, parse=str)
-    service_name: str | None = setting("OTEL_SERVICE_NAME", None, parse=str)
+    endpoint: str | None = setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        None,
+        parse=str,
+        doc=(
+            "OTLP/HTTP endpoint the gateway and the nodes export spans to, with "
+            "the `otel` extra installed (see [Metrics and "
+            "logs](operations.md#metrics-and-logs))"
+        ),
+    )
+    traces_endpoint: str | None = setting(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, parse=str, doc="the same, for traces only"
+    )
+    service_name: str | None = setting(
+        "OTEL_SERVICE_NAME",
+        None,
+        parse=str,
+        doc="the service name of the exported spans",
+        shown_default="`statefed-gateway` / `statefed-node`",
+    )
 
     @property
     def exports(self) -> bool:

@@ -20,23 +20,74 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
     """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`;
     the gateway and token `status` reads from."""
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
+    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
-    # `package.module:NAME`; None = the built-in catalogue
-    catalogue: str | None = setting("STATEFED_CATALOGUE", None, parse=str)
-    partitions: int = setting("STATEFED_PARTITIONS", 6, low=1)
-    broker_host: str = setting("STATEFED_BROKER_HOST", "127.0.0.1")
-    broker_port: int = setting("STATEFED_BROKER_PORT", 9092, low=1, high=65535)
-    # `statefed broker`: Kafka's data directory (kept across restarts)
-    broker_dir: Path = setting("STATEFED_BROKER_DIR", Path(".statefed/broker"))
-    demo_dir: Path = setting("STATEFED_DEMO_DIR", Path(".statefed/demo"))
+    catalogue: str | None = setting(
+        "STATEFED_CATALOGUE",
+        None,
+        parse=str,
+        doc=(
+            "the views to serve, as `package.module:NAME` naming a sequence of "
+            "`schema.View` (every part must get the same one), imported from the "
+            "working directory or `PYTHONPATH` (see [Your own "
+            "views](views.md#your-own-catalogue))"
+        ),
+        shown_default="the built-in one",
+    )
+    partitions: int = setting(
+        "STATEFED_PARTITIONS", 6, low=1, doc="partitions of each input and changelog topic"
+    )
+    broker_host: str = setting(
+        "STATEFED_BROKER_HOST",
+        "127.0.0.1",
+        doc="where `statefed broker` listens (a loopback address)",
+    )
+    broker_port: int = setting(
+        "STATEFED_BROKER_PORT", 9092, low=1, high=65535, doc="port `statefed broker` listens on"
+    )
+    broker_dir: Path = setting(
+        "STATEFED_BROKER_DIR",
+        Path(".statefed/broker"),
+        doc="`statefed broker`'s data, kept across restarts; its log is `<dir>/kafka.log`",
+    )
+    demo_dir: Path = setting(
+        "STATEFED_DEMO_DIR",
+        Path(".statefed/demo"),
+        doc="state, checkpoints and logs of `statefed demo` (wiped at its start)",
+    )
     # `statefed topics`: 3 is the production norm (a 1-broker cluster needs 1, and says so)
-    topics_replication: int = setting("STATEFED_TOPICS_REPLICATION_FACTOR", 3, low=1)
-    # None: one less than the replication factor, at least 1
-    topics_min_isr: int | None = setting("STATEFED_TOPICS_MIN_INSYNC_REPLICAS", None, parse=int)
-    # `statefed status`: where the gateway serves /status.json, and a bearer token with the
-    # operator scope when the gateway authenticates
-    gateway_url: str = setting("STATEFED_GATEWAY_URL", "http://127.0.0.1:8100")
-    gateway_token: str | None = setting("STATEFED_GATEWAY_TOKEN", None, parse=str)
+    topics_replication: int = setting(
+        "STATEFED_TOPICS_REPLICATION_FACTOR",
+        3,
+        low=1,
+        doc=(
+            "replicas of every topic `statefed topics` creates (at most the "
+            "cluster's broker count; see [Topics](operations.md#topics))"
+        ),
+    )
+    topics_min_isr: int | None = setting(
+        "STATEFED_TOPICS_MIN_INSYNC_REPLICAS",
+        None,
+        parse=int,
+        doc="`min.insync.replicas` of every topic `statefed topics` creates",
+        shown_default="replication factor - 1, at least 1",
+    )
+    gateway_url: str = setting(
+        "STATEFED_GATEWAY_URL",
+        "http://127.0.0.1:8100",
+        doc=(
+            "the gateway `statefed status` reads `/status.json` from (see [Status"
+            " page](operations.md#status-page-and-statefed-status))"
+        ),
+    )
+    gateway_token: str | None = setting(
+        "STATEFED_GATEWAY_TOKEN",
+        None,
+        parse=str,
+        doc=(
+            "bearer token `statefed status` sends (with the operator scope when "
+            "the gateway authenticates)"
+        ),
+    )

@@ -51,7 +51,7 @@ def examples(now_ms: int) -> str:
   {{ cluster {{ nodes {{ id state }} views {{ name lateDropped }} }} }}
   mutation {{ produce(topic: "words", key: "kafka") {{ token }} }}
   {{ wordCount(word: "kafka", atLeast: "<the token>") {{ count }} }}  # sees your write
-More in schema/operations/ and the README."""
+More in schema/operations/ and docs/querying.md."""
 
 
 def iso_minute(ms: int) -> str:

@@ -303,8 +303,8 @@ def test_a_restarted_node_takes_its_partitions_back_and_no_max_lag_0_read_fails(
     failed = [a for a in answers if None in a.keys.values()]
     reasons = Counter(r for a in failed for r in a.reasons)
     print(f"max_lag 0: {len(failed)} of {len(answers)} answers could not read a key: {reasons}")
-    # not promised (README "Provably current"), measured: a proved standby answer followed
-    # by a lower one from the new owner's ACTIVE copy
+    # not promised (docs/operations.md, "Provably current"), measured: a proved standby
+    # answer followed by a lower one from the new owner's ACTIVE copy
     across = regressions(answers, by_role=False)
     print(f"max_lag 0: {len(across)} answers below an earlier one of another role: {across[:3]}")
     _assert_never_wrong(answers)

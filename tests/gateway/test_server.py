@@ -160,7 +160,7 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
 
 
 def test_nothing_between_uvicorn_and_the_gateway_rewrites_requests_from_proxy_headers() -> None:
-    """The gateway trusts no X-Forwarded-* header (README): uvicorn's proxy-headers
+    """The gateway trusts no X-Forwarded-* header (docs/security.md): uvicorn's proxy-headers
     middleware, on by default for loopback peers, is not put in front of it."""
     app = GatewayApp(GatewayConfig(), feed=RoutingFeed())
     config = uvicorn_config(app)

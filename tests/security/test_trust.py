@@ -1,4 +1,4 @@
-"""Trust between the parts (README, "Trust between the parts"): nodes answer only calls the
+"""Trust between the parts (docs/security.md): nodes answer only calls the
 gateway signed with the cluster secret, the gateway names its callers to them, and routes
 only to nodes whose membership records are signed.
 
@@ -71,7 +71,7 @@ POINT = "query($w: String!) { wordCount(word: $w) { word count } }"
 
 
 def write_secret(path: Path) -> Path:
-    """A secret file as the README says to make one."""
+    """A secret file as docs/security.md says to make one."""
     path.write_bytes(base64.b64encode(os.urandom(48)) + b"\n")
     return path
 
