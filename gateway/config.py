@@ -10,9 +10,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.cors import origins_problem
+from runtime import shared_settings as shared
 from runtime.config import ConfigError, EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
-from runtime.logs import LOG_FORMATS, LOG_LEVELS
+from runtime.logs import LOG_LEVELS
 from runtime.tls import check_ca, check_pair
 
 __all__ = ["AUTH_MODES", "GatewayConfig", "is_loopback"]
@@ -42,7 +43,7 @@ def _comma_separated(raw: str) -> tuple[str, ...]:
 class GatewayConfig(KafkaClientConfig, EnvConfig):
     """Everything `run_gateway` needs; the defaults suit the local demo."""
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
+    bootstrap: str = shared.bootstrap()
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
@@ -197,26 +198,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     )
     # logs (runtime.logs): text or json lines, and the lowest level written: the gateway's
     # own STATEFED_GATEWAY_LOG_LEVEL when set, else STATEFED_LOG_LEVEL, every part's level
-    log_format: str = setting(
-        "STATEFED_LOG_FORMAT",
-        "text",
-        parse=str.lower,
-        choices=LOG_FORMATS,
-        doc=(
-            "`text` lines or `json` (one object a line: see [Metrics and "
-            "logs](operations.md#metrics-and-logs))"
-        ),
-    )
-    parts_log_level: str = setting(
-        "STATEFED_LOG_LEVEL",
-        "info",
-        parse=str.lower,
-        choices=LOG_LEVELS,
-        doc=(
-            "every part's log level (the gateway's `STATEFED_GATEWAY_LOG_LEVEL` "
-            "wins when set); `debug` logs one line per GraphQL request"
-        ),
-    )
+    log_format: str = shared.log_format()
+    parts_log_level: str = shared.log_level()
     log_level: str = setting(
         "STATEFED_GATEWAY_LOG_LEVEL",
         "info",
@@ -331,26 +314,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         high=1_000_000,
         doc="produced records a second per principal, and the burst size",
     )
-    cluster_secret_file: Path | None = setting(
-        "STATEFED_CLUSTER_SECRET_FILE",
-        None,
-        parse=Path,
-        doc=(
-            "the secret shared by the gateway and every node (>= 32 bytes, "
-            "surrounding whitespace ignored): signs node calls and membership "
-            "(see [Trust between the parts](security.md#trust-between-the-parts))"
-        ),
-    )
-    metrics_token_file: Path | None = setting(
-        "STATEFED_METRICS_TOKEN_FILE",
-        None,
-        parse=Path,
-        doc=(
-            "file of the bearer token `/metrics` then needs (>= 32 printable "
-            "ASCII characters, surrounding whitespace ignored); unset, `/metrics`"
-            " is open (see [Scraping `/metrics`](security.md#scraping-metrics))"
-        ),
-    )
+    cluster_secret_file: Path | None = shared.cluster_secret_file()
+    metrics_token_file: Path | None = shared.metrics_token_file()
     max_tokens: int = setting(
         "STATEFED_GATEWAY_MAX_TOKENS",
         5000,

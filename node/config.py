@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from node.errors import ConfigError
+from runtime import shared_settings as shared
 from runtime.config import EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
-from runtime.logs import LOG_FORMATS, LOG_LEVELS
 from runtime.tls import check_pair
 
 __all__ = ["NodeConfig"]
@@ -42,7 +42,7 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
 
     config_error = ConfigError
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
+    bootstrap: str = shared.bootstrap()
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
@@ -110,16 +110,7 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
             "fewer nodes are live; 0 = off)"
         ),
     )
-    cluster_secret_file: Path | None = setting(
-        "STATEFED_CLUSTER_SECRET_FILE",
-        None,
-        parse=Path,
-        doc=(
-            "the secret shared by the gateway and every node (>= 32 bytes, "
-            "surrounding whitespace ignored): signs node calls and membership "
-            "(see [Trust between the parts](security.md#trust-between-the-parts))"
-        ),
-    )
+    cluster_secret_file: Path | None = shared.cluster_secret_file()
     auth: str = setting(
         "STATEFED_NODE_AUTH",
         "cluster",
@@ -130,16 +121,7 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
             "secret (required beyond loopback); `none`: it answers anyone"
         ),
     )
-    metrics_token_file: Path | None = setting(
-        "STATEFED_METRICS_TOKEN_FILE",
-        None,
-        parse=Path,
-        doc=(
-            "file of the bearer token `/metrics` then needs (>= 32 printable "
-            "ASCII characters, surrounding whitespace ignored); unset, `/metrics`"
-            " is open (see [Scraping `/metrics`](security.md#scraping-metrics))"
-        ),
-    )
+    metrics_token_file: Path | None = shared.metrics_token_file()
     # query limits applied to every caller (runtime.graphql_http.limits); the defaults admit
     # every document the gateway sends (at most 10,000 keys or a top-10,000, a page of 1000)
     max_depth: int = setting(
@@ -250,26 +232,8 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
         ),
     )
     # logs (runtime.logs): text or json lines, and the lowest level written
-    log_format: str = setting(
-        "STATEFED_LOG_FORMAT",
-        "text",
-        parse=str.lower,
-        choices=LOG_FORMATS,
-        doc=(
-            "`text` lines or `json` (one object a line: see [Metrics and "
-            "logs](operations.md#metrics-and-logs))"
-        ),
-    )
-    log_level: str = setting(
-        "STATEFED_LOG_LEVEL",
-        "info",
-        parse=str.lower,
-        choices=LOG_LEVELS,
-        doc=(
-            "every part's log level (the gateway's `STATEFED_GATEWAY_LOG_LEVEL` "
-            "wins when set); `debug` logs one line per GraphQL request"
-        ),
-    )
+    log_format: str = shared.log_format()
+    log_level: str = shared.log_level()
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import PipelineConfigError
+from runtime import shared_settings as shared
 from runtime.config import EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
-from runtime.logs import LOG_FORMATS, LOG_LEVELS
 
 __all__ = ["STARTING_OFFSETS", "PipelineConfig"]
 
@@ -31,7 +31,7 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
 
     config_error = PipelineConfigError
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
+    bootstrap: str = shared.bootstrap()
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
@@ -167,26 +167,8 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
         shown_default="`0` (off)",
     )
     # logs (runtime.logs): text or json lines, and the lowest level written
-    log_format: str = setting(
-        "STATEFED_LOG_FORMAT",
-        "text",
-        parse=str.lower,
-        choices=LOG_FORMATS,
-        doc=(
-            "`text` lines or `json` (one object a line: see [Metrics and "
-            "logs](operations.md#metrics-and-logs))"
-        ),
-    )
-    log_level: str = setting(
-        "STATEFED_LOG_LEVEL",
-        "info",
-        parse=str.lower,
-        choices=LOG_LEVELS,
-        doc=(
-            "every part's log level (the gateway's `STATEFED_GATEWAY_LOG_LEVEL` "
-            "wins when set); `debug` logs one line per GraphQL request"
-        ),
-    )
+    log_format: str = shared.log_format()
+    log_level: str = shared.log_level()
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime import shared_settings as shared
 from runtime.config import EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 
@@ -20,7 +21,7 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
     """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`;
     the gateway and token `status` reads from."""
 
-    bootstrap: str = setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
+    bootstrap: str = shared.bootstrap()
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())

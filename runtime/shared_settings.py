@@ -1,0 +1,74 @@
+"""The settings several parts read, declared once: each part's config class takes its
+field from here, so the parts and the generated configuration reference
+(`tooling.configdocs`, which refuses one variable documented two ways) cannot drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime.config import setting
+from runtime.logs import LOG_FORMATS, LOG_LEVELS
+
+__all__ = [
+    "bootstrap",
+    "cluster_secret_file",
+    "log_format",
+    "log_level",
+    "metrics_token_file",
+]
+
+
+def bootstrap() -> str:
+    return setting("STATEFED_BOOTSTRAP", "127.0.0.1:9092", doc="Kafka bootstrap servers")
+
+
+def log_format() -> str:
+    return setting(
+        "STATEFED_LOG_FORMAT",
+        "text",
+        parse=str.lower,
+        choices=LOG_FORMATS,
+        doc=(
+            "`text` lines or `json` (one object a line: see [Metrics and "
+            "logs](operations.md#metrics-and-logs))"
+        ),
+    )
+
+
+def log_level() -> str:
+    return setting(
+        "STATEFED_LOG_LEVEL",
+        "info",
+        parse=str.lower,
+        choices=LOG_LEVELS,
+        doc=(
+            "every part's log level (the gateway's `STATEFED_GATEWAY_LOG_LEVEL` "
+            "wins when set); `debug` logs one line per GraphQL request"
+        ),
+    )
+
+
+def cluster_secret_file() -> Path | None:
+    return setting(
+        "STATEFED_CLUSTER_SECRET_FILE",
+        None,
+        parse=Path,
+        doc=(
+            "the secret shared by the gateway and every node (>= 32 bytes, "
+            "surrounding whitespace ignored): signs node calls and membership "
+            "(see [Trust between the parts](security.md#trust-between-the-parts))"
+        ),
+    )
+
+
+def metrics_token_file() -> Path | None:
+    return setting(
+        "STATEFED_METRICS_TOKEN_FILE",
+        None,
+        parse=Path,
+        doc=(
+            "file of the bearer token `/metrics` then needs (>= 32 printable "
+            "ASCII characters, surrounding whitespace ignored); unset, `/metrics`"
+            " is open (see [Scraping `/metrics`](security.md#scraping-metrics))"
+        ),
+    )
