@@ -5,8 +5,7 @@ at start-up; a missing or unusable token file stops start-up naming the variable
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from node.app import NodeApp
 from node.config import NodeConfig
 from runtime.config import ConfigError
 from runtime.metrics import MIN_TOKEN_BYTES, TOKEN_VARIABLE, read_token
+from tests.gateway.fakes import running_gateway
 
 TOKEN = "0123456789abcdef" * 4
 JWT_SECRET = "s" * 40
@@ -45,17 +45,9 @@ def jwt_config(tmp_path: Path, **changes: Any) -> GatewayConfig:
     )
 
 
-@asynccontextmanager
-async def gateway(config: GatewayConfig) -> AsyncIterator[httpx.AsyncClient]:
+def gateway(config: GatewayConfig) -> AbstractAsyncContextManager[httpx.AsyncClient]:
     """The gateway app, started without Kafka or nodes, and a client talking to it."""
-    app = GatewayApp(config, feed=RoutingFeed(), statuses=StatusBoard())
-    await app.startup()
-    try:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
-            yield http
-    finally:
-        await app.shutdown()
+    return running_gateway([], 1, config, feed=RoutingFeed(), statuses=StatusBoard())
 
 
 def node_client(app: NodeApp) -> httpx.AsyncClient:
