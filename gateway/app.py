@@ -127,7 +127,6 @@ class GatewayApp:
         self._producer = producer
         self._produce_rate = RateLimiter(config.produce_rate, clock)
         self._assets = StaticAssets()
-        self._status_page = status_page()
         self._runtime: _Runtime | None = None
         self._authenticator: Authenticator = authenticator_for(config, clock)
         self.metrics = GatewayMetrics(self._schema._schema)
@@ -280,7 +279,7 @@ class GatewayApp:
             if path == "/health" and method in ("GET", "HEAD"):
                 await self._health(scope, send)
             elif path == STATUS_PATH and method in ("GET", "HEAD"):
-                await send_body(send, 200, self._status_page, _HTML, STATUS_PAGE_HEADERS)
+                await send_body(send, 200, status_page(), _HTML, STATUS_PAGE_HEADERS)
             elif path == STATUS_JSON_PATH and method in ("GET", "HEAD"):
                 await self._status(scope, send)
             elif path == METRICS_PATH and method in ("GET", "HEAD"):

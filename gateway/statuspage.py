@@ -1,6 +1,7 @@
 """The `/status` page: a plain HTML page whose script (`static/status.js`) polls
-`/status.json` every 1.5 s and draws nodes, the partition map, lag over the last minutes,
-pipeline progress and dead letters; no CDN, no build step.
+`/status.json` every 1.5 s and draws what needs attention, the nodes, the partition map,
+the lag of each partition over the last 5 minutes (kept in the page), pipeline progress and
+dead letters; no CDN, no build step, no web font, light and dark by the browser's setting.
 
 The page itself holds no data and is the same for everyone (as GraphiQL is); the data,
 `/status.json`, needs the operator scope when authentication is on. A browser cannot send
@@ -11,6 +12,10 @@ poll. Its Content-Security-Policy allows only the gateway's own scripts, styles 
 """
 
 from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
 
 from gateway.graphiql import STATIC_PREFIX
 
@@ -32,6 +37,7 @@ STATUS_PAGE_HEADERS = (
 )
 
 
+@functools.cache
 def status_page() -> bytes:
     """The HTML of `/status`; its data comes from `STATUS_JSON_PATH`."""
     return f"""<!doctype html>
@@ -39,36 +45,61 @@ def status_page() -> bytes:
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
 <title>statefed status</title>
 <link rel="icon" href="data:,">
-<link rel="stylesheet" href="{STATIC_PREFIX}status.css">
+<link rel="stylesheet" href="{_asset("status.css")}">
 </head>
 <body data-source="{STATUS_JSON_PATH}">
-<header>
-<h1>statefed status</h1>
-<span id="updated">connecting…</span>
+<header class="top">
+<div><h1>statefed status</h1><p id="updated" class="muted">connecting…</p></div>
 <form id="token-form">
-<label>Bearer token <input id="token" type="password" autocomplete="off"></label>
+<label for="token">Bearer token</label>
+<input id="token" type="password" autocomplete="off" placeholder="operator scope">
 <button type="submit">Use</button>
 </form>
 </header>
-<p id="problem" hidden></p>
-<section><h2>Nodes</h2><table id="nodes"><thead><tr><th>node</th><th>state</th>
-<th>alive</th><th>heartbeat age</th><th>active</th><th>standby</th></tr></thead>
-<tbody></tbody></table></section>
-<section><h2>Partition map</h2><p id="unassigned"></p><table id="partitions"><thead><tr>
-<th>partition</th><th>ACTIVE</th><th>STANDBY</th><th>lag</th><th>restore</th></tr></thead>
-<tbody></tbody></table></section>
-<section><h2>Lag per partition (ACTIVE copy, last 5 minutes)</h2>
-<svg id="lag" role="img" aria-label="lag per partition over time"></svg>
-<div id="legend"></div></section>
-<section><h2>Pipeline</h2><table id="views"><thead><tr><th>view</th><th>kind</th>
-<th>batch</th><th>reported</th><th>input offsets</th><th>changelog offsets</th>
-<th>late dropped</th></tr></thead><tbody></tbody></table></section>
-<section><h2>Dead letters</h2><p id="dead-total"></p><table id="dead"><thead><tr>
-<th>reason</th><th>topic</th><th>partition</th><th>offset</th></tr></thead><tbody></tbody>
+<main>
+<p id="problem" class="banner" role="alert" hidden></p>
+<section id="summary" class="panel" aria-live="polite">
+<h2 id="verdict" class="verdict">Waiting for the gateway…</h2>
+<ul id="findings"></ul>
+<div id="tiles" class="tiles"></div>
+</section>
+<section class="panel">
+<h2>Lag per partition</h2>
+<p class="muted">Records the ACTIVE copy that reads go to is behind its changelog, sampled
+every 1.5 s while this page is open, over the last 5 minutes.</p>
+<div class="chart">
+<svg id="lag" role="img" aria-label="lag per partition over the last 5 minutes"></svg>
+<p id="lag-empty" class="chart-empty" hidden></p>
+</div>
+<ul id="legend" class="legend"></ul>
+</section>
+<div class="columns">
+<section class="panel"><h2>Nodes</h2><table id="nodes"><thead><tr><th>node</th>
+<th>state</th><th>heartbeat</th><th>ACTIVE</th><th>STANDBY</th></tr></thead><tbody></tbody>
 </table></section>
-<script src="{STATIC_PREFIX}status.js"></script>
+<section class="panel"><h2>Partition map</h2><table id="partitions"><thead><tr>
+<th>partition</th><th>condition</th><th>ACTIVE</th><th>lag</th><th>STANDBY</th>
+<th>restore</th></tr></thead><tbody></tbody></table></section>
+</div>
+<section class="panel"><h2>Pipeline</h2><table id="views"><thead><tr><th>view</th>
+<th>kind</th><th>newest batch</th><th>reported</th><th class="num">input offsets</th>
+<th class="num">changelog offsets</th><th class="num">late dropped</th></tr></thead>
+<tbody></tbody></table></section>
+<section class="panel"><h2>Dead letters</h2><p id="dead-total"></p><table id="dead"><thead>
+<tr><th>reason</th><th>topic</th><th>partition</th><th>offset</th></tr></thead><tbody></tbody>
+</table></section>
+</main>
+<script src="{_asset("status.js")}"></script>
 </body>
 </html>
 """.encode()
+
+
+def _asset(name: str) -> str:
+    """The URL of static asset `name` with a digest of its content: assets are cached for a
+    day, and a page from a new release must not run with the script of the previous one."""
+    content = importlib.resources.files("gateway").joinpath("static", name).read_bytes()
+    return f"{STATIC_PREFIX}{name}?v={hashlib.sha256(content).hexdigest()[:12]}"

@@ -38,7 +38,7 @@ SETTLED = f"""(ids) => {{
   const rows = [...document.querySelectorAll("#partitions tbody tr")].slice(0, {P});
   return rows.length === {P} && ids.every((id) => {{
       const row = document.querySelector(`#nodes tr[data-node="${{id}}"]`);
-      return row && row.children[2].textContent === "yes";
+      return row && row.querySelector("td.alive") !== null;
     }})
     && rows.every((r) => mine(r.querySelector("td.active")) && mine(r.querySelector("td.standby")));
 }}"""
@@ -48,7 +48,7 @@ MOVED = """([victim, ids]) => {
   const owners = owner ? owner.textContent.split(" ") : [];
   const dead = document.querySelector(`#nodes tr[data-node="${victim}"]`);
   return !owners.includes(victim) && owners.some((id) => ids.includes(id))
-    && (!dead || dead.children[2].textContent === "no");
+    && (!dead || dead.querySelector("td.dead") !== null);
 }"""
 
 

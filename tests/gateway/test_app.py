@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
@@ -200,6 +201,23 @@ def test_graphiql_page_uses_only_local_assets_and_they_are_served() -> None:
         assert response.headers["content-type"].startswith(kind)
     for name in ("graphiql", "react", "react-dom", "graphql-ws"):
         assert "MIT License" in (STATIC / f"{name}.LICENSE").read_text()
+
+
+def test_the_status_page_asks_for_its_assets_by_content_and_they_are_served() -> None:
+    async def check(http: httpx.AsyncClient) -> tuple[httpx.Response, dict[str, httpx.Response]]:
+        page = await http.get("/status")
+        urls = re.findall(r'(?:src|href)="(/[^"]+)"', page.text)
+        return page, {url: await http.get(url) for url in urls}
+
+    page, assets = with_gateway(check)
+    assert page.status_code == 200 and "://" not in page.text
+    assert {url.split("?")[0] for url in assets} == {"/static/status.css", "/static/status.js"}
+    for url, response in assets.items():
+        name, _, version = url.removeprefix("/static/").partition("?v=")
+        content = (STATIC / name).read_bytes()
+        # a new release's page never runs with a script cached from the previous one
+        assert version == hashlib.sha256(content).hexdigest()[:12]
+        assert response.status_code == 200 and response.content == content, url
 
 
 def test_health_and_cluster() -> None:

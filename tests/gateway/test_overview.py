@@ -1,7 +1,10 @@
 """The status JSON (`gateway.overview.status_body`): nodes, the partition map from the
-routing table, pipeline progress per view and dead letters from the board."""
+routing table (with the lag the status page plots), pipeline progress per view, dead letters
+from the board, and the findings that need an operator's attention."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import orjson
 
@@ -15,10 +18,13 @@ NOW = 1_700_000_000_000
 P = 3
 
 
-def record(node_id: str, heartbeat_ms: int, *partitions: PartitionStatus) -> MemberRecord:
-    return MemberRecord(
-        node_id, f"http://{node_id}.test", NodeState.RUNNING, heartbeat_ms, 1000, partitions
-    )
+def record(
+    node_id: str,
+    heartbeat_ms: int,
+    *partitions: PartitionStatus,
+    state: NodeState = NodeState.RUNNING,
+) -> MemberRecord:
+    return MemberRecord(node_id, f"http://{node_id}.test", state, heartbeat_ms, 1000, partitions)
 
 
 def table_of(*records: MemberRecord) -> RoutingTable:
@@ -86,7 +92,7 @@ def test_views_show_the_pipelines_newest_report_or_nothing_yet() -> None:
             "changelog_offsets": 0,
         },
     ]
-    assert body["partitions"] == [{"partition": p, "copies": []} for p in range(P)]
+    assert [p["copies"] for p in body["partitions"]] == [[]] * P
 
 
 def letter(reason: str, offset: int) -> bytes:
@@ -122,3 +128,127 @@ def test_dead_letters_count_every_record_written_and_show_the_newest_first() -> 
         "timestamp_ms": None,
     }
     assert "secret" not in str(dead) and "c2VjcmV0" not in str(dead)  # no keys or values
+
+
+def test_each_partition_says_which_copy_reads_go_to_and_its_lag_for_the_chart() -> None:
+    table = table_of(
+        record(
+            "n0",
+            NOW - 100,
+            PartitionStatus(0, Role.ACTIVE, 90, 100),
+            PartitionStatus(1, Role.ACTIVE, 5, 50, lag_unknown_since_ms=NOW - 4000),
+            PartitionStatus(2, Role.STANDBY, 7, 9),
+        ),
+        # two claims of 0 while the group moves it: reads go to the RUNNING node
+        record(
+            "n1",
+            NOW - 50,
+            PartitionStatus(0, Role.ACTIVE, 0, 100, restoring=True, restore_total=100),
+            state=NodeState.RESTORING,
+        ),
+    )
+    partitions = status_body(table, StatusBoard(), (), NOW)["partitions"]
+    assert [(p["partition"], p["condition"], p["owner"], p["lag"]) for p in partitions] == [
+        (0, "OK", "n0", 10),
+        (1, "LAG_UNKNOWN", "n0", None),  # as of 4 s ago: not a number to plot
+        (2, "UNASSIGNED", None, None),  # a STANDBY copy serves no read of its own
+    ]
+
+
+def test_the_condition_of_a_partition_is_that_of_the_copy_reads_go_to() -> None:
+    table = table_of(
+        record(
+            "n0",
+            NOW - 100,
+            PartitionStatus(0, Role.ACTIVE, 3, 40, restoring=True, restore_total=37),
+            PartitionStatus(1, Role.ACTIVE, 5, 5, store_error="disk full"),
+            PartitionStatus(2, Role.ACTIVE, 5, 5, store_error="disk full", restoring=True),
+            state=NodeState.RESTORING,
+        )
+    )
+    partitions = status_body(table, StatusBoard(), (), NOW)["partitions"]
+    assert [(p["condition"], p["lag"]) for p in partitions] == [
+        ("RESTORING", 37),
+        ("STORE_ERROR", 0),
+        ("STORE_ERROR", 0),
+    ]
+
+
+def test_a_healthy_cluster_has_no_findings() -> None:
+    board = StatusBoard()
+    board.put(ViewStatus(WORDS.name, 7, NOW - 1500, 0, {0: 10}, {0: 4}))
+    table = table_of(
+        record(
+            "n0",
+            NOW - 100,
+            *(PartitionStatus(p, Role.ACTIVE, 5, 5) for p in range(P)),
+        ),
+        record("n1", NOW - 200, *(PartitionStatus(p, Role.STANDBY, 5, 5) for p in range(P))),
+    )
+    assert status_body(table, board, (WORDS,), NOW)["findings"] == []
+
+
+def test_findings_name_what_is_wrong_problems_first() -> None:
+    board = StatusBoard()
+    board.dead_letter(2, letter("no key", 7))
+    table = table_of(
+        record(
+            "n0",
+            NOW - 100,
+            PartitionStatus(0, Role.ACTIVE, 9, 9, lag_unknown_since_ms=NOW - 4000),
+            PartitionStatus(
+                1, Role.STANDBY, 1, 40, restoring=True, restore_done=13, restore_total=39
+            ),
+            PartitionStatus(2, Role.STANDBY, 1, 1, store_error="disk full"),
+        ),
+        record("n1", NOW - 2500, PartitionStatus(1, Role.ACTIVE, 4, 4)),  # 2 heartbeats late
+        record("n2", NOW - 90_000, PartitionStatus(2, Role.ACTIVE, 1, 1)),  # dead
+    )
+    assert status_body(table, board, (WORDS,), NOW)["findings"] == [
+        {
+            "level": "problem",
+            "text": "partition 2 has no live ACTIVE copy: reads there fail with "
+            "PARTITION_UNAVAILABLE",
+        },
+        {
+            "level": "problem",
+            "text": "node n0 cannot write its store of partition 2 (disk full): applying is "
+            "paused and retried",
+        },
+        {
+            "level": "warning",
+            "text": "node n1 is late with its heartbeats (last 2.5 s ago): suspect, its "
+            "partitions are read from standbys where they can be",
+        },
+        {"level": "warning", "text": "node n2 not heard for 1 min: dead, serves nothing"},
+        {
+            "level": "warning",
+            "text": "node n0: lag of partition 0 unknown for 4.0 s (copies just attached, the "
+            "broker not answering the node, or the node stood still)",
+        },
+        {"level": "notice", "text": "node n0 is restoring partition 1 (13 of 39 records)"},
+        {
+            "level": "notice",
+            "text": f"no pipeline report yet for {WORDS.name}: is the pipeline running?",
+        },
+        {
+            "level": "notice",
+            "text": "3 input records rejected to the dead-letter topic (newest: no key)",
+        },
+    ]
+
+
+def test_a_stale_routing_table_and_an_unknown_partition_count_are_findings() -> None:
+    stale = dataclasses.replace(table_of(), stale_since_ms=NOW - 125_000)
+    assert status_body(stale, StatusBoard(), (), NOW)["findings"][0] == {
+        "level": "problem",
+        "text": "the broker has not answered the gateway for 2 min: the routing table and "
+        "node liveness are as of then",
+    }
+    unknown = build_routing_table({}, {}, NOW)
+    assert status_body(unknown, StatusBoard(), (), NOW)["findings"] == [
+        {
+            "level": "warning",
+            "text": "the partition count is not known yet: no changelog topic's metadata read",
+        }
+    ]
