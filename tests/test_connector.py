@@ -119,6 +119,17 @@ def test_the_build_step_adds_the_connector_and_keeps_sparks_own_libraries(
     ]
     assert (jars / "slf4j-api-2.0.17.jar").read_bytes() == b""  # Spark's copy, untouched
     assert "kept Spark's own copy instead of org.example.statefedtest_slf4j-api" in result.stdout
+    # run again (make reruns it after any reinstall of the venv): the connector is there
+    again = subprocess.run(
+        [sys.executable, "-m", "tooling.connector", *options],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert len(list(jars.iterdir())) == 4
 
 
 def test_a_version_other_than_the_installed_pyspark_stops_the_build() -> None:

@@ -165,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="statefed-ivy-") as ivy:
         copied, skipped = install_jars(resolve_jars(coordinates, Path(ivy), args.repository), jars)
     connector = coordinates.split(":")[1]
-    if not any(artifact(p.name) == connector for p in copied):
+    # installed now, or by an earlier run (a reinstall of the venv's packages reruns this step)
+    if not any(artifact(p.name) == connector for p in jars.glob("*.jar")):
         raise SystemExit(f"{connector} was not installed into {jars}")
     for path in copied:
         print(f"installed {path.name}")
