@@ -86,9 +86,9 @@ check: $(STAMP)  ## format, lint, types, the import contracts (pyproject.toml) a
 
 # the built-in catalogue's, whatever STATEFED_CATALOGUE says (`statefed schema` prints yours)
 schema: $(STAMP)  ## regenerate the committed SDL in schema/ from the code (gateway and node) and Apollo Client's possibleTypes.json
-	$(BIN)/python -m gateway.sdl --write schema/gateway.graphql
-	$(BIN)/python -m node.sdl --write schema/node.graphql
-	$(BIN)/python -m gateway.possibletypes --write schema/possibleTypes.json
+	$(BIN)/python -m gateway.execute.sdl --write schema/gateway.graphql
+	$(BIN)/python -m node.subgraph.sdl --write schema/node.graphql
+	$(BIN)/python -m gateway.execute.possibletypes --write schema/possibleTypes.json
 
 docs: $(STAMP)  ## regenerate docs/configuration.md from the settings' declarations, then build the docs site into .cache/site
 	$(BIN)/python -m tooling.configdocs --write docs/configuration.md

@@ -6,11 +6,23 @@ from its owner, top-N fanned out to every partition and merged, partial results 
 what cannot be read, and the pipeline's status per view.
 """
 
-from gateway.app import GatewayApp, health_body
+from gateway.api.schema import build_schema, print_sdl
+from gateway.cluster.consistency import AppliedAtLeast, Token, parse_token, wait_processed
+from gateway.cluster.membership import MemberDirectory, MembershipReader, find_start_offset
+from gateway.cluster.pipeline import PipelineStatusReader, StatusBoard
+from gateway.cluster.routing import (
+    Disclaimers,
+    LastOwner,
+    NodeInfo,
+    RoutingFeed,
+    RoutingTable,
+    build_routing_table,
+)
 from gateway.config import GatewayConfig
-from gateway.consistency import AppliedAtLeast, Token, parse_token, wait_processed
-from gateway.documents import ViewQueries
-from gateway.errors import (
+from gateway.edge.app import GatewayApp, health_body
+from gateway.edge.server import run_gateway
+from gateway.execute.limits import QueryLimits
+from gateway.model.errors import (
     BadRepresentationError,
     BadRequestError,
     ConsistencyTimeoutError,
@@ -40,25 +52,13 @@ from gateway.errors import (
     TooManyRepresentationsError,
     TooManyRootFieldsError,
 )
-from gateway.hedging import NodeWatch
-from gateway.limits import QueryLimits
-from gateway.membership import MemberDirectory, MembershipReader, find_start_offset
-from gateway.planner import KeyRead, LookupResult, Planner, ReadOptions, TopResult
-from gateway.principal import ANONYMOUS, Principal
-from gateway.producer import EventProducer
-from gateway.routing import (
-    Disclaimers,
-    LastOwner,
-    NodeInfo,
-    RoutingFeed,
-    RoutingTable,
-    build_routing_table,
-)
-from gateway.rows import Edge, Event, Page, Row, WindowCount
-from gateway.schema import build_schema, print_sdl
-from gateway.server import run_gateway
-from gateway.status import PipelineStatusReader, StatusBoard
-from gateway.upstream import Upstream
+from gateway.model.principal import ANONYMOUS, Principal
+from gateway.model.rows import Edge, Event, Page, Row, WindowCount
+from gateway.nodes.documents import ViewQueries
+from gateway.nodes.hedging import NodeWatch
+from gateway.nodes.upstream import Upstream
+from gateway.reads.planner import KeyRead, LookupResult, Planner, ReadOptions, TopResult
+from gateway.writes.producer import EventProducer
 
 __all__ = [
     "ANONYMOUS",

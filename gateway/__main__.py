@@ -3,7 +3,7 @@
 import os
 
 from gateway.config import GatewayConfig
-from gateway.server import run_gateway
+from gateway.edge.server import run_gateway
 from runtime.config import ConfigError
 
 try:

@@ -92,7 +92,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
             "read-your-writes](querying.md#staleness-and-read-your-writes))"
         ),
     )
-    # hedged reads and suspicion from calls: gateway.hedging
+    # hedged reads and suspicion from calls: gateway.nodes.hedging
     hedge: bool = setting(
         "STATEFED_GATEWAY_HEDGE",
         True,
@@ -161,7 +161,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
             "[Browse a whole view](querying.md#browse-a-whole-view))"
         ),
     )
-    # each representation is priced as a point lookup (gateway.limits)
+    # each representation is priced as a point lookup (gateway.execute.limits)
     max_entity_representations: int = setting(
         "STATEFED_GATEWAY_MAX_ENTITIES",
         1000,
@@ -208,7 +208,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         doc="the gateway's log level, when it should differ from the other parts'",
         shown_default="`STATEFED_LOG_LEVEL`",
     )
-    # query limits (gateway.limits), which stops walking deeper than 200 levels; the
+    # query limits (gateway.execute.limits), which stops walking deeper than 200 levels; the
     # standard introspection query, GraphiQL's, is 15 deep
     max_depth: int = setting(
         "STATEFED_GATEWAY_MAX_DEPTH",

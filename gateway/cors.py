@@ -31,7 +31,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Header = tuple[bytes, bytes]
 
 # what GraphQL clients send: JSON, a bearer token, Apollo's CSRF headers, trace context, and
-# graphql-sse's stream token (gateway.live.sse)
+# graphql-sse's stream token (gateway.edge.sse)
 ALLOWED_HEADERS = (
     "accept, authorization, content-type, apollo-require-preflight, x-apollo-operation-name, "
     "x-request-id, traceparent, tracestate, x-graphql-event-stream-token"
@@ -40,7 +40,7 @@ _MAX_AGE_S = b"600"  # Chromium caps a cached preflight at 2 hours, Firefox at 2
 _VARY = (b"vary", b"origin")
 _EXPOSE = (b"access-control-expose-headers", b"x-request-id")  # readable by the page
 _PREFLIGHT = (
-    # PUT and DELETE: graphql-sse's single connection mode (gateway.live.sse)
+    # PUT and DELETE: graphql-sse's single connection mode (gateway.edge.sse)
     (b"access-control-allow-methods", b"GET, POST, PUT, DELETE"),
     (b"access-control-allow-headers", ALLOWED_HEADERS.encode()),
     (b"access-control-max-age", _MAX_AGE_S),

@@ -1,14 +1,13 @@
 """The gateway's Prometheus metrics, served at `/metrics` (`runtime.metrics`).
 
 Updated where things happen, at most one observation each: an executed operation
-(`statefed_gateway_request_duration_seconds` by operation type and root field), each error
-of an answer (`statefed_gateway_errors_total` by code), each node call (latency, failures
-by node and reason), each coalesced node request (how many client lookups it carried); the
-histograms, observed on every request, are `runtime.metrics.LoopHistogram`s (no lock).
-Read at scrape time from what the gateway keeps anyway: cache hits and misses, open
-subscriptions, hedged reads. Root field names come from the schema (anything else is
-`other`), node ids from membership and error codes from the gateway's own set, each
-bounded (`runtime.metrics.bounded`).
+(`statefed_gateway_request_duration_seconds` by operation type and root field), each error of an
+answer (`statefed_gateway_errors_total` by code), each node call (latency, failures by node and
+reason), each coalesced node request (how many client lookups it carried); the histograms, observed
+on every request, are `runtime.metrics.LoopHistogram`s (no lock). Read at scrape time from what the
+gateway keeps anyway: cache hits and misses, open subscriptions, hedged reads. Root field labels are
+bounded by the schema (`gateway.execute.labels`), node ids from membership and error codes from the
+gateway's own set, each bounded (`runtime.metrics.bounded`).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from graphql import FieldNode, GraphQLSchema, OperationDefinitionNode
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -27,16 +25,14 @@ __all__ = ["GatewayMetrics", "runtime_figures"]
 # seconds: a cached point read is ~1 ms, a fan-out tens, the default deadline 5 s
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-_OTHER = "other"
 _MAX_NODES = 1024
 
 
 class GatewayMetrics:
     """The metrics of one gateway app, in their own registry."""
 
-    def __init__(self, schema: GraphQLSchema) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._root_fields = _root_fields(schema)
         # histogram children (labels() costs more than an observation): both sets bounded
         self._by_operation: dict[tuple[str, str], LoopHistogramChild] = {}
         self._by_node: dict[str, LoopHistogramChild] = {}
@@ -77,18 +73,6 @@ class GatewayMetrics:
         ).labels()
         self._figures: list[Callable[[], Iterable[Metric]]] = []
         self.registry.register(Collected(self._collect))
-
-    def labels(self, operation: OperationDefinitionNode) -> tuple[str, str]:
-        """The operation type and root field of `operation` (`multiple` for several root
-        fields, `other` for a name the schema does not have)."""
-        selections = operation.selection_set.selections
-        kind = operation.operation.value
-        if len(selections) != 1:
-            return kind, "multiple"
-        (only,) = selections
-        if isinstance(only, FieldNode) and only.name.value in self._root_fields:
-            return kind, only.name.value
-        return kind, _OTHER
 
     def executed(self, labels: tuple[str, str], seconds: float) -> None:
         child = self._by_operation.get(labels)
@@ -169,8 +153,3 @@ def runtime_figures(
         )
     )
     return figures
-
-
-def _root_fields(schema: GraphQLSchema) -> frozenset[str]:
-    types = (schema.query_type, schema.mutation_type, schema.subscription_type)
-    return frozenset(name for t in types if t is not None for name in t.fields)

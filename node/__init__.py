@@ -2,17 +2,17 @@
 membership, the GraphQL subgraph over the partitions this node holds, and the change feed
 of what it applies (`/feed`)."""
 
-from node.app import NodeApp
+from node.changelog.feed import ChangeFeed
+from node.changelog.materializer import Materializer
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
 from node.errors import NodeError, NotOwnerError
-from node.feed import ChangeFeed
-from node.materializer import Materializer
-from node.membership import MembershipPublisher
-from node.partitions import PartitionRegistry
-from node.server import run_node
-from node.standby import StandbyReplicator
-from node.store import ChangeBatch, LevelDBStore, PartitionStore
-from node.subgraph import build_subgraph
+from node.replication.membership import MembershipPublisher
+from node.replication.standby import StandbyReplicator
+from node.serve.app import NodeApp
+from node.serve.server import run_node
+from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
+from node.subgraph.schema import build_subgraph
 
 __all__ = [
     "ChangeBatch",

@@ -12,7 +12,7 @@ NodeError                          anything the node raises on purpose
 │   │                              entity type or lacks its key
 │   ├── NotOwnerError              NOT_OWNER: the key's partition is not held here
 │   ├── NotCurrentError            NOT_OWNER: a read accepting no lag found a copy here
-│   │                              that could not be proved current (node.currency)
+│   │                              that could not be proved current (node.reads.currency)
 │   ├── NotCaughtUpError           NOT_CAUGHT_UP: a copy has not applied the offset a
 │   │                              read-your-writes request waits for, within its wait
 │   └── MalformedRequestError      BAD_REQUEST: the HTTP body is no GraphQL request
@@ -26,7 +26,7 @@ NodeError                          anything the node raises on purpose
 ```
 
 Messages name the view, key, partition and node they are about. `QueryError`s become
-GraphQL errors with `extensions.code` in one place: `node.graphql_http` (`error_extensions`).
+GraphQL errors with `extensions.code` in one place: `node.serve.graphql_http` (`error_extensions`).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class BadRepresentationError(QueryError):
         self.index = index
 
 
-# NOT_OWNER's reason while the node's lease has lapsed (node.lease)
+# NOT_OWNER's reason while the node's lease has lapsed (node.changelog.lease)
 LEASE_LAPSED = "LEASE_LAPSED"
 # NOT_OWNER's reason for a copy whose store a read found damaged, until it is rebuilt
 STORE_DAMAGED = "STORE_DAMAGED"

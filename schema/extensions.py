@@ -1,7 +1,7 @@
-"""The request extensions the gateway sends with a node query (node.graphql_http reads
+"""The request extensions the gateway sends with a node query (node.serve.graphql_http reads
 them): `readStandby` (a bool: standby copies may answer), `appliedAtLeast` (changelog
-offsets the copies read must have applied first, see node.catchup) and `readCurrent`
-(partitions whose copies the node must prove current first, see node.currency)."""
+offsets the copies read must have applied first, see node.reads.catchup) and `readCurrent`
+(partitions whose copies the node must prove current first, see node.reads.currency)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The command line shared by `python -m gateway.sdl`, `python -m node.sdl` and `python -m
-gateway.possibletypes`: print a schema's SDL (or its possibleTypes map), or write or check a
-file of it (`make schema` writes, `--check` exits 1 on a difference)."""
+"""The command line shared by `python -m gateway.execute.sdl`, `python -m node.subgraph.sdl` and
+`python -m gateway.execute.possibletypes`: print a schema's SDL (or its possibleTypes map), or write
+or check a file of it (`make schema` writes, `--check` exits 1 on a difference)."""
 
 from __future__ import annotations
 

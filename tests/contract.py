@@ -26,8 +26,8 @@ from graphql import (
     parse,
 )
 
-import gateway.schema
-import node.subgraph
+import gateway.api.schema
+import node.subgraph.schema
 
 REPO = Path(__file__).parents[1]
 SCHEMA_DIR = REPO / "schema"
@@ -38,8 +38,8 @@ REGENERATE = "make schema"
 
 # schema name -> the code printing its SDL for schema.CATALOGUE; committed as <name>.graphql
 GENERATED: Mapping[str, Callable[[], str]] = {
-    "gateway": gateway.schema.print_sdl,
-    "node": node.subgraph.print_sdl,
+    "gateway": gateway.api.schema.print_sdl,
+    "node": node.subgraph.schema.print_sdl,
 }
 
 

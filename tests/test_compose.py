@@ -386,14 +386,13 @@ def test_the_grafana_dashboard_asks_prometheus_for_metrics_the_parts_export(
 def _exported_metric_names() -> set[str]:
     """Every sample name the gateway, a node and the pipeline driver can export."""
     from gateway.metrics import GatewayMetrics, runtime_figures
-    from gateway.schema import build_schema
-    from node.metrics import NodeMetrics
-    from node.partitions import PartitionRegistry
+    from node.changelog.partitions import PartitionRegistry
+    from node.serve.metrics import NodeMetrics
     from pipeline.metrics import PipelineMetrics
     from schema import CATALOGUE
 
     families = [
-        *GatewayMetrics(build_schema()._schema).registry.collect(),
+        *GatewayMetrics().registry.collect(),
         *runtime_figures({k: 0 for k in ("hits", "misses", "top_hits", "entries", "bytes")}, 0, 0),
         *NodeMetrics(PartitionRegistry("n"), CATALOGUE).registry.collect(),
         *PipelineMetrics().registry.collect(),

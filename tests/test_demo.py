@@ -8,7 +8,7 @@ import random
 import re
 from collections import Counter
 
-from gateway.timestamps import parse_utc
+from gateway.model.timestamps import parse_utc
 from tooling import demodata
 from tooling.demo import examples, iso_minute
 

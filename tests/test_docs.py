@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gateway.errors import ConsistencyTimeoutError, Reason, RoutingError
+from gateway.model.errors import ConsistencyTimeoutError, Reason, RoutingError
 from runtime.config import declarations
 from tooling.configdocs import PARTS, main, render
 

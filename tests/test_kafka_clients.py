@@ -13,17 +13,17 @@ from typing import Any
 
 import pytest
 
+from gateway.cluster.membership import MembershipReader
+from gateway.cluster.pipeline import PipelineStatusReader, StatusBoard
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.membership import MembershipReader
-from gateway.producer import EventProducer
-from gateway.routing import RoutingFeed
-from gateway.status import PipelineStatusReader, StatusBoard
+from gateway.writes.producer import EventProducer
+from node.changelog.materializer import Materializer
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.endprobe import EndProbe
-from node.materializer import Materializer
-from node.membership import MembershipPublisher
-from node.partitions import PartitionRegistry
-from node.standby import StandbyReplicator
+from node.reads.endprobe import EndProbe
+from node.replication.membership import MembershipPublisher
+from node.replication.standby import StandbyReplicator
 from pipeline.config import PipelineConfig
 from pipeline.job import source_options
 from pipeline.sink import batch_producer_config

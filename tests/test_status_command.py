@@ -24,10 +24,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import RoutingFeed, RoutingTable, build_routing_table
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
 from runtime.clock import wall_clock_ms
 from schema import MemberRecord, NodeState, PartitionStatus, Role, ViewStatus
 from tests.gateway.fakes import WORDS, ServerThread

@@ -264,7 +264,7 @@ def _check_pipeline_health(config: PipelineConfig) -> None:
 
 def _node(env: dict[str, str]) -> None:
     from node.config import NodeConfig
-    from node.server import run_node
+    from node.serve.server import run_node
     from tooling.restoreview import restore_progress
 
     config = NodeConfig.from_env(env)
@@ -278,7 +278,7 @@ def _node(env: dict[str, str]) -> None:
 
 def _gateway(env: dict[str, str]) -> None:
     from gateway.config import GatewayConfig
-    from gateway.server import run_gateway
+    from gateway.edge.server import run_gateway
 
     run_gateway(GatewayConfig.from_env(env), _catalogue(env))
 
@@ -368,9 +368,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _schema(env: dict[str, str], node: bool, out: Path | None) -> None:
     """The schema files of the catalogue STATEFED_CATALOGUE names, as `make schema` writes
     the built-in catalogue's into schema/."""
-    from gateway.possibletypes import print_possible_types
-    from gateway.schema import print_sdl as gateway_sdl
-    from node.subgraph import print_sdl as node_sdl
+    from gateway.api.schema import print_sdl as gateway_sdl
+    from gateway.execute.possibletypes import print_possible_types
+    from node.subgraph.schema import print_sdl as node_sdl
 
     catalogue = _catalogue(env)
     try:

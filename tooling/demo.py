@@ -20,7 +20,7 @@ import httpx
 from confluent_kafka import Producer
 
 from gateway.config import GatewayConfig, is_loopback
-from gateway.timestamps import from_ms, iso
+from gateway.model.timestamps import from_ms, iso
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
 from schema import CATALOGUE

@@ -3,7 +3,7 @@ and the pipeline's status board.
 
 Every lookup field of one GraphQL request reads through `loader(view, options)`, straight
 to the planner: the fields of a request run in the same event-loop turn, and the coalescer
-(`gateway.coalesce`) sends the lookups of one turn to each owning node as one call, keys
+(`gateway.nodes.coalesce`) sends the lookups of one turn to each owning node as one call, keys
 once, for this request and others alike. A request-scoped DataLoader in front of it batched
 the same keys a second time, at ~20 us and two loop turns per lookup.
 """
@@ -14,18 +14,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.readtoken import ReadPositions
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.errors import RoutingError
-from gateway.live.cache import GatewayCache
-from gateway.live.hub import FeedHub
-from gateway.principal import ANONYMOUS, Principal
-from gateway.producer import EventProducer
-from gateway.reads import DEFAULT_READ, LookupResult, ReadOptions, Reads
-from gateway.readtoken import ReadPositions
-from gateway.routing import RoutingFeed
-from gateway.rows import Event, Row
-from gateway.status import StatusBoard
-from gateway.writes import RateLimiter
+from gateway.model.errors import RoutingError
+from gateway.model.principal import ANONYMOUS, Principal
+from gateway.model.rows import Event, Row
+from gateway.nodes.hub import FeedHub
+from gateway.reads.cache import GatewayCache
+from gateway.reads.protocol import DEFAULT_READ, LookupResult, ReadOptions, Reads
+from gateway.writes.policy import RateLimiter
+from gateway.writes.producer import EventProducer
 from schema import View
 
 __all__ = ["KeyReads", "KeyResult", "MissingPartition", "RequestContext"]
@@ -55,20 +55,20 @@ class MissingPartition:
 class RequestContext:
     """What resolvers of one request share; built by the app for every request."""
 
-    planner: Reads  # the gateway.planner.Planner
+    planner: Reads  # the gateway.reads.planner.Planner
     feed: RoutingFeed
     config: GatewayConfig
     deadline: float
     clock: Callable[[], int]
     statuses: StatusBoard = field(default_factory=StatusBoard)
     producer: EventProducer | None = None  # for the produce mutation; None = switched off
-    principal: Principal = ANONYMOUS  # who is asking (gateway.auth)
+    principal: Principal = ANONYMOUS  # who is asking (gateway.auth.bearer)
     missing: list[MissingPartition] = field(default_factory=list)
     freshness: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
     positions: ReadPositions = field(default_factory=ReadPositions)  # the answer's readToken
     produce_rate: RateLimiter | None = None  # produced records per principal; None = no limit
     hub: FeedHub | None = None  # the nodes' change feeds, for subscriptions; None = none
-    cache: GatewayCache | None = None  # lookups from memory (gateway.fastpath); None = off
+    cache: GatewayCache | None = None  # lookups from memory (gateway.execute.fastpath); None = off
 
     def loader(self, view: View, options: ReadOptions = DEFAULT_READ) -> KeyReads:
         """Reads of `view`'s keys with `options` for this request."""

@@ -13,8 +13,8 @@ from typing import Any
 
 from graphql import GraphQLError
 
-from gateway.errors import GatewayError
-from gateway.request import MissingPartition
+from gateway.api.request import MissingPartition
+from gateway.model.errors import GatewayError
 from runtime.graphql_http import INTERNAL_SERVER_ERROR, error_extensions
 
 __all__ = ["format_missing", "gateway_extensions", "is_server_fault"]

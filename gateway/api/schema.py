@@ -1,13 +1,13 @@
 """The public GraphQL schema, generated from the view catalogue: an Apollo Federation v2
 subgraph, so a supergraph can compose the gateway as one of its subgraphs.
 
-Each view kind has one builder (its `gateway.kinds` entry) that turns a catalogue entry into its
+Each view kind has one builder (its `gateway.api.kinds` entry) that turns a catalogue entry into its
 types and query fields; adding a view of an existing kind needs no code here. `cluster`
 shows membership, routing and the pipeline's reports. The types of count and latest views
 are entities keyed by the view's key field (`_entities`, batched per owning node like
 lookups); `_service { sdl }` prints the schema. The one mutation, `produce`, writes an
 event and returns its consistency token (read-your-writes). Each kind's builder also adds
-its Subscription fields, named like its query fields (`gateway.fields.live`). Parsed and
+its Subscription fields, named like its query fields (`gateway.api.fields.live`). Parsed and
 validated documents are cached.
 """
 
@@ -24,9 +24,9 @@ from strawberry.extensions import ParserCache, ValidationCache
 from strawberry.federation.schema import FederationAny
 from strawberry.types.execution import ExecutionContext
 
-from gateway.fields import Entity, cluster_field, produce_field, resolve_entities
-from gateway.kinds import kind_of
-from gateway.responses import is_server_fault
+from gateway.api.fields import Entity, cluster_field, produce_field, resolve_entities
+from gateway.api.kinds import kind_of
+from gateway.api.responses import is_server_fault
 from schema import CATALOGUE, View
 
 __all__ = ["build_schema", "entities_of", "print_sdl"]

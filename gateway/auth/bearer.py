@@ -2,7 +2,7 @@
 
 With STATEFED_GATEWAY_AUTH=jwt every GraphQL request carries `Authorization: Bearer <JWT>`,
 checked before its body is read or its document parsed: the signature with a key of
-`gateway.keys` (the algorithm fixed by the key, never by the token alone), the issuer and
+`gateway.auth.keys` (the algorithm fixed by the key, never by the token alone), the issuer and
 audience configured, `exp` (required), `nbf` and `iat` with STATEFED_GATEWAY_JWT_LEEWAY_S
 of clock skew, and a string `sub`. The principal is `sub` with the scopes of the `scope`
 claim (space-separated) and of `scp` (a list, or space-separated too). A request without a
@@ -31,9 +31,9 @@ from jwt.exceptions import (
     PyJWTError,
 )
 
+from gateway.auth.keys import JwksFile, JwksUrl, Keys, SharedSecret
 from gateway.config import GatewayConfig
-from gateway.keys import JwksFile, JwksUrl, Keys, SharedSecret
-from gateway.principal import ANONYMOUS, Principal
+from gateway.model.principal import ANONYMOUS, Principal
 from runtime.graphql_http import RequestError
 
 __all__ = [

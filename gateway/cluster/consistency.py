@@ -5,7 +5,7 @@ mutation returns it; any producer can build it from its delivery report). A read
 `atLeast: token` first waits until the pipeline's status for the view says the write's
 offset is processed; that status also carries the view's changelog offsets acknowledged by
 then, which the nodes must have applied before they answer (`AppliedAtLeast`, sent as the
-request extension `appliedAtLeast`, see node.catchup). Both waits end at the request's
+request extension `appliedAtLeast`, see node.reads.catchup). Both waits end at the request's
 deadline with a CONSISTENCY_TIMEOUT error.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import BadRequestError, ConsistencyTimeoutError
-from gateway.status import StatusBoard
+from gateway.cluster.pipeline import StatusBoard
+from gateway.model.errors import BadRequestError, ConsistencyTimeoutError
 from schema import View
 
 __all__ = ["AppliedAtLeast", "Token", "parse_token", "wait_processed"]

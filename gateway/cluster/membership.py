@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from gateway.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
+from gateway.cluster.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
 from runtime.kafka import KafkaSettings
 from runtime.topics import partition_count

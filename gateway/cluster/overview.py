@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from gateway.routing import NodeInfo, RoutingTable
-from gateway.status import DeadLetterSummary, StatusBoard
+from gateway.cluster.pipeline import DeadLetterSummary, StatusBoard
+from gateway.cluster.routing import NodeInfo, RoutingTable
 from schema import PartitionStatus, Role, View
 
 __all__ = ["live_copies", "node_entries", "status_body", "unassigned"]

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from gateway.consistency import AppliedAtLeast
-from gateway.errors import BadRequestError
+from gateway.cluster.consistency import AppliedAtLeast
+from gateway.model.errors import BadRequestError
 from schema import View
 
 __all__ = ["PREFIX", "ReadPositions", "is_read_token"]

@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gateway.errors import (
+from gateway.model.errors import (
     PartitionNeverAssignedError,
     PartitionUnassignedError,
     RoutingError,
@@ -53,7 +53,7 @@ def group_keys(keys: Iterable[str], count: int) -> tuple[list[int], dict[int, li
 
 
 # a live node whose newest heartbeat is this many of its intervals older than the newest
-# heartbeat of any node has missed one and is suspect (gateway.hedging): judged against the
+# heartbeat of any node has missed one and is suspect (gateway.nodes.hedging): judged against the
 # other nodes' heartbeats, not the gateway's clock, so a broker outage (no heartbeats read
 # at all) makes no node suspect
 SUSPECT_AFTER_HEARTBEATS = 2
@@ -164,7 +164,7 @@ class RoutingTable:
     claims: Mapping[int, tuple[NodeInfo, ...]] = field(default_factory=dict)
     standbys: Mapping[int, tuple[tuple[NodeInfo, int], ...]] = field(default_factory=dict)
     # live STANDBY copies still restoring (they may be behind what was served): read only
-    # when they prove themselves current for the read (node.currency)
+    # when they prove themselves current for the read (node.reads.currency)
     restoring: Mapping[int, tuple[NodeInfo, ...]] = field(default_factory=dict)
     partition_counts: Mapping[str, int] = field(default_factory=dict)
     built_ms: int = 0

@@ -1,11 +1,11 @@
 """The gateway's ASGI app: GET/POST /graphql, GraphiQL, /health, /metrics (Prometheus,
 `gateway.metrics`), the status page /status and its data /status.json
-(`gateway.statuspage`, `gateway.overview`) and the assets of both pages.
+(`gateway.edge.statuspage`, `gateway.cluster.overview`) and the assets of both pages.
 
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
-(`gateway.execution`), every route behind the CORS allowlist (`gateway.cors`); WebSockets
-to `/graphql` speak graphql-transport-ws (`gateway.live.ws`), `/graphql/stream` GraphQL over
-Server-Sent Events (`gateway.live.sse`). The
+(`gateway.execute.execution`), every route behind the CORS allowlist (`gateway.cors`); WebSockets
+to `/graphql` speak graphql-transport-ws (`gateway.edge.ws`), `/graphql/stream` GraphQL over
+Server-Sent Events (`gateway.edge.sse`). The
 lifespan starts the membership and pipeline status readers and the connections to the
 nodes and stops them; nothing is opened before start-up.
 With STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed
@@ -27,40 +27,40 @@ import httpx
 import strawberry
 from prometheus_client.core import Metric
 
-from gateway.auth import (
+from gateway.api.kinds import kind_of
+from gateway.api.request import RequestContext
+from gateway.api.schema import build_schema
+from gateway.auth.bearer import (
     Authenticator,
     Unauthenticated,
     authenticator_for,
     authorization,
     refusal,
 )
+from gateway.cluster.membership import MembershipReader
+from gateway.cluster.overview import node_entries, status_body
+from gateway.cluster.pipeline import PipelineStatusReader, StatusBoard
+from gateway.cluster.routing import RoutingFeed, RoutingTable
 from gateway.config import GatewayConfig
 from gateway.cors import Cors, CorsPolicy
-from gateway.execution import GatewayEndpoint
-from gateway.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
-from gateway.kinds import kind_of
-from gateway.limits import QueryLimits
-from gateway.live.cache import GatewayCache
-from gateway.live.hub import FeedHub
-from gateway.live.operations import Operations
-from gateway.live.slots import Slots
-from gateway.live.sse import STREAM_PATH, GraphQLEventStream
-from gateway.live.ws import GraphQLWebSocket
-from gateway.membership import MembershipReader
+from gateway.edge.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
+from gateway.edge.operations import Operations
+from gateway.edge.slots import Slots
+from gateway.edge.sse import STREAM_PATH, GraphQLEventStream
+from gateway.edge.statuspage import STATUS_JSON_PATH, STATUS_PAGE_HEADERS, STATUS_PATH, status_page
+from gateway.edge.ws import GraphQLWebSocket
+from gateway.execute.execution import GatewayEndpoint
+from gateway.execute.limits import QueryLimits
+from gateway.execute.persisted import PersistedQueries
 from gateway.metrics import GatewayMetrics, runtime_figures
-from gateway.overview import node_entries, status_body
-from gateway.persisted import PersistedQueries
-from gateway.planner import Planner
-from gateway.principal import ANONYMOUS, Principal
-from gateway.producer import EventProducer
-from gateway.request import RequestContext
-from gateway.routing import RoutingFeed, RoutingTable
-from gateway.schema import build_schema
-from gateway.status import PipelineStatusReader, StatusBoard
-from gateway.statuspage import STATUS_JSON_PATH, STATUS_PAGE_HEADERS, STATUS_PATH, status_page
-from gateway.transport import HttpxCaller, NodeConnections
-from gateway.upstream import Upstream
-from gateway.writes import RateLimiter
+from gateway.model.principal import ANONYMOUS, Principal
+from gateway.nodes.hub import FeedHub
+from gateway.nodes.transport import HttpxCaller, NodeConnections
+from gateway.nodes.upstream import Upstream
+from gateway.reads.cache import GatewayCache
+from gateway.reads.planner import Planner
+from gateway.writes.policy import RateLimiter
+from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
 from runtime.metrics import METRICS_PATH, MetricsGuard
@@ -100,7 +100,7 @@ class GatewayApp:
     writes the produce mutation's events instead of a Kafka producer made at start-up (when
     STATEFED_GATEWAY_PRODUCE is on; it is then yours to close). `clock` is the gateway's
     time: membership ages, health, produce's eventTime bounds and rate, re-reads of a JWKS
-    (`gateway.keys`). `schema` serves that schema instead of the catalogue's (tests of the
+    (`gateway.auth.keys`). `schema` serves that schema instead of the catalogue's (tests of the
     subscription transports). `metrics` holds the app's Prometheus registry (`/metrics`).
     """
 
@@ -129,7 +129,7 @@ class GatewayApp:
         self._assets = StaticAssets()
         self._runtime: _Runtime | None = None
         self._authenticator: Authenticator = authenticator_for(config, clock)
-        self.metrics = GatewayMetrics(self._schema._schema)
+        self.metrics = GatewayMetrics()
         self._metrics_guard = MetricsGuard(config.metrics_token_file)
         self.persisted = PersistedQueries(
             config.apq_mb << 20 if config.apq else None, config.trusted_documents

@@ -85,7 +85,7 @@ ReactDOM.createRoot(document.getElementById("graphiql")).render(
 
 
 class StaticAssets:
-    """The files of `gateway/static`, read on first use and kept (they never change)."""
+    """The files of `gateway/edge/static`, read on first use and kept (they never change)."""
 
     def __init__(self) -> None:
         self._cache: dict[str, tuple[bytes, str]] = {}
@@ -100,7 +100,7 @@ class StaticAssets:
         content_type = next(
             (t for suffix, t in _CONTENT_TYPES.items() if name.endswith(suffix)), None
         )
-        resource = importlib.resources.files("gateway").joinpath("static", name)
+        resource = importlib.resources.files("gateway.edge").joinpath("static", name)
         if content_type is None or not resource.is_file():
             return None
         self._cache[name] = (resource.read_bytes(), content_type)

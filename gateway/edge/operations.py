@@ -1,12 +1,12 @@
 """One GraphQL operation of a subscription transport, run the way `/graphql` runs a request.
 
-Both transports (`gateway.live.ws`, `gateway.live.sse`) hand every operation to `Operations`:
+Both transports (`gateway.edge.ws`, `gateway.edge.sse`) hand every operation to `Operations`:
 the query text goes through the endpoint's document cache (parsed once, at most
 STATEFED_GATEWAY_MAX_TOKENS tokens), the operation is picked, the request gets the endpoint's
 context for the transport's principal, the endpoint's query limits (`refuse`) run before the
 document is validated, and a query or mutation runs through the endpoint's own `run`. A
 subscription runs graphql-core's `subscribe` on the same schema and becomes a `Stream` of
-response bodies, after it has taken a slot (`gateway.live.slots`). Every error is formatted
+response bodies, after it has taken a slot (`gateway.edge.slots`). Every error is formatted
 as `/graphql` formats it: `extensions.code`, server faults masked and logged under the
 operation's id.
 
@@ -25,8 +25,8 @@ from typing import Any
 import strawberry
 from graphql import ExecutionResult, GraphQLError, OperationType, subscribe
 
-from gateway.live.slots import Slot, Slots
-from gateway.principal import Principal
+from gateway.edge.slots import Slot, Slots
+from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLHTTP, GraphQLRequest, RequestError
 from runtime.graphql_http.request import request_id
 from runtime.graphql_http.response import PARSE_FAILED, VALIDATION_FAILED, format_errors

@@ -12,8 +12,8 @@ from types import FrameType
 
 import uvicorn
 
-from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from gateway.edge.app import GatewayApp
 from runtime.graphql_http import GraphQLHttpToolsProtocol
 from runtime.logs import configure_logging
 from runtime.otel import start_otel
@@ -57,7 +57,7 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
         port=config.port,
         loop="uvloop",
         http=GraphQLHttpToolsProtocol,
-        # GraphQL subscriptions over WebSocket (gateway.live.ws); the sans-I/O implementation on
+        # GraphQL subscriptions over WebSocket (gateway.edge.ws); the sans-I/O implementation on
         # websockets' current API (its legacy one is deprecated), with write flow control
         ws="websockets-sansio",
         ws_max_size=config.max_body_bytes,  # a subscribe message is bounded as a POST body

@@ -38,10 +38,10 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from gateway.auth import Authenticator, Unauthenticated, authorization, refusal
-from gateway.live.operations import Operations, Refused, Single, Started, Stream
-from gateway.live.slots import Slots, TooManySubscriptions
-from gateway.principal import Principal
+from gateway.auth.bearer import Authenticator, Unauthenticated, authorization, refusal
+from gateway.edge.operations import Operations, Refused, Single, Started, Stream
+from gateway.edge.slots import Slots, TooManySubscriptions
+from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, Send, send_json
 from runtime.graphql_http.asgi import read_body, send_body
 from runtime.graphql_http.csrf import check_request

@@ -17,7 +17,7 @@ import functools
 import hashlib
 import importlib.resources
 
-from gateway.graphiql import STATIC_PREFIX
+from gateway.edge.graphiql import STATIC_PREFIX
 
 __all__ = ["STATUS_JSON_PATH", "STATUS_PAGE_HEADERS", "STATUS_PATH", "status_page"]
 
@@ -101,5 +101,5 @@ every 1.5 s while this page is open, over the last 5 minutes.</p>
 def _asset(name: str) -> str:
     """The URL of static asset `name` with a digest of its content: assets are cached for a
     day, and a page from a new release must not run with the script of the previous one."""
-    content = importlib.resources.files("gateway").joinpath("static", name).read_bytes()
+    content = importlib.resources.files("gateway.edge").joinpath("static", name).read_bytes()
     return f"{STATIC_PREFIX}{name}?v={hashlib.sha256(content).hexdigest()[:12]}"

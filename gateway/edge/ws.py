@@ -15,14 +15,14 @@ its payload, or the handshake's `Authorization` header does; with authentication
 token). `connection_ack` follows. `subscribe` before the ack is 4401, with an id already
 running 4409, any message the protocol does not define 4400. Each `subscribe` is checked
 against the token again (an expired one closes with 4403) and runs through
-`gateway.live.operations`: a query or mutation answers one `next` and `complete`; a
+`gateway.edge.operations`: a query or mutation answers one `next` and `complete`; a
 subscription a `next` per event until its source ends (`complete`) or the client sends
 `complete` (its source is stopped); errors before execution are one `error` message.
 `ping` is answered with `pong` (echoing its payload).
 
 Outgoing messages wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER messages per
 connection: a subscription whose client does not read stops being pulled (and its source
-conflates, `gateway.live`), instead of the gateway buffering without bound.
+conflates, `gateway.subscriptions`), instead of the gateway buffering without bound.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Any
 
 import orjson
 
-from gateway.auth import Authenticator, Unauthenticated, authorization
+from gateway.auth.bearer import Authenticator, Unauthenticated, authorization
 from gateway.cors import CorsPolicy
-from gateway.live.operations import Operations, Refused, Single, request_refusal
-from gateway.live.slots import Slots, TooManySubscriptions
-from gateway.principal import Principal
+from gateway.edge.operations import Operations, Refused, Single, request_refusal
+from gateway.edge.slots import Slots, TooManySubscriptions
+from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, Send
 from runtime.graphql_http.response import internal_error
 

@@ -8,11 +8,11 @@ its variables (`refuse`; nothing when no variable can change it) before any node
 the limits run before validation, which only a document within them gets. Strawberry builds
 the schema; its `execute`, with per-request extension and middleware objects, is off the
 hot path. Who is asking is settled before any of that, from the headers (`admit`,
-`gateway.auth`): a request without a usable token is a 401 whose body was never read. A
+`gateway.auth.bearer`): a request without a usable token is a 401 whose body was never read. A
 GET without `query` or `extensions` shows GraphiQL. A request may name its document by hash
-instead (`gateway.persisted`: APQ, trusted documents). A query of lookups is answered
+instead (`gateway.execute.persisted`: APQ, trusted documents). A query of lookups is answered
 without execution, all of the above done: from the gateway cache when it holds every key,
-else from the planner's reads, as the lookup resolvers read them (`gateway.fastpath`).
+else from the planner's reads, as the lookup resolvers read them (`gateway.execute.fastpath`).
 """
 
 from __future__ import annotations
@@ -31,15 +31,16 @@ from graphql import (
 )
 from strawberry.execution import optimized_is_awaitable
 
-from gateway.auth import Anonymous, Authenticator, Unauthenticated, authorization, refusal
-from gateway.fastpath import FastPath, Replay
-from gateway.limits import QueryLimits, Shape
+from gateway.api.request import RequestContext
+from gateway.api.responses import format_missing, gateway_extensions
+from gateway.auth.bearer import Anonymous, Authenticator, Unauthenticated, authorization, refusal
+from gateway.cluster.routing import RoutingTable
+from gateway.execute.fastpath import FastPath, Replay
+from gateway.execute.labels import OperationLabels
+from gateway.execute.limits import QueryLimits, Shape
+from gateway.execute.persisted import PersistedQueries
 from gateway.metrics import GatewayMetrics
-from gateway.persisted import PersistedQueries
-from gateway.principal import ANONYMOUS, Principal
-from gateway.request import RequestContext
-from gateway.responses import format_missing, gateway_extensions
-from gateway.routing import RoutingTable
+from gateway.model.principal import ANONYMOUS, Principal
 from runtime.graphql_http import (
     Answer,
     GraphQLHTTP,
@@ -73,7 +74,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
     it cannot), `contexts` builds each request's context for that principal (RequestError
     503 before start-up), `page` is the GraphiQL page a GET without a query gets; lookups
     of `catalogue`'s views are answered without execution when they can be
-    (`gateway.fastpath`)."""
+    (`gateway.execute.fastpath`)."""
 
     def __init__(
         self,
@@ -104,10 +105,11 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         self._contexts = contexts
         self._page = page
         self._metrics = metrics
+        self._labels = OperationLabels(schema._schema)
         # lookups answered without execution (from the cache or the planner's reads); None:
         # every operation is executed (tests compare the two)
         self.fast_path: FastPath | None = FastPath(schema, catalogue)
-        # APQ and trusted documents (`gateway.persisted`); None: neither
+        # APQ and trusted documents (`gateway.execute.persisted`); None: neither
         self._persisted = persisted
 
     async def admit(self, scope: Scope) -> Principal:
@@ -137,7 +139,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         context: RequestContext,
     ) -> Sequence[GraphQLError]:
         shape = self._shape(prepared, operation)
-        if shape.settled:  # within the limits whatever the request (gateway.limits)
+        if shape.settled:  # within the limits whatever the request (gateway.execute.limits)
             return ()
         table = context.feed.current
         return self._limits.check_shape(
@@ -188,7 +190,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
     def _observe(self, operation: OperationDefinitionNode, started: float) -> None:
         """Count the operation in the request duration histogram (fast path or executed)."""
         if self._metrics is not None:
-            self._metrics.executed(self._metrics.labels(operation), time.perf_counter() - started)
+            self._metrics.executed(self._labels(operation), time.perf_counter() - started)
 
     async def answer(self, request: GraphQLRequest, media: MediaType = MediaType.JSON) -> Answer:
         """The base's answer, its errors counted by code in the metrics."""

@@ -4,7 +4,7 @@ execution gives.
 
 Once per validated document and operation (kept with the cached document, bounded like
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
-multi-key lookups of the views the cache holds (`gateway.live.cache.cacheable`: count and
+multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count and
 latest views) and `__typename`, or of the top-N of one count view alone, with arguments
 from literals or variables, selecting plain scalar fields and `__typename`, aliases
 allowed. Fragments, directives, any other field, a response key given twice: no plan, the
@@ -16,7 +16,7 @@ nodes and may keep the merged top for the next request.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an
 operation (CORS, authentication, the query limits, validation), the variables and
-arguments are bound as graphql-core binds them (`gateway.binding`), the lookups' own checks
+arguments are bound as graphql-core binds them (`gateway.execute.binding`), the lookups' own checks
 are made (the principal's scope for the view, the keys, `maxLag`; an `atLeast` token is
 left to execution) and every key is read from the cache (`GatewayCache.peek`, the same
 test of currency as a lookup's; a key's partition is remembered, not hashed again). When
@@ -59,17 +59,18 @@ from graphql import (
     Undefined,
 )
 
-from gateway.binding import Arguments, Unbound, Variables
-from gateway.errors import GatewayError
-from gateway.live.cache import CachedRow, cacheable
-from gateway.reads import LookupResult, ReadOptions, Reads
-from gateway.request import RequestContext
-from gateway.routing import group_keys
-from gateway.rows import Event, Row
-from gateway.schema import entities_of
+from gateway.api.request import RequestContext
+from gateway.api.schema import entities_of
+from gateway.cluster.routing import group_keys
+from gateway.execute.binding import Arguments, Unbound, Variables
+from gateway.model.errors import GatewayError
+from gateway.model.rows import Event, Row
+from gateway.reads.cache import CachedRow
+from gateway.reads.kinds import cacheable, kind_of
+from gateway.reads.protocol import LookupResult, ReadOptions, Reads
 from runtime.graphql_http import Prepared
 from runtime.tracing import Span
-from schema import View, ViewKind
+from schema import View
 
 __all__ = ["FastPath", "Plan", "Replay"]
 
@@ -128,7 +129,7 @@ class _Lookup:
 
 class FastPath:
     """Plans and answers lookups of `catalogue`'s cached views over `schema` (the one
-    `gateway.schema.build_schema` made for that catalogue)."""
+    `gateway.api.schema.build_schema` made for that catalogue)."""
 
     def __init__(self, schema: strawberry.Schema, catalogue: Iterable[View]) -> None:
         self._schema = schema._schema
@@ -141,7 +142,7 @@ class FastPath:
             if cacheable(view):
                 self._lookups[view.point_field] = _Lookup(view, many=False)
                 self._lookups[view.many_field] = _Lookup(view, many=True)
-            if view.kind is ViewKind.COUNT:
+            if kind_of(view).cached_top:
                 self._tops[view.top_field] = view
 
     # -- once per document ----------------------------------------------------------------
@@ -476,7 +477,7 @@ def _leaves(object_type: GraphQLObjectType, node: FieldNode) -> tuple[_Leaf, ...
 
 def _check_read(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> None:
     """_Doubt where a field's resolver would not answer its coerced `arguments` from the
-    cache (`gateway.fields.common`: the view's scope, `atLeast`, `maxLag`)."""
+    cache (`gateway.api.fields.common`: the view's scope, `atLeast`, `maxLag`)."""
     view = root.view
     assert view is not None
     if view.scope is not None and view.scope not in context.principal.scopes:
@@ -501,7 +502,7 @@ def _limit(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -
 
 def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> list[str]:
     """The keys of a lookup's coerced `arguments`, or _Doubt where its resolver would not
-    answer them (`gateway.fields.lookup`)."""
+    answer them (`gateway.api.fields.lookup`)."""
     view = root.view
     assert view is not None
     given = arguments[view.keys_arg] if root.many else [arguments[view.key_field]]

@@ -10,7 +10,7 @@ key lists may come in variables. A root field's price is what the nodes must rea
 scan P x `first` (or `last`), whatever its cursor, as every partition reads its slice from
 its own position; a multi-key lookup its
 keys (`_entities` its representations); a history page `first`; a key's windows as many as
-the view's retention keeps; any other field 1 (each kind prices its fields, `gateway.kinds`).
+the view's retention keeps; any other field 1 (each kind prices its fields, `gateway.api.kinds`).
 The price is multiplied by the weight of the field's selection: what it selects under n
 aliases is rendered n times, so `bookingHistory(first: 1000)` with 10 x 10 x 10 aliased
 fields costs 10^6. A size outside its argument's bounds is clamped here, so the resolver
@@ -35,10 +35,10 @@ from graphql import (
     Undefined,
 )
 
+from gateway.api.kinds import kind_of
 from gateway.config import GatewayConfig
-from gateway.errors import TooManyRootFieldsError
-from gateway.kinds import kind_of
-from gateway.prices import ONE, Price
+from gateway.model.errors import TooManyRootFieldsError
+from gateway.model.prices import ONE, Price
 from runtime.graphql_http.limits import Limits, Measure, Size, measure, weigh
 from schema import View
 

@@ -1,4 +1,4 @@
-"""`python -m gateway.possibletypes`: the public schema's abstract types and their members,
+"""`python -m gateway.execute.possibletypes`: the public schema's abstract types and their members,
 as Apollo Client's `possibleTypes` option takes them (committed as
 `schema/possibleTypes.json`; without it Apollo Client cannot match fragments on `_Entity`).
 
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import orjson
 from graphql import GraphQLInterfaceType, GraphQLSchema, GraphQLUnionType
 
-from gateway.schema import build_schema
+from gateway.api.schema import build_schema
 from schema import CATALOGUE, View
 from schema.sdlfile import sdl_main
 
@@ -39,7 +39,11 @@ def print_possible_types(catalogue: Iterable[View] = CATALOGUE) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return sdl_main(
-        "python -m gateway.possibletypes", __doc__, print_possible_types, "possibleTypes map", argv
+        "python -m gateway.execute.possibletypes",
+        __doc__,
+        print_possible_types,
+        "possibleTypes map",
+        argv,
     )
 
 

@@ -1,4 +1,4 @@
-"""`python -m gateway.sdl`: print the public schema's SDL, or write or check a file of it.
+"""`python -m gateway.execute.sdl`: print the public schema's SDL, or write or check a file of it.
 
 `make schema` regenerates the committed `schema/gateway.graphql` with `--write`; `--check`
 fails when the file differs from what the catalogue generates.
@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.schema import print_sdl
+from gateway.api.schema import print_sdl
 from schema.sdlfile import sdl_main
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return sdl_main("python -m gateway.sdl", __doc__, print_sdl, "schema", argv)
+    return sdl_main("python -m gateway.execute.sdl", __doc__, print_sdl, "schema", argv)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 JSON object saying which scan they belong to and where each partition stands.
 
 A scan reads every partition from its own position (the key tail of the last row of that
-partition the scan has passed, `node.fields.scan`), so a cursor holds one position per
+partition the scan has passed, `node.subgraph.fields.scan`), so a cursor holds one position per
 partition: paging on continues each partition exactly after what was already returned,
 whatever was added or updated meanwhile, and a partition that could not be read keeps its
 old position. A cursor also names its view, order and filter (prefix, from, to; or the
@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import BadRequestError
+from gateway.model.errors import BadRequestError
 from schema import View
 
 __all__ = [

@@ -32,7 +32,7 @@ GatewayError                        code
     ├── NodeUnavailableError        connection refused or reset, HTTP 5xx
     │   ├── NodeTimeoutError        no answer before the request's deadline
     │   └── NodeSuspectError        not asked: the node missed heartbeats or left calls
-    │                               unanswered (gateway.hedging), and no standby is in maxLag
+    │                               unanswered (gateway.nodes.hedging), and no standby is in maxLag
     ├── NotOwnerError               the node says it does not hold the partition (NOT_OWNER)
     ├── NotCaughtUpError            CONSISTENCY_TIMEOUT the node had not applied what an
     │                                                   `atLeast` read waits for in time
@@ -44,8 +44,8 @@ QueryTooCostlyError, IntrospectionDisabledError under QueryLimitError) are the s
 of `runtime.graphql_http.limits`, re-exported here; the shared layer gives them their codes.
 
 Outside the tree, as they never become GraphQL errors of an executed request:
-`gateway.auth.Unauthenticated` (no usable bearer token: an HTTP 401 before any GraphQL
-work) and `gateway.keys.KeySetError` (token keys unreadable: start-up fails, a later
+`gateway.auth.bearer.Unauthenticated` (no usable bearer token: an HTTP 401 before any GraphQL
+work) and `gateway.auth.keys.KeySetError` (token keys unreadable: start-up fails, a later
 re-read keeps the keys held).
 
 Every error of a partition says why with a `Reason` (`extensions.reason`): the one list of
@@ -53,9 +53,9 @@ reasons, each documented in docs/troubleshooting.md.
 
 Messages name the view, key, partition and node (by id: node URLs and the text of lower
 layers' exceptions go to the log, never to a client). The conversion to GraphQL errors
-happens in one place, `gateway.responses`. A node call's own failures
-(`gateway.transport.NodeTransportError`) become NodeUnavailableError or NodeTimeoutError
-in one place too, `gateway.upstream`.
+happens in one place, `gateway.api.responses`. A node call's own failures
+(`gateway.nodes.transport.NodeTransportError`) become NodeUnavailableError or NodeTimeoutError
+in one place too, `gateway.nodes.upstream`.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from gateway.timestamps import iso_ms
+from gateway.model.timestamps import iso_ms
 from runtime.graphql_http.limits import (
     IntrospectionDisabledError,
     QueryLimitError,
@@ -284,7 +284,7 @@ class RoutingError(GatewayError):
 
     code = "PARTITION_UNAVAILABLE"
     reason: ClassVar[Reason]
-    # the code of the per-partition error a response carries for it (gateway.responses)
+    # the code of the per-partition error a response carries for it (gateway.api.responses)
     partition_code: ClassVar[str] = "PARTITION_UNAVAILABLE"
     node_was_asked: ClassVar[bool] = True
 
@@ -319,7 +319,7 @@ class RoutingError(GatewayError):
         }
 
     def partition_extensions(self, partition: int) -> dict[str, Any]:
-        """The extensions of the error of one of its partitions (gateway.responses)."""
+        """The extensions of the error of one of its partitions (gateway.api.responses)."""
         return {
             "code": self.partition_code,
             "reason": self.reason.value,
@@ -403,7 +403,7 @@ class NodeTimeoutError(NodeUnavailableError):
 
 
 class NodeSuspectError(NodeUnavailableError):
-    """`node` is suspect (gateway.hedging) and no standby copy within `max_lag` holds
+    """`node` is suspect (gateway.nodes.hedging) and no standby copy within `max_lag` holds
     `partitions`: they fail at once instead of waiting out the deadline."""
 
     reason = Reason.SUSPECT

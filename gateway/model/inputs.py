@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from gateway.errors import BadRequestError, TooManyRepresentationsError
-from gateway.timestamps import EPOCH, ceil_ms, floor_ms, from_ms
+from gateway.model.errors import BadRequestError, TooManyRepresentationsError
+from gateway.model.timestamps import EPOCH, ceil_ms, floor_ms, from_ms
 from schema import View
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""What a root field costs (`gateway.limits`): each kind prices its fields
-(`gateway.kinds`) from these."""
+"""What a root field costs (`gateway.execute.limits`): each kind prices its fields
+(`gateway.api.kinds`) from these."""
 
 from __future__ import annotations
 

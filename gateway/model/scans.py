@@ -1,4 +1,4 @@
-"""A page of a whole-view scan merged from the partitions' slices (gateway.cursors says
+"""A page of a whole-view scan merged from the partitions' slices (gateway.model.cursors says
 what a position is): each partition answered its next rows from its own position, one
 more than the page holds; the k-way merge keeps the page's rows in order, and each edge's
 cursor says where every partition stands once that edge is passed.
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-from gateway import cursors
-from gateway.cursors import ScanCursor
-from gateway.rows import Scanned
+from gateway.model import cursors
+from gateway.model.cursors import ScanCursor
+from gateway.model.rows import Scanned
 
 __all__ = ["ScanEdge", "ScanPage", "ScanSlice", "merge_page"]
 

@@ -29,21 +29,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
-from gateway.documents import with_extensions
-from gateway.errors import NodeProtocolError, NodeTimeoutError, NodeUnavailableError
-from gateway.principal import ANONYMOUS
-from gateway.reply import NodeReply
-from gateway.routing import NodeInfo
-from gateway.rows import Event, Row
+from gateway.cluster.routing import NodeInfo
+from gateway.model.errors import NodeProtocolError, NodeTimeoutError, NodeUnavailableError
+from gateway.model.principal import ANONYMOUS
+from gateway.model.rows import Event, Row
+from gateway.nodes.documents import with_extensions
+from gateway.nodes.reply import NodeReply
 
 if TYPE_CHECKING:
-    from gateway.documents import ViewQueries
+    from gateway.nodes.documents import ViewQueries
 
 __all__ = ["Coalescer", "Post"]
 
 log = logging.getLogger(__name__)
 
-# the node refuses more keys per request (node.fields.common.MAX_KEYS is 10,000); smaller
+# the node refuses more keys per request (node.subgraph.fields.common.MAX_KEYS is 10,000); smaller
 # batches also keep one slow batch from holding many client requests
 DEFAULT_MAX_KEYS = 1000
 

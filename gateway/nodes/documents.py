@@ -1,6 +1,6 @@
 """The node subgraph as the gateway speaks it: per view, the documents it sends (built once;
 a request only adds variables) and the readers of the answers. Which documents a view has,
-and how its rows are read, its kind says (`gateway.kinds`) from the parts here.
+and how its rows are read, its kind says (`gateway.api.kinds`) from the parts here.
 
 Lookups of count and latest views ask the node's federation `_entities` for a batch of
 representations `{"__typename", <key field>}`. Nodes answer under the alias `r`. Keys,
@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway.cursors import KEY_ORDER, ScanFilter
-from gateway.inputs import TimeRange
-from gateway.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
-from gateway.scans import ScanSlice
-from gateway.timestamps import floor_ms, from_ms, iso, iso_ms, parse_utc
+from gateway.model.cursors import KEY_ORDER, ScanFilter
+from gateway.model.inputs import TimeRange
+from gateway.model.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
+from gateway.model.scans import ScanSlice
+from gateway.model.timestamps import floor_ms, from_ms, iso, iso_ms, parse_utc
 from schema import FieldType, View
 
 __all__ = [
@@ -97,7 +97,7 @@ def _span(span: TimeRange) -> dict[str, str | None]:
 class NodeDocuments:
     """What a view of one kind asks its nodes (whole documents, "" for what the kind does not
     serve) and how the entries of a lookup and of a top-N are read; made per kind by
-    `gateway.kinds`."""
+    `gateway.api.kinds`."""
 
     lookup: str = ""
     top: str = ""
@@ -250,7 +250,7 @@ def _reader(read: Callable[[Any], R] | None, view: View, what: str) -> Callable[
     return read
 
 
-# -- the documents' parts, which each kind puts together (gateway.kinds) --------------------
+# -- the documents' parts, which each kind puts together (gateway.api.kinds) --------------------
 
 
 def lookup_document(view: View, selection: str) -> str:
@@ -315,7 +315,7 @@ def totals_document(view: View, *, windowed: bool) -> str:
 
 @dataclass(frozen=True)
 class ScanColumns:
-    """The columns of a kind's packed scan rows after the positions `a` (node.fields.scan
+    """The columns of a kind's packed scan rows after the positions `a` (node.subgraph.fields.scan
     SCAN_ROWS): their names, the Python types each column's values may have, which of them
     are ms since the epoch, and `build`, which makes a row of one value per column."""
 

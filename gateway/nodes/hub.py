@@ -1,5 +1,5 @@
 """The feed hub: the gateway's follows of the nodes' change feeds (`schema.feed`), one
-WebSocket per node (`gateway.live.links`), for the subscriptions to read from.
+WebSocket per node (`gateway.nodes.links`), for the subscriptions to read from.
 
 `hub.follow(view, partition, keys, after, snapshot, max_lag)` is a stream of one
 partition's changes of a view. The hub picks the copy to follow: the RUNNING ACTIVE owner
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.live.links import FeedLink, LinkError
-from gateway.routing import NodeInfo, RoutingFeed, RoutingTable
+from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable
+from gateway.nodes.links import FeedLink, LinkError
 from runtime.trust import NodeCallSigner
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of

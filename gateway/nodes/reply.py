@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import (
+from gateway.model.errors import (
     BadRequestError,
     NodeProtocolError,
     NodeUnavailableError,

@@ -1,5 +1,5 @@
-"""Calling nodes: pre-built bodies (`gateway.documents`) posted over the gateway's long-lived
-connections (`gateway.transport`).
+"""Calling nodes: pre-built bodies (`gateway.nodes.documents`) posted over the gateway's long-lived
+connections (`gateway.nodes.transport`).
 
 Every call carries the callers it is made for and a request id, and with the cluster
 secret its signature (`runtime.trust`), built once per call over the body as sent; also the
@@ -19,15 +19,15 @@ from typing import Any, Protocol
 
 import httpx
 
-from gateway.coalesce import Coalescer
-from gateway.errors import (
+from gateway.cluster.routing import NodeInfo
+from gateway.metrics import GatewayMetrics
+from gateway.model.errors import (
     NodeTimeoutError,
     NodeUnavailableError,
 )
-from gateway.metrics import GatewayMetrics
-from gateway.reply import NodeReply, decode_reply
-from gateway.routing import NodeInfo
-from gateway.transport import Headers, NodeTransportError
+from gateway.nodes.coalesce import Coalescer
+from gateway.nodes.reply import NodeReply, decode_reply
+from gateway.nodes.transport import Headers, NodeTransportError
 from runtime.tracing import Span, outgoing_headers
 from runtime.trust import NodeCallSigner
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 class Caller(Protocol):
     """What posts a JSON body to a node URL: the gateway's NodeConnections, or an
-    HttpxCaller (`gateway.transport`). Failures are raised as `NodeTransportError`s, a
+    HttpxCaller (`gateway.nodes.transport`). Failures are raised as `NodeTransportError`s, a
     call past its `deadline` (event-loop time) as `NodeTransportTimeoutError`."""
 
     async def post(
@@ -49,7 +49,7 @@ class Caller(Protocol):
 class Upstream:
     """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time), with
     the headers of `signer` (unsigned, naming the callers, by default); `lookups` coalesces
-    concurrent key lookups into one body per node (`gateway.coalesce`)."""
+    concurrent key lookups into one body per node (`gateway.nodes.coalesce`)."""
 
     def __init__(
         self,

@@ -49,29 +49,28 @@ from typing import Any
 
 import orjson
 
-from gateway.consistency import AppliedAtLeast
-from gateway.live.hub import FeedHub
-from gateway.live.links import FeedLink, LinkError
-from gateway.reads import ReadOptions, TopResult
-from gateway.routing import NodeInfo, RoutingFeed
-from gateway.rows import Event, Ranked, Row
-from gateway.timestamps import from_ms
-from schema import NodeState, View, ViewKind, scalar_value
+from gateway.cluster.consistency import AppliedAtLeast
+from gateway.cluster.routing import NodeInfo, RoutingFeed
+from gateway.model.rows import Event, Ranked, Row
+from gateway.nodes.hub import FeedHub
+from gateway.nodes.links import FeedLink, LinkError
+from gateway.reads.kinds import cacheable, kind_of, to_row
+from gateway.reads.protocol import ReadOptions, TopResult
+from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead", "cacheable"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_OVERHEAD_BYTES = 200  # per entry besides its key and row JSON: dict slots, objects
-CACHED_KINDS = (ViewKind.COUNT, ViewKind.LATEST)
 _FILL_TIMEOUT_S = 5.0
 _RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 _ROUTING: dict[str, Any] = {"type": "routing"}
 MAX_TOPS = 256  # merged tops kept (view, limit); the oldest goes first
 _TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past it, not kept
-# a follow answers only while the owner's position heartbeats (node.feedsocket, every 0.5 s)
-# keep coming with its lease held: three missed ones and its entries are misses. A frozen
+# a follow answers only while the owner's position heartbeats (node.replication.feedsocket, every
+# 0.5 s) keep coming with its lease held: three missed ones and its entries are misses. A frozen
 # node falls silent well before its session can expire and its partitions move.
 FEED_SILENCE_S = 1.5
 
@@ -220,9 +219,9 @@ class GatewayCache:
         self._hub = hub
         self._routing = routing
         self._views = tuple(catalogue)
-        self._cached = {view.name: view for view in self._views if view.kind in CACHED_KINDS}
+        self._cached = {view.name: view for view in self._views if cacheable(view)}
         self._max_bytes = max_bytes
-        # whether reads avoid a node now (gateway.hedging; the planner sets it)
+        # whether reads avoid a node now (gateway.nodes.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._bytes = 0
@@ -295,7 +294,7 @@ class GatewayCache:
     def peek(self, view: View, keys_of: Mapping[int, Sequence[str]]) -> CacheHits | None:
         """What `answer` would give for `keys_of` (keys by partition, no `atLeast`) when it
         would answer every key from memory, else None; it counts and keeps nothing:
-        `took` does, once a request's lookups were all answered (gateway.fastpath)."""
+        `took` does, once a request's lookups were all answered (gateway.execute.fastpath)."""
         rows: dict[str, CachedRow] = {}
         freshness: list[dict[str, Any]] = []
         topic = view.changelog_topic
@@ -463,7 +462,7 @@ class GatewayCache:
     ) -> TopRead | None:
         """A top-N read of `view` starts: what `top_read` needs to keep its answer, or None
         when it cannot be kept (not a count view, `atLeast`, a partition not followed)."""
-        if view.kind is not ViewKind.COUNT or options.at_least is not None or self._stopped:
+        if not kind_of(view).cached_top or options.at_least is not None or self._stopped:
             return None
         generations = []
         for partition in range(partitions):
@@ -709,32 +708,14 @@ class GatewayCache:
                     state.frames.put_nowait(_ROUTING)
 
 
-def cacheable(view: View) -> bool:
-    """Whether lookups of `view` are answered from the cache (count and latest views)."""
-    return view.kind in CACHED_KINDS
-
-
 def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:
-    """Whether `change` could alter the merged top `rows` of `limit` (gateway.live.top)."""
+    """Whether `change` could alter the merged top `rows` of `limit` (gateway.subscriptions.top)."""
     if len(rows) < limit or change.row is None:
         return True
     count = change.row.get("count")
     return any(r.key == change.key for r in rows) or (
         isinstance(count, int) and count >= rows[-1].count
     )
-
-
-def to_row(view: View, key: str, row: Mapping[str, Any]) -> Row | Event:
-    """What a node lookup of `key` answers, from the changelog row (schema.changelog) of a
-    count or latest view: the same values the node's fields give."""
-    if view.kind is ViewKind.COUNT:
-        return Row(key, int(row["count"]))
-    fields = row.get("fields")
-    fields = fields if isinstance(fields, dict) else {}
-    values = {
-        spec.name: scalar_value(spec.type, fields.get(spec.name)) for spec in view.value_fields
-    }
-    return Event(key, from_ms(int(row["event_ms"])), values)
 
 
 def _never(_node: str) -> bool:

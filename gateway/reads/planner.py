@@ -2,7 +2,7 @@
 a key's windows and history go to its owner; top-N (per window for windowed views) asks
 every partition exactly once and merges the nodes' local tops; a page of a whole-view scan
 asks every partition for its next slice from its own position and merges them
-(gateway.scans), and totals add up every partition's.
+(gateway.model.scans), and totals add up every partition's.
 
 Partitions that fail (NOT_OWNER, refused, timed out, unassigned) are retried after a routing
 refresh, with backoff, inside the request's deadline. A partition without a live owner,
@@ -10,16 +10,15 @@ or whose owner failed it or is still restoring it, is read from a STANDBY copy (
 with the `readStandby` request extension; the node's freshness then says STANDBY): with
 `max_lag` > 0 one at most `max_lag` records behind; with `max_lag` 0 any live one, or else
 the restoring owner, which must then prove its copy current first (`readCurrent`,
-node.currency). A partition nobody claims and with no such standby is read from a standby
+node.reads.currency). A partition nobody claims and with no such standby is read from a standby
 copy still restoring (one handed over after its node lost the group session may be behind
 its new owner), which must prove itself current likewise. A read's `ReadOptions` may set
-its own bound. A read with
-an `atLeast` token makes the nodes wait until they have applied what the token needs
-(`appliedAtLeast`, gateway.consistency). What still fails is returned as one `RoutingError` per
-partition next to the data for the rest: never a silently short answer.
+its own bound. A read with an `atLeast` token makes the nodes wait until they have applied what the
+token needs (`appliedAtLeast`, gateway.cluster.consistency). What still fails is returned as one
+`RoutingError` per partition next to the data for the rest: never a silently short answer.
 
 Hedged reads: when an owner has not answered within its node's hedge delay
-(gateway.hedging), the standby copies within `max_lag` of its partitions are asked too and
+(gateway.nodes.hedging), the standby copies within `max_lag` of its partitions are asked too and
 the first answer of each partition is taken; the calls still running are then cancelled.
 Exactly one answer is taken per partition, with the freshness of the copy that gave it, so
 a lookup never mixes rows and a top-N never counts a partition twice. A suspect owner
@@ -41,10 +40,10 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 
-from gateway import cursors, inputs
+from gateway.cluster.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, group_keys
 from gateway.config import GatewayConfig
-from gateway.documents import with_extensions
-from gateway.errors import (
+from gateway.model import cursors, inputs
+from gateway.model.errors import (
     BadRequestError,
     GatewayError,
     NodeProtocolError,
@@ -54,11 +53,16 @@ from gateway.errors import (
     NotOwnerError,
     RoutingError,
 )
-from gateway.hedging import NodeWatch
-from gateway.kinds import view_queries
-from gateway.live.cache import GatewayCache
-from gateway.prices import DEFAULT_SCAN_PAGE
-from gateway.reads import (
+from gateway.model.prices import DEFAULT_SCAN_PAGE
+from gateway.model.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
+from gateway.model.scans import ScanSlice, merge_page
+from gateway.nodes.documents import with_extensions
+from gateway.nodes.hedging import NodeWatch
+from gateway.nodes.reply import NodeReply
+from gateway.nodes.upstream import Upstream
+from gateway.reads.cache import GatewayCache
+from gateway.reads.kinds import view_queries
+from gateway.reads.protocol import (
     DEFAULT_READ,
     KeyRead,
     LookupResult,
@@ -68,11 +72,6 @@ from gateway.reads import (
     TopResult,
     TotalsResult,
 )
-from gateway.reply import NodeReply
-from gateway.routing import Disclaimers, NodeInfo, RoutingFeed, RoutingTable, group_keys
-from gateway.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
-from gateway.scans import ScanSlice, merge_page
-from gateway.upstream import Upstream
 from runtime.ranking import merge_top
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View, partition_for
 
@@ -278,7 +277,7 @@ class Planner:
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[_Rows]:
             # coalesced with other requests' lookups of the view on this node whose
-            # request extensions are the same (gateway.coalesce)
+            # request extensions are the same (gateway.nodes.coalesce)
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
             extensions = self._extensions(view, node, group, deadline, standby, options)
             rows, freshness = await self._upstream.lookups.lookup(
@@ -399,7 +398,7 @@ class Planner:
     ) -> ScanResult:
         """One page of the whole view in the order asked: every partition asked for its next slice
         (one row more than the page) from its own position, grouped by node; the slices
-        merged (gateway.scans)."""
+        merged (gateway.model.scans)."""
         start = self._scan_start(view, ask)
         size = ask.first or ask.last or DEFAULT_SCAN_PAGE
         queries = self._queries[view.name]

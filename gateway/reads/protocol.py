@@ -1,6 +1,6 @@
 """What the planner's reads take and give, and the face of the planner that the resolvers
 use (`Reads`): the public fields depend on this, not on the planner, which depends on
-each kind's node documents (`gateway.kinds`)."""
+each kind's node documents (`gateway.api.kinds`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from gateway.consistency import AppliedAtLeast
-from gateway.cursors import KEY_ORDER, ScanFilter
-from gateway.errors import RoutingError
-from gateway.principal import ANONYMOUS
-from gateway.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
-from gateway.scans import ScanPage
+from gateway.cluster.consistency import AppliedAtLeast
+from gateway.model.cursors import KEY_ORDER, ScanFilter
+from gateway.model.errors import RoutingError
+from gateway.model.principal import ANONYMOUS
+from gateway.model.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
+from gateway.model.scans import ScanPage
 from schema import View
 
 __all__ = [
@@ -74,8 +74,8 @@ class TopResult:
 @dataclass(frozen=True)
 class ScanAsk:
     """One page of a whole-view scan as the client asked for it: forwards with `first`
-    after `after`, or backwards with `last` before `before` (cursors, gateway.cursors), in
-    `order` (gateway.cursors.KEY_ORDER, or COUNT_ORDER for count views)."""
+    after `after`, or backwards with `last` before `before` (cursors, gateway.model.cursors), in
+    `order` (gateway.model.cursors.KEY_ORDER, or COUNT_ORDER for count views)."""
 
     scan_filter: ScanFilter
     first: int | None = None
@@ -117,7 +117,7 @@ class KeyRead(Generic[T]):
 
 
 class Reads(Protocol):
-    """The reads a request's resolvers ask for (implemented by `gateway.planner.Planner`)."""
+    """The reads a request's resolvers ask for (implemented by `gateway.reads.planner.Planner`)."""
 
     def check_keys(self, view: View, keys: Sequence[str], *, counted: bool = True) -> None:
         """Reject what no node could answer; lookups take keys checked here (`counted`: no

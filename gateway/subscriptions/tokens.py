@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from gateway.errors import BadRequestError
+from gateway.model.errors import BadRequestError
 
 __all__ = ["ResumeToken"]
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gateway.live.hub import FeedBatch, FeedHub, FeedStream
-from gateway.live.tokens import ResumeToken
-from gateway.reads import ReadOptions, Reads
-from gateway.rows import Ranked
-from gateway.timestamps import floor_ms
+from gateway.model.rows import Ranked
+from gateway.model.timestamps import floor_ms
+from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream
+from gateway.reads.protocol import ReadOptions, Reads
+from gateway.subscriptions.tokens import ResumeToken
 from schema import View
 from schema.feed import Change
 

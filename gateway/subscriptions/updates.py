@@ -20,9 +20,9 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import SlowSubscriberError
-from gateway.live.hub import FeedBatch, FeedHub, FeedStream
-from gateway.live.tokens import ResumeToken
+from gateway.model.errors import SlowSubscriberError
+from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream
+from gateway.subscriptions.tokens import ResumeToken
 from schema import View, partition_for
 from schema.feed import Change
 

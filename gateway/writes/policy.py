@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from gateway.errors import BadRequestError, RateLimitedError
-from gateway.timestamps import from_ms
+from gateway.model.errors import BadRequestError, RateLimitedError
+from gateway.model.timestamps import from_ms
 from runtime.clock import Clock
 from schema import View
 

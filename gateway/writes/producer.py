@@ -14,8 +14,8 @@ import threading
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from gateway.consistency import Token
-from gateway.errors import ProduceError
+from gateway.cluster.consistency import Token
+from gateway.model.errors import ProduceError
 from runtime.kafka import KafkaSettings
 from runtime.produce import producer_config
 

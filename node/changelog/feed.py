@@ -8,8 +8,8 @@ encoded as its JSON text for the wire when first read; together the rings hold a
 STATEFED_NODE_FEED_BUFFER_MB (counted by the records' sizes), the oldest change of the
 partition that grows going first.
 `first[topic]` is the offset from which a ring holds every change of a topic; a follow
-from an older offset is replayed from Kafka first (node.feedreplay), the feed socket
-(node.feedsocket) reads the rest from here.
+from an older offset is replayed from Kafka first (node.replication.feedreplay), the feed socket
+(node.replication.feedsocket) reads the rest from here.
 
 A partition nobody follows costs the tap nothing per record: its replicator asks
 `wants_changes` before building a batch and publishes none (None) when no follow runs, and
@@ -32,7 +32,7 @@ import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from node.changes import Effect
+from node.storage.changes import Effect
 from schema import Role, View
 
 __all__ = ["ChangeFeed", "Entry", "Read"]

@@ -7,7 +7,7 @@ VM migration) or starved, librdkafka's heartbeat thread with it. Over such a gap
 may have expired the node's session and given its partitions to another node, which may
 already have answered newer values. A consumer loop that is merely slow, as in a long
 rebalance callback, does not lapse it (the group heartbeats go on meanwhile); one stuck
-for `APPLY_STALL_S` (node.materializer) does: its copies stopped applying, so what they
+for `APPLY_STALL_S` (node.changelog.materializer) does: its copies stopped applying, so what they
 answer grows older while it looks current.
 
 The lease then lapses: ACTIVE copies refuse unproved reads (NOT_OWNER, reason

@@ -21,10 +21,10 @@ fails (a full disk) pauses that partition's changelogs, keeps the store readable
 its offsets where they were, and retries with backoff from the stored offsets
 (`_retry_faults`). The `Replicator` base is shared with the standby replicator. Each
 view's kind
-(`node.kinds`) turns one changelog record into store changes, and, for kinds whose rows
+(`node.storage.kinds`) turns one changelog record into store changes, and, for kinds whose rows
 expire (windows past their retention, by the injected clock), purges them with every
 batch and by a periodic sweep. After each successful write the changes that took effect go
-to the node's change feed (node.feed), with every attach, detach, end offset and restore
+to the node's change feed (node.changelog.feed), with every attach, detach, end offset and restore
 state of a copy: the tap only appends to memory, it never waits on the network. A batch of
 a partition nobody follows computes no changes: only its offsets go to the feed.
 """
@@ -48,13 +48,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from node.changelog.feed import ChangeFeed
+from node.changelog.lease import Lease
+from node.changelog.partitions import PartitionRegistry, SetAside
 from node.config import NodeConfig
 from node.errors import SerializationError, StoreDamagedError, StoreError, StoreWriteError
-from node.feed import ChangeFeed
-from node.kinds import kind_of
-from node.lease import Lease
-from node.partitions import PartitionRegistry, SetAside
-from node.store import ChangeBatch, LevelDBStore, PartitionStore
+from node.storage.kinds import kind_of
+from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
 from runtime.clock import Clock, wall_clock_ms
 from schema import NodeState, Role, View
 
@@ -68,8 +68,8 @@ SESSION_TIMEOUT_MS = 6000
 # the group heartbeat: a third of the session, as Kafka advises; a session expires no
 # sooner than SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS after a node froze
 HEARTBEAT_INTERVAL_MS = 2000
-# the node's lease on its ACTIVE copies (node.lease): it lapses well before a frozen node's
-# session can expire and its partitions move
+# the node's lease on its ACTIVE copies (node.changelog.lease): it lapses well before a
+# frozen node's session can expire and its partitions move
 LEASE_TERM_S = (SESSION_TIMEOUT_MS - HEARTBEAT_INTERVAL_MS) / 2000
 # how often a lapsed lease asks the group again when a confirmation failed
 _CONFIRM_RETRY_S = 1.0
@@ -143,7 +143,7 @@ class Replicator:
     """Applies changelog partitions into partition stores from a consumer thread.
 
     Subclasses own the consumer (`_run`): the group-based `Materializer` for ACTIVE copies,
-    `node.standby.StandbyReplicator` (assign() only) for STANDBY copies. `start()` it,
+    `node.replication.standby.StandbyReplicator` (assign() only) for STANDBY copies. `start()` it,
     `stop()` it, then `close()`.
     """
 

@@ -8,7 +8,7 @@ whose store is closed (a reopen after a failed write that failed too). The regis
 keeps the node state, per-partition applied and end offsets (for lag, freshness and
 membership), each copy's store error (a full disk), the damaged stores set aside, and
 since when the lag is unknown: for every copy while the broker does not answer the node,
-for a copy held after the group lost its assignment (node.materializer) until it is
+for a copy held after the group lost its assignment (node.changelog.materializer) until it is
 given up, and while a copy's end offsets are doubted (`Doubt`).
 """
 
@@ -21,9 +21,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from node.changelog.lease import Lease
 from node.errors import AWAITING_GROUP, LEASE_LAPSED, STORE_DAMAGED, TopologyError
-from node.lease import Lease
-from node.store import READ_DAMAGE, PartitionStore
+from node.storage.store import READ_DAMAGE, PartitionStore
 from schema import NodeState, PartitionStatus, Role
 
 __all__ = ["CopyOffsets", "Doubt", "PartitionRegistry", "SetAside"]
@@ -145,9 +145,9 @@ def _readable(
 ) -> bool:
     # a restoring copy may be far behind what its previous holder served: reading it
     # could answer a count lower than one already given, so it is not held yet, unless
-    # the read proved it current (node.currency) and it still has applied what was proved;
-    # an ACTIVE copy of a node whose lease lapsed (node.lease) may have moved, and one below
-    # the `floor` a copy of the partition here had applied before (`_floors`) would answer
+    # the read proved it current (node.reads.currency) and it still has applied what was proved;
+    # an ACTIVE copy of a node whose lease lapsed (node.changelog.lease) may have moved, and
+    # one below the `floor` a copy of the partition here had applied before (`_floors`) would answer
     # older than this node did, and a copy `stranded` after a broker outage (`_stranded`)
     # may have a newer owner: all are held on the same terms; a closed store (a reopen
     # after a failed write that failed too) is not held either
@@ -403,7 +403,7 @@ class PartitionRegistry:
 
     def take_damaged(self, partitions: Collection[int]) -> dict[int, str]:
         """The partitions among `partitions` a read found damaged since the last call, and
-        why: their holder rebuilds them (node.materializer)."""
+        why: their holder rebuilds them (node.changelog.materializer)."""
         with self._lock:
             return {p: self._damaged.pop(p) for p in list(self._damaged) if p in partitions}
 
@@ -451,7 +451,7 @@ class PartitionRegistry:
     def refusal_reason(self, partition: int | None = None) -> str | None:
         """Why a read of `partition` is refused though it may be held: STORE_DAMAGED while
         a read found its store damaged, LEASE_LAPSED while the node's lease has lapsed
-        (node.lease); None otherwise."""
+        (node.changelog.lease); None otherwise."""
         with self._lock:
             copy = self._copies.get(partition) if partition is not None else None
             if copy is not None and copy.damaged is not None:

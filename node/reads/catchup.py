@@ -21,8 +21,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from node.changelog.partitions import PartitionRegistry
 from node.errors import MalformedRequestError, NotCaughtUpError
-from node.partitions import PartitionRegistry
 from schema import APPLIED_AT_LEAST, Role
 
 __all__ = ["AppliedAtLeast", "extension_spec", "is_int", "parse_applied_at_least", "wait_applied"]

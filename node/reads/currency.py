@@ -7,7 +7,7 @@ only once it has proved the copy current (request extension `readCurrent`).
 
 A copy of partition p is *proved current* for a read when, after the read arrived, the node
 learned the end offset of p of `topic` from a fetch the broker answered after that moment
-(`node.endprobe`), and the copy has applied everything before that end. The answer then
+(`node.reads.endprobe`), and the copy has applied everything before that end. The answer then
 holds every change the broker had accepted before the read reached the node, so it is not
 behind any answer given before the read was sent, from any copy. A proved copy is read in
 any role, even while it restores. When the end is not learned, or the copy does not reach
@@ -22,10 +22,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from node.catchup import AppliedAtLeast, extension_spec, is_int, wait_applied
-from node.endprobe import EndProbe, EndUnknownError
+from node.changelog.partitions import PartitionRegistry
 from node.errors import MalformedRequestError, NotCaughtUpError, NotCurrentError
-from node.partitions import PartitionRegistry
+from node.reads.catchup import AppliedAtLeast, extension_spec, is_int, wait_applied
+from node.reads.endprobe import EndProbe, EndUnknownError
 from schema import READ_CURRENT, Role
 
 __all__ = ["MAX_WAIT_MS", "ReadCurrent", "parse_read_current", "prove_current"]

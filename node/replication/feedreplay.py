@@ -19,10 +19,10 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.config import NodeConfig
 from node.errors import ReplayError, SerializationError
-from node.kinds import kind_of
+from node.storage.changes import ChangeBatch, Effect, EventPosition, position
+from node.storage.kinds import kind_of
 from schema import View
 
 __all__ = ["Replay"]

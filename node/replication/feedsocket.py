@@ -1,11 +1,11 @@
 """The `/feed` WebSocket: the gateway's follows of this node's partitions (schema.feed).
 
 The handshake must offer subprotocol `statefed-feed.v1` and, with the cluster secret, be
-signed like a node call (node.trust): a refused one gets the HTTP status and error body
+signed like a node call (node.replication.trust): a refused one gets the HTTP status and error body
 (401 unsigned, 503 starting, 400 without the subprotocol) where the server can send one,
 else close code 4401 / 4503 / 4400. Each follow then runs as its own task: it reads the
-partition's ring (node.feed) from its cursor, replays from Kafka what the ring no longer
-holds (node.feedreplay) and waits for the next publish; while it runs, the replicators
+partition's ring (node.changelog.feed) from its cursor, replays from Kafka what the ring no longer
+holds (node.replication.feedreplay) and waits for the next publish; while it runs, the replicators
 keep the changes of its partition (`ChangeFeed.followed`). A follow never buffers: it reads
 what it sends when it can send it, so a slow connection only falls behind into a replay.
 Every `PROGRESS_INTERVAL_S` at most, a follow whose copy's role, state or end offsets
@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import orjson
 
+from node.changelog.feed import ChangeFeed
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
 from node.errors import ReplayError
-from node.feed import ChangeFeed
-from node.feedreplay import Replay
-from node.feedsnapshot import SNAPSHOT_KINDS, snapshot_changes
-from node.partitions import PartitionRegistry
-from node.trust import CallGuard
+from node.replication.feedreplay import Replay
+from node.replication.feedsnapshot import has_snapshot, snapshot_changes
+from node.replication.trust import CallGuard
 from runtime.clock import Clock
 from runtime.graphql_http import Receive, RequestError, Scope, Send
 from schema import Role, View
@@ -142,7 +142,7 @@ class FeedEndpoint:
         if keys is None or start is not None:
             raise FeedFrameError("a snapshot follow names its keys and has no from")
         for view in views:
-            if view.kind not in SNAPSHOT_KINDS:
+            if not has_snapshot(view):
                 raise FeedFrameError(
                     f"view {view.name} ({view.kind.value}) has no current row to snapshot: "
                     "follow it from offsets"
@@ -398,7 +398,8 @@ class _FollowRun:
     async def _progress(self) -> None:
         """A progress frame when something changed (every time for a follow that asked for
         heartbeats), at most every PROGRESS_INTERVAL_S. `leased` says whether the node's
-        lease holds (node.lease): a heartbeat sent while it has lapsed vouches for nothing."""
+        lease holds (node.changelog.lease): a heartbeat sent while it has lapsed vouches for
+        nothing."""
         now = time.monotonic()
         if now - self._progress_at < PROGRESS_INTERVAL_S:
             return

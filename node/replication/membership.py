@@ -13,7 +13,7 @@ sent, and the registry is told so; every copy's freshness then says its lag is u
 The gaps between heartbeats are how the node knows it stood still (SIGSTOP, a paused VM):
 a gap of `STALL_HEARTBEATS` heartbeats (the silence after which a gateway judges the node
 dead) means every end offset is as old as the last heartbeat before it, so no record may
-report a lag from them until the consumers fetched again (node.partitions `Doubt`).
+report a lag from them until the consumers fetched again (node.changelog.partitions `Doubt`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.fields.times import iso_ms
-from node.partitions import PartitionRegistry
+from node.times import iso_ms
 from runtime.trust import ClusterSecret
 from schema import MEMBER_SIGNATURE_HEADER, MEMBERS_TOPIC, MemberRecord, encode_member
 

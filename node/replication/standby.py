@@ -12,8 +12,8 @@ standby copy closes) before opening it and releases it after closing it. When th
 revokes a partition from this node, the replicator adopts its open store: the old ACTIVE
 copy goes on following the changelog as a STANDBY copy, without a gap, and stays at least
 until the partition's new owner is RUNNING with it, so a read that accepts no lag can be
-answered by it once it is proved current (node.currency) while the new owner restores.
-An adopted copy goes on in the change feed (node.feed) without a break: its follows only
+answered by it once it is proved current (node.reads.currency) while the new owner restores.
+An adopted copy goes on in the change feed (node.changelog.feed) without a break: its follows only
 see its role change; a copy closed here (claimed, dropped) ends its follows (`gone`).
 """
 
@@ -26,11 +26,11 @@ from collections.abc import Callable, Iterable, Mapping
 
 from confluent_kafka import OFFSET_END, Consumer, Message, TopicPartition
 
+from node.changelog.feed import ChangeFeed
+from node.changelog.materializer import Replicator, StoreFactory
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.feed import ChangeFeed
-from node.materializer import Replicator, StoreFactory
-from node.partitions import PartitionRegistry
-from node.store import PartitionStore
+from node.storage.store import PartitionStore
 from runtime.clock import Clock, wall_clock_ms
 from runtime.trust import ClusterSecret, SignatureError, member_signature
 from schema import MEMBERS_TOPIC, MemberRecord, NodeState, Role, View, decode_member

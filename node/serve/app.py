@@ -1,13 +1,13 @@
 """The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, `GET /metrics`
-(Prometheus, node.metrics), the `/feed` WebSocket of the change feed (node.feedsocket), and
-a lifespan that runs the node.
+(Prometheus, node.serve.metrics), the `/feed` WebSocket of the change feed
+(node.replication.feedsocket), and a lifespan that runs the node.
 
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
-STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the
-gateway signed, node.trust), the metrics token (when STATEFED_METRICS_TOKEN_FILE names one:
-`/metrics` then needs it, runtime.metrics; else it is open, as `/health` is) and the
-changelog topics' partition counts from metadata, then starts the materializer, the standby
-replicator (unless STATEFED_STANDBY_REPLICAS is 0), the end-offset probe of `readCurrent`
+STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the gateway
+signed, node.replication.trust), the metrics token (when STATEFED_METRICS_TOKEN_FILE names one:
+`/metrics` then needs it, runtime.metrics; else it is open, as `/health` is) and the changelog
+topics' partition counts from metadata, then starts the materializer, the standby replicator (unless
+STATEFED_STANDBY_REPLICAS is 0), the end-offset probe of `readCurrent`
 reads and the membership publisher; shutdown stops the probe, stops consuming and closes the
 stores, publishes the membership tombstone, and leaves the consumer group, in that order.
 """
@@ -20,20 +20,20 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from node.changelog.feed import ChangeFeed
+from node.changelog.materializer import Materializer
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.endprobe import EndProbe
 from node.errors import TopologyError
-from node.feed import ChangeFeed
-from node.feedsocket import FeedEndpoint
-from node.fields.times import iso_ms
-from node.graphql_http import GraphQLEndpoint
-from node.materializer import Materializer
-from node.membership import MembershipPublisher
-from node.metrics import NodeMetrics
-from node.partitions import PartitionRegistry
-from node.standby import StandbyReplicator
-from node.subgraph import build_subgraph
-from node.trust import CallGuard
+from node.reads.endprobe import EndProbe
+from node.replication.feedsocket import FeedEndpoint
+from node.replication.membership import MembershipPublisher
+from node.replication.standby import StandbyReplicator
+from node.replication.trust import CallGuard
+from node.serve.graphql_http import GraphQLEndpoint
+from node.serve.metrics import NodeMetrics
+from node.subgraph.schema import build_subgraph
+from node.times import iso_ms
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_json
 from runtime.kafka import KafkaConnectionError, KafkaSettings

@@ -5,11 +5,11 @@ that take microseconds).
 An executed answer carries `extensions.freshness`: one entry per partition the request
 read. Only ACTIVE copies are read unless the request's `extensions` say
 `{"readStandby": true}`; `{"appliedAtLeast": ...}` makes the request wait until the copies
-read have applied given changelog offsets (node.catchup), or refuses it with
+read have applied given changelog offsets (node.reads.catchup), or refuses it with
 NOT_CAUGHT_UP; `{"readCurrent": ...}` makes it wait until the copies are proved current
-(node.currency, with the `probe` the node app sets), or refuses it with NOT_OWNER.
+(node.reads.currency, with the `probe` the node app sets), or refuses it with NOT_OWNER.
 The gateway's lookups (`_entities` of a batch of keys) are answered without graphql-core
-(node.fastlookups) unless STATEFED_NODE_FAST_LOOKUPS is off; anything unusual in one is
+(node.subgraph.fastlookups) unless STATEFED_NODE_FAST_LOOKUPS is off; anything unusual in one is
 executed as any document. `error_extensions` is the one place where the node's exceptions
 become GraphQL error codes.
 
@@ -37,14 +37,14 @@ from graphql import (
     execute_sync,
 )
 
-from node.catchup import parse_applied_at_least, wait_applied
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.currency import parse_read_current, prove_current
-from node.endprobe import EndProbe
 from node.errors import MalformedRequestError, NotCaughtUpError, NotCurrentError, QueryError
-from node.fastlookups import FastLookups, Lookup
-from node.partitions import PartitionRegistry
-from node.subgraph import ReadContext, entities_of
+from node.reads.catchup import parse_applied_at_least, wait_applied
+from node.reads.currency import parse_read_current, prove_current
+from node.reads.endprobe import EndProbe
+from node.subgraph.fastlookups import FastLookups, Lookup
+from node.subgraph.schema import ReadContext, entities_of
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import (
     GraphQLHTTP,
@@ -215,7 +215,7 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
         return self._run(prepared, operation, request.variables, context)
 
     def _lookup(self, prepared: Prepared) -> Lookup | None:
-        """The gateway's lookup `prepared` is (node.fastlookups), recognized once per
+        """The gateway's lookup `prepared` is (node.subgraph.fastlookups), recognized once per
         cached document; None for any other document or with fast lookups off."""
         if self.fast_lookups is None:
             return None

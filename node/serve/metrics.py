@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from node.partitions import PartitionRegistry
+from node.changelog.partitions import PartitionRegistry
 from runtime.metrics import Collected, LoopHistogram
 from schema import NodeState, View
 

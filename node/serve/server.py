@@ -12,9 +12,9 @@ from collections.abc import Generator, Iterable
 
 import uvicorn
 
-from node.app import NodeApp
 from node.config import NodeConfig
 from node.errors import NodeError
+from node.serve.app import NodeApp
 from runtime.graphql_http import GraphQLHttpToolsProtocol
 from runtime.logs import configure_logging
 from runtime.otel import start_otel
@@ -78,7 +78,7 @@ def uvicorn_config(app: NodeApp) -> uvicorn.Config:
         log_config=None,  # uvicorn's lines go through the root logger (runtime.logs)
         # no rewriting of the client and scheme from X-Forwarded-* (uvicorn's default for a
         # loopback peer): the node reads no scheme, and the only client address it reads is
-        # the peer's in the log line of a refused call (node.trust), which a forwarded
+        # the peer's in the log line of a refused call (node.replication.trust), which a forwarded
         # header could forge; the middleware cost every call a pass over its headers
         proxy_headers=False,
         timeout_graceful_shutdown=10,

@@ -4,7 +4,7 @@ A `ChangeBatch` is what the materializer builds from the changelog records of on
 and a store writes atomically. Every record is validated here, while the batch is built,
 so one bad record is skipped by the materializer and never fails the whole write. Each
 entry remembers the changelog offset of the record that set it (`reading`), so that the
-changes a store's `apply` made take effect can go to the change feed (node.feed) as
+changes a store's `apply` made take effect can go to the change feed (node.changelog.feed) as
 `Effect`s. An effect is encoded as its `schema.feed.Change` JSON (`change_json`) only when
 the feed first sends it: most changes of a restore are dropped from the feed's memory
 unread, and the consumer thread applying them should not pay for their JSON.

@@ -41,8 +41,8 @@ from typing import Any
 
 import orjson
 
-from node.changes import EventPosition
 from node.errors import SerializationError
+from node.storage.changes import EventPosition
 from schema import (
     MAX_UINT,
     STR_TAG,

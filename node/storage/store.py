@@ -5,7 +5,7 @@ prefixes, the top-N indexes (count descending, then key ascending; per window fo
 windowed views) and the applied offset of each changelog topic of p. `apply` writes one
 poll batch (rows, index updates, expiries, offsets) atomically, so a store is always
 consistent with its offsets and restore resumes from them. The key layout is in
-`node.layout`.
+`node.storage.layout`.
 
 A store skips reading a row before overwriting it when it knows no old row exists: a
 view whose rows were empty when this handle first wrote to it (a fresh store, i.e. a
@@ -21,7 +21,7 @@ the size of every file, so one truncated or removed while the node was stopped i
 `set_aside` then moves the directory to `<dir>.damaged-<UTC time>`. A write that fails
 raises `StoreWriteError` (`DiskFullError` when the disk is full) and wrote nothing; the
 handle takes no more writes until `reopen` (LevelDB's log may end in a partial record).
-A read that finds the files damaged raises one of `READ_DAMAGE` (node.partitions then
+A read that finds the files damaged raises one of `READ_DAMAGE` (node.changelog.partitions then
 refuses the copy and has it rebuilt).
 """
 
@@ -42,8 +42,6 @@ from typing import Self, TypeVar
 import orjson
 import plyvel
 
-from node import layout
-from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import (
     DiskFullError,
     SerializationError,
@@ -52,6 +50,8 @@ from node.errors import (
     StoreError,
     StoreWriteError,
 )
+from node.storage import layout
+from node.storage.changes import ChangeBatch, Effect, EventPosition, position
 from schema import CountRow, EventRow, WindowRow, pack, unpack
 
 _Row = TypeVar("_Row", CountRow, EventRow)
@@ -117,7 +117,7 @@ class PartitionStore(abc.ABC):
     @abc.abstractmethod
     def pinned(self) -> AbstractContextManager[PartitionStore]:
         """A read-only view of the store as it is now: its reads and `offsets()` see one
-        point in time, whatever is applied meanwhile (a snapshot follow, node.feed)."""
+        point in time, whatever is applied meanwhile (a snapshot follow, node.changelog.feed)."""
 
     @abc.abstractmethod
     def get(self, view: str, key: str) -> CountRow | None:

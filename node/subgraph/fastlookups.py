@@ -40,9 +40,9 @@ from graphql import (
 )
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
-from node.fields import Entity, ReadContext
-from node.fields.events import EVENT_TIME_FIELD
-from schema import View, ViewKind
+from node.subgraph.fields import Entity, ReadContext
+from node.subgraph.kinds import Selection, kind_of
+from schema import View
 
 __all__ = ["FastLookups", "Lookup"]
 
@@ -135,7 +135,7 @@ class FastLookups:
     def __init__(self, schema: GraphQLSchema, entities: Mapping[str, Entity]) -> None:
         self._lookups: dict[str, Lookup] = {}
         for type_name, entity in entities.items():
-            selection = _selection(entity.view)
+            selection = kind_of(entity.view).lookup(entity.view)
             graphql_type = schema.get_type(type_name)
             if selection is None or not isinstance(graphql_type, GraphQLObjectType):
                 continue
@@ -157,18 +157,7 @@ class FastLookups:
         return self._lookups.get(print_ast(document))
 
 
-def _selection(view: View) -> tuple[tuple[str, str], ...] | None:
-    """(alias, field) selected by the gateway's lookup of a view of its kind."""
-    key = (("k", view.key_field),)
-    if view.kind is ViewKind.COUNT:
-        return (*key, ("c", "count"))
-    if view.kind is ViewKind.LATEST:
-        values = tuple((f"v{i}", f.name) for i, f in enumerate(view.value_fields))
-        return (*key, ("t", EVENT_TIME_FIELD), *values)
-    return None
-
-
-def _document(view: View, selection: tuple[tuple[str, str], ...]) -> str:
+def _document(view: View, selection: Selection) -> str:
     fields = " ".join(f"{alias}:{name}" for alias, name in selection)
     return (
         f"query(${_VARIABLE}:[_Any!]!){{{_ALIAS}:_entities(representations:${_VARIABLE})"
@@ -176,9 +165,7 @@ def _document(view: View, selection: tuple[tuple[str, str], ...]) -> str:
     )
 
 
-def _lookup(
-    entity: Entity, graphql_type: GraphQLObjectType, selection: tuple[tuple[str, str], ...]
-) -> Lookup | None:
+def _lookup(entity: Entity, graphql_type: GraphQLObjectType, selection: Selection) -> Lookup | None:
     """The lookup of `entity`, or None when a selected field is not a plain leaf read from
     an attribute (a resolver of its own: execution answers)."""
     leaves = []

@@ -2,7 +2,7 @@
 subgraph whose count and latest types are entities keyed by the view's key field, so the
 gateway fetches a batch of keys with `_entities`.
 
-Each view kind has one builder (its `node.kinds` entry) that turns a catalogue entry into
+Each view kind has one builder (its `node.subgraph.kinds` entry) that turns a catalogue entry into
 GraphQL fields, so a new view of an existing kind needs no resolver code. The
 fields read only partitions this node holds: anything else is a `NotOwnerError`, and
 every partition read is recorded in the request's `ReadContext` for
@@ -25,10 +25,10 @@ from strawberry.types.field import StrawberryField
 from strawberry.utils.logging import StrawberryLogger
 
 from node.errors import NodeError, QueryError
-from node.fields import Entity, ReadContext, resolve_entities
-from node.fields.common import MAX_KEYS, MAX_TOP_LIMIT
-from node.fields.history import MAX_PAGE_SIZE
-from node.kinds import kind_of
+from node.subgraph.fields import Entity, ReadContext, resolve_entities
+from node.subgraph.fields.common import MAX_KEYS, MAX_TOP_LIMIT
+from node.subgraph.fields.history import MAX_PAGE_SIZE
+from node.subgraph.kinds import kind_of
 from schema import CATALOGUE, View
 
 __all__ = [

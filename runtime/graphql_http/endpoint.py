@@ -90,7 +90,7 @@ class GraphQLHTTP(Generic[C]):
     def resolve(self, request: GraphQLRequest) -> None:
         """Settle the document of `request` before it is parsed: one named only by a
         persisted-query hash (`extensions.persistedQuery`, `request.query` empty) gets its
-        text here, or RequestError refuses it (the gateway's `gateway.persisted`). A server
+        text here, or RequestError refuses it (the gateway's `gateway.execute.persisted`). A server
         without persisted queries finds no document in such a request."""
         if not request.query:
             raise RequestError(NO_DOCUMENT)

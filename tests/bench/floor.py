@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 import uvicorn
 
-from node.store import LevelDBStore
+from node.storage.store import LevelDBStore
 from schema import WORD_COUNTS, View
 
 __all__ = ["FloorApp", "main"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from node.store import ChangeBatch, LevelDBStore
+from node.storage.store import ChangeBatch, LevelDBStore
 from schema import CountRow
 from tests.bench.graphql import point_body
 from tests.bench.loadgen import LoadResult

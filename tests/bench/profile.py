@@ -17,7 +17,7 @@ from typing import Any
 __all__ = ["STATEFED_CODE", "Profile", "ProfileRecorder", "find_py_spy"]
 
 STATEFED_CODE = ("gateway/", "node/", "schema/")
-_ENTRY_POINTS = ("tooling/cli.py", "node/server.py", "gateway/server.py")
+_ENTRY_POINTS = ("tooling/cli.py", "node/serve/server.py", "gateway/edge/server.py")
 
 
 def find_py_spy(explicit: str | None) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from node.materializer import SESSION_TIMEOUT_MS
+from node.changelog.materializer import SESSION_TIMEOUT_MS
 from tests.chaos.conftest import MAX_LAG, ChaosCluster, P, words
 from tests.chaos.invariants import (
     above_truth,

@@ -27,7 +27,7 @@ import orjson
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
-from gateway.live.tokens import ResumeToken
+from gateway.subscriptions.tokens import ResumeToken
 from runtime.produce import new_producer
 from schema import WORD_COUNTS
 from tests.chaos.conftest import ChaosCluster, words

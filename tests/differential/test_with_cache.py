@@ -1,4 +1,4 @@
-"""The gateway cache (gateway.live.cache) against the nodes: one gateway with the cache on
+"""The gateway cache (gateway.reads.cache) against the nodes: one gateway with the cache on
 (the cluster's, by default) and one with it off (STATEFED_GATEWAY_CACHE=false) serve the
 same cluster of three nodes, under a random interleaving of produces, queries and node
 restarts (graceful and SIGKILL).

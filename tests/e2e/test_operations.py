@@ -17,7 +17,7 @@ import orjson
 import pytest
 from graphql import validate
 
-from gateway.schema import print_sdl
+from gateway.api.schema import print_sdl
 from runtime.produce import Record, produce_keys, produce_records
 from schema import CATALOGUE, DEMO_DOMAIN, WORD_COUNTS, View
 from tests.contract import Operation, operations, schema_of, shape_errors

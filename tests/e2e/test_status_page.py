@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext
 
-from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from gateway.edge.app import GatewayApp
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, View
 from tests.e2e.test_graphiql import Recorder, browser

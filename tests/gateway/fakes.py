@@ -33,11 +33,11 @@ from graphql import (
     parse,
 )
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import RoutingFeed, RoutingTable, build_routing_table
 from gateway.config import GatewayConfig
-from gateway.producer import EventProducer
-from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
+from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
 from schema import (
     DEMO_DOMAIN,
@@ -77,7 +77,8 @@ def to_ms(text: str) -> int:
 
 
 def _columns(view: View, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """The packed columns (node.fields.scan SCAN_ROWS) of rows written as GraphQL objects."""
+    """The packed columns (node.subgraph.fields.scan SCAN_ROWS) of rows written as GraphQL
+    objects."""
     packed: dict[str, list[Any]] = {"k": [r[view.key_field] for r in rows]}
     if view.kind is ViewKind.WINDOWED_COUNT:
         packed["s"] = [to_ms(r["start"]) for r in rows]
@@ -708,7 +709,7 @@ def fake_nodes(
 class LaggingNode(FakeNode):
     """A fake node holding every partition of `counts`, whose copies have applied changelog
     offsets up to `applied` (exclusive): it records each request's `appliedAtLeast` in
-    `waits` and refuses one waiting for more with NOT_CAUGHT_UP, as node.catchup does."""
+    `waits` and refuses one waiting for more with NOT_CAUGHT_UP, as node.reads.catchup does."""
 
     def __init__(self, applied: int, counts: Mapping[str, int], partitions: int) -> None:
         super().__init__("n1", Model.of_counts(counts), range(partitions), partitions)

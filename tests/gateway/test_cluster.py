@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.routing import RoutingFeed, build_routing_table
+from gateway.cluster.routing import RoutingFeed, build_routing_table
 from runtime.clock import wall_clock_ms
 from schema import MemberRecord, NodeState, PartitionStatus, Role
 from tests.gateway.fakes import Model, fake_nodes, post_query, running_gateway

@@ -13,23 +13,23 @@ import httpx
 import orjson
 import pytest
 
-from gateway.coalesce import Coalescer
-from gateway.errors import (
+from gateway.cluster.routing import NodeInfo
+from gateway.model.errors import (
     NodeProtocolError,
     NodeTimeoutError,
     NodeUnavailableError,
     NotOwnerError,
     RoutingError,
 )
-from gateway.kinds import view_queries
-from gateway.routing import NodeInfo
-from gateway.rows import Event, Row
-from gateway.transport import HttpxCaller, NodeConnectError
-from gateway.upstream import Upstream
-from node.app import NodeApp
+from gateway.model.rows import Event, Row
+from gateway.nodes.coalesce import Coalescer
+from gateway.nodes.transport import HttpxCaller, NodeConnectError
+from gateway.nodes.upstream import Upstream
+from gateway.reads.kinds import view_queries
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
+from node.serve.app import NodeApp
+from node.storage.store import ChangeBatch, LevelDBStore
 from schema import WORD_COUNTS, CountRow, NodeState, Role, partition_for
 from tooling.processes import wait_until_async
 

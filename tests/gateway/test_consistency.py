@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from gateway.cluster.consistency import AppliedAtLeast, Token, parse_token, wait_processed
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.consistency import AppliedAtLeast, Token, parse_token, wait_processed
-from gateway.errors import BadRequestError, ConsistencyTimeoutError
-from gateway.status import StatusBoard
+from gateway.model.errors import BadRequestError, ConsistencyTimeoutError
 from schema import WORD_COUNTS, ViewStatus, partition_for
 from tests.gateway.fakes import LaggingNode, codes, post_query, running_gateway
 

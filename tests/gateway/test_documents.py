@@ -10,10 +10,10 @@ import orjson
 import pytest
 from graphql import build_schema, parse, validate
 
-from gateway.inputs import TimeRange
-from gateway.kinds import view_queries
-from gateway.rows import Edge, Event, Page, Row, WindowCount
-from node.subgraph import build_subgraph
+from gateway.model.inputs import TimeRange
+from gateway.model.rows import Edge, Event, Page, Row, WindowCount
+from gateway.reads.kinds import view_queries
+from node.subgraph.schema import build_subgraph
 from schema import CATALOGUE
 from tests.gateway.fakes import BOOKING_HISTORY, FULL, LAST_BOOKING, PER_MINUTE, WORDS, node_sdl
 

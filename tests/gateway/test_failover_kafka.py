@@ -1,7 +1,7 @@
 """Failover on the real broker: a gateway reading membership keeps answering the keys of a
 SIGKILLed node from the standby copies on the surviving node: within `max_lag`, or with
 `max_lag` 0 once the surviving node has proved its copy current for the read (a fetch of the
-changelog's end after the read arrived; node.currency). The test prints the unavailability
+changelog's end after the read arrived; node.reads.currency). The test prints the unavailability
 window of each, and every error of it names the killed node and a documented reason."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.errors import Reason
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
+from gateway.model.errors import Reason
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, partition_for
 from tests.node.harness import (

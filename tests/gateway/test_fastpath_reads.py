@@ -1,4 +1,4 @@
-"""The fast path's reads (gateway.fastpath, the cache off): a query of lookups answered from
+"""The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups answered from
 the planner's reads without execution gives the bytes execution gives, over fake nodes
 failing each way a partition can fail (refused, an answer that is no GraphQL, a
 node that is not the owner, a partition nobody holds).
@@ -15,10 +15,10 @@ import httpx
 import orjson
 import pytest
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
 from schema import partition_for
 from tests.gateway.fakes import WORDS, FakeNode, Model, table_for
 

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.api.schema import build_schema
 from gateway.config import GatewayConfig
-from gateway.schema import build_schema
 from schema import EventRow, partition_for
 from tests.gateway.fakes import (
     FULL,

@@ -32,9 +32,9 @@ from schemathesis import GenerationMode
 from schemathesis.core.result import Err
 from schemathesis.graphql import nodes
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
 from schema import EventRow, View, ViewKind
 from tests.gateway.fakes import (
     BOOKING_HISTORY,

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from gateway.cluster.routing import RoutingFeed, build_routing_table
 from gateway.config import GatewayConfig
-from gateway.hedging import NodeWatch
-from gateway.routing import RoutingFeed, build_routing_table
+from gateway.nodes.hedging import NodeWatch
 from runtime.clock import wall_clock_ms
 from schema import READ_CURRENT, MemberRecord, NodeState, PartitionStatus, Role
 from tests.gateway.fakes import FakeNode, Model, post_query, running_gateway, top_truth

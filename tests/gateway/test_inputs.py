@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import BadRequestError
-from gateway.inputs import check_cursor, time_range, top_window, window_start
-from gateway.timestamps import ceil_ms, floor_ms, from_ms, iso, parse_utc
+from gateway.model.errors import BadRequestError
+from gateway.model.inputs import check_cursor, time_range, top_window, window_start
+from gateway.model.timestamps import ceil_ms, floor_ms, from_ms, iso, parse_utc
 from tests.gateway.fakes import PER_MINUTE, WORDS
 
 # hypothesis wants naive bounds and attaches the time zones itself

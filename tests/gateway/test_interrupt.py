@@ -70,7 +70,7 @@ def test_ctrl_c_stops_the_gateway_cleanly_with_its_lines_in_text(tmp_path: Path)
     assert code == 0, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output
     assert f"statefed gateway: ready on http://127.0.0.1:{port}/graphql" in output
-    assert "INFO gateway.server: statefed gateway: stopped" in output
+    assert "INFO gateway.edge.server: statefed gateway: stopped" in output
     assert "INFO uvicorn: Finished server process" in output  # not `uvicorn.error`
     assert "uvicorn.error" not in output
 
@@ -82,8 +82,8 @@ def test_ctrl_c_stops_the_gateway_cleanly_with_every_line_json(tmp_path: Path) -
     lines = [json.loads(line) for line in output.splitlines() if line and line[0] != "%"]
     messages = [(line["logger"], line["message"]) for line in lines]
     url = f"http://127.0.0.1:{port}/graphql"
-    assert ("gateway.server", f"statefed gateway: ready on {url}") in messages
-    assert ("gateway.server", "statefed gateway: stopped") in messages
+    assert ("gateway.edge.server", f"statefed gateway: ready on {url}") in messages
+    assert ("gateway.edge.server", "statefed gateway: stopped") in messages
     assert {logger for logger, _ in messages} >= {"uvicorn"}
     assert "uvicorn.error" not in {logger for logger, _ in messages}
     assert not any("exception" in line for line in lines), output

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from graphql import parse, validate
 
-from gateway.app import _default_query, view_examples
+from gateway.api.kinds import KINDS
+from gateway.api.schema import build_schema
 from gateway.config import GatewayConfig
-from gateway.kinds import KINDS, view_queries
-from gateway.schema import build_schema
+from gateway.edge.app import _default_query, view_examples
+from gateway.reads.kinds import view_queries
 from schema import CATALOGUE, ViewKind
 
 

@@ -11,11 +11,11 @@ import httpx
 import pytest
 from graphql import GraphQLError, OperationDefinitionNode, get_introspection_query, parse
 
-from gateway.app import GatewayApp
+from gateway.api.schema import build_schema
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.limits import QueryLimits, Shape
-from gateway.routing import RoutingFeed
-from gateway.schema import build_schema
+from gateway.edge.app import GatewayApp
+from gateway.execute.limits import QueryLimits, Shape
 from runtime.graphql_http import error_extensions
 from schema import View
 from tests.gateway.fakes import (

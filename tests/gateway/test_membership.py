@@ -9,8 +9,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
-from gateway.membership import MembershipReader, find_start_offset
-from gateway.routing import RoutingFeed, RoutingTable
+from gateway.cluster.membership import MembershipReader, find_start_offset
+from gateway.cluster.routing import RoutingFeed, RoutingTable
 from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics
 from schema import MEMBERS_TOPIC, View, ViewKind, encode_member

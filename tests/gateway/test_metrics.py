@@ -5,8 +5,9 @@ from __future__ import annotations
 from graphql import OperationDefinitionNode, parse
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.api.schema import build_schema
+from gateway.execute.labels import OperationLabels
 from gateway.metrics import GatewayMetrics
-from gateway.schema import build_schema
 from runtime.metrics import bounded, exposition
 
 
@@ -17,20 +18,20 @@ def _operation(text: str) -> OperationDefinitionNode:
 
 
 def test_labels_are_the_operation_type_and_a_root_field_of_the_schema() -> None:
-    metrics = GatewayMetrics(build_schema()._schema)
-    assert metrics.labels(_operation('{ wordCount(word: "a") { count } }')) == (
+    labels = OperationLabels(build_schema()._schema)
+    assert labels(_operation('{ wordCount(word: "a") { count } }')) == (
         "query",
         "wordCount",
     )
-    assert metrics.labels(_operation("{ madeUp }")) == ("query", "other")
+    assert labels(_operation("{ madeUp }")) == ("query", "other")
     two = "{ a: cluster { routingVersion } b: cluster { routingVersion } }"
-    assert metrics.labels(_operation(two)) == ("query", "multiple")
+    assert labels(_operation(two)) == ("query", "multiple")
     spread = "{ ...F } fragment F on Query { cluster { routingVersion } }"
-    assert metrics.labels(_operation(spread)) == ("query", "other")
+    assert labels(_operation(spread)) == ("query", "other")
 
 
 def test_error_codes_beyond_the_bound_count_as_other() -> None:
-    metrics = GatewayMetrics(build_schema()._schema)
+    metrics = GatewayMetrics()
     for i in range(100):
         metrics.refused(f"CODE_{i}")
     families = {

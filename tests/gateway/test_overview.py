@@ -1,4 +1,4 @@
-"""The status JSON (`gateway.overview.status_body`): nodes, the partition map from the
+"""The status JSON (`gateway.cluster.overview.status_body`): nodes, the partition map from the
 routing table (with the lag the status page plots), pipeline progress per view, dead letters
 from the board, and the findings that need an operator's attention."""
 
@@ -8,9 +8,9 @@ import dataclasses
 
 import orjson
 
-from gateway.overview import status_body
-from gateway.routing import RoutingTable, build_routing_table
-from gateway.status import StatusBoard
+from gateway.cluster.overview import status_body
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import RoutingTable, build_routing_table
 from schema import MemberRecord, NodeState, PartitionStatus, Role, ViewStatus
 from tests.gateway.fakes import HOSTS, WORDS
 

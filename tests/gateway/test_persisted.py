@@ -1,4 +1,4 @@
-"""gateway.persisted on its own: the APQ store, manifests, and how a request's document is
+"""gateway.execute.persisted on its own: the APQ store, manifests, and how a request's document is
 settled (or refused) in APQ and trusted-documents modes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from gateway.persisted import DocumentStore, PersistedQueries, TrustedDocuments, sha256_hex
+from gateway.execute.persisted import DocumentStore, PersistedQueries, TrustedDocuments, sha256_hex
 from runtime.config import ConfigError
 from runtime.graphql_http import GraphQLRequest, RequestError
 from runtime.graphql_http.request import decode_body, decode_query_string

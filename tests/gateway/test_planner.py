@@ -11,12 +11,12 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.planner import Planner
-from gateway.routing import RoutingFeed
-from gateway.rows import Ranked
-from gateway.transport import HttpxCaller
-from gateway.upstream import Upstream
+from gateway.model.rows import Ranked
+from gateway.nodes.transport import HttpxCaller
+from gateway.nodes.upstream import Upstream
+from gateway.reads.planner import Planner
 from schema import partition_for
 from tests.gateway.fakes import (
     WORDS,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 from graphql import build_schema
 
-from gateway.possibletypes import possible_types, print_possible_types
-from gateway.schema import build_schema as build_gateway_schema
-from gateway.schema import entities_of
+from gateway.api.schema import build_schema as build_gateway_schema
+from gateway.api.schema import entities_of
+from gateway.execute.possibletypes import possible_types, print_possible_types
 
 
 def test_unions_and_interfaces_map_to_their_object_types() -> None:

@@ -1,4 +1,4 @@
-"""Read tokens (gateway.readtoken): every data answer carries the positions it reflects,
+"""Read tokens (gateway.cluster.readtoken): every data answer carries the positions it reflects,
 and a read passing one as `atLeast` asks the nodes for copies that have applied them."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.config import GatewayConfig
-from gateway.errors import BadRequestError
-from gateway.readtoken import ReadPositions, is_read_token
+from gateway.model.errors import BadRequestError
 from schema import WORD_COUNTS, partition_for
 from tests.gateway.fakes import LaggingNode, codes, post_query, running_gateway
 

@@ -7,13 +7,19 @@ import dataclasses
 
 import pytest
 
-from gateway.errors import (
+from gateway.cluster.membership import MemberDirectory
+from gateway.cluster.routing import (
+    Disclaimers,
+    LastOwner,
+    Liveness,
+    RoutingFeed,
+    build_routing_table,
+)
+from gateway.model.errors import (
     PartitionNeverAssignedError,
     PartitionUnassignedError,
     RoutingNotReadyError,
 )
-from gateway.membership import MemberDirectory
-from gateway.routing import Disclaimers, LastOwner, Liveness, RoutingFeed, build_routing_table
 from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, encode_member
 from tests.gateway.fakes import member
 
@@ -135,7 +141,7 @@ def test_running_claimant_preferred_then_newest_record() -> None:
 
 def test_a_claim_whose_lag_is_unknown_comes_after_one_whose_lag_is_known() -> None:
     """A node that stood still past its group session wakes claiming partitions another
-    node owns now; its first record doubts its copies' lag (node.membership): it is not
+    node owns now; its first record doubts its copies' lag (node.replication.membership): it is not
     preferred for being the newest record, though it is RUNNING."""
     woke = member("woke", "http://w:1", [0, 1], NOW)
     doubted = tuple(

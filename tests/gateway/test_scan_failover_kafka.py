@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.errors import Reason
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
+from gateway.model.errors import Reason
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, View
 from tests.gateway.fakes import ServerThread

@@ -25,9 +25,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
 from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (

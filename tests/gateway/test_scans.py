@@ -1,5 +1,5 @@
-"""Unit tests of whole-view scans in the gateway: the cursor codec (gateway.cursors) and the
-merge of the partitions' slices into pages (gateway.scans), with partitions modelled as
+"""Unit tests of whole-view scans in the gateway: the cursor codec (gateway.model.cursors) and the
+merge of the partitions' slices into pages (gateway.model.scans), with partitions modelled as
 sorted lists of keys."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import cursors
-from gateway.cursors import KEY_ORDER, ScanCursor, ScanFilter
-from gateway.errors import BadRequestError
-from gateway.rows import Row
-from gateway.scans import ScanPage, ScanSlice, merge_page
+from gateway.model import cursors
+from gateway.model.cursors import KEY_ORDER, ScanCursor, ScanFilter
+from gateway.model.errors import BadRequestError
+from gateway.model.rows import Row
+from gateway.model.scans import ScanPage, ScanSlice, merge_page
 from schema import WORD_COUNTS, pack_str
 
 VIEW = WORD_COUNTS

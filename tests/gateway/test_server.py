@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 
-from gateway.app import GatewayApp
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed
-from gateway.server import uvicorn_config
+from gateway.edge.app import GatewayApp
+from gateway.edge.server import uvicorn_config
 from runtime.clock import wall_clock_ms
 from runtime.topics import ensure_topics, partition_count, statefed_topics
 from schema import (

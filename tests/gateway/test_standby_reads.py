@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.cluster.routing import RoutingFeed, build_routing_table
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed, build_routing_table
 from runtime.clock import wall_clock_ms
 from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for
 from tests.gateway.fakes import FakeNode, Model, codes, post_query, running_gateway

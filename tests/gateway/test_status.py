@@ -7,7 +7,7 @@ import uuid
 import orjson
 from confluent_kafka import Producer
 
-from gateway.status import PipelineStatusReader, StatusBoard
+from gateway.cluster.pipeline import PipelineStatusReader, StatusBoard
 from runtime.topics import ensure_topics
 from schema import ViewStatus, encode_status
 from tooling.broker import KafkaBroker

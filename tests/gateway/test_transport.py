@@ -1,4 +1,4 @@
-"""gateway.transport against a scripted HTTP/1.1 server on loopback: keep-alive reuse, a
+"""gateway.nodes.transport against a scripted HTTP/1.1 server on loopback: keep-alive reuse, a
 connection closed by the server, failures raised as the transport's own exceptions, the
 pool limit, https through httpx."""
 
@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import orjson
 import pytest
 
-from gateway.transport import (
+from gateway.nodes.transport import (
     NodeConnectError,
     NodeConnections,
     NodeReadError,

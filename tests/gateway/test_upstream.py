@@ -9,7 +9,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.errors import (
+from gateway.model.errors import (
     BadRequestError,
     NodeProtocolError,
     NodeTimeoutError,
@@ -17,10 +17,10 @@ from gateway.errors import (
     NotOwnerError,
     RoutingError,
 )
-from gateway.kinds import view_queries
-from gateway.reply import NodeReply
-from gateway.transport import HttpxCaller
-from gateway.upstream import Upstream
+from gateway.nodes.reply import NodeReply
+from gateway.nodes.transport import HttpxCaller
+from gateway.nodes.upstream import Upstream
+from gateway.reads.kinds import view_queries
 from tests.gateway.fakes import WORDS, table_for
 
 

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.config import GatewayConfig
-from gateway.planner import Planner
-from gateway.rows import WindowCount
-from gateway.timestamps import from_ms
-from gateway.transport import HttpxCaller
-from gateway.upstream import Upstream
+from gateway.model.rows import WindowCount
+from gateway.model.timestamps import from_ms
+from gateway.nodes.transport import HttpxCaller
+from gateway.nodes.upstream import Upstream
+from gateway.reads.planner import Planner
 from schema import partition_for
 from tests.gateway.fakes import (
     FULL,

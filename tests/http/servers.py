@@ -14,14 +14,14 @@ from typing import TypeVar
 
 import uvicorn
 
-from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
-from gateway.producer import EventProducer
-from gateway.server import uvicorn_config as gateway_uvicorn_config
-from node.app import NodeApp
-from node.partitions import PartitionRegistry
-from node.server import NodeServer
-from node.store import PartitionStore
+from gateway.edge.app import GatewayApp
+from gateway.edge.server import uvicorn_config as gateway_uvicorn_config
+from gateway.writes.producer import EventProducer
+from node.changelog.partitions import PartitionRegistry
+from node.serve.app import NodeApp
+from node.serve.server import NodeServer
+from node.storage.store import PartitionStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import PartitionStatus, Role
 from tests.gateway.fakes import FakeNode, Model, client_for, feed_for

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import GatewayConfig
-from gateway.persisted import sha256_hex
+from gateway.execute.persisted import sha256_hex
 from tests.http.persisted import persisted_counts, run_link
 from tests.http.servers import served_gateway
 

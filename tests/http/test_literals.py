@@ -17,14 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.app import GatewayApp
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed
+from gateway.edge.app import GatewayApp
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.schema import build_subgraph
 from runtime.graphql_http import DocumentCache
 from schema import (
     DEMO_DOMAIN,

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
-from gateway.persisted import sha256_hex
+from gateway.edge.app import GatewayApp
+from gateway.execute.persisted import sha256_hex
 from runtime.config import ConfigError
 from tests.gateway.fakes import FakeNode, Model, client_for, feed_for
 from tests.http.persisted import persisted_counts

@@ -12,8 +12,8 @@ from collections.abc import AsyncGenerator
 import strawberry
 from strawberry.types import Info
 
-from gateway.fields.common import authorize
-from gateway.request import RequestContext
+from gateway.api.fields.common import authorize
+from gateway.api.request import RequestContext
 
 __all__ = ["SCHEMA", "SECRET_SCOPE", "Flooded", "Running"]
 

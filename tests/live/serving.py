@@ -12,11 +12,11 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed
-from gateway.server import uvicorn_config
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
+from gateway.edge.server import uvicorn_config
 from tests.live.schema import SCHEMA
 from tooling.broker import free_port
 

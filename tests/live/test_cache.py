@@ -1,4 +1,4 @@
-"""The gateway cache (gateway.live.cache) against an in-memory feed link that the test
+"""The gateway cache (gateway.reads.cache) against an in-memory feed link that the test
 drives frame by frame: what it answers from memory, when it must miss, how snapshots fill
 it exactly, and its LRU bound."""
 
@@ -14,14 +14,15 @@ from typing import Any, cast
 
 import pytest
 
-from gateway.consistency import AppliedAtLeast
-from gateway.live import cache as cache_module
-from gateway.live.cache import ENTRY_OVERHEAD_BYTES, GatewayCache, to_row
-from gateway.live.hub import FeedHub
-from gateway.live.links import LOST
-from gateway.reads import DEFAULT_READ, ReadOptions, TopResult
-from gateway.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
-from gateway.rows import Event, Ranked, Row
+from gateway.cluster.consistency import AppliedAtLeast
+from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
+from gateway.model.rows import Event, Ranked, Row
+from gateway.nodes.hub import FeedHub
+from gateway.nodes.links import LOST
+from gateway.reads import cache as cache_module
+from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, GatewayCache
+from gateway.reads.kinds import to_row
+from gateway.reads.protocol import DEFAULT_READ, ReadOptions, TopResult
 from runtime.clock import wall_clock_ms
 from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, partition_for
 from tests.live.fake_feed import count_row

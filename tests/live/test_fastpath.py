@@ -1,4 +1,4 @@
-"""The lookup fast path (gateway.fastpath) on a real gateway with the cache on, and on one
+"""The lookup fast path (gateway.execute.fastpath) on a real gateway with the cache on, and on one
 with the cache off (whose fast path answers from the nodes' reads), over two real nodes fed
 from a real broker: each one's answers equal those of the same gateway with the fast path
 switched off (status, headers and body, `extensions.freshness` included), and their data
@@ -29,10 +29,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.server import uvicorn_config
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
+from gateway.edge.server import uvicorn_config
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     CATALOGUE,

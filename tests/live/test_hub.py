@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trustme
 
-from gateway.live.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream
-from gateway.routing import RoutingFeed, RoutingTable, build_routing_table
+from gateway.cluster.routing import RoutingFeed, RoutingTable, build_routing_table
+from gateway.nodes.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream
 from runtime.clock import wall_clock_ms
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.cors import CorsPolicy
-from gateway.live.ws import origin_allowed
+from gateway.edge.ws import origin_allowed
 
 HOST = b"gateway.example:8100"
 

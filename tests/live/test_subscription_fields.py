@@ -15,17 +15,17 @@ import httpx
 import pytest
 from graphql import ExecutionResult, parse, subscribe
 
+from gateway.api.request import RequestContext
+from gateway.api.schema import build_schema
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.live.hub import FeedHub
-from gateway.live.tokens import ResumeToken
-from gateway.planner import Planner
-from gateway.principal import ANONYMOUS, Principal
-from gateway.reads import Reads
-from gateway.request import RequestContext
-from gateway.routing import RoutingFeed
-from gateway.schema import build_schema
-from gateway.transport import HttpxCaller
-from gateway.upstream import Upstream
+from gateway.model.principal import ANONYMOUS, Principal
+from gateway.nodes.hub import FeedHub
+from gateway.nodes.transport import HttpxCaller
+from gateway.nodes.upstream import Upstream
+from gateway.reads.planner import Planner
+from gateway.reads.protocol import Reads
+from gateway.subscriptions.tokens import ResumeToken
 from runtime.clock import wall_clock_ms
 from runtime.trust import NodeCallSigner
 from schema import View

@@ -10,12 +10,12 @@ import inspect
 import pytest
 from graphql import ExecutionResult, parse, subscribe
 
-from gateway.app import GatewayApp
+from gateway.api.responses import gateway_extensions
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.principal import ANONYMOUS
-from gateway.responses import gateway_extensions
-from gateway.routing import RoutingFeed
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
+from gateway.model.principal import ANONYMOUS
 from tests.gateway.fakes import WORDS, Model, fake_nodes, running_gateway
 from tests.live.fake_feed import Changelog, FakeFeedNode, count_row
 from tests.live.test_hub import P, keys_in, record, table

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from gateway.reads import DEFAULT_READ, ReadOptions, TopResult
-from gateway.responses import gateway_extensions
-from gateway.rows import Ranked, Row, WindowCount
-from gateway.timestamps import floor_ms, from_ms
+from gateway.api.responses import gateway_extensions
+from gateway.model.rows import Ranked, Row, WindowCount
+from gateway.model.timestamps import floor_ms, from_ms
+from gateway.reads.protocol import DEFAULT_READ, ReadOptions, TopResult
 from runtime.ranking import merge_top
 from schema import View
 from tests.gateway.fakes import BOOKING_HISTORY, HOSTS, PER_MINUTE

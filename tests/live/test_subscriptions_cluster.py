@@ -1,11 +1,9 @@
-"""Subscriptions end to end on the real broker and real nodes (their `/feed`, node.feed): a
-gateway reading membership pushes every change of the subscribed keys, keeps doing so from
-the standby copies when the node owning half of them is SIGKILLed, and a subscriber that
-resumes with a token from before the kill gets every later change of its keys, none twice.
-
-Needs the nodes' change feed (issue 15, node side): until that is merged, the nodes answer
-no WebSocket at `/feed` and this test fails waiting for the first rows.
-"""
+"""Subscriptions end to end on the real broker and real nodes (their `/feed`, node.changelog.feed):
+a gateway reading membership pushes every change of the subscribed keys, keeps doing so from the
+standby copies when the node owning half of them is SIGKILLed, and a subscriber that resumes with a
+token from before the kill gets every later change of its keys, none twice.  Needs the nodes' change
+feed (issue 15, node side): until that is merged, the nodes answer no WebSocket at `/feed` and this
+test fails waiting for the first rows."""
 
 from __future__ import annotations
 
@@ -21,11 +19,11 @@ import httpx
 import pytest
 from graphql import ExecutionResult, parse, subscribe
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.live.tokens import ResumeToken
-from gateway.principal import ANONYMOUS
-from gateway.status import StatusBoard
+from gateway.edge.app import GatewayApp
+from gateway.model.principal import ANONYMOUS
+from gateway.subscriptions.tokens import ResumeToken
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, partition_for
 from tests.gateway.test_failover_kafka import _mirrored

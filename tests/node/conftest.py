@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from node.store import PartitionStore
+from node.storage.store import PartitionStore
 from tests.node.stores import BACKENDS, StoreMaker, store_maker
 
 

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import httpx
 from confluent_kafka import Producer
 
-from node.app import NodeApp
 from node.config import NodeConfig
-from node.server import NodeServer
+from node.serve.app import NodeApp
+from node.serve.server import NodeServer
 from runtime.clock import Clock, wall_clock_ms
 from schema import WORD_COUNTS, CountRow, View, encode_count, partition_for
 from tooling.broker import free_port
@@ -156,7 +156,7 @@ def settled(
 _RUN_NODE = """
 import dataclasses, os, sys
 from node.config import NodeConfig
-from node.server import run_node
+from node.serve.server import run_node
 from schema import WORD_COUNTS
 view = dataclasses.replace(WORD_COUNTS, name=sys.argv[1], topic=sys.argv[2])
 run_node(NodeConfig.from_env(os.environ), catalogue=(view,))

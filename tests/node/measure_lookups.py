@@ -18,20 +18,21 @@ from typing import Any
 
 import orjson
 
-from gateway.kinds import view_queries
-from node.app import NodeApp
+from gateway.reads.kinds import view_queries
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph
+from node.serve.app import NodeApp
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.schema import build_subgraph
 from schema import WORD_COUNTS, CountRow, EventRow, Role, View, partition_for, view_by_name
 
 P = 4
 LATEST = view_by_name("last_booking")
 VIEWS = (WORD_COUNTS, LATEST)
 KEYS = [f"key-{i}" for i in range(2000)]
-# what the gateway's node call carries besides the body (gateway.transport, gateway.upstream)
+# what the gateway's node call carries besides the body (gateway.nodes.transport,
+# gateway.nodes.upstream)
 GATEWAY_HEADERS = [
     (b"host", b"127.0.0.1:8101"),
     (b"content-type", b"application/json"),

@@ -1,5 +1,5 @@
 """CPU per lookup call of a node served by real uvicorn, as the gateway calls it: a node
-app (node.server's NodeServer and uvicorn settings, no lifespan: nothing consumes) over the
+app (node.serve.server's NodeServer and uvicorn settings, no lifespan: nothing consumes) over the
 LevelDB stores of `tests.node.measure_lookups`, in a process of its own on loopback, loaded
 with `wrk -t1 -c1` POSTing the gateway's lookup bodies with its headers; the figure is the
 server process's CPU time (psutil, user and system) over the requests wrk completed, which
@@ -20,9 +20,9 @@ import httpx
 import orjson
 import psutil
 
-from node.app import NodeApp
 from node.config import NodeConfig
-from node.server import NodeServer
+from node.serve.app import NodeApp
+from node.serve.server import NodeServer
 from schema import WORD_COUNTS
 from tests.node.measure_lookups import GATEWAY_HEADERS, LATEST, VIEWS, build_registry, lookups
 from tooling.broker import free_port

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Self, TypeVar
 
-from node.changes import ChangeBatch, Effect, EventPosition, position
 from node.errors import StoreClosedError
-from node.layout import ScannedRow, ScanSpan, Table, Total
-from node.store import PartitionStore
+from node.storage.changes import ChangeBatch, Effect, EventPosition, position
+from node.storage.layout import ScannedRow, ScanSpan, Table, Total
+from node.storage.store import PartitionStore
 from runtime.ranking import rank
 from schema import MAX_UINT, CountRow, EventRow, KeyPart, WindowRow, pack, unpack
 

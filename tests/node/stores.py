@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from node.store import LevelDBStore, PartitionStore
+from node.storage.store import LevelDBStore, PartitionStore
 from tests.node.memory_store import MemoryStore
 
 StoreMaker = Callable[[], PartitionStore]

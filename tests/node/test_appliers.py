@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Message
 
-from node.changes import ChangeBatch
 from node.errors import SerializationError
-from node.kinds import KINDS
+from node.storage.changes import ChangeBatch
+from node.storage.kinds import KINDS
 from schema import (
     DEMO_DOMAIN,
     WORD_COUNTS,

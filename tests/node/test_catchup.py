@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from node.catchup import MAX_WAIT_MS, AppliedAtLeast, parse_applied_at_least, wait_applied
+from node.changelog.partitions import PartitionRegistry
 from node.errors import MalformedRequestError, NotCaughtUpError
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph
+from node.reads.catchup import MAX_WAIT_MS, AppliedAtLeast, parse_applied_at_least, wait_applied
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.schema import build_subgraph
 from schema import WORD_COUNTS, CountRow, Role, partition_for
 
 P = 4

@@ -1,5 +1,5 @@
-"""Proving a copy current for a read that accepts no lag (`readCurrent`, node.currency): end
-offsets from fetches sent after the question (node.endprobe) on the real broker, and the
+"""Proving a copy current for a read that accepts no lag (`readCurrent`, node.reads.currency): end
+offsets from fetches sent after the question (node.reads.endprobe) on the real broker, and the
 node's answer or refusal."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.currency import MAX_WAIT_MS, ReadCurrent, parse_read_current
-from node.endprobe import EndProbe, EndUnknownError
 from node.errors import MalformedRequestError
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph
+from node.reads.currency import MAX_WAIT_MS, ReadCurrent, parse_read_current
+from node.reads.endprobe import EndProbe, EndUnknownError
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.schema import build_subgraph
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, Role, View, partition_for
 from tests.node.harness import P, node_config, unique_count_view

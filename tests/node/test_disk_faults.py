@@ -31,11 +31,11 @@ import httpx
 import plyvel
 import pytest
 
-from node.changes import ChangeBatch, EventPosition
+from node.changelog.materializer import Materializer
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.materializer import Materializer
-from node.partitions import PartitionRegistry
-from node.store import LevelDBStore
+from node.storage.changes import ChangeBatch, EventPosition
+from node.storage.store import LevelDBStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, NodeState, View, partition_for
 from tests.node.disks import fill, small_disk

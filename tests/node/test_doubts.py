@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from node.membership import MembershipPublisher
-from node.partitions import STALL_DOUBT_S, Doubt, PartitionRegistry
-from node.store import LevelDBStore
+from node.changelog.partitions import STALL_DOUBT_S, Doubt, PartitionRegistry
+from node.replication.membership import MembershipPublisher
+from node.storage.store import LevelDBStore
 from schema import Role
 from tests.node.harness import node_config
 

@@ -1,4 +1,4 @@
-"""The node's fast lookups (node.fastlookups) answer exactly as execution: a node endpoint
+"""The node's fast lookups (node.subgraph.fastlookups) answer exactly as execution: a node endpoint
 with them on and its twin with them off, both under uvicorn on loopback over one registry
 of real LevelDB stores, get the same lookup requests (hypothesis over keys present and
 absent, batch sizes, count and latest views, readStandby and appliedAtLeast, bad
@@ -19,14 +19,14 @@ from graphql import parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.kinds import view_queries
+from gateway.reads.kinds import view_queries
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.fastlookups import FastLookups
-from node.fields.common import MAX_KEYS
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph, entities_of
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.fastlookups import FastLookups
+from node.subgraph.fields.common import MAX_KEYS
+from node.subgraph.schema import build_subgraph, entities_of
 from schema import (
     CATALOGUE,
     WORD_COUNTS,

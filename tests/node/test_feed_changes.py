@@ -1,5 +1,5 @@
 """What a store's apply reports to the change feed, on every store backend, and the rings
-of node.feed on their own (no loop, no socket)."""
+of node.changelog.feed on their own (no loop, no socket)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import asyncio
 import orjson
 import pytest
 
-from node.changes import ChangeBatch, Effect, change_json
-from node.feed import ChangeFeed
-from node.store import PartitionStore
+from node.changelog.feed import ChangeFeed
+from node.storage.changes import ChangeBatch, Effect, change_json
+from node.storage.store import PartitionStore
 from schema import (
     WORD_COUNTS,
     CountRow,

@@ -192,7 +192,7 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
 def test_a_follow_of_a_partition_applied_unfollowed_replays_each_change_once_from_kafka(
     broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="node.feedsocket")
+    caplog.set_level(logging.INFO, logger="node.replication.feedsocket")
     partition, topic = 5, view.changelog_topic
     # one change per changelog record
     head = [CountRow(k, 1, 1_700_000_000_000) for k in keys_in(partition, 40)]
@@ -237,7 +237,7 @@ def test_a_follow_of_a_partition_applied_unfollowed_replays_each_change_once_fro
 def test_a_follow_too_slow_for_the_ring_falls_back_to_replay_without_gap_or_duplicate(
     broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="node.feedsocket")
+    caplog.set_level(logging.INFO, logger="node.replication.feedsocket")
     partition, topic = 3, view.changelog_topic
     config = node_config(
         broker.bootstrap, tmp_path, "f4", f"g-{view.name}", STATEFED_NODE_FEED_BUFFER_MB="1"

@@ -1,6 +1,6 @@
-"""The call guard of a node without the cluster secret (node.trust): calls pass untouched,
-logged with their caller and request id only when DEBUG asks for it; a node that needs the
-secret answers 503 until it has read it."""
+"""The call guard of a node without the cluster secret (node.replication.trust): calls pass
+untouched, logged with their caller and request id only when DEBUG asks for it; a node that needs
+the secret answers 503 until it has read it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from node.trust import CallGuard
+from node.replication.trust import CallGuard
 from runtime.graphql_http import RequestError
 
 _SCOPE = {
@@ -28,10 +28,10 @@ def test_an_open_guard_admits_calls_and_logs_them_only_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     guard = CallGuard(False, 1 << 20)
-    with caplog.at_level(logging.INFO, logger="node.trust"):
+    with caplog.at_level(logging.INFO, logger="node.replication.trust"):
         assert asyncio.run(guard.admit(_SCOPE, _receive)) is _receive
     assert caplog.records == []
-    with caplog.at_level(logging.DEBUG, logger="node.trust"):
+    with caplog.at_level(logging.DEBUG, logger="node.replication.trust"):
         assert asyncio.run(guard.admit(_SCOPE, _receive)) is _receive
         guard.admit_handshake(_SCOPE)
     assert [r.getMessage() for r in caplog.records] == [

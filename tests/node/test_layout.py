@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from node import layout
+from node.storage import layout
 from schema import MAX_UINT, pack
 
 views = st.sampled_from(["word_counts", "v\x00iew", "é"])

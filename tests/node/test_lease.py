@@ -1,4 +1,4 @@
-"""The node's lease (node.lease) on a clock of the test's: renewed by its holder's turns,
+"""The node's lease (node.changelog.lease) on a clock of the test's: renewed by its holder's turns,
 lapsed by a gap longer than its term, back only once confirmed by an answer to a request
 sent after the lapse; and what a lapsed lease does to reads of the node's copies."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from node.changelog.lease import Lease
+from node.changelog.materializer import APPLY_STALL_S, LEASE_TERM_S, Materializer
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.graphql_http import GraphQLEndpoint
-from node.lease import Lease
-from node.materializer import APPLY_STALL_S, LEASE_TERM_S, Materializer
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.schema import build_subgraph
 from schema import WORD_COUNTS, CountRow, Role, partition_for
 
 

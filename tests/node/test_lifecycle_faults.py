@@ -14,12 +14,12 @@ from pathlib import Path
 import plyvel
 import pytest
 
-from node.changes import ChangeBatch, EventPosition
+from node.changelog.materializer import Materializer, StoreFactory
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.materializer import Materializer, StoreFactory
-from node.partitions import PartitionRegistry
-from node.standby import StandbyReplicator
-from node.store import LevelDBStore, PartitionStore
+from node.replication.standby import StandbyReplicator
+from node.storage.changes import ChangeBatch, EventPosition
+from node.storage.store import LevelDBStore, PartitionStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, NodeState, Role, View
 from tests.node.harness import P, node_config, produce_counts, unique_count_view

@@ -16,11 +16,11 @@ import pytest
 from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import KafkaException, TopicPartition
 
+from node.changelog.lease import Lease
+from node.changelog.materializer import Materializer
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.lease import Lease
-from node.materializer import Materializer
-from node.partitions import PartitionRegistry
-from node.store import LevelDBStore, PartitionStore
+from node.storage.store import LevelDBStore, PartitionStore
 from schema import WORD_COUNTS
 
 

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from node.errors import StoreError
-from node.store import ChangeBatch, LevelDBStore
+from node.storage.store import ChangeBatch, LevelDBStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import MEMBERS_TOPIC, CountRow, NodeState, View, decode_member, partition_for
 from tests.node.harness import (
@@ -56,7 +56,7 @@ def running_with(node: ThreadNode, partitions: int) -> dict[str, Any] | None:
 def test_node_materializes_serves_and_resumes_from_its_stored_offsets(
     broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="node.materializer")
+    caplog.set_level(logging.INFO, logger="node.changelog.materializer")
     head_keys = [f"{uuid.uuid4().hex[:6]}-h{i}" for i in range(24)]
     head = {k: i % 5 + 1 for i, k in enumerate(head_keys)}
     written = produce_counts(broker.bootstrap, view, rows_for(head_keys, head))
@@ -358,7 +358,7 @@ def keys_in_every_partition(per_partition: int = 2) -> list[str]:
 def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies_keep_answering(
     broker: KafkaBroker, view: View, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="node.materializer")
+    caplog.set_level(logging.INFO, logger="node.changelog.materializer")
     keys = keys_in_every_partition()
     counts = {k: 1 + i % 4 for i, k in enumerate(keys)}
     produce_counts(broker.bootstrap, view, rows_for(keys, counts))

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from node.changes import position
-from node.store import PartitionStore
+from node.storage.changes import position
+from node.storage.store import PartitionStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     DEMO_DOMAIN,

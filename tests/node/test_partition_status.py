@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from node.changelog.partitions import PartitionRegistry
 from node.errors import AWAITING_GROUP
-from node.partitions import PartitionRegistry
-from node.store import LevelDBStore
+from node.storage.store import LevelDBStore
 from schema import PartitionStatus, Role
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import plyvel
 import pytest
 
-from node.changes import ChangeBatch
+from node.changelog.partitions import PartitionRegistry
 from node.errors import STORE_DAMAGED
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import LevelDBStore
-from node.subgraph import build_subgraph
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.changes import ChangeBatch
+from node.storage.store import LevelDBStore
+from node.subgraph.schema import build_subgraph
 from schema import WORD_COUNTS, CountRow, Role, partition_for
 
 P = 2

@@ -9,12 +9,12 @@ from pathlib import Path
 import plyvel
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from node.changes import ChangeBatch, Effect
+from node.changelog.materializer import Materializer
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
 from node.errors import StoreDamagedError
-from node.materializer import Materializer
-from node.partitions import PartitionRegistry
-from node.store import LevelDBStore
+from node.storage.changes import ChangeBatch, Effect
+from node.storage.store import LevelDBStore
 from schema import WORD_COUNTS, CountRow, Role
 
 TOPIC = WORD_COUNTS.changelog_topic

@@ -1,10 +1,10 @@
-"""The node's uvicorn settings (node.server)."""
+"""The node's uvicorn settings (node.serve.server)."""
 
 from __future__ import annotations
 
-from node.app import NodeApp
 from node.config import NodeConfig
-from node.server import uvicorn_config
+from node.serve.app import NodeApp
+from node.serve.server import uvicorn_config
 
 
 def test_nothing_between_uvicorn_and_the_node_rewrites_requests_from_proxy_headers() -> None:

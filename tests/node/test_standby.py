@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.standby import standby_placement
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph
+from node.changelog.partitions import PartitionRegistry
+from node.replication.standby import standby_placement
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.schema import build_subgraph
 from schema import (
     WORD_COUNTS,
     CountRow,

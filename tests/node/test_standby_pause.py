@@ -4,7 +4,7 @@ no `maxLag: 0` answer is below any answer for its key received before it was ask
 copy answers below what it answered before, and no count is above what was written.
 
 Three node processes share a view of 2 partitions with one standby each: two own a
-partition, and standby placement (node.standby) puts a standby on the third, which then
+partition, and standby placement (node.replication.standby) puts a standby on the third, which then
 holds standbys only. The writes go to the changelog directly, as the pipeline would."""
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
-from gateway.status import StatusBoard
-from node.materializer import SESSION_TIMEOUT_MS
+from gateway.edge.app import GatewayApp
+from node.changelog.materializer import SESSION_TIMEOUT_MS
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, View, encode_count, partition_for
 from tests.chaos.invariants import (

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from node.errors import SerializationError, StoreClosedError, StoreError
-from node.store import ChangeBatch, LevelDBStore, PartitionStore
+from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
 from schema import CountRow
 from tests.node.stores import StoreMaker
 

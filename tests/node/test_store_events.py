@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node.changes import EventPosition, position
 from node.errors import SerializationError
-from node.store import ChangeBatch, PartitionStore
+from node.storage.changes import EventPosition, position
+from node.storage.store import ChangeBatch, PartitionStore
 from schema import EventRow
 from tests.node.stores import BACKENDS, StoreMaker, store_maker
 

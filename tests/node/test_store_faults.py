@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from node.errors import DiskFullError, StoreDamagedError, StoreWriteError
-from node.store import SEAL, ChangeBatch, LevelDBStore
+from node.storage.store import SEAL, ChangeBatch, LevelDBStore
 from schema import CountRow
 from tests.node.disks import fill, small_disk
 

@@ -11,7 +11,7 @@ import plyvel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node.store import ChangeBatch, LevelDBStore
+from node.storage.store import ChangeBatch, LevelDBStore
 from schema import CountRow, EventRow, WindowRow
 
 COUNTS, WINDOWS, LATEST = "counts", "windows", "latest"

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node import layout
-from node.layout import ScannedRow, ScanSpan, Table
-from node.store import ChangeBatch, LevelDBStore, PartitionStore
+from node.storage import layout
+from node.storage.layout import ScannedRow, ScanSpan, Table
+from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
 from schema import CountRow, EventRow, WindowRow
 from tests.node.stores import BACKENDS, store_maker
 

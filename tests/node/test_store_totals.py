@@ -11,9 +11,9 @@ import plyvel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node import layout
-from node.layout import Total
-from node.store import ChangeBatch, LevelDBStore, PartitionStore
+from node.storage import layout
+from node.storage.layout import Total
+from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
 from schema import CountRow, WindowRow
 from tests.node.memory_store import MemoryStore
 

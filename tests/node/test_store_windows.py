@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from node.errors import SerializationError
-from node.store import ChangeBatch, PartitionStore
+from node.storage.store import ChangeBatch, PartitionStore
 from schema import WindowRow
 from tests.node.stores import BACKENDS, StoreMaker, store_maker
 

@@ -11,12 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from node.app import NodeApp
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph
+from node.serve.app import NodeApp
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph.schema import build_subgraph
 from schema import WORD_COUNTS, CountRow, Role, pack_str, partition_for
 
 P = 6

@@ -14,14 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from node import sdl
-from node.app import NodeApp
-from node.changes import position
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import ChangeBatch, LevelDBStore
-from node.subgraph import build_subgraph, print_sdl
+from node.serve.app import NodeApp
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.changes import position
+from node.storage.store import ChangeBatch, LevelDBStore
+from node.subgraph import sdl
+from node.subgraph.schema import build_subgraph, print_sdl
 from schema import (
     DEMO_DOMAIN,
     WORD_COUNTS,

@@ -7,9 +7,8 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.metrics import GatewayMetrics
-from gateway.schema import build_schema
-from node.metrics import NodeMetrics
-from node.partitions import PartitionRegistry
+from node.changelog.partitions import PartitionRegistry
+from node.serve.metrics import NodeMetrics
 from runtime.metrics import exposition
 from schema import CATALOGUE
 
@@ -33,7 +32,7 @@ def _histogram(name: str, labels: list[str]) -> Families:
 
 
 def test_the_gateway_exports_the_families_it_did() -> None:
-    metrics = GatewayMetrics(build_schema()._schema)
+    metrics = GatewayMetrics()
     for seconds in (0.0004, 0.003, 0.2, 30.0):
         metrics.executed(("query", "wordCount"), seconds)
         metrics.node_answered("node-1", seconds)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from node.app import changelog_partition_counts
+from node.serve.app import changelog_partition_counts
 from runtime.config import ConfigError
 from runtime.kafka import KafkaConnectionError, KafkaProperties, KafkaSettings
 from runtime.produce import Record, new_producer, produce_records, producer_config

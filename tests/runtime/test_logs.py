@@ -14,7 +14,9 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
 def _record(message: str, *args: object) -> logging.LogRecord:
-    return logging.LogRecord("node.materializer", logging.WARNING, __file__, 1, message, args, None)
+    return logging.LogRecord(
+        "node.changelog.materializer", logging.WARNING, __file__, 1, message, args, None
+    )
 
 
 def test_a_json_line_names_the_part_node_request_and_trace() -> None:
@@ -22,7 +24,7 @@ def test_a_json_line_names_the_part_node_request_and_trace() -> None:
     outside = json.loads(formatter.format(_record("applied %d records", 5)))
     assert outside["message"] == "applied 5 records" and outside["level"] == "warning"
     assert outside["part"] == "node" and outside["node"] == "n1"
-    assert outside["logger"] == "node.materializer" and outside["time"].endswith("+00:00")
+    assert outside["logger"] == "node.changelog.materializer" and outside["time"].endswith("+00:00")
     assert "request_id" not in outside and "trace_id" not in outside
     with Serving("req-9", Trace(TRACE, "00f067aa0ba902b7"), "request") as trace:
         inside = json.loads(formatter.format(_record("read")))

@@ -43,7 +43,7 @@ def _log_lines(log_format: str, level: str) -> list[str]:
         logging.getLogger("httpx").info('HTTP Request: GET http://n1/health "HTTP/1.1 200 OK"')
         logging.getLogger("httpx").warning("an httpx warning")
         logging.getLogger("uvicorn.error").info("Started server process [7]")
-        logging.getLogger("node.app").info("node n1: stopped")
+        logging.getLogger("node.serve.app").info("node n1: stopped")
     return stream.getvalue().splitlines()
 
 
@@ -51,7 +51,7 @@ def test_httpx_request_lines_are_left_out_at_info() -> None:
     lines = _log_lines("text", "info")
     assert not any("HTTP Request" in line for line in lines)
     assert any("WARNING httpx: an httpx warning" in line for line in lines)
-    assert any("INFO node.app: node n1: stopped" in line for line in lines)
+    assert any("INFO node.serve.app: node n1: stopped" in line for line in lines)
 
 
 def test_httpx_request_lines_show_at_debug() -> None:

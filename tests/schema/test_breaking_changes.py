@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.schema import print_sdl
+from gateway.api.schema import print_sdl
 from tests.contract import (
     ACKNOWLEDGED,
     BASELINE_DIR,

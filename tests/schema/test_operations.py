@@ -10,7 +10,7 @@ import pytest
 from graphql import GraphQLError, GraphQLSchema, validate, validate_schema
 from graphql.execution.values import get_variable_values
 
-from gateway.schema import print_sdl
+from gateway.api.schema import print_sdl
 from schema import DEMO_DOMAIN, WORD_COUNTS, View
 from tests.contract import OPERATIONS_DIR, Operation, camel, operations, schema_of, shape_errors
 

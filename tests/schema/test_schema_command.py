@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.schema import print_sdl
+from gateway.api.schema import print_sdl
 from tests.schema.usercatalogue import PLAYS, WorkingDirectory
 from tooling.cli import main
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.possibletypes import print_possible_types
-from gateway.schema import print_sdl
+from gateway.api.schema import print_sdl
+from gateway.execute.possibletypes import print_possible_types
 from tests.contract import GENERATED, REGENERATE, SCHEMA_DIR, drift
 
 

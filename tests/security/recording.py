@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from gateway.consistency import Token
-from gateway.producer import EventProducer
+from gateway.cluster.consistency import Token
+from gateway.writes.producer import EventProducer
 from schema import partition_for
 
 __all__ = ["Produced", "RecordingProducer"]

@@ -9,10 +9,10 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import uvicorn
 
-from gateway.app import GatewayApp
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed
-from gateway.server import uvicorn_config
+from gateway.edge.app import GatewayApp
+from gateway.edge.server import uvicorn_config
 from schema import View
 from tests.gateway.fakes import FakeNode, table_for
 from tooling.processes import wait_until

@@ -27,10 +27,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
-from gateway.app import GatewayApp
+from gateway.auth.keys import REFETCH_INTERVAL_MS, KeySetError
 from gateway.config import GatewayConfig, is_loopback
-from gateway.keys import REFETCH_INTERVAL_MS, KeySetError
-from gateway.statuspage import status_page
+from gateway.edge.app import GatewayApp
+from gateway.edge.statuspage import status_page
 from runtime.clock import wall_clock_ms
 from runtime.config import ConfigError
 from schema import View
@@ -493,7 +493,7 @@ def test_a_short_secret_or_an_unreadable_jwks_stops_start_up(tmp_path: Path) -> 
 def test_anonymous_on_loopback_serves_as_before_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="gateway.app")
+    caplog.set_level(logging.WARNING, logger="gateway.edge.app")
     with gateway(GatewayConfig(timeout_ms=2000, produce=False)) as http:
         body = ask(http, BOTH, "whatever").json()  # a token is not looked at
         # a view the catalogue gives a scope is not readable without it

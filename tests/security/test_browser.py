@@ -21,9 +21,9 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
 from gateway.cors import CorsPolicy
+from gateway.edge.app import GatewayApp
 from runtime.config import ConfigError
 from tests.e2e.test_graphiql import CHROMIUM, FLAGS
 from tests.gateway.fakes import FakeNode, Model, client_for, feed_for

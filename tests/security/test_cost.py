@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from gateway.config import GatewayConfig
-from gateway.inputs import TimeRange
-from gateway.kinds import view_queries
-from node.app import NodeApp
+from gateway.model.inputs import TimeRange
+from gateway.reads.kinds import view_queries
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.partitions import PartitionRegistry
+from node.serve.app import NodeApp
 from tests.gateway.fakes import (
     BOOKING_HISTORY,
     FULL,

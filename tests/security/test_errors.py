@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from gateway.app import GatewayApp
 from gateway.config import GatewayConfig
+from gateway.edge.app import GatewayApp
+from node.changelog.partitions import PartitionRegistry
 from node.errors import SerializationError
-from node.graphql_http import GraphQLEndpoint
-from node.partitions import PartitionRegistry
-from node.store import PartitionStore
-from node.subgraph import build_subgraph
+from node.serve.graphql_http import GraphQLEndpoint
+from node.storage.store import PartitionStore
+from node.subgraph.schema import build_subgraph
 from schema import WORD_COUNTS, PartitionStatus, Role
 from tests.gateway.fakes import FakeNode, Model, client_for, codes, feed_for
 

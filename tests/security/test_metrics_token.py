@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import GatewayApp
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
-from gateway.routing import RoutingFeed
-from gateway.status import StatusBoard
-from node.app import NodeApp
+from gateway.edge.app import GatewayApp
 from node.config import NodeConfig
+from node.serve.app import NodeApp
 from runtime.config import ConfigError
 from runtime.metrics import MIN_TOKEN_BYTES, TOKEN_VARIABLE, read_token
 from tests.gateway.fakes import running_gateway

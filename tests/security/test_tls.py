@@ -16,11 +16,11 @@ import pytest
 import trustme
 
 from gateway.config import GatewayConfig
-from node.app import NodeApp
-from node.changes import ChangeBatch
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.partitions import PartitionRegistry
-from node.server import uvicorn_config as node_uvicorn_config
+from node.serve.app import NodeApp
+from node.serve.server import uvicorn_config as node_uvicorn_config
+from node.storage.changes import ChangeBatch
 from runtime.config import ConfigError
 from schema import WORD_COUNTS, CountRow, Role
 from tests.node.memory_store import MemoryStore

@@ -25,19 +25,19 @@ import pytest
 import uvicorn
 from confluent_kafka import Producer
 
-from gateway.app import GatewayApp
+from gateway.cluster.membership import MemberDirectory
+from gateway.cluster.pipeline import StatusBoard
+from gateway.cluster.routing import NodeInfo
 from gateway.config import GatewayConfig
-from gateway.kinds import view_queries
-from gateway.membership import MemberDirectory
-from gateway.routing import NodeInfo
-from gateway.server import uvicorn_config
-from gateway.status import StatusBoard
-from gateway.transport import HttpxCaller
-from gateway.upstream import Upstream
-from node.app import NodeApp
+from gateway.edge.app import GatewayApp
+from gateway.edge.server import uvicorn_config
+from gateway.nodes.transport import HttpxCaller
+from gateway.nodes.upstream import Upstream
+from gateway.reads.kinds import view_queries
 from node.config import NodeConfig
 from node.errors import ConfigError as NodeConfigError
-from node.trust import CallGuard
+from node.replication.trust import CallGuard
+from node.serve.app import NodeApp
 from runtime.clock import wall_clock_ms
 from runtime.config import ConfigError
 from runtime.graphql_http import RequestError
@@ -362,13 +362,13 @@ def assert_refused(response: httpx.Response) -> None:
 def test_a_direct_call_without_the_credential_is_refused(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="node.trust")
+    caplog.set_level(logging.INFO, logger="node.replication.trust")
     word = next(iter(cluster.counts))
     assert_refused(post(cluster.node_url, point_body(word)))
     # claiming a caller is no credential; nor is a GET
     assert_refused(post(cluster.node_url, point_body(word), {"statefed-caller": "gateway"}))
     assert_refused(httpx.get(f"{cluster.node_url}/graphql", params={"query": "{ __typename }"}))
-    refused = [r.getMessage() for r in caplog.records if r.name == "node.trust"]
+    refused = [r.getMessage() for r in caplog.records if r.name == "node.replication.trust"]
     assert any("refused a call to /graphql" in m and "'gateway'" in m for m in refused), refused
 
 
@@ -418,7 +418,7 @@ def test_health_stays_readable_and_shows_no_secret(cluster: Cluster) -> None:
 def test_the_gateways_signed_calls_are_answered_and_name_the_caller(
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="node.trust")
+    caplog.set_level(logging.DEBUG, logger="node.replication.trust")
     words = list(cluster.counts)[:5]
     with httpx.Client(base_url=cluster.gateway_url, timeout=10) as http:
         for word in words:
@@ -427,9 +427,11 @@ def test_the_gateways_signed_calls_are_answered_and_name_the_caller(
             document = response.json()
             assert "errors" not in document, document
             assert document["data"]["wordCount"] == {"word": word, "count": cluster.counts[word]}
-    accepted = [r.getMessage() for r in caplog.records if r.name == "node.trust"]
+    accepted = [r.getMessage() for r in caplog.records if r.name == "node.replication.trust"]
     assert any("from caller 'anonymous'" in m for m in accepted), accepted
-    assert not any(r.levelno >= logging.INFO for r in caplog.records if r.name == "node.trust")
+    assert not any(
+        r.levelno >= logging.INFO for r in caplog.records if r.name == "node.replication.trust"
+    )
 
 
 def test_a_forged_membership_record_is_not_routed_to(

@@ -17,10 +17,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from gateway.config import GatewayConfig
-from gateway.errors import RateLimitedError
-from gateway.producer import EventProducer
-from gateway.timestamps import from_ms
-from gateway.writes import RateLimiter
+from gateway.model.errors import RateLimitedError
+from gateway.model.timestamps import from_ms
+from gateway.writes.policy import RateLimiter
+from gateway.writes.producer import EventProducer
 from runtime.topics import ensure_topics
 from schema import DEMO_DOMAIN, WORD_COUNTS, View, partition_for
 from tests.gateway.fakes import FakeNode, Model, codes, running_gateway

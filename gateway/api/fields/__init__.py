@@ -1,11 +1,11 @@
 """The public schema's fields, generated from catalogue entries: one builder per view kind
-(a module here, named by its kind in `gateway.kinds`; adding a view of an existing kind
+(a module here, named by its kind in `gateway.api.kinds`; adding a view of an existing kind
 needs no code), `cluster`, and federation's `_entities` over the views' entity types."""
 
-from gateway.fields.cluster import cluster_field
-from gateway.fields.common import Entity, ViewFields
-from gateway.fields.entities import resolve_entities
-from gateway.fields.produce import produce_field
+from gateway.api.fields.cluster import cluster_field
+from gateway.api.fields.common import Entity, ViewFields
+from gateway.api.fields.entities import resolve_entities
+from gateway.api.fields.produce import produce_field
 
 __all__ = [
     "Entity",

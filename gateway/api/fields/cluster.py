@@ -10,11 +10,11 @@ from typing import Any, cast
 
 import strawberry
 
-from gateway.fields.common import authorize
-from gateway.overview import live_copies, unassigned
-from gateway.request import RequestContext
-from gateway.routing import RoutingTable
-from gateway.timestamps import from_ms
+from gateway.api.fields.common import authorize
+from gateway.api.request import RequestContext
+from gateway.cluster.overview import live_copies, unassigned
+from gateway.cluster.routing import RoutingTable
+from gateway.model.timestamps import from_ms
 from schema import NodeState, Role, View, ViewKind
 
 __all__ = ["cluster_field"]

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 import strawberry
 from strawberry.federation.schema_directives import Key, Shareable
 
-from gateway.consistency import parse_token, wait_processed
-from gateway.errors import BadRequestError, ForbiddenError, RoutingError
-from gateway.reads import KeyRead, ReadOptions
-from gateway.readtoken import ReadPositions, is_read_token
-from gateway.request import KeyResult, RequestContext
-from gateway.rows import Event, Row
+from gateway.api.request import KeyResult, RequestContext
+from gateway.cluster.consistency import parse_token, wait_processed
+from gateway.cluster.readtoken import ReadPositions, is_read_token
+from gateway.model.errors import BadRequestError, ForbiddenError, RoutingError
+from gateway.model.rows import Event, Row
+from gateway.reads.protocol import KeyRead, ReadOptions
 from schema import FieldType, View
 
 __all__ = [
@@ -70,7 +70,7 @@ class Entity:
 @dataclass(frozen=True)
 class ViewFields:
     """What a kind's builder makes of a view: its Query fields, its entity if it has one,
-    and its Subscription fields (`gateway.fields.live`)."""
+    and its Subscription fields (`gateway.api.fields.live`)."""
 
     fields: dict[str, Any]
     entity: Entity | None = None

@@ -6,7 +6,7 @@ type WordCount @key(fields: "word") { word: String!  count: Int! }
 wordCount(word: String!): WordCount
 wordCounts(words: [String!]!): [WordCount]!
 topWords(limit: Int! = 10): [WordCount!]!
-allWordCounts(first: Int, after: String, ...): WordCountConnection!  # gateway.fields.scan
+allWordCounts(first: Int, after: String, ...): WordCountConnection!  # gateway.api.fields.scan
 ```
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import strawberry
 
-from gateway.fields.common import (
+from gateway.api.fields.common import (
     AtLeast,
     Entity,
     MaxLag,
@@ -28,17 +28,17 @@ from gateway.fields.common import (
     read_options,
     record_failures,
 )
-from gateway.fields.live import (
+from gateway.api.fields.live import (
     KeySubscription,
     key_subscription_fields,
     top_subscription_field,
     update_type,
 )
-from gateway.fields.lookup import lookup_fields
-from gateway.fields.scan import scan_field
-from gateway.fields.totals import count_totals_field
-from gateway.request import RequestContext
-from gateway.rows import Event, Ranked, Row
+from gateway.api.fields.lookup import lookup_fields
+from gateway.api.fields.scan import scan_field
+from gateway.api.fields.totals import count_totals_field
+from gateway.api.request import RequestContext
+from gateway.model.rows import Event, Ranked, Row
 from schema import View
 
 __all__ = ["count_fields"]

@@ -17,10 +17,10 @@ from typing import Any
 
 import strawberry
 
-from gateway.errors import BadRepresentationError, GatewayError
-from gateway.fields.common import Entity, authorize_view
-from gateway.reads import ReadOptions
-from gateway.request import KeyResult, RequestContext
+from gateway.api.fields.common import Entity, authorize_view
+from gateway.api.request import KeyResult, RequestContext
+from gateway.model.errors import BadRepresentationError, GatewayError
+from gateway.reads.protocol import ReadOptions
 
 __all__ = ["resolve_entities"]
 

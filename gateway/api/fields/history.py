@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway.fields.common import (
+from gateway.api.fields.common import (
     EVENT_TIME,
     SCALARS,
     AtLeast,
@@ -31,16 +31,16 @@ from gateway.fields.common import (
     read_options,
     record_key_read,
 )
-from gateway.fields.live import (
+from gateway.api.fields.live import (
     KeySubscription,
     event_values_of,
     key_subscription_fields,
     update_type,
 )
-from gateway.fields.scan import scan_field
-from gateway.inputs import MAX_PAGE_SIZE
-from gateway.request import RequestContext
-from gateway.rows import Page
+from gateway.api.fields.scan import scan_field
+from gateway.api.request import RequestContext
+from gateway.model.inputs import MAX_PAGE_SIZE
+from gateway.model.rows import Page
 from schema import View
 
 __all__ = ["history_fields"]

@@ -5,7 +5,7 @@ view's type is a federation entity keyed by the view's key field.
 type LastBooking @key(fields: "customer") { customer: String!  trip: String  eventTime: DateTime! }
 lastBooking(customer: String!): LastBooking
 lastBookings(customers: [String!]!): [LastBooking]!
-allLastBookings(first: Int, after: String, ...): LastBookingConnection!  # gateway.fields.scan
+allLastBookings(first: Int, after: String, ...): LastBookingConnection!  # gateway.api.fields.scan
 ```
 """
 
@@ -14,7 +14,7 @@ allLastBookings(first: Int, after: String, ...): LastBookingConnection!  # gatew
 from datetime import datetime
 from typing import Any
 
-from gateway.fields.common import (
+from gateway.api.fields.common import (
     EVENT_TIME,
     SCALARS,
     Entity,
@@ -25,15 +25,15 @@ from gateway.fields.common import (
     event_values,
     make,
 )
-from gateway.fields.live import (
+from gateway.api.fields.live import (
     KeySubscription,
     event_values_of,
     key_subscription_fields,
     update_type,
 )
-from gateway.fields.lookup import lookup_fields
-from gateway.fields.scan import scan_field
-from gateway.rows import Event, Row
+from gateway.api.fields.lookup import lookup_fields
+from gateway.api.fields.scan import scan_field
+from gateway.model.rows import Event, Row
 from schema import View
 
 __all__ = ["latest_fields"]

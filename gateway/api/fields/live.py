@@ -22,8 +22,7 @@ from typing import Annotated, Any, TypeVar
 
 import strawberry
 
-from gateway.errors import BadRequestError, GatewayError, SubscriptionsOffError
-from gateway.fields.common import (
+from gateway.api.fields.common import (
     FieldSpec,
     WindowInput,
     authorize_view,
@@ -31,15 +30,16 @@ from gateway.fields.common import (
     make,
     object_type,
 )
-from gateway.inputs import check_limit, top_window
-from gateway.live.hub import FeedClosedError, FeedHub
-from gateway.live.tokens import ResumeToken
-from gateway.live.top import TopUpdate, top_updates
-from gateway.live.updates import KeyUpdate, key_updates
-from gateway.reads import ReadOptions
-from gateway.readtoken import ReadPositions, is_read_token
-from gateway.request import RequestContext
-from gateway.timestamps import from_ms
+from gateway.api.request import RequestContext
+from gateway.cluster.readtoken import ReadPositions, is_read_token
+from gateway.model.errors import BadRequestError, GatewayError, SubscriptionsOffError
+from gateway.model.inputs import check_limit, top_window
+from gateway.model.timestamps import from_ms
+from gateway.nodes.hub import FeedClosedError, FeedHub
+from gateway.reads.protocol import ReadOptions
+from gateway.subscriptions.tokens import ResumeToken
+from gateway.subscriptions.top import TopUpdate, top_updates
+from gateway.subscriptions.updates import KeyUpdate, key_updates
 from schema import View, scalar_value
 
 __all__ = [

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway.fields.common import AtLeast, MaxLag, authorize_view, read_options, record_missing
-from gateway.request import KeyResult, RequestContext
-from gateway.rows import Event, Row
+from gateway.api.fields.common import AtLeast, MaxLag, authorize_view, read_options, record_missing
+from gateway.api.request import KeyResult, RequestContext
+from gateway.model.rows import Event, Row
 from schema import View
 
 __all__ = ["lookup_fields"]

@@ -16,12 +16,12 @@ import orjson
 import strawberry
 from strawberry.scalars import JSON
 
-from gateway import inputs
-from gateway.errors import BadRequestError, ProduceDisabledError
-from gateway.fields.common import authorize, given
-from gateway.request import RequestContext
-from gateway.timestamps import floor_ms
-from gateway.writes import check_event_time
+from gateway.api.fields.common import authorize, given
+from gateway.api.request import RequestContext
+from gateway.model import inputs
+from gateway.model.errors import BadRequestError, ProduceDisabledError
+from gateway.model.timestamps import floor_ms
+from gateway.writes.policy import check_event_time
 from schema import View
 
 __all__ = ["Produced", "produce_field"]

@@ -1,5 +1,5 @@
 """The whole-view field of every view kind: its rows in key order, a Relay connection
-across every partition (gateway.scans merges the partitions' slices, gateway.cursors
+across every partition (gateway.model.scans merges the partitions' slices, gateway.model.cursors
 says what a cursor holds).
 
 ```graphql
@@ -27,10 +27,7 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway import inputs
-from gateway.cursors import COUNT_ORDER, KEY_ORDER, START_ORDER, ScanFilter
-from gateway.errors import BadRequestError
-from gateway.fields.common import (
+from gateway.api.fields.common import (
     AtLeast,
     MaxLag,
     PageInfo,
@@ -42,11 +39,14 @@ from gateway.fields.common import (
     read_options,
     record_failures,
 )
-from gateway.prices import DEFAULT_SCAN_PAGE
-from gateway.reads import ScanAsk
-from gateway.request import RequestContext
-from gateway.scans import ScanEdge, ScanPage
-from gateway.timestamps import ceil_ms, floor_ms
+from gateway.api.request import RequestContext
+from gateway.model import inputs
+from gateway.model.cursors import COUNT_ORDER, KEY_ORDER, START_ORDER, ScanFilter
+from gateway.model.errors import BadRequestError
+from gateway.model.prices import DEFAULT_SCAN_PAGE
+from gateway.model.scans import ScanEdge, ScanPage
+from gateway.model.timestamps import ceil_ms, floor_ms
+from gateway.reads.protocol import ScanAsk
 from schema import View
 
 __all__ = ["ScanOrder", "WindowScanOrder", "connection_types", "scan_field"]
@@ -163,7 +163,7 @@ def scan_field(
     types: tuple[Any, Any] | None = None,
     counted: bool = False,
 ) -> dict[str, Any]:
-    """`view.scan_field`: pages of the view's rows (gateway.rows.Scanned of the view's
+    """`view.scan_field`: pages of the view's rows (gateway.model.rows.Scanned of the view's
     kind), each shown as `to_type(row)`, in the
     connection `types` (edge, connection), made here when None; `counted` (count views)
     adds `order`, to page by count instead."""

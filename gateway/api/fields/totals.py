@@ -1,5 +1,5 @@
 """The totals of count and windowed views, added up from what each partition keeps
-(`node.fields.totals`): the number of keys and the sum of their counts, of the whole view
+(`node.subgraph.fields.totals`): the number of keys and the sum of their counts, of the whole view
 or per window.
 
 ```graphql
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway.fields.common import (
+from gateway.api.fields.common import (
     AtLeast,
     MaxLag,
     authorize_view,
@@ -26,8 +26,8 @@ from gateway.fields.common import (
     read_options,
     record_failures,
 )
-from gateway.reads import TotalsResult
-from gateway.request import RequestContext
+from gateway.api.request import RequestContext
+from gateway.reads.protocol import TotalsResult
 from schema import View
 
 __all__ = ["Totals", "WindowTotals", "count_totals_field", "window_totals_field"]

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import strawberry
 
-from gateway.fields.common import (
+from gateway.api.fields.common import (
     AtLeast,
     MaxLag,
     ViewFields,
@@ -29,17 +29,17 @@ from gateway.fields.common import (
     record_failures,
     record_key_read,
 )
-from gateway.fields.live import (
+from gateway.api.fields.live import (
     KeySubscription,
     key_subscription_fields,
     top_subscription_field,
     update_type,
 )
-from gateway.fields.scan import scan_field
-from gateway.fields.totals import window_totals_field
-from gateway.request import RequestContext
-from gateway.rows import Ranked, WindowCount
-from gateway.timestamps import from_ms
+from gateway.api.fields.scan import scan_field
+from gateway.api.fields.totals import window_totals_field
+from gateway.api.request import RequestContext
+from gateway.model.rows import Ranked, WindowCount
+from gateway.model.timestamps import from_ms
 from schema import View
 
 __all__ = ["windowed_fields"]

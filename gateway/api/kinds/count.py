@@ -2,36 +2,13 @@
 
 from __future__ import annotations
 
+from gateway.api.fields.count import count_fields
+from gateway.api.kinds.kind import GatewayKind
 from gateway.config import GatewayConfig
-from gateway.documents import (
-    NodeDocuments,
-    count_columns,
-    count_row,
-    count_selection,
-    lookup_document,
-    scan_document,
-    top_document,
-    totals_document,
-)
-from gateway.fields.count import count_fields
-from gateway.kinds.kind import GatewayKind
-from gateway.prices import Price, keys_price, scan_price, top_price
+from gateway.model.prices import Price, keys_price, scan_price, top_price
 from schema import View
 
 __all__ = ["COUNT"]
-
-
-def _documents(view: View) -> NodeDocuments:
-    selection = count_selection(view)
-    return NodeDocuments(
-        lookup=lookup_document(view, selection),
-        top=top_document(view, selection, windowed=False),
-        read_row=count_row,
-        read_ranked=count_row,
-        scan=scan_document(view, ordered=True),
-        totals=totals_document(view, windowed=False),
-        scan_columns=count_columns(),
-    )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
@@ -47,4 +24,4 @@ def _example(view: View) -> str:
     return f"{{\n  {view.top_field}(limit: 10) {{\n    {view.key_field}\n    count\n  }}\n}}\n"
 
 
-COUNT = GatewayKind(count_fields, _documents, _prices, _example)
+COUNT = GatewayKind(count_fields, _prices, _example)

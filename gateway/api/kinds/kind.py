@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gateway.api.fields import ViewFields
 from gateway.config import GatewayConfig
-from gateway.documents import NodeDocuments
-from gateway.fields import ViewFields
-from gateway.prices import Price
+from gateway.model.prices import Price
 from schema import View
 
 __all__ = ["GatewayKind", "no_example", "scan_example"]
@@ -30,12 +29,10 @@ def scan_example(view: View, fields: list[str]) -> str:
 
 @dataclass(frozen=True)
 class GatewayKind:
-    """A kind in the gateway: `fields` builds a view's public fields (`gateway.fields`),
-    `documents` what the gateway asks the view's nodes and how it reads their rows,
-    `prices` what the view's root fields cost (`gateway.limits`) by their GraphQL name, and
+    """A kind in the gateway's API: `fields` builds a view's public fields (`gateway.api.fields`),
+    `prices` what the view's root fields cost (`gateway.execute.limits`) by their GraphQL name, and
     `example` a query of the view for GraphiQL's guided first document."""
 
     fields: Callable[[View], ViewFields]
-    documents: Callable[[View], NodeDocuments]
     prices: Callable[[View, GatewayConfig], dict[str, Price]]
     example: Callable[[View], str | None] = no_example

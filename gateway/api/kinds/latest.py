@@ -2,33 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-
+from gateway.api.fields.common import EVENT_TIME
+from gateway.api.fields.latest import latest_fields
+from gateway.api.kinds.kind import GatewayKind, scan_example
 from gateway.config import GatewayConfig
-from gateway.documents import (
-    NodeDocuments,
-    event_columns,
-    event_selection,
-    lookup_document,
-    read_event,
-    scan_document,
-)
-from gateway.fields.common import EVENT_TIME
-from gateway.fields.latest import latest_fields
-from gateway.kinds.kind import GatewayKind, scan_example
-from gateway.prices import Price, keys_price, scan_price
+from gateway.model.prices import Price, keys_price, scan_price
 from schema import View
 
 __all__ = ["LATEST"]
-
-
-def _documents(view: View) -> NodeDocuments:
-    return NodeDocuments(
-        lookup=lookup_document(view, event_selection(view)),
-        read_row=functools.partial(read_event, view),
-        scan=scan_document(view),
-        scan_columns=event_columns(view),
-    )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
@@ -40,4 +21,4 @@ def _example(view: View) -> str:
     return scan_example(view, [view.key_field, *values, EVENT_TIME])
 
 
-LATEST = GatewayKind(latest_fields, _documents, _prices, _example)
+LATEST = GatewayKind(latest_fields, _prices, _example)

@@ -3,34 +3,13 @@ one window."""
 
 from __future__ import annotations
 
+from gateway.api.fields.windowed import windowed_fields
+from gateway.api.kinds.kind import GatewayKind, scan_example
 from gateway.config import GatewayConfig
-from gateway.documents import (
-    NodeDocuments,
-    scan_document,
-    top_document,
-    totals_document,
-    window_columns,
-    window_row,
-    window_selection,
-    windows_document,
-)
-from gateway.fields.windowed import windowed_fields
-from gateway.kinds.kind import GatewayKind, scan_example
-from gateway.prices import Price, scan_price, top_price
+from gateway.model.prices import Price, scan_price, top_price
 from schema import View
 
 __all__ = ["WINDOWED_COUNT"]
-
-
-def _documents(view: View) -> NodeDocuments:
-    return NodeDocuments(
-        top=top_document(view, window_selection(view), windowed=True),
-        windows=windows_document(view),
-        read_ranked=window_row,
-        totals=totals_document(view, windowed=True),
-        scan=scan_document(view, timed=True),
-        scan_columns=window_columns(),
-    )
 
 
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
@@ -47,4 +26,4 @@ def _example(view: View) -> str:
     return scan_example(view, [view.key_field, "start", "end", "count"])
 
 
-WINDOWED_COUNT = GatewayKind(windowed_fields, _documents, _prices, _example)
+WINDOWED_COUNT = GatewayKind(windowed_fields, _prices, _example)

@@ -1,4 +1,4 @@
-// statefed /status: polls the JSON the gateway builds (gateway/overview.py) and draws it.
+// statefed /status: polls the JSON the gateway builds (gateway/cluster/overview.py) and draws it.
 // Every value is put into the page as text (textContent), never as HTML.
 "use strict";
 (function () {

@@ -1,20 +1,21 @@
-"""What each view kind is on a node, one module per kind: how its changelog records are
-stored, its subgraph fields, whether its rows expire. `KINDS` is the one table the
-materializer and the subgraph look kinds up in."""
+"""How each view kind is stored on a node, one module per kind: how its changelog records
+are applied, whether its rows expire, how a snapshot reads its current rows. `KINDS` is the
+one table the materializer, the standby replay and the change feed look kinds up in; the
+subgraph's fields are in `node.subgraph.kinds`, so that this write path imports no GraphQL."""
 
 from __future__ import annotations
 
 from node.errors import NodeError
-from node.kinds.count import COUNT
-from node.kinds.history import HISTORY
-from node.kinds.kind import Applier, NodeKind
-from node.kinds.latest import LATEST
-from node.kinds.windowed_count import WINDOWED_COUNT
+from node.storage.kinds.count import COUNT
+from node.storage.kinds.history import HISTORY
+from node.storage.kinds.kind import Applier, SnapshotReader, StoredKind
+from node.storage.kinds.latest import LATEST
+from node.storage.kinds.windowed_count import WINDOWED_COUNT
 from schema import View, ViewKind
 
-__all__ = ["KINDS", "Applier", "NodeKind", "kind_of"]
+__all__ = ["KINDS", "Applier", "SnapshotReader", "StoredKind", "kind_of"]
 
-KINDS: dict[ViewKind, NodeKind] = {
+KINDS: dict[ViewKind, StoredKind] = {
     ViewKind.COUNT: COUNT,
     ViewKind.WINDOWED_COUNT: WINDOWED_COUNT,
     ViewKind.LATEST: LATEST,
@@ -22,8 +23,8 @@ KINDS: dict[ViewKind, NodeKind] = {
 }
 
 
-def kind_of(view: View) -> NodeKind:
-    """What `view`'s kind is on a node, or an error naming the view if it is not served."""
+def kind_of(view: View) -> StoredKind:
+    """How `view`'s kind is stored, or an error naming the view if it is not served."""
     try:
         return KINDS[view.kind]
     except KeyError:

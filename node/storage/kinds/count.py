@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from confluent_kafka import Message
 
-from node.changes import ChangeBatch
-from node.fields import count_fields
-from node.kinds.kind import NodeKind, entity_key
+from node.storage.changes import ChangeBatch, change_json
+from node.storage.kinds.kind import StoredKind, entity_key
+from node.storage.store import PartitionStore
 from schema import View, decode_count
 
 __all__ = ["COUNT"]
@@ -21,4 +21,12 @@ def _apply(batch: ChangeBatch, view: View, message: Message) -> None:
     batch.put_count(view.name, decode_count(value))
 
 
-COUNT = NodeKind(apply=_apply, fields=count_fields)
+def _snapshot(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[bytes]:
+    rows = store.get_many(view.name, keys)
+    return [
+        change_json(view.name, key, at, row, snapshot=True)
+        for key, row in zip(keys, rows, strict=True)
+    ]
+
+
+COUNT = StoredKind(apply=_apply, snapshot=_snapshot)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from confluent_kafka import Message
 
-from node.changes import ChangeBatch
-from node.fields import history_fields
-from node.kinds.kind import NodeKind, record_key
+from node.storage.changes import ChangeBatch
+from node.storage.kinds.kind import StoredKind, record_key
 from schema import View, decode_event
 
 __all__ = ["HISTORY"]
@@ -22,4 +21,4 @@ def _apply(batch: ChangeBatch, view: View, message: Message) -> None:
     batch.put_event(view.name, decode_event(value))
 
 
-HISTORY = NodeKind(apply=_apply, fields=history_fields)
+HISTORY = StoredKind(apply=_apply)

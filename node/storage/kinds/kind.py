@@ -1,4 +1,4 @@
-"""What a view kind provides on a node, and how its changelog record keys are read."""
+"""How a view kind is stored on a node, and how its changelog record keys are read."""
 
 from __future__ import annotations
 
@@ -9,26 +9,29 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from node.changes import ChangeBatch
-from node.fields import ViewFields
+from node.storage.changes import ChangeBatch
+from node.storage.store import PartitionStore
 from schema import View, unpack
 
-__all__ = ["Applier", "NodeKind", "entity_key", "record_key"]
+__all__ = ["Applier", "SnapshotReader", "StoredKind", "entity_key", "record_key"]
 
 # one changelog record of a view into store changes; ValueError or SerializationError
 # when the record cannot be read (the materializer skips it)
 Applier = Callable[[ChangeBatch, View, Message], None]
+# (store, view, keys, applied offset of the view's topic, now ms) -> snapshot changes' JSON
+SnapshotReader = Callable[[PartitionStore, View, list[str], int, int], list[bytes]]
 
 
 @dataclass(frozen=True)
-class NodeKind:
-    """A kind on a node: `apply` stores one changelog record, `fields` builds the view's
-    subgraph fields, and `expire`, for kinds whose rows expire, adds to a batch the removal
-    of what is past the view's retention at `now_ms` (with every batch and sweep)."""
+class StoredKind:
+    """A kind in a node's store: `apply` stores one changelog record; `expire`, for kinds
+    whose rows expire, adds to a batch the removal of what is past the view's retention at
+    `now_ms` (with every batch and sweep); `snapshot`, for kinds with a current row per key,
+    reads the first message of a snapshot follow (`node.replication.feedsnapshot`)."""
 
     apply: Applier
-    fields: Callable[[View], ViewFields]
     expire: Callable[[ChangeBatch, View, int], None] | None = None
+    snapshot: SnapshotReader | None = None
 
 
 def entity_key(message: Message) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from confluent_kafka import Message
 
-from node.changes import ChangeBatch
-from node.fields import windowed_fields
-from node.kinds.kind import NodeKind, record_key
-from node.retention import expiry_horizon
+from node.storage.changes import ChangeBatch, change_json
+from node.storage.kinds.kind import StoredKind, record_key
+from node.storage.retention import expiry_horizon
+from node.storage.store import PartitionStore
 from schema import View, decode_window
 
 __all__ = ["WINDOWED_COUNT"]
@@ -27,4 +27,17 @@ def _expire(batch: ChangeBatch, view: View, now_ms: int) -> None:
     batch.expire_windows(view.name, expiry_horizon(view, now_ms))
 
 
-WINDOWED_COUNT = NodeKind(apply=_apply, fields=windowed_fields, expire=_expire)
+def _snapshot(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[bytes]:
+    horizon = expiry_horizon(view, now)
+    docs: list[bytes] = []
+    for key in keys:
+        windows = store.windows(view.name, key, None, None, horizon)
+        docs.extend(
+            change_json(view.name, key, at, w, (w.start_ms,), snapshot=True) for w in windows
+        )
+        if not windows:
+            docs.append(change_json(view.name, key, at, None, snapshot=True))
+    return docs
+
+
+WINDOWED_COUNT = StoredKind(apply=_apply, expire=_expire, snapshot=_snapshot)

@@ -1,12 +1,12 @@
 """The subgraph's fields, one builder per view kind, what the builders share, and
 federation's `_entities` over the entity types of count and latest views."""
 
-from node.fields.context import ReadContext
-from node.fields.count import count_fields
-from node.fields.entities import Entity, ViewFields, resolve_entities
-from node.fields.history import history_fields
-from node.fields.latest import latest_fields
-from node.fields.windowed import windowed_fields
+from node.subgraph.fields.context import ReadContext
+from node.subgraph.fields.count import count_fields
+from node.subgraph.fields.entities import Entity, ViewFields, resolve_entities
+from node.subgraph.fields.history import history_fields
+from node.subgraph.fields.latest import latest_fields
+from node.subgraph.fields.windowed import windowed_fields
 
 __all__ = [
     "Entity",

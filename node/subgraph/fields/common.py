@@ -12,8 +12,8 @@ import strawberry
 from strawberry.types.field import StrawberryField
 
 from node.errors import BadRequestError
-from node.fields.context import ReadContext
-from node.store import PartitionStore
+from node.storage.store import PartitionStore
+from node.subgraph.fields.context import ReadContext
 from schema import FieldType, Role, View, partition_for
 
 __all__ = [

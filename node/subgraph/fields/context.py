@@ -8,10 +8,10 @@ from typing import Any, TypeVar
 
 import strawberry
 
+from node.changelog.partitions import PartitionRegistry
 from node.errors import NotOwnerError
-from node.fields.times import iso_ms
-from node.partitions import PartitionRegistry
-from node.store import PartitionStore
+from node.storage.store import PartitionStore
+from node.times import iso_ms
 from runtime.clock import Clock, wall_clock_ms
 from schema import PartitionStatus, Role, View
 
@@ -26,7 +26,7 @@ class ReadContext:
     for every read, so retention cuts the same everywhere) and what was read (freshness).
     `roles`: the copies it may read; STANDBY copies only when the caller asked for them.
     `proved`: per partition the offsets (per topic) its copy was proved current at
-    (node.currency); such a copy is read even while it restores. `positions`: per
+    (node.reads.currency); such a copy is read even while it restores. `positions`: per
     partition read, the next offset of the changelog of each view read there that its reads
     reflect (the freshness entry's `positions`, from which the gateway builds read tokens)."""
 

@@ -5,7 +5,7 @@ type WordCount @key(fields: "word") { word: String!  count: Int! }
 wordCount(word: String!): WordCount
 wordCounts(words: [String!]!): [WordCount]!
 topWords(limit: Int!, partitions: [Int!]): [WordCount!]!
-allWordCounts(slices: [SliceInput!]!, first: Int!, ...): [WordCountSlice!]!  # node.fields.scan
+allWordCounts(slices: [SliceInput!]!, first: Int!, ...): [WordCountSlice!]!  # fields.scan
 ```
 """
 
@@ -17,7 +17,8 @@ from typing import Annotated
 
 import strawberry
 
-from node.fields.common import (
+from node.storage.layout import Table
+from node.subgraph.fields.common import (
     check_limit,
     given,
     query_field,
@@ -25,11 +26,10 @@ from node.fields.common import (
     read_keys,
     read_partitions,
 )
-from node.fields.context import ReadContext, context_of
-from node.fields.entities import Entity, ViewFields, entity_key
-from node.fields.scan import ScanOrder, count_columns, scan_field
-from node.fields.totals import count_totals_field
-from node.layout import Table
+from node.subgraph.fields.context import ReadContext, context_of
+from node.subgraph.fields.entities import Entity, ViewFields, entity_key
+from node.subgraph.fields.scan import ScanOrder, count_columns, scan_field
+from node.subgraph.fields.totals import count_totals_field
 from runtime.ranking import merge_top
 from schema import CountRow, View
 

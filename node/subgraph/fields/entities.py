@@ -17,7 +17,7 @@ from strawberry.federation.schema_directives import Key
 from strawberry.types.field import StrawberryField
 
 from node.errors import BadRepresentationError
-from node.fields.context import ReadContext, context_of
+from node.subgraph.fields.context import ReadContext, context_of
 from schema import View
 
 __all__ = ["Entity", "ViewFields", "entity_key", "resolve_entities"]
@@ -27,7 +27,7 @@ __all__ = ["Entity", "ViewFields", "entity_key", "resolve_entities"]
 class Entity:
     """A view's type as a federation entity: `read` gives an instance (or None) per key;
     `rows`, when given, reads the same rows as stored, objects whose attributes are the
-    type's fields (node.fastlookups answers from them, with no instance built per key)."""
+    type's fields (node.subgraph.fastlookups answers from them, with no instance built per key)."""
 
     view: View
     read: Callable[[ReadContext, list[str]], list[Any]]

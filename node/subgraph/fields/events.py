@@ -14,8 +14,8 @@ from typing import Any
 import strawberry
 
 from node.errors import NodeError
-from node.fields.common import scalar_type
-from node.fields.times import from_ms
+from node.subgraph.fields.common import scalar_type
+from node.times import from_ms
 from schema import EventRow, View, scalar_value
 
 __all__ = ["EVENT_TIME_FIELD", "event_type"]

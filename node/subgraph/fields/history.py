@@ -25,15 +25,15 @@ from typing import Annotated, Any
 
 import strawberry
 
-from node.changes import EventPosition, position
 from node.errors import BadRequestError
-from node.fields.common import PageInfo, given, query_field, read_key
-from node.fields.context import context_of
-from node.fields.entities import ViewFields
-from node.fields.events import event_type
-from node.fields.scan import event_columns, scan_field
-from node.fields.times import time_range
-from node.layout import Table
+from node.storage.changes import EventPosition, position
+from node.storage.layout import Table
+from node.subgraph.fields.common import PageInfo, given, query_field, read_key
+from node.subgraph.fields.context import context_of
+from node.subgraph.fields.entities import ViewFields
+from node.subgraph.fields.events import event_type
+from node.subgraph.fields.scan import event_columns, scan_field
+from node.times import time_range
 from schema import EventRow, View, pack, unpack
 
 __all__ = ["MAX_PAGE_SIZE", "decode_cursor", "encode_cursor", "history_fields"]

@@ -5,7 +5,7 @@ is a federation entity.
 type LastBooking @key(fields: "customer") { customer: String!  trip: String  eventTime: DateTime! }
 lastBooking(customer: String!): LastBooking
 lastBookings(customers: [String!]!): [LastBooking]!
-allLastBookings(slices: [SliceInput!]!, first: Int!, ...): [LastBookingSlice!]!  # node.fields.scan
+allLastBookings(slices: [SliceInput!]!, first: Int!, ...): [LastBookingSlice!]!  # fields.scan
 ```
 """
 
@@ -17,12 +17,12 @@ from typing import Annotated, Any
 
 import strawberry
 
-from node.fields.common import query_field, read_key, read_keys
-from node.fields.context import ReadContext, context_of
-from node.fields.entities import Entity, ViewFields, entity_key
-from node.fields.events import event_type
-from node.fields.scan import event_columns, scan_field
-from node.layout import Table
+from node.storage.layout import Table
+from node.subgraph.fields.common import query_field, read_key, read_keys
+from node.subgraph.fields.context import ReadContext, context_of
+from node.subgraph.fields.entities import Entity, ViewFields, entity_key
+from node.subgraph.fields.events import event_type
+from node.subgraph.fields.scan import event_columns, scan_field
 from schema import View
 
 __all__ = ["latest_fields"]

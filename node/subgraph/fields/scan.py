@@ -13,13 +13,13 @@ allHostAccessWindows(..., order: ScanOrder! = KEY, startFrom: DateTime, startTo:
 A slice's rows are one JSON value, packed in columns (`SCAN_ROWS`): a few thousand
 rows as GraphQL objects cost the node ~80 ms of field resolution per request, against
 ~4 ms of LevelDB. A position is the lowercase hex of a row's key tail after the view head
-(`node.layout.ScanSpan`): the exclusive start of the partition's next slice (its end when
+(`node.storage.layout.ScanSpan`): the exclusive start of the partition's next slice (its end when
 `backward`); hex, unlike base64, keeps the tails' byte order and is cheap both ways. Rows
 are ordered by the UTF-8 bytes of the key, then the window start or the event position;
 or, for count views with `order: COUNT`, by count descending then key (the "top" index: no
 prefix or key range); for windowed views with `order: START` by (window start, key), with
 `order: COUNT` by (window start, count desc, key), both only for windows with
-startFrom <= start < startTo. The gateway merges the slices (gateway.scans).
+startFrom <= start < startTo. The gateway merges the slices (gateway.model.scans).
 """
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
@@ -34,11 +34,11 @@ from strawberry.scalars import JSON
 from strawberry.types.field import StrawberryField
 
 from node.errors import BadRequestError
-from node.fields.common import given, query_field, read_each
-from node.fields.context import ReadContext, context_of
-from node.fields.times import time_range
-from node.layout import ScannedRow, ScanSpan, Table
-from node.store import PartitionStore
+from node.storage.layout import ScannedRow, ScanSpan, Table
+from node.storage.store import PartitionStore
+from node.subgraph.fields.common import given, query_field, read_each
+from node.subgraph.fields.context import ReadContext, context_of
+from node.times import time_range
 from schema import CountRow, EventRow, View, WindowRow, scalar_value
 
 __all__ = [

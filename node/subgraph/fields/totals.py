@@ -24,9 +24,9 @@ from typing import Annotated
 import strawberry
 from strawberry.types.field import StrawberryField
 
-from node.fields.common import given, query_field, read_each
-from node.fields.context import ReadContext, context_of
-from node.fields.times import from_ms, time_range
+from node.subgraph.fields.common import given, query_field, read_each
+from node.subgraph.fields.context import ReadContext, context_of
+from node.times import from_ms, time_range
 from schema import View
 
 __all__ = ["PartitionTotal", "PartitionWindowTotal", "count_totals_field", "window_totals_field"]

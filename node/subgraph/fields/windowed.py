@@ -19,7 +19,9 @@ from typing import Annotated, Any
 
 import strawberry
 
-from node.fields.common import (
+from node.storage.layout import Table
+from node.storage.retention import expiry_horizon
+from node.subgraph.fields.common import (
     WindowInput,
     check_limit,
     given,
@@ -27,13 +29,11 @@ from node.fields.common import (
     read_key,
     read_partitions,
 )
-from node.fields.context import ReadContext, context_of
-from node.fields.entities import ViewFields
-from node.fields.scan import ScanOrder, scan_field, window_columns
-from node.fields.times import from_ms, time_range, window_start_ms
-from node.fields.totals import window_totals_field
-from node.layout import Table
-from node.retention import expiry_horizon
+from node.subgraph.fields.context import ReadContext, context_of
+from node.subgraph.fields.entities import ViewFields
+from node.subgraph.fields.scan import ScanOrder, scan_field, window_columns
+from node.subgraph.fields.totals import window_totals_field
+from node.times import from_ms, time_range, window_start_ms
 from runtime.ranking import merge_top
 from schema import View, WindowRow
 

@@ -1,0 +1,2 @@
+"""The gateway's vocabulary, used by every room above: errors, rows, cursors, inputs,
+timestamps, prices of fields, principals and scan pages."""
