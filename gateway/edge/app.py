@@ -54,6 +54,7 @@ from gateway.execute.limits import QueryLimits
 from gateway.execute.persisted import PersistedQueries
 from gateway.metrics import GatewayMetrics, runtime_figures
 from gateway.model.principal import ANONYMOUS, Principal
+from gateway.nodes.coalesce import Coalescer
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.transport import HttpxCaller, NodeConnections
 from gateway.nodes.upstream import Upstream
@@ -227,7 +228,10 @@ class GatewayApp:
         if self.config.cache:
             cache = GatewayCache(hub, feed, self._catalogue, self.config.cache_mb << 20)
             await cache.start()
-        planner = Planner(feed, upstream, self.config, self._catalogue, cache=cache)
+        lookups = Coalescer(upstream.post, on_batch=self.metrics.coalesced)
+        planner = Planner(
+            feed, upstream, self.config, self._catalogue, cache=cache, lookups=lookups
+        )
         producer = None
         if self.config.produce:
             producer = self._producer or EventProducer(self.config.kafka, self.config.timeout_s)

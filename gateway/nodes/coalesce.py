@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from gateway.cluster.routing import NodeInfo
-from gateway.model.errors import NodeProtocolError, NodeTimeoutError, NodeUnavailableError
+from gateway.model.errors import NodeTimeoutError, NodeUnavailableError
 from gateway.model.principal import ANONYMOUS
 from gateway.model.rows import Event, Row
 from gateway.nodes.documents import with_extensions
-from gateway.nodes.reply import NodeReply
+from gateway.nodes.reply import NodeReply, for_waiter, past_deadline, read_answer
 
 if TYPE_CHECKING:
     from gateway.nodes.documents import ViewQueries
@@ -51,7 +51,7 @@ Rows = list[Row | Event | None]
 
 
 class Post(Protocol):
-    """`Upstream.post`: one body to one node under a deadline."""
+    """`Upstream.post`, which the coalescer wraps: one body to one node under a deadline."""
 
     def __call__(
         self,
@@ -136,11 +136,8 @@ class Coalescer:
             async with asyncio.timeout_at(deadline):
                 return await waiter.answer
         except TimeoutError as exc:
-            view = queries.view.name
-            detail = "no answer before the request's deadline"
-            raise NodeTimeoutError(
-                view, detail, partitions=partitions, node=node.node_id, keys=keys
-            ) from exc
+            where = {"partitions": partitions, "node": node.node_id, "keys": keys}
+            raise past_deadline(queries.view.name, where) from exc
 
     def _enqueue(
         self,
@@ -198,7 +195,7 @@ class Coalescer:
         try:
             return await self._ask(batch, [waiter], waiter.keys, waiter.deadline)
         except (NodeUnavailableError, NodeTimeoutError) as exc:
-            raise _scoped(exc, waiter) from exc.__cause__
+            raise for_waiter(exc, waiter.partitions, waiter.keys) from exc.__cause__
 
     def _send(self, batch: _Batch) -> None:
         task = batch.task = asyncio.get_running_loop().create_task(self._answer(batch))
@@ -220,7 +217,7 @@ class Coalescer:
         except (NodeUnavailableError, NodeTimeoutError) as exc:
             # the node itself failed: every waiter's partitions are unavailable alike
             for waiter in waiters:
-                _settle(waiter, exception=_scoped(exc, waiter))
+                _settle(waiter, exception=for_waiter(exc, waiter.partitions, waiter.keys))
             return
         except Exception as exc:
             if len(waiters) == 1:
@@ -260,27 +257,13 @@ class Coalescer:
             deadline=deadline,
             callers=[w.caller for w in waiters],
         )
-        try:
-            rows = batch.queries.read_lookup(reply.data, asked=len(keys))
-        except (ValueError, TypeError) as exc:
-            log.warning("node %s answered %.200s: %s", batch.node.node_id, reply.data, exc)
-            raise NodeProtocolError(
-                view,
-                "answered rows the lookup cannot read",
-                partitions=partitions,
-                node=batch.node.node_id,
-                keys=keys,
-            ) from exc
+        where = {"partitions": partitions, "node": batch.node.node_id, "keys": keys}
+
+        def read(data: Any) -> Rows:
+            return batch.queries.read_lookup(data, asked=len(keys))
+
+        rows = read_answer(read, reply, view, where)
         return rows, reply.freshness
-
-
-def _scoped(exc: NodeUnavailableError, waiter: _Waiter) -> NodeUnavailableError:
-    """`exc` as it names one waiter's partitions and keys."""
-    scoped = type(exc)(
-        exc.view, exc.detail, partitions=waiter.partitions, node=exc.node, keys=waiter.keys
-    )
-    scoped.__cause__ = exc.__cause__
-    return scoped
 
 
 def _settle(

@@ -1,23 +1,42 @@
-"""What one node call answers: the aliased field `r` and its freshness, or a gateway error
-that names the view, node, partitions and keys the call was for."""
+"""What one node call amounts to: the aliased field `r` and its freshness, or a gateway error
+that names the view, node, partitions and keys the call was for.
+
+The one place in the gateway where a node call's failure becomes an error: no connection or
+a broken one (`transport_failure`), no answer by the deadline (`past_deadline`), an HTTP
+status, a body or GraphQL errors (`decode_reply`), data the gateway cannot read
+(`read_answer`, `other_partitions`), and one waiter's share of a shared call's failure
+(`for_waiter`). The planner then decides what to retry from the error's class."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from gateway.model.errors import (
     BadRequestError,
     NodeProtocolError,
+    NodeTimeoutError,
     NodeUnavailableError,
     NotCaughtUpError,
     NotOwnerError,
 )
+from gateway.nodes.transport import NodeTransportError
 
-__all__ = ["NodeReply", "decode_reply"]
+__all__ = [
+    "NodeReply",
+    "decode_reply",
+    "for_waiter",
+    "other_partitions",
+    "past_deadline",
+    "read_answer",
+    "transport_failure",
+]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +92,41 @@ def _node_error(errors: Any, view: str, where: dict[str, Any]) -> Exception:
     if code == "BAD_USER_INPUT":  # e.g. a cursor only the node can decode: the client's mistake
         return BadRequestError(view, f"node {where['node']} rejected the arguments: {message}")
     return NodeProtocolError(view, f"node error {code or 'without code'}: {message}", **where)
+
+
+def transport_failure(
+    exc: NodeTransportError, view: str, where: dict[str, Any], url: str
+) -> NodeUnavailableError:
+    """A call that got no complete HTTP answer: clients learn the node's id and what failed;
+    its URL and the socket's error text are for the operator's log."""
+    log.warning("node %s at %s unreachable: %s", where["node"], url, exc)
+    return NodeUnavailableError(view, f"unreachable ({type(exc).__name__})", **where)
+
+
+def past_deadline(view: str, where: dict[str, Any]) -> NodeTimeoutError:
+    """A call (or a wait for a shared one) still unanswered at the request's deadline."""
+    return NodeTimeoutError(view, "no answer before the request's deadline", **where)
+
+
+def read_answer(read: Callable[[Any], T], reply: NodeReply, view: str, where: dict[str, Any]) -> T:
+    """`read(reply.data)`, or the NodeProtocolError saying the node answered what the gateway
+    cannot read (what it answered is for the log, not the client)."""
+    try:
+        return read(reply.data)
+    except (ValueError, TypeError) as exc:
+        log.warning("node %s answered %.200s: %s", where["node"], reply.data, exc)
+        raise NodeProtocolError(view, "answered data the gateway cannot read", **where) from exc
+
+
+def other_partitions(view: str, where: dict[str, Any]) -> NodeProtocolError:
+    """An answer about other partitions than the call asked for."""
+    return NodeProtocolError(view, "answered slices of other partitions than asked", **where)
+
+
+def for_waiter(
+    exc: NodeUnavailableError, partitions: Sequence[int], keys: Sequence[str]
+) -> NodeUnavailableError:
+    """A shared call's failure as it concerns one of its waiters: its partitions and keys."""
+    scoped = type(exc)(exc.view, exc.detail, partitions=partitions, node=exc.node, keys=keys)
+    scoped.__cause__ = exc.__cause__
+    return scoped

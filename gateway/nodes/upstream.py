@@ -13,7 +13,6 @@ retry.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -21,19 +20,12 @@ import httpx
 
 from gateway.cluster.routing import NodeInfo
 from gateway.metrics import GatewayMetrics
-from gateway.model.errors import (
-    NodeTimeoutError,
-    NodeUnavailableError,
-)
-from gateway.nodes.coalesce import Coalescer
-from gateway.nodes.reply import NodeReply, decode_reply
+from gateway.nodes.reply import NodeReply, decode_reply, past_deadline, transport_failure
 from gateway.nodes.transport import Headers, NodeTransportError
 from runtime.tracing import Span, outgoing_headers
 from runtime.trust import NodeCallSigner
 
 __all__ = ["Caller", "Upstream"]
-
-log = logging.getLogger(__name__)
 
 
 class Caller(Protocol):
@@ -48,8 +40,8 @@ class Caller(Protocol):
 
 class Upstream:
     """Posts pre-built bodies to nodes' `/graphql` under a deadline (event-loop time), with
-    the headers of `signer` (unsigned, naming the callers, by default); `lookups` coalesces
-    concurrent key lookups into one body per node (`gateway.nodes.coalesce`)."""
+    the headers of `signer` (unsigned, naming the callers, by default). Key lookups come
+    through a `Coalescer` (`gateway.nodes.coalesce`) that wraps `post`."""
 
     def __init__(
         self,
@@ -61,7 +53,6 @@ class Upstream:
         self._signer = signer or NodeCallSigner(None)
         self._targets: dict[str, bytes] = {}  # node /graphql URL -> request target
         self._metrics = metrics
-        self.lookups = Coalescer(self.post, on_batch=None if metrics is None else metrics.coalesced)
 
     async def post(
         self,
@@ -90,16 +81,10 @@ class Upstream:
                 status, content = await self._caller.post(url, body, headers, deadline=deadline)
         except TimeoutError as exc:  # NodeTransportTimeoutError: the deadline passed
             self._failed(node.node_id, "timeout")
-            detail = "no answer before the request's deadline"
-            raise NodeTimeoutError(view, detail, **where) from exc
+            raise past_deadline(view, where) from exc
         except NodeTransportError as exc:
             self._failed(node.node_id, "unavailable")
-            # clients learn the node's id and what failed; its URL and the socket's error text
-            # are for the operator's log
-            log.warning("node %s at %s unreachable: %s", node.node_id, node.url, exc)
-            raise NodeUnavailableError(
-                view, f"unreachable ({type(exc).__name__})", **where
-            ) from exc
+            raise transport_failure(exc, view, where, node.url) from exc
         if self._metrics is not None:
             self._metrics.node_answered(node.node_id, loop.time() - started)
         return decode_reply(status, content, view, where)

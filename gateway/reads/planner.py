@@ -46,7 +46,6 @@ from gateway.model import cursors, inputs
 from gateway.model.errors import (
     BadRequestError,
     GatewayError,
-    NodeProtocolError,
     NodeSuspectError,
     NodeTimeoutError,
     NodeUnavailableError,
@@ -56,14 +55,16 @@ from gateway.model.errors import (
 from gateway.model.prices import DEFAULT_SCAN_PAGE
 from gateway.model.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
 from gateway.model.scans import ScanSlice, merge_page
+from gateway.nodes.coalesce import Coalescer
 from gateway.nodes.documents import with_extensions
 from gateway.nodes.hedging import NodeWatch
-from gateway.nodes.reply import NodeReply
+from gateway.nodes.reply import NodeReply, other_partitions, read_answer
 from gateway.nodes.upstream import Upstream
 from gateway.reads.cache import GatewayCache
 from gateway.reads.kinds import view_queries
 from gateway.reads.protocol import (
     DEFAULT_READ,
+    CacheHits,
     KeyRead,
     LookupResult,
     ReadOptions,
@@ -197,10 +198,13 @@ class Planner:
         catalogue: Iterable[View] = CATALOGUE,
         watch: NodeWatch | None = None,
         cache: GatewayCache | None = None,
+        lookups: Coalescer | None = None,
     ) -> None:
         self._feed = feed
         self._cache = cache
         self._upstream = upstream
+        # key lookups go through the coalescer, which wraps the upstream's calls
+        self._lookups = lookups or Coalescer(upstream.post)
         self._config = config
         self._watch = watch or NodeWatch(config)
         self._queries = {view.name: view_queries(view) for view in catalogue}
@@ -238,29 +242,35 @@ class Planner:
         keys: Sequence[str],
         deadline: float,
         options: ReadOptions = DEFAULT_READ,
+        looked: CacheHits | None = None,
     ) -> LookupResult:
         """The rows of `keys` (count and latest views), asking each owning node once; the
-        keys were checked with `check_keys` when the request asked for them."""
+        keys were checked with `check_keys` when the request asked for them. `looked`: what
+        the cache answered of these keys (or more) already (`gateway.execute.fastpath`), so it
+        is not asked again."""
         partitions, keys_of = group_keys(keys, self._feed.current.partition_count(view))
         cache = self._cache
-        if cache is not None and cache.cacheable(view) and not self._no_lag(options):
-            if options.at_least is not None:  # the feed says when the copies applied it
-                now = asyncio.get_running_loop().time()
-                until = now + (deadline - now) * _FEED_WAIT_SHARE
-                await cache.reach(view, keys_of, options.at_least, until)
-            hits = cache.answer(view, keys_of, options)
-            if not hits.missing:  # answered from memory: no await on the way
-                rows = [hits.rows[key] for key in keys]
-                return LookupResult(rows, partitions, {}, hits.freshness)
-            result = await self._read_rows(view, keys, partitions, hits.missing, deadline, options)
-            cache.observe(result.freshness)
-            cache.fill(view, hits.missing)
-            if not hits.rows:
-                return result
-            rows = [hits.rows.get(k, r) for k, r in zip(keys, result.rows, strict=True)]
-            freshness = sorted([*hits.freshness, *result.freshness], key=_partition_of)
-            return LookupResult(rows, partitions, result.failures, freshness)
-        return await self._read_rows(view, keys, partitions, keys_of, deadline, options)
+        if cache is None or not cache.cacheable(view) or self._no_lag(options):
+            return await self._read_rows(view, keys, partitions, keys_of, deadline, options)
+        if options.at_least is not None:  # the feed says when the copies applied it
+            now = asyncio.get_running_loop().time()
+            until = now + (deadline - now) * _FEED_WAIT_SHARE
+            await cache.reach(view, keys_of, options.at_least, until)
+            looked = None  # looked up before the wait
+        hits = cache.look(view, keys_of, options) if looked is None else looked.of(keys_of)
+        cache.took(view, hits.rows)
+        if not hits.missing:  # answered from memory: no await on the way
+            rows = [hits.rows[key] for key in keys]
+            return LookupResult(rows, partitions, {}, hits.freshness)
+        cache.missed(sum(map(len, hits.missing.values())))
+        result = await self._read_rows(view, keys, partitions, hits.missing, deadline, options)
+        cache.observe(result.freshness)
+        cache.fill(view, hits.missing)
+        if not hits.rows:
+            return result
+        rows = [hits.rows.get(k, r) for k, r in zip(keys, result.rows, strict=True)]
+        freshness = sorted([*hits.freshness, *result.freshness], key=_partition_of)
+        return LookupResult(rows, partitions, result.failures, freshness)
 
     async def _read_rows(
         self,
@@ -280,7 +290,7 @@ class Planner:
             # request extensions are the same (gateway.nodes.coalesce)
             asked = list(dict.fromkeys(k for p in group for k in keys_of[p]))
             extensions = self._extensions(view, node, group, deadline, standby, options)
-            rows, freshness = await self._upstream.lookups.lookup(
+            rows, freshness = await self._lookups.lookup(
                 node, queries, group, asked, extensions, deadline, options.caller
             )
             return Piece(dict(zip(asked, rows, strict=True)), freshness)
@@ -411,12 +421,7 @@ class Planner:
             reply = await self._post(node, body, view, group, deadline, (), standby, options)
             slices = _read(queries.read_slices, reply, view, node, group)
             if sorted(slices) != sorted(group):
-                raise NodeProtocolError(
-                    view.name,
-                    "answered slices of other partitions than asked",
-                    partitions=group,
-                    node=node.node_id,
-                )
+                raise other_partitions(view.name, {"partitions": group, "node": node.node_id})
             return Piece(slices, reply.freshness)
 
         read = await self._rounds(view, range(start.partitions), read_slices, deadline, options)
@@ -763,14 +768,5 @@ def _read(
     keys: Sequence[str] = (),
 ) -> T:
     """`read(reply.data)`, or the NodeProtocolError saying what the node answered."""
-    try:
-        return read(reply.data)
-    except (ValueError, TypeError) as exc:  # what it answered is for the log, not the client
-        log.warning("node %s answered %.200s: %s", node.node_id, reply.data, exc)
-        raise NodeProtocolError(
-            view.name,
-            "answered data the gateway cannot read",
-            partitions=group,
-            node=node.node_id,
-            keys=keys,
-        ) from exc
+    where = {"partitions": group, "node": node.node_id, "keys": keys}
+    return read_answer(read, reply, view.name, where)

@@ -113,7 +113,7 @@ def run(
 
     async def scenario() -> list[Any]:
         async with httpx.AsyncClient(transport=transport) as client:
-            coalescer = Upstream(HttpxCaller(client)).lookups
+            coalescer = Coalescer(Upstream(HttpxCaller(client)).post)
             deadline = asyncio.get_running_loop().time() + timeout_s
             calls = [
                 coalescer.lookup(NODE, QUERIES, partitions, keys, extensions, deadline)

@@ -31,6 +31,7 @@ from gateway.cluster.routing import NodeInfo
 from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
 from gateway.edge.server import uvicorn_config
+from gateway.nodes.coalesce import Coalescer
 from gateway.nodes.transport import HttpxCaller
 from gateway.nodes.upstream import Upstream
 from gateway.reads.kinds import view_queries
@@ -213,13 +214,13 @@ def test_coalesced_lookups_name_every_caller_in_one_signed_call() -> None:
 
     async def scenario() -> None:
         async with httpx.AsyncClient(transport=httpx.MockTransport(node)) as client:
-            upstream = Upstream(HttpxCaller(client), NodeCallSigner(secret))
+            lookups = Coalescer(Upstream(HttpxCaller(client), NodeCallSigner(secret)).post)
             info = NodeInfo("n1", "http://n1.test", NodeState.RUNNING, 0, True, ())
             queries = view_queries(WORD_COUNTS)
             deadline = asyncio.get_running_loop().time() + 5
             await asyncio.gather(
                 *(
-                    upstream.lookups.lookup(info, queries, [0], [k], {}, deadline, who)
+                    lookups.lookup(info, queries, [0], [k], {}, deadline, who)
                     for k, who in (("a", "alice"), ("b", "bob"), ("c", "alice"))
                 )
             )
