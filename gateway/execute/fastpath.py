@@ -65,9 +65,8 @@ from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
 from gateway.model.errors import GatewayError
 from gateway.model.rows import Event, Row
-from gateway.reads.cache import CachedRow
 from gateway.reads.kinds import cacheable, kind_of
-from gateway.reads.protocol import LookupResult, ReadOptions, Reads
+from gateway.reads.protocol import CachedRow, CacheHits, LookupResult, ReadOptions, Reads
 from runtime.graphql_http import Prepared
 from runtime.tracing import Span
 from schema import View
@@ -228,32 +227,35 @@ class FastPath:
             cache = None  # a read accepting no lag is proved by a node, never from memory
         if asked and asked[0].root.top:  # alone in its plan
             return self._top(asked[0], cache, context) if cache is not None else None
+        looked: dict[str, CacheHits] = {}
         if cache is not None:
-            data = self._hit(asked, cache, context)
+            data, looked = self._hit(asked, cache, context)
             if data is not None:
                 self.answered += 1
                 return data
-        return await self._read(asked, context)
+        return await self._read(asked, context, looked)
 
-    def _hit(self, asked: list[_Asked], cache: Any, context: RequestContext) -> Any:
-        """The data of `asked` when the cache answers every key (counted as hits), else
-        None having changed nothing."""
+    def _hit(
+        self, asked: list[_Asked], cache: Any, context: RequestContext
+    ) -> tuple[Any, dict[str, CacheHits]]:
+        """The data of `asked` when the cache answers every key (counted as hits), else None
+        having changed nothing, with what the cache answered of each view (by name): the
+        reads of the rest start from it instead of asking the cache again."""
+        looked: dict[str, CacheHits] = {}
         try:
             wanted = _by_view(asked)
-            found = {}
             for name, (view, keys) in wanted.items():
-                hits = cache.peek(view, _keys_of(view, keys, context))
-                if hits is None:
-                    return None
-                found[name] = hits
+                looked[name] = cache.look(view, _keys_of(view, keys, context))
+            if any(hits.missing for hits in looked.values()):
+                return None, looked
             made = self._made
-            data = {a.root.key: _value(a.root, _rows(a, found), made) for a in asked}
+            data = {a.root.key: _value(a.root, _rows(a, looked), made) for a in asked}
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
-            return None
+            return None, looked
         for name, (view, keys) in wanted.items():
             cache.took(view, keys)
-            context.add_freshness(view, found[name].freshness)
-        return data
+            context.add_freshness(view, looked[name].freshness)
+        return data, looked
 
     def _top(self, asked: _Asked, cache: Any, context: RequestContext) -> Any:
         """The data of a top-N the cache keeps (as `Planner.top` finds it), else None."""
@@ -271,15 +273,18 @@ class FastPath:
         self.answered += 1
         return data
 
-    async def _read(self, asked: list[_Asked], context: RequestContext) -> Any:
-        """The data of `asked` read through the planner, as the lookup resolvers read it."""
+    async def _read(
+        self, asked: list[_Asked], context: RequestContext, looked: Mapping[str, CacheHits]
+    ) -> Any:
+        """The data of `asked` read through the planner, as the lookup resolvers read it,
+        from what the cache answered of each view (`looked`, by view name) and the nodes."""
         reads = [a for a in asked if a.root.view is not None]
         done: list[int] = []  # the reads in the order they completed
         results: list[LookupResult | Exception] = [_NOT_READ] * len(reads)
 
         async def read(index: int) -> None:
             try:
-                results[index] = await _lookup(reads[index], context)
+                results[index] = await _lookup(reads[index], context, looked)
             except Exception as exc:  # execution reports it, from this very read
                 results[index] = exc
             done.append(index)
@@ -369,10 +374,14 @@ class _Replayed:
         return result
 
 
-async def _lookup(asked: _Asked, context: RequestContext) -> LookupResult:
+async def _lookup(
+    asked: _Asked, context: RequestContext, looked: Mapping[str, CacheHits]
+) -> LookupResult:
     view = asked.root.view
     assert view is not None
-    return await context.planner.lookup(view, asked.keys, context.deadline, asked.options)
+    # looked up without atLeast: a read with it waits for the feed, then looks again
+    hits = looked.get(view.name) if asked.options.at_least is None else None
+    return await context.planner.lookup(view, asked.keys, context.deadline, asked.options, hits)
 
 
 def _record_missing(context: RequestContext, asked: _Asked, result: LookupResult) -> None:

@@ -51,15 +51,15 @@ import orjson
 
 from gateway.cluster.consistency import AppliedAtLeast
 from gateway.cluster.routing import NodeInfo, RoutingFeed
-from gateway.model.rows import Event, Ranked, Row
+from gateway.model.rows import Ranked
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import FeedLink, LinkError
 from gateway.reads.kinds import cacheable, kind_of, to_row
-from gateway.reads.protocol import ReadOptions, TopResult
+from gateway.reads.protocol import DEFAULT_READ, CachedRow, CacheHits, ReadOptions, TopResult
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "CacheHits", "GatewayCache", "TopRead"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "GatewayCache", "TopRead"]
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,6 @@ _TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past 
 # 0.5 s) keep coming with its lease held: three missed ones and its entries are misses. A frozen
 # node falls silent well before its session can expire and its partitions move.
 FEED_SILENCE_S = 1.5
-
-CachedRow = Row | Event | None
-_NO_OPTIONS = ReadOptions()  # no atLeast: what peek answers
 
 
 @dataclass
@@ -111,16 +108,6 @@ class TopRead:
     generations: tuple[int, ...]
     seen: list[Change] = field(default_factory=list)
     overflow: bool = False
-
-
-@dataclass
-class CacheHits:
-    """What the cache answered of one lookup: rows by key, the freshness of each partition it
-    answered, and the keys (by partition) it could not answer."""
-
-    rows: dict[str, CachedRow]
-    freshness: list[dict[str, Any]]
-    missing: dict[int, list[str]]
 
 
 class _Partition:
@@ -269,48 +256,36 @@ class GatewayCache:
 
     # -- the lookup path (synchronous: a hit awaits nothing) ------------------------------
 
-    def answer(
-        self, view: View, keys_of: Mapping[int, Sequence[str]], options: ReadOptions
+    def look(
+        self, view: View, keys_of: Mapping[int, Sequence[str]], options: ReadOptions = DEFAULT_READ
     ) -> CacheHits:
         """The rows of `keys_of` (keys by partition) the cache can answer now, partition by
-        partition (a partition is answered whole or not at all), and the rest."""
+        partition (a partition is answered whole or not at all), and the rest, whose
+        partitions it starts to follow. The one cache call of a lookup: it counts and keeps
+        nothing, so whoever answers from it says what it used (`took`, `missed`)."""
         rows: dict[str, CachedRow] = {}
         freshness: list[dict[str, Any]] = []
         missing: dict[int, list[str]] = {}
         topic = view.changelog_topic
         for partition, keys in keys_of.items():
             state = self._usable(partition, topic, options)
-            found = None if state is None else self._rows(view, state, topic, keys)
+            found = None if state is None else self._found(view, state, topic, keys)
             if found is None or state is None:
                 missing[partition] = list(keys)
-                self.misses += len(keys)
                 self._follow(partition)
                 continue
             rows.update(found)
             freshness.append(state.freshness)
-            self.hits += len(keys)
         return CacheHits(rows, freshness, missing)
 
-    def peek(self, view: View, keys_of: Mapping[int, Sequence[str]]) -> CacheHits | None:
-        """What `answer` would give for `keys_of` (keys by partition, no `atLeast`) when it
-        would answer every key from memory, else None; it counts and keeps nothing:
-        `took` does, once a request's lookups were all answered (gateway.execute.fastpath)."""
-        rows: dict[str, CachedRow] = {}
-        freshness: list[dict[str, Any]] = []
-        topic = view.changelog_topic
-        for partition, keys in keys_of.items():
-            state = self._usable(partition, topic, _NO_OPTIONS)
-            found = None if state is None else self._found(view, state, topic, keys)
-            if found is None or state is None:
-                return None
-            rows.update(found)
-            freshness.append(state.freshness)
-        return CacheHits(rows, freshness, {})
-
     def took(self, view: View, keys: Collection[str]) -> None:
-        """`keys` of `view`, found by `peek`, were answered: hits, kept longest."""
+        """`keys` of `view`, found by `look`, were answered: hits, kept longest."""
         self._touch(view, keys)
         self.hits += len(keys)
+
+    def missed(self, keys: int) -> None:
+        """`keys` found missing by `look` were read from the nodes."""
+        self.misses += keys
 
     def _usable(self, partition: int, topic: str, options: ReadOptions) -> _Partition | None:
         state = self._partitions.get(partition)
@@ -352,14 +327,6 @@ class GatewayCache:
                 for p in owner.partitions
             )
         )
-
-    def _rows(
-        self, view: View, state: _Partition, topic: str, keys: Sequence[str]
-    ) -> dict[str, CachedRow] | None:
-        found = self._found(view, state, topic, keys)
-        if found is not None:
-            self._touch(view, keys)
-        return found
 
     def _found(
         self, view: View, state: _Partition, topic: str, keys: Sequence[str]

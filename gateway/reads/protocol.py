@@ -4,7 +4,7 @@ each kind's node documents (`gateway.api.kinds`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -19,6 +19,8 @@ from schema import View
 
 __all__ = [
     "DEFAULT_READ",
+    "CacheHits",
+    "CachedRow",
     "KeyRead",
     "LookupResult",
     "ReadOptions",
@@ -30,6 +32,27 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+CachedRow = Row | Event | None
+
+
+@dataclass
+class CacheHits:
+    """What the cache answered of one lookup: rows by key, the freshness of each partition it
+    answered, and the keys (by partition) it could not answer."""
+
+    rows: dict[str, CachedRow]
+    freshness: list[dict[str, Any]]
+    missing: dict[int, list[str]]
+
+    def of(self, keys_of: Mapping[int, Sequence[str]]) -> CacheHits:
+        """What these hits answer of `keys_of`, whose partitions' keys are among those
+        looked up (a partition missing here is missing whole)."""
+        missing = {p: list(keys) for p, keys in keys_of.items() if p in self.missing}
+        rows = {k: self.rows[k] for p, keys in keys_of.items() if p not in missing for k in keys}
+        freshness = [e for e in self.freshness if e.get("partition") in keys_of]
+        return CacheHits(rows, freshness, missing)
 
 
 @dataclass(frozen=True)
@@ -130,7 +153,12 @@ class Reads(Protocol):
         """Reject a top-N `limit` out of bounds (`top` checks it too)."""
 
     async def lookup(
-        self, view: View, keys: Sequence[str], deadline: float, options: ReadOptions = DEFAULT_READ
+        self,
+        view: View,
+        keys: Sequence[str],
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+        looked: CacheHits | None = None,
     ) -> LookupResult: ...
 
     async def top(

@@ -122,7 +122,10 @@ class Harness:
         keys_of: dict[int, list[str]] = {}
         for key in keys:
             keys_of.setdefault(partition_for(key, P), []).append(key)
-        return self.cache.answer(view, keys_of, options)
+        hits = self.cache.look(view, keys_of, options)
+        self.cache.took(view, hits.rows)  # as the planner does with what it looked up
+        self.cache.missed(sum(map(len, hits.missing.values())))
+        return hits
 
     async def following(
         self, node: str = "n1", applied: int = 5, other: int = 3, end: int | None = None

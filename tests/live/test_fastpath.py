@@ -670,3 +670,30 @@ def test_a_read_accepting_no_lag_is_proved_by_a_node_and_never_answered_from_mem
     assert [e["lag"] for e in body["extensions"]["freshness"]] == [0]
     ask("")
     assert cache.hits == hits + 1  # the default read is answered from memory
+
+
+def test_a_lookup_asks_the_cache_once_even_when_it_misses(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup the cache cannot answer whole (a key it holds and one it has never seen)
+    looks the cache up once: the planner reads the missing partition from what the fast
+    path looked up, instead of asking the cache again."""
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    cache = setup.fast.app._runtime.cache if setup.fast.app._runtime else None
+    assert cache is not None
+    looks: list[list[str]] = []
+    look = cache.look
+
+    def counted(view: Any, keys_of: Any, *args: Any) -> Any:
+        looks.append(sorted(k for keys in keys_of.values() for k in keys))
+        return look(view, keys_of, *args)
+
+    monkeypatch.setattr(cache, "look", counted)
+    unseen = f"unseen-{uuid.uuid4().hex}"
+    query = f'{{ wordCounts(words: ["ключ", "{unseen}"]) {{ word count }} }}'
+    misses = cache.misses
+    response = setup.fast.http.post("/graphql", json={"query": query}, headers=headers)
+    body = response.json()
+    assert body["data"]["wordCounts"][0] == {"word": "ключ", "count": 7}, body
+    assert looks == [sorted(["ключ", unseen])], looks
+    assert cache.misses > misses  # the unseen key's partition was read from its node
