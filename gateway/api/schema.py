@@ -19,7 +19,7 @@ from typing import Any
 
 import strawberry
 import strawberry.federation
-from graphql import GraphQLError
+from graphql import GraphQLError, GraphQLObjectType
 from strawberry.extensions import ParserCache, ValidationCache
 from strawberry.federation.schema import FederationAny
 from strawberry.types.execution import ExecutionContext
@@ -76,7 +76,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     subscription = None
     if subscriptions:
         subscription = strawberry.type(type("Subscription", (), subscriptions))
-    return _Schema(
+    schema = _Schema(
         entities,
         query=query,
         mutation=mutation,
@@ -86,6 +86,20 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             lambda: ValidationCache(maxsize=_CACHE_SIZE),
         ],
     )
+    _federation_fields_last(schema._schema.query_type)
+    return schema
+
+
+def _federation_fields_last(query: GraphQLObjectType | None) -> None:
+    """`_entities` and `_service`, which are for federation routers, after the views' fields:
+    GraphiQL's docs and the printed SDL list fields in this order, and a newcomer reads the
+    views first."""
+    if query is None:
+        return
+    fields = query.fields
+    for name in ("_entities", "_service"):
+        if name in fields:
+            fields[name] = fields.pop(name)
 
 
 def _add(

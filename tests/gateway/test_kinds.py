@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphql import parse, validate
+from graphql import graphql_sync, parse, validate
 
 from gateway.api.kinds import KINDS
 from gateway.api.schema import build_schema
@@ -34,3 +34,14 @@ def test_graphiql_opens_on_a_guide_to_one_valid_query_per_view() -> None:
     for query in examples:
         assert not validate(schema, parse(query)), query
         assert query.splitlines()[1].strip() in document, query
+
+
+def test_graphiql_docs_list_the_views_before_the_federation_fields() -> None:
+    """Introspection (what GraphiQL's docs list) gives the Query fields in schema order."""
+    schema = build_schema(CATALOGUE)._schema
+    result = graphql_sync(schema, "{ __schema { queryType { fields { name } } } }")
+    assert result.errors is None, result.errors
+    assert result.data is not None
+    names = [f["name"] for f in result.data["__schema"]["queryType"]["fields"]]
+    assert names[-2:] == ["_entities", "_service"], names
+    assert names[0] == CATALOGUE[0].point_field, names
