@@ -23,6 +23,7 @@ _FOLDER_TIERS: dict[str, str] = {
     "differential": "cluster",
     "e2e": "cluster",
     "kafka_tls": "cluster",
+    "newcomer": "cluster",
     "observe": "cluster",
     "pipeline": "spark",
     "replication": "chaos",
