@@ -14,29 +14,26 @@ A top-N is answered only from the cache (`GatewayCache.top`, the planner's own t
 kept top): on a miss, or with the cache off, the document is executed, which reads the
 nodes and may keep the merged top for the next request.
 
-Per request (`FastPath.answer`), after everything the endpoint does before it runs an
-operation (CORS, authentication, the query limits, validation), the variables and
-arguments are bound as graphql-core binds them (`gateway.execute.binding`), the lookups' own checks
-are made (the principal's scope for the view, the keys, `maxLag`; an `atLeast` token is
-left to execution) and every key is read from the cache (`GatewayCache.peek`, the same
-test of currency as a lookup's; a key's partition is remembered, not hashed again). When
-the cache is off or cannot answer every key, each root field's keys are read as its
-resolver reads them (`Reads.lookup` with the same `ReadOptions`, concurrently, so the
-coalescer sends them as execution's), and a partition that could not be read becomes the
-same PARTITION_UNAVAILABLE error with the field's path, recorded in the order the reads
-complete, as the resolvers record it. The rows become the objects the lookup fields return
-(each view's entity type), whose leaves are read by the fields' own resolvers and
-serialized by their own types; what a root field makes of a row depends on the row's
-value alone, so it is kept for hashable rows (count rows; a latest view's events are made
-each time) in one bounded memo. When anything is
-in doubt (a variable or argument that does not coerce, a check that fails, a key the cache
-cannot answer now, a null or a value that does not serialize where the type forbids it)
-`answer` returns None having changed nothing, and the document is executed: its errors,
-node reads and cache bookkeeping are the full path's own. A doubt that arises only once the
+Per request (`FastPath.answer`), after everything the endpoint does before it runs an operation
+(CORS, authentication, the query limits, validation), the variables and arguments are bound as
+graphql-core binds them (`gateway.execute.binding`), the lookups' own checks are made (the
+principal's scope for the view, the keys, `maxLag`; an `atLeast` token is left to execution) and
+every key is looked up in the cache once (`GatewayCache.look`, the same test of currency as a
+lookup's). When the cache is off or cannot answer every key, each root field's keys are read as its
+resolver reads them (`Reads.lookup` with the same `ReadOptions`, concurrently, so the coalescer
+sends them as execution's), from what the cache answered (`looked`: it is not asked again), and a
+partition that could not be read becomes the same PARTITION_UNAVAILABLE error with the field's path,
+recorded in the order the reads complete, as the resolvers record it. The rows become the objects
+the lookup fields return (each view's entity type), whose leaves are read by the fields' own
+resolvers and serialized by their own types; what a root field makes of a row depends on the row's
+value alone, so it is kept for hashable rows (count rows; a latest view's events are made each time)
+in one bounded memo. When anything is in doubt (a variable or argument that does not coerce, a check
+that fails, a key the cache cannot answer now, a null or a value that does not serialize where the
+type forbids it) `answer` returns None having changed nothing, and the document is executed: its
+errors, node reads and cache bookkeeping are the full path's own. A doubt that arises only once the
 nodes were read (a row that does not serialize, a read that raised) returns the reads made
-(`Replay`): execution then gets exactly those results from the planner, never a second
-read, and reports what it makes of them.
-"""
+(`Replay`): execution then gets exactly those results from the planner, never a second read, and
+reports what it makes of them."""
 
 from __future__ import annotations
 
