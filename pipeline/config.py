@@ -169,6 +169,8 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
     # logs (runtime.logs): text or json lines, and the lowest level written
     log_format: str = shared.log_format()
     log_level: str = shared.log_level()
+    # read only when STATEFED_PIPELINE_METRICS_PORT is set: /metrics then needs its token
+    metrics_token_file: Path | None = shared.metrics_token_file()
 
     def __post_init__(self) -> None:
         super().__post_init__()

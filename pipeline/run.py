@@ -22,7 +22,7 @@ from pipeline.metrics import PipelineMetrics
 from pipeline.session import build_session
 from runtime.kafka import KafkaConnectionError
 from runtime.logs import configure_logging
-from runtime.metrics import MetricsServer
+from runtime.metrics import MetricsGuard, MetricsServer
 from runtime.topics import broker_answers
 from schema import CATALOGUE, View
 
@@ -56,27 +56,32 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     stop = threading.Event()
     health = HealthFile(config.health_file)
     health.clear()  # a file left by an earlier run says nothing about this one
-    log.info("starting the Spark session of the pipeline")
-    spark = build_session(config)
-    log.info("Spark session on %s", spark.sparkContext.master)
     metrics = PipelineMetrics()
+    # before Spark starts: a port in use or an unusable metrics token stops start-up at once
     server = _serve_metrics(config, metrics)
     try:
-        with _stop_on_signals(stop):
-            _run_with_restarts(spark, config, tuple(catalogue), stop, health, metrics)
+        log.info("starting the Spark session of the pipeline")
+        spark = build_session(config)
+        log.info("Spark session on %s", spark.sparkContext.master)
+        try:
+            with _stop_on_signals(stop):
+                _run_with_restarts(spark, config, tuple(catalogue), stop, health, metrics)
+        finally:
+            health.clear()
+            spark.stop()
     finally:
-        health.clear()
         if server is not None:
             server.stop()
-        spark.stop()
         log.info("pipeline stopped")
 
 
 def _serve_metrics(config: PipelineConfig, metrics: PipelineMetrics) -> MetricsServer | None:
-    """/metrics of the driver when STATEFED_PIPELINE_METRICS_PORT is set."""
+    """/metrics of the driver when STATEFED_PIPELINE_METRICS_PORT is set, for the bearer
+    token of STATEFED_METRICS_TOKEN_FILE only when that is set (ConfigError if unusable)."""
     if not config.metrics_port:
         return None
-    server = MetricsServer(metrics.registry, config.metrics_host, config.metrics_port)
+    guard = MetricsGuard(config.metrics_token_file)
+    server = MetricsServer(metrics.registry, config.metrics_host, config.metrics_port, guard)
     try:
         server.start()
     except OSError as exc:

@@ -27,7 +27,8 @@ Who may scrape is a `MetricsGuard`'s call: anyone by default (the figures are co
 latencies and offsets, never a view's keys or values), or, with STATEFED_METRICS_TOKEN_FILE,
 only a request sending that file's token as `Authorization: Bearer <token>`, which is what
 Prometheus sends for a scrape config's `authorization: credentials_file`. The token is read
-at start-up and compared in constant time; a scrape without it gets 401 naming the variable.
+at start-up and compared in constant time; a scrape without it gets 401 naming the variable,
+from the gateway and nodes (`MetricsGuard.serve`, ASGI) and from `MetricsServer` (WSGI) alike.
 """
 
 from __future__ import annotations
@@ -35,22 +36,33 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import socket
 import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
+from http import HTTPStatus
 from itertools import accumulate
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+import orjson
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    generate_latest,
+    make_wsgi_app,
+)
 from prometheus_client import metrics as client_metrics
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from runtime.config import ConfigError
-from runtime.graphql_http import RequestError, Scope, Send, send_body, send_json
+from runtime.graphql_http import MediaType, RequestError, Scope, Send, send_body, send_json
 from runtime.graphql_http.asgi import Headers
 
 __all__ = [
@@ -75,6 +87,7 @@ TOKEN_VARIABLE = "STATEFED_METRICS_TOKEN_FILE"
 MIN_TOKEN_BYTES = 32  # as the cluster secret (runtime.trust)
 _CONTENT_TYPE = CONTENT_TYPE_LATEST.encode()
 _CHALLENGE = ((b"www-authenticate", b'Bearer realm="statefed-metrics"'),)
+_JSON_TYPE = MediaType.JSON.content_type.decode()
 _MAKE_ONE = "make one with `openssl rand -hex 32 > {path}`"
 
 
@@ -286,20 +299,42 @@ def bounded(value: str, known: set[str], limit: int = 64, other: str = "other") 
 
 class MetricsServer:
     """`/metrics` of `registry` on `host:port` in a thread, for a part without an HTTP
-    server of its own (the pipeline's driver)."""
+    server of its own (the pipeline's driver), behind `guard` when given: what
+    prometheus_client's `start_http_server` serves (its WSGI app, on a threading wsgiref
+    server that logs no request), but a scrape the guard refuses gets the 401 (challenge
+    and JSON error) the gateway and nodes answer. `start` reads the guard's token first."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        guard: MetricsGuard | None = None,
+    ) -> None:
         self._registry = registry
         self._address = (host, port)
+        self._guard = guard
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        from prometheus_client import start_http_server
-
-        self._server, self._thread = start_http_server(
-            self._address[1], self._address[0], registry=self._registry
+        """Read the token (ConfigError as `read_token`), bind (OSError), then serve."""
+        app: WSGIApplication = make_wsgi_app(self._registry)
+        if self._guard is not None:
+            self._guard.load()
+            app = _guarded(app, self._guard)
+        host, port = self._address
+        # as start_http_server: the address family of the host (IPv6 too)
+        family, _, _, _, sockaddr = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        server = _ThreadingServer(family, (str(sockaddr[0]), port))
+        server.set_app(app)
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, name="statefed-metrics", daemon=True
         )
+        self._thread.start()
 
     @property
     def port(self) -> int:
@@ -314,3 +349,49 @@ class MetricsServer:
         if self._thread is not None:
             self._thread.join()
         self._server = self._thread = None
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Logs no request (as prometheus_client's server): a scrape is no news."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    """A thread per request, as prometheus_client's `ThreadingWSGIServer`; daemon threads,
+    so a scrape in progress never holds the process up (nor a list of threads grow)."""
+
+    daemon_threads = True
+
+    def __init__(self, family: socket.AddressFamily, address: tuple[str, int]) -> None:
+        self.address_family = family
+        super().__init__(address, _QuietHandler)
+
+
+def _guarded(app: WSGIApplication, guard: MetricsGuard) -> WSGIApplication:
+    """`app` answering only the scrapes `guard` admits; the others get its refusal as JSON."""
+
+    def guarded(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        given = environ.get("HTTP_AUTHORIZATION")
+        # WSGI gives header values as latin-1 strings: back to the bytes that were sent
+        headers = () if given is None else ((b"authorization", given.encode("latin-1")),)
+        try:
+            guard.check(headers)
+        except RequestError as exc:
+            body = orjson.dumps(exc.body())
+            start_response(
+                f"{exc.status} {HTTPStatus(exc.status).phrase}",
+                [
+                    ("Content-Type", _JSON_TYPE),
+                    ("Content-Length", str(len(body))),
+                    *(
+                        (name.decode("latin-1"), value.decode("latin-1"))
+                        for name, value in exc.headers
+                    ),
+                ],
+            )
+            return [body]
+        return app(environ, start_response)
+
+    return guarded
