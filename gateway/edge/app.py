@@ -374,13 +374,19 @@ class GatewayApp:
 
 
 _GUIDE = """\
-# statefed: one GraphQL endpoint over every view of the catalogue.
+# statefed: one GraphQL endpoint, every view.
 #
-# Press the run button (or Ctrl-Enter) to run the query below. Every answer's
-# `extensions.freshness` says which node and copy answered and how far behind the
-# changelog it was. Below it, one query per view of the catalogue: select one, remove
-# its leading `# ` (Ctrl-/) and replace the query above with it. The Docs pane (top
-# left) lists every field; those that start with an underscore are for federation
+# Run the query below: the run button, or
+# Ctrl-Enter. extensions.freshness in each
+# answer says which node and copy answered,
+# and how far behind it was.
+#
+# One query per view follows, commented out.
+# To run one, comment out the query above
+# (select it, Ctrl-/), then uncomment the one
+# you want the same way. The Docs pane (top
+# left) lists every field; the last two,
+# _entities and _service, are for federation
 # routers.
 
 """

@@ -26,6 +26,9 @@ def test_every_kind_has_fields_documents_and_prices() -> None:
 def test_graphiql_opens_on_a_guide_to_one_valid_query_per_view() -> None:
     document = _default_query(CATALOGUE)
     assert document.startswith("# statefed: one GraphQL endpoint")
+    guide = document[: document.index("\n{")].splitlines()
+    # fits GraphiQL's editor beside its toolbar and answer pane, 1280 pixels wide
+    assert max(map(len, guide)) <= 50, guide
     schema = build_schema(CATALOGUE)._schema
     parsed = parse(document)
     assert len(parsed.definitions) == 1 and not validate(schema, parsed)
