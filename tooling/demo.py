@@ -98,6 +98,9 @@ def run_demo(env: dict[str, str]) -> None:
     shutil.rmtree(base, ignore_errors=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Ctrl-C stops the demo even when it was started from a shell that ignores SIGINT for
+    # its background jobs (Python then keeps it ignored): raise KeyboardInterrupt again
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # the demo writes through the gateway (see `examples`): on, unless the caller said otherwise
     env = {"STATEFED_GATEWAY_PRODUCE": "true", **env}
     cluster = LocalCluster(base, partitions, gateway_port=port, env=env, progress=_say)
