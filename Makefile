@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # MkDocs 9.x prints a banner at every build that it is maintained until 2027-05-05: silenced.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install kafka connector browser prometheus wrk demo test test-unit check format schema docs bench clean
+.PHONY: install kafka registry connector browser prometheus wrk demo test test-unit check format schema docs bench clean
 
 # Apache Kafka's jars (the local broker) and Spark's Kafka connector: fetched from the
 # Java registry into git-ignored caches, pinned in tooling/kafka/pom.xml and
@@ -18,6 +18,14 @@ KAFKA_VERSION := 4.1.1
 KAFKA_JARS    := .cache/kafka/$(KAFKA_VERSION)
 KAFKA_STAMP   := $(KAFKA_JARS)/.fetched
 CONNECTOR_STAMP := $(VENV)/.connector
+# Apicurio Registry, a Schema Registry with Confluent's API (`statefed registry`, the
+# tests): its ready-to-run release from Maven Central, unpacked into a git-ignored cache;
+# pinned here and as REGISTRY_VERSION in tooling/registry.py (a test keeps them equal).
+# 3.0.9 runs on Java 17; Apicurio 3.3 needs Java 21.
+REGISTRY_VERSION := 3.0.9
+REGISTRY_DIR     := .cache/registry/$(REGISTRY_VERSION)
+REGISTRY_STAMP   := $(REGISTRY_DIR)/.fetched
+REGISTRY_ARCHIVE := apicurio-registry-app-$(REGISTRY_VERSION)-all.tar.gz
 
 # the runtime dependencies alone (what `make demo` needs), then the dev extras on top
 # (tests, linters, profilers: what `make test` and `make check` need)
@@ -37,6 +45,16 @@ $(KAFKA_STAMP): tooling/kafka/pom.xml
 	mvn --batch-mode --quiet -f tooling/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_JARS)
 	touch $(KAFKA_STAMP)
 
+# the archive is unpacked with tar: the dependency plugin's own unpack (2.8, what Maven 3.8
+# runs without a pom) cuts long file names short
+$(REGISTRY_STAMP):
+	command -v mvn >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y maven)
+	rm -rf $(REGISTRY_DIR)
+	mvn --batch-mode --quiet dependency:copy -Dartifact=io.apicurio:apicurio-registry-app:$(REGISTRY_VERSION):tar.gz:all -DoutputDirectory=$(abspath $(REGISTRY_DIR))
+	tar xzf $(REGISTRY_DIR)/$(REGISTRY_ARCHIVE) -C $(REGISTRY_DIR)
+	rm $(REGISTRY_DIR)/$(REGISTRY_ARCHIVE)
+	touch $(REGISTRY_STAMP)
+
 # Spark's own Kafka connector, resolved by Spark's `--packages` resolver into the venv's
 # pyspark jars/ (the Dockerfile runs the same step)
 $(CONNECTOR_STAMP): $(RUNTIME) tooling/connector.py
@@ -45,9 +63,11 @@ $(CONNECTOR_STAMP): $(RUNTIME) tooling/connector.py
 
 kafka: $(KAFKA_STAMP)  ## Apache Kafka's jars for the local broker, into .cache/kafka/
 
+registry: $(REGISTRY_STAMP)  ## Apicurio Registry (a Schema Registry with Confluent's API) for `statefed registry`, into .cache/registry/
+
 connector: $(CONNECTOR_STAMP)  ## Spark's Kafka connector, into the venv's pyspark
 
-install: $(STAMP) $(KAFKA_STAMP) $(CONNECTOR_STAMP)  ## .venv with the pinned dependencies and dev extras, Kafka's jars, Spark's connector
+install: $(STAMP) $(KAFKA_STAMP) $(REGISTRY_STAMP) $(CONNECTOR_STAMP)  ## .venv with the pinned dependencies and dev extras, Kafka's jars, the Schema Registry, Spark's connector
 
 demo: $(RUNTIME) $(KAFKA_STAMP) $(CONNECTOR_STAMP)  ## broker, pipeline, two nodes, gateway and demo data (runtime dependencies only); prints the GraphiQL URL
 	$(BIN)/statefed demo

@@ -1,8 +1,8 @@
 """Shared fixtures (one Apache Kafka broker per test run) and the test tiers.
 
 Every test gets exactly one tier marker, from its folder (`_FOLDER_TIERS`); a test of a
-folder of unit tests that takes the `broker` fixture, or whose module starts Kafka or a
-local cluster of its own, is of the `kafka` tier. `make
+folder of unit tests that takes the `broker` fixture, or whose module starts Kafka, a
+Schema Registry or a local cluster of its own, is of the `kafka` tier. `make
 test-unit` runs the `unit` tier alone (the inner loop); `make test` runs every tier.
 """
 
@@ -29,13 +29,14 @@ _FOLDER_TIERS: dict[str, str] = {
     "replication": "chaos",
     "test_connector.py": "spark",
     "test_broker.py": "kafka",
+    "test_registry.py": "kafka",  # starts a Schema Registry (a JVM) of its own
     "test_restore_view.py": "kafka",
     "test_status_command.py": "kafka",
     "test_kafka_clients.py": "kafka",
 }
 TIERS = ("unit", "kafka", "spark", "cluster", "chaos")
 # a module that imports one of these starts real parts of its own
-_STARTERS = ("KafkaBroker", "KafkaCluster", "LocalCluster")
+_STARTERS = ("KafkaBroker", "KafkaCluster", "LocalCluster", "SchemaRegistry")
 
 
 def tier_of(item: pytest.Item) -> str:

@@ -1,15 +1,18 @@
 """What the Makefile's targets install, read from `make -n` (a dry run: nothing is
 installed or fetched): the demo gets the runtime dependencies alone, the tests and checks
-the dev extras too."""
+the dev extras too, and the Schema Registry the tests run."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tooling.registry import REGISTRY_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,6 +24,7 @@ def _plan(target: str, tmp_path: Path) -> list[str]:
     # as a top-level make, also when the suite itself runs under `make test`
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     where = [f"VENV={tmp_path}/venv", f"KAFKA_JARS={tmp_path}/kafka"]
+    where.append(f"REGISTRY_DIR={tmp_path}/registry")
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", target, *where],
         cwd=ROOT,
@@ -41,6 +45,7 @@ def test_make_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> Non
     assert _pip_installs(plan) == [f"{tmp_path}/venv/bin/pip install --quiet -e ."]
     assert any("dependency:copy-dependencies" in line for line in plan), "Kafka's jars"
     assert any("-m tooling.connector" in line for line in plan), "Spark's connector"
+    assert not any("apicurio" in line for line in plan), "the demo does not use a registry yet"
     assert plan[-1] == f"{tmp_path}/venv/bin/statefed demo"
 
 
@@ -48,3 +53,16 @@ def test_make_test_and_make_check_install_the_dev_extras(tmp_path: Path) -> None
     for target in ("test", "check"):
         installs = _pip_installs(_plan(target, tmp_path))
         assert f"{tmp_path}/venv/bin/pip install --quiet -e '.[dev]'" in installs, target
+
+
+def test_make_install_fetches_the_pinned_schema_registry(tmp_path: Path) -> None:
+    plan = _plan("install", tmp_path)
+    artifact = f"-Dartifact=io.apicurio:apicurio-registry-app:{REGISTRY_VERSION}:tar.gz:all"
+    assert any("dependency:copy " in line and artifact in line for line in plan), plan
+    assert any(line.startswith("tar xzf") and f"-C {tmp_path}/registry" in line for line in plan)
+
+
+def test_the_makefile_and_tooling_registry_pin_the_same_registry() -> None:
+    pinned = re.search(r"^REGISTRY_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert pinned is not None, "the Makefile pins REGISTRY_VERSION"
+    assert pinned.group(1) == REGISTRY_VERSION, "move them together"

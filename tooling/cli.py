@@ -40,6 +40,10 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
         _COMMON[1],
     ],
+    "registry": [
+        ("--port", "STATEFED_REGISTRY_PORT", "port to listen on, on 127.0.0.1 (8081)"),
+        ("--dir", "STATEFED_REGISTRY_DIR", "working directory and log (.statefed/registry)"),
+    ],
     "topics": [
         *_COMMON,
         ("--partitions", "STATEFED_PARTITIONS", "partitions per input topic (6)"),
@@ -82,6 +86,7 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
 }
 _HELP = {
     "broker": "run Apache Kafka locally (KRaft, one broker) and create statefed's topics",
+    "registry": "run a Schema Registry locally (Apicurio Registry, Confluent's API)",
     "topics": "create statefed's topics on an existing Kafka cluster",
     "pipeline": "run the Spark Structured Streaming pipeline that computes every view",
     "node": "run a node: materialize partitions into LevelDB and serve its GraphQL subgraph",
@@ -151,10 +156,13 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def _wait_for_signal() -> None:
+def _wait_for_signal(ready: str) -> None:
+    """Say `ready` on stderr, then wait for Ctrl-C or SIGTERM: whoever waits for the line
+    may signal at once."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    print(ready, file=sys.stderr)
     stop.wait()
 
 
@@ -176,15 +184,37 @@ def _broker(env: dict[str, str]) -> None:
         raise SystemExit(f"statefed broker: {exc}") from exc
     try:
         ensure_topics(broker.bootstrap, statefed_topics(config.partitions, _catalogue(env)))
-        print(
+        _wait_for_signal(
             f"statefed broker: Apache Kafka ready on {broker.bootstrap}, data in "
-            f"{config.broker_dir}, log in {broker.log_path}",
-            file=sys.stderr,
+            f"{config.broker_dir}, log in {broker.log_path}"
         )
-        _wait_for_signal()
     finally:
         broker.stop()
     print("statefed broker: stopped", file=sys.stderr)
+
+
+def _registry(env: dict[str, str]) -> None:
+    from tooling.registry import REGISTRY_VERSION, RegistryStartError, SchemaRegistry
+
+    config = ToolingConfig.from_env(env)
+    registry = SchemaRegistry(
+        port=config.registry_port,
+        work_dir=config.registry_dir,
+        log_path=config.registry_dir / "registry.log",
+    )
+    config.registry_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        registry.start()
+    except RegistryStartError as exc:
+        raise SystemExit(f"statefed registry: {exc}") from exc
+    try:
+        _wait_for_signal(
+            f"statefed registry: Apicurio Registry {REGISTRY_VERSION} ready; clients use "
+            f"{registry.url} (Confluent's API), log in {registry.log_path}"
+        )
+    finally:
+        registry.stop()
+    print("statefed registry: stopped", file=sys.stderr)
 
 
 def _catalogue(env: dict[str, str]) -> tuple[View, ...]:
@@ -343,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     env = _environment(args)
     handlers: dict[str, Callable[[dict[str, str]], None]] = {
         "broker": _broker,
+        "registry": _registry,
         "topics": lambda e: _topics(e, args.dry_run),
         "pipeline": lambda e: _pipeline(e, args.check_health, args.print_app_path),
         "node": _node,

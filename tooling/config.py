@@ -19,7 +19,7 @@ __all__ = ["ToolingConfig"]
 @dataclass(frozen=True)
 class ToolingConfig(KafkaClientConfig, EnvConfig):
     """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`;
-    the gateway and token `status` reads from."""
+    the port of `registry`; the gateway and token `status` reads from."""
 
     bootstrap: str = shared.bootstrap()
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
@@ -52,6 +52,25 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
         "STATEFED_BROKER_DIR",
         Path(".statefed/broker"),
         doc="`statefed broker`'s data, kept across restarts; its log is `<dir>/kafka.log`",
+    )
+    registry_port: int = setting(
+        "STATEFED_REGISTRY_PORT",
+        8081,
+        low=1,
+        high=65535,
+        doc=(
+            "port `statefed registry` listens on, on 127.0.0.1; clients use "
+            "`http://127.0.0.1:<port>/apis/ccompat/v7` (see [A local Schema "
+            "Registry](operations.md#a-local-schema-registry))"
+        ),
+    )
+    registry_dir: Path = setting(
+        "STATEFED_REGISTRY_DIR",
+        Path(".statefed/registry"),
+        doc=(
+            "`statefed registry`'s working directory; its log is `<dir>/registry.log` (it "
+            "keeps schemas in memory: a restart forgets them)"
+        ),
     )
     demo_dir: Path = setting(
         "STATEFED_DEMO_DIR",
