@@ -38,14 +38,14 @@ V3 = _booking(TRIP, {**SEATS, "type": "string"}, NOTE)  # int to string: incompa
 
 
 def test_a_missing_release_names_the_make_target(tmp_path: Path) -> None:
-    registry = SchemaRegistry(directory=tmp_path / "registry")
+    registry = SchemaRegistry(tmp_path, directory=tmp_path / "registry")
     with pytest.raises(RegistryStartError, match=r"3\.0\.9 is not in .*: run `make registry`"):
         registry.start()
     assert not registry.running
 
 
 def test_avro_records_round_trip_and_an_incompatible_schema_is_refused(tmp_path: Path) -> None:
-    registry = SchemaRegistry(log_path=tmp_path / "registry.log", work_dir=tmp_path)
+    registry = SchemaRegistry(tmp_path)
     registry.start()
     try:
         with SchemaRegistryClient({"url": registry.url}) as client:

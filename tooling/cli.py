@@ -197,12 +197,7 @@ def _registry(env: dict[str, str]) -> None:
     from tooling.registry import REGISTRY_VERSION, RegistryStartError, SchemaRegistry
 
     config = ToolingConfig.from_env(env)
-    registry = SchemaRegistry(
-        port=config.registry_port,
-        work_dir=config.registry_dir,
-        log_path=config.registry_dir / "registry.log",
-    )
-    config.registry_dir.mkdir(parents=True, exist_ok=True)
+    registry = SchemaRegistry(config.registry_dir, port=config.registry_port)
     try:
         registry.start()
     except RegistryStartError as exc:

@@ -100,20 +100,28 @@ class ManagedProcess:
         args: Sequence[str],
         env: Mapping[str, str],
         log_path: Path,
+        cwd: Path | None = None,
     ) -> None:
         self.name = name
         self.args = [sys.executable, "-m", "tooling.cli", *args]
         self.env = dict(env)
         self.log_path = log_path
+        self.cwd = cwd  # the process's working directory (the launcher's when None)
         self._process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
 
     @classmethod
     def of_command(
-        cls, name: str, command: Sequence[str], env: Mapping[str, str], log_path: Path
+        cls,
+        name: str,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        cwd: Path | None = None,
     ) -> ManagedProcess:
-        """Any program rather than a statefed part (a Spark master or worker, spark-submit)."""
-        process = cls(name, [], env, log_path)
+        """Any program rather than a statefed part (a Spark master or worker, spark-submit,
+        the Schema Registry)."""
+        process = cls(name, [], env, log_path, cwd)
         process.args = list(command)
         return process
 
@@ -127,6 +135,7 @@ class ManagedProcess:
         self._process = subprocess.Popen(
             self.args,
             env=self.env,
+            cwd=self.cwd,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

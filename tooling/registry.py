@@ -1,12 +1,12 @@
 """A Schema Registry on this machine: Apicurio Registry, which speaks Confluent's API.
 
-`make registry` fetches the pinned Apicurio Registry from Maven Central (its ready-to-run
-build, `io.apicurio:apicurio-registry-app:<version>:tar.gz:all`) and unpacks it into
-`.cache/registry/<version>/`. `SchemaRegistry` runs it as one JVM on a loopback port,
-owned by its handle: `with SchemaRegistry() as registry:`. It keeps schemas in memory (a
-restart forgets them). Clients speak Confluent's Schema Registry API at `registry.url`
-(`/apis/ccompat/v7`): confluent-kafka's `SchemaRegistryClient` and its Avro, Protobuf and
-JSON Schema serializers, as they would to Confluent's own.
+`make registry` fetches the pinned Apicurio Registry from Maven Central (its ready-to-run build,
+`io.apicurio:apicurio-registry-app:<version>:tar.gz:all`) and unpacks it into
+`.cache/registry/<version>/`. `SchemaRegistry` runs it as one JVM on a loopback port, owned by its
+handle: `with SchemaRegistry(work_dir) as registry:`. It keeps schemas in memory (a restart forgets
+them). Clients speak Confluent's Schema Registry API at `registry.url` (`/apis/ccompat/v7`):
+confluent-kafka's `SchemaRegistryClient` and its Avro, Protobuf and JSON Schema serializers, as they
+would to Confluent's own.
 
 This is what `statefed registry` and the tests run; production points its clients at its
 own registry.
@@ -17,18 +17,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
-
-import httpx
 
 from tooling.broker import free_port
-from tooling.processes import die_with_parent
+from tooling.processes import ManagedProcess, ProcessFailed
 
 __all__ = [
     "REGISTRY_VERSION",
@@ -104,28 +98,26 @@ def _check_free(host: str, port: int) -> None:
 class SchemaRegistry:
     """One Apicurio Registry JVM on a loopback port, owned by this handle.
 
-    It runs in `work_dir` (the current directory when not given), where Quarkus would read
-    a `.env` or `config/application.properties`; `log_path` takes its output. `directory`
+    It runs in `work_dir`, where Quarkus would read a `.env` or
+    `config/application.properties`, and logs to `work_dir/registry.log`. `directory`
     holds the unpacked release (`make registry`'s cache when not given).
     """
 
     def __init__(
         self,
+        work_dir: Path,
         host: str = "127.0.0.1",
         port: int = 0,
-        log_path: Path | None = None,
-        work_dir: Path | None = None,
         directory: Path | None = None,
     ) -> None:
         if not ipaddress.ip_address(host).is_loopback:
             raise ValueError(f"the local Schema Registry listens on loopback only, not {host}")
         self.host = host
         self.port = port or free_port(host)
-        self.log_path = log_path
         self.work_dir = work_dir
+        self.log_path = work_dir / "registry.log"
         self.directory = directory
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: BinaryIO | None = None
+        self._process: ManagedProcess | None = None
 
     @property
     def url(self) -> str:
@@ -138,35 +130,29 @@ class SchemaRegistry:
 
     @property
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._process is not None and self._process.running()
 
     def start(self, timeout_s: float = 60.0) -> None:
-        """Start the JVM and wait until it serves; a start that fails leaves nothing running."""
-        self.launch()
-        try:
-            self.wait_ready(timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-
-    def launch(self) -> None:
-        """Start the JVM, without waiting for it."""
+        """Start the JVM and wait until Confluent's API answers (GET /subjects gives 200);
+        a start that fails leaves nothing running."""
         if self.running:
             return
         jar = registry_jar(self.directory)
         _check_free(self.host, self.port)
         command = [*self._jvm(), "-jar", str(jar)]
-        if self.log_path is not None and self._log is None:
-            self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self._process = subprocess.Popen(
-            command,
-            cwd=self.work_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log if self._log is not None else subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
+        self._process = ManagedProcess.of_command(
+            "Apicurio Registry", command, os.environ, self.log_path, cwd=self.work_dir
+        ).start()
+        try:
+            self._process.wait_for_http(f"{self.url}/subjects", timeout_s)
+        except (ProcessFailed, TimeoutError) as exc:
+            self.stop()
+            raise RegistryStartError(
+                f"Apicurio Registry on {self.host}:{self.port} did not start: {exc}"
+            ) from exc
+        except BaseException:
+            self.stop()
+            raise
 
     def _jvm(self) -> list[str]:
         return [
@@ -180,48 +166,10 @@ class SchemaRegistry:
             "-Dquarkus.http.access-log.enabled=false",
         ]
 
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Wait until Confluent's API answers: GET /subjects gives 200."""
-        deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=1.0) as client:
-            while time.monotonic() < deadline:
-                process = self._process
-                if process is not None and process.poll() is not None:
-                    self._close_log()
-                    raise RegistryStartError(
-                        f"Apicurio Registry exited with code {process.returncode} while "
-                        f"starting on {self.host}:{self.port}{self._log_hint()}"
-                    )
-                try:
-                    if client.get(f"{self.url}/subjects").status_code == 200:
-                        return
-                except httpx.HTTPError:  # not up yet: poll again until the deadline
-                    pass
-                time.sleep(0.1)
-        raise RegistryStartError(
-            f"Apicurio Registry on {self.host}:{self.port} was not ready in {timeout_s} s"
-            f"{self._log_hint()}"
-        )
-
-    def _log_hint(self) -> str:
-        return f": see {self.log_path}" if self.log_path is not None else ""
-
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGTERM (a clean shutdown), SIGKILL after `timeout_s`."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout_s)
-        self._close_log()
-
-    def _close_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        if self._process is not None:
+            self._process.stop(timeout_s)
 
     def __enter__(self) -> SchemaRegistry:
         self.start()
