@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page, Playwright, Route, ViewportSize
 
 __all__ = [
+    "CHROMIUM",
+    "FLAGS",
     "ScreenshotError",
     "Traffic",
     "browser",
@@ -47,7 +49,8 @@ __all__ = [
     "take_status",
 ]
 
-# the browser and flags of tests/e2e/test_graphiql.py
+# the browser and flags of every headless Chromium statefed drives (these shots, the
+# browser tests): Debian's, which `make browser` installs
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",

@@ -16,18 +16,8 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, Route, sync_playwright
 
 from tests.e2e.conftest import Cluster
+from tooling.screenshots import CHROMIUM, FLAGS
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 WORD = "graphiql-e2e"
 QUERY = f'{{ wordCount(word: "{WORD}") {{ word count }} }}'
 QUERY_EDITOR = ".graphiql-query-editor .CodeMirror"

@@ -25,10 +25,10 @@ from gateway.config import GatewayConfig
 from gateway.cors import CorsPolicy
 from gateway.edge.app import GatewayApp
 from runtime.config import ConfigError
-from tests.e2e.test_graphiql import CHROMIUM, FLAGS
 from tests.gateway.fakes import FakeNode, Model, client_for, feed_for
 from tests.http.servers import ServedGateway, served_gateway
 from tests.security.recording import RecordingProducer
+from tooling.screenshots import CHROMIUM, FLAGS
 
 P = 2
 LISTED = "http://app.example.test"

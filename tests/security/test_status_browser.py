@@ -11,7 +11,6 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.e2e.test_graphiql import CHROMIUM, FLAGS
 from tests.security.test_auth import (
     P,
     SigningKey,
@@ -21,6 +20,7 @@ from tests.security.test_auth import (
     keys,
     sign,
 )
+from tooling.screenshots import CHROMIUM, FLAGS
 
 __all__ = ["keys"]  # the fixture, imported for this module's tests
 
