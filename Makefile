@@ -55,8 +55,8 @@ $(REGISTRY_STAMP):
 	rm $(REGISTRY_DIR)/$(REGISTRY_ARCHIVE)
 	touch $(REGISTRY_STAMP)
 
-# Spark's own Kafka connector, resolved by Spark's `--packages` resolver into the venv's
-# pyspark jars/ (the Dockerfile runs the same step)
+# Spark's own Kafka connector and spark-avro, resolved by Spark's `--packages` resolver
+# into the venv's pyspark jars/ (the Dockerfile runs the same step)
 $(CONNECTOR_STAMP): $(RUNTIME) tooling/connector.py
 	$(BIN)/python -m tooling.connector
 	touch $(CONNECTOR_STAMP)
@@ -65,7 +65,7 @@ kafka: $(KAFKA_STAMP)  ## Apache Kafka's jars for the local broker, into .cache/
 
 registry: $(REGISTRY_STAMP)  ## Apicurio Registry (a Schema Registry with Confluent's API) for `statefed registry`, into .cache/registry/
 
-connector: $(CONNECTOR_STAMP)  ## Spark's Kafka connector, into the venv's pyspark
+connector: $(CONNECTOR_STAMP)  ## Spark's Kafka connector and spark-avro, into the venv's pyspark
 
 install: $(STAMP) $(KAFKA_STAMP) $(REGISTRY_STAMP) $(CONNECTOR_STAMP)  ## .venv with the pinned dependencies and dev extras, Kafka's jars, the Schema Registry, Spark's connector
 

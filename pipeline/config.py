@@ -32,6 +32,7 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
     config_error = PipelineConfigError
 
     bootstrap: str = shared.bootstrap()
+    registry_url: str = shared.registry_url()
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())

@@ -19,6 +19,7 @@ from types import TracebackType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from pipeline.avro import AvroSchemas
 from pipeline.config import PipelineConfig
 from pipeline.errors import QueryFailedError, SourceError
 from pipeline.kinds import plan_for
@@ -31,7 +32,7 @@ from pipeline.statuslog import StatusPublisher, read_last_statuses
 from pipeline.writers import ChangelogWriter, DeadLetterWriter
 from runtime.clock import Clock, wall_clock_ms
 from runtime.topics import ensure_topics, partition_count
-from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, View
+from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, ValueFormat, View
 
 __all__ = [
     "ProducerFactory",
@@ -175,6 +176,7 @@ def start_queries(
     `metrics` is told of every batch and dead letter.
     """
     views = list(catalogue)
+    decodings = _decodings(config, views)
     ensure_topics(config.kafka, {PIPELINE_TOPIC: 1})
     trackers = _trackers(config, views, clock)
     publisher = StatusPublisher(config.kafka, config.delivery_timeout_ms / 1000)
@@ -182,9 +184,10 @@ def start_queries(
     running = RunningPipeline(StatusPoller(publisher, on_batch=on_batch))
     try:
         for view in views:
-            running.add(*_start_view(spark, config, view, producer, trackers[view.name]))
-        for topic, decodings in _decodings_by_topic(views).items():
-            running.add(*_start_dead_letters(spark, config, topic, decodings, producer, metrics))
+            tracker = trackers[view.name]
+            running.add(*_start_view(spark, config, view, decodings[view.name], producer, tracker))
+        for topic, of_topic in _decodings_by_topic(views, decodings).items():
+            running.add(*_start_dead_letters(spark, config, topic, of_topic, producer, metrics))
         running.poller.start()
     except BaseException:
         running.stop()
@@ -214,13 +217,31 @@ def _has_commits(checkpoint: Path) -> bool:
     return commits.is_dir() and any(commits.iterdir())
 
 
-def _decodings_by_topic(views: list[View]) -> dict[str, list[Decoding]]:
+def _decodings(config: PipelineConfig, views: list[View]) -> dict[str, Decoding]:
+    """How each view reads its topic's records: the schemas of a registry format are read
+    from the Schema Registry now, once per subject, and fixed for the run."""
+    schemas: dict[str, AvroSchemas] = {}
+    decodings = {}
+    for view in views:
+        avro = None
+        if view.value_format is ValueFormat.AVRO:
+            if view.subject not in schemas:
+                reader = f"view {view.name}"
+                schemas[view.subject] = AvroSchemas.fetch(config.registry_url, view.subject, reader)
+            avro = schemas[view.subject]
+        decodings[view.name] = Decoding.of(view, avro)
+    return decodings
+
+
+def _decodings_by_topic(
+    views: list[View], decodings: dict[str, Decoding]
+) -> dict[str, list[Decoding]]:
     """The distinct decodings of each input topic's views, in catalogue order."""
     by_topic: dict[str, list[Decoding]] = {}
     for view in views:
-        decodings = by_topic.setdefault(view.topic, [])
-        if Decoding.of(view) not in decodings:
-            decodings.append(Decoding.of(view))
+        of_topic = by_topic.setdefault(view.topic, [])
+        if decodings[view.name] not in of_topic:
+            of_topic.append(decodings[view.name])
     return by_topic
 
 
@@ -228,6 +249,7 @@ def _start_view(
     spark: SparkSession,
     config: PipelineConfig,
     view: View,
+    decoding: Decoding,
     make_producer: ProducerFactory,
     tracker: ViewTracker,
 ) -> tuple[StreamingQuery, BatchProducer, ViewTracker]:
@@ -236,7 +258,7 @@ def _start_view(
     partitions = partition_count(config.kafka, view.changelog_topic)
     producer = make_producer(config, f"statefed-pipeline-{view.name}")
     tracker.changelog_offsets = functools.partial(producer.delivered, view.changelog_topic)
-    events = keyed_events(read_topic(spark, config, view.topic), Decoding.of(view))
+    events = keyed_events(read_topic(spark, config, view.topic), decoding)
     writer = (
         plan.aggregate(events, view)
         .writeStream.outputMode(plan.output_mode)

@@ -1,8 +1,9 @@
 """Input records as a view sees them: a UTF-8 entity key, an event time and value fields.
 
-How a view reads its records is its `Decoding`: the event time is the JSON value field
-`event_time_field` (ms since the epoch) or, when None, the Kafka record timestamp; the
-`value_fields` are decoded from the JSON value (a missing field is null). A record
+How a view reads its records is its `Decoding`: the event time is the value field
+`event_time_field` (ms since the epoch, or an Avro timestamp) or, when None, the Kafka
+record timestamp; the `value_fields` are decoded from the value (a missing field is null):
+a JSON object, or an Avro record of the view's subject (`pipeline.avro`). A record
 without a usable key, value or event time cannot be placed in the view; it goes to the
 dead-letter topic with the reason from `reject_reason`.
 """
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pipeline.avro import AvroSchemas
+from pipeline.errors import SourceError
 from schema import FieldType, ValueField, View
 
 __all__ = [
@@ -64,35 +67,53 @@ def bad_event_time(field: str) -> str:
 
 @dataclass(frozen=True)
 class Decoding:
-    """Where a view's event time comes from and which JSON value fields it keeps."""
+    """Where a view's event time comes from and which value fields it keeps; `avro` holds
+    the schemas of Avro values (None: JSON values)."""
 
     event_time_field: str | None = None
     value_fields: tuple[ValueField, ...] = ()
+    avro: AvroSchemas | None = None
 
     @classmethod
-    def of(cls, view: View) -> Decoding:
-        return cls(view.event_time_field, view.value_fields)
+    def of(cls, view: View, avro: AvroSchemas | None = None) -> Decoding:
+        """The decoding of `view`; SourceError naming the view, the field and the subject
+        when the Avro schema lacks a field the view reads."""
+        decoding = cls(view.event_time_field, view.value_fields, avro)
+        if avro is not None:
+            missing = [n for n in decoding._read_fields() if n not in avro.field_names()]
+            if missing:
+                raise SourceError(
+                    f"view {view.name} reads value fields {missing}, which the newest schema "
+                    f"of subject {avro.subject!r} does not have (its fields: "
+                    f"{avro.field_names()}): fix the view's value_fields or event_time_field"
+                )
+        return decoding
 
     @property
-    def needs_json(self) -> bool:
-        """Whether the record value must be a JSON object (else it is ignored)."""
+    def needs_value(self) -> bool:
+        """Whether the record value must be decoded (else it is ignored)."""
         return self.event_time_field is not None or bool(self.value_fields)
+
+    def _read_fields(self) -> list[str]:
+        return list(dict.fromkeys([*self._time_fields(), *(f.name for f in self.value_fields)]))
 
     def json_schema(self) -> str:
         """Every field read as a string (a JSON number or object as its text), typed later,
         so a field of an unexpected type is null rather than making the value corrupt."""
-        names = dict.fromkeys([*self._time_fields(), *(f.name for f in self.value_fields)])
+        names = self._read_fields()
         return ", ".join([*(f"`{n}` string" for n in names), f"`{_CORRUPT}` string"])
 
     def _time_fields(self) -> list[str]:
         return [] if self.event_time_field is None else [self.event_time_field]
 
 
-def _json(decoding: Decoding) -> Column:
-    """The parsed value: null for an empty value, `_corrupt_record` set if not an object;
-    a null literal when the view ignores the value."""
-    if not decoding.needs_json:
+def _decoded(decoding: Decoding) -> Column:
+    """The decoded value: a JSON object (null for an empty value, `_corrupt_record` set if
+    not an object) or an Avro record; a null literal when the view ignores the value."""
+    if not decoding.needs_value:
         return F.lit(None)
+    if decoding.avro is not None:
+        return decoding.avro.decoded()
     options = {"columnNameOfCorruptRecord": _CORRUPT}
     return F.from_json(F.col("value").cast("string"), decoding.json_schema(), options)
 
@@ -101,6 +122,9 @@ def _event_ms(decoding: Decoding, parsed: Column) -> Column:
     """Event time in ms, null if missing or unusable; an integral JSON float is accepted."""
     if decoding.event_time_field is None:
         return F.unix_millis(F.col("timestamp"))
+    if decoding.avro is not None and decoding.avro.is_timestamp(decoding.event_time_field):
+        ms = F.unix_millis(parsed[decoding.event_time_field])
+        return F.when((ms >= 0) & (ms < MAX_EVENT_MS), ms)
     as_double = parsed[decoding.event_time_field].try_cast("double")
     usable = (as_double >= 0) & (as_double < MAX_EVENT_MS) & (as_double == F.floor(as_double))
     return F.when(usable, as_double.cast("bigint"))
@@ -116,23 +140,35 @@ def _key_reason() -> Column:
     )
 
 
+def _value_reason(decoding: Decoding, parsed: Column) -> Column:
+    """Why a row's value cannot be read (null value, not JSON, not Avro), or null."""
+    no_value = F.when(F.col("value").isNull(), F.lit(REASON_NO_VALUE))
+    if decoding.avro is not None:
+        return F.coalesce(no_value, decoding.avro.reject_reason(parsed))
+    return no_value.when(
+        ~F.is_valid_utf8(F.col("value").cast("string"))
+        | parsed.isNull()
+        | parsed[_CORRUPT].isNotNull(),
+        F.lit(REASON_BAD_VALUE),
+    )
+
+
 def reject_reason(decoding: Decoding, parsed: Column) -> Column:
     """Why a raw Kafka row is unusable for views of `decoding`, or null if it is fine;
-    `parsed` is the row's `_json(decoding)`."""
-    reason = _key_reason()
+    `parsed` is the row's `_decoded(decoding)`. The first reason that holds wins."""
+    reasons = [_key_reason()]
+    if decoding.needs_value:
+        reasons.append(_value_reason(decoding, parsed))
     field = decoding.event_time_field
-    if decoding.needs_json:
-        reason = reason.when(F.col("value").isNull(), F.lit(REASON_NO_VALUE)).when(
-            ~F.is_valid_utf8(F.col("value").cast("string"))
-            | parsed.isNull()
-            | parsed[_CORRUPT].isNotNull(),
-            F.lit(REASON_BAD_VALUE),
-        )
     if field is None:
-        return reason.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP))
-    return reason.when(parsed[field].isNull(), F.lit(missing_event_time(field))).when(
-        _event_ms(decoding, parsed).isNull(), F.lit(bad_event_time(field))
-    )
+        reasons.append(F.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP)))
+    else:
+        reasons.append(
+            F.when(parsed[field].isNull(), F.lit(missing_event_time(field))).when(
+                _event_ms(decoding, parsed).isNull(), F.lit(bad_event_time(field))
+            )
+        )
+    return F.coalesce(*reasons)
 
 
 def _fields(decoding: Decoding, parsed: Column) -> Column:
@@ -160,7 +196,7 @@ def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
     `offset`, `fields` (a struct of the value fields) and the raw `value`."""
     parsed = F.col("_json")
     return (
-        _parsed(raw, {"_json": _json(decoding)})
+        _parsed(raw, {"_json": _decoded(decoding)})
         .where(reject_reason(decoding, parsed).isNull())
         .select(
             F.col("key").cast("string").alias("key"),
@@ -178,7 +214,7 @@ def rejected_records(raw: DataFrame, decodings: Sequence[Decoding] = (Decoding()
     the `reason` of the first decoding that rejects them."""
     if not decodings:
         raise ValueError("rejected_records needs at least one decoding")
-    parsed = _parsed(raw, {f"_json{i}": _json(d) for i, d in enumerate(decodings)})
+    parsed = _parsed(raw, {f"_json{i}": _decoded(d) for i, d in enumerate(decodings)})
     reasons = [reject_reason(d, F.col(f"_json{i}")) for i, d in enumerate(decodings)]
     with_reason = parsed.withColumn("reason", F.coalesce(*reasons))
     return with_reason.where(F.col("reason").isNotNull()).drop(

@@ -15,6 +15,7 @@ __all__ = [
     "log_format",
     "log_level",
     "metrics_token_file",
+    "registry_url",
 ]
 
 
@@ -70,5 +71,17 @@ def metrics_token_file() -> Path | None:
             "file of the bearer token `/metrics` then needs (>= 32 printable "
             "ASCII characters, surrounding whitespace ignored); unset, `/metrics`"
             " is open (see [Scraping `/metrics`](security.md#scraping-metrics))"
+        ),
+    )
+
+
+def registry_url() -> str:
+    return setting(
+        "STATEFED_REGISTRY_URL",
+        "http://127.0.0.1:8081/apis/ccompat/v7",
+        doc=(
+            "the Schema Registry (Confluent's API) that holds the schemas of the "
+            "views with a registry `value_format`; the default is what "
+            "`statefed registry` serves"
         ),
     )

@@ -18,6 +18,7 @@ __all__ = [
     "WORD_COUNTS",
     "FieldType",
     "ValueField",
+    "ValueFormat",
     "View",
     "ViewKind",
     "WindowSpec",
@@ -36,6 +37,18 @@ class ViewKind(enum.Enum):
     WINDOWED_COUNT = "windowed_count"
     LATEST = "latest"
     HISTORY = "history"
+
+
+class ValueFormat(enum.Enum):
+    """How the values of a view's topic are written.
+
+    `json`: a JSON object, as UTF-8. `avro`: Avro in the Confluent wire format (a zero
+    byte, the writer schema's 4-byte id in the Schema Registry, then the Avro binary), the
+    schemas registered under the view's subject (`View.subject`).
+    """
+
+    JSON = "json"
+    AVRO = "avro"
 
 
 class FieldType(enum.Enum):
@@ -141,6 +154,8 @@ class View:
     value_fields: tuple[ValueField, ...] = ()
     window: WindowSpec | None = None
     scope: str | None = None
+    value_format: ValueFormat = ValueFormat.JSON
+    value_subject: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -152,6 +167,13 @@ class View:
                 raise ValueError(f"view {self.name}: {field!r} is no GraphQL field name")
         if self.scope is not None and not _SCOPE.match(self.scope):
             raise ValueError(f"view {self.name}: scope {self.scope!r} is no OAuth scope")
+        if self.value_subject is not None and self.value_format is ValueFormat.JSON:
+            raise ValueError(
+                f"view {self.name}: value_subject {self.value_subject!r} is for a registry "
+                f"format: set value_format (e.g. ValueFormat.AVRO), or drop value_subject"
+            )
+        if self.value_subject == "":
+            raise ValueError(f"view {self.name}: value_subject must not be empty")
         windowed = [kind.value for kind, shape in _SHAPES.items() if shape.window]
         if _SHAPES[self.kind].window != (self.window is not None):
             raise ValueError(
@@ -169,6 +191,12 @@ class View:
     @property
     def changelog_topic(self) -> str:
         return f"statefed.{self.name}.changelog"
+
+    @property
+    def subject(self) -> str:
+        """The Schema Registry subject of the topic's value schemas: `value_subject`, or
+        `<topic>-value` (TopicNameStrategy)."""
+        return self.value_subject or f"{self.topic}-value"
 
     @property
     def scan_field(self) -> str:

@@ -28,7 +28,10 @@ def _pinned_pyspark() -> str:
 def test_the_coordinates_are_of_the_installed_spark_and_its_scala() -> None:
     assert pyspark.__version__ == _pinned_pyspark()
     coordinates = connector_coordinates(_pinned_pyspark(), spark_jars())
-    assert coordinates == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_pinned_pyspark()}"
+    assert coordinates == (
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{_pinned_pyspark()},"
+        f"org.apache.spark:spark-avro_2.13:{_pinned_pyspark()}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -88,6 +91,7 @@ def test_the_build_step_adds_the_connector_and_keeps_sparks_own_libraries(
         version,
         ["org.example.statefedtest:pool-lib:1.0.0", "org.example.statefedtest:slf4j-api:2.0.17"],
     )
+    _artifact(repo, "org.apache.spark", "spark-avro_2.13", version, [])
     _artifact(repo, "org.example.statefedtest", "pool-lib", "1.0.0", [])
     _artifact(repo, "org.example.statefedtest", "slf4j-api", "2.0.17", [])
     jars.mkdir()
@@ -114,6 +118,7 @@ def test_the_build_step_adds_the_connector_and_keeps_sparks_own_libraries(
     assert sorted(p.name for p in jars.iterdir()) == [
         "pool-lib-1.0.0.jar",
         "slf4j-api-2.0.17.jar",
+        f"spark-avro_2.13-{version}.jar",
         "spark-core_2.13-4.3.0.jar",
         f"spark-sql-kafka-0-10_2.13-{version}.jar",
     ]
@@ -129,7 +134,7 @@ def test_the_build_step_adds_the_connector_and_keeps_sparks_own_libraries(
         timeout=150,
     )
     assert again.returncode == 0, again.stderr[-3000:]
-    assert len(list(jars.iterdir())) == 4
+    assert len(list(jars.iterdir())) == 5
 
 
 def test_a_version_other_than_the_installed_pyspark_stops_the_build() -> None:
@@ -143,8 +148,9 @@ def test_a_connector_of_another_major_version_stops_the_build() -> None:
 
 
 def test_the_installed_connector_is_the_pinned_one() -> None:
-    """`make install` put the connector of CONNECTOR_VERSION into pyspark's jars/: the
-    pipeline's only input source."""
+    """`make install` put the connector and spark-avro of CONNECTOR_VERSION into pyspark's
+    jars/: the pipeline's only input source, and its Avro decoder."""
     names = {p.name for p in spark_jars().iterdir()}
     assert f"spark-sql-kafka-0-10_2.13-{CONNECTOR_VERSION}.jar" in names
+    assert f"spark-avro_2.13-{CONNECTOR_VERSION}.jar" in names
     assert any(artifact(n) == "kafka-clients" for n in names)

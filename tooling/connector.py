@@ -1,17 +1,22 @@
-"""Spark's own Kafka connector, added to the installed pyspark (`make install`, the image).
+"""Spark's own Kafka connector and Avro functions, added to the installed pyspark (`make
+install`, the image).
 
-The pipeline reads its input topics with Spark's Kafka source, which the pyspark wheel
-does not ship. `python -m tooling.connector` (`make connector`; compose/Dockerfile runs it
-too) resolves `org.apache.spark:spark-sql-kafka-0-10_<scala>:<CONNECTOR_VERSION>` and its
-runtime dependencies the way `spark-submit --packages` does (Spark's own Ivy, the versions
-the connector's POM names), then copies into pyspark's `jars/` each resolved jar whose
+The pipeline reads its input topics with Spark's Kafka source, and decodes Avro values with
+spark-avro's `from_avro`; the pyspark wheel ships neither. `python -m tooling.connector`
+(`make connector`; compose/Dockerfile runs it too) resolves
+`org.apache.spark:spark-sql-kafka-0-10_<scala>:<CONNECTOR_VERSION>` and
+`org.apache.spark:spark-avro_<scala>:<CONNECTOR_VERSION>` with their runtime dependencies
+the way `spark-submit --packages` does (Spark's own Ivy, the versions the modules' POMs
+name), then copies into pyspark's `jars/` each resolved jar whose
 artifact pyspark does not ship already: where both have one (slf4j, lz4, snappy), Spark's
 copy stays the only one, as it would win on the classpath with `--packages`.
 
 The connector's version is pinned apart from pyspark's: the Java registry serves no
 connector of Spark 4.3.0 yet, so the newest one of the same major version that it serves
-is used (4.2.0; the Kafka source and sink are checked against the pinned pyspark by the
-pipeline's tests). Move it to pyspark's own version as soon as that is served.
+is used (4.2.0; the Kafka source and sink, and `from_avro`, are checked against the pinned
+pyspark by the pipeline's tests). Move it to pyspark's own version as soon as that is
+served. (spark-protobuf is served in no version of Spark 4, so Protobuf values are not
+decoded by it.)
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ __all__ = [
     "spark_jars",
 ]
 
-CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_{scala}:{version}"
+# Spark's modules the pipeline needs beyond the pyspark wheel, of the same version
+MODULES = ("spark-sql-kafka-0-10", "spark-avro")
 CONNECTOR_VERSION = "4.2.0"
 # the version starts at the first `-<digits>.`: `spark-sql-kafka-0-10_2.13-4.3.0`
 _VERSIONED = re.compile(r"^(.+?)-\d+\.")
@@ -51,12 +57,14 @@ def spark_jars() -> Path:
 
 
 def connector_coordinates(version: str, jars: Path) -> str:
-    """The connector's Maven coordinates for Spark `version`, for the Scala version of the
-    Spark in `jars` (its spark-core jar)."""
+    """The Maven coordinates of every module of `MODULES` for Spark `version`, for the
+    Scala version of the Spark in `jars` (its spark-core jar), comma-separated as
+    `--packages` takes them."""
     for jar in jars.iterdir():
         match = _SPARK_CORE.match(jar.name)
         if match:
-            return CONNECTOR.format(scala=match.group(1), version=version)
+            scala = match.group(1)
+            return ",".join(f"org.apache.spark:{m}_{scala}:{version}" for m in MODULES)
     raise SystemExit(f"no spark-core_<scala>-<version>.jar in {jars}: is pyspark installed?")
 
 
@@ -164,10 +172,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     coordinates = connector_coordinates(args.connector_version, jars)
     with tempfile.TemporaryDirectory(prefix="statefed-ivy-") as ivy:
         copied, skipped = install_jars(resolve_jars(coordinates, Path(ivy), args.repository), jars)
-    connector = coordinates.split(":")[1]
+    installed = {artifact(p.name) for p in jars.glob("*.jar")}
     # installed now, or by an earlier run (a reinstall of the venv's packages reruns this step)
-    if not any(artifact(p.name) == connector for p in jars.glob("*.jar")):
-        raise SystemExit(f"{connector} was not installed into {jars}")
+    for module in (c.split(":")[1] for c in coordinates.split(",")):
+        if module not in installed:
+            raise SystemExit(f"{module} was not installed into {jars}")
     for path in copied:
         print(f"installed {path.name}")
     for path in skipped:

@@ -1,0 +1,200 @@
+"""Avro values through a real Schema Registry: records written with two versions of the
+subject's schema read as the newest one, and every value the pipeline cannot read goes to
+the dead letters with the reason that names why."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from pyspark.sql import SparkSession
+
+from pipeline import start_queries
+from pipeline.avro import REASON_NOT_WIRE_FORMAT, not_decoded, unknown_schema_id
+from pipeline.errors import SourceError
+from pipeline.records import REASON_NO_VALUE
+from runtime.topics import ensure_topics, statefed_topics
+from schema import (
+    DEMO_DOMAIN,
+    EventRow,
+    FieldType,
+    ValueField,
+    ValueFormat,
+    View,
+    ViewKind,
+    decode_event,
+)
+from tests.pipeline.support import (
+    PARTITIONS,
+    DeadLetterReader,
+    Record,
+    RecordLog,
+    StatusReader,
+    end_offsets,
+    pipeline_config,
+    produce_records,
+)
+from tooling.broker import KafkaBroker
+from tooling.processes import wait_until
+from tooling.registry import SchemaRegistry
+
+T0 = 1_767_225_600_000
+KAFKA_TIME = int(time.time() * 1000) - 3_600_000  # within the topic's retention
+Avro = dict[str, Any]
+_AT: Avro = {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}
+_FIELDS: list[Avro] = [{"name": "trip", "type": "string"}, {"name": "seats", "type": "int"}, _AT]
+_NOTE: Avro = {"name": "note", "type": ["null", "string"], "default": None}
+
+
+def _schema(*fields: Avro) -> str:
+    return json.dumps({"type": "record", "name": "Booking", "namespace": "t", "fields": fields})
+
+
+V1 = _schema(*_FIELDS)
+V2 = _schema(*_FIELDS, _NOTE)  # an optional field: BACKWARD compatible
+WRITTEN: list[tuple[str, Avro]] = [
+    (V1, {"trip": "ZRH-LIS", "seats": 2, "at": T0}),
+    (V1, {"trip": "LIS-OPO", "seats": 1, "at": T0 + 1_000}),
+    (V2, {"trip": "OPO-ZRH", "seats": 3, "at": T0 + 2_000, "note": "window"}),
+    (V2, {"trip": "GVA-NCE", "seats": 4, "at": T0 + 3_000, "note": None}),
+]
+CUSTOMERS = ["c1", "c2", "c1", "c3"]
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistry]:
+    with SchemaRegistry(tmp_path_factory.mktemp("registry")) as running:
+        yield running
+
+
+def _views(topic: str) -> list[View]:
+    """The demo's latest and history views of bookings, reading Avro values of `topic`."""
+    suffix = uuid.uuid4().hex[:10]
+    fields = (ValueField("trip"), ValueField("seats", FieldType.INT), ValueField("note"))
+    return [
+        dataclasses.replace(
+            view,
+            name=f"{view.name}_{suffix}",
+            topic=topic,
+            event_time_field="at",
+            value_fields=fields,
+            value_format=ValueFormat.AVRO,
+        )
+        for view in DEMO_DOMAIN
+        if view.kind in (ViewKind.LATEST, ViewKind.HISTORY)
+    ]
+
+
+def _order(row: EventRow) -> tuple[str, int, int]:
+    return row.key, row.source_partition, row.source_offset
+
+
+def _avro(client: SchemaRegistryClient, schema: str, topic: str, value: dict[str, object]) -> bytes:
+    serialize = AvroSerializer(client, schema, conf={"auto.register.schemas": False})
+    data = serialize(value, SerializationContext(topic, MessageField.VALUE))
+    assert data is not None
+    return data
+
+
+def _records(
+    client: SchemaRegistryClient, topic: str, subject: str
+) -> tuple[list[Record], list[tuple[Record, str]]]:
+    """v1 and v2 registered, records of both; bad values with the reasons they must get."""
+    client.set_compatibility(subject, "BACKWARD")
+    v1 = client.register_schema(subject, Schema(V1, "AVRO"))
+    v2 = client.register_schema(subject, Schema(V2, "AVRO"))
+    assert v2 != v1
+    good = [
+        Record(c.encode(), _avro(client, s, topic, v), KAFKA_TIME)
+        for c, (s, v) in zip(CUSTOMERS, WRITTEN, strict=True)
+    ]
+    bad = [
+        (Record(b"c1", b"\x00" + struct.pack(">i", v1) + b"\xff\xff\xff", KAFKA_TIME),
+         not_decoded(subject) + str(v1)),
+        (Record(b"c1", b"\x00" + struct.pack(">i", 987_654) + b"\x02", KAFKA_TIME),
+         unknown_schema_id(subject) + "987654"),
+        (Record(b"c1", b'{"trip": "json"}', KAFKA_TIME), REASON_NOT_WIRE_FORMAT),
+        (Record(b"c1", b"\x00\x00", KAFKA_TIME), REASON_NOT_WIRE_FORMAT),
+        (Record(b"c1", None, KAFKA_TIME), REASON_NO_VALUE),
+    ]  # fmt: skip
+    return good, bad
+
+
+def test_values_of_two_schema_versions_read_as_the_newest_and_bad_ones_are_dead_letters(
+    spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
+) -> None:
+    topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
+    latest, history = views = _views(topic)
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        subject = latest.subject
+        good, bad = _records(client, topic, subject)
+    history_log = RecordLog(broker.bootstrap, history.changelog_topic)
+    status = StatusReader(broker.bootstrap, [history.name])
+    letters = DeadLetterReader(broker.bootstrap, topic)
+    config = pipeline_config(broker, tmp_path / "checkpoints")
+    config = dataclasses.replace(config, registry_url=registry.url)
+    try:
+        with start_queries(spark, config, views):
+            placed = produce_records(broker.bootstrap, topic, [*good, *(r for r, _ in bad)])
+            status.wait_for_offsets(history.name, end_offsets(placed))
+            expected = sorted(
+                (EventRow(c, v["at"], p, o, {"trip": v["trip"], "seats": v["seats"],
+                                             "note": v.get("note")})
+                 for c, (_, v), (p, o) in zip(CUSTOMERS, WRITTEN, placed, strict=False)),
+                key=_order,
+            )  # fmt: skip
+
+            def history_read() -> list[EventRow]:
+                rows = [decode_event(value) for _, _, value in history_log.records]
+                return sorted(rows, key=_order)
+
+            history_log.wait_until(lambda: history_read() == expected, "history = produced")
+
+            def all_letters() -> bool:
+                letters.poll()
+                return len(letters.letters) >= len(bad)
+
+            wait_until(all_letters, 60, "a dead letter per bad record", interval_s=0)
+    finally:
+        history_log.close()
+        status.close()
+        letters.close()
+    rejected = sorted((letter.value or b"", letter.reason) for letter in letters.letters)
+    assert rejected == sorted((r.value or b"", reason) for r, reason in bad)
+
+
+def test_a_view_reading_a_field_the_schema_lacks_is_refused_naming_both(
+    spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
+) -> None:
+    topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
+    views = [dataclasses.replace(v, value_fields=(ValueField("gate"),)) for v in _views(topic)]
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        client.register_schema(views[0].subject, Schema(V1, "AVRO"))
+    config = dataclasses.replace(
+        pipeline_config(broker, tmp_path / "checkpoints"), registry_url=registry.url
+    )
+    with pytest.raises(SourceError, match=rf"\['gate'\].*subject '{topic}-value'.*'trip'"):
+        start_queries(spark, config, views)
+
+
+def test_a_subject_the_registry_lacks_is_refused_naming_it_and_the_fix(
+    spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
+) -> None:
+    topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
+    config = dataclasses.replace(
+        pipeline_config(broker, tmp_path / "checkpoints"), registry_url=registry.url
+    )
+    with pytest.raises(SourceError, match=rf"subject '{topic}-value'.*register"):
+        start_queries(spark, config, _views(topic))
