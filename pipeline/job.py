@@ -229,7 +229,7 @@ def _decodings(config: PipelineConfig, views: list[View]) -> dict[str, Decoding]
                 reader = f"view {view.name}"
                 schemas[view.subject] = AvroSchemas.fetch(config.registry_url, view.subject, reader)
             avro = schemas[view.subject]
-        decodings[view.name] = Decoding.of(view, avro)
+        decodings[view.name] = Decoding.of(view, avro, tombstones=plan_for(view).deletes)
     return decodings
 
 

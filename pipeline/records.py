@@ -6,6 +6,10 @@ record timestamp; the `value_fields` are decoded from the value (a missing field
 a JSON object, or an Avro record of the view's subject (`pipeline.avro`). A record
 without a usable key, value or event time cannot be placed in the view; it goes to the
 dead-letter topic with the reason from `reject_reason`.
+
+A record with a null value is a tombstone, never a dead letter: a view that deletes
+(`Decoding.tombstones`, latest) takes it as a deletion at its Kafka timestamp, a view that
+reads values skips it, and a view that ignores values counts it as any record.
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ __all__ = [
     "REASON_EMPTY_KEY",
     "REASON_NO_KEY",
     "REASON_NO_TIMESTAMP",
-    "REASON_NO_VALUE",
     "Decoding",
     "bad_event_time",
     "keyed_events",
@@ -40,7 +43,6 @@ REASON_NO_KEY = "null key"
 REASON_BAD_UTF8 = "key is not valid UTF-8"
 REASON_EMPTY_KEY = "empty key"
 REASON_NO_TIMESTAMP = "missing timestamp"
-REASON_NO_VALUE = "null value"
 REASON_BAD_VALUE = "value is not a JSON object"
 
 # Year 10000: later times overflow Spark's timestamps (and no real event is that late)
@@ -68,17 +70,19 @@ def bad_event_time(field: str) -> str:
 @dataclass(frozen=True)
 class Decoding:
     """Where a view's event time comes from and which value fields it keeps; `avro` holds
-    the schemas of Avro values (None: JSON values)."""
+    the schemas of Avro values (None: JSON values); `tombstones`: a null value deletes the
+    key (its events get a `deleted` column)."""
 
     event_time_field: str | None = None
     value_fields: tuple[ValueField, ...] = ()
     avro: AvroSchemas | None = None
+    tombstones: bool = False
 
     @classmethod
-    def of(cls, view: View, avro: AvroSchemas | None = None) -> Decoding:
+    def of(cls, view: View, avro: AvroSchemas | None = None, tombstones: bool = False) -> Decoding:
         """The decoding of `view`; SourceError naming the view, the field and the subject
         when the Avro schema lacks a field the view reads."""
-        decoding = cls(view.event_time_field, view.value_fields, avro)
+        decoding = cls(view.event_time_field, view.value_fields, avro, tombstones)
         if avro is not None:
             missing = [n for n in decoding._read_fields() if n not in avro.field_names()]
             if missing:
@@ -141,11 +145,10 @@ def _key_reason() -> Column:
 
 
 def _value_reason(decoding: Decoding, parsed: Column) -> Column:
-    """Why a row's value cannot be read (null value, not JSON, not Avro), or null."""
-    no_value = F.when(F.col("value").isNull(), F.lit(REASON_NO_VALUE))
+    """Why a non-null value cannot be read (not JSON, not Avro), or null."""
     if decoding.avro is not None:
-        return F.coalesce(no_value, decoding.avro.reject_reason(parsed))
-    return no_value.when(
+        return decoding.avro.reject_reason(parsed)
+    return F.when(
         ~F.is_valid_utf8(F.col("value").cast("string"))
         | parsed.isNull()
         | parsed[_CORRUPT].isNotNull(),
@@ -153,22 +156,31 @@ def _value_reason(decoding: Decoding, parsed: Column) -> Column:
     )
 
 
+def _tombstone() -> Column:
+    return F.col("value").isNull()
+
+
 def reject_reason(decoding: Decoding, parsed: Column) -> Column:
-    """Why a raw Kafka row is unusable for views of `decoding`, or null if it is fine;
-    `parsed` is the row's `_decoded(decoding)`. The first reason that holds wins."""
-    reasons = [_key_reason()]
-    if decoding.needs_value:
-        reasons.append(_value_reason(decoding, parsed))
+    """Why a raw Kafka row is unusable for views of `decoding`, or null if it is fine (a
+    tombstone is: see the module's docs); `parsed` is the row's `_decoded(decoding)`. The
+    first reason that holds wins."""
+    no_timestamp = F.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP))
     field = decoding.event_time_field
+    if not decoding.needs_value:
+        return F.coalesce(_key_reason(), no_timestamp)
+    value_reasons = [_value_reason(decoding, parsed)]
     if field is None:
-        reasons.append(F.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP)))
+        value_reasons.append(no_timestamp)
     else:
-        reasons.append(
+        value_reasons.append(
             F.when(parsed[field].isNull(), F.lit(missing_event_time(field))).when(
                 _event_ms(decoding, parsed).isNull(), F.lit(bad_event_time(field))
             )
         )
-    return F.coalesce(*reasons)
+    of_value = F.when(~_tombstone(), F.coalesce(*value_reasons))
+    if decoding.tombstones:  # a deletion happens at its Kafka timestamp
+        of_value = of_value.when(_tombstone(), no_timestamp)
+    return F.coalesce(_key_reason(), of_value)
 
 
 def _fields(decoding: Decoding, parsed: Column) -> Column:
@@ -193,18 +205,28 @@ def _parsed(raw: DataFrame, columns: dict[str, Column]) -> DataFrame:
 
 def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
     """The usable rows of a raw Kafka stream: `key` (string), `event_ms`, `partition`,
-    `offset`, `fields` (a struct of the value fields) and the raw `value`."""
+    `offset`, `fields` (a struct of the value fields) and the raw `value`, and `deleted`
+    (a tombstone) for a decoding with `tombstones`."""
     parsed = F.col("_json")
+    usable = reject_reason(decoding, parsed).isNull()
+    if decoding.needs_value and not decoding.tombstones:
+        usable = usable & ~_tombstone()  # skipped: this view reads values
+    event_ms = _event_ms(decoding, parsed)
+    deleted = []
+    if decoding.tombstones:
+        event_ms = F.when(_tombstone(), F.unix_millis(F.col("timestamp"))).otherwise(event_ms)
+        deleted = [_tombstone().alias("deleted")]
     return (
         _parsed(raw, {"_json": _decoded(decoding)})
-        .where(reject_reason(decoding, parsed).isNull())
+        .where(usable)
         .select(
             F.col("key").cast("string").alias("key"),
-            _event_ms(decoding, parsed).alias("event_ms"),
+            event_ms.alias("event_ms"),
             F.col("partition"),
             F.col("offset"),
             _fields(decoding, parsed).alias("fields"),
             F.col("value"),
+            *deleted,
         )
     )
 

@@ -44,7 +44,7 @@ class BatchProducer:
         self._failed = 0
         self._sent = 0
 
-    def send(self, topic: str, key: bytes | None, value: bytes, partition: int = -1) -> None:
+    def send(self, topic: str, key: bytes | None, value: bytes | None, partition: int = -1) -> None:
         """Queue one record; `partition` -1 lets the producer's partitioner choose."""
         while True:
             try:

@@ -74,10 +74,11 @@ def new_producer(kafka: str | KafkaSettings, settings: Mapping[str, Any] | None 
 
 @dataclass(frozen=True)
 class Record:
-    """One record to produce: key, value and (optionally) the Kafka timestamp in ms."""
+    """One record to produce: key, value (None: a tombstone, which deletes the key in the
+    views that delete) and (optionally) the Kafka timestamp in ms."""
 
     key: str
-    value: bytes = b""
+    value: bytes | None = b""
     timestamp_ms: int | None = None
 
 

@@ -1,7 +1,10 @@
 """LATEST views: per key the event with the greatest (event_ms, source partition, offset).
 
 The maximum of a struct compares its fields in order, so an older event that arrives
-late never replaces a newer one, and equal event times go to the later record.
+late never replaces a newer one, and equal event times go to the later record. A
+tombstone (a record with a null value) is an event at its Kafka timestamp that deletes the
+key: when it is the newest, the changelog gets a tombstone for the key; a newer event
+brings the key back.
 """
 
 from __future__ import annotations
@@ -20,15 +23,19 @@ __all__ = ["PLAN", "aggregate", "changelog"]
 
 
 def aggregate(events: DataFrame, view: View) -> DataFrame:
-    """Per key: the newest event's `event_ms`, `partition`, `offset` and `fields`."""
-    newest = F.max(F.struct("event_ms", "partition", "offset", "fields")).alias("newest")
-    return events.groupBy("key").agg(newest).select("key", "newest.*")
+    """Per key: the newest event's `event_ms`, `partition`, `offset`, `deleted` and
+    `fields`."""
+    newest = F.max(F.struct("event_ms", "partition", "offset", "deleted", "fields"))
+    return events.groupBy("key").agg(newest.alias("newest")).select("key", "newest.*")
 
 
 def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
-    """One record per updated key, keyed by the entity key (the newest event wins)."""
-    for event in event_rows(rows):
-        yield ChangelogRecord(event.key, event.key.encode("utf-8"), encode_event(event))
+    """One record per updated key, keyed by the entity key (the newest event wins): the
+    event, or a tombstone when the newest is a deletion."""
+    deleted = rows.column("deleted").to_pylist()
+    for event, gone in zip(event_rows(rows), deleted, strict=True):
+        value = None if gone else encode_event(event)
+        yield ChangelogRecord(event.key, event.key.encode("utf-8"), value)
 
 
-PLAN = KindPlan(aggregate=aggregate, changelog=changelog)
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog, deletes=True)

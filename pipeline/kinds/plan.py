@@ -19,7 +19,7 @@ class ChangelogRecord:
 
     entity_key: str
     key: bytes
-    value: bytes
+    value: bytes | None  # None: a tombstone, the key is deleted
 
 
 @dataclass(frozen=True)
@@ -34,3 +34,4 @@ class KindPlan:
     changelog: Callable[[pa.Table], Iterator[ChangelogRecord]]
     output_mode: str = "update"
     drops_late: bool = False
+    deletes: bool = False

@@ -22,7 +22,6 @@ from pyspark.sql import SparkSession
 from pipeline import start_queries
 from pipeline.avro import REASON_NOT_WIRE_FORMAT, not_decoded, unknown_schema_id
 from pipeline.errors import SourceError
-from pipeline.records import REASON_NO_VALUE
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     DEMO_DOMAIN,
@@ -125,7 +124,6 @@ def _records(
          unknown_schema_id(subject) + "987654"),
         (Record(b"c1", b'{"trip": "json"}', KAFKA_TIME), REASON_NOT_WIRE_FORMAT),
         (Record(b"c1", b"\x00\x00", KAFKA_TIME), REASON_NOT_WIRE_FORMAT),
-        (Record(b"c1", None, KAFKA_TIME), REASON_NO_VALUE),
     ]  # fmt: skip
     return good, bad
 

@@ -15,7 +15,6 @@ from pipeline import start_queries
 from pipeline.records import (
     REASON_BAD_VALUE,
     REASON_NO_KEY,
-    REASON_NO_VALUE,
     bad_event_time,
     missing_event_time,
 )
@@ -70,7 +69,6 @@ def _first_round(seed: int) -> list[Booking]:
 BAD = [
     (Record(b"c1", b"not json", KAFKA_TIME), REASON_BAD_VALUE),
     (Record(b"c1", b"[1, 2]", KAFKA_TIME), REASON_BAD_VALUE),
-    (Record(b"c1", None, KAFKA_TIME), REASON_NO_VALUE),
     (Record(b"c1", b'{"trip": "nowhen"}', KAFKA_TIME), missing_event_time("timestamp")),
     (Record(b"c1", b'{"timestamp": null}', KAFKA_TIME), missing_event_time("timestamp")),
     (Record(b"c1", b'{"timestamp": "soon"}', KAFKA_TIME), bad_event_time("timestamp")),
@@ -184,3 +182,35 @@ def test_latest_and_history_follow_the_model_across_a_restart(
         assert seen == sorted(seen), key
     rejected = sorted((letter.value or b"", letter.reason) for letter in letters.letters)
     assert rejected == sorted((r.value or b"", reason) for r, reason in BAD)
+
+
+def test_a_tombstone_deletes_the_key_of_a_latest_view_until_a_newer_event(
+    spark: SparkSession, broker: KafkaBroker, demo_views: dict[str, View], tmp_path: Path
+) -> None:
+    latest = demo_views["latest"]
+    config = pipeline_config(broker, tmp_path / "checkpoints")
+    log = RecordLog(broker.bootstrap, latest.changelog_topic)
+    status = StatusReader(broker.bootstrap, [latest.name])
+    tombstone = Record(b"c1", None, T0 + 10_000)  # deletes at its Kafka timestamp
+
+    def play(records: list[Record]) -> None:
+        placed = produce_records(broker.bootstrap, latest.topic, records)
+        status.wait_for_offsets(latest.name, end_offsets(placed))
+
+    def newest() -> dict[bytes, bytes]:
+        """The newest changelog value per key (b"" for a tombstone)."""
+        log.poll()
+        return {key: value for key, (_, value) in log.latest().items()}
+
+    try:
+        with start_queries(spark, config, [latest]):
+            play([Booking("c1", T0, "first").record(), Booking("c2", T0, "kept").record()])
+            play([tombstone, Booking("c1", T0 + 5_000, "older than the deletion").record()])
+            log.wait_until(lambda: newest().get(b"c1") == b"", "c1 deleted")
+            assert decode_event(newest()[b"c2"]).fields["trip"] == "kept"
+            play([Booking("c1", T0 + 20_000, "back").record()])
+            log.wait_until(lambda: newest().get(b"c1", b"") != b"", "c1 back")
+            assert decode_event(newest()[b"c1"]).fields["trip"] == "back"
+    finally:
+        log.close()
+        status.close()

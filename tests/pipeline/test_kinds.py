@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from pipeline.errors import PipelineError
-from pipeline.kinds import PLANS, history, latest, plan_for, windowed_count
+from pipeline.kinds import PLANS, ChangelogRecord, history, latest, plan_for, windowed_count
 from schema import (
     DEMO_DOMAIN,
     WORD_COUNTS,
@@ -22,6 +22,7 @@ from schema import (
 
 T0 = 1_767_225_600_000
 EVENTS = "key string, event_ms long, partition int, offset long, fields struct<trip: string>"
+DELETABLE = f"{EVENTS}, deleted boolean"  # the events of a kind that deletes (latest)
 
 
 def _view(kind: ViewKind) -> View:
@@ -30,6 +31,18 @@ def _view(kind: ViewKind) -> View:
 
 def _events(spark: SparkSession, rows: list[tuple[str, int, int, int, str]]) -> DataFrame:
     return spark.createDataFrame([(k, t, p, o, (trip,)) for k, t, p, o, trip in rows], EVENTS)
+
+
+def _deletable(spark: SparkSession, rows: list[tuple[str, int, int, int, str | None]]) -> DataFrame:
+    """Events of a latest view: a trip of None is a tombstone."""
+    return spark.createDataFrame(
+        [(k, t, p, o, (trip,), trip is None) for k, t, p, o, trip in rows], DELETABLE
+    )
+
+
+def _value(record: ChangelogRecord) -> bytes:
+    assert record.value is not None, f"a tombstone for {record.entity_key}"
+    return record.value
 
 
 def test_every_kind_of_the_catalogues_has_a_plan() -> None:
@@ -51,7 +64,7 @@ def test_an_unknown_kind_is_named() -> None:
 
 
 def test_latest_is_the_greatest_event_time_then_partition_then_offset(spark: SparkSession) -> None:
-    events = _events(
+    events = _deletable(
         spark,
         [
             ("c1", T0 + 5, 0, 9, "newest"),
@@ -64,8 +77,21 @@ def test_latest_is_the_greatest_event_time_then_partition_then_offset(spark: Spa
     rows = latest.aggregate(events, _view(ViewKind.LATEST)).toArrow()
     records = {r.entity_key: r for r in latest.changelog(rows)}
     assert {k: r.key for k, r in records.items()} == {"c1": b"c1", "c2": b"c2"}
-    assert decode_event(records["c1"].value) == EventRow("c1", T0 + 5, 0, 9, {"trip": "newest"})
-    assert decode_event(records["c2"].value).fields == {"trip": "same time, higher partition"}
+    assert decode_event(_value(records["c1"])) == EventRow("c1", T0 + 5, 0, 9, {"trip": "newest"})
+    assert decode_event(_value(records["c2"])).fields == {"trip": "same time, higher partition"}
+
+
+def test_latest_writes_a_tombstone_when_the_newest_event_deletes(spark: SparkSession) -> None:
+    events = _deletable(
+        spark,
+        [("c1", T0, 0, 1, "booked"), ("c1", T0 + 1, 0, 2, None), ("c2", T0 + 1, 1, 1, None),
+         ("c2", T0 + 2, 1, 2, "after its deletion")],
+    )  # fmt: skip
+    rows = latest.aggregate(events, _view(ViewKind.LATEST)).toArrow()
+    records = {r.entity_key: r for r in latest.changelog(rows)}
+    assert records["c1"].value is None and records["c1"].key == b"c1"
+    assert decode_event(_value(records["c2"])).fields == {"trip": "after its deletion"}
+    assert [k for k, p in PLANS.items() if p.deletes] == [ViewKind.LATEST]
 
 
 def test_windows_are_aligned_to_the_epoch(spark: SparkSession) -> None:
@@ -77,7 +103,7 @@ def test_windows_are_aligned_to_the_epoch(spark: SparkSession) -> None:
     )
     rows = windowed_count.aggregate(events, view).toArrow()
     records = sorted(windowed_count.changelog(rows), key=lambda r: r.key)
-    windows = [decode_window(r.value) for r in records]
+    windows = [decode_window(_value(r)) for r in records]
     assert windows == [
         WindowRow("h", T0, T0 + minute, 2, T0 + minute - 1),
         WindowRow("h", T0 + minute, T0 + 2 * minute, 1, T0 + minute),
@@ -91,6 +117,6 @@ def test_history_writes_every_event_under_its_own_key(spark: SparkSession) -> No
     rows = history.aggregate(events, _view(ViewKind.HISTORY)).toArrow()
     records = list(history.changelog(rows))
     expected = [EventRow("c1", T0, 0, o, {"trip": t}) for o, t in ((1, "a"), (1, "a"), (2, "b"))]
-    assert [decode_event(r.value) for r in records] == expected
+    assert [decode_event(_value(r)) for r in records] == expected
     # a replayed event rewrites the same record key: an idempotent upsert
     assert [r.key for r in records] == [event_record_key(e) for e in expected]

@@ -3,6 +3,7 @@ Spark session."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
@@ -16,7 +17,6 @@ from pipeline.records import (
     REASON_EMPTY_KEY,
     REASON_NO_KEY,
     REASON_NO_TIMESTAMP,
-    REASON_NO_VALUE,
     Decoding,
     bad_event_time,
     keyed_events,
@@ -98,7 +98,6 @@ def test_event_time_and_value_fields_come_from_the_json_value(spark: SparkSessio
 
 def test_each_unusable_value_gets_its_reason(spark: SparkSession) -> None:
     cases = {
-        None: REASON_NO_VALUE,
         b"": REASON_BAD_VALUE,
         b"not json": REASON_BAD_VALUE,
         b"[1]": REASON_BAD_VALUE,
@@ -114,6 +113,22 @@ def test_each_unusable_value_gets_its_reason(spark: SparkSession) -> None:
     assert keyed_events(raw, BOOKINGS).count() == 0
     got = {r["value"]: r["reason"] for r in rejected_records(raw, [BOOKINGS]).collect()}
     assert got == cases
+
+
+def test_a_tombstone_is_no_dead_letter_a_deletion_where_views_delete_skipped_elsewhere(
+    spark: SparkSession,
+) -> None:
+    deleting = dataclasses.replace(BOOKINGS, tombstones=True)
+    raw = _valued(spark, None, b'{"timestamp": 1767225600000, "trip": "LIS"}')
+    for decoding in (BOOKINGS, deleting, Decoding()):
+        assert rejected_records(raw, [decoding]).count() == 0
+    assert [e["value"] for e in keyed_events(raw, BOOKINGS).collect()] == [raw.collect()[1][1]]
+    events = [e.asDict(recursive=True) for e in keyed_events(raw, deleting).collect()]
+    assert [(e["deleted"], e["event_ms"], e["fields"]["trip"]) for e in events] == [
+        (True, int(WHEN.timestamp() * 1000), None),  # at its Kafka timestamp
+        (False, 1_767_225_600_000, "LIS"),
+    ]
+    assert keyed_events(raw, Decoding()).count() == 2  # a view ignoring values counts it
 
 
 def test_a_topic_read_two_ways_rejects_what_either_view_cannot_use(spark: SparkSession) -> None:

@@ -101,8 +101,8 @@ def freshness_of(entry: Mapping[str, Any]) -> Freshness:
 
 
 def update_type(view: View, fields: Sequence[FieldSpec], what: str) -> Any:
-    """`<TypeName>Update`: the key, `fields` (null: unknown or deleted), offset, token,
-    freshness."""
+    """`<TypeName>Update`: the key, `fields` (null: unknown or deleted), `deleted`, offset,
+    token, freshness."""
     return object_type(
         view,
         f"{view.type_name}Update",
@@ -110,6 +110,13 @@ def update_type(view: View, fields: Sequence[FieldSpec], what: str) -> Any:
         [
             (view.key_field, str, None),
             *fields,
+            (
+                "deleted",
+                bool,
+                "True when this change deleted what it is about (a tombstone deleted the "
+                "key, or retention removed a window or an event): its other fields are null. "
+                "A first row of a key that has none is not a deletion.",
+            ),
             (
                 "offset",
                 int,
@@ -212,6 +219,7 @@ class KeySubscription:
         values = {
             self.view.key_field: update.key,
             **self._values(update.row, update.at),
+            "deleted": update.row is None and not update.snapshot,
             "offset": update.offset,
             "token": update.token,
             "freshness": freshness_of(update.freshness),
