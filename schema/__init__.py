@@ -27,6 +27,7 @@ from schema.keycodec import (
     prefix,
     unpack,
 )
+from schema.keytypes import KeyType, partition_of_bytes
 from schema.membership import (
     DEAD_AFTER_HEARTBEATS,
     MEMBER_SIGNATURE_HEADER,
@@ -72,6 +73,7 @@ __all__ = [
     "EventRow",
     "FieldType",
     "KeyPart",
+    "KeyType",
     "MemberRecord",
     "NodeState",
     "PartitionStatus",
@@ -101,6 +103,7 @@ __all__ = [
     "pack_str",
     "pack_uint",
     "partition_for",
+    "partition_of_bytes",
     "prefix",
     "scalar_value",
     "unpack",
