@@ -22,7 +22,8 @@ from pyspark.sql import functions as F
 
 from pipeline.avro import AvroSchemas
 from pipeline.errors import SourceError
-from schema import FieldType, ValueField, View
+from pipeline.keys import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY, key_reason, key_text
+from schema import FieldType, KeyType, ValueField, View
 
 __all__ = [
     "MAX_EVENT_MS",
@@ -39,9 +40,6 @@ __all__ = [
     "rejected_records",
 ]
 
-REASON_NO_KEY = "null key"
-REASON_BAD_UTF8 = "key is not valid UTF-8"
-REASON_EMPTY_KEY = "empty key"
 REASON_NO_TIMESTAMP = "missing timestamp"
 REASON_BAD_VALUE = "value is not a JSON object"
 
@@ -77,12 +75,13 @@ class Decoding:
     value_fields: tuple[ValueField, ...] = ()
     avro: AvroSchemas | None = None
     tombstones: bool = False
+    key_type: KeyType = KeyType.STRING
 
     @classmethod
     def of(cls, view: View, avro: AvroSchemas | None = None, tombstones: bool = False) -> Decoding:
         """The decoding of `view`; SourceError naming the view, the field and the subject
         when the Avro schema lacks a field the view reads."""
-        decoding = cls(view.event_time_field, view.value_fields, avro, tombstones)
+        decoding = cls(view.event_time_field, view.value_fields, avro, tombstones, view.key_type)
         if avro is not None:
             missing = [n for n in decoding._read_fields() if n not in avro.field_names()]
             if missing:
@@ -134,16 +133,6 @@ def _event_ms(decoding: Decoding, parsed: Column) -> Column:
     return F.when(usable, as_double.cast("bigint"))
 
 
-def _key_reason() -> Column:
-    key = F.col("key").cast("string")
-    return (
-        F.when(F.col("key").isNull(), F.lit(REASON_NO_KEY))
-        .when(~F.is_valid_utf8(key), F.lit(REASON_BAD_UTF8))
-        # the lookup API rejects an empty key, so such a record could never be read
-        .when(F.length(F.col("key")) == 0, F.lit(REASON_EMPTY_KEY))
-    )
-
-
 def _value_reason(decoding: Decoding, parsed: Column) -> Column:
     """Why a non-null value cannot be read (not JSON, not Avro), or null."""
     if decoding.avro is not None:
@@ -167,7 +156,7 @@ def reject_reason(decoding: Decoding, parsed: Column) -> Column:
     no_timestamp = F.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP))
     field = decoding.event_time_field
     if not decoding.needs_value:
-        return F.coalesce(_key_reason(), no_timestamp)
+        return F.coalesce(key_reason(decoding.key_type), no_timestamp)
     value_reasons = [_value_reason(decoding, parsed)]
     if field is None:
         value_reasons.append(no_timestamp)
@@ -180,7 +169,7 @@ def reject_reason(decoding: Decoding, parsed: Column) -> Column:
     of_value = F.when(~_tombstone(), F.coalesce(*value_reasons))
     if decoding.tombstones:  # a deletion happens at its Kafka timestamp
         of_value = of_value.when(_tombstone(), no_timestamp)
-    return F.coalesce(_key_reason(), of_value)
+    return F.coalesce(key_reason(decoding.key_type), of_value)
 
 
 def _fields(decoding: Decoding, parsed: Column) -> Column:
@@ -204,7 +193,7 @@ def _parsed(raw: DataFrame, columns: dict[str, Column]) -> DataFrame:
 
 
 def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
-    """The usable rows of a raw Kafka stream: `key` (string), `event_ms`, `partition`,
+    """The usable rows of a raw Kafka stream: `key` (its key text), `event_ms`, `partition`,
     `offset`, `fields` (a struct of the value fields) and the raw `value`, and `deleted`
     (a tombstone) for a decoding with `tombstones`."""
     parsed = F.col("_json")
@@ -220,7 +209,7 @@ def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
         _parsed(raw, {"_json": _decoded(decoding)})
         .where(usable)
         .select(
-            F.col("key").cast("string").alias("key"),
+            key_text(decoding.key_type).alias("key"),
             event_ms.alias("event_ms"),
             F.col("partition"),
             F.col("offset"),

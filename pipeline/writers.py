@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pipeline.deadletter import dead_letters, encode_dead_letter
 from pipeline.kinds import KindPlan
 from pipeline.sink import BatchProducer
-from schema import DEADLETTER_TOPIC, View, partition_for
+from schema import DEADLETTER_TOPIC, View
 
 __all__ = ["ChangelogWriter", "DeadLetterWriter"]
 
@@ -40,7 +40,7 @@ class ChangelogWriter:
         self.partitions = partitions
         # the same keys come back batch after batch; murmur2 in Python is not free
         self._partition_of: Callable[[str], int] = functools.lru_cache(maxsize=1 << 16)(
-            functools.partial(partition_for, partitions=partitions)
+            functools.partial(view.partition_of, partitions=partitions)
         )
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from schema.keytypes import KeyType
+
 __all__ = [
     "CATALOGUE",
     "DEMO_DOMAIN",
@@ -156,6 +158,7 @@ class View:
     scope: str | None = None
     value_format: ValueFormat = ValueFormat.JSON
     value_subject: str | None = None
+    key_type: KeyType = KeyType.STRING
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -191,6 +194,11 @@ class View:
     @property
     def changelog_topic(self) -> str:
         return f"statefed.{self.name}.changelog"
+
+    def partition_of(self, key: str, partitions: int) -> int:
+        """The partition of the key whose key text is `key` among `partitions`: where the
+        producer of the view's topic puts it (see schema.keytypes)."""
+        return self.key_type.partition(key, partitions)
 
     @property
     def subject(self) -> str:

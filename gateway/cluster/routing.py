@@ -1,8 +1,9 @@
 """Which node serves a partition: the versioned routing table built from membership records.
 
-"Which partition" is `schema.partition_for(key, P)` with P from topic metadata; this module
-only maps partitions to nodes. Everything here is pure except `RoutingFeed`, which hands the
-newest table to the request handlers and lets them wait for a newer one.
+"Which partition" is `View.partition_of(key, P)` (the Java producer's choice for the view's key
+type) with P from topic metadata; this module only maps partitions to nodes. Everything here
+is pure except `RoutingFeed`, which hands the newest table to the request handlers and lets
+them wait for a newer one.
 
 The feed also remembers, per partition, the node last seen serving it ACTIVE, after that
 node's record is dead or gone: an error for a partition nobody holds names that node.
@@ -22,7 +23,7 @@ from gateway.model.errors import (
     RoutingError,
     RoutingNotReadyError,
 )
-from schema import MemberRecord, NodeState, PartitionStatus, Role, View, partition_for
+from schema import KeyType, MemberRecord, NodeState, PartitionStatus, Role, View
 
 __all__ = [
     "SUSPECT_AFTER_HEARTBEATS",
@@ -37,16 +38,19 @@ __all__ = [
 ]
 
 # murmur2 in Python costs microseconds a key: hot keys are hashed once
-_partition_of = functools.lru_cache(maxsize=65_536)(partition_for)
+_partition_of = functools.lru_cache(maxsize=65_536)(KeyType.partition)
 
 
-def group_keys(keys: Iterable[str], count: int) -> tuple[list[int], dict[int, list[str]]]:
-    """The partition of each of `keys` (of `count`), and the keys of each partition, in the
-    order asked."""
+def group_keys(
+    keys: Iterable[str], count: int, view: View | None = None
+) -> tuple[list[int], dict[int, list[str]]]:
+    """The partition of each of `keys` (of `count`; key texts of `view`, string keys when
+    None), and the keys of each partition, in the order asked."""
+    key_type = KeyType.STRING if view is None else view.key_type
     partitions = []
     keys_of: dict[int, list[str]] = {}
     for key in keys:
-        partition = _partition_of(key, count)
+        partition = _partition_of(key_type, key, count)
         partitions.append(partition)
         keys_of.setdefault(partition, []).append(key)
     return partitions, keys_of

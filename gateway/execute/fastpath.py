@@ -56,6 +56,7 @@ from graphql import (
     Undefined,
 )
 
+from gateway.api.fields.keys import key_texts
 from gateway.api.request import RequestContext
 from gateway.api.schema import entities_of
 from gateway.cluster.routing import group_keys
@@ -512,10 +513,11 @@ def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) ->
     view = root.view
     assert view is not None
     given = arguments[view.keys_arg] if root.many else [arguments[view.key_field]]
-    if not isinstance(given, list) or not all(isinstance(k, str) for k in given):
+    if not isinstance(given, list) or any(k is None for k in given):
         raise _Doubt
-    context.planner.check_keys(view, given)  # a GatewayError: execution reports it
-    return given
+    texts = key_texts(view, given)  # a GatewayError: execution reports it
+    context.planner.check_keys(view, texts)
+    return texts
 
 
 def _by_view(asked: Iterable[_Asked]) -> dict[str, tuple[View, list[str]]]:
@@ -530,7 +532,7 @@ def _by_view(asked: Iterable[_Asked]) -> dict[str, tuple[View, list[str]]]:
 
 def _keys_of(view: View, keys: list[str], context: RequestContext) -> dict[int, list[str]]:
     """`keys` by partition, as the planner groups a lookup's keys."""
-    return group_keys(keys, context.feed.current.partition_count(view))[1]
+    return group_keys(keys, context.feed.current.partition_count(view), view)[1]
 
 
 def _rows(asked: _Asked, found: Mapping[str, Any]) -> list[CachedRow] | None:

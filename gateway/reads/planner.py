@@ -74,7 +74,7 @@ from gateway.reads.protocol import (
     TotalsResult,
 )
 from runtime.ranking import merge_top
-from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View, partition_for
+from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View
 
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "ScanResult", "TopResult"]
 
@@ -248,7 +248,7 @@ class Planner:
         keys were checked with `check_keys` when the request asked for them. `looked`: what
         the cache answered of these keys (or more) already (`gateway.execute.fastpath`), so it
         is not asked again."""
-        partitions, keys_of = group_keys(keys, self._feed.current.partition_count(view))
+        partitions, keys_of = group_keys(keys, self._feed.current.partition_count(view), view)
         cache = self._cache
         if cache is None or not cache.cacheable(view) or self._no_lag(options):
             return await self._read_rows(view, keys, partitions, keys_of, deadline, options)
@@ -361,7 +361,7 @@ class Planner:
         partials = [
             t.value
             if t.whole
-            else [r for r in t.value if partition_for(r.key, count) in t.partitions]
+            else [r for r in t.value if view.partition_of(r.key, count) in t.partitions]
             for t in read.taken
         ]
         return TopResult(merge_top(partials, limit), read.failures, read.freshness)
@@ -500,7 +500,7 @@ class Planner:
         deadline: float,
         options: ReadOptions,
     ) -> KeyRead[T]:
-        partition = partition_for(key, self._feed.current.partition_count(view))
+        partition = view.partition_of(key, self._feed.current.partition_count(view))
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[T]:
             reply = await self._post(node, body, view, group, deadline, [key], standby, options)

@@ -23,7 +23,7 @@ from typing import Any
 from gateway.model.errors import SlowSubscriberError
 from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream
 from gateway.subscriptions.tokens import ResumeToken
-from schema import View, partition_for
+from schema import View
 from schema.feed import Change
 
 __all__ = ["KeyUpdate", "key_updates"]
@@ -161,7 +161,7 @@ async def key_updates(
     when there is one."""
     by_partition: dict[int, list[str]] = {}
     for key in dict.fromkeys(keys):
-        by_partition.setdefault(partition_for(key, partitions), []).append(key)
+        by_partition.setdefault(view.partition_of(key, partitions), []).append(key)
     merge = _Merge(view, token, conflate, bound)
     failure: list[BaseException] = []
 

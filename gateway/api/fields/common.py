@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import strawberry
 from strawberry.federation.schema_directives import Key, Shareable
 
+from gateway.api.fields.keys import key_annotation, key_value
 from gateway.api.request import KeyResult, RequestContext
 from gateway.cluster.consistency import parse_token, wait_processed
 from gateway.cluster.readtoken import ReadPositions, is_read_token
@@ -203,7 +204,7 @@ def make(object_class: Any, values: Mapping[str, Any]) -> Any:
 
 def event_type(view: View, name: str, description: str, directives: Sequence[object] = ()) -> Any:
     """The type of one event of a latest or history view: key, value fields, event time."""
-    fields: list[FieldSpec] = [(view.key_field, str, None)]
+    fields: list[FieldSpec] = [(view.key_field, key_annotation(view), None)]
     fields.extend((f.name, SCALARS[f.type] | None, None) for f in view.value_fields)
     fields.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
     return object_type(view, name, description, fields, directives)
@@ -212,7 +213,7 @@ def event_type(view: View, name: str, description: str, directives: Sequence[obj
 def event_values(view: View, event: Event) -> dict[str, Any]:
     """The field values of `event_type(view, ...)` for `event`."""
     values = {f.name: event.values.get(f.name) for f in view.value_fields}
-    return {view.key_field: event.key, **values, EVENT_TIME: event.event_time}
+    return {view.key_field: key_value(view, event.key), **values, EVENT_TIME: event.event_time}
 
 
 def given(value: Any) -> Any:

@@ -18,9 +18,11 @@ from typing import Any
 import strawberry
 
 from gateway.api.fields.common import Entity, authorize_view
+from gateway.api.fields.keys import representation_key
 from gateway.api.request import KeyResult, RequestContext
 from gateway.model.errors import BadRepresentationError, GatewayError
 from gateway.reads.protocol import ReadOptions
+from schema import KeyType
 
 __all__ = ["resolve_entities"]
 
@@ -37,11 +39,10 @@ def _parse(entities: Mapping[str, Entity], index: int, representation: Any) -> t
         known = ", ".join(sorted(entities)) or "none"
         raise BadRepresentationError(index, f"no entity type {name!r} (entity types: {known})")
     view = entity.view
-    key = representation.get(view.key_field)
-    if not isinstance(key, str) or not key:
-        raise BadRepresentationError(
-            index, f"{name} needs a non-empty string {view.key_field!r}", view.name
-        )
+    key = representation_key(view, representation.get(view.key_field))
+    if key is None:
+        kind = "non-empty string" if view.key_type is KeyType.STRING else view.key_type.value
+        raise BadRepresentationError(index, f"{name} needs a {kind} {view.key_field!r}", view.name)
     return name, key
 
 

@@ -31,6 +31,7 @@ from gateway.api.fields.common import (
     read_options,
     record_key_read,
 )
+from gateway.api.fields.keys import key_annotation, key_texts
 from gateway.api.fields.live import (
     KeySubscription,
     event_values_of,
@@ -81,9 +82,11 @@ def history_fields(view: View) -> ViewFields:
         )
         return make(connection_type, {"edges": edges, "pageInfo": info})
 
+    key_arg = key_annotation(view)
+
     async def history(
         info: strawberry.Info,
-        entity: Annotated[str, strawberry.argument(name=key)],
+        entity: Annotated[key_arg, strawberry.argument(name=key)],  # type: ignore[valid-type]
         since: Annotated[datetime | None, strawberry.argument(name="from")] = strawberry.UNSET,
         until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
         first: int = 100,
@@ -94,9 +97,10 @@ def history_fields(view: View) -> ViewFields:
         context: RequestContext = info.context
         authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
+        (text,) = key_texts(view, [entity])
         read = await context.planner.history(
             view,
-            entity,
+            text,
             given(since),
             given(until),
             first,

@@ -30,6 +30,7 @@ from gateway.api.fields.common import (
     make,
     object_type,
 )
+from gateway.api.fields.keys import key_annotation, key_texts, key_value
 from gateway.api.request import RequestContext
 from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.model.errors import BadRequestError, GatewayError, SubscriptionsOffError
@@ -108,7 +109,7 @@ def update_type(view: View, fields: Sequence[FieldSpec], what: str) -> Any:
         f"{view.type_name}Update",
         f"A change of {what} of view {view.name}, pushed as the node applies it.",
         [
-            (view.key_field, str, None),
+            (view.key_field, key_annotation(view), None),
             *fields,
             (
                 "deleted",
@@ -217,7 +218,7 @@ class KeySubscription:
 
     def make(self, update: KeyUpdate) -> Any:
         values = {
-            self.view.key_field: update.key,
+            self.view.key_field: key_value(self.view, update.key),
             **self._values(update.row, update.at),
             "deleted": update.row is None and not update.snapshot,
             "offset": update.offset,
@@ -267,22 +268,23 @@ def key_subscription_fields(
     """`view.point_field` (one key) and, when `many`, `view.many_field` (several keys) as
     subscriptions of `subscription`'s updates."""
     kind_type = subscription.kind_type
+    key_arg = key_annotation(view)
 
     async def point(
         info: strawberry.Info,
-        key: Annotated[str, strawberry.argument(name=view.key_field)],
+        key: Annotated[key_arg, strawberry.argument(name=view.key_field)],  # type: ignore[valid-type]
         after: After = strawberry.UNSET,
         max_lag: FollowLag = strawberry.UNSET,
     ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
-        return subscription.updates(info, [key], after, max_lag)
+        return subscription.updates(info, key_texts(view, [key]), after, max_lag)
 
     async def several(
         info: strawberry.Info,
-        keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)],
+        keys: Annotated[list[key_arg], strawberry.argument(name=view.keys_arg)],  # type: ignore[valid-type]
         after: After = strawberry.UNSET,
         max_lag: FollowLag = strawberry.UNSET,
     ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
-        return subscription.updates(info, keys, after, max_lag)
+        return subscription.updates(info, key_texts(view, keys), after, max_lag)
 
     fields = {
         view.point_field: strawberry.subscription(

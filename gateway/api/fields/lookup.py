@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import strawberry
 
 from gateway.api.fields.common import AtLeast, MaxLag, authorize_view, read_options, record_missing
+from gateway.api.fields.keys import key_annotation, key_texts
 from gateway.api.request import KeyResult, RequestContext
 from gateway.model.rows import Event, Row
 from schema import View
@@ -49,22 +50,25 @@ def lookup_fields(
     """`view.point_field` (one key, null if unknown) and `view.many_field` (several keys, in
     the order asked), answering instances of `row_type` made by `to_type`."""
 
+    key_arg = key_annotation(view)
+
     async def point(
         info: strawberry.Info,
-        key: Annotated[str, strawberry.argument(name=view.key_field)],
+        key: Annotated[key_arg, strawberry.argument(name=view.key_field)],  # type: ignore[valid-type]
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> row_type | None:  # type: ignore[valid-type]
-        (result,) = await _load(info, view, [key], max_lag, at_least)
+        (result,) = await _load(info, view, key_texts(view, [key]), max_lag, at_least)
         return to_type(result.row)
 
     async def many(
         info: strawberry.Info,
-        keys: Annotated[list[str], strawberry.argument(name=view.keys_arg)],
+        keys: Annotated[list[key_arg], strawberry.argument(name=view.keys_arg)],  # type: ignore[valid-type]
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> list[row_type | None]:  # type: ignore[valid-type]
-        return [to_type(r.row) for r in await _load(info, view, keys, max_lag, at_least)]
+        texts = key_texts(view, keys)
+        return [to_type(r.row) for r in await _load(info, view, texts, max_lag, at_least)]
 
     return {
         view.point_field: strawberry.field(

@@ -47,7 +47,7 @@ from gateway.model.prices import DEFAULT_SCAN_PAGE
 from gateway.model.scans import ScanEdge, ScanPage
 from gateway.model.timestamps import ceil_ms, floor_ms
 from gateway.reads.protocol import ScanAsk
-from schema import View
+from schema import KeyType, View
 
 __all__ = ["ScanOrder", "WindowScanOrder", "connection_types", "scan_field"]
 
@@ -156,6 +156,16 @@ def _check_edge_type(edge_type: Any) -> None:
         raise TypeError(f"{edge_type.__name__} is no edge type of f_cursor and f_node: {names}")
 
 
+def _check_string_bounds(view: View, spec: ScanFilter) -> None:
+    """`prefix`, `from` and `to` bound string keys; BadRequestError for other key types."""
+    if view.key_type is not KeyType.STRING and spec.keyed:
+        raise BadRequestError(
+            view.name,
+            f"prefix, from and to bound string keys, and the {view.key_field}s of view "
+            f"{view.name} are of type {view.key_type.value}: page through them without them",
+        )
+
+
 def scan_field(
     view: View,
     node_type: Any,
@@ -186,6 +196,7 @@ def scan_field(
     async def answer(info: strawberry.Info, ask: ScanAsk, max_lag: Any, at_least: Any) -> Any:
         context: RequestContext = info.context
         authorize_view(context, view)
+        _check_string_bounds(view, ask.scan_filter)
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.scan(view, ask, context.deadline, options)
         context.add_freshness(view, result.freshness)

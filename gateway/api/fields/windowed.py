@@ -29,6 +29,7 @@ from gateway.api.fields.common import (
     record_failures,
     record_key_read,
 )
+from gateway.api.fields.keys import key_annotation, key_texts, key_value
 from gateway.api.fields.live import (
     KeySubscription,
     key_subscription_fields,
@@ -57,7 +58,7 @@ def windowed_fields(view: View) -> ViewFields:
         f"Events per {key} in one tumbling window of {size} (view {view.name}, topic "
         f"{view.topic}); windows are kept for {retention}.",
         [
-            (key, str, None),
+            (key, key_annotation(view), None),
             ("start", datetime, "First instant of the window (UTC)."),
             ("end", datetime, "First instant after the window: start + window size."),
             ("count", int, None),
@@ -66,12 +67,19 @@ def windowed_fields(view: View) -> ViewFields:
 
     def to_type(row: WindowCount | Ranked) -> Any:
         assert isinstance(row, WindowCount)
-        values = {key: row.key, "start": row.start, "end": row.end, "count": row.count}
+        values = {
+            key: key_value(view, row.key),
+            "start": row.start,
+            "end": row.end,
+            "count": row.count,
+        }
         return make(window_type, values)
+
+    key_arg = key_annotation(view)
 
     async def windows(
         info: strawberry.Info,
-        entity: Annotated[str, strawberry.argument(name=key)],
+        entity: Annotated[key_arg, strawberry.argument(name=key)],  # type: ignore[valid-type]
         since: Annotated[datetime | None, strawberry.argument(name="from")] = strawberry.UNSET,
         until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
         max_lag: MaxLag = strawberry.UNSET,
@@ -80,8 +88,9 @@ def windowed_fields(view: View) -> ViewFields:
         context: RequestContext = info.context
         authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
+        (text,) = key_texts(view, [entity])
         read = await context.planner.windows(
-            view, entity, given(since), given(until), context.deadline, options
+            view, text, given(since), given(until), context.deadline, options
         )
         record_key_read(context, info, view, read)
         return [to_type(row) for row in read.value or []]

@@ -14,7 +14,7 @@ from strawberry.types.field import StrawberryField
 from node.errors import BadRequestError
 from node.storage.store import PartitionStore
 from node.subgraph.fields.context import ReadContext
-from schema import FieldType, Role, View, partition_for
+from schema import FieldType, Role, View
 
 __all__ = [
     "MAX_KEYS",
@@ -88,7 +88,7 @@ def read_key(
 ) -> T:
     """`reader` on the partition of `key`; NOT_OWNER when this node does not hold it."""
     check_key(view, key)
-    partition = partition_for(key, _partition_count(view, context))
+    partition = view.partition_of(key, _partition_count(view, context))
     return context.read(view, partition, reader, key)
 
 
@@ -106,7 +106,7 @@ def read_keys(
     by_partition: dict[int, list[int]] = {}
     for index, key in enumerate(keys):
         check_key(view, key)
-        by_partition.setdefault(partition_for(key, partition_count), []).append(index)
+        by_partition.setdefault(view.partition_of(key, partition_count), []).append(index)
     if len(by_partition) > 1:  # one partition: its read says whether it is held
         foreign = [p for p in by_partition if not context.holds(p)]
         if foreign:

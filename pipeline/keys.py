@@ -1,0 +1,84 @@
+"""Record keys as Spark expressions: a key's text (`schema.keytypes`) from its bytes, and
+why a key cannot be read.
+
+A string key is its UTF-8 text. A number's key text is 16 hex digits that sort as the
+number does; from the serializer's big-endian bytes it is a matter of hex digits, so
+Spark computes it without arithmetic:
+- long: the 8 bytes, sign bit flipped (the first hex digit XOR 8);
+- int: sign-extended to 64 bits, then as a long: `80000000` or `7fffffff`, then the bytes;
+- double: IEEE 754's total order: a negative number's bits all flipped (each hex digit
+  15 - d), a positive number's sign bit flipped.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from schema import KeyType
+
+__all__ = [
+    "REASON_BAD_UTF8",
+    "REASON_EMPTY_KEY",
+    "REASON_NO_KEY",
+    "REASON_OTHER_NAN",
+    "key_reason",
+    "key_text",
+    "wrong_key_size",
+]
+
+REASON_NO_KEY = "null key"
+REASON_BAD_UTF8 = "key is not valid UTF-8"
+REASON_EMPTY_KEY = "empty key"
+
+_DIGITS = "0123456789abcdef"
+_SIGN_FLIPPED = "89abcdef01234567"  # each digit XOR 8
+_ALL_FLIPPED = "fedcba9876543210"  # each digit 15 - d
+_SIZES = {KeyType.INT: 4, KeyType.LONG: 8, KeyType.DOUBLE: 8}
+_SERIALIZERS = {KeyType.INT: "Integer", KeyType.LONG: "Long", KeyType.DOUBLE: "Double"}
+
+
+# Java's DoubleSerializer writes one NaN (doubleToLongBits); another NaN's bits would be
+# placed by Kafka where no lookup of NaN looks
+REASON_OTHER_NAN = "key is a NaN other than Java's (7ff8000000000000)"
+_JAVA_NAN = "7ff8000000000000"
+_INFINITIES = ("7ff0000000000000", "fff0000000000000")
+
+
+def wrong_key_size(key_type: KeyType) -> str:
+    """The reason of a key whose length is not its type's."""
+    size, serializer = _SIZES[key_type], _SERIALIZERS[key_type]
+    return f"key is not {size} bytes, as Kafka's {serializer}Serializer writes a {key_type.value}"
+
+
+def key_reason(key_type: KeyType) -> Column:
+    """Why a row's key cannot be read as a `key_type`, or null."""
+    key = F.col("key")
+    reason = F.when(key.isNull(), F.lit(REASON_NO_KEY))
+    if key_type is KeyType.STRING:
+        return reason.when(~F.is_valid_utf8(key.cast("string")), F.lit(REASON_BAD_UTF8)).when(
+            # the lookup API rejects an empty key, so such a record could never be read
+            F.length(key) == 0,
+            F.lit(REASON_EMPTY_KEY),
+        )
+    reason = reason.when(F.length(key) != _SIZES[key_type], F.lit(wrong_key_size(key_type)))
+    if key_type is KeyType.DOUBLE:
+        digits = F.lower(F.hex(key))
+        other_nan = digits.rlike("^[7f]ff") & ~digits.isin(_JAVA_NAN, *_INFINITIES)
+        reason = reason.when(other_nan, F.lit(REASON_OTHER_NAN))
+    return reason
+
+
+def key_text(key_type: KeyType) -> Column:
+    """The key text of a row's key (a readable key: see `key_reason`)."""
+    if key_type is KeyType.STRING:
+        return F.col("key").cast("string")
+    digits = F.lower(F.hex(F.col("key")))
+    first, rest = F.substring(digits, 1, 1), F.substring(digits, 2, 64)
+    negative = first.isin(*_DIGITS[8:])
+    flip_sign = F.concat(F.translate(first, _DIGITS, _SIGN_FLIPPED), rest)
+    if key_type is KeyType.LONG:
+        return flip_sign
+    if key_type is KeyType.INT:
+        return F.concat(F.when(negative, "7fffffff").otherwise("80000000"), digits)
+    return F.when(negative, F.translate(digits, _DIGITS, _ALL_FLIPPED)).otherwise(flip_sign)

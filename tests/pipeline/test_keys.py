@@ -1,0 +1,60 @@
+"""Spark's key text of each key type equals schema.keytypes' (what the nodes and the gateway
+compute), for the serializers' bytes; keys of the wrong size are rejected, naming it."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pipeline.keys import REASON_NO_KEY, REASON_OTHER_NAN, key_reason, key_text, wrong_key_size
+from schema import KeyType
+
+_RNG = random.Random(28)
+_INT, _LONG = 2**31, 2**63
+
+
+def _ints(bound: int) -> list[int | float | str]:
+    """The range's ends, around zero, then 200 drawn from it."""
+    return [-bound, -1, 0, 1, bound - 1, *(_RNG.randint(-bound, bound - 1) for _ in range(200))]
+
+
+KEYS: dict[KeyType, list[int | float | str]] = {
+    KeyType.STRING: ["a", "é", "日本", "🙂", "x" * 300],
+    KeyType.INT: _ints(_INT),
+    KeyType.LONG: _ints(_LONG),
+    KeyType.DOUBLE: [-math.inf, -1e308, -1.5, -5e-324, -0.0, 0.0, 5e-324, 1.0, 1e308, math.inf,
+                     math.nan, *(_RNG.uniform(-1e12, 1e12) for _ in range(200))],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("key_type", list(KeyType), ids=lambda t: t.value)
+def test_spark_computes_the_key_text_the_serving_layer_does(
+    spark: SparkSession, key_type: KeyType
+) -> None:
+    keys = KEYS[key_type]
+    rows = [(key_type.serialize(k),) for k in keys]
+    frame = spark.createDataFrame(rows, "key binary")
+    got = frame.select(key_reason(key_type).alias("reason"), key_text(key_type).alias("text"))
+    collected = got.collect()
+    assert [r["reason"] for r in collected] == [None] * len(keys)
+    assert [r["text"] for r in collected] == [key_type.text(k) for k in keys]
+
+
+@pytest.mark.parametrize("key_type", [KeyType.INT, KeyType.LONG, KeyType.DOUBLE])
+def test_a_key_of_the_wrong_size_is_rejected_naming_the_serializer(
+    spark: SparkSession, key_type: KeyType
+) -> None:
+    frame = spark.createDataFrame([(b"abc",), (b"",), (None,)], "key binary")
+    reasons = [r[0] for r in frame.select(key_reason(key_type)).collect()]
+    assert reasons == [wrong_key_size(key_type)] * 2 + [REASON_NO_KEY]
+    assert f"{key_type.value}" in wrong_key_size(key_type)
+
+
+def test_a_double_key_that_is_a_nan_java_never_writes_is_rejected(spark: SparkSession) -> None:
+    other_nans = [bytes.fromhex("fff8000000000000"), bytes.fromhex("7ff0000000000001")]
+    frame = spark.createDataFrame([(k,) for k in other_nans], "key binary")
+    reasons = [r[0] for r in frame.select(key_reason(KeyType.DOUBLE)).collect()]
+    assert reasons == [REASON_OTHER_NAN] * 2
