@@ -22,6 +22,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pipeline.avro import AvroSchemas
 from pipeline.config import PipelineConfig
 from pipeline.errors import QueryFailedError, SourceError
+from pipeline.jsonschema import JsonSchemas
 from pipeline.kinds import plan_for
 from pipeline.metrics import PipelineMetrics
 from pipeline.records import Decoding, keyed_events, rejected_records
@@ -29,6 +30,7 @@ from pipeline.sink import BatchProducer
 from pipeline.starting import start_initialized
 from pipeline.status import StatusPoller, ViewTracker
 from pipeline.statuslog import StatusPublisher, read_last_statuses
+from pipeline.wire import RegisteredSchemas
 from pipeline.writers import ChangelogWriter, DeadLetterWriter
 from runtime.clock import Clock, wall_clock_ms
 from runtime.topics import ensure_topics, partition_count
@@ -217,19 +219,27 @@ def _has_commits(checkpoint: Path) -> bool:
     return commits.is_dir() and any(commits.iterdir())
 
 
+# how the schemas of each registry format are read from the Schema Registry
+_REGISTERED: dict[ValueFormat, Callable[[str, str, str], RegisteredSchemas]] = {
+    ValueFormat.AVRO: AvroSchemas.fetch,
+    ValueFormat.JSON_SCHEMA: JsonSchemas.fetch,
+}
+
+
 def _decodings(config: PipelineConfig, views: list[View]) -> dict[str, Decoding]:
     """How each view reads its topic's records: the schemas of a registry format are read
     from the Schema Registry now, once per subject, and fixed for the run."""
-    schemas: dict[str, AvroSchemas] = {}
+    schemas: dict[tuple[ValueFormat, str], RegisteredSchemas] = {}
     decodings = {}
     for view in views:
-        avro = None
-        if view.value_format is ValueFormat.AVRO:
-            if view.subject not in schemas:
-                reader = f"view {view.name}"
-                schemas[view.subject] = AvroSchemas.fetch(config.registry_url, view.subject, reader)
-            avro = schemas[view.subject]
-        decodings[view.name] = Decoding.of(view, avro, tombstones=plan_for(view).deletes)
+        registered = None
+        fetch = _REGISTERED.get(view.value_format)
+        if fetch is not None:
+            subject = (view.value_format, view.subject)
+            if subject not in schemas:
+                schemas[subject] = fetch(config.registry_url, view.subject, f"view {view.name}")
+            registered = schemas[subject]
+        decodings[view.name] = Decoding.of(view, registered, tombstones=plan_for(view).deletes)
     return decodings
 
 

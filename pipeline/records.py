@@ -3,7 +3,8 @@
 How a view reads its records is its `Decoding`: the event time is the value field
 `event_time_field` (ms since the epoch, or an Avro timestamp) or, when None, the Kafka
 record timestamp; the `value_fields` are decoded from the value (a missing field is null):
-a JSON object, or an Avro record of the view's subject (`pipeline.avro`). A record
+a JSON object, or a value of the view's Schema Registry subject (`pipeline.wire`: Avro or
+JSON Schema). A record
 without a usable key, value or event time cannot be placed in the view; it goes to the
 dead-letter topic with the reason from `reject_reason`.
 
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.avro import AvroSchemas
 from pipeline.errors import SourceError
 from pipeline.keys import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY, key_reason, key_text
+from pipeline.wire import RegisteredSchemas
 from schema import FieldType, KeyType, ValueField, View
 
 __all__ = [
@@ -68,27 +69,35 @@ def bad_event_time(field: str) -> str:
 @dataclass(frozen=True)
 class Decoding:
     """Where a view's event time comes from and which value fields it keeps; `avro` holds
-    the schemas of Avro values (None: JSON values); `tombstones`: a null value deletes the
-    key (its events get a `deleted` column)."""
+    the schemas of values in a registry format (None: plain JSON values); `tombstones`: a
+    null value deletes the key (its events get a `deleted` column)."""
 
     event_time_field: str | None = None
     value_fields: tuple[ValueField, ...] = ()
-    avro: AvroSchemas | None = None
+    registered: RegisteredSchemas | None = None
     tombstones: bool = False
     key_type: KeyType = KeyType.STRING
 
     @classmethod
-    def of(cls, view: View, avro: AvroSchemas | None = None, tombstones: bool = False) -> Decoding:
+    def of(
+        cls,
+        view: View,
+        registered: RegisteredSchemas | None = None,
+        tombstones: bool = False,
+    ) -> Decoding:
         """The decoding of `view`; SourceError naming the view, the field and the subject
-        when the Avro schema lacks a field the view reads."""
-        decoding = cls(view.event_time_field, view.value_fields, avro, tombstones, view.key_type)
-        if avro is not None:
-            missing = [n for n in decoding._read_fields() if n not in avro.field_names()]
+        when the newest schema lacks a field the view reads."""
+        decoding = cls(
+            view.event_time_field, view.value_fields, registered, tombstones, view.key_type
+        )
+        if registered is not None:
+            names = registered.field_names()
+            missing = [n for n in decoding.read_fields() if n not in names]
             if missing:
                 raise SourceError(
                     f"view {view.name} reads value fields {missing}, which the newest schema "
-                    f"of subject {avro.subject!r} does not have (its fields: "
-                    f"{avro.field_names()}): fix the view's value_fields or event_time_field"
+                    f"of subject {registered.subject!r} does not have (its fields: {names}): "
+                    f"fix the view's value_fields or event_time_field"
                 )
         return decoding
 
@@ -97,13 +106,14 @@ class Decoding:
         """Whether the record value must be decoded (else it is ignored)."""
         return self.event_time_field is not None or bool(self.value_fields)
 
-    def _read_fields(self) -> list[str]:
+    def read_fields(self) -> list[str]:
+        """The value fields it reads: the event time's, then `value_fields`."""
         return list(dict.fromkeys([*self._time_fields(), *(f.name for f in self.value_fields)]))
 
     def json_schema(self) -> str:
         """Every field read as a string (a JSON number or object as its text), typed later,
         so a field of an unexpected type is null rather than making the value corrupt."""
-        names = self._read_fields()
+        names = self.read_fields()
         return ", ".join([*(f"`{n}` string" for n in names), f"`{_CORRUPT}` string"])
 
     def _time_fields(self) -> list[str]:
@@ -115,8 +125,8 @@ def _decoded(decoding: Decoding) -> Column:
     not an object) or an Avro record; a null literal when the view ignores the value."""
     if not decoding.needs_value:
         return F.lit(None)
-    if decoding.avro is not None:
-        return decoding.avro.decoded()
+    if decoding.registered is not None:
+        return decoding.registered.decoded(decoding.read_fields())
     options = {"columnNameOfCorruptRecord": _CORRUPT}
     return F.from_json(F.col("value").cast("string"), decoding.json_schema(), options)
 
@@ -125,7 +135,8 @@ def _event_ms(decoding: Decoding, parsed: Column) -> Column:
     """Event time in ms, null if missing or unusable; an integral JSON float is accepted."""
     if decoding.event_time_field is None:
         return F.unix_millis(F.col("timestamp"))
-    if decoding.avro is not None and decoding.avro.is_timestamp(decoding.event_time_field):
+    registered = decoding.registered
+    if registered is not None and registered.is_timestamp(decoding.event_time_field):
         ms = F.unix_millis(parsed[decoding.event_time_field])
         return F.when((ms >= 0) & (ms < MAX_EVENT_MS), ms)
     as_double = parsed[decoding.event_time_field].try_cast("double")
@@ -135,8 +146,8 @@ def _event_ms(decoding: Decoding, parsed: Column) -> Column:
 
 def _value_reason(decoding: Decoding, parsed: Column) -> Column:
     """Why a non-null value cannot be read (not JSON, not Avro), or null."""
-    if decoding.avro is not None:
-        return decoding.avro.reject_reason(parsed)
+    if decoding.registered is not None:
+        return decoding.registered.reject_reason(parsed)
     return F.when(
         ~F.is_valid_utf8(F.col("value").cast("string"))
         | parsed.isNull()

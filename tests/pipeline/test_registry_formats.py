@@ -1,6 +1,6 @@
-"""Avro values through a real Schema Registry: records written with two versions of the
-subject's schema read as the newest one, and every value the pipeline cannot read goes to
-the dead letters with the reason that names why."""
+"""Avro and JSON Schema values through a real Schema Registry: records written with two
+versions of the subject's schema read as the newest one, and every value the pipeline
+cannot read goes to the dead letters with the reason that names why."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from typing import Any
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import SparkSession
 
 from pipeline import start_queries
-from pipeline.avro import REASON_NOT_WIRE_FORMAT, not_decoded, unknown_schema_id
+from pipeline.avro import not_decoded
 from pipeline.errors import SourceError
+from pipeline.jsonschema import REASON_NOT_JSON_OBJECT
+from pipeline.wire import REASON_NOT_WIRE_FORMAT, unknown_schema_id
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     DEMO_DOMAIN,
@@ -61,6 +64,18 @@ def _schema(*fields: Avro) -> str:
 
 V1 = _schema(*_FIELDS)
 V2 = _schema(*_FIELDS, _NOTE)  # an optional field: BACKWARD compatible
+_PROPERTIES = {"trip": {"type": "string"}, "seats": {"type": "integer"}, "at": {"type": "integer"}}
+
+
+def _object(properties: dict[str, Any]) -> str:
+    """A closed object schema (no other properties): adding an optional property to it is
+    BACKWARD compatible, as a field with a default is in Avro."""
+    doc = {"type": "object", "properties": properties, "additionalProperties": False}
+    return json.dumps({**doc, "required": list(_PROPERTIES)})
+
+
+JSON_V1 = _object(_PROPERTIES)
+JSON_V2 = _object({**_PROPERTIES, "note": {"type": ["string", "null"]}})
 WRITTEN: list[tuple[str, Avro]] = [
     (V1, {"trip": "ZRH-LIS", "seats": 2, "at": T0}),
     (V1, {"trip": "LIS-OPO", "seats": 1, "at": T0 + 1_000}),
@@ -76,8 +91,9 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistr
         yield running
 
 
-def _views(topic: str) -> list[View]:
-    """The demo's latest and history views of bookings, reading Avro values of `topic`."""
+def _views(topic: str, value_format: ValueFormat = ValueFormat.AVRO) -> list[View]:
+    """The demo's latest and history views of bookings, reading `topic`'s values of
+    `value_format`."""
     suffix = uuid.uuid4().hex[:10]
     fields = (ValueField("trip"), ValueField("seats", FieldType.INT), ValueField("note"))
     return [
@@ -87,7 +103,7 @@ def _views(topic: str) -> list[View]:
             topic=topic,
             event_time_field="at",
             value_fields=fields,
-            value_format=ValueFormat.AVRO,
+            value_format=value_format,
         )
         for view in DEMO_DOMAIN
         if view.kind in (ViewKind.LATEST, ViewKind.HISTORY)
@@ -105,21 +121,39 @@ def _avro(client: SchemaRegistryClient, schema: str, topic: str, value: dict[str
     return data
 
 
+def _json(client: SchemaRegistryClient, schema: str, topic: str, value: dict[str, object]) -> bytes:
+    serialize = JSONSerializer(schema, client, conf={"auto.register.schemas": False})
+    data = serialize(value, SerializationContext(topic, MessageField.VALUE))
+    assert data is not None
+    return data
+
+
+# per format: its schemas v1 and v2, its serializer, and a payload its v1 id cannot read
+FORMATS = {
+    ValueFormat.AVRO: ("AVRO", V1, V2, _avro, b"\xff\xff\xff"),
+    ValueFormat.JSON_SCHEMA: ("JSON", JSON_V1, JSON_V2, _json, b"not json"),
+}
+
+
 def _records(
-    client: SchemaRegistryClient, topic: str, subject: str
+    client: SchemaRegistryClient, topic: str, subject: str, value_format: ValueFormat
 ) -> tuple[list[Record], list[tuple[Record, str]]]:
     """v1 and v2 registered, records of both; bad values with the reasons they must get."""
+    schema_type, first, second, serializer, garbage = FORMATS[value_format]
     client.set_compatibility(subject, "BACKWARD")
-    v1 = client.register_schema(subject, Schema(V1, "AVRO"))
-    v2 = client.register_schema(subject, Schema(V2, "AVRO"))
+    v1 = client.register_schema(subject, Schema(first, schema_type))
+    v2 = client.register_schema(subject, Schema(second, schema_type))
     assert v2 != v1
+    schemas = {V1: first, V2: second}
     good = [
-        Record(c.encode(), _avro(client, s, topic, v), KAFKA_TIME)
+        Record(c.encode(), serializer(client, schemas[s], topic, v), KAFKA_TIME)
         for c, (s, v) in zip(CUSTOMERS, WRITTEN, strict=True)
     ]
+    unreadable = not_decoded(subject) + str(v1)
+    if value_format is ValueFormat.JSON_SCHEMA:
+        unreadable = REASON_NOT_JSON_OBJECT
     bad = [
-        (Record(b"c1", b"\x00" + struct.pack(">i", v1) + b"\xff\xff\xff", KAFKA_TIME),
-         not_decoded(subject) + str(v1)),
+        (Record(b"c1", b"\x00" + struct.pack(">i", v1) + garbage, KAFKA_TIME), unreadable),
         (Record(b"c1", b"\x00" + struct.pack(">i", 987_654) + b"\x02", KAFKA_TIME),
          unknown_schema_id(subject) + "987654"),
         (Record(b"c1", b'{"trip": "json"}', KAFKA_TIME), REASON_NOT_WIRE_FORMAT),
@@ -128,15 +162,20 @@ def _records(
     return good, bad
 
 
+@pytest.mark.parametrize("value_format", list(FORMATS), ids=lambda f: f.value)
 def test_values_of_two_schema_versions_read_as_the_newest_and_bad_ones_are_dead_letters(
-    spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
+    spark: SparkSession,
+    broker: KafkaBroker,
+    registry: SchemaRegistry,
+    tmp_path: Path,
+    value_format: ValueFormat,
 ) -> None:
     topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
-    latest, history = views = _views(topic)
+    latest, history = views = _views(topic, value_format)
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
     with SchemaRegistryClient({"url": registry.url}) as client:
         subject = latest.subject
-        good, bad = _records(client, topic, subject)
+        good, bad = _records(client, topic, subject, value_format)
     history_log = RecordLog(broker.bootstrap, history.changelog_topic)
     status = StatusReader(broker.bootstrap, [history.name])
     letters = DeadLetterReader(broker.bootstrap, topic)

@@ -1,0 +1,129 @@
+"""Values in the Confluent wire format, and the Schema Registry subject their ids name.
+
+A value is a zero byte, the 4-byte big-endian id of its writer schema in the registry,
+then the payload in the subject's format (Avro binary, JSON text). At start the pipeline
+reads every version of a view's subject (`registered_versions`); a value whose id is no
+version of the subject then, or which is not in the wire format, is rejected with a
+reason saying which. A version registered later is read after a restart of the pipeline;
+until then its records go to the dead letters, whence they can be replayed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from pipeline.errors import SourceError
+
+__all__ = [
+    "REASON_NOT_WIRE_FORMAT",
+    "RegisteredSchemas",
+    "Versions",
+    "framing_reason",
+    "payload",
+    "registered_versions",
+    "schema_id",
+    "unknown_schema_id",
+]
+
+REASON_NOT_WIRE_FORMAT = (
+    "value is not in the Confluent wire format (a zero byte, then a 4-byte schema id)"
+)
+_HEADER_BYTES = 5
+
+Versions = tuple[tuple[int, str], ...]  # every version's (schema id, schema), oldest first
+
+
+class RegisteredSchemas(Protocol):
+    """The schemas of one subject, as a view's decoding uses them (`pipeline.avro`,
+    `pipeline.jsonschema`)."""
+
+    @property
+    def subject(self) -> str:
+        """The subject the schemas are registered under."""
+        ...
+
+    def field_names(self) -> list[str]:
+        """The fields of the newest schema."""
+        ...
+
+    def is_timestamp(self, field: str) -> bool:
+        """Whether `field` decodes as a Spark timestamp rather than a number."""
+        ...
+
+    def decoded(self, fields: Sequence[str]) -> Column:
+        """The decoded value, holding at least `fields`; null for an unknown id."""
+        ...
+
+    def reject_reason(self, decoded: Column) -> Column:
+        """Why a non-null value cannot be read, or null."""
+        ...
+
+
+def unknown_schema_id(subject: str) -> str:
+    """The reason of a value whose schema id is no version of `subject` (the id follows)."""
+    return f"unknown schema id (no version of subject {subject!r} at the pipeline's start): "
+
+
+def schema_id() -> Column:
+    """The value's schema id (null for a value shorter than its header)."""
+    return F.conv(F.hex(F.substring(F.col("value"), 2, 4)), 16, 10).cast("int")
+
+
+def payload() -> Column:
+    """The value's bytes after its header."""
+    return F.expr(f"substring(value, {_HEADER_BYTES + 1})")
+
+
+def framing_reason(subject: str, ids: Iterable[int]) -> Column:
+    """Why a non-null value is not a value of `subject` (not framed, or an id not among
+    `ids`), or null."""
+    framed = (F.length(F.col("value")) >= _HEADER_BYTES) & (
+        F.hex(F.substring(F.col("value"), 1, 1)) == F.lit("00")
+    )
+    unknown = F.concat(F.lit(unknown_schema_id(subject)), schema_id().cast("string"))
+    return F.when(~framed, F.lit(REASON_NOT_WIRE_FORMAT)).when(~schema_id().isin(*ids), unknown)
+
+
+def registered_versions(
+    registry_url: str, subject: str, schema_type: str, format_name: str, reader: str
+) -> Versions:
+    """Every version of `subject` in the registry at `registry_url`, of `schema_type`
+    (`AVRO`, `JSON`); SourceError naming the subject, the registry and the fix when there
+    are none or they are of another type. `reader` names who reads them (`view x`)."""
+    versions = _registered(registry_url, subject, reader)
+    others = {v.schema.schema_type or "AVRO" for v in versions} - {schema_type}
+    if others:
+        raise SourceError(
+            f"{reader} reads {format_name} values, but subject {subject!r} in the Schema "
+            f"Registry at {registry_url} holds {', '.join(sorted(others))} schemas: set the "
+            f"view's value_format to the subject's format, or name its {format_name} subject"
+        )
+    return tuple((v.schema_id, v.schema.schema_str) for v in versions)
+
+
+def _registered(registry_url: str, subject: str, reader: str) -> list[Any]:
+    try:
+        with SchemaRegistryClient({"url": registry_url}) as client:
+            versions = [client.get_version(subject, v) for v in client.get_versions(subject)]
+            if versions:
+                return versions
+            raise SchemaRegistryError(404, 40401, f"subject {subject!r} has no versions")
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:
+            raise SourceError(
+                f"{reader} reads subject {subject!r}, which the Schema Registry at "
+                f"{registry_url} does not have: register the topic's value schema there, or "
+                f"name its subject in the view's value_subject ({exc})"
+            ) from exc
+        raise SourceError(f"{reader}: the Schema Registry at {registry_url} failed: {exc}") from exc
+    except Exception as exc:  # the client's transport: refused, timed out, no such host
+        raise SourceError(
+            f"{reader} needs the Schema Registry at {registry_url}, which did not answer: "
+            f"start it (`statefed registry`) or set STATEFED_REGISTRY_URL "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
