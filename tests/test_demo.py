@@ -18,7 +18,7 @@ NOW_MS = 1_795_000_123_456  # any moment: the examples are built from it
 def _minute_counts(now_ms: int) -> Counter[int]:
     """Page views per minute start (ms) in the demo's first batch."""
     records = demodata.pageviews(3000, random.Random(1), now_ms)
-    times = [json.loads(r.value)["timestamp"] for r in records]
+    times = [json.loads(r.value or b"")["timestamp"] for r in records]
     return Counter(t - t % 60_000 for t in times)
 
 

@@ -73,7 +73,7 @@ def test_a_json_object_gets_the_views_event_time_when_it_has_none() -> None:
         KeyedValue("c003", '{"timestamp": 1767225000000.0}'),  # whole ms as a JSON float
     ]
     records = records_for("bookings", CATALOGUE, keyed, NOW_MS)
-    assert [orjson.loads(r.value) for r in records] == [
+    assert [orjson.loads(r.value or b"") for r in records] == [
         {"trip": "ZRH-LIS", "timestamp": NOW_MS},
         {"trip": "GVA-OPO", "timestamp": 1767225000000},
         {"timestamp": 1767225000000.0},

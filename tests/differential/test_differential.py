@@ -122,7 +122,7 @@ def _produce_round(
         offset = offsets[record.key][seen[record.key]]
         seen[record.key] += 1
         model.booking(
-            record.key, record.timestamp_ms or 0, offset, orjson.loads(record.value)["trip"]
+            record.key, record.timestamp_ms or 0, offset, orjson.loads(record.value or b"")["trip"]
         )
     cluster.saw_event_times(r.timestamp_ms or 0 for r in views)
     progress.wait("pageviews", needed_offsets(view_writes))

@@ -1,10 +1,12 @@
-"""The catalogue the differential cluster runs: the built-in one plus one view added by a
-single entry, to show that a view of an existing kind needs no code."""
+"""The catalogue the differential cluster runs: the built-in one plus views added by a
+single entry each, to show that a view of an existing kind needs no code: `word_tally`
+(string keys) and three count views whose record keys are written by Kafka's Java
+Integer, Long and Double serializers (test_typed_keys.py)."""
 
 from __future__ import annotations
 
 from schema import CATALOGUE as BUILT_IN
-from schema import View, ViewKind
+from schema import KeyType, View, ViewKind
 
 WORD_TALLY = View(
     name="word_tally",
@@ -17,4 +19,42 @@ WORD_TALLY = View(
     top_field="topTallies",
 )
 
-CATALOGUE = (*BUILT_IN, WORD_TALLY)
+SEAT_COUNTS = View(
+    name="seat_counts",
+    topic="seats",
+    kind=ViewKind.COUNT,
+    key_field="seat",
+    type_name="SeatCount",
+    point_field="seatCount",
+    many_field="seatCounts",
+    top_field="topSeats",
+    key_type=KeyType.INT,
+)
+
+ACCOUNT_COUNTS = View(
+    name="account_counts",
+    topic="accounts",
+    kind=ViewKind.COUNT,
+    key_field="account",
+    type_name="AccountCount",
+    point_field="accountCount",
+    many_field="accountCounts",
+    top_field="topAccounts",
+    key_type=KeyType.LONG,
+)
+
+PRICE_COUNTS = View(
+    name="price_counts",
+    topic="prices",
+    kind=ViewKind.COUNT,
+    key_field="price",
+    type_name="PriceCount",
+    point_field="priceCount",
+    many_field="priceCounts",
+    top_field="topPrices",
+    key_type=KeyType.DOUBLE,
+)
+
+TYPED_KEY_VIEWS = (SEAT_COUNTS, ACCOUNT_COUNTS, PRICE_COUNTS)
+
+CATALOGUE = (*BUILT_IN, WORD_TALLY, *TYPED_KEY_VIEWS)

@@ -2,46 +2,30 @@
 
 statefed routes a key to the node of its partition from the key text alone, so the
 partition it computes has to be the one the Java producer picked when it wrote the record,
-or reads would go to a node that never holds the key. `KeyProducer.java` (next to this
-file) writes 25,000 keys of each key type with the type's Java serializer and the default
-partitioner into a topic of its own; one consumer pass reads all 100,000 records back and
-every record's partition is compared with `KeyType.partition(KeyType.text(key), P)`.
+or reads would go to a node that never holds the key. `KeyProducer.java` (run by
+tests/javaproducer.py) writes 25,000 keys of each key type with the type's Java serializer
+and the default partitioner into a topic of its own; one consumer pass reads all 100,000
+records back and every record's partition is compared with
+`KeyType.partition(KeyType.text(key), P)`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import subprocess
-import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from runtime.topics import ensure_topics, partition_count
 from schema.keytypes import KeyType
-from tooling.broker import KafkaBroker, kafka_jars
+from tests import javaproducer
+from tests.javaproducer import Record
+from tooling.broker import KafkaBroker
 
 KEYS_PER_TYPE = 25_000
 PARTITIONS = 6
-SOURCE = Path(__file__).with_name("KeyProducer.java")
-JAVA_TIMEOUT_S = 120.0
-READ_TIMEOUT_S = 60.0
 SHOWN = 5  # mismatches a failure message names
-
-
-@dataclass(frozen=True)
-class Record:
-    """One record as read back: the key's bytes, the value (the key's Java text) and the
-    partition Kafka's Java producer put it on."""
-
-    key: bytes
-    value: str
-    partition: int
 
 
 @dataclass(frozen=True)
@@ -52,131 +36,6 @@ class ReadBack:
     partitions: int
 
 
-def _tool(name: str) -> str:
-    """`name` from the PATH; the `kafka` tier needs the JDK (javac), not only a JRE."""
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"no `{name}` on the PATH: install a JDK 17 (openjdk-17-jdk-headless)")
-    return found
-
-
-def _compile(classes: Path) -> None:
-    """Compile KeyProducer.java against the kafka-clients jar `make kafka` fetched (the
-    jar alone: javac reads less than with every jar of the broker)."""
-    (clients,) = kafka_jars().glob("kafka-clients-*.jar")
-    command = [_tool("javac"), "--release", "17", "-encoding", "UTF-8"]  # not the locale's
-    command += ["-d", str(classes), "-cp", str(clients)]
-    try:
-        done = subprocess.run(
-            [*command, str(SOURCE)], capture_output=True, text=True, timeout=JAVA_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"javac {SOURCE.name} did not finish in {JAVA_TIMEOUT_S} s")
-    if done.returncode != 0:
-        pytest.fail(f"javac {SOURCE.name} exited with {done.returncode}: {done.stderr[-3000:]}")
-
-
-def _producer(classes: Path, bootstrap: str, topic: str, key_type: KeyType) -> list[str]:
-    """KeyProducer's command for one key type; its classpath is Kafka's jars and their deps.
-    A small heap and the quick compiler only: each run is short, most of it JVM start-up."""
-    jvm = [_tool("java"), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
-    classpath = f"{classes}{os.pathsep}{kafka_jars()}/*"
-    arguments = [bootstrap, topic, key_type.value, str(KEYS_PER_TYPE)]
-    return [*jvm, "-cp", classpath, "KeyProducer", *arguments]
-
-
-def _produce_all(classes: Path, bootstrap: str, topics: dict[KeyType, str]) -> None:
-    """Run one KeyProducer per key type at once (their start-ups overlap), each owned by
-    its handle: waited for, and killed if it outlives JAVA_TIMEOUT_S or the test fails.
-    Output goes to a file, so no full pipe can stall a producer."""
-    running: dict[KeyType, tuple[subprocess.Popen[bytes], Path]] = {}
-    try:
-        for key_type, topic in topics.items():
-            log = classes / f"{key_type.value}.log"
-            with log.open("wb") as out:
-                command = _producer(classes, bootstrap, topic, key_type)
-                process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-            running[key_type] = process, log
-        _wait_for(running, time.monotonic() + JAVA_TIMEOUT_S)
-    finally:
-        for process, _ in running.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-
-
-def _wait_for(
-    running: dict[KeyType, tuple[subprocess.Popen[bytes], Path]], deadline: float
-) -> None:
-    """Fail naming the first producer that exits non-zero or is not done by `deadline`."""
-    for key_type, (process, log) in running.items():
-        try:
-            code = process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            code = None
-        if code != 0:
-            ended = f"did not finish in {JAVA_TIMEOUT_S} s" if code is None else f"exited {code}"
-            output = log.read_text(errors="replace").strip()[-3000:]
-            pytest.fail(f"KeyProducer {key_type.value} {ended}: {output}")
-
-
-def _end_offsets(
-    consumer: Consumer, topics: list[str], partitions: int
-) -> dict[tuple[str, int], int]:
-    """The end offset of every partition of `topics` that holds records."""
-    ends = {}
-    for topic in topics:
-        for partition in range(partitions):
-            _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            if end > 0:
-                ends[(topic, partition)] = end
-    return ends
-
-
-def _read_all(bootstrap: str, topics: list[str], partitions: int) -> dict[str, list[Record]]:
-    """Every record of `topics`, read from the beginning to the end offsets of each
-    partition as they were before reading: one consumer, all partitions assigned."""
-    settings = {"bootstrap.servers": bootstrap, "log_level": 0}
-    # a group id only because the client insists; nothing is committed for it
-    settings |= {"group.id": "test-keytypes-kafka", "enable.auto.commit": False}
-    consumer = Consumer(settings)
-    try:
-        remaining = _end_offsets(consumer, topics, partitions)
-        consumer.assign(
-            [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in range(partitions)]
-        )
-        return _consume(consumer, remaining, {topic: [] for topic in topics})
-    finally:
-        consumer.close()
-
-
-def _consume(
-    consumer: Consumer, remaining: dict[tuple[str, int], int], read: dict[str, list[Record]]
-) -> dict[str, list[Record]]:
-    """Poll into `read` until every partition of `remaining` is read to its end offset."""
-    deadline = time.monotonic() + READ_TIMEOUT_S
-    while remaining:
-        if time.monotonic() > deadline:
-            pytest.fail(f"not read to the end in {READ_TIMEOUT_S} s: {remaining}")
-        for message in consumer.consume(num_messages=10_000, timeout=1.0):
-            if message.error() is not None:
-                pytest.fail(f"reading {message.topic()} failed: {message.error()}")
-            topic, partition, offset = _place(message)
-            value = message.value() or b""
-            read[topic].append(Record(message.key() or b"", value.decode(), partition))
-            end = remaining.get((topic, partition))
-            if end is not None and offset + 1 >= end:
-                del remaining[(topic, partition)]
-    return read
-
-
-def _place(message: Message) -> tuple[str, int, int]:
-    """Topic, partition and offset of a consumed record (only an error lacks them)."""
-    topic, partition, offset = message.topic(), message.partition(), message.offset()
-    assert topic is not None and partition is not None and offset is not None, message
-    return topic, partition, offset
-
-
 @pytest.fixture(scope="module")
 def read_back(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> ReadBack:
     """Each key type's records, produced by Java into a topic of its own, read back once."""
@@ -184,10 +43,11 @@ def read_back(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> 
     topics = {key_type: f"test-java-keys-{key_type.value}-{run}" for key_type in KeyType}
     ensure_topics(broker.bootstrap, {topic: PARTITIONS for topic in topics.values()})
     classes = tmp_path_factory.mktemp("keyproducer")
-    _compile(classes)
-    _produce_all(classes, broker.bootstrap, topics)
+    javaproducer.compile_key_producer(classes)
+    by_topic = {topic: key_type for key_type, topic in topics.items()}
+    javaproducer.produce(classes, broker.bootstrap, by_topic, KEYS_PER_TYPE)
     partitions = partition_count(broker.bootstrap, topics[KeyType.STRING])
-    read = _read_all(broker.bootstrap, list(topics.values()), partitions)
+    read = javaproducer.read_all(broker.bootstrap, list(topics.values()), partitions)
     return ReadBack({key_type: read[topic] for key_type, topic in topics.items()}, partitions)
 
 

@@ -54,7 +54,9 @@ __all__ = ["ScanOrder", "WindowScanOrder", "connection_types", "scan_field"]
 
 @strawberry.enum(description="The order of a whole-view scan.")
 class ScanOrder(enum.Enum):
-    KEY = strawberry.enum_value(KEY_ORDER, description="By key: the byte order of its UTF-8.")
+    KEY = strawberry.enum_value(
+        KEY_ORDER, description="By key: the byte order of its UTF-8, or numeric for numbers."
+    )
     COUNT = strawberry.enum_value(
         COUNT_ORDER, description="By count, highest first, then by key (count views)."
     )
@@ -154,6 +156,19 @@ def _check_edge_type(edge_type: Any) -> None:
     names = {f.graphql_name: f.python_name for f in edge_type.__strawberry_definition__.fields}
     if names != {"cursor": "f_cursor", "node": "f_node"}:
         raise TypeError(f"{edge_type.__name__} is no edge type of f_cursor and f_node: {names}")
+
+
+def _key_order(view: View) -> str:
+    if view.key_type is KeyType.STRING:
+        return f"the byte order of the UTF-8 {view.key_field}"
+    return f"numeric order: the {view.key_field}s are of type {view.key_type.value}"
+
+
+def _bounds(view: View) -> str:
+    key = view.key_field
+    if view.key_type is KeyType.STRING:
+        return f"only {key}s that start with `prefix`, with from <= {key} < to. "
+    return "`prefix`, `from` and `to` bound string keys only. "
 
 
 def _check_string_bounds(view: View, spec: ScanFilter) -> None:
@@ -268,10 +283,10 @@ def scan_field(
         view.scan_field: strawberry.field(
             resolver=resolver,
             name=view.scan_field,
-            description=f"Every row of view {view.name} in {key} order (the byte order of the "
-            f"UTF-8 {key}), across all partitions: `first` rows after the cursor `after`, or "
-            f"the `last` before `before` (default first {DEFAULT_SCAN_PAGE}); only {key}s that "
-            f"start with `prefix`, with from <= {key} < to. Rows added or changed while paging "
+            description=f"Every row of view {view.name} in {key} order ({_key_order(view)}), "
+            f"across all partitions: `first` rows after the cursor `after`, or "
+            f"the `last` before `before` (default first {DEFAULT_SCAN_PAGE}); {_bounds(view)}"
+            "Rows added or changed while paging "
             "are never repeated nor make others be skipped; a partition that cannot answer is "
             "a PARTITION_UNAVAILABLE error, and the page's cursors resume it."
             + (
