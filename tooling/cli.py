@@ -78,11 +78,14 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
         ("--token", "STATEFED_GATEWAY_TOKEN", "bearer token with the operator scope (none)"),
     ],
     "demo": [
+        _COMMON[1],
         ("--port", "STATEFED_GATEWAY_PORT", "gateway port (8100)"),
+        ("--broker-port", "STATEFED_BROKER_PORT", "Kafka's port, on 127.0.0.1 (9092)"),
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
         ("--dir", "STATEFED_DEMO_DIR", "where the demo keeps state and logs (.statefed/demo)"),
     ],
     "schema": [_COMMON[1]],
+    "init": [],
 }
 _HELP = {
     "broker": "run Apache Kafka locally (KRaft, one broker) and create statefed's topics",
@@ -95,6 +98,7 @@ _HELP = {
     "status": "show the cluster live: nodes, partition map, restores, pipeline, dead letters",
     "demo": "run everything locally with demo data and print the GraphiQL URL",
     "schema": "print the catalogue's GraphQL SDL (the gateway's, or the node's), or write it",
+    "init": "start a project of your own: a catalogue of views, a demo producer, the steps",
 }
 _VALUE_HELP = (
     "JSON value of every key (a stdin line KEY=JSON gives that key its own). A topic whose "
@@ -119,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
             _schema_arguments(p)
         if command == "status":
             p.add_argument("--once", action="store_true", help="print the status once and exit")
+        if command == "init":
+            p.add_argument("directory", type=Path, nargs="?", default=Path("."), help="(.)")
         if command == "topics":
             p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
         if command == "pipeline":
@@ -377,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "status": lambda e: _status(e, args.once),
         "demo": _demo,
         "schema": lambda e: _schema(e, args.node, args.out),
+        "init": lambda e: _init(args.directory),
     }
     try:
         handlers[args.command](env)
@@ -420,6 +427,18 @@ def _schema(env: dict[str, str], node: bool, out: Path | None) -> None:
         except OSError as exc:
             raise SystemExit(f"statefed schema: cannot write {path}: {exc.strerror}") from exc
         print(f"statefed schema: wrote {path}", file=sys.stderr)
+
+
+def _init(directory: Path) -> None:
+    from tooling.scaffold import ScaffoldError, scaffold
+
+    try:
+        written = scaffold(directory)
+    except (ScaffoldError, OSError) as exc:
+        raise SystemExit(f"statefed init: {exc}") from exc
+    for path in written:
+        print(f"wrote {path}")
+    print(f"Next: the steps in {directory / 'README.md'}")
 
 
 def _demo(env: dict[str, str]) -> None:

@@ -46,7 +46,11 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
         doc="where `statefed broker` listens (a loopback address)",
     )
     broker_port: int = setting(
-        "STATEFED_BROKER_PORT", 9092, low=1, high=65535, doc="port `statefed broker` listens on"
+        "STATEFED_BROKER_PORT",
+        9092,
+        low=1,
+        high=65535,
+        doc="port `statefed broker` and `statefed demo`'s Kafka listen on",
     )
     broker_dir: Path = setting(
         "STATEFED_BROKER_DIR",

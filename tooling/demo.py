@@ -1,9 +1,12 @@
 """`statefed demo`: the whole system on this machine, with live demo data.
 
-Starts Apache Kafka (its data in the demo directory), two nodes, the gateway and the Spark
-pipeline through `LocalCluster`, produces the demo data of every input topic in the
-catalogue, prints the GraphiQL URL and example queries, then keeps a trickle of events
-flowing until Ctrl-C, when it stops everything it started.
+Starts Apache Kafka (on STATEFED_BROKER_PORT, 9092 by default, so `statefed produce` and
+every client reach it without settings; its data in the demo directory), two nodes, the
+gateway and the Spark pipeline through `LocalCluster`, for the catalogue STATEFED_CATALOGUE
+names (the built-in one by default). It produces the demo data of the demo's topics the
+catalogue reads, prints the GraphiQL URL and example queries, then keeps a trickle of
+events flowing until Ctrl-C, when it stops everything it started. A catalogue of your own
+(`statefed init`) gets its topics and no data: produce your own events.
 """
 
 from __future__ import annotations
@@ -19,17 +22,18 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Producer
 
+from gateway.api.kinds import kind_of
 from gateway.config import GatewayConfig, is_loopback
 from gateway.model.timestamps import from_ms, iso
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
-from schema import CATALOGUE
+from schema import CATALOGUE, WORD_COUNTS, View, load_catalogue
 from tooling import demodata
 from tooling.config import ToolingConfig
 from tooling.localcluster import LocalCluster
 from tooling.processes import wait_until
 
-__all__ = ["examples", "iso_minute", "run_demo"]
+__all__ = ["catalogue_examples", "examples", "iso_minute", "run_demo"]
 
 _MINUTE_MS = 60_000
 
@@ -54,6 +58,17 @@ def examples(now_ms: int) -> str:
 More in schema/operations/ and docs/querying.md."""
 
 
+def catalogue_examples(catalogue: tuple[View, ...]) -> str:
+    """The queries the demo prints for a catalogue other than the built-in one: each view's
+    GraphiQL example, on one line."""
+    lines = []
+    for view in catalogue:
+        example = kind_of(view).example(view)
+        if example:
+            lines.append("  " + " ".join(example.split()))
+    return "\n".join(lines) or "  { cluster { nodes { id state } } }"
+
+
 def iso_minute(ms: int) -> str:
     """The start of the minute `ms` falls in, as the ISO-8601 UTC text windows start at."""
     return iso(from_ms(ms - ms % _MINUTE_MS)).replace("+00:00", "Z")
@@ -68,14 +83,19 @@ def _port_free(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
-def _settings(env: dict[str, str]) -> tuple[Path, int, int]:
+def _settings(env: dict[str, str]) -> tuple[Path, int, int, int]:
     tooling = ToolingConfig.from_env(env)
     port = GatewayConfig.from_env(env).port
     if not _port_free(port):
         raise SystemExit(
             f"port {port} is taken: stop what listens there or run `statefed demo --port N`"
         )
-    return tooling.demo_dir, port, tooling.partitions
+    if not _port_free(tooling.broker_port):
+        raise SystemExit(
+            f"port {tooling.broker_port} is taken (another Kafka?): stop what listens there "
+            f"or run `statefed demo --broker-port N`"
+        )
+    return tooling.demo_dir, port, tooling.broker_port, tooling.partitions
 
 
 def _access(env: dict[str, str]) -> str:
@@ -91,7 +111,8 @@ def _access(env: dict[str, str]) -> str:
 
 
 def run_demo(env: dict[str, str]) -> None:
-    base, port, partitions = _settings(env)
+    base, port, broker_port, partitions = _settings(env)
+    catalogue = load_catalogue(ToolingConfig.from_env(env).catalogue)
     # Each demo starts from a clean directory: the broker's topics, the pipeline's
     # checkpoints and the node stores of an earlier demo would be produced into again
     # from the start, counting the demo data twice.
@@ -103,16 +124,25 @@ def run_demo(env: dict[str, str]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # the demo writes through the gateway (see `examples`): on, unless the caller said otherwise
     env = {"STATEFED_GATEWAY_PRODUCE": "true", **env}
-    cluster = LocalCluster(base, partitions, gateway_port=port, env=env, progress=_say)
+    cluster = LocalCluster(
+        base, partitions, gateway_port=port, env=env, progress=_say, broker_port=broker_port
+    )
+    topics = {view.topic for view in catalogue}
     try:
         cluster.start_all()
         _say_what_is_open(env)
-        _produce_initial(cluster.bootstrap)
-        _wait_visible(cluster.gateway_url)
-        tried = examples(wall_clock_ms())
+        _produce_initial(cluster.bootstrap, topics)
+        if WORD_COUNTS in catalogue:
+            _wait_visible(cluster.gateway_url)
+        tried = (
+            examples(wall_clock_ms()) if catalogue == CATALOGUE else catalogue_examples(catalogue)
+        )
         print(f"\nGraphiQL: {cluster.gateway_url}\n{_access(env)}\nTry:\n{tried}\n", flush=True)
-        print(f"Logs: {base}/*.log. Ctrl-C stops everything.\n", flush=True)
-        _trickle(cluster.bootstrap, stop)
+        print(
+            f"Kafka: {cluster.bootstrap}. Logs: {base}/*.log. Ctrl-C stops everything.\n",
+            flush=True,
+        )
+        _trickle(cluster.bootstrap, topics, stop)
     except KeyboardInterrupt:
         pass
     except Exception as exc:
@@ -132,17 +162,16 @@ def _say_what_is_open(env: dict[str, str]) -> None:
     _say(f"gateway: loopback, anonymous; {writes} (STATEFED_GATEWAY_PRODUCE)")
 
 
-def _input_topics() -> set[str]:
-    return {view.topic for view in CATALOGUE}
-
-
-def _produce(bootstrap: str, batch: dict[str, list[Record]], producer: Producer) -> None:
+def _produce(
+    bootstrap: str, batch: dict[str, list[Record]], topics: set[str], producer: Producer
+) -> None:
+    """The demo data of the topics the catalogue reads (`topics`)."""
     for topic, records in batch.items():
-        if topic in _input_topics():
+        if topic in topics:
             produce_records(bootstrap, topic, records, producer)
 
 
-def _produce_initial(bootstrap: str) -> None:
+def _produce_initial(bootstrap: str, topics: set[str]) -> None:
     rng = random.Random(1)
     now = wall_clock_ms()
     batch = {
@@ -150,9 +179,12 @@ def _produce_initial(bootstrap: str) -> None:
         "pageviews": demodata.pageviews(3000, rng, now),
         "bookings": demodata.bookings(500, rng, now),
     }
-    _produce(bootstrap, batch, new_producer(bootstrap))
-    for topic in sorted(_input_topics()):
-        _say(f"demo data: {len(batch.get(topic, []))} events produced to topic {topic}")
+    _produce(bootstrap, batch, topics, new_producer(bootstrap))
+    for topic in sorted(topics):
+        if topic in batch:
+            _say(f"demo data: {len(batch[topic])} events produced to topic {topic}")
+        else:
+            _say(f"topic {topic}: no demo data, produce your own events to it")
 
 
 def _wait_visible(gateway_url: str, timeout_s: float = 180.0) -> None:
@@ -172,11 +204,11 @@ def _wait_visible(gateway_url: str, timeout_s: float = 180.0) -> None:
     _say(f"demo data: visible through the gateway after {time.monotonic() - started:.1f} s")
 
 
-def _trickle(bootstrap: str, stop: threading.Event) -> None:
+def _trickle(bootstrap: str, topics: set[str], stop: threading.Event) -> None:
     """A few events a second, so what GraphiQL shows moves."""
     producer = new_producer(bootstrap)
     rng = random.Random(2)
     tick = 0
     while not stop.wait(1.0):
         tick += 1
-        _produce(bootstrap, demodata.trickle(tick, rng, wall_clock_ms()), producer)
+        _produce(bootstrap, demodata.trickle(tick, rng, wall_clock_ms()), topics, producer)

@@ -54,16 +54,18 @@ class LocalCluster:
         env: Mapping[str, str] | None = None,
         progress: Progress = _quiet,
         broker: Broker | None = None,
+        broker_port: int = 0,
     ) -> None:
         """`broker`: the broker to start and stop instead of a local Kafka of its own
-        (its data under `base_dir/broker/`); the parts reach it with `env`'s Kafka settings
-        (`kafka`)."""
+        (its data under `base_dir/broker/`, on `broker_port`, 0 for a free one); the parts
+        reach it with `env`'s Kafka settings (`kafka`)."""
         self.base_dir = base_dir
         self.partitions = partitions
         self.gateway_port = gateway_port or free_port()
         self.progress = progress
         self._base_env = dict(os.environ if env is None else env)
         self._given_broker = broker
+        self._broker_port = broker_port
         self.broker: Broker | None = None
         self.pipeline: ManagedProcess | None = None
         self.nodes: dict[str, ManagedProcess] = {}
@@ -94,7 +96,9 @@ class LocalCluster:
         self.progress("broker: starting (Apache Kafka, KRaft)")
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.broker = self._given_broker or KafkaBroker(
-            log_path=self.base_dir / "broker.log", data_dir=self.base_dir / "broker"
+            port=self._broker_port,
+            log_path=self.base_dir / "broker.log",
+            data_dir=self.base_dir / "broker",
         )
         self.broker.start()
         catalogue = load_catalogue(ToolingConfig.from_env(self._base_env).catalogue)

@@ -17,25 +17,23 @@ checkout, which it wipes at its start; it cannot run beside another demo.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from graphql import OperationDefinitionNode, OperationType, parse
 
+from tests.newcomer.shell import Block, Output, readme_blocks, start, stop
 from tooling.processes import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -47,16 +45,6 @@ STOP_S = 120.0  # Ctrl-C until every part the demo started has stopped
 ANSWER_S = 60.0  # an example's answer to hold data (the demo's data arrives by the pipeline)
 STREAM_S = 60.0  # a subscription's first `next` event with data
 SHELL_S = 30.0  # one curl of a query
-_FENCE = re.compile(r"^```(\w*)\s*$")
-
-
-@dataclass(frozen=True)
-class Block:
-    """A fenced block of the README: its language and text, and the line its text starts."""
-
-    lang: str
-    line: int
-    text: str
 
 
 @dataclass(frozen=True)
@@ -68,23 +56,6 @@ class Example:
 
     def __str__(self) -> str:
         return f"README.md line {self.line}:\n{self.text}"
-
-
-def readme_blocks(text: str) -> list[Block]:
-    blocks: list[Block] = []
-    lang: str | None = None
-    start = 0
-    body: list[str] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        fence = _FENCE.match(line)
-        if lang is None and fence:
-            lang, start, body = fence.group(1), number + 1, []
-        elif lang is not None and line.strip() == "```":
-            blocks.append(Block(lang, start, "\n".join(body)))
-            lang = None
-        elif lang is not None:
-            body.append(line)
-    return blocks
 
 
 def shell_commands(block: Block) -> list[Example]:
@@ -150,74 +121,6 @@ SUBSCRIPTIONS = [e for kind, e in OPERATIONS if kind is OperationType.SUBSCRIPTI
 REQUESTS = [e for kind, e in OPERATIONS if kind is not OperationType.SUBSCRIPTION]
 
 
-class Output:
-    """The lines a process prints, read by a thread so the process never blocks on a pipe."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self.lines.append(line.rstrip("\n"))
-
-    def finish(self, timeout_s: float = 10.0) -> None:
-        """Wait for the end of the stream (the process has exited)."""
-        self._thread.join(timeout_s)
-
-    def tail(self, count: int = 60) -> str:
-        return "\n".join(self.lines[-count:])
-
-
-def _start(args: list[str]) -> subprocess.Popen[str]:
-    """A process in its own process group (stopped with everything it starts), its
-    standard error in its output, with the environment of a fresh shell: no STATEFED_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STATEFED_")}
-    return subprocess.Popen(
-        args,
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _group_alive(process: subprocess.Popen[str]) -> bool:
-    try:
-        os.killpg(process.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _gone(process: subprocess.Popen[str]) -> bool:
-    process.poll()  # reaps the process once it has exited: a zombie still counts in its group
-    return not _group_alive(process)
-
-
-def _signal(process: subprocess.Popen[str], sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # the group is gone already
-        os.killpg(process.pid, sig)
-
-
-def _stop(process: subprocess.Popen[str], first: signal.Signals, timeout_s: float) -> bool:
-    """Send `first` to the process's group, wait for the group to be gone, SIGKILL it at
-    the deadline; whether it was gone in time."""
-    _signal(process, first)
-    try:
-        wait_until(lambda: _gone(process), timeout_s, "the process group to end", 0.2)
-    except TimeoutError:
-        _signal(process, signal.SIGKILL)
-        return False
-    finally:
-        process.wait()
-    return True
-
-
 def _printed_url(process: subprocess.Popen[str], output: Output) -> str | None:
     for line in list(output.lines):
         if line.startswith("GraphiQL: "):
@@ -233,7 +136,7 @@ def _printed_url(process: subprocess.Popen[str], output: Output) -> str | None:
 @pytest.fixture(scope="module")
 def demo() -> Iterator[str]:
     """`make demo`, running until the module's tests are done; the URL it printed."""
-    with _start(["make", "demo"]) as process:
+    with start(["make", "demo"], ROOT) as process:
         assert process.stdout is not None
         output = Output(process.stdout)
         try:
@@ -246,7 +149,7 @@ def demo() -> Iterator[str]:
             assert url == GRAPHIQL_URL, f"the demo serves {url}, the README says {GRAPHIQL_URL}"
             yield url
         finally:
-            stopped = _stop(process, signal.SIGINT, STOP_S)
+            stopped = stop(process, signal.SIGINT, STOP_S)
             output.finish()
         assert stopped, f"make demo outlived Ctrl-C by {STOP_S} s:\n{output.tail()}"
 
@@ -310,11 +213,11 @@ def run_script(script: str) -> tuple[Any, str]:
     """Run `script` with bash (stopping at a failing command); the answers it printed as
     one answer whose data holds each of theirs (None when one is missing or has errors),
     and its output as text."""
-    with _start(["bash", "-e", "-o", "pipefail", "-c", script]) as process:
+    with start(["bash", "-e", "-o", "pipefail", "-c", script], ROOT) as process:
         try:
             text, _ = process.communicate(timeout=SHELL_S)
         except subprocess.TimeoutExpired:
-            _stop(process, signal.SIGTERM, 5.0)
+            stop(process, signal.SIGTERM, 5.0)
             return None, f"(no answer in {SHELL_S} s)"
     answers = json_objects(text)
     if process.returncode != 0 or not answers or any(problem(a) for a in answers):
@@ -380,7 +283,7 @@ def test_readme_graphql_operation_answers_with_data(demo: str, example: Example)
 
 @pytest.mark.parametrize("command", STREAM_COMMANDS, ids=lambda c: f"line{c.line}")
 def test_readme_subscription_command_streams_data(demo: str, command: Example) -> None:
-    with _start(["bash", "-c", command.text]) as process:
+    with start(["bash", "-c", command.text], ROOT) as process:
         assert process.stdout is not None
         output = Output(process.stdout)
         try:
@@ -394,7 +297,7 @@ def test_readme_subscription_command_streams_data(demo: str, command: Example) -
                 0.5,
             )
         finally:
-            _stop(process, signal.SIGTERM, 10.0)
+            stop(process, signal.SIGTERM, 10.0)
             output.finish()
 
 
