@@ -3,14 +3,16 @@ before anything is sent, of a record a view reading the topic would dead-letter.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
+from typing import Any
 
 import orjson
 import pytest
 
 from pipeline.records import MAX_EVENT_MS as PIPELINES_MAX_EVENT_MS
-from schema import CATALOGUE
+from schema import CATALOGUE, KeyType, ValueFormat
 from tooling.cli import main
 from tooling.produceinput import (
     MAX_EVENT_MS,
@@ -142,3 +144,18 @@ def test_the_command_says_values_are_taken(capsys: pytest.CaptureFixture[str]) -
         main(["produce", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--value JSON JSON value of every key (a stdin line KEY=JSON gives that key" in text
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"key_type": KeyType.LONG}, "reads long keys, and this command writes string keys"),
+        ({"value_format": ValueFormat.AVRO}, "reads avro values of subject bookings-value"),
+    ],
+)
+def test_a_topic_read_as_other_keys_or_values_is_refused_before_producing(
+    change: dict[str, Any], said: str
+) -> None:
+    views = [dataclasses.replace(v, **change) if v.topic == "bookings" else v for v in CATALOGUE]
+    with pytest.raises(ProduceInputError, match=said):
+        records_for("bookings", views, [KeyedValue("c001", '{"trip": "x"}')], NOW_MS)

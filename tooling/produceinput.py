@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from runtime.produce import Record
-from schema import FieldType, View
+from schema import FieldType, KeyType, ValueFormat, View
 
 __all__ = [
     "MAX_EVENT_MS",
@@ -87,7 +87,9 @@ def records_for(
     topic: str, views: Sequence[View], keyed: Iterable[KeyedValue], now_ms: int
 ) -> list[Record]:
     """The records of `keyed` for `topic`, read by `views`; ProduceInputError (naming the
-    topic, the key and the value expected) for the first one a view would not accept."""
+    topic, the key and the value expected) for the first one a view would not accept, or
+    when the views read keys or values this command does not write."""
+    _check_writable(topic, [v for v in views if v.topic == topic])
     decoding = [
         v for v in views if v.topic == topic and (v.event_time_field is not None or v.value_fields)
     ]
@@ -101,6 +103,24 @@ def records_for(
             value = _json_object(topic, decoding, item, now_ms)
         records.append(Record(item.key, value))
     return records
+
+
+def _check_writable(topic: str, views: Sequence[View]) -> None:
+    """statefed produce writes UTF-8 string keys and JSON values: refuse a topic whose views
+    read other keys or values, whose records would all be dead letters."""
+    for view in views:
+        if view.key_type is not KeyType.STRING:
+            raise ProduceInputError(
+                f"topic {topic}: view {view.name} reads {view.key_type.value} keys, and this "
+                f"command writes string keys; produce with Kafka's "
+                f"{view.key_type.value.capitalize()} serializer instead"
+            )
+        if view.value_format is not ValueFormat.JSON:
+            raise ProduceInputError(
+                f"topic {topic}: view {view.name} reads {view.value_format.value} values of "
+                f"subject {view.subject}, and this command writes plain JSON; produce with "
+                f"that format's serializer and the Schema Registry instead"
+            )
 
 
 def _json_object(topic: str, views: Sequence[View], item: KeyedValue, now_ms: int) -> bytes:
