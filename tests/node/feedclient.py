@@ -92,10 +92,13 @@ class FeedClient:
             self.frames.append(orjson.loads(text))
 
     def applied(self, follow_id: int, topic: str) -> int:
-        """Where the follow stands in `topic`: the `applied` of its latest changes frame
-        (or the `from` of `following` before any)."""
+        """Where the follow stands in `topic`: the `applied` of its latest changes or
+        progress frame (or the `from` of `following` before any). A keyed follow gets no
+        changes frame for a batch without its keys: only a progress frame says it passed."""
         stands = [
-            f["applied"][topic] for f in self.of(follow_id, "changes") if topic in f["applied"]
+            f["applied"][topic]
+            for f in self.of(follow_id)
+            if f["type"] in ("changes", "progress") and topic in f["applied"]
         ]
         if stands:
             return int(stands[-1])
