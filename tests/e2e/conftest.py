@@ -32,7 +32,8 @@ class Cluster:
     def __init__(self, local: LocalCluster) -> None:
         self.local = local
         self.truth: Counter[str] = Counter()
-        self.http = httpx.Client(timeout=30.0)
+        # idle connections dropped before the gateway's 5 s keep-alive would close them
+        self.http = httpx.Client(timeout=30.0, limits=httpx.Limits(keepalive_expiry=2.0))
         self._max_event_ms = 0
 
     def saw_event_times(self, times_ms: Iterable[int]) -> None:

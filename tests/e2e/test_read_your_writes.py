@@ -45,7 +45,9 @@ async def _writer(client: httpx.AsyncClient, url: str, word: str) -> list[str]:
 
 
 async def _iterations(url: str, words: list[str]) -> list[str]:
-    limits = httpx.Limits(max_connections=len(words))
+    # idle connections dropped before the gateway's 5 s keep-alive closes them: reusing one
+    # the server closes at that moment fails the request with a ReadError (seen once)
+    limits = httpx.Limits(max_connections=len(words), keepalive_expiry=2.0)
     async with httpx.AsyncClient(timeout=60.0, limits=limits) as client:
         results = await asyncio.gather(*(_writer(client, url, w) for w in words))
     return [problem for problems in results for problem in problems]
