@@ -8,6 +8,7 @@ default), so records of every version read as one struct.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,14 +47,20 @@ class AvroSchemas:
     def reader(self) -> str:
         return self.writers[-1][1]
 
+    @functools.cached_property
+    def _reader_fields(self) -> list[dict[str, Any]]:
+        """The reader schema's fields, parsed once."""
+        fields: list[dict[str, Any]] = _record(self.reader)["fields"]
+        return fields
+
     def field_names(self) -> list[str]:
         """The reader schema's field names."""
-        return [field["name"] for field in _record(self.reader)["fields"]]
+        return [field["name"] for field in self._reader_fields]
 
     def is_timestamp(self, field: str) -> bool:
         """Whether `field` of the reader schema is a timestamp (decoded as a Spark
         timestamp, not a number)."""
-        (declared,) = [f["type"] for f in _record(self.reader)["fields"] if f["name"] == field]
+        (declared,) = [f["type"] for f in self._reader_fields if f["name"] == field]
         branches = declared if isinstance(declared, list) else [declared]
         return any(isinstance(b, dict) and b.get("logicalType") in _TIMESTAMPS for b in branches)
 
@@ -74,14 +81,14 @@ class AvroSchemas:
             garbled = garbled & decoded[name].isNull()
         bad_bytes = F.concat(F.lit(not_decoded(self.subject)), schema_id().cast("string"))
         return F.coalesce(
-            framing_reason(self.subject, [writer_id for writer_id, _ in self.writers]),
+            framing_reason(self.subject, self.writers),
             F.when(garbled & F.lit(self._has_required_field()), bad_bytes),
         )
 
     def _has_required_field(self) -> bool:
         """Spark's PERMISSIVE `from_avro` decodes bad bytes as a struct of nulls: that is
         told from a record only when some field cannot be null."""
-        return any(not _nullable(f["type"]) for f in _record(self.reader)["fields"])
+        return any(not _nullable(f["type"]) for f in self._reader_fields)
 
 
 def _record(schema: str) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class JsonSchemas:
             | decoded[_CORRUPT].isNotNull()
         )
         return F.coalesce(
-            framing_reason(self.subject, self._ids()),
+            framing_reason(self.subject, self.writers),
             F.when(not_object, F.lit(REASON_NOT_JSON_OBJECT)),
         )
 

@@ -34,8 +34,6 @@ REASON_EMPTY_KEY = "empty key"
 _DIGITS = "0123456789abcdef"
 _SIGN_FLIPPED = "89abcdef01234567"  # each digit XOR 8
 _ALL_FLIPPED = "fedcba9876543210"  # each digit 15 - d
-_SIZES = {KeyType.INT: 4, KeyType.LONG: 8, KeyType.DOUBLE: 8}
-_SERIALIZERS = {KeyType.INT: "Integer", KeyType.LONG: "Long", KeyType.DOUBLE: "Double"}
 
 
 # GraphQL's Float has no NaN nor infinities: such a key could be neither asked for nor
@@ -45,8 +43,10 @@ REASON_NOT_FINITE = "key is a NaN or an infinity, which GraphQL's Float cannot c
 
 def wrong_key_size(key_type: KeyType) -> str:
     """The reason of a key whose length is not its type's."""
-    size, serializer = _SIZES[key_type], _SERIALIZERS[key_type]
-    return f"key is not {size} bytes, as Kafka's {serializer}Serializer writes a {key_type.value}"
+    return (
+        f"key is not {key_type.width} bytes, as Kafka's {key_type.serializer} writes a "
+        f"{key_type.value}"
+    )
 
 
 def key_reason(key_type: KeyType) -> Column:
@@ -59,7 +59,7 @@ def key_reason(key_type: KeyType) -> Column:
             F.length(key) == 0,
             F.lit(REASON_EMPTY_KEY),
         )
-    reason = reason.when(F.length(key) != _SIZES[key_type], F.lit(wrong_key_size(key_type)))
+    reason = reason.when(F.length(key) != key_type.width, F.lit(wrong_key_size(key_type)))
     if key_type is KeyType.DOUBLE:  # every exponent bit set: an infinity or a NaN
         reason = reason.when(F.lower(F.hex(key)).rlike("^[7f]ff"), F.lit(REASON_NOT_FINITE))
     return reason

@@ -10,7 +10,7 @@ until then its records go to the dead letters, whence they can be replayed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
@@ -79,13 +79,14 @@ def payload() -> Column:
     return F.expr(f"substring(value, {_HEADER_BYTES + 1})")
 
 
-def framing_reason(subject: str, ids: Iterable[int]) -> Column:
-    """Why a non-null value is not a value of `subject` (not framed, or an id not among
-    `ids`), or null."""
+def framing_reason(subject: str, writers: Versions) -> Column:
+    """Why a non-null value is not a value of `subject` (not framed, or an id none of
+    `writers` has), or null."""
     framed = (F.length(F.col("value")) >= _HEADER_BYTES) & (
         F.hex(F.substring(F.col("value"), 1, 1)) == F.lit("00")
     )
     unknown = F.concat(F.lit(unknown_schema_id(subject)), schema_id().cast("string"))
+    ids = [writer_id for writer_id, _ in writers]
     return F.when(~framed, F.lit(REASON_NOT_WIRE_FORMAT)).when(~schema_id().isin(*ids), unknown)
 
 

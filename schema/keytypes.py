@@ -55,6 +55,16 @@ class KeyType(enum.Enum):
     DOUBLE = "double"
 
     @property
+    def serializer(self) -> str:
+        """The Java serializer that writes keys of this type: `IntegerSerializer`."""
+        return _SERIALIZERS[self]
+
+    @property
+    def width(self) -> int | None:
+        """How many bytes a key of this type is (None: a string's varies)."""
+        return _WIDTH.get(self)
+
+    @property
     def graphql_type(self) -> str:
         """The GraphQL type of a key argument or field: a long is a `Long` (a string of
         digits in JSON, as a JavaScript number cannot hold every long)."""
@@ -115,6 +125,12 @@ class KeyType(enum.Enum):
 _GRAPHQL = {KeyType.STRING: "String", KeyType.INT: "Int", KeyType.LONG: "Long"}
 _GRAPHQL[KeyType.DOUBLE] = "Float"
 _WIDTH = {KeyType.INT: 4, KeyType.LONG: 8, KeyType.DOUBLE: 8}
+_SERIALIZERS = {
+    KeyType.STRING: "StringSerializer",
+    KeyType.INT: "IntegerSerializer",
+    KeyType.LONG: "LongSerializer",
+    KeyType.DOUBLE: "DoubleSerializer",
+}
 _RANGES = {KeyType.INT: range(-(2**31), 2**31), KeyType.LONG: range(-(2**63), 2**63)}
 
 

@@ -112,8 +112,8 @@ def _check_writable(topic: str, views: Sequence[View]) -> None:
         if view.key_type is not KeyType.STRING:
             raise ProduceInputError(
                 f"topic {topic}: view {view.name} reads {view.key_type.value} keys, and this "
-                f"command writes string keys; produce with Kafka's "
-                f"{view.key_type.value.capitalize()} serializer instead"
+                f"command writes string keys; produce with Kafka's {view.key_type.serializer} "
+                f"instead"
             )
         if view.value_format is not ValueFormat.JSON:
             raise ProduceInputError(

@@ -42,11 +42,11 @@ _partition_of = functools.lru_cache(maxsize=65_536)(KeyType.partition)
 
 
 def group_keys(
-    keys: Iterable[str], count: int, view: View | None = None
+    keys: Iterable[str], count: int, view: View
 ) -> tuple[list[int], dict[int, list[str]]]:
-    """The partition of each of `keys` (of `count`; key texts of `view`, string keys when
-    None), and the keys of each partition, in the order asked."""
-    key_type = KeyType.STRING if view is None else view.key_type
+    """The partition of each of `keys` (key texts of `view`, among `count` partitions), and
+    the keys of each partition, in the order asked."""
+    key_type = view.key_type
     partitions = []
     keys_of: dict[int, list[str]] = {}
     for key in keys:
