@@ -10,21 +10,18 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any
 
+from schema.fieldtypes import ValueField
 from schema.keytypes import KeyType
 
 __all__ = [
     "CATALOGUE",
     "DEMO_DOMAIN",
     "WORD_COUNTS",
-    "FieldType",
-    "ValueField",
     "ValueFormat",
     "View",
     "ViewKind",
     "WindowSpec",
-    "scalar_value",
     "view_by_name",
 ]
 
@@ -52,45 +49,6 @@ class ValueFormat(enum.Enum):
     JSON = "json"
     AVRO = "avro"
     JSON_SCHEMA = "json_schema"
-
-
-class FieldType(enum.Enum):
-    """GraphQL scalar of a value field decoded from the event's JSON value."""
-
-    STRING = "String"
-    INT = "Int"
-    FLOAT = "Float"
-    BOOLEAN = "Boolean"
-
-
-_INT32 = range(-(2**31), 2**31)  # a GraphQL Int
-
-
-def scalar_value(field_type: FieldType, value: Any) -> Any:
-    """`value` of an event's JSON as the field's scalar, or None when it does not fit (a
-    GraphQL Int is 32-bit): what the node's fields, the gateway's cache and its
-    subscriptions all show."""
-    if field_type is FieldType.STRING:
-        return value if isinstance(value, str) else None
-    if isinstance(value, bool):
-        return value if field_type is FieldType.BOOLEAN else None
-    if field_type is FieldType.INT:
-        return value if isinstance(value, int) and value in _INT32 else None
-    if field_type is FieldType.FLOAT:
-        return float(value) if isinstance(value, int | float) else None
-    return None
-
-
-@dataclass(frozen=True)
-class ValueField:
-    """One field of the event's JSON value that a `latest` or `history` view exposes."""
-
-    name: str
-    type: FieldType = FieldType.STRING
-
-    def __post_init__(self) -> None:
-        if not _FIELD.match(self.name):
-            raise ValueError(f"value field {self.name!r} is no GraphQL field name")
 
 
 @dataclass(frozen=True)

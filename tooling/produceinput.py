@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from runtime.produce import Record
-from schema import FieldType, KeyType, ValueFormat, View
+from schema import EnumOf, FieldType, KeyType, ListOf, ValueFormat, ValueType, View
 
 __all__ = [
     "MAX_EVENT_MS",
@@ -32,12 +32,27 @@ __all__ = [
 
 # the first event time the pipeline cannot place (pipeline.records.MAX_EVENT_MS: year 10000)
 MAX_EVENT_MS = 253_402_300_800_000
-_EXAMPLES = {
+_EXAMPLES: dict[FieldType, object] = {
     FieldType.STRING: "text",
     FieldType.INT: 1,
+    FieldType.LONG: 1,
     FieldType.FLOAT: 1.5,
     FieldType.BOOLEAN: True,
+    FieldType.DECIMAL: "12.50",
+    FieldType.TIMESTAMP: 1_767_225_600_000,
+    FieldType.DATE: "2026-01-01",
 }
+
+
+def _example(value_type: ValueType) -> object:
+    """A JSON value of `value_type` the pipeline reads (schema.fieldtypes)."""
+    if isinstance(value_type, FieldType):
+        return _EXAMPLES[value_type]
+    if isinstance(value_type, EnumOf):
+        return value_type.symbols[0]
+    if isinstance(value_type, ListOf):
+        return [_example(value_type.item)]
+    return {f.in_value: _example(f.type) for f in value_type.fields}
 
 
 class ProduceInputError(ValueError):
@@ -153,7 +168,7 @@ def _whole_ms(moment: Any) -> bool:
 def _expected(views: Sequence[View]) -> str:
     """What the views of a topic need of a value, with a --value that fits."""
     names = ", ".join(v.name for v in views)
-    fields = {f.name: _EXAMPLES[f.type] for v in views for f in v.value_fields}
+    fields = {f.in_value: _example(f.type) for v in views for f in v.value_fields}
     times = sorted({v.event_time_field for v in views if v.event_time_field is not None})
     parts = [f"value fields {', '.join(fields)}"] if fields else []
     parts += [f"event time {t!r} in ms since the epoch, now when left out" for t in times]

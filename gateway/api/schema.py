@@ -26,9 +26,9 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
 from gateway.api.fields import Entity, cluster_field, produce_field, resolve_entities
-from gateway.api.fields.keys import LONG_SCALAR, Long
 from gateway.api.kinds import kind_of
 from gateway.api.responses import is_server_fault
+from runtime.valuetypes import SCALAR_MAP
 from schema import CATALOGUE, View
 
 __all__ = ["build_schema", "entities_of", "print_sdl"]
@@ -87,7 +87,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             lambda: ParserCache(maxsize=_CACHE_SIZE),
             lambda: ValidationCache(maxsize=_CACHE_SIZE),
         ],
-        config=StrawberryConfig(scalar_map={Long: LONG_SCALAR}),
+        config=StrawberryConfig(scalar_map=dict(SCALAR_MAP)),
     )
     _federation_fields_last(schema._schema.query_type)
     return schema

@@ -25,7 +25,7 @@ from gateway.model.inputs import TimeRange
 from gateway.model.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
 from gateway.model.scans import ScanSlice
 from gateway.model.timestamps import floor_ms, from_ms, iso, iso_ms, parse_utc
-from schema import FieldType, View
+from schema import FieldType, ListOf, RecordOf, ValueType, View, field_value, type_text
 
 __all__ = [
     "NodeDocuments",
@@ -51,19 +51,13 @@ __all__ = [
 
 R = TypeVar("R")
 
-_SCALARS: Mapping[FieldType, Callable[[Any], bool]] = {
-    FieldType.STRING: lambda v: isinstance(v, str),
-    FieldType.INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    FieldType.FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    FieldType.BOOLEAN: lambda v: isinstance(v, bool),
-}
-# the Python types of the values of a packed column of each scalar (None: a missing value)
+# the JSON types of the values of a packed column of each scalar (None: a missing value);
+# a Long, a Decimal, a DateTime and a Date are written as text (schema.fieldtypes)
 _STR, _INT, _NONE = frozenset({str}), frozenset({int}), type(None)
-_COLUMN_TYPES: Mapping[FieldType, frozenset[type]] = {
-    FieldType.STRING: frozenset({str, _NONE}),
-    FieldType.INT: frozenset({int, _NONE}),
-    FieldType.FLOAT: frozenset({int, float, _NONE}),
-    FieldType.BOOLEAN: frozenset({bool, _NONE}),
+_SCALAR_COLUMNS: Mapping[FieldType, type | tuple[type, ...]] = {
+    FieldType.INT: int,
+    FieldType.FLOAT: (int, float),
+    FieldType.BOOLEAN: bool,
 }
 # the ms since the epoch a datetime can hold (years 1 to 9999)
 _MS_RANGE = (floor_ms(datetime.min.replace(tzinfo=UTC)), floor_ms(datetime.max.replace(tzinfo=UTC)))
@@ -381,10 +375,10 @@ def event_columns(view: View) -> ScanColumns:
     names = tuple(f.name for f in view.value_fields)
 
     def build(key: str, event_ms: int, *values: Any) -> Event:
-        return Event(key, from_ms(event_ms), dict(zip(names, values, strict=True)))
+        return Event(key, from_ms(event_ms), _values(view, values))
 
     values = [f"v{index}" for index in range(len(names))]
-    types = [_COLUMN_TYPES[f.type] for f in view.value_fields]
+    types = [_column_types(f.type) for f in view.value_fields]
     return ScanColumns(("k", "t", *values), (_STR, _INT, *types), build, frozenset("t"))
 
 
@@ -396,21 +390,46 @@ def window_selection(view: View) -> str:
     return f"{{k:{view.key_field} s:start e:end c:count}}"
 
 
+def _column_types(value_type: ValueType) -> frozenset[type]:
+    """The JSON types a node writes values of `value_type` with (or null)."""
+    if isinstance(value_type, FieldType):
+        found = _SCALAR_COLUMNS.get(value_type, str)
+        return frozenset({*(found if isinstance(found, tuple) else (found,)), _NONE})
+    if isinstance(value_type, ListOf):
+        return frozenset({list, _NONE})
+    return frozenset({dict if isinstance(value_type, RecordOf) else str, _NONE})
+
+
+def _values(view: View, values: Sequence[Any]) -> dict[str, Any]:
+    """The value fields of a node's event, as GraphQL shows them; ValueError naming a
+    field whose value is none of its type."""
+    shown = {}
+    for spec, value in zip(view.value_fields, values, strict=True):
+        shown[spec.name] = field_value(spec.type, value)
+        if value is not None and shown[spec.name] is None:
+            raise ValueError(f"{spec.name} is no {type_text(spec.type)}: {value!r}")
+    return shown
+
+
+def _selection(value_type: ValueType) -> str:
+    """The selection set a field of `value_type` needs: all of a record's fields."""
+    if isinstance(value_type, ListOf):
+        return _selection(value_type.item)
+    if isinstance(value_type, RecordOf):
+        return "{" + " ".join(f.name + _selection(f.type) for f in value_type.fields) + "}"
+    return ""
+
+
 def event_selection(view: View) -> str:
-    values = [f"v{i}:{f.name}" for i, f in enumerate(view.value_fields)]
+    values = [f"v{i}:{f.name}{_selection(f.type)}" for i, f in enumerate(view.value_fields)]
     return "{" + " ".join([f"k:{view.key_field}", "t:eventTime", *values]) + "}"
 
 
 def read_event(view: View, item: Any) -> Event:
     """An entry of `event_selection(view)`."""
     doc = _object(item)
-    values = {}
-    for index, spec in enumerate(view.value_fields):
-        value = doc.get(f"v{index}")
-        if value is not None and not _SCALARS[spec.type](value):
-            raise ValueError(f"{spec.name} is no {spec.type.value}: {value!r}")
-        values[spec.name] = value
-    return Event(_key(doc), _time(doc, "t"), values)
+    values = [doc.get(f"v{index}") for index in range(len(view.value_fields))]
+    return Event(_key(doc), _time(doc, "t"), _values(view, values))
 
 
 def _list(data: Any) -> list[Any]:

@@ -31,7 +31,7 @@ from gateway.nodes.documents import (
     window_selection,
     windows_document,
 )
-from schema import View, ViewKind, scalar_value
+from schema import View, ViewKind, field_value
 
 __all__ = ["KINDS", "ReadKind", "cacheable", "kind_of", "to_row", "view_queries"]
 
@@ -92,7 +92,7 @@ def _latest_row(view: View, key: str, row: Mapping[str, Any]) -> Event:
     fields = row.get("fields")
     fields = fields if isinstance(fields, dict) else {}
     values = {
-        spec.name: scalar_value(spec.type, fields.get(spec.name)) for spec in view.value_fields
+        spec.name: field_value(spec.type, fields.get(spec.name)) for spec in view.value_fields
     }
     return Event(key, from_ms(int(row["event_ms"])), values)
 

@@ -20,6 +20,7 @@ import strawberry.federation
 from graphql import GraphQLError
 from strawberry.extensions import ParserCache, SchemaExtension, ValidationCache
 from strawberry.federation.schema import FederationAny
+from strawberry.schema.config import StrawberryConfig
 from strawberry.types import ExecutionContext
 from strawberry.types.field import StrawberryField
 from strawberry.utils.logging import StrawberryLogger
@@ -29,6 +30,7 @@ from node.subgraph.fields import Entity, ReadContext, resolve_entities
 from node.subgraph.fields.common import MAX_KEYS, MAX_TOP_LIMIT
 from node.subgraph.fields.history import MAX_PAGE_SIZE
 from node.subgraph.kinds import kind_of
+from runtime.valuetypes import SCALAR_MAP
 from schema import CATALOGUE, View
 
 __all__ = [
@@ -106,6 +108,7 @@ def build_subgraph(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             lambda: ValidationCache(maxsize=_DOCUMENT_CACHE_SIZE),
             _MarkExecuted,
         ],
+        config=StrawberryConfig(scalar_map=dict(SCALAR_MAP)),
     )
 
 

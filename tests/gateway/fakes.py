@@ -44,15 +44,18 @@ from schema import (
     MAX_UINT,
     WORD_COUNTS,
     EventRow,
+    FieldType,
     MemberRecord,
     NodeState,
     PartitionStatus,
     Role,
+    ValueType,
     View,
     ViewKind,
+    field_value,
     pack,
     partition_for,
-    scalar_value,
+    wire_value,
 )
 from tooling.broker import free_port
 from tooling.processes import wait_until
@@ -86,7 +89,9 @@ def _columns(view: View, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     if view.kind in (ViewKind.LATEST, ViewKind.HISTORY):
         packed["t"] = [to_ms(r["eventTime"]) for r in rows]
         for index, spec in enumerate(view.value_fields):
-            packed[f"v{index}"] = [scalar_value(spec.type, r[spec.name]) for r in rows]
+            packed[f"v{index}"] = [
+                wire_value(spec.type, field_value(spec.type, r[spec.name])) for r in rows
+            ]
     else:
         packed["c"] = [r["count"] for r in rows]
     return packed
@@ -130,8 +135,14 @@ def _scan_sdl(view: View) -> tuple[str, str]:
     )
 
 
+def _scalar(value_type: ValueType) -> str:
+    if not isinstance(value_type, FieldType):
+        raise NotImplementedError(f"the fake subgraph has scalar value fields only: {value_type}")
+    return value_type.value
+
+
 def _event_type(view: View, name: str) -> str:
-    values = " ".join(f"{f.name}: {f.type.value}" for f in view.value_fields)
+    values = " ".join(f"{f.name}: {_scalar(f.type)}" for f in view.value_fields)
     return f"type {name} {{ {view.key_field}: String!  {values}  eventTime: DateTime! }}\n"
 
 

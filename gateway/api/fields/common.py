@@ -19,11 +19,11 @@ from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.model.errors import BadRequestError, ForbiddenError, RoutingError
 from gateway.model.rows import Event, Row
 from gateway.reads.protocol import KeyRead, ReadOptions
-from schema import FieldType, View
+from runtime.valuetypes import annotation
+from schema import View
 
 __all__ = [
     "EVENT_TIME",
-    "SCALARS",
     "AtLeast",
     "Entity",
     "FieldSpec",
@@ -49,13 +49,6 @@ __all__ = [
 EVENT_TIME = "eventTime"
 
 FieldSpec = tuple[str, Any, str | None]  # GraphQL name, annotation, description
-
-SCALARS: Mapping[FieldType, type] = {
-    FieldType.STRING: str,
-    FieldType.INT: int,
-    FieldType.FLOAT: float,
-    FieldType.BOOLEAN: bool,
-}
 
 
 @dataclass(frozen=True)
@@ -187,8 +180,8 @@ def object_type(
     if len(set(names)) != len(names):
         raise ValueError(f"view {view.name}: type {name} would repeat a field: {names}")
     namespace: dict[str, Any] = {"__annotations__": {}}
-    for field_name, annotation, field_description in fields:
-        namespace["__annotations__"][_attribute(field_name)] = annotation
+    for field_name, field_annotation, field_description in fields:
+        namespace["__annotations__"][_attribute(field_name)] = field_annotation
         namespace[_attribute(field_name)] = strawberry.field(
             name=field_name, description=field_description
         )
@@ -205,7 +198,7 @@ def make(object_class: Any, values: Mapping[str, Any]) -> Any:
 def event_type(view: View, name: str, description: str, directives: Sequence[object] = ()) -> Any:
     """The type of one event of a latest or history view: key, value fields, event time."""
     fields: list[FieldSpec] = [(view.key_field, key_annotation(view), None)]
-    fields.extend((f.name, SCALARS[f.type] | None, None) for f in view.value_fields)
+    fields.extend((f.name, annotation(f.type) | None, None) for f in view.value_fields)
     fields.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
     return object_type(view, name, description, fields, directives)
 

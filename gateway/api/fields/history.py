@@ -16,7 +16,6 @@ import strawberry
 
 from gateway.api.fields.common import (
     EVENT_TIME,
-    SCALARS,
     AtLeast,
     FieldSpec,
     MaxLag,
@@ -42,6 +41,7 @@ from gateway.api.fields.scan import scan_field
 from gateway.api.request import RequestContext
 from gateway.model.inputs import MAX_PAGE_SIZE
 from gateway.model.rows import Page
+from runtime.valuetypes import annotation
 from schema import View
 
 __all__ = ["history_fields"]
@@ -111,7 +111,7 @@ def history_fields(view: View) -> ViewFields:
         record_key_read(context, info, view, read)
         return to_type(read.value or Page.empty())
 
-    values: list[FieldSpec] = [(f.name, SCALARS[f.type] | None, None) for f in view.value_fields]
+    values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.value_fields]
     values.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
     updates = KeySubscription(
         view,

@@ -8,41 +8,14 @@ every 64-bit integer; as an argument it is taken as an Int or as such a string.
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
-import re
 from collections.abc import Sequence
-from typing import Any, NewType
-
-import strawberry
+from typing import Any
 
 from gateway.model.errors import BadRequestError
+from runtime.valuetypes import LONG_SCALAR, Long, parse_long
 from schema import KeyType, View
 
 __all__ = ["LONG_SCALAR", "Long", "key_annotation", "key_texts", "key_value", "representation_key"]
-
-_DIGITS = re.compile(r"^-?[0-9]{1,19}$")
-_LONGS = range(-(2**63), 2**63)
-
-
-def _parse_long(value: Any) -> int:
-    """An Int, or a string of decimal digits, within 64 bits."""
-    if isinstance(value, str) and _DIGITS.match(value):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value not in _LONGS:
-        raise ValueError(f"a Long is a 64-bit integer (an Int or a string of digits): {value!r}")
-    return value
-
-
-Long = NewType("Long", int)
-# the schema's StrawberryConfig maps Long to this scalar (gateway.api.schema)
-LONG_SCALAR = strawberry.scalar(
-    name="Long",
-    description=(
-        "A 64-bit integer, written as a string of decimal digits (a JavaScript number cannot "
-        "hold every one); given as an Int or as such a string."
-    ),
-    serialize=str,
-    parse_value=_parse_long,
-)
 
 _ANNOTATIONS: dict[KeyType, Any] = {
     KeyType.STRING: str,
@@ -80,7 +53,7 @@ def representation_key(view: View, value: Any) -> str | None:
         return value if isinstance(value, str) and value else None
     try:
         if view.key_type is KeyType.LONG:
-            value = _parse_long(value)
+            value = parse_long(value)
         return view.key_type.text(value)
     except ValueError:
         return None

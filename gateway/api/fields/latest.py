@@ -16,7 +16,6 @@ from typing import Any
 
 from gateway.api.fields.common import (
     EVENT_TIME,
-    SCALARS,
     Entity,
     FieldSpec,
     ViewFields,
@@ -34,6 +33,7 @@ from gateway.api.fields.live import (
 from gateway.api.fields.lookup import lookup_fields
 from gateway.api.fields.scan import scan_field
 from gateway.model.rows import Event, Row
+from runtime.valuetypes import annotation
 from schema import View
 
 __all__ = ["latest_fields"]
@@ -63,7 +63,7 @@ def latest_fields(view: View) -> ViewFields:
         f"The newest events of several {view.keys_arg}, in the order asked; null if unknown.",
     )
     fields.update(scan_field(view, latest_type, to_type))
-    values: list[FieldSpec] = [(f.name, SCALARS[f.type] | None, None) for f in view.value_fields]
+    values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.value_fields]
     values.append((EVENT_TIME, datetime | None, "When the event happened; null: no event."))
     updates = KeySubscription(
         view,

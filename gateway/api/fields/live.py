@@ -41,7 +41,7 @@ from gateway.reads.protocol import ReadOptions
 from gateway.subscriptions.tokens import ResumeToken
 from gateway.subscriptions.top import TopUpdate, top_updates
 from gateway.subscriptions.updates import KeyUpdate, key_updates
-from schema import View, scalar_value
+from schema import View, field_value
 
 __all__ = [
     "After",
@@ -136,7 +136,7 @@ def event_values_of(view: View, row: Mapping[str, Any] | None) -> dict[str, Any]
     values = {}
     for spec in view.value_fields:
         value = fields.get(spec.name) if isinstance(fields, dict) else None
-        values[spec.name] = scalar_value(spec.type, value)
+        values[spec.name] = field_value(spec.type, value)
     event_ms = row.get("event_ms") if row is not None else None
     values["eventTime"] = from_ms(event_ms) if isinstance(event_ms, int) else None
     return values

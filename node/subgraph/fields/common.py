@@ -14,7 +14,7 @@ from strawberry.types.field import StrawberryField
 from node.errors import BadRequestError
 from node.storage.store import PartitionStore
 from node.subgraph.fields.context import ReadContext
-from schema import FieldType, Role, View
+from schema import Role, View
 
 __all__ = [
     "MAX_KEYS",
@@ -28,7 +28,6 @@ __all__ = [
     "read_key",
     "read_keys",
     "read_partitions",
-    "scalar_type",
 ]
 
 MAX_TOP_LIMIT = 10_000
@@ -156,16 +155,3 @@ def read_partitions(
         if found is not None:
             results.append(found[0])
     return results
-
-
-_SCALARS: dict[FieldType, type] = {
-    FieldType.STRING: str,
-    FieldType.INT: int,
-    FieldType.FLOAT: float,
-    FieldType.BOOLEAN: bool,
-}
-
-
-def scalar_type(field_type: FieldType) -> type:
-    """The Python type strawberry maps to the value field's GraphQL scalar."""
-    return _SCALARS[field_type]

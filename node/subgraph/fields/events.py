@@ -2,7 +2,7 @@
 `type LastBooking { customer: String!  trip: String  eventTime: DateTime! }`.
 
 Value fields are nullable: a field missing from the event, or whose value does not fit
-its scalar, is null.
+its type, is null (schema.fieldtypes).
 """
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
@@ -14,9 +14,9 @@ from typing import Any
 import strawberry
 
 from node.errors import NodeError
-from node.subgraph.fields.common import scalar_type
 from node.times import from_ms
-from schema import EventRow, View, scalar_value
+from runtime.valuetypes import annotation
+from schema import EventRow, View, field_value
 
 __all__ = ["EVENT_TIME_FIELD", "event_type"]
 
@@ -35,7 +35,7 @@ def event_type(
     annotations: dict[str, Any] = {"key": str}
     namespace: dict[str, Any] = {"key": strawberry.field(name=view.key_field)}
     for index, value_field in enumerate(view.value_fields):
-        annotations[f"v{index}"] = scalar_type(value_field.type) | None
+        annotations[f"v{index}"] = annotation(value_field.type) | None
         namespace[f"v{index}"] = strawberry.field(name=value_field.name)
     annotations["event_time"] = datetime
     namespace["event_time"] = strawberry.field(name=EVENT_TIME_FIELD)
@@ -46,7 +46,7 @@ def event_type(
 
     def to_type(row: EventRow) -> Any:
         values = {
-            f"v{index}": scalar_value(value_field.type, row.fields.get(value_field.name))
+            f"v{index}": field_value(value_field.type, row.fields.get(value_field.name))
             for index, value_field in enumerate(view.value_fields)
         }
         return row_type(key=row.key, event_time=from_ms(row.event_ms), **values)

@@ -39,7 +39,7 @@ from node.storage.store import PartitionStore
 from node.subgraph.fields.common import given, query_field, read_each
 from node.subgraph.fields.context import ReadContext, context_of
 from node.times import time_range
-from schema import CountRow, EventRow, View, WindowRow, scalar_value
+from schema import CountRow, EventRow, View, WindowRow, field_value, wire_value
 
 __all__ = [
     "MAX_SLICE_ROWS",
@@ -129,7 +129,9 @@ def event_columns(view: View) -> Columns:
         }
         for index, spec in enumerate(view.value_fields):
             name, kind = spec.name, spec.type
-            packed[f"v{index}"] = [scalar_value(kind, r.fields.get(name)) for r in rows]
+            packed[f"v{index}"] = [
+                wire_value(kind, field_value(kind, r.fields.get(name))) for r in rows
+            ]
         return packed
 
     return columns
