@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from pipeline.errors import SourceError
+from pipeline.shapes import Shape, avro_shape
 from pipeline.wire import Versions, framing_reason, payload, registered_versions, schema_id
 
 __all__ = ["AvroSchemas", "not_decoded"]
@@ -56,6 +57,15 @@ class AvroSchemas:
     def field_names(self) -> list[str]:
         """The reader schema's field names."""
         return [field["name"] for field in self._reader_fields]
+
+    def shape(self) -> Shape:
+        """The structure of the reader schema."""
+        return avro_shape(_record(self.reader))
+
+    @property
+    def fields_as_text(self) -> bool:
+        """Never: from_avro decodes Spark types (structs, arrays, timestamps)."""
+        return False
 
     def is_timestamp(self, field: str) -> bool:
         """Whether `field` of the reader schema is a timestamp (decoded as a Spark

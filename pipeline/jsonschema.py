@@ -17,6 +17,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline.errors import SourceError
+from pipeline.shapes import Shape, json_schema_shape
 from pipeline.wire import Versions, framing_reason, payload, registered_versions, schema_id
 
 __all__ = ["REASON_NOT_JSON_OBJECT", "JsonSchemas"]
@@ -48,6 +49,15 @@ class JsonSchemas:
                 f"properties: {self.writers[-1][1][:200]}"
             )
         return list(properties)
+
+    def shape(self) -> Shape:
+        """The structure of the newest schema."""
+        return json_schema_shape(json.loads(self.writers[-1][1]))
+
+    @property
+    def fields_as_text(self) -> bool:
+        """Always: each field is read as its JSON text, as plain JSON's are."""
+        return True
 
     def is_timestamp(self, field: str) -> bool:
         """Never: a JSON event time is a number of ms, read as plain JSON's is."""

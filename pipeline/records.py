@@ -15,7 +15,7 @@ reads values skips it, and a view that ignores values counts it as any record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -23,8 +23,9 @@ from pyspark.sql import functions as F
 
 from pipeline.errors import SourceError
 from pipeline.keys import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY, key_reason, key_text
+from pipeline.shapes import mismatches
 from pipeline.wire import RegisteredSchemas
-from schema import FieldType, KeyType, ValueField, View
+from schema import EnumOf, FieldType, KeyType, ListOf, RecordOf, ValueField, ValueType, View
 
 __all__ = [
     "MAX_EVENT_MS",
@@ -48,11 +49,20 @@ REASON_BAD_VALUE = "value is not a JSON object"
 MAX_EVENT_MS = 253_402_300_800_000
 
 _CORRUPT = "_corrupt_record"  # never a value field: those start with a lowercase letter
-_SPARK_TYPES = {
-    FieldType.STRING: "string",
-    FieldType.INT: "bigint",
-    FieldType.FLOAT: "double",
-    FieldType.BOOLEAN: "boolean",
+# each scalar from its text (a JSON field's, or an Avro value cast to string) to the form
+# the changelog stores (schema.fieldtypes): a value that does not fit becomes null, or
+# text that `field_value` shows as null
+_STORED_SCALARS: dict[FieldType, Callable[[Column], Column]] = {
+    FieldType.STRING: lambda text: text,
+    FieldType.INT: lambda text: text.try_cast("bigint"),
+    FieldType.LONG: lambda text: text.try_cast("bigint"),
+    FieldType.FLOAT: lambda text: text.try_cast("double"),
+    FieldType.BOOLEAN: lambda text: text.try_cast("boolean"),
+    FieldType.DECIMAL: lambda text: text,
+    FieldType.TIMESTAMP: lambda text: F.coalesce(
+        text.try_cast("bigint"), F.unix_millis(text.try_cast("timestamp"))
+    ),
+    FieldType.DATE: lambda text: text.try_cast("date").cast("string"),
 }
 
 
@@ -86,7 +96,8 @@ class Decoding:
         tombstones: bool = False,
     ) -> Decoding:
         """The decoding of `view`; SourceError naming the view, the field and the subject
-        when the newest schema lacks a field the view reads."""
+        when the newest schema lacks a field the view reads, or has a field of another
+        structure (`pipeline.shapes`)."""
         decoding = cls(
             view.event_time_field, view.value_fields, registered, tombstones, view.key_type
         )
@@ -99,6 +110,13 @@ class Decoding:
                     f"of subject {registered.subject!r} does not have (its fields: {names}): "
                     f"fix the view's value_fields or event_time_field"
                 )
+            unfit = mismatches(view.value_fields, registered.shape())
+            if unfit:
+                raise SourceError(
+                    f"view {view.name}: the newest schema of subject {registered.subject!r} "
+                    f"does not fit its value fields: {'; '.join(unfit)}: fix the view's "
+                    f"value_fields (a record for a record, a ListOf for an array)"
+                )
         return decoding
 
     @property
@@ -108,7 +126,8 @@ class Decoding:
 
     def read_fields(self) -> list[str]:
         """The value fields it reads: the event time's, then `value_fields`."""
-        return list(dict.fromkeys([*self._time_fields(), *(f.name for f in self.value_fields)]))
+        names = [*self._time_fields(), *(f.in_value for f in self.value_fields)]
+        return list(dict.fromkeys(names))
 
     def json_schema(self) -> str:
         """Every field read as a string (a JSON number or object as its text), typed later,
@@ -183,13 +202,43 @@ def reject_reason(decoding: Decoding, parsed: Column) -> Column:
     return F.coalesce(key_reason(decoding.key_type), of_value)
 
 
+def _text_schema(value_type: ValueType) -> str:
+    """The from_json schema that reads a JSON value of `value_type` with every scalar as
+    text, typed later by `_stored` (a scalar of an unexpected type is null, not corrupt)."""
+    if isinstance(value_type, ListOf):
+        return f"array<{_text_schema(value_type.item)}>"
+    if isinstance(value_type, RecordOf):
+        fields = (f"`{f.in_value}`: {_text_schema(f.type)}" for f in value_type.fields)
+        return f"struct<{', '.join(fields)}>"
+    return "string"
+
+
+def _stored(value: Column, value_type: ValueType) -> Column:
+    """`value` (decoded from JSON text or Avro) in the form the changelog stores."""
+    if isinstance(value_type, FieldType):
+        return _STORED_SCALARS[value_type](value.cast("string"))
+    if isinstance(value_type, EnumOf):
+        return value.cast("string")
+    if isinstance(value_type, ListOf):
+        return F.transform(value, lambda item: _stored(item, value_type.item))
+    fields = (_stored(value[f.in_value], f.type).alias(f.name) for f in value_type.fields)
+    return F.when(value.isNotNull(), F.struct(*fields))
+
+
+def _field(decoding: Decoding, parsed: Column, value_field: ValueField) -> Column:
+    """One value field, stored: a JSON value's nested fields are parsed from its text."""
+    value = parsed[value_field.in_value]
+    as_text = decoding.registered is None or decoding.registered.fields_as_text
+    if as_text and isinstance(value_field.type, ListOf):
+        value = F.from_json(value, _text_schema(value_field.type))
+    if as_text and isinstance(value_field.type, RecordOf):  # from_json makes a struct of
+        parsed_record = F.from_json(value, _text_schema(value_field.type))  # nulls of "5"
+        value = F.when(F.ltrim(value).startswith("{"), parsed_record)
+    return _stored(value, value_field.type).alias(value_field.name)
+
+
 def _fields(decoding: Decoding, parsed: Column) -> Column:
-    return F.struct(
-        *(
-            parsed[f.name].try_cast(_SPARK_TYPES[f.type]).alias(f.name)
-            for f in decoding.value_fields
-        )
-    )
+    return F.struct(*(_field(decoding, parsed, f) for f in decoding.value_fields))
 
 
 def _parsed(raw: DataFrame, columns: dict[str, Column]) -> DataFrame:

@@ -18,6 +18,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from pipeline.errors import SourceError
+from pipeline.shapes import Shape
 
 __all__ = [
     "REASON_NOT_WIRE_FORMAT",
@@ -51,8 +52,17 @@ class RegisteredSchemas(Protocol):
         """The fields of the newest schema."""
         ...
 
+    def shape(self) -> Shape:
+        """The structure of the newest schema (a record)."""
+        ...
+
     def is_timestamp(self, field: str) -> bool:
         """Whether `field` decodes as a Spark timestamp rather than a number."""
+        ...
+
+    @property
+    def fields_as_text(self) -> bool:
+        """Whether each field decodes as its JSON text (else as Spark types: Avro)."""
         ...
 
     def decoded(self, fields: Sequence[str]) -> Column:

@@ -23,7 +23,7 @@ from pipeline.records import (
     missing_event_time,
     rejected_records,
 )
-from schema import FieldType, ValueField
+from schema import EnumOf, FieldType, ListOf, RecordOf, ValueField
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
@@ -143,3 +143,59 @@ def test_a_topic_read_two_ways_rejects_what_either_view_cannot_use(spark: SparkS
         assert [r["reason"] for r in rows] == [reason]
     # a view on the Kafka timestamp ignores the value
     assert keyed_events(no_json, kafka_time).count() == 1
+
+
+ADDRESS = RecordOf("Address", (ValueField("city"), ValueField("zipCode", source="zip_code")))
+SHAPES = Decoding(
+    value_fields=(
+        ValueField("big", FieldType.LONG),
+        ValueField("price", FieldType.DECIMAL),
+        ValueField("at", FieldType.TIMESTAMP),
+        ValueField("day", FieldType.DATE),
+        ValueField("status", EnumOf("Status", ("PAID", "OPEN"))),
+        ValueField("tags", ListOf(FieldType.STRING)),
+        ValueField("address", ADDRESS),
+        ValueField("stops", ListOf(ADDRESS)),
+        ValueField("orderId", FieldType.INT, source="order_id"),
+    )
+)
+
+
+def test_nested_and_logical_types_are_stored_as_the_changelog_keeps_them(
+    spark: SparkSession,
+) -> None:
+    raw = _valued(
+        spark,
+        b'{"big": 9007199254740993, "price": 12.50, "at": "2026-01-02T03:04:05.678Z",'
+        b' "day": "2026-01-02", "status": "PAID", "tags": ["a", null, 3],'
+        b' "address": {"city": "Lisbon", "zip_code": "1100"},'
+        b' "stops": [{"city": "Porto"}, null], "order_id": 7}',
+        b'{"at": 1767225600000, "price": "0.1000000000000000055511151231257827",'
+        b' "tags": "no list", "address": 5,'
+        b' "stops": [], "order_id": 3000000000}',
+    )
+    events = [e.asDict(recursive=True) for e in keyed_events(raw, SHAPES).collect()]
+    assert [e["fields"] for e in events] == [
+        {
+            "big": 9_007_199_254_740_993,
+            "price": "12.5",  # a JSON number: read as a double is
+            "at": 1_767_323_045_678,
+            "day": "2026-01-02",
+            "status": "PAID",
+            "tags": ["a", None, "3"],
+            "address": {"city": "Lisbon", "zipCode": "1100"},
+            "stops": [{"city": "Porto", "zipCode": None}, None],
+            "orderId": 7,
+        },
+        {
+            "big": None,
+            "price": "0.1000000000000000055511151231257827",  # text: every digit kept
+            "at": 1_767_225_600_000,
+            "day": None,
+            "status": None,
+            "tags": None,
+            "address": None,
+            "stops": [],
+            "orderId": 3_000_000_000,  # stored; shown as null: no GraphQL Int (field_value)
+        },
+    ]
