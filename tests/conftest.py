@@ -20,6 +20,7 @@ _TESTS = Path(__file__).parent
 # tier of each folder below tests/ (and of files directly in it) that is not `unit`
 _FOLDER_TIERS: dict[str, str] = {
     "chaos": "chaos",
+    "conformance": "cluster",
     "differential": "cluster",
     "e2e": "cluster",
     "kafka_tls": "cluster",
