@@ -132,8 +132,8 @@ class Terminal:
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(10)
+            try:  # a deadline, not a goal: the suite runs it beside whole systems
+                self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)

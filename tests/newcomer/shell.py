@@ -5,20 +5,37 @@ newcomer would (Ctrl-C to the group), then SIGKILL at the deadline."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import signal
 import subprocess
+import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from tooling.processes import wait_until
 
-__all__ = ["Block", "Output", "readme_blocks", "start", "stop"]
+__all__ = ["Block", "Output", "demo_places", "readme_blocks", "start", "stop"]
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
+# held while a demo runs: every demo serves the same fixed places (port 8100, Kafka on
+# 9092), and the tests run beside others, one of which may be the other newcomer test
+_PLACES_LOCK = Path(tempfile.gettempdir()) / "statefed-demo-places.lock"
+
+
+@contextlib.contextmanager
+def demo_places() -> Iterator[None]:
+    """The demo's fixed places for the caller alone (a lock across processes)."""
+    with _PLACES_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.newcomer.shell import Output, readme_blocks, start, stop
+from tests.newcomer.shell import Output, demo_places, readme_blocks, start, stop
 from tooling.processes import wait_until
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
 
 BIN = Path(sys.executable).parent  # the virtualenv's, as `source .venv/bin/activate` gives
 START_S = 480.0  # the demo: broker, Spark pipeline, nodes, gateway
@@ -64,7 +64,7 @@ def test_init_then_the_steps_it_gives_serve_a_view_of_your_own(tmp_path: Path) -
     assert again.returncode == 1 and "overwrites nothing" in again.stderr, again.stderr
 
     run, produce, ask = (b.text for b in readme_blocks((project / "README.md").read_text()))
-    with start(["bash", "-c", run], project, BIN) as demo:
+    with demo_places(), start(["bash", "-c", run], project, BIN) as demo:
         assert demo.stdout is not None
         output = Output(demo.stdout)
         try:

@@ -33,10 +33,10 @@ import httpx
 import pytest
 from graphql import OperationDefinitionNode, OperationType, parse
 
-from tests.newcomer.shell import Block, Output, readme_blocks, start, stop
+from tests.newcomer.shell import Block, Output, demo_places, readme_blocks, start, stop
 from tooling.processes import wait_until
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -136,7 +136,7 @@ def _printed_url(process: subprocess.Popen[str], output: Output) -> str | None:
 @pytest.fixture(scope="module")
 def demo() -> Iterator[str]:
     """`make demo`, running until the module's tests are done; the URL it printed."""
-    with start(["make", "demo"], ROOT) as process:
+    with demo_places(), start(["make", "demo"], ROOT) as process:
         assert process.stdout is not None
         output = Output(process.stdout)
         try:
