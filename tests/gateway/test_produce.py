@@ -1,16 +1,19 @@
 """The produce mutation's refusals, which never reach Kafka: switched off, a topic no view
-reads, an empty key, a value that is no JSON object. (Writes themselves are shown on the
+reads, an empty key, a value that is no JSON object, a topic read with typed keys or registry
+values. (Writes themselves are shown on the
 real broker in tests/e2e/test_read_your_writes.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
 from gateway.config import GatewayConfig
-from tests.gateway.fakes import FakeNode, Model, codes, post_query, running_gateway
+from schema import KeyType, ValueFormat
+from tests.gateway.fakes import WORDS, FakeNode, Model, codes, post_query, running_gateway
 
 P = 2
 PRODUCE = """mutation($t: String!, $k: String!, $v: JSON) {
@@ -46,3 +49,22 @@ def test_a_write_no_view_could_read_is_refused(variables: dict[str, Any], proble
     body = produce(GatewayConfig(produce=True), **variables)
     assert codes(body) == ["BAD_USER_INPUT"]
     assert problem in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"key_type": KeyType.LONG}, {"value_format": ValueFormat.AVRO}],
+    ids=["long keys", "avro values"],
+)
+def test_a_topic_read_with_typed_keys_or_registry_values_is_refused(change: dict[str, Any]) -> None:
+    view = dataclasses.replace(WORDS, **change)
+    node = FakeNode("n1", Model.of_counts({}), range(P), P)
+
+    async def scenario() -> dict[str, Any]:
+        config = GatewayConfig(produce=True)
+        async with running_gateway([node], P, config=config, catalogue=(view,)) as http:
+            return (await post_query(http, PRODUCE, {"t": "words", "k": "1"}))[1]
+
+    body = asyncio.run(scenario())
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert "writes string keys and JSON values only" in body["errors"][0]["message"]

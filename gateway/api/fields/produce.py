@@ -22,7 +22,7 @@ from gateway.model import inputs
 from gateway.model.errors import BadRequestError, ProduceDisabledError
 from gateway.model.timestamps import floor_ms
 from gateway.writes.policy import check_event_time
-from schema import View
+from schema import KeyType, ValueFormat, View
 
 __all__ = ["Produced", "produce_field"]
 
@@ -63,6 +63,7 @@ def produce_field(catalogue: Iterable[View]) -> Any:
             raise BadRequestError(
                 "produce", f"no view reads topic {topic!r}; topics: {', '.join(sorted(readers))}"
             )
+        _check_writable(topic, views)
         config = context.config
         inputs.check_keys(views[0], [key], 1, config.max_key_bytes)
         now = context.clock()
@@ -82,6 +83,19 @@ def produce_field(catalogue: Iterable[View]) -> Any:
         "the views' value fields; eventTime: default now, at most a few minutes ahead). "
         "Returns the write's consistency token. Off unless STATEFED_GATEWAY_PRODUCE=true.",
     )
+
+
+def _check_writable(topic: str, views: list[View]) -> None:
+    """BadRequestError when a view reads `topic` with typed keys or registry values: the
+    mutation writes UTF-8 keys and JSON values, which that view would dead-letter."""
+    for view in views:
+        if view.key_type is not KeyType.STRING or view.value_format is not ValueFormat.JSON:
+            raise BadRequestError(
+                view.name,
+                f"topic {topic!r} is read with {view.key_type.value} keys and "
+                f"{view.value_format.value} values; the produce mutation writes string keys and "
+                f"JSON values only: write to it with the topic's own serializers",
+            )
 
 
 def _event_time(view: View, moment: datetime | None, now_ms: int) -> int:
