@@ -25,6 +25,7 @@ from pipeline.errors import QueryFailedError, SourceError
 from pipeline.jsonschema import JsonSchemas
 from pipeline.kinds import plan_for
 from pipeline.metrics import PipelineMetrics
+from pipeline.protobuf import ProtobufSchemas
 from pipeline.records import Decoding, keyed_events, rejected_records
 from pipeline.sink import BatchProducer
 from pipeline.starting import start_initialized
@@ -223,6 +224,7 @@ def _has_commits(checkpoint: Path) -> bool:
 _REGISTERED: dict[ValueFormat, Callable[[str, str, str], RegisteredSchemas]] = {
     ValueFormat.AVRO: AvroSchemas.fetch,
     ValueFormat.JSON_SCHEMA: JsonSchemas.fetch,
+    ValueFormat.PROTOBUF: ProtobufSchemas.fetch,
 }
 
 

@@ -156,7 +156,7 @@ def _event_ms(decoding: Decoding, parsed: Column) -> Column:
         return F.unix_millis(F.col("timestamp"))
     registered = decoding.registered
     if registered is not None and registered.is_timestamp(decoding.event_time_field):
-        ms = F.unix_millis(parsed[decoding.event_time_field])
+        ms = F.unix_millis(parsed[decoding.event_time_field].try_cast("timestamp"))
         return F.when((ms >= 0) & (ms < MAX_EVENT_MS), ms)
     as_double = parsed[decoding.event_time_field].try_cast("double")
     usable = (as_double >= 0) & (as_double < MAX_EVENT_MS) & (as_double == F.floor(as_double))

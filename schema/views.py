@@ -41,14 +41,16 @@ class ViewKind(enum.Enum):
 class ValueFormat(enum.Enum):
     """How the values of a view's topic are written.
 
-    `json`: a JSON object, as UTF-8. `avro` and `json_schema`: the Confluent wire format (a
-    zero byte, the writer schema's 4-byte id in the Schema Registry, then the Avro binary or
-    the JSON text), the schemas registered under the view's subject (`View.subject`).
+    `json`: a JSON object, as UTF-8. `avro`, `json_schema` and `protobuf`: the Confluent wire
+    format (a zero byte, the writer schema's 4-byte id in the Schema Registry, then the Avro
+    binary, the JSON text, or the message indexes and the Protobuf message), the schemas
+    registered under the view's subject (`View.subject`).
     """
 
     JSON = "json"
     AVRO = "avro"
     JSON_SCHEMA = "json_schema"
+    PROTOBUF = "protobuf"
 
 
 @dataclass(frozen=True)

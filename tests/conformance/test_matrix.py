@@ -1,5 +1,6 @@
-"""The conformance matrix, end to end on real parts: every value format (plain JSON, JSON
-Schema and Avro through a real Schema Registry) with every key type (string, int, long),
+"""The conformance matrix, end to end on real parts: every value format (plain JSON, and
+JSON Schema, Avro and Protobuf through a real Schema Registry) with every key type (string,
+int, long),
 each value carrying one field per schema shape (scalars, a 64-bit integer, a decimal, a
 timestamp, a date, an enum, lists of scalars, of enums and of records, a record nested in a
 record, optional fields and an optional record, names to sanitize, and a field v2 of the
@@ -7,9 +8,11 @@ schema adds). Every value queried back through the gateway, by a multi-key looku
 from the nodes, then again from the gateway's cache), a point lookup and a scan, equals
 what was produced.
 
-Avro and JSON Schema values are written by Confluent's serializers (confluent-kafka) with
-the schema version each record names: half of each topic's records with v1, half with
-v2, so v1 records read `added` as null through v2, the reader schema.
+Avro, JSON Schema and Protobuf values are written by Confluent's serializers
+(confluent-kafka) with the schema version each record names: half of each topic's records
+with v1, half with v2, so v1 records read `added` as null. Protobuf's serializer registers
+its schemas itself (as base64 descriptors, as it does for its users); the others' are
+registered as schema text.
 """
 
 from __future__ import annotations
@@ -30,8 +33,11 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
+from pipeline.protobuf import compile_proto
 from schema import KeyType, ValueFormat, View
 from tests.conformance.views import CATALOGUE, STATUS
 from tests.e2e.conftest import Cluster
@@ -145,6 +151,46 @@ def _json_schema(version: int) -> str:
     return json.dumps(
         {"$schema": "http://json-schema.org/draft-07/schema#", **_closed(properties, required)}
     )
+
+
+_PROTO = """syntax = "proto3";
+package t;
+import "google/protobuf/timestamp.proto";
+message Shape {
+  string name = 1;
+  int32 count = 2;
+  int64 big = 3;
+  double ratio = 4;
+  bool flag = 5;
+  string price = 6;
+  google.protobuf.Timestamp at = 7;
+  string day = 8;
+  Status status = 9;
+  repeated string tags = 10;
+  repeated Status moods = 11;
+  Address address = 12;
+  repeated Stop stops = 13;
+  optional string note = 14;
+  Address maybe_address = 15;
+  int64 order_id = 16;%s
+}
+enum Status { OPEN = 0; PAID = 1; SHIPPED = 2; }
+message Geo { double lat = 1; double lon = 2; }
+message Address { string city = 1; string zip_code = 2; Geo geo = 3; }
+message Stop { string city = 1; int32 minutes = 2; }
+"""
+
+
+def _proto_class(version: int) -> Any:
+    """The generated message class of the schema's `version` (protoc, as a user's build
+    generates it)."""
+    text = _PROTO % ("\n  optional string added = 17;" if version == 2 else "")
+    pool = descriptor_pool.DescriptorPool()
+    for proto_file in descriptor_pb2.FileDescriptorSet.FromString(
+        compile_proto("shapes", version, text)
+    ).file:
+        pool.Add(proto_file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Shape"))
 
 
 _SCHEMAS: dict[ValueFormat, tuple[str, Callable[[int], str]]] = {
@@ -296,12 +342,29 @@ def _serializers(
     conf = {"auto.register.schemas": False}
     if view.value_format is ValueFormat.AVRO:
         return {v: AvroSerializer(client, _avro_schema(v), conf=conf) for v in (1, 2)}
+    if view.value_format is ValueFormat.PROTOBUF:
+        return {v: _protobuf(client, v) for v in (1, 2)}
     json_serializers = {v: JSONSerializer(_json_schema(v), client, conf=conf) for v in (1, 2)}
     return {v: _iso_first(s) for v, s in json_serializers.items()}
 
 
 def _as_json_plain(truth: Value, _: SerializationContext) -> bytes:
     return orjson.dumps(_as_json(truth, _ms))
+
+
+def _protobuf(
+    client: SchemaRegistryClient, version: int
+) -> Callable[[Value, SerializationContext], bytes | None]:
+    """Confluent's Protobuf serializer of the schema's `version`, given a truth."""
+    message_class = _proto_class(version)
+    conf = {"auto.register.schemas": True, "use.deprecated.format": False}
+    serialize = ProtobufSerializer(message_class, client, conf)
+
+    def write(truth: Value, context: SerializationContext) -> bytes | None:
+        fields = {k: v for k, v in _as_json(truth, _iso).items() if v is not None}
+        return serialize(json_format.ParseDict(fields, message_class()), context)
+
+    return write
 
 
 def _iso_first(
@@ -312,6 +375,10 @@ def _iso_first(
 
 def _register(client: SchemaRegistryClient) -> None:
     for view in CATALOGUE:
+        if view.value_format is ValueFormat.PROTOBUF:  # its serializer registers itself
+            context = SerializationContext(view.topic, MessageField.VALUE)
+            for version in (1, 2):
+                _protobuf(client, version)(_truth(random.Random(0), version), context)
         if view.value_format in _SCHEMAS:
             schema_type, schema_of = _SCHEMAS[view.value_format]
             for version in (1, 2):

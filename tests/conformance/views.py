@@ -43,7 +43,7 @@ FIELDS = (
     ValueField("orderId", FieldType.LONG, source="order_id"),
     ValueField("added"),
 )
-FORMATS = (ValueFormat.JSON, ValueFormat.JSON_SCHEMA, ValueFormat.AVRO)
+FORMATS = (ValueFormat.JSON, ValueFormat.JSON_SCHEMA, ValueFormat.AVRO, ValueFormat.PROTOBUF)
 KEY_TYPES = (KeyType.STRING, KeyType.INT, KeyType.LONG)
 
 

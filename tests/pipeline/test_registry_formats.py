@@ -1,4 +1,4 @@
-"""Avro and JSON Schema values through a real Schema Registry: records written with two
+"""Avro, JSON Schema and Protobuf values through a real Schema Registry: records written with two
 versions of the subject's schema read as the newest one, and every value the pipeline
 cannot read goes to the dead letters with the reason that names why."""
 
@@ -17,13 +17,17 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from pyspark.sql import SparkSession
 
 from pipeline import start_queries
 from pipeline.avro import not_decoded
 from pipeline.errors import SourceError
 from pipeline.jsonschema import REASON_NOT_JSON_OBJECT
+from pipeline.protobuf import compile_proto
+from pipeline.protobuf import not_decoded as not_protobuf
 from pipeline.wire import REASON_NOT_WIRE_FORMAT, unknown_schema_id
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
@@ -128,10 +132,41 @@ def _json(client: SchemaRegistryClient, schema: str, topic: str, value: dict[str
     return data
 
 
+PROTO = """syntax = "proto3";
+package t;
+message Booking { string trip = 1; int32 seats = 2; int64 at = 3;%s }
+"""
+PROTO_V1 = PROTO % ""
+PROTO_V2 = PROTO % " optional string note = 4;"
+
+
+def _protobuf(
+    client: SchemaRegistryClient, schema: str, topic: str, value: dict[str, object]
+) -> bytes:
+    """Confluent's Protobuf serializer, with the class protoc generates from `schema`; it
+    registers its schema itself (a base64 descriptor), beside the .proto text registered."""
+    pool = descriptor_pool.DescriptorPool()
+    for proto_file in descriptor_pb2.FileDescriptorSet.FromString(
+        compile_proto("test", 0, schema)
+    ).file:
+        pool.Add(proto_file)
+    message_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Booking"))
+    conf = {"auto.register.schemas": True, "use.deprecated.format": False}
+    serialize = ProtobufSerializer(message_class, client, conf)
+    fields = {k: v for k, v in value.items() if v is not None}
+    data = serialize(
+        json_format.ParseDict(fields, message_class()),
+        SerializationContext(topic, MessageField.VALUE),
+    )
+    assert data is not None
+    return data
+
+
 # per format: its schemas v1 and v2, its serializer, and a payload its v1 id cannot read
 FORMATS = {
     ValueFormat.AVRO: ("AVRO", V1, V2, _avro, b"\xff\xff\xff"),
     ValueFormat.JSON_SCHEMA: ("JSON", JSON_V1, JSON_V2, _json, b"not json"),
+    ValueFormat.PROTOBUF: ("PROTOBUF", PROTO_V1, PROTO_V2, _protobuf, b"\x00\xff\xff"),
 }
 
 
@@ -140,7 +175,8 @@ def _records(
 ) -> tuple[list[Record], list[tuple[Record, str]]]:
     """v1 and v2 registered, records of both; bad values with the reasons they must get."""
     schema_type, first, second, serializer, garbage = FORMATS[value_format]
-    client.set_compatibility(subject, "BACKWARD")
+    if value_format is not ValueFormat.PROTOBUF:  # Apicurio cannot compare a .proto text
+        client.set_compatibility(subject, "BACKWARD")  # with a base64 descriptor
     v1 = client.register_schema(subject, Schema(first, schema_type))
     v2 = client.register_schema(subject, Schema(second, schema_type))
     assert v2 != v1
@@ -152,6 +188,8 @@ def _records(
     unreadable = not_decoded(subject) + str(v1)
     if value_format is ValueFormat.JSON_SCHEMA:
         unreadable = REASON_NOT_JSON_OBJECT
+    if value_format is ValueFormat.PROTOBUF:  # v1 as .proto text: compiled by the pipeline
+        unreadable = not_protobuf(subject) + str(v1)
     bad = [
         (Record(b"c1", b"\x00" + struct.pack(">i", v1) + garbage, KAFKA_TIME), unreadable),
         (Record(b"c1", b"\x00" + struct.pack(">i", 987_654) + b"\x02", KAFKA_TIME),
