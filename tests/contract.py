@@ -17,12 +17,8 @@ from graphql import (
     FieldNode,
     GraphQLResolveInfo,
     GraphQLSchema,
-    ObjectTypeDefinitionNode,
     OperationDefinitionNode,
-    StringValueNode,
-    build_ast_schema,
     execute_sync,
-    find_breaking_changes,
     parse,
 )
 
@@ -65,45 +61,6 @@ def drift(committed: Path, generated: str) -> str | None:
         f"`{REGENERATE}` and commit the file (a breaking change also needs an entry in "
         f"{shown(ACKNOWLEDGED)}):\n" + "".join(diff)
     )
-
-
-def schema_of(sdl: str) -> GraphQLSchema:
-    """A graphql-core schema from printed SDL; federation's directives (`@link`, `@key`, ...)
-    are printed without definitions, so they are taken as they are."""
-    return build_ast_schema(parse(sdl), assume_valid_sdl=True)
-
-
-def _entity_keys(sdl: str) -> dict[str, list[str]]:
-    """The `@key(fields:)` of every object type, by type name."""
-    keys: dict[str, list[str]] = {}
-    for definition in parse(sdl).definitions:
-        if isinstance(definition, ObjectTypeDefinitionNode):
-            for directive in definition.directives or ():
-                if directive.name.value == "key":
-                    for argument in directive.arguments or ():
-                        if argument.name.value == "fields" and isinstance(
-                            argument.value, StringValueNode
-                        ):
-                            keys.setdefault(definition.name.value, []).append(argument.value.value)
-    return keys
-
-
-def breaking_changes(name: str, before: str, after: str) -> list[str]:
-    """The breaking changes from SDL `before` to `after`, as lines of the ACKNOWLEDGED file:
-    `<schema>: <TYPE>: <description>`. Besides graphql-core's, a changed or removed entity
-    key (which a supergraph's query plans depend on) is breaking."""
-    changes = [
-        f"{name}: {change.type.name}: {change.description}"
-        for change in find_breaking_changes(schema_of(before), schema_of(after))
-    ]
-    now = _entity_keys(after)
-    for type_name, keys in sorted(_entity_keys(before).items()):
-        for key in keys:
-            if key not in now.get(type_name, []):
-                changes.append(
-                    f'{name}: ENTITY_KEY_REMOVED: {type_name} @key(fields: "{key}") was removed.'
-                )
-    return changes
 
 
 def acknowledged(path: Path = ACKNOWLEDGED) -> list[str]:

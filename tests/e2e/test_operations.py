@@ -20,9 +20,10 @@ from graphql import validate
 from gateway.api.schema import print_sdl
 from runtime.produce import Record, produce_keys, produce_records
 from schema import CATALOGUE, DEMO_DOMAIN, WORD_COUNTS, View
-from tests.contract import Operation, operations, schema_of, shape_errors
+from tests.contract import Operation, operations, shape_errors
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress, needed_offsets
+from tooling.breaking import schema_of
 from tooling.processes import wait_until
 
 FULL: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN)

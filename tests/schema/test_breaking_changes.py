@@ -13,9 +13,9 @@ from tests.contract import (
     BASELINE_DIR,
     GENERATED,
     acknowledged,
-    breaking_changes,
     shown,
 )
+from tooling.breaking import breaking_changes
 
 
 def current_changes() -> list[str]:

@@ -12,7 +12,8 @@ from graphql.execution.values import get_variable_values
 
 from gateway.api.schema import print_sdl
 from schema import DEMO_DOMAIN, WORD_COUNTS, View
-from tests.contract import OPERATIONS_DIR, Operation, camel, operations, schema_of, shape_errors
+from tests.contract import OPERATIONS_DIR, Operation, camel, operations, shape_errors
+from tooling.breaking import schema_of
 
 FULL: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN)
 OPERATIONS = list(operations())
