@@ -20,7 +20,7 @@ from pyspark.sql.avro.functions import from_avro
 
 from pipeline.errors import SourceError
 from pipeline.shapes import Shape, avro_shape
-from pipeline.wire import Versions, framing_reason, payload, registered_versions, schema_id
+from pipeline.wire import Version, Versions, framing_reason, payload, registered_versions, schema_id
 
 __all__ = ["AvroSchemas", "not_decoded"]
 
@@ -45,8 +45,12 @@ class AvroSchemas:
         return cls(subject, registered_versions(registry_url, subject, "AVRO", "Avro", reader))
 
     @property
+    def newest(self) -> Version:
+        return self.writers[-1]
+
+    @property
     def reader(self) -> str:
-        return self.writers[-1][1]
+        return self.newest.schema
 
     @functools.cached_property
     def _reader_fields(self) -> list[dict[str, Any]]:
@@ -78,10 +82,12 @@ class AvroSchemas:
         """The value as a struct of the reader schema (all its fields, not only `fields`);
         a struct of nulls when its bytes do not decode, null when its id is unknown."""
         options = {"mode": "PERMISSIVE", "avroSchema": self.reader}
-        (first_id, first), *others = self.writers
-        decoded = F.when(schema_id() == first_id, from_avro(payload(), first, options))
-        for writer_id, schema in others:
-            decoded = decoded.when(schema_id() == writer_id, from_avro(payload(), schema, options))
+        first, *others = self.writers
+        decoded = F.when(schema_id() == first.id, from_avro(payload(), first.schema, options))
+        for writer in others:
+            decoded = decoded.when(
+                schema_id() == writer.id, from_avro(payload(), writer.schema, options)
+            )
         return decoded
 
     def reject_reason(self, decoded: Column) -> Column:

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from pipeline.errors import SourceError
 from pipeline.shapes import Shape, json_schema_shape
-from pipeline.wire import Versions, framing_reason, payload, registered_versions, schema_id
+from pipeline.wire import Version, Versions, framing_reason, payload, registered_versions, schema_id
 
 __all__ = ["REASON_NOT_JSON_OBJECT", "JsonSchemas"]
 
@@ -39,20 +39,24 @@ class JsonSchemas:
         versions = registered_versions(registry_url, subject, "JSON", "JSON Schema", reader)
         return cls(subject, versions)
 
+    @property
+    def newest(self) -> Version:
+        return self.writers[-1]
+
     def field_names(self) -> list[str]:
         """The properties of the newest schema (an object schema)."""
-        newest = json.loads(self.writers[-1][1])
+        newest = json.loads(self.newest.schema)
         properties = newest.get("properties") if isinstance(newest, dict) else None
         if not isinstance(properties, dict):
             raise SourceError(
                 f"the newest schema of subject {self.subject!r} is no object schema with "
-                f"properties: {self.writers[-1][1][:200]}"
+                f"properties: {self.newest.schema[:200]}"
             )
         return list(properties)
 
     def shape(self) -> Shape:
         """The structure of the newest schema."""
-        return json_schema_shape(json.loads(self.writers[-1][1]))
+        return json_schema_shape(json.loads(self.newest.schema))
 
     @property
     def fields_as_text(self) -> bool:
@@ -84,4 +88,4 @@ class JsonSchemas:
         )
 
     def _ids(self) -> list[int]:
-        return [writer_id for writer_id, _ in self.writers]
+        return [writer.id for writer in self.writers]

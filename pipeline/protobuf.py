@@ -35,9 +35,16 @@ from pyspark.sql import functions as F
 
 from pipeline.errors import SourceError
 from pipeline.shapes import Shape
-from pipeline.wire import Versions, framing_reason, registered_versions, schema_id
+from pipeline.wire import Version, Versions, framing_reason, registered_versions, schema_id
 
-__all__ = ["ProtobufSchemas", "compile_proto", "descriptor_set", "json_of", "not_decoded"]
+__all__ = [
+    "ProtobufSchemas",
+    "compile_proto",
+    "descriptor_set",
+    "json_of",
+    "messages_of",
+    "not_decoded",
+]
 
 _CORRUPT = "_corrupt_record"  # never a value field: those start with a lowercase letter
 _FILE = "value.proto"  # the name each version's text is compiled under
@@ -117,7 +124,7 @@ def _pool(descriptor_set: bytes) -> descriptor_pool.DescriptorPool:
     return pool
 
 
-def _messages(descriptors: bytes) -> list[Descriptor]:
+def messages_of(descriptors: bytes) -> list[Descriptor]:
     """The top-level messages of the set's own file (its last), in their order."""
     own = descriptor_pb2.FileDescriptorSet.FromString(descriptors).file[-1].name
     return list(_pool(descriptors).FindFileByName(own).message_types_by_name.values())
@@ -158,7 +165,7 @@ def json_of(descriptor_sets: Mapping[int, bytes]) -> Callable[[bytes | None], st
 
     def pool_of(version_id: int) -> list[Descriptor]:
         if version_id not in pools:
-            pools[version_id] = _messages(descriptor_sets[version_id])
+            pools[version_id] = messages_of(descriptor_sets[version_id])
         return pools[version_id]
 
     def decode(value: bytes | None) -> str | None:
@@ -215,15 +222,18 @@ class ProtobufSchemas:
 
     @functools.cached_property
     def _descriptor_sets(self) -> dict[int, bytes]:
-        return {i: descriptor_set(self.subject, i, schema) for i, schema in self.writers}
+        return {w.id: descriptor_set(self.subject, w.id, w.schema) for w in self.writers}
 
     @functools.cached_property
     def _newest(self) -> Descriptor:
-        newest_id = self.writers[-1][0]
-        messages = _messages(self._descriptor_sets[newest_id])
+        messages = messages_of(self._descriptor_sets[self.newest.id])
         if not messages:
             raise SourceError(f"the newest schema of subject {self.subject!r} has no message")
         return messages[0]
+
+    @property
+    def newest(self) -> Version:
+        return self.writers[-1]
 
     @property
     def fields_as_text(self) -> bool:

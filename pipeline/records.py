@@ -107,15 +107,17 @@ class Decoding:
             if missing:
                 raise SourceError(
                     f"view {view.name} reads value fields {missing}, which the newest schema "
-                    f"of subject {registered.subject!r} does not have (its fields: {names}): "
-                    f"fix the view's value_fields or event_time_field"
+                    f"of subject {registered.subject!r} ({_version(registered)}) does not "
+                    f"have (its fields: {names}): fix the view's value_fields or "
+                    f"event_time_field"
                 )
             unfit = mismatches(view.value_fields, registered.shape())
             if unfit:
                 raise SourceError(
                     f"view {view.name}: the newest schema of subject {registered.subject!r} "
-                    f"does not fit its value fields: {'; '.join(unfit)}: fix the view's "
-                    f"value_fields (a record for a record, a ListOf for an array)"
+                    f"({_version(registered)}) does not fit its value fields: "
+                    f"{'; '.join(unfit)}: fix the view's value_fields (a record for a record, "
+                    f"a ListOf for an array)"
                 )
         return decoding
 
@@ -137,6 +139,10 @@ class Decoding:
 
     def _time_fields(self) -> list[str]:
         return [] if self.event_time_field is None else [self.event_time_field]
+
+
+def _version(registered: RegisteredSchemas) -> str:
+    return f"version {registered.newest.number}, schema id {registered.newest.id}"
 
 
 def _decoded(decoding: Decoding) -> Column:

@@ -11,7 +11,7 @@ until then its records go to the dead letters, whence they can be replayed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
 from pyspark.sql import Column
@@ -23,6 +23,7 @@ from pipeline.shapes import Shape
 __all__ = [
     "REASON_NOT_WIRE_FORMAT",
     "RegisteredSchemas",
+    "Version",
     "Versions",
     "framing_reason",
     "payload",
@@ -36,7 +37,16 @@ REASON_NOT_WIRE_FORMAT = (
 )
 _HEADER_BYTES = 5
 
-Versions = tuple[tuple[int, str], ...]  # every version's (schema id, schema), oldest first
+
+class Version(NamedTuple):
+    """One registered version of a subject: its schema id, its schema, its number."""
+
+    id: int
+    schema: str
+    number: int
+
+
+Versions = tuple[Version, ...]  # every version of a subject, oldest first
 
 
 class RegisteredSchemas(Protocol):
@@ -46,6 +56,11 @@ class RegisteredSchemas(Protocol):
     @property
     def subject(self) -> str:
         """The subject the schemas are registered under."""
+        ...
+
+    @property
+    def newest(self) -> Version:
+        """The newest version, whose fields a view reads."""
         ...
 
     def field_names(self) -> list[str]:
@@ -96,7 +111,7 @@ def framing_reason(subject: str, writers: Versions) -> Column:
         F.hex(F.substring(F.col("value"), 1, 1)) == F.lit("00")
     )
     unknown = F.concat(F.lit(unknown_schema_id(subject)), schema_id().cast("string"))
-    ids = [writer_id for writer_id, _ in writers]
+    ids = [version.id for version in writers]
     return F.when(~framed, F.lit(REASON_NOT_WIRE_FORMAT)).when(~schema_id().isin(*ids), unknown)
 
 
@@ -114,7 +129,7 @@ def registered_versions(
             f"Registry at {registry_url} holds {', '.join(sorted(others))} schemas: set the "
             f"view's value_format to the subject's format, or name its {format_name} subject"
         )
-    return tuple((v.schema_id, v.schema.schema_str) for v in versions)
+    return tuple(Version(v.schema_id, v.schema.schema_str, v.version) for v in versions)
 
 
 def _registered(registry_url: str, subject: str, reader: str) -> list[Any]:

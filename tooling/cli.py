@@ -85,6 +85,9 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
         ("--dir", "STATEFED_DEMO_DIR", "where the demo keeps state and logs (.statefed/demo)"),
     ],
     "schema": [_COMMON[1]],
+    "fields": [
+        ("--registry", "STATEFED_REGISTRY_URL", "the Schema Registry (statefed registry's)")
+    ],
     "init": [],
 }
 _HELP = {
@@ -98,6 +101,7 @@ _HELP = {
     "status": "show the cluster live: nodes, partition map, restores, pipeline, dead letters",
     "demo": "run everything locally with demo data and print the GraphiQL URL",
     "schema": "print the catalogue's GraphQL SDL (the gateway's, or the node's), or write it",
+    "fields": "print a registered schema's value fields, as a view's value_fields to paste",
     "init": "start a project of your own: a catalogue of views, a demo producer, the steps",
 }
 _VALUE_HELP = (
@@ -123,6 +127,9 @@ def _parser() -> argparse.ArgumentParser:
             _schema_arguments(p)
         if command == "status":
             p.add_argument("--once", action="store_true", help="print the status once and exit")
+        if command == "fields":
+            p.add_argument("subject", help="the subject, e.g. orders-value")
+            p.add_argument("--version", type=int, help="a version of the subject (the newest)")
         if command == "init":
             p.add_argument("directory", type=Path, nargs="?", default=Path("."), help="(.)")
         if command == "topics":
@@ -151,6 +158,13 @@ def _schema_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="write to this file instead of printing, or into this directory: gateway.graphql "
         "and Apollo Client's possibleTypes.json (node.graphql with --node)",
+    )
+    parser.add_argument(
+        "--breaking",
+        type=Path,
+        metavar="BASELINE",
+        help="print each breaking change since the SDL in this file (e.g. your committed one) "
+        "and exit 1 if there is one; additions are not breaking",
     )
 
 
@@ -382,7 +396,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "produce": lambda e: _produce(e, args),
         "status": lambda e: _status(e, args.once),
         "demo": _demo,
-        "schema": lambda e: _schema(e, args.node, args.out),
+        "schema": lambda e: _schema(e, args.node, args.out, args.breaking),
+        "fields": lambda e: _fields(e, args.subject, args.version),
         "init": lambda e: _init(args.directory),
     }
     try:
@@ -398,9 +413,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(130) from None
 
 
-def _schema(env: dict[str, str], node: bool, out: Path | None) -> None:
+def _schema(env: dict[str, str], node: bool, out: Path | None, breaking: Path | None) -> None:
     """The schema files of the catalogue STATEFED_CATALOGUE names, as `make schema` writes
-    the built-in catalogue's into schema/."""
+    the built-in catalogue's into schema/; with `breaking`, what breaks since that SDL."""
     from gateway.api.schema import print_sdl as gateway_sdl
     from gateway.execute.possibletypes import print_possible_types
     from node.subgraph.schema import print_sdl as node_sdl
@@ -417,6 +432,9 @@ def _schema(env: dict[str, str], node: bool, out: Path | None) -> None:
     except ValueError as exc:  # e.g. two views defining the same field
         raise SystemExit(f"statefed schema: {exc}") from exc
     sdl = next(iter(files.values()))
+    if breaking is not None:
+        _breaking(breaking, sdl)
+        return
     if out is None:
         sys.stdout.write(sdl)
         return
@@ -427,6 +445,54 @@ def _schema(env: dict[str, str], node: bool, out: Path | None) -> None:
         except OSError as exc:
             raise SystemExit(f"statefed schema: cannot write {path}: {exc.strerror}") from exc
         print(f"statefed schema: wrote {path}", file=sys.stderr)
+
+
+def _breaking(baseline: Path, sdl: str) -> None:
+    """Exit 1 naming each breaking change from the SDL in `baseline` to `sdl`."""
+    from tooling.breaking import breaking_changes
+
+    try:
+        before = baseline.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SystemExit(f"statefed schema: cannot read {baseline}: {exc.strerror}") from exc
+    changes = breaking_changes(baseline.name, before, sdl)
+    for change in changes:
+        print(change)
+    if changes:
+        raise SystemExit(
+            f"statefed schema: {len(changes)} breaking change(s) since {baseline}: clients "
+            f"written against it may fail; change the catalogue back, or tell them"
+        )
+    print(f"statefed schema: no breaking change since {baseline}", file=sys.stderr)
+
+
+def _fields(env: dict[str, str], subject: str, version: int | None) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
+
+    from tooling.registeredfields import derive, render
+
+    url = ToolingConfig.from_env(env).registry_url
+    wanted = f"version {version}" if version is not None else "the newest version"
+    try:
+        with SchemaRegistryClient({"url": url}) as client:
+            registered = client.get_version(subject, version if version is not None else "latest")
+    except SchemaRegistryError as exc:
+        raise SystemExit(
+            f"statefed fields: {wanted} of subject {subject!r} is not in the Schema Registry at "
+            f"{url} ({exc}): check the subject's name (`<topic>-value`) and STATEFED_REGISTRY_URL"
+        ) from exc
+    except Exception as exc:  # the client's transport: refused, timed out, no such host
+        raise SystemExit(
+            f"statefed fields: the Schema Registry at {url} did not answer ({exc}): start it "
+            f"(statefed registry) or set STATEFED_REGISTRY_URL"
+        ) from exc
+    schema_type = registered.schema.schema_type or "AVRO"
+    derived = derive(schema_type, registered.schema.schema_str)
+    print(
+        f"# subject {subject}, version {registered.version} (schema id "
+        f"{registered.schema_id}), {schema_type}: a view's value_fields"
+    )
+    print(render(derived))
 
 
 def _init(directory: Path) -> None:

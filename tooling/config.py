@@ -19,9 +19,11 @@ __all__ = ["ToolingConfig"]
 @dataclass(frozen=True)
 class ToolingConfig(KafkaClientConfig, EnvConfig):
     """Bootstrap, catalogue and topic layout for `broker`, `topics`, `produce` and `demo`;
-    the port of `registry`; the gateway and token `status` reads from."""
+    the port of `registry`; the registry `fields` reads; the gateway and token `status`
+    reads from."""
 
     bootstrap: str = shared.bootstrap()
+    registry_url: str = shared.registry_url()
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())

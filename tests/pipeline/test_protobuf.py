@@ -13,6 +13,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from pipeline.errors import SourceError
 from pipeline.protobuf import ProtobufSchemas, descriptor_set, json_of
 from pipeline.shapes import mismatches
+from pipeline.wire import Version
 from schema import FieldType, ListOf, RecordOf, ValueField
 
 TEXT = """syntax = "proto3";
@@ -86,7 +87,7 @@ def test_a_schema_that_does_not_compile_or_imports_another_subject_is_named() ->
 
 
 def test_the_first_message_gives_the_fields_and_their_structure() -> None:
-    schemas = ProtobufSchemas("orders-value", ((7, TEXT),))
+    schemas = ProtobufSchemas("orders-value", (Version(7, TEXT, 1),))
     assert schemas.field_names() == ["id", "at", "lines"]
     assert schemas.is_timestamp("at") and not schemas.is_timestamp("id")
     line = RecordOf("Line", (ValueField("sku"), ValueField("qty", FieldType.INT)))

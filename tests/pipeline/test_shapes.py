@@ -11,6 +11,7 @@ from pipeline.avro import AvroSchemas
 from pipeline.errors import SourceError
 from pipeline.jsonschema import JsonSchemas
 from pipeline.records import Decoding
+from pipeline.wire import Version
 from schema import (
     DEMO_DOMAIN,
     EnumOf,
@@ -68,8 +69,8 @@ def _view(value_format: ValueFormat, *fields: ValueField) -> View:
 
 def _registered(value_format: ValueFormat) -> AvroSchemas | JsonSchemas:
     if value_format is ValueFormat.AVRO:
-        return AvroSchemas("orders-value", ((1, json.dumps(AVRO)),))
-    return JsonSchemas("orders-value", ((1, json.dumps(JSON_SCHEMA)),))
+        return AvroSchemas("orders-value", (Version(1, json.dumps(AVRO), 1),))
+    return JsonSchemas("orders-value", (Version(1, json.dumps(JSON_SCHEMA), 1),))
 
 
 FORMATS = [ValueFormat.AVRO, ValueFormat.JSON_SCHEMA]
