@@ -7,6 +7,13 @@ names (the built-in one by default). It produces the demo data of the demo's top
 catalogue reads, prints the GraphiQL URL and example queries, then keeps a trickle of
 events flowing until Ctrl-C, when it stops everything it started. A catalogue of your own
 (`statefed init`) gets its topics and no data: produce your own events.
+
+When a view of the catalogue reads Avro, JSON Schema or Protobuf values and no
+STATEFED_REGISTRY_URL is set, the demo also runs a Schema Registry (Apicurio, on
+STATEFED_REGISTRY_PORT, 8081, the address every part and serializer defaults to) and starts
+the pipeline once every subject the views read is registered: it reads each subject's
+versions at its start, and a producer's serializer registers its schema with its first
+record.
 """
 
 from __future__ import annotations
@@ -21,17 +28,19 @@ from pathlib import Path
 
 import httpx
 from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from gateway.api.kinds import kind_of
 from gateway.config import GatewayConfig, is_loopback
 from gateway.model.timestamps import from_ms, iso
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
-from schema import CATALOGUE, WORD_COUNTS, View, load_catalogue
+from schema import CATALOGUE, WORD_COUNTS, ValueFormat, View, load_catalogue
 from tooling import demodata
 from tooling.config import ToolingConfig
 from tooling.localcluster import LocalCluster
 from tooling.processes import wait_until
+from tooling.registry import SchemaRegistry
 
 __all__ = ["catalogue_examples", "examples", "iso_minute", "run_demo"]
 
@@ -124,12 +133,18 @@ def run_demo(env: dict[str, str]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # the demo writes through the gateway (see `examples`): on, unless the caller said otherwise
     env = {"STATEFED_GATEWAY_PRODUCE": "true", **env}
+    registry = _registry(env, catalogue, base)
+    if registry is not None:  # every part finds it where the demo runs it
+        env = {**env, "STATEFED_REGISTRY_URL": registry.url}
     cluster = LocalCluster(
         base, partitions, gateway_port=port, env=env, progress=_say, broker_port=broker_port
     )
     topics = {view.topic for view in catalogue}
     try:
-        cluster.start_all()
+        if registry is not None:
+            _say(f"Schema Registry: starting (Apicurio) on {registry.url}")
+            registry.start()
+        _start(cluster, catalogue, registry, stop)
         _say_what_is_open(env)
         _produce_initial(cluster.bootstrap, topics)
         if WORD_COUNTS in catalogue:
@@ -151,7 +166,72 @@ def run_demo(env: dict[str, str]) -> None:
     finally:
         _say("stopping ...")
         stopped = cluster.stop()
+        if registry is not None and registry.running:
+            registry.stop()
+            stopped.append("Schema Registry")
         _say(f"stopped {', '.join(stopped) or 'nothing'}")
+
+
+def _registry(
+    env: dict[str, str], catalogue: tuple[View, ...], base: Path
+) -> SchemaRegistry | None:
+    """The Schema Registry the demo runs: when a view reads registered values and no
+    STATEFED_REGISTRY_URL names one of the user's."""
+    if "STATEFED_REGISTRY_URL" in env or not _subjects(catalogue):
+        return None
+    port = ToolingConfig.from_env(env).registry_port
+    if not _port_free(port):
+        raise SystemExit(
+            f"port {port} is taken (another Schema Registry?): stop what listens there, run "
+            f"`statefed demo` with STATEFED_REGISTRY_PORT=N, or name yours in "
+            f"STATEFED_REGISTRY_URL"
+        )
+    (base / "registry").mkdir(parents=True, exist_ok=True)
+    return SchemaRegistry(base / "registry", port=port)
+
+
+def _subjects(catalogue: tuple[View, ...]) -> list[str]:
+    """The subjects the views of registered values read, in catalogue order."""
+    found = [v.subject for v in catalogue if v.value_format is not ValueFormat.JSON]
+    return list(dict.fromkeys(found))
+
+
+def _start(
+    cluster: LocalCluster,
+    catalogue: tuple[View, ...],
+    registry: SchemaRegistry | None,
+    stop: threading.Event,
+) -> None:
+    """Every part; the pipeline only once the views' subjects are registered."""
+    cluster.start_broker()
+    for node_id in ("n1", "n2"):
+        cluster.start_node(node_id)
+    cluster.start_gateway()
+    if registry is not None:
+        _wait_for_subjects(registry.url, _subjects(catalogue), cluster.bootstrap, stop)
+    cluster.start_pipeline()
+    cluster.wait_routable()
+
+
+def _wait_for_subjects(
+    url: str, subjects: list[str], bootstrap: str, stop: threading.Event
+) -> None:
+    """Until every subject is registered (KeyboardInterrupt once `stop` is set)."""
+    with SchemaRegistryClient({"url": url}) as client:
+
+        def missing() -> list[str]:
+            return [s for s in subjects if s not in client.get_subjects()]
+
+        if missing():
+            _say(
+                f"waiting for subjects {', '.join(missing())} to be registered: produce to "
+                f"Kafka at {bootstrap} with a serializer that registers its schema (its "
+                f"first record does) at {url}, or register them there; the pipeline starts "
+                f"then"
+            )
+        while missing():
+            if stop.wait(1.0):
+                raise KeyboardInterrupt
 
 
 def _say_what_is_open(env: dict[str, str]) -> None:
