@@ -38,6 +38,7 @@ from pipeline.shapes import Shape
 from pipeline.wire import Version, Versions, framing_reason, registered_versions, schema_id
 
 __all__ = [
+    "SCALAR_MESSAGES",
     "ProtobufSchemas",
     "compile_proto",
     "descriptor_set",
@@ -49,6 +50,20 @@ __all__ = [
 _CORRUPT = "_corrupt_record"  # never a value field: those start with a lowercase letter
 _FILE = "value.proto"  # the name each version's text is compiled under
 _TIMESTAMP = "google.protobuf.Timestamp"
+# well-known messages protobuf's JSON writes as one scalar (an instant, a number, text)
+SCALAR_MESSAGES = frozenset(
+    {
+        _TIMESTAMP,
+        "google.protobuf.Duration",
+        "google.protobuf.FieldMask",
+        *(
+            f"google.protobuf.{kind}Value"
+            for kind in ("Bool", "Bytes", "Double", "Float", "Int32", "Int64", "String")
+        ),
+        "google.protobuf.UInt32Value",
+        "google.protobuf.UInt64Value",
+    }
+)
 _WELL_KNOWN = [
     "any_pb2",
     "duration_pb2",
@@ -149,6 +164,8 @@ def _message_at(messages: list[Descriptor], data: bytes) -> tuple[Descriptor, in
     for _ in range(count):
         index, offset = _varint(data, offset)
         indexes.append(index)
+    if count < 0 or min(indexes) < 0:
+        raise ValueError(f"negative message indexes {count}, {indexes}")
     message = messages[indexes[0]]
     for index in indexes[1:]:
         message = message.nested_types[index]
@@ -159,7 +176,7 @@ def json_of(descriptor_sets: Mapping[int, bytes]) -> Callable[[bytes | None], st
     """What decodes a framed value into its JSON text, or None when it does not decode
     (an id of none of `descriptor_sets`, bad indexes, bad bytes); run in Spark's Python
     workers (which import this module: ship it with the pipeline where executors run
-    elsewhere), building each version's messages once per worker."""
+    elsewhere), building each version's messages once per task that unpickles it."""
 
     pools: dict[int, list[Descriptor]] = {}  # filled in each worker (a cache would not pickle)
 
@@ -179,32 +196,43 @@ def json_of(descriptor_sets: Mapping[int, bytes]) -> Callable[[bytes | None], st
         try:
             descriptor, offset = _message_at(pool_of(version_id), value)
             message = message_factory.GetMessageClass(descriptor).FromString(value[offset:])
-        except Exception:  # any undecodable value is a dead letter, never a failed batch
+            return json_format.MessageToJson(
+                message,
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=True,
+                indent=None,
+            )
+        # any value that does not decode (bad bytes, indexes, a Timestamp out of range, an
+        # Any of an unknown type) is a dead letter, never a failed batch
+        except Exception:
             return None
-        return json_format.MessageToJson(
-            message,
-            preserving_proto_field_name=True,
-            always_print_fields_with_no_presence=True,
-            indent=None,
-        )
 
     return decode
 
 
-def _field_shape(field: FieldDescriptor) -> Shape:
+def _field_shape(field: FieldDescriptor, seen: dict[str, Shape]) -> Shape:
     message = field.message_type
-    if message is not None and message.GetOptions().map_entry:
-        return Shape("a map")
-    if message is not None and message.full_name != _TIMESTAMP:
-        item = _message_shape(message)
-    else:
+    if message is None or message.full_name in SCALAR_MESSAGES:
         item = Shape("a scalar", scalar=True)
+    elif message.GetOptions().map_entry:
+        item = Shape("a map")
+    elif message.full_name.startswith("google.protobuf."):  # Struct, Value, Any, Empty
+        item = Shape(f"a {message.full_name}")
+    else:
+        item = _message_shape(message, seen)
     return Shape("a repeated field", item=item) if field.is_repeated else item
 
 
-def _message_shape(message: Descriptor) -> Shape:
-    fields = {field.name: _field_shape(field) for field in message.fields}
-    return Shape(f"message {message.name}", fields)
+def _message_shape(message: Descriptor, seen: dict[str, Shape] | None = None) -> Shape:
+    """The shape of `message`; a message met again (a recursive one) is the same shape."""
+    seen = {} if seen is None else seen
+    if message.full_name in seen:
+        return seen[message.full_name]
+    fields: dict[str, Shape] = {}
+    seen[message.full_name] = shape = Shape(f"message {message.name}", fields)
+    for field in message.fields:
+        fields[field.name] = _field_shape(field, seen)
+    return shape
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,8 @@ def avro_shape(declared: Any, named: dict[str, Shape] | None = None) -> Shape:
 
 
 def json_schema_shape(declared: Any) -> Shape:
-    """The shape of a JSON Schema (parsed); `$ref`s and schemas it cannot tell read as
-    scalars, which a nested field's check then names."""
+    """The shape of a JSON Schema (parsed); `$ref`s (not resolved yet) and schemas it
+    cannot tell read as scalars, which a nested field's check then names."""
     if not isinstance(declared, dict):
         return _SCALAR
     for combined in ("oneOf", "anyOf"):
@@ -68,7 +68,7 @@ def json_schema_shape(declared: Any) -> Shape:
             return json_schema_shape(branches[0]) if len(branches) == 1 else Shape(f"a {combined}")
     types = declared.get("type")
     types = [t for t in (types if isinstance(types, list) else [types]) if t != "null"]
-    if types == ["object"]:
+    if types in (["object"], [None]) and "properties" in declared:  # `type` may be left out
         properties = declared.get("properties", {})
         return Shape("an object", {k: json_schema_shape(v) for k, v in properties.items()})
     if types == ["array"]:

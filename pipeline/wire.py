@@ -1,7 +1,8 @@
 """Values in the Confluent wire format, and the Schema Registry subject their ids name.
 
 A value is a zero byte, the 4-byte big-endian id of its writer schema in the registry,
-then the payload in the subject's format (Avro binary, JSON text). At start the pipeline
+then the payload in the subject's format (Avro binary, JSON text, or Protobuf's message
+indexes and message). At start the pipeline
 reads every version of a view's subject (`registered_versions`); a value whose id is no
 version of the subject then, or which is not in the wire format, is rejected with a
 reason saying which. A version registered later is read after a restart of the pipeline;
@@ -119,8 +120,8 @@ def registered_versions(
     registry_url: str, subject: str, schema_type: str, format_name: str, reader: str
 ) -> Versions:
     """Every version of `subject` in the registry at `registry_url`, of `schema_type`
-    (`AVRO`, `JSON`); SourceError naming the subject, the registry and the fix when there
-    are none or they are of another type. `reader` names who reads them (`view x`)."""
+    (`AVRO`, `JSON`, `PROTOBUF`); SourceError naming the subject, the registry and the fix
+    when there are none or they are of another type. `reader` names who reads them (`view x`)."""
     versions = _registered(registry_url, subject, reader)
     others = {v.schema.schema_type or "AVRO" for v in versions} - {schema_type}
     if others:

@@ -26,6 +26,7 @@ from schema.fieldtypes import (
     field_value,
     graphql_name,
     graphql_type_name,
+    is_enum_symbol,
     type_text,
     wire_value,
 )
@@ -114,6 +115,7 @@ __all__ = [
     "field_value",
     "graphql_name",
     "graphql_type_name",
+    "is_enum_symbol",
     "load_catalogue",
     "murmur2",
     "pack",

@@ -47,6 +47,7 @@ __all__ = [
     "field_value",
     "graphql_name",
     "graphql_type_name",
+    "is_enum_symbol",
     "type_text",
     "wire_value",
 ]
@@ -55,6 +56,7 @@ _FIELD = re.compile(r"^[a-z][A-Za-z0-9]*$")
 _TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _ENUM_VALUE = re.compile(r"^[_A-Za-z][_0-9A-Za-z]*$")
 _NOT_ENUM_VALUES = frozenset({"true", "false", "null"})  # GraphQL reserves them
+_PYTHON_RESERVED = re.compile(r"^(mro|_.*_)$")  # names Python's Enum keeps for itself
 _PARTS = re.compile(r"[^A-Za-z0-9]+")
 _INT32 = range(-(2**31), 2**31)  # a GraphQL Int
 _INT64 = range(-(2**63), 2**63)  # a Long
@@ -88,12 +90,22 @@ class EnumOf:
     def __post_init__(self) -> None:
         if not _TYPE.match(self.name):
             raise ValueError(f"enum {self.name!r} is no GraphQL type name")
-        bad = [s for s in self.symbols if not _ENUM_VALUE.match(s) or s in _NOT_ENUM_VALUES]
+        bad = [s for s in self.symbols if not is_enum_symbol(s)]
         if not self.symbols or bad or len(set(self.symbols)) != len(self.symbols):
             raise ValueError(
                 f"enum {self.name}: needs distinct symbols that are GraphQL enum values "
-                f"(letters, digits, _; not true, false or null), got {list(self.symbols)}"
+                f"(letters, digits, _; not true, false or null; not mro or _x_), got "
+                f"{list(self.symbols)}"
             )
+
+
+def is_enum_symbol(symbol: str) -> bool:
+    """Whether `symbol` can be a value of an `EnumOf` (GraphQL's and Python's rules)."""
+    return (
+        bool(_ENUM_VALUE.match(symbol))
+        and symbol not in _NOT_ENUM_VALUES
+        and not _PYTHON_RESERVED.match(symbol)
+    )
 
 
 @dataclass(frozen=True)
@@ -187,6 +199,13 @@ def _decimal(value: Any) -> Decimal | None:
 
 
 def _timestamp(value: Any) -> datetime | None:
+    try:
+        return _instant(value)
+    except OverflowError:  # in its zone within year 1 to 9999, in UTC outside
+        return None
+
+
+def _instant(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return value.astimezone(UTC) if value.tzinfo is not None else None
     if isinstance(value, int) and not isinstance(value, bool):
@@ -232,7 +251,11 @@ def _scalar(field_type: FieldType, value: Any) -> Any:
     if field_type is FieldType.FLOAT:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
-        return float(value) if math.isfinite(value) else None
+        try:
+            double = float(value)
+        except OverflowError:  # an integer beyond a double
+            return None
+        return double if math.isfinite(double) else None
     if field_type is FieldType.DECIMAL:
         return _decimal(value)
     if field_type is FieldType.TIMESTAMP:

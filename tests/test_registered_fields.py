@@ -3,11 +3,13 @@ prints for them: pasted into a catalogue, that source is exactly those fields.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 import schema
+from pipeline.errors import SourceError
 from schema import EnumOf, FieldType, ListOf, RecordOf, ValueField
 from tests.conformance.test_matrix import _PROTO, _avro_schema, _json_schema
 from tests.conformance.views import FIELDS
@@ -65,3 +67,60 @@ def test_what_no_field_can_show_is_left_out_and_named() -> None:
         "# left out: tags: an Avro map",
         "# left out: either: a union of several types",
     ]
+
+
+def test_names_that_collide_enums_graphql_cannot_name_and_empty_records_are_handled() -> None:
+    properties = {
+        "order_id": {"type": "integer"},
+        "orderId": {"type": "string"},
+        "state": {"type": "string", "enum": ["new", "in-progress"]},
+        "meta": {"type": "object", "additionalProperties": {"type": "string"}},
+        "untyped": {"properties": {"a": {"type": "string"}}},
+        "ref": {"$ref": "#/$defs/Other"},
+    }
+    derived = derive("JSON", json.dumps({"type": "object", "properties": properties}))
+    assert derived.fields == (
+        ValueField("orderId", FieldType.LONG, source="order_id"),
+        ValueField("state"),  # its symbols are no GraphQL enum values: a String
+        ValueField("untyped", RecordOf("Untyped", (ValueField("a"),))),
+    )
+    assert derived.skipped == [
+        "orderId: its GraphQL name 'orderId' is another field's",
+        "meta: no field to show",
+        "ref: a $ref (not followed yet)",
+    ]
+
+
+PROTO_EDGES = """syntax = "proto3";
+import "google/protobuf/wrappers.proto";
+import "google/protobuf/struct.proto";
+message Node {
+  string name = 1;
+  Node parent = 2;
+  google.protobuf.StringValue label = 3;
+  google.protobuf.Int64Value size = 4;
+  google.protobuf.Struct extra = 5;
+  uint64 big = 6;
+  bytes blob = 7;
+}
+"""
+
+
+def test_protobuf_recursion_wrappers_and_unsigned_longs() -> None:
+    derived = derive("PROTOBUF", PROTO_EDGES, "nodes-value", 3)
+    assert derived.fields == (
+        ValueField("name"),
+        ValueField("label"),
+        ValueField("size", FieldType.LONG),
+        ValueField("big", FieldType.DECIMAL),
+    )
+    assert derived.skipped == [
+        "parent: a recursive message",
+        "extra: a google.protobuf.Struct",
+        "blob: bytes",
+    ]
+
+
+def test_a_proto_that_does_not_compile_is_named_by_its_subject_and_id() -> None:
+    with pytest.raises(SourceError, match=r"subject 'nodes-value', id 3, does not compile"):
+        derive("PROTOBUF", "message {", "nodes-value", 3)

@@ -449,13 +449,18 @@ def _schema(env: dict[str, str], node: bool, out: Path | None, breaking: Path | 
 
 def _breaking(baseline: Path, sdl: str) -> None:
     """Exit 1 naming each breaking change from the SDL in `baseline` to `sdl`."""
+    from graphql import GraphQLError
+
     from tooling.breaking import breaking_changes
 
     try:
         before = baseline.read_text(encoding="utf-8")
     except OSError as exc:
         raise SystemExit(f"statefed schema: cannot read {baseline}: {exc.strerror}") from exc
-    changes = breaking_changes(baseline.name, before, sdl)
+    try:
+        changes = breaking_changes(baseline.name, before, sdl)
+    except GraphQLError as exc:
+        raise SystemExit(f"statefed schema: {baseline} holds no GraphQL SDL: {exc}") from exc
     for change in changes:
         print(change)
     if changes:
@@ -469,6 +474,7 @@ def _breaking(baseline: Path, sdl: str) -> None:
 def _fields(env: dict[str, str], subject: str, version: int | None) -> None:
     from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistryError
 
+    from pipeline.errors import SourceError
     from tooling.registeredfields import derive, render
 
     url = ToolingConfig.from_env(env).registry_url
@@ -487,7 +493,10 @@ def _fields(env: dict[str, str], subject: str, version: int | None) -> None:
             f"(statefed registry) or set STATEFED_REGISTRY_URL"
         ) from exc
     schema_type = registered.schema.schema_type or "AVRO"
-    derived = derive(schema_type, registered.schema.schema_str)
+    try:
+        derived = derive(schema_type, registered.schema.schema_str, subject, registered.schema_id)
+    except (SourceError, ValueError) as exc:  # a .proto that does not compile, bad JSON
+        raise SystemExit(f"statefed fields: {wanted} of subject {subject!r}: {exc}") from exc
     print(
         f"# subject {subject}, version {registered.version} (schema id "
         f"{registered.schema_id}), {schema_type}: a view's value_fields"

@@ -15,13 +15,12 @@ types, a Protobuf map or bytes) is left out, and named in a comment.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from pipeline.protobuf import descriptor_set, messages_of
+from pipeline.protobuf import SCALAR_MESSAGES, descriptor_set, messages_of
 from schema import (
     EnumOf,
     FieldType,
@@ -31,6 +30,7 @@ from schema import (
     ValueType,
     graphql_name,
     graphql_type_name,
+    is_enum_symbol,
 )
 
 __all__ = ["Derived", "derive", "render"]
@@ -44,9 +44,33 @@ class Derived:
     skipped: list[str] = field(default_factory=list)
 
 
-def _field(source: str, value_type: ValueType) -> ValueField:
-    name = graphql_name(source)
-    return ValueField(name, value_type, None if name == source else source)
+Found = ValueType | str  # a field's type, or why no value field can show it
+
+
+def _collect(entries: list[tuple[str, str, Found]], skipped: list[str]) -> tuple[ValueField, ...]:
+    """The value fields of (path, source name, found) entries; the others go to `skipped`,
+    as does a field whose GraphQL name another field of the record took already."""
+    fields: dict[str, ValueField] = {}
+    for path, source, found in entries:
+        name = graphql_name(source)
+        if isinstance(found, str):
+            skipped.append(f"{path}: {found}")
+        elif name in fields:
+            skipped.append(f"{path}: its GraphQL name {name!r} is another field's")
+        else:
+            fields[name] = ValueField(name, found, None if name == source else source)
+    return tuple(fields.values())
+
+
+def _record(source: str, fields: tuple[ValueField, ...]) -> Found:
+    return RecordOf(graphql_type_name(source), fields) if fields else "no field to show"
+
+
+def _enum(source: str, symbols: tuple[str, ...]) -> Found:
+    """An enum, or String when a symbol cannot be a GraphQL enum value (`in-progress`)."""
+    if symbols and all(is_enum_symbol(s) for s in symbols):
+        return EnumOf(graphql_type_name(source), symbols)
+    return FieldType.STRING
 
 
 # --- Avro ---------------------------------------------------------------------------------
@@ -67,10 +91,8 @@ _AVRO_LOGICAL = {
 }
 
 
-def _avro_type(
-    path: str, declared: Any, named: dict[str, ValueType], skipped: list[str]
-) -> ValueType | str:
-    """The value type of an Avro type, or why there is none."""
+def _avro_type(path: str, declared: Any, named: dict[str, Found], skipped: list[str]) -> Found:
+    """The value type of an Avro type (`named`: the records and enums met so far)."""
     if isinstance(declared, list):
         branches = [b for b in declared if b != "null"]
         if len(branches) != 1:
@@ -86,12 +108,12 @@ def _avro_type(
         return logical
     kind = declared.get("type")
     if kind == "record":
-        fields = _avro_fields(path, declared, named, skipped)
-        record = RecordOf(graphql_type_name(declared["name"]), fields)
+        named[declared["name"]] = "a recursive record"  # until its fields are known
+        record = _record(declared["name"], _avro_fields(path, declared, named, skipped))
         named[declared["name"]] = record
         return record
     if kind == "enum":
-        enum = EnumOf(graphql_type_name(declared["name"]), tuple(declared["symbols"]))
+        enum = _enum(declared["name"], tuple(declared["symbols"]))
         named[declared["name"]] = enum
         return enum
     if kind == "array":
@@ -103,21 +125,14 @@ def _avro_type(
 
 
 def _avro_fields(
-    path: str, record: Any, named: dict[str, ValueType], skipped: list[str]
+    path: str, record: Any, named: dict[str, Found], skipped: list[str]
 ) -> tuple[ValueField, ...]:
-    fields = []
+    entries = []
     for declared in record["fields"]:
         where = f"{path}{declared['name']}"
         found = _avro_type(f"{where}.", declared["type"], named, skipped)
-        if isinstance(found, str):
-            skipped.append(f"{where}: {found}")
-        else:
-            fields.append(_field(declared["name"], found))
-    return tuple(fields)
-
-
-def _from_avro(schema: str, skipped: list[str]) -> tuple[ValueField, ...]:
-    return _avro_fields("", json.loads(schema), {}, skipped)
+        entries.append((where, declared["name"], found))
+    return _collect(entries, skipped)
 
 
 # --- JSON Schema --------------------------------------------------------------------------
@@ -131,9 +146,11 @@ _JSON_SCALARS = {
 }
 
 
-def _json_type(path: str, name: str, declared: Any, skipped: list[str]) -> ValueType | str:
+def _json_type(path: str, name: str, declared: Any, skipped: list[str]) -> Found:
     if not isinstance(declared, dict):
         return "no schema"
+    if "$ref" in declared:
+        return "a $ref (not followed yet)"
     for combined in ("oneOf", "anyOf"):
         if combined in declared:
             branches = [b for b in declared[combined] if b != {"type": "null"}]
@@ -143,35 +160,30 @@ def _json_type(path: str, name: str, declared: Any, skipped: list[str]) -> Value
     types = declared.get("type")
     types = [t for t in (types if isinstance(types, list) else [types]) if t != "null"]
     if "enum" in declared and all(isinstance(s, str) for s in declared["enum"]):
-        return EnumOf(graphql_type_name(name), tuple(declared["enum"]))
+        return _enum(name, tuple(declared["enum"]))
+    if types == [None] and "properties" in declared:  # an object, its `type` left out
+        types = ["object"]
     if len(types) != 1:
         return "a value of several types"
     if types == ["object"]:
         properties = declared.get("properties", {})
-        return RecordOf(graphql_type_name(name), _json_fields(f"{path}.", properties, skipped))
+        return _record(name, _json_fields(f"{path}.", properties, skipped))
     if types == ["array"]:
         item = _json_type(f"{path}[]", name, declared.get("items"), skipped)
         return item if isinstance(item, str) else ListOf(item)
     if types == ["string"] and declared.get("format") in _JSON_FORMATS:
         return _JSON_FORMATS[declared["format"]]
-    return _JSON_SCALARS.get(types[0], f"a JSON {types[0]}")
+    return _JSON_SCALARS.get(str(types[0]), f"a JSON {types[0]}")
 
 
 def _json_fields(
     prefix: str, properties: dict[str, Any], skipped: list[str]
 ) -> tuple[ValueField, ...]:
-    fields = []
+    entries = []
     for source, declared in properties.items():
         found = _json_type(f"{prefix}{source}", source, declared, skipped)
-        if isinstance(found, str):
-            skipped.append(f"{prefix}{source}: {found}")
-        else:
-            fields.append(_field(source, found))
-    return tuple(fields)
-
-
-def _from_json_schema(schema: str, skipped: list[str]) -> tuple[ValueField, ...]:
-    return _json_fields("", json.loads(schema).get("properties", {}), skipped)
+        entries.append((f"{prefix}{source}", source, found))
+    return _collect(entries, skipped)
 
 
 # --- Protobuf -----------------------------------------------------------------------------
@@ -189,56 +201,78 @@ _PROTO_SCALARS = {
     FieldDescriptor.TYPE_INT64: FieldType.LONG,
     FieldDescriptor.TYPE_SINT64: FieldType.LONG,
     FieldDescriptor.TYPE_SFIXED64: FieldType.LONG,
+    FieldDescriptor.TYPE_UINT64: FieldType.DECIMAL,  # beyond a Long: exact as a Decimal
+    FieldDescriptor.TYPE_FIXED64: FieldType.DECIMAL,
+}
+# the well-known messages protobuf's JSON writes as one scalar (pipeline.protobuf)
+_PROTO_WRAPPERS: dict[str, FieldType] = {
+    "google.protobuf.Timestamp": FieldType.TIMESTAMP,
+    "google.protobuf.BoolValue": FieldType.BOOLEAN,
+    "google.protobuf.DoubleValue": FieldType.FLOAT,
+    "google.protobuf.FloatValue": FieldType.FLOAT,
+    "google.protobuf.Int32Value": FieldType.INT,
+    "google.protobuf.UInt32Value": FieldType.LONG,
+    "google.protobuf.Int64Value": FieldType.LONG,
+    "google.protobuf.UInt64Value": FieldType.DECIMAL,
 }
 
 
-def _proto_type(path: str, declared: FieldDescriptor, skipped: list[str]) -> ValueType | str:
-    message = declared.message_type
-    if message is not None and message.GetOptions().map_entry:
+def _proto_message(
+    path: str, message: Descriptor, within: tuple[str, ...], skipped: list[str]
+) -> Found:
+    if message.GetOptions().map_entry:
         return "a map"
-    if message is not None and message.full_name == "google.protobuf.Timestamp":
-        found: ValueType | str = FieldType.TIMESTAMP
-    elif message is not None:
-        fields = _proto_fields(f"{path}.", message, skipped)
-        found = RecordOf(graphql_type_name(message.name), fields)
+    if message.full_name in _PROTO_WRAPPERS:
+        return _PROTO_WRAPPERS[message.full_name]
+    if message.full_name in SCALAR_MESSAGES:  # Duration, FieldMask, StringValue, BytesValue
+        return FieldType.STRING
+    if message.full_name.startswith("google.protobuf."):  # Struct, Value, Any, Empty
+        return f"a {message.full_name}"
+    if message.full_name in within:
+        return "a recursive message"
+    fields = _proto_fields(f"{path}.", message, (*within, message.full_name), skipped)
+    return _record(message.name, fields)
+
+
+def _proto_type(
+    path: str, declared: FieldDescriptor, within: tuple[str, ...], skipped: list[str]
+) -> Found:
+    found: Found
+    if declared.message_type is not None:
+        found = _proto_message(path, declared.message_type, within, skipped)
     elif declared.enum_type is not None:
-        symbols = tuple(v.name for v in declared.enum_type.values)
-        found = EnumOf(graphql_type_name(declared.enum_type.name), symbols)
+        found = _enum(declared.enum_type.name, tuple(v.name for v in declared.enum_type.values))
+    elif declared.type == FieldDescriptor.TYPE_BYTES:
+        found = "bytes"
     else:
-        found = _PROTO_SCALARS.get(declared.type, "bytes")
+        found = _PROTO_SCALARS.get(declared.type, f"a Protobuf type {declared.type}")
     if isinstance(found, str) or not declared.is_repeated:
         return found
     return ListOf(found)
 
 
-def _proto_fields(prefix: str, message: Descriptor, skipped: list[str]) -> tuple[ValueField, ...]:
-    fields = []
+def _proto_fields(
+    prefix: str, message: Descriptor, within: tuple[str, ...], skipped: list[str]
+) -> tuple[ValueField, ...]:
+    entries = []
     for declared in message.fields:
-        found = _proto_type(f"{prefix}{declared.name}", declared, skipped)
-        if isinstance(found, str):
-            skipped.append(f"{prefix}{declared.name}: {found}")
-        else:
-            fields.append(_field(declared.name, found))
-    return tuple(fields)
+        found = _proto_type(f"{prefix}{declared.name}", declared, within, skipped)
+        entries.append((f"{prefix}{declared.name}", declared.name, found))
+    return _collect(entries, skipped)
 
 
-def _from_protobuf(schema: str, skipped: list[str]) -> tuple[ValueField, ...]:
-    (first, *_) = messages_of(descriptor_set("the subject", 0, schema))
-    return _proto_fields("", first, skipped)
-
-
-_DERIVERS: dict[str, Callable[[str, list[str]], tuple[ValueField, ...]]] = {
-    "AVRO": _from_avro,
-    "JSON": _from_json_schema,
-    "PROTOBUF": _from_protobuf,
-}
-
-
-def derive(schema_type: str, schema: str) -> Derived:
+def derive(schema_type: str, schema: str, subject: str = "", schema_id: int = 0) -> Derived:
     """The value fields of a registered schema of `schema_type` (`AVRO`, `JSON`,
-    `PROTOBUF`: the registry's names; for Protobuf, the file's first message)."""
+    `PROTOBUF`: the registry's names; for Protobuf, the file's first message); `subject`
+    and `schema_id` name it in errors (SourceError: a .proto that does not compile)."""
     skipped: list[str] = []
-    fields = _DERIVERS[schema_type](schema, skipped)
+    if schema_type == "AVRO":
+        fields = _avro_fields("", json.loads(schema), {}, skipped)
+    elif schema_type == "JSON":
+        fields = _json_fields("", json.loads(schema).get("properties", {}), skipped)
+    else:
+        first = messages_of(descriptor_set(subject, schema_id, schema))[0]
+        fields = _proto_fields("", first, (first.full_name,), skipped)
     return Derived(fields, skipped)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -96,3 +97,39 @@ def test_the_first_message_gives_the_fields_and_their_structure() -> None:
     assert mismatches((ValueField("at", line),), schemas.shape()) == [
         "at is record Line but a scalar"
     ]
+
+
+RECURSIVE = """syntax = "proto3";
+import "google/protobuf/wrappers.proto";
+message Node { string name = 1; Node parent = 2; google.protobuf.StringValue label = 3; }
+"""
+
+
+def test_a_recursive_message_and_wrappers_have_a_shape_and_read_as_json() -> None:
+    schemas = ProtobufSchemas("nodes-value", (Version(5, RECURSIVE, 1),))
+    parent = RecordOf("Parent", (ValueField("name"),))
+    fields = (ValueField("name"), ValueField("parent", parent), ValueField("label"))
+    assert mismatches(fields, schemas.shape()) == []
+    node = _classes_of(RECURSIVE, "Node")(name="a")
+    node.parent.name = "b"
+    node.label.value = "x"
+    decoded = json_of({5: descriptor_set("s", 5, RECURSIVE)})(_framed(5, b"\x00", node))
+    assert json.loads(decoded or "") == {"name": "a", "parent": {"name": "b"}, "label": "x"}
+
+
+def test_negative_message_indexes_and_unwritable_json_are_dead_letters_not_errors() -> None:
+    descriptors = descriptor_set("s", 7, TEXT)
+    decode = json_of({7: descriptors})
+    order = _classes(descriptors)["shop.Order"](id=1)
+    assert decode(_framed(7, b"\x02\x01", order)) is None  # indexes [-1]
+    order.at.nanos = 2_000_000_000  # no instant: protobuf's JSON refuses it
+    assert decode(_framed(7, b"\x00", order)) is None
+
+
+def _classes_of(text: str, name: str) -> Any:
+    pool = descriptor_pool.DescriptorPool()
+    for proto_file in descriptor_pb2.FileDescriptorSet.FromString(
+        descriptor_set("s", 5, text)
+    ).file:
+        pool.Add(proto_file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))

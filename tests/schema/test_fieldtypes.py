@@ -54,6 +54,8 @@ SHOWN: list[tuple[ValueType, Any, Any]] = [
     ),
     (FieldType.TIMESTAMP, "2026-01-01T00:00:00", None),  # no zone: no instant
     (FieldType.TIMESTAMP, 10**20, None),
+    (FieldType.TIMESTAMP, "0001-01-01T00:00:00+01:00", None),  # before year 1 in UTC
+    (FieldType.FLOAT, 10**400, None),  # beyond a double
     (FieldType.DATE, "2026-11-28", date(2026, 11, 28)),
     (FieldType.DATE, "28.11.2026", None),
     (STATUS, "PAID", "PAID"),
@@ -140,6 +142,8 @@ def test_a_field_named_as_graphql_cannot_be_says_what_to_name_it() -> None:
         (lambda: EnumOf("Status", ()), "distinct symbols"),
         (lambda: EnumOf("Status", ("A", "A")), "distinct symbols"),
         (lambda: EnumOf("Status", ("true",)), "not true, false or null"),
+        (lambda: EnumOf("Status", ("mro",)), "not mro or _x_"),
+        (lambda: EnumOf("Status", ("_x_",)), "not mro or _x_"),
         (lambda: EnumOf("status", ("A",)), "no GraphQL type name"),
         (lambda: RecordOf("Point", ()), "fields of distinct names"),
         (lambda: RecordOf("Point", (ValueField("x"), ValueField("x"))), "distinct names"),
