@@ -3,9 +3,7 @@
 Every test gets exactly one tier marker, from its folder (`_FOLDER_TIERS`); a test of a
 folder of unit tests that takes the `broker` fixture, or whose module starts Kafka, a
 Schema Registry or a local cluster of its own, is of the `kafka` tier. `make
-test-unit` runs the `unit` tier alone (the inner loop); `make test` runs every tier. A
-`system` test starts a whole system of its own and checks answers only, no timings, so it
-runs beside other tests; a `cluster` test's bounds need a machine to itself.
+test-unit` runs the `unit` tier alone (the inner loop); `make test` runs every tier.
 """
 
 from __future__ import annotations
@@ -22,11 +20,11 @@ _TESTS = Path(__file__).parent
 # tier of each folder below tests/ (and of files directly in it) that is not `unit`
 _FOLDER_TIERS: dict[str, str] = {
     "chaos": "chaos",
-    "conformance": "system",
+    "conformance": "cluster",
     "differential": "cluster",
     "e2e": "cluster",
-    "kafka_tls": "system",
-    "newcomer": "system",
+    "kafka_tls": "cluster",
+    "newcomer": "cluster",
     "observe": "cluster",
     "pipeline": "spark",
     "replication": "chaos",
@@ -37,7 +35,7 @@ _FOLDER_TIERS: dict[str, str] = {
     "test_status_command.py": "kafka",
     "test_kafka_clients.py": "kafka",
 }
-TIERS = ("unit", "kafka", "spark", "system", "cluster", "chaos")
+TIERS = ("unit", "kafka", "spark", "cluster", "chaos")
 # a module that imports one of these starts real parts of its own
 _STARTERS = ("KafkaBroker", "KafkaCluster", "LocalCluster", "SchemaRegistry")
 

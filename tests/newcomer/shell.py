@@ -23,7 +23,7 @@ __all__ = ["Block", "Output", "demo_places", "readme_blocks", "start", "stop"]
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 # held while a demo runs: every demo serves the same fixed places (port 8100, Kafka on
-# 9092), and the tests run beside others, one of which may be the other newcomer test
+# 9092, the registry on 8081), whichever test or worker starts it
 _PLACES_LOCK = Path(tempfile.gettempdir()) / "statefed-demo-places.lock"
 
 

@@ -24,7 +24,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from tests.newcomer.shell import Output, demo_places, start, stop
 from tooling.processes import wait_until
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 BIN = Path(sys.executable).parent
 START_S = 480.0  # the registry, the broker, nodes and gateway; the pipeline after the subject

@@ -20,7 +20,7 @@ import pytest
 from tests.newcomer.shell import Output, demo_places, readme_blocks, start, stop
 from tooling.processes import wait_until
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 BIN = Path(sys.executable).parent  # the virtualenv's, as `source .venv/bin/activate` gives
 START_S = 480.0  # the demo: broker, Spark pipeline, nodes, gateway

@@ -36,7 +36,7 @@ from graphql import OperationDefinitionNode, OperationType, parse
 from tests.newcomer.shell import Block, Output, demo_places, readme_blocks, start, stop
 from tooling.processes import wait_until
 
-pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
