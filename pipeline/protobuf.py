@@ -41,6 +41,7 @@ __all__ = [
     "SCALAR_MESSAGES",
     "ProtobufSchemas",
     "compile_proto",
+    "descriptor_pool_of",
     "descriptor_set",
     "json_of",
     "messages_of",
@@ -132,7 +133,8 @@ def compile_proto(subject: str, version_id: int, text: str) -> bytes:
         return out.read_bytes()
 
 
-def _pool(descriptor_set: bytes) -> descriptor_pool.DescriptorPool:
+def descriptor_pool_of(descriptor_set: bytes) -> descriptor_pool.DescriptorPool:
+    """A pool holding every file of a serialized FileDescriptorSet."""
     pool = descriptor_pool.DescriptorPool()
     for proto_file in descriptor_pb2.FileDescriptorSet.FromString(descriptor_set).file:
         pool.Add(proto_file)
@@ -142,7 +144,7 @@ def _pool(descriptor_set: bytes) -> descriptor_pool.DescriptorPool:
 def messages_of(descriptors: bytes) -> list[Descriptor]:
     """The top-level messages of the set's own file (its last), in their order."""
     own = descriptor_pb2.FileDescriptorSet.FromString(descriptors).file[-1].name
-    return list(_pool(descriptors).FindFileByName(own).message_types_by_name.values())
+    return list(descriptor_pool_of(descriptors).FindFileByName(own).message_types_by_name.values())
 
 
 def _varint(data: bytes, offset: int) -> tuple[int, int]:

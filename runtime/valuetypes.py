@@ -12,28 +12,24 @@ import datetime
 import decimal
 import enum
 import functools
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NewType
 
 import strawberry
 from strawberry.types.scalar import ScalarDefinition
 
-from schema import EnumOf, FieldType, ListOf, RecordOf, ValueType
+from schema import EnumOf, FieldType, ListOf, RecordOf, ValueType, field_value
 
 __all__ = ["LONG_SCALAR", "SCALAR_MAP", "Long", "annotation", "parse_long"]
 
-_DIGITS = re.compile(r"^-?[0-9]{1,19}$")
-_LONGS = range(-(2**63), 2**63)
-
 
 def parse_long(value: Any) -> int:
-    """An Int, or a string of decimal digits, within 64 bits."""
-    if isinstance(value, str) and _DIGITS.match(value):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value not in _LONGS:
+    """An Int, or a string of decimal digits, within 64 bits (as a Long value field reads
+    one: schema.fieldtypes)."""
+    number: int | None = field_value(FieldType.LONG, value)
+    if number is None:
         raise ValueError(f"a Long is a 64-bit integer (an Int or a string of digits): {value!r}")
-    return value
+    return number
 
 
 Long = NewType("Long", int)

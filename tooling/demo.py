@@ -220,7 +220,8 @@ def _wait_for_subjects(
     with SchemaRegistryClient({"url": url}) as client:
 
         def missing() -> list[str]:
-            return [s for s in subjects if s not in client.get_subjects()]
+            registered = set(client.get_subjects())  # one call per poll
+            return [s for s in subjects if s not in registered]
 
         if missing():
             _say(

@@ -35,9 +35,9 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf import json_format, message_factory
 
-from pipeline.protobuf import compile_proto
+from pipeline.protobuf import compile_proto, descriptor_pool_of
 from schema import KeyType, ValueFormat, View
 from tests.conformance.views import CATALOGUE, STATUS
 from tests.e2e.conftest import Cluster
@@ -185,11 +185,7 @@ def _proto_class(version: int) -> Any:
     """The generated message class of the schema's `version` (protoc, as a user's build
     generates it)."""
     text = _PROTO % ("\n  optional string added = 17;" if version == 2 else "")
-    pool = descriptor_pool.DescriptorPool()
-    for proto_file in descriptor_pb2.FileDescriptorSet.FromString(
-        compile_proto("shapes", version, text)
-    ).file:
-        pool.Add(proto_file)
+    pool = descriptor_pool_of(compile_proto("shapes", version, text))
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Shape"))
 
 

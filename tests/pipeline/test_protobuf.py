@@ -9,10 +9,10 @@ import json
 from typing import Any
 
 import pytest
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, message_factory
 
 from pipeline.errors import SourceError
-from pipeline.protobuf import ProtobufSchemas, descriptor_set, json_of
+from pipeline.protobuf import ProtobufSchemas, descriptor_pool_of, descriptor_set, json_of
 from pipeline.shapes import mismatches
 from pipeline.wire import Version
 from schema import FieldType, ListOf, RecordOf, ValueField
@@ -31,9 +31,7 @@ message Other { string x = 1; }
 
 
 def _classes(descriptors: bytes) -> dict[str, type]:
-    pool = descriptor_pool.DescriptorPool()
-    for proto_file in descriptor_pb2.FileDescriptorSet.FromString(descriptors).file:
-        pool.Add(proto_file)
+    pool = descriptor_pool_of(descriptors)
     names = ("shop.Order", "shop.Order.Line", "shop.Other")
     return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(n)) for n in names}
 
@@ -127,9 +125,5 @@ def test_negative_message_indexes_and_unwritable_json_are_dead_letters_not_error
 
 
 def _classes_of(text: str, name: str) -> Any:
-    pool = descriptor_pool.DescriptorPool()
-    for proto_file in descriptor_pb2.FileDescriptorSet.FromString(
-        descriptor_set("s", 5, text)
-    ).file:
-        pool.Add(proto_file)
+    pool = descriptor_pool_of(descriptor_set("s", 5, text))
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))

@@ -19,14 +19,14 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf import json_format, message_factory
 from pyspark.sql import SparkSession
 
 from pipeline import start_queries
 from pipeline.avro import not_decoded
 from pipeline.errors import SourceError
 from pipeline.jsonschema import REASON_NOT_JSON_OBJECT
-from pipeline.protobuf import compile_proto
+from pipeline.protobuf import compile_proto, descriptor_pool_of
 from pipeline.protobuf import not_decoded as not_protobuf
 from pipeline.wire import REASON_NOT_WIRE_FORMAT, unknown_schema_id
 from runtime.topics import ensure_topics, statefed_topics
@@ -145,11 +145,7 @@ def _protobuf(
 ) -> bytes:
     """Confluent's Protobuf serializer, with the class protoc generates from `schema`; it
     registers its schema itself (a base64 descriptor), beside the .proto text registered."""
-    pool = descriptor_pool.DescriptorPool()
-    for proto_file in descriptor_pb2.FileDescriptorSet.FromString(
-        compile_proto("test", 0, schema)
-    ).file:
-        pool.Add(proto_file)
+    pool = descriptor_pool_of(compile_proto("test", 0, schema))
     message_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("t.Booking"))
     conf = {"auto.register.schemas": True, "use.deprecated.format": False}
     serialize = ProtobufSerializer(message_class, client, conf)
