@@ -54,6 +54,7 @@ from schema.membership import (
     encode_member,
 )
 from schema.partitioner import murmur2, partition_for
+from schema.recordkeys import KeyField, RecordKey
 from schema.status import PIPELINE_TOPIC, ViewStatus, decode_status, encode_status
 from schema.views import (
     CATALOGUE,
@@ -84,12 +85,14 @@ __all__ = [
     "EnumOf",
     "EventRow",
     "FieldType",
+    "KeyField",
     "KeyPart",
     "KeyType",
     "ListOf",
     "MemberRecord",
     "NodeState",
     "PartitionStatus",
+    "RecordKey",
     "RecordOf",
     "Role",
     "ValueField",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from schema.fieldtypes import ValueField
 from schema.keytypes import KeyType
+from schema.recordkeys import RecordKey
 
 __all__ = [
     "CATALOGUE",
@@ -103,6 +104,11 @@ class View:
     time in ms since the epoch; None means the Kafka record timestamp. `value_fields` are
     the JSON value fields a latest or history view exposes. `scope` is the scope a token
     needs to read the view's fields at the gateway; None lets any caller it admits read them.
+
+    `key_type` says how the topic's record keys are written (`schema.keytypes`); a
+    `RecordKey` is a key of several fields (`schema.recordkeys`): the view's type shows
+    each of them, the lookups take `key_field` as an input object of them, and federation
+    finds an entity by all of them (`@key(fields: "region order")`).
     """
 
     name: str
@@ -119,7 +125,7 @@ class View:
     scope: str | None = None
     value_format: ValueFormat = ValueFormat.JSON
     value_subject: str | None = None
-    key_type: KeyType = KeyType.STRING
+    key_type: KeyType | RecordKey = KeyType.STRING
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
