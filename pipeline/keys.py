@@ -8,14 +8,21 @@ Spark computes it without arithmetic:
 - int: sign-extended to 64 bits, then as a long: `80000000` or `7fffffff`, then the bytes;
 - double: IEEE 754's total order: a negative number's bits all flipped (each hex digit
   15 - d), a positive number's sign bit flipped.
+
+A record key (`schema.recordkeys`) is read by `RecordKey.deserialize` itself, in an
+Arrow-batched Python UDF: its bytes must be exactly what Jackson writes for its fields
+(the escapes included), which no Spark function writes, and the gateway computes its
+partition from the same code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from schema import KeyType
+from schema import KeyType, RecordKey
 
 __all__ = [
     "REASON_BAD_UTF8",
@@ -24,6 +31,7 @@ __all__ = [
     "REASON_NO_KEY",
     "key_reason",
     "key_text",
+    "not_record_key",
     "wrong_key_size",
 ]
 
@@ -49,10 +57,24 @@ def wrong_key_size(key_type: KeyType) -> str:
     )
 
 
-def key_reason(key_type: KeyType) -> Column:
+def not_record_key(record_key: RecordKey) -> str:
+    """The reason of a key that is not the compact JSON of `record_key`'s fields."""
+    fields = ", ".join(f"{f.name} ({f.type.value})" for f in record_key.fields)
+    return (
+        f"key is not compact JSON of the fields {fields} in this order, as Jackson writes "
+        f"it: a key written otherwise lies on a partition no lookup can find"
+    )  # the UDF adds what is wrong with the key in parentheses
+
+
+def key_reason(key_type: KeyType | RecordKey) -> Column:
     """Why a row's key cannot be read as a `key_type`, or null."""
     key = F.col("key")
     reason = F.when(key.isNull(), F.lit(REASON_NO_KEY))
+    if isinstance(key_type, RecordKey):
+        read = _read_record(key_type)
+        return reason.when(~F.is_valid_utf8(key.cast("string")), F.lit(REASON_BAD_UTF8)).when(
+            read["reason"].isNotNull(), read["reason"]
+        )
     if key_type is KeyType.STRING:
         return reason.when(~F.is_valid_utf8(key.cast("string")), F.lit(REASON_BAD_UTF8)).when(
             # the lookup API rejects an empty key, so such a record could never be read
@@ -65,8 +87,10 @@ def key_reason(key_type: KeyType) -> Column:
     return reason
 
 
-def key_text(key_type: KeyType) -> Column:
+def key_text(key_type: KeyType | RecordKey) -> Column:
     """The key text of a row's key (a readable key: see `key_reason`)."""
+    if isinstance(key_type, RecordKey):
+        return _read_record(key_type)["text"]
     if key_type is KeyType.STRING:
         return F.col("key").cast("string")
     digits = F.lower(F.hex(F.col("key")))
@@ -78,3 +102,25 @@ def key_text(key_type: KeyType) -> Column:
     if key_type is KeyType.INT:
         return F.concat(F.when(negative, "7fffffff").otherwise("80000000"), digits)
     return F.when(negative, F.translate(digits, _DIGITS, _ALL_FLIPPED)).otherwise(flip_sign)
+
+
+def _read_record(record_key: RecordKey) -> Column:
+    """struct<text, reason> of a row's key: its key text, or why it is no key of
+    `record_key` (null for a null key)."""
+    read = F.udf(_record_reader(record_key), "struct<text: string, reason: string>", useArrow=True)
+    return read(F.col("key"))
+
+
+def _record_reader(record_key: RecordKey) -> Callable[[bytes | None], dict[str, str | None]]:
+    refused = not_record_key(record_key)
+
+    def read(data: bytes | None) -> dict[str, str | None]:
+        if data is None:
+            return {"text": None, "reason": None}  # key_reason says: no key
+        try:
+            key = record_key.deserialize(bytes(data))
+        except ValueError as exc:
+            return {"text": None, "reason": f"{refused} ({exc})"}
+        return {"text": record_key.text(key), "reason": None}
+
+    return read

@@ -25,7 +25,17 @@ from pipeline.errors import SourceError
 from pipeline.keys import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY, key_reason, key_text
 from pipeline.shapes import mismatches
 from pipeline.wire import RegisteredSchemas
-from schema import EnumOf, FieldType, KeyType, ListOf, RecordOf, ValueField, ValueType, View
+from schema import (
+    EnumOf,
+    FieldType,
+    KeyType,
+    ListOf,
+    RecordKey,
+    RecordOf,
+    ValueField,
+    ValueType,
+    View,
+)
 
 __all__ = [
     "MAX_EVENT_MS",
@@ -86,7 +96,7 @@ class Decoding:
     value_fields: tuple[ValueField, ...] = ()
     registered: RegisteredSchemas | None = None
     tombstones: bool = False
-    key_type: KeyType = KeyType.STRING
+    key_type: KeyType | RecordKey = KeyType.STRING
 
     @classmethod
     def of(
