@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
-from schema.keytypes import KeyType
+from schema import KeyType, RecordKey
 from tooling.broker import kafka_jars
 
 __all__ = ["JAVA_TIMEOUT_S", "SOURCE", "Record", "compile_key_producer", "produce", "read_all"]
@@ -53,11 +53,13 @@ def _tool(name: str) -> str:
 
 
 def compile_key_producer(classes: Path) -> None:
-    """Compile KeyProducer.java into `classes` against the kafka-clients jar `make kafka`
-    fetched (the jar alone: javac reads less than with every jar of the broker)."""
+    """Compile KeyProducer.java into `classes` against the kafka-clients and Jackson jars
+    `make kafka` fetched (those alone: javac reads less than with every jar of the broker)."""
     (clients,) = kafka_jars().glob("kafka-clients-*.jar")
+    jackson = sorted(kafka_jars().glob("jackson-*.jar"))
+    classpath = os.pathsep.join(str(jar) for jar in (clients, *jackson))
     command = [_tool("javac"), "--release", "17", "-encoding", "UTF-8"]  # not the locale's
-    command += ["-d", str(classes), "-cp", str(clients), str(SOURCE)]
+    command += ["-d", str(classes), "-cp", classpath, str(SOURCE)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -67,7 +69,9 @@ def compile_key_producer(classes: Path) -> None:
         pytest.fail(f"javac {SOURCE.name} exited with {done.returncode}: {output}")
 
 
-def _command(classes: Path, bootstrap: str, topic: str, key_type: KeyType, count: int) -> list[str]:
+def _command(
+    classes: Path, bootstrap: str, topic: str, key_type: KeyType | RecordKey, count: int
+) -> list[str]:
     """KeyProducer's command for one topic; its classpath is Kafka's jars and their deps.
     A small heap and the quick compiler only: each run is short, most of it JVM start-up."""
     jvm = [_tool("java"), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -79,7 +83,7 @@ def _command(classes: Path, bootstrap: str, topic: str, key_type: KeyType, count
 def produce(
     classes: Path,
     bootstrap: str,
-    topics: Mapping[str, KeyType],
+    topics: Mapping[str, KeyType | RecordKey],
     count: int,
     timeout_s: float = JAVA_TIMEOUT_S,
 ) -> None:

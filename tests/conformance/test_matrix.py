@@ -1,7 +1,7 @@
 """The conformance matrix, end to end on real parts: every value format (plain JSON, and
 JSON Schema, Avro and Protobuf through a real Schema Registry) with every key type (string,
-int, long),
-each value carrying one field per schema shape (scalars, a 64-bit integer, a decimal, a
+int, long, and a record of a string, a long and an int, written as compact JSON), each
+value carrying one field per schema shape (scalars, a 64-bit integer, a decimal, a
 timestamp, a date, an enum, lists of scalars, of enums and of records, a record nested in a
 record, optional fields and an optional record, names to sanitize, and a field v2 of the
 schema adds). Every value queried back through the gateway, by a multi-key lookup (read
@@ -37,8 +37,9 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import json_format, message_factory
 
+from gateway.api.fields.keys import key_names
 from pipeline.protobuf import compile_proto, descriptor_pool_of
-from schema import KeyType, ValueFormat, View
+from schema import KeyType, RecordKey, ValueFormat, View
 from tests.conformance.views import CATALOGUE, STATUS
 from tests.e2e.conftest import Cluster
 from tooling.localcluster import LocalCluster
@@ -293,8 +294,8 @@ def _normalized(answer: Value) -> Value:
 
 
 ADDRESS_SELECTION = "{ city zipCode geo { lat lon } }"
-SELECTION = (
-    f"id name count big ratio flag price at day status tags moods address {ADDRESS_SELECTION} "
+VALUES = (
+    f"name count big ratio flag price at day status tags moods address {ADDRESS_SELECTION} "
     f"stops {{ city minutes }} note maybeAddress {ADDRESS_SELECTION} orderId added"
 )
 
@@ -314,8 +315,16 @@ class Written:
         }
 
 
-def _key(key_type: KeyType, index: int, rng: random.Random) -> Any:
-    """The index-th key: the GraphQL argument (a Long as its digits) and the Kafka key."""
+def _selection(view: View) -> str:
+    """Every field of `view`'s type: its key's, then the value fields."""
+    return f"{' '.join(key_names(view))} {VALUES}"
+
+
+def _key(key_type: KeyType | RecordKey, index: int, rng: random.Random) -> Any:
+    """The index-th key: the GraphQL argument (a Long as its digits)."""
+    if isinstance(key_type, RecordKey):
+        seq = _key(KeyType.LONG, index, rng)
+        return {"shop": f"shop-{index % 7}-{_text(rng)}", "seq": seq, "lane": index % 5 - 2}
     if key_type is KeyType.STRING:
         return f"key-{index:04d}-{_text(rng)}"
     if key_type is KeyType.INT:
@@ -323,9 +332,17 @@ def _key(key_type: KeyType, index: int, rng: random.Random) -> Any:
     return str(index * 76_861_433_640_456_465 - 2**63)
 
 
-def _kafka_key(key_type: KeyType, key: Any) -> Any:
+def _kafka_key(key_type: KeyType | RecordKey, key: Any) -> Any:
     """The key as its serializer takes it (a Long argument is its digits)."""
+    if isinstance(key_type, RecordKey):
+        return {**key, "seq": int(key["seq"])}
     return int(key) if key_type is KeyType.LONG else key
+
+
+def _answered_key(view: View, answer: Value) -> str:
+    """The JSON text of the key an answer shows, as `Written.expected` names keys."""
+    names = key_names(view)
+    return json.dumps({n: answer[n] for n in names} if len(names) > 1 else answer[names[0]])
 
 
 def _serializers(
@@ -424,12 +441,18 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, 
 _GRAPHQL_KEYS = {KeyType.STRING: "String", KeyType.INT: "Int", KeyType.LONG: "Long"}
 
 
+def _key_type_name(view: View) -> str:
+    """The GraphQL type of `view`'s key argument."""
+    key_type = view.key_type
+    return f"{view.type_name}Key" if isinstance(key_type, RecordKey) else _GRAPHQL_KEYS[key_type]
+
+
 def _lookup(cluster: Cluster, written: Written) -> dict[str, Value | None]:
     """Every key's answer to one multi-key lookup, by the key's JSON text."""
     view = written.view
     query = (
-        f"query($k: [{_GRAPHQL_KEYS[view.key_type]}!]!) "
-        f"{{ {view.many_field}({view.keys_arg}: $k) {{ {SELECTION} }} }}"
+        f"query($k: [{_key_type_name(view)}!]!) "
+        f"{{ {view.many_field}({view.keys_arg}: $k) {{ {_selection(view)} }} }}"
     )
     answers = cluster.data(query, {"k": written.keys})[view.many_field]
     return {json.dumps(k): a for k, a in zip(written.keys, answers, strict=True)}
@@ -439,16 +462,16 @@ def _scan(cluster: Cluster, written: Written) -> dict[str, Value]:
     """Every row of the view, by its key's JSON text, from one scan page."""
     view = written.view
     page = f"first: {KEYS_PER_VIEW + 1}"
-    query = f"{{ {view.scan_field}({page}) {{ edges {{ node {{ {SELECTION} }} }} }} }}"
+    query = f"{{ {view.scan_field}({page}) {{ edges {{ node {{ {_selection(view)} }} }} }} }}"
     edges = cluster.data(query)[view.scan_field]["edges"]
-    return {json.dumps(edge["node"]["id"]): edge["node"] for edge in edges}
+    return {_answered_key(view, edge["node"]): edge["node"] for edge in edges}
 
 
 def _point(cluster: Cluster, written: Written, key: Any) -> Value | None:
     view = written.view
     query = (
-        f"query($k: {_GRAPHQL_KEYS[view.key_type]}!) "
-        f"{{ {view.point_field}({view.key_field}: $k) {{ {SELECTION} }} }}"
+        f"query($k: {_key_type_name(view)}!) "
+        f"{{ {view.point_field}({view.key_field}: $k) {{ {_selection(view)} }} }}"
     )
     answer: Value | None = cluster.data(query, {"k": key})[view.point_field]
     return answer
@@ -462,15 +485,17 @@ def _mismatches(written: Written, answers: dict[str, Any]) -> list[str]:
         if answer is None:
             lines.append(f"{written.view.name} {key}: no answer")
             continue
-        got = _normalized({name: value for name, value in answer.items() if name != "id"})
+        keyed = key_names(written.view)
+        got = _normalized({name: value for name, value in answer.items() if name not in keyed})
         if got != expected:
             differing = sorted(n for n in expected if got.get(n) != expected[n])
             lines.append(
                 f"{written.view.name} {key}: "
                 + ", ".join(f"{n} {got.get(n)!r} != {expected[n]!r}" for n in differing)
             )
-        if json.dumps(answer["id"]) != key:
-            lines.append(f"{written.view.name} {key}: answered as key {answer['id']!r}")
+        if _answered_key(written.view, answer) != key:
+            shown = _answered_key(written.view, answer)
+            lines.append(f"{written.view.name} {key}: answered as key {shown}")
     return lines
 
 

@@ -1,13 +1,16 @@
 """The catalogue of the conformance matrix: one latest view per value format and key type,
-each exposing the same value fields, one per schema shape (test_matrix.py)."""
+each exposing the same value fields, one per schema shape (test_matrix.py). The record key
+has a field of each type a record key field can have."""
 
 from __future__ import annotations
 
 from schema import (
     EnumOf,
     FieldType,
+    KeyField,
     KeyType,
     ListOf,
+    RecordKey,
     RecordOf,
     ValueField,
     ValueFormat,
@@ -44,10 +47,13 @@ FIELDS = (
     ValueField("added"),
 )
 FORMATS = (ValueFormat.JSON, ValueFormat.JSON_SCHEMA, ValueFormat.AVRO, ValueFormat.PROTOBUF)
-KEY_TYPES = (KeyType.STRING, KeyType.INT, KeyType.LONG)
+RECORD_KEY = RecordKey(
+    (KeyField("shop"), KeyField("seq", KeyType.LONG), KeyField("lane", KeyType.INT))
+)
+KEY_TYPES: tuple[KeyType | RecordKey, ...] = (KeyType.STRING, KeyType.INT, KeyType.LONG, RECORD_KEY)
 
 
-def _view(value_format: ValueFormat, key_type: KeyType) -> View:
+def _view(value_format: ValueFormat, key_type: KeyType | RecordKey) -> View:
     suffix = f"{value_format.value.replace('_', '')}_{key_type.value}"
     camel = "".join(part.capitalize() for part in suffix.split("_"))
     return View(

@@ -1,12 +1,13 @@
 """The catalogue the differential cluster runs: the built-in one plus views added by a
 single entry each, to show that a view of an existing kind needs no code: `word_tally`
-(string keys) and three count views whose record keys are written by Kafka's Java
-Integer, Long and Double serializers (test_typed_keys.py)."""
+(string keys) and four count views whose record keys are written by Kafka's Java
+Integer, Long and Double serializers and by Jackson, a record of three fields
+(test_typed_keys.py)."""
 
 from __future__ import annotations
 
 from schema import CATALOGUE as BUILT_IN
-from schema import KeyType, View, ViewKind
+from schema import KeyField, KeyType, RecordKey, View, ViewKind
 
 WORD_TALLY = View(
     name="word_tally",
@@ -55,6 +56,21 @@ PRICE_COUNTS = View(
     key_type=KeyType.DOUBLE,
 )
 
-TYPED_KEY_VIEWS = (SEAT_COUNTS, ACCOUNT_COUNTS, PRICE_COUNTS)
+# keys as tests/java/KeyProducer.java writes its records: {"shop": .., "seq": .., "lane": ..}
+SHOP_COUNTS = View(
+    name="shop_counts",
+    topic="shop_orders",
+    kind=ViewKind.COUNT,
+    key_field="order",
+    type_name="ShopCount",
+    point_field="shopCount",
+    many_field="shopCounts",
+    top_field="topShops",
+    key_type=RecordKey(
+        (KeyField("shop"), KeyField("seq", KeyType.LONG), KeyField("lane", KeyType.INT))
+    ),
+)
+
+TYPED_KEY_VIEWS = (SEAT_COUNTS, ACCOUNT_COUNTS, PRICE_COUNTS, SHOP_COUNTS)
 
 CATALOGUE = (*BUILT_IN, WORD_TALLY, *TYPED_KEY_VIEWS)

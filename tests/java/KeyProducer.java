@@ -1,3 +1,5 @@
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
@@ -18,7 +20,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Produces records keyed by one key type's Java serializer, with Kafka's default partitioner,
  * so a test can check that schema/keytypes.py places every key where this producer does.
  *
- * <p>Usage: {@code KeyProducer <bootstrap servers> <topic> <string|int|long|double> <count>}.
+ * <p>Usage: {@code KeyProducer <bootstrap servers> <topic> <string|int|long|double|record>
+ * <count>}. A record key is a JSON object {@code {"shop": string, "seq": long, "lane": int}}
+ * written by Jackson's {@code ObjectMapper}, as Spring Kafka's {@code JsonSerializer} does.
  * The keys are the edge cases of the type first, then pseudo-random ones from a fixed seed (the
  * same keys on every run); each record's value is the key's Java text ({@code String.valueOf}).
  * Exits 0 once every record is acknowledged by all in-sync replicas, 1 when producing failed
@@ -36,8 +40,8 @@ public final class KeyProducer {
 
     public static void main(String[] args) {
         if (args.length != 4) {
-            exit(2, "usage: KeyProducer <bootstrap servers> <topic> <string|int|long|double> "
-                + "<count>");
+            exit(2, "usage: KeyProducer <bootstrap servers> <topic> "
+                + "<string|int|long|double|record> <count>");
         }
         String bootstrap = args[0];
         String topic = args[1];
@@ -54,8 +58,10 @@ public final class KeyProducer {
                     longKeys(count, random));
                 case "double" -> produce(bootstrap, topic, new DoubleSerializer(),
                     doubleKeys(count, random));
+                case "record" -> produce(bootstrap, topic, jsonSerializer(),
+                    recordKeys(count, random));
                 default -> exit(2, "unknown key type " + type
-                    + ": expected string, int, long or double");
+                    + ": expected string, int, long, double or record");
             };
             System.out.println("produced " + produced + " " + type + " keys to " + topic);
         } catch (Exception e) {
@@ -129,6 +135,44 @@ public final class KeyProducer {
             Double.NaN,
             Double.longBitsToDouble(0xFFF0000000000001L)); // a NaN DoubleSerializer writes as NaN
         return keys(edges, count, () -> randomDouble(random));
+    }
+
+    /** Jackson's ObjectMapper as a Kafka serializer, as Spring Kafka's JsonSerializer is. */
+    private static Serializer<ObjectNode> jsonSerializer() {
+        ObjectMapper mapper = new ObjectMapper();
+        return (topic, node) -> {
+            try {
+                return mapper.writeValueAsBytes(node);
+            } catch (Exception e) {
+                throw new IllegalStateException("Jackson could not write " + node, e);
+            }
+        };
+    }
+
+    private static List<ObjectNode> recordKeys(int count, Random random) {
+        ObjectMapper mapper = new ObjectMapper();
+        List<ObjectNode> edges = new ArrayList<>();
+        String[] shops = {
+            "", "a", "quote \" and \\ and /", "tab\tnew line\ncontrol \u0001\u001f",
+            "a\u0000b", "\u2028 é 日本 😀"};
+        long[] seqs = {Long.MIN_VALUE, Long.MAX_VALUE, 0L, -1L};
+        int[] lanes = {Integer.MIN_VALUE, Integer.MAX_VALUE, 0};
+        for (String shop : shops) {
+            for (long seq : seqs) {
+                for (int lane : lanes) {
+                    edges.add(recordKey(mapper, shop, seq, lane));
+                }
+            }
+        }
+        // few shops and lanes, so many keys share their first fields and differ in the next
+        Supplier<String> shop = () -> random.nextBoolean()
+            ? "shop-" + random.nextInt(50) : randomString(random);
+        return keys(edges, count, () -> recordKey(
+            mapper, shop.get(), random.nextLong(), random.nextInt(7) - 3));
+    }
+
+    private static ObjectNode recordKey(ObjectMapper mapper, String shop, long seq, int lane) {
+        return mapper.createObjectNode().put("shop", shop).put("seq", seq).put("lane", lane);
     }
 
     /** The first `count` of the edge cases, then random keys up to `count`. */

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import strawberry
 from strawberry.federation.schema_directives import Key, Shareable
 
-from gateway.api.fields.keys import key_annotation, key_value
+from gateway.api.fields.keys import key_fields, key_names, key_values
 from gateway.api.request import KeyResult, RequestContext
 from gateway.cluster.consistency import parse_token, wait_processed
 from gateway.cluster.readtoken import ReadPositions, is_read_token
@@ -131,8 +131,8 @@ async def read_options(
 
 
 def entity_key(view: View) -> Key:
-    """`@key(fields: "<key field>")`: an entity of the view is found by its key alone."""
-    return Key(fields=view.key_field)  # type: ignore[arg-type]
+    """`@key(fields: "<key fields>")`: an entity of the view is found by its key alone."""
+    return Key(fields=" ".join(key_names(view)))  # type: ignore[arg-type]
 
 
 @strawberry.input(description="One tumbling window, named by its start (UTC, aligned to the size).")
@@ -197,7 +197,7 @@ def make(object_class: Any, values: Mapping[str, Any]) -> Any:
 
 def event_type(view: View, name: str, description: str, directives: Sequence[object] = ()) -> Any:
     """The type of one event of a latest or history view: key, value fields, event time."""
-    fields: list[FieldSpec] = [(view.key_field, key_annotation(view), None)]
+    fields: list[FieldSpec] = key_fields(view)
     fields.extend((f.name, annotation(f.type) | None, None) for f in view.value_fields)
     fields.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
     return object_type(view, name, description, fields, directives)
@@ -206,7 +206,7 @@ def event_type(view: View, name: str, description: str, directives: Sequence[obj
 def event_values(view: View, event: Event) -> dict[str, Any]:
     """The field values of `event_type(view, ...)` for `event`."""
     values = {f.name: event.values.get(f.name) for f in view.value_fields}
-    return {view.key_field: key_value(view, event.key), **values, EVENT_TIME: event.event_time}
+    return {**key_values(view, event.key), **values, EVENT_TIME: event.event_time}
 
 
 def given(value: Any) -> Any:

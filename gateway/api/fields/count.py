@@ -28,7 +28,7 @@ from gateway.api.fields.common import (
     read_options,
     record_failures,
 )
-from gateway.api.fields.keys import key_annotation, key_value
+from gateway.api.fields.keys import key_fields, key_values
 from gateway.api.fields.live import (
     KeySubscription,
     key_subscription_fields,
@@ -51,7 +51,7 @@ def count_fields(view: View) -> ViewFields:
         view,
         view.type_name,
         f"Events counted per {view.key_field} (view {view.name}, topic {view.topic}).",
-        [(view.key_field, key_annotation(view), None), ("count", int, None)],
+        [*key_fields(view), ("count", int, None)],
         [entity_key(view)],
     )
 
@@ -59,7 +59,7 @@ def count_fields(view: View) -> ViewFields:
         if row is None:
             return None
         assert isinstance(row, Row)
-        return make(row_type, {view.key_field: key_value(view, row.key), "count": row.count})
+        return make(row_type, {**key_values(view, row.key), "count": row.count})
 
     async def top(
         info: strawberry.Info,

@@ -22,7 +22,7 @@ from gateway.api.fields.keys import representation_key
 from gateway.api.request import KeyResult, RequestContext
 from gateway.model.errors import BadRepresentationError, GatewayError
 from gateway.reads.protocol import ReadOptions
-from schema import KeyType
+from schema import KeyType, RecordKey, View
 
 __all__ = ["resolve_entities"]
 
@@ -39,11 +39,19 @@ def _parse(entities: Mapping[str, Entity], index: int, representation: Any) -> t
         known = ", ".join(sorted(entities)) or "none"
         raise BadRepresentationError(index, f"no entity type {name!r} (entity types: {known})")
     view = entity.view
-    key = representation_key(view, representation.get(view.key_field))
+    key = representation_key(view, representation)
     if key is None:
-        kind = "non-empty string" if view.key_type is KeyType.STRING else view.key_type.value
-        raise BadRepresentationError(index, f"{name} needs a {kind} {view.key_field!r}", view.name)
+        raise BadRepresentationError(index, f"{name} needs {_wanted(view)}", view.name)
     return name, key
+
+
+def _wanted(view: View) -> str:
+    """What a representation of `view`'s entity must hold: `a long 'account'`."""
+    key_type = view.key_type
+    if isinstance(key_type, RecordKey):
+        return "the key fields " + ", ".join(f"{f.type.value} {f.name!r}" for f in key_type.fields)
+    kind = "non-empty string" if key_type is KeyType.STRING else key_type.value
+    return f"a {kind} {view.key_field!r}"
 
 
 async def resolve_entities(

@@ -30,7 +30,7 @@ from gateway.api.fields.common import (
     make,
     object_type,
 )
-from gateway.api.fields.keys import key_annotation, key_texts, key_value
+from gateway.api.fields.keys import key_annotation, key_fields, key_texts, key_values
 from gateway.api.request import RequestContext
 from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.model.errors import BadRequestError, GatewayError, SubscriptionsOffError
@@ -109,7 +109,7 @@ def update_type(view: View, fields: Sequence[FieldSpec], what: str) -> Any:
         f"{view.type_name}Update",
         f"A change of {what} of view {view.name}, pushed as the node applies it.",
         [
-            (view.key_field, key_annotation(view), None),
+            *key_fields(view),
             *fields,
             (
                 "deleted",
@@ -218,7 +218,7 @@ class KeySubscription:
 
     def make(self, update: KeyUpdate) -> Any:
         values = {
-            self.view.key_field: key_value(self.view, update.key),
+            **key_values(self.view, update.key),
             **self._values(update.row, update.at),
             "deleted": update.row is None and not update.snapshot,
             "offset": update.offset,

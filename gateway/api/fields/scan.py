@@ -47,7 +47,7 @@ from gateway.model.prices import DEFAULT_SCAN_PAGE
 from gateway.model.scans import ScanEdge, ScanPage
 from gateway.model.timestamps import ceil_ms, floor_ms
 from gateway.reads.protocol import ScanAsk
-from schema import KeyType, View
+from schema import KeyType, RecordKey, View
 
 __all__ = ["ScanOrder", "WindowScanOrder", "connection_types", "scan_field"]
 
@@ -159,6 +159,9 @@ def _check_edge_type(edge_type: Any) -> None:
 
 
 def _key_order(view: View) -> str:
+    if isinstance(view.key_type, RecordKey):
+        fields = ", ".join(view.key_type.names)
+        return f"by {fields}: strings in the byte order of their UTF-8, numbers numerically"
     if view.key_type is KeyType.STRING:
         return f"the byte order of the UTF-8 {view.key_field}"
     return f"numeric order: the {view.key_field}s are of type {view.key_type.value}"

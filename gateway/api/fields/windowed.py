@@ -29,7 +29,7 @@ from gateway.api.fields.common import (
     record_failures,
     record_key_read,
 )
-from gateway.api.fields.keys import key_annotation, key_texts, key_value
+from gateway.api.fields.keys import key_annotation, key_fields, key_texts, key_values
 from gateway.api.fields.live import (
     KeySubscription,
     key_subscription_fields,
@@ -58,7 +58,7 @@ def windowed_fields(view: View) -> ViewFields:
         f"Events per {key} in one tumbling window of {size} (view {view.name}, topic "
         f"{view.topic}); windows are kept for {retention}.",
         [
-            (key, key_annotation(view), None),
+            *key_fields(view),
             ("start", datetime, "First instant of the window (UTC)."),
             ("end", datetime, "First instant after the window: start + window size."),
             ("count", int, None),
@@ -68,7 +68,7 @@ def windowed_fields(view: View) -> ViewFields:
     def to_type(row: WindowCount | Ranked) -> Any:
         assert isinstance(row, WindowCount)
         values = {
-            key: key_value(view, row.key),
+            **key_values(view, row.key),
             "start": row.start,
             "end": row.end,
             "count": row.count,

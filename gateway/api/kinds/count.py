@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.api.fields.count import count_fields
+from gateway.api.fields.keys import key_names
 from gateway.api.kinds.kind import GatewayKind
 from gateway.config import GatewayConfig
 from gateway.model.prices import Price, keys_price, scan_price, top_price
@@ -21,7 +22,8 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
 
 
 def _example(view: View) -> str:
-    return f"{{\n  {view.top_field}(limit: 10) {{\n    {view.key_field}\n    count\n  }}\n}}\n"
+    keys = "".join(f"    {name}\n" for name in key_names(view))
+    return f"{{\n  {view.top_field}(limit: 10) {{\n{keys}    count\n  }}\n}}\n"
 
 
 COUNT = GatewayKind(count_fields, _prices, _example)

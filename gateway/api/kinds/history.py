@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gateway.api.fields.common import EVENT_TIME
 from gateway.api.fields.history import history_fields
+from gateway.api.fields.keys import key_names
 from gateway.api.kinds.kind import GatewayKind, scan_example
 from gateway.config import GatewayConfig
 from gateway.model.inputs import MAX_PAGE_SIZE
@@ -22,7 +23,7 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
 
 def _example(view: View) -> str:
     values = [field.name for field in view.value_fields]
-    return scan_example(view, [view.key_field, *values, EVENT_TIME])
+    return scan_example(view, [*key_names(view), *values, EVENT_TIME])
 
 
 HISTORY = GatewayKind(history_fields, _prices, _example)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gateway.api.fields.common import EVENT_TIME
+from gateway.api.fields.keys import key_names
 from gateway.api.fields.latest import latest_fields
 from gateway.api.kinds.kind import GatewayKind, scan_example
 from gateway.config import GatewayConfig
@@ -18,7 +19,7 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
 
 def _example(view: View) -> str:
     values = [field.name for field in view.value_fields]
-    return scan_example(view, [view.key_field, *values, EVENT_TIME])
+    return scan_example(view, [*key_names(view), *values, EVENT_TIME])
 
 
 LATEST = GatewayKind(latest_fields, _prices, _example)

@@ -3,6 +3,7 @@ one window."""
 
 from __future__ import annotations
 
+from gateway.api.fields.keys import key_names
 from gateway.api.fields.windowed import windowed_fields
 from gateway.api.kinds.kind import GatewayKind, scan_example
 from gateway.config import GatewayConfig
@@ -23,7 +24,7 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
 
 
 def _example(view: View) -> str:
-    return scan_example(view, [view.key_field, "start", "end", "count"])
+    return scan_example(view, [*key_names(view), "start", "end", "count"])
 
 
 WINDOWED_COUNT = GatewayKind(windowed_fields, _prices, _example)
