@@ -38,11 +38,16 @@ class AvroSchemas:
 
     subject: str
     writers: Versions
+    strays: frozenset[int] = frozenset()  # ids newer than `writers` known to be no version
 
     @classmethod
-    def fetch(cls, registry_url: str, subject: str, reader: str) -> AvroSchemas:
-        """Every version of `subject` (see `pipeline.wire.registered_versions`)."""
-        return cls(subject, registered_versions(registry_url, subject, "AVRO", "Avro", reader))
+    def fetch(
+        cls, registry_url: str, subject: str, reader: str, strays: frozenset[int] = frozenset()
+    ) -> AvroSchemas:
+        """Every version of `subject` (see `pipeline.wire.registered_versions`), and the
+        ids known to be no version of it (`pipeline.wire.framing_reason`)."""
+        versions = registered_versions(registry_url, subject, "AVRO", "Avro", reader)
+        return cls(subject, versions, strays)
 
     @property
     def newest(self) -> Version:
@@ -97,7 +102,7 @@ class AvroSchemas:
             garbled = garbled & decoded[name].isNull()
         bad_bytes = F.concat(F.lit(not_decoded(self.subject)), schema_id().cast("string"))
         return F.coalesce(
-            framing_reason(self.subject, self.writers),
+            framing_reason(self.subject, self.writers, self.strays),
             F.when(garbled & F.lit(self._has_required_field()), bad_bytes),
         )
 

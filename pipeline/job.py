@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -171,15 +171,17 @@ def start_queries(
     producer: ProducerFactory = default_producer,
     clock: Clock = wall_clock_ms,
     metrics: PipelineMetrics | None = None,
+    strays: Mapping[str, frozenset[int]] | None = None,
 ) -> RunningPipeline:
     """Start every query of `catalogue` in `spark`; on an error, stop the ones started.
 
     `producer` makes each query's producer (a seam: tests inject one that cannot deliver);
     `clock` stamps the status records (ms since the epoch; default: the wall clock);
-    `metrics` is told of every batch and dead letter.
+    `metrics` is told of every batch and dead letter; `strays` are the schema ids, by
+    subject, newer than its versions but known to be none (`pipeline.wire`).
     """
     views = list(catalogue)
-    decodings = _decodings(config, views)
+    decodings = _decodings(config, views, strays or {})
     ensure_topics(config.kafka, {PIPELINE_TOPIC: 1})
     trackers = _trackers(config, views, clock)
     publisher = StatusPublisher(config.kafka, config.delivery_timeout_ms / 1000)
@@ -221,14 +223,16 @@ def _has_commits(checkpoint: Path) -> bool:
 
 
 # how the schemas of each registry format are read from the Schema Registry
-_REGISTERED: dict[ValueFormat, Callable[[str, str, str], RegisteredSchemas]] = {
+_REGISTERED: dict[ValueFormat, Callable[[str, str, str, frozenset[int]], RegisteredSchemas]] = {
     ValueFormat.AVRO: AvroSchemas.fetch,
     ValueFormat.JSON_SCHEMA: JsonSchemas.fetch,
     ValueFormat.PROTOBUF: ProtobufSchemas.fetch,
 }
 
 
-def _decodings(config: PipelineConfig, views: list[View]) -> dict[str, Decoding]:
+def _decodings(
+    config: PipelineConfig, views: list[View], strays: Mapping[str, frozenset[int]]
+) -> dict[str, Decoding]:
     """How each view reads its topic's records: the schemas of a registry format are read
     from the Schema Registry now, once per subject, and fixed for the run."""
     schemas: dict[tuple[ValueFormat, str], RegisteredSchemas] = {}
@@ -239,7 +243,8 @@ def _decodings(config: PipelineConfig, views: list[View]) -> dict[str, Decoding]
         if fetch is not None:
             subject = (view.value_format, view.subject)
             if subject not in schemas:
-                schemas[subject] = fetch(config.registry_url, view.subject, f"view {view.name}")
+                reader, known_strays = f"view {view.name}", strays.get(view.subject, frozenset())
+                schemas[subject] = fetch(config.registry_url, view.subject, reader, known_strays)
             registered = schemas[subject]
         decodings[view.name] = Decoding.of(view, registered, tombstones=plan_for(view).deletes)
     return decodings

@@ -32,12 +32,16 @@ class JsonSchemas:
 
     subject: str
     writers: Versions
+    strays: frozenset[int] = frozenset()  # ids newer than `writers` known to be no version
 
     @classmethod
-    def fetch(cls, registry_url: str, subject: str, reader: str) -> JsonSchemas:
-        """Every version of `subject` (see `pipeline.wire.registered_versions`)."""
+    def fetch(
+        cls, registry_url: str, subject: str, reader: str, strays: frozenset[int] = frozenset()
+    ) -> JsonSchemas:
+        """Every version of `subject` (see `pipeline.wire.registered_versions`), and the
+        ids known to be no version of it (`pipeline.wire.framing_reason`)."""
         versions = registered_versions(registry_url, subject, "JSON", "JSON Schema", reader)
-        return cls(subject, versions)
+        return cls(subject, versions, strays)
 
     @property
     def newest(self) -> Version:
@@ -83,7 +87,7 @@ class JsonSchemas:
             | decoded[_CORRUPT].isNotNull()
         )
         return F.coalesce(
-            framing_reason(self.subject, self.writers),
+            framing_reason(self.subject, self.writers, self.strays),
             F.when(not_object, F.lit(REASON_NOT_JSON_OBJECT)),
         )
 

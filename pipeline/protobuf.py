@@ -243,12 +243,16 @@ class ProtobufSchemas:
 
     subject: str
     writers: Versions
+    strays: frozenset[int] = frozenset()  # ids newer than `writers` known to be no version
 
     @classmethod
-    def fetch(cls, registry_url: str, subject: str, reader: str) -> ProtobufSchemas:
-        """Every version of `subject` (see `pipeline.wire.registered_versions`)."""
+    def fetch(
+        cls, registry_url: str, subject: str, reader: str, strays: frozenset[int] = frozenset()
+    ) -> ProtobufSchemas:
+        """Every version of `subject` (see `pipeline.wire.registered_versions`), and the
+        ids known to be no version of it (`pipeline.wire.framing_reason`)."""
         versions = registered_versions(registry_url, subject, "PROTOBUF", "Protobuf", reader)
-        return cls(subject, versions)
+        return cls(subject, versions, strays)
 
     @functools.cached_property
     def _descriptor_sets(self) -> dict[int, bytes]:
@@ -298,6 +302,6 @@ class ProtobufSchemas:
         """Why a non-null value cannot be read, or null; `decoded` is its `decoded()`."""
         bad_bytes = F.concat(F.lit(not_decoded(self.subject)), schema_id().cast("string"))
         return F.coalesce(
-            framing_reason(self.subject, self.writers),
+            framing_reason(self.subject, self.writers, self.strays),
             F.when(decoded.isNull() | decoded[_CORRUPT].isNotNull(), bad_bytes),
         )

@@ -20,13 +20,14 @@ from pipeline.health import HealthFile
 from pipeline.job import start_queries
 from pipeline.metrics import PipelineMetrics
 from pipeline.session import build_session
+from pipeline.wire import is_version, newer_schema_id
 from runtime.kafka import KafkaConnectionError
 from runtime.logs import configure_logging
 from runtime.metrics import MetricsGuard, MetricsServer
 from runtime.topics import broker_answers
 from schema import CATALOGUE, View
 
-__all__ = ["run_pipeline"]
+__all__ = ["run_pipeline", "run_with_restarts"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     query that fails (e.g. a Python worker that did not connect back on a loaded machine)
     restarts the queries from their checkpoints, up to RESTARTS times in a row; then its
     error is raised. While the broker does not answer, the pipeline waits for it instead.
+    A value of a schema version registered since the start restarts the queries at once,
+    reading the new version (`pipeline.wire`), and is not counted.
     """
     configure_logging("pipeline", config.log_format, config.log_level)
     stop = threading.Event()
@@ -65,7 +68,7 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
         log.info("Spark session on %s", spark.sparkContext.master)
         try:
             with _stop_on_signals(stop):
-                _run_with_restarts(spark, config, tuple(catalogue), stop, health, metrics)
+                run_with_restarts(spark, config, tuple(catalogue), stop, health, metrics)
         finally:
             health.clear()
             spark.stop()
@@ -93,7 +96,7 @@ def _serve_metrics(config: PipelineConfig, metrics: PipelineMetrics) -> MetricsS
     return server
 
 
-def _run_with_restarts(
+def run_with_restarts(
     spark: SparkSession,
     config: PipelineConfig,
     catalogue: tuple[View, ...],
@@ -101,11 +104,14 @@ def _run_with_restarts(
     health: HealthFile,
     metrics: PipelineMetrics,
 ) -> None:
+    """Run the queries of `catalogue` in `spark` until `stop`, restarting them as
+    `run_pipeline` says."""
     failures, ready = 0, False
+    strays: dict[str, frozenset[int]] = {}
     while not stop.is_set():
         started = time.monotonic()
         try:
-            with start_queries(spark, config, catalogue, metrics=metrics) as running:
+            with start_queries(spark, config, catalogue, metrics=metrics, strays=strays) as running:
                 if not ready:
                     ready = True
                     print(
@@ -120,6 +126,9 @@ def _run_with_restarts(
             health.clear()
             if time.monotonic() - started >= HEALTHY_RUN_S:
                 failures = 0
+            if _new_schema_version(config, exc, strays):
+                metrics.restarted()
+                continue
             if _waited_for_broker(config, stop, exc):
                 metrics.restarted()
                 continue
@@ -129,6 +138,37 @@ def _run_with_restarts(
             log.warning("%s; restarting the queries (%d of %d)", exc, failures, RESTARTS)
             metrics.restarted()
             stop.wait(RESTART_BACKOFF_S * failures)
+
+
+def _new_schema_version(
+    config: PipelineConfig, failure: Exception, strays: dict[str, frozenset[int]]
+) -> bool:
+    """If `failure` is a value whose schema id is newer than its subject's versions at the
+    start, return True: the restart reads the subject anew. An id that is still no version
+    of the subject is added to its `strays`: its values become dead letters."""
+    newer = newer_schema_id(failure)
+    if newer is None:
+        return False
+    subject, schema_id = newer
+    try:
+        registered = is_version(config.registry_url, subject, schema_id)
+    except SourceError as exc:
+        log.warning("%s; cannot ask the registry whether it is a new version: %s", failure, exc)
+        return False  # a failure like any other: counted, retried
+    if registered:
+        log.info(
+            "subject %r has a new version (schema id %d): restarting the queries to read it",
+            subject,
+            schema_id,
+        )
+    else:
+        log.warning(
+            "schema id %d is no version of subject %r: its values go to the dead letters",
+            schema_id,
+            subject,
+        )
+        strays[subject] = strays.get(subject, frozenset()) | {schema_id}
+    return True
 
 
 def _waited_for_broker(config: PipelineConfig, stop: threading.Event, failure: Exception) -> bool:

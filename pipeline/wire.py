@@ -2,15 +2,22 @@
 
 A value is a zero byte, the 4-byte big-endian id of its writer schema in the registry,
 then the payload in the subject's format (Avro binary, JSON text, or Protobuf's message
-indexes and message). At start the pipeline
-reads every version of a view's subject (`registered_versions`); a value whose id is no
-version of the subject then, or which is not in the wire format, is rejected with a
-reason saying which. A version registered later is read after a restart of the pipeline;
-until then its records go to the dead letters, whence they can be replayed.
+indexes and message). At start the pipeline reads every version of a view's subject
+(`registered_versions`). A value not in the wire format is rejected with a reason saying
+so, and so is a value whose id is no version of the subject then, unless the id is newer
+than all of them.
+
+A newer id is likely a version registered while the pipeline runs: the batch holding it
+fails with `newer_schema_id`'s error before anything of it is written, and the pipeline
+restarts its queries from their checkpoints (`pipeline.run`), reading the subject's
+versions anew. If the id is still no version of the subject then (a stray: another
+subject's, or no schema at all), it is passed as one of the subject's `strays` from then
+on, and its records go to the dead letters.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -27,6 +34,8 @@ __all__ = [
     "Version",
     "Versions",
     "framing_reason",
+    "is_version",
+    "newer_schema_id",
     "payload",
     "registered_versions",
     "schema_id",
@@ -37,6 +46,10 @@ REASON_NOT_WIRE_FORMAT = (
     "value is not in the Confluent wire format (a zero byte, then a 4-byte schema id)"
 )
 _HEADER_BYTES = 5
+_NEWER = "statefed: schema id {id} is newer than every version of subject {subject!r}"
+_NEWER_PATTERN = re.compile(
+    r"statefed: schema id (\d+) is newer than every version of subject '(.*?)'"
+)
 
 
 class Version(NamedTuple):
@@ -92,7 +105,7 @@ class RegisteredSchemas(Protocol):
 
 def unknown_schema_id(subject: str) -> str:
     """The reason of a value whose schema id is no version of `subject` (the id follows)."""
-    return f"unknown schema id (no version of subject {subject!r} at the pipeline's start): "
+    return f"unknown schema id (no version of subject {subject!r}): "
 
 
 def schema_id() -> Column:
@@ -105,15 +118,41 @@ def payload() -> Column:
     return F.expr(f"substring(value, {_HEADER_BYTES + 1})")
 
 
-def framing_reason(subject: str, writers: Versions) -> Column:
+def framing_reason(subject: str, writers: Versions, strays: frozenset[int] = frozenset()) -> Column:
     """Why a non-null value is not a value of `subject` (not framed, or an id none of
-    `writers` has), or null."""
+    `writers` has), or null; for an id newer than all of them and not one of `strays`,
+    the error of `newer_schema_id` (see the module's docs)."""
     framed = (F.length(F.col("value")) >= _HEADER_BYTES) & (
         F.hex(F.substring(F.col("value"), 1, 1)) == F.lit("00")
     )
     unknown = F.concat(F.lit(unknown_schema_id(subject)), schema_id().cast("string"))
     ids = [version.id for version in writers]
-    return F.when(~framed, F.lit(REASON_NOT_WIRE_FORMAT)).when(~schema_id().isin(*ids), unknown)
+    newer = schema_id() > max(ids)
+    if strays:
+        newer = newer & ~schema_id().isin(*sorted(strays))
+    before, after = _NEWER.split("{id}")
+    message = F.concat(
+        F.lit(before), schema_id().cast("string"), F.lit(after.format(subject=subject))
+    )
+    return (
+        F.when(~framed, F.lit(REASON_NOT_WIRE_FORMAT))
+        .when(~schema_id().isin(*ids) & newer, F.raise_error(message).cast("string"))
+        .when(~schema_id().isin(*ids), unknown)
+    )
+
+
+def newer_schema_id(error: BaseException | str) -> tuple[str, int] | None:
+    """(subject, schema id) when `error` is the error of a value whose id is newer than
+    every version of its subject at the pipeline's start, else None."""
+    found = _NEWER_PATTERN.search(str(error))
+    return None if found is None else (found.group(2), int(found.group(1)))
+
+
+def is_version(registry_url: str, subject: str, schema_id: int) -> bool:
+    """Whether `schema_id` is a version of `subject` in the registry now; SourceError
+    when the registry does not answer."""
+    versions = _registered(registry_url, subject, f"subject {subject!r}")
+    return any(version.schema_id == schema_id for version in versions)
 
 
 def registered_versions(

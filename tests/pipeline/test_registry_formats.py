@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,12 +23,14 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import json_format, message_factory
 from pyspark.sql import SparkSession
 
-from pipeline import start_queries
+from pipeline import HealthFile, start_queries
 from pipeline.avro import not_decoded
 from pipeline.errors import SourceError
 from pipeline.jsonschema import REASON_NOT_JSON_OBJECT
+from pipeline.metrics import PipelineMetrics
 from pipeline.protobuf import compile_proto, descriptor_pool_of
 from pipeline.protobuf import not_decoded as not_protobuf
+from pipeline.run import run_with_restarts
 from pipeline.wire import REASON_NOT_WIRE_FORMAT, unknown_schema_id
 from runtime.topics import ensure_topics, statefed_topics
 from schema import (
@@ -188,8 +191,9 @@ def _records(
         unreadable = not_protobuf(subject) + str(v1)
     bad = [
         (Record(b"c1", b"\x00" + struct.pack(">i", v1) + garbage, KAFKA_TIME), unreadable),
-        (Record(b"c1", b"\x00" + struct.pack(">i", 987_654) + b"\x02", KAFKA_TIME),
-         unknown_schema_id(subject) + "987654"),
+        # an id older than the subject's newest (ids start at 1): no version, never one
+        (Record(b"c1", b"\x00" + struct.pack(">i", 0) + b"\x02", KAFKA_TIME),
+         unknown_schema_id(subject) + "0"),
         (Record(b"c1", b'{"trip": "json"}', KAFKA_TIME), REASON_NOT_WIRE_FORMAT),
         (Record(b"c1", b"\x00\x00", KAFKA_TIME), REASON_NOT_WIRE_FORMAT),
     ]  # fmt: skip
@@ -269,3 +273,67 @@ def test_a_subject_the_registry_lacks_is_refused_naming_it_and_the_fix(
     )
     with pytest.raises(SourceError, match=rf"subject '{topic}-value'.*register"):
         start_queries(spark, config, _views(topic))
+
+
+STRAY_ID = 2**31 - 1  # no registry has given it
+
+
+def test_a_version_registered_while_running_is_read_and_a_stray_id_becomes_a_dead_letter(
+    spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
+) -> None:
+    """The queries run with v1 only; v2 (v1 and an optional note, which the views do not
+    read) is registered and its records arrive: the pipeline restarts its queries once,
+    reading v2, and loses none of them. A record whose id is newer than every version but
+    is none restarts them once more, then is a dead letter."""
+    topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
+    v1_fields = (ValueField("trip"), ValueField("seats", FieldType.INT))
+    latest, history = views = [
+        dataclasses.replace(view, value_fields=v1_fields) for view in _views(topic)
+    ]
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
+    config = dataclasses.replace(
+        pipeline_config(broker, tmp_path / "checkpoints"), registry_url=registry.url
+    )
+    history_log = RecordLog(broker.bootstrap, history.changelog_topic)
+    letters = DeadLetterReader(broker.bootstrap, topic)
+    metrics, stop = PipelineMetrics(), threading.Event()
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        client.register_schema(latest.subject, Schema(V1, "AVRO"))
+        run = threading.Thread(
+            target=run_with_restarts,
+            args=(spark, config, tuple(views), stop, HealthFile(None), metrics),
+        )
+        run.start()
+        try:
+            first = [Record(b"c1", _avro(client, V1, topic, WRITTEN[0][1]), KAFKA_TIME)]
+            produce_records(broker.bootstrap, topic, first)
+            history_log.wait_until(lambda: len(history_log.records) == 1, "the v1 record")
+            client.register_schema(latest.subject, Schema(V2, "AVRO"))
+            v2 = [
+                Record(c.encode(), _avro(client, V2, topic, v), KAFKA_TIME)
+                for c, (_, v) in zip(CUSTOMERS[2:], WRITTEN[2:], strict=True)
+            ]
+            stray = Record(b"c9", b"\x00" + struct.pack(">i", STRAY_ID) + b"\x02", KAFKA_TIME)
+            produce_records(broker.bootstrap, topic, [*v2, stray])
+
+            def trips() -> list[tuple[str, object]]:
+                rows = [decode_event(value) for _, _, value in history_log.records]
+                return sorted((row.key, row.fields.get("trip")) for row in rows)
+
+            expected = [("c1", "OPO-ZRH"), ("c1", "ZRH-LIS"), ("c3", "GVA-NCE")]
+            history_log.wait_until(lambda: trips() == expected, "the v2 records")
+
+            def lettered() -> bool:
+                letters.poll()
+                return bool(letters.letters)
+
+            wait_until(lettered, 90, "the stray record's dead letter", interval_s=0)
+        finally:
+            stop.set()
+            run.join(120)
+            history_log.close()
+            letters.close()
+    assert not run.is_alive(), "the pipeline did not stop"
+    reasons = [letter.reason for letter in letters.letters]
+    assert reasons == [unknown_schema_id(latest.subject) + str(STRAY_ID)]
+    assert metrics.registry.get_sample_value("statefed_pipeline_query_restarts_total") == 2
