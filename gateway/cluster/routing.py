@@ -118,6 +118,7 @@ class Disclaimers:
 
 
 _NO_DISCLAIMERS = Disclaimers()
+_HANDING_OVER = (NodeState.STARTING, NodeState.REBALANCING)
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,11 @@ class RoutingTable:
             else:
                 groups.setdefault(node.node_id, (node, []))[1].append(partition)
         return groups, unassigned
+
+    def rebalancing(self) -> bool:
+        """Whether a live node is starting or rebalancing: partitions are being handed to
+        owners, so one without an owner now may have one soon."""
+        return any(node.alive and node.state in _HANDING_OVER for node in self.nodes.values())
 
     def routable(self, partitions: int) -> list[int]:
         return [p for p in range(partitions) if self.claims.get(p)]

@@ -582,7 +582,9 @@ class Planner:
         """Ask owners for `partitions`, one call per node per round (hedged by standbys
         within maxLag), until each partition is answered or the retries or the deadline run
         out. Exactly one answer is taken per partition. A node rejecting the arguments ends
-        the read with that BadRequestError."""
+        the read with that BadRequestError. Past the retries, a partition no node can be
+        asked for waits for a routing table that has one until the deadline, as long as a
+        rebalance is under way (it is being handed to an owner)."""
         loop = asyncio.get_running_loop()
         read: _Read[T] = _Read(set(partitions), keys_of or {})
         table = self._feed.current
@@ -591,7 +593,8 @@ class Planner:
         # an `atLeast` read waits on purpose: neither hedged nor a latency sample
         timed = options.at_least is None
         hedged = self._config.hedge and max_lag > 0 and timed
-        for attempt in range(self._config.retries + 1):
+        attempt = 0
+        while True:
             plan = self._route(table, read, max_lag, loop.time(), hedged)
             read.unassigned(view, table, plan.unassigned)
             read.suspected(view, plan.suspect, max_lag)
@@ -606,10 +609,14 @@ class Planner:
                 raise rejected[0]
             read.record(called)
             remaining = deadline - loop.time()
-            if not read.pending or attempt == self._config.retries or remaining <= 0:
+            if not read.pending or remaining <= 0:
+                break
+            handing_over = bool(plan.unassigned) and table.rebalancing()
+            if attempt >= self._config.retries and not handing_over:
                 break
             table = await self._feed.refresh(table.version, min(backoff, remaining))
             backoff *= 2
+            attempt += 1
         return read
 
     def _route(

@@ -11,20 +11,23 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.cluster.routing import RoutingFeed
+from gateway.cluster.routing import RoutingFeed, RoutingTable, build_routing_table
 from gateway.config import GatewayConfig
 from gateway.model.rows import Ranked
 from gateway.nodes.transport import HttpxCaller
 from gateway.nodes.upstream import Upstream
 from gateway.reads.planner import Planner
-from schema import partition_for
+from runtime.clock import wall_clock_ms
+from schema import NodeState, partition_for
 from tests.gateway.fakes import (
+    FULL,
     WORDS,
     FakeNode,
     Model,
     client_for,
     fake_nodes,
     feed_for,
+    member,
     post_query,
     running_gateway,
     split,
@@ -339,3 +342,64 @@ def test_partitions_whose_owner_left_name_it_and_when_it_was_last_seen() -> None
         assert "node n2 last did" in error["message"]
         assert "on node n2" not in error["message"]  # it was not asked
     assert nodes[2].requests == 0
+
+
+def _rebalancing_table(nodes: list[FakeNode], owned: list[FakeNode], beat: int) -> RoutingTable:
+    """n2's partitions without an owner while n0 and n1 rebalance (n2's record is gone)."""
+    members = {
+        n.node_id: member(n.node_id, n.url(), n.held if n in owned else (), beat, 1000,
+                          NodeState.REBALANCING)
+        for n in nodes[:2]
+    }  # fmt: skip
+    return build_routing_table(members, {v.name: P for v in FULL}, beat)
+
+
+def test_past_its_retries_a_read_waits_for_an_owner_while_a_rebalance_hands_one_over() -> None:
+    """The rebalance after a broker outage takes longer than the retries: the partitions
+    it is handing over are answered once a table names their owner, within the deadline."""
+    nodes = three_nodes()
+    owned = {n.node_id: (n.url(), n.held) for n in nodes}
+    beat = wall_clock_ms()
+    feed = RoutingFeed(table_for(owned, P, heartbeat_ms=beat))
+    config = GatewayConfig(retries=1, backoff_ms=5, timeout_ms=10_000)
+
+    refreshes = [0]
+    feed.on_refresh(lambda: refreshes.__setitem__(0, refreshes[0] + 1))
+
+    async def past_the_retries() -> None:
+        """Until the read asked for a table more often than its retries allow."""
+        deadline = time.monotonic() + 5.0
+        while refreshes[0] <= config.retries + 1:
+            assert time.monotonic() < deadline, f"{refreshes[0]} refreshes in 5 s"
+            await asyncio.sleep(0.01)  # a poll of the condition above
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P, config, feed) as http:
+            feed.publish(_rebalancing_table(nodes, nodes[:2], beat + 1))
+            asked = asyncio.create_task(post_query(http, "{ topWords(limit: 60) { word count } }"))
+            await past_the_retries()
+            assert not asked.done(), "the read gave up while the rebalance was under way"
+            feed.publish(table_for(owned, P, heartbeat_ms=beat + 2))  # n2's are handed over
+            return (await asked)[1]
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body, body
+    assert body["data"]["topWords"] == top_truth(COUNTS, 60)
+
+
+def test_past_its_retries_a_read_of_a_partition_nobody_is_handed_fails_at_once() -> None:
+    """Every node is RUNNING: no rebalance will give the partitions an owner."""
+    nodes = three_nodes()
+    owned = {n.node_id: (n.url(), n.held) for n in nodes}
+    feed = RoutingFeed(table_for({k: v for k, v in owned.items() if k != "n2"}, P))
+    config = GatewayConfig(retries=1, backoff_ms=5, timeout_ms=30_000)
+
+    async def scenario() -> tuple[dict[str, Any], float]:
+        async with running_gateway(nodes, P, config, feed) as http:
+            started = time.monotonic()
+            body = (await post_query(http, "{ topWords(limit: 3) { word } }"))[1]
+            return body, time.monotonic() - started
+
+    body, elapsed = asyncio.run(scenario())
+    assert sorted(unavailable(body)) == sorted(nodes[2].held)
+    assert elapsed < 15.0, f"the read waited {elapsed:.1f} s of its 30 s deadline"
