@@ -11,6 +11,10 @@ dead-letter topic with the reason from `reject_reason`.
 A record with a null value is a tombstone, never a dead letter: a view that deletes
 (`Decoding.tombstones`, latest) takes it as a deletion at its Kafka timestamp, a view that
 reads values skips it, and a view that ignores values counts it as any record.
+
+On a topic of several types (`Decoding.shared`, `schema.SubjectStrategy`) a value of
+another type's subject is skipped, never a dead letter, and so is a tombstone (its type
+cannot be told); every view of such a topic decodes the value's header to tell them.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pyspark.sql import functions as F
 from pipeline.errors import SourceError
 from pipeline.keys import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY, key_reason, key_text
 from pipeline.shapes import mismatches
-from pipeline.wire import RegisteredSchemas
+from pipeline.wire import RegisteredSchemas, foreign_value
 from schema import (
     EnumOf,
     FieldType,
@@ -97,6 +101,7 @@ class Decoding:
     registered: RegisteredSchemas | None = None
     tombstones: bool = False
     key_type: KeyType | RecordKey = KeyType.STRING
+    shared: bool = False  # the topic carries other types, which are skipped (SubjectStrategy)
 
     @classmethod
     def of(
@@ -109,7 +114,12 @@ class Decoding:
         when the newest schema lacks a field the view reads, or has a field of another
         structure (`pipeline.shapes`)."""
         decoding = cls(
-            view.event_time_field, view.value_fields, registered, tombstones, view.key_type
+            view.event_time_field,
+            view.value_fields,
+            registered,
+            tombstones,
+            view.key_type,
+            view.shares_topic,
         )
         if registered is not None:
             names = registered.field_names()
@@ -133,8 +143,9 @@ class Decoding:
 
     @property
     def needs_value(self) -> bool:
-        """Whether the record value must be decoded (else it is ignored)."""
-        return self.event_time_field is not None or bool(self.value_fields)
+        """Whether the record value must be decoded (else it is ignored): also to tell a
+        value of the view's type from the others on a shared topic."""
+        return self.event_time_field is not None or bool(self.value_fields) or self.shared
 
     def read_fields(self) -> list[str]:
         """The value fields it reads: the event time's, then `value_fields`."""
@@ -213,9 +224,19 @@ def reject_reason(decoding: Decoding, parsed: Column) -> Column:
             )
         )
     of_value = F.when(~_tombstone(), F.coalesce(*value_reasons))
-    if decoding.tombstones:  # a deletion happens at its Kafka timestamp
+    if decoding.tombstones and not decoding.shared:  # a deletion, at its Kafka timestamp
         of_value = of_value.when(_tombstone(), no_timestamp)
-    return F.coalesce(key_reason(decoding.key_type), of_value)
+    reason = F.coalesce(key_reason(decoding.key_type), of_value)
+    foreign = _foreign(decoding)
+    return reason if foreign is None else F.when(~foreign, reason)
+
+
+def _foreign(decoding: Decoding) -> Column | None:
+    """Whether a row is a value of another type on a shared topic (skipped, never a dead
+    letter); None when the topic carries one type."""
+    if not decoding.shared or decoding.registered is None:
+        return None
+    return F.coalesce(foreign_value(decoding.registered), F.lit(False))
 
 
 def _text_schema(value_type: ValueType) -> str:
@@ -274,8 +295,11 @@ def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
     (a tombstone) for a decoding with `tombstones`."""
     parsed = F.col("_json")
     usable = reject_reason(decoding, parsed).isNull()
-    if decoding.needs_value and not decoding.tombstones:
-        usable = usable & ~_tombstone()  # skipped: this view reads values
+    if decoding.needs_value and (not decoding.tombstones or decoding.shared):
+        usable = usable & ~_tombstone()  # skipped: this view reads values, or cannot tell
+    foreign = _foreign(decoding)
+    if foreign is not None:
+        usable = usable & ~foreign  # another type's: skipped
     event_ms = _event_ms(decoding, parsed)
     deleted = []
     if decoding.tombstones:

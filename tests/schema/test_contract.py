@@ -12,6 +12,8 @@ from schema import (
     NodeState,
     PartitionStatus,
     Role,
+    SubjectStrategy,
+    ValueFormat,
     View,
     ViewKind,
     decode_count,
@@ -59,6 +61,27 @@ def test_unknown_view_names_the_known_ones() -> None:
 def test_bad_graphql_names_are_refused() -> None:
     with pytest.raises(ValueError, match="GraphQL field name"):
         View("v", "t", ViewKind.COUNT, "key", "V", "bad-name", "many", "top")
+
+
+@pytest.mark.parametrize(
+    ("value_format", "value_subject", "named"),
+    [
+        (ValueFormat.AVRO, None, "value_subject to the subject of the type"),
+        (ValueFormat.JSON, None, "value_format to the registry format"),
+        (ValueFormat.JSON, "t.Order", "set value_format"),
+    ],
+    ids=["no subject", "plain json", "plain json with a subject"],
+)
+def test_a_view_of_a_topic_of_several_types_names_its_registry_subject(
+    value_format: ValueFormat, value_subject: str | None, named: str
+) -> None:
+    strategy = SubjectStrategy.RECORD_NAME
+    with pytest.raises(ValueError, match=named):
+        View("v", "t", ViewKind.HISTORY, "key", "V", "point", value_format=value_format,
+             value_subject=value_subject, subject_strategy=strategy)  # fmt: skip
+    view = View("v", "t", ViewKind.HISTORY, "key", "V", "point", value_format=ValueFormat.AVRO,
+                value_subject="t.Order", subject_strategy=strategy)  # fmt: skip
+    assert view.shares_topic and view.subject == "t.Order"
 
 
 def test_every_kind_says_what_a_view_of_it_declares() -> None:
