@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -283,11 +284,52 @@ def test_a_subject_the_registry_lacks_is_refused_naming_it_and_the_fix(
 STRAY_ID = 2**31 - 1  # no registry has given it
 
 
+@contextmanager
+def _restarting(
+    spark: SparkSession,
+    broker: KafkaBroker,
+    registry: SchemaRegistry,
+    checkpoints: Path,
+    views: list[View],
+) -> Iterator[PipelineMetrics]:
+    """The queries of `views` run by the pipeline's restart loop in a thread until the end
+    of the block; its metrics count the restarts."""
+    config = dataclasses.replace(pipeline_config(broker, checkpoints), registry_url=registry.url)
+    metrics, stop = PipelineMetrics(), threading.Event()
+    arguments = (spark, config, tuple(views), stop, HealthFile(None), metrics)
+    run = threading.Thread(target=run_with_restarts, args=arguments)
+    run.start()
+    try:
+        yield metrics
+    finally:
+        stop.set()
+        run.join(120)
+    assert not run.is_alive(), "the pipeline did not stop"
+
+
+def _restarts(metrics: PipelineMetrics) -> float:
+    return metrics.registry.get_sample_value("statefed_pipeline_query_restarts_total") or 0
+
+
+def _trips(history_log: RecordLog) -> list[tuple[str, object]]:
+    """(key, trip) of every event the history view wrote, in order."""
+    rows = [decode_event(value) for _, _, value in history_log.records]
+    return sorted((row.key, row.fields.get("trip")) for row in rows)
+
+
+def _wait_for_a_letter(letters: DeadLetterReader, what: str) -> None:
+    def lettered() -> bool:
+        letters.poll()
+        return bool(letters.letters)
+
+    wait_until(lettered, 90, what, interval_s=0)
+
+
 def test_a_version_registered_while_running_is_read_and_a_stray_id_becomes_a_dead_letter(
     spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
 ) -> None:
     """The queries run with v1 only; v2 (v1 and an optional note, which the views do not
-    read) is registered and its records arrive: the pipeline restarts its queries once,
+    read) is registered and its records arrive: the pipeline restarts its queries,
     reading v2, and loses none of them. A record whose id is newer than every version but
     is none restarts them too (the same restart, if it fails the batch first), then is a
     dead letter."""
@@ -297,53 +339,31 @@ def test_a_version_registered_while_running_is_read_and_a_stray_id_becomes_a_dea
         dataclasses.replace(view, value_fields=v1_fields) for view in _views(topic)
     ]
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
-    config = dataclasses.replace(
-        pipeline_config(broker, tmp_path / "checkpoints"), registry_url=registry.url
-    )
     history_log = RecordLog(broker.bootstrap, history.changelog_topic)
     letters = DeadLetterReader(broker.bootstrap, topic)
-    metrics, stop = PipelineMetrics(), threading.Event()
-    with SchemaRegistryClient({"url": registry.url}) as client:
-        client.register_schema(latest.subject, Schema(V1, "AVRO"))
-        run = threading.Thread(
-            target=run_with_restarts,
-            args=(spark, config, tuple(views), stop, HealthFile(None), metrics),
-        )
-        run.start()
-        try:
-            first = [Record(b"c1", _avro(client, V1, topic, WRITTEN[0][1]), KAFKA_TIME)]
-            produce_records(broker.bootstrap, topic, first)
-            history_log.wait_until(lambda: len(history_log.records) == 1, "the v1 record")
-            client.register_schema(latest.subject, Schema(V2, "AVRO"))
-            v2 = [
-                Record(c.encode(), _avro(client, V2, topic, v), KAFKA_TIME)
-                for c, (_, v) in zip(CUSTOMERS[2:], WRITTEN[2:], strict=True)
-            ]
-            stray = Record(b"c9", b"\x00" + struct.pack(">i", STRAY_ID) + b"\x02", KAFKA_TIME)
-            produce_records(broker.bootstrap, topic, [*v2, stray])
-
-            def trips() -> list[tuple[str, object]]:
-                rows = [decode_event(value) for _, _, value in history_log.records]
-                return sorted((row.key, row.fields.get("trip")) for row in rows)
-
-            expected = [("c1", "OPO-ZRH"), ("c1", "ZRH-LIS"), ("c3", "GVA-NCE")]
-            history_log.wait_until(lambda: trips() == expected, "the v2 records")
-
-            def lettered() -> bool:
-                letters.poll()
-                return bool(letters.letters)
-
-            wait_until(lettered, 90, "the stray record's dead letter", interval_s=0)
-        finally:
-            stop.set()
-            run.join(120)
-            history_log.close()
-            letters.close()
-    assert not run.is_alive(), "the pipeline did not stop"
+    try:
+        with SchemaRegistryClient({"url": registry.url}) as client:
+            client.register_schema(latest.subject, Schema(V1, "AVRO"))
+            with _restarting(spark, broker, registry, tmp_path / "cp", views) as metrics:
+                first = [Record(b"c1", _avro(client, V1, topic, WRITTEN[0][1]), KAFKA_TIME)]
+                produce_records(broker.bootstrap, topic, first)
+                history_log.wait_until(lambda: len(history_log.records) == 1, "the v1 record")
+                client.register_schema(latest.subject, Schema(V2, "AVRO"))
+                v2 = [
+                    Record(c.encode(), _avro(client, V2, topic, v), KAFKA_TIME)
+                    for c, (_, v) in zip(CUSTOMERS[2:], WRITTEN[2:], strict=True)
+                ]
+                stray = Record(b"c9", b"\x00" + struct.pack(">i", STRAY_ID) + b"\x02", KAFKA_TIME)
+                produce_records(broker.bootstrap, topic, [*v2, stray])
+                expected = [("c1", "OPO-ZRH"), ("c1", "ZRH-LIS"), ("c3", "GVA-NCE")]
+                history_log.wait_until(lambda: _trips(history_log) == expected, "the v2 records")
+                _wait_for_a_letter(letters, "the stray record's dead letter")
+    finally:
+        history_log.close()
+        letters.close()
     reasons = [letter.reason for letter in letters.letters]
     assert reasons == [unknown_schema_id(latest.subject) + str(STRAY_ID)]
-    # one restart reads v2 and learns the stray when the stray fails the batch first
-    assert (metrics.registry.get_sample_value("statefed_pipeline_query_restarts_total") or 0) >= 1
+    assert _restarts(metrics) >= 1  # one restart may read v2 and learn the stray
 
 
 def _record_named(client: SchemaRegistryClient, schema: str, topic: str, value: Avro) -> bytes:
@@ -357,6 +377,10 @@ def _record_named(client: SchemaRegistryClient, schema: str, topic: str, value: 
     return data
 
 
+def _named_schema(name: str, field: Avro) -> str:
+    return json.dumps({"type": "record", "name": name, "namespace": "t", "fields": [field]})
+
+
 def test_on_a_topic_of_several_types_a_view_reads_its_own_and_skips_the_others(
     spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
 ) -> None:
@@ -365,66 +389,45 @@ def test_on_a_topic_of_several_types_a_view_reads_its_own_and_skips_the_others(
     start: one restart, then a stray) are skipped, and so are tombstones. Only a value in
     no wire format is a dead letter."""
     topic = f"test.{uuid.uuid4().hex[:10]}.events"
+    strategy = SubjectStrategy.RECORD_NAME
     _, history = views = [
-        dataclasses.replace(
-            view, value_subject="t.Booking", subject_strategy=SubjectStrategy.RECORD_NAME
-        )
+        dataclasses.replace(view, value_subject="t.Booking", subject_strategy=strategy)
         for view in _views(topic)
     ]
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
     payment = _named_schema("Payment", {"name": "amount", "type": "long"})
     refund = _named_schema("Refund", {"name": "reason", "type": "string"})
-    config = dataclasses.replace(
-        pipeline_config(broker, tmp_path / "checkpoints"), registry_url=registry.url
-    )
     history_log = RecordLog(broker.bootstrap, history.changelog_topic)
     letters = DeadLetterReader(broker.bootstrap, topic)
-    metrics, stop = PipelineMetrics(), threading.Event()
-    with SchemaRegistryClient({"url": registry.url}) as client:
-        client.register_schema("t.Payment", Schema(payment, "AVRO"))  # before: an older id
-        client.register_schema("t.Booking", Schema(V2, "AVRO"))
-        run = threading.Thread(
-            target=run_with_restarts,
-            args=(spark, config, tuple(views), stop, HealthFile(None), metrics),
-        )
-        run.start()
-        try:
-            client.register_schema("t.Refund", Schema(refund, "AVRO"))  # after the start
-            bookings = [
-                Record(
-                    c.encode(), _record_named(client, V2, topic, {"note": None, **v}), KAFKA_TIME
+    try:
+        with SchemaRegistryClient({"url": registry.url}) as client:
+            client.register_schema("t.Payment", Schema(payment, "AVRO"))  # an older id
+            client.register_schema("t.Booking", Schema(V2, "AVRO"))
+            with _restarting(spark, broker, registry, tmp_path / "cp", views) as metrics:
+                client.register_schema("t.Refund", Schema(refund, "AVRO"))  # a newer id
+                bookings = [
+                    Record(c.encode(), _record_named(client, V2, topic, {"note": None, **v}),
+                           KAFKA_TIME)
+                    for c, (_, v) in zip(CUSTOMERS, WRITTEN, strict=True)
+                ]  # fmt: skip
+                others = [
+                    Record(b"c1", _record_named(client, payment, topic, {"amount": 5}),
+                           KAFKA_TIME),
+                    Record(b"c2", _record_named(client, refund, topic, {"reason": "x"}),
+                           KAFKA_TIME),
+                    Record(b"c1", None, KAFKA_TIME),  # a tombstone: of no type one can tell
+                    Record(b"c3", b'{"trip": "json"}', KAFKA_TIME),  # no wire format
+                ]  # fmt: skip
+                produce_records(broker.bootstrap, topic, [*others, *bookings])
+                expected = sorted(
+                    (c, v["trip"]) for c, (_, v) in zip(CUSTOMERS, WRITTEN, strict=True)
                 )
-                for c, (_, v) in zip(CUSTOMERS, WRITTEN, strict=True)
-            ]
-            others = [
-                Record(b"c1", _record_named(client, payment, topic, {"amount": 5}), KAFKA_TIME),
-                Record(b"c2", _record_named(client, refund, topic, {"reason": "x"}), KAFKA_TIME),
-                Record(b"c1", None, KAFKA_TIME),  # a tombstone: of no type one can tell
-                Record(b"c3", b'{"trip": "json"}', KAFKA_TIME),  # no wire format
-            ]
-            produce_records(broker.bootstrap, topic, [*others, *bookings])
-
-            def trips() -> list[tuple[str, object]]:
-                rows = [decode_event(value) for _, _, value in history_log.records]
-                return sorted((row.key, row.fields.get("trip")) for row in rows)
-
-            expected = sorted((c, v["trip"]) for c, (_, v) in zip(CUSTOMERS, WRITTEN, strict=True))
-            history_log.wait_until(lambda: trips() == expected, "every booking, and no other")
-
-            def lettered() -> bool:
-                letters.poll()
-                return bool(letters.letters)
-
-            wait_until(lettered, 60, "the dead letter of the value in no wire format", 0)
-        finally:
-            stop.set()
-            run.join(120)
-            history_log.close()
-            letters.close()
-    assert not run.is_alive(), "the pipeline did not stop"
+                history_log.wait_until(
+                    lambda: _trips(history_log) == expected, "every booking, and no other"
+                )
+                _wait_for_a_letter(letters, "the dead letter of the value in no wire format")
+    finally:
+        history_log.close()
+        letters.close()
     assert [letter.reason for letter in letters.letters] == [REASON_NOT_WIRE_FORMAT]
-    assert (metrics.registry.get_sample_value("statefed_pipeline_query_restarts_total") or 0) >= 1
-
-
-def _named_schema(name: str, field: Avro) -> str:
-    return json.dumps({"type": "record", "name": name, "namespace": "t", "fields": [field]})
+    assert _restarts(metrics) >= 1
