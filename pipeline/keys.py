@@ -32,6 +32,7 @@ __all__ = [
     "key_reason",
     "key_text",
     "not_record_key",
+    "read_record_key",
     "wrong_key_size",
 ]
 
@@ -66,12 +67,13 @@ def not_record_key(record_key: RecordKey) -> str:
     )  # the UDF adds what is wrong with the key in parentheses
 
 
-def key_reason(key_type: KeyType | RecordKey) -> Column:
-    """Why a row's key cannot be read as a `key_type`, or null."""
+def key_reason(key_type: KeyType | RecordKey, read: Column | None = None) -> Column:
+    """Why a row's key cannot be read as a `key_type`, or null; `read` is the row's
+    `read_record_key` when computed once beside (a record key), else it is computed here."""
     key = F.col("key")
     reason = F.when(key.isNull(), F.lit(REASON_NO_KEY))
     if isinstance(key_type, RecordKey):
-        read = _read_record(key_type)
+        read = read_record_key(key_type) if read is None else read
         return reason.when(~F.is_valid_utf8(key.cast("string")), F.lit(REASON_BAD_UTF8)).when(
             read["reason"].isNotNull(), read["reason"]
         )
@@ -87,10 +89,10 @@ def key_reason(key_type: KeyType | RecordKey) -> Column:
     return reason
 
 
-def key_text(key_type: KeyType | RecordKey) -> Column:
-    """The key text of a row's key (a readable key: see `key_reason`)."""
+def key_text(key_type: KeyType | RecordKey, read: Column | None = None) -> Column:
+    """The key text of a row's key (a readable key: see `key_reason`, also for `read`)."""
     if isinstance(key_type, RecordKey):
-        return _read_record(key_type)["text"]
+        return (read_record_key(key_type) if read is None else read)["text"]
     if key_type is KeyType.STRING:
         return F.col("key").cast("string")
     digits = F.lower(F.hex(F.col("key")))
@@ -104,9 +106,10 @@ def key_text(key_type: KeyType | RecordKey) -> Column:
     return F.when(negative, F.translate(digits, _DIGITS, _ALL_FLIPPED)).otherwise(flip_sign)
 
 
-def _read_record(record_key: RecordKey) -> Column:
+def read_record_key(record_key: RecordKey) -> Column:
     """struct<text, reason> of a row's key: its key text, or why it is no key of
-    `record_key` (null for a null key)."""
+    `record_key` (null for a null key). A Python UDF: compute it once per row and pass it
+    to `key_reason` and `key_text`, which would each run it again."""
     read = F.udf(_record_reader(record_key), "struct<text: string, reason: string>", useArrow=True)
     return read(F.col("key"))
 

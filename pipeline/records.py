@@ -26,7 +26,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.errors import SourceError
-from pipeline.keys import REASON_BAD_UTF8, REASON_EMPTY_KEY, REASON_NO_KEY, key_reason, key_text
+from pipeline.keys import (
+    REASON_BAD_UTF8,
+    REASON_EMPTY_KEY,
+    REASON_NO_KEY,
+    key_reason,
+    key_text,
+    read_record_key,
+)
 from pipeline.shapes import mismatches
 from pipeline.wire import RegisteredSchemas, foreign_value
 from schema import (
@@ -147,6 +154,12 @@ class Decoding:
         value of the view's type from the others on a shared topic."""
         return self.event_time_field is not None or bool(self.value_fields) or self.shared
 
+    @property
+    def deletes(self) -> bool:
+        """Whether a tombstone deletes its key: in a view that deletes, on a topic whose
+        tombstones are of its type (not a shared one, where no one can tell)."""
+        return self.tombstones and not self.shared
+
     def read_fields(self) -> list[str]:
         """The value fields it reads: the event time's, then `value_fields`."""
         names = [*self._time_fields(), *(f.in_value for f in self.value_fields)]
@@ -206,14 +219,16 @@ def _tombstone() -> Column:
     return F.col("value").isNull()
 
 
-def reject_reason(decoding: Decoding, parsed: Column) -> Column:
+def reject_reason(decoding: Decoding, parsed: Column, key_read: Column | None = None) -> Column:
     """Why a raw Kafka row is unusable for views of `decoding`, or null if it is fine (a
-    tombstone is: see the module's docs); `parsed` is the row's `_decoded(decoding)`. The
-    first reason that holds wins."""
+    tombstone is: see the module's docs); `parsed` is the row's `_decoded(decoding)` and
+    `key_read` its `_key_read(decoding)` (for a record key). The first reason that holds
+    wins."""
     no_timestamp = F.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP))
     field = decoding.event_time_field
+    of_key = key_reason(decoding.key_type, key_read)
     if not decoding.needs_value:
-        return F.coalesce(key_reason(decoding.key_type), no_timestamp)
+        return F.coalesce(of_key, no_timestamp)
     value_reasons = [_value_reason(decoding, parsed)]
     if field is None:
         value_reasons.append(no_timestamp)
@@ -224,9 +239,9 @@ def reject_reason(decoding: Decoding, parsed: Column) -> Column:
             )
         )
     of_value = F.when(~_tombstone(), F.coalesce(*value_reasons))
-    if decoding.tombstones and not decoding.shared:  # a deletion, at its Kafka timestamp
+    if decoding.deletes:  # a deletion happens at its Kafka timestamp
         of_value = of_value.when(_tombstone(), no_timestamp)
-    reason = F.coalesce(key_reason(decoding.key_type), of_value)
+    reason = F.coalesce(of_key, of_value)
     foreign = _foreign(decoding)
     return reason if foreign is None else F.when(~foreign, reason)
 
@@ -278,6 +293,18 @@ def _fields(decoding: Decoding, parsed: Column) -> Column:
     return F.struct(*(_field(decoding, parsed, f) for f in decoding.value_fields))
 
 
+def _key_read(decoding: Decoding, name: str) -> dict[str, Column]:
+    """The column `name` of a row's record key as `read_record_key` reads it (a Python UDF,
+    so `_parsed` computes it once); none for a key of another type."""
+    if isinstance(decoding.key_type, RecordKey):
+        return {name: read_record_key(decoding.key_type)}
+    return {}
+
+
+def _column(columns: dict[str, Column], name: str) -> Column | None:
+    return F.col(name) if name in columns else None
+
+
 def _parsed(raw: DataFrame, columns: dict[str, Column]) -> DataFrame:
     """`raw` plus `columns`, each computed once per row.
 
@@ -294,8 +321,10 @@ def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
     `offset`, `fields` (a struct of the value fields) and the raw `value`, and `deleted`
     (a tombstone) for a decoding with `tombstones`."""
     parsed = F.col("_json")
-    usable = reject_reason(decoding, parsed).isNull()
-    if decoding.needs_value and (not decoding.tombstones or decoding.shared):
+    columns = {"_json": _decoded(decoding), **_key_read(decoding, "_key")}
+    key_read = _column(columns, "_key")
+    usable = reject_reason(decoding, parsed, key_read).isNull()
+    if decoding.needs_value and not decoding.deletes:
         usable = usable & ~_tombstone()  # skipped: this view reads values, or cannot tell
     foreign = _foreign(decoding)
     if foreign is not None:
@@ -306,10 +335,10 @@ def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
         event_ms = F.when(_tombstone(), F.unix_millis(F.col("timestamp"))).otherwise(event_ms)
         deleted = [_tombstone().alias("deleted")]
     return (
-        _parsed(raw, {"_json": _decoded(decoding)})
+        _parsed(raw, columns)
         .where(usable)
         .select(
-            key_text(decoding.key_type).alias("key"),
+            key_text(decoding.key_type, key_read).alias("key"),
             event_ms.alias("event_ms"),
             F.col("partition"),
             F.col("offset"),
@@ -325,9 +354,12 @@ def rejected_records(raw: DataFrame, decodings: Sequence[Decoding] = (Decoding()
     the `reason` of the first decoding that rejects them."""
     if not decodings:
         raise ValueError("rejected_records needs at least one decoding")
-    parsed = _parsed(raw, {f"_json{i}": _decoded(d) for i, d in enumerate(decodings)})
-    reasons = [reject_reason(d, F.col(f"_json{i}")) for i, d in enumerate(decodings)]
-    with_reason = parsed.withColumn("reason", F.coalesce(*reasons))
-    return with_reason.where(F.col("reason").isNotNull()).drop(
-        *(f"_json{i}" for i in range(len(decodings)))
-    )
+    columns: dict[str, Column] = {}
+    for i, decoding in enumerate(decodings):
+        columns |= {f"_json{i}": _decoded(decoding), **_key_read(decoding, f"_key{i}")}
+    reasons = [
+        reject_reason(d, F.col(f"_json{i}"), _column(columns, f"_key{i}"))
+        for i, d in enumerate(decodings)
+    ]
+    with_reason = _parsed(raw, columns).withColumn("reason", F.coalesce(*reasons))
+    return with_reason.where(F.col("reason").isNotNull()).drop(*columns)
