@@ -45,7 +45,7 @@ class AvroSchemas:
         cls, registry_url: str, subject: str, reader: str, strays: frozenset[int] = frozenset()
     ) -> AvroSchemas:
         """Every version of `subject` (see `pipeline.wire.registered_versions`), and the
-        ids known to be no version of it (`pipeline.wire.framing_reason`)."""
+        ids known to be no version of it (`pipeline.wire`)."""
         versions = registered_versions(registry_url, subject, "AVRO", "Avro", reader)
         return cls(subject, versions, strays)
 
@@ -102,7 +102,7 @@ class AvroSchemas:
             garbled = garbled & decoded[name].isNull()
         bad_bytes = F.concat(F.lit(not_decoded(self.subject)), schema_id().cast("string"))
         return F.coalesce(
-            framing_reason(self.subject, self.writers, self.strays),
+            framing_reason(self),
             F.when(garbled & F.lit(self._has_required_field()), bad_bytes),
         )
 

@@ -39,7 +39,7 @@ class JsonSchemas:
         cls, registry_url: str, subject: str, reader: str, strays: frozenset[int] = frozenset()
     ) -> JsonSchemas:
         """Every version of `subject` (see `pipeline.wire.registered_versions`), and the
-        ids known to be no version of it (`pipeline.wire.framing_reason`)."""
+        ids known to be no version of it (`pipeline.wire`)."""
         versions = registered_versions(registry_url, subject, "JSON", "JSON Schema", reader)
         return cls(subject, versions, strays)
 
@@ -87,7 +87,7 @@ class JsonSchemas:
             | decoded[_CORRUPT].isNotNull()
         )
         return F.coalesce(
-            framing_reason(self.subject, self.writers, self.strays),
+            framing_reason(self),
             F.when(not_object, F.lit(REASON_NOT_JSON_OBJECT)),
         )
 

@@ -250,7 +250,7 @@ class ProtobufSchemas:
         cls, registry_url: str, subject: str, reader: str, strays: frozenset[int] = frozenset()
     ) -> ProtobufSchemas:
         """Every version of `subject` (see `pipeline.wire.registered_versions`), and the
-        ids known to be no version of it (`pipeline.wire.framing_reason`)."""
+        ids known to be no version of it (`pipeline.wire`)."""
         versions = registered_versions(registry_url, subject, "PROTOBUF", "Protobuf", reader)
         return cls(subject, versions, strays)
 
@@ -302,6 +302,6 @@ class ProtobufSchemas:
         """Why a non-null value cannot be read, or null; `decoded` is its `decoded()`."""
         bad_bytes = F.concat(F.lit(not_decoded(self.subject)), schema_id().cast("string"))
         return F.coalesce(
-            framing_reason(self.subject, self.writers, self.strays),
+            framing_reason(self),
             F.when(decoded.isNull() | decoded[_CORRUPT].isNotNull(), bad_bytes),
         )

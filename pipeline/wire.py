@@ -129,13 +129,14 @@ def payload() -> Column:
     return F.expr(f"substring(value, {_HEADER_BYTES + 1})")
 
 
-def framing_reason(subject: str, writers: Versions, strays: frozenset[int] = frozenset()) -> Column:
-    """Why a non-null value is not a value of `subject` (not framed, or an id none of
-    `writers` has), or null; for an id newer than all of them and not one of `strays`,
-    the error of `newer_schema_id` (see the module's docs)."""
+def framing_reason(registered: RegisteredSchemas) -> Column:
+    """Why a non-null value is not a value of `registered`'s subject (not framed, or an id
+    none of its writers has), or null; for an id newer than all of them and not one of its
+    strays, the error of `newer_schema_id` (see the module's docs)."""
+    subject = registered.subject
     unknown = F.concat(F.lit(unknown_schema_id(subject)), schema_id().cast("string"))
-    ids = [version.id for version in writers]
-    newer = _newer(ids, strays)
+    ids = [version.id for version in registered.writers]
+    newer = _newer(ids, registered.strays)
     before, after = _NEWER.split("{id}")
     message = F.concat(
         F.lit(before), schema_id().cast("string"), F.lit(after.format(subject=subject))
