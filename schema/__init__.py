@@ -1,5 +1,6 @@
 """The statefed contract: view catalogue, partitioner, key codec and record formats."""
 
+from schema.aggregates import Aggregate, AggregateFunction
 from schema.catalogue import load_catalogue
 from schema.changelog import (
     DEADLETTER_TOPIC,
@@ -82,6 +83,8 @@ __all__ = [
     "READ_STANDBY",
     "STR_TAG",
     "WORD_COUNTS",
+    "Aggregate",
+    "AggregateFunction",
     "CountRow",
     "EnumOf",
     "EventRow",

@@ -11,6 +11,7 @@ import enum
 import re
 from dataclasses import dataclass
 
+from schema.aggregates import Aggregate, aggregate_fields, check_aggregates
 from schema.fieldtypes import ValueField
 from schema.keytypes import KeyType
 from schema.recordkeys import RecordKey
@@ -38,6 +39,7 @@ class ViewKind(enum.Enum):
     WINDOWED_COUNT = "windowed_count"
     LATEST = "latest"
     HISTORY = "history"
+    AGGREGATE = "aggregate"
 
 
 class ValueFormat(enum.Enum):
@@ -95,6 +97,7 @@ class _KindShape:
     many: bool = False  # a multi-key lookup field (`many_field`)
     top: bool = False  # a top-N field (`top_field`)
     window: bool = False  # a `window`
+    aggregates: bool = False  # `aggregates`
 
 
 # the one place the contract says what each kind needs
@@ -103,6 +106,7 @@ _SHAPES: dict[ViewKind, _KindShape] = {
     ViewKind.WINDOWED_COUNT: _KindShape(top=True, window=True),
     ViewKind.LATEST: _KindShape(many=True),
     ViewKind.HISTORY: _KindShape(),
+    ViewKind.AGGREGATE: _KindShape(many=True, top=True, aggregates=True),
 }
 
 
@@ -113,7 +117,8 @@ class View:
     `key_field` names the entity key both as a GraphQL argument and as a field of the
     view's type (e.g. `word`); `type_name`, `point_field`, `many_field` and `top_field`
     are the GraphQL names the gateway and the node subgraph expose (`many_field` only for
-    count and latest, `top_field` only for count and windowed_count); every view also has
+    count, latest and aggregate, `top_field` only for count, windowed_count and aggregate);
+    every view also has
     `scan_field`, its rows in key order, named from these, and count and windowed views
     `totals_field`. The point field of
     a windowed view returns the key's windows in a time range; that of a history view a
@@ -126,6 +131,13 @@ class View:
     `RecordKey` is a key of several fields (`schema.recordkeys`): the view's type shows
     each of them, the lookups take `key_field` as an input object of them, and federation
     finds an entity by all of them (`@key(fields: "region order")`).
+
+    An aggregate view keeps per key the `aggregates` over its events (`schema.aggregates`):
+    its type shows each result and the newest event time, like a latest view's event, and
+    its top-N ranks keys by any numeric result. `value_fields` are then the fields the
+    aggregates and `where` read. `where`, on a view of any kind, is a Spark SQL predicate
+    over the value fields by their GraphQL names (`status = 'PAID' AND amount > 0`): only
+    the events it holds for are in the view; it is checked when the pipeline starts.
     """
 
     name: str
@@ -144,6 +156,8 @@ class View:
     value_subject: str | None = None
     key_type: KeyType | RecordKey = KeyType.STRING
     subject_strategy: SubjectStrategy = SubjectStrategy.TOPIC_NAME
+    aggregates: tuple[Aggregate, ...] = ()
+    where: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -176,6 +190,20 @@ class View:
             raise ValueError(
                 f"view {self.name}: a window is needed by, and only by, {', '.join(windowed)}"
             )
+        self._check_aggregates()
+        if self.where is not None and not self.where.strip():
+            raise ValueError(
+                f"view {self.name}: where must be a predicate, or None for every event"
+            )
+
+    def _check_aggregates(self) -> None:
+        if _SHAPES[self.kind].aggregates:
+            check_aggregates(self.name, self.key_names, self.aggregates, self.value_fields)
+        elif self.aggregates:
+            raise ValueError(
+                f"view {self.name}: aggregates are for aggregate views: set "
+                f"kind=ViewKind.AGGREGATE, or drop them"
+            )
 
     def _kind_fields(self) -> list[str]:
         shape, fields = _SHAPES[self.kind], []
@@ -184,6 +212,21 @@ class View:
         if shape.top or self.top_field:
             fields.append(self.top_field)
         return fields
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        """The fields of the view's type that hold its key: `key_field`, or a record key's."""
+        if isinstance(self.key_type, RecordKey):
+            return self.key_type.names
+        return (self.key_field,)
+
+    @property
+    def row_fields(self) -> tuple[ValueField, ...]:
+        """The value fields of a row the view serves: an aggregate view's results, or the
+        event's `value_fields` a latest or history view shows."""
+        if self.aggregates:
+            return aggregate_fields(self.aggregates, self.value_fields)
+        return self.value_fields
 
     @property
     def changelog_topic(self) -> str:
