@@ -31,6 +31,7 @@ from pipeline.sink import BatchProducer
 from pipeline.starting import start_initialized
 from pipeline.status import StatusPoller, ViewTracker
 from pipeline.statuslog import StatusPublisher, read_last_statuses
+from pipeline.where import where_applied
 from pipeline.wire import RegisteredSchemas
 from pipeline.writers import ChangelogWriter, DeadLetterWriter
 from runtime.clock import Clock, wall_clock_ms
@@ -275,7 +276,7 @@ def _start_view(
     partitions = partition_count(config.kafka, view.changelog_topic)
     producer = make_producer(config, f"statefed-pipeline-{view.name}")
     tracker.changelog_offsets = functools.partial(producer.delivered, view.changelog_topic)
-    events = keyed_events(read_topic(spark, config, view.topic), decoding)
+    events = where_applied(keyed_events(read_topic(spark, config, view.topic), decoding), view)
     writer = (
         plan.aggregate(events, view)
         .writeStream.outputMode(plan.output_mode)

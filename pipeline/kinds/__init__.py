@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.errors import PipelineError
-from pipeline.kinds import count, history, latest, windowed_count
+from pipeline.kinds import aggregate, count, history, latest, windowed_count
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, ViewKind
 
@@ -14,6 +14,7 @@ PLANS: dict[ViewKind, KindPlan] = {
     ViewKind.WINDOWED_COUNT: windowed_count.PLAN,
     ViewKind.LATEST: latest.PLAN,
     ViewKind.HISTORY: history.PLAN,
+    ViewKind.AGGREGATE: aggregate.PLAN,
 }
 
 

@@ -1,0 +1,97 @@
+"""A pure-Python reference of aggregate views, which the pipeline's and the cluster's
+answers are compared with: per key, every aggregate of the view over the events `where`
+holds for, as SQL computes them (a field missing or of the wrong type is null and skipped).
+
+It reads a raw JSON value's fields as the pipeline does for the types the tests produce:
+a Float from a JSON number, an Int from a JSON integer, a String from a JSON string;
+anything else is null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schema import AggregateFunction, FieldType, ValueType, View
+
+__all__ = ["Event", "Expected", "reference", "same_results"]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One input event: its key text, event time and raw JSON value (without the time)."""
+
+    key: str
+    event_ms: int
+    value: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a key's row must hold: the newest event time, how many events it aggregated
+    and each aggregate's result by name."""
+
+    event_ms: int
+    events: int
+    results: dict[str, Any]
+
+
+def _read(value_type: ValueType, raw: Any) -> Any:
+    if isinstance(raw, bool):
+        return None
+    if value_type is FieldType.FLOAT:
+        return float(raw) if isinstance(raw, int | float) else None
+    if value_type in (FieldType.INT, FieldType.LONG):
+        return raw if isinstance(raw, int) else None
+    return raw if isinstance(raw, str) else None
+
+
+_FUNCTIONS: dict[AggregateFunction, Callable[[list[Any]], Any]] = {
+    AggregateFunction.COUNT: len,
+    AggregateFunction.SUM: lambda values: sum(values) if values else None,
+    AggregateFunction.MIN: lambda values: min(values) if values else None,
+    AggregateFunction.MAX: lambda values: max(values) if values else None,
+    AggregateFunction.AVG: lambda values: sum(values) / len(values) if values else None,
+    AggregateFunction.COUNT_DISTINCT: lambda values: len(set(values)),
+}
+
+
+def reference(
+    view: View, events: Iterable[Event], where: Callable[[dict[str, Any]], bool] | None = None
+) -> dict[str, Expected]:
+    """Each key's expected row in `view` after `events`; `where` is the Python twin of the
+    view's SQL predicate, over the fields as read (None: every event)."""
+    types = {f.name: f.type for f in view.value_fields}
+    by_key: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for event in events:
+        fields = {name: _read(t, event.value.get(name)) for name, t in types.items()}
+        if where is None or where(fields):
+            by_key.setdefault(event.key, []).append((event.event_ms, fields))
+    expected = {}
+    for key, held in by_key.items():
+        results = {}
+        for aggregate in view.aggregates:
+            if aggregate.of is None:
+                values: list[Any] = [1 for _ in held]
+            else:
+                values = [f[aggregate.of] for _, f in held if f[aggregate.of] is not None]
+            results[aggregate.name] = _FUNCTIONS[aggregate.function](values)
+        expected[key] = Expected(max(t for t, _ in held), len(held), results)
+    return expected
+
+
+def same_results(got: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    """Whether two rows' results are equal, floats within a relative 1e-9 (Spark adds them
+    in another order)."""
+    if set(got) != set(expected):
+        return False
+    for name, want in expected.items():
+        have = got[name]
+        if isinstance(want, float) and isinstance(have, int | float):
+            if not math.isclose(have, want, rel_tol=1e-9, abs_tol=1e-9):
+                return False
+        elif have != want:
+            return False
+    return True
