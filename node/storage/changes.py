@@ -104,6 +104,8 @@ class ChangeBatch:
     events: dict[tuple[str, str, EventPosition], EventRow | None] = field(default_factory=dict)
     horizons: dict[str, int] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
+    # the fields of each view's latest rows that the store ranks keys by (aggregate views)
+    ranked: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the (offset, value size) of the record that set each entry, keyed (kind, *entry key)
     origins: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
     # the record being added now (`reading`); offset 0 for batches built by hand
@@ -155,19 +157,26 @@ class ChangeBatch:
         """Purge the windows of `view` that end at or before `horizon_ms`."""
         self.horizons[view] = max(horizon_ms, self.horizons.get(view, horizon_ms))
 
-    def put_latest(self, view: str, row: EventRow) -> None:
-        """Keep `row` as the latest event of its key unless this batch has a later one."""
+    def put_latest(self, view: str, row: EventRow, ranked: tuple[str, ...] = ()) -> None:
+        """Keep `row` as the latest event of its key unless this batch has a later one;
+        the store ranks the view's keys by the numeric values of `ranked` fields."""
         _check_event(view, row)
+        self._rank(view, ranked)
         current = self.latest.get((view, row.key))
         if current is None or position(row) > position(current):
             self._replace(("l", view, row.key), self.latest, (view, row.key))
             self.latest[(view, row.key)] = row
             self.origins[("l", view, row.key)] = self._at
 
-    def delete_latest(self, view: str, key: str) -> None:
+    def delete_latest(self, view: str, key: str, ranked: tuple[str, ...] = ()) -> None:
+        self._rank(view, ranked)
         self._replace(("l", view, key), self.latest, (view, key))
         self.latest[(view, key)] = None
         self.origins[("l", view, key)] = self._at
+
+    def _rank(self, view: str, ranked: tuple[str, ...]) -> None:
+        if ranked:
+            self.ranked[view] = ranked
 
     def put_event(self, view: str, row: EventRow) -> None:
         _check_event(view, row)

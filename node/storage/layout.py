@@ -10,6 +10,7 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("wtop", view, start_ms, MAX_UINT - count, key)   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
 ("wstart", view, start_ms, key)                   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
 ("latest", view, key)                             -> >QQQ  event_ms, partition, offset; JSON fields
+("rank", view, field, MAX_UINT - order, key)      -> >QQQ  event_ms, partition, offset; JSON fields
 ("hist", view, key, event_ms, partition, offset)  -> JSON fields
 ("offset", topic)                                 -> >Q    next offset to read
 ("total", view)                                   -> >QQ   keys, sum of counts (count views)
@@ -26,7 +27,9 @@ order (NUL is escaped as 0x00 0xFF, the end is 0x00 0x01), so the rows of a key 
 the key's UTF-8 bytes, a key before every key it is a prefix of.
 
 "top" and "wtop" are indexes (count descending, then key ascending; "wtop" per window),
-"wstart" orders every window by (start, key).
+"wstart" orders every window by (start, key). "rank" indexes the latest rows of an aggregate
+view by one numeric field (value descending, then key; `order_of`); a row whose field is
+null or no number is not in it.
 Index values repeat the row, so top-N reads never decode keys (measured: the generic key
 decoder was half the cost of a top-1000 read).
 """
@@ -76,6 +79,7 @@ __all__ = [
     "decode_event",
     "decode_latest",
     "decode_offset",
+    "decode_ranked",
     "decode_scanned",
     "decode_total",
     "decode_window",
@@ -96,7 +100,10 @@ __all__ = [
     "latest_prefix",
     "offset_key",
     "offset_prefix",
+    "order_of",
     "prefix_end",
+    "rank_key",
+    "rank_prefix",
     "total_key",
     "window_key",
     "window_prefix",
@@ -289,6 +296,36 @@ def _fields(data: bytes) -> dict[str, Any]:
     if not isinstance(fields, dict):
         raise TypeError("event fields are not a JSON object")
     return fields
+
+
+# -- rank (aggregate views) ----------------------------------------------------------------
+
+
+def order_of(value: float) -> int:
+    """An unsigned 64-bit integer that orders as the double `value` does: its IEEE bits,
+    all flipped for a negative number, the sign bit set for the others. Integers are ranked
+    as the double nearest them (exact up to 2**53), here and in `runtime.ranking`."""
+    # + 0.0: -0.0 becomes 0.0, equal to it as `runtime.ranking.value_rank` compares them
+    (bits,) = _UINT.unpack(struct.pack(">d", float(value) + 0.0))
+    return bits ^ MAX_UINT if bits >> 63 else bits | (1 << 63)
+
+
+def rank_prefix(view: str, field: str) -> bytes:
+    return pack("rank", view, field)
+
+
+def rank_key(view: str, field: str, value: float, key: str) -> bytes:
+    return pack("rank", view, field) + pack_uint(MAX_UINT - order_of(value)) + pack_str(key)
+
+
+def decode_ranked(view: str, tail: bytes, value: bytes) -> EventRow:
+    """A latest row from its rank entry: `tail` is the packed (order, key) after the
+    `rank_prefix`, `value` the row's value."""
+    try:
+        _, key = unpack(tail)
+    except (ValueError, IndexError, struct.error) as exc:
+        raise _corrupt(view, "?", "rank entry", tail) from exc
+    return decode_latest(view, str(key), value)
 
 
 # -- history -------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from node.errors import (
 )
 from node.storage import layout
 from node.storage.changes import ChangeBatch, Effect, EventPosition, position
+from runtime.ranking import is_rankable
 from schema import CountRow, EventRow, WindowRow, pack, unpack
 
 _Row = TypeVar("_Row", CountRow, EventRow)
@@ -149,6 +150,11 @@ class PartitionStore(abc.ABC):
     def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
         """The latest events of `keys` in input order, None for unknown keys."""
         return [self.latest(view, key) for key in keys]
+
+    @abc.abstractmethod
+    def ranked(self, view: str, field: str, limit: int) -> list[EventRow]:
+        """The first `limit` latest rows of `view` by the numeric `field` descending, then
+        key ascending (`runtime.ranking.value_rank`); rows without a number there are out."""
 
     @abc.abstractmethod
     def history(
@@ -530,18 +536,24 @@ class LevelDBStore(PartitionStore):
         before = {}
         for (view, key), row in batch.latest.items():
             row_key = layout.latest_key(view, key)
-            if row is None:
+            ranked = batch.ranked.get(view, ())
+            if row is None and not ranked:
                 wb.delete(row_key)
                 continue
             old_row = readers.get(view)
             if old_row is None:
                 old_row = readers[view] = self._old_rows(db, layout.latest_prefix(view))
-            old = old_row(row_key)
+            old_value = old_row(row_key)
+            old = None if old_value is None else layout.decode_latest(view, key, old_value)
             if old is not None:
-                before[(view, key)] = position(layout.decode_latest(view, key, old))
+                before[(view, key)] = position(old)
             # replays and out-of-order records must never replace a later event
-            if old is None or position(row) > before[(view, key)]:
-                wb.put(row_key, layout.encode_latest(row))
+            if row is None or old is None or position(row) > before[(view, key)]:
+                _rerank(wb, view, ranked, old, row)
+                if row is None:
+                    wb.delete(row_key)
+                else:
+                    wb.put(row_key, layout.encode_latest(row))
         return before
 
     # -- reads -----------------------------------------------------------------------------
@@ -632,6 +644,20 @@ class LevelDBStore(PartitionStore):
 
     def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
         return self._read_many(view, keys, layout.latest_keys, layout.decode_latest)
+
+    def ranked(self, view: str, field: str, limit: int) -> list[EventRow]:
+        db = self._require_open()
+        rows: list[EventRow] = []
+        if limit <= 0:
+            return rows
+        prefix = layout.rank_prefix(view, field)
+        cut = len(prefix)
+        with db.iterator(prefix=prefix) as entries:
+            for index_key, value in entries:
+                rows.append(layout.decode_ranked(view, index_key[cut:], value))
+                if len(rows) >= limit:
+                    break
+        return rows
 
     def history(
         self,
@@ -759,6 +785,24 @@ class _PinnedStore(LevelDBStore):
 
     def _get_all(self, stored_keys: list[bytes]) -> list[bytes | None]:
         return [self._snapshot.get(key) for key in stored_keys]  # pinned: one snapshot already
+
+
+def _rerank(
+    wb: plyvel.WriteBatch,
+    view: str,
+    ranked: tuple[str, ...],
+    old: EventRow | None,
+    row: EventRow | None,
+) -> None:
+    """Move a latest row's entries in the rank index of each of its `ranked` fields from
+    the `old` row's values to the new `row`'s (None: no row)."""
+    for field in ranked:
+        if old is not None and is_rankable(old.fields.get(field)):
+            wb.delete(layout.rank_key(view, field, old.fields[field], old.key))
+        if row is not None and is_rankable(row.fields.get(field)):
+            wb.put(
+                layout.rank_key(view, field, row.fields[field], row.key), layout.encode_latest(row)
+            )
 
 
 def _add_total(

@@ -11,7 +11,7 @@ from node.errors import StoreClosedError
 from node.storage.changes import ChangeBatch, Effect, EventPosition, position
 from node.storage.layout import ScannedRow, ScanSpan, Table, Total
 from node.storage.store import PartitionStore
-from runtime.ranking import rank
+from runtime.ranking import is_rankable, rank, value_rank
 from schema import MAX_UINT, CountRow, EventRow, KeyPart, WindowRow, pack, unpack
 
 K = TypeVar("K")
@@ -120,6 +120,11 @@ class MemoryStore(PartitionStore):
     def latest(self, view: str, key: str) -> EventRow | None:
         self._require_open()
         return self._latest.get(view, {}).get(key)
+
+    def ranked(self, view: str, field: str, limit: int) -> list[EventRow]:
+        self._require_open()
+        rows = [r for r in self._latest.get(view, {}).values() if is_rankable(r.fields.get(field))]
+        return sorted(rows, key=lambda r: value_rank(r.fields[field], r.key))[: max(limit, 0)]
 
     def history(
         self,

@@ -6,6 +6,7 @@ subgraph's fields are in `node.subgraph.kinds`, so that this write path imports 
 from __future__ import annotations
 
 from node.errors import NodeError
+from node.storage.kinds.aggregate import AGGREGATE
 from node.storage.kinds.count import COUNT
 from node.storage.kinds.history import HISTORY
 from node.storage.kinds.kind import Applier, SnapshotReader, StoredKind
@@ -20,6 +21,7 @@ KINDS: dict[ViewKind, StoredKind] = {
     ViewKind.WINDOWED_COUNT: WINDOWED_COUNT,
     ViewKind.LATEST: LATEST,
     ViewKind.HISTORY: HISTORY,
+    ViewKind.AGGREGATE: AGGREGATE,
 }
 
 

@@ -1,0 +1,89 @@
+"""The rank index of aggregate views' rows: every store backend ranks a view's latest rows by
+each ranked field (value descending as a double, then key ascending), keeps it right as rows
+are rewritten, replayed and deleted, and leaves out rows without a number there."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
+from runtime.ranking import is_rankable, value_rank
+from schema import EventRow
+
+VIEW = "spend"
+RANKED = ("revenue", "orders")
+
+
+def _row(key: str, events: int, revenue: object, orders: object) -> EventRow:
+    return EventRow(key, 1_700_000_000_000, 0, events, {"revenue": revenue, "orders": orders})
+
+
+def test_rows_rank_by_each_field_and_move_when_rewritten(store: PartitionStore) -> None:
+    first = ChangeBatch()
+    first.put_latest(VIEW, _row("a", 1, 10.5, 1), RANKED)
+    first.put_latest(VIEW, _row("b", 2, 99.0, 2), RANKED)
+    first.put_latest(VIEW, _row("c", 1, None, 1), RANKED)  # no revenue: in no revenue ranking
+    store.apply(first)
+    assert [r.key for r in store.ranked(VIEW, "revenue", 10)] == ["b", "a"]
+    assert [r.key for r in store.ranked(VIEW, "orders", 10)] == ["b", "a", "c"]
+    later = ChangeBatch()
+    later.put_latest(VIEW, _row("a", 3, 200.25, 3), RANKED)
+    later.put_latest(VIEW, _row("b", 1, 1e9, 9), RANKED)  # an older row: never replaces
+    later.delete_latest(VIEW, "c", RANKED)
+    store.apply(later)
+    assert store.ranked(VIEW, "revenue", 1) == [_row("a", 3, 200.25, 3)]
+    assert [r.key for r in store.ranked(VIEW, "orders", 10)] == ["a", "b"]
+    assert store.ranked(VIEW, "revenue", 0) == []
+    assert store.ranked("other", "revenue", 10) == []
+
+
+_numbers = st.one_of(
+    st.none(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0, 0.0, -0.0, 1, 1.0, "7"]),  # equal values of both types, and text
+)
+_updates = st.lists(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "ab", "é", "z"]), _numbers, _numbers, st.booleans()),
+        min_size=1,
+        max_size=6,
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _model(rows: dict[str, EventRow], field: str) -> list[EventRow]:
+    ranked = [r for r in rows.values() if is_rankable(r.fields.get(field))]
+    return sorted(ranked, key=lambda r: value_rank(r.fields[field], r.key))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=_updates)
+def test_leveldb_ranks_as_the_model_across_batches_deletes_and_a_reopen(
+    batches: list[list[tuple[str, object, object, bool]]],
+) -> None:
+    rows: dict[str, EventRow] = {}
+    events = 0
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "partition-0"
+        for number, updates in enumerate(batches):
+            change = ChangeBatch()
+            for key, revenue, orders, delete in updates:
+                events += 1
+                if delete:
+                    change.delete_latest(VIEW, key, RANKED)
+                    rows.pop(key, None)
+                else:
+                    row = _row(key, events, revenue, orders)
+                    change.put_latest(VIEW, row, RANKED)
+                    rows[key] = row
+            with LevelDBStore(path, cache_mb=1) as store:  # reopened for every batch
+                store.apply(change)
+                for field in RANKED:
+                    assert store.ranked(VIEW, field, 100) == _model(rows, field), (number, field)
