@@ -28,13 +28,13 @@ def event_type(
 ) -> tuple[type, Callable[[EventRow], Any]]:
     """The event type of `view` (with `directives`) and the function that turns an EventRow
     into it."""
-    names = [view.key_field, *(f.name for f in view.value_fields), EVENT_TIME_FIELD]
+    names = [view.key_field, *(f.name for f in view.row_fields), EVENT_TIME_FIELD]
     if len(set(names)) != len(names):
         raise NodeError(f"view {view.name}: its event type would repeat a field: {names}")
     # Python attributes v0, v1, ... stand for the value fields, whatever their names
     annotations: dict[str, Any] = {"key": str}
     namespace: dict[str, Any] = {"key": strawberry.field(name=view.key_field)}
-    for index, value_field in enumerate(view.value_fields):
+    for index, value_field in enumerate(view.row_fields):
         annotations[f"v{index}"] = annotation(value_field.type) | None
         namespace[f"v{index}"] = strawberry.field(name=value_field.name)
     annotations["event_time"] = datetime
@@ -47,7 +47,7 @@ def event_type(
     def to_type(row: EventRow) -> Any:
         values = {
             f"v{index}": field_value(value_field.type, row.fields.get(value_field.name))
-            for index, value_field in enumerate(view.value_fields)
+            for index, value_field in enumerate(view.row_fields)
         }
         return row_type(key=row.key, event_time=from_ms(row.event_ms), **values)
 

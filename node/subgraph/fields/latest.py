@@ -1,5 +1,6 @@
 """The fields of a LATEST view (e.g. last_booking): the newest event of a key; its type
-is a federation entity.
+is a federation entity. An AGGREGATE view's rows are served by the same fields, with the
+results as value fields, and a top-N by each numeric result (`fields.ranked`).
 
 ```graphql
 type LastBooking @key(fields: "customer") { customer: String!  trip: String  eventTime: DateTime! }
@@ -22,6 +23,7 @@ from node.subgraph.fields.common import query_field, read_key, read_keys
 from node.subgraph.fields.context import ReadContext, context_of
 from node.subgraph.fields.entities import Entity, ViewFields, entity_key
 from node.subgraph.fields.events import event_type
+from node.subgraph.fields.ranked import ranked_top_field
 from node.subgraph.fields.scan import event_columns, scan_field
 from schema import View
 
@@ -54,4 +56,6 @@ def latest_fields(view: View) -> ViewFields:
         view.many_field: query_field(many, view.many_field),
         **scan_field(view, Table.LATEST, event_columns(view)),
     }
+    if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
+        fields.update(ranked_top_field(view, row_type, to_type))
     return ViewFields(fields, Entity(view, read_many))

@@ -127,7 +127,7 @@ def event_columns(view: View) -> Columns:
             "k": [r.key for r in rows],
             "t": [r.event_ms for r in rows],
         }
-        for index, spec in enumerate(view.value_fields):
+        for index, spec in enumerate(view.row_fields):
             name, kind = spec.name, spec.type
             packed[f"v{index}"] = [
                 wire_value(kind, field_value(kind, r.fields.get(name))) for r in rows

@@ -18,7 +18,7 @@ def _count_lookup(view: View) -> Selection:
 
 
 def _latest_lookup(view: View) -> Selection:
-    values = tuple((f"v{i}", f.name) for i, f in enumerate(view.value_fields))
+    values = tuple((f"v{i}", f.name) for i, f in enumerate(view.row_fields))
     return (("k", view.key_field), ("t", EVENT_TIME_FIELD), *values)
 
 
@@ -27,6 +27,7 @@ KINDS: dict[ViewKind, ServedKind] = {
     ViewKind.WINDOWED_COUNT: ServedKind(windowed_fields),
     ViewKind.LATEST: ServedKind(latest_fields, _latest_lookup),
     ViewKind.HISTORY: ServedKind(history_fields),
+    ViewKind.AGGREGATE: ServedKind(latest_fields, _latest_lookup),
 }
 
 
