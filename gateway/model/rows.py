@@ -7,7 +7,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Edge", "Event", "Page", "PartialTotal", "Ranked", "Row", "Scanned", "WindowCount"]
+__all__ = [
+    "Edge",
+    "Event",
+    "Page",
+    "PartialTotal",
+    "Ranked",
+    "Row",
+    "Scanned",
+    "WindowCount",
+    "ranked_count",
+]
 
 
 @dataclass(frozen=True)
@@ -28,16 +38,23 @@ class WindowCount:
     count: int
 
 
-Ranked = Row | WindowCount
-
-
 @dataclass(frozen=True)
 class Event:
-    """One event of a latest or history view: its key, event time and value fields."""
+    """One event of a latest or history view (or an aggregate view's row): its key, event
+    time and value fields."""
 
     key: str
     event_time: datetime
     values: Mapping[str, Any] = field(default_factory=dict)
+
+
+Ranked = Row | WindowCount | Event  # a row of a top-N: an aggregate view's rows are Events
+
+
+def ranked_count(row: Ranked) -> int:
+    """The count a row of a count or windowed top-N is ranked by; -1 for an aggregate
+    view's row, which is ranked by a field of its own (`runtime.ranking.value_rank`)."""
+    return -1 if isinstance(row, Event) else row.count
 
 
 Scanned = Row | WindowCount | Event  # a row of a whole-view scan, of any kind

@@ -38,6 +38,7 @@ __all__ = [
     "event_selection",
     "history_document",
     "lookup_document",
+    "ranked_top_document",
     "read_event",
     "scan_document",
     "top_document",
@@ -130,11 +131,17 @@ class ViewQueries:
         return _body(self._heads["lookup"], self.view, "multi-key lookup", {"r": representations})
 
     def top_body(
-        self, limit: int, partitions: Sequence[int], window: datetime | None = None
+        self,
+        limit: int,
+        partitions: Sequence[int],
+        window: datetime | None = None,
+        by: str | None = None,
     ) -> bytes:
         variables: dict[str, Any] = {"l": limit, "p": list(partitions)}
         if window is not None:
             variables["w"] = {"start": iso(window)}
+        if by is not None:
+            variables["b"] = by
         return _body(self._heads["top"], self.view, "top-N", variables)
 
     def windows_body(self, key: str, span: TimeRange) -> bytes:
@@ -262,6 +269,14 @@ def top_document(view: View, selection: str, *, windowed: bool) -> str:
     return f"query({variables}){{r:{view.top_field}(limit:$l{window},partitions:$p){selection}}}"
 
 
+def ranked_top_document(view: View, selection: str) -> str:
+    """The view's top-N of some partitions by one numeric field `$b` (aggregate views)."""
+    return (
+        f"query($l:Int!,$b:String!,$p:[Int!]){{r:{view.top_field}"
+        f"(limit:$l,by:$b,partitions:$p){selection}}}"
+    )
+
+
 def windows_document(view: View) -> str:
     """A key's windows in a time range."""
     return (
@@ -372,13 +387,13 @@ def window_columns() -> ScanColumns:
 
 def event_columns(view: View) -> ScanColumns:
     """The columns of an event view's scan rows: key, event time, then its value fields."""
-    names = tuple(f.name for f in view.value_fields)
+    names = tuple(f.name for f in view.row_fields)
 
     def build(key: str, event_ms: int, *values: Any) -> Event:
         return Event(key, from_ms(event_ms), _values(view, values))
 
     values = [f"v{index}" for index in range(len(names))]
-    types = [_column_types(f.type) for f in view.value_fields]
+    types = [_column_types(f.type) for f in view.row_fields]
     return ScanColumns(("k", "t", *values), (_STR, _INT, *types), build, frozenset("t"))
 
 
@@ -404,7 +419,7 @@ def _values(view: View, values: Sequence[Any]) -> dict[str, Any]:
     """The value fields of a node's event, as GraphQL shows them; ValueError naming a
     field whose value is none of its type."""
     shown = {}
-    for spec, value in zip(view.value_fields, values, strict=True):
+    for spec, value in zip(view.row_fields, values, strict=True):
         shown[spec.name] = field_value(spec.type, value)
         if value is not None and shown[spec.name] is None:
             raise ValueError(f"{spec.name} is no {type_text(spec.type)}: {value!r}")
@@ -421,14 +436,14 @@ def _selection(value_type: ValueType) -> str:
 
 
 def event_selection(view: View) -> str:
-    values = [f"v{i}:{f.name}{_selection(f.type)}" for i, f in enumerate(view.value_fields)]
+    values = [f"v{i}:{f.name}{_selection(f.type)}" for i, f in enumerate(view.row_fields)]
     return "{" + " ".join([f"k:{view.key_field}", "t:eventTime", *values]) + "}"
 
 
 def read_event(view: View, item: Any) -> Event:
     """An entry of `event_selection(view)`."""
     doc = _object(item)
-    values = [doc.get(f"v{index}") for index in range(len(view.value_fields))]
+    values = [doc.get(f"v{index}") for index in range(len(view.row_fields))]
     return Event(_key(doc), _time(doc, "t"), _values(view, values))
 
 

@@ -51,7 +51,7 @@ import orjson
 
 from gateway.cluster.consistency import AppliedAtLeast
 from gateway.cluster.routing import NodeInfo, RoutingFeed
-from gateway.model.rows import Ranked
+from gateway.model.rows import Ranked, ranked_count
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import FeedLink, LinkError
 from gateway.reads.kinds import cacheable, kind_of, to_row
@@ -681,7 +681,7 @@ def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:
         return True
     count = change.row.get("count")
     return any(r.key == change.key for r in rows) or (
-        isinstance(count, int) and count >= rows[-1].count
+        isinstance(count, int) and count >= ranked_count(rows[-1])
     )
 
 

@@ -22,6 +22,7 @@ from gateway.nodes.documents import (
     event_selection,
     history_document,
     lookup_document,
+    ranked_top_document,
     read_event,
     scan_document,
     top_document,
@@ -91,10 +92,20 @@ def _latest_documents(view: View) -> NodeDocuments:
 def _latest_row(view: View, key: str, row: Mapping[str, Any]) -> Event:
     fields = row.get("fields")
     fields = fields if isinstance(fields, dict) else {}
-    values = {
-        spec.name: field_value(spec.type, fields.get(spec.name)) for spec in view.value_fields
-    }
+    values = {spec.name: field_value(spec.type, fields.get(spec.name)) for spec in view.row_fields}
     return Event(key, from_ms(int(row["event_ms"])), values)
+
+
+def _aggregate_documents(view: View) -> NodeDocuments:
+    selection, read = event_selection(view), functools.partial(read_event, view)
+    return NodeDocuments(
+        lookup=lookup_document(view, selection),
+        top=ranked_top_document(view, selection),
+        read_row=read,
+        read_ranked=read,
+        scan=scan_document(view),
+        scan_columns=event_columns(view),
+    )
 
 
 def _history_documents(view: View) -> NodeDocuments:
@@ -110,6 +121,7 @@ KINDS: dict[ViewKind, ReadKind] = {
     ViewKind.WINDOWED_COUNT: ReadKind(_windowed_documents),
     ViewKind.LATEST: ReadKind(_latest_documents, cached_row=_latest_row),
     ViewKind.HISTORY: ReadKind(_history_documents),
+    ViewKind.AGGREGATE: ReadKind(_aggregate_documents, cached_row=_latest_row),
 }
 
 

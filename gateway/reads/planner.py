@@ -73,7 +73,7 @@ from gateway.reads.protocol import (
     TopResult,
     TotalsResult,
 )
-from runtime.ranking import merge_top
+from runtime.ranking import merge_top, rank, value_rank
 from schema import APPLIED_AT_LEAST, CATALOGUE, READ_CURRENT, READ_STANDBY, View
 
 __all__ = ["KeyRead", "LookupResult", "Planner", "ReadOptions", "ScanResult", "TopResult"]
@@ -315,15 +315,16 @@ class Planner:
         deadline: float,
         window: datetime | None = None,
         options: ReadOptions = DEFAULT_READ,
+        by: str | None = None,
     ) -> TopResult:
-        """The global top `limit` rows (of one window for a windowed view), merged from every
-        partition's local top."""
+        """The global top `limit` rows (of one window for a windowed view; by the numeric
+        field `by` for an aggregate view), merged from every partition's local top."""
         self.check_limit(view, limit)
         start = inputs.top_window(view, window)
         count = self._feed.current.partition_count(view)
         cache = self._cache
-        if cache is None or start is not None or self._no_lag(options):
-            return await self._read_top(view, limit, deadline, start, count, options)
+        if cache is None or start is not None or by is not None or self._no_lag(options):
+            return await self._read_top(view, limit, deadline, start, count, options, by)
         cached = cache.top(view, limit, count, options)
         if cached is not None:
             return cached
@@ -345,11 +346,12 @@ class Planner:
         start: datetime | None,
         count: int,
         options: ReadOptions,
+        by: str | None = None,
     ) -> TopResult:
         queries = self._queries[view.name]
 
         async def ask(node: NodeInfo, group: list[int], standby: bool) -> Piece[list[Ranked]]:
-            body = queries.top_body(limit, group, start)
+            body = queries.top_body(limit, group, start, by)
             reply = await self._post(
                 node, body, view, group, deadline, standby=standby, options=options
             )
@@ -364,7 +366,7 @@ class Planner:
             else [r for r in t.value if view.partition_of(r.key, count) in t.partitions]
             for t in read.taken
         ]
-        return TopResult(merge_top(partials, limit), read.failures, read.freshness)
+        return TopResult(merge_top(partials, limit, _top_order(by)), read.failures, read.freshness)
 
     async def windows(
         self,
@@ -777,3 +779,10 @@ def _read(
     """`read(reply.data)`, or the NodeProtocolError saying what the node answered."""
     where = {"partitions": group, "node": node.node_id, "keys": keys}
     return read_answer(read, reply, view.name, where)
+
+
+def _top_order(by: str | None) -> Callable[[Any], Any]:
+    """How a top-N's rows are ordered: by count, or by the aggregate field `by`."""
+    if by is None:
+        return rank
+    return lambda row: value_rank(row.values[by], row.key)

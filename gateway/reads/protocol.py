@@ -168,6 +168,7 @@ class Reads(Protocol):
         deadline: float,
         window: datetime | None = None,
         options: ReadOptions = DEFAULT_READ,
+        by: str | None = None,
     ) -> TopResult: ...
 
     async def windows(

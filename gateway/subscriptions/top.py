@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gateway.model.rows import Ranked
+from gateway.model.rows import Ranked, ranked_count
 from gateway.model.timestamps import floor_ms
 from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream
 from gateway.reads.protocol import ReadOptions, Reads
@@ -56,7 +56,7 @@ class _Watch:
             return True
         count = change.row.get("count")
         return any(r.key == change.key for r in rows) or (
-            isinstance(count, int) and count >= rows[-1].count
+            isinstance(count, int) and count >= ranked_count(rows[-1])
         )
 
     def seen(self, batch: FeedBatch | Exception) -> None:

@@ -198,14 +198,14 @@ def make(object_class: Any, values: Mapping[str, Any]) -> Any:
 def event_type(view: View, name: str, description: str, directives: Sequence[object] = ()) -> Any:
     """The type of one event of a latest or history view: key, value fields, event time."""
     fields: list[FieldSpec] = key_fields(view)
-    fields.extend((f.name, annotation(f.type) | None, None) for f in view.value_fields)
+    fields.extend((f.name, annotation(f.type) | None, None) for f in view.row_fields)
     fields.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
     return object_type(view, name, description, fields, directives)
 
 
 def event_values(view: View, event: Event) -> dict[str, Any]:
     """The field values of `event_type(view, ...)` for `event`."""
-    values = {f.name: event.values.get(f.name) for f in view.value_fields}
+    values = {f.name: event.values.get(f.name) for f in view.row_fields}
     return {**key_values(view, event.key), **values, EVENT_TIME: event.event_time}
 
 

@@ -111,7 +111,7 @@ def history_fields(view: View) -> ViewFields:
         record_key_read(context, info, view, read)
         return to_type(read.value or Page.empty())
 
-    values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.value_fields]
+    values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.row_fields]
     values.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
     updates = KeySubscription(
         view,

@@ -7,12 +7,15 @@ lastBooking(customer: String!): LastBooking
 lastBookings(customers: [String!]!): [LastBooking]!
 allLastBookings(first: Int, after: String, ...): LastBookingConnection!  # gateway.api.fields.scan
 ```
+
+An AGGREGATE view's rows are served by the same fields, the results as value fields and
+`eventTime` the newest event's time, with a top-N by any numeric result (`fields.ranked`).
 """
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.api.fields.common import (
     EVENT_TIME,
@@ -31,6 +34,7 @@ from gateway.api.fields.live import (
     update_type,
 )
 from gateway.api.fields.lookup import lookup_fields
+from gateway.api.fields.ranked import ranked_top_field
 from gateway.api.fields.scan import scan_field
 from gateway.model.rows import Event, Row
 from runtime.valuetypes import annotation
@@ -39,15 +43,38 @@ from schema import View
 __all__ = ["latest_fields"]
 
 
-def latest_fields(view: View) -> ViewFields:
-    """Point and multi-key lookup of a LATEST view, and its entity."""
-    key = view.key_field
-    latest_type = event_type(
-        view,
-        view.type_name,
-        f"The newest event of a {key} by event time (view {view.name}, topic {view.topic}).",
-        [entity_key(view)],
+class _Texts(NamedTuple):
+    """What the descriptions call a row: a latest view's newest event, or an aggregate
+    view's results."""
+
+    type: str
+    one: str
+    many: str
+    row: str
+
+
+def _texts(view: View) -> _Texts:
+    key, where = view.key_field, f"view {view.name}, topic {view.topic}"
+    if view.aggregates:
+        return _Texts(
+            f"The aggregates of the events of a {key}, and the newest event time ({where}).",
+            f"The aggregates of one {key} of view {view.name}; null if it has no event.",
+            f"The aggregates of several {view.keys_arg}, in the order asked; null if unknown.",
+            "the aggregates",
+        )
+    return _Texts(
+        f"The newest event of a {key} by event time ({where}).",
+        f"The newest event of one {key} of view {view.name}; null if unknown.",
+        f"The newest events of several {view.keys_arg}, in the order asked; null if unknown.",
+        "the newest event",
     )
+
+
+def latest_fields(view: View) -> ViewFields:
+    """Point and multi-key lookup of a LATEST view (or an AGGREGATE view's rows, which
+    have a top-N too), and its entity."""
+    texts = _texts(view)
+    latest_type = event_type(view, view.type_name, texts.type, [entity_key(view)])
 
     def to_type(event: Row | Event | None) -> Any:
         if event is None:
@@ -55,20 +82,14 @@ def latest_fields(view: View) -> ViewFields:
         assert isinstance(event, Event)
         return make(latest_type, event_values(view, event))
 
-    fields = lookup_fields(
-        view,
-        latest_type,
-        to_type,
-        f"The newest event of one {key} of view {view.name}; null if unknown.",
-        f"The newest events of several {view.keys_arg}, in the order asked; null if unknown.",
-    )
+    fields = lookup_fields(view, latest_type, to_type, texts.one, texts.many)
     fields.update(scan_field(view, latest_type, to_type))
-    values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.value_fields]
+    if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
+        fields.update(ranked_top_field(view, latest_type, to_type))
+    values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.row_fields]
     values.append((EVENT_TIME, datetime | None, "When the event happened; null: no event."))
     updates = KeySubscription(
-        view,
-        update_type(view, values, "the newest event"),
-        lambda row, at: event_values_of(view, row),
+        view, update_type(view, values, texts.row), lambda row, at: event_values_of(view, row)
     )
-    subscriptions = key_subscription_fields(view, updates, True, "The newest event")
+    subscriptions = key_subscription_fields(view, updates, True, texts.row.capitalize())
     return ViewFields(fields, Entity(view, latest_type, to_type), subscriptions)

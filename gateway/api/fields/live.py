@@ -134,7 +134,7 @@ def event_values_of(view: View, row: Mapping[str, Any] | None) -> dict[str, Any]
     """A latest or history changelog row's value fields and event time (None: no row)."""
     fields = row.get("fields", {}) if row is not None else {}
     values = {}
-    for spec in view.value_fields:
+    for spec in view.row_fields:
         value = fields.get(spec.name) if isinstance(fields, dict) else None
         values[spec.name] = field_value(spec.type, value)
     event_ms = row.get("event_ms") if row is not None else None

@@ -5,6 +5,7 @@ query limits and the app look kinds up in; what a kind asks the nodes is in
 
 from __future__ import annotations
 
+from gateway.api.kinds.aggregate import AGGREGATE
 from gateway.api.kinds.count import COUNT
 from gateway.api.kinds.history import HISTORY
 from gateway.api.kinds.kind import GatewayKind
@@ -19,6 +20,7 @@ KINDS: dict[ViewKind, GatewayKind] = {
     ViewKind.WINDOWED_COUNT: WINDOWED_COUNT,
     ViewKind.LATEST: LATEST,
     ViewKind.HISTORY: HISTORY,
+    ViewKind.AGGREGATE: AGGREGATE,
 }
 
 

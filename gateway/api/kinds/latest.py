@@ -18,7 +18,7 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
 
 
 def _example(view: View) -> str:
-    values = [field.name for field in view.value_fields]
+    values = [field.name for field in view.row_fields]
     return scan_example(view, [*key_names(view), *values, EVENT_TIME])
 
 
