@@ -22,13 +22,22 @@ from dataclasses import dataclass
 
 from schema.fieldtypes import EnumOf, FieldType, ValueField, ValueType, type_text
 
-__all__ = ["EVENT_TIME", "Aggregate", "AggregateFunction", "aggregate_fields", "check_aggregates"]
+__all__ = [
+    "EVENT_TIME",
+    "RANKED_TYPES",
+    "Aggregate",
+    "AggregateFunction",
+    "aggregate_fields",
+    "check_aggregates",
+]
 
 # the field of every aggregate row that holds its newest event time (as a latest view's)
 EVENT_TIME = "eventTime"
 
 _FIELD = re.compile(r"^[a-z][A-Za-z0-9]*$")
 _NUMBERS = (FieldType.INT, FieldType.LONG, FieldType.FLOAT)
+# the result types an aggregate view's top-N ranks keys by
+RANKED_TYPES = _NUMBERS
 # what MIN and MAX compare as stored (schema.fieldtypes): numbers, ms since the epoch, ISO
 # dates and text all order as their values do; a decimal's text does not
 _ORDERED = (*_NUMBERS, FieldType.TIMESTAMP, FieldType.DATE, FieldType.STRING)

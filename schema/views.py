@@ -11,7 +11,13 @@ import enum
 import re
 from dataclasses import dataclass
 
-from schema.aggregates import Aggregate, aggregate_fields, check_aggregates
+from schema.aggregates import (
+    RANKED_TYPES,
+    Aggregate,
+    AggregateFunction,
+    aggregate_fields,
+    check_aggregates,
+)
 from schema.fieldtypes import ValueField
 from schema.keytypes import KeyType
 from schema.recordkeys import RecordKey
@@ -199,6 +205,11 @@ class View:
     def _check_aggregates(self) -> None:
         if _SHAPES[self.kind].aggregates:
             check_aggregates(self.name, self.key_names, self.aggregates, self.value_fields)
+            if not self.ranked_fields:
+                raise ValueError(
+                    f"view {self.name}: its top-N ranks keys by a numeric aggregate and it has "
+                    f"none: add one, e.g. Aggregate('events', AggregateFunction.COUNT)"
+                )
         elif self.aggregates:
             raise ValueError(
                 f"view {self.name}: aggregates are for aggregate views: set "
@@ -227,6 +238,15 @@ class View:
         if self.aggregates:
             return aggregate_fields(self.aggregates, self.value_fields)
         return self.value_fields
+
+    @property
+    def ranked_fields(self) -> tuple[str, ...]:
+        """The results of an aggregate view its top-N ranks keys by: the numeric ones."""
+        return (
+            tuple(f.name for f in self.row_fields if f.type in RANKED_TYPES)
+            if self.aggregates
+            else ()
+        )
 
     @property
     def changelog_topic(self) -> str:
@@ -281,7 +301,8 @@ WORD_COUNTS = View(
 
 _TIMESTAMP = "timestamp"  # the demo domain's JSON values carry event time in ms here
 
-# The demo domain of issue 3: page views per host and bookings per customer.
+# The demo domain of issue 3: page views per host and bookings per customer; and page views
+# per host again as an aggregate view: views and the distinct pages seen.
 DEMO_DOMAIN: tuple[View, ...] = (
     View(
         name="host_access",
@@ -325,6 +346,22 @@ DEMO_DOMAIN: tuple[View, ...] = (
         point_field="bookingHistory",
         event_time_field=_TIMESTAMP,
         value_fields=(ValueField("trip"),),
+    ),
+    View(
+        name="host_pages",
+        topic="pageviews",
+        kind=ViewKind.AGGREGATE,
+        key_field="host",
+        type_name="HostPages",
+        point_field="hostPages",
+        many_field="hostPagesMany",
+        top_field="topHostsByPages",
+        event_time_field=_TIMESTAMP,
+        value_fields=(ValueField("path"),),
+        aggregates=(
+            Aggregate("views", AggregateFunction.COUNT),
+            Aggregate("pages", AggregateFunction.COUNT_DISTINCT, "path"),
+        ),
     ),
 )
 

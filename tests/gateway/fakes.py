@@ -39,6 +39,7 @@ from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
 from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
+from runtime.ranking import is_rankable, value_rank
 from schema import (
     DEMO_DOMAIN,
     MAX_UINT,
@@ -61,8 +62,11 @@ from tooling.broker import free_port
 from tooling.processes import wait_until
 
 WORDS = WORD_COUNTS
+# the kinds whose rows are events (an aggregate view's: its results as the fields)
+_EVENT_ROWS = (ViewKind.LATEST, ViewKind.HISTORY, ViewKind.AGGREGATE)
+_ENTITIES = (ViewKind.COUNT, ViewKind.LATEST, ViewKind.AGGREGATE)  # federation entity types
 FULL: tuple[View, ...] = (WORD_COUNTS, *DEMO_DOMAIN)
-HOSTS, PER_MINUTE, LAST_BOOKING, BOOKING_HISTORY = DEMO_DOMAIN
+HOSTS, PER_MINUTE, LAST_BOOKING, BOOKING_HISTORY, HOST_PAGES = DEMO_DOMAIN
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MS = timedelta(milliseconds=1)
@@ -86,9 +90,9 @@ def _columns(view: View, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     if view.kind is ViewKind.WINDOWED_COUNT:
         packed["s"] = [to_ms(r["start"]) for r in rows]
         packed["e"] = [to_ms(r["end"]) for r in rows]
-    if view.kind in (ViewKind.LATEST, ViewKind.HISTORY):
+    if view.kind in _EVENT_ROWS:
         packed["t"] = [to_ms(r["eventTime"]) for r in rows]
-        for index, spec in enumerate(view.value_fields):
+        for index, spec in enumerate(view.row_fields):
             packed[f"v{index}"] = [
                 wire_value(spec.type, field_value(spec.type, r[spec.name])) for r in rows
             ]
@@ -142,7 +146,7 @@ def _scalar(value_type: ValueType) -> str:
 
 
 def _event_type(view: View, name: str) -> str:
-    values = " ".join(f"{f.name}: {_scalar(f.type)}" for f in view.value_fields)
+    values = " ".join(f"{f.name}: {_scalar(f.type)}" for f in view.row_fields)
     return f"type {name} {{ {view.key_field}: String!  {values}  eventTime: DateTime! }}\n"
 
 
@@ -166,6 +170,12 @@ def _view_sdl(view: View) -> tuple[str, str]:
             f"{view.point_field}({k}: String!): {t}\n"
             f"{view.many_field}({view.keys_arg}: [String!]!): [{t}]!\n"
         )
+    if view.kind is ViewKind.AGGREGATE:
+        return _event_type(view, t), (
+            f"{view.point_field}({k}: String!): {t}\n"
+            f"{view.many_field}({view.keys_arg}: [String!]!): [{t}]!\n"
+            f"{view.top_field}(limit: Int!, by: String!, partitions: [Int!]): [{t}!]!\n"
+        )
     types = _event_type(view, t) + (
         f"type {t}Edge {{ cursor: String!  node: {t}! }}\n"
         f"type {t}Connection {{ edges: [{t}Edge!]!  pageInfo: PageInfo! }}\n"
@@ -178,7 +188,7 @@ def _view_sdl(view: View) -> tuple[str, str]:
 
 def _entities_sdl(catalogue: Sequence[View]) -> tuple[str, str]:
     """Federation's `_entities` over the entity types (count and latest views), if any."""
-    entities = [v.type_name for v in catalogue if v.kind in (ViewKind.COUNT, ViewKind.LATEST)]
+    entities = [v.type_name for v in catalogue if v.kind in _ENTITIES]
     if not entities:
         return "", ""
     types = f"scalar _Any\nunion _Entity = {' | '.join(entities)}\n"
@@ -295,9 +305,7 @@ class FakeNode:
         self._schema = build_schema(node_sdl(catalogue))
         self._topics = [view.changelog_topic for view in catalogue]
         self._root: dict[str, Callable[..., Any]] = {"_entities": self._entities}
-        self._entity_views = {
-            v.type_name: v for v in catalogue if v.kind in (ViewKind.COUNT, ViewKind.LATEST)
-        }
+        self._entity_views = {v.type_name: v for v in catalogue if v.kind in _ENTITIES}
         for view in catalogue:
             self._root.update(self._resolvers(view))
 
@@ -314,6 +322,8 @@ class FakeNode:
             return self._rows(info, view, args[view.keys_arg])
 
         def top(info: Any, limit: int, partitions: list[int] | None = None, **args: Any) -> Any:
+            if "by" in args:
+                return self._ranked(info, view, limit, partitions, args["by"])
             return self._top(info, view, limit, partitions, args.get("window"))
 
         def windows(info: Any, **args: Any) -> Any:
@@ -342,8 +352,9 @@ class FakeNode:
             view.many_field: many,
             view.scan_field: scan,
         }
-        if view.kind is ViewKind.COUNT:
+        if view.kind in (ViewKind.COUNT, ViewKind.AGGREGATE):
             fields[view.top_field] = top
+        if view.kind is ViewKind.COUNT:
             fields[view.totals_field] = totals
         return fields
 
@@ -399,7 +410,7 @@ class FakeNode:
         return [None if e is None else self._event(view, e) for e in latest]
 
     def _event(self, view: View, event: EventRow) -> dict[str, Any]:
-        values = {f.name: event.fields.get(f.name) for f in view.value_fields}
+        values = {f.name: event.fields.get(f.name) for f in view.row_fields}
         return {view.key_field: event.key, **values, "eventTime": to_iso(event.event_ms)}
 
     def _window(self, view: View, key: str, start: int, count: int) -> dict[str, Any]:
@@ -434,6 +445,29 @@ class FakeNode:
         if start is None:
             return [{view.key_field: k, "count": c} for k, c in rows]
         return [self._window(view, k, start, c) for k, c in rows]
+
+    def _ranked(
+        self, info: Any, view: View, limit: int, partitions: list[int] | None, by: str
+    ) -> list[Any]:
+        """An aggregate view's top by the result `by` (its rows are the model's latest
+        events, whose fields are the results)."""
+        if not 1 <= limit <= 10_000 or by not in view.ranked_fields:
+            raise bad_input("bad limit or by")
+        wanted = sorted(self.held) if partitions is None else partitions
+        foreign = sorted({p for p in wanted if p not in self.held})
+        if foreign:
+            raise self._not_owner(view, foreign, f"partition {foreign[0]}")
+        self.partitions_read.extend(wanted)
+        info.context["read"].update(wanted)
+        rows = [
+            e
+            for k in self.model.events.get(view.name, {})
+            if partition_for(k, self.partitions) in wanted
+            and (e := self.model.latest(view, k)) is not None
+            and is_rankable(e.fields.get(by))
+        ]
+        rows.sort(key=lambda e: value_rank(e.fields[by], e.key))
+        return [self._event(view, e) for e in rows[:limit]]
 
     def _windows(
         self, info: Any, view: View, key: str, since: str | None, until: str | None
@@ -525,7 +559,7 @@ class FakeNode:
             }[order]
             return [(place(k, s, c), k, self._window(view, k, s, c)) for (k, s), c in windows]
         events = self.model.events.get(view.name, {})
-        if view.kind is ViewKind.LATEST:
+        if view.kind in (ViewKind.LATEST, ViewKind.AGGREGATE):
             latest = {k: self.model.latest(view, k) for k in events}
             return [(pack(k), k, self._event(view, e)) for k, e in latest.items() if e]
         return [

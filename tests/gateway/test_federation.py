@@ -15,6 +15,7 @@ from gateway.config import GatewayConfig
 from schema import EventRow, partition_for
 from tests.gateway.fakes import (
     FULL,
+    HOST_PAGES,
     HOSTS,
     LAST_BOOKING,
     WORDS,
@@ -86,7 +87,7 @@ def resolve(
     return asyncio.run(scenario())
 
 
-def test_service_sdl_is_the_printed_schema_with_keys_on_count_and_latest_types() -> None:
+def test_service_sdl_is_the_printed_schema_with_keys_on_count_latest_and_aggregate_types() -> None:
     async def scenario() -> dict[str, Any]:
         async with running_gateway([], P, catalogue=FULL) as http:
             return (await post_query(http, "{ _service { sdl } }"))[1]
@@ -94,10 +95,10 @@ def test_service_sdl_is_the_printed_schema_with_keys_on_count_and_latest_types()
     sdl = asyncio.run(scenario())["data"]["_service"]["sdl"]
     assert sdl == build_schema(FULL).as_str()
     assert "https://specs.apollo.dev/federation/v2" in sdl
-    for view in (WORDS, HOSTS, LAST_BOOKING):
+    for view in (WORDS, HOSTS, LAST_BOOKING, HOST_PAGES):
         assert f'type {view.type_name} @key(fields: "{view.key_field}"' in sdl
     assert "type HostAccessWindow {" in sdl and "type BookingEvent {" in sdl  # no entities
-    assert "union _Entity = HostAccess | LastBooking | WordCount" in sdl
+    assert "union _Entity = HostAccess | HostPages | LastBooking | WordCount" in sdl
 
 
 @pytest.mark.parametrize("node_count", [1, 3])

@@ -25,7 +25,7 @@ from schema import (
     window_record_key,
 )
 
-WINDOWED, LATEST, HISTORY = DEMO_DOMAIN[1:]
+WINDOWED, LATEST, HISTORY = DEMO_DOMAIN[1:4]
 
 
 def apply(view: View, key: bytes, value: bytes | None) -> ChangeBatch:

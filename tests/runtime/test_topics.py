@@ -38,7 +38,7 @@ def test_input_topics_are_planned_once_with_the_cluster_default_retention() -> N
     inputs = {spec.name: spec for spec in plan.values() if spec.role == "input"}
     assert set(inputs) == {view.topic for view in CATALOGUE}
     shared = [v.name for v in CATALOGUE if v.topic == "pageviews"]
-    assert inputs["pageviews"].views == tuple(shared) and len(shared) == 2
+    assert inputs["pageviews"].views == tuple(shared) and len(shared) == 3
     for spec in inputs.values():
         assert (spec.partitions, spec.replication, spec.cleanup_policy) == (4, 2, "delete")
         assert "retention.ms" not in spec.configs and "cleanup.policy" not in spec.configs

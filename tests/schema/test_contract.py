@@ -27,8 +27,8 @@ from schema import (
 def test_exported_members_are_exactly_the_public_names() -> None:
     public = {name for name in dir(schema) if not name.startswith("_")}
     modules = {
-        "catalogue", "changelog", "extensions", "fieldtypes", "keycodec", "keytypes", "membership",
-        "partitioner", "recordkeys",
+        "aggregates", "catalogue", "changelog", "extensions", "fieldtypes", "keycodec", "keytypes",
+        "membership", "partitioner", "recordkeys",
         "sdlfile", "status", "views",
     }  # fmt: skip
     # schema.feed is imported by name (`from schema.feed import ...`) where it is used

@@ -224,7 +224,8 @@ def test_every_document_the_gateway_sends_passes_a_node_s_default_limits() -> No
             bodies.append(queries.lookup_body(keys))
         if documents.top:
             windowed = view.window is not None
-            bodies.append(queries.top_body(10_000, range(64), window if windowed else None))
+            by = view.ranked_fields[0] if view.ranked_fields else None
+            bodies.append(queries.top_body(10_000, range(64), window if windowed else None, by))
         if documents.windows:
             bodies.append(queries.windows_body("k", TimeRange(None, None)))
         if documents.history:
@@ -243,9 +244,9 @@ def test_every_document_the_gateway_sends_passes_a_node_s_default_limits() -> No
             ]
 
     answers = asyncio.run(scenario())
-    assert (
-        len(answers) == 8
-    )  # lookups and tops of two count views, a window view, a latest, a history
+    # lookups and tops of two count views and an aggregate view, a window view, a latest,
+    # a history
+    assert len(answers) == 10
     limit_codes = {"QUERY_TOO_DEEP", "TOO_MANY_ALIASES", "QUERY_TOO_COSTLY", "GRAPHQL_PARSE_FAILED"}
     for answer in answers:
         assert not limit_codes & set(codes(answer)), answer
