@@ -4,7 +4,8 @@ holds for, as SQL computes them (a field missing or of the wrong type is null an
 
 It reads a raw JSON value's fields as the pipeline does for the types the tests produce:
 a Float from a JSON number, an Int from a JSON integer, a String from a JSON string;
-anything else is null.
+anything else is null. `orders` is the hypothesis strategy of the events of the orders
+views (`tests.orders`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,37 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import strategies as st
+
 from schema import AggregateFunction, FieldType, ValueType, View
 
-__all__ = ["Event", "Expected", "reference", "same_results"]
+__all__ = ["Event", "Expected", "orders", "reference", "same_results"]
+
+T0 = 1_767_225_600_000
+
+_values = st.fixed_dictionaries(
+    {},
+    optional={
+        "amount": st.one_of(
+            st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 1000), st.just("n/a")
+        ),
+        "quantity": st.one_of(st.integers(-50, 50), st.just("two")),
+        "product": st.sampled_from(["p1", "p2", "p3", "Straße", "日本"]),
+        "status": st.sampled_from(["PAID", "OPEN", "paid"]),
+    },
+)
+
+
+def orders(customers: list[str], max_size: int = 40) -> st.SearchStrategy[list[Event]]:
+    """Lists of order events of `customers` (few, so that they repeat), event times out of
+    order, fields missing, mistyped or of other case."""
+    event = st.builds(
+        Event,
+        key=st.sampled_from(customers),
+        event_ms=st.integers(T0, T0 + 10_000),
+        value=_values,
+    )
+    return st.lists(event, min_size=1, max_size=max_size)
 
 
 @dataclass(frozen=True)

@@ -22,89 +22,17 @@ from pipeline.errors import PipelineError
 from pipeline.kinds import aggregate as aggregate_kind
 from pipeline.where import where_applied
 from runtime.topics import ensure_topics, statefed_topics
-from schema import (
-    Aggregate,
-    AggregateFunction,
-    EventRow,
-    FieldType,
-    ValueField,
-    View,
-    ViewKind,
-    decode_event,
-)
-from tests.aggregates import Event, Expected, reference, same_results
+from schema import EventRow, View, decode_event
+from tests.aggregates import Event, Expected, orders, reference, same_results
+from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, paid
 from tests.pipeline.support import PARTITIONS, Record, TopicReader, pipeline_config, produce_records
 from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
-T0 = 1_767_225_600_000
-F = AggregateFunction
-
-ORDERS = View(
-    name="customer_orders",
-    topic="orders",
-    kind=ViewKind.AGGREGATE,
-    key_field="customer",
-    type_name="CustomerOrders",
-    point_field="customerOrders",
-    many_field="customerOrdersMany",
-    top_field="topCustomers",
-    event_time_field="timestamp",
-    value_fields=(
-        ValueField("amount", FieldType.FLOAT),
-        ValueField("quantity", FieldType.INT),
-        ValueField("product"),
-        ValueField("status"),
-    ),
-    aggregates=(
-        Aggregate("orders", F.COUNT),
-        Aggregate("priced", F.COUNT, "amount"),
-        Aggregate("revenue", F.SUM, "amount"),
-        Aggregate("items", F.SUM, "quantity"),
-        Aggregate("smallest", F.MIN, "amount"),
-        Aggregate("largest", F.MAX, "quantity"),
-        Aggregate("basket", F.AVG, "amount"),
-        Aggregate("products", F.COUNT_DISTINCT, "product"),
-        Aggregate("firstProduct", F.MIN, "product"),
-    ),
-)
-PAID = dataclasses.replace(
-    ORDERS,
-    name="paid_orders",
-    aggregates=(Aggregate("orders", F.COUNT), Aggregate("revenue", F.SUM, "amount")),
-    where="status = 'PAID' AND amount > 0",
-)
-
-
-def _paid(fields: dict[str, Any]) -> bool:
-    amount = fields["amount"]
-    return fields["status"] == "PAID" and amount is not None and amount > 0
-
-
 FIELDS = "struct<amount: double, quantity: bigint, product: string, status: string>"
 EVENTS = f"key string, event_ms long, partition int, offset long, fields {FIELDS}"
 
-_values = st.fixed_dictionaries(
-    {},
-    optional={
-        "amount": st.one_of(
-            st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 1000), st.just("n/a")
-        ),
-        "quantity": st.one_of(st.integers(-50, 50), st.just("two")),
-        "product": st.sampled_from(["p1", "p2", "p3", "Straße", "日本"]),
-        "status": st.sampled_from(["PAID", "OPEN", "paid"]),
-    },
-)
-_events = st.lists(
-    st.builds(
-        Event,
-        key=st.sampled_from(["c1", "c2", "c3", "ü"]),
-        event_ms=st.integers(T0, T0 + 10_000),
-        value=_values,
-    ),
-    min_size=1,
-    max_size=40,
-)
+_events = orders(["c1", "c2", "c3", "ü"])
 
 
 def _fields(event: Event) -> tuple[Any, ...]:
@@ -150,7 +78,7 @@ def _equal(row: EventRow, want: Expected) -> bool:
 def test_every_aggregate_and_where_equal_the_reference(
     spark: SparkSession, events: list[Event]
 ) -> None:
-    for view, where in ((ORDERS, None), (PAID, _paid)):
+    for view, where in ((CUSTOMER_ORDERS, None), (PAID_ORDERS, paid)):
         assert _differences(_rows(spark, view, events), reference(view, events, where)) == {}
 
 
@@ -163,7 +91,7 @@ def test_a_where_that_cannot_be_evaluated_names_the_view_and_its_fields(
         ("colour = 'red'", "colour"),
         ("amount + 1", "boolean"),
     ):
-        view = dataclasses.replace(PAID, where=where)
+        view = dataclasses.replace(PAID_ORDERS, where=where)
         with pytest.raises(PipelineError) as raised:
             where_applied(frame, view)
         message = str(raised.value)
@@ -210,7 +138,7 @@ def test_streamed_aggregates_equal_the_reference_across_a_restart(
     suffix = uuid.uuid4().hex[:10]
     views = [
         dataclasses.replace(v, name=f"{v.name}_{suffix}", topic=f"test.{suffix}.orders")
-        for v in (ORDERS, PAID)
+        for v in (CUSTOMER_ORDERS, PAID_ORDERS)
     ]
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
     config = pipeline_config(broker, tmp_path / f"checkpoints-{suffix}")
@@ -226,7 +154,7 @@ def test_streamed_aggregates_equal_the_reference_across_a_restart(
             interval_s=0,
         )
 
-    wheres = {views[0].name: None, views[1].name: _paid}
+    wheres = {views[0].name: None, views[1].name: paid}
 
     def all_caught_up() -> None:
         for view in views:

@@ -1,0 +1,214 @@
+"""Aggregate views on the real cluster against the pure-Python reference (tests/aggregates.py):
+hypothesis-generated orders (event times out of order, fields missing or mistyped) of
+customers of their own, and every surface the gateway gives equals the reference: a key,
+several keys, the scan, the top-N by each numeric result, federation's `_entities`, and a
+lookup again (the cache's answer). The paid orders view holds only what its `where` holds.
+A pipeline SIGKILLed mid-stream replays from its checkpoint and counts nothing twice."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from runtime.produce import Record, produce_records
+from schema import View, field_value, wire_value
+from tests.aggregates import Event, Expected, orders, reference
+from tests.e2e.conftest import Cluster
+from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, paid
+from tooling.processes import wait_until
+
+TOP_LIMIT = 1000  # the gateway's most; these views hold only this file's keys
+WHERES = {CUSTOMER_ORDERS.name: None, PAID_ORDERS.name: paid}
+
+
+def _selection(view: View) -> str:
+    return " ".join([view.key_field, *(f.name for f in view.row_fields), "eventTime"])
+
+
+def _wanted(view: View, key: str, expected: Expected) -> dict[str, Any]:
+    """A row as the gateway must write it: each result in its type's wire form."""
+    results = {
+        f.name: wire_value(f.type, field_value(f.type, expected.results[f.name]))
+        for f in view.row_fields
+    }
+    return {view.key_field: key, **results, "eventTime": expected.event_ms}
+
+
+def _same(got: dict[str, Any] | None, want: dict[str, Any] | None) -> bool:
+    if got is None or want is None:
+        return got is want
+    if set(got) != set(want):
+        return False
+    for name, value in want.items():
+        have = got[name]
+        if name == "eventTime":
+            have = int(datetime.fromisoformat(have).timestamp() * 1000)
+        if isinstance(value, float) and isinstance(have, int | float):
+            if not math.isclose(have, value, rel_tol=1e-9, abs_tol=1e-9):
+                return False
+        elif have != value:
+            return False
+    return True
+
+
+def _all_same(got: Sequence[dict[str, Any] | None], want: Sequence[dict[str, Any] | None]) -> bool:
+    return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True))
+
+
+class Surfaces:
+    """What the gateway answers for the keys of one view that start with `prefix`."""
+
+    def __init__(self, cluster: Cluster, view: View, prefix: str) -> None:
+        self.cluster, self.view, self.prefix = cluster, view, prefix
+        self.selection = _selection(view)
+
+    def point(self, key: str) -> dict[str, Any] | None:
+        query = f"query($k: String!) {{ r: {self.view.point_field}({self.view.key_field}: $k) "
+        found: dict[str, Any] | None = self.cluster.data(
+            query + f"{{ {self.selection} }} }}", {"k": key}
+        )["r"]
+        return found
+
+    def many(self, keys: list[str]) -> list[dict[str, Any] | None]:
+        argument = f"{self.view.many_field}({self.view.keys_arg}: $k)"
+        query = f"query($k: [String!]!) {{ r: {argument} {{ {self.selection} }} }}"
+        rows: list[dict[str, Any] | None] = self.cluster.data(query, {"k": keys})["r"]
+        return rows
+
+    def scan(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        after = None
+        query = (
+            f"query($p: String!, $a: String) {{ r: {self.view.scan_field}(prefix: $p, "
+            f"first: 20, after: $a) {{ edges {{ node {{ {self.selection} }} }} "
+            "pageInfo { hasNextPage endCursor } } }"
+        )
+        while True:
+            page = self.cluster.data(query, {"p": self.prefix, "a": after})["r"]
+            rows += [edge["node"] for edge in page["edges"]]
+            if not page["pageInfo"]["hasNextPage"]:
+                return rows
+            after = page["pageInfo"]["endCursor"]
+
+    def top(self, by: str) -> list[dict[str, Any]]:
+        """The global top by `by`, cut to this prefix's keys (their order among themselves
+        is the global order's)."""
+        ranking = f"{self.view.type_name}Ranking"
+        query = (
+            f"query($l: Int!, $b: {ranking}!) {{ r: {self.view.top_field}(limit: $l, by: $b) "
+            f"{{ {self.selection} }} }}"
+        )
+        by_value = "".join("_" + c if c.isupper() else c for c in by).upper()
+        rows = self.cluster.data(query, {"l": TOP_LIMIT, "b": by_value})["r"]
+        return [r for r in rows if r[self.view.key_field].startswith(self.prefix)]
+
+    def entities(self, keys: list[str]) -> list[dict[str, Any] | None]:
+        name = self.view.type_name
+        query = (
+            "query($r: [_Any!]!) { _entities(representations: $r) "
+            f"{{ ... on {name} {{ {self.selection} }} }} }}"
+        )
+        representations = [{"__typename": name, self.view.key_field: key} for key in keys]
+        rows: list[dict[str, Any] | None] = self.cluster.data(query, {"r": representations})[
+            "_entities"
+        ]
+        return [row or None for row in rows]
+
+
+def _differences(surfaces: Surfaces, expected: dict[str, Expected], keys: list[str]) -> list[str]:
+    """What of the gateway's answers differs from `expected`: empty when every surface agrees."""
+    view = surfaces.view
+    want = {key: _wanted(view, key, e) for key, e in expected.items()}
+    wrong = []
+    in_order = [want.get(key) for key in keys]
+    for name, got in (
+        ("points", [surfaces.point(key) for key in keys]),
+        ("many", surfaces.many(keys)),
+        ("entities", surfaces.entities(keys)),
+    ):
+        if not _all_same(got, in_order):
+            wrong.append(f"{name}: {got} != {in_order}")
+    scanned = surfaces.scan()
+    if not _all_same(list(scanned), [want[key] for key in sorted(want, key=str.encode)]):
+        wrong.append(f"scan: {scanned} != {want}")
+    for by in view.ranked_fields:
+        ranked = [w for w in want.values() if w[by] is not None]
+        numbers = {key: float(w[by]) for key, w in want.items() if w[by] is not None}
+        ranked.sort(key=lambda w: (-numbers[w[view.key_field]], w[view.key_field]))
+        top = surfaces.top(by)
+        if not _all_same(list(top), list(ranked)):
+            wrong.append(f"top by {by}: {top} != {ranked}")
+    return wrong
+
+
+def _produce(cluster: Cluster, events: list[Event]) -> None:
+    records = [Record(e.key, orjson.dumps({**e.value, "timestamp": e.event_ms})) for e in events]
+    produce_records(cluster.local.kafka, CUSTOMER_ORDERS.topic, records)
+
+
+def _customers(prefix: str) -> list[str]:
+    return [f"{prefix}-{name}" for name in ("ann", "bo", "cé", "dan", "日本")]
+
+
+def _wait_view(surfaces: Surfaces, expected: dict[str, Expected], keys: list[str]) -> None:
+    found: list[str] = []
+
+    def equal() -> bool:
+        found[:] = _differences(surfaces, expected, keys)
+        return not found
+
+    wait_until(equal, 120, lambda: f"view {surfaces.view.name}: {found}", 0.5)
+    # and again: the lookups the gateway caches now answer from its cache
+    assert _differences(surfaces, expected, keys) == []
+
+
+def _wait_equal(cluster: Cluster, prefix: str, produced: list[Event]) -> None:
+    keys = [*_customers(prefix), f"{prefix}-nobody"]
+    for view in (CUSTOMER_ORDERS, PAID_ORDERS):
+        expected = reference(view, produced, WHERES[view.name])
+        _wait_view(Surfaces(cluster, view, prefix), expected, keys)
+
+
+@settings(
+    max_examples=3,
+    phases=[Phase.generate],  # each example is customers of its own: nothing to shrink
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=orders(_customers("x"), max_size=60))
+def test_every_surface_equals_the_reference(grown_cluster: Cluster, data: list[Event]) -> None:
+    prefix = uuid.uuid4().hex[:8]
+    renamed = {old: new for old, new in zip(_customers("x"), _customers(prefix), strict=True)}
+    events = [Event(renamed[e.key], e.event_ms, e.value) for e in data]
+    _produce(grown_cluster, events)
+    _wait_equal(grown_cluster, prefix, events)
+
+
+@settings(
+    max_examples=1,
+    phases=[Phase.generate],
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(rounds=st.tuples(orders(_customers("x"), 200), orders(_customers("x"), 200)))
+def test_a_pipeline_killed_mid_stream_counts_nothing_twice(
+    grown_cluster: Cluster, rounds: tuple[list[Event], list[Event]]
+) -> None:
+    prefix = uuid.uuid4().hex[:8]
+    renamed = {old: new for old, new in zip(_customers("x"), _customers(prefix), strict=True)}
+    first, second = ([Event(renamed[e.key], e.event_ms, e.value) for e in r] for r in rounds)
+    local = grown_cluster.local
+    _produce(grown_cluster, first)
+    _wait_equal(grown_cluster, prefix, first)
+    _produce(grown_cluster, second)
+    assert local.pipeline is not None
+    local.pipeline.kill()  # while it reads the second round, or before it commits it
+    local.start_pipeline()
+    _wait_equal(grown_cluster, prefix, [*first, *second])

@@ -1,0 +1,63 @@
+"""The aggregate views of an orders topic the tests run (the pipeline's against the
+reference in tests/aggregates.py, the differential cluster's): every aggregate per
+customer, and the paid orders only, a view with a `where`. Values are JSON objects with
+`amount`, `quantity`, `product`, `status` and the event time in `timestamp`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schema import Aggregate, AggregateFunction, FieldType, ValueField, View, ViewKind
+
+__all__ = ["CUSTOMER_ORDERS", "PAID_ORDERS", "paid"]
+
+F = AggregateFunction
+
+CUSTOMER_ORDERS = View(
+    name="customer_orders",
+    topic="orders",
+    kind=ViewKind.AGGREGATE,
+    key_field="customer",
+    type_name="CustomerOrders",
+    point_field="customerOrders",
+    many_field="customerOrdersMany",
+    top_field="topCustomers",
+    event_time_field="timestamp",
+    value_fields=(
+        ValueField("amount", FieldType.FLOAT),
+        ValueField("quantity", FieldType.INT),
+        ValueField("product"),
+        ValueField("status"),
+    ),
+    aggregates=(
+        Aggregate("orders", F.COUNT),
+        Aggregate("priced", F.COUNT, "amount"),
+        Aggregate("revenue", F.SUM, "amount"),
+        Aggregate("items", F.SUM, "quantity"),
+        Aggregate("smallest", F.MIN, "amount"),
+        Aggregate("largest", F.MAX, "quantity"),
+        Aggregate("basket", F.AVG, "amount"),
+        Aggregate("products", F.COUNT_DISTINCT, "product"),
+        Aggregate("firstProduct", F.MIN, "product"),
+    ),
+)
+PAID_ORDERS = View(
+    name="paid_orders",
+    topic="orders",
+    kind=ViewKind.AGGREGATE,
+    key_field="customer",
+    type_name="PaidOrders",
+    point_field="paidOrders",
+    many_field="paidOrdersMany",
+    top_field="topPaidCustomers",
+    event_time_field="timestamp",
+    value_fields=CUSTOMER_ORDERS.value_fields,
+    aggregates=(Aggregate("orders", F.COUNT), Aggregate("revenue", F.SUM, "amount")),
+    where="status = 'PAID' AND amount > 0",
+)
+
+
+def paid(fields: dict[str, Any]) -> bool:
+    """PAID_ORDERS' where, in Python."""
+    amount = fields["amount"]
+    return fields["status"] == "PAID" and amount is not None and amount > 0
