@@ -165,9 +165,11 @@ class PartitionStore(abc.ABC):
         until_ms: int | None,
         after: EventPosition | None,
         limit: int,
+        newest_first: bool = False,
     ) -> list[EventRow]:
         """Up to `limit` events of `key` with since <= event_ms < until and a position
-        greater than `after`, in position order."""
+        past `after`, in position order: greater than `after` oldest first, or, when
+        `newest_first`, less than `after` and newest first."""
 
     @abc.abstractmethod
     def scan(
@@ -667,6 +669,7 @@ class LevelDBStore(PartitionStore):
         until_ms: int | None,
         after: EventPosition | None,
         limit: int,
+        newest_first: bool = False,
     ) -> list[EventRow]:
         db = self._require_open()
         if limit <= 0:
@@ -674,24 +677,37 @@ class LevelDBStore(PartitionStore):
         since_ms, until_ms = _bound(since_ms), _bound(until_ms)
         prefix = layout.event_prefix(view, key)
         start = prefix if since_ms is None else layout.event_prefix(view, key, since_ms)
-        if after is not None:
-            # the smallest key after `after`'s own key: no key extends a full event key
-            start = max(start, layout.event_key(view, key, after) + b"\x00")
         stop = (
             layout.prefix_end(prefix)
             if until_ms is None
             else layout.event_prefix(view, key, until_ms)
         )
+        if after is not None and newest_first:
+            stop = min(stop, layout.event_key(view, key, after))
+        elif after is not None:
+            # the smallest key after `after`'s own key: no key extends a full event key
+            start = max(start, layout.event_key(view, key, after) + b"\x00")
         if start >= stop:
             return []
-        return list(self._events(db, view, key, len(prefix), start, stop, limit))
+        return list(self._events(db, view, key, len(prefix), start, stop, limit, newest_first))
 
     @staticmethod
     def _events(
-        db: plyvel.DB, view: str, key: str, cut: int, start: bytes, stop: bytes, limit: int
+        db: plyvel.DB,
+        view: str,
+        key: str,
+        cut: int,
+        start: bytes,
+        stop: bytes,
+        limit: int,
+        backward: bool,
     ) -> Iterator[EventRow]:
-        with db.iterator(start=start, stop=stop) as entries:
+        # backwards, the lower bound is checked here (plyvel 1.5's reverse iterator with
+        # `start` yields nothing when the only key in range is `start`, as for scans)
+        with db.iterator(start=None if backward else start, stop=stop, reverse=backward) as entries:
             for count, (event_key, value) in enumerate(entries, start=1):
+                if event_key < start:
+                    return
                 yield layout.decode_event(view, key, event_key[cut:], value)
                 if count >= limit:
                     return

@@ -134,6 +134,7 @@ class MemoryStore(PartitionStore):
         until_ms: int | None,
         after: EventPosition | None,
         limit: int,
+        newest_first: bool = False,
     ) -> list[EventRow]:
         self._require_open()
         events = sorted(
@@ -142,9 +143,10 @@ class MemoryStore(PartitionStore):
                 for (k, at), e in self._events.get(view, {}).items()
                 if k == key
                 and _within(e.event_ms, since_ms, until_ms)
-                and (after is None or at > after)
+                and (after is None or (at < after if newest_first else at > after))
             ),
             key=position,
+            reverse=newest_first,
         )
         return events[: max(limit, 0)]
 

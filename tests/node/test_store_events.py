@@ -153,6 +153,52 @@ def test_history_after_a_position_is_exclusive(store: PartitionStore) -> None:
     assert store.history(HISTORY, "a", None, 6, (5, 1, 0), 100) == []
 
 
+def test_newest_first_reads_backwards_from_before_after(store: PartitionStore) -> None:
+    rows = [event("a", t, p, o) for t, p, o in [(5, 0, 1), (5, 1, 0), (7, 0, 0), (9, 0, 0)]]
+    store.apply(history(*rows, event("ab", 8), event("b", 6)))
+    newest = rows[::-1]
+    assert store.history(HISTORY, "a", None, None, None, 100, newest_first=True) == newest
+    assert store.history(HISTORY, "a", None, None, None, 2, newest_first=True) == newest[:2]
+    assert store.history(HISTORY, "a", None, None, (7, 0, 0), 100, True) == newest[2:]
+    assert store.history(HISTORY, "a", None, None, (5, 0, 1), 100, True) == []
+    # as of 7 (to is exclusive): the newest event at or before it
+    assert store.history(HISTORY, "a", None, 8, None, 1, True) == [rows[2]]
+    # the only event in range is the first key of the range
+    assert store.history(HISTORY, "a", 5, 6, (5, 1, 0), 100, True) == [rows[0]]
+    assert store.history(HISTORY, "a", 6, 7, None, 100, True) == []
+
+
+_positions = st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 2))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    stored=st.lists(st.tuples(st.sampled_from(["a", "ab", "b"]), _positions), max_size=20),
+    since=st.none() | st.integers(0, 7),
+    until=st.none() | st.integers(0, 7),
+    after=st.none() | _positions,
+    limit=st.integers(1, 5),
+    newest_first=st.booleans(),
+)
+def test_leveldb_reads_history_as_the_model_does(
+    stored: list[tuple[str, EventPosition]],
+    since: int | None,
+    until: int | None,
+    after: EventPosition | None,
+    limit: int,
+    newest_first: bool,
+) -> None:
+    rows = [event(key, *at) for key, at in stored]
+    answers = []
+    with tempfile.TemporaryDirectory() as directory:
+        for backend in BACKENDS:
+            with store_maker(backend, Path(directory))() as store:
+                store.apply(history(*rows))
+                read = store.history(HISTORY, "a", since, until, after, limit, newest_first)
+                answers.append(read)
+    assert answers[0] == answers[1]
+
+
 def test_a_replayed_event_is_stored_once_and_can_be_deleted(store: PartitionStore) -> None:
     row = event("a", 5, 1, 2)
     store.apply(history(row, event("a", 6)))
