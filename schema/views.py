@@ -278,6 +278,11 @@ class View:
         return f"all{name[0].upper()}{name[1:]}"
 
     @property
+    def as_of_field(self) -> str:
+        """A history view's newest event at or before a time: `bookingHistoryAsOf`."""
+        return f"{self.point_field}AsOf"
+
+    @property
     def totals_field(self) -> str:
         """The view's totals (count and windowed views): `wordCountTotals`."""
         return f"{self.type_name[0].lower()}{self.type_name[1:]}Totals"

@@ -147,8 +147,12 @@ class ViewQueries:
     def windows_body(self, key: str, span: TimeRange) -> bytes:
         return _body(self._heads["windows"], self.view, "windows", {"k": key, **_span(span)})
 
-    def history_body(self, key: str, span: TimeRange, first: int, after: str | None) -> bytes:
+    def history_body(
+        self, key: str, span: TimeRange, first: int, after: str | None, newest_first: bool = False
+    ) -> bytes:
         variables = {"k": key, **_span(span), "n": first, "a": after}
+        if newest_first:
+            variables["o"] = True
         return _body(self._heads["history"], self.view, "history", variables)
 
     def scan_body(
@@ -286,10 +290,11 @@ def windows_document(view: View) -> str:
 
 
 def history_document(view: View) -> str:
-    """One page of a key's events in a time range."""
+    """One page of a key's events in a time range, oldest or (`$o`) newest first."""
     return (
-        f"query($k:String!,$f:DateTime,$t:DateTime,$n:Int!,$a:String)"
-        f"{{r:{view.point_field}({view.key_field}:$k,from:$f,to:$t,first:$n,after:$a)"
+        f"query($k:String!,$f:DateTime,$t:DateTime,$n:Int!,$a:String,$o:Boolean!=false)"
+        f"{{r:{view.point_field}({view.key_field}:$k,from:$f,to:$t,first:$n,after:$a,"
+        f"newestFirst:$o)"
         f"{{edges{{cursor node{event_selection(view)}}}"
         f"pageInfo{{hasNextPage endCursor}}}}}}"
     )

@@ -394,15 +394,17 @@ class Planner:
         after: str | None,
         deadline: float,
         options: ReadOptions = DEFAULT_READ,
+        newest_first: bool = False,
     ) -> KeyRead[Page]:
-        """One page of `key`'s events with since <= event time < until, from its owner."""
+        """One page of `key`'s events with since <= event time < until, from its owner:
+        oldest first, or newest first."""
         self.check_keys(view, [key])
         span = inputs.time_range(view, since, until)
         inputs.check_page_size(view, first)
         if after is not None:
             inputs.check_cursor(view, after)
         queries = self._queries[view.name]
-        body = queries.history_body(key, span, first, after)
+        body = queries.history_body(key, span, first, after, newest_first)
         return await self._key_read(view, key, body, queries.read_page, deadline, options)
 
     async def scan(

@@ -191,6 +191,7 @@ class Reads(Protocol):
         after: str | None,
         deadline: float,
         options: ReadOptions = DEFAULT_READ,
+        newest_first: bool = False,
     ) -> KeyRead[Page]: ...
 
     async def scan(

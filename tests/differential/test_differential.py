@@ -1,6 +1,7 @@
 """Differential tests: generated events through the real path (broker, Spark, nodes,
 gateway) with one node and with three; every query kind must answer exactly what a
-straightforward model computes from the same events.
+straightforward model computes from the same events (histories oldest and newest first,
+a booking as of a time, and the page views aggregated per host included).
 
 Spark's watermark advances per micro-batch, so events come in three rounds, each
 produced once the pipeline has processed the previous one (tests/e2e/progress.py):
@@ -29,6 +30,7 @@ from tooling.processes import wait_until
 
 MINUTE = 60_000
 WATERMARK_AFTER_ROUND_1 = 150_000 - 30_000
+AS_OF_S = 100  # the bookings are asked as of this second after the epoch
 TRIPS = ("LIS-BER", "BER-OSL", "OSL-LIS")
 KEYS = 4
 _examples = itertools.count()
@@ -145,8 +147,14 @@ def _expected(model: Model, epoch: int, hosts: list[str], customers: list[str]) 
             {"host": h, "count": n} for h, n in sorted(rows, key=lambda r: (-r[1], r[0]))
         ]
     history = {c: sorted(model.bookings[c]) for c in customers}
+    as_of = epoch + AS_OF_S * 1000
     return {
         "counts": [{"host": h, "count": model.hosts[h]} if model.hosts[h] else None for h in hosts],
+        # every path of the model is "/": one distinct page; late events count (no window)
+        "pages": [
+            {"host": h, "views": model.hosts[h], "pages": 1} if model.hosts[h] else None
+            for h in hosts
+        ],
         "windows": windows,
         "tops": tops,
         "latest": [
@@ -158,6 +166,21 @@ def _expected(model: Model, epoch: int, hosts: list[str], customers: list[str]) 
         "history": {
             c: [{"trip": t, "eventTime": _iso(at)} for at, _, t in history[c]] for c in customers
         },
+        "newest": {
+            c: [{"trip": t, "eventTime": _iso(at)} for at, _, t in reversed(history[c])]
+            for c in customers
+        },
+        "as_of": {
+            c: next(
+                (
+                    {"trip": t, "eventTime": _iso(at)}
+                    for at, _, t in reversed(history[c])
+                    if at <= as_of
+                ),
+                None,
+            )
+            for c in customers
+        },
     }
 
 
@@ -166,10 +189,11 @@ def _answers(
 ) -> dict[str, Any]:
     data = cluster.data(
         "query($h: [String!]!, $c: [String!]!) { hostAccessMany(hosts: $h) { host count }"
+        " hostPagesMany(hosts: $h) { host views pages }"
         " lastBookings(customers: $c) { customer trip eventTime } }",
         {"h": hosts, "c": customers},
     )
-    windows, history = {}, {}
+    windows, history, newest, as_of = {}, {}, {}, {}
     for host in hosts:
         windows[host] = cluster.data(
             "query($h: String!, $f: DateTime, $t: DateTime) {"
@@ -183,6 +207,17 @@ def _answers(
             {"c": customer},
         )["bookingHistory"]
         history[customer] = [edge["node"] for edge in page["edges"]]
+        page = cluster.data(
+            "query($c: String!) { bookingHistory(customer: $c, first: 1000, newestFirst: true)"
+            " { edges { node { trip eventTime } } } }",
+            {"c": customer},
+        )["bookingHistory"]
+        newest[customer] = [edge["node"] for edge in page["edges"]]
+        as_of[customer] = cluster.data(
+            "query($c: String!, $at: DateTime!) {"
+            " bookingHistoryAsOf(customer: $c, at: $at) { trip eventTime } }",
+            {"c": customer, "at": _iso(epoch + AS_OF_S * 1000)},
+        )["bookingHistoryAsOf"]
     tops = {
         minute: cluster.data(
             "query($s: DateTime!) {"
@@ -195,8 +230,11 @@ def _answers(
         "counts": data["hostAccessMany"],
         "windows": windows,
         "tops": tops,
+        "pages": data["hostPagesMany"],
         "latest": data["lastBookings"],
         "history": history,
+        "newest": newest,
+        "as_of": as_of,
     }
 
 

@@ -182,7 +182,7 @@ def _view_sdl(view: View) -> tuple[str, str]:
     )
     return types, (
         f"{view.point_field}({k}: String!, from: DateTime, to: DateTime, first: Int! = 100, "
-        f"after: String): {t}Connection!\n"
+        f"after: String, newestFirst: Boolean! = false): {t}Connection!\n"
     )
 
 
@@ -493,9 +493,16 @@ class FakeNode:
             None if since is None else to_ms(since),
             None if until is None else to_ms(until),
         )
+        newest_first = args.get("newestFirst", False)
+        if newest_first:
+            events = events[::-1]
         if after is not None:
             position = decode_cursor(after)
-            events = [e for e in events if event_order(e) > position]
+            events = [
+                e
+                for e in events
+                if (event_order(e) < position if newest_first else event_order(e) > position)
+            ]
         page = events[:first]
         edges = [{"cursor": cursor_of(e), "node": self._event(view, e)} for e in page]
         return {

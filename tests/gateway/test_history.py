@@ -29,8 +29,9 @@ from tests.gateway.fakes import (
 
 P = 4
 T0 = 1_700_000_000_000
-PAGE = """query($c: String!, $n: Int!, $a: String, $f: DateTime, $t: DateTime) {
-  bookingHistory(customer: $c, first: $n, after: $a, from: $f, to: $t) {
+PAGE = """query($c: String!, $n: Int!, $a: String, $f: DateTime, $t: DateTime,
+    $o: Boolean! = false) {
+  bookingHistory(customer: $c, first: $n, after: $a, from: $f, to: $t, newestFirst: $o) {
     edges { cursor node { customer trip eventTime } }
     pageInfo { hasNextPage endCursor } } }"""
 
@@ -41,10 +42,16 @@ def node_of(event: EventRow) -> dict[str, Any]:
 
 
 async def all_pages(
-    http: httpx.AsyncClient, customer: str, first: int, since: int | None, until: int | None
+    http: httpx.AsyncClient,
+    customer: str,
+    first: int,
+    since: int | None,
+    until: int | None,
+    newest_first: bool = False,
 ) -> list[dict[str, Any]]:
     """Every page of `customer`'s history, following endCursor until hasNextPage is false."""
     variables: dict[str, Any] = {
+        "o": newest_first,
         "c": customer,
         "n": first,
         "a": None,
@@ -81,6 +88,7 @@ events = st.lists(
     since=st.none() | st.integers(0, 6),
     until=st.none() | st.integers(0, 7),
     node_count=st.sampled_from([1, 3]),
+    newest_first=st.booleans(),
 )
 def test_following_cursors_reads_the_models_history_page_by_page(
     drawn: list[tuple[str, int, int, str | None]],
@@ -88,6 +96,7 @@ def test_following_cursors_reads_the_models_history_page_by_page(
     since: int | None,
     until: int | None,
     node_count: int,
+    newest_first: bool,
 ) -> None:
     truth = Model()
     for offset, (customer, second, partition, trip) in enumerate(drawn):
@@ -103,11 +112,16 @@ def test_following_cursors_reads_the_models_history_page_by_page(
 
     async def scenario() -> dict[str, list[dict[str, Any]]]:
         async with running_gateway(nodes, P, catalogue=FULL) as http:
-            return {c: await all_pages(http, c, first, low, high) for c in ("ann", "bob", "cy")}
+            return {
+                c: await all_pages(http, c, first, low, high, newest_first)
+                for c in ("ann", "bob", "cy")
+            }
 
     pages = asyncio.run(scenario())
     for customer, seen in pages.items():
         expected = truth.history(BOOKING_HISTORY, customer, low, high)
+        if newest_first:
+            expected.reverse()
         edges = [edge for page in seen for edge in page["edges"]]
         assert [e["node"] for e in edges] == [node_of(e) for e in expected]
         assert [e["cursor"] for e in edges] == [cursor_of(e) for e in expected]
@@ -133,6 +147,20 @@ def run(query: str, variables: dict[str, Any] | None = None) -> tuple[dict[str, 
             return body
 
     return asyncio.run(scenario()), nodes
+
+
+AS_OF = "query($c: String!, $at: DateTime!) { bookingHistoryAsOf(customer: $c, at: $at) { trip } }"
+
+
+@pytest.mark.parametrize(
+    ("at_ms", "trip"),
+    [(T0 - 1, None), (T0, "t0"), (T0 + 2, "t2"), (T0 + 3, "t3"), (T0 + 10_000, "t4")],
+)
+def test_as_of_is_the_newest_event_at_or_before_the_time(at_ms: int, trip: str | None) -> None:
+    body, nodes = run(AS_OF, {"c": "ann", "at": to_iso(at_ms)})
+    assert "errors" not in body, body
+    assert body["data"]["bookingHistoryAsOf"] == (None if trip is None else {"trip": trip})
+    assert sum(n.requests for n in nodes) == 1
 
 
 def test_first_defaults_to_one_hundred_and_an_unknown_key_is_an_empty_page() -> None:

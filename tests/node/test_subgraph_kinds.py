@@ -148,8 +148,10 @@ def test_the_issue_3_field_shapes() -> None:
         "lastBooking(customer: String!): LastBooking",
         "lastBookings(customers: [String!]!): [LastBooking]!",
         "bookingHistory(customer: String!, from: DateTime, to: DateTime, first: Int! = 100, "
-        "after: String): BookingEventConnection!",
+        "after: String, newestFirst: Boolean! = false): BookingEventConnection!",
         "hostAccess(host: String!): HostAccess",
+        "hostPagesMany(hosts: [String!]!): [HostPages]!",
+        "topHostsByPages(limit: Int!, by: String!, partitions: [Int!]): [HostPages!]!",
         "hostAccessMany(hosts: [String!]!): [HostAccess]!",
         "topHosts(limit: Int!, partitions: [Int!]): [HostAccess!]!",
     ]:

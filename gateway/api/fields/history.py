@@ -2,14 +2,15 @@
 
 ```graphql
 bookingHistory(customer: String!, from: DateTime, to: DateTime, first: Int! = 100,
-               after: String): BookingEventConnection!
+               after: String, newestFirst: Boolean! = false): BookingEventConnection!
+bookingHistoryAsOf(customer: String!, at: DateTime!): BookingEvent  # newest at or before `at`
 allBookingHistory(first: Int, after: String, ...): BookingEventConnection!  # every key's
 ```
 """
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 import strawberry
@@ -45,6 +46,8 @@ from runtime.valuetypes import annotation
 from schema import View
 
 __all__ = ["history_fields"]
+
+_MS = timedelta(milliseconds=1)
 
 
 def history_fields(view: View) -> ViewFields:
@@ -91,6 +94,7 @@ def history_fields(view: View) -> ViewFields:
         until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
         first: int = 100,
         after: str | None = strawberry.UNSET,
+        newest_first: bool = False,
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> connection_type:  # type: ignore[valid-type]
@@ -107,9 +111,30 @@ def history_fields(view: View) -> ViewFields:
             given(after),
             context.deadline,
             options,
+            newest_first,
         )
         record_key_read(context, info, view, read)
         return to_type(read.value or Page.empty())
+
+    async def as_of(
+        info: strawberry.Info,
+        entity: Annotated[key_arg, strawberry.argument(name=key)],  # type: ignore[valid-type]
+        at: datetime,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> node_type | None:  # type: ignore[valid-type]
+        context: RequestContext = info.context
+        authorize_view(context, view)
+        options = await read_options(context, view, max_lag, at_least)
+        (text,) = key_texts(view, [entity])
+        # the newest event with eventTime <= at: `to` is exclusive, and times are whole ms
+        until = at + _MS
+        read = await context.planner.history(
+            view, text, None, until, 1, None, context.deadline, options, newest_first=True
+        )
+        record_key_read(context, info, view, read)
+        page = read.value or Page.empty()
+        return make(node_type, event_values(view, page.edges[0].event)) if page.edges else None
 
     values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.row_fields]
     values.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
@@ -132,8 +157,15 @@ def history_fields(view: View) -> ViewFields:
                 resolver=history,
                 name=view.point_field,
                 description=f"The events of one {key} of view {view.name} with from <= eventTime "
-                f"< to (open ends when omitted), oldest first, `first` (1..{MAX_PAGE_SIZE}) per "
-                "page; pass pageInfo.endCursor as `after` for the next page.",
+                f"< to (open ends when omitted), oldest first (newest first with newestFirst), "
+                f"`first` (1..{MAX_PAGE_SIZE}) per page; pass pageInfo.endCursor as `after` for "
+                "the next page.",
+            ),
+            view.as_of_field: strawberry.field(
+                resolver=as_of,
+                name=view.as_of_field,
+                description=f"The newest event of one {key} of view {view.name} with eventTime "
+                "<= at: its value as of that time; null if it had none yet.",
             ),
         },
         subscriptions=subscriptions,

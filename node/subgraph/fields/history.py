@@ -5,13 +5,13 @@ type BookingEvent { customer: String!  trip: String  eventTime: DateTime! }
 type BookingEventEdge { cursor: String!  node: BookingEvent! }
 type BookingEventConnection { edges: [BookingEventEdge!]!  pageInfo: PageInfo! }
 bookingHistory(customer: String!, from: DateTime, to: DateTime, first: Int! = 100,
-               after: String): BookingEventConnection!
+               after: String, newestFirst: Boolean! = false): BookingEventConnection!
 allBookingHistory(slices: [SliceInput!]!, first: Int!, ...): [BookingEventSlice!]!
 ```
 
-Events come in (event_ms, source partition, source offset) order. A cursor is the
-unpadded base64url of `pack(event_ms, partition, offset)`: opaque to clients, and the
-exclusive start of the next page.
+Events come in (event_ms, source partition, source offset) order, or the reverse with
+`newestFirst`. A cursor is the unpadded base64url of `pack(event_ms, partition, offset)`:
+opaque to clients, and the exclusive start of the next page in the page's order.
 """
 
 # No `from __future__ import annotations`: the resolvers' annotations are built from
@@ -95,6 +95,7 @@ def history_fields(view: View) -> ViewFields:
         until: Annotated[datetime | None, strawberry.argument(name="to")] = strawberry.UNSET,
         first: int = 100,
         after: str | None = strawberry.UNSET,
+        newest_first: bool = False,
     ) -> connection_type:  # type: ignore[valid-type]
         if not 1 <= first <= MAX_PAGE_SIZE:
             raise BadRequestError(view.name, f"first must be in 1..{MAX_PAGE_SIZE}, got {first}")
@@ -102,7 +103,9 @@ def history_fields(view: View) -> ViewFields:
         cursor = given(after)
         start = None if cursor is None else decode_cursor(view, cursor)
         # one more than asked: whether it exists is hasNextPage
-        reader = methodcaller("history", view.name, key, since_ms, until_ms, start, first + 1)
+        reader = methodcaller(
+            "history", view.name, key, since_ms, until_ms, start, first + 1, newest_first
+        )
         return page(read_key(view, context_of(info), key, reader), first)
 
     return ViewFields(
