@@ -19,6 +19,7 @@ from schema.aggregates import (
     check_aggregates,
 )
 from schema.fieldtypes import ValueField
+from schema.groups import check_group_by
 from schema.keytypes import KeyType
 from schema.recordkeys import RecordKey
 
@@ -138,6 +139,10 @@ class View:
     each of them, the lookups take `key_field` as an input object of them, and federation
     finds an entity by all of them (`@key(fields: "region order")`).
 
+    `group_by` names value fields whose values are an aggregate view's key instead of the
+    record key (`schema.groups`): `key_type` then says which (a `RecordKey` of them for
+    several) and the view's rows are keyed and partitioned by them.
+
     An aggregate view keeps per key the `aggregates` over its events (`schema.aggregates`):
     its type shows each result and the newest event time, like a latest view's event, and
     its top-N ranks keys by any numeric result. `value_fields` are then the fields the
@@ -164,6 +169,7 @@ class View:
     subject_strategy: SubjectStrategy = SubjectStrategy.TOPIC_NAME
     aggregates: tuple[Aggregate, ...] = ()
     where: str | None = None
+    group_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -197,6 +203,15 @@ class View:
                 f"view {self.name}: a window is needed by, and only by, {', '.join(windowed)}"
             )
         self._check_aggregates()
+        if self.group_by:
+            check_group_by(
+                self.name,
+                self.kind.value,
+                self.group_by,
+                self.value_fields,
+                self.key_field,
+                self.key_type,
+            )
         if self.where is not None and not self.where.strip():
             raise ValueError(
                 f"view {self.name}: where must be a predicate, or None for every event"
