@@ -12,6 +12,9 @@ A record with a null value is a tombstone, never a dead letter: a view that dele
 (`Decoding.tombstones`, latest) takes it as a deletion at its Kafka timestamp, a view that
 reads values skips it, and a view that ignores values counts it as any record.
 
+A view grouped by value fields (`schema.groups`) takes its key from them, not from the
+record key, and dead-letters a value without a usable one (`pipeline.groups`).
+
 On a topic of several types (`Decoding.shared`, `schema.SubjectStrategy`) a value of
 another type's subject is skipped, never a dead letter, and so is a tombstone (its type
 cannot be told); every view of such a topic decodes the value's header to tell them.
@@ -26,6 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.errors import SourceError
+from pipeline.groups import group_reason, group_text
 from pipeline.keys import (
     REASON_BAD_UTF8,
     REASON_EMPTY_KEY,
@@ -109,6 +113,8 @@ class Decoding:
     tombstones: bool = False
     key_type: KeyType | RecordKey = KeyType.STRING
     shared: bool = False  # the topic carries other types, which are skipped (SubjectStrategy)
+    # the value fields whose values are the key instead of the record's (schema.groups)
+    group_by: tuple[ValueField, ...] = ()
 
     @classmethod
     def of(
@@ -120,6 +126,7 @@ class Decoding:
         """The decoding of `view`; SourceError naming the view, the field and the subject
         when the newest schema lacks a field the view reads, or has a field of another
         structure (`pipeline.shapes`)."""
+        by_name = {f.name: f for f in view.value_fields}
         decoding = cls(
             view.event_time_field,
             view.value_fields,
@@ -127,6 +134,7 @@ class Decoding:
             tombstones,
             view.key_type,
             view.shares_topic,
+            tuple(by_name[name] for name in view.group_by),
         )
         if registered is not None:
             names = registered.field_names()
@@ -226,7 +234,10 @@ def reject_reason(decoding: Decoding, parsed: Column, key_read: Column | None = 
     wins."""
     no_timestamp = F.when(F.col("timestamp").isNull(), F.lit(REASON_NO_TIMESTAMP))
     field = decoding.event_time_field
-    of_key = key_reason(decoding.key_type, key_read)
+    # a grouped view's key is in the value: checked with it, after the value is readable
+    of_key = (
+        F.lit(None).cast("string") if decoding.group_by else key_reason(decoding.key_type, key_read)
+    )
     if not decoding.needs_value:
         return F.coalesce(of_key, no_timestamp)
     value_reasons = [_value_reason(decoding, parsed)]
@@ -238,6 +249,9 @@ def reject_reason(decoding: Decoding, parsed: Column, key_read: Column | None = 
                 _event_ms(decoding, parsed).isNull(), F.lit(bad_event_time(field))
             )
         )
+    if decoding.group_by:
+        no_group = _group_text(decoding, parsed).isNull()
+        value_reasons.append(F.when(no_group, F.lit(group_reason(decoding.group_by))))
     of_value = F.when(~_tombstone(), F.coalesce(*value_reasons))
     if decoding.deletes:  # a deletion happens at its Kafka timestamp
         of_value = of_value.when(_tombstone(), no_timestamp)
@@ -293,10 +307,22 @@ def _fields(decoding: Decoding, parsed: Column) -> Column:
     return F.struct(*(_field(decoding, parsed, f) for f in decoding.value_fields))
 
 
+def _group_text(decoding: Decoding, parsed: Column) -> Column:
+    """The key text of a grouped view's row, from its group fields as stored."""
+    values = [_field(decoding, parsed, f) for f in decoding.group_by]
+    return group_text(decoding.key_type, values)
+
+
+def _key_text(decoding: Decoding, parsed: Column, key_read: Column | None) -> Column:
+    if decoding.group_by:
+        return _group_text(decoding, parsed)
+    return key_text(decoding.key_type, key_read)
+
+
 def _key_read(decoding: Decoding, name: str) -> dict[str, Column]:
     """The column `name` of a row's record key as `read_record_key` reads it (a Python UDF,
-    so `_parsed` computes it once); none for a key of another type."""
-    if isinstance(decoding.key_type, RecordKey):
+    so `_parsed` computes it once); none for a key of another type or a grouped view."""
+    if isinstance(decoding.key_type, RecordKey) and not decoding.group_by:
         return {name: read_record_key(decoding.key_type)}
     return {}
 
@@ -338,7 +364,7 @@ def keyed_events(raw: DataFrame, decoding: Decoding = Decoding()) -> DataFrame:
         _parsed(raw, columns)
         .where(usable)
         .select(
-            key_text(decoding.key_type, key_read).alias("key"),
+            _key_text(decoding, parsed, key_read).alias("key"),
             event_ms.alias("event_ms"),
             F.col("partition"),
             F.col("offset"),

@@ -17,11 +17,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from schema import AggregateFunction, FieldType, ValueType, View
+from schema import AggregateFunction, FieldType, RecordKey, ValueType, View
 
-__all__ = ["Event", "Expected", "orders", "reference", "same_results"]
+__all__ = ["PRODUCTS", "Event", "Expected", "orders", "reference", "same_results"]
 
 T0 = 1_767_225_600_000
+PRODUCTS = ("p1", "p2", "p3", "Straße", "日本")
 
 _values = st.fixed_dictionaries(
     {},
@@ -30,7 +31,7 @@ _values = st.fixed_dictionaries(
             st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 1000), st.just("n/a")
         ),
         "quantity": st.one_of(st.integers(-50, 50), st.just("two")),
-        "product": st.sampled_from(["p1", "p2", "p3", "Straße", "日本"]),
+        "product": st.sampled_from(PRODUCTS),
         "status": st.sampled_from(["PAID", "OPEN", "paid"]),
     },
 )
@@ -77,6 +78,18 @@ def _read(value_type: ValueType, raw: Any) -> Any:
     return raw if isinstance(raw, str) else None
 
 
+def _group_key(view: View, fields: dict[str, Any]) -> str | None:
+    """The key text of a grouped view's event, or None (a dead letter): a null group
+    field, or a lone empty string."""
+    values = {name: fields[name] for name in view.group_by}
+    if None in values.values():
+        return None
+    if isinstance(view.key_type, RecordKey):
+        return view.key_type.text(values)
+    (value,) = values.values()
+    return view.key_type.text(value) if value != "" else None
+
+
 _FUNCTIONS: dict[AggregateFunction, Callable[[list[Any]], Any]] = {
     AggregateFunction.COUNT: len,
     AggregateFunction.SUM: lambda values: sum(values) if values else None,
@@ -90,14 +103,16 @@ _FUNCTIONS: dict[AggregateFunction, Callable[[list[Any]], Any]] = {
 def reference(
     view: View, events: Iterable[Event], where: Callable[[dict[str, Any]], bool] | None = None
 ) -> dict[str, Expected]:
-    """Each key's expected row in `view` after `events`; `where` is the Python twin of the
-    view's SQL predicate, over the fields as read (None: every event)."""
+    """Each key's expected row in `view` after `events`, by key text (a grouped view's from
+    its group fields); `where` is the Python twin of the view's SQL predicate, over the
+    fields as read (None: every event)."""
     types = {f.name: f.type for f in view.value_fields}
     by_key: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for event in events:
         fields = {name: _read(t, event.value.get(name)) for name, t in types.items()}
-        if where is None or where(fields):
-            by_key.setdefault(event.key, []).append((event.event_ms, fields))
+        key = _group_key(view, fields) if view.group_by else event.key
+        if key is not None and (where is None or where(fields)):
+            by_key.setdefault(key, []).append((event.event_ms, fields))
     expected = {}
     for key, held in by_key.items():
         results = {}

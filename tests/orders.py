@@ -1,15 +1,26 @@
 """The aggregate views of an orders topic the tests run (the pipeline's against the
 reference in tests/aggregates.py, the differential cluster's): every aggregate per
-customer, and the paid orders only, a view with a `where`. Values are JSON objects with
-`amount`, `quantity`, `product`, `status` and the event time in `timestamp`."""
+customer (the record key), the paid orders only (a `where`), and sales re-keyed by value
+fields: per product, and per (status, quantity). Values are JSON objects with `amount`,
+`quantity`, `product`, `status` and the event time in `timestamp`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from schema import Aggregate, AggregateFunction, FieldType, ValueField, View, ViewKind
+from schema import (
+    Aggregate,
+    AggregateFunction,
+    FieldType,
+    KeyField,
+    KeyType,
+    RecordKey,
+    ValueField,
+    View,
+    ViewKind,
+)
 
-__all__ = ["CUSTOMER_ORDERS", "PAID_ORDERS", "paid"]
+__all__ = ["CUSTOMER_ORDERS", "ORDER_VIEWS", "PAID_ORDERS", "PRODUCT_SALES", "STATUS_LINES", "paid"]
 
 F = AggregateFunction
 
@@ -61,3 +72,40 @@ def paid(fields: dict[str, Any]) -> bool:
     """PAID_ORDERS' where, in Python."""
     amount = fields["amount"]
     return fields["status"] == "PAID" and amount is not None and amount > 0
+
+
+PRODUCT_SALES = View(
+    name="product_sales",
+    topic="orders",
+    kind=ViewKind.AGGREGATE,
+    key_field="product",
+    type_name="ProductSales",
+    point_field="productSales",
+    many_field="productSalesMany",
+    top_field="topProducts",
+    event_time_field="timestamp",
+    value_fields=CUSTOMER_ORDERS.value_fields,
+    aggregates=(
+        Aggregate("orders", F.COUNT),
+        Aggregate("revenue", F.SUM, "amount"),
+        Aggregate("most", F.MAX, "quantity"),
+    ),
+    group_by=("product",),
+)
+STATUS_LINES = View(
+    name="status_lines",
+    topic="orders",
+    kind=ViewKind.AGGREGATE,
+    key_field="line",
+    type_name="StatusLine",
+    point_field="statusLine",
+    many_field="statusLines",
+    top_field="topStatusLines",
+    event_time_field="timestamp",
+    value_fields=CUSTOMER_ORDERS.value_fields,
+    aggregates=(Aggregate("orders", F.COUNT), Aggregate("revenue", F.SUM, "amount")),
+    group_by=("status", "quantity"),
+    key_type=RecordKey((KeyField("status"), KeyField("quantity", KeyType.INT))),
+)
+
+ORDER_VIEWS = (CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES, STATUS_LINES)

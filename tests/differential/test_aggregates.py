@@ -2,7 +2,8 @@
 hypothesis-generated orders (event times out of order, fields missing or mistyped) of
 customers of their own, and every surface the gateway gives equals the reference: a key,
 several keys, the scan, the top-N by each numeric result, federation's `_entities`, and a
-lookup again (the cache's answer). The paid orders view holds only what its `where` holds.
+lookup again (the cache's answer). The paid orders view holds only what its `where` holds,
+and the sales per product are keyed and routed by a value field.
 A pipeline SIGKILLed mid-stream replays from its checkpoint and counts nothing twice."""
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from hypothesis import strategies as st
 
 from runtime.produce import Record, produce_records
 from schema import View, field_value, wire_value
-from tests.aggregates import Event, Expected, orders, reference
+from tests.aggregates import PRODUCTS, Event, Expected, orders, reference
 from tests.e2e.conftest import Cluster
-from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, paid
+from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES, paid
 from tooling.processes import wait_until
 
 TOP_LIMIT = 1000  # the gateway's most; these views hold only this file's keys
-WHERES = {CUSTOMER_ORDERS.name: None, PAID_ORDERS.name: paid}
+WHERES = {CUSTOMER_ORDERS.name: None, PAID_ORDERS.name: paid, PRODUCT_SALES.name: None}
 
 
 def _selection(view: View) -> str:
@@ -157,6 +158,19 @@ def _customers(prefix: str) -> list[str]:
     return [f"{prefix}-{name}" for name in ("ann", "bo", "cé", "dan", "日本")]
 
 
+def _own(prefix: str, events: list[Event]) -> list[Event]:
+    """`events` with customers and products of the example's own (`prefix`), so each
+    example's keys are new in every view."""
+    renamed = dict(zip(_customers("x"), _customers(prefix), strict=True))
+    owned = []
+    for event in events:
+        value = dict(event.value)
+        if isinstance(value.get("product"), str):
+            value["product"] = f"{prefix}-{value['product']}"
+        owned.append(Event(renamed[event.key], event.event_ms, value))
+    return owned
+
+
 def _wait_view(surfaces: Surfaces, expected: dict[str, Expected], keys: list[str]) -> None:
     found: list[str] = []
 
@@ -170,8 +184,13 @@ def _wait_view(surfaces: Surfaces, expected: dict[str, Expected], keys: list[str
 
 
 def _wait_equal(cluster: Cluster, prefix: str, produced: list[Event]) -> None:
-    keys = [*_customers(prefix), f"{prefix}-nobody"]
-    for view in (CUSTOMER_ORDERS, PAID_ORDERS):
+    customers = [*_customers(prefix), f"{prefix}-nobody"]
+    products = [f"{prefix}-{name}" for name in (*PRODUCTS, "nothing")]
+    for view, keys in (
+        (CUSTOMER_ORDERS, customers),
+        (PAID_ORDERS, customers),
+        (PRODUCT_SALES, products),
+    ):
         expected = reference(view, produced, WHERES[view.name])
         _wait_view(Surfaces(cluster, view, prefix), expected, keys)
 
@@ -185,8 +204,7 @@ def _wait_equal(cluster: Cluster, prefix: str, produced: list[Event]) -> None:
 @given(data=orders(_customers("x"), max_size=60))
 def test_every_surface_equals_the_reference(grown_cluster: Cluster, data: list[Event]) -> None:
     prefix = uuid.uuid4().hex[:8]
-    renamed = {old: new for old, new in zip(_customers("x"), _customers(prefix), strict=True)}
-    events = [Event(renamed[e.key], e.event_ms, e.value) for e in data]
+    events = _own(prefix, data)
     _produce(grown_cluster, events)
     _wait_equal(grown_cluster, prefix, events)
 
@@ -202,8 +220,7 @@ def test_a_pipeline_killed_mid_stream_counts_nothing_twice(
     grown_cluster: Cluster, rounds: tuple[list[Event], list[Event]]
 ) -> None:
     prefix = uuid.uuid4().hex[:8]
-    renamed = {old: new for old, new in zip(_customers("x"), _customers(prefix), strict=True)}
-    first, second = ([Event(renamed[e.key], e.event_ms, e.value) for e in r] for r in rounds)
+    first, second = (_own(prefix, r) for r in rounds)
     local = grown_cluster.local
     _produce(grown_cluster, first)
     _wait_equal(grown_cluster, prefix, first)

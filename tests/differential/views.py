@@ -2,14 +2,14 @@
 single entry each, to show that a view of an existing kind needs no code: `word_tally`
 (string keys) and four count views whose record keys are written by Kafka's Java
 Integer, Long and Double serializers and by Jackson, a record of three fields
-(test_typed_keys.py); and two aggregate views of an orders topic (tests/orders.py,
-test_aggregates.py)."""
+(test_typed_keys.py); and three aggregate views of an orders topic, one re-keyed by a
+value field (tests/orders.py, test_aggregates.py)."""
 
 from __future__ import annotations
 
 from schema import CATALOGUE as BUILT_IN
 from schema import KeyField, KeyType, RecordKey, View, ViewKind
-from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS
+from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES
 
 WORD_TALLY = View(
     name="word_tally",
@@ -75,4 +75,5 @@ SHOP_COUNTS = View(
 
 TYPED_KEY_VIEWS = (SEAT_COUNTS, ACCOUNT_COUNTS, PRICE_COUNTS, SHOP_COUNTS)
 
-CATALOGUE = (*BUILT_IN, WORD_TALLY, *TYPED_KEY_VIEWS, CUSTOMER_ORDERS, PAID_ORDERS)
+ORDER_VIEWS = (CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES)
+CATALOGUE = (*BUILT_IN, WORD_TALLY, *TYPED_KEY_VIEWS, *ORDER_VIEWS)

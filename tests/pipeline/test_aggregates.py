@@ -1,7 +1,7 @@
 """Aggregate views and `where` in a real Spark session, against the pure-Python reference
 (`tests.aggregates`): on hypothesis-generated events (keys few, so that they repeat; event
 times out of order; fields missing or of the wrong type), and streaming from Kafka across
-a restart that replays from the checkpoint."""
+a restart that replays from the checkpoint, views re-keyed by value fields included."""
 
 from __future__ import annotations
 
@@ -24,8 +24,15 @@ from pipeline.where import where_applied
 from runtime.topics import ensure_topics, statefed_topics
 from schema import EventRow, View, decode_event
 from tests.aggregates import Event, Expected, orders, reference, same_results
-from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, paid
-from tests.pipeline.support import PARTITIONS, Record, TopicReader, pipeline_config, produce_records
+from tests.orders import CUSTOMER_ORDERS, ORDER_VIEWS, PAID_ORDERS, paid
+from tests.pipeline.support import (
+    PARTITIONS,
+    DeadLetterReader,
+    Record,
+    TopicReader,
+    pipeline_config,
+    produce_records,
+)
 from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
@@ -101,17 +108,21 @@ def test_a_where_that_cannot_be_evaluated_names_the_view_and_its_fields(
 
 
 class _Rows:
-    """An aggregate view's changelog: per key the row of greatest position, and whether a
-    row ever counted more events than were produced."""
+    """An aggregate view's changelog: per key the row of greatest position, the most events
+    a row of the key ever counted, and rows on another partition than the key's."""
 
     def __init__(self, broker: KafkaBroker, view: View) -> None:
+        self.view = view
         self.reader = TopicReader(broker.bootstrap, view.changelog_topic)
         self.rows: dict[str, EventRow] = {}
         self.most_events: dict[str, int] = {}
+        self.misplaced: list[tuple[str, int]] = []  # rows off the partition lookups ask
 
     def poll(self) -> dict[str, EventRow]:
-        for _partition, _key, value in self.reader.read():
+        for partition, _key, value in self.reader.read():
             row = decode_event(value)
+            if partition != self.view.partition_of(row.key, PARTITIONS):
+                self.misplaced.append((row.key, partition))
             known = self.rows.get(row.key)
             if known is None or (row.event_ms, row.source_offset) > (
                 known.event_ms,
@@ -138,7 +149,7 @@ def test_streamed_aggregates_equal_the_reference_across_a_restart(
     suffix = uuid.uuid4().hex[:10]
     views = [
         dataclasses.replace(v, name=f"{v.name}_{suffix}", topic=f"test.{suffix}.orders")
-        for v in (CUSTOMER_ORDERS, PAID_ORDERS)
+        for v in ORDER_VIEWS
     ]
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
     config = pipeline_config(broker, tmp_path / f"checkpoints-{suffix}")
@@ -154,7 +165,7 @@ def test_streamed_aggregates_equal_the_reference_across_a_restart(
             interval_s=0,
         )
 
-    wheres = {views[0].name: None, views[1].name: paid}
+    wheres = {v.name: paid if v.where else None for v in views}
 
     def all_caught_up() -> None:
         for view in views:
@@ -172,11 +183,32 @@ def test_streamed_aggregates_equal_the_reference_across_a_restart(
         produced.extend(rounds[2])
         with start_queries(spark, config, views) as running:
             all_caught_up()
+            # an event without a usable group key is a dead letter, saying so
+            grouped = [v for v in views if v.group_by]
+            unplaced = [e for e in produced if any(reference(v, [e]) == {} for v in grouped)]
+            letters = DeadLetterReader(broker.bootstrap, views[0].topic)
+
+            def all_written() -> bool:
+                letters.poll()
+                return len(letters.letters) >= len(unplaced)
+
+            try:
+                wait_until(
+                    all_written,
+                    60,
+                    lambda: f"{len(unplaced)} dead letters, got {len(letters.letters)}",
+                    interval_s=0,
+                )
+                assert len(letters.letters) == len(unplaced)
+                assert all(x.reason.startswith("group field(s) ") for x in letters.letters)
+            finally:
+                letters.close()
             running.check()
         for view in views:
             truth = reference(view, produced, wheres[view.name])
             counted = {k: e.events for k, e in truth.items()}
             assert readers[view.name].most_events == counted, "a replay counted twice"
+            assert readers[view.name].misplaced == []
     finally:
         for reader in readers.values():
             reader.reader.close()
