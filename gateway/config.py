@@ -481,7 +481,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         "STATEFED_GATEWAY_CACHE",
         True,
         doc=(
-            "lookups of count and latest views answered from memory while the "
+            "lookups of count, latest and aggregate views answered from memory while the "
             "nodes' change feeds prove the rows current (see "
             "[Cache](querying.md#cache)); `false` sends every lookup to the nodes"
         ),

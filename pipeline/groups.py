@@ -8,7 +8,8 @@ key text a producer's record key of those values would have (`schema.keytypes`,
 - several fields: each field's text in order, a String's with every NUL as NUL 0x01 and
   NUL NUL after it.
 
-Null when a field is null, or an Int beyond 32 bits: the event has no key (`REASON`).
+Null when a field is null, or an Int beyond 32 bits: the event has no key, and goes to the
+dead letters with `group_reason`.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ _CORRUPT = "_corrupt_record"  # never a value field: those start with a lowercas
 # text that `field_value` shows as null
 _STORED_SCALARS: dict[FieldType, Callable[[Column], Column]] = {
     FieldType.STRING: lambda text: text,
-    FieldType.INT: lambda text: text.try_cast("bigint"),
+    FieldType.INT: lambda text: text.try_cast("int").cast("bigint"),  # null past 32 bits
     FieldType.LONG: lambda text: text.try_cast("bigint"),
     FieldType.FLOAT: lambda text: text.try_cast("double"),
     FieldType.BOOLEAN: lambda text: text.try_cast("boolean"),

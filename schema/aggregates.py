@@ -10,8 +10,8 @@ Aggregate("products", AggregateFunction.COUNT_DISTINCT, of="product")  # exact
 
 `of` names one of the view's `value_fields` by its GraphQL name. As in SQL, an event whose
 field is missing, null or of the wrong type (which reads as null, `schema.fieldtypes`) is
-skipped by every aggregate of that field, and still counted by COUNT without `of`; an
-aggregate no event gave a value to is null.
+skipped by every aggregate of that field, and still counted by COUNT without `of`; a sum,
+minimum, maximum or average no event gave a value to is null, a count of them 0.
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ class Aggregate:
 
     def __post_init__(self) -> None:
         if not _FIELD.match(self.name):
-            raise ValueError(f"aggregate {self.name!r} is no GraphQL field name")
+            raise ValueError(
+                f"aggregate {self.name!r} is no GraphQL field name: a letter a-z, then letters "
+                f"and digits (e.g. 'revenue', 'avgBasket')"
+            )
         if self.of is None and self.function is not AggregateFunction.COUNT:
             raise ValueError(
                 f"aggregate {self.name}: {self.function.value} needs the value field it is "

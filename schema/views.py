@@ -8,6 +8,7 @@ code.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass
 
@@ -246,7 +247,7 @@ class View:
             return self.key_type.names
         return (self.key_field,)
 
-    @property
+    @functools.cached_property  # on every changelog record a node applies, every row read
     def row_fields(self) -> tuple[ValueField, ...]:
         """The value fields of a row the view serves: an aggregate view's results, or the
         event's `value_fields` a latest or history view shows."""
@@ -254,7 +255,7 @@ class View:
             return aggregate_fields(self.aggregates, self.value_fields)
         return self.value_fields
 
-    @property
+    @functools.cached_property
     def ranked_fields(self) -> tuple[str, ...]:
         """The results of an aggregate view its top-N ranks keys by: the numeric ones."""
         return (

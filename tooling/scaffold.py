@@ -18,9 +18,9 @@ VIEWS = '''\
 """Your views: the catalogue statefed serves when STATEFED_CATALOGUE=views:CATALOGUE.
 
 Every View is one queryable view over one keyed Kafka topic. Its kind says what a key
-holds (count, windowed_count, latest, history); its GraphQL names are yours. See the
-docs, "Your own views", for every setting: key types, Avro and JSON Schema values,
-windows, scopes.
+holds (count, windowed_count, latest, history, aggregate); its GraphQL names are yours.
+See the docs, "Your own views", for every setting: key types, Avro and JSON Schema values,
+windows, aggregates, where, scopes.
 """
 
 from schema import FieldType, ValueField, View, ViewKind

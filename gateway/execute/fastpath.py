@@ -4,9 +4,9 @@ execution gives.
 
 Once per validated document and operation (kept with the cached document, bounded like
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
-multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count and
-latest views) and `__typename`, or of the top-N of one count view alone, with arguments
-from literals or variables, selecting plain scalar fields and `__typename`, aliases
+multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
+latest and aggregate views) and `__typename`, or of the top-N of one count view alone, with
+arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
 allowed. Fragments, directives, any other field, a response key given twice: no plan, the
 document is executed.
 

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_CURSOR_CHARS",
     "MAX_PAGE_SIZE",
     "TimeRange",
+    "as_of_end",
     "check_cursor",
     "check_key_bound",
     "check_keys",
@@ -32,6 +33,7 @@ __all__ = [
 
 MAX_PAGE_SIZE = 1000  # what a node serves per history page
 MAX_CURSOR_CHARS = 512
+_MAX_MS = ceil_ms(datetime.max.replace(tzinfo=UTC))  # no datetime is this late or later
 _BASE64URL = re.compile(r"^[A-Za-z0-9_-]+={0,2}$")
 
 
@@ -157,6 +159,13 @@ def time_range(view: View, since: datetime | None, until: datetime | None) -> Ti
     if start is not None and end is not None and start > end:
         raise BadRequestError(view.name, f"from {start.isoformat()} is after to {end.isoformat()}")
     return TimeRange(_whole_ms(start), _whole_ms(end))
+
+
+def as_of_end(view: View, at: datetime) -> datetime | None:
+    """The exclusive end of the event times at or before `at` (events are whole ms): the
+    ms after `at`'s; None (no end) past the last instant a datetime holds."""
+    ms = floor_ms(_utc(view, "at", at)) + 1
+    return None if ms >= _MAX_MS else from_ms(ms)
 
 
 def _whole_ms(moment: datetime | None) -> datetime | None:

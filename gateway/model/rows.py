@@ -52,9 +52,12 @@ Ranked = Row | WindowCount | Event  # a row of a top-N: an aggregate view's rows
 
 
 def ranked_count(row: Ranked) -> int:
-    """The count a row of a count or windowed top-N is ranked by; -1 for an aggregate
-    view's row, which is ranked by a field of its own (`runtime.ranking.value_rank`)."""
-    return -1 if isinstance(row, Event) else row.count
+    """The count a row of a count or windowed top-N is ranked by. An aggregate view's row
+    is ranked by a field of its own (`runtime.ranking.value_rank`), and no top of one is
+    kept or watched by count: asking is a bug."""
+    if isinstance(row, Event):
+        raise TypeError(f"an aggregate row has no count to rank by: {row}")
+    return row.count
 
 
 Scanned = Row | WindowCount | Event  # a row of a whole-view scan, of any kind

@@ -2,7 +2,7 @@
 a request only adds variables) and the readers of the answers. Which documents a view has,
 and how its rows are read, its kind says (`gateway.api.kinds`) from the parts here.
 
-Lookups of count and latest views ask the node's federation `_entities` for a batch of
+Lookups of count, latest and aggregate views ask the node's federation `_entities` for a batch of
 representations `{"__typename", <key field>}`. Nodes answer under the alias `r`. Keys,
 counts, window bounds and event times come back under short aliases (`k`, `c`, `s`, `e`,
 `t`) and value fields as `v0`, `v1`, ..., so no field name of a view can collide with
@@ -98,6 +98,7 @@ class NodeDocuments:
     top: str = ""
     windows: str = ""
     history: str = ""
+    history_newest: str = ""
     scan: str = ""
     totals: str = ""
     read_row: Callable[[Any], Row | Event] | None = None
@@ -118,6 +119,7 @@ class ViewQueries:
                 ("top", documents.top),
                 ("windows", documents.windows),
                 ("history", documents.history),
+                ("history_newest", documents.history_newest),
                 ("scan", documents.scan),
                 ("totals", documents.totals),
             )
@@ -151,9 +153,8 @@ class ViewQueries:
         self, key: str, span: TimeRange, first: int, after: str | None, newest_first: bool = False
     ) -> bytes:
         variables = {"k": key, **_span(span), "n": first, "a": after}
-        if newest_first:
-            variables["o"] = True
-        return _body(self._heads["history"], self.view, "history", variables)
+        head = self._heads["history_newest" if newest_first else "history"]
+        return _body(head, self.view, "history", variables)
 
     def scan_body(
         self,
@@ -289,12 +290,13 @@ def windows_document(view: View) -> str:
     )
 
 
-def history_document(view: View) -> str:
-    """One page of a key's events in a time range, oldest or (`$o`) newest first."""
+def history_document(view: View, *, newest_first: bool = False) -> str:
+    """One page of a key's events in a time range, oldest first, or newest first: only that
+    document names `newestFirst`, so a node older than it still serves the others."""
+    order = ",newestFirst:true" if newest_first else ""
     return (
-        f"query($k:String!,$f:DateTime,$t:DateTime,$n:Int!,$a:String,$o:Boolean!=false)"
-        f"{{r:{view.point_field}({view.key_field}:$k,from:$f,to:$t,first:$n,after:$a,"
-        f"newestFirst:$o)"
+        f"query($k:String!,$f:DateTime,$t:DateTime,$n:Int!,$a:String)"
+        f"{{r:{view.point_field}({view.key_field}:$k,from:$f,to:$t,first:$n,after:$a{order})"
         f"{{edges{{cursor node{event_selection(view)}}}"
         f"pageInfo{{hasNextPage endCursor}}}}}}"
     )

@@ -1,5 +1,5 @@
-"""The gateway cache: point and multi-key lookups of count and latest views answered from
-gateway memory while the nodes' change feeds (`schema.feed`) prove the cached rows current.
+"""The gateway cache: point and multi-key lookups of count, latest and aggregate views answered
+from gateway memory while the nodes' change feeds (`schema.feed`) prove the cached rows current.
 
 Per partition the cache follows every view of the catalogue, unkeyed, on the RUNNING ACTIVE
 owner the routing table names (`_Partition`): it sees each change that copy applies, and
@@ -193,7 +193,8 @@ class _Partition:
 
 
 class GatewayCache:
-    """Lookups of count and latest views from memory, kept exact by the nodes' feeds.
+    """Lookups of count, latest and aggregate views from memory, kept exact by the nodes'
+    feeds.
     Lives on the event loop from `start` to `stop`."""
 
     def __init__(

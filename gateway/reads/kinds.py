@@ -111,6 +111,7 @@ def _aggregate_documents(view: View) -> NodeDocuments:
 def _history_documents(view: View) -> NodeDocuments:
     return NodeDocuments(
         history=history_document(view),
+        history_newest=history_document(view, newest_first=True),
         scan=scan_document(view),
         scan_columns=event_columns(view),
     )
@@ -141,7 +142,8 @@ def view_queries(view: View) -> ViewQueries:
 
 
 def cacheable(view: View) -> bool:
-    """Whether lookups of `view` are answered from the cache (count and latest views)."""
+    """Whether lookups of `view` are answered from the cache (count, latest and aggregate
+    views)."""
     return kind_of(view).cached_row is not None
 
 

@@ -366,6 +366,8 @@ class Planner:
             else [r for r in t.value if view.partition_of(r.key, count) in t.partitions]
             for t in read.taken
         ]
+        if by is not None:  # a result its type cannot show (null) has no place in a ranking
+            partials = [[r for r in p if _shown(r, by)] for p in partials]
         return TopResult(merge_top(partials, limit, _top_order(by)), read.failures, read.freshness)
 
     async def windows(
@@ -781,6 +783,10 @@ def _read(
     """`read(reply.data)`, or the NodeProtocolError saying what the node answered."""
     where = {"partitions": group, "node": node.node_id, "keys": keys}
     return read_answer(read, reply, view.name, where)
+
+
+def _shown(row: Ranked, by: str) -> bool:
+    return isinstance(row, Event) and row.values.get(by) is not None
 
 
 def _top_order(by: str | None) -> Callable[[Any], Any]:

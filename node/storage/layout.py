@@ -315,7 +315,7 @@ def rank_prefix(view: str, field: str) -> bytes:
 
 
 def rank_key(view: str, field: str, value: float, key: str) -> bytes:
-    return pack("rank", view, field) + pack_uint(MAX_UINT - order_of(value)) + pack_str(key)
+    return rank_prefix(view, field) + pack_uint(MAX_UINT - order_of(value)) + pack_str(key)
 
 
 def decode_ranked(view: str, tail: bytes, value: bytes) -> EventRow:

@@ -152,15 +152,35 @@ def run(query: str, variables: dict[str, Any] | None = None) -> tuple[dict[str, 
 AS_OF = "query($c: String!, $at: DateTime!) { bookingHistoryAsOf(customer: $c, at: $at) { trip } }"
 
 
+def _within_ms(ms: int, micros: int) -> str:
+    """`ms` plus `micros` microseconds, in ISO-8601 with six decimals."""
+    return to_iso(ms).replace("Z", f"{micros:03d}Z")
+
+
 @pytest.mark.parametrize(
-    ("at_ms", "trip"),
-    [(T0 - 1, None), (T0, "t0"), (T0 + 2, "t2"), (T0 + 3, "t3"), (T0 + 10_000, "t4")],
+    ("at", "trip"),
+    [
+        (to_iso(T0 - 1), None),
+        (to_iso(T0), "t0"),
+        (to_iso(T0 + 2), "t2"),
+        (_within_ms(T0 + 2, 999), "t2"),  # not the event of the next ms
+        (to_iso(T0 + 3), "t3"),
+        (to_iso(T0 + 10_000), "t4"),
+        ("9999-12-31T23:59:59.999999Z", "t4"),  # the latest instant there is
+    ],
 )
-def test_as_of_is_the_newest_event_at_or_before_the_time(at_ms: int, trip: str | None) -> None:
-    body, nodes = run(AS_OF, {"c": "ann", "at": to_iso(at_ms)})
+def test_as_of_is_the_newest_event_at_or_before_the_time(at: str, trip: str | None) -> None:
+    body, nodes = run(AS_OF, {"c": "ann", "at": at})
     assert "errors" not in body, body
     assert body["data"]["bookingHistoryAsOf"] == (None if trip is None else {"trip": trip})
     assert sum(n.requests for n in nodes) == 1
+
+
+def test_as_of_a_time_without_an_offset_is_refused_naming_at() -> None:
+    body, nodes = run(AS_OF, {"c": "ann", "at": "2023-11-14T22:13:20"})
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert "at 2023-11-14T22:13:20 needs a UTC offset" in body["errors"][0]["message"]
+    assert sum(n.requests for n in nodes) == 0
 
 
 def test_first_defaults_to_one_hundred_and_an_unknown_key_is_an_empty_page() -> None:

@@ -10,7 +10,7 @@ allBookingHistory(first: Int, after: String, ...): BookingEventConnection!  # ev
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any
 
 import strawberry
@@ -40,14 +40,13 @@ from gateway.api.fields.live import (
 )
 from gateway.api.fields.scan import scan_field
 from gateway.api.request import RequestContext
+from gateway.model import inputs
 from gateway.model.inputs import MAX_PAGE_SIZE
 from gateway.model.rows import Page
 from runtime.valuetypes import annotation
 from schema import View
 
 __all__ = ["history_fields"]
-
-_MS = timedelta(milliseconds=1)
 
 
 def history_fields(view: View) -> ViewFields:
@@ -127,8 +126,8 @@ def history_fields(view: View) -> ViewFields:
         authorize_view(context, view)
         options = await read_options(context, view, max_lag, at_least)
         (text,) = key_texts(view, [entity])
-        # the newest event with eventTime <= at: `to` is exclusive, and times are whole ms
-        until = at + _MS
+        # the newest event with eventTime <= at: one newest-first event below the end
+        until = inputs.as_of_end(view, at)
         read = await context.planner.history(
             view, text, None, until, 1, None, context.deadline, options, newest_first=True
         )

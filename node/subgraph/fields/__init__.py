@@ -1,5 +1,5 @@
 """The subgraph's fields, one builder per view kind, what the builders share, and
-federation's `_entities` over the entity types of count and latest views."""
+federation's `_entities` over the entity types of count, latest and aggregate views."""
 
 from node.subgraph.fields.context import ReadContext
 from node.subgraph.fields.count import count_fields
