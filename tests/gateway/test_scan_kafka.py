@@ -59,7 +59,7 @@ Record = tuple[bytes, bytes | None, int]
 Truth = tuple[Any, ...]
 
 
-def unique_views() -> tuple[View, View, View, View]:
+def unique_views() -> tuple[View, View, View, View, View]:
     """One view of each kind with the built-in GraphQL names, on topics of their own."""
     tag = uuid.uuid4().hex[:8]
     return tuple(  # type: ignore[return-value]
@@ -123,6 +123,17 @@ def _history(keys: list[str], now: int) -> tuple[list[Record], list[Truth]]:
     return records, [(r.key, r.event_ms, r.fields["trip"]) for r in rows]
 
 
+def _aggregates(keys: list[str], now: int) -> tuple[list[Record], list[Truth]]:
+    """Rows of the demo's host_pages: a key's views and distinct pages."""
+    rows = [
+        EventRow(k, now, 0, i + 1, {"views": i + 1, "pages": i % 3}) for i, k in enumerate(keys)
+    ]
+    records: list[Record] = [
+        (r.key.encode(), encode_event(r), partition_for(r.key, P)) for r in rows
+    ]
+    return records, [(r.key, r.fields["views"], r.fields["pages"]) for r in rows]
+
+
 KINDS = (
     Kind(_counts, "word count", lambda n: (n["word"], n["count"])),
     Kind(_windows, "host start count", lambda n: (n["host"], _ms(n["start"]), n["count"])),
@@ -132,6 +143,7 @@ KINDS = (
         "customer eventTime trip",
         lambda n: (n["customer"], _ms(n["eventTime"]), n["trip"]),
     ),
+    Kind(_aggregates, "host views pages", lambda n: (n["host"], n["views"], n["pages"])),
 )
 
 
