@@ -7,6 +7,7 @@ which the shared broker's other tests create without configs.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 
@@ -20,7 +21,7 @@ from tooling.cli import main
 
 # every view kind, on topics no other test uses
 VIEWS: tuple[View, ...] = tuple(
-    View(**{**vars(v), "name": f"tt_{v.name}", "topic": f"tt-{v.topic}"}) for v in CATALOGUE
+    dataclasses.replace(v, name=f"tt_{v.name}", topic=f"tt-{v.topic}") for v in CATALOGUE
 )
 CATALOGUE_SPEC = f"{__name__}:VIEWS"
 LINE = re.compile(
