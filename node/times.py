@@ -56,9 +56,9 @@ def time_range(
 
 
 def window_start_ms(view: View, start: datetime) -> int:
-    """The ms of `start`, which must begin one of the view's tumbling windows."""
+    """The ms of `start`, which must begin one of the view's windows."""
     assert view.window is not None, f"view {view.name} has no windows"
-    size = view.window.size_ms
+    size = view.window.hop_ms
     moment = _utc(view, "window start", start)
     ms = (moment - _EPOCH) // _MS
     if ms < 0:
@@ -67,7 +67,7 @@ def window_start_ms(view: View, start: datetime) -> int:
         containing = from_ms(ms - ms % size)
         raise BadRequestError(
             view.name,
-            f"window start {moment.isoformat()} is not aligned to the window size of {size} ms "
-            f"(the window containing it starts at {containing.isoformat()})",
+            f"window start {moment.isoformat()} is not aligned to the windows' start every "
+            f"{size} ms (the window containing it starts at {containing.isoformat()})",
         )
     return ms

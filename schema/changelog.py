@@ -50,7 +50,7 @@ class CountRow:
 
 @dataclass(frozen=True)
 class WindowRow:
-    """Events of one key in the tumbling window [start_ms, end_ms)."""
+    """Events of one key in the window [start_ms, end_ms)."""
 
     key: str
     start_ms: int

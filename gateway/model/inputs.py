@@ -123,16 +123,16 @@ def _utc(view: View, name: str, moment: datetime) -> datetime:
 
 
 def window_start(view: View, start: datetime) -> datetime:
-    """`start` in UTC, checked to begin one of the view's tumbling windows."""
+    """`start` in UTC, checked to begin one of the view's windows."""
     if view.window is None:
         raise BadRequestError(view.name, "the view has no windows")
-    size = view.window.size_ms
+    size = view.window.hop_ms
     moment = _utc(view, "window start", start)
     ms = floor_ms(moment)
     if moment != from_ms(ms) or ms % size != 0:
         raise BadRequestError(
             view.name,
-            f"window start {moment.isoformat()} is not aligned to the window size of "
+            f"window start {moment.isoformat()} is not aligned to the windows' start every "
             f"{size} ms (the previous window starts at {from_ms(ms - ms % size).isoformat()})",
         )
     if moment < EPOCH:

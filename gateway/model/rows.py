@@ -30,7 +30,7 @@ class Row:
 
 @dataclass(frozen=True)
 class WindowCount:
-    """The count of one key in the tumbling window [start, end) of a windowed_count view."""
+    """The count of one key in the window [start, end) of a windowed_count view."""
 
     key: str
     start: datetime

@@ -1,11 +1,13 @@
-"""WINDOWED_COUNT views: events per key and tumbling window, with a watermark for late events.
+"""WINDOWED_COUNT views: events per key and window, with a watermark for late events.
 
-Windows are Spark's tumbling `window()` over the event time (aligned to the epoch:
-start = floor(t / size) * size); the watermark is the newest event time seen minus the
-grace period, and an event whose window ends at or before the watermark in force for its
-micro-batch is dropped and counted in Spark's `numRowsDroppedByWatermark` (published as
-`late_dropped`). Spark counts rows after its partial aggregation: late events of the same
-(key, window) read by one task of one micro-batch count as one.
+Windows are Spark's `window()` over the event time, tumbling or hopping (`WindowSpec`):
+they start at whole multiples of the slide since the epoch, and an event counts in every
+window holding it. The watermark is the newest event time seen minus the grace period,
+and an event whose window ends at or before the watermark in force for its micro-batch is
+dropped from that window (a hopping window's later neighbours may still count it) and
+counted in Spark's `numRowsDroppedByWatermark` (published as `late_dropped`). Spark
+counts rows after its partial aggregation: late events of the same (key, window) read by
+one task of one micro-batch count as one.
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ def aggregate(events: DataFrame, view: View) -> DataFrame:
     """Per (key, window): `count`, `last_event_ms`, and the window's `start_ms`/`end_ms`."""
     if view.window is None:
         raise PipelineError(f"view {view.name}: a windowed_count view needs a window")
-    size, grace = view.window.size_ms, view.window.grace_ms
+    size, hop, grace = view.window.size_ms, view.window.hop_ms, view.window.grace_ms
     windows = (
         events.withColumn("event_time", F.timestamp_millis("event_ms"))
         .withWatermark("event_time", f"{grace} milliseconds")
-        .groupBy("key", F.window("event_time", f"{size} milliseconds"))
+        .groupBy("key", F.window("event_time", f"{size} milliseconds", f"{hop} milliseconds"))
         .agg(F.count(F.lit(1)).alias("count"), F.max("event_ms").alias("last_event_ms"))
     )
     return windows.select(

@@ -9,6 +9,9 @@ round 0 lies in the epoch's first minute (never late, whatever the batching), ro
 advances event time to 150 s and only adds events in windows that end after 120 s,
 round 2 lies at or before 150 s, so the watermark in force is exactly 150 s - grace
 (30 s): a round-2 event whose window ends at or before 120 s is dropped as late.
+The hopping view (windows of a minute every 30 s) drops a late event from those of its
+windows that end by then and counts it in the others; its windows of round 0 end at 30 s
+or later, after any watermark round 0 can raise (29 s).
 """
 
 from __future__ import annotations
@@ -24,11 +27,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from runtime.produce import Record, Write, produce_keys, produce_records
+from tests.differential.views import HOPS as HOP
+from tests.differential.views import HOST_HOPPING
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress, needed_offsets
 from tooling.processes import wait_until
 
 MINUTE = 60_000
+assert HOP.hop_ms == MINUTE // 2 and HOP.size_ms == MINUTE and HOP.grace_ms == 30_000
+HOP_STARTS = range(-HOP.hop_ms, 180_000, HOP.hop_ms)  # every window an event can be in
 WATERMARK_AFTER_ROUND_1 = 150_000 - 30_000
 AS_OF_S = 100  # the bookings are asked as of this second after the epoch
 TRIPS = ("LIS-BER", "BER-OSL", "OSL-LIS")
@@ -55,6 +62,9 @@ class Model:
     windows: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     late: int = 0
     late_groups: set[tuple[str, int]] = field(default_factory=set)
+    hops: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    late_hops: int = 0  # (event, window) pairs dropped
+    late_hop_groups: set[tuple[str, int]] = field(default_factory=set)
     bookings: dict[str, list[tuple[int, int, str]]] = field(
         default_factory=lambda: defaultdict(list)
     )
@@ -67,6 +77,14 @@ class Model:
         else:
             self.windows[host][at_ms // MINUTE * MINUTE] += 1
 
+    def hopping_view(self, host: str, epoch: int, event: Event) -> None:
+        for start in HOP.starts_of(event[1] * 1000):
+            if event[0] == 2 and start + HOP.size_ms <= WATERMARK_AFTER_ROUND_1:
+                self.late_hops += 1
+                self.late_hop_groups.add((host, start))
+            else:
+                self.hops[host][epoch + start] += 1
+
     def booking(self, customer: str, at_ms: int, offset: int, trip: str) -> None:
         self.bookings[customer].append((at_ms, offset, trip))
 
@@ -75,16 +93,23 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
 
 
-def _late_dropped(cluster: Cluster) -> int:
+def _late_dropped(cluster: Cluster) -> tuple[int, int]:
+    """`lateDropped` of the tumbling and of the hopping view."""
     views = cluster.data("{ cluster { views { name lateDropped } } }")["cluster"]["views"]
-    return next(v["lateDropped"] for v in views if v["name"] == "host_access_per_minute")
+    dropped = {v["name"]: v["lateDropped"] for v in views}
+    return dropped["host_access_per_minute"], dropped[HOST_HOPPING.name]
 
 
-def _late_count_agrees(reported: int, model: Model) -> bool:
+def _late_count_agrees(reported: tuple[int, int], model: Model) -> bool:
     """Spark counts late rows at its state operator, after partial aggregation: late events
     of one (key, window) in one micro-batch count once. So the figure lies between the
-    late (key, window) groups and the late events, and is 0 exactly when nothing was late."""
-    return len(model.late_groups) <= reported <= model.late
+    late (key, window) groups and the late events (of the hopping view: the late pairs of
+    an event and a window it is in), and is 0 exactly when nothing was late."""
+    tumbling, hopping = reported
+    return (
+        len(model.late_groups) <= tumbling <= model.late
+        and len(model.late_hop_groups) <= hopping <= model.late_hops
+    )
 
 
 def _is_late(event: Event) -> bool:
@@ -116,6 +141,7 @@ def _produce_round(
         views.append(Record(host, orjson.dumps({"timestamp": at, "path": "/"}), at))
         bookings.append(Record(customer, orjson.dumps({"timestamp": at, "trip": TRIPS[trip]}), at))
         model.page_view(host, at, _is_late(event))
+        model.hopping_view(host, epoch, event)
     view_writes = produce_records(cluster.local.bootstrap, "pageviews", views)
     booking_writes = produce_records(cluster.local.bootstrap, "bookings", bookings)
     offsets = _offsets_by_key(booking_writes)
@@ -146,9 +172,36 @@ def _expected(model: Model, epoch: int, hosts: list[str], customers: list[str]) 
         tops[minute] = [
             {"host": h, "count": n} for h, n in sorted(rows, key=lambda r: (-r[1], r[0]))
         ]
+    hops = {
+        host: [
+            {"start": _iso(start), "end": _iso(start + HOP.size_ms), "count": n}
+            for start, n in sorted(model.hops[host].items())
+        ]
+        for host in hosts
+    }
+    hop_tops: dict[int, list[dict[str, Any]]] = {}
+    for start in HOP_STARTS:
+        rows = [(h, model.hops[h][epoch + start]) for h in hosts if model.hops[h][epoch + start]]
+        hop_tops[start] = [
+            {"host": h, "count": n} for h, n in sorted(rows, key=lambda r: (-r[1], r[0]))
+        ]
+    hop_totals = [
+        {
+            "start": _iso(epoch + start),
+            "end": _iso(epoch + start + HOP.size_ms),
+            "keys": float(len(tops)),
+            "count": float(sum(row["count"] for row in tops)),
+        }
+        for start, tops in hop_tops.items()
+        if tops
+    ]
     history = {c: sorted(model.bookings[c]) for c in customers}
     as_of = epoch + AS_OF_S * 1000
     return {
+        "hops": hops,
+        "hop_tops": hop_tops,
+        "hop_scans": hop_tops,  # a scan of one window by count: the same order as its top
+        "hop_totals": hop_totals,
         "counts": [{"host": h, "count": model.hosts[h]} if model.hosts[h] else None for h in hosts],
         # every path of the model is "/": one distinct page; late events count (no window)
         "pages": [
@@ -193,8 +246,13 @@ def _answers(
         " lastBookings(customers: $c) { customer trip eventTime } }",
         {"h": hosts, "c": customers},
     )
-    windows, history, newest, as_of = {}, {}, {}, {}
+    windows, hops, history, newest, as_of = {}, {}, {}, {}, {}
     for host in hosts:
+        hops[host] = cluster.data(
+            "query($h: String!, $f: DateTime) {"
+            " hostAccessHops(host: $h, from: $f) { start end count } }",
+            {"h": host, "f": _iso(epoch + HOP_STARTS[0])},
+        )["hostAccessHops"]
         windows[host] = cluster.data(
             "query($h: String!, $f: DateTime, $t: DateTime) {"
             " hostAccessWindows(host: $h, from: $f, to: $t) { start end count } }",
@@ -226,7 +284,35 @@ def _answers(
         )["topHostsPerMinute"]
         for minute in range(3)
     }
+    hop_tops = {
+        start: cluster.data(
+            "query($s: DateTime!) {"
+            " topHostsPerHop(limit: 100, window: {start: $s}) { host count } }",
+            {"s": _iso(epoch + start)},
+        )["topHostsPerHop"]
+        for start in HOP_STARTS
+    }
+    hop_scans = {
+        start: [
+            edge["node"]
+            for edge in cluster.data(
+                "query($s: DateTime!) { allHostAccessHops(first: 100, order: COUNT,"
+                " window: {start: $s}) { edges { node { host count } } } }",
+                {"s": _iso(epoch + start)},
+            )["allHostAccessHops"]["edges"]
+        ]
+        for start in HOP_STARTS
+    }
+    hop_totals = cluster.data(
+        "query($f: DateTime, $t: DateTime) {"
+        " hostAccessHopTotals(from: $f, to: $t) { start end keys count } }",
+        {"f": _iso(epoch + HOP_STARTS[0]), "t": _iso(epoch + HOP_STARTS[-1] + 1)},
+    )["hostAccessHopTotals"]
     return {
+        "hops": hops,
+        "hop_tops": hop_tops,
+        "hop_scans": hop_scans,
+        "hop_totals": hop_totals,
         "counts": data["hostAccessMany"],
         "windows": windows,
         "tops": tops,
@@ -254,13 +340,16 @@ def _check(cluster: Cluster, progress: PipelineProgress, rounds: tuple[list[Even
     def agrees() -> bool:
         nonlocal last
         last = _answers(cluster, epoch, hosts, customers)
-        return last == expected and _late_count_agrees(_late_dropped(cluster) - late_before, model)
+        now = _late_dropped(cluster)
+        reported = (now[0] - late_before[0], now[1] - late_before[1])
+        return last == expected and _late_count_agrees(reported, model)
 
     try:
         wait_until(agrees, 90, "the cluster to answer what the model computes", 0.5)
     except TimeoutError:
         differ = {k: (last.get(k), v) for k, v in expected.items() if last.get(k) != v}
-        late = (_late_dropped(cluster) - late_before, model.late)
+        now = _late_dropped(cluster)
+        late = (now[0] - late_before[0], model.late, now[1] - late_before[1], model.late_hops)
         raise AssertionError(f"(answer, model) where they differ: {differ}; late {late}") from None
 
 

@@ -1,14 +1,15 @@
 """The catalogue the differential cluster runs: the built-in one plus views added by a
 single entry each, to show that a view of an existing kind needs no code: `word_tally`
-(string keys) and four count views whose record keys are written by Kafka's Java
-Integer, Long and Double serializers and by Jackson, a record of three fields
+(string keys), `host_access_hopping` (hopping windows, test_differential.py) and four
+count views whose record keys are written by Kafka's Java Integer, Long and Double
+serializers and by Jackson, a record of three fields
 (test_typed_keys.py); and three aggregate views of an orders topic, one re-keyed by a
 value field (tests/orders.py, test_aggregates.py)."""
 
 from __future__ import annotations
 
 from schema import CATALOGUE as BUILT_IN
-from schema import KeyField, KeyType, RecordKey, View, ViewKind
+from schema import KeyField, KeyType, RecordKey, View, ViewKind, WindowSpec
 from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES
 
 WORD_TALLY = View(
@@ -20,6 +21,20 @@ WORD_TALLY = View(
     point_field="wordTally",
     many_field="wordTallies",
     top_field="topTallies",
+)
+
+# page views per host in windows of a minute, a new one every 30 s: an event counts twice
+HOPS = WindowSpec(size_ms=60_000, grace_ms=30_000, retention_ms=24 * 3_600_000, slide_ms=30_000)
+HOST_HOPPING = View(
+    name="host_access_hopping",
+    topic="pageviews",
+    kind=ViewKind.WINDOWED_COUNT,
+    key_field="host",
+    type_name="HostAccessHop",
+    point_field="hostAccessHops",
+    top_field="topHostsPerHop",
+    event_time_field="timestamp",
+    window=HOPS,
 )
 
 SEAT_COUNTS = View(
@@ -76,4 +91,4 @@ SHOP_COUNTS = View(
 TYPED_KEY_VIEWS = (SEAT_COUNTS, ACCOUNT_COUNTS, PRICE_COUNTS, SHOP_COUNTS)
 
 ORDER_VIEWS = (CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES)
-CATALOGUE = (*BUILT_IN, WORD_TALLY, *TYPED_KEY_VIEWS, *ORDER_VIEWS)
+CATALOGUE = (*BUILT_IN, WORD_TALLY, HOST_HOPPING, *TYPED_KEY_VIEWS, *ORDER_VIEWS)

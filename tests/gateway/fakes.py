@@ -429,7 +429,7 @@ class FakeNode:
         if not 1 <= limit <= 10_000:
             raise bad_input("bad limit")
         start = None if window is None else to_ms(window["start"])
-        if view.window is not None and (start is None or start % view.window.size_ms):
+        if view.window is not None and (start is None or start % view.window.hop_ms):
             raise bad_input(f"window start {window} is not aligned")
         wanted = sorted(self.held) if partitions is None else partitions
         foreign = sorted({p for p in wanted if p not in self.held})

@@ -291,8 +291,8 @@ def test_bad_windowed_arguments_are_bad_user_input(
 def test_an_unaligned_start_names_the_window_containing_it(endpoint: GraphQLEndpoint) -> None:
     error = only_error(endpoint.execute(TOP_QUERY, {"l": 3, "s": iso(T0 + 30_000)}))
     assert error["message"] == (
-        f"view {WINDOWED.name}: window start {iso(T0 + 30_000)} is not aligned to the window "
-        f"size of 60000 ms (the window containing it starts at {iso(T0)})"
+        f"view {WINDOWED.name}: window start {iso(T0 + 30_000)} is not aligned to the windows' "
+        f"start every 60000 ms (the window containing it starts at {iso(T0)})"
     )
 
 

@@ -34,8 +34,9 @@ RoleEnum = _mirror(
 )
 ViewKindEnum = _mirror(
     ViewKind,
-    "COUNT: events per key; WINDOWED_COUNT: events per key and tumbling window; "
-    "LATEST: the newest event per key; HISTORY: every event of a key.",
+    "COUNT: events per key; WINDOWED_COUNT: events per key and window (tumbling or hopping); "
+    "LATEST: the newest event per key; HISTORY: every event of a key; AGGREGATE: per key, "
+    "the view's aggregates (sums, averages, distinct counts...) over its events.",
 )
 
 

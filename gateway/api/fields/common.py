@@ -135,7 +135,10 @@ def entity_key(view: View) -> Key:
     return Key(fields=" ".join(key_names(view)))  # type: ignore[arg-type]
 
 
-@strawberry.input(description="One tumbling window, named by its start (UTC, aligned to the size).")
+@strawberry.input(
+    description="One window, named by its start (UTC): a whole multiple of the window size "
+    "since the epoch, or of the slide for hopping windows."
+)
 class WindowInput:
     start: datetime
 

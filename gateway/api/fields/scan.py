@@ -109,7 +109,7 @@ def _window_filter(
             )
         assert view.window is not None
         start = floor_ms(inputs.window_start(view, window.start))
-        return ScanFilter(spec.prefix, spec.since, spec.until, start, start + view.window.size_ms)
+        return ScanFilter(spec.prefix, spec.since, spec.until, start, start + view.window.hop_ms)
     return spec
 
 

@@ -50,12 +50,14 @@ def windowed_fields(view: View) -> ViewFields:
     """Window range per key and per-window top-N of a WINDOWED_COUNT view."""
     assert view.window is not None
     size = duration_text(view.window.size_ms)
+    if view.window.hopping:
+        size = f"{size} (a new one every {duration_text(view.window.hop_ms)})"
     retention = duration_text(view.window.retention_ms)
     key = view.key_field
     window_type = object_type(
         view,
         view.type_name,
-        f"Events per {key} in one tumbling window of {size} (view {view.name}, topic "
+        f"Events per {key} in one window of {size} (view {view.name}, topic "
         f"{view.topic}); windows are kept for {retention}.",
         [
             *key_fields(view),

@@ -16,8 +16,7 @@ __all__ = ["WINDOWED_COUNT"]
 def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
     prices = {view.top_field: top_price(view, config), view.scan_field: scan_price(view, config)}
     if view.window is not None:
-        # a key's windows: as many as the retention keeps
-        kept = view.window.retention_ms // view.window.size_ms + 1
+        kept = view.window.kept_per_key()
         prices[view.point_field] = Price(view, fixed=kept)
         prices[view.totals_field] = Price(view, fixed=kept, fanout=True)
     return prices

@@ -37,7 +37,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-@strawberry.input(description="One tumbling window, named by its first instant (UTC).")
+@strawberry.input(description="One window, named by its first instant (UTC).")
 class WindowInput:
     start: datetime
 
