@@ -3,8 +3,9 @@
 The first node restores the data set (restore), serves alone (fan-out over 1 node; the
 peer gateways in front of it), gets a peer (point queries; with the gateway cache on and
 off; subscriptions pushed live; fan-out over 2; a whole-view scan), a third (fan-out over
-3); back to two nodes, the pipeline starts (freshness at 1,000 events/s, throughput,
-freshness at higher rates while the budget lasts), memory is read, and nodes are killed
+3); back to two nodes, the pipeline starts (freshness at 1,000 events/s, throughput, the
+aggregate functions' throughput in a second pipeline, freshness at higher rates while the
+budget lasts), memory is read, and nodes are killed
 last (failover), so the peak memory covers measurements 1-4 and the kills disturb nothing
 after them; just before the kills a node is frozen (freeze: SIGSTOP, then SIGCONT). `only`
 keeps the steps of the named measurements; the session still starts what they need.
@@ -18,6 +19,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from tests.bench import (
+    aggregates,
     cache,
     failover,
     fanout,
@@ -60,6 +62,7 @@ def plan() -> tuple[Step, ...]:
         Step(fanout.NAME, fanout.measure_at(3), 30),
         Step(freshness.NAME, fresh.steady, 80),
         Step(throughput.NAME, throughput.measure, 40),
+        Step(aggregates.NAME, aggregates.measure, 120),
         Step(freshness.NAME, fresh.ramp, 40),
         Step(memory.NAME, memory.measure, 1),
         Step(freeze.NAME, freeze.measure, 40),
@@ -70,6 +73,7 @@ def plan() -> tuple[Step, ...]:
 TITLES = {
     m.NAME: m.TITLE
     for m in (
+        aggregates,
         restore,
         fanout,
         point,

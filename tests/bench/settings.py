@@ -17,8 +17,9 @@ class BenchSettings:
     partitions: int = 6
     # a step that would start after this is skipped; 540 s kept `make bench` under 10 minutes
     # until the peers step (about 120 s: six targets, two query forms, two connection counts,
-    # two rounds of 2 s each) joined it: with it a full run takes about 11 minutes
-    budget_s: float = 660.0
+    # two rounds of 2 s each) joined it: with it a full run takes about 11 minutes; and the
+    # aggregates step (a second Spark process, seven bursts) adds about 2 minutes
+    budget_s: float = 780.0
     warmup_s: float = 1.0
     point_s: float = 5.0  # per (target, connections) load run
     point_connections: tuple[int, ...] = (1, 32)
@@ -37,6 +38,7 @@ class BenchSettings:
     poll_interval_s: float = 0.05  # polling costs the gateway CPU Spark needs
     throughput_events: int = 1_000_000
     throughput_vocabulary: int = 1000
+    aggregate_events: int = 200_000  # per view of the aggregates step
     failover_timeout_s: float = 90.0
     live_subscribers: int = 1000  # subscriptions of the live step, one key each
     live_connections: int = 10  # WebSockets they share (the gateway allows 100 per connection)
@@ -64,6 +66,7 @@ class BenchSettings:
             ramp_rates=(5000,),
             ramp_s=4.0,
             throughput_events=100_000,
+            aggregate_events=20_000,
             live_s=3.0,
             profile_s=2.0,
         )

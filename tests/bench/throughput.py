@@ -21,7 +21,7 @@ from tests.bench.dataset import bulk_producer
 from tests.bench.report import Report, fmt_num
 from tests.bench.session import BenchError, BenchSession
 
-__all__ = ["NAME", "measure"]
+__all__ = ["NAME", "Burst", "measure", "produce_burst"]
 
 NAME = "throughput"
 TITLE = "Pipeline throughput into the changelog (Spark local[2])"
@@ -56,14 +56,16 @@ def _consumer(session: BenchSession) -> Consumer:
     return consumer
 
 
-def _produce(session: BenchSession, burst: Burst, words: list[bytes]) -> None:
-    producer = bulk_producer(session.cluster.bootstrap)
-    topic = session.dataset.view.topic
+def produce_burst(
+    bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], burst: Burst
+) -> None:
+    """Produce `records` (key, value) as fast as the producer can; times go to `burst`."""
+    producer = bulk_producer(bootstrap)
     burst.started = time.monotonic()
-    for word in words:
+    for key, value in records:
         while True:
             try:
-                producer.produce(topic, b"", word)
+                producer.produce(topic, value, key)
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -112,7 +114,12 @@ def measure(session: BenchSession, report: Report) -> None:
     burst = Burst(len(words))
     consumer = _consumer(session)
     try:
-        producing = threading.Thread(target=_produce, args=(session, burst, words), daemon=True)
+        records = [(word, b"") for word in words]
+        producing = threading.Thread(
+            target=produce_burst,
+            args=(session.cluster.bootstrap, session.dataset.view.topic, records, burst),
+            daemon=True,
+        )
         producing.start()
         _count(consumer, burst, prefix.encode(), session.timeout_s(_TIMEOUT_S))
         producing.join(30.0)
