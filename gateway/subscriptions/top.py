@@ -1,11 +1,13 @@
 """The updates of a top-N subscription: the merged top of a view (of one window, for a
-windowed view), read again with the planner when a change on any partition could alter it,
-pushed when it did, at most once per interval.
+windowed view; by one numeric result, for an aggregate view), read again with the planner
+when a change on any partition could alter it, pushed when it did, at most once per
+interval.
 
 Every partition is followed from now (no keys), by one follow per view, partition and
 maxLag that all top-N subscriptions share (`FeedHub.watch`). A change can alter the top
-only when it is of a row in the top, or the top is short, or it counts at least as much as
-the top's last row (and, for a windowed view, is of the window asked for). Each update
+only when it is of a row in the top, or the top is short, or it ranks at least as high as
+the top's last row: its count, or its value of the result ranked by (and, for a windowed
+view, it is of the window asked for). Each update
 carries the offsets the followed partitions had reached before the read, as a resume token (a
 resubscription simply reads the top anew), and the freshness of the read.
 """
@@ -14,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gateway.model.rows import Ranked, ranked_count
+from gateway.model.rows import Event, Ranked, ranked_count
 from gateway.model.timestamps import floor_ms
 from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream
 from gateway.reads.protocol import ReadOptions, Reads
 from gateway.subscriptions.tokens import ResumeToken
+from runtime.ranking import is_rankable
 from schema import View
 from schema.feed import Change
 
@@ -40,9 +43,10 @@ class TopUpdate:
 class _Watch:
     """Whether the changes seen since the last read could alter the top."""
 
-    def __init__(self, limit: int, window_ms: int | None) -> None:
+    def __init__(self, limit: int, window_ms: int | None, by: str | None) -> None:
         self.limit = limit
         self.window_ms = window_ms
+        self.by = by
         self.rows: list[Ranked] | None = None
         self.changed = asyncio.Event()
         self.changed.set()  # the first read
@@ -54,10 +58,21 @@ class _Watch:
         rows = self.rows
         if rows is None or len(rows) < self.limit or change.row is None:
             return True
-        count = change.row.get("count")
+        value = self._value(change.row)
         return any(r.key == change.key for r in rows) or (
-            isinstance(count, int) and count >= ranked_count(rows[-1])
+            value is not None and value >= self._last(rows[-1])
         )
+
+    def _value(self, row: Mapping[str, Any]) -> float | None:
+        """What a changed row ranks by: its count, or its value of `by` (None: unranked)."""
+        value = row.get("count") if self.by is None else (row.get("fields") or {}).get(self.by)
+        return float(value) if value is not None and is_rankable(value) else None
+
+    def _last(self, row: Ranked) -> float:
+        if self.by is None:
+            return ranked_count(row)
+        assert isinstance(row, Event), row
+        return float(row.values[self.by])
 
     def seen(self, batch: FeedBatch | Exception) -> None:
         if isinstance(batch, Exception):  # the subscriber gets it with its next update
@@ -77,10 +92,12 @@ async def top_updates(
     interval_s: float,
     options: ReadOptions,
     timeout_s: float,
+    by: str | None = None,
 ) -> AsyncGenerator[TopUpdate, None]:
-    """The top `limit` of `view` now, then each time it changed, at most every `interval_s`."""
+    """The top `limit` of `view` now (by the aggregate result `by`, for an aggregate
+    view), then each time it changed, at most every `interval_s`."""
     loop = asyncio.get_running_loop()
-    watch = _Watch(limit, None if window is None else floor_ms(window))
+    watch = _Watch(limit, None if window is None else floor_ms(window), by)
     async with contextlib.AsyncExitStack() as stack:
         streams = [
             await stack.enter_async_context(hub.watch(view, p, options.max_lag, watch.seen))
@@ -96,7 +113,7 @@ async def top_updates(
             if watch.failure is not None:
                 raise watch.failure
             reached = {s.partition: s.reached for s in streams if s.reached is not None}
-            result = await reads.top(view, limit, loop.time() + timeout_s, window, options)
+            result = await reads.top(view, limit, loop.time() + timeout_s, window, options, by)
             if result.rows != watch.rows:
                 watch.rows = result.rows
                 pushed_at = loop.time()

@@ -3,17 +3,20 @@ hypothesis-generated orders (event times out of order, fields missing or mistype
 customers of their own, and every surface the gateway gives equals the reference: a key,
 several keys, the scan, the top-N by each numeric result, federation's `_entities`, and a
 lookup again (the cache's answer). The paid orders view holds only what its `where` holds,
-and the sales per product are keyed and routed by a value field.
+and the sales per product are keyed and routed by a value field. A top-N subscription by
+revenue, over Server-Sent Events, pushes the reference's top once the orders are in.
 A pipeline SIGKILLed mid-stream replays from its checkpoint and counts nothing twice."""
 
 from __future__ import annotations
 
 import math
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import httpx
 import orjson
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -57,6 +60,13 @@ def _same(got: dict[str, Any] | None, want: dict[str, Any] | None) -> bool:
         elif have != value:
             return False
     return True
+
+
+def _ranking(view: View, want: dict[str, dict[str, Any]], by: str) -> list[dict[str, Any]]:
+    """The rows of `want` with a value of `by`, greatest first, then by key."""
+    ranked = [w for w in want.values() if w[by] is not None]
+    ranked.sort(key=lambda w: (-float(w[by]), w[view.key_field]))
+    return ranked
 
 
 def _all_same(got: Sequence[dict[str, Any] | None], want: Sequence[dict[str, Any] | None]) -> bool:
@@ -140,9 +150,7 @@ def _differences(surfaces: Surfaces, expected: dict[str, Expected], keys: list[s
     if not _all_same(list(scanned), [want[key] for key in sorted(want, key=str.encode)]):
         wrong.append(f"scan: {scanned} != {want}")
     for by in view.ranked_fields:
-        ranked = [w for w in want.values() if w[by] is not None]
-        numbers = {key: float(w[by]) for key, w in want.items() if w[by] is not None}
-        ranked.sort(key=lambda w: (-numbers[w[view.key_field]], w[view.key_field]))
+        ranked = _ranking(view, want, by)
         top = surfaces.top(by)
         if not _all_same(list(top), list(ranked)):
             wrong.append(f"top by {by}: {top} != {ranked}")
@@ -229,3 +237,67 @@ def test_a_pipeline_killed_mid_stream_counts_nothing_twice(
     local.pipeline.kill()  # while it reads the second round, or before it commits it
     local.start_pipeline()
     _wait_equal(grown_cluster, prefix, [*first, *second])
+
+
+class TopWatcher:
+    """A top-N subscription over Server-Sent Events, read in a thread: each pushed top, cut
+    to the keys starting with `prefix`, until the test ends it."""
+
+    def __init__(self, cluster: Cluster, view: View, by: str, prefix: str) -> None:
+        self.url = cluster.local.gateway_url + "/stream"
+        self.query = (
+            f"subscription {{ r: {view.top_field}(limit: {TOP_LIMIT}, by: {by}, "
+            f"interval: 100) {{ rows {{ {_selection(view)} }} }} }}"
+        )
+        self.key, self.prefix = view.key_field, prefix
+        self.tops: list[list[dict[str, Any]]] = []
+        self.started = threading.Event()
+        self._client = httpx.Client(timeout=120)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def __enter__(self) -> TopWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client.close()  # ends the stream, and with it the thread
+        self._thread.join(30)
+
+    def _read(self) -> None:
+        headers = {"accept": "text/event-stream"}
+        body = {"query": self.query}
+        try:
+            with self._client.stream("POST", self.url, json=body, headers=headers) as response:
+                self.started.set()
+                for line in response.iter_lines():
+                    if line.startswith("data:") and '"rows"' in line:
+                        rows = orjson.loads(line[5:])["data"]["r"]["rows"]
+                        self.tops.append([r for r in rows if r[self.key].startswith(self.prefix)])
+        except (httpx.HTTPError, RuntimeError):
+            return  # closed by __exit__: the assertions say what was missing
+
+
+def test_a_top_subscription_by_a_result_pushes_the_reference_top(grown_cluster: Cluster) -> None:
+    prefix = uuid.uuid4().hex[:8]
+    ann, bo, ce = _customers(prefix)[:3]
+    events = [
+        Event(ann, 1, {"amount": 5.0, "product": "tea", "status": "PAID"}),
+        Event(bo, 2, {"amount": 30.0, "product": "mug", "status": "PAID"}),
+        Event(ce, 3, {"amount": 12.5, "product": "tea", "status": "NEW"}),
+        Event(ann, 4, {"amount": 40.0, "product": "pot", "status": "PAID"}),
+    ]
+    view, by = CUSTOMER_ORDERS, "revenue"
+    expected = reference(view, events, None)
+    want = {key: _wanted(view, key, e) for key, e in expected.items()}
+    ranked = _ranking(view, want, by)
+    assert [r[view.key_field] for r in ranked] == [ann, bo, ce]
+    with TopWatcher(grown_cluster, view, "REVENUE", prefix) as watcher:
+        assert watcher.started.wait(30), "the subscription did not start"
+        wait_until(lambda: watcher.tops != [], 30, "the subscription's first top")
+        _produce(grown_cluster, events)
+        wait_until(
+            lambda: bool(watcher.tops) and _all_same(watcher.tops[-1], ranked),
+            90,
+            lambda: f"the pushed top {watcher.tops[-1:]} to be {ranked}",
+        )
+    assert watcher.tops[0] == [], "the first top holds none of the keys produced after it"

@@ -28,7 +28,7 @@ from gateway.reads.protocol import Reads
 from gateway.subscriptions.tokens import ResumeToken
 from runtime.clock import wall_clock_ms
 from runtime.trust import NodeCallSigner
-from schema import View
+from schema import View, view_by_name
 from tests.gateway.fakes import BOOKING_HISTORY, HOSTS, LAST_BOOKING, PER_MINUTE, WORDS
 from tests.live.fake_feed import Changelog, FakeFeedNode, count_row, wait_for
 from tests.live.test_hub import P, keys_in, record, table
@@ -46,7 +46,8 @@ SECURED = View(
     top_field="topSecrets",
     scope="read:secrets",
 )
-CATALOGUE = (WORDS, HOSTS, PER_MINUTE, LAST_BOOKING, BOOKING_HISTORY, SECURED)
+HOST_PAGES = view_by_name("host_pages")  # an aggregate view
+CATALOGUE = (WORDS, HOSTS, PER_MINUTE, LAST_BOOKING, BOOKING_HISTORY, SECURED, HOST_PAGES)
 SCHEMA = build_schema(CATALOGUE)._schema
 
 COUNT = """subscription($word: String!, $after: String) {

@@ -1,26 +1,27 @@
-"""The subscription fields of windowed and history views and the top-N, run with
-graphql-core's subscribe() on the gateway's schema over fake node feeds."""
+"""The subscription fields of windowed and history views and the top-N (of a count view,
+of a window, of an aggregate view by a chosen result), run with graphql-core's subscribe()
+on the gateway's schema over fake node feeds."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import pytest
 
 from gateway.api.responses import gateway_extensions
-from gateway.model.rows import Ranked, Row, WindowCount
+from gateway.model.rows import Event, Ranked, Row, WindowCount
 from gateway.model.timestamps import floor_ms, from_ms
 from gateway.reads.protocol import DEFAULT_READ, ReadOptions, TopResult
-from runtime.ranking import merge_top
+from runtime.ranking import is_rankable, merge_top, value_rank
 from schema import View
 from tests.gateway.fakes import BOOKING_HISTORY, HOSTS, PER_MINUTE
 from tests.live.fake_feed import Changelog, count_row, wait_for
 from tests.live.test_hub import P, keys_in, record
-from tests.live.test_subscription_fields import cluster, open_subscription, take
+from tests.live.test_subscription_fields import HOST_PAGES, cluster, open_subscription, take
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -172,6 +173,7 @@ class ChangelogTops:
         deadline: float,
         window: datetime | None = None,
         options: ReadOptions = DEFAULT_READ,
+        by: str | None = None,
     ) -> TopResult:
         self.reads += 1
         newest: dict[str, int] = {}
@@ -237,6 +239,7 @@ class WindowTops(ChangelogTops):
         deadline: float,
         window: datetime | None = None,
         options: ReadOptions = DEFAULT_READ,
+        by: str | None = None,
     ) -> TopResult:
         self.reads += 1
         assert window is not None
@@ -280,6 +283,80 @@ def test_a_window_top_subscription_reads_again_only_for_changes_of_its_window() 
             await running.publish()
             (second,) = await take(results, 1)
             assert [r["host"] for r in second["topHostsPerMinute"]["rows"]] == [b, a]
+            assert tops.reads == 2
+            await results.aclose()  # type: ignore[union-attr]
+
+    asyncio.run(scenario())
+
+
+def pages_row(host: str, views: int, pages: int) -> dict[str, Any]:
+    return {
+        "key": host,
+        "event_ms": T0 + views,
+        "source_partition": 0,
+        "source_offset": views,
+        "fields": {"views": views, "pages": pages},
+    }
+
+
+class RankedTops(ChangelogTops):
+    """The top of an aggregate view by the result `by` over the changelog's newest rows."""
+
+    async def top(
+        self,
+        view: View,
+        limit: int,
+        deadline: float,
+        window: datetime | None = None,
+        options: ReadOptions = DEFAULT_READ,
+        by: str | None = None,
+    ) -> TopResult:
+        self.reads += 1
+        assert by is not None
+        newest: dict[str, Mapping[str, Any]] = {}
+        for partition in range(P):
+            for change in self.log.of(partition):
+                if change.row is not None:
+                    newest[change.key] = change.row
+        rows: list[Ranked] = [
+            Event(key, from_ms(row["event_ms"]), row["fields"])
+            for key, row in newest.items()
+            if is_rankable(row["fields"].get(by))
+        ]
+        order = lambda row: value_rank(row.values[by], row.key)  # noqa: E731
+        return TopResult(merge_top([rows], limit, order))
+
+
+def test_an_aggregate_top_subscription_follows_the_result_it_ranks_by() -> None:
+    async def scenario() -> None:
+        async with cluster(HOST_PAGES) as running:
+            log = running.logs[HOST_PAGES.name]
+            (a, b), (c,) = keys_in(0, 2, "a"), keys_in(1, 1, "c")
+            log.append(a, pages_row(a, 9, 1))
+            log.append(b, pages_row(b, 2, 5))
+            tops = RankedTops(log)
+            running.planner = tops  # type: ignore[assignment]  # only top is read
+            n1 = await running.node("n1", HOST_PAGES)
+            running.route(record(n1, [0, 1]))
+            query = (
+                "subscription { topHostsByPages(limit: 2, by: PAGES, interval: 100)"
+                " { rows { host views pages } } }"
+            )
+            results = await open_subscription(running, query, {})
+            (first,) = await take(results, 1)
+            assert first["topHostsByPages"]["rows"] == [
+                {"host": b, "views": 2, "pages": 5},
+                {"host": a, "views": 9, "pages": 1},
+            ]
+            log.append(c, pages_row(c, 50, 0))  # most views, fewest pages: no read
+            await running.publish()
+            (stream,) = [s for s in running.hub.streams() if s.partition == 1]
+            await wait_for(lambda: stream.reached == 1 and stream.held == 0, 10, "c's change")
+            assert tops.reads == 1
+            log.append(c, pages_row(c, 51, 3))  # enters the top by pages
+            await running.publish()
+            (second,) = await take(results, 1)
+            assert [r["host"] for r in second["topHostsByPages"]["rows"]] == [b, c]
             assert tops.reads == 2
             await results.aclose()  # type: ignore[union-attr]
 

@@ -34,7 +34,7 @@ from gateway.api.fields.live import (
     update_type,
 )
 from gateway.api.fields.lookup import lookup_fields
-from gateway.api.fields.ranked import ranked_top_field
+from gateway.api.fields.ranked import ranked_top_field, ranked_top_subscription
 from gateway.api.fields.scan import scan_field
 from gateway.model.rows import Event, Row
 from runtime.valuetypes import annotation
@@ -92,4 +92,6 @@ def latest_fields(view: View) -> ViewFields:
         view, update_type(view, values, texts.row), lambda row, at: event_values_of(view, row)
     )
     subscriptions = key_subscription_fields(view, updates, True, texts.row.capitalize())
+    if view.ranked_fields:
+        subscriptions.update(ranked_top_subscription(view, latest_type, to_type))
     return ViewFields(fields, Entity(view, latest_type, to_type), subscriptions)

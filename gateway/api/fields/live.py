@@ -327,6 +327,7 @@ def top_updates_of(
     window: datetime | None,
     interval: int,
     max_lag: int | None,
+    by: str | None = None,
 ) -> AsyncGenerator[TopUpdate, None]:
     """The updates of a top-N subscription, its arguments checked first."""
     context: RequestContext = info.context
@@ -354,12 +355,16 @@ def top_updates_of(
         interval / 1000,
         options,
         context.config.timeout_s,
+        by,
     )
 
 
-def top_subscription_field(view: View, row_type: Any, to_type: Callable[[Any], Any]) -> Any:
+def top_subscription_field(
+    view: View, row_type: Any, to_type: Callable[[Any], Any], ranking: Any = None
+) -> Any:
     """`view.top_field` as a subscription: the merged top-N (of one window, for a windowed
-    view), pushed when it changes, at most every `interval` ms."""
+    view; by the result `by`, one of the enum `ranking`, for an aggregate view), pushed
+    when it changes, at most every `interval` ms."""
     kind_type = top_type(view, row_type)
 
     def make_top(update: TopUpdate) -> Any:
@@ -397,8 +402,24 @@ def top_subscription_field(view: View, row_type: Any, to_type: Callable[[Any], A
         start = window.start
         return pushed(top_updates_of(info, view, limit, start, interval, max_lag))
 
+    resolver: Callable[..., Any] = top if view.window is None else window_top
+    if ranking is not None:
+        first = next(iter(ranking))
+
+        async def ranked_top(
+            info: strawberry.Info,
+            limit: int = 10,
+            by: ranking = first,  # type: ignore[valid-type]
+            interval: Annotated[int, interval_argument] = 1000,
+            max_lag: FollowLag = strawberry.UNSET,
+        ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+            field: str = by.value  # type: ignore[attr-defined]
+            return pushed(top_updates_of(info, view, limit, None, interval, max_lag, field))
+
+        resolver = ranked_top
+
     return strawberry.subscription(
-        resolver=top if view.window is None else window_top,
+        resolver=resolver,
         name=view.top_field,
         description=f"The `limit` first rows of view {view.name} as its top field ranks them, "
         "now and whenever they change, at most every `interval` ms.",

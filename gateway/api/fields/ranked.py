@@ -4,6 +4,9 @@ chosen by an enum of the view's numeric results (the first one by default).
 ```graphql
 enum CustomerOrdersRanking { ORDERS REVENUE BASKET }
 topCustomers(limit: Int! = 10, by: CustomerOrdersRanking! = ORDERS): [CustomerOrders!]!
+# and the subscription of the same name, pushed when that top changes
+topCustomers(limit: Int! = 10, by: CustomerOrdersRanking! = ORDERS, interval: Int! = 1000):
+  CustomerOrdersTop!
 ```
 
 Ties go to the smaller key; a key without a value of the result (no event had the field)
@@ -13,6 +16,7 @@ is in no ranking by it.
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
 import enum
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -26,10 +30,11 @@ from gateway.api.fields.common import (
     read_options,
     record_failures,
 )
+from gateway.api.fields.live import top_subscription_field
 from gateway.api.request import RequestContext
 from schema import View
 
-__all__ = ["ranked_top_field", "ranking_name"]
+__all__ = ["ranked_top_field", "ranked_top_subscription", "ranking_name"]
 
 _WORD = re.compile(r"(?<!^)(?=[A-Z])")
 
@@ -39,6 +44,7 @@ def ranking_name(field: str) -> str:
     return _WORD.sub("_", field).upper()
 
 
+@functools.cache  # one enum per view: the query and the subscription share it
 def _ranking(view: View) -> Any:
     members = {ranking_name(name): name for name in view.ranked_fields}
     ranking = enum.Enum(f"{view.type_name}Ranking", members)  # type: ignore[misc]
@@ -76,3 +82,11 @@ def ranked_top_field(view: View, row_type: Any, to_type: Callable[[Any], Any]) -
     return {
         view.top_field: strawberry.field(resolver=top, name=view.top_field, description=description)
     }
+
+
+def ranked_top_subscription(
+    view: View, row_type: Any, to_type: Callable[[Any], Any]
+) -> dict[str, Any]:
+    """`view`'s top field as a subscription: the top by the chosen result, pushed when it
+    changes."""
+    return {view.top_field: top_subscription_field(view, row_type, to_type, _ranking(view))}
