@@ -279,7 +279,7 @@ def _start_view(
     events = where_applied(keyed_events(read_topic(spark, config, view.topic), decoding), view)
     writer = (
         plan.aggregate(events, view)
-        .writeStream.outputMode(plan.output_mode)
+        .writeStream.outputMode(plan.output_mode(view))
         .foreachBatch(ChangelogWriter(view, plan, producer, partitions))
     )
     name = f"statefed.{view.name}"

@@ -65,9 +65,9 @@ from schema.views import (
     ValueFormat,
     View,
     ViewKind,
-    WindowSpec,
     view_by_name,
 )
+from schema.windows import WindowSpec
 
 __all__ = [
     "APPLIED_AT_LEAST",

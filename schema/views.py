@@ -23,6 +23,7 @@ from schema.fieldtypes import ValueField
 from schema.groups import check_group_by
 from schema.keytypes import KeyType
 from schema.recordkeys import RecordKey
+from schema.windows import WindowSpec
 
 __all__ = [
     "CATALOGUE",
@@ -32,7 +33,6 @@ __all__ = [
     "ValueFormat",
     "View",
     "ViewKind",
-    "WindowSpec",
     "view_by_name",
 ]
 
@@ -79,53 +79,6 @@ class SubjectStrategy(enum.Enum):
     TOPIC_NAME = "topic_name"
     RECORD_NAME = "record_name"
     TOPIC_RECORD_NAME = "topic_record_name"
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    """Windows of `size_ms`, a new one starting every `slide_ms` (None: every `size_ms`,
-    tumbling windows; less: hopping windows, which overlap, so an event counts in
-    `size_ms / slide_ms` of them). Windows start at whole multiples of the slide since
-    the epoch. Events up to `grace_ms` late (behind the newest event time seen) still
-    count; windows older than `retention_ms` are removed and never returned."""
-
-    size_ms: int
-    grace_ms: int
-    retention_ms: int
-    slide_ms: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.size_ms <= 0 or self.grace_ms < 0 or self.retention_ms < self.size_ms:
-            raise ValueError(
-                f"window needs size_ms > 0, grace_ms >= 0 and retention_ms >= size_ms, got {self}"
-            )
-        if self.slide_ms is not None and not (
-            0 < self.slide_ms <= self.size_ms and self.size_ms % self.slide_ms == 0
-        ):
-            raise ValueError(
-                f"window slide_ms must divide size_ms ({self.size_ms}), so that every window "
-                f"starts where an earlier one did plus a whole number of slides, got "
-                f"{self.slide_ms}: e.g. slide_ms={self.size_ms // 4}, or None for tumbling "
-                f"windows"
-            )
-
-    @property
-    def hop_ms(self) -> int:
-        """How far apart windows start: the slide, or the size for tumbling windows."""
-        return self.slide_ms or self.size_ms
-
-    @property
-    def hopping(self) -> bool:
-        return self.hop_ms < self.size_ms
-
-    def starts_of(self, event_ms: int) -> tuple[int, ...]:
-        """The starts of the windows an event at `event_ms` falls in, oldest first."""
-        last = event_ms - event_ms % self.hop_ms
-        return tuple(range(last - self.size_ms + self.hop_ms, last + 1, self.hop_ms))
-
-    def kept_per_key(self) -> int:
-        """The most windows of one key the retention keeps (a range query's largest answer)."""
-        return self.retention_ms // self.hop_ms + self.size_ms // self.hop_ms
 
 
 @dataclass(frozen=True)
@@ -233,6 +186,9 @@ class View:
             raise ValueError(
                 f"view {self.name}: a window is needed by, and only by, {', '.join(windowed)}"
             )
+        problem = None if self.window is None else self.window.problem()
+        if problem is not None:
+            raise ValueError(f"view {self.name}: window {problem}")
         self._check_aggregates()
         if self.group_by:
             check_group_by(

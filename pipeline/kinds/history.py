@@ -26,4 +26,4 @@ def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
         yield ChangelogRecord(event.key, event_record_key(event), encode_event(event))
 
 
-PLAN = KindPlan(aggregate=aggregate, changelog=changelog, output_mode="append")
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog, appends=lambda view: True)

@@ -28,10 +28,16 @@ class KindPlan:
     it writes, in `output_mode`; `changelog` turns one micro-batch of those rows into
     absolute records (idempotent upserts, so a replayed batch is harmless). `drops_late`:
     a watermark drops late events, whose count (`late_dropped`) a view resuming from its
-    checkpoint continues from its last published status."""
+    checkpoint continues from its last published status. `appends`: the views whose rows
+    Spark writes once, final, when the watermark passes them (append mode), instead of on
+    every change (update mode)."""
 
     aggregate: Callable[[DataFrame, View], DataFrame]
     changelog: Callable[[pa.Table], Iterator[ChangelogRecord]]
-    output_mode: str = "update"
     drops_late: bool = False
     deletes: bool = False
+    appends: Callable[[View], bool] = lambda view: False
+
+    def output_mode(self, view: View) -> str:
+        """Spark's output mode for `view`'s query."""
+        return "append" if self.appends(view) else "update"

@@ -11,7 +11,10 @@ round 2 lies at or before 150 s, so the watermark in force is exactly 150 s - gr
 (30 s): a round-2 event whose window ends at or before 120 s is dropped as late.
 The hopping view (windows of a minute every 30 s) drops a late event from those of its
 windows that end by then and counts it in the others; its windows of round 0 end at 30 s
-or later, after any watermark round 0 can raise (29 s).
+or later, after any watermark round 0 can raise (29 s). The session view (a gap of 30 s)
+drops a round-2 event whose own session [t, t + 30 s) ends by 120 s, and merges the others
+into the round-1 sessions they reach; Spark writes a session once the watermark passes
+its end, so a last event of another host, minutes later, closes them all.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from hypothesis import strategies as st
 
 from runtime.produce import Record, Write, produce_keys, produce_records
 from tests.differential.views import HOPS as HOP
-from tests.differential.views import HOST_HOPPING
+from tests.differential.views import HOST_HOPPING, SESSIONS
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress, needed_offsets
 from tooling.processes import wait_until
@@ -63,6 +66,7 @@ class Model:
     late: int = 0
     late_groups: set[tuple[str, int]] = field(default_factory=set)
     hops: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
+    visits: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     late_hops: int = 0  # (event, window) pairs dropped
     late_hop_groups: set[tuple[str, int]] = field(default_factory=set)
     bookings: dict[str, list[tuple[int, int, str]]] = field(
@@ -84,6 +88,26 @@ class Model:
                 self.late_hop_groups.add((host, start))
             else:
                 self.hops[host][epoch + start] += 1
+
+    def session_view(self, host: str, epoch: int, event: Event) -> None:
+        """An event the session view keeps: all but a round-2 one whose own session
+        [t, t + gap) ends at or before the watermark."""
+        gap, at = SESSIONS.gap_ms, event[1] * 1000
+        assert gap is not None
+        if not (event[0] == 2 and at + gap <= WATERMARK_AFTER_ROUND_1):
+            self.visits[host].append(epoch + at)
+
+    def sessions(self, host: str) -> list[tuple[int, int, int]]:
+        """(start, end, count) of the host's sessions: events at most the gap apart."""
+        gap = SESSIONS.gap_ms
+        assert gap is not None
+        found: list[list[int]] = []
+        for at in sorted(self.visits[host]):
+            if found and at <= found[-1][1]:
+                found[-1][1], found[-1][2] = max(found[-1][1], at + gap), found[-1][2] + 1
+            else:
+                found.append([at, at + gap, 1])
+        return [(start, end, count) for start, end, count in found]
 
     def booking(self, customer: str, at_ms: int, offset: int, trip: str) -> None:
         self.bookings[customer].append((at_ms, offset, trip))
@@ -142,6 +166,7 @@ def _produce_round(
         bookings.append(Record(customer, orjson.dumps({"timestamp": at, "trip": TRIPS[trip]}), at))
         model.page_view(host, at, _is_late(event))
         model.hopping_view(host, epoch, event)
+        model.session_view(host, epoch, event)
     view_writes = produce_records(cluster.local.bootstrap, "pageviews", views)
     booking_writes = produce_records(cluster.local.bootstrap, "bookings", bookings)
     offsets = _offsets_by_key(booking_writes)
@@ -155,6 +180,15 @@ def _produce_round(
     cluster.saw_event_times(r.timestamp_ms or 0 for r in views)
     progress.wait("pageviews", needed_offsets(view_writes))
     progress.wait("bookings", needed_offsets(booking_writes))
+
+
+def _close_sessions(cluster: Cluster, progress: PipelineProgress, epoch: int, prefix: str) -> None:
+    """A page view of another host, minutes later: the watermark passes every session."""
+    at = epoch + 400_000
+    record = Record(f"{prefix}closer", orjson.dumps({"timestamp": at, "path": "/"}), at)
+    writes = produce_records(cluster.local.bootstrap, "pageviews", [record])
+    cluster.saw_event_times([at])
+    progress.wait("pageviews", needed_offsets(writes))
 
 
 def _expected(model: Model, epoch: int, hosts: list[str], customers: list[str]) -> dict[str, Any]:
@@ -185,6 +219,13 @@ def _expected(model: Model, epoch: int, hosts: list[str], customers: list[str]) 
         hop_tops[start] = [
             {"host": h, "count": n} for h, n in sorted(rows, key=lambda r: (-r[1], r[0]))
         ]
+    sessions = {
+        host: [
+            {"start": _iso(start), "end": _iso(end), "count": n}
+            for start, end, n in model.sessions(host)
+        ]
+        for host in hosts
+    }
     hop_totals = [
         {
             "start": _iso(epoch + start),
@@ -198,6 +239,7 @@ def _expected(model: Model, epoch: int, hosts: list[str], customers: list[str]) 
     history = {c: sorted(model.bookings[c]) for c in customers}
     as_of = epoch + AS_OF_S * 1000
     return {
+        "sessions": sessions,
         "hops": hops,
         "hop_tops": hop_tops,
         "hop_scans": hop_tops,  # a scan of one window by count: the same order as its top
@@ -246,8 +288,13 @@ def _answers(
         " lastBookings(customers: $c) { customer trip eventTime } }",
         {"h": hosts, "c": customers},
     )
-    windows, hops, history, newest, as_of = {}, {}, {}, {}, {}
+    windows, hops, sessions, history, newest, as_of = {}, {}, {}, {}, {}, {}
     for host in hosts:
+        sessions[host] = cluster.data(
+            "query($h: String!, $f: DateTime) {"
+            " hostSessions(host: $h, from: $f) { start end count } }",
+            {"h": host, "f": _iso(epoch - MINUTE)},
+        )["hostSessions"]
         hops[host] = cluster.data(
             "query($h: String!, $f: DateTime) {"
             " hostAccessHops(host: $h, from: $f) { start end count } }",
@@ -309,6 +356,7 @@ def _answers(
         {"f": _iso(epoch + HOP_STARTS[0]), "t": _iso(epoch + HOP_STARTS[-1] + 1)},
     )["hostAccessHopTotals"]
     return {
+        "sessions": sessions,
         "hops": hops,
         "hop_tops": hop_tops,
         "hop_scans": hop_scans,
@@ -332,6 +380,7 @@ def _check(cluster: Cluster, progress: PipelineProgress, rounds: tuple[list[Even
     for events in rounds:
         if events:
             _produce_round(cluster, progress, epoch, prefix, events, model)
+    _close_sessions(cluster, progress, epoch, prefix)
     hosts = [f"{prefix}h{k}" for k in range(KEYS)]
     customers = [f"{prefix}c{k}" for k in range(KEYS)]
     expected = _expected(model, epoch, hosts, customers)

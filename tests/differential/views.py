@@ -1,8 +1,8 @@
 """The catalogue the differential cluster runs: the built-in one plus views added by a
 single entry each, to show that a view of an existing kind needs no code: `word_tally`
-(string keys), `host_access_hopping` (hopping windows, test_differential.py) and four
-count views whose record keys are written by Kafka's Java Integer, Long and Double
-serializers and by Jackson, a record of three fields
+(string keys), `host_access_hopping` and `host_sessions` (hopping and session windows,
+test_differential.py) and four count views whose record keys are written by Kafka's Java
+Integer, Long and Double serializers and by Jackson, a record of three fields
 (test_typed_keys.py); and three aggregate views of an orders topic, one re-keyed by a
 value field (tests/orders.py, test_aggregates.py)."""
 
@@ -35,6 +35,20 @@ HOST_HOPPING = View(
     top_field="topHostsPerHop",
     event_time_field="timestamp",
     window=HOPS,
+)
+
+# page views per host in sessions: events at most 30 s apart
+SESSIONS = WindowSpec(gap_ms=30_000, grace_ms=30_000, retention_ms=24 * 3_600_000)
+HOST_SESSIONS = View(
+    name="host_sessions",
+    topic="pageviews",
+    kind=ViewKind.WINDOWED_COUNT,
+    key_field="host",
+    type_name="HostSession",
+    point_field="hostSessions",
+    top_field="topHostsPerSession",
+    event_time_field="timestamp",
+    window=SESSIONS,
 )
 
 SEAT_COUNTS = View(
@@ -91,4 +105,11 @@ SHOP_COUNTS = View(
 TYPED_KEY_VIEWS = (SEAT_COUNTS, ACCOUNT_COUNTS, PRICE_COUNTS, SHOP_COUNTS)
 
 ORDER_VIEWS = (CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES)
-CATALOGUE = (*BUILT_IN, WORD_TALLY, HOST_HOPPING, *TYPED_KEY_VIEWS, *ORDER_VIEWS)
+CATALOGUE = (
+    *BUILT_IN,
+    WORD_TALLY,
+    HOST_HOPPING,
+    HOST_SESSIONS,
+    *TYPED_KEY_VIEWS,
+    *ORDER_VIEWS,
+)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -14,9 +16,11 @@ from schema import (
     View,
     ViewKind,
     WindowRow,
+    WindowSpec,
     decode_event,
     decode_window,
     event_record_key,
+    view_by_name,
     window_record_key,
 )
 
@@ -49,7 +53,13 @@ def test_every_kind_of_the_catalogues_has_a_plan() -> None:
     assert set(PLANS) == set(ViewKind)
     for view in (WORD_COUNTS, *DEMO_DOMAIN):
         assert plan_for(view) is PLANS[view.kind]
-    assert PLANS[ViewKind.HISTORY].output_mode == "append"
+    modes = {view.name: plan_for(view).output_mode(view) for view in (WORD_COUNTS, *DEMO_DOMAIN)}
+    assert [name for name, mode in modes.items() if mode == "append"] == ["booking_history"]
+    session = dataclasses.replace(
+        view_by_name("host_access_per_minute"),
+        window=WindowSpec(gap_ms=30_000, grace_ms=0, retention_ms=3_600_000),
+    )
+    assert plan_for(session).output_mode(session) == "append"  # Spark's only mode for them
     # only a watermark drops late events, so only windowed views resume a late_dropped total
     assert [kind for kind, plan in PLANS.items() if plan.drops_late] == [ViewKind.WINDOWED_COUNT]
 
@@ -110,6 +120,43 @@ def test_windows_are_aligned_to_the_epoch(spark: SparkSession) -> None:
     ]
     assert [r.key for r in records] == [window_record_key(w) for w in windows]
     assert {r.entity_key for r in records} == {"h"}
+
+
+def test_hopping_windows_count_an_event_in_each_window_holding_it(spark: SparkSession) -> None:
+    minute = 60_000
+    hopping = WindowSpec(size_ms=minute, slide_ms=minute // 2, retention_ms=minute)
+    view = dataclasses.replace(_view(ViewKind.WINDOWED_COUNT), window=hopping)
+    events = _events(spark, [("h", T0 + 10_000, 0, 0, ""), ("h", T0 + 40_000, 0, 1, "")])
+    rows = windowed_count.aggregate(events, view).toArrow()
+    windows = sorted(
+        (decode_window(_value(r)) for r in windowed_count.changelog(rows)),
+        key=lambda w: w.start_ms,
+    )
+    half = minute // 2
+    assert windows == [
+        WindowRow("h", T0 - half, T0 + half, 1, T0 + 10_000),
+        WindowRow("h", T0, T0 + minute, 2, T0 + 40_000),
+        WindowRow("h", T0 + half, T0 + minute + half, 1, T0 + 40_000),
+    ]
+
+
+def test_sessions_end_a_gap_after_their_last_event(spark: SparkSession) -> None:
+    gap = 30_000
+    sessions = WindowSpec(gap_ms=gap, retention_ms=3_600_000)
+    view = dataclasses.replace(_view(ViewKind.WINDOWED_COUNT), window=sessions)
+    # gaps of 20 s, exactly the gap (still one session), then 30.001 s (a new one)
+    at = [T0, T0 + 20_000, T0 + 50_000, T0 + 80_001, T0 + 200_000]
+    events = _events(spark, [("v", t, 0, i, "") for i, t in enumerate(at)])
+    rows = windowed_count.aggregate(events, view).toArrow()
+    windows = sorted(
+        (decode_window(_value(r)) for r in windowed_count.changelog(rows)),
+        key=lambda w: w.start_ms,
+    )
+    assert windows == [
+        WindowRow("v", T0, T0 + 50_000 + gap, 3, T0 + 50_000),
+        WindowRow("v", T0 + 80_001, T0 + 80_001 + gap, 1, T0 + 80_001),
+        WindowRow("v", T0 + 200_000, T0 + 200_000 + gap, 1, T0 + 200_000),
+    ]
 
 
 def test_history_writes_every_event_under_its_own_key(spark: SparkSession) -> None:

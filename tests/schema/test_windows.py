@@ -1,12 +1,15 @@
-"""WindowSpec: tumbling and hopping windows, which windows hold an event, what is refused."""
+"""WindowSpec: tumbling, hopping and session windows, which windows hold an event, and
+what a view refuses, naming itself."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schema import WindowSpec
+from schema import View, ViewKind, WindowSpec
 
 HOUR = 3_600_000
 
@@ -46,12 +49,44 @@ def test_hopping_windows_overlap_by_size_over_slide() -> None:
     assert hop.kept_per_key() == 180 + 3
 
 
+def _view(window: WindowSpec) -> View:
+    return View("v", "t", ViewKind.WINDOWED_COUNT, "key", "V", "point", top_field="top",
+                window=window)  # fmt: skip
+
+
 @pytest.mark.parametrize("slide", [0, -1, 7_000, 90_000])
 def test_a_slide_that_does_not_divide_the_size_is_refused_with_an_example(slide: int) -> None:
     with pytest.raises(ValueError) as refused:
-        WindowSpec(size_ms=60_000, grace_ms=0, retention_ms=HOUR, slide_ms=slide)
+        _view(WindowSpec(size_ms=60_000, grace_ms=0, retention_ms=HOUR, slide_ms=slide))
     assert str(refused.value) == (
-        f"window slide_ms must divide size_ms (60000), so that every window starts where an "
-        f"earlier one did plus a whole number of slides, got {slide}: e.g. slide_ms=15000, "
-        f"or None for tumbling windows"
+        f"view v: window slide_ms must divide size_ms (60000), so that every window starts "
+        f"where an earlier one did plus a whole number of slides, got {slide}: e.g. "
+        f"slide_ms=15000, or None for tumbling windows"
     )
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        (WindowSpec(retention_ms=HOUR), "needs a size_ms (tumbling or hopping windows) or a"),
+        (WindowSpec(size_ms=1, gap_ms=1, retention_ms=HOUR), "exactly one of them"),
+        (WindowSpec(gap_ms=0, retention_ms=HOUR), "gap_ms must be > 0, got 0"),
+        (WindowSpec(size_ms=HOUR), "retention_ms must be > 0 and at least size_ms, got 0"),
+        (WindowSpec(gap_ms=1), "retention_ms must be > 0 and at least size_ms, got 0"),
+        (WindowSpec(size_ms=1, grace_ms=-1, retention_ms=1), "size_ms and grace_ms must be"),
+    ],
+)
+def test_a_window_without_a_size_or_gap_is_refused_naming_the_view(
+    window: WindowSpec, message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^view v: window .*{re.escape(message)}"):
+        _view(window)
+
+
+def test_sessions_start_at_any_millisecond_and_overlap_nothing() -> None:
+    sessions = WindowSpec(gap_ms=30 * 60_000, grace_ms=0, retention_ms=HOUR)
+    assert _view(sessions).window == sessions
+    assert sessions.session and not sessions.hopping and sessions.hop_ms == 1
+    assert sessions.kept_per_key() == 4  # at least a gap long and a gap apart
+    with pytest.raises(ValueError, match="depends on the other events"):
+        sessions.starts_of(0)

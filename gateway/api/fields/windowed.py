@@ -11,7 +11,7 @@ topHostsPerMinute(limit: Int! = 10, window: WindowInput!): [HostAccessWindow!]!
 # which name types created at run time, so they must be real objects, not strings.
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import strawberry
 
@@ -41,28 +41,53 @@ from gateway.api.fields.totals import window_totals_field
 from gateway.api.request import RequestContext
 from gateway.model.rows import Ranked, WindowCount
 from gateway.model.timestamps import from_ms
-from schema import View
+from schema import View, WindowSpec
 
 __all__ = ["windowed_fields"]
+
+
+class _Texts(NamedTuple):
+    """How the descriptions call one window of a spec, its end, and the starts a window
+    argument takes."""
+
+    window: str
+    end: str
+    starts: str
+
+
+def _texts(spec: WindowSpec) -> _Texts:
+    if spec.gap_ms is not None:
+        gap = duration_text(spec.gap_ms)
+        return _Texts(
+            f"one session (events at most {gap} apart; written once it is closed)",
+            f"First instant after the session: its last event + {gap}.",
+            "the start of a session (the sessions starting at that instant)",
+        )
+    size = duration_text(spec.size_ms)
+    if spec.hopping:
+        size = f"{size} (a new one every {duration_text(spec.hop_ms)})"
+    return _Texts(
+        f"one window of {size}",
+        "First instant after the window: start + window size.",
+        f"a multiple of {duration_text(spec.hop_ms)} since 1970",
+    )
 
 
 def windowed_fields(view: View) -> ViewFields:
     """Window range per key and per-window top-N of a WINDOWED_COUNT view."""
     assert view.window is not None
-    size = duration_text(view.window.size_ms)
-    if view.window.hopping:
-        size = f"{size} (a new one every {duration_text(view.window.hop_ms)})"
+    texts = _texts(view.window)
     retention = duration_text(view.window.retention_ms)
     key = view.key_field
     window_type = object_type(
         view,
         view.type_name,
-        f"Events per {key} in one window of {size} (view {view.name}, topic "
+        f"Events per {key} in {texts.window} (view {view.name}, topic "
         f"{view.topic}); windows are kept for {retention}.",
         [
             *key_fields(view),
             ("start", datetime, "First instant of the window (UTC)."),
-            ("end", datetime, "First instant after the window: start + window size."),
+            ("end", datetime, texts.end),
             ("count", int, None),
         ],
     )
@@ -116,9 +141,10 @@ def windowed_fields(view: View) -> ViewFields:
     size_ms = view.window.size_ms
 
     def window_values(row: Mapping[str, Any] | None, at: tuple[int, ...]) -> dict[str, Any]:
-        start = row["start_ms"] if row is not None else at[0]
-        count = None if row is None else row.get("count")
-        return {"start": from_ms(start), "end": from_ms(start + size_ms), "count": count}
+        if row is None:  # removed (retention): a session's end is no longer known
+            return {"start": from_ms(at[0]), "end": from_ms(at[0] + size_ms), "count": None}
+        start, end = row["start_ms"], row["end_ms"]
+        return {"start": from_ms(start), "end": from_ms(end), "count": row.get("count")}
 
     updates = KeySubscription(
         view,
@@ -126,7 +152,7 @@ def windowed_fields(view: View) -> ViewFields:
             view,
             [
                 ("start", datetime, "First instant of the window (UTC)."),
-                ("end", datetime, "First instant after the window: start + window size."),
+                ("end", datetime, texts.end),
                 ("count", int | None, "Null: the window is no longer kept (retention)."),
             ],
             "a window",
@@ -134,22 +160,22 @@ def windowed_fields(view: View) -> ViewFields:
         window_values,
         empty_snapshots=False,
     )
-    subscriptions = key_subscription_fields(view, updates, False, f"Each {size} window")
+    subscriptions = key_subscription_fields(view, updates, False, "Each window")
     subscriptions[view.top_field] = top_subscription_field(view, window_type, to_type)
     return ViewFields(
         {
             view.point_field: strawberry.field(
                 resolver=windows,
                 name=view.point_field,
-                description=f"The {size} windows of one {key} of view {view.name} with "
-                "from <= start < to (open ends when omitted), in time order.",
+                description=f"The windows ({texts.window}) of one {key} of view {view.name} "
+                "with from <= start < to (open ends when omitted), in time order.",
             ),
             view.top_field: strawberry.field(
                 resolver=top,
                 name=view.top_field,
-                description=f"The `limit` {view.keys_arg} most counted in one {size} window "
+                description=f"The `limit` {view.keys_arg} most counted in {texts.window} "
                 f"(count desc, then {key} asc) of view {view.name}; the window's start must be "
-                f"a multiple of {size} since 1970.",
+                f"{texts.starts}.",
             ),
             **scan_field(view, window_type, to_type),
             **window_totals_field(view),
