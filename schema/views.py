@@ -110,8 +110,8 @@ class View:
     are the GraphQL names the gateway and the node subgraph expose (`many_field` only for
     count, latest and aggregate, `top_field` only for count, windowed_count and aggregate);
     every view also has
-    `scan_field`, its rows in key order, named from these, and count and windowed views
-    `totals_field`. The point field of
+    `scan_field`, its rows in key order, named from these, and count, windowed and
+    aggregate views `totals_field`. The point field of
     a windowed view returns the key's windows in a time range; that of a history view a
     connection of events. `event_time_field` names the JSON value field holding the event
     time in ms since the epoch; None means the Kafka record timestamp. `value_fields` are
@@ -286,7 +286,7 @@ class View:
 
     @property
     def totals_field(self) -> str:
-        """The view's totals (count and windowed views): `wordCountTotals`."""
+        """The view's totals (count, windowed and aggregate views): `wordCountTotals`."""
         return f"{self.type_name[0].lower()}{self.type_name[1:]}Totals"
 
     @property

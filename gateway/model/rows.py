@@ -64,15 +64,28 @@ Scanned = Row | WindowCount | Event  # a row of a whole-view scan, of any kind
 
 
 @dataclass(frozen=True)
+class ResultTotal:
+    """One numeric result of an aggregate view over some keys: its sum, least and greatest
+    value (None: none of the keys has a value of it)."""
+
+    name: str
+    sum: float | None
+    min: float | None
+    max: float | None
+
+
+@dataclass(frozen=True)
 class PartialTotal:
     """What one partition holds of a view (of the window [start, end) for windowed views):
-    its number of keys and the sum of their counts."""
+    its number of keys and the sum of their counts (for an aggregate view, each numeric
+    result's total instead)."""
 
     partition: int
     keys: int
     count: int
     start: datetime | None = None
     end: datetime | None = None
+    results: tuple[ResultTotal, ...] = ()
 
 
 @dataclass(frozen=True)

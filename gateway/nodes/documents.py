@@ -22,7 +22,17 @@ import orjson
 
 from gateway.model.cursors import KEY_ORDER, ScanFilter
 from gateway.model.inputs import TimeRange
-from gateway.model.rows import Edge, Event, Page, PartialTotal, Ranked, Row, Scanned, WindowCount
+from gateway.model.rows import (
+    Edge,
+    Event,
+    Page,
+    PartialTotal,
+    Ranked,
+    ResultTotal,
+    Row,
+    Scanned,
+    WindowCount,
+)
 from gateway.model.scans import ScanSlice
 from gateway.model.timestamps import floor_ms, from_ms, iso, iso_ms, parse_utc
 from schema import FieldType, ListOf, RecordOf, ValueType, View, field_value, type_text
@@ -31,6 +41,7 @@ __all__ = [
     "NodeDocuments",
     "ScanColumns",
     "ViewQueries",
+    "aggregate_totals_document",
     "count_columns",
     "count_row",
     "count_selection",
@@ -223,7 +234,8 @@ class ViewQueries:
         found = []
         for item in _list(data):
             doc = _object(item)
-            partition, keys, count = doc.get("p"), doc.get("k"), doc.get("c")
+            results = "r" in doc  # an aggregate view's: keys and results, no count
+            partition, keys, count = doc.get("p"), doc.get("k"), 0 if results else doc.get("c")
             if not isinstance(partition, int) or isinstance(partition, bool):
                 raise ValueError("a total names no partition")
             if not all(isinstance(n, int | float) and n >= 0 for n in (keys, count)):
@@ -231,7 +243,8 @@ class ViewQueries:
             windowed = "s" in doc
             start = _time(doc, "s") if windowed else None
             end = _time(doc, "e") if windowed else None
-            found.append(PartialTotal(partition, int(keys), int(count), start, end))  # type: ignore[arg-type]
+            totals = tuple(_result_total(r) for r in _list(doc["r"])) if results else ()
+            found.append(PartialTotal(partition, int(keys), int(count), start, end, totals))  # type: ignore[arg-type]
         return found
 
     def read_page(self, data: Any) -> Page:
@@ -314,6 +327,14 @@ def scan_document(view: View, *, ordered: bool = False, timed: bool = False) -> 
         f"query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String"
         f"{order_variable}){{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,"
         f"from:$f,to:$t{order}){{p:partition r:rows}}}}"
+    )
+
+
+def aggregate_totals_document(view: View) -> str:
+    """Each asked partition's keys and numeric results' totals of an aggregate view."""
+    return (
+        f"query($p:[Int!]!){{r:{view.totals_field}(partitions:$p)"
+        "{p:partition k:keys r:results{n:name s:sum l:min h:max}}}"
     )
 
 
@@ -497,3 +518,14 @@ def window_row(item: Any) -> WindowCount:
     """An entry of `window_selection`."""
     doc = _object(item)
     return WindowCount(_key(doc), _time(doc, "s"), _time(doc, "e"), _count(doc))
+
+
+def _result_total(item: Any) -> ResultTotal:
+    doc = _object(item)
+    name, values = doc.get("n"), [doc.get(k) for k in ("s", "l", "h")]
+    if not isinstance(name, str) or not all(
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values
+    ):
+        raise ValueError(f"a result total is not a name and numbers: {doc!r}")
+    total, least, greatest = (None if v is None else float(v) for v in values)
+    return ResultTotal(name, total, least, greatest)

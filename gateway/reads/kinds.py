@@ -15,6 +15,7 @@ from gateway.model.timestamps import from_ms
 from gateway.nodes.documents import (
     NodeDocuments,
     ViewQueries,
+    aggregate_totals_document,
     count_columns,
     count_row,
     count_selection,
@@ -104,6 +105,7 @@ def _aggregate_documents(view: View) -> NodeDocuments:
         read_row=read,
         read_ranked=read,
         scan=scan_document(view),
+        totals=aggregate_totals_document(view),
         scan_columns=event_columns(view),
     )
 

@@ -15,6 +15,7 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("offset", topic)                                 -> >Q    next offset to read
 ("total", view)                                   -> >QQ   keys, sum of counts (count views)
 ("wtotal", view, start_ms)                        -> >QQq  keys, sum of counts, end_ms
+("atotal", view)                                  -> JSON  keys, each numeric result's sum
 ("meta", "totals")                                -> b"1"  the totals are kept (see store)
 ("meta", "wstart")                                -> b"1"  the "wstart" index is kept
 ```
@@ -64,16 +65,20 @@ __all__ = [
     "FORMAT_KEY",
     "TOTALS_KEY",
     "WINDOW_STARTS_KEY",
+    "AggregateTotal",
     "CountKeys",
+    "ResultTotal",
     "ScanSpan",
     "ScannedRow",
     "Table",
     "Total",
+    "aggregate_total_key",
     "count_key",
     "count_keys",
     "count_prefix",
     "count_top_key",
     "count_top_prefix",
+    "decode_aggregate_total",
     "decode_count",
     "decode_count_top",
     "decode_event",
@@ -85,6 +90,7 @@ __all__ = [
     "decode_window",
     "decode_window_top",
     "decode_window_total",
+    "encode_aggregate_total",
     "encode_count",
     "encode_event",
     "encode_latest",
@@ -521,3 +527,46 @@ def decode_window_total(value: bytes) -> tuple[Total, int]:
     """A window's total and the window's end."""
     keys, count, end_ms = _WINDOW_TOTAL.unpack(value)
     return Total(keys, count), end_ms
+
+
+@dataclass(frozen=True)
+class AggregateTotal:
+    """What a partition holds of an aggregate view: its number of keys and the sum over
+    them of each numeric result (doubles: exact for integers up to 2**53)."""
+
+    keys: int = 0
+    sums: tuple[tuple[str, float], ...] = ()
+
+    def __add__(self, other: AggregateTotal) -> AggregateTotal:
+        sums = dict(self.sums)
+        for name, value in other.sums:
+            sums[name] = sums.get(name, 0.0) + value
+        return AggregateTotal(self.keys + other.keys, tuple(sorted(sums.items())))
+
+
+def aggregate_total_key(view: str) -> bytes:
+    return pack("atotal", view)
+
+
+def encode_aggregate_total(total: AggregateTotal) -> bytes:
+    return orjson.dumps({"keys": total.keys, "sums": dict(total.sums)})
+
+
+def decode_aggregate_total(view: str, value: bytes) -> AggregateTotal:
+    try:
+        doc = orjson.loads(value)
+        sums = tuple(sorted((str(k), float(v)) for k, v in doc["sums"].items()))
+        return AggregateTotal(int(doc["keys"]), sums)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SerializationError(f"view {view}: undecodable aggregate total {value!r}") from exc
+
+
+@dataclass(frozen=True)
+class ResultTotal:
+    """One numeric result of an aggregate view over a partition's keys: its sum, least and
+    greatest value (None: no key has a value of it)."""
+
+    name: str
+    sum: float | None
+    min: float | None
+    max: float | None

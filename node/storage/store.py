@@ -152,6 +152,13 @@ class PartitionStore(abc.ABC):
         return [self.latest(view, key) for key in keys]
 
     @abc.abstractmethod
+    def aggregate_total(
+        self, view: str, fields: tuple[str, ...]
+    ) -> tuple[int, list[layout.ResultTotal]]:
+        """An aggregate view's number of keys, and per numeric result in `fields` its sum
+        (kept with every write), least and greatest value (the rank index's ends)."""
+
+    @abc.abstractmethod
     def ranked(self, view: str, field: str, limit: int) -> list[EventRow]:
         """The first `limit` latest rows of `view` by the numeric `field` descending, then
         key ascending (`runtime.ranking.value_rank`); rows without a number there are out."""
@@ -536,6 +543,7 @@ class LevelDBStore(PartitionStore):
     ) -> dict[tuple[str, str], EventPosition]:
         readers: dict[str, Callable[[bytes], bytes | None]] = {}
         before = {}
+        totals: dict[str, layout.AggregateTotal] = {}
         for (view, key), row in batch.latest.items():
             row_key = layout.latest_key(view, key)
             ranked = batch.ranked.get(view, ())
@@ -552,10 +560,15 @@ class LevelDBStore(PartitionStore):
             # replays and out-of-order records must never replace a later event
             if row is None or old is None or position(row) > before[(view, key)]:
                 _rerank(wb, view, ranked, old, row)
+                if ranked:
+                    change = _total_change(ranked, old, row)
+                    totals[view] = totals.get(view, layout.AggregateTotal()) + change
                 if row is None:
                     wb.delete(row_key)
                 else:
                     wb.put(row_key, layout.encode_latest(row))
+        for view, change in totals.items():
+            _add_aggregate_total(db, wb, view, change)
         return before
 
     # -- reads -----------------------------------------------------------------------------
@@ -646,6 +659,32 @@ class LevelDBStore(PartitionStore):
 
     def latest_many(self, view: str, keys: list[str]) -> list[EventRow | None]:
         return self._read_many(view, keys, layout.latest_keys, layout.decode_latest)
+
+    def aggregate_total(
+        self, view: str, fields: tuple[str, ...]
+    ) -> tuple[int, list[layout.ResultTotal]]:
+        db = self._require_open()
+        stored = db.get(layout.aggregate_total_key(view))
+        total = (
+            layout.AggregateTotal()
+            if stored is None
+            else layout.decode_aggregate_total(view, stored)
+        )
+        sums = dict(total.sums)
+        results = []
+        for field in fields:
+            prefix = layout.rank_prefix(view, field)
+            ends = []
+            for reverse in (True, False):  # the least value is last, the greatest first
+                with db.iterator(prefix=prefix, reverse=reverse) as entries:
+                    entry = next(entries, None)
+                if entry is not None:
+                    row = layout.decode_ranked(view, entry[0][len(prefix) :], entry[1])
+                    ends.append(float(row.fields[field]))
+            least, greatest = (ends[0], ends[1]) if ends else (None, None)
+            total_sum = sums.get(field) if ends else None
+            results.append(layout.ResultTotal(field, total_sum, least, greatest))
+        return total.keys, results
 
     def ranked(self, view: str, field: str, limit: int) -> list[EventRow]:
         db = self._require_open()
@@ -819,6 +858,34 @@ def _rerank(
             wb.put(
                 layout.rank_key(view, field, row.fields[field], row.key), layout.encode_latest(row)
             )
+
+
+def _total_change(
+    ranked: tuple[str, ...], old: EventRow | None, row: EventRow | None
+) -> layout.AggregateTotal:
+    """What replacing `old` by `row` (None: none) adds to an aggregate view's total."""
+    keys = (row is not None) - (old is not None)
+    sums = []
+    for field in ranked:
+        change = 0.0
+        if row is not None and is_rankable(row.fields.get(field)):
+            change += float(row.fields[field])
+        if old is not None and is_rankable(old.fields.get(field)):
+            change -= float(old.fields[field])
+        sums.append((field, change))
+    return layout.AggregateTotal(keys, tuple(sorted(sums)))
+
+
+def _add_aggregate_total(
+    db: plyvel.DB, wb: plyvel.WriteBatch, view: str, change: layout.AggregateTotal
+) -> None:
+    key = layout.aggregate_total_key(view)
+    stored = db.get(key)
+    total = change if stored is None else layout.decode_aggregate_total(view, stored) + change
+    if total.keys <= 0:
+        wb.delete(key)
+    else:
+        wb.put(key, layout.encode_aggregate_total(total))
 
 
 def _add_total(

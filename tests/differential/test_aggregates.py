@@ -1,8 +1,9 @@
 """Aggregate views on the real cluster against the pure-Python reference (tests/aggregates.py):
 hypothesis-generated orders (event times out of order, fields missing or mistyped) of
 customers of their own, and every surface the gateway gives equals the reference: a key,
-several keys, the scan, the top-N by each numeric result, federation's `_entities`, and a
-lookup again (the cache's answer). The paid orders view holds only what its `where` holds,
+several keys, the scan, the top-N by each numeric result, federation's `_entities`, a
+lookup again (the cache's answer), and the view's totals (over every order produced so
+far). The paid orders view holds only what its `where` holds,
 and the sales per product are keyed and routed by a value field. A top-N subscription by
 revenue, over Server-Sent Events, pushes the reference's top once the orders are in.
 A pipeline SIGKILLed mid-stream replays from its checkpoint and counts nothing twice."""
@@ -29,6 +30,7 @@ from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES, paid
 from tooling.processes import wait_until
 
 TOP_LIMIT = 1000  # the gateway's most; these views hold only this file's keys
+PRODUCED: list[Event] = []  # every order this module produced, for the views' totals
 WHERES = {CUSTOMER_ORDERS.name: None, PAID_ORDERS.name: paid, PRODUCT_SALES.name: None}
 
 
@@ -120,6 +122,12 @@ class Surfaces:
         rows = self.cluster.data(query, {"l": TOP_LIMIT, "b": by_value})["r"]
         return [r for r in rows if r[self.view.key_field].startswith(self.prefix)]
 
+    def totals(self) -> dict[str, Any]:
+        results = " ".join(f"{name} {{ sum min max }}" for name in self.view.ranked_fields)
+        query = f"{{ r: {self.view.totals_field} {{ keys {results} }} }}"
+        found: dict[str, Any] = self.cluster.data(query)["r"]
+        return found
+
     def entities(self, keys: list[str]) -> list[dict[str, Any] | None]:
         name = self.view.type_name
         query = (
@@ -133,7 +141,49 @@ class Surfaces:
         return [row or None for row in rows]
 
 
-def _differences(surfaces: Surfaces, expected: dict[str, Expected], keys: list[str]) -> list[str]:
+def _totals(view: View, everything: dict[str, Expected]) -> dict[str, Any]:
+    """The view's totals after every order: its keys and, per numeric result, the sum (not
+    of averages), least and greatest value over the keys that have one."""
+    averaged = {a.name for a in view.aggregates if a.function.value == "avg"}
+    totals: dict[str, Any] = {"keys": len(everything)}
+    for name in view.ranked_fields:
+        values = [
+            float(e.results[name])
+            for e in everything.values()
+            if isinstance(e.results[name], int | float) and not isinstance(e.results[name], bool)
+        ]
+        totals[name] = (
+            {
+                "sum": None if name in averaged else math.fsum(values),
+                "min": min(values),
+                "max": max(values),
+            }
+            if values
+            else None
+        )
+    return totals
+
+
+def _totals_agree(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    if set(got) != set(want) or got["keys"] != want["keys"]:
+        return False
+    for name, wanted in want.items():
+        if name == "keys" or wanted is None or got[name] is None:
+            if got[name] != wanted:
+                return False
+            continue
+        for part, value in wanted.items():
+            have = got[name][part]
+            if (value is None) != (have is None):
+                return False
+            if value is not None and not math.isclose(have, value, rel_tol=1e-9, abs_tol=1e-6):
+                return False
+    return True
+
+
+def _differences(
+    surfaces: Surfaces, expected: dict[str, Expected], keys: list[str], totals: dict[str, Any]
+) -> list[str]:
     """What of the gateway's answers differs from `expected`: empty when every surface agrees."""
     view = surfaces.view
     want = {key: _wanted(view, key, e) for key, e in expected.items()}
@@ -154,10 +204,14 @@ def _differences(surfaces: Surfaces, expected: dict[str, Expected], keys: list[s
         top = surfaces.top(by)
         if not _all_same(list(top), list(ranked)):
             wrong.append(f"top by {by}: {top} != {ranked}")
+    answered = surfaces.totals()
+    if not _totals_agree(answered, totals):
+        wrong.append(f"totals: {answered} != {totals}")
     return wrong
 
 
 def _produce(cluster: Cluster, events: list[Event]) -> None:
+    PRODUCED.extend(events)
     records = [Record(e.key, orjson.dumps({**e.value, "timestamp": e.event_ms})) for e in events]
     produce_records(cluster.local.kafka, CUSTOMER_ORDERS.topic, records)
 
@@ -179,16 +233,18 @@ def _own(prefix: str, events: list[Event]) -> list[Event]:
     return owned
 
 
-def _wait_view(surfaces: Surfaces, expected: dict[str, Expected], keys: list[str]) -> None:
+def _wait_view(
+    surfaces: Surfaces, expected: dict[str, Expected], keys: list[str], totals: dict[str, Any]
+) -> None:
     found: list[str] = []
 
     def equal() -> bool:
-        found[:] = _differences(surfaces, expected, keys)
+        found[:] = _differences(surfaces, expected, keys, totals)
         return not found
 
     wait_until(equal, 120, lambda: f"view {surfaces.view.name}: {found}", 0.5)
     # and again: the lookups the gateway caches now answer from its cache
-    assert _differences(surfaces, expected, keys) == []
+    assert _differences(surfaces, expected, keys, totals) == []
 
 
 def _wait_equal(cluster: Cluster, prefix: str, produced: list[Event]) -> None:
@@ -200,7 +256,8 @@ def _wait_equal(cluster: Cluster, prefix: str, produced: list[Event]) -> None:
         (PRODUCT_SALES, products),
     ):
         expected = reference(view, produced, WHERES[view.name])
-        _wait_view(Surfaces(cluster, view, prefix), expected, keys)
+        totals = _totals(view, reference(view, PRODUCED, WHERES[view.name]))
+        _wait_view(Surfaces(cluster, view, prefix), expected, keys, totals)
 
 
 @settings(

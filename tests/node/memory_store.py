@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Self, TypeVar
 
 from node.errors import StoreClosedError
 from node.storage.changes import ChangeBatch, Effect, EventPosition, position
-from node.storage.layout import ScannedRow, ScanSpan, Table, Total
+from node.storage.layout import ResultTotal, ScannedRow, ScanSpan, Table, Total
 from node.storage.store import PartitionStore
 from runtime.ranking import is_rankable, rank, value_rank
 from schema import MAX_UINT, CountRow, EventRow, KeyPart, WindowRow, pack, unpack
@@ -120,6 +121,18 @@ class MemoryStore(PartitionStore):
     def latest(self, view: str, key: str) -> EventRow | None:
         self._require_open()
         return self._latest.get(view, {}).get(key)
+
+    def aggregate_total(self, view: str, fields: tuple[str, ...]) -> tuple[int, list[ResultTotal]]:
+        self._require_open()
+        rows = list(self._latest.get(view, {}).values())
+        results = []
+        for field in fields:
+            values = [float(r.fields[field]) for r in rows if is_rankable(r.fields.get(field))]
+            if not values:
+                results.append(ResultTotal(field, None, None, None))
+            else:
+                results.append(ResultTotal(field, math.fsum(values), min(values), max(values)))
+        return len(rows), results
 
     def ranked(self, view: str, field: str, limit: int) -> list[EventRow]:
         self._require_open()

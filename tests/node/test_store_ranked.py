@@ -1,15 +1,18 @@
 """The rank index of aggregate views' rows: every store backend ranks a view's latest rows by
 each ranked field (value descending as a double, then key ascending), keeps it right as rows
-are rewritten, replayed and deleted, and leaves out rows without a number there."""
+are rewritten, replayed and deleted, and leaves out rows without a number there; and keeps
+the view's totals: its keys, and each field's sum, least and greatest value."""
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from node.storage.layout import ResultTotal
 from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
 from runtime.ranking import is_rankable, value_rank
 from schema import EventRow
@@ -28,6 +31,10 @@ def test_rows_rank_by_each_field_and_move_when_rewritten(store: PartitionStore) 
     first.put_latest(VIEW, _row("b", 2, 99.0, 2), RANKED)
     first.put_latest(VIEW, _row("c", 1, None, 1), RANKED)  # no revenue: in no revenue ranking
     store.apply(first)
+    assert store.aggregate_total(VIEW, RANKED) == (
+        3,
+        [ResultTotal("revenue", 109.5, 10.5, 99.0), ResultTotal("orders", 4.0, 1.0, 2.0)],
+    )
     assert [r.key for r in store.ranked(VIEW, "revenue", 10)] == ["b", "a"]
     assert [r.key for r in store.ranked(VIEW, "orders", 10)] == ["b", "a", "c"]
     later = ChangeBatch()
@@ -39,6 +46,14 @@ def test_rows_rank_by_each_field_and_move_when_rewritten(store: PartitionStore) 
     assert [r.key for r in store.ranked(VIEW, "orders", 10)] == ["a", "b"]
     assert store.ranked(VIEW, "revenue", 0) == []
     assert store.ranked("other", "revenue", 10) == []
+    assert store.aggregate_total(VIEW, RANKED) == (
+        2,
+        [ResultTotal("revenue", 299.25, 99.0, 200.25), ResultTotal("orders", 5.0, 2.0, 3.0)],
+    )
+    assert store.aggregate_total("other", ("revenue",)) == (
+        0,
+        [ResultTotal("revenue", *[None] * 3)],
+    )
 
 
 _numbers = st.one_of(
@@ -58,6 +73,17 @@ _updates = st.lists(
 )
 
 
+def _total_agrees(got: ResultTotal, rows: dict[str, EventRow], field: str, biggest: float) -> bool:
+    """`got` is the model's total of `field`: least and greatest exactly, the sum within the
+    rounding an incremental sum of doubles up to `biggest` may gather."""
+    values = [float(r.fields[field]) for r in rows.values() if is_rankable(r.fields.get(field))]
+    if not values:
+        return got == ResultTotal(field, None, None, None)
+    if (got.name, got.min, got.max) != (field, min(values), max(values)) or got.sum is None:
+        return False
+    return math.isclose(got.sum, math.fsum(values), rel_tol=1e-9, abs_tol=biggest * 1e-12)
+
+
 def _model(rows: dict[str, EventRow], field: str) -> list[EventRow]:
     ranked = [r for r in rows.values() if is_rankable(r.fields.get(field))]
     return sorted(ranked, key=lambda r: value_rank(r.fields[field], r.key))
@@ -69,7 +95,7 @@ def test_leveldb_ranks_as_the_model_across_batches_deletes_and_a_reopen(
     batches: list[list[tuple[str, object, object, bool]]],
 ) -> None:
     rows: dict[str, EventRow] = {}
-    events = 0
+    events, biggest = 0, 1.0
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "partition-0"
         for number, updates in enumerate(batches):
@@ -83,7 +109,15 @@ def test_leveldb_ranks_as_the_model_across_batches_deletes_and_a_reopen(
                     row = _row(key, events, revenue, orders)
                     change.put_latest(VIEW, row, RANKED)
                     rows[key] = row
+                    numbers = [
+                        abs(float(v)) for v in (revenue, orders) if isinstance(v, int | float)
+                    ]
+                    biggest = max([biggest, *numbers])
             with LevelDBStore(path, cache_mb=1) as store:  # reopened for every batch
                 store.apply(change)
                 for field in RANKED:
                     assert store.ranked(VIEW, field, 100) == _model(rows, field), (number, field)
+                keys, totals = store.aggregate_total(VIEW, RANKED)
+                assert keys == len(rows), number
+                for got, field in zip(totals, RANKED, strict=True):
+                    assert _total_agrees(got, rows, field, biggest), (number, got)

@@ -3,6 +3,7 @@ the pipeline's start, each misfit named by its path (no Spark here)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -57,13 +58,8 @@ FITTING = (
 
 def _view(value_format: ValueFormat, *fields: ValueField) -> View:
     (latest,) = [v for v in DEMO_DOMAIN if v.name == "last_booking"]
-    return View(
-        **{
-            **latest.__dict__,
-            "event_time_field": None,
-            "value_fields": fields,
-            "value_format": value_format,
-        }
+    return dataclasses.replace(
+        latest, event_time_field=None, value_fields=fields, value_format=value_format
     )
 
 

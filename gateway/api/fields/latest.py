@@ -36,6 +36,7 @@ from gateway.api.fields.live import (
 from gateway.api.fields.lookup import lookup_fields
 from gateway.api.fields.ranked import ranked_top_field, ranked_top_subscription
 from gateway.api.fields.scan import scan_field
+from gateway.api.fields.totals import aggregate_totals_field
 from gateway.model.rows import Event, Row
 from runtime.valuetypes import annotation
 from schema import View
@@ -86,6 +87,7 @@ def latest_fields(view: View) -> ViewFields:
     fields.update(scan_field(view, latest_type, to_type))
     if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
         fields.update(ranked_top_field(view, latest_type, to_type))
+        fields.update(aggregate_totals_field(view))
     values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.row_fields]
     values.append((EVENT_TIME, datetime | None, "When the event happened; null: no event."))
     updates = KeySubscription(

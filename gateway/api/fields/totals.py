@@ -1,18 +1,23 @@
-"""The totals of count and windowed views, added up from what each partition keeps
-(`node.subgraph.fields.totals`): the number of keys and the sum of their counts, of the whole view
-or per window.
+"""The totals of count, windowed and aggregate views, added up from what each partition
+keeps (`node.subgraph.fields.totals`): the number of keys and the sum of their counts, of the
+whole view or per window; for an aggregate view, each numeric result's sum (not of
+averages), least and greatest value over its keys.
 
 ```graphql
 type Totals { keys: Float!  count: Float! }
 wordCountTotals(maxLag: Int, atLeast: String): Totals!
 type WindowTotals { start: DateTime!  end: DateTime!  keys: Float!  count: Float! }
 hostAccessWindowTotals(from: DateTime, to: DateTime, ...): [WindowTotals!]!
+type ResultTotals { sum: Float  min: Float  max: Float }
+type HostPagesTotals { keys: Float!  views: ResultTotals  pages: ResultTotals }
+hostPagesTotals(maxLag: Int, atLeast: String): HostPagesTotals!
 ```
 
 Floats, exact up to 2^53, since a sum may pass GraphQL Int's 32 bits.
 """
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations.
+import math
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -23,14 +28,24 @@ from gateway.api.fields.common import (
     MaxLag,
     authorize_view,
     given,
+    make,
+    object_type,
     read_options,
     record_failures,
 )
 from gateway.api.request import RequestContext
+from gateway.model.rows import ResultTotal
 from gateway.reads.protocol import TotalsResult
-from schema import View
+from schema import AggregateFunction, View
 
-__all__ = ["Totals", "WindowTotals", "count_totals_field", "window_totals_field"]
+__all__ = [
+    "ResultTotals",
+    "Totals",
+    "WindowTotals",
+    "aggregate_totals_field",
+    "count_totals_field",
+    "window_totals_field",
+]
 
 
 @strawberry.type(description="How many keys a view holds and the sum of their counts.")
@@ -45,6 +60,16 @@ class WindowTotals:
     end: datetime
     keys: float
     count: float
+
+
+@strawberry.type(
+    description="One numeric result of an aggregate view over its keys: the sum (null for an "
+    "average, whose sum means nothing), the least and the greatest value; null: no key has one."
+)
+class ResultTotals:
+    sum: float | None
+    min: float | None
+    max: float | None
 
 
 _PARTIAL = (
@@ -112,6 +137,56 @@ def window_totals_field(view: View) -> dict[str, Any]:
     description = (
         f"Per window of view {view.name} with from <= start < to (open ends when omitted), in "
         f"time order: how many {view.keys_arg} it holds and the sum of their counts." + _PARTIAL
+    )
+    return {
+        view.totals_field: strawberry.field(
+            resolver=totals, name=view.totals_field, description=description
+        )
+    }
+
+
+def _result_totals(view: View, name: str, partials: list[ResultTotal]) -> ResultTotals | None:
+    """One result's totals over the partitions' (None: no key of any has a value of it)."""
+    sums = [r.sum for r in partials if r.sum is not None]
+    least = [r.min for r in partials if r.min is not None]
+    greatest = [r.max for r in partials if r.max is not None]
+    if not least:
+        return None
+    averaged = any(a.name == name and a.function is AggregateFunction.AVG for a in view.aggregates)
+    total = None if averaged or not sums else math.fsum(sums)
+    return ResultTotals(sum=total, min=min(least), max=max(greatest))
+
+
+def aggregate_totals_field(view: View) -> dict[str, Any]:
+    """The keys of an aggregate view and the totals of each numeric result."""
+    results = view.ranked_fields
+    totals_type = object_type(
+        view,
+        f"{view.type_name}Totals",
+        f"How many {view.keys_arg} view {view.name} holds, and each numeric result over them.",
+        [
+            ("keys", float, None),
+            *((name, ResultTotals | None, None) for name in results),
+        ],
+    )
+
+    async def totals(
+        info: strawberry.Info,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> totals_type:  # type: ignore[valid-type]
+        result = await _read(info, view, max_lag, at_least)
+        per_result: dict[str, list[ResultTotal]] = {name: [] for name in results}
+        for partial in result.partials:
+            for found in partial.results:
+                per_result.setdefault(found.name, []).append(found)
+        values = {name: _result_totals(view, name, per_result[name]) for name in results}
+        return make(totals_type, {"keys": sum(p.keys for p in result.partials), **values})
+
+    description = (
+        f"How many {view.keys_arg} view {view.name} holds, and per numeric result its sum, "
+        "least and greatest value over them, kept by each partition as it is written (sums "
+        "are doubles)." + _PARTIAL
     )
     return {
         view.totals_field: strawberry.field(

@@ -19,6 +19,7 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
         view.many_field: keys_price(view, config),
         view.top_field: top_price(view, config),
         view.scan_field: scan_price(view, config),
+        view.totals_field: Price(view, fanout=True),  # one read per partition
     }
 
 

@@ -25,6 +25,7 @@ from node.subgraph.fields.entities import Entity, ViewFields, entity_key
 from node.subgraph.fields.events import event_type
 from node.subgraph.fields.ranked import ranked_top_field
 from node.subgraph.fields.scan import event_columns, scan_field
+from node.subgraph.fields.totals import aggregate_totals_field
 from schema import View
 
 __all__ = ["latest_fields"]
@@ -58,4 +59,5 @@ def latest_fields(view: View) -> ViewFields:
     }
     if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
         fields.update(ranked_top_field(view, row_type, to_type))
+        fields.update(aggregate_totals_field(view))
     return ViewFields(fields, Entity(view, read_many))

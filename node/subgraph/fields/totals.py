@@ -1,5 +1,6 @@
-"""The totals fields of count and windowed views (e.g. wordCountTotals): per partition asked,
-the number of keys and the sum of their counts (per window for windowed views), kept by
+"""The totals fields of count, windowed and aggregate views (e.g. wordCountTotals): per
+partition asked, the number of keys and the sum of their counts (per window for windowed
+views; for aggregate views, each numeric result's sum, least and greatest value), kept by
 the store with every write (`PartitionStore.total`); the gateway adds them up.
 
 ```graphql
@@ -9,6 +10,9 @@ type PartitionWindowTotal { partition: Int!  start: DateTime!  end: DateTime!  k
                             count: Float! }
 hostAccessWindowTotals(partitions: [Int!]!, from: DateTime, to: DateTime):
     [PartitionWindowTotal!]!
+type ResultTotal { name: String!  sum: Float  min: Float  max: Float }
+type PartitionAggregateTotal { partition: Int!  keys: Float!  results: [ResultTotal!]! }
+hostPagesTotals(partitions: [Int!]!): [PartitionAggregateTotal!]!
 ```
 
 Sums are Floats (exact up to 2^53): they may pass GraphQL Int's 32 bits.
@@ -29,7 +33,15 @@ from node.subgraph.fields.context import ReadContext, context_of
 from node.times import from_ms, time_range
 from schema import View
 
-__all__ = ["PartitionTotal", "PartitionWindowTotal", "count_totals_field", "window_totals_field"]
+__all__ = [
+    "PartitionAggregateTotal",
+    "PartitionTotal",
+    "PartitionWindowTotal",
+    "ResultTotal",
+    "aggregate_totals_field",
+    "count_totals_field",
+    "window_totals_field",
+]
 
 
 @strawberry.type(description="What one partition holds of a view: keys and their counts' sum.")
@@ -46,6 +58,39 @@ class PartitionWindowTotal:
     end: datetime
     keys: float
     count: float
+
+
+@strawberry.type(description="One numeric result over one partition's keys (null: no value).")
+class ResultTotal:
+    name: str
+    sum: float | None
+    min: float | None
+    max: float | None
+
+
+@strawberry.type(description="What one partition holds of an aggregate view.")
+class PartitionAggregateTotal:
+    partition: int
+    keys: float
+    results: list[ResultTotal]
+
+
+def aggregate_totals_field(view: View) -> dict[str, StrawberryField]:
+    fields = view.ranked_fields
+
+    def totals(info: strawberry.Info, partitions: list[int]) -> list[PartitionAggregateTotal]:
+        readers = {p: methodcaller("aggregate_total", view.name, fields) for p in partitions}
+        found = read_each(view, context_of(info), readers)
+        return [
+            PartitionAggregateTotal(
+                partition=p,
+                keys=keys,
+                results=[ResultTotal(name=r.name, sum=r.sum, min=r.min, max=r.max) for r in rs],
+            )
+            for p, (keys, rs) in found.items()
+        ]
+
+    return {view.totals_field: query_field(totals, view.totals_field)}
 
 
 def count_totals_field(view: View) -> dict[str, StrawberryField]:
