@@ -131,8 +131,10 @@ def run_demo(env: dict[str, str]) -> None:
     # Ctrl-C stops the demo even when it was started from a shell that ignores SIGINT for
     # its background jobs (Python then keeps it ignored): raise KeyboardInterrupt again
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    # the demo writes through the gateway (see `examples`): on, unless the caller said otherwise
-    env = {"STATEFED_GATEWAY_PRODUCE": "true", **env}
+    # the demo writes through the gateway (see `examples`): on, unless the caller said otherwise;
+    # and a read waits up to 15 s for a write (`atLeast`): on one machine with every part,
+    # the pipeline's queries take several seconds a micro-batch (measured 4-6 s on 2 cores)
+    env = {"STATEFED_GATEWAY_PRODUCE": "true", "STATEFED_GATEWAY_TIMEOUT_MS": "15000", **env}
     registry = _registry(env, catalogue, base)
     if registry is not None:  # every part finds it where the demo runs it
         env = {**env, "STATEFED_REGISTRY_URL": registry.url}
