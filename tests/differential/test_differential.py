@@ -184,7 +184,8 @@ def _produce_round(
 
 def _close_sessions(cluster: Cluster, progress: PipelineProgress, epoch: int, prefix: str) -> None:
     """A page view of another host, minutes later: the watermark passes every session."""
-    at = epoch + 400_000
+    at = epoch + 240_000  # past every session's end (180 s) plus the grace; no further:
+    # Kafka timestamps are event times here, and the broker refuses those an hour ahead
     record = Record(f"{prefix}closer", orjson.dumps({"timestamp": at, "path": "/"}), at)
     writes = produce_records(cluster.local.bootstrap, "pageviews", [record])
     cluster.saw_event_times([at])
