@@ -33,8 +33,8 @@ from schema import (
 )
 from tests.bench.cpu import retire_descendants
 from tests.bench.report import Report, fmt_num
-from tests.bench.session import BenchError, BenchSession
-from tests.bench.throughput import Burst, produce_burst
+from tests.bench.session import BenchSession
+from tests.bench.throughput import Burst, count_burst, produce_burst
 from tooling.processes import ManagedProcess
 
 __all__ = ["NAME", "VIEWS", "measure"]
@@ -107,7 +107,6 @@ def _events_of(view: View) -> Callable[[bytes], int]:
 
 def _follow(session: BenchSession, view: View, burst: Burst, timeout_s: float) -> None:
     """Sum each key's latest event count in the view's changelog until it is the burst."""
-    events_of = _events_of(view)
     consumer = Consumer(
         {
             "bootstrap.servers": session.cluster.bootstrap,
@@ -119,25 +118,10 @@ def _follow(session: BenchSession, view: View, burst: Burst, timeout_s: float) -
     try:
         partitions = range(session.settings.partitions)
         consumer.assign([TopicPartition(view.changelog_topic, p, 0) for p in partitions])
-        latest: dict[bytes, int] = {}
-        total, deadline = 0, time.monotonic() + timeout_s
-        while total < burst.events and time.monotonic() < deadline:
-            for message in consumer.consume(5000, 0.1):
-                key, value = message.key(), message.value()
-                if message.error() or key is None or value is None:
-                    continue
-                counted = events_of(value)
-                total += counted - latest.get(key, 0)
-                latest[key] = counted
-            if not burst.progress or burst.progress[-1][1] != total:
-                burst.progress.append((time.monotonic(), total))
+        what = f"view {view.name}: the changelog"
+        count_burst(consumer, burst, _events_of(view), timeout_s, what=what)
     finally:
         consumer.close()
-    if total != burst.events:
-        raise BenchError(
-            f"view {view.name}: the changelog counted {total:,} of {burst.events:,} events "
-            f"after {timeout_s:.0f} s"
-        )
 
 
 def _run(session: BenchSession, view: View, orders: list[tuple[bytes, bytes]]) -> Burst:

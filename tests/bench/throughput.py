@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, TopicPartition
@@ -21,7 +22,7 @@ from tests.bench.dataset import bulk_producer
 from tests.bench.report import Report, fmt_num
 from tests.bench.session import BenchError, BenchSession
 
-__all__ = ["NAME", "Burst", "measure", "produce_burst"]
+__all__ = ["NAME", "Burst", "count_burst", "measure", "produce_burst"]
 
 NAME = "throughput"
 TITLE = "Pipeline throughput into the changelog (Spark local[2])"
@@ -73,8 +74,16 @@ def produce_burst(
     burst.produced_at = time.monotonic()
 
 
-def _count(consumer: Consumer, burst: Burst, prefix: bytes, timeout_s: float) -> None:
-    """Sum the latest count of each burst word until the sum equals the burst."""
+def count_burst(
+    consumer: Consumer,
+    burst: Burst,
+    events_of: Callable[[bytes], int],
+    timeout_s: float,
+    prefix: bytes = b"",
+    what: str = "the changelog",
+) -> None:
+    """Sum the events each key's latest changelog row counted (`events_of` its value), of
+    the keys starting with `prefix`, until the sum equals the burst; progress goes to it."""
     latest: dict[bytes, int] = {}
     total = 0
     deadline = time.monotonic() + timeout_s
@@ -84,7 +93,7 @@ def _count(consumer: Consumer, burst: Burst, prefix: bytes, timeout_s: float) ->
             value = message.value()
             if message.error() or key is None or value is None or not key.startswith(prefix):
                 continue
-            count = decode_count(value).count
+            count = events_of(value)
             total += count - latest.get(key, 0)
             latest[key] = count
         if burst.progress and burst.progress[-1][1] == total:
@@ -92,7 +101,7 @@ def _count(consumer: Consumer, burst: Burst, prefix: bytes, timeout_s: float) ->
         burst.progress.append((time.monotonic(), total))
     if total != burst.events:
         raise BenchError(
-            f"the changelog counted {total:,} of {burst.events:,} events after {timeout_s:.0f} s"
+            f"{what} counted {total:,} of {burst.events:,} events after {timeout_s:.0f} s"
         )
 
 
@@ -121,7 +130,8 @@ def measure(session: BenchSession, report: Report) -> None:
             daemon=True,
         )
         producing.start()
-        _count(consumer, burst, prefix.encode(), session.timeout_s(_TIMEOUT_S))
+        count_of = lambda value: decode_count(value).count  # noqa: E731
+        count_burst(consumer, burst, count_of, session.timeout_s(_TIMEOUT_S), prefix.encode())
         producing.join(30.0)
     finally:
         consumer.close()
