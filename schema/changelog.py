@@ -5,6 +5,7 @@ explicit partition = `partition_for(entity key, P)`, value = JSON. A record is a
 idempotent upsert, so replaying a micro-batch is harmless:
 - count: the FULL current count of a key (never a delta); record key = entity key.
 - windowed_count: the full count of one (key, window); record key = pack(key, start).
+- windowed_aggregate: as windowed_count, with the window's results (`fields`).
 - latest: the newest event of a key by event time; record key = entity key.
 - history: one event, identified by (key, event time, source partition, source offset);
   record key = pack(key, event time, source partition, source offset).
@@ -50,13 +51,15 @@ class CountRow:
 
 @dataclass(frozen=True)
 class WindowRow:
-    """Events of one key in the window [start_ms, end_ms)."""
+    """Events of one key in the window [start_ms, end_ms); and, of a windowed aggregate
+    view, the window's results by name (`fields`)."""
 
     key: str
     start_ms: int
     end_ms: int
     count: int
     last_event_ms: int
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ def encode_window(row: WindowRow) -> bytes:
             "end_ms": row.end_ms,
             "count": row.count,
             "last_event_ms": row.last_event_ms,
+            "fields": row.fields,  # a windowed aggregate view's results; {} for counts
         }
     )
 
@@ -103,12 +107,16 @@ def encode_window(row: WindowRow) -> bytes:
 def decode_window(value: bytes) -> WindowRow:
     try:
         doc = orjson.loads(value)
+        fields = doc.get("fields", {})  # absent from windows written before windowed aggregates
+        if not isinstance(fields, dict):
+            raise TypeError("fields is not an object")
         return WindowRow(
             doc["key"],
             int(doc["start_ms"]),
             int(doc["end_ms"]),
             int(doc["count"]),
             int(doc["last_event_ms"]),
+            fields,
         )
     except _DECODE_ERRORS as exc:
         raise ValueError(f"undecodable window changelog value {value[:200]!r}") from exc

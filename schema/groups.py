@@ -1,4 +1,4 @@
-"""Re-keying: an aggregate view grouped by value fields instead of the record key.
+"""Re-keying: an aggregate view (windowed or not) grouped by value fields instead of the record key.
 
 `View(group_by=("product",), key_field="product", key_type=KeyType.STRING, ...)` keeps one
 row per product of an orders topic keyed by customer. The fields' values make the key,
@@ -55,7 +55,7 @@ def check_group_by(
 ) -> None:
     """ValueError naming `view` and the fix unless `group_by` names distinct value fields
     of key types, of an aggregate view, and `key_type` is the key they make."""
-    if kind != "aggregate":
+    if kind not in ("aggregate", "windowed_aggregate"):
         raise ValueError(f"view {view}: group_by is for aggregate views, not {kind} ones")
     by_name = {f.name: f for f in fields}
     unknown = [name for name in group_by if name not in by_name]

@@ -48,6 +48,7 @@ class ViewKind(enum.Enum):
     LATEST = "latest"
     HISTORY = "history"
     AGGREGATE = "aggregate"
+    WINDOWED_AGGREGATE = "windowed_aggregate"
 
 
 class ValueFormat(enum.Enum):
@@ -98,6 +99,7 @@ _SHAPES: dict[ViewKind, _KindShape] = {
     ViewKind.LATEST: _KindShape(many=True),
     ViewKind.HISTORY: _KindShape(),
     ViewKind.AGGREGATE: _KindShape(many=True, top=True, aggregates=True),
+    ViewKind.WINDOWED_AGGREGATE: _KindShape(top=True, window=True, aggregates=True),
 }
 
 
@@ -130,9 +132,12 @@ class View:
     An aggregate view keeps per key the `aggregates` over its events (`schema.aggregates`):
     its type shows each result and the newest event time, like a latest view's event, and
     its top-N ranks keys by any numeric result. `value_fields` are then the fields the
-    aggregates and `where` read. `where`, on a view of any kind, is a Spark SQL predicate
-    over the value fields by their GraphQL names (`status = 'PAID' AND amount > 0`): only
-    the events it holds for are in the view; it is checked when the pipeline starts.
+    aggregates and `where` read. A windowed aggregate view keeps them per key and window
+    (`window`, as a windowed_count view does): each window shows its events' count and
+    the results, and its top-N per window ranks keys by the count. `where`, on a view of
+    any kind, is a Spark SQL predicate over the value fields by their GraphQL names
+    (`status = 'PAID' AND amount > 0`): only the events it holds for are in the view; it
+    is checked when the pipeline starts.
     """
 
     name: str
@@ -215,7 +220,7 @@ class View:
         elif self.aggregates:
             raise ValueError(
                 f"view {self.name}: aggregates are for aggregate views: set "
-                f"kind=ViewKind.AGGREGATE, or drop them"
+                f"kind=ViewKind.AGGREGATE (or WINDOWED_AGGREGATE), or drop them"
             )
 
     def _kind_fields(self) -> list[str]:
@@ -235,11 +240,14 @@ class View:
 
     @functools.cached_property  # on every changelog record a node applies, every row read
     def row_fields(self) -> tuple[ValueField, ...]:
-        """The value fields of a row the view serves: an aggregate view's results, or the
-        event's `value_fields` a latest or history view shows."""
+        """The value fields of a row the view serves: an aggregate view's results (per
+        window, when windowed), the event's `value_fields` a latest or history view shows,
+        or none (a count's `value_fields` are only read by its `where`)."""
         if self.aggregates:
             return aggregate_fields(self.aggregates, self.value_fields)
-        return self.value_fields
+        if self.kind in (ViewKind.LATEST, ViewKind.HISTORY):
+            return self.value_fields
+        return ()
 
     @functools.cached_property
     def ranked_fields(self) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ holds for, as SQL computes them (a field missing or of the wrong type is null an
 It reads a raw JSON value's fields as the pipeline does for the types the tests produce:
 a Float from a JSON number, an Int from a JSON integer, a String from a JSON string;
 anything else is null. `orders` is the hypothesis strategy of the events of the orders
-views (`tests.orders`).
+views (`tests.orders`). `windowed_reference` is the same per key and window.
 """
 
 from __future__ import annotations
@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 
 from schema import AggregateFunction, FieldType, RecordKey, ValueType, View
 
-__all__ = ["PRODUCTS", "Event", "Expected", "orders", "reference", "same_results"]
+__all__ = [
+    "PRODUCTS",
+    "Event",
+    "Expected",
+    "orders",
+    "reference",
+    "same_results",
+    "windowed_reference",
+]
 
 T0 = 1_767_225_600_000
 PRODUCTS = ("p1", "p2", "p3", "Straße", "日本")
@@ -37,13 +45,15 @@ _values = st.fixed_dictionaries(
 )
 
 
-def orders(customers: list[str], max_size: int = 40) -> st.SearchStrategy[list[Event]]:
+def orders(
+    customers: list[str], max_size: int = 40, span_ms: int = 10_000
+) -> st.SearchStrategy[list[Event]]:
     """Lists of order events of `customers` (few, so that they repeat), event times out of
-    order, fields missing, mistyped or of other case."""
+    order over `span_ms` from T0, fields missing, mistyped or of other case."""
     event = st.builds(
         Event,
         key=st.sampled_from(customers),
-        event_ms=st.integers(T0, T0 + 10_000),
+        event_ms=st.integers(T0, T0 + span_ms),
         value=_values,
     )
     return st.lists(event, min_size=1, max_size=max_size)
@@ -106,24 +116,46 @@ def reference(
     """Each key's expected row in `view` after `events`, by key text (a grouped view's from
     its group fields); `where` is the Python twin of the view's SQL predicate, over the
     fields as read (None: every event)."""
-    types = {f.name: f.type for f in view.value_fields}
     by_key: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for key, event_ms, fields in _held(view, events, where):
+        by_key.setdefault(key, []).append((event_ms, fields))
+    return {key: _expected(view, held) for key, held in by_key.items()}
+
+
+def windowed_reference(
+    view: View, events: Iterable[Event], where: Callable[[dict[str, Any]], bool] | None = None
+) -> dict[tuple[str, int], Expected]:
+    """Each (key, window start)'s expected window of windowed aggregate `view` (tumbling
+    or hopping) after `events`, none of them late; `Expected.events` is the window's count."""
+    assert view.window is not None
+    by_window: dict[tuple[str, int], list[tuple[int, dict[str, Any]]]] = {}
+    for key, event_ms, fields in _held(view, events, where):
+        for start in view.window.starts_of(event_ms):
+            by_window.setdefault((key, start), []).append((event_ms, fields))
+    return {at: _expected(view, held) for at, held in by_window.items()}
+
+
+def _held(
+    view: View, events: Iterable[Event], where: Callable[[dict[str, Any]], bool] | None
+) -> Iterable[tuple[str, int, dict[str, Any]]]:
+    """(key text, event time, fields as read) of each event the view holds."""
+    types = {f.name: f.type for f in view.value_fields}
     for event in events:
         fields = {name: _read(t, event.value.get(name)) for name, t in types.items()}
         key = _group_key(view, fields) if view.group_by else event.key
         if key is not None and (where is None or where(fields)):
-            by_key.setdefault(key, []).append((event.event_ms, fields))
-    expected = {}
-    for key, held in by_key.items():
-        results = {}
-        for aggregate in view.aggregates:
-            if aggregate.of is None:
-                values: list[Any] = [1 for _ in held]
-            else:
-                values = [f[aggregate.of] for _, f in held if f[aggregate.of] is not None]
-            results[aggregate.name] = _FUNCTIONS[aggregate.function](values)
-        expected[key] = Expected(max(t for t, _ in held), len(held), results)
-    return expected
+            yield key, event.event_ms, fields
+
+
+def _expected(view: View, held: list[tuple[int, dict[str, Any]]]) -> Expected:
+    results = {}
+    for aggregate in view.aggregates:
+        if aggregate.of is None:
+            values: list[Any] = [1 for _ in held]
+        else:
+            values = [f[aggregate.of] for _, f in held if f[aggregate.of] is not None]
+        results[aggregate.name] = _FUNCTIONS[aggregate.function](values)
+    return Expected(max(t for t, _ in held), len(held), results)
 
 
 def same_results(got: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:

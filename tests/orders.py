@@ -1,7 +1,8 @@
 """The aggregate views of an orders topic the tests run (the pipeline's against the
 reference in tests/aggregates.py, the differential cluster's): every aggregate per
 customer (the record key), the paid orders only (a `where`), and sales re-keyed by value
-fields: per product, and per (status, quantity). Values are JSON objects with `amount`,
+fields: per product, and per (status, quantity); and the average basket per customer and
+hour, in hopping windows (`HOURLY_BASKETS`). Values are JSON objects with `amount`,
 `quantity`, `product`, `status` and the event time in `timestamp`."""
 
 from __future__ import annotations
@@ -18,9 +19,18 @@ from schema import (
     ValueField,
     View,
     ViewKind,
+    WindowSpec,
 )
 
-__all__ = ["CUSTOMER_ORDERS", "ORDER_VIEWS", "PAID_ORDERS", "PRODUCT_SALES", "STATUS_LINES", "paid"]
+__all__ = [
+    "CUSTOMER_ORDERS",
+    "HOURLY_BASKETS",
+    "ORDER_VIEWS",
+    "PAID_ORDERS",
+    "PRODUCT_SALES",
+    "STATUS_LINES",
+    "paid",
+]
 
 F = AggregateFunction
 
@@ -106,6 +116,31 @@ STATUS_LINES = View(
     aggregates=(Aggregate("orders", F.COUNT), Aggregate("revenue", F.SUM, "amount")),
     group_by=("status", "quantity"),
     key_type=RecordKey((KeyField("status"), KeyField("quantity", KeyType.INT))),
+)
+
+# the average basket per customer and hour, a new hour every 15 minutes: an order is in
+# four windows; kept 400 days, since the tests' orders are of 1 January 2026
+HOURLY_BASKETS = View(
+    name="hourly_baskets",
+    topic="orders",
+    kind=ViewKind.WINDOWED_AGGREGATE,
+    key_field="customer",
+    type_name="HourlyBasket",
+    point_field="hourlyBaskets",
+    top_field="topCustomersPerHour",
+    event_time_field="timestamp",
+    value_fields=CUSTOMER_ORDERS.value_fields,
+    aggregates=(
+        Aggregate("basket", F.AVG, "amount"),
+        Aggregate("revenue", F.SUM, "amount"),
+        Aggregate("products", F.COUNT_DISTINCT, "product"),
+    ),
+    window=WindowSpec(
+        size_ms=3_600_000,
+        slide_ms=900_000,
+        grace_ms=3_600_000,
+        retention_ms=400 * 24 * 3_600_000,
+    ),
 )
 
 ORDER_VIEWS = (CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES, STATUS_LINES)

@@ -30,12 +30,14 @@ class Row:
 
 @dataclass(frozen=True)
 class WindowCount:
-    """The count of one key in the window [start, end) of a windowed_count view."""
+    """The count of one key in the window [start, end) of a windowed_count view; of a
+    windowed aggregate view, also its results by name (`values`)."""
 
     key: str
     start: datetime
     end: datetime
     count: int
+    values: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,7 @@ class ViewQueries:
         return [read(item) for item in _list(data)]
 
     def read_windows(self, data: Any) -> list[WindowCount]:
-        return [window_row(item) for item in _list(data)]
+        return [window_row(self.view, item) for item in _list(data)]
 
     def read_slices(self, data: Any) -> dict[int, ScanSlice]:
         """Each partition's slice: its rows' positions and columns."""
@@ -404,13 +404,18 @@ def count_columns() -> ScanColumns:
     return ScanColumns(("k", "c"), (_STR, _INT), Row)
 
 
-def window_columns() -> ScanColumns:
-    """The columns of a windowed view's scan rows: key, window start and end, count."""
+def window_columns(view: View) -> ScanColumns:
+    """The columns of a windowed view's scan rows: key, window start and end, count, then
+    its results (windowed aggregate views)."""
 
-    def build(key: str, start: int, end: int, count: int) -> WindowCount:
-        return WindowCount(key, from_ms(start), from_ms(end), count)
+    def build(key: str, start: int, end: int, count: int, *values: Any) -> WindowCount:
+        return WindowCount(key, from_ms(start), from_ms(end), count, _values(view, values))
 
-    return ScanColumns(("k", "s", "e", "c"), (_STR, _INT, _INT, _INT), build, frozenset("se"))
+    values = [f"v{index}" for index in range(len(view.row_fields))]
+    types = [_column_types(f.type) for f in view.row_fields]
+    return ScanColumns(
+        ("k", "s", "e", "c", *values), (_STR, _INT, _INT, _INT, *types), build, frozenset("se")
+    )
 
 
 def event_columns(view: View) -> ScanColumns:
@@ -430,7 +435,8 @@ def count_selection(view: View) -> str:
 
 
 def window_selection(view: View) -> str:
-    return f"{{k:{view.key_field} s:start e:end c:count}}"
+    values = [f"v{i}:{f.name}{_selection(f.type)}" for i, f in enumerate(view.row_fields)]
+    return "{" + " ".join([f"k:{view.key_field} s:start e:end c:count", *values]) + "}"
 
 
 def _column_types(value_type: ValueType) -> frozenset[type]:
@@ -514,10 +520,13 @@ def count_row(item: Any) -> Row:
     return Row(_key(doc), _count(doc))
 
 
-def window_row(item: Any) -> WindowCount:
-    """An entry of `window_selection`."""
+def window_row(view: View, item: Any) -> WindowCount:
+    """An entry of `window_selection(view)`."""
     doc = _object(item)
-    return WindowCount(_key(doc), _time(doc, "s"), _time(doc, "e"), _count(doc))
+    values = [doc.get(f"v{index}") for index in range(len(view.row_fields))]
+    return WindowCount(
+        _key(doc), _time(doc, "s"), _time(doc, "e"), _count(doc), _values(view, values)
+    )
 
 
 def _result_total(item: Any) -> ResultTotal:

@@ -74,10 +74,10 @@ def _windowed_documents(view: View) -> NodeDocuments:
     return NodeDocuments(
         top=top_document(view, window_selection(view), windowed=True),
         windows=windows_document(view),
-        read_ranked=window_row,
+        read_ranked=functools.partial(window_row, view),
         totals=totals_document(view, windowed=True),
         scan=scan_document(view, timed=True),
-        scan_columns=window_columns(),
+        scan_columns=window_columns(view),
     )
 
 
@@ -125,6 +125,7 @@ KINDS: dict[ViewKind, ReadKind] = {
     ViewKind.LATEST: ReadKind(_latest_documents, cached_row=_latest_row),
     ViewKind.HISTORY: ReadKind(_history_documents),
     ViewKind.AGGREGATE: ReadKind(_aggregate_documents, cached_row=_latest_row),
+    ViewKind.WINDOWED_AGGREGATE: ReadKind(_windowed_documents),
 }
 
 

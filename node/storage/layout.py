@@ -6,7 +6,7 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("meta", "format")                                -> b"1"
 ("row", view, key)                                -> >Qq   count, last_event_ms
 ("top", view, MAX_UINT - count, key)              -> >Qq   count, last_event_ms; UTF-8 key
-("win", view, key, start_ms)                      -> >Qqq  count, end_ms, last_event_ms
+("win", view, key, start_ms)                      -> >Qqq  count, end_ms, last_event_ms; JSON fields
 ("wtop", view, start_ms, MAX_UINT - count, key)   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
 ("wstart", view, start_ms, key)                   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
 ("latest", view, key)                             -> >QQQ  event_ms, partition, offset; JSON fields
@@ -31,6 +31,9 @@ the key's UTF-8 bytes, a key before every key it is a prefix of.
 "wstart" orders every window by (start, key). "rank" indexes the latest rows of an aggregate
 view by one numeric field (value descending, then key; `order_of`); a row whose field is
 null or no number is not in it.
+A window's JSON fields are a windowed aggregate view's results (none for windowed_count
+views); the window indexes do not repeat them: a read by an index fills them from the
+rows (`PartitionStore.with_results`).
 Index values repeat the row, so top-N reads never decode keys (measured: the generic key
 decoder was half the cost of a top-1000 read).
 """
@@ -97,6 +100,7 @@ __all__ = [
     "encode_offset",
     "encode_total",
     "encode_window",
+    "encode_window_index",
     "encode_window_total",
     "event_key",
     "event_prefix",
@@ -249,15 +253,22 @@ def int_at(key: bytes, at: int) -> int:
 
 
 def encode_window(row: WindowRow) -> bytes:
-    return _WINDOW.pack(row.count, row.end_ms, row.last_event_ms)
+    header = _WINDOW.pack(row.count, row.end_ms, row.last_event_ms)
+    return header + orjson.dumps(row.fields) if row.fields else header
+
+
+def encode_window_index(row: WindowRow) -> bytes:
+    """A window's index entry: its count, end and newest event time, then the UTF-8 key."""
+    return _WINDOW.pack(row.count, row.end_ms, row.last_event_ms) + row.key.encode("utf-8")
 
 
 def decode_window(view: str, key: str, start_ms: int, value: bytes) -> WindowRow:
     try:
-        count, end_ms, last_event_ms = _WINDOW.unpack(value)
-    except struct.error as exc:
+        count, end_ms, last_event_ms = _WINDOW.unpack_from(value)
+        fields = _fields(value[_WINDOW.size :]) if len(value) > _WINDOW.size else {}
+    except (struct.error, orjson.JSONDecodeError, TypeError) as exc:
         raise _corrupt(view, key, "window", value) from exc
-    return WindowRow(key, start_ms, end_ms, count, last_event_ms)
+    return WindowRow(key, start_ms, end_ms, count, last_event_ms, fields)
 
 
 def decode_window_top(start_ms: int, value: bytes) -> WindowRow:

@@ -139,9 +139,12 @@ class PartitionStore(abc.ABC):
         """The unexpired windows of `key` with since <= start < until, by start."""
 
     @abc.abstractmethod
-    def top_window(self, view: str, start_ms: int, limit: int, horizon_ms: int) -> list[WindowRow]:
+    def top_window(
+        self, view: str, start_ms: int, limit: int, horizon_ms: int, results: bool = False
+    ) -> list[WindowRow]:
         """The `limit` highest counts of the window starting at `start_ms`, ties by key
-        ascending; empty when that window is expired."""
+        ascending; empty when that window is expired. `results`: with each window's
+        results (a windowed aggregate view's), which the index does not hold."""
 
     @abc.abstractmethod
     def latest(self, view: str, key: str) -> EventRow | None:
@@ -180,11 +183,18 @@ class PartitionStore(abc.ABC):
 
     @abc.abstractmethod
     def scan(
-        self, view: str, table: layout.Table, span: layout.ScanSpan, limit: int, horizon_ms: int
+        self,
+        view: str,
+        table: layout.Table,
+        span: layout.ScanSpan,
+        limit: int,
+        horizon_ms: int,
+        results: bool = False,
     ) -> list[tuple[bytes, layout.ScannedRow]]:
         """Up to `limit` rows of `table` in `span`, in its order (reversed when backward),
         each with its position (its key's tail after the view head, `span.after` of the next
-        slice); windows that end at or before `horizon_ms` are skipped. Reads no further."""
+        slice); windows that end at or before `horizon_ms` are skipped. Reads no further.
+        `results`: windows read by an index come with their results (see `top_window`)."""
 
     @abc.abstractmethod
     def total(self, view: str) -> layout.Total:
@@ -507,9 +517,8 @@ class LevelDBStore(PartitionStore):
                 wb.delete(row_key)
                 wb.delete(start_key)
                 continue
-            value = layout.encode_window(row)
-            wb.put(row_key, value)
-            indexed = value + key.encode("utf-8")
+            wb.put(row_key, layout.encode_window(row))
+            indexed = layout.encode_window_index(row)
             wb.put(layout.window_top_key(view, start_ms, row.count, key), indexed)
             wb.put(start_key, indexed)
         for (view, start_ms), (change, end_ms) in changes.items():
@@ -637,21 +646,18 @@ class LevelDBStore(PartitionStore):
                     rows.append(row)
         return rows
 
-    def top_window(self, view: str, start_ms: int, limit: int, horizon_ms: int) -> list[WindowRow]:
+    def top_window(
+        self, view: str, start_ms: int, limit: int, horizon_ms: int, results: bool = False
+    ) -> list[WindowRow]:
         db = self._require_open()
-        rows: list[WindowRow] = []
         if limit <= 0 or start_ms < 0:
-            return rows
-        prefix = layout.window_top_prefix(view, start_ms)
-        with db.iterator(prefix=prefix, include_key=False) as entries:
-            for value in entries:
-                row = layout.decode_window_top(start_ms, value)
-                if row.end_ms <= horizon_ms:
-                    continue
-                rows.append(row)
-                if len(rows) >= limit:
-                    break
-        return rows
+            return []
+        if not results:
+            return _top_window(db, view, start_ms, limit, horizon_ms)
+        with db.snapshot() as snapshot:  # the rows as the index saw them
+            return _with_results(
+                snapshot, view, _top_window(snapshot, view, start_ms, limit, horizon_ms)
+            )
 
     def latest(self, view: str, key: str) -> EventRow | None:
         value = self._require_open().get(layout.latest_key(view, key))
@@ -752,7 +758,13 @@ class LevelDBStore(PartitionStore):
                     return
 
     def scan(
-        self, view: str, table: layout.Table, span: layout.ScanSpan, limit: int, horizon_ms: int
+        self,
+        view: str,
+        table: layout.Table,
+        span: layout.ScanSpan,
+        limit: int,
+        horizon_ms: int,
+        results: bool = False,
     ) -> list[tuple[bytes, layout.ScannedRow]]:
         db = self._require_open()
         head = table.head(view)
@@ -760,24 +772,13 @@ class LevelDBStore(PartitionStore):
         if limit <= 0 or bounds is None:
             return []
         cut = len(head)
-        low, high = bounds
-        rows: list[tuple[bytes, layout.ScannedRow]] = []
-        # backwards, the lower bound is checked here: plyvel's reverse iterator with `start`
-        # yields nothing when the only key in range is `start` itself (plyvel 1.5)
-        with db.iterator(
-            start=None if span.backward else low, stop=high, reverse=span.backward
-        ) as entries:
-            for stored_key, value in entries:
-                if stored_key < low:
-                    break
-                tail = stored_key[cut:]
-                row = layout.decode_scanned(table, view, tail, value)
-                if isinstance(row, WindowRow) and row.end_ms <= horizon_ms:
-                    continue
-                rows.append((tail, row))
-                if len(rows) >= limit:
-                    break
-        return rows
+        if not (results and table.timed):
+            return _scan(db, table, view, bounds, cut, span.backward, limit, horizon_ms)
+        with db.snapshot() as snapshot:  # windows by an index: fill in their results
+            rows = _scan(snapshot, table, view, bounds, cut, span.backward, limit, horizon_ms)
+            windows = [row for _, row in rows if isinstance(row, WindowRow)]
+            filled = _with_results(snapshot, view, windows)
+        return [(tail, row) for (tail, _), row in zip(rows, filled, strict=True)]
 
     def total(self, view: str) -> layout.Total:
         value = self._require_open().get(layout.total_key(view))
@@ -886,6 +887,70 @@ def _add_aggregate_total(
         wb.delete(key)
     else:
         wb.put(key, layout.encode_aggregate_total(total))
+
+
+def _top_window(
+    reader: plyvel.DB | plyvel.Snapshot, view: str, start_ms: int, limit: int, horizon_ms: int
+) -> list[WindowRow]:
+    """The first `limit` unexpired windows of the "wtop" index of one window start."""
+    rows: list[WindowRow] = []
+    prefix = layout.window_top_prefix(view, start_ms)
+    with reader.iterator(prefix=prefix, include_key=False) as entries:
+        for value in entries:
+            row = layout.decode_window_top(start_ms, value)
+            if row.end_ms <= horizon_ms:
+                continue
+            rows.append(row)
+            if len(rows) >= limit:
+                break
+    return rows
+
+
+def _scan(
+    reader: plyvel.DB | plyvel.Snapshot,
+    table: layout.Table,
+    view: str,
+    bounds: tuple[bytes, bytes],
+    cut: int,
+    backward: bool,
+    limit: int,
+    horizon_ms: int,
+) -> list[tuple[bytes, layout.ScannedRow]]:
+    """Up to `limit` rows of `table` within `bounds`, each with its key's tail after `cut`
+    bytes; windows ending at or before `horizon_ms` skipped (see `PartitionStore.scan`)."""
+    low, high = bounds
+    rows: list[tuple[bytes, layout.ScannedRow]] = []
+    # backwards, the lower bound is checked here: plyvel's reverse iterator with `start`
+    # yields nothing when the only key in range is `start` itself (plyvel 1.5)
+    with reader.iterator(start=None if backward else low, stop=high, reverse=backward) as entries:
+        for stored_key, value in entries:
+            if stored_key < low:
+                break
+            tail = stored_key[cut:]
+            row = layout.decode_scanned(table, view, tail, value)
+            if isinstance(row, WindowRow) and row.end_ms <= horizon_ms:
+                continue
+            rows.append((tail, row))
+            if len(rows) >= limit:
+                break
+    return rows
+
+
+def _with_results(
+    reader: plyvel.DB | plyvel.Snapshot, view: str, windows: list[WindowRow]
+) -> list[WindowRow]:
+    """`windows`, read by an index, with the results their rows hold (none when a row is
+    gone, which a snapshot taken with the index read rules out)."""
+    filled = []
+    for window in windows:
+        value = reader.get(layout.window_key(view, window.key, window.start_ms))
+        stored = (
+            None
+            if value is None
+            else layout.decode_window(view, window.key, window.start_ms, value)
+        )
+        filled.append(window if stored is None else stored)
+    return filled
 
 
 def _add_total(

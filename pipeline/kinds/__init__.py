@@ -15,6 +15,7 @@ PLANS: dict[ViewKind, KindPlan] = {
     ViewKind.LATEST: latest.PLAN,
     ViewKind.HISTORY: history.PLAN,
     ViewKind.AGGREGATE: aggregate.PLAN,
+    ViewKind.WINDOWED_AGGREGATE: windowed_count.PLAN,  # its rows carry the results
 }
 
 

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import Aggregate, AggregateFunction, EventRow, View, encode_event
 
-__all__ = ["PLAN", "aggregate", "changelog"]
+__all__ = ["PLAN", "aggregate", "changelog", "results"]
 
 _EVENTS = "events"  # the column of the number of events aggregated
 
@@ -42,15 +42,20 @@ def _result(aggregate: Aggregate) -> Column:
     return _COMPUTE[aggregate.function](value).alias(aggregate.name)
 
 
+def results(view: View) -> list[Column]:
+    """The aggregation columns of `view`'s aggregates, each named as its result."""
+    return [_result(a) for a in view.aggregates]
+
+
 def aggregate(events: DataFrame, view: View) -> DataFrame:
     """Per key: `event_ms` (the newest), `events` (how many) and `fields`, the results."""
     grouped = events.groupBy("key").agg(
         F.max("event_ms").alias("event_ms"),
         F.count(F.lit(1)).alias(_EVENTS),
-        *(_result(a) for a in view.aggregates),
+        *results(view),
     )
-    results = F.struct(*(a.name for a in view.aggregates)).alias("fields")
-    return grouped.select("key", "event_ms", _EVENTS, results)
+    fields = F.struct(*(a.name for a in view.aggregates)).alias("fields")
+    return grouped.select("key", "event_ms", _EVENTS, fields)
 
 
 def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:

@@ -1,4 +1,6 @@
-"""WINDOWED_COUNT views: events per key and window, with a watermark for late events.
+"""WINDOWED_COUNT views: events per key and window, with a watermark for late events;
+and WINDOWED_AGGREGATE views, which add the view's aggregates per key and window
+(`pipeline.kinds.aggregate.results`) as the window row's `fields`.
 
 Windows are Spark's `window()` over the event time, tumbling or hopping (`WindowSpec`):
 they start at whole multiples of the slide since the epoch, and an event counts in every
@@ -23,6 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.errors import PipelineError
+from pipeline.kinds.aggregate import results
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, WindowRow, WindowSpec, encode_window, window_record_key
 
@@ -38,14 +41,22 @@ def _window(spec: WindowSpec) -> Column:
 
 
 def aggregate(events: DataFrame, view: View) -> DataFrame:
-    """Per (key, window): `count`, `last_event_ms`, and the window's `start_ms`/`end_ms`."""
+    """Per (key, window): `count`, `last_event_ms`, the window's `start_ms`/`end_ms`, and
+    the view's aggregates as `fields` when it has any."""
     if view.window is None:
-        raise PipelineError(f"view {view.name}: a windowed_count view needs a window")
+        raise PipelineError(f"view {view.name}: a {view.kind.value} view needs a window")
     windows = (
         events.withColumn("event_time", F.timestamp_millis("event_ms"))
         .withWatermark("event_time", f"{view.window.grace_ms} milliseconds")
         .groupBy("key", _window(view.window))
-        .agg(F.count(F.lit(1)).alias("count"), F.max("event_ms").alias("last_event_ms"))
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.max("event_ms").alias("last_event_ms"),
+            *results(view),
+        )
+    )
+    fields = (
+        [F.struct(*(a.name for a in view.aggregates)).alias("fields")] if view.aggregates else []
     )
     return windows.select(
         "key",
@@ -53,6 +64,7 @@ def aggregate(events: DataFrame, view: View) -> DataFrame:
         F.unix_millis(F.col("window.end")).alias("end_ms"),
         "count",
         "last_event_ms",
+        *fields,
     )
 
 
@@ -65,6 +77,7 @@ def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
             end_ms=row["end_ms"],
             count=row["count"],
             last_event_ms=row["last_event_ms"],
+            fields=row.get("fields") or {},
         )
         yield ChangelogRecord(window.key, window_record_key(window), encode_window(window))
 

@@ -6,6 +6,9 @@ lookup again (the cache's answer), and the view's totals (over every order produ
 far). The paid orders view holds only what its `where` holds,
 and the sales per product are keyed and routed by a value field. A top-N subscription by
 revenue, over Server-Sent Events, pushes the reference's top once the orders are in.
+The average basket per customer and hour, in windows of an hour starting every 15
+minutes (`HOURLY_BASKETS`, a windowed aggregate view), equals the reference per key and
+window: each key's windows, each window's top-N, and the scan.
 A pipeline SIGKILLed mid-stream replays from its checkpoint and counts nothing twice."""
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import math
 import threading
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -24,9 +27,9 @@ from hypothesis import strategies as st
 
 from runtime.produce import Record, produce_records
 from schema import View, field_value, wire_value
-from tests.aggregates import PRODUCTS, Event, Expected, orders, reference
+from tests.aggregates import PRODUCTS, Event, Expected, orders, reference, windowed_reference
 from tests.e2e.conftest import Cluster
-from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES, paid
+from tests.orders import CUSTOMER_ORDERS, HOURLY_BASKETS, PAID_ORDERS, PRODUCT_SALES, paid
 from tooling.processes import wait_until
 
 TOP_LIMIT = 1000  # the gateway's most; these views hold only this file's keys
@@ -210,6 +213,101 @@ def _differences(
     return wrong
 
 
+def _ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+class WindowSurfaces:
+    """What the gateway answers of windowed aggregate view HOURLY_BASKETS for the keys
+    that start with `prefix`: each key's windows, the top of each window, the scan."""
+
+    view = HOURLY_BASKETS
+
+    def __init__(self, cluster: Cluster, prefix: str) -> None:
+        self.cluster, self.prefix = cluster, prefix
+        results = " ".join(f.name for f in self.view.row_fields)
+        self.selection = f"{self.view.key_field} start end count {results}"
+
+    def _rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{**r, "start": _ms(r["start"]), "end": _ms(r["end"])} for r in rows]
+
+    def windows(self, key: str) -> list[dict[str, Any]]:
+        query = (
+            f"query($k: String!) {{ r: {self.view.point_field}({self.view.key_field}: $k) "
+            f"{{ {self.selection} }} }}"
+        )
+        return self._rows(self.cluster.data(query, {"k": key})["r"])
+
+    def top(self, start_ms: int) -> list[dict[str, Any]]:
+        query = (
+            f"query($l: Int!, $w: WindowInput!) {{ r: {self.view.top_field}(limit: $l, "
+            f"window: $w) {{ {self.selection} }} }}"
+        )
+        window = {"start": datetime.fromtimestamp(start_ms / 1000, UTC).isoformat()}
+        rows = self.cluster.data(query, {"l": TOP_LIMIT, "w": window})["r"]
+        return self._rows([r for r in rows if r[self.view.key_field].startswith(self.prefix)])
+
+    def scan(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        after = None
+        query = (
+            f"query($p: String!, $a: String) {{ r: {self.view.scan_field}(prefix: $p, "
+            f"first: 20, after: $a) {{ edges {{ node {{ {self.selection} }} }} "
+            "pageInfo { hasNextPage endCursor } } }"
+        )
+        while True:
+            page = self.cluster.data(query, {"p": self.prefix, "a": after})["r"]
+            rows += [edge["node"] for edge in page["edges"]]
+            if not page["pageInfo"]["hasNextPage"]:
+                return self._rows(rows)
+            after = page["pageInfo"]["endCursor"]
+
+
+def _wanted_windows(produced: list[Event]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Each (key, start)'s window as the gateway must write it (start and end in ms)."""
+    view, windows = HOURLY_BASKETS, windowed_reference(HOURLY_BASKETS, produced)
+    assert view.window is not None
+    wanted = {}
+    for (key, start), e in windows.items():
+        results = {
+            f.name: wire_value(f.type, field_value(f.type, e.results[f.name]))
+            for f in view.row_fields
+        }
+        end = start + view.window.size_ms
+        wanted[(key, start)] = {
+            view.key_field: key,
+            "start": start,
+            "end": end,
+            "count": e.events,
+            **results,
+        }
+    return wanted
+
+
+def _window_differences(
+    surfaces: WindowSurfaces, produced: list[Event], keys: list[str]
+) -> list[str]:
+    """What of the gateway's windows differs from the reference's: empty when all agree."""
+    want = _wanted_windows(produced)
+    wrong = []
+    for key in keys:
+        mine = [want[at] for at in sorted(at for at in want if at[0] == key)]
+        got = surfaces.windows(key)
+        if not _all_same(got, mine):
+            wrong.append(f"windows of {key}: {got} != {mine}")
+    for start in sorted({start for _, start in want}):
+        ranked = [w for (_, s), w in want.items() if s == start]
+        ranked.sort(key=lambda w: (-w["count"], w["customer"].encode()))
+        top = surfaces.top(start)
+        if not _all_same(top, ranked):
+            wrong.append(f"top of {start}: {top} != {ranked}")
+    in_order = [want[at] for at in sorted(want, key=lambda at: (at[0].encode(), at[1]))]
+    scanned = surfaces.scan()
+    if not _all_same(scanned, in_order):
+        wrong.append(f"scan: {scanned} != {in_order}")
+    return wrong
+
+
 def _produce(cluster: Cluster, events: list[Event]) -> None:
     PRODUCED.extend(events)
     records = [Record(e.key, orjson.dumps({**e.value, "timestamp": e.event_ms})) for e in events]
@@ -258,6 +356,14 @@ def _wait_equal(cluster: Cluster, prefix: str, produced: list[Event]) -> None:
         expected = reference(view, produced, WHERES[view.name])
         totals = _totals(view, reference(view, PRODUCED, WHERES[view.name]))
         _wait_view(Surfaces(cluster, view, prefix), expected, keys, totals)
+    windows = WindowSurfaces(cluster, prefix)
+    found: list[str] = []
+
+    def windows_equal() -> bool:
+        found[:] = _window_differences(windows, produced, customers)
+        return not found
+
+    wait_until(windows_equal, 120, lambda: f"view {HOURLY_BASKETS.name}: {found}", 0.5)
 
 
 @settings(

@@ -3,14 +3,14 @@ single entry each, to show that a view of an existing kind needs no code: `word_
 (string keys), `host_access_hopping` and `host_sessions` (hopping and session windows,
 test_differential.py) and four count views whose record keys are written by Kafka's Java
 Integer, Long and Double serializers and by Jackson, a record of three fields
-(test_typed_keys.py); and three aggregate views of an orders topic, one re-keyed by a
-value field (tests/orders.py, test_aggregates.py)."""
+(test_typed_keys.py); and four aggregate views of an orders topic, one re-keyed by a
+value field, one in hopping windows (tests/orders.py, test_aggregates.py)."""
 
 from __future__ import annotations
 
 from schema import CATALOGUE as BUILT_IN
 from schema import KeyField, KeyType, RecordKey, View, ViewKind, WindowSpec
-from tests.orders import CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES
+from tests.orders import CUSTOMER_ORDERS, HOURLY_BASKETS, PAID_ORDERS, PRODUCT_SALES
 
 WORD_TALLY = View(
     name="word_tally",
@@ -104,7 +104,7 @@ SHOP_COUNTS = View(
 
 TYPED_KEY_VIEWS = (SEAT_COUNTS, ACCOUNT_COUNTS, PRICE_COUNTS, SHOP_COUNTS)
 
-ORDER_VIEWS = (CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES)
+ORDER_VIEWS = (CUSTOMER_ORDERS, PAID_ORDERS, PRODUCT_SALES, HOURLY_BASKETS)
 CATALOGUE = (
     *BUILT_IN,
     WORD_TALLY,

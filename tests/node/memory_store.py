@@ -109,7 +109,9 @@ class MemoryStore(PartitionStore):
             key=lambda w: w.start_ms,
         )
 
-    def top_window(self, view: str, start_ms: int, limit: int, horizon_ms: int) -> list[WindowRow]:
+    def top_window(
+        self, view: str, start_ms: int, limit: int, horizon_ms: int, results: bool = False
+    ) -> list[WindowRow]:  # its windows always hold their results
         self._require_open()
         rows = [
             w
@@ -164,7 +166,13 @@ class MemoryStore(PartitionStore):
         return events[: max(limit, 0)]
 
     def scan(
-        self, view: str, table: Table, span: ScanSpan, limit: int, horizon_ms: int
+        self,
+        view: str,
+        table: Table,
+        span: ScanSpan,
+        limit: int,
+        horizon_ms: int,
+        results: bool = False,  # its windows always hold their results
     ) -> list[tuple[bytes, ScannedRow]]:
         """The model: rows sorted by (UTF-8 key, the rest of the position) as Python tuples,
         filtered by comparing strings' UTF-8, not by the byte bounds LevelDB uses."""

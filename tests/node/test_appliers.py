@@ -38,7 +38,7 @@ def apply(view: View, key: bytes, value: bytes | None) -> ChangeBatch:
 def test_every_kind_is_served_and_only_windows_expire() -> None:
     assert set(KINDS) == set(ViewKind)
     expiring = [kind for kind, node_kind in KINDS.items() if node_kind.expire is not None]
-    assert expiring == [ViewKind.WINDOWED_COUNT]
+    assert expiring == [ViewKind.WINDOWED_COUNT, ViewKind.WINDOWED_AGGREGATE]
 
 
 def test_count_records() -> None:

@@ -67,7 +67,14 @@ def test_apply_returns_the_changes_that_took_effect_in_offset_order(
     batch.reading(15)
     batch.put_event("history", event("h", 100, 15))
     batch.advance("t", 16)
-    window = {"key": "w", "start_ms": 0, "end_ms": 60_000, "count": 4, "last_event_ms": 1}
+    window = {
+        "key": "w",
+        "start_ms": 0,
+        "end_ms": 60_000,
+        "count": 4,
+        "last_event_ms": 1,
+        "fields": {},  # a windowed aggregate view's results
+    }
     # every record's change, also one a later record of the same key replaced in the batch
     assert applied(store.apply(batch)) == [
         Change("counts", "a", 10, {"key": "a", "count": 1, "last_event_ms": 10}),

@@ -1,5 +1,6 @@
 """Contract suite of windowed_count in partition stores: windows by key and start, the
-per-window top index, and retention (expired windows are never returned, and purged)."""
+per-window top index, and retention (expired windows are never returned, and purged); and
+of a windowed aggregate view's windows, whose results every read returns."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from node.errors import SerializationError
+from node.storage.layout import ScanSpan, Table
 from node.storage.store import ChangeBatch, PartitionStore
 from schema import WindowRow
 from tests.node.stores import BACKENDS, StoreMaker, store_maker
@@ -99,6 +101,29 @@ def test_a_rewritten_window_survives_the_purge_of_its_old_value(store: Partition
     store.apply(put(window("a", SIZE, 4), horizon=SIZE))
     assert store.windows(V, "a", None, None, NEVER) == [window("a", SIZE, 4)]
     assert ranked(store, SIZE) == [("a", 4)]
+
+
+def _at(row: WindowRow) -> tuple[str, int]:
+    return (row.key, row.start_ms)
+
+
+def test_a_windows_results_come_back_from_every_read(make_store: StoreMaker) -> None:
+    def results(key: str, start: int, count: int, basket: float | None) -> WindowRow:
+        fields = {"basket": basket, "products": count, "name": "Straße"}
+        return WindowRow(key, start, start + SIZE, count, start + count, fields)
+
+    rows = [results("a", 0, 2, 10.5), results("b", 0, 5, None), results("a", SIZE, 1, -1e300)]
+    with make_store() as first:
+        first.apply(put(*rows))
+        first.apply(put(results("a", 0, 3, 7.25)))  # rewritten: the index entry moves
+    rows[0] = results("a", 0, 3, 7.25)
+    with make_store() as store:
+        assert store.windows(V, "a", None, None, NEVER) == [rows[0], rows[2]]
+        assert store.top_window(V, 0, 10, NEVER, results=True) == [rows[1], rows[0]]
+        for table in (Table.WINDOW, Table.WINDOW_START, Table.WINDOW_TOP):
+            scanned = store.scan(V, table, ScanSpan(), 10, NEVER, results=True)
+            windows = [row for _, row in scanned if isinstance(row, WindowRow)]
+            assert sorted(windows, key=_at) == sorted(rows, key=_at), table
 
 
 def test_windows_survive_reopen(make_store: StoreMaker) -> None:

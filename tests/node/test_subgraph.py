@@ -79,7 +79,7 @@ type WordCountSlice {
   partition: Int!
 
   \"\"\"
-  A slice's rows packed in columns, one JSON object of equally long arrays: `a` the rows' positions (lowercase hex of the key tail), `k` their keys, then by view kind: count `c` (counts); windowed_count `s`, `e` (window start and end, ms since the epoch) and `c`; latest and history `t` (event time, ms since the epoch) and `v0`, `v1`, ... (the value fields in catalogue order; null where missing or not of the field's scalar).
+  A slice's rows packed in columns, one JSON object of equally long arrays: `a` the rows' positions (lowercase hex of the key tail), `k` their keys, then by view kind: count `c` (counts); windowed_count `s`, `e` (window start and end, ms since the epoch) and `c`; latest and history `t` (event time, ms since the epoch) and `v0`, `v1`, ... (the value fields in catalogue order; null where missing or not of the field's scalar); aggregate views' results as `v0`, `v1`, ... after `t`, or after `c` for windowed aggregate views.
   \"\"\"
   rows: JSON!
 }

@@ -1,7 +1,8 @@
 """Aggregate views and `where` in a real Spark session, against the pure-Python reference
 (`tests.aggregates`): on hypothesis-generated events (keys few, so that they repeat; event
 times out of order; fields missing or of the wrong type), and streaming from Kafka across
-a restart that replays from the checkpoint, views re-keyed by value fields included."""
+a restart that replays from the checkpoint, views re-keyed by value fields included. A
+windowed aggregate view's windows (hopping) equal the reference's per key and window."""
 
 from __future__ import annotations
 
@@ -20,11 +21,19 @@ from pyspark.sql import SparkSession
 from pipeline import start_queries
 from pipeline.errors import PipelineError
 from pipeline.kinds import aggregate as aggregate_kind
+from pipeline.kinds import windowed_count as windowed_kind
 from pipeline.where import where_applied
 from runtime.topics import ensure_topics, statefed_topics
-from schema import EventRow, View, decode_event
-from tests.aggregates import Event, Expected, orders, reference, same_results
-from tests.orders import CUSTOMER_ORDERS, ORDER_VIEWS, PAID_ORDERS, paid
+from schema import EventRow, View, WindowRow, decode_event, decode_window
+from tests.aggregates import (
+    Event,
+    Expected,
+    orders,
+    reference,
+    same_results,
+    windowed_reference,
+)
+from tests.orders import CUSTOMER_ORDERS, HOURLY_BASKETS, ORDER_VIEWS, PAID_ORDERS, paid
 from tests.pipeline.support import (
     PARTITIONS,
     DeadLetterReader,
@@ -87,6 +96,44 @@ def test_every_aggregate_and_where_equal_the_reference(
 ) -> None:
     for view, where in ((CUSTOMER_ORDERS, None), (PAID_ORDERS, paid)):
         assert _differences(_rows(spark, view, events), reference(view, events, where)) == {}
+
+
+def _windows(spark: SparkSession, view: View, events: list[Event]) -> dict[Any, WindowRow]:
+    frame = spark.createDataFrame(
+        [(e.key, e.event_ms, 0, i, _fields(e)) for i, e in enumerate(events)], EVENTS
+    )
+    rows = windowed_kind.aggregate(where_applied(frame, view), view).toArrow()
+    windows = [decode_window(r.value or b"") for r in windowed_kind.changelog(rows)]
+    return {(w.key, w.start_ms): w for w in windows}
+
+
+def _window_differences(
+    got: dict[Any, WindowRow], expected: dict[Any, Expected], size_ms: int
+) -> dict[Any, Any]:
+    wrong = {}
+    for at in set(got) | set(expected):
+        row, want = got.get(at), expected.get(at)
+        if (
+            row is None
+            or want is None
+            or (row.count, row.last_event_ms, row.end_ms)
+            != (want.events, want.event_ms, row.start_ms + size_ms)
+            or not same_results(row.fields, want.results)
+        ):
+            wrong[at] = (row, want)
+    return wrong
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(events=orders(["c1", "c2", "ü"], span_ms=4 * 3_600_000))
+def test_windowed_aggregates_equal_the_reference_per_window(
+    spark: SparkSession, events: list[Event]
+) -> None:
+    assert HOURLY_BASKETS.window is not None
+    got, want = _windows(spark, HOURLY_BASKETS, events), windowed_reference(HOURLY_BASKETS, events)
+    assert _window_differences(got, want, HOURLY_BASKETS.window.size_ms) == {}
 
 
 def test_a_where_that_cannot_be_evaluated_names_the_view_and_its_fields(

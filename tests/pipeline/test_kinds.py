@@ -61,7 +61,10 @@ def test_every_kind_of_the_catalogues_has_a_plan() -> None:
     )
     assert plan_for(session).output_mode(session) == "append"  # Spark's only mode for them
     # only a watermark drops late events, so only windowed views resume a late_dropped total
-    assert [kind for kind, plan in PLANS.items() if plan.drops_late] == [ViewKind.WINDOWED_COUNT]
+    assert [kind for kind, plan in PLANS.items() if plan.drops_late] == [
+        ViewKind.WINDOWED_COUNT,
+        ViewKind.WINDOWED_AGGREGATE,
+    ]
 
 
 def test_an_unknown_kind_is_named() -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from runtime.topics import DEADLETTER_RETENTION_MS, TopicError, TopicSpec, topic_plan
 from schema import CATALOGUE, DEADLETTER_TOPIC, MEMBERS_TOPIC, PIPELINE_TOPIC, ViewKind
+from tests.orders import HOURLY_BASKETS
 from tooling.config import ToolingConfig
 
 
@@ -15,16 +16,19 @@ def _by_name(plan: list[TopicSpec]) -> dict[str, TopicSpec]:
     return {spec.name: spec for spec in plan}
 
 
-def test_the_catalogue_has_every_view_kind() -> None:
-    assert {view.kind for view in CATALOGUE} == set(ViewKind)
+EVERY_KIND = (*CATALOGUE, HOURLY_BASKETS)  # the built-in catalogue has no windowed aggregate
+
+
+def test_the_catalogues_have_every_view_kind() -> None:
+    assert {view.kind for view in EVERY_KIND} == set(ViewKind)
 
 
 def test_changelogs_are_compacted_and_windowed_ones_expire_at_the_views_retention() -> None:
-    plan = _by_name(topic_plan(CATALOGUE, 6, 3))
-    for view in CATALOGUE:
+    plan = _by_name(topic_plan(EVERY_KIND, 6, 3))
+    for view in EVERY_KIND:
         changelog = plan[view.changelog_topic]
         assert (changelog.role, changelog.partitions, changelog.replication) == ("changelog", 6, 3)
-        if view.kind is ViewKind.WINDOWED_COUNT:
+        if view.kind in (ViewKind.WINDOWED_COUNT, ViewKind.WINDOWED_AGGREGATE):
             assert view.window is not None
             assert changelog.configs["cleanup.policy"] == "compact,delete"
             assert changelog.configs["retention.ms"] == str(view.window.retention_ms)

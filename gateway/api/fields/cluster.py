@@ -34,9 +34,10 @@ RoleEnum = _mirror(
 )
 ViewKindEnum = _mirror(
     ViewKind,
-    "COUNT: events per key; WINDOWED_COUNT: events per key and window (tumbling or hopping); "
-    "LATEST: the newest event per key; HISTORY: every event of a key; AGGREGATE: per key, "
-    "the view's aggregates (sums, averages, distinct counts...) over its events.",
+    "COUNT: events per key; WINDOWED_COUNT: events per key and window (tumbling, hopping or "
+    "session); LATEST: the newest event per key; HISTORY: every event of a key; AGGREGATE: "
+    "per key, the view's aggregates (sums, averages, distinct counts...) over its events; "
+    "WINDOWED_AGGREGATE: the same per key and window.",
 )
 
 

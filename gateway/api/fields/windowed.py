@@ -1,5 +1,6 @@
 """The public fields of a WINDOWED_COUNT view: a key's windows in a time range, and the
-top-N of one window over every partition.
+top-N of one window over every partition. A WINDOWED_AGGREGATE view's windows also show
+the view's results (`basket: Float`), in the same fields.
 
 ```graphql
 hostAccessWindows(host: String!, from: DateTime, to: DateTime): [HostAccessWindow!]!
@@ -41,7 +42,8 @@ from gateway.api.fields.totals import window_totals_field
 from gateway.api.request import RequestContext
 from gateway.model.rows import Ranked, WindowCount
 from gateway.model.timestamps import from_ms
-from schema import View, WindowSpec
+from runtime.valuetypes import annotation
+from schema import View, WindowSpec, field_value
 
 __all__ = ["windowed_fields"]
 
@@ -74,21 +76,25 @@ def _texts(spec: WindowSpec) -> _Texts:
 
 
 def windowed_fields(view: View) -> ViewFields:
-    """Window range per key and per-window top-N of a WINDOWED_COUNT view."""
+    """Window range per key and per-window top-N of a WINDOWED_COUNT or
+    WINDOWED_AGGREGATE view."""
     assert view.window is not None
     texts = _texts(view.window)
     retention = duration_text(view.window.retention_ms)
     key = view.key_field
+    what = "Events" if not view.aggregates else "Events and their aggregates"
+    results = [(f.name, annotation(f.type) | None, None) for f in view.row_fields]
     window_type = object_type(
         view,
         view.type_name,
-        f"Events per {key} in {texts.window} (view {view.name}, topic "
+        f"{what} per {key} in {texts.window} (view {view.name}, topic "
         f"{view.topic}); windows are kept for {retention}.",
         [
             *key_fields(view),
             ("start", datetime, "First instant of the window (UTC)."),
             ("end", datetime, texts.end),
-            ("count", int, None),
+            ("count", int, "The window's events." if view.aggregates else None),
+            *results,
         ],
     )
 
@@ -99,6 +105,7 @@ def windowed_fields(view: View) -> ViewFields:
             "start": row.start,
             "end": row.end,
             "count": row.count,
+            **{f.name: row.values.get(f.name) for f in view.row_fields},
         }
         return make(window_type, values)
 
@@ -142,9 +149,13 @@ def windowed_fields(view: View) -> ViewFields:
 
     def window_values(row: Mapping[str, Any] | None, at: tuple[int, ...]) -> dict[str, Any]:
         if row is None:  # removed (retention): a session's end is no longer known
-            return {"start": from_ms(at[0]), "end": from_ms(at[0] + size_ms), "count": None}
+            gone = {f.name: None for f in view.row_fields}
+            return {"start": from_ms(at[0]), "end": from_ms(at[0] + size_ms), "count": None, **gone}
         start, end = row["start_ms"], row["end_ms"]
-        return {"start": from_ms(start), "end": from_ms(end), "count": row.get("count")}
+        fields = row.get("fields")
+        fields = fields if isinstance(fields, dict) else {}
+        shown = {f.name: field_value(f.type, fields.get(f.name)) for f in view.row_fields}
+        return {"start": from_ms(start), "end": from_ms(end), "count": row.get("count"), **shown}
 
     updates = KeySubscription(
         view,
@@ -154,6 +165,7 @@ def windowed_fields(view: View) -> ViewFields:
                 ("start", datetime, "First instant of the window (UTC)."),
                 ("end", datetime, texts.end),
                 ("count", int | None, "Null: the window is no longer kept (retention)."),
+                *results,
             ],
             "a window",
         ),

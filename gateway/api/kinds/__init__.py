@@ -21,6 +21,7 @@ KINDS: dict[ViewKind, GatewayKind] = {
     ViewKind.LATEST: LATEST,
     ViewKind.HISTORY: HISTORY,
     ViewKind.AGGREGATE: AGGREGATE,
+    ViewKind.WINDOWED_AGGREGATE: WINDOWED_COUNT,  # the same fields, with the results
 }
 
 

@@ -1,5 +1,5 @@
-"""WINDOWED_COUNT views in the gateway: a key's windows from its owner, and the top-N of
-one window."""
+"""WINDOWED_COUNT and WINDOWED_AGGREGATE views in the gateway: a key's windows from its
+owner, and the top-N of one window."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def _prices(view: View, config: GatewayConfig) -> dict[str, Price]:
 
 
 def _example(view: View) -> str:
-    return scan_example(view, [*key_names(view), "start", "end", "count"])
+    results = [f.name for f in view.row_fields]
+    return scan_example(view, [*key_names(view), "start", "end", "count", *results])
 
 
 WINDOWED_COUNT = GatewayKind(windowed_fields, _prices, _example)

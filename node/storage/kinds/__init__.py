@@ -22,6 +22,7 @@ KINDS: dict[ViewKind, StoredKind] = {
     ViewKind.LATEST: LATEST,
     ViewKind.HISTORY: HISTORY,
     ViewKind.AGGREGATE: AGGREGATE,
+    ViewKind.WINDOWED_AGGREGATE: WINDOWED_COUNT,  # window rows holding their results
 }
 
 

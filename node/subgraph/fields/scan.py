@@ -64,7 +64,8 @@ SCAN_ROWS = (
     "positions (lowercase hex of the key tail), `k` their keys, then by view kind: count "
     "`c` (counts); windowed_count `s`, `e` (window start and end, ms since the epoch) and `c`; "
     "latest and history `t` (event time, ms since the epoch) and `v0`, `v1`, ... (the value "
-    "fields in catalogue order; null where missing or not of the field's scalar)."
+    "fields in catalogue order; null where missing or not of the field's scalar); aggregate "
+    "views' results as `v0`, `v1`, ... after `t`, or after `c` for windowed aggregate views."
 )
 
 
@@ -110,13 +111,19 @@ def count_columns(rows: Sequence[CountRow]) -> dict[str, list[Any]]:
     return {"k": [r.key for r in rows], "c": [r.count for r in rows]}
 
 
-def window_columns(rows: Sequence[WindowRow]) -> dict[str, list[Any]]:
-    return {
-        "k": [r.key for r in rows],
-        "s": [r.start_ms for r in rows],
-        "e": [r.end_ms for r in rows],
-        "c": [r.count for r in rows],
-    }
+def window_columns(view: View) -> Columns:
+    """The columns of `view`'s windows: their bounds and count, then their results."""
+
+    def columns(rows: Sequence[WindowRow]) -> dict[str, list[Any]]:
+        packed: dict[str, list[Any]] = {
+            "k": [r.key for r in rows],
+            "s": [r.start_ms for r in rows],
+            "e": [r.end_ms for r in rows],
+            "c": [r.count for r in rows],
+        }
+        return _value_columns(view, rows, packed)
+
+    return columns
 
 
 def event_columns(view: View) -> Columns:
@@ -127,14 +134,21 @@ def event_columns(view: View) -> Columns:
             "k": [r.key for r in rows],
             "t": [r.event_ms for r in rows],
         }
-        for index, spec in enumerate(view.row_fields):
-            name, kind = spec.name, spec.type
-            packed[f"v{index}"] = [
-                wire_value(kind, field_value(kind, r.fields.get(name))) for r in rows
-            ]
-        return packed
+        return _value_columns(view, rows, packed)
 
     return columns
+
+
+def _value_columns(
+    view: View, rows: Sequence[EventRow | WindowRow], packed: dict[str, list[Any]]
+) -> dict[str, list[Any]]:
+    """`packed` with `v0`, `v1`, ...: each of the view's row fields, as its type shows it."""
+    for index, spec in enumerate(view.row_fields):
+        name, kind = spec.name, spec.type
+        packed[f"v{index}"] = [
+            wire_value(kind, field_value(kind, r.fields.get(name))) for r in rows
+        ]
+    return packed
 
 
 def _slice_type(view: View) -> type:
@@ -169,7 +183,8 @@ def scan_field(
     def reader(
         scanned: Table, span: ScanSpan, first: int, horizon_ms: int
     ) -> Callable[[PartitionStore], list[tuple[bytes, ScannedRow]]]:
-        return lambda store: store.scan(view.name, scanned, span, first, horizon_ms)
+        results = bool(view.row_fields)  # windows read by an index need their results
+        return lambda store: store.scan(view.name, scanned, span, first, horizon_ms, results)
 
     def answer(
         info: strawberry.Info,

@@ -1,4 +1,5 @@
-"""The fields of a WINDOWED_COUNT view (e.g. host_access_per_minute).
+"""The fields of a WINDOWED_COUNT view (e.g. host_access_per_minute), and of a
+WINDOWED_AGGREGATE view, whose windows also show the view's results (`basket: Float`).
 
 ```graphql
 type HostAccessWindow { host: String!  start: DateTime!  end: DateTime!  count: Int! }
@@ -35,26 +36,39 @@ from node.subgraph.fields.scan import ScanOrder, scan_field, window_columns
 from node.subgraph.fields.totals import window_totals_field
 from node.times import from_ms, time_range, window_start_ms
 from runtime.ranking import merge_top
-from schema import View, WindowRow
+from runtime.valuetypes import annotation
+from schema import View, WindowRow, field_value
 
 __all__ = ["windowed_fields"]
 
 
 def _window_type(view: View) -> type:
-    namespace = {
-        "__annotations__": {"key": str, "start": datetime, "end": datetime, "count": int},
-        "key": strawberry.field(name=view.key_field),
-    }
+    annotations: dict[str, Any] = {"key": str, "start": datetime, "end": datetime, "count": int}
+    namespace: dict[str, Any] = {"key": strawberry.field(name=view.key_field)}
+    # Python attributes v0, v1, ... stand for the results, whatever their names
+    for index, result in enumerate(view.row_fields):
+        annotations[f"v{index}"] = annotation(result.type) | None
+        namespace[f"v{index}"] = strawberry.field(name=result.name)
+    namespace["__annotations__"] = annotations
     return strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
 
 
 def windowed_fields(view: View) -> ViewFields:
     """A key's windows in a time range, and the node-local top-N of one window."""
     window_type = _window_type(view)
+    results = bool(view.row_fields)
 
     def to_type(row: WindowRow) -> Any:
+        values = {
+            f"v{index}": field_value(result.type, row.fields.get(result.name))
+            for index, result in enumerate(view.row_fields)
+        }
         return window_type(
-            key=row.key, start=from_ms(row.start_ms), end=from_ms(row.end_ms), count=row.count
+            key=row.key,
+            start=from_ms(row.start_ms),
+            end=from_ms(row.end_ms),
+            count=row.count,
+            **values,
         )
 
     def horizon(context: ReadContext) -> int:
@@ -80,7 +94,7 @@ def windowed_fields(view: View) -> ViewFields:
         context = context_of(info)
         check_limit(view, limit)
         start_ms = window_start_ms(view, window.start)
-        reader = methodcaller("top_window", view.name, start_ms, limit, horizon(context))
+        reader = methodcaller("top_window", view.name, start_ms, limit, horizon(context), results)
         tops = read_partitions(view, context, given(partitions), reader)
         return [to_type(row) for row in merge_top(tops, limit)]
 
@@ -91,7 +105,7 @@ def windowed_fields(view: View) -> ViewFields:
             **scan_field(
                 view,
                 Table.WINDOW,
-                window_columns,
+                window_columns(view),
                 horizon,
                 {ScanOrder.START: Table.WINDOW_START, ScanOrder.COUNT: Table.WINDOW_TOP},
             ),

@@ -28,6 +28,7 @@ KINDS: dict[ViewKind, ServedKind] = {
     ViewKind.LATEST: ServedKind(latest_fields, _latest_lookup),
     ViewKind.HISTORY: ServedKind(history_fields),
     ViewKind.AGGREGATE: ServedKind(latest_fields, _latest_lookup),
+    ViewKind.WINDOWED_AGGREGATE: ServedKind(windowed_fields),
 }
 
 
