@@ -37,14 +37,28 @@ __all__ = [
     "decode",
     "encode",
     "encoder",
+    "ranked_by",
+    "result_order",
 ]
 
 VERSION = 1
 KEY_ORDER = "key"
 COUNT_ORDER = "count"  # count desc, then key (the top-N index; per window when windowed)
 START_ORDER = "start"  # windowed views: window start, then key
+_RESULT_ORDER = "result:"  # aggregate views: one result desc, then key (`result_order`)
 # a position is a key tail (at most the gateway's key bytes and some); P of them per cursor
 MAX_SCAN_CURSOR_CHARS = 1 << 20
+
+
+def result_order(field: str) -> str:
+    """The order of an aggregate view's rows by its numeric result `field`, descending,
+    then by key (the nodes' rank index of it)."""
+    return _RESULT_ORDER + field
+
+
+def ranked_by(order: str) -> str | None:
+    """The result an order of `result_order` ranks by; None for other orders."""
+    return order[len(_RESULT_ORDER) :] if order.startswith(_RESULT_ORDER) else None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway.model.cursors import KEY_ORDER, ScanFilter
+from gateway.model.cursors import KEY_ORDER, ScanFilter, ranked_by
 from gateway.model.inputs import TimeRange
 from gateway.model.rows import (
     Edge,
@@ -186,7 +186,10 @@ class ViewQueries:
             "f": scan_filter.since,
             "t": scan_filter.until,
         }
-        if order != KEY_ORDER:
+        by = ranked_by(order)
+        if by is not None:
+            variables["o"], variables["y"] = "RESULT", by
+        elif order != KEY_ORDER:
             variables["o"] = order.upper()
         if scan_filter.timed:
             for name, ms in (("sf", scan_filter.since_ms), ("st", scan_filter.until_ms)):
@@ -315,14 +318,21 @@ def history_document(view: View, *, newest_first: bool = False) -> str:
     )
 
 
-def scan_document(view: View, *, ordered: bool = False, timed: bool = False) -> str:
+def scan_document(
+    view: View, *, ordered: bool = False, timed: bool = False, ranked: bool = False
+) -> str:
     """The next slice of each of some partitions, each from its own position (in the order
     `$o`, KEY unless given, when `ordered`: count and windowed views; within the window
-    starts `$sf` to `$st` when `timed`: windowed views)."""
-    order_variable, order = (",$o:ScanOrder=KEY", ",order:$o") if ordered or timed else ("", "")
+    starts `$sf` to `$st` when `timed`: windowed views; by the result `$y` with order
+    RESULT when `ranked`: aggregate views)."""
+    ordering = ordered or timed or ranked
+    order_variable, order = (",$o:ScanOrder=KEY", ",order:$o") if ordering else ("", "")
     if timed:
         order_variable += ",$sf:DateTime,$st:DateTime"
         order += ",startFrom:$sf,startTo:$st"
+    if ranked:
+        order_variable += ",$y:String"
+        order += ",by:$y"
     return (
         f"query($s:[SliceInput!]!,$n:Int!,$b:Boolean!,$x:String!,$f:String,$t:String"
         f"{order_variable}){{r:{view.scan_field}(slices:$s,first:$n,backward:$b,prefix:$x,"

@@ -104,8 +104,8 @@ def _aggregate_documents(view: View) -> NodeDocuments:
         top=ranked_top_document(view, selection),
         read_row=read,
         read_ranked=read,
-        scan=scan_document(view),
         totals=aggregate_totals_document(view),
+        scan=scan_document(view, ranked=True),
         scan_columns=event_columns(view),
     )
 

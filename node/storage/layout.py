@@ -399,7 +399,9 @@ def decode_offset(value: bytes) -> int:
 class Table(enum.Enum):
     """The rows of a view kind a scan walks, by the kind part of their keys: by key, or,
     for TOP (the count index), by count descending then key; for WINDOW_TOP by window
-    start, then count descending, then key; for WINDOW_START by window start, then key."""
+    start, then count descending, then key; for WINDOW_START by window start, then key;
+    for RANK (an aggregate view's index of one result, `ScanSpan.by`) by that result
+    descending, then key."""
 
     COUNT = "row"
     WINDOW = "win"
@@ -408,9 +410,11 @@ class Table(enum.Enum):
     TOP = "top"
     WINDOW_TOP = "wtop"
     WINDOW_START = "wstart"
+    RANK = "rank"
 
-    def head(self, view: str) -> bytes:
-        return _head(self.value, view)
+    def head(self, view: str, by: str = "") -> bytes:
+        """What starts every key of the table's rows of `view` (of its result `by`, RANK)."""
+        return rank_prefix(view, by) if self is Table.RANK else _head(self.value, view)
 
     @property
     def keyed(self) -> bool:
@@ -430,7 +434,8 @@ ScannedRow = CountRow | WindowRow | EventRow
 class ScanSpan:
     """Which rows of a view a scan reads: keys that start with `prefix`, with `since` <=
     key < `until` (None: open) in UTF-8 byte order, or (for tables by window start) windows
-    with `since_ms` <= start < `until_ms`; and of those the rows past `after` (a row's tail
+    with `since_ms` <= start < `until_ms`, or (Table.RANK) the rows ranked by the result
+    `by`; and of those the rows past `after` (a row's tail
     after the view head: exclusive; None: from the first row), walking forwards, or
     backwards from the last row when `backward` (`after` then bounds above)."""
 
@@ -441,6 +446,7 @@ class ScanSpan:
     backward: bool = False
     since_ms: int | None = None
     until_ms: int | None = None
+    by: str = ""  # the result whose index (Table.RANK) is read
 
     def bounds(
         self, head: bytes, keyed: bool = True, timed: bool = False
@@ -473,6 +479,8 @@ def decode_scanned(table: Table, view: str, tail: bytes, value: bytes) -> Scanne
     """The row stored under a key whose tail after the view head is `tail`."""
     if table is Table.TOP:
         return decode_count_top(value)
+    if table is Table.RANK:
+        return decode_ranked(view, tail, value)
     if table.timed:
         return decode_window_top(int_at(tail, 0), value)
     try:

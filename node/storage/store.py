@@ -767,7 +767,7 @@ class LevelDBStore(PartitionStore):
         results: bool = False,
     ) -> list[tuple[bytes, layout.ScannedRow]]:
         db = self._require_open()
-        head = table.head(view)
+        head = table.head(view, span.by)
         bounds = span.bounds(head, table.keyed, table.timed)
         if limit <= 0 or bounds is None:
             return []

@@ -1,11 +1,12 @@
 """Aggregate views on the real cluster against the pure-Python reference (tests/aggregates.py):
 hypothesis-generated orders (event times out of order, fields missing or mistyped) of
 customers of their own, and every surface the gateway gives equals the reference: a key,
-several keys, the scan, the top-N by each numeric result, federation's `_entities`, a
-lookup again (the cache's answer), and the view's totals (over every order produced so
-far). The paid orders view holds only what its `where` holds,
-and the sales per product are keyed and routed by a value field. A top-N subscription by
-revenue, over Server-Sent Events, pushes the reference's top once the orders are in.
+several keys, the scan by key and by each numeric result, the top-N by each numeric
+result, federation's `_entities`, a lookup again (the cache's answer), and the view's
+totals (over every order produced so far). The paid orders view holds only what its
+`where` holds, and the sales per product are keyed and routed by a value field. A top-N
+subscription by revenue, over Server-Sent Events, pushes the reference's top once the
+orders are in.
 The average basket per customer and hour, in windows of an hour starting every 15
 minutes (`HOURLY_BASKETS`, a windowed aggregate view), equals the reference per key and
 window: each key's windows, each window's top-N, and the scan.
@@ -78,6 +79,11 @@ def _all_same(got: Sequence[dict[str, Any] | None], want: Sequence[dict[str, Any
     return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True))
 
 
+def _ranking_value(by: str) -> str:
+    """The `<Type>Ranking` enum value of the result `by`: `firstProduct` -> FIRST_PRODUCT."""
+    return "".join("_" + c if c.isupper() else c for c in by).upper()
+
+
 class Surfaces:
     """What the gateway answers for the keys of one view that start with `prefix`."""
 
@@ -113,6 +119,22 @@ class Surfaces:
                 return rows
             after = page["pageInfo"]["endCursor"]
 
+    def scan_by(self, by: str) -> list[dict[str, Any]]:
+        """The whole view by the result `by`, cut to this prefix's keys."""
+        rows: list[dict[str, Any]] = []
+        after = None
+        query = (
+            f"query($b: {self.view.type_name}Ranking, $a: String) {{ r: "
+            f"{self.view.scan_field}(by: $b, first: 7, after: $a) {{ edges {{ node "
+            f"{{ {self.selection} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"
+        )
+        while True:
+            page = self.cluster.data(query, {"b": _ranking_value(by), "a": after})["r"]
+            rows += [edge["node"] for edge in page["edges"]]
+            if not page["pageInfo"]["hasNextPage"]:
+                return [r for r in rows if r[self.view.key_field].startswith(self.prefix)]
+            after = page["pageInfo"]["endCursor"]
+
     def top(self, by: str) -> list[dict[str, Any]]:
         """The global top by `by`, cut to this prefix's keys (their order among themselves
         is the global order's)."""
@@ -121,8 +143,7 @@ class Surfaces:
             f"query($l: Int!, $b: {ranking}!) {{ r: {self.view.top_field}(limit: $l, by: $b) "
             f"{{ {self.selection} }} }}"
         )
-        by_value = "".join("_" + c if c.isupper() else c for c in by).upper()
-        rows = self.cluster.data(query, {"l": TOP_LIMIT, "b": by_value})["r"]
+        rows = self.cluster.data(query, {"l": TOP_LIMIT, "b": _ranking_value(by)})["r"]
         return [r for r in rows if r[self.view.key_field].startswith(self.prefix)]
 
     def totals(self) -> dict[str, Any]:
@@ -207,6 +228,9 @@ def _differences(
         top = surfaces.top(by)
         if not _all_same(list(top), list(ranked)):
             wrong.append(f"top by {by}: {top} != {ranked}")
+        scanned_by = surfaces.scan_by(by)
+        if not _all_same(scanned_by, ranked):
+            wrong.append(f"scan by {by}: {scanned_by} != {ranked}")
     answered = surfaces.totals()
     if not _totals_agree(answered, totals):
         wrong.append(f"totals: {answered} != {totals}")

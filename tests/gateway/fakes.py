@@ -110,7 +110,8 @@ def bad_input(message: str) -> GraphQLError:
 _SCALARS = "scalar DateTime\ninput WindowInput { start: DateTime! }\n"
 _PAGE_INFO = "type PageInfo { hasNextPage: Boolean!  endCursor: String }\n"
 _SCAN_INPUTS = (
-    "input SliceInput { partition: Int!  after: String }\nenum ScanOrder { KEY COUNT START }\n"
+    "input SliceInput { partition: Int!  after: String }\n"
+    "enum ScanOrder { KEY COUNT START RESULT }\n"
     "scalar JSON\n"
     "type PartitionTotal { partition: Int!  keys: Float!  count: Float! }\n"
     "type PartitionWindowTotal { partition: Int!  start: DateTime!  end: DateTime!  "
@@ -123,6 +124,8 @@ def _scan_sdl(view: View) -> tuple[str, str]:
     and, for count and windowed views, its totals field."""
     t = view.type_name
     order = ", order: ScanOrder! = KEY" if view.kind is ViewKind.COUNT else ""
+    if view.kind is ViewKind.AGGREGATE:
+        order = ", order: ScanOrder! = KEY, by: String"
     if view.kind is ViewKind.WINDOWED_COUNT:
         order = ", order: ScanOrder! = KEY, startFrom: DateTime, startTo: DateTime"
     totals = ""

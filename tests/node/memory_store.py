@@ -10,7 +10,7 @@ from typing import Self, TypeVar
 
 from node.errors import StoreClosedError
 from node.storage.changes import ChangeBatch, Effect, EventPosition, position
-from node.storage.layout import ResultTotal, ScannedRow, ScanSpan, Table, Total
+from node.storage.layout import ResultTotal, ScannedRow, ScanSpan, Table, Total, order_of
 from node.storage.store import PartitionStore
 from runtime.ranking import is_rankable, rank, value_rank
 from schema import MAX_UINT, CountRow, EventRow, KeyPart, WindowRow, pack, unpack
@@ -179,7 +179,7 @@ class MemoryStore(PartitionStore):
         self._require_open()
         found = sorted(
             (_order(position), pack(*position), row)
-            for position, row in self._table(view, table)
+            for position, row in self._table(view, table, span.by)
             if (not table.keyed or _in_span(span, position[0]))
             and (not table.timed or _in_times(span, int(position[0])))
             and not (isinstance(row, WindowRow) and row.end_ms <= horizon_ms)
@@ -191,7 +191,14 @@ class MemoryStore(PartitionStore):
             found.reverse()
         return [(packed, row) for _, packed, row in found[: max(limit, 0)]]
 
-    def _table(self, view: str, table: Table) -> list[tuple[tuple[KeyPart, ...], ScannedRow]]:
+    def _table(
+        self, view: str, table: Table, by: str = ""
+    ) -> list[tuple[tuple[KeyPart, ...], ScannedRow]]:
+        if table is Table.RANK:  # the model of the index: a result's order, as layout's
+            ranked = [
+                r for r in self._latest.get(view, {}).values() if is_rankable(r.fields.get(by))
+            ]
+            return [((MAX_UINT - order_of(r.fields[by]), r.key), r) for r in ranked]
         if table is Table.COUNT:
             return [((k,), r) for k, r in self._rows.get(view, {}).items()]
         if table is Table.LATEST:

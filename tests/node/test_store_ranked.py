@@ -1,7 +1,8 @@
 """The rank index of aggregate views' rows: every store backend ranks a view's latest rows by
 each ranked field (value descending as a double, then key ascending), keeps it right as rows
-are rewritten, replayed and deleted, and leaves out rows without a number there; and keeps
-the view's totals: its keys, and each field's sum, least and greatest value."""
+are rewritten, replayed and deleted, and leaves out rows without a number there; scans it
+slice by slice in either direction; and keeps the view's totals: its keys, and each
+field's sum, least and greatest value."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node.storage.layout import ResultTotal
+from node.storage.layout import ResultTotal, ScanSpan, Table
 from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
 from runtime.ranking import is_rankable, value_rank
 from schema import EventRow
@@ -54,6 +55,30 @@ def test_rows_rank_by_each_field_and_move_when_rewritten(store: PartitionStore) 
         0,
         [ResultTotal("revenue", *[None] * 3)],
     )
+
+
+def test_a_scan_by_a_result_pages_its_ranking_both_ways(store: PartitionStore) -> None:
+    batch = ChangeBatch()
+    for index, revenue in enumerate([5.0, -2.5, 5.0, None, 1e300, 0, -0.0, 7]):
+        batch.put_latest(VIEW, _row(f"k{index}", 1, revenue, index), RANKED)
+    store.apply(batch)
+    ranking = [r.key for r in store.ranked(VIEW, "revenue", 100)]
+    assert ranking == ["k4", "k7", "k0", "k2", "k5", "k6", "k1"]  # k3 has no revenue
+
+    def pages(backward: bool) -> list[str]:
+        keys: list[str] = []
+        after = None
+        while True:
+            span = ScanSpan(after=after, backward=backward, by="revenue")
+            rows = store.scan(VIEW, Table.RANK, span, 3, -1)
+            if not rows:
+                return keys
+            keys += [row.key for _, row in rows]
+            after = rows[-1][0]
+
+    assert pages(backward=False) == ranking
+    assert pages(backward=True) == ranking[::-1]
+    assert store.scan(VIEW, Table.RANK, ScanSpan(by="nothing"), 3, -1) == []
 
 
 _numbers = st.one_of(

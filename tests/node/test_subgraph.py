@@ -56,12 +56,13 @@ type Query {
 }
 
 \"\"\"
-The order of a scan: by key, by count (desc, then key; per window for windowed views), or by window start (then key).
+The order of a scan: by key, by count (desc, then key; per window for windowed views), by window start (then key), or by an aggregate view's result `by` (desc, then key; rows without a number there are left out).
 \"\"\"
 enum ScanOrder {
   KEY
   COUNT
   START
+  RESULT
 }
 
 \"\"\"Where one partition's slice starts: after `after` (a position).\"\"\"

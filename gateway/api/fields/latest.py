@@ -34,7 +34,7 @@ from gateway.api.fields.live import (
     update_type,
 )
 from gateway.api.fields.lookup import lookup_fields
-from gateway.api.fields.ranked import ranked_top_field, ranked_top_subscription
+from gateway.api.fields.ranked import ranked_top_field, ranked_top_subscription, ranking_enum
 from gateway.api.fields.scan import scan_field
 from gateway.api.fields.totals import aggregate_totals_field
 from gateway.model.rows import Event, Row
@@ -84,7 +84,8 @@ def latest_fields(view: View) -> ViewFields:
         return make(latest_type, event_values(view, event))
 
     fields = lookup_fields(view, latest_type, to_type, texts.one, texts.many)
-    fields.update(scan_field(view, latest_type, to_type))
+    ranking = ranking_enum(view) if view.ranked_fields else None
+    fields.update(scan_field(view, latest_type, to_type, ranking=ranking))
     if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
         fields.update(ranked_top_field(view, latest_type, to_type))
         fields.update(aggregate_totals_field(view))

@@ -34,7 +34,7 @@ from gateway.api.fields.live import top_subscription_field
 from gateway.api.request import RequestContext
 from schema import View
 
-__all__ = ["ranked_top_field", "ranked_top_subscription", "ranking_name"]
+__all__ = ["ranked_top_field", "ranked_top_subscription", "ranking_enum", "ranking_name"]
 
 _WORD = re.compile(r"(?<!^)(?=[A-Z])")
 
@@ -44,8 +44,9 @@ def ranking_name(field: str) -> str:
     return _WORD.sub("_", field).upper()
 
 
-@functools.cache  # one enum per view: the query and the subscription share it
-def _ranking(view: View) -> Any:
+@functools.cache  # one enum per view: the query, the scan and the subscription share it
+def ranking_enum(view: View) -> Any:
+    """`<Type>Ranking`: an enum of `view`'s numeric results, each valued its name."""
     members = {ranking_name(name): name for name in view.ranked_fields}
     ranking = enum.Enum(f"{view.type_name}Ranking", members)  # type: ignore[misc]
     return strawberry.enum(
@@ -55,7 +56,7 @@ def _ranking(view: View) -> Any:
 
 def ranked_top_field(view: View, row_type: Any, to_type: Callable[[Any], Any]) -> dict[str, Any]:
     """`view`'s top field, merged from every partition's top by the chosen result."""
-    ranking = _ranking(view)
+    ranking = ranking_enum(view)
     first = next(iter(ranking))
 
     async def top(
@@ -89,4 +90,4 @@ def ranked_top_subscription(
 ) -> dict[str, Any]:
     """`view`'s top field as a subscription: the top by the chosen result, pushed when it
     changes."""
-    return {view.top_field: top_subscription_field(view, row_type, to_type, _ranking(view))}
+    return {view.top_field: top_subscription_field(view, row_type, to_type, ranking_enum(view))}

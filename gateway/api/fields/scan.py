@@ -41,7 +41,13 @@ from gateway.api.fields.common import (
 )
 from gateway.api.request import RequestContext
 from gateway.model import inputs
-from gateway.model.cursors import COUNT_ORDER, KEY_ORDER, START_ORDER, ScanFilter
+from gateway.model.cursors import (
+    COUNT_ORDER,
+    KEY_ORDER,
+    START_ORDER,
+    ScanFilter,
+    result_order,
+)
 from gateway.model.errors import BadRequestError
 from gateway.model.prices import DEFAULT_SCAN_PAGE
 from gateway.model.scans import ScanEdge, ScanPage
@@ -190,11 +196,13 @@ def scan_field(
     to_type: Callable[[Any], Any],
     types: tuple[Any, Any] | None = None,
     counted: bool = False,
+    ranking: Any = None,
 ) -> dict[str, Any]:
     """`view.scan_field`: pages of the view's rows (gateway.model.rows.Scanned of the view's
     kind), each shown as `to_type(row)`, in the
     connection `types` (edge, connection), made here when None; `counted` (count views)
-    adds `order`, to page by count instead."""
+    adds `order`, to page by count instead; `ranking` (an aggregate view's enum of its
+    numeric results, `gateway.api.fields.ranked`) adds `by`, to page by one of them."""
     edge_type, connection_type = types or connection_types(
         view, node_type, f"view {view.name} in key order"
     )
@@ -280,6 +288,28 @@ def scan_field(
 
     key = view.key_field
     resolver: Callable[..., Any] = scan_in_order if counted else scan
+    if ranking is not None:  # the annotation of `by` needs the enum
+
+        async def scan_ranked(
+            info: strawberry.Info,
+            first: int | None = strawberry.UNSET,
+            after: str | None = strawberry.UNSET,
+            last: int | None = strawberry.UNSET,
+            before: str | None = strawberry.UNSET,
+            prefix: str = "",
+            since: KeyBound = strawberry.UNSET,
+            until: KeyEnd = strawberry.UNSET,
+            by: ranking | None = strawberry.UNSET,  # type: ignore[valid-type]
+            max_lag: MaxLag = strawberry.UNSET,
+            at_least: AtLeast = strawberry.UNSET,
+        ) -> connection_type:  # type: ignore[valid-type]
+            spec = ScanFilter(prefix, given(since), given(until))
+            chosen = given(by)
+            order = KEY_ORDER if chosen is None else result_order(chosen.value)
+            ask = ScanAsk(spec, given(first), given(after), given(last), given(before), order)
+            return await answer(info, ask, max_lag, at_least)
+
+        resolver = scan_ranked
     if view.window is not None:
         resolver = scan_windows
     return {
@@ -297,6 +327,13 @@ def scan_field(
                 "from or to; a key whose count changes while paging may move across the "
                 "cursor (be missed or come twice)."
                 if counted
+                else ""
+            )
+            + (
+                f" `by`, a numeric result, pages by it instead (desc, then {key}), without prefix, "
+                f"from or to, and without the {key}s that have no value of it; a {key} "
+                "whose result changes while paging may move across the cursor."
+                if ranking is not None
                 else ""
             )
             + (

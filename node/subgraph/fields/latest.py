@@ -24,7 +24,7 @@ from node.subgraph.fields.context import ReadContext, context_of
 from node.subgraph.fields.entities import Entity, ViewFields, entity_key
 from node.subgraph.fields.events import event_type
 from node.subgraph.fields.ranked import ranked_top_field
-from node.subgraph.fields.scan import event_columns, scan_field
+from node.subgraph.fields.scan import ScanOrder, event_columns, scan_field
 from node.subgraph.fields.totals import aggregate_totals_field
 from schema import View
 
@@ -55,7 +55,12 @@ def latest_fields(view: View) -> ViewFields:
     fields = {
         view.point_field: query_field(point, view.point_field),
         view.many_field: query_field(many, view.many_field),
-        **scan_field(view, Table.LATEST, event_columns(view)),
+        **scan_field(
+            view,
+            Table.LATEST,
+            event_columns(view),
+            orders={ScanOrder.RESULT: Table.RANK} if view.ranked_fields else None,
+        ),
     }
     if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
         fields.update(ranked_top_field(view, row_type, to_type))

@@ -19,7 +19,9 @@ are ordered by the UTF-8 bytes of the key, then the window start or the event po
 or, for count views with `order: COUNT`, by count descending then key (the "top" index: no
 prefix or key range); for windowed views with `order: START` by (window start, key), with
 `order: COUNT` by (window start, count desc, key), both only for windows with
-startFrom <= start < startTo. The gateway merges the slices (gateway.model.scans).
+startFrom <= start < startTo; for aggregate views with `order: RESULT, by: "<result>"` by
+that result descending, then key (its rank index: rows without a number there are out).
+The gateway merges the slices (gateway.model.scans).
 """
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
@@ -75,12 +77,14 @@ Columns = Callable[[Sequence[Any]], dict[str, list[Any]]]
 
 @strawberry.enum(
     description="The order of a scan: by key, by count (desc, then key; per window for "
-    "windowed views), or by window start (then key)."
+    "windowed views), by window start (then key), or by an aggregate view's result `by` "
+    "(desc, then key; rows without a number there are left out)."
 )
 class ScanOrder(enum.Enum):
     KEY = "KEY"
     COUNT = "COUNT"
     START = "START"
+    RESULT = "RESULT"
 
 
 @strawberry.input(description="Where one partition's slice starts: after `after` (a position).")
@@ -215,6 +219,7 @@ def scan_field(
         keys: tuple[str, str | None, str | None],
         order: ScanOrder,
         starts: tuple[datetime | None, datetime | None] = (None, None),
+        by: str | None = None,
     ) -> tuple[Table, Callable[[bytes | None], ScanSpan]]:
         scanned = tables.get(order)
         if scanned is None:
@@ -224,9 +229,14 @@ def scan_field(
             raise BadRequestError(view.name, "prefix, from and to apply to the key order only")
         if not scanned.timed and starts != (None, None):
             raise BadRequestError(view.name, "startFrom and startTo apply to START and COUNT")
+        if (scanned is Table.RANK) != (by is not None):
+            raise BadRequestError(view.name, "by goes with order: RESULT, and only with it")
+        if by is not None and by not in view.ranked_fields:
+            known = ", ".join(view.ranked_fields)
+            raise BadRequestError(view.name, f"by must name a numeric result ({known}), got {by!r}")
         since_ms, until_ms = time_range(view, *starts)
         return scanned, lambda after: ScanSpan(
-            prefix, since, until, after, backward, since_ms, until_ms
+            prefix, since, until, after, backward, since_ms, until_ms, by or ""
         )
 
     def scan(
@@ -270,9 +280,25 @@ def scan_field(
         starts = (given(start_from), given(start_to))
         return answer(info, slices, first, spans(backward, keys, order, starts))
 
+    def scan_ranked(
+        info: strawberry.Info,
+        slices: list[SliceInput],
+        first: int,
+        backward: bool = False,
+        prefix: str = "",
+        since: KeyBound = strawberry.UNSET,
+        until: KeyEnd = strawberry.UNSET,
+        order: ScanOrder = ScanOrder.KEY,
+        by: str | None = strawberry.UNSET,
+    ) -> list[slice_type]:  # type: ignore[valid-type]
+        keys = (prefix, given(since), given(until))
+        return answer(info, slices, first, spans(backward, keys, order, by=given(by)))
+
     resolver = scan
     if any(t.timed for t in tables.values()):
         resolver = scan_in_time_order
+    elif Table.RANK in tables.values():
+        resolver = scan_ranked
     elif orders:
         resolver = scan_in_order
     return {view.scan_field: query_field(resolver, view.scan_field)}
