@@ -284,9 +284,12 @@ def lookup_document(view: View, selection: str) -> str:
 
 
 def top_document(view: View, selection: str, *, windowed: bool) -> str:
-    """The view's top-N of some partitions (of one window when `windowed`)."""
+    """The view's top-N of some partitions (of one window when `windowed`; by the result
+    `$b`, when given, of a windowed aggregate view)."""
     variables = "$l:Int!,$w:WindowInput!,$p:[Int!]" if windowed else "$l:Int!,$p:[Int!]"
     window = ",window:$w" if windowed else ""
+    if windowed and view.ranked_fields:
+        variables, window = variables + ",$b:String", window + ",by:$b"
     return f"query({variables}){{r:{view.top_field}(limit:$l{window},partitions:$p){selection}}}"
 
 

@@ -786,7 +786,7 @@ def _read(
 
 
 def _shown(row: Ranked, by: str) -> bool:
-    return isinstance(row, Event) and row.values.get(by) is not None
+    return isinstance(row, Event | WindowCount) and row.values.get(by) is not None
 
 
 def _top_order(by: str | None) -> Callable[[Any], Any]:

@@ -104,7 +104,8 @@ class ChangeBatch:
     events: dict[tuple[str, str, EventPosition], EventRow | None] = field(default_factory=dict)
     horizons: dict[str, int] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
-    # the fields of each view's latest rows that the store ranks keys by (aggregate views)
+    # the results of each view's latest rows or windows that the store ranks keys by
+    # (aggregate and windowed aggregate views)
     ranked: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the (offset, value size) of the record that set each entry, keyed (kind, *entry key)
     origins: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
@@ -134,7 +135,10 @@ class ChangeBatch:
         self.counts[(view, key)] = None
         self.origins[("c", view, key)] = self._at
 
-    def put_window(self, view: str, row: WindowRow) -> None:
+    def put_window(self, view: str, row: WindowRow, ranked: tuple[str, ...] = ()) -> None:
+        """Upsert a window; the store ranks the view's windows by the numeric values of
+        their `ranked` results (windowed aggregate views)."""
+        self._rank(view, ranked)
         _check_key(view, row.key)
         _check_uint(view, row.key, "count", row.count)
         _check_uint(view, row.key, "window start", row.start_ms)
@@ -148,13 +152,18 @@ class ChangeBatch:
         self.windows[entry] = row
         self.origins[("w", *entry)] = self._at
 
-    def delete_window(self, view: str, key: str, start_ms: int) -> None:
+    def delete_window(
+        self, view: str, key: str, start_ms: int, ranked: tuple[str, ...] = ()
+    ) -> None:
+        self._rank(view, ranked)
         self._replace(("w", view, key, start_ms), self.windows, (view, key, start_ms), (start_ms,))
         self.windows[(view, key, start_ms)] = None
         self.origins[("w", view, key, start_ms)] = self._at
 
-    def expire_windows(self, view: str, horizon_ms: int) -> None:
-        """Purge the windows of `view` that end at or before `horizon_ms`."""
+    def expire_windows(self, view: str, horizon_ms: int, ranked: tuple[str, ...] = ()) -> None:
+        """Purge the windows of `view` that end at or before `horizon_ms` (and their
+        entries in the index of each `ranked` result)."""
+        self._rank(view, ranked)
         self.horizons[view] = max(horizon_ms, self.horizons.get(view, horizon_ms))
 
     def put_latest(self, view: str, row: EventRow, ranked: tuple[str, ...] = ()) -> None:

@@ -9,6 +9,7 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("win", view, key, start_ms)                      -> >Qqq  count, end_ms, last_event_ms; JSON fields
 ("wtop", view, start_ms, MAX_UINT - count, key)   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
 ("wstart", view, start_ms, key)                   -> >Qqq  count, end_ms, last_event_ms; UTF-8 key
+("wrank", view, field, start_ms, MAX_UINT - order, key) -> >Qqq  as "wtop"
 ("latest", view, key)                             -> >QQQ  event_ms, partition, offset; JSON fields
 ("rank", view, field, MAX_UINT - order, key)      -> >QQQ  event_ms, partition, offset; JSON fields
 ("hist", view, key, event_ms, partition, offset)  -> JSON fields
@@ -28,9 +29,10 @@ order (NUL is escaped as 0x00 0xFF, the end is 0x00 0x01), so the rows of a key 
 the key's UTF-8 bytes, a key before every key it is a prefix of.
 
 "top" and "wtop" are indexes (count descending, then key ascending; "wtop" per window),
-"wstart" orders every window by (start, key). "rank" indexes the latest rows of an aggregate
-view by one numeric field (value descending, then key; `order_of`); a row whose field is
-null or no number is not in it.
+"wstart" orders every window by (start, key). "rank" indexes the latest rows of an
+aggregate view by one numeric field (value descending, then key; `order_of`), "wrank" a
+windowed aggregate view's windows by one numeric result per window start; a row whose
+field is null or no number is not in them.
 A window's JSON fields are a windowed aggregate view's results (none for windowed_count
 views); the window indexes do not repeat them: a read by an index fills them from the
 rows (`PartitionStore.with_results`).
@@ -117,6 +119,8 @@ __all__ = [
     "total_key",
     "window_key",
     "window_prefix",
+    "window_rank_key",
+    "window_rank_prefix",
     "window_start_key",
     "window_top_key",
     "window_top_prefix",
@@ -244,6 +248,19 @@ def window_start_key(view: str, start_ms: int, key: str) -> bytes:
 def window_top_prefix(view: str, *start_ms: int) -> bytes:
     """The index of every window of `view`, or of the one starting at `start_ms`."""
     return pack("wtop", view, *start_ms)
+
+
+def window_rank_key(view: str, field: str, start_ms: int, value: float, key: str) -> bytes:
+    return (
+        window_rank_prefix(view, field, start_ms)
+        + pack_uint(MAX_UINT - order_of(value))
+        + pack_str(key)
+    )
+
+
+def window_rank_prefix(view: str, field: str, *start_ms: int) -> bytes:
+    """The index of `view`'s windows by the result `field`: every window's, or one's."""
+    return pack("wrank", view, field, *start_ms)
 
 
 def int_at(key: bytes, at: int) -> int:

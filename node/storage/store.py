@@ -53,7 +53,7 @@ from node.errors import (
 from node.storage import layout
 from node.storage.changes import ChangeBatch, Effect, EventPosition, position
 from runtime.ranking import is_rankable
-from schema import CountRow, EventRow, WindowRow, pack, unpack
+from schema import CountRow, EventRow, WindowRow, pack, pack_uint, unpack
 
 _Row = TypeVar("_Row", CountRow, EventRow)
 
@@ -140,11 +140,19 @@ class PartitionStore(abc.ABC):
 
     @abc.abstractmethod
     def top_window(
-        self, view: str, start_ms: int, limit: int, horizon_ms: int, results: bool = False
+        self,
+        view: str,
+        start_ms: int,
+        limit: int,
+        horizon_ms: int,
+        results: bool = False,
+        by: str | None = None,
     ) -> list[WindowRow]:
         """The `limit` highest counts of the window starting at `start_ms`, ties by key
         ascending; empty when that window is expired. `results`: with each window's
-        results (a windowed aggregate view's), which the index does not hold."""
+        results (a windowed aggregate view's), which the index does not hold. `by`: the
+        highest values of that numeric result instead (windows without a number there
+        are out)."""
 
     @abc.abstractmethod
     def latest(self, view: str, key: str) -> EventRow | None:
@@ -434,7 +442,7 @@ class LevelDBStore(PartitionStore):
         with db.write_batch(transaction=True) as wb:
             self._write_counts(db, wb, batch)
             # purge before writing: a window rewritten by this batch must not be deleted
-            self._purge_windows(db, wb, batch.horizons)
+            self._purge_windows(db, wb, batch.horizons, batch.ranked)
             self._write_windows(db, wb, batch)
             before = self._write_latest(db, wb, batch)
             for (view, key, at), event in batch.events.items():
@@ -501,9 +509,11 @@ class LevelDBStore(PartitionStore):
                 old_row = readers[view] = self._old_rows(db, layout.window_prefix(view))
             old = old_row(row_key)
             change, end_ms = layout.Total(), None
+            ranked = batch.ranked.get(view, ())
             if old is not None:
                 old_window = layout.decode_window(view, key, start_ms, old)
                 wb.delete(layout.window_top_key(view, start_ms, old_window.count, key))
+                _rerank_window(wb, view, ranked, old_window, None)
                 change, end_ms = layout.Total(-1, -old_window.count), old_window.end_ms
             horizon = batch.horizons.get(view)
             expired = horizon is not None and (row.end_ms if row else end_ms or 0) <= horizon
@@ -521,15 +531,23 @@ class LevelDBStore(PartitionStore):
             indexed = layout.encode_window_index(row)
             wb.put(layout.window_top_key(view, start_ms, row.count, key), indexed)
             wb.put(start_key, indexed)
+            _rerank_window(wb, view, ranked, None, row)
         for (view, start_ms), (change, end_ms) in changes.items():
             _add_total(db, wb, layout.window_total_key(view, start_ms), change, end_ms)
 
     @staticmethod
-    def _purge_windows(db: plyvel.DB, wb: plyvel.WriteBatch, horizons: dict[str, int]) -> None:
+    def _purge_windows(
+        db: plyvel.DB,
+        wb: plyvel.WriteBatch,
+        horizons: dict[str, int],
+        ranked: dict[str, tuple[str, ...]],
+    ) -> None:
         """Delete every window (row and index entries) that ends at or before its horizon."""
         for view, horizon in horizons.items():
             if horizon <= 0:  # windows start at 0 or later, so none ends at 0 or before
                 continue
+            for field in ranked.get(view, ()):
+                _purge_index(db, wb, layout.window_rank_prefix(view, field), horizon)
             base = layout.window_top_prefix(view)
             # a window starting at or after the horizon ends after it: scan only earlier ones
             stop = layout.window_top_prefix(view, horizon)
@@ -647,16 +665,27 @@ class LevelDBStore(PartitionStore):
         return rows
 
     def top_window(
-        self, view: str, start_ms: int, limit: int, horizon_ms: int, results: bool = False
+        self,
+        view: str,
+        start_ms: int,
+        limit: int,
+        horizon_ms: int,
+        results: bool = False,
+        by: str | None = None,
     ) -> list[WindowRow]:
         db = self._require_open()
         if limit <= 0 or start_ms < 0:
             return []
+        prefix = (
+            layout.window_top_prefix(view, start_ms)
+            if by is None
+            else layout.window_rank_prefix(view, by, start_ms)
+        )
         if not results:
-            return _top_window(db, view, start_ms, limit, horizon_ms)
+            return _top_window(db, prefix, start_ms, limit, horizon_ms)
         with db.snapshot() as snapshot:  # the rows as the index saw them
             return _with_results(
-                snapshot, view, _top_window(snapshot, view, start_ms, limit, horizon_ms)
+                snapshot, view, _top_window(snapshot, prefix, start_ms, limit, horizon_ms)
             )
 
     def latest(self, view: str, key: str) -> EventRow | None:
@@ -890,11 +919,11 @@ def _add_aggregate_total(
 
 
 def _top_window(
-    reader: plyvel.DB | plyvel.Snapshot, view: str, start_ms: int, limit: int, horizon_ms: int
+    reader: plyvel.DB | plyvel.Snapshot, prefix: bytes, start_ms: int, limit: int, horizon_ms: int
 ) -> list[WindowRow]:
-    """The first `limit` unexpired windows of the "wtop" index of one window start."""
+    """The first `limit` unexpired windows under `prefix`: of the "wtop" or a "wrank"
+    index, for one window start."""
     rows: list[WindowRow] = []
-    prefix = layout.window_top_prefix(view, start_ms)
     with reader.iterator(prefix=prefix, include_key=False) as entries:
         for value in entries:
             row = layout.decode_window_top(start_ms, value)
@@ -934,6 +963,32 @@ def _scan(
             if len(rows) >= limit:
                 break
     return rows
+
+
+def _rerank_window(
+    wb: plyvel.WriteBatch,
+    view: str,
+    ranked: tuple[str, ...],
+    old: WindowRow | None,
+    row: WindowRow | None,
+) -> None:
+    """Remove `old`'s entries from the index of each `ranked` result, or add `row`'s."""
+    for field in ranked:
+        if old is not None and is_rankable(old.fields.get(field)):
+            wb.delete(layout.window_rank_key(view, field, old.start_ms, old.fields[field], old.key))
+        if row is not None and is_rankable(row.fields.get(field)):
+            entry = layout.window_rank_key(view, field, row.start_ms, row.fields[field], row.key)
+            wb.put(entry, layout.encode_window_index(row))
+
+
+def _purge_index(db: plyvel.DB, wb: plyvel.WriteBatch, base: bytes, horizon: int) -> None:
+    """Delete the entries of a window index by start (`base`, then the start) of windows
+    that end at or before `horizon`; one starting at or after it ends after it."""
+    with db.iterator(start=base, stop=base + pack_uint(horizon)) as entries:
+        for index_key, value in entries:
+            start_ms = layout.int_at(index_key, len(base))
+            if layout.decode_window_top(start_ms, value).end_ms <= horizon:
+                wb.delete(index_key)
 
 
 def _with_results(

@@ -9,7 +9,8 @@ subscription by revenue, over Server-Sent Events, pushes the reference's top onc
 orders are in.
 The average basket per customer and hour, in windows of an hour starting every 15
 minutes (`HOURLY_BASKETS`, a windowed aggregate view), equals the reference per key and
-window: each key's windows, each window's top-N, and the scan.
+window: each key's windows, each window's top-N by count and by each result, and the
+scan.
 A pipeline SIGKILLed mid-stream replays from its checkpoint and counts nothing twice."""
 
 from __future__ import annotations
@@ -262,13 +263,15 @@ class WindowSurfaces:
         )
         return self._rows(self.cluster.data(query, {"k": key})["r"])
 
-    def top(self, start_ms: int) -> list[dict[str, Any]]:
+    def top(self, start_ms: int, by: str | None = None) -> list[dict[str, Any]]:
+        """The top of the window starting at `start_ms`, by count or by the result `by`."""
         query = (
-            f"query($l: Int!, $w: WindowInput!) {{ r: {self.view.top_field}(limit: $l, "
-            f"window: $w) {{ {self.selection} }} }}"
+            f"query($l: Int!, $w: WindowInput!, $b: {self.view.type_name}Ranking) {{ r: "
+            f"{self.view.top_field}(limit: $l, window: $w, by: $b) {{ {self.selection} }} }}"
         )
         window = {"start": datetime.fromtimestamp(start_ms / 1000, UTC).isoformat()}
-        rows = self.cluster.data(query, {"l": TOP_LIMIT, "w": window})["r"]
+        ranking = None if by is None else _ranking_value(by)
+        rows = self.cluster.data(query, {"l": TOP_LIMIT, "w": window, "b": ranking})["r"]
         return self._rows([r for r in rows if r[self.view.key_field].startswith(self.prefix)])
 
     def scan(self) -> list[dict[str, Any]]:
@@ -325,6 +328,11 @@ def _window_differences(
         top = surfaces.top(start)
         if not _all_same(top, ranked):
             wrong.append(f"top of {start}: {top} != {ranked}")
+        for by in HOURLY_BASKETS.ranked_fields:
+            by_result = _ranking(HOURLY_BASKETS, {w["customer"]: w for w in ranked}, by)
+            top_by = surfaces.top(start, by)
+            if not _all_same(top_by, by_result):
+                wrong.append(f"top of {start} by {by}: {top_by} != {by_result}")
     in_order = [want[at] for at in sorted(want, key=lambda at: (at[0].encode(), at[1]))]
     scanned = surfaces.scan()
     if not _all_same(scanned, in_order):

@@ -16,6 +16,7 @@ from gateway.reads.kinds import view_queries
 from node.subgraph.schema import build_subgraph
 from schema import CATALOGUE
 from tests.gateway.fakes import BOOKING_HISTORY, FULL, LAST_BOOKING, PER_MINUTE, WORDS, node_sdl
+from tests.orders import HOURLY_BASKETS, ORDER_VIEWS
 
 START = datetime(2023, 11, 14, 22, 13, tzinfo=UTC)
 END = datetime(2023, 11, 14, 22, 14, tzinfo=UTC)
@@ -36,6 +37,17 @@ def test_every_scan_document_is_valid_against_the_real_node_subgraph() -> None:
     for view in CATALOGUE:
         document = view_queries(view).documents.scan
         assert document and validate(subgraph, parse(document)) == [], document
+
+
+def test_every_document_of_the_aggregate_views_is_valid_against_the_real_node_subgraph() -> None:
+    views = (*ORDER_VIEWS, HOURLY_BASKETS)
+    subgraph = build_subgraph(views)._schema
+    for view in views:
+        parts = view_queries(view).documents
+        documents = [parts.lookup, parts.top, parts.windows, parts.scan, parts.totals]
+        for document in filter(None, documents):
+            assert validate(subgraph, parse(document)) == [], document
+    assert "by:$b" in view_queries(HOURLY_BASKETS).documents.top
 
 
 def test_windowed_bodies() -> None:

@@ -110,14 +110,23 @@ class MemoryStore(PartitionStore):
         )
 
     def top_window(
-        self, view: str, start_ms: int, limit: int, horizon_ms: int, results: bool = False
-    ) -> list[WindowRow]:  # its windows always hold their results
+        self,
+        view: str,
+        start_ms: int,
+        limit: int,
+        horizon_ms: int,
+        results: bool = False,  # its windows always hold their results
+        by: str | None = None,
+    ) -> list[WindowRow]:
         self._require_open()
         rows = [
             w
             for (_, start), w in self._windows.get(view, {}).items()
             if start == start_ms and w.end_ms > horizon_ms
         ]
+        if by is not None:
+            ranked = [w for w in rows if is_rankable(w.fields.get(by))]
+            return sorted(ranked, key=lambda w: value_rank(w.fields[by], w.key))[: max(limit, 0)]
         return sorted(rows, key=rank)[: max(limit, 0)]
 
     def latest(self, view: str, key: str) -> EventRow | None:

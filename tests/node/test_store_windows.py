@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import plyvel
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from node.errors import SerializationError
 from node.storage.layout import ScanSpan, Table
 from node.storage.store import ChangeBatch, PartitionStore
-from schema import WindowRow
+from schema import WindowRow, pack, unpack
 from tests.node.stores import BACKENDS, StoreMaker, store_maker
 
 V = "per_minute"
@@ -124,6 +125,54 @@ def test_a_windows_results_come_back_from_every_read(make_store: StoreMaker) -> 
             scanned = store.scan(V, table, ScanSpan(), 10, NEVER, results=True)
             windows = [row for _, row in scanned if isinstance(row, WindowRow)]
             assert sorted(windows, key=_at) == sorted(rows, key=_at), table
+
+
+def _basket(key: str, start: int, basket: object) -> WindowRow:
+    return WindowRow(key, start, start + SIZE, 1, start, {"basket": basket})
+
+
+def _by_basket(store: PartitionStore, start: int, horizon: int = NEVER) -> list[str]:
+    return [w.key for w in store.top_window(V, start, 10, horizon, results=True, by="basket")]
+
+
+def test_windows_rank_by_a_result_per_window_and_leave_the_index_when_gone(
+    tmp_path: Path,
+) -> None:
+    ranked = ("basket",)
+
+    def apply(store: PartitionStore, *rows: WindowRow, horizon: int | None = None) -> None:
+        change = ChangeBatch()
+        for row in rows:
+            change.put_window(V, row, ranked)
+        if horizon is not None:
+            change.expire_windows(V, horizon, ranked)
+        store.apply(change)
+
+    for backend in BACKENDS:
+        with store_maker(backend, tmp_path / backend)() as store:
+            apply(store, _basket("a", 0, 2.5), _basket("b", 0, 9), _basket("c", 0, None))
+            apply(store, _basket("a", SIZE, 1), _basket("z", SIZE, -3))
+            assert _by_basket(store, 0) == ["b", "a"]  # c has no basket: in no ranking
+            assert store.top_window(V, 0, 1, NEVER, results=True, by="basket") == [
+                _basket("b", 0, 9)
+            ]
+            apply(store, _basket("b", 0, 1.5), _basket("c", 0, 4))  # rewritten: they move
+            assert _by_basket(store, 0) == ["c", "a", "b"]
+            change = ChangeBatch()
+            change.delete_window(V, "c", 0, ranked)
+            store.apply(change)
+            assert _by_basket(store, 0) == ["a", "b"]
+            assert _by_basket(store, SIZE) == ["a", "z"]
+            apply(store, horizon=SIZE)  # the windows starting at 0 end at SIZE: purged
+            assert _by_basket(store, 0, NEVER) == []
+            assert _by_basket(store, SIZE) == ["a", "z"]
+    # and the purged windows left no entry in the LevelDB index
+    db = plyvel.DB(str(tmp_path / "leveldb" / "partition-0"))
+    try:
+        entries = [unpack(k) for k in db.iterator(prefix=pack("wrank"), include_value=False)]
+    finally:
+        db.close()
+    assert sorted(e[3] for e in entries) == [SIZE, SIZE]
 
 
 def test_windows_survive_reopen(make_store: StoreMaker) -> None:

@@ -363,8 +363,9 @@ def top_subscription_field(
     view: View, row_type: Any, to_type: Callable[[Any], Any], ranking: Any = None
 ) -> Any:
     """`view.top_field` as a subscription: the merged top-N (of one window, for a windowed
-    view; by the result `by`, one of the enum `ranking`, for an aggregate view), pushed
-    when it changes, at most every `interval` ms."""
+    view; by the result `by`, one of the enum `ranking`, for an aggregate view, and, when
+    given, for a windowed aggregate view), pushed when it changes, at most every
+    `interval` ms."""
     kind_type = top_type(view, row_type)
 
     def make_top(update: TopUpdate) -> Any:
@@ -403,7 +404,22 @@ def top_subscription_field(
         return pushed(top_updates_of(info, view, limit, start, interval, max_lag))
 
     resolver: Callable[..., Any] = top if view.window is None else window_top
-    if ranking is not None:
+    if ranking is not None and view.window is not None:  # a windowed aggregate view's
+
+        async def ranked_window_top(
+            info: strawberry.Info,
+            window: WindowInput,
+            limit: int = 10,
+            by: ranking | None = None,  # type: ignore[valid-type]
+            interval: Annotated[int, interval_argument] = 1000,
+            max_lag: FollowLag = strawberry.UNSET,
+        ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
+            field = None if by is None else by.value  # type: ignore[attr-defined]
+            start = window.start
+            return pushed(top_updates_of(info, view, limit, start, interval, max_lag, field))
+
+        resolver = ranked_window_top
+    elif ranking is not None:
         first = next(iter(ranking))
 
         async def ranked_top(

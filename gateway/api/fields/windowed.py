@@ -37,6 +37,7 @@ from gateway.api.fields.live import (
     top_subscription_field,
     update_type,
 )
+from gateway.api.fields.ranked import ranking_enum
 from gateway.api.fields.scan import scan_field
 from gateway.api.fields.totals import window_totals_field
 from gateway.api.request import RequestContext
@@ -129,6 +130,24 @@ def windowed_fields(view: View) -> ViewFields:
         record_key_read(context, info, view, read)
         return [to_type(row) for row in read.value or []]
 
+    async def read_top(
+        info: strawberry.Info,
+        limit: int,
+        window: WindowInput,
+        max_lag: Any,
+        at_least: Any,
+        by: str | None = None,
+    ) -> list[Any]:
+        context: RequestContext = info.context
+        authorize_view(context, view)
+        options = await read_options(context, view, max_lag, at_least)
+        result = await context.planner.top(
+            view, limit, context.deadline, window.start, options, by=by
+        )
+        context.add_freshness(view, result.freshness)
+        record_failures(context, info, result.failures)
+        return [to_type(row) for row in result.rows]
+
     async def top(
         info: strawberry.Info,
         *,
@@ -137,13 +156,25 @@ def windowed_fields(view: View) -> ViewFields:
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> list[window_type]:  # type: ignore[valid-type]
-        context: RequestContext = info.context
-        authorize_view(context, view)
-        options = await read_options(context, view, max_lag, at_least)
-        result = await context.planner.top(view, limit, context.deadline, window.start, options)
-        context.add_freshness(view, result.freshness)
-        record_failures(context, info, result.failures)
-        return [to_type(row) for row in result.rows]
+        return await read_top(info, limit, window, max_lag, at_least)
+
+    top_resolver: Any = top
+    ranking = ranking_enum(view) if view.ranked_fields else None
+    if ranking is not None:  # the annotation of `by` needs the enum
+
+        async def ranked_top(
+            info: strawberry.Info,
+            *,
+            limit: int = 10,
+            window: WindowInput,
+            by: ranking | None = None,  # type: ignore[valid-type]
+            max_lag: MaxLag = strawberry.UNSET,
+            at_least: AtLeast = strawberry.UNSET,
+        ) -> list[window_type]:  # type: ignore[valid-type]
+            field = None if by is None else by.value  # type: ignore[attr-defined]
+            return await read_top(info, limit, window, max_lag, at_least, field)
+
+        top_resolver = ranked_top
 
     size_ms = view.window.size_ms
 
@@ -173,7 +204,7 @@ def windowed_fields(view: View) -> ViewFields:
         empty_snapshots=False,
     )
     subscriptions = key_subscription_fields(view, updates, False, "Each window")
-    subscriptions[view.top_field] = top_subscription_field(view, window_type, to_type)
+    subscriptions[view.top_field] = top_subscription_field(view, window_type, to_type, ranking)
     return ViewFields(
         {
             view.point_field: strawberry.field(
@@ -183,11 +214,17 @@ def windowed_fields(view: View) -> ViewFields:
                 "with from <= start < to (open ends when omitted), in time order.",
             ),
             view.top_field: strawberry.field(
-                resolver=top,
+                resolver=top_resolver,
                 name=view.top_field,
                 description=f"The `limit` {view.keys_arg} most counted in {texts.window} "
                 f"(count desc, then {key} asc) of view {view.name}; the window's start must be "
-                f"{texts.starts}.",
+                f"{texts.starts}."
+                + (
+                    f" With `by`, the {view.keys_arg} with the greatest value of that result "
+                    f"instead (then {key} asc; a {key} without it is left out)."
+                    if ranking is not None
+                    else ""
+                ),
             ),
             **scan_field(view, window_type, to_type),
             **window_totals_field(view),

@@ -1,5 +1,6 @@
 """WINDOWED_COUNT views on a node: one record per (key, window); windows past the view's
-retention expire."""
+retention expire. WINDOWED_AGGREGATE views' windows hold their results too, and are
+ranked per window by each numeric one."""
 
 from __future__ import annotations
 
@@ -18,13 +19,13 @@ def _apply(batch: ChangeBatch, view: View, message: Message) -> None:
     value = message.value()
     if value is None:
         key, start_ms = record_key(view, message, str, int)
-        batch.delete_window(view.name, key, start_ms)
+        batch.delete_window(view.name, key, start_ms, view.ranked_fields)
         return
-    batch.put_window(view.name, decode_window(value))
+    batch.put_window(view.name, decode_window(value), view.ranked_fields)
 
 
 def _expire(batch: ChangeBatch, view: View, now_ms: int) -> None:
-    batch.expire_windows(view.name, expiry_horizon(view, now_ms))
+    batch.expire_windows(view.name, expiry_horizon(view, now_ms), view.ranked_fields)
 
 
 def _snapshot(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[bytes]:

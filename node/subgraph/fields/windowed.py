@@ -5,6 +5,7 @@ WINDOWED_AGGREGATE view, whose windows also show the view's results (`basket: Fl
 type HostAccessWindow { host: String!  start: DateTime!  end: DateTime!  count: Int! }
 hostAccessWindows(host: String!, from: DateTime, to: DateTime): [HostAccessWindow!]!
 topHostsPerMinute(limit: Int!, window: WindowInput!, partitions: [Int!]): [HostAccessWindow!]!
+# and, of a windowed aggregate view, `by: String`: one of its numeric results to rank by
 allHostAccessWindows(slices: [SliceInput!]!, first: Int!, ...): [HostAccessWindowSlice!]!
 ```
 
@@ -14,12 +15,14 @@ Windows past the view's retention (by the request's clock) are never returned.
 # No `from __future__ import annotations`: the resolvers' annotations are built from
 # catalogue entries at run time and strawberry must see the objects, not strings.
 
+from collections.abc import Callable
 from datetime import datetime
 from operator import methodcaller
 from typing import Annotated, Any
 
 import strawberry
 
+from node.errors import BadRequestError
 from node.storage.layout import Table
 from node.storage.retention import expiry_horizon
 from node.subgraph.fields.common import (
@@ -35,7 +38,7 @@ from node.subgraph.fields.entities import ViewFields
 from node.subgraph.fields.scan import ScanOrder, scan_field, window_columns
 from node.subgraph.fields.totals import window_totals_field
 from node.times import from_ms, time_range, window_start_ms
-from runtime.ranking import merge_top
+from runtime.ranking import merge_top, rank, value_rank
 from runtime.valuetypes import annotation
 from schema import View, WindowRow, field_value
 
@@ -51,6 +54,11 @@ def _window_type(view: View) -> type:
         namespace[f"v{index}"] = strawberry.field(name=result.name)
     namespace["__annotations__"] = annotations
     return strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
+
+
+def _by_result(field: str) -> Callable[[WindowRow], Any]:
+    """The order of a window ranking by the numeric result `field` (the store's)."""
+    return lambda row: value_rank(row.fields[field], row.key)
 
 
 def windowed_fields(view: View) -> ViewFields:
@@ -91,17 +99,44 @@ def windowed_fields(view: View) -> ViewFields:
         window: WindowInput,
         partitions: list[int] | None = strawberry.UNSET,
     ) -> list[window_type]:  # type: ignore[valid-type]
+        return read_top(info, limit, window, given(partitions), None)
+
+    def top_by(
+        info: strawberry.Info,
+        limit: int,
+        window: WindowInput,
+        partitions: list[int] | None = strawberry.UNSET,
+        by: str | None = strawberry.UNSET,
+    ) -> list[window_type]:  # type: ignore[valid-type]
+        ranked_by = given(by)
+        if ranked_by is not None and ranked_by not in view.ranked_fields:
+            known = ", ".join(view.ranked_fields)
+            raise BadRequestError(
+                view.name, f"by must name a numeric result ({known}), got {ranked_by!r}"
+            )
+        return read_top(info, limit, window, given(partitions), ranked_by)
+
+    def read_top(
+        info: strawberry.Info,
+        limit: int,
+        window: WindowInput,
+        partitions: list[int] | None,
+        ranked_by: str | None,
+    ) -> list[Any]:
         context = context_of(info)
         check_limit(view, limit)
         start_ms = window_start_ms(view, window.start)
-        reader = methodcaller("top_window", view.name, start_ms, limit, horizon(context), results)
-        tops = read_partitions(view, context, given(partitions), reader)
-        return [to_type(row) for row in merge_top(tops, limit)]
+        reader = methodcaller(
+            "top_window", view.name, start_ms, limit, horizon(context), results, ranked_by
+        )
+        tops = read_partitions(view, context, partitions, reader)
+        order = rank if ranked_by is None else _by_result(ranked_by)
+        return [to_type(row) for row in merge_top(tops, limit, order)]
 
     return ViewFields(
         {
             view.point_field: query_field(windows, view.point_field),
-            view.top_field: query_field(top, view.top_field),
+            view.top_field: query_field(top_by if view.ranked_fields else top, view.top_field),
             **scan_field(
                 view,
                 Table.WINDOW,
