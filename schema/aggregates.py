@@ -101,22 +101,21 @@ class Aggregate:
 
 def check_aggregates(
     view: str,
-    key_fields: tuple[str, ...],
+    taken: tuple[str, ...],
     aggregates: tuple[Aggregate, ...],
     fields: tuple[ValueField, ...],
 ) -> None:
     """ValueError naming `view` and the aggregate unless each names a value field of a type
     its function takes, and the names of the results are distinct from each other and from
-    the key's fields and `eventTime`."""
+    the other fields of the view's type, `taken` (its key's, `eventTime` or a window's)."""
     if not aggregates:
         raise ValueError(f"view {view}: an aggregate view needs aggregates=(Aggregate(...), ...)")
     names = [a.name for a in aggregates]
-    taken = {*key_fields, EVENT_TIME}
     clashes = sorted({n for n in names if names.count(n) > 1 or n in taken})
     if clashes:
         raise ValueError(
-            f"view {view}: aggregate names must be distinct and differ from the key's fields "
-            f"and {EVENT_TIME}: rename {', '.join(clashes)}"
+            f"view {view}: aggregate names must be distinct and differ from the type's other "
+            f"fields ({', '.join(taken)}): rename {', '.join(clashes)}"
         )
     types = {f.name: f.type for f in fields}
     for aggregate in aggregates:

@@ -211,7 +211,7 @@ class View:
 
     def _check_aggregates(self) -> None:
         if _SHAPES[self.kind].aggregates:
-            check_aggregates(self.name, self.key_names, self.aggregates, self.value_fields)
+            check_aggregates(self.name, self._type_fields, self.aggregates, self.value_fields)
             if not self.ranked_fields:
                 raise ValueError(
                     f"view {self.name}: its top-N ranks keys by a numeric aggregate and it has "
@@ -222,6 +222,14 @@ class View:
                 f"view {self.name}: aggregates are for aggregate views: set "
                 f"kind=ViewKind.AGGREGATE (or WINDOWED_AGGREGATE), or drop them"
             )
+
+    @property
+    def _type_fields(self) -> tuple[str, ...]:
+        """The fields of the view's type besides its results: the key's, and a window's
+        bounds and count or the newest event time."""
+        if self.window is not None:
+            return (*self.key_names, "start", "end", "count")
+        return (*self.key_names, "eventTime")
 
     def _kind_fields(self) -> list[str]:
         shape, fields = _SHAPES[self.kind], []

@@ -21,6 +21,7 @@ from schema import AggregateFunction, FieldType, RecordKey, ValueType, View
 
 __all__ = [
     "PRODUCTS",
+    "T0",
     "Event",
     "Expected",
     "orders",

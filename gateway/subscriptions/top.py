@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gateway.model.rows import Event, Ranked, ranked_count
+from gateway.model.rows import Event, Ranked, WindowCount, ranked_count
 from gateway.model.timestamps import floor_ms
 from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream
 from gateway.reads.protocol import ReadOptions, Reads
@@ -71,7 +71,7 @@ class _Watch:
     def _last(self, row: Ranked) -> float:
         if self.by is None:
             return ranked_count(row)
-        assert isinstance(row, Event), row
+        assert isinstance(row, Event | WindowCount), row  # an aggregate's, or a window's
         return float(row.values[self.by])
 
     def seen(self, batch: FeedBatch | Exception) -> None:

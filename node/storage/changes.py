@@ -160,10 +160,8 @@ class ChangeBatch:
         self.windows[(view, key, start_ms)] = None
         self.origins[("w", view, key, start_ms)] = self._at
 
-    def expire_windows(self, view: str, horizon_ms: int, ranked: tuple[str, ...] = ()) -> None:
-        """Purge the windows of `view` that end at or before `horizon_ms` (and their
-        entries in the index of each `ranked` result)."""
-        self._rank(view, ranked)
+    def expire_windows(self, view: str, horizon_ms: int) -> None:
+        """Purge the windows of `view` that end at or before `horizon_ms`."""
         self.horizons[view] = max(horizon_ms, self.horizons.get(view, horizon_ms))
 
     def put_latest(self, view: str, row: EventRow, ranked: tuple[str, ...] = ()) -> None:

@@ -121,6 +121,7 @@ __all__ = [
     "window_prefix",
     "window_rank_key",
     "window_rank_prefix",
+    "window_ranks_prefix",
     "window_start_key",
     "window_top_key",
     "window_top_prefix",
@@ -256,6 +257,11 @@ def window_rank_key(view: str, field: str, start_ms: int, value: float, key: str
         + pack_uint(MAX_UINT - order_of(value))
         + pack_str(key)
     )
+
+
+def window_ranks_prefix(view: str) -> bytes:
+    """The indexes of `view`'s windows by every result."""
+    return pack("wrank", view)
 
 
 def window_rank_prefix(view: str, field: str, *start_ms: int) -> bytes:

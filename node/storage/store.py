@@ -442,7 +442,7 @@ class LevelDBStore(PartitionStore):
         with db.write_batch(transaction=True) as wb:
             self._write_counts(db, wb, batch)
             # purge before writing: a window rewritten by this batch must not be deleted
-            self._purge_windows(db, wb, batch.horizons, batch.ranked)
+            self._purge_windows(db, wb, batch.horizons)
             self._write_windows(db, wb, batch)
             before = self._write_latest(db, wb, batch)
             for (view, key, at), event in batch.events.items():
@@ -536,17 +536,12 @@ class LevelDBStore(PartitionStore):
             _add_total(db, wb, layout.window_total_key(view, start_ms), change, end_ms)
 
     @staticmethod
-    def _purge_windows(
-        db: plyvel.DB,
-        wb: plyvel.WriteBatch,
-        horizons: dict[str, int],
-        ranked: dict[str, tuple[str, ...]],
-    ) -> None:
+    def _purge_windows(db: plyvel.DB, wb: plyvel.WriteBatch, horizons: dict[str, int]) -> None:
         """Delete every window (row and index entries) that ends at or before its horizon."""
         for view, horizon in horizons.items():
             if horizon <= 0:  # windows start at 0 or later, so none ends at 0 or before
                 continue
-            for field in ranked.get(view, ()):
+            for field in _ranked_results(db, view):  # those the view had, too
                 _purge_index(db, wb, layout.window_rank_prefix(view, field), horizon)
             base = layout.window_top_prefix(view)
             # a window starting at or after the horizon ends after it: scan only earlier ones
@@ -979,6 +974,21 @@ def _rerank_window(
         if row is not None and is_rankable(row.fields.get(field)):
             entry = layout.window_rank_key(view, field, row.start_ms, row.fields[field], row.key)
             wb.put(entry, layout.encode_window_index(row))
+
+
+def _ranked_results(db: plyvel.DB, view: str) -> list[str]:
+    """The results the "wrank" index of `view` holds entries of: one seek per result."""
+    found: list[str] = []
+    start = layout.window_ranks_prefix(view)
+    end = layout.prefix_end(start)
+    while True:
+        with db.iterator(start=start, stop=end, include_value=False) as entries:
+            index_key = next(entries, None)
+        if index_key is None:
+            return found
+        field = str(unpack(index_key)[2])
+        found.append(field)
+        start = layout.prefix_end(layout.window_rank_prefix(view, field))
 
 
 def _purge_index(db: plyvel.DB, wb: plyvel.WriteBatch, base: bytes, horizon: int) -> None:

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import Aggregate, AggregateFunction, EventRow, View, encode_event
 
-__all__ = ["PLAN", "aggregate", "changelog", "results"]
+__all__ = ["PLAN", "aggregate", "changelog", "fields", "results"]
 
 _EVENTS = "events"  # the column of the number of events aggregated
 
@@ -37,14 +37,26 @@ _COMPUTE: dict[AggregateFunction, Callable[[Column], Column]] = {
 }
 
 
+def _column(name: str) -> str:
+    """The column of the result `name` while aggregating: apart from the kinds' own
+    columns (`key`, `count`, `events`...), whatever the result is called."""
+    return f"r_{name}"
+
+
 def _result(aggregate: Aggregate) -> Column:
     value = F.lit(1) if aggregate.of is None else F.col("fields").getField(aggregate.of)
-    return _COMPUTE[aggregate.function](value).alias(aggregate.name)
+    return _COMPUTE[aggregate.function](value).alias(_column(aggregate.name))
 
 
 def results(view: View) -> list[Column]:
-    """The aggregation columns of `view`'s aggregates, each named as its result."""
+    """The aggregation columns of `view`'s aggregates (see `fields`)."""
     return [_result(a) for a in view.aggregates]
+
+
+def fields(view: View) -> Column:
+    """`fields`: the struct of `view`'s results by name, after `results` aggregated them."""
+    named = (F.col(_column(a.name)).alias(a.name) for a in view.aggregates)
+    return F.struct(*named).alias("fields")
 
 
 def aggregate(events: DataFrame, view: View) -> DataFrame:
@@ -54,8 +66,7 @@ def aggregate(events: DataFrame, view: View) -> DataFrame:
         F.count(F.lit(1)).alias(_EVENTS),
         *results(view),
     )
-    fields = F.struct(*(a.name for a in view.aggregates)).alias("fields")
-    return grouped.select("key", "event_ms", _EVENTS, fields)
+    return grouped.select("key", "event_ms", _EVENTS, fields(view))
 
 
 def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.errors import PipelineError
-from pipeline.kinds.aggregate import results
+from pipeline.kinds.aggregate import fields, results
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, WindowRow, WindowSpec, encode_window, window_record_key
 
@@ -55,16 +55,14 @@ def aggregate(events: DataFrame, view: View) -> DataFrame:
             *results(view),
         )
     )
-    fields = (
-        [F.struct(*(a.name for a in view.aggregates)).alias("fields")] if view.aggregates else []
-    )
+    results_of = [fields(view)] if view.aggregates else []
     return windows.select(
         "key",
         F.unix_millis(F.col("window.start")).alias("start_ms"),
         F.unix_millis(F.col("window.end")).alias("end_ms"),
         "count",
         "last_event_ms",
-        *fields,
+        *results_of,
     )
 
 

@@ -145,7 +145,7 @@ def test_windows_rank_by_a_result_per_window_and_leave_the_index_when_gone(
         for row in rows:
             change.put_window(V, row, ranked)
         if horizon is not None:
-            change.expire_windows(V, horizon, ranked)
+            change.expire_windows(V, horizon)
         store.apply(change)
 
     for backend in BACKENDS:
@@ -166,6 +166,11 @@ def test_windows_rank_by_a_result_per_window_and_leave_the_index_when_gone(
             apply(store, horizon=SIZE)  # the windows starting at 0 end at SIZE: purged
             assert _by_basket(store, 0, NEVER) == []
             assert _by_basket(store, SIZE) == ["a", "z"]
+            # a result the view no longer has: its entries go with their windows too
+            gone = ChangeBatch()
+            gone.put_window(V, WindowRow("g", 0, SIZE, 1, 0, {"gone": 1.0}), ("gone",))
+            store.apply(gone)
+            apply(store, horizon=SIZE)
     # and the purged windows left no entry in the LevelDB index
     db = plyvel.DB(str(tmp_path / "leveldb" / "partition-0"))
     try:

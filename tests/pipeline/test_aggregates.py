@@ -24,8 +24,17 @@ from pipeline.kinds import aggregate as aggregate_kind
 from pipeline.kinds import windowed_count as windowed_kind
 from pipeline.where import where_applied
 from runtime.topics import ensure_topics, statefed_topics
-from schema import EventRow, View, WindowRow, decode_event, decode_window
+from schema import (
+    Aggregate,
+    AggregateFunction,
+    EventRow,
+    View,
+    WindowRow,
+    decode_event,
+    decode_window,
+)
 from tests.aggregates import (
+    T0,
     Event,
     Expected,
     orders,
@@ -45,6 +54,7 @@ from tests.pipeline.support import (
 from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
+F = AggregateFunction
 FIELDS = "struct<amount: double, quantity: bigint, product: string, status: string>"
 EVENTS = f"key string, event_ms long, partition int, offset long, fields {FIELDS}"
 
@@ -134,6 +144,26 @@ def test_windowed_aggregates_equal_the_reference_per_window(
     assert HOURLY_BASKETS.window is not None
     got, want = _windows(spark, HOURLY_BASKETS, events), windowed_reference(HOURLY_BASKETS, events)
     assert _window_differences(got, want, HOURLY_BASKETS.window.size_ms) == {}
+
+
+def test_results_may_be_named_like_the_kinds_own_columns(spark: SparkSession) -> None:
+    named = (
+        Aggregate("events", F.COUNT),
+        Aggregate("key", F.SUM, "amount"),
+        Aggregate("fields", F.MAX, "quantity"),
+        Aggregate("lastEventMs", F.MIN, "amount"),
+    )
+    events = [
+        Event("c1", T0 + 5, {"amount": 2.5, "quantity": 3}),
+        Event("c1", T0 + 1, {"amount": 1.0}),
+        Event("c2", T0 + 2, {"quantity": -1}),
+    ]
+    view = dataclasses.replace(CUSTOMER_ORDERS, aggregates=named)
+    assert _differences(_rows(spark, view, events), reference(view, events)) == {}
+    windowed = dataclasses.replace(HOURLY_BASKETS, aggregates=named)
+    assert windowed.window is not None
+    got, want = _windows(spark, windowed, events), windowed_reference(windowed, events)
+    assert want and _window_differences(got, want, windowed.window.size_ms) == {}
 
 
 def test_a_where_that_cannot_be_evaluated_names_the_view_and_its_fields(

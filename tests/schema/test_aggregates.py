@@ -19,6 +19,7 @@ from schema import (
     RecordKey,
     ValueField,
     ViewKind,
+    WindowSpec,
 )
 from tests.orders import CUSTOMER_ORDERS, PRODUCT_SALES, STATUS_LINES
 
@@ -56,6 +57,15 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     (
         {"aggregates": (Aggregate("customer", F.COUNT), Aggregate("eventTime", F.COUNT))},
         "rename customer, eventTime",
+    ),
+    (
+        {
+            "kind": ViewKind.WINDOWED_AGGREGATE,
+            "window": WindowSpec(size_ms=60_000, retention_ms=60_000),
+            "many_field": "",
+            "aggregates": (Aggregate("count", F.COUNT), Aggregate("end", F.MAX, "amount")),
+        },
+        "other fields (customer, start, end, count): rename count, end",
     ),
     ({"aggregates": (Aggregate("first", F.MIN, "product"),)}, "has none: add one"),
     ({"kind": ViewKind.LATEST}, "aggregates are for aggregate views"),

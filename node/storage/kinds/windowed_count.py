@@ -25,7 +25,7 @@ def _apply(batch: ChangeBatch, view: View, message: Message) -> None:
 
 
 def _expire(batch: ChangeBatch, view: View, now_ms: int) -> None:
-    batch.expire_windows(view.name, expiry_horizon(view, now_ms), view.ranked_fields)
+    batch.expire_windows(view.name, expiry_horizon(view, now_ms))
 
 
 def _snapshot(store: PartitionStore, view: View, keys: list[str], at: int, now: int) -> list[bytes]:

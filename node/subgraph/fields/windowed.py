@@ -38,7 +38,7 @@ from node.subgraph.fields.entities import ViewFields
 from node.subgraph.fields.scan import ScanOrder, scan_field, window_columns
 from node.subgraph.fields.totals import window_totals_field
 from node.times import from_ms, time_range, window_start_ms
-from runtime.ranking import merge_top, rank, value_rank
+from runtime.ranking import is_rankable, merge_top, value_rank
 from runtime.valuetypes import annotation
 from schema import View, WindowRow, field_value
 
@@ -130,8 +130,11 @@ def windowed_fields(view: View) -> ViewFields:
             "top_window", view.name, start_ms, limit, horizon(context), results, ranked_by
         )
         tops = read_partitions(view, context, partitions, reader)
-        order = rank if ranked_by is None else _by_result(ranked_by)
-        return [to_type(row) for row in merge_top(tops, limit, order)]
+        if ranked_by is None:
+            return [to_type(row) for row in merge_top(tops, limit)]
+        # an entry of a result its row no longer has (one dropped from the view) ranks nothing
+        shown = [[r for r in top if is_rankable(r.fields.get(ranked_by))] for top in tops]
+        return [to_type(row) for row in merge_top(shown, limit, _by_result(ranked_by))]
 
     return ViewFields(
         {
