@@ -1,5 +1,6 @@
 """A cluster of its own for the differential tests: it starts with one node and grows to
-three, and runs a catalogue with one extra view (tests/differential/views.py)."""
+three, and runs a catalogue with views of its own (tests/differential/views.py), which
+the pipeline progress follows too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.differential.views import CATALOGUE
 from tests.e2e.conftest import Cluster
 from tests.e2e.progress import PipelineProgress
 from tooling.localcluster import LocalCluster
@@ -29,6 +31,6 @@ def grown_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
 
 @pytest.fixture(scope="package")
 def progress(grown_cluster: Cluster) -> Iterator[PipelineProgress]:
-    follower = PipelineProgress(grown_cluster.local.bootstrap)
+    follower = PipelineProgress(grown_cluster.local.bootstrap, CATALOGUE)
     yield follower
     follower.close()

@@ -26,9 +26,11 @@ def needed_offsets(writes: Iterable[Write]) -> dict[int, int]:
 
 
 class PipelineProgress:
-    """Follows `statefed.pipeline` and keeps the newest status of each view."""
+    """Follows `statefed.pipeline` and keeps the newest status of each view of the
+    `catalogue` the pipeline runs."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, catalogue: tuple[View, ...] = CATALOGUE) -> None:
+        self._catalogue = catalogue
         self._consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -55,7 +57,7 @@ class PipelineProgress:
 
     def wait(self, topic: str, needed: dict[int, int], timeout_s: float = 90.0) -> None:
         """Wait until every view over `topic` has processed up to `needed`."""
-        views = [v for v in CATALOGUE if v.topic == topic]
+        views = [v for v in self._catalogue if v.topic == topic]
 
         def done() -> bool:
             if all(self._done(v, needed) for v in views):
