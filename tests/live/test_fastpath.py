@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from uvicorn.protocols.websockets import websockets_sansio_impl as uvicorn_websockets
+from websockets.asyncio import connection as websockets_connection
 
 from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
@@ -134,6 +137,19 @@ def _routes_settled(http: httpx.Client, nodes: list[ThreadNode]) -> bool:
     body = http.get("/health").json()
     routed = {n["id"]: sorted(n["active"]) for n in body["nodes"] if n["alive"]}
     return routed == {h["node_id"]: sorted(h["active"]) for h in healths}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pings_of_their_own() -> Iterator[None]:
+    """The servers here run in this process, and their websocket keepalive pings (the
+    nodes' change feeds: uvicorn's sans-I/O websockets on one end, websockets' client on
+    the gateway's) draw their payloads from the `random` module's shared state, which
+    hypothesis watches while it draws an example (and calls a change a strategy's use of
+    `random`): give them generators of their own."""
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (uvicorn_websockets, websockets_connection):
+            patch.setattr(module, "random", random.Random())
+        yield
 
 
 @pytest.fixture(scope="module")
