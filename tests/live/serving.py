@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
 import uvicorn
 
 from gateway.cluster.pipeline import StatusBoard
@@ -43,3 +44,14 @@ def served(config: GatewayConfig | None = None) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         assert not thread.is_alive(), "the gateway did not stop"
+
+
+def running_sources(base: str) -> int:
+    """The subscription sources running now (the test schema's `running`), asked of the
+    gateway at `base`. It counts the sources of every server and test of this process, so
+    a test that shows its own source stop compares with what ran before it: once, in a
+    clean-clone run, a source of some earlier test was still counted (which one, and why,
+    is not known)."""
+    answer = httpx.post(base + "/graphql", json={"query": "{ running }"}, timeout=10)
+    count: int = answer.json()["data"]["running"]
+    return count

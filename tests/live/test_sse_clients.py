@@ -18,7 +18,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from tests.live.clients import Step, run
-from tests.live.serving import served
+from tests.live.serving import running_sources, served
 
 MODES = pytest.mark.parametrize("single", [False, True], ids=["distinct", "single"])
 ISSUER = "https://issuer.test/"
@@ -62,21 +62,26 @@ def test_errors_before_execution_reach_the_subscriber(stream: str, single: bool)
 
 
 def test_closing_a_distinct_connection_stops_its_source(stream: str) -> None:
-    steps = [Step("subscription { ticks }", take=3), Step("{ running }", until={"running": 0})]
+    before = running_sources(stream.removesuffix("/graphql/stream"))
+    steps = [
+        Step("subscription { ticks }", take=3),
+        Step("{ running }", until={"running": before}),
+    ]
     ticks, running = run("graphql-sse", stream, steps)["steps"]
     assert values(ticks, "ticks") == [0, 1, 2]
-    assert values(running, "running") == [0]
+    assert values(running, "running") == [before]
 
 
 def test_delete_stops_one_operation_of_the_single_connection(stream: str) -> None:
+    before = running_sources(stream.removesuffix("/graphql/stream"))
     steps = [
         Step("subscription { ticks }", take=1, hold=True),  # keeps the stream open
         Step("subscription { ticks }", take=3),  # then stopped by the client's DELETE
-        Step("{ running }", until={"running": 1}),
+        Step("{ running }", until={"running": before + 1}),
     ]
     held, ticks, running = run("graphql-sse", stream, steps, single_connection=True)["steps"]
     assert values(held, "ticks") == [0] and values(ticks, "ticks") == [0, 1, 2]
-    assert values(running, "running") == [1]
+    assert values(running, "running") == [before + 1]
 
 
 def test_the_per_connection_limit_holds_on_a_single_connection(stream: str) -> None:
