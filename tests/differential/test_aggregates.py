@@ -85,6 +85,31 @@ def _ranking_value(by: str) -> str:
     return "".join("_" + c if c.isupper() else c for c in by).upper()
 
 
+def _scanned(
+    cluster: Cluster,
+    view: View,
+    selection: str,
+    filtered: tuple[str, str, dict[str, Any]],
+    first: int = 20,
+) -> list[dict[str, Any]]:
+    """Every row of `view`'s scan, page by page of `first`: `filtered` is the scan's own
+    variables as declared, its arguments naming them, and their values."""
+    declared, arguments, variables = filtered
+    query = (
+        f"query({declared}, $a: String) {{ r: {view.scan_field}({arguments}, first: {first}, "
+        f"after: $a) {{ edges {{ node {{ {selection} }} }} pageInfo {{ hasNextPage "
+        "endCursor } } }"
+    )
+    rows: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page = cluster.data(query, {**variables, "a": after})["r"]
+        rows += [edge["node"] for edge in page["edges"]]
+        if not page["pageInfo"]["hasNextPage"]:
+            return rows
+        after = page["pageInfo"]["endCursor"]
+
+
 class Surfaces:
     """What the gateway answers for the keys of one view that start with `prefix`."""
 
@@ -106,35 +131,14 @@ class Surfaces:
         return rows
 
     def scan(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
-        after = None
-        query = (
-            f"query($p: String!, $a: String) {{ r: {self.view.scan_field}(prefix: $p, "
-            f"first: 20, after: $a) {{ edges {{ node {{ {self.selection} }} }} "
-            "pageInfo { hasNextPage endCursor } } }"
-        )
-        while True:
-            page = self.cluster.data(query, {"p": self.prefix, "a": after})["r"]
-            rows += [edge["node"] for edge in page["edges"]]
-            if not page["pageInfo"]["hasNextPage"]:
-                return rows
-            after = page["pageInfo"]["endCursor"]
+        by_prefix = ("$p: String!", "prefix: $p", {"p": self.prefix})
+        return _scanned(self.cluster, self.view, self.selection, by_prefix)
 
     def scan_by(self, by: str) -> list[dict[str, Any]]:
         """The whole view by the result `by`, cut to this prefix's keys."""
-        rows: list[dict[str, Any]] = []
-        after = None
-        query = (
-            f"query($b: {self.view.type_name}Ranking, $a: String) {{ r: "
-            f"{self.view.scan_field}(by: $b, first: 7, after: $a) {{ edges {{ node "
-            f"{{ {self.selection} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"
-        )
-        while True:
-            page = self.cluster.data(query, {"b": _ranking_value(by), "a": after})["r"]
-            rows += [edge["node"] for edge in page["edges"]]
-            if not page["pageInfo"]["hasNextPage"]:
-                return [r for r in rows if r[self.view.key_field].startswith(self.prefix)]
-            after = page["pageInfo"]["endCursor"]
+        ranked = (f"$b: {self.view.type_name}Ranking", "by: $b", {"b": _ranking_value(by)})
+        rows = _scanned(self.cluster, self.view, self.selection, ranked, first=7)
+        return [r for r in rows if r[self.view.key_field].startswith(self.prefix)]
 
     def top(self, by: str) -> list[dict[str, Any]]:
         """The global top by `by`, cut to this prefix's keys (their order among themselves
@@ -275,19 +279,8 @@ class WindowSurfaces:
         return self._rows([r for r in rows if r[self.view.key_field].startswith(self.prefix)])
 
     def scan(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
-        after = None
-        query = (
-            f"query($p: String!, $a: String) {{ r: {self.view.scan_field}(prefix: $p, "
-            f"first: 20, after: $a) {{ edges {{ node {{ {self.selection} }} }} "
-            "pageInfo { hasNextPage endCursor } } }"
-        )
-        while True:
-            page = self.cluster.data(query, {"p": self.prefix, "a": after})["r"]
-            rows += [edge["node"] for edge in page["edges"]]
-            if not page["pageInfo"]["hasNextPage"]:
-                return self._rows(rows)
-            after = page["pageInfo"]["endCursor"]
+        by_prefix = ("$p: String!", "prefix: $p", {"p": self.prefix})
+        return self._rows(_scanned(self.cluster, self.view, self.selection, by_prefix))
 
 
 def _wanted_windows(produced: list[Event]) -> dict[tuple[str, int], dict[str, Any]]:
