@@ -47,16 +47,14 @@ def group_key_type(fields: tuple[ValueField, ...]) -> KeyType | RecordKey:
 
 def check_group_by(
     view: str,
-    kind: str,
     group_by: tuple[str, ...],
     fields: tuple[ValueField, ...],
     key_field: str,
     key_type: KeyType | RecordKey,
 ) -> None:
     """ValueError naming `view` and the fix unless `group_by` names distinct value fields
-    of key types, of an aggregate view, and `key_type` is the key they make."""
-    if kind not in ("aggregate", "windowed_aggregate"):
-        raise ValueError(f"view {view}: group_by is for aggregate views, not {kind} ones")
+    of key types and `key_type` is the key they make (the view's kind is `View`'s to
+    check: only aggregates are grouped)."""
     by_name = {f.name: f for f in fields}
     unknown = [name for name in group_by if name not in by_name]
     if unknown or len(set(group_by)) != len(group_by):

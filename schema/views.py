@@ -89,15 +89,16 @@ class _KindShape:
     many: bool = False  # a multi-key lookup field (`many_field`)
     top: bool = False  # a top-N field (`top_field`)
     window: bool = False  # a `window`
-    aggregates: bool = False  # `aggregates`
+    aggregates: bool = False  # `aggregates`; only such a view may take `group_by`
+    events: bool = False  # rows are events showing the `value_fields`
 
 
 # the one place the contract says what each kind needs
 _SHAPES: dict[ViewKind, _KindShape] = {
     ViewKind.COUNT: _KindShape(many=True, top=True),
     ViewKind.WINDOWED_COUNT: _KindShape(top=True, window=True),
-    ViewKind.LATEST: _KindShape(many=True),
-    ViewKind.HISTORY: _KindShape(),
+    ViewKind.LATEST: _KindShape(many=True, events=True),
+    ViewKind.HISTORY: _KindShape(events=True),
     ViewKind.AGGREGATE: _KindShape(many=True, top=True, aggregates=True),
     ViewKind.WINDOWED_AGGREGATE: _KindShape(top=True, window=True, aggregates=True),
 }
@@ -134,10 +135,10 @@ class View:
     its top-N ranks keys by any numeric result. `value_fields` are then the fields the
     aggregates and `where` read. A windowed aggregate view keeps them per key and window
     (`window`, as a windowed_count view does): each window shows its events' count and
-    the results, and its top-N per window ranks keys by the count. `where`, on a view of
-    any kind, is a Spark SQL predicate over the value fields by their GraphQL names
-    (`status = 'PAID' AND amount > 0`): only the events it holds for are in the view; it
-    is checked when the pipeline starts.
+    the results, and its top-N per window ranks keys by the count or by a numeric result.
+    `where`, on a view of any kind, is a Spark SQL predicate over the value fields by
+    their GraphQL names (`status = 'PAID' AND amount > 0`): only the events it holds for
+    are in the view; it is checked when the pipeline starts.
     """
 
     name: str
@@ -195,10 +196,13 @@ class View:
         if problem is not None:
             raise ValueError(f"view {self.name}: window {problem}")
         self._check_aggregates()
+        if self.group_by and not _SHAPES[self.kind].aggregates:
+            raise ValueError(
+                f"view {self.name}: group_by is for aggregate views, not {self.kind.value} ones"
+            )
         if self.group_by:
             check_group_by(
                 self.name,
-                self.kind.value,
                 self.group_by,
                 self.value_fields,
                 self.key_field,
@@ -253,9 +257,7 @@ class View:
         or none (a count's `value_fields` are only read by its `where`)."""
         if self.aggregates:
             return aggregate_fields(self.aggregates, self.value_fields)
-        if self.kind in (ViewKind.LATEST, ViewKind.HISTORY):
-            return self.value_fields
-        return ()
+        return self.value_fields if _SHAPES[self.kind].events else ()
 
     @functools.cached_property
     def ranked_fields(self) -> tuple[str, ...]:
