@@ -7,7 +7,7 @@ its type, is null (schema.fieldtypes).
 
 # No `from __future__ import annotations`: strawberry must see the types, not strings.
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,7 @@ from node.times import from_ms
 from runtime.valuetypes import annotation
 from schema import EventRow, View, field_value
 
-__all__ = ["EVENT_TIME_FIELD", "event_type"]
+__all__ = ["EVENT_TIME_FIELD", "add_value_attributes", "event_type", "value_arguments"]
 
 EVENT_TIME_FIELD = "eventTime"
 
@@ -31,12 +31,9 @@ def event_type(
     names = [view.key_field, *(f.name for f in view.row_fields), EVENT_TIME_FIELD]
     if len(set(names)) != len(names):
         raise NodeError(f"view {view.name}: its event type would repeat a field: {names}")
-    # Python attributes v0, v1, ... stand for the value fields, whatever their names
     annotations: dict[str, Any] = {"key": str}
     namespace: dict[str, Any] = {"key": strawberry.field(name=view.key_field)}
-    for index, value_field in enumerate(view.row_fields):
-        annotations[f"v{index}"] = annotation(value_field.type) | None
-        namespace[f"v{index}"] = strawberry.field(name=value_field.name)
+    add_value_attributes(view, annotations, namespace)
     annotations["event_time"] = datetime
     namespace["event_time"] = strawberry.field(name=EVENT_TIME_FIELD)
     namespace["__annotations__"] = annotations
@@ -45,10 +42,26 @@ def event_type(
     )
 
     def to_type(row: EventRow) -> Any:
-        values = {
-            f"v{index}": field_value(value_field.type, row.fields.get(value_field.name))
-            for index, value_field in enumerate(view.row_fields)
-        }
+        values = value_arguments(view, row.fields)
         return row_type(key=row.key, event_time=from_ms(row.event_ms), **values)
 
     return row_type, to_type
+
+
+def add_value_attributes(
+    view: View, annotations: dict[str, Any], namespace: dict[str, Any]
+) -> None:
+    """Add the view's row fields (`View.row_fields`) to a type being built: Python
+    attributes v0, v1, ... stand for them, whatever their names, each nullable."""
+    for index, value_field in enumerate(view.row_fields):
+        annotations[f"v{index}"] = annotation(value_field.type) | None
+        namespace[f"v{index}"] = strawberry.field(name=value_field.name)
+
+
+def value_arguments(view: View, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The v0, v1, ... of `add_value_attributes` for a row's `fields`, as their types show
+    them."""
+    return {
+        f"v{index}": field_value(value_field.type, fields.get(value_field.name))
+        for index, value_field in enumerate(view.row_fields)
+    }

@@ -22,13 +22,21 @@ from node.errors import BadRequestError
 from node.subgraph.fields.common import check_limit, given, query_field, read_partitions
 from node.subgraph.fields.context import context_of
 from runtime.ranking import merge_top, value_rank
-from schema import EventRow, View
+from schema import EventRow, View, WindowRow
 
-__all__ = ["ranked_top_field"]
+__all__ = ["by_result", "check_ranked", "ranked_top_field"]
 
 
-def _order(by: str) -> Callable[[EventRow], Any]:
+def by_result(by: str) -> Callable[[EventRow | WindowRow], Any]:
+    """The order of rows ranked by their numeric result `by` (a store's rank index's)."""
     return lambda row: value_rank(row.fields[by], row.key)
+
+
+def check_ranked(view: View, by: str) -> None:
+    """BAD_USER_INPUT unless `by` names a numeric result of `view`."""
+    if by not in view.ranked_fields:
+        known = ", ".join(view.ranked_fields)
+        raise BadRequestError(view.name, f"by must name a numeric result ({known}), got {by!r}")
 
 
 def ranked_top_field(
@@ -43,11 +51,9 @@ def ranked_top_field(
         partitions: list[int] | None = strawberry.UNSET,
     ) -> list[row_type]:  # type: ignore[valid-type]
         check_limit(view, limit)
-        if by not in view.ranked_fields:
-            known = ", ".join(view.ranked_fields)
-            raise BadRequestError(view.name, f"by must be one of {known}, got {by!r}")
+        check_ranked(view, by)
         reader = methodcaller("ranked", view.name, by, limit)
         tops = read_partitions(view, context_of(info), given(partitions), reader)
-        return [to_type(row) for row in merge_top(tops, limit, _order(by))]
+        return [to_type(row) for row in merge_top(tops, limit, by_result(by))]
 
     return {view.top_field: query_field(top, view.top_field)}

@@ -40,6 +40,7 @@ from node.storage.layout import ScannedRow, ScanSpan, Table
 from node.storage.store import PartitionStore
 from node.subgraph.fields.common import given, query_field, read_each
 from node.subgraph.fields.context import ReadContext, context_of
+from node.subgraph.fields.ranked import check_ranked
 from node.times import time_range
 from schema import CountRow, EventRow, View, WindowRow, field_value, wire_value
 
@@ -231,9 +232,8 @@ def scan_field(
             raise BadRequestError(view.name, "startFrom and startTo apply to START and COUNT")
         if (scanned is Table.RANK) != (by is not None):
             raise BadRequestError(view.name, "by goes with order: RESULT, and only with it")
-        if by is not None and by not in view.ranked_fields:
-            known = ", ".join(view.ranked_fields)
-            raise BadRequestError(view.name, f"by must name a numeric result ({known}), got {by!r}")
+        if by is not None:
+            check_ranked(view, by)
         since_ms, until_ms = time_range(view, *starts)
         return scanned, lambda after: ScanSpan(
             prefix, since, until, after, backward, since_ms, until_ms, by or ""

@@ -15,14 +15,12 @@ Windows past the view's retention (by the request's clock) are never returned.
 # No `from __future__ import annotations`: the resolvers' annotations are built from
 # catalogue entries at run time and strawberry must see the objects, not strings.
 
-from collections.abc import Callable
 from datetime import datetime
 from operator import methodcaller
 from typing import Annotated, Any
 
 import strawberry
 
-from node.errors import BadRequestError
 from node.storage.layout import Table
 from node.storage.retention import expiry_horizon
 from node.subgraph.fields.common import (
@@ -35,12 +33,13 @@ from node.subgraph.fields.common import (
 )
 from node.subgraph.fields.context import ReadContext, context_of
 from node.subgraph.fields.entities import ViewFields
+from node.subgraph.fields.events import add_value_attributes, value_arguments
+from node.subgraph.fields.ranked import by_result, check_ranked
 from node.subgraph.fields.scan import ScanOrder, scan_field, window_columns
 from node.subgraph.fields.totals import window_totals_field
 from node.times import from_ms, time_range, window_start_ms
-from runtime.ranking import is_rankable, merge_top, value_rank
-from runtime.valuetypes import annotation
-from schema import View, WindowRow, field_value
+from runtime.ranking import is_rankable, merge_top
+from schema import View, WindowRow
 
 __all__ = ["windowed_fields"]
 
@@ -48,17 +47,9 @@ __all__ = ["windowed_fields"]
 def _window_type(view: View) -> type:
     annotations: dict[str, Any] = {"key": str, "start": datetime, "end": datetime, "count": int}
     namespace: dict[str, Any] = {"key": strawberry.field(name=view.key_field)}
-    # Python attributes v0, v1, ... stand for the results, whatever their names
-    for index, result in enumerate(view.row_fields):
-        annotations[f"v{index}"] = annotation(result.type) | None
-        namespace[f"v{index}"] = strawberry.field(name=result.name)
+    add_value_attributes(view, annotations, namespace)  # a windowed aggregate's results
     namespace["__annotations__"] = annotations
     return strawberry.type(type(view.type_name, (), namespace), name=view.type_name)
-
-
-def _by_result(field: str) -> Callable[[WindowRow], Any]:
-    """The order of a window ranking by the numeric result `field` (the store's)."""
-    return lambda row: value_rank(row.fields[field], row.key)
 
 
 def windowed_fields(view: View) -> ViewFields:
@@ -67,10 +58,7 @@ def windowed_fields(view: View) -> ViewFields:
     results = bool(view.row_fields)
 
     def to_type(row: WindowRow) -> Any:
-        values = {
-            f"v{index}": field_value(result.type, row.fields.get(result.name))
-            for index, result in enumerate(view.row_fields)
-        }
+        values = value_arguments(view, row.fields)
         return window_type(
             key=row.key,
             start=from_ms(row.start_ms),
@@ -109,11 +97,8 @@ def windowed_fields(view: View) -> ViewFields:
         by: str | None = strawberry.UNSET,
     ) -> list[window_type]:  # type: ignore[valid-type]
         ranked_by = given(by)
-        if ranked_by is not None and ranked_by not in view.ranked_fields:
-            known = ", ".join(view.ranked_fields)
-            raise BadRequestError(
-                view.name, f"by must name a numeric result ({known}), got {ranked_by!r}"
-            )
+        if ranked_by is not None:
+            check_ranked(view, ranked_by)
         return read_top(info, limit, window, given(partitions), ranked_by)
 
     def read_top(
@@ -134,7 +119,7 @@ def windowed_fields(view: View) -> ViewFields:
             return [to_type(row) for row in merge_top(tops, limit)]
         # an entry of a result its row no longer has (one dropped from the view) ranks nothing
         shown = [[r for r in top if is_rankable(r.fields.get(ranked_by))] for top in tops]
-        return [to_type(row) for row in merge_top(shown, limit, _by_result(ranked_by))]
+        return [to_type(row) for row in merge_top(shown, limit, by_result(ranked_by))]
 
     return ViewFields(
         {
