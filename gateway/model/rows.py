@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from schema import View, field_value
+
 __all__ = [
     "Edge",
     "Event",
@@ -16,6 +18,7 @@ __all__ = [
     "Row",
     "Scanned",
     "WindowCount",
+    "changelog_values",
     "ranked_count",
 ]
 
@@ -107,3 +110,11 @@ class Page:
     @classmethod
     def empty(cls) -> Page:
         return cls([], False, None)
+
+
+def changelog_values(view: View, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of a changelog row's `fields` (`schema.changelog`: a latest or history
+    event's, an aggregate's or a window's results) by name, as the view's type shows them."""
+    fields = row.get("fields")
+    fields = fields if isinstance(fields, dict) else {}
+    return {spec.name: field_value(spec.type, fields.get(spec.name)) for spec in view.row_fields}

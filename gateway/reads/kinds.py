@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.model.rows import Event, Row
+from gateway.model.rows import Event, Row, changelog_values
 from gateway.model.timestamps import from_ms
 from gateway.nodes.documents import (
     NodeDocuments,
@@ -33,7 +33,7 @@ from gateway.nodes.documents import (
     window_selection,
     windows_document,
 )
-from schema import View, ViewKind, field_value
+from schema import View, ViewKind
 
 __all__ = ["KINDS", "ReadKind", "cacheable", "kind_of", "to_row", "view_queries"]
 
@@ -91,10 +91,7 @@ def _latest_documents(view: View) -> NodeDocuments:
 
 
 def _latest_row(view: View, key: str, row: Mapping[str, Any]) -> Event:
-    fields = row.get("fields")
-    fields = fields if isinstance(fields, dict) else {}
-    values = {spec.name: field_value(spec.type, fields.get(spec.name)) for spec in view.row_fields}
-    return Event(key, from_ms(int(row["event_ms"])), values)
+    return Event(key, from_ms(int(row["event_ms"])), changelog_values(view, row))
 
 
 def _aggregate_documents(view: View) -> NodeDocuments:

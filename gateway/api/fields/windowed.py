@@ -41,10 +41,10 @@ from gateway.api.fields.ranked import ranking_enum
 from gateway.api.fields.scan import scan_field
 from gateway.api.fields.totals import window_totals_field
 from gateway.api.request import RequestContext
-from gateway.model.rows import Ranked, WindowCount
+from gateway.model.rows import Ranked, WindowCount, changelog_values
 from gateway.model.timestamps import from_ms
 from runtime.valuetypes import annotation
-from schema import View, WindowSpec, field_value
+from schema import View, WindowSpec
 
 __all__ = ["windowed_fields"]
 
@@ -183,9 +183,7 @@ def windowed_fields(view: View) -> ViewFields:
             gone = {f.name: None for f in view.row_fields}
             return {"start": from_ms(at[0]), "end": from_ms(at[0] + size_ms), "count": None, **gone}
         start, end = row["start_ms"], row["end_ms"]
-        fields = row.get("fields")
-        fields = fields if isinstance(fields, dict) else {}
-        shown = {f.name: field_value(f.type, fields.get(f.name)) for f in view.row_fields}
+        shown = changelog_values(view, row)
         return {"start": from_ms(start), "end": from_ms(end), "count": row.get("count"), **shown}
 
     updates = KeySubscription(
