@@ -35,7 +35,7 @@ windowed aggregate view's windows by one numeric result per window start; a row 
 field is null or no number is not in them.
 A window's JSON fields are a windowed aggregate view's results (none for windowed_count
 views); the window indexes do not repeat them: a read by an index fills them from the
-rows (`PartitionStore.with_results`).
+rows when asked (`results` of `PartitionStore.top_window` and `PartitionStore.scan`).
 Index values repeat the row, so top-N reads never decode keys (measured: the generic key
 decoder was half the cost of a top-1000 read).
 """
@@ -275,14 +275,19 @@ def int_at(key: bytes, at: int) -> int:
     return value
 
 
+def _window_header(row: WindowRow) -> bytes:
+    return _WINDOW.pack(row.count, row.end_ms, row.last_event_ms)
+
+
 def encode_window(row: WindowRow) -> bytes:
-    header = _WINDOW.pack(row.count, row.end_ms, row.last_event_ms)
+    """A window's row: its header, then its results' JSON (windowed aggregate views)."""
+    header = _window_header(row)
     return header + orjson.dumps(row.fields) if row.fields else header
 
 
 def encode_window_index(row: WindowRow) -> bytes:
-    """A window's index entry: its count, end and newest event time, then the UTF-8 key."""
-    return _WINDOW.pack(row.count, row.end_ms, row.last_event_ms) + row.key.encode("utf-8")
+    """A window's index entry: its header (count, end, newest event time), then its key."""
+    return _window_header(row) + row.key.encode("utf-8")
 
 
 def decode_window(view: str, key: str, start_ms: int, value: bytes) -> WindowRow:
