@@ -7,8 +7,10 @@ replicators do, and returns the changes, in offset order, chunk by chunk up to a
 socket runs them in a worker thread.
 
 A replay cannot see the store as it was, so a latest row counts as a change when its
-event is later than the latest one the replay saw of its key (the store's rule, from the
-replay's start on); records a replicator skipped as undecodable are skipped here too.
+event is later than the latest one the replay saw of its key, and a count when it is not
+lower than the greatest the replay saw of its key since it was last deleted (the store's
+rules, from the replay's start on); records a replicator skipped as undecodable are
+skipped here too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from node.config import NodeConfig
 from node.errors import ReplayError, SerializationError
-from node.storage.changes import ChangeBatch, Effect, EventPosition, position
+from node.storage.changes import ChangeBatch, Effect, EventPosition, Stored, position
 from node.storage.kinds import kind_of
 from schema import View
 
@@ -44,6 +46,7 @@ class Replay:
         self._apply = kind_of(view).apply
         self._consumer: Consumer | None = None
         self._latest: dict[str, EventPosition] = {}  # the latest event seen per key
+        self._counts: dict[str, int] = {}  # the count kept per key (the greatest seen)
         # a follow cancelled mid-read closes the replay from another worker thread
         self._lock = threading.Lock()
 
@@ -131,7 +134,12 @@ class Replay:
             log.debug("view %s: replay skips the record at %d: %s", self.view.name, offset, exc)
 
     def _effects(self, batch: ChangeBatch) -> list[Effect]:
-        """The batch's changes; latest rows only when later than the latest seen."""
+        """The batch's changes; latest rows only when later than the latest seen, counts
+        only when not below the count kept."""
+        return batch.effects(Stored(self._latest_before(batch), self._counts_before(batch)))
+
+    def _latest_before(self, batch: ChangeBatch) -> dict[tuple[str, str], EventPosition]:
+        """The latest event seen of each of the batch's latest keys; then notes the batch's."""
         before = {}
         for (view, key), event in batch.latest.items():
             seen = self._latest.get(key)
@@ -141,7 +149,20 @@ class Replay:
                 self._latest.pop(key, None)
             elif seen is None or position(event) > seen:
                 self._latest[key] = position(event)
-        return batch.effects(before)
+        return before
+
+    def _counts_before(self, batch: ChangeBatch) -> dict[tuple[str, str], int]:
+        """The count kept of each of the batch's count keys; then keeps the batch's."""
+        before = {}
+        for (view, key), row in batch.counts.items():
+            kept = self._counts.get(key)
+            if kept is not None:
+                before[(view, key)] = kept
+            if row is None:
+                self._counts.pop(key, None)
+            elif kept is None or not batch.keeps_count(view, key, kept):
+                self._counts[key] = row.count
+        return before
 
     def close(self) -> None:
         """Close the consumer, once any read running in another thread is done."""

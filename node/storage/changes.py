@@ -8,6 +8,13 @@ changes a store's `apply` made take effect can go to the change feed (node.chang
 `Effect`s. An effect is encoded as its `schema.feed.Change` JSON (`change_json`) only when
 the feed first sends it: most changes of a restore are dropped from the feed's memory
 unread, and the consumer thread applying them should not pay for their JSON.
+
+A count record holds its key's absolute count, and Spark Real-Time Mode's Kafka output is
+at-least-once: after a driver crash the records since the last checkpoint are written
+again, so a key's counts may come as 15, 11, 12, ... 15. A count lower than the one the
+key has (in the batch or the store) is such a replay and changes nothing: no row, index or
+total is written and no effect reported. A tombstone still deletes the key, and the counts
+after it start again from any value.
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ import orjson
 from node.errors import SerializationError
 from schema import MAX_UINT, CountRow, EventRow, WindowRow
 
-__all__ = ["ChangeBatch", "Effect", "EventPosition", "change_json", "position"]
+__all__ = ["ChangeBatch", "Effect", "EventPosition", "Stored", "change_json", "position"]
 
 # (event_ms, source_partition, source_offset): the order of a key's events
 EventPosition = tuple[int, int, int]
-_NONE: Mapping[tuple[str, str], EventPosition] = {}
+_NO_EVENTS: Mapping[tuple[str, str], EventPosition] = {}
+_NO_COUNTS: Mapping[tuple[str, str], int] = {}
 
 
 def position(row: EventRow) -> EventPosition:
@@ -48,6 +56,17 @@ def change_json(
     if snapshot:
         doc["snapshot"] = True
     return orjson.dumps(doc)
+
+
+class Stored(NamedTuple):
+    """What a store held of a batch's keys before it (view, key): the position of each
+    latest row's event and each count, which decide the batch's `effects`."""
+
+    latest: Mapping[tuple[str, str], EventPosition] = _NO_EVENTS
+    counts: Mapping[tuple[str, str], int] = _NO_COUNTS
+
+
+_NOTHING_STORED = Stored()
 
 
 class Effect(NamedTuple):
@@ -91,11 +110,13 @@ class ChangeBatch:
 
     A later change of the same entry replaces an earlier one in what the store writes
     (changelog values are absolute), except for latest rows, where the event with the
-    greatest position wins. `horizons[view]` expires that windowed view's windows with
-    end <= the horizon. A `tracked` batch still reports every record's change (`effects`):
-    a follower sees one change per changelog record, however the records were batched,
-    so a live follow and a replay of the same offsets give the same changes. A batch
-    built with `tracked=False` reports no effects: nobody follows its partition.
+    greatest position wins, and count rows, where a lower count than the key's is a
+    replay and changes nothing (`keeps_count`). `horizons[view]` expires that windowed
+    view's windows with end <= the horizon. A `tracked` batch still reports every
+    record's change (`effects`): a follower sees one change per changelog record, however
+    the records were batched, so a live follow and a replay of the same offsets give the
+    same changes. A batch built with `tracked=False` reports no effects: nobody follows
+    its partition.
     """
 
     counts: dict[tuple[str, str], CountRow | None] = field(default_factory=dict)
@@ -109,6 +130,9 @@ class ChangeBatch:
     ranked: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # the (offset, value size) of the record that set each entry, keyed (kind, *entry key)
     origins: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict)
+    # count keys the batch deletes, each with the length `_replaced` had at its first
+    # delete: from there on the key's count starts again, unbounded by the stored count
+    restarted: dict[tuple[str, str], int] = field(default_factory=dict)
     # the record being added now (`reading`); offset 0 for batches built by hand
     _at: tuple[int, int] = (0, 0)
     # changes a later record of the same entry replaced in this batch, with their entry's
@@ -123,17 +147,29 @@ class ChangeBatch:
         self._at = (offset, size)
 
     def put_count(self, view: str, row: CountRow) -> None:
+        """Keep `row` as its key's count unless this batch has a greater one: a lower
+        count is a replay of at-least-once output, not news."""
         _check_key(view, row.key)
         _check_uint(view, row.key, "count", row.count)
+        current = self.counts.get((view, row.key))
+        if current is not None and row.count < current.count:
+            return
         self._replace(("c", view, row.key), self.counts, (view, row.key))
         self.counts[(view, row.key)] = row
         self.origins[("c", view, row.key)] = self._at
 
     def delete(self, view: str, key: str) -> None:
-        """Delete the count row of `key`."""
+        """Delete the count row of `key`; a count after it starts again, from any value."""
         self._replace(("c", view, key), self.counts, (view, key))
         self.counts[(view, key)] = None
         self.origins[("c", view, key)] = self._at
+        self.restarted.setdefault((view, key), len(self._replaced))
+
+    def keeps_count(self, view: str, key: str, stored: int) -> bool:
+        """Whether a store keeps its count `stored` of `key` over the batch's change: when
+        that is a lower count, a replay (unless the batch deleted the key before it)."""
+        row = self.counts[(view, key)]
+        return row is not None and (view, key) not in self.restarted and row.count < stored
 
     def put_window(self, view: str, row: WindowRow, ranked: tuple[str, ...] = ()) -> None:
         """Upsert a window; the store ranks the view's windows by the numeric values of
@@ -215,18 +251,20 @@ class ChangeBatch:
         """Record that every record of `topic` before `next_offset` is applied."""
         self.offsets[topic] = next_offset
 
-    def effects(self, before: Mapping[tuple[str, str], EventPosition] = _NONE) -> list[Effect]:
+    def effects(self, before: Stored = _NOTHING_STORED) -> list[Effect]:
         """The batch's changes in offset order, as a store that applied it made them: every
         record's change (also those a later record of the entry replaced), but no latest row
-        whose event is not after `before` (view, key: the position of the latest event the
-        key had before the batch, stored or seen) and no window the batch's own horizon
-        expires (stored as nothing, never seen); none when the batch is not `tracked`."""
+        whose event is not after, and no count below, what its key had `before` the batch
+        (stored or seen), and no window the batch's own horizon expires (stored as nothing,
+        never seen); none when the batch is not `tracked`."""
         if not self.tracked:
             return []
         origins = self.origins
+        end = len(self._replaced)
         effects = [
             Effect(*origins[("c", view, key)], view, key, count)
             for (view, key), count in self.counts.items()
+            if self._count_shows((view, key), count, end, before.counts)
         ]
         expired: set[tuple[Any, ...]] = set()
         for (view, key, start_ms), window in self.windows.items():
@@ -238,20 +276,36 @@ class ChangeBatch:
                 Effect(*origins[("w", view, key, start_ms)], view, key, window, (start_ms,))
             )
         for (view, key), event in self.latest.items():
-            if _after(event, before.get((view, key))):
+            if _after(event, before.latest.get((view, key))):
                 effects.append(Effect(*origins[("l", view, key)], view, key, event))
         for (view, key, at), event in self.events.items():
             effects.append(Effect(*origins[("e", view, key, at)], view, key, event, at))
-        # what a later record replaced, unless its window is expired by the batch or its
-        # latest row was never the latest
-        for origin, replaced in self._replaced:
+        # what a later record replaced, unless its window is expired by the batch, its
+        # latest row was never the latest or its count was below the stored one
+        for index, (origin, replaced) in enumerate(self._replaced):
             if origin in expired:
                 continue
-            if origin[0] == "l" and not _after(replaced.row, before.get(origin[1:])):
+            if origin[0] == "l" and not _after(replaced.row, before.latest.get(origin[1:])):
+                continue
+            if origin[0] == "c" and not self._count_shows(
+                origin[1:], replaced.row, index, before.counts
+            ):
                 continue
             effects.append(replaced)
         effects.sort(key=_offset)
         return effects
+
+    def _count_shows(
+        self, entry: tuple[Any, ...], row: Any, index: int, stored: Mapping[Any, int]
+    ) -> bool:
+        """Whether a count change shows: a delete always, a count from the key's restart
+        on (`index`: where in `_replaced` it is, their end for the batch's own rows) or
+        not below the count it had before the batch."""
+        restart = self.restarted.get(entry)
+        if row is None or (restart is not None and index >= restart):
+            return True
+        count = stored.get(entry)
+        return count is None or row.count >= count
 
 
 def _after(row: Any, before: EventPosition | None) -> bool:

@@ -7,6 +7,11 @@ poll batch (rows, index updates, expiries, offsets) atomically, so a store is al
 consistent with its offsets and restore resumes from them. The key layout is in
 `node.storage.layout`.
 
+A store keeps, per key, the greatest of what the changelog said: a latest row is replaced
+only by a later event, and a count only by one at least as great (Spark Real-Time Mode's
+Kafka output is at-least-once, so a lower count is a replay; `ChangeBatch.keeps_count`).
+What a batch left unchanged is not among the effects `apply` reports to the change feed.
+
 A store skips reading a row before overwriting it when it knows no old row exists: a
 view whose rows were empty when this handle first wrote to it (a fresh store, i.e. a
 restore from the beginning) records the keys it writes in an in-memory filter, and a key
@@ -51,7 +56,7 @@ from node.errors import (
     StoreWriteError,
 )
 from node.storage import layout
-from node.storage.changes import ChangeBatch, Effect, EventPosition, position
+from node.storage.changes import ChangeBatch, Effect, EventPosition, Stored, position
 from runtime.ranking import is_rankable
 from schema import CountRow, EventRow, WindowRow, pack, pack_uint, unpack
 
@@ -113,7 +118,7 @@ class PartitionStore(abc.ABC):
     def apply(self, batch: ChangeBatch) -> list[Effect]:
         """Write every change, expiry and offset of `batch` atomically; returns the changes
         that took effect, in offset order (`ChangeBatch.effects`): a latest row replaces
-        the stored one only when its event is later."""
+        the stored one only when its event is later, a count only when not lower."""
 
     @abc.abstractmethod
     def pinned(self) -> AbstractContextManager[PartitionStore]:
@@ -435,16 +440,16 @@ class LevelDBStore(PartitionStore):
             raise self._write_error("write", exc) from exc
         return batch.effects(before)
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> dict[tuple[str, str], EventPosition]:
-        """Write `batch`; returns the position of the stored latest event of each (view,
-        key) the batch has a latest row for, where one was stored."""
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> Stored:
+        """Write `batch`; returns what was stored of the (view, key)s the batch has a
+        latest or count row for: their event positions and counts, where one was."""
         # transaction=True: an exception while building the batch writes nothing
         with db.write_batch(transaction=True) as wb:
-            self._write_counts(db, wb, batch)
+            counts = self._write_counts(db, wb, batch)
             # purge before writing: a window rewritten by this batch must not be deleted
             self._purge_windows(db, wb, batch.horizons)
             self._write_windows(db, wb, batch)
-            before = self._write_latest(db, wb, batch)
+            latest = self._write_latest(db, wb, batch)
             for (view, key, at), event in batch.events.items():
                 if event is None:
                     wb.delete(layout.event_key(view, key, at))
@@ -452,7 +457,7 @@ class LevelDBStore(PartitionStore):
                     wb.put(layout.event_key(view, key, at), layout.encode_event(event))
             for topic, next_offset in batch.offsets.items():
                 wb.put(layout.offset_key(topic), layout.encode_offset(next_offset))
-        return before
+        return Stored(latest, counts)
 
     def _old_rows(self, db: plyvel.DB, head: bytes) -> Callable[[bytes], bytes | None]:
         """How to read the stored row of a key under `head` before it is overwritten,
@@ -471,9 +476,14 @@ class LevelDBStore(PartitionStore):
 
         return old_row
 
-    def _write_counts(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
+    def _write_counts(
+        self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch
+    ) -> dict[tuple[str, str], int]:
+        """Write the batch's count rows, except where the stored count is kept (a lower
+        count is a replay); returns the stored count of each key the batch has, if any."""
         per_view: dict[str, tuple[layout.CountKeys, Callable[[bytes], bytes | None]]] = {}
         changes: dict[str, layout.Total] = {}
+        before: dict[tuple[str, str], int] = {}
         for (view, key), row in batch.counts.items():
             found = per_view.get(view)
             if found is None:
@@ -486,7 +496,9 @@ class LevelDBStore(PartitionStore):
             old = old_row(row_key)
             change = layout.Total() if row is None else layout.Total(1, row.count)
             if old is not None:
-                old_count = layout.decode_count(view, key, old).count
+                old_count = before[(view, key)] = layout.decode_count(view, key, old).count
+                if batch.keeps_count(view, key, old_count):
+                    continue
                 wb.delete(keys.top(old_count, row_key))
                 change = change + layout.Total(-1, -old_count)
             changes[view] = changes.get(view, layout.Total()) + change
@@ -498,6 +510,7 @@ class LevelDBStore(PartitionStore):
             wb.put(keys.top(row.count, row_key), value + key.encode("utf-8"))
         for view, change in changes.items():
             _add_total(db, wb, layout.total_key(view), change)
+        return before
 
     def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
         readers: dict[str, Callable[[bytes], bytes | None]] = {}

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Self, TypeVar
 
 from node.errors import StoreClosedError
-from node.storage.changes import ChangeBatch, Effect, EventPosition, position
+from node.storage.changes import ChangeBatch, Effect, EventPosition, Stored, position
 from node.storage.layout import ResultTotal, ScannedRow, ScanSpan, Table, Total, order_of
 from node.storage.store import PartitionStore
 from runtime.ranking import is_rankable, rank, value_rank
@@ -62,9 +62,14 @@ class MemoryStore(PartitionStore):
 
     def apply(self, batch: ChangeBatch) -> list[Effect]:
         self._require_open()
-        before = {}
+        before, counts = {}, {}
         for (view, key), row in batch.counts.items():
-            _put(self._rows.setdefault(view, {}), key, row)
+            rows = self._rows.setdefault(view, {})
+            stored = rows.get(key)
+            if stored is not None:
+                counts[(view, key)] = stored.count
+            if stored is None or not batch.keeps_count(view, key, stored.count):
+                _put(rows, key, row)
         for view, horizon in batch.horizons.items():
             windows = self._windows.setdefault(view, {})
             for window_at in [at for at, w in windows.items() if w.end_ms <= horizon]:
@@ -85,7 +90,7 @@ class MemoryStore(PartitionStore):
         for (view, key, at), event in batch.events.items():
             _put(self._events.setdefault(view, {}), (key, at), event)
         self._offsets.update(batch.offsets)
-        return batch.effects(before)
+        return batch.effects(Stored(before, counts))
 
     def get(self, view: str, key: str) -> CountRow | None:
         self._require_open()

@@ -34,7 +34,7 @@ import pytest
 from node.changelog.materializer import Materializer
 from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
-from node.storage.changes import ChangeBatch, EventPosition
+from node.storage.changes import ChangeBatch, Stored
 from node.storage.store import LevelDBStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, NodeState, View, partition_for
@@ -329,7 +329,7 @@ class CorruptOnArming(LevelDBStore):
         super().__init__(path, cache_mb=1)
         self.armed = armed
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> dict[tuple[str, str], EventPosition]:
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> Stored:
         if self.armed.is_set():
             self.armed.clear()
             raise plyvel.CorruptionError(b"Corruption: block checksum mismatch (injected)")

@@ -18,7 +18,7 @@ from node.changelog.materializer import Materializer, StoreFactory
 from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
 from node.replication.standby import StandbyReplicator
-from node.storage.changes import ChangeBatch, EventPosition
+from node.storage.changes import ChangeBatch, Stored
 from node.storage.store import LevelDBStore, PartitionStore
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, NodeState, Role, View
@@ -45,7 +45,7 @@ class FullWhileSaid(LevelDBStore):
         super().__init__(path, cache_mb=1)
         self.partition, self.disk = partition, disk
 
-    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> dict[tuple[str, str], EventPosition]:
+    def _write(self, db: plyvel.DB, batch: ChangeBatch) -> Stored:
         if self.disk.full.is_set():
             raise plyvel.IOError(b"IO error: injected.log: No space left on device")
         return super()._write(db, batch)

@@ -1,4 +1,5 @@
-"""COUNT views on a node: one record per key holds its count."""
+"""COUNT views on a node: one record per key holds its absolute count. A lower count than
+the key's is a replay of at-least-once output and changes nothing (node.storage.changes)."""
 
 from __future__ import annotations
 
