@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import PipelineConfigError
+from pipeline.modes import MODES
 from runtime import shared_settings as shared
 from runtime.config import EnvConfig, setting, settings_group
 from runtime.kafka import KafkaClientConfig, KafkaProperties
@@ -44,18 +45,41 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
             "a cluster, one directory every executor sees at the same path"
         ),
     )
-    spark_master: str = setting(
+    spark_master: str | None = setting(
         "STATEFED_SPARK_MASTER",
-        "local[2]",
+        None,
+        parse=str,
+        shown_default="`local[N]`",
         doc=(
-            "Spark master URL (`spark://host:7077` for a standalone cluster); "
+            "Spark master URL (`spark://host:7077` for a standalone cluster); by "
+            "default `local[N]`, N = 2 and the task slots the Real-Time Mode queries "
+            "hold (one per input partition and per shuffle partition of each); "
             "Spark's own configuration wins over this and the other Spark "
             "variables (see [The pipeline on a Spark "
             "cluster](operations.md#the-pipeline-on-a-spark-cluster))"
         ),
     )
+    pipeline_mode: str = setting(
+        "STATEFED_PIPELINE_MODE",
+        "real_time",
+        choices=MODES,
+        doc=(
+            "how the views whose `pipeline_mode` is `auto` run: `real_time` (Spark's "
+            "Real-Time Mode where it can run the view, micro-batches elsewhere) or "
+            "`micro_batch` (see [Real-Time Mode](operations.md#real-time-mode))"
+        ),
+    )
     trigger_ms: int = setting(
         "STATEFED_TRIGGER_MS", 500, low=0, doc="micro-batch trigger interval of the view queries"
+    )
+    realtime_checkpoint_ms: int = setting(
+        "STATEFED_REALTIME_CHECKPOINT_MS",
+        5000,
+        low=1000,
+        doc=(
+            "how often a Real-Time Mode query checkpoints, and so publishes its status: "
+            "an `atLeast` read of its view waits up to this long"
+        ),
     )
     # dead letters are for people, not for reads: a slow trigger leaves the 2 cores of
     # local[2] to the view queries (their batches took ~480 ms instead of ~850 ms)

@@ -1,10 +1,13 @@
 """The streaming job: one query per view, plus one dead-letter query per input topic.
 
 A view's query runs in its kind's output mode (update, or append for history) and
-publishes the view's status after every micro-batch (see status.py). Each query has its
-own checkpoint directory under `config.checkpoint_dir` (`<view name>/` and
+publishes the view's status after every micro-batch, or every checkpoint of a Real-Time
+Mode query (see status.py, modes.py). Each query has its own checkpoint directory under
+`config.checkpoint_dir` (`<view name>/`, `realtime/<view name>/` and
 `deadletter/<topic>/`), so a restart resumes every query where its last committed
-micro-batch ended.
+micro-batch or checkpoint ended. Spark cannot resume a micro-batch checkpoint in
+Real-Time Mode, nor the other way round, so a view keeps the mode its checkpoint was
+written in (see `checkpoint_mode`).
 """
 
 from __future__ import annotations
@@ -21,29 +24,34 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from pipeline.avro import AvroSchemas
 from pipeline.config import PipelineConfig
-from pipeline.errors import QueryFailedError, SourceError
+from pipeline.errors import PipelineConfigError, QueryFailedError, SourceError
 from pipeline.jsonschema import JsonSchemas
 from pipeline.kinds import plan_for
 from pipeline.metrics import PipelineMetrics
+from pipeline.modes import realtime_slots, runs_realtime
 from pipeline.protobuf import ProtobufSchemas
 from pipeline.records import Decoding, keyed_events, rejected_records
 from pipeline.sink import BatchProducer
 from pipeline.starting import start_initialized
-from pipeline.status import StatusPoller, ViewTracker
+from pipeline.status import ChangelogEnds, StatusPoller, ViewTracker
 from pipeline.statuslog import StatusPublisher, read_last_statuses
 from pipeline.where import where_applied
 from pipeline.wire import RegisteredSchemas
 from pipeline.writers import ChangelogWriter, DeadLetterWriter
 from runtime.clock import Clock, wall_clock_ms
 from runtime.topics import ensure_topics, partition_count
-from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, ValueFormat, View
+from schema import CATALOGUE, DEADLETTER_TOPIC, PIPELINE_TOPIC, PipelineMode, ValueFormat, View
 
 __all__ = [
     "ProducerFactory",
     "RunningPipeline",
+    "checkpoint_mode",
     "default_producer",
     "read_topic",
+    "realtime_views",
     "require_topic",
+    "session_slots",
+    "sink_options",
     "source_options",
     "start_queries",
 ]
@@ -61,13 +69,22 @@ class RunningPipeline:
         self.poller = poller
         self.queries: list[StreamingQuery] = []
         self._producers: list[BatchProducer] = []
+        self._ends: list[ChangelogEnds] = []  # the Real-Time Mode queries' offset readers
         self._stopped = False
 
     def add(
-        self, query: StreamingQuery, producer: BatchProducer, tracker: ViewTracker | None = None
+        self,
+        query: StreamingQuery,
+        producer: BatchProducer | None,
+        tracker: ViewTracker | None = None,
     ) -> None:
+        """Own `query`, the `producer` it writes with (None: Spark's Kafka sink) and the
+        `tracker` that publishes its statuses."""
         self.queries.append(query)
-        self._producers.append(producer)
+        if producer is not None:
+            self._producers.append(producer)
+        if tracker is not None and isinstance(tracker.changelog_offsets, ChangelogEnds):
+            self._ends.append(tracker.changelog_offsets)
         if tracker is not None:
             self.poller.watch(query, tracker)
 
@@ -103,7 +120,9 @@ class RunningPipeline:
             self.poller.publisher.close()
             for producer in self._producers:
                 producer.close()
-        self.queries, self._producers = [], []
+            for ends in self._ends:
+                ends.close()
+        self.queries, self._producers, self._ends = [], [], []
 
     def __enter__(self) -> RunningPipeline:
         return self
@@ -117,10 +136,10 @@ class RunningPipeline:
         self.stop()
 
 
-def source_options(config: PipelineConfig, topic: str) -> dict[str, str]:
+def source_options(config: PipelineConfig, topic: str, realtime: bool = False) -> dict[str, str]:
     """The options of Spark's Kafka source reading `topic`: the user's Kafka settings as
     `kafka.<key>` in the Java client's names (TLS, SASL), where to start, the cap of a
-    micro-batch."""
+    micro-batch (which Real-Time Mode, having none, refuses)."""
     options = {
         # A leader that dies would hold the driver's offset lookups for the Java client's
         # 60 s API timeout; Spark retries a failed lookup with a fresh client, so fail fast.
@@ -135,15 +154,18 @@ def source_options(config: PipelineConfig, topic: str) -> dict[str, str]:
         "failOnDataLoss": "true",
         "kafkaConsumer.pollTimeoutMs": str(config.read_timeout_ms),
     }
-    if config.max_offsets_per_trigger:
+    if config.max_offsets_per_trigger and not realtime:
         options["maxOffsetsPerTrigger"] = str(config.max_offsets_per_trigger)
     return options
 
 
-def read_topic(spark: SparkSession, config: PipelineConfig, topic: str) -> DataFrame:
+def read_topic(
+    spark: SparkSession, config: PipelineConfig, topic: str, realtime: bool = False
+) -> DataFrame:
     """The raw stream of `topic`: the connector's columns (key, value, topic, partition,
-    offset, timestamp, timestampType)."""
-    return spark.readStream.format("kafka").options(**source_options(config, topic)).load()
+    offset, timestamp, timestampType); `realtime`: for a Real-Time Mode query."""
+    options = source_options(config, topic, realtime)
+    return spark.readStream.format("kafka").options(**options).load()
 
 
 def require_topic(config: PipelineConfig, topic: str, reader: str) -> int:
@@ -188,9 +210,14 @@ def start_queries(
     publisher = StatusPublisher(config.kafka, config.delivery_timeout_ms / 1000)
     on_batch = None if metrics is None else metrics.batch
     running = RunningPipeline(StatusPoller(publisher, on_batch=on_batch))
+    realtime = realtime_views(config, views)
     try:
         for view in views:
             tracker = trackers[view.name]
+            if view.name in realtime:
+                query = _start_realtime_view(spark, config, view, decodings[view.name], tracker)
+                running.add(query, None, tracker)
+                continue
             running.add(*_start_view(spark, config, view, decodings[view.name], producer, tracker))
         for topic, of_topic in _decodings_by_topic(views, decodings).items():
             running.add(*_start_dead_letters(spark, config, topic, of_topic, producer, metrics))
@@ -199,6 +226,65 @@ def start_queries(
         running.stop()
         raise
     return running
+
+
+def realtime_views(config: PipelineConfig, views: Iterable[View]) -> frozenset[str]:
+    """The names of the views whose queries run in Real-Time Mode: where Spark can run
+    them and their settings ask for it (`modes.runs_realtime`), unless the checkpoint they
+    resume from was written in micro-batches (`checkpoint_mode`)."""
+    names = set()
+    for view in views:
+        wanted = PipelineMode.REAL_TIME if runs_realtime(view, config.pipeline_mode) else None
+        if checkpoint_mode(config, view, wanted or PipelineMode.MICRO_BATCH) is (
+            PipelineMode.REAL_TIME
+        ):
+            names.add(view.name)
+    return frozenset(names)
+
+
+def checkpoint_mode(config: PipelineConfig, view: View, wanted: PipelineMode) -> PipelineMode:
+    """The mode `view` runs in: `wanted`, unless its checkpoint of the other mode has
+    commits. Then a view whose `pipeline_mode` is `auto` keeps that mode (Spark cannot
+    switch a checkpoint), and one that names a mode is a `PipelineConfigError` naming the
+    checkpoint to delete: the view is then computed anew from STATEFED_STARTING_OFFSETS."""
+    other = PipelineMode.MICRO_BATCH if wanted is PipelineMode.REAL_TIME else PipelineMode.REAL_TIME
+    if not _has_commits(_checkpoint(config, view, other)):
+        return wanted
+    if view.pipeline_mode is PipelineMode.AUTO:
+        log.info(
+            "view %s runs in %s mode, as its checkpoint %s was written (to switch: stop "
+            "the pipeline and delete it)",
+            view.name,
+            other.value,
+            _checkpoint(config, view, other),
+        )
+        return other
+    raise PipelineConfigError(
+        f"view {view.name}",
+        f"its pipeline_mode is {wanted.value}, but its checkpoint "
+        f"{_checkpoint(config, view, other)} was written in {other.value} mode, which Spark "
+        f"cannot resume in another: delete it (the view is computed anew from "
+        f"STATEFED_STARTING_OFFSETS), or set pipeline_mode={other.name}",
+    )
+
+
+def _checkpoint(config: PipelineConfig, view: View, mode: PipelineMode) -> Path:
+    if mode is PipelineMode.REAL_TIME:
+        return config.checkpoint_dir / "realtime" / view.name
+    return config.checkpoint_dir / view.name
+
+
+def session_slots(config: PipelineConfig, views: Iterable[View]) -> int:
+    """The task slots the Real-Time Mode queries of `views` hold (`modes.realtime_slots`),
+    from their input topics' partition counts."""
+    views = list(views)
+    realtime = realtime_views(config, views)
+    partitions = [
+        require_topic(config, view.topic, f"view {view.name}")
+        for view in views
+        if view.name in realtime
+    ]
+    return realtime_slots(partitions, config.shuffle_partitions)
 
 
 def _trackers(config: PipelineConfig, views: list[View], clock: Clock) -> dict[str, ViewTracker]:
@@ -283,10 +369,58 @@ def _start_view(
         .foreachBatch(ChangelogWriter(view, plan, producer, partitions))
     )
     name = f"statefed.{view.name}"
-    checkpoint = config.checkpoint_dir / view.name
+    checkpoint = _checkpoint(config, view, PipelineMode.MICRO_BATCH)
     query = _start(writer, config.trigger_ms, name, checkpoint, producer)
     log.info("query %s started: %s -> %s", name, view.topic, view.changelog_topic)
     return query, producer, tracker
+
+
+def sink_options(config: PipelineConfig, view: View) -> dict[str, str]:
+    """The options of Spark's Kafka sink writing `view`'s changelog: every record
+    acknowledged by all replicas within STATEFED_DELIVERY_TIMEOUT_MS and sent at once
+    (the Java producer wants its request timeout within the delivery timeout), then the
+    user's Kafka settings as `kafka.<key>` (TLS, SASL), which win."""
+    return {
+        "kafka.acks": "all",
+        "kafka.linger.ms": "0",
+        "kafka.delivery.timeout.ms": str(config.delivery_timeout_ms),
+        "kafka.request.timeout.ms": str(min(config.delivery_timeout_ms, 30_000)),
+        **config.kafka.connector_options(),
+        "topic": view.changelog_topic,
+    }
+
+
+def _start_realtime_view(
+    spark: SparkSession,
+    config: PipelineConfig,
+    view: View,
+    decoding: Decoding,
+    tracker: ViewTracker,
+) -> StreamingQuery:
+    """`view`'s query in Real-Time Mode: each record through the view's plan as it arrives,
+    its changelog records written by Spark's Kafka sink; the status of each checkpoint
+    names the changelog's ends read after it (see `ChangelogEnds`)."""
+    plan = plan_for(view)
+    assert plan.records is not None, f"view {view.name} cannot run in Real-Time Mode"
+    require_topic(config, view.topic, f"view {view.name}")
+    tracker.changelog_offsets = ChangelogEnds(config.kafka, view.changelog_topic)
+    raw = read_topic(spark, config, view.topic, realtime=True)
+    events = where_applied(keyed_events(raw, decoding), view)
+    name = f"statefed.{view.name}"
+    checkpoint = _checkpoint(config, view, PipelineMode.REAL_TIME)
+    writer = (
+        plan.records(plan.aggregate(events, view))
+        .writeStream.format("kafka")
+        .outputMode("update")
+        .options(**sink_options(config, view))
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint.absolute()))
+    )
+    every = f"{config.realtime_checkpoint_ms} milliseconds"
+    writer = writer.trigger(realTime=every)  # type: ignore[call-overload]  # not in 4.3's stubs
+    query = start_initialized(writer, name)
+    log.info("query %s started in Real-Time Mode: %s -> %s", name, view.topic, view.changelog_topic)
+    return query
 
 
 def _start_dead_letters(

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from pipeline.config import PipelineConfig
 from pipeline.errors import DeliveryError, PipelineConfigError, QueryFailedError, SourceError
 from pipeline.health import HealthFile
-from pipeline.job import start_queries
+from pipeline.job import session_slots, start_queries
 from pipeline.metrics import PipelineMetrics
 from pipeline.session import build_session
 from pipeline.wire import is_version, newer_schema_id
@@ -63,8 +63,9 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     # before Spark starts: a port in use or an unusable metrics token stops start-up at once
     server = _serve_metrics(config, metrics)
     try:
+        slots = _realtime_slots(config, catalogue, stop)
         log.info("starting the Spark session of the pipeline")
-        spark = build_session(config)
+        spark = build_session(config, realtime_slots=slots)
         log.info("Spark session on %s", spark.sparkContext.master)
         try:
             with _stop_on_signals(stop):
@@ -76,6 +77,19 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
         if server is not None:
             server.stop()
         log.info("pipeline stopped")
+
+
+def _realtime_slots(
+    config: PipelineConfig, catalogue: Sequence[View], stop: threading.Event
+) -> int:
+    """The task slots the Spark session needs for the Real-Time Mode queries (their input
+    topics' partitions), waiting for the broker if it does not answer yet."""
+    while True:
+        try:
+            return session_slots(config, catalogue)
+        except SourceError as exc:
+            if stop.is_set() or not _waited_for_broker(config, stop, exc):
+                raise
 
 
 def _serve_metrics(config: PipelineConfig, metrics: PipelineMetrics) -> MetricsServer | None:

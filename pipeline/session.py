@@ -25,7 +25,14 @@ from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
 
-__all__ = ["ENFORCED", "ROCKSDB_PROVIDER", "build_session", "default_settings", "session_settings"]
+__all__ = [
+    "ENFORCED",
+    "ROCKSDB_PROVIDER",
+    "build_session",
+    "default_settings",
+    "session_settings",
+    "spark_master",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +53,17 @@ _LAUNCHER_VALUES = {"spark.app.name": "pyspark-shell", "spark.ui.showConsoleProg
 _STACK = "-Xss16m"
 
 
+def spark_master(config: PipelineConfig, realtime_slots: int = 0) -> str:
+    """`STATEFED_SPARK_MASTER`, else local with 2 task slots beside the `realtime_slots`
+    the Real-Time Mode queries hold (`pipeline.modes.realtime_slots`)."""
+    return config.spark_master or f"local[{2 + realtime_slots}]"
+
+
 def default_settings(
-    config: PipelineConfig, app_name: str = "statefed-pipeline", python: str = sys.executable
+    config: PipelineConfig,
+    app_name: str = "statefed-pipeline",
+    python: str = sys.executable,
+    realtime_slots: int = 0,
 ) -> dict[str, str]:
     """statefed's value of each Spark setting it sets; Spark's configuration wins over them.
 
@@ -55,7 +71,7 @@ def default_settings(
     of a query are kept in its checkpoint, which Spark follows over the session's values.
     """
     return {
-        "spark.master": config.spark_master,
+        "spark.master": spark_master(config, realtime_slots),
         "spark.app.name": app_name,
         "spark.driver.host": config.driver_host,
         "spark.driver.bindAddress": config.driver_host,
@@ -63,6 +79,8 @@ def default_settings(
         "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # Real-Time Mode checkpoints no more often than this (Spark's default: 5 s)
+        "spark.sql.streaming.realTimeMode.minBatchDuration": f"{config.realtime_checkpoint_ms}ms",
         "spark.ui.enabled": "true" if config.spark_ui else "false",
         "spark.ui.showConsoleProgress": "false",
         # Python workers must run an interpreter with statefed's packages
@@ -75,12 +93,13 @@ def session_settings(
     spark_conf: Mapping[str, str],
     app_name: str = "statefed-pipeline",
     python: str = sys.executable,
+    realtime_slots: int = 0,
 ) -> dict[str, str]:
     """The settings to give the session builder (which overrides whatever it is given):
     statefed's defaults for the keys `spark_conf` (Spark's configuration) leaves unset,
     and `ENFORCED`."""
     users = {k: v for k, v in spark_conf.items() if _LAUNCHER_VALUES.get(k) != v}
-    defaults = default_settings(config, app_name, python)
+    defaults = default_settings(config, app_name, python, realtime_slots)
     for key in sorted(defaults.keys() & users.keys()):
         if users[key] != defaults[key]:
             log.info("Spark setting %s=%s kept (statefed's: %s)", key, users[key], defaults[key])
@@ -95,15 +114,17 @@ def session_settings(
     return {**{k: v for k, v in defaults.items() if k not in users}, **ENFORCED}
 
 
-def build_session(config: PipelineConfig, app_name: str = "statefed-pipeline") -> SparkSession:
-    """A session on Spark's configured master, else `config.spark_master`; takes 8-22 s on a
-    cold JVM."""
+def build_session(
+    config: PipelineConfig, app_name: str = "statefed-pipeline", realtime_slots: int = 0
+) -> SparkSession:
+    """A session on Spark's configured master, else `spark_master(config, realtime_slots)`;
+    takes 8-22 s on a cold JVM."""
     # Python code on executors runs in workers started from PYSPARK_PYTHON (default:
     # `python3` on PATH, which may lack pyarrow): use this interpreter unless told otherwise
     python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    _start_driver_jvm(config)
+    _start_driver_jvm(config, realtime_slots)
     spark_conf = dict(SparkConf().getAll())  # what the JVM was started with
-    settings = session_settings(config, spark_conf, app_name, python)
+    settings = session_settings(config, spark_conf, app_name, python, realtime_slots)
     _warn_if_unreachable({**spark_conf, **settings})
     builder = SparkSession.builder
     for key, value in settings.items():
@@ -113,14 +134,14 @@ def build_session(config: PipelineConfig, app_name: str = "statefed-pipeline") -
     return spark
 
 
-def _start_driver_jvm(config: PipelineConfig) -> None:
+def _start_driver_jvm(config: PipelineConfig, realtime_slots: int) -> None:
     """Connect to the driver JVM (spark-submit's, or one started before), or start it."""
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         SparkContext._ensure_initialized()
         _warn_without_stack()
         return
     launch = {
-        "MASTER": config.spark_master,
+        "MASTER": spark_master(config, realtime_slots),
         "SPARK_DRIVER_MEMORY": config.driver_memory,
         # otherwise Spark resolves the host name and may pick a non-loopback interface
         "SPARK_LOCAL_IP": config.driver_host,

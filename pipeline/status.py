@@ -7,10 +7,12 @@ the input topic), and `late_dropped`, the total of Spark's `numRowsDroppedByWate
 since the view's checkpoint began (the total before this run is read back from the status
 topic at start; see kinds/windowed_count.py for what Spark counts). Spark records a
 batch's progress after its sink (the changelog writer) returned, so a status never runs
-ahead of the changelog. Polling, not a `StreamingQueryListener`: PySpark converts each
-listener event with dozens of py4j calls from the callback thread (measured 0.7 s per
-event on 2 busy cores, which stalled the listener bus), while `lastProgress` is one JSON
-document.
+ahead of the changelog. A Real-Time Mode query reports a progress per checkpoint, after
+its Kafka sink flushed the checkpoint's records; that sink reports no offsets, so the
+status names the changelog's ends read then (`ChangelogEnds`). Polling, not a
+`StreamingQueryListener`: PySpark converts each listener event with dozens of py4j calls
+from the callback thread (measured 0.7 s per event on 2 busy cores, which stalled the
+listener bus), while `lastProgress` is one JSON document.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from runtime.clock import Clock, wall_clock_ms
+from runtime.kafka import KafkaSettings
 from schema import ViewStatus
 
 __all__ = [
+    "ChangelogEnds",
     "Clock",
     "Progressing",
     "Publisher",
@@ -107,6 +112,45 @@ class ViewTracker:
             source_offsets=offsets,
             changelog_offsets=self.changelog_offsets(),
         )
+
+
+class ChangelogEnds:
+    """`{partition: end offset}` of a changelog topic, read when called: the offsets a
+    Real-Time Mode query's status names. Read after Spark reported a checkpoint, they cover
+    every record written before it (and perhaps some after, which is never wrong: a read
+    waiting for them waits for records that exist)."""
+
+    def __init__(self, kafka: str | KafkaSettings, topic: str, timeout_s: float = 10.0) -> None:
+        self.kafka = KafkaSettings.of(kafka)
+        self.topic = topic
+        self.timeout_s = timeout_s
+        self._consumer: Consumer | None = None
+
+    def __call__(self) -> dict[int, int]:
+        if self._consumer is None:
+            self._consumer = Consumer(_ends_config(self.kafka))
+        topics = self._consumer.list_topics(self.topic, timeout=self.timeout_s).topics
+        partitions = sorted(topics[self.topic].partitions) if self.topic in topics else []
+        ends = {}
+        for partition in partitions:
+            placed = TopicPartition(self.topic, partition)
+            _low, ends[partition] = self._consumer.get_watermark_offsets(
+                placed, timeout=self.timeout_s
+            )
+        return ends
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def _ends_config(kafka: KafkaSettings) -> dict[str, object]:
+    """A consumer that only reads offsets: it never joins a group nor commits."""
+    return kafka.client(
+        fixed={"group.id": "statefed-pipeline-changelog-ends", "enable.auto.commit": False},
+        defaults={"log_level": 3},
+    )
 
 
 def executed(progress: StreamingQueryProgress) -> bool:

@@ -29,6 +29,7 @@ __all__ = [
     "CATALOGUE",
     "DEMO_DOMAIN",
     "WORD_COUNTS",
+    "PipelineMode",
     "SubjectStrategy",
     "ValueFormat",
     "View",
@@ -80,6 +81,22 @@ class SubjectStrategy(enum.Enum):
     TOPIC_NAME = "topic_name"
     RECORD_NAME = "record_name"
     TOPIC_RECORD_NAME = "topic_record_name"
+
+
+class PipelineMode(enum.Enum):
+    """How the pipeline runs a view's query (`pipeline.modes` says which views can run in
+    Real-Time Mode).
+
+    `real_time`: Spark's Real-Time Mode, which processes each record as it arrives and
+    writes the changelog with Spark's Kafka sink (at least once: a node keeps a key's most
+    advanced row, so a replay changes nothing). `micro_batch`: a micro-batch every trigger
+    interval, written through the pipeline's own producer. `auto`: the pipeline's default
+    for the view (`STATEFED_PIPELINE_MODE`).
+    """
+
+    AUTO = "auto"
+    REAL_TIME = "real_time"
+    MICRO_BATCH = "micro_batch"
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,9 @@ class View:
     `where`, on a view of any kind, is a Spark SQL predicate over the value fields by
     their GraphQL names (`status = 'PAID' AND amount > 0`): only the events it holds for
     are in the view; it is checked when the pipeline starts.
+
+    `pipeline_mode` says whether the pipeline runs the view in Spark's Real-Time Mode or
+    in micro-batches (`PipelineMode`); `auto` leaves it to the pipeline's setting.
     """
 
     name: str
@@ -160,6 +180,7 @@ class View:
     aggregates: tuple[Aggregate, ...] = ()
     where: str | None = None
     group_by: tuple[str, ...] = ()
+    pipeline_mode: PipelineMode = PipelineMode.AUTO
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

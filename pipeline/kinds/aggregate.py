@@ -19,10 +19,11 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pipeline.kinds.json import event_value
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import Aggregate, AggregateFunction, EventRow, View, encode_event
 
-__all__ = ["PLAN", "aggregate", "changelog", "fields", "results"]
+__all__ = ["PLAN", "aggregate", "changelog", "fields", "records", "results"]
 
 _EVENTS = "events"  # the column of the number of events aggregated
 
@@ -82,4 +83,9 @@ def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
         yield ChangelogRecord(event.key, event.key.encode("utf-8"), encode_event(event))
 
 
-PLAN = KindPlan(aggregate=aggregate, changelog=changelog)
+def records(rows: DataFrame) -> DataFrame:
+    """`changelog`'s records as the Kafka sink's columns (Real-Time Mode)."""
+    return rows.select(F.col("key"), event_value(F.lit(0), F.col(_EVENTS)).alias("value"))
+
+
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog, records=records)

@@ -8,10 +8,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipeline.kinds.json import json_value
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import CountRow, View, encode_count
 
-__all__ = ["PLAN", "aggregate", "changelog"]
+__all__ = ["PLAN", "aggregate", "changelog", "records"]
 
 
 def aggregate(events: DataFrame, view: View) -> DataFrame:
@@ -31,4 +32,10 @@ def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
         yield ChangelogRecord(entity_key=key, key=key.encode("utf-8"), value=value)
 
 
-PLAN = KindPlan(aggregate=aggregate, changelog=changelog)
+def records(rows: DataFrame) -> DataFrame:
+    """`changelog`'s records as the Kafka sink's columns (Real-Time Mode)."""
+    value = json_value(F.col("key"), F.col("count"), F.col("last_event_ms"))
+    return rows.select(F.col("key"), value.alias("value"))
+
+
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog, records=records)

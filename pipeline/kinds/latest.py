@@ -16,10 +16,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.kinds.events import event_rows
+from pipeline.kinds.json import event_value
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import View, encode_event
 
-__all__ = ["PLAN", "aggregate", "changelog"]
+__all__ = ["PLAN", "aggregate", "changelog", "records"]
 
 
 def aggregate(events: DataFrame, view: View) -> DataFrame:
@@ -38,4 +39,11 @@ def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
         yield ChangelogRecord(event.key, event.key.encode("utf-8"), value)
 
 
-PLAN = KindPlan(aggregate=aggregate, changelog=changelog, deletes=True)
+def records(rows: DataFrame) -> DataFrame:
+    """`changelog`'s records as the Kafka sink's columns (Real-Time Mode): the event, or a
+    null value (a tombstone) when the newest is a deletion."""
+    event = event_value(F.col("partition"), F.col("offset"))
+    return rows.select(F.col("key"), F.when(~F.col("deleted"), event).alias("value"))
+
+
+PLAN = KindPlan(aggregate=aggregate, changelog=changelog, deletes=True, records=records)

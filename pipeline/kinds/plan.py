@@ -30,10 +30,17 @@ class KindPlan:
     a watermark drops late events, whose count (`late_dropped`) a view resuming from its
     checkpoint continues from its last published status. `appends`: the views whose rows
     Spark writes once, final, when the watermark passes them (append mode), instead of on
-    every change (update mode)."""
+    every change (update mode).
+
+    `records`, for the kinds Real-Time Mode can run: the same changelog records as Spark
+    columns for its Kafka sink, `key` (the entity key, so the sink's default partitioner,
+    murmur2 of the key's UTF-8 bytes, picks the partition `View.partition_of` does) and
+    `value` (the JSON `changelog` writes; null: a tombstone). None: the kind's record keys
+    are not the entity key, so it runs in micro-batches."""
 
     aggregate: Callable[[DataFrame, View], DataFrame]
     changelog: Callable[[pa.Table], Iterator[ChangelogRecord]]
+    records: Callable[[DataFrame], DataFrame] | None = None
     drops_late: bool = False
     deletes: bool = False
     appends: Callable[[View], bool] = lambda view: False

@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipeline import PipelineConfig, build_session
+from pipeline.modes import realtime_slots
 from runtime.topics import ensure_topics, statefed_topics
 from schema import DEMO_DOMAIN, View, ViewKind
 from tests.pipeline.support import PARTITIONS
@@ -24,9 +25,11 @@ from tooling.broker import KafkaBroker
 # Package scope: the session is stopped before other packages' tests run.
 @pytest.fixture(scope="package")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """A real local Spark session with the pipeline's settings."""
+    """A real local Spark session with the pipeline's settings, and task slots for the
+    Real-Time Mode queries of four views at a time."""
     config = PipelineConfig(checkpoint_dir=tmp_path_factory.mktemp("unused-checkpoints"))
-    session = build_session(config, app_name="statefed-pipeline-tests")
+    slots = realtime_slots([PARTITIONS] * 4, config.shuffle_partitions)
+    session = build_session(config, app_name="statefed-pipeline-tests", realtime_slots=slots)
     yield session
     session.stop()
 

@@ -13,7 +13,9 @@ def test_defaults_match_the_architecture() -> None:
     config = PipelineConfig.from_env({})
     assert config.bootstrap == "127.0.0.1:9092"
     assert config.checkpoint_dir == Path(".statefed/checkpoints")
-    assert config.spark_master == "local[2]"
+    assert config.spark_master is None  # local[N], N for the Real-Time Mode queries
+    assert config.pipeline_mode == "real_time"
+    assert config.realtime_checkpoint_ms == 5000
     assert config.shuffle_partitions == 2
     assert config.driver_memory == "512m"
     assert config.max_offsets_per_trigger == 1_000_000
