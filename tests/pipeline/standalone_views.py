@@ -1,9 +1,11 @@
 """The catalogue of the standalone-cluster test (`STATEFED_CATALOGUE`): one count view over
-a topic of its own, so a cluster with one executor core runs two queries, not eight."""
+a topic of its own, so a cluster with one executor core runs two queries, not eight. In
+micro-batches: a Real-Time Mode query would hold a core per input and shuffle partition
+(seven), where this cluster has one."""
 
 from __future__ import annotations
 
-from schema import View, ViewKind
+from schema import PipelineMode, View, ViewKind
 
 STANDALONE_WORDS = View(
     name="standalone_words",
@@ -14,6 +16,7 @@ STANDALONE_WORDS = View(
     point_field="standaloneCount",
     many_field="standaloneCounts",
     top_field="topStandalone",
+    pipeline_mode=PipelineMode.MICRO_BATCH,
 )
 
 CATALOGUE = (STANDALONE_WORDS,)

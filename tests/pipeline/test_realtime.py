@@ -22,9 +22,10 @@ from pipeline import PipelineConfig, start_queries
 from pipeline.errors import PipelineConfigError
 from pipeline.job import realtime_views
 from runtime.topics import ensure_topics, statefed_topics
-from schema import PipelineMode, View, ViewKind, decode_count, decode_event
-from tests.aggregates import Event, orders, same_results
+from schema import PipelineMode, View
+from tests.aggregates import Event, orders
 from tests.orders import CUSTOMER_ORDERS, HOURLY_BASKETS, PAID_ORDERS, STATUS_LINES
+from tests.pipeline.realtime_views import LAST_ORDER, ORDER_COUNTS, decoded, differences, twins
 from tests.pipeline.support import (
     PARTITIONS,
     Record,
@@ -37,44 +38,10 @@ from tests.pipeline.support import (
 from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
-ORDER_COUNTS = View(
-    name="order_counts",
-    topic="orders",
-    kind=ViewKind.COUNT,
-    key_field="customer",
-    type_name="OrderCount",
-    point_field="orderCount",
-    many_field="orderCounts",
-    top_field="topOrderCounts",
-    event_time_field="timestamp",
-)
-LAST_ORDER = View(
-    name="last_order",
-    topic="orders",
-    kind=ViewKind.LATEST,
-    key_field="customer",
-    type_name="LastOrder",
-    point_field="lastOrder",
-    many_field="lastOrders",
-    event_time_field="timestamp",
-    value_fields=CUSTOMER_ORDERS.value_fields,
-)
 TWINNED = (ORDER_COUNTS, LAST_ORDER, CUSTOMER_ORDERS, PAID_ORDERS)
 CUSTOMERS = ["c1", "c2", "c3", "ü", "c5"]
 
 Rows = dict[bytes, Any]  # a changelog's newest value per record key, decoded (None: deleted)
-
-
-def twins(suffix: str) -> list[tuple[View, View]]:
-    """(Real-Time Mode, micro-batch) copies of each view of `TWINNED` over one topic."""
-    topic = f"test.{suffix}.orders"
-    return [
-        tuple(  # type: ignore[misc]
-            dataclasses.replace(v, name=f"{v.name}_{tag}_{suffix}", topic=topic, pipeline_mode=mode)
-            for tag, mode in (("rt", PipelineMode.REAL_TIME), ("mb", PipelineMode.MICRO_BATCH))
-        )
-        for v in TWINNED
-    ]
 
 
 class Changelog:
@@ -90,7 +57,7 @@ class Changelog:
     def poll(self) -> Rows:
         for partition, key, value in self.reader.read(0.1):
             assert key is not None
-            row = None if not value else _decoded(self.view, value)
+            row = None if not value else decoded(self.view, value)
             entity = row.key if row is not None else key.decode()
             if partition != self.view.partition_of(entity, PARTITIONS):
                 self.misplaced.append((entity, partition))
@@ -100,27 +67,6 @@ class Changelog:
 
     def close(self) -> None:
         self.reader.close()
-
-
-def _decoded(view: View, value: bytes) -> Any:
-    return decode_count(value) if view.kind is ViewKind.COUNT else decode_event(value)
-
-
-def differences(got: Rows, want: Rows) -> dict[str, Any]:
-    """The record keys whose rows differ (floats within 1e-9, as Spark may add them in
-    another order)."""
-    found = {}
-    for key in sorted(got.keys() | want.keys()):
-        a, b = got.get(key), want.get(key)
-        if a is None or b is None or not hasattr(a, "fields"):
-            same = a == b
-        else:
-            same = dataclasses.replace(a, fields={}) == dataclasses.replace(
-                b, fields={}
-            ) and same_results(a.fields, b.fields)
-        if not same:
-            found[key.decode(errors="replace")] = (a, b)
-    return found
 
 
 def _records(events: list[Event], deleted: list[str]) -> list[Record]:
@@ -144,7 +90,7 @@ def rows_up_to(broker: KafkaBroker, view: View, offsets: dict[int, int]) -> Rows
             read[partition] = offset + 1
             if offset < offsets[partition]:
                 key, value = message.key() or b"", message.value()
-                rows[key] = None if not value else _decoded(view, value)
+                rows[key] = None if not value else decoded(view, value)
         return all(read[p] >= o for p, o in offsets.items())
 
     try:
@@ -172,7 +118,7 @@ def test_real_time_and_micro_batch_twins_write_the_same_rows(
     deleted: list[str],
 ) -> None:
     suffix = uuid.uuid4().hex[:10]
-    pairs = twins(suffix)
+    pairs = twins(TWINNED, f"test.{suffix}.orders", f"_{suffix}")
     views = [v for pair in pairs for v in pair]
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
     config = pipeline_config(broker, tmp_path / f"checkpoints-{suffix}")
