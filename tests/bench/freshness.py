@@ -1,10 +1,15 @@
-"""Freshness: producer delivery callback -> value visible through the gateway.
+"""Freshness: producer delivery callback -> value visible through the gateway, per mode.
 
 A producer thread writes words at a fixed rate; among them, `probes_per_s` unique probe
 keys per second record the time their delivery callback fired. The main thread polls the
 gateway with one multi-key request over the pending probes every `poll_interval_s`; a
 probe's freshness is the time the response that first showed its count arrived minus its
 delivery time (so the figure includes up to one poll interval plus one request).
+
+The steady rates run in both pipeline modes, so one run shows them side by side: first on
+a pipeline in micro-batches with a checkpoint of its own, stopped before the session's
+pipeline (the defaults: Real-Time Mode) starts for the same rates; that one is never
+restarted for it. The ramp of higher rates runs on the session's pipeline later.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from runtime.produce import new_producer
+from schema import PipelineMode
 from tests.bench.report import Report, Section, fmt_ms, fmt_num
-from tests.bench.session import BenchSession
+from tests.bench.session import BenchError, BenchSession, PipelineStart
 from tests.bench.stats import Summary
 
 __all__ = ["NAME", "Freshness", "RateRun"]
@@ -46,6 +52,7 @@ class RateRun:
 
     rate: int
     seconds: float
+    mode: PipelineMode = PipelineMode.REAL_TIME  # of the pipeline, as its log says
     produced: int = 0
     produce_s: float = 0.0
     failed: int = 0
@@ -96,6 +103,7 @@ class RateRun:
     def to_json(self) -> dict[str, Any]:
         return {
             "rate": self.rate,
+            "mode": self.mode.value,
             "achieved_rate": round(self.achieved_rate),
             "produced": self.produced,
             "probes": len(self.probes),
@@ -170,9 +178,10 @@ def _run_rate(
     producer: Producer,
     rate: int,
     seconds: float,
+    mode: PipelineMode,
     baseline: RateRun | None = None,
 ) -> RateRun:
-    run = RateRun(rate, seconds)
+    run = RateRun(rate, seconds, mode)
     if baseline is not None:
         run.baseline_p99_ms = Summary.of(baseline.latencies_ms()).p99
     probe_every = max(1, rate // session.settings.probes_per_s)
@@ -186,33 +195,57 @@ def _run_rate(
     thread.join(15.0)
     summary = Summary.of(run.latencies_ms())
     session.progress(
-        f"freshness at {rate:,}/s (achieved {run.achieved_rate:,.0f}/s): p50 {summary.p50:.0f} ms, "
-        f"p99 {summary.p99:.0f} ms, {run.missing} of {len(run.probes)} probes missing"
+        f"freshness ({mode.value}) at {rate:,}/s (achieved {run.achieved_rate:,.0f}/s): "
+        f"p50 {summary.p50:.0f} ms, p99 {summary.p99:.0f} ms, "
+        f"{run.missing} of {len(run.probes)} probes missing"
     )
     return run
 
 
-def _write(section: Section, session: BenchSession, runs: list[RateRun], ramp_note: str) -> None:
+def _steady_rates(session: BenchSession, mode: PipelineMode) -> list[RateRun]:
+    """A warm-up at the first steady rate (not kept: a new pipeline's first batches are
+    slow), then each steady rate, the later ones judged against the first one's p99."""
     settings = session.settings
-    sustained = [r for r in runs if r.sustained()]
-    best = max(sustained, key=lambda r: r.rate, default=None)
-    section.figures.update(
-        steady=runs[0].to_json(),
-        ramp=[r.to_json() for r in runs[1:]],
-        highest_sustained_rate=best.rate if best else None,
-        highest_sustained=best.to_json() if best else None,
-        poll_interval_ms=settings.poll_interval_s * 1000,
-        pipeline_start_seconds=round(session.pipeline_start_s or 0, 1),
-        pipeline_first_visible_seconds=round(session.pipeline_first_visible_s or 0, 1),
-    )
-    section.tables.clear()  # rewritten after each step
-    section.notes.clear()
+    producer = new_producer(session.cluster.bootstrap)
+    _run_rate(session, producer, settings.steady_rates[0], settings.freshness_warmup_s, mode)
+    runs: list[RateRun] = []
+    for rate in settings.steady_rates:
+        baseline = runs[0] if runs else None
+        runs.append(_run_rate(session, producer, rate, settings.steady_s, mode, baseline))
+    return runs
+
+
+def _two_nodes(session: BenchSession) -> None:
+    session.ensure_nodes(2)
+    session.shrink_to(2)
+
+
+def _side_by_side(runs: list[RateRun]) -> list[RateRun]:
+    """By rate, Real-Time Mode first at each: the modes side by side in the table."""
+    return sorted(runs, key=lambda r: (r.rate, r.mode is not PipelineMode.REAL_TIME))
+
+
+def _best(runs: list[RateRun]) -> RateRun | None:
+    return max((r for r in runs if r.sustained()), key=lambda r: r.rate, default=None)
+
+
+def _add_table(section: Section, runs: list[RateRun]) -> None:
     table = section.table(
-        "target rate", "achieved", "probes", "p50", "p99", "max", "growth", "missing", "sustained"
+        "mode",
+        "target rate",
+        "achieved",
+        "probes",
+        "p50",
+        "p99",
+        "max",
+        "growth",
+        "missing",
+        "sustained",
     )
-    for run in runs:
+    for run in _side_by_side(runs):
         s = Summary.of(run.latencies_ms())
         table.add(
+            run.mode.value,
             fmt_num(run.rate) + "/s",
             fmt_num(run.achieved_rate) + "/s",
             len(run.probes),
@@ -223,55 +256,139 @@ def _write(section: Section, session: BenchSession, runs: list[RateRun], ramp_no
             run.missing,
             "yes" if run.sustained() else "no",
         )
-    section.notes.append(
-        f"Highest sustained rate tried: {fmt_num(best.rate) if best else 'none'}/s "
-        f"{ramp_note}(sustained = the producer reached 95% of the rate, every probe appeared, "
-        "the p50 of the last third of the probes exceeds that of the first third by less "
-        "than 1 s + 50%, and the p99 stays under 1.5 x the steady rate's p99 + 1 s: the "
-        "pipeline keeps up instead of building a backlog)."
+
+
+def _started_text(started: PipelineStart | None) -> str:
+    if started is None:
+        return "not started in this run"
+    return (
+        f"{started.mode.value}, started in {started.start_s:.0f} s, a new key visible "
+        f"{started.first_visible_s:.1f} s later"
     )
-    section.notes.append(
-        f"{len(session.live)} nodes. Probes: {settings.probes_per_s}/s unique keys among the "
-        f"events; the gateway polled every {settings.poll_interval_s * 1000:.0f} ms. Spark: "
-        f"local[2], trigger 500 ms, started in {session.pipeline_start_s or 0:.0f} s, first "
-        f"event visible {session.pipeline_first_visible_s or 0:.1f} s later; then "
-        f"{settings.freshness_warmup_s:g} s at the steady rate, not measured (Spark's first "
-        "micro-batches are slow)."
-    )
+
+
+def _pipelines_json(*starts: PipelineStart | None) -> dict[str, Any]:
+    return {
+        started.mode.value: {
+            "start_seconds": round(started.start_s, 1),
+            "first_visible_seconds": round(started.first_visible_s, 1),
+        }
+        for started in starts
+        if started is not None
+    }
 
 
 class Freshness:
-    """Two steps of one measurement: the steady rate early, the ramp of rates later (the
-    ramp is the first thing to give up when the time budget runs short)."""
+    """Three steps of one measurement: the steady rates in micro-batches, the same rates
+    on the session's pipeline (Real-Time Mode), and later the ramp of higher rates on it
+    (the first thing to give up when the time budget runs short)."""
 
     def __init__(self) -> None:
-        self.runs: list[RateRun] = []
+        self.steady_runs: list[RateRun] = []  # the session's pipeline
+        self.ramp_runs: list[RateRun] = []  # the session's pipeline, above the steady rates
+        self.other_runs: list[RateRun] = []  # the pipeline in micro-batches
+        self.other_start: PipelineStart | None = None
         self.ramp_note = ""
 
+    def micro_batch(self, session: BenchSession, report: Report) -> None:
+        """The steady rates on a pipeline in micro-batches, before the session's starts
+        (the two would share the 2 cores and the changelog)."""
+        _two_nodes(session)
+        with session.other_pipeline(PipelineMode.MICRO_BATCH) as started:
+            if started.mode is not PipelineMode.MICRO_BATCH:
+                raise BenchError(
+                    f"the micro-batch pipeline ran view {session.dataset.view.name} in "
+                    f"{started.mode.value} (see its log)"
+                )
+            self.other_start = started
+            self.other_runs = _steady_rates(session, started.mode)
+        self._write(session, report)
+
     def steady(self, session: BenchSession, report: Report) -> None:
-        """Events at the steady rate (1,000/s) through the demo's two nodes."""
-        session.ensure_nodes(2)
-        session.shrink_to(2)
+        """The steady rates through the demo's two nodes on the session's pipeline."""
+        _two_nodes(session)
         session.ensure_pipeline()
-        settings = session.settings
-        producer = new_producer(session.cluster.bootstrap)
-        _run_rate(session, producer, settings.steady_rate, settings.freshness_warmup_s)
-        self.runs = [_run_rate(session, producer, settings.steady_rate, settings.steady_s)]
-        _write(report.section(NAME, TITLE), session, self.runs, "")
+        started = session.pipeline_started
+        mode = started.mode if started is not None else PipelineMode.REAL_TIME
+        self.steady_runs = _steady_rates(session, mode)
+        self._write(session, report)
 
     def ramp(self, session: BenchSession, report: Report) -> None:
         """Higher rates until one is not sustained, or the budget (with a reserve) is spent."""
-        if not self.runs:
+        if not self.steady_runs:
             self.steady(session, report)
         session.ensure_nodes(2)
         session.ensure_pipeline()
         settings = session.settings
         producer = new_producer(session.cluster.bootstrap)
+        baseline, mode = self.steady_runs[0], self.steady_runs[0].mode
         for rate in settings.ramp_rates:
+            if not [*self.steady_runs, *self.ramp_runs][-1].sustained():
+                break
             if session.remaining_s() < settings.ramp_s + _DRAIN_S + _RESERVE_S:
                 self.ramp_note = f"(the ramp stopped before {rate:,}/s for the time budget) "
                 break
-            self.runs.append(_run_rate(session, producer, rate, settings.ramp_s, self.runs[0]))
-            if not self.runs[-1].sustained():
-                break
-        _write(report.section(NAME, TITLE), session, self.runs, self.ramp_note)
+            run = _run_rate(session, producer, rate, settings.ramp_s, mode, baseline)
+            self.ramp_runs.append(run)
+        self._write(session, report)
+
+    def figures(self) -> dict[str, Any]:
+        """`steady` (the session's pipeline at the first steady rate) and `ramp` as before
+        the modes were compared; `modes`: mode -> `rate_<rate>` -> run, the steady rates of
+        both pipelines side by side; the highest rate the session's pipeline sustained."""
+        modes: dict[str, dict[str, Any]] = {}
+        for run in [*self.other_runs, *self.steady_runs]:
+            modes.setdefault(run.mode.value, {})[f"rate_{run.rate}"] = run.to_json()
+        best = _best([*self.steady_runs, *self.ramp_runs])
+        figures: dict[str, Any] = {
+            "ramp": [r.to_json() for r in self.ramp_runs],
+            "modes": modes,
+            "highest_sustained_rate": best.rate if best else None,
+            "highest_sustained": best.to_json() if best else None,
+        }
+        if self.steady_runs:
+            figures["steady"] = self.steady_runs[0].to_json()
+        return figures
+
+    def _write(self, session: BenchSession, report: Report) -> None:
+        section = report.section(NAME, TITLE)
+        ours = session.pipeline_started
+        section.figures.update(
+            self.figures(),
+            poll_interval_ms=session.settings.poll_interval_s * 1000,
+            pipeline_start_seconds=round(ours.start_s, 1) if ours else 0,
+            pipeline_first_visible_seconds=round(ours.first_visible_s, 1) if ours else 0,
+            pipelines=_pipelines_json(self.other_start, ours),
+        )
+        section.tables.clear()  # rewritten after each step
+        section.notes.clear()
+        _add_table(section, [*self.other_runs, *self.steady_runs, *self.ramp_runs])
+        self._notes(section, session)
+
+    def _notes(self, section: Section, session: BenchSession) -> None:
+        settings, best = session.settings, _best([*self.steady_runs, *self.ramp_runs])
+        other = _best(self.other_runs)
+        section.notes.append(
+            f"Highest sustained rate tried: {fmt_num(best.rate) if best else 'none'}/s on the "
+            f"session's pipeline ({best.mode.value if best else 'its mode'}) {self.ramp_note}"
+            f"and {fmt_num(other.rate) if other else 'none'}/s in micro-batches (the steady "
+            "rates only). Sustained = the producer reached 95% of the rate, every probe appeared, "
+            "the p50 of the last third of the probes exceeds that of the first third by less "
+            "than 1 s + 50%, and the p99 stays under 1.5 x the p99 of the mode's first rate "
+            "+ 1 s: the pipeline keeps up instead of building a backlog."
+        )
+        section.notes.append(
+            f"{len(session.live)} nodes. Probes: {settings.probes_per_s}/s unique keys among "
+            f"the events; the gateway polled every {settings.poll_interval_s * 1000:.0f} ms. "
+            f"Each mode ran {', '.join(f'{r:,}' for r in settings.steady_rates)} events/s for "
+            f"{settings.steady_s:g} s each, after {settings.freshness_warmup_s:g} s at the "
+            "first rate, not measured (a new pipeline's first batches are slow)."
+        )
+        section.notes.append(
+            "One pipeline at a time, each mode as its log says. First one with "
+            "STATEFED_PIPELINE_MODE=micro_batch (trigger 500 ms, local[2], a checkpoint "
+            f"directory of its own): {_started_text(self.other_start)}; stopped. Then the "
+            "session's, with the defaults (Real-Time Mode on local[2 + its task slots]): "
+            f"{_started_text(session.pipeline_started)}, having re-read the input topic from "
+            "its start (a new checkpoint), the micro-batch runs' events included."
+        )

@@ -32,6 +32,26 @@ _HEADLINE: list[tuple[str, str, tuple[str, ...]]] = [
     ("top10 3 nodes p50 ms", "fanout", ("nodes_3", "top10", "p50_ms")),
     ("freshness p50 ms", "freshness", ("steady", "latency_ms", "p50")),
     ("freshness p99 ms", "freshness", ("steady", "latency_ms", "p99")),
+    (
+        "freshness p50 10k/s ms",
+        "freshness",
+        ("modes", "real_time", "rate_10000", "latency_ms", "p50"),
+    ),
+    (
+        "freshness p99 10k/s ms",
+        "freshness",
+        ("modes", "real_time", "rate_10000", "latency_ms", "p99"),
+    ),
+    (
+        "freshness micro-batch p50 ms",
+        "freshness",
+        ("modes", "micro_batch", "rate_1000", "latency_ms", "p50"),
+    ),
+    (
+        "freshness micro-batch p99 ms",
+        "freshness",
+        ("modes", "micro_batch", "rate_1000", "latency_ms", "p99"),
+    ),
     ("pipeline events/s", "throughput", ("events_per_s",)),
     ("restore records/s", "restore", ("records_per_s",)),
     ("failover standby s", "failover", ("with_standby_seconds",)),
@@ -141,7 +161,7 @@ def _markdown(
         f"machine used {info.other_cores:.2f} cores on average during the run"
         + (" (**busy: figures are disturbed**)." if info.other_cores > 0.25 else "."),
         "",
-        "## Targets (issues 6, 15, 16 and 18)",
+        "## Targets (issues 6, 15, 16, 18 and 30)",
         "",
     ]
     table = Table(["target", "measured", "result"])

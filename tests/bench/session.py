@@ -3,8 +3,9 @@
 Steps ask for what they need (`ensure_nodes(n)`, `ensure_gateway()`,
 `ensure_pipeline()`) and the session starts the missing parts, in the order the run
 plan makes cheapest. The first node always restores the data set from the changelog,
-and that start is timed (the restore measurement). Every process is a real one on
-loopback, stopped by its handle in `close()`.
+and that start is timed (the restore measurement). The session's pipeline runs with the
+defaults; `other_pipeline(mode)` runs one in another mode for a step instead. Every
+process is a real one on loopback, stopped by its handle in `close()`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ from typing import Any
 import httpx
 
 from runtime.produce import produce_keys
-from tests.bench.cpu import wait_quiet
+from schema import PipelineMode, View
+from tests.bench.cpu import retire_descendants, wait_quiet
 from tests.bench.dataset import Dataset, produce_dataset
 from tests.bench.graphql import GraphQLClient, many_body, point_body
 from tests.bench.loadgen import LoadGenerator
@@ -31,7 +33,15 @@ from tooling.broker import free_port
 from tooling.localcluster import LocalCluster
 from tooling.processes import ManagedProcess, wait_until
 
-__all__ = ["BenchError", "BenchSession", "RestoreTiming", "bench_process", "directory_bytes"]
+__all__ = [
+    "BenchError",
+    "BenchSession",
+    "PipelineStart",
+    "RestoreTiming",
+    "bench_process",
+    "directory_bytes",
+    "logged_mode",
+]
 
 Progress = Callable[[str], None]
 # the gateway falls back to standby copies at most this many records behind (default 1000:
@@ -54,6 +64,27 @@ class RestoreTiming:
     join_s: float  # process start -> partitions assigned (start-up and group join)
     restore_s: float  # assignment -> every partition applied to its end
     store_bytes: int  # the node's LevelDB directories right after
+
+
+@dataclass(frozen=True)
+class PipelineStart:
+    """A pipeline's start: the mode its log says the bench view's query runs in, process
+    start -> ready, and ready -> a key produced then visible through the gateway."""
+
+    mode: PipelineMode
+    start_s: float
+    first_visible_s: float
+
+
+def logged_mode(log: Path, view: View, asked: PipelineMode) -> PipelineMode:
+    """The mode the pipeline's last start logged `view`'s query in (pipeline/job.py says
+    "started in Real-Time Mode" for one), so figures carry the mode that ran; `asked` when
+    the log level hides the line."""
+    started = f"query statefed.{view.name} started"
+    lines = [line for line in log.read_text(errors="replace").splitlines() if started in line]
+    if not lines:
+        return asked
+    return PipelineMode.REAL_TIME if "in Real-Time Mode" in lines[-1] else PipelineMode.MICRO_BATCH
 
 
 def directory_bytes(path: Path) -> int:
@@ -87,8 +118,7 @@ class BenchSession:
         self.rss = RssSampler(self.pids)
         self.live: list[str] = []
         self.restore: RestoreTiming | None = None
-        self.pipeline_start_s: float | None = None
-        self.pipeline_first_visible_s: float | None = None
+        self.pipeline_started: PipelineStart | None = None
         self.pipeline_error: str | None = None
         self.started = time.monotonic()
         self._probe = self.dataset.one_per_partition()
@@ -297,9 +327,21 @@ class BenchSession:
     def _start_pipeline(self) -> None:
         self.ensure_gateway()
         began = time.monotonic()
-        self.cluster.start_pipeline(timeout_s=self.timeout_s(240))
-        self.pipeline_start_s = time.monotonic() - began
-        key = "bench-warmup"
+        process = self.cluster.start_pipeline(timeout_s=self.timeout_s(240))
+        start_s = time.monotonic() - began
+        asked = self.cluster.env().get("STATEFED_PIPELINE_MODE") or PipelineMode.REAL_TIME.value
+        mode = logged_mode(process.log_path, self.dataset.view, PipelineMode(asked))
+        self.pipeline_started = PipelineStart(mode, start_s, self.first_visible_s())
+        self.progress(
+            f"pipeline ({mode.value}): first event visible after "
+            f"{self.pipeline_started.first_visible_s:.1f} s"
+        )
+
+    def first_visible_s(self) -> float:
+        """Produce a key never produced before and wait until the gateway shows it; returns
+        the wait. A pipeline on a fresh checkpoint first re-reads the input topic from its
+        start, so this waits for that catch-up too (in the key's partition)."""
+        key = f"bench-warmup-{time.time_ns()}"
         produce_keys(self.cluster.bootstrap, self.dataset.view.topic, [key])
         began = time.monotonic()
 
@@ -310,7 +352,47 @@ class BenchSession:
                 return False
             return bool((document.get("data") or {}).get(self.dataset.view.point_field))
 
-        what = "the pipeline's first micro-batch to be visible"
+        what = f"key {key}, produced to the pipeline's input, to be visible"
         wait_until(visible, self.timeout_s(120), what, 0.1)
-        self.pipeline_first_visible_s = time.monotonic() - began
-        self.progress(f"pipeline: first event visible after {self.pipeline_first_visible_s:.1f} s")
+        return time.monotonic() - began
+
+    def stop_pipeline(self) -> None:
+        """Stop the session's pipeline cleanly; the next `ensure_pipeline` starts it again,
+        resuming its checkpoint."""
+        process, self.cluster.pipeline = self.cluster.pipeline, None
+        if process is not None:
+            if process.pid is not None:
+                retire_descendants(process.pid)
+            process.stop()
+            self.progress("pipeline: stopped")
+
+    @contextlib.contextmanager
+    def other_pipeline(self, mode: PipelineMode) -> Iterator[PipelineStart]:
+        """A pipeline with STATEFED_PIPELINE_MODE=`mode` instead of the session's until the
+        block ends, on a checkpoint directory of its own: Spark resumes no checkpoint in the
+        other mode, and the session's stays as it was. Not sampled for memory (not the
+        session's pipeline)."""
+        self.stop_pipeline()
+        self.ensure_gateway()
+        checkpoints = self.cluster.base_dir / f"checkpoints-{mode.value}-{time.time_ns()}"
+        env = self.cluster.env(
+            STATEFED_PIPELINE_MODE=mode.value, STATEFED_CHECKPOINT_DIR=str(checkpoints)
+        )
+        log = self.cluster.base_dir / f"pipeline-{mode.value}.log"
+        process = ManagedProcess(f"{mode.value} pipeline", ["pipeline"], env, log)
+        self.progress(f"pipeline ({mode.value}): starting Spark on {checkpoints}")
+        began = time.monotonic()
+        process.start()
+        try:
+            process.wait_for_log("statefed pipeline: ready", self.timeout_s(240))
+            start_s = time.monotonic() - began
+            started = PipelineStart(
+                logged_mode(log, self.dataset.view, mode), start_s, self.first_visible_s()
+            )
+            self.progress(f"pipeline ({started.mode.value}): ready in {start_s:.1f} s")
+            yield started
+        finally:
+            if process.pid is not None:
+                retire_descendants(process.pid)
+            process.stop()
+            self.progress(f"pipeline ({mode.value}): stopped")

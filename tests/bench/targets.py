@@ -1,4 +1,4 @@
-"""The targets of issues 6, 15, 16 and 18, judged from a run's figures: PASS, FAIL or
+"""The targets of issues 6, 15, 16, 18 and 30, judged from a run's figures: PASS, FAIL or
 NOT MEASURED."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tests.bench.report import Report
+from tests.bench.report import Report, fmt_num
 
 __all__ = ["TargetResult", "evaluate"]
 
@@ -118,6 +118,59 @@ def _peers(report: Report) -> list[TargetResult]:
     return results
 
 
+def _realtime_runs(report: Report) -> list[dict[str, Any]]:
+    """The freshness runs of the pipeline in Real-Time Mode: its steady rates, then its ramp."""
+    steady = report.figure("freshness", "modes", "real_time") or {}
+    runs = [*steady.values(), *(report.figure("freshness", "ramp") or [])]
+    return [r for r in runs if r.get("mode") == "real_time"]
+
+
+def _run_text(run: dict[str, Any]) -> str:
+    return (
+        f"{run['rate']:,}/s: achieved {fmt_num(run['achieved_rate'])}/s, "
+        f"p50 {fmt_num(run['latency_ms']['p50'])} ms, growth {fmt_num(run['growth_ms'])} ms, "
+        f"{run['missing']} probes missing"
+    )
+
+
+def _sustains(report: Report, rate: int) -> TargetResult:
+    """Issue 30: Real-Time Mode keeps up at `rate` without a growing backlog. PASS when a
+    run at `rate` or above was sustained, FAIL when one at or below it was not (the ramp
+    stops there), NOT MEASURED when the budget stopped the ramp first."""
+    target = f"freshness sustained at {rate:,} events/s in Real-Time Mode (no growing backlog)"
+    runs = _realtime_runs(report)
+    kept = [r for r in runs if r["rate"] >= rate and r["sustained"]]
+    if kept:
+        return TargetResult(target, "PASS", _run_text(min(kept, key=lambda r: r["rate"])))
+    lost = [r for r in runs if r["rate"] <= rate and not r["sustained"]]
+    if lost:
+        first = min(lost, key=lambda r: r["rate"])
+        return TargetResult(target, "FAIL", "not sustained at " + _run_text(first))
+    return TargetResult(target, "NOT MEASURED", "n/a")
+
+
+def _realtime_freshness(report: Report) -> list[TargetResult]:
+    """Issue 30's goals for the pipeline in Real-Time Mode, through the gateway."""
+    results = []
+    for rate in (1000, 10_000):
+        for stat, limit in (("p50", 100.0), ("p99", 500.0)):
+            results.append(
+                _at_most(
+                    report,
+                    f"freshness {stat} <= {limit:,.0f} ms at {rate:,} events/s, Real-Time Mode",
+                    limit,
+                    " ms",
+                    "freshness",
+                    "modes",
+                    "real_time",
+                    f"rate_{rate}",
+                    "latency_ms",
+                    stat,
+                )
+            )
+    return [*results, _sustains(report, 50_000)]
+
+
 def evaluate(report: Report) -> list[TargetResult]:
     """Every target of the issue, in its order."""
     standby = report.figure("failover", "with_standby_seconds")
@@ -178,6 +231,7 @@ def evaluate(report: Report) -> list[TargetResult]:
             "latency_ms",
             "p99",
         ),
+        *_realtime_freshness(report),
         _at_least(
             report,
             "restore >= 100,000 records/s",
