@@ -14,7 +14,7 @@ def test_defaults_match_the_architecture() -> None:
     assert config.bootstrap == "127.0.0.1:9092"
     assert config.checkpoint_dir == Path(".statefed/checkpoints")
     assert config.spark_master is None  # local[N], N for the Real-Time Mode queries
-    assert config.pipeline_mode == "real_time"
+    assert config.pipeline_mode == "micro_batch"
     assert config.realtime_checkpoint_ms == 5000
     assert config.shuffle_partitions == 2
     assert config.driver_memory == "512m"

@@ -164,7 +164,7 @@ def _compare_at(
 
 
 def test_views_spark_cannot_run_in_real_time_mode_run_in_micro_batches(tmp_path: Path) -> None:
-    config = PipelineConfig(checkpoint_dir=tmp_path / "checkpoints")
+    config = PipelineConfig(checkpoint_dir=tmp_path / "checkpoints", pipeline_mode="real_time")
     windowed, recordkeyed = HOURLY_BASKETS, STATUS_LINES
     assert realtime_views(config, [CUSTOMER_ORDERS, windowed, recordkeyed]) == {
         CUSTOMER_ORDERS.name
