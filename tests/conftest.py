@@ -27,6 +27,7 @@ _FOLDER_TIERS: dict[str, str] = {
     "newcomer": "cluster",
     "observe": "cluster",
     "pipeline": "spark",
+    "realtime": "cluster",
     "replication": "chaos",
     "test_connector.py": "spark",
     "test_broker.py": "kafka",
