@@ -388,7 +388,7 @@ class Freshness:
             "One pipeline at a time, each mode as its log says. First one with "
             "STATEFED_PIPELINE_MODE=micro_batch (trigger 500 ms, local[2], a checkpoint "
             f"directory of its own): {_started_text(self.other_start)}; stopped. Then the "
-            "session's, with the defaults (Real-Time Mode on local[2 + its task slots]): "
+            "session's, with STATEFED_PIPELINE_MODE=real_time (local[2 + its task slots]): "
             f"{_started_text(session.pipeline_started)}, having re-read the input topic from "
             "its start (a new checkpoint), the micro-batch runs' events included."
         )

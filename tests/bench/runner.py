@@ -4,7 +4,7 @@ The first node restores the data set (restore), serves alone (fan-out over 1 nod
 peer gateways in front of it), gets a peer (point queries; with the gateway cache on and
 off; subscriptions pushed live; fan-out over 2; a whole-view scan), a third (fan-out over
 3); back to two nodes, a pipeline in micro-batches runs alone for the freshness steady
-rates and stops, the session's pipeline starts with the defaults (Real-Time Mode: the same
+rates and stops, the session's pipeline starts in Real-Time Mode (the same
 rates, throughput, the aggregate functions' throughput in a second pipeline, freshness at
 higher rates while the budget lasts), memory is read, and nodes are killed last
 (failover), so the peak memory covers measurements 1-4 and the kills disturb nothing after
