@@ -52,8 +52,9 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
         shown_default="`local[N]`",
         doc=(
             "Spark master URL (`spark://host:7077` for a standalone cluster); by "
-            "default `local[N]`, N = 2 and the task slots the Real-Time Mode queries "
-            "hold (one per input partition and per shuffle partition of each); "
+            "default `local[N]`, N = 2, and with Real-Time Mode queries the task slots they "
+            "hold (one per input and shuffle partition of each) and the tasks of the "
+            "micro-batch queries beside them; "
             "Spark's own configuration wins over this and the other Spark "
             "variables (see [The pipeline on a Spark "
             "cluster](operations.md#the-pipeline-on-a-spark-cluster))"

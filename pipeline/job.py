@@ -275,16 +275,22 @@ def _checkpoint(config: PipelineConfig, view: View, mode: PipelineMode) -> Path:
 
 
 def session_slots(config: PipelineConfig, views: Iterable[View]) -> int:
-    """The task slots the Real-Time Mode queries of `views` hold (`modes.realtime_slots`),
-    from their input topics' partition counts."""
+    """The task slots the Spark session needs beside its 2 for the Real-Time Mode queries
+    of `views`: the slots they hold (`modes.realtime_slots`), and as many again as the
+    micro-batch queries beside them (views and dead letters) may run at once, so that a
+    Real-Time Mode query starting its next checkpoint always finds its slots free (Spark
+    fails it with CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT otherwise). 0 without any."""
     views = list(views)
     realtime = realtime_views(config, views)
-    partitions = [
-        require_topic(config, view.topic, f"view {view.name}")
-        for view in views
-        if view.name in realtime
-    ]
-    return realtime_slots(partitions, config.shuffle_partitions)
+    if not realtime:
+        return 0
+    partitions = {v.topic: require_topic(config, v.topic, f"view {v.name}") for v in views}
+    held = realtime_slots(
+        [partitions[v.topic] for v in views if v.name in realtime], config.shuffle_partitions
+    )
+    batches = [partitions[v.topic] for v in views if v.name not in realtime]
+    batches += list(partitions.values())  # a dead-letter query per input topic
+    return held + sum(max(p, config.shuffle_partitions) for p in batches)
 
 
 def _trackers(config: PipelineConfig, views: list[View], clock: Clock) -> dict[str, ViewTracker]:

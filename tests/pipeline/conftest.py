@@ -26,9 +26,9 @@ from tooling.broker import KafkaBroker
 @pytest.fixture(scope="package")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """A real local Spark session with the pipeline's settings, and task slots for the
-    Real-Time Mode queries of four views at a time."""
+    Real-Time Mode queries of four views at a time beside ten micro-batch queries."""
     config = PipelineConfig(checkpoint_dir=tmp_path_factory.mktemp("unused-checkpoints"))
-    slots = realtime_slots([PARTITIONS] * 4, config.shuffle_partitions)
+    slots = realtime_slots([PARTITIONS] * 4, config.shuffle_partitions) + 10 * PARTITIONS
     session = build_session(config, app_name="statefed-pipeline-tests", realtime_slots=slots)
     yield session
     session.stop()
