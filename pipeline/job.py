@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
@@ -61,30 +62,31 @@ log = logging.getLogger(__name__)
 ProducerFactory = Callable[[PipelineConfig, str], BatchProducer]
 
 
+class Closing(Protocol):
+    """What a query's status reads its changelog offsets from, closed when it stops: its
+    producer (micro-batches) or a `ChangelogEnds` (Real-Time Mode)."""
+
+    def close(self) -> None: ...
+
+
 class RunningPipeline:
-    """The started queries, the producers they write with and the status poller; `stop()`
-    ends them all, after the last status of each view query is published."""
+    """The started queries, the producers or offset readers their statuses read and the
+    status poller; `stop()` ends them all, after the last status of each view query is
+    published."""
 
     def __init__(self, poller: StatusPoller) -> None:
         self.poller = poller
         self.queries: list[StreamingQuery] = []
-        self._producers: list[BatchProducer] = []
-        self._ends: list[ChangelogEnds] = []  # the Real-Time Mode queries' offset readers
+        self._owned: list[Closing] = []
         self._stopped = False
 
     def add(
-        self,
-        query: StreamingQuery,
-        producer: BatchProducer | None,
-        tracker: ViewTracker | None = None,
+        self, query: StreamingQuery, owned: Closing, tracker: ViewTracker | None = None
     ) -> None:
-        """Own `query`, the `producer` it writes with (None: Spark's Kafka sink) and the
-        `tracker` that publishes its statuses."""
+        """Own `query`, what it `owned` (closed after its last status) and the `tracker`
+        that publishes its statuses."""
         self.queries.append(query)
-        if producer is not None:
-            self._producers.append(producer)
-        if tracker is not None and isinstance(tracker.changelog_offsets, ChangelogEnds):
-            self._ends.append(tracker.changelog_offsets)
+        self._owned.append(owned)
         if tracker is not None:
             self.poller.watch(query, tracker)
 
@@ -107,7 +109,7 @@ class RunningPipeline:
             alive(len(self.queries))
 
     def stop(self) -> None:
-        """Stop every query, publish their last statuses, close the producers (once)."""
+        """Stop every query, publish their last statuses, close what they owned (once)."""
         if self._stopped:
             return
         self._stopped = True
@@ -118,11 +120,9 @@ class RunningPipeline:
             self.poller.poll()  # the batches that ended since the last poll
         finally:
             self.poller.publisher.close()
-            for producer in self._producers:
-                producer.close()
-            for ends in self._ends:
-                ends.close()
-        self.queries, self._producers, self._ends = [], [], []
+            for owned in self._owned:
+                owned.close()
+        self.queries, self._owned = [], []
 
     def __enter__(self) -> RunningPipeline:
         return self
@@ -213,12 +213,11 @@ def start_queries(
     realtime = realtime_views(config, views)
     try:
         for view in views:
-            tracker = trackers[view.name]
+            tracker, decoding = trackers[view.name], decodings[view.name]
             if view.name in realtime:
-                query = _start_realtime_view(spark, config, view, decodings[view.name], tracker)
-                running.add(query, None, tracker)
-                continue
-            running.add(*_start_view(spark, config, view, decodings[view.name], producer, tracker))
+                running.add(*_start_realtime_view(spark, config, view, decoding, tracker))
+            else:
+                running.add(*_start_view(spark, config, view, decoding, producer, tracker))
         for topic, of_topic in _decodings_by_topic(views, decodings).items():
             running.add(*_start_dead_letters(spark, config, topic, of_topic, producer, metrics))
         running.poller.start()
@@ -234,10 +233,9 @@ def realtime_views(config: PipelineConfig, views: Iterable[View]) -> frozenset[s
     resume from was written in micro-batches (`checkpoint_mode`)."""
     names = set()
     for view in views:
-        wanted = PipelineMode.REAL_TIME if runs_realtime(view, config.pipeline_mode) else None
-        if checkpoint_mode(config, view, wanted or PipelineMode.MICRO_BATCH) is (
-            PipelineMode.REAL_TIME
-        ):
+        realtime = runs_realtime(view, config.pipeline_mode)
+        wanted = PipelineMode.REAL_TIME if realtime else PipelineMode.MICRO_BATCH
+        if checkpoint_mode(config, view, wanted) is PipelineMode.REAL_TIME:
             names.add(view.name)
     return frozenset(names)
 
@@ -284,7 +282,8 @@ def session_slots(config: PipelineConfig, views: Iterable[View]) -> int:
     realtime = realtime_views(config, views)
     if not realtime:
         return 0
-    partitions = {v.topic: require_topic(config, v.topic, f"view {v.name}") for v in views}
+    readers = {v.topic: f"view {v.name}" for v in views}  # one lookup per topic
+    partitions = {topic: require_topic(config, topic, reader) for topic, reader in readers.items()}
     held = realtime_slots(
         [partitions[v.topic] for v in views if v.name in realtime], config.shuffle_partitions
     )
@@ -402,14 +401,15 @@ def _start_realtime_view(
     view: View,
     decoding: Decoding,
     tracker: ViewTracker,
-) -> StreamingQuery:
+) -> tuple[StreamingQuery, ChangelogEnds, ViewTracker]:
     """`view`'s query in Real-Time Mode: each record through the view's plan as it arrives,
     its changelog records written by Spark's Kafka sink; the status of each checkpoint
     names the changelog's ends read after it (see `ChangelogEnds`)."""
     plan = plan_for(view)
     assert plan.records is not None, f"view {view.name} cannot run in Real-Time Mode"
     require_topic(config, view.topic, f"view {view.name}")
-    tracker.changelog_offsets = ChangelogEnds(config.kafka, view.changelog_topic)
+    ends = ChangelogEnds(config.kafka, view.changelog_topic)
+    tracker.changelog_offsets = ends
     raw = read_topic(spark, config, view.topic, realtime=True)
     events = where_applied(keyed_events(raw, decoding), view)
     name = f"statefed.{view.name}"
@@ -424,9 +424,9 @@ def _start_realtime_view(
     )
     every = f"{config.realtime_checkpoint_ms} milliseconds"
     writer = writer.trigger(realTime=every)  # type: ignore[call-overload]  # not in 4.3's stubs
-    query = start_initialized(writer, name)
+    query = start_initialized(writer, name)  # `ends` holds no client before its first call
     log.info("query %s started in Real-Time Mode: %s -> %s", name, view.topic, view.changelog_topic)
-    return query
+    return query, ends, tracker
 
 
 def _start_dead_letters(

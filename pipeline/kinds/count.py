@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from pipeline.kinds.json import json_value
+from pipeline.kinds.json import count_value
 from pipeline.kinds.plan import ChangelogRecord, KindPlan
 from schema import CountRow, View, encode_count
 
@@ -34,7 +34,7 @@ def changelog(rows: pa.Table) -> Iterator[ChangelogRecord]:
 
 def records(rows: DataFrame) -> DataFrame:
     """`changelog`'s records as the Kafka sink's columns (Real-Time Mode)."""
-    value = json_value(F.col("key"), F.col("count"), F.col("last_event_ms"))
+    value = count_value(F.col("key"), F.col("count"), F.col("last_event_ms"))
     return rows.select(F.col("key"), value.alias("value"))
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-__all__ = ["event_value", "json_value"]
+__all__ = ["count_value", "event_value"]
 
 _OPTIONS = {"ignoreNullFields": "false"}
 
 
-def json_value(key: Column, count: Column, last_event_ms: Column) -> Column:
+def count_value(key: Column, count: Column, last_event_ms: Column) -> Column:
     """A count row's JSON (`schema.encode_count`)."""
     row = F.struct(key.alias("key"), count.alias("count"), last_event_ms.alias("last_event_ms"))
     return F.to_json(row, _OPTIONS)
