@@ -7,6 +7,7 @@ Mode's at-least-once output change nothing, and nothing is counted twice or lost
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from pathlib import Path
@@ -17,7 +18,14 @@ import orjson
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, EventRow, View
 from tests.pipeline.realtime_views import CATALOGUE, PAIRS, SPEC, TOPIC, decoded, differences
-from tests.pipeline.support import PARTITIONS, Record, TopicReader, produce_records
+from tests.pipeline.support import (
+    PARTITIONS,
+    Record,
+    StatusReader,
+    TopicReader,
+    end_offsets,
+    produce_records,
+)
 from tooling.broker import KafkaBroker
 from tooling.processes import ManagedProcess, wait_until
 
@@ -32,11 +40,13 @@ class Kept:
         self.view = view
         self.reader = TopicReader(broker.bootstrap, view.changelog_topic)
         self.rows: dict[str, Any] = {}
+        self.records = 0  # read so far
         self.backwards = 0
 
     def poll(self) -> dict[str, Any]:
         for _partition, key, value in self.reader.read(0.1):
             assert key is not None
+            self.records += 1
             if not value:
                 self.rows.pop(key.decode(), None)
                 continue
@@ -86,15 +96,19 @@ def test_both_modes_keep_the_same_rows_through_a_driver_sigkill(
         "STATEFED_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
         "STATEFED_TRIGGER_MS": "200",
         "STATEFED_DELIVERY_TIMEOUT_MS": "20000",
+        # a checkpoint every 30 s: the kill lands inside one (checked below)
+        "STATEFED_REALTIME_CHECKPOINT_MS": "30000",
     }
     rng = random.Random(30)
     kept = {v.name: Kept(broker, v) for v in CATALOGUE}
     produced: Counter[str] = Counter()
 
-    def produce(n: int, t0: int) -> None:
+    def produce(n: int, t0: int) -> dict[int, int]:
+        """Produce `n` orders from event time `t0`; the topic's ends after them."""
         records = _orders(rng, n, t0)
-        produce_records(broker.bootstrap, TOPIC, records)
+        placed = produce_records(broker.bootstrap, TOPIC, records)
         produced.update(r.key.decode() for r in records if r.key is not None)
+        return end_offsets(placed)
 
     def pipeline() -> ManagedProcess:
         process = ManagedProcess("pipeline", ["pipeline"], env, tmp_path / "pipeline.log")
@@ -107,10 +121,21 @@ def test_both_modes_keep_the_same_rows_through_a_driver_sigkill(
         assert "started in Real-Time Mode" in first.log_tail(200)
         produce(400, 1_000)
         _wait_equal(kept, produced)
-        produce(3_000, 10_000)
-        # killed while the Real-Time Mode queries write: the driver, its JVM and workers
-        wait_until(lambda: _any_moved(kept), 60, "the second round to reach the changelogs")
-        first.kill()
+        statuses = StatusReader(broker.bootstrap, [rt.name for rt, _mb in PAIRS])
+        try:
+            for attempt in range(3):
+                before = {rt.name: kept[rt.name].records for rt, _mb in PAIRS}
+                ends = produce(3_000, 10_000 + attempt * 3_000)
+                # killed while every Real-Time Mode query writes this round, some hundreds
+                # of records in, before a checkpoint covers it (then its records since the
+                # checkpoint are written again): the driver, its JVM and workers
+                written = functools.partial(_written, kept, before, 300)
+                wait_until(written, 60, "the round to be written")
+                if not _checkpointed(statuses, ends):
+                    break
+            first.kill()
+        finally:
+            statuses.close()
     finally:
         first.stop()
     second = pipeline()
@@ -127,10 +152,25 @@ def test_both_modes_keep_the_same_rows_through_a_driver_sigkill(
             log.close()
 
 
-def _any_moved(kept: dict[str, Kept]) -> bool:
-    (rt, _mb) = PAIRS[0]
-    rows = kept[rt.name].poll()
-    return any(row.count > 20 for row in rows.values())
+def _checkpointed(statuses: StatusReader, ends: dict[int, int]) -> bool:
+    """Whether a Real-Time Mode twin's status already names input up to `ends`."""
+    statuses.poll()
+    for rt, _mb in PAIRS:
+        status = statuses.latest(rt.name)
+        if status is not None and all(
+            status.source_offsets.get(p, 0) >= e for p, e in ends.items()
+        ):
+            return True
+    return False
+
+
+def _written(kept: dict[str, Kept], before: dict[str, int], records: int) -> bool:
+    """Whether every Real-Time Mode twin's changelog has `records` more than `before`."""
+    for name, read in before.items():
+        kept[name].poll()
+        if kept[name].records < read + records:
+            return False
+    return True
 
 
 def _wait_equal(kept: dict[str, Kept], produced: Counter[str]) -> None:
