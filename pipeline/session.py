@@ -53,10 +53,14 @@ _LAUNCHER_VALUES = {"spark.app.name": "pyspark-shell", "spark.ui.showConsoleProg
 _STACK = "-Xss16m"
 
 
+# the task slots of statefed's local Spark besides those of the Real-Time Mode queries
+LOCAL_SLOTS = 2
+
+
 def spark_master(config: PipelineConfig, realtime_slots: int = 0) -> str:
-    """`STATEFED_SPARK_MASTER`, else local with 2 task slots beside the `realtime_slots`
-    the Real-Time Mode queries hold (`pipeline.modes.realtime_slots`)."""
-    return config.spark_master or f"local[{2 + realtime_slots}]"
+    """`STATEFED_SPARK_MASTER`, else local with `LOCAL_SLOTS` task slots beside the
+    `realtime_slots` the Real-Time Mode queries need (`pipeline.job.session_slots`)."""
+    return config.spark_master or f"local[{LOCAL_SLOTS + realtime_slots}]"
 
 
 def default_settings(
@@ -70,7 +74,8 @@ def default_settings(
     None of these changes results: the state store provider and the shuffle partitions
     of a query are kept in its checkpoint, which Spark follows over the session's values.
     """
-    return {
+    local = {} if config.spark_master else _local_settings()
+    return local | {
         "spark.master": spark_master(config, realtime_slots),
         "spark.app.name": app_name,
         "spark.driver.host": config.driver_host,
@@ -86,6 +91,13 @@ def default_settings(
         # Python workers must run an interpreter with statefed's packages
         "spark.pyspark.python": python,
     }
+
+
+def _local_settings() -> dict[str, str]:
+    """Of statefed's local Spark: batch work (a DataFrame of local rows) keeps the
+    parallelism of `LOCAL_SLOTS`, whatever slots the Real-Time Mode queries add (Spark's
+    default is one partition per slot: 90 tiny tasks in the pipeline tests' session)."""
+    return {"spark.default.parallelism": str(LOCAL_SLOTS)}
 
 
 def session_settings(
