@@ -18,14 +18,18 @@ first read (`followed`) to its end, so every batch begun after it started is kep
 before and published after only moves `first` past it, and the follow replays it.
 
 The threads never wait on the network or the event loop: a publish appends under a short
-lock and, once per quiet period, asks the loop (`call_soon_threadsafe`) to wake the follows
-of the partition. A copy attached again with other offsets (a rebuilt store), or detached,
+lock, notes the keys it changed and, once per quiet period, asks the loop
+(`call_soon_threadsafe`) to wake the follows of those keys (and those of every key). A
+follow of some keys reads them through the ring's index of entries by key, so a thousand
+one-key follows of a partition cost each record one wake and one read, not a thousand
+scans of the ring. A copy attached again with other offsets (a rebuilt store), or detached,
 ends the follows of the old one (`gone`): their offsets mean nothing to the new copy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 import threading
@@ -79,6 +83,7 @@ class _Ring:
     entries: list[Entry] = field(default_factory=list)
     head: int = 0  # entries[:head] are evicted, kept until compaction
     base_seq: int = 0  # seq of entries[0]
+    by_key: dict[str, list[int]] = field(default_factory=dict)  # key -> its entries' seqs
     size: int = 0  # bytes held
     status_version: int = 0  # bumped when role, restore state or end offsets change
     generation: int = field(default_factory=lambda: next(_generations))
@@ -94,8 +99,28 @@ class _Ring:
     def forget(self) -> None:
         """Hold nothing, every change from the applied offsets on."""
         self.base_seq, self.entries, self.head, self.size = self.end_seq, [], 0, 0
+        self.by_key = {}
         for topic, offset in self.applied.items():
             self.first[topic] = max(self.first.get(topic, 0), offset)
+
+    def append(self, entries: list[Entry]) -> None:
+        seq = self.end_seq
+        self.entries.extend(entries)
+        for entry in entries:
+            self.by_key.setdefault(entry.key, []).append(seq)
+            self.size += entry.size
+            seq += 1
+
+    def seqs_of(self, keys: Collection[str], seq: int) -> list[int]:
+        """The seqs of the entries of `keys` from `seq` on, ascending."""
+        found: list[int] = []
+        for key in keys:
+            seqs = self.by_key.get(key)
+            if seqs:
+                found.extend(seqs[bisect.bisect_left(seqs, seq) :])
+        if len(keys) > 1:
+            found.sort()
+        return found
 
     def evict(self) -> None:
         entry = self.entries[self.head]
@@ -106,6 +131,49 @@ class _Ring:
             del self.entries[: self.head]
             self.base_seq += self.head
             self.head = 0
+            self.by_key = {}  # made anew from what is left: the evicted seqs go with it
+            for seq, kept in enumerate(self.entries, start=self.base_seq):
+                self.by_key.setdefault(kept.key, []).append(seq)
+
+
+class _Listeners:
+    """The follows of one partition waiting for changes: of every key, or of some."""
+
+    def __init__(self) -> None:
+        self.everything: set[asyncio.Event] = set()
+        self.by_key: dict[str, set[asyncio.Event]] = {}
+
+    @property
+    def empty(self) -> bool:
+        return not self.everything and not self.by_key
+
+    def add(self, event: asyncio.Event, keys: Collection[str] | None) -> None:
+        if keys is None:
+            self.everything.add(event)
+        for key in keys or ():
+            self.by_key.setdefault(key, set()).add(event)
+
+    def remove(self, event: asyncio.Event, keys: Collection[str] | None) -> None:
+        self.everything.discard(event)
+        for key in keys or ():
+            waiting = self.by_key.get(key)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self.by_key[key]
+
+    def wake(self, keys: Collection[str] | None) -> None:
+        """Set the events of the follows of `keys` and of every key (None: all)."""
+        for event in self.everything:
+            event.set()
+        if keys is None:
+            for waiting in self.by_key.values():
+                for event in waiting:
+                    event.set()
+            return
+        for key in keys:
+            for event in self.by_key.get(key, ()):
+                event.set()
 
 
 @dataclass(frozen=True)
@@ -132,8 +200,9 @@ class ChangeFeed:
         self._rings: dict[int, _Ring] = {}
         self._gone: dict[int, str] = {}  # why the last copy of a partition went
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: dict[int, asyncio.Future[None]] = {}  # loop side only
-        self._wake_pending: set[int] = set()
+        self._listeners: dict[int, _Listeners] = {}  # loop side only
+        # per partition, the keys changed since its last wake (None: every follow's concern)
+        self._touched: dict[int, set[str] | None] = {}
         self._follows: dict[int, int] = {}  # running follows per partition
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -186,12 +255,11 @@ class ChangeFeed:
                 if partition not in self._follows:
                     return  # nobody to wake
             else:
-                ring.entries.extend(entries)
-                ring.size += sum(e.size for e in entries)
+                ring.append(entries)
                 cap = self.budget_bytes // max(1, len(self._rings))
                 while ring.size > cap and ring.head < len(ring.entries):
                     ring.evict()
-        self._wake(partition)
+        self._wake(partition, None if entries is None else {e.key for e in entries})
 
     def record_end(self, partition: int, topic: str, end: int) -> None:
         with self._lock:
@@ -210,41 +278,50 @@ class ChangeFeed:
             ring.status_version += 1
         self._wake(partition)
 
-    def _wake(self, partition: int) -> None:
+    def _wake(self, partition: int, keys: set[str] | None = None) -> None:
+        """Wake the follows of `partition` concerned by a change of `keys` (None: all)."""
         loop = self._loop
         if loop is None:
             return
         with self._lock:
-            if partition in self._wake_pending:
-                return
-            self._wake_pending.add(partition)
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody follows any more
-            loop.call_soon_threadsafe(self._woken, partition)
+            pending = partition in self._touched
+            touched = self._touched.get(partition, set())
+            if keys is None or touched is None:
+                self._touched[partition] = None
+            else:
+                self._touched[partition] = touched | keys if pending else keys
+        if not pending:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody follows any more
+                loop.call_soon_threadsafe(self._woken, partition)
 
     # -- the follows (event loop) -----------------------------------------------------------
 
     def _woken(self, partition: int) -> None:
         with self._lock:
-            self._wake_pending.discard(partition)
-        waiter = self._waiters.pop(partition, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def changed(self, partition: int) -> asyncio.Future[None]:
-        """A future done at the next change of `partition`'s ring; take it before reading."""
-        waiter = self._waiters.get(partition)
-        if waiter is None or waiter.done():
-            waiter = self._waiters[partition] = asyncio.get_running_loop().create_future()
-        return waiter
+            keys = self._touched.pop(partition, None)
+        listeners = self._listeners.get(partition)
+        if listeners is not None:
+            listeners.wake(keys)
 
     @contextlib.contextmanager
-    def followed(self, partition: int) -> Iterator[None]:
-        """A follow of `partition` runs for the block: the replicators keep its changes."""
+    def followed(
+        self, partition: int, keys: Collection[str] | None = None
+    ) -> Iterator[asyncio.Event]:
+        """A follow of `partition` (of `keys`, None: all) runs for the block: the
+        replicators keep its changes, and the event yielded is set at each change of its
+        keys and each change of the copy (attach, detach, restore state). Clear it before
+        reading the ring."""
         with self._lock:
             self._follows[partition] = self._follows.get(partition, 0) + 1
+        changed = asyncio.Event()
+        listeners = self._listeners.setdefault(partition, _Listeners())
+        listeners.add(changed, keys)
         try:
-            yield
+            yield changed
         finally:
+            listeners.remove(changed, keys)
+            if listeners.empty and self._listeners.get(partition) is listeners:
+                del self._listeners[partition]
             with self._lock:
                 left = self._follows.pop(partition) - 1
                 if left:
@@ -310,13 +387,22 @@ class ChangeFeed:
             if behind:
                 return Read(behind=behind)
             seq = max(seq, ring.start_seq)
+            indexed = keys is not None and len(keys) < ring.end_seq - seq
+            if indexed:  # fewer keys to look up than entries to scan
+                assert keys is not None
+                candidates: Iterable[int] = ring.seqs_of(keys, seq)
+                last = ring.end_seq  # every entry of the keys gets read, unless cut below
+            else:
+                candidates = range(seq, min(ring.end_seq, seq + max_scan))
+                last = candidates.stop
             after = dict(cursor)
             found: list[Entry] = []
-            stop = min(ring.end_seq, seq + max_scan)
             size = 0
-            while seq < stop and len(found) < max_entries and size < max_bytes:
-                entry = ring.entries[seq - ring.base_seq]
-                seq += 1
+            for at in candidates:
+                if len(found) >= max_entries or size >= max_bytes:
+                    last = at  # cut: read on from here
+                    break
+                entry = ring.entries[at - ring.base_seq]
                 wanted = after.get(entry.topic)
                 if wanted is None or entry.offset < wanted:
                     continue
@@ -324,11 +410,11 @@ class ChangeFeed:
                 if keys is None or entry.key in keys:
                     found.append(entry)
                     size += entry.size
-            more = seq < ring.end_seq
+            more = last < ring.end_seq
             if not more:  # every change the copy applied was seen
                 for topic, n in after.items():
                     after[topic] = max(n, ring.applied.get(topic, 0))
-            return Read(entries=tuple(found), seq=seq, cursor=after, more=more)
+            return Read(entries=tuple(found), seq=last, cursor=after, more=more)
 
     def first(self, partition: int, generation: int, topic: str) -> int | None:
         """From which offset ring `generation` of `partition` holds every change of `topic`

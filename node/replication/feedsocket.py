@@ -15,6 +15,7 @@ changed, or whose cursor moved without a change to send, gets a `progress` frame
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -272,15 +273,15 @@ class _FollowRun:
 
     async def run(self) -> None:
         # counted before the first read: the replicators keep every change from then on
-        with self.feed.followed(self.follow.partition):
+        with self.feed.followed(self.follow.partition, self.follow.keys) as changed:
             if await self._begin():
-                await self._go_on()
+                await self._go_on(changed)
 
-    async def _go_on(self) -> None:
+    async def _go_on(self, changed: asyncio.Event) -> None:
         """Send changes from the ring, and replays, until the copy is gone."""
         follow, partition = self.follow, self.follow.partition
         while True:
-            waiter = self.feed.changed(partition)
+            changed.clear()
             read = self.feed.read(
                 partition, self.generation, self.seq, self.cursor, follow.keys,
                 _FRAME_CHANGES, _FRAME_BYTES,
@@ -298,7 +299,7 @@ class _FollowRun:
             self.cursor = dict(read.cursor)
             await self._progress()
             if not read.more:
-                await asyncio.wait([waiter], timeout=PROGRESS_INTERVAL_S)
+                await _woken(changed, self._progress_at + PROGRESS_INTERVAL_S - time.monotonic())
             elif not read.entries:
                 await asyncio.sleep(0)  # a long run of others' changes: let others in
 
@@ -419,6 +420,14 @@ class _FollowRun:
              "state": _state(restoring), "applied": dict(self.cursor),
              "end": {t: n for t, n in end.items() if t in self.topics}, "leased": leased}
         )  # fmt: skip
+
+
+async def _woken(changed: asyncio.Event, due_s: float) -> None:
+    """Wait for `changed`, or until a progress frame is due (a full interval when one was
+    just due: the status had not changed)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(due_s if due_s > 0 else PROGRESS_INTERVAL_S):
+            await changed.wait()
 
 
 def _frame_sizes(docs: list[bytes]) -> list[int]:

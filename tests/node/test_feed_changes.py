@@ -4,9 +4,12 @@ of node.changelog.feed on their own (no loop, no socket)."""
 from __future__ import annotations
 
 import asyncio
+from random import Random
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from node.changelog.feed import ChangeFeed
 from node.storage.changes import ChangeBatch, Effect, change_json
@@ -183,12 +186,12 @@ def test_a_publish_wakes_the_follows_of_its_partition_from_another_thread() -> N
 
     async def follow() -> list[int]:
         feed.bind(asyncio.get_running_loop())
-        generation, cursor, seq = feed.start(1, {TOPIC: None})
-        waiter = feed.changed(1)
-        assert feed.read(1, generation, seq, cursor, None).entries == ()
-        await asyncio.to_thread(feed.publish, 1, changes(range(0, 2)), {TOPIC: 2})
-        await asyncio.wait_for(waiter, 10)
-        return [e.offset for e in feed.read(1, generation, seq, cursor, None).entries]
+        with feed.followed(1) as changed:
+            generation, cursor, seq = feed.start(1, {TOPIC: None})
+            assert feed.read(1, generation, seq, cursor, None).entries == ()
+            await asyncio.to_thread(feed.publish, 1, changes(range(0, 2)), {TOPIC: 2})
+            await asyncio.wait_for(changed.wait(), 10)
+            return [e.offset for e in feed.read(1, generation, seq, cursor, None).entries]
 
     assert asyncio.run(follow()) == [0, 1]
 
@@ -222,3 +225,78 @@ def test_a_partition_nobody_follows_keeps_no_changes_and_older_follows_are_repla
         read = feed.read(0, generation, seq, cursor, None)
         assert [e.offset for e in read.entries] == [10, 11] and read.cursor == {TOPIC: 12}
     assert not feed.wants_changes(0)
+
+
+def keyed(key_offsets: list[tuple[str, int]]) -> list[Effect]:
+    return [Effect(o, 50, VIEW, key, CountRow(key, o, o)) for key, o in key_offsets]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    count=st.integers(1, 3000),
+    rng=st.randoms(use_true_random=False),
+    followed=st.sets(st.sampled_from("abcdefgh"), min_size=1, max_size=3),
+    batch=st.integers(1, 50),
+    frame=st.integers(1, 20),
+    budget_entries=st.integers(5, 2000),
+)
+def test_a_keyed_read_gets_what_a_read_of_every_key_gets_of_its_keys(
+    count: int, rng: Random, followed: set[str], batch: int, frame: int, budget_entries: int
+) -> None:
+    """Reads of some keys go through the ring's index by key: across evictions and
+    compactions, in frames of any size, they get each change of their keys a read of every
+    key gets, in order, and stand at the same cursor once caught up."""
+    keys = [rng.choice("abcdefgh") for _ in range(count)]
+    feed = ChangeFeed(budget_bytes=budget_entries * 254, catalogue=[WORD_COUNTS])
+    feed.attach(0, Role.ACTIVE, {TOPIC: 0}, restoring=False)
+    every = feed.start(0, {TOPIC: 0})
+    some = feed.start(0, {TOPIC: 0})
+    got_every: list[int] = []
+    got_some: list[int] = []
+    for start in range(0, len(keys), batch):
+        chunk = list(enumerate(keys[start : start + batch], start=start))
+        feed.publish(0, keyed([(k, o) for o, k in chunk]), {TOPIC: start + len(chunk)})
+        for state, wanted, got in ((every, None, got_every), (some, followed, got_some)):
+            generation, cursor, seq = state
+            while True:
+                read = feed.read(0, generation, seq, cursor, wanted, max_entries=frame)
+                if read.behind:  # evicted before this reader came: both start again
+                    cursor = {TOPIC: feed.first(0, generation, TOPIC) or 0}
+                    got.append(-1)
+                    continue
+                got.extend(e.offset for e in read.entries if wanted is None or e.key in wanted)
+                seq, cursor = read.seq, read.cursor
+                if not read.more:
+                    break
+            if wanted is None:
+                every = (generation, cursor, seq)
+            else:
+                some = (generation, cursor, seq)
+    assert every[1] == some[1] == {TOPIC: len(keys)}
+    if -1 not in got_every and -1 not in got_some:
+        assert got_some == [o for o in got_every if keys[o] in followed]
+    else:  # a reader fell behind the ring: what it got of its keys is still in order
+        assert [o for o in got_some if o >= 0] == sorted(o for o in got_some if o >= 0)
+
+
+def test_a_publish_wakes_only_the_follows_of_its_keys_and_of_every_key() -> None:
+    feed = ChangeFeed(budget_bytes=1 << 20, catalogue=[WORD_COUNTS])
+    feed.attach(2, Role.ACTIVE, {TOPIC: 0}, restoring=False)
+
+    async def woken(key: str | None) -> list[str]:
+        feed.bind(asyncio.get_running_loop())
+        with (
+            feed.followed(2, {"a"}) as of_a,
+            feed.followed(2, {"b", "c"}) as of_bc,
+            feed.followed(2) as of_all,
+        ):
+            if key is None:
+                await asyncio.to_thread(feed.record_restoring, 2, True)
+            else:
+                await asyncio.to_thread(feed.publish, 2, keyed([(key, 0)]), {TOPIC: 1})
+            await asyncio.wait_for(of_all.wait(), 10)
+            return [name for name, e in (("a", of_a), ("bc", of_bc), ("all", of_all)) if e.is_set()]
+
+    assert asyncio.run(woken("a")) == ["a", "all"]
+    assert asyncio.run(woken("c")) == ["bc", "all"]
+    assert asyncio.run(woken(None)) == ["a", "bc", "all"]  # the copy's state concerns all
