@@ -435,6 +435,19 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         ),
     )
 
+    subscription_max_wait_ms: int = setting(
+        "STATEFED_GATEWAY_SUBSCRIPTION_MAX_WAIT_MS",
+        100,
+        low=0,
+        high=60_000,
+        doc=(
+            "how long an update of a row subscription may wait for its subscriber; past it "
+            "the subscriber is behind and gets each key's newest row, the rows between "
+            "merged (history subscriptions get every event; see "
+            "[Subscriptions](querying.md#subscriptions))"
+        ),
+    )
+
     max_subscriptions: int = setting(
         "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS",
         10_000,

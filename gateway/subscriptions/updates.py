@@ -4,18 +4,22 @@ per partition, each delivered once, with the resume token that covers what was d
 The rule, per subscription: a snapshot row sets covered[entry] to its offset; a change at
 offset o is delivered iff o >= token[p] and o >= covered[entry]; then covered[entry] =
 o + 1 (an entry is a key's row, or one window or event of it). Updates wait in `pending`
-until the subscriber takes them, every change up to a bound; past it, a row subscription
-(count, latest, windows) keeps only the newest row of each entry (a slow reader), a
-history subscription ends with SlowSubscriberError (every event once), resumable with its
-token. The pending update
-of the lowest offset goes first, so the token of every message, per partition the lowest
-offset not delivered yet, never skips a change nor repeats one.
+until the subscriber takes them, every change while the subscriber keeps up. A row
+subscription (count, latest, windows) whose oldest waiting update has waited longer than
+`max_wait_s` is behind: a new row of an entry then replaces the one waiting for it, so
+a reader that cannot take every change gets each entry's newest row, never an ever older
+backlog. Past `bound` waiting updates, a row subscription keeps only the newest row of
+each entry, a history subscription ends with SlowSubscriberError (every event once),
+resumable with its token. The pending update of the lowest offset goes first, so the token
+of every message, per partition the lowest offset not delivered yet, never skips a change
+nor repeats one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,23 +55,34 @@ class _Pending:
     change: Change
     partition: int
     freshness: Mapping[str, Any]
+    since: float  # monotonic s it arrived at
 
 
 class _Merge:
     """What one subscription has received and not yet delivered, and its token state."""
 
-    def __init__(self, view: View, token: ResumeToken | None, conflate: bool, bound: int) -> None:
+    def __init__(
+        self,
+        view: View,
+        token: ResumeToken | None,
+        conflate: bool,
+        bound: int,
+        max_wait_s: float,
+    ) -> None:
         self.view = view
         self.floor: dict[int, int] = dict(token.offsets) if token is not None else {}
         self.reached: dict[int, int] = dict(self.floor)
         self.covered: dict[Entry, int] = {}
         self.conflate = conflate
         self.bound = bound
+        self.max_wait_s = max_wait_s
         self.pending: dict[Slot, _Pending] = {}  # in arrival order
+        self.newest: dict[Entry, Slot] = {}  # each entry's newest waiting update
         self._serial = 0
         self.wake = asyncio.Event()
 
     def accept(self, partition: int, batch: FeedBatch, empty_snapshots: bool) -> None:
+        now = time.monotonic()
         for change in batch.changes:
             entry: Entry = (change.key, change.at)
             if change.snapshot:
@@ -82,31 +97,41 @@ class _Merge:
                 self.covered[entry] = change.offset + 1
                 if change.row is None and not self.conflate:
                     continue  # a history event removed by retention: nothing to show
-            self._hold(entry, _Pending(change, partition, batch.freshness))
+            self._hold(entry, _Pending(change, partition, batch.freshness, now))
         self.reached[partition] = max(batch.applied, self.reached.get(partition, 0))
         self.wake.set()
 
     def _hold(self, entry: Entry, pending: _Pending) -> None:
-        """Keep every change until `bound` wait; past it a row subscription keeps only the
-        newest row of each key (a slow reader), an event subscription fails."""
+        """Keep every change while the subscriber keeps up; a row subscription that is
+        behind keeps the newest row of `entry` only; past `bound` waiting, a row
+        subscription keeps only the newest row of each entry, an event subscription fails."""
+        if self.conflate and self._behind(pending.since):
+            superseded = self.newest.get(entry)
+            if superseded is not None:
+                del self.pending[superseded]
         if len(self.pending) >= self.bound:
             if not self.conflate:
                 raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
             self._conflate(entry)
         self._serial += 1
         self.pending[self._serial] = pending
+        self.newest[entry] = self._serial
+
+    def _behind(self, now: float) -> bool:
+        """Whether the oldest waiting update has waited longer than `max_wait_s`."""
+        oldest = next(iter(self.pending.values()), None)
+        return oldest is not None and now - oldest.since > self.max_wait_s
 
     def _conflate(self, entry: Entry) -> None:
         """Drop what waits for `entry` (a newer row of it comes); if nothing does, merge
         every key's waiting rows to its newest, so the subscription stays bounded."""
         held = [slot for slot, p in self.pending.items() if _entry(p.change) == entry]
         if not held:
-            newest: dict[Entry, Slot] = {}
-            for slot, p in self.pending.items():
-                newest[_entry(p.change)] = slot
-            held = [slot for slot in self.pending if slot not in set(newest.values())]
+            newest = set(self.newest.values())
+            held = [slot for slot in self.pending if slot not in newest]
         for slot in held:
             del self.pending[slot]
+        self.newest.pop(entry, None)
 
     def take(self) -> KeyUpdate | None:
         if not self.pending:
@@ -114,6 +139,8 @@ class _Merge:
         slot = min(self.pending, key=lambda s: _shown_offset(self.pending[s].change))
         held = self.pending.pop(slot)
         change = held.change
+        if self.newest.get(_entry(change)) == slot:
+            del self.newest[_entry(change)]
         return KeyUpdate(
             change.key,
             change.at,
@@ -155,14 +182,15 @@ async def key_updates(
     snapshot: bool = True,
     empty_snapshots: bool = True,
     bound: int = 1000,
+    max_wait_s: float = 0.1,
 ) -> AsyncGenerator[KeyUpdate, None]:
     """The updates of `keys` of `view` (P = `partitions`): without a token (and with
     `snapshot`) first each key's current rows, then every change, from the token's offsets
-    when there is one."""
+    when there is one. A row subscription is behind once an update waited `max_wait_s`."""
     by_partition: dict[int, list[str]] = {}
     for key in dict.fromkeys(keys):
         by_partition.setdefault(view.partition_of(key, partitions), []).append(key)
-    merge = _Merge(view, token, conflate, bound)
+    merge = _Merge(view, token, conflate, bound, max_wait_s)
     failure: list[BaseException] = []
 
     async def pump(partition: int, stream: FeedStream) -> None:

@@ -195,9 +195,10 @@ class KeySubscription:
     """How a kind's key subscriptions read changes: `values` makes an update's fields
     (besides the key, offset, token, freshness) from a changelog row (None: deleted) and the
     entry it is at (a window's start, an event's position); `conflate` keeps only the newest
-    row per entry for a slow subscriber (else every update is kept, up to
-    STATEFED_GATEWAY_SUBSCRIPTION_QUEUE); `snapshot`: a subscription without `after` starts
-    with the current rows (`empty_snapshots`: also of keys without one)."""
+    row per entry for a subscriber behind (past STATEFED_GATEWAY_SUBSCRIPTION_MAX_WAIT_MS;
+    else every update is kept, up to STATEFED_GATEWAY_SUBSCRIPTION_QUEUE); `snapshot`: a
+    subscription without `after` starts with the current rows (`empty_snapshots`: also of
+    keys without one)."""
 
     def __init__(
         self,
@@ -233,8 +234,9 @@ class KeySubscription:
         """The subscription's updates, its arguments checked first: a bad one is an error
         of the subscribe request itself, before any update."""
         hub, partitions, token, lag = start_subscription(info, self.view, keys, after, max_lag)
-        bound = info.context.config.subscription_queue
-        return self._updates(hub, partitions, keys, token, lag, bound)
+        config = info.context.config
+        queueing = (config.subscription_queue, config.subscription_max_wait_ms / 1000)
+        return self._updates(hub, partitions, keys, token, lag, queueing)
 
     async def _updates(
         self,
@@ -243,8 +245,9 @@ class KeySubscription:
         keys: Sequence[str],
         token: ResumeToken | None,
         lag: int | None,
-        bound: int,
+        queueing: tuple[int, float],
     ) -> AsyncGenerator[Any, None]:
+        bound, max_wait_s = queueing
         updates = key_updates(
             hub,
             self.view,
@@ -256,6 +259,7 @@ class KeySubscription:
             snapshot=self._snapshot,
             empty_snapshots=self._empty_snapshots,
             bound=bound,
+            max_wait_s=max_wait_s,
         )
         async with contextlib.aclosing(updates) as stream:  # unfollows when unsubscribed
             async for update in ended_by_errors(stream):
