@@ -84,6 +84,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS": "250",
         "STATEFED_GATEWAY_LIVE_SEND_BUFFER": "16",
         "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE": "9",
+        "STATEFED_GATEWAY_SUBSCRIPTION_MAX_WAIT_MS": "40",
         "STATEFED_GATEWAY_CACHE": "false",
         "STATEFED_GATEWAY_CACHE_MB": "12",
         "STATEFED_GATEWAY_APQ": "off",
@@ -109,6 +110,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.max_tokens == 700 and config.normalize_literals is False
     assert config.tls_cert == config.tls_key == config.node_ca == pem
     assert config.status_tail_records == 500
+    assert (config.subscription_queue, config.subscription_max_wait_ms) == (9, 40)
     assert config.max_scan_page == 30
     assert config.metrics_token_file == Path("/run/secrets/metrics")
     assert config.max_lag == 5
