@@ -33,7 +33,7 @@ from runtime.trust import NodeCallSigner
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
-__all__ = ["STREAM_BATCHES", "FeedBatch", "FeedClosedError", "FeedHub", "FeedStream"]
+__all__ = ["STREAM_BATCHES", "FeedBatch", "FeedClosedError", "FeedHub", "FeedStream", "KeyWatch"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ class FeedBatch:
     applied: int  # the next offset of the view's changelog the stream has reached
     freshness: Mapping[str, Any]  # partition, node, role, appliedOffset, lag
     snapshot: bool = False
+    start: int = 0  # from this offset on, this batch and the stream's next hold every change
 
 
 @dataclass
@@ -280,6 +281,10 @@ class FeedStream:
         if frame.get("type") == "following" and self.reached is None and not self._snapshot:
             start = offsets_of(frame.get("from") or {}, "from").get(self._topic)
             self.reached = start if start is not None else copy.applied
+        if frame.get("type") == "progress" and self.reached is not None:
+            # the follow's cursor: every change below it came before this frame
+            passed = offsets_of(frame.get("applied") or {}, "applied").get(self._topic)
+            self.reached = max(self.reached, passed if passed is not None else 0)
         self._freshen(copy)
 
     def _freshen(self, copy: _Copy) -> None:
@@ -334,7 +339,7 @@ class FeedStream:
         if kept:
             if self._out.full():
                 return False
-            batch = FeedBatch(tuple(kept), reached, self.freshness, bool(snapshot))
+            batch = FeedBatch(tuple(kept), reached, self.freshness, bool(snapshot), floor)
             self._out.put_nowait(batch)
         self.reached = reached
         if snapshot:
@@ -342,13 +347,60 @@ class FeedStream:
         return True
 
 
+class KeyWatch:
+    """A key subscription's share of a partition's shared follow (`FeedHub.watch_keys`): the
+    changes of its `keys` from each batch, and, while `eager`, every batch (with none of its
+    changes maybe: each says from which offset the follow holds every change)."""
+
+    def __init__(
+        self,
+        keys: Sequence[str],
+        on_batch: Callable[[FeedBatch | Exception], None],
+        eager: set[KeyWatch],
+    ):
+        self.keys = tuple(dict.fromkeys(keys))
+        self.on_batch = on_batch
+        self._eager = eager  # the shared follow's eager watches, this one among them
+
+    def settle(self) -> None:
+        """From now on only batches with changes of its keys."""
+        self._eager.discard(self)
+
+
 class _Watched:
-    """One follow shared by watchers (`FeedHub.watch`): each batch goes to each of them."""
+    """One follow shared by watchers (`FeedHub.watch`, `FeedHub.watch_keys`): each batch goes
+    to each watcher of every change, and the changes of each key to its key watchers."""
 
     def __init__(self) -> None:
         self.watchers: list[Callable[[FeedBatch | Exception], None]] = []
+        self.by_key: dict[str, list[KeyWatch]] = {}
+        self.key_watches: list[KeyWatch] = []
+        self.eager: set[KeyWatch] = set()
         self.stream: asyncio.Future[FeedStream] = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task[None] | None = None
+
+    @property
+    def unwatched(self) -> bool:
+        return not self.watchers and not self.key_watches
+
+    def add(
+        self, keys: Sequence[str], on_batch: Callable[[FeedBatch | Exception], None]
+    ) -> KeyWatch:
+        watch = KeyWatch(keys, on_batch, self.eager)
+        self.eager.add(watch)
+        self.key_watches.append(watch)
+        for key in watch.keys:
+            self.by_key.setdefault(key, []).append(watch)
+        return watch
+
+    def remove(self, watch: KeyWatch) -> None:
+        watch.settle()
+        self.key_watches.remove(watch)
+        for key in watch.keys:
+            watches = self.by_key[key]
+            watches.remove(watch)
+            if not watches:
+                del self.by_key[key]
 
     async def run(self, follow: contextlib.AbstractAsyncContextManager[FeedStream]) -> None:
         try:
@@ -357,11 +409,27 @@ class _Watched:
                 async for batch in stream:
                     for watcher in list(self.watchers):
                         watcher(batch)
+                    if self.key_watches:
+                        self._split(batch)
         except Exception as exc:  # the watchers learn it; a new watch follows anew
             if not self.stream.done():
                 self.stream.set_exception(exc)
+                self.stream.exception()  # key watches do not await it: no "never retrieved"
             for watcher in list(self.watchers):
                 watcher(exc)
+            for watch in list(self.key_watches):
+                watch.on_batch(exc)
+
+    def _split(self, batch: FeedBatch) -> None:
+        """Hand each key watcher the changes of its keys (and each eager one the batch)."""
+        found: dict[KeyWatch, list[Change]] = {watch: [] for watch in self.eager}
+        for change in batch.changes:
+            for watch in self.by_key.get(change.key, ()):
+                found.setdefault(watch, []).append(change)
+        for watch, changes in found.items():
+            watch.on_batch(
+                FeedBatch(tuple(changes), batch.applied, batch.freshness, start=batch.start)
+            )
 
     async def stop(self) -> None:
         if self.task is not None:
@@ -456,6 +524,38 @@ class FeedHub:
         error that ended the stream), from one follow shared by every watcher of the same
         view, partition and maxLag (top-N subscriptions: a change only tells them to read
         again). The shared stream is yielded for its offsets and freshness."""
+        shared, ident = self._shared(view, partition, max_lag)
+        shared.watchers.append(on_batch)
+        try:
+            yield await shared.stream
+        finally:
+            shared.watchers.remove(on_batch)
+            await self._unwatched(shared, ident)
+
+    @contextlib.asynccontextmanager
+    async def watch_keys(
+        self,
+        view: View,
+        partition: int,
+        max_lag: int | None,
+        keys: Sequence[str],
+        on_batch: Callable[[FeedBatch | Exception], None],
+    ) -> AsyncIterator[KeyWatch]:
+        """Call `on_batch` with the changes of `keys` in each batch of `partition` of `view`
+        from now (and with every batch while the watch is eager), from the follow `watch`
+        shares: key subscriptions cost the node one follow per partition, not one each."""
+        shared, ident = self._shared(view, partition, max_lag)
+        watch = shared.add(keys, on_batch)
+        try:
+            yield watch
+        finally:
+            shared.remove(watch)
+            await self._unwatched(shared, ident)
+
+    def _shared(
+        self, view: View, partition: int, max_lag: int | None
+    ) -> tuple[_Watched, tuple[str, int, int]]:
+        """The shared follow of `partition` of `view` within `max_lag`, started if need be."""
         lag = self.max_lag if max_lag is None else max_lag
         ident = (view.name, partition, lag)
         shared = self._watched.get(ident)
@@ -464,14 +564,12 @@ class FeedHub:
             shared.task = asyncio.get_running_loop().create_task(  # shared: no one's trace
                 shared.run(self.follow(view, partition, max_lag=lag)), context=contextvars.Context()
             )
-        shared.watchers.append(on_batch)
-        try:
-            yield await shared.stream
-        finally:
-            shared.watchers.remove(on_batch)
-            if not shared.watchers and self._watched.get(ident) is shared:
-                del self._watched[ident]
-                await shared.stop()
+        return shared, ident
+
+    async def _unwatched(self, shared: _Watched, ident: tuple[str, int, int]) -> None:
+        if shared.unwatched and self._watched.get(ident) is shared:
+            del self._watched[ident]
+            await shared.stop()
 
     def streams(self) -> tuple[FeedStream, ...]:
         """The streams open now."""

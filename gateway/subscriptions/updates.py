@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.model.errors import SlowSubscriberError
-from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream
+from gateway.nodes.hub import FeedBatch, FeedHub, FeedStream, KeyWatch
 from gateway.subscriptions.tokens import ResumeToken
 from schema import View
 from schema.feed import Change
@@ -80,6 +81,11 @@ class _Merge:
         self.newest: dict[Entry, Slot] = {}  # each entry's newest waiting update
         self._serial = 0
         self.wake = asyncio.Event()
+        self.failure: list[BaseException] = []  # what ended it, after the updates before
+
+    def fail(self, exc: BaseException) -> None:
+        self.failure.append(exc)
+        self.wake.set()
 
     def accept(self, partition: int, batch: FeedBatch, empty_snapshots: bool) -> None:
         now = time.monotonic()
@@ -191,34 +197,105 @@ async def key_updates(
     for key in dict.fromkeys(keys):
         by_partition.setdefault(view.partition_of(key, partitions), []).append(key)
     merge = _Merge(view, token, conflate, bound, max_wait_s)
-    failure: list[BaseException] = []
-
-    async def pump(partition: int, stream: FeedStream) -> None:
-        try:
-            async for batch in stream:
-                merge.accept(partition, batch, empty_snapshots)
-        except Exception as exc:  # the subscriber gets it once the updates before it
-            failure.append(exc)
-            merge.wake.set()
-
-    async with contextlib.AsyncExitStack() as streams:
-        pumps = []
+    async with contextlib.AsyncExitStack() as stack:
+        sources = []
         for partition, asked in sorted(by_partition.items()):
+            source = _Source(partition, merge, empty_snapshots)
+            source.shared = await stack.enter_async_context(
+                hub.watch_keys(view, partition, max_lag, asked, source.take_shared)
+            )
             after = merge.floor.get(partition)
-            stream = await streams.enter_async_context(
+            own = await stack.enter_async_context(
                 hub.follow(view, partition, asked, after, snapshot and after is None, max_lag)
             )
-            pumps.append(asyncio.get_running_loop().create_task(pump(partition, stream)))
-        streams.callback(_cancel, pumps)
+            source.start(own)
+            sources.append(source)
+        stack.callback(_cancel, [s.task for s in sources if s.task is not None])
         while True:
             update = merge.take()
             if update is not None:
                 yield update
                 continue
-            if failure:
-                raise failure[0]
+            if merge.failure:
+                raise merge.failure[0]
             merge.wake.clear()
             await merge.wake.wait()
+
+
+class _Source:
+    """Where one partition's changes of a subscription come from: the subscription's own
+    follow of its keys (for the snapshot, or from its token) until that follow has reached
+    the offset from which the partition's shared follow holds every change, then the
+    shared follow (`FeedHub.watch_keys`) from the offset the own follow reached, and the
+    own follow stops. Each change is delivered once: the own follow's below that offset,
+    the shared follow's from it."""
+
+    def __init__(self, partition: int, merge: _Merge, empty_snapshots: bool) -> None:
+        self.partition = partition
+        self.merge = merge
+        self.empty_snapshots = empty_snapshots
+        self.shared: KeyWatch | None = None
+        self.own: FeedStream | None = None
+        self.task: asyncio.Task[None] | None = None
+        self.shared_from: int | None = None  # the first shared batch's start
+        self.held: list[FeedBatch] = []  # shared batches before the hand-over
+        self.joined_at: int | None = None  # from this offset on the shared follow delivers
+
+    def start(self, own: FeedStream) -> None:
+        self.own = own
+        self.task = asyncio.get_running_loop().create_task(self._pump(own))
+
+    async def _pump(self, own: FeedStream) -> None:
+        try:
+            async for batch in own:
+                self._accept(batch)
+                self._join()
+                if self.joined_at is not None:
+                    break
+        except asyncio.CancelledError:
+            if self.joined_at is None:
+                raise  # the subscription ends
+        except Exception as exc:
+            self.merge.fail(exc)
+            return
+        await own.stop()  # the shared follow took over
+
+    def take_shared(self, item: FeedBatch | Exception) -> None:
+        """A batch of the shared follow (with the changes of the keys only)."""
+        if isinstance(item, Exception):
+            self.merge.fail(item)
+        elif self.joined_at is not None:
+            changes = tuple(c for c in item.changes if c.offset >= self.joined_at)
+            if changes:
+                self._accept(dataclasses.replace(item, changes=changes))
+        else:
+            if self.shared_from is None:
+                self.shared_from = item.start
+            if item.changes:
+                self.held.append(item)
+            self._join()
+
+    def _join(self) -> None:
+        """Hand over to the shared follow once the own follow has delivered every change
+        below the offset from which the shared follow holds them all."""
+        own, shared = self.own, self.shared
+        if own is None or shared is None or self.shared_from is None or self.joined_at is not None:
+            return
+        if own.held or own.reached is None or own.reached < self.shared_from:
+            return
+        self.joined_at = own.reached
+        shared.settle()
+        held, self.held = self.held, []
+        for batch in held:
+            self.take_shared(batch)
+        if self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()  # it stops the own follow
+
+    def _accept(self, batch: FeedBatch) -> None:
+        try:
+            self.merge.accept(self.partition, batch, self.empty_snapshots)
+        except Exception as exc:  # a history subscriber too slow: it ends, the others go on
+            self.merge.fail(exc)
 
 
 def _cancel(tasks: list[asyncio.Task[None]]) -> None:

@@ -61,6 +61,7 @@ class _Follow:
     partition: int
     keys: set[str] | None
     sent: int  # next offset to send
+    replaying: bool = False  # asked from an offset: paced by the node's replay_step
 
 
 class FakeFeedNode:
@@ -68,7 +69,9 @@ class FakeFeedNode:
     of partition p's changelog this copy has applied (all of it by default, see `catch_up`).
     With `secret`, unsigned or wrongly signed handshakes get 401. `ignore_from` makes it
     replay every follow from offset 0 (a node the gateway must dedupe). A follow asking for
-    heartbeats gets a `progress` frame every `HEARTBEAT_S`, its lease held."""
+    heartbeats gets a `progress` frame every `HEARTBEAT_S`, its lease held. With
+    `replay_step`, a follow from an offset gets at most that many offsets of the changelog
+    per publish (a copy replaying from Kafka, behind the live follows)."""
 
     HEARTBEAT_S = 0.2
 
@@ -81,8 +84,10 @@ class FakeFeedNode:
         secret: ClusterSecret | None = None,
         ignore_from: bool = False,
         tls: ssl.SSLContext | None = None,
+        replay_step: int | None = None,
     ) -> None:
         self.node_id = node_id
+        self.replay_step = replay_step
         self.log = log
         self.partitions = set(partitions)
         self.role = role
@@ -173,7 +178,7 @@ class FakeFeedNode:
         if self.ignore_from:
             start = 0
         keys = None if frame["keys"] is None else set(frame["keys"])
-        follow = _Follow(frame["id"], partition, keys, start)
+        follow = _Follow(frame["id"], partition, keys, start, frame.get("from") is not None)
         await _send(connection, self._following(follow, start, "following"))
         if frame.get("snapshot"):
             await _send(connection, self._snapshot(follow, applied))
@@ -238,6 +243,8 @@ class FakeFeedNode:
         applied = self.applied_of(follow.partition)
         if follow.sent >= applied:
             return
+        if follow.replaying and self.replay_step is not None:
+            applied = min(applied, follow.sent + self.replay_step)
         changes = [
             c.to_json()
             for c in self.log.of(follow.partition)[follow.sent : applied]

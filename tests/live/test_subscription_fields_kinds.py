@@ -21,7 +21,13 @@ from schema import View
 from tests.gateway.fakes import BOOKING_HISTORY, HOSTS, PER_MINUTE
 from tests.live.fake_feed import Changelog, count_row, wait_for
 from tests.live.test_hub import P, keys_in, record
-from tests.live.test_subscription_fields import HOST_PAGES, cluster, open_subscription, take
+from tests.live.test_subscription_fields import (
+    HOST_PAGES,
+    cluster,
+    delivered,
+    open_subscription,
+    take,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -104,7 +110,7 @@ def test_a_history_subscription_gets_each_new_event_once_in_order_even_when_read
             results = await open_subscription(running, HISTORY, {"c": customer})
             # a subscription follows once it is read from, as a transport does at once
             reading = asyncio.get_running_loop().create_task(take(results, 5))
-            await wait_for(lambda: n1.follows_open() == 1, 10, "the follow")
+            await wait_for(lambda: n1.follows_open() == 2, 10, "its own and the shared follow")
             for n in range(1, 6):
                 log.append(customer, event_row(customer, n), (T0 + n, 0, n))
             await running.publish()
@@ -133,12 +139,11 @@ def test_a_history_subscriber_too_slow_for_its_queue_is_ended_with_the_way_to_re
             running.route(record(n1, [0, 1]))
             results = await open_subscription(running, HISTORY, {"c": customer})
             reading = asyncio.get_running_loop().create_task(take(results, 1))
-            await wait_for(lambda: n1.follows_open() == 1, 10, "the follow")
+            await wait_for(lambda: n1.follows_open() == 2, 10, "its own and the shared follow")
             for n in range(5):
                 log.append(customer, event_row(customer, n), (T0 + n, 0, n))
             await running.publish()
-            (stream,) = running.hub.streams()
-            await wait_for(lambda: stream.reached == 5 and stream.held == 0, 10, "all in")
+            await wait_for(lambda: delivered(running, 5), 10, "all in")
             got = [d["bookingHistory"]["offset"] for d in await reading + await take(results, 2)]
             assert got == [0, 1, 2]
             result = await anext(results)  # type: ignore[arg-type]
@@ -359,5 +364,87 @@ def test_an_aggregate_top_subscription_follows_the_result_it_ranks_by() -> None:
             assert [r["host"] for r in second["topHostsByPages"]["rows"]] == [b, c]
             assert tops.reads == 2
             await results.aclose()  # type: ignore[union-attr]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("subscribers", [1, 12])
+def test_key_subscriptions_move_to_one_shared_follow_and_miss_no_event(subscribers: int) -> None:
+    """Each key subscription starts on a follow of its own, then joins the partition's
+    shared follow: the events published while they move come once each, in order, and the
+    node is left with one follow for all of them."""
+    rounds = 30
+
+    async def scenario() -> None:
+        async with cluster(BOOKING_HISTORY) as running:
+            log = running.logs[BOOKING_HISTORY.name]
+            customers = keys_in(1, subscribers, "c")
+            n1 = await running.node("n1", BOOKING_HISTORY)
+            running.route(record(n1, [0, 1]))
+            readers = []
+            for customer in customers:
+                results = await open_subscription(running, HISTORY, {"c": customer})
+                readers.append(asyncio.get_running_loop().create_task(take(results, rounds)))
+            await wait_for(lambda: n1.follows_open() == subscribers + 1, 10, "every follow")
+            for n in range(rounds):
+                for customer in customers:
+                    log.append(customer, event_row(customer, n), (T0 + n, 0, n))
+                await running.publish()
+                await asyncio.sleep(0)  # let the moves interleave with the rounds
+            for customer, reader in zip(customers, readers, strict=True):
+                got = [d["bookingHistory"] for d in await reader]
+                assert [u["trip"] for u in got] == [f"trip-{n}" for n in range(rounds)], customer
+                assert all(u["customer"] == customer for u in got)
+            await wait_for(lambda: n1.follows_open() == 1, 10, "the shared follow only")
+
+    asyncio.run(scenario())
+
+
+def test_resumed_key_subscriptions_catch_up_on_their_own_then_share_without_gap_or_repeat() -> None:
+    """Subscriptions resumed from old tokens replay on follows of their own while the
+    shared follow, started at the resume, is ahead: they join it once they reach where it
+    began, and get every event after their token once."""
+    before, between, after = 10, 10, 20
+
+    async def scenario() -> None:
+        async with cluster(BOOKING_HISTORY) as running:
+            log = running.logs[BOOKING_HISTORY.name]
+            customers = keys_in(1, 6, "c")
+            n1 = await running.node("n1", BOOKING_HISTORY)
+            running.route(record(n1, [0, 1]))
+            opened, readings = [], []
+            for customer in customers:
+                results = await open_subscription(running, HISTORY, {"c": customer})
+                readings.append(asyncio.get_running_loop().create_task(take(results, before)))
+                opened.append(results)
+            await wait_for(lambda: n1.follows_open() == 7, 10, "the follows")
+            for n in range(before):
+                for customer in customers:
+                    log.append(customer, event_row(customer, n), (T0 + n, 0, n))
+                await running.publish()
+            firsts = [[d["bookingHistory"] for d in await reading] for reading in readings]
+            for results in opened:
+                await results.aclose()
+            await wait_for(lambda: n1.follows_open() == 0, 10, "the first follows to end")
+            for n in range(before, before + between):  # nobody follows: replayed later
+                for customer in customers:
+                    log.append(customer, event_row(customer, n), (T0 + n, 0, n))
+            await running.publish()
+            n1.replay_step = 12  # the resumed follows replay 12 offsets a round, 6 are new
+            readers = []
+            for customer, first in zip(customers, firsts, strict=True):
+                token = first[3]["token"]  # resume after the fourth event
+                results = await open_subscription(running, HISTORY, {"c": customer, "after": token})
+                count = before + between + after - 4
+                readers.append(asyncio.get_running_loop().create_task(take(results, count)))
+            for n in range(before + between, before + between + after):
+                for customer in customers:
+                    log.append(customer, event_row(customer, n), (T0 + n, 0, n))
+                await running.publish()
+                await asyncio.sleep(0)  # let the moves interleave with the rounds
+            await wait_for(lambda: n1.follows_open() == 1, 10, "every own follow to move")
+            for customer, reader in zip(customers, readers, strict=True):
+                got = [d["bookingHistory"]["trip"] for d in await reader]
+                assert got == [f"trip-{n}" for n in range(4, before + between + after)], customer
 
     asyncio.run(scenario())
