@@ -10,11 +10,11 @@ update's latency is its arrival minus its count: producer (linger 5 ms), broker,
 node's apply and feed, the gateway's hub and subscription, the WebSocket. The pipeline
 (Spark) is not in the path: its own delivery -> changelog latency is the freshness section.
 
-Each pushed update is one produced record; the rest were merged: the node's feed sends
-the last row a poll batch left of a key, and a subscription conflates to a key's newest
-row while its client is behind. Memory: RSS of the gateway and the nodes before the
-subscriptions, with half and with all of them (before anything is produced: the rings
-of the nodes' feeds fill with the changes, which is no cost of a subscriber).
+Each pushed update is one produced record; the rest were merged: a subscription whose
+reader is behind gets each key's newest row (gateway.subscriptions.updates). Memory: RSS
+of the gateway and the nodes before the subscriptions, with half and with all of them
+(before anything is produced: the rings of the nodes' feeds fill with the changes, which
+is no cost of a subscriber).
 """
 
 from __future__ import annotations
@@ -443,7 +443,8 @@ def _notes(section: Section, session: BenchSession, subscriptions: int, ready_s:
         f"one asyncio process, opened in two halves (memory is read after each); the second "
         f"{subscriptions - subscriptions // 2:,} had their first update {ready_s:.2f} s after "
         "the subscriber was told to open them. "
-        f"{len(session.live)} nodes; one follow per subscription at the node owning its key."
+        f"{len(session.live)} nodes; each subscription starts on a follow of its own and "
+        "moves onto its partition's shared follow once caught up (one per partition)."
     )
     section.notes.append(
         "Latency: from the `produce()` call (count records straight to the changelog, "
@@ -452,9 +453,10 @@ def _notes(section: Section, session: BenchSession, subscriptions: int, ready_s:
         "the freshness section's delivery -> changelog part for event -> push."
     )
     section.notes.append(
-        "Pushed: updates received of the records produced. The rest were merged (the node's "
-        "feed sends the last row a poll batch left of a key; a subscription whose client is "
-        "behind conflates to each key's newest row); `keys at last value`: keys whose "
+        "Pushed: updates received of the records produced. The rest were merged: a "
+        "subscription whose reader is behind (an update waited over "
+        "STATEFED_GATEWAY_SUBSCRIPTION_MAX_WAIT_MS, 100 ms) gets each key's newest row; "
+        "`keys at last value`: keys whose "
         "newest update shows the last record produced for them. Cores: average over the "
         "produce time and the drain after it (until no push came for 1 s)."
     )
