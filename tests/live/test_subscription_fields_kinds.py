@@ -424,7 +424,7 @@ def test_resumed_key_subscriptions_catch_up_on_their_own_then_share_without_gap_
                 await running.publish()
             firsts = [[d["bookingHistory"] for d in await reading] for reading in readings]
             for results in opened:
-                await results.aclose()
+                await results.aclose()  # type: ignore[union-attr]
             await wait_for(lambda: n1.follows_open() == 0, 10, "the first follows to end")
             for n in range(before, before + between):  # nobody follows: replayed later
                 for customer in customers:

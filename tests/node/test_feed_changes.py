@@ -265,7 +265,7 @@ def test_a_keyed_read_gets_what_a_read_of_every_key_gets_of_its_keys(
                     got.append(-1)
                     continue
                 got.extend(e.offset for e in read.entries if wanted is None or e.key in wanted)
-                seq, cursor = read.seq, read.cursor
+                seq, cursor = read.seq, dict(read.cursor)
                 if not read.more:
                     break
             if wanted is None:
