@@ -408,7 +408,7 @@ class _Watched:
                 self.stream.set_result(stream)
                 async for batch in stream:
                     for watcher in list(self.watchers):
-                        watcher(batch)
+                        _call(watcher, batch)
                     if self.key_watches:
                         self._split(batch)
         except Exception as exc:  # the watchers learn it; a new watch follows anew
@@ -427,15 +427,22 @@ class _Watched:
             for watch in self.by_key.get(change.key, ()):
                 found.setdefault(watch, []).append(change)
         for watch, changes in found.items():
-            watch.on_batch(
-                FeedBatch(tuple(changes), batch.applied, batch.freshness, start=batch.start)
-            )
+            mine = FeedBatch(tuple(changes), batch.applied, batch.freshness, start=batch.start)
+            _call(watch.on_batch, mine)
 
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
+
+
+def _call(watcher: Callable[[FeedBatch | Exception], None], batch: FeedBatch) -> None:
+    """Hand `batch` to one watcher of a shared follow: its failure is its own."""
+    try:
+        watcher(batch)
+    except Exception:  # a bug in one watcher must not end the follow of the others
+        log.exception("a watcher of a shared feed follow failed")
 
 
 class FeedHub:

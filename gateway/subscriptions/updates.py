@@ -13,6 +13,11 @@ each entry, a history subscription ends with SlowSubscriberError (every event on
 resumable with its token. The pending update of the lowest offset goes first, so the token
 of every message, per partition the lowest offset not delivered yet, never skips a change
 nor repeats one.
+
+Each partition's changes come first from a follow of the subscription's own (its snapshot,
+or the replay from its token), then, once that follow has delivered every change below the
+offset from which the partition's shared follow (`FeedHub.watch_keys`) holds them all,
+from the shared follow: a thousand subscribers cost a node one follow per partition.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +39,9 @@ from schema.feed import Change
 __all__ = ["KeyUpdate", "key_updates"]
 
 _QUEUE = "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE"
+# shared batches a subscription keeps while its own follow catches up; past it the next
+# batch is a new start (its `start` says from where the shared follow holds every change)
+_HELD_BATCHES = 256
 Entry = tuple[str, tuple[int, ...]]  # a key, and which of its rows (window, event): () = the key's
 Slot = int  # a waiting update's place in arrival order
 
@@ -69,8 +77,10 @@ class _Merge:
         conflate: bool,
         bound: int,
         max_wait_s: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.view = view
+        self.clock = clock
         self.floor: dict[int, int] = dict(token.offsets) if token is not None else {}
         self.reached: dict[int, int] = dict(self.floor)
         self.covered: dict[Entry, int] = {}
@@ -84,11 +94,16 @@ class _Merge:
         self.failure: list[BaseException] = []  # what ended it, after the updates before
 
     def fail(self, exc: BaseException) -> None:
-        self.failure.append(exc)
+        """End the subscription with `exc` once the updates before it are taken; nothing
+        arriving after it is accepted (a gap would follow)."""
+        if not self.failure:
+            self.failure.append(exc)
         self.wake.set()
 
     def accept(self, partition: int, batch: FeedBatch, empty_snapshots: bool) -> None:
-        now = time.monotonic()
+        if self.failure:
+            return  # ended: what came after the failure is not delivered
+        now = self.clock()
         for change in batch.changes:
             entry: Entry = (change.key, change.at)
             if change.snapshot:
@@ -240,6 +255,7 @@ class _Source:
         self.shared_from: int | None = None  # the first shared batch's start
         self.held: list[FeedBatch] = []  # shared batches before the hand-over
         self.joined_at: int | None = None  # from this offset on the shared follow delivers
+        self.stopping: asyncio.Task[None] | None = None  # the own follow's end
 
     def start(self, own: FeedStream) -> None:
         self.own = own
@@ -251,14 +267,9 @@ class _Source:
                 self._accept(batch)
                 self._join()
                 if self.joined_at is not None:
-                    break
-        except asyncio.CancelledError:
-            if self.joined_at is None:
-                raise  # the subscription ends
+                    return
         except Exception as exc:
             self.merge.fail(exc)
-            return
-        await own.stop()  # the shared follow took over
 
     def take_shared(self, item: FeedBatch | Exception) -> None:
         """A batch of the shared follow (with the changes of the keys only)."""
@@ -273,6 +284,8 @@ class _Source:
                 self.shared_from = item.start
             if item.changes:
                 self.held.append(item)
+            if len(self.held) > _HELD_BATCHES:  # a long replay: start over from the next one
+                self.held, self.shared_from = [], None
             self._join()
 
     def _join(self) -> None:
@@ -289,9 +302,12 @@ class _Source:
         for batch in held:
             self.take_shared(batch)
         if self.task is not None and self.task is not asyncio.current_task():
-            self.task.cancel()  # it stops the own follow
+            self.task.cancel()  # what the own follow still brings is the shared follow's
+        self.stopping = asyncio.get_running_loop().create_task(own.stop())
 
     def _accept(self, batch: FeedBatch) -> None:
+        if self.merge.failure:
+            return
         try:
             self.merge.accept(self.partition, batch, self.empty_snapshots)
         except Exception as exc:  # a history subscriber too slow: it ends, the others go on

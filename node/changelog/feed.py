@@ -43,6 +43,8 @@ __all__ = ["ChangeFeed", "Entry", "Read"]
 
 # what one ring entry costs beyond its JSON text (tuple, strings, list slot)
 _ENTRY_OVERHEAD = 200
+# a ring wakes every follow at most once per this many entries (a quarter of them) added
+_WAKE_ALL_MIN = 256
 # every ring a node makes has its own number: a follow of an older ring of its partition
 # (detached and attached again meanwhile) is gone, its offsets mean nothing to the new one
 _generations = itertools.count(1)
@@ -86,6 +88,7 @@ class _Ring:
     by_key: dict[str, list[int]] = field(default_factory=dict)  # key -> its entries' seqs
     size: int = 0  # bytes held
     status_version: int = 0  # bumped when role, restore state or end offsets change
+    added: int = 0  # entries added since every follow was last woken
     generation: int = field(default_factory=lambda: next(_generations))
 
     @property
@@ -104,6 +107,10 @@ class _Ring:
             self.first[topic] = max(self.first.get(topic, 0), offset)
 
     def append(self, entries: list[Entry]) -> None:
+        """Hold `entries` too. Once a quarter of what the ring holds was added since, the
+        publish wakes every follow, not only those of its keys: a follow of quiet keys then
+        reads, which moves its cursor to the ring's end, long before eviction reaches it
+        (else it would be found behind and replay others' changes from Kafka)."""
         seq = self.end_seq
         self.entries.extend(entries)
         for entry in entries:
@@ -111,16 +118,25 @@ class _Ring:
             self.size += entry.size
             seq += 1
 
-    def seqs_of(self, keys: Collection[str], seq: int) -> list[int]:
-        """The seqs of the entries of `keys` from `seq` on, ascending."""
+    def seqs_of(self, keys: Collection[str], seq: int, most: int) -> tuple[list[int], int]:
+        """The seqs of the entries of `keys` from `seq` on, ascending, at most `most` of each
+        key (a read takes at most `most` in all), and the seq they reach: below it they are
+        every entry of the keys (the ring's end unless a key's were cut)."""
         found: list[int] = []
+        stop = self.end_seq
         for key in keys:
             seqs = self.by_key.get(key)
             if seqs:
-                found.extend(seqs[bisect.bisect_left(seqs, seq) :])
+                first = bisect.bisect_left(seqs, seq)
+                taken = seqs[first : first + most]
+                if first + most < len(seqs):
+                    stop = min(stop, taken[-1] + 1)
+                found.extend(taken)
         if len(keys) > 1:
             found.sort()
-        return found
+        if stop < self.end_seq:
+            del found[bisect.bisect_left(found, stop) :]
+        return found, stop
 
     def evict(self) -> None:
         entry = self.entries[self.head]
@@ -134,6 +150,18 @@ class _Ring:
             self.by_key = {}  # made anew from what is left: the evicted seqs go with it
             for seq, kept in enumerate(self.entries, start=self.base_seq):
                 self.by_key.setdefault(kept.key, []).append(seq)
+
+
+def _candidates(
+    ring: _Ring, seq: int, keys: Collection[str] | None, most: int, max_scan: int
+) -> tuple[Iterable[int], int]:
+    """The seqs a read from `seq` looks at, and the seq it stands at once it looked at them
+    all: the entries of `keys` through the index when they are fewer than the entries to
+    scan, else the next `max_scan` entries."""
+    if keys is not None and len(keys) < ring.end_seq - seq:
+        return ring.seqs_of(keys, seq, most)
+    scanned = range(seq, min(ring.end_seq, seq + max_scan))
+    return scanned, scanned.stop
 
 
 class _Listeners:
@@ -259,6 +287,9 @@ class ChangeFeed:
                 cap = self.budget_bytes // max(1, len(self._rings))
                 while ring.size > cap and ring.head < len(ring.entries):
                     ring.evict()
+                ring.added += len(entries)
+                if ring.added * 4 >= max(_WAKE_ALL_MIN, len(ring.entries) - ring.head):
+                    ring.added, entries = 0, None  # wake every follow: see append()
         self._wake(partition, None if entries is None else {e.key for e in entries})
 
     def record_end(self, partition: int, topic: str, end: int) -> None:
@@ -285,11 +316,11 @@ class ChangeFeed:
             return
         with self._lock:
             pending = partition in self._touched
-            touched = self._touched.get(partition, set())
-            if keys is None or touched is None:
-                self._touched[partition] = None
-            else:
-                self._touched[partition] = touched | keys if pending else keys
+            touched = self._touched.get(partition)
+            if keys is None or not pending:
+                self._touched[partition] = keys
+            elif touched is not None:
+                touched.update(keys)
         if not pending:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody follows any more
                 loop.call_soon_threadsafe(self._woken, partition)
@@ -387,14 +418,7 @@ class ChangeFeed:
             if behind:
                 return Read(behind=behind)
             seq = max(seq, ring.start_seq)
-            indexed = keys is not None and len(keys) < ring.end_seq - seq
-            if indexed:  # fewer keys to look up than entries to scan
-                assert keys is not None
-                candidates: Iterable[int] = ring.seqs_of(keys, seq)
-                last = ring.end_seq  # every entry of the keys gets read, unless cut below
-            else:
-                candidates = range(seq, min(ring.end_seq, seq + max_scan))
-                last = candidates.stop
+            candidates, last = _candidates(ring, seq, keys, max_entries, max_scan)
             after = dict(cursor)
             found: list[Entry] = []
             size = 0

@@ -8,7 +8,6 @@ import pytest
 
 from gateway.model.errors import SlowSubscriberError
 from gateway.nodes.hub import FeedBatch
-from gateway.subscriptions import updates
 from gateway.subscriptions.tokens import ResumeToken
 from gateway.subscriptions.updates import KeyUpdate, _Merge
 from schema import WORD_COUNTS
@@ -26,10 +25,8 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    clock = Clock()
-    monkeypatch.setattr(updates.time, "monotonic", clock)
-    return clock
+def clock() -> Clock:
+    return Clock()
 
 
 def batch(*changes: tuple[str, int]) -> FeedBatch:
@@ -44,12 +41,12 @@ def drain(merge: _Merge) -> list[tuple[str, int]]:
     return [(u.key, u.offset) for u in taken]
 
 
-def merge(conflate: bool = True, bound: int = 1000) -> _Merge:
-    return _Merge(WORD_COUNTS, None, conflate, bound, MAX_WAIT_S)
+def merge(clock: Clock, conflate: bool = True, bound: int = 1000) -> _Merge:
+    return _Merge(WORD_COUNTS, None, conflate, bound, MAX_WAIT_S, clock)
 
 
 def test_a_subscriber_that_keeps_up_gets_every_change(clock: Clock) -> None:
-    pending = merge()
+    pending = merge(clock)
     pending.accept(0, batch(("a", 1), ("a", 2), ("b", 3)), True)
     clock.now += MAX_WAIT_S / 2  # waited less than the max
     pending.accept(0, batch(("a", 4)), True)
@@ -57,7 +54,7 @@ def test_a_subscriber_that_keeps_up_gets_every_change(clock: Clock) -> None:
 
 
 def test_a_subscriber_behind_gets_each_keys_newest_row(clock: Clock) -> None:
-    pending = merge()
+    pending = merge(clock)
     pending.accept(0, batch(("a", 1), ("b", 2)), True)
     clock.now += 2 * MAX_WAIT_S
     pending.accept(0, batch(("a", 3), ("c", 4), ("a", 5)), True)
@@ -73,7 +70,7 @@ def test_a_subscriber_behind_gets_each_keys_newest_row(clock: Clock) -> None:
 def test_the_token_of_a_subscriber_behind_never_skips_a_waiting_change(
     clock: Clock,
 ) -> None:
-    pending = merge()
+    pending = merge(clock)
     pending.accept(0, batch(("a", 10), ("b", 11)), True)
     clock.now += 2 * MAX_WAIT_S
     pending.accept(0, batch(("a", 12)), True)
@@ -84,7 +81,7 @@ def test_the_token_of_a_subscriber_behind_never_skips_a_waiting_change(
 
 
 def test_a_history_subscription_gets_every_event_however_late(clock: Clock) -> None:
-    pending = merge(conflate=False, bound=4)
+    pending = merge(clock, conflate=False, bound=4)
     pending.accept(0, batch(("a", 1), ("a", 2)), True)
     clock.now += 10 * MAX_WAIT_S
     pending.accept(0, batch(("a", 3), ("a", 4)), True)
@@ -92,3 +89,18 @@ def test_a_history_subscription_gets_every_event_however_late(clock: Clock) -> N
     pending.accept(0, batch(("a", 5), ("a", 6), ("a", 7), ("a", 8)), True)
     with pytest.raises(SlowSubscriberError):
         pending.accept(0, batch(("a", 9)), True)
+
+
+def test_nothing_is_accepted_once_a_subscription_failed(clock: Clock) -> None:
+    """A history subscriber past its bound ends; what arrives later is not delivered before
+    the error nor moves its token past the events it lost."""
+    pending = merge(clock, conflate=False, bound=2)
+    pending.accept(0, batch(("a", 1), ("a", 2)), True)
+    with pytest.raises(SlowSubscriberError) as failed:
+        pending.accept(0, batch(("a", 3)), True)
+    pending.fail(failed.value)
+    pending.fail(SlowSubscriberError(WORD_COUNTS.name, 2, "X"))  # the first failure stays
+    pending.accept(0, batch(("a", 4)), True)
+    assert drain(pending) == [("a", 1), ("a", 2)]
+    assert pending.failure == [failed.value]
+    assert ResumeToken.parse(WORD_COUNTS.name, pending.token()).offsets == {0: 3}

@@ -300,3 +300,31 @@ def test_a_publish_wakes_only_the_follows_of_its_keys_and_of_every_key() -> None
     assert asyncio.run(woken("a")) == ["a", "all"]
     assert asyncio.run(woken("c")) == ["bc", "all"]
     assert asyncio.run(woken(None)) == ["a", "bc", "all"]  # the copy's state concerns all
+
+
+def test_a_follow_of_a_quiet_key_is_woken_before_the_ring_evicts_past_it() -> None:
+    """A follow wakes only for its keys, but once its partition's ring has evicted a quarter
+    of what it holds every follow is woken: its read then moves its cursor on, so it is
+    never found behind the ring (and replayed from Kafka) for others' changes."""
+    feed = ChangeFeed(budget_bytes=400 * 254, catalogue=[WORD_COUNTS])  # 400 entries
+    feed.attach(0, Role.ACTIVE, {TOPIC: 0}, restoring=False)
+
+    async def follow() -> tuple[int, list[bool]]:
+        feed.bind(asyncio.get_running_loop())
+        woken, behind = 0, []
+        with feed.followed(0, {"quiet"}) as changed:
+            generation, cursor, seq = feed.start(0, {TOPIC: None})
+            for start in range(0, 20_000, 100):
+                others = [(f"k{o % 50}", o) for o in range(start, start + 100)]
+                feed.publish(0, keyed(others), {TOPIC: start + 100})
+                await asyncio.sleep(0)  # the loop runs the wake the publish asked for
+                if changed.is_set():
+                    changed.clear()
+                    woken += 1
+                    read = feed.read(0, generation, seq, cursor, {"quiet"})
+                    behind.append(bool(read.behind))
+                    seq, cursor = read.seq, dict(read.cursor)
+        return woken, behind
+
+    woken, behind = asyncio.run(follow())
+    assert woken > 0 and not any(behind)
