@@ -171,6 +171,29 @@ def _realtime_freshness(report: Report) -> list[TargetResult]:
     return [*results, _sustains(report, 50_000)]
 
 
+def _push(report: Report) -> list[TargetResult]:
+    """Issue 30's goals for the push path: changelog to subscriber at 10,000 records/s with
+    1,000 subscribers, every key at its last value at the end."""
+    path = ("live", "runs", "rate_10000")
+    results = [
+        _at_most(
+            report,
+            f"push {stat} <= {limit:,.0f} ms at 10,000 records/s, 1,000 subscribers",
+            limit,
+            " ms",
+            *path,
+            "latency_ms",
+            stat,
+        )
+        for stat, limit in (("p50", 50.0), ("p99", 250.0))
+    ]
+    final, keys = report.figure(*path, "keys_at_last_value"), report.figure(*path, "keys")
+    ok = None if final is None or keys is None else final == keys
+    measured = "n/a" if ok is None else f"{final:,} of {keys:,}"
+    target = "every key at its last value after 10,000 records/s, 1,000 subscribers"
+    return [*results, _judge(target, final, ok, measured)]
+
+
 def evaluate(report: Report) -> list[TargetResult]:
     """Every target of the issue, in its order."""
     standby = report.figure("failover", "with_standby_seconds")
@@ -232,6 +255,7 @@ def evaluate(report: Report) -> list[TargetResult]:
             "p99",
         ),
         *_realtime_freshness(report),
+        *_push(report),
         _at_least(
             report,
             "restore >= 100,000 records/s",
