@@ -516,3 +516,37 @@ def test_a_standby_that_lets_go_to_become_the_owner_is_followed_as_the_owner() -
             await standby.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_watcher_that_raises_leaves_the_shared_follow_to_the_others() -> None:
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        a, b = keys_in(0, 2)
+        (n1,) = await nodes(log, ("n1", {}))
+        hub = FeedHub(RoutingFeed(table(record(n1, [0, 1]))), NodeCallSigner(None), max_lag=1)
+        await hub.start()
+        seen: list[tuple[str, int]] = []
+
+        def broken(batch: FeedBatch | Exception) -> None:
+            raise RuntimeError("a bug in one watcher")
+
+        def keep(batch: FeedBatch | Exception) -> None:
+            assert isinstance(batch, FeedBatch), batch
+            seen.extend((c.key, c.offset) for c in batch.changes)
+
+        try:
+            async with (
+                hub.watch(WORDS, 0, None, broken),
+                hub.watch_keys(WORDS, 0, None, [a], broken),
+                hub.watch_keys(WORDS, 0, None, [a, b], keep),
+            ):
+                await wait_for(lambda: n1.follows_open() == 1, 10, "one shared follow")
+                for n, key in enumerate([a, b, a], start=1):
+                    log.append(key, count_row(key, n))
+                    await n1.publish()
+                await wait_for(lambda: seen == [(a, 0), (b, 1), (a, 2)], 10, "every change")
+        finally:
+            await hub.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
