@@ -416,9 +416,9 @@ class _Watched:
                 self.stream.set_exception(exc)
                 self.stream.exception()  # key watches do not await it: no "never retrieved"
             for watcher in list(self.watchers):
-                watcher(exc)
+                _call(watcher, exc)
             for watch in list(self.key_watches):
-                watch.on_batch(exc)
+                _call(watch.on_batch, exc)
 
     def _split(self, batch: FeedBatch) -> None:
         """Hand each key watcher the changes of its keys (and each eager one the batch)."""
@@ -437,10 +437,11 @@ class _Watched:
                 await self.task
 
 
-def _call(watcher: Callable[[FeedBatch | Exception], None], batch: FeedBatch) -> None:
-    """Hand `batch` to one watcher of a shared follow: its failure is its own."""
+def _call(watcher: Callable[[FeedBatch | Exception], None], item: FeedBatch | Exception) -> None:
+    """Hand `item` (a batch, or the error that ended the follow) to one watcher of a shared
+    follow: its failure is its own."""
     try:
-        watcher(batch)
+        watcher(item)
     except Exception:  # a bug in one watcher must not end the follow of the others
         log.exception("a watcher of a shared feed follow failed")
 

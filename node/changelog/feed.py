@@ -107,16 +107,26 @@ class _Ring:
             self.first[topic] = max(self.first.get(topic, 0), offset)
 
     def append(self, entries: list[Entry]) -> None:
-        """Hold `entries` too. Once a quarter of what the ring holds was added since, the
-        publish wakes every follow, not only those of its keys: a follow of quiet keys then
+        """Hold `entries` too."""
+        self._index(entries, self.end_seq)
+        self.entries.extend(entries)
+        self.size += sum(entry.size for entry in entries)
+        self.added += len(entries)
+
+    def wake_all_due(self) -> bool:
+        """Whether every follow is to be woken, not only those of the keys just added: once
+        a quarter of what the ring holds was added since. A follow of quiet keys then
         reads, which moves its cursor to the ring's end, long before eviction reaches it
         (else it would be found behind and replay others' changes from Kafka)."""
-        seq = self.end_seq
-        self.entries.extend(entries)
-        for entry in entries:
-            self.by_key.setdefault(entry.key, []).append(seq)
-            self.size += entry.size
-            seq += 1
+        if self.added * 4 < max(_WAKE_ALL_MIN, len(self.entries) - self.head):
+            return False
+        self.added = 0
+        return True
+
+    def _index(self, entries: list[Entry], seq: int) -> None:
+        """Note the seqs of `entries` (from `seq` on) in the index by key."""
+        for at, entry in enumerate(entries, start=seq):
+            self.by_key.setdefault(entry.key, []).append(at)
 
     def seqs_of(self, keys: Collection[str], seq: int, most: int) -> tuple[list[int], int]:
         """The seqs of the entries of `keys` from `seq` on, ascending, at most `most` of each
@@ -148,8 +158,7 @@ class _Ring:
             self.base_seq += self.head
             self.head = 0
             self.by_key = {}  # made anew from what is left: the evicted seqs go with it
-            for seq, kept in enumerate(self.entries, start=self.base_seq):
-                self.by_key.setdefault(kept.key, []).append(seq)
+            self._index(self.entries, self.base_seq)
 
 
 def _candidates(
@@ -287,9 +296,8 @@ class ChangeFeed:
                 cap = self.budget_bytes // max(1, len(self._rings))
                 while ring.size > cap and ring.head < len(ring.entries):
                     ring.evict()
-                ring.added += len(entries)
-                if ring.added * 4 >= max(_WAKE_ALL_MIN, len(ring.entries) - ring.head):
-                    ring.added, entries = 0, None  # wake every follow: see append()
+                if ring.wake_all_due():
+                    entries = None
         self._wake(partition, None if entries is None else {e.key for e in entries})
 
     def record_end(self, partition: int, topic: str, end: int) -> None:
