@@ -114,10 +114,14 @@ class GatewayMetrics:
 
 
 def runtime_figures(
-    cache_stats: dict[str, int] | None, subscriptions: int, hedged_reads: int
+    cache_stats: dict[str, int] | None,
+    subscriptions: int,
+    hedged_reads: int,
+    events: tuple[int, int] = (0, 0),
 ) -> list[Metric]:
     """The scrape-time figures of a started gateway: its cache's counts (None: no cache),
-    the subscriptions running and the hedged reads started."""
+    the subscriptions running, the hedged reads started and the subscription events pushed
+    (written by a compiled writer, executed)."""
     figures: list[Metric] = []
     if cache_stats is not None:
         for name, text in (
@@ -145,6 +149,15 @@ def runtime_figures(
             "statefed_gateway_subscriptions", "Subscriptions running now", subscriptions
         )
     )
+    pushed = CounterMetricFamily(
+        "statefed_gateway_subscription_events",
+        "Subscription events pushed, by how their response was made: written by the "
+        "operation's compiled writer, or executed by graphql-core",
+        labels=["path"],
+    )
+    pushed.add_metric(["written"], events[0])
+    pushed.add_metric(["executed"], events[1])
+    figures.append(pushed)
     figures.append(
         CounterMetricFamily(
             "statefed_gateway_hedged_reads",

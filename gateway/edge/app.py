@@ -156,7 +156,7 @@ class GatewayApp:
         slots = self._slots = Slots(
             config.max_subscriptions, config.max_subscriptions_per_connection
         )
-        operations = Operations(self._graphql, self._schema, slots)
+        operations = self._operations = Operations(self._graphql, self._schema, slots)
         self._websocket = GraphQLWebSocket(
             operations,
             self._authenticator,
@@ -362,7 +362,13 @@ class GatewayApp:
         if runtime is None:
             return []
         cache = None if runtime.cache is None else runtime.cache.stats()
-        return runtime_figures(cache, self._slots.running, runtime.planner.watch.hedged_reads)
+        events = self._operations.events
+        return runtime_figures(
+            cache,
+            self._slots.running,
+            runtime.planner.watch.hedged_reads,
+            (events.written, events.executed),
+        )
 
     async def _static(self, send: Send, name: str) -> None:
         asset = self._assets.get(name)

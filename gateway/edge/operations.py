@@ -5,8 +5,10 @@ the query text goes through the endpoint's document cache (parsed once, at most
 STATEFED_GATEWAY_MAX_TOKENS tokens), the operation is picked, the request gets the endpoint's
 context for the transport's principal, the endpoint's query limits (`refuse`) run before the
 document is validated, and a query or mutation runs through the endpoint's own `run`. A
-subscription runs graphql-core's `subscribe` on the same schema and becomes a `Stream` of
-response bodies, after it has taken a slot (`gateway.edge.slots`). Every error is formatted
+subscription runs graphql-core's subscribe steps on the same schema and becomes a `Stream` of
+response bodies, after it has taken a slot (`gateway.edge.slots`): each event is written by
+the operation's compiled writer (`gateway.execute.writer`) where it has one, else executed as
+graphql-core's `subscribe` executes it. Every error is formatted
 as `/graphql` formats it: `extensions.code`, server faults masked and logged under the
 operation's id.
 
@@ -20,18 +22,34 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from inspect import isawaitable
 from typing import Any
 
 import strawberry
-from graphql import ExecutionResult, GraphQLError, OperationType, subscribe
+from graphql import (
+    ExecutionResult,
+    Executor,
+    FragmentDefinitionNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    OperationType,
+    create_source_event_stream,
+    execute_subscription_event,
+    map_source_to_response_event,
+)
+from graphql.execution.executor_throwing_on_incremental import ExecutorThrowingOnIncremental
+from graphql.pyutils import AwaitableOrValue
 
 from gateway.edge.slots import Slot, Slots
+from gateway.execute.writer import EventCounts, EventWriter, event_writer
 from gateway.model.principal import Principal
-from runtime.graphql_http import GraphQLHTTP, GraphQLRequest, RequestError
+from runtime.graphql_http import GraphQLHTTP, GraphQLRequest, Prepared, RequestError
 from runtime.graphql_http.request import request_id
 from runtime.graphql_http.response import PARSE_FAILED, VALIDATION_FAILED, format_errors
 
 __all__ = ["Operations", "Refused", "Single", "Started", "Stream", "request_refusal"]
+
+_UNSEEN = object()
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +115,7 @@ class Operations:
         self._endpoint = endpoint
         self._schema = schema
         self.slots = slots
+        self.events = EventCounts()  # of every subscription, written or executed
 
     async def start(
         self, request: GraphQLRequest, principal: Principal, connection: Slots.Connection
@@ -140,17 +159,7 @@ class Operations:
             return Single(body)
         slot = self.slots.take(connection)  # raises TooManySubscriptions
         try:
-            name = None if operation.name is None else operation.name.value
-            source = subscribe(
-                self._schema._schema,
-                prepared.document,  # type: ignore[arg-type]  # not None: parsed above
-                context_value=context,
-                variable_values=request.variables,
-                operation_name=name,
-                executor_class=self._schema.execution_context_class,  # as `run` executes
-            )
-            if not isinstance(source, ExecutionResult | AsyncIterator):
-                source = await source
+            source = await self._subscribe(prepared, operation, request, context)
         except BaseException:
             slot.release()
             raise
@@ -160,6 +169,50 @@ class Operations:
         stream = Stream(source, slot, self)
         stream.request_id = rid
         return stream
+
+    async def _subscribe(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        request: GraphQLRequest,
+        context: Any,
+    ) -> AsyncIterator[ExecutionResult] | ExecutionResult:
+        """graphql-core's subscribe, its steps composed here so that each event is written
+        by the operation's compiled writer (`gateway.execute.writer`) when it has one."""
+        executor_class = self._schema.execution_context_class or ExecutorThrowingOnIncremental
+        executor = executor_class.build(
+            self._schema._schema,
+            prepared.document,  # type: ignore[arg-type]  # not None: parsed above
+            None,
+            context,
+            request.variables,
+            None if operation.name is None else operation.name.value,
+        )
+        if isinstance(executor, list):  # the variables do not coerce
+            return ExecutionResult(None, errors=executor)
+        created = create_source_event_stream(executor)
+        events = await created if isawaitable(created) else created
+        if isinstance(events, ExecutionResult):
+            return events
+        writer = self._writer(prepared, operation)
+        return map_source_to_response_event(executor, events, writer or self._executed)
+
+    def _executed(self, executor: Executor) -> AwaitableOrValue[ExecutionResult]:
+        """An event of an operation without a writer, executed."""
+        self.events.executed += 1
+        return execute_subscription_event(executor)
+
+    def _writer(self, prepared: Prepared, operation: OperationDefinitionNode) -> EventWriter | None:
+        """The operation's event writer, compiled once per document and operation."""
+        ident = ("events", None if operation.name is None else operation.name.value)
+        writer = prepared.memo.get(ident, _UNSEEN)
+        if writer is _UNSEEN:
+            document = prepared.document
+            assert document is not None
+            fragments = [d for d in document.definitions if isinstance(d, FragmentDefinitionNode)]
+            writer = event_writer(self._schema._schema, operation, fragments, self.events)
+            prepared.memo[ident] = writer
+        return writer  # type: ignore[no-any-return]
 
     def body(self, result: ExecutionResult, rid: str) -> dict[str, Any]:
         """The response body of one event of a subscription."""

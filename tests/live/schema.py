@@ -1,6 +1,7 @@
-"""A tiny schema for the transport tests: a finite `countdown`, endless `ticks`, a `flood`
-as fast as it is taken, a subscription that needs a scope, one that names its caller, and
-`running` (how many subscription generators are alive now), so a test sees a source stop."""
+"""A tiny schema for the transport tests: a finite `countdown` (and `steps`, its objects),
+endless `ticks`, a `flood` as fast as it is taken, a subscription that needs a scope, one that
+names its caller, and `running` (how many subscription generators are alive now), so a test
+sees a source stop."""
 
 from __future__ import annotations
 
@@ -52,6 +53,15 @@ class Mutation:
 
 
 @strawberry.type
+class Step:
+    value: int
+
+    @strawberry.field
+    def double(self) -> int:  # a resolver of its own: its events are executed
+        return self.value * 2
+
+
+@strawberry.type
 class Subscription:
     @strawberry.subscription
     async def countdown(self, start: int) -> AsyncGenerator[int, None]:
@@ -61,6 +71,11 @@ class Subscription:
                 yield value
         finally:
             Running.count -= 1
+
+    @strawberry.subscription
+    async def steps(self, start: int) -> AsyncGenerator[Step, None]:
+        for value in range(start, -1, -1):
+            yield Step(value=value)
 
     @strawberry.subscription
     async def ticks(self) -> AsyncGenerator[int, None]:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -245,3 +246,45 @@ def test_the_query_limits_apply_over_the_websocket(base: str) -> None:
             assert refused["payload"][0]["extensions"]["code"] == "TOO_MANY_ALIASES"
 
     asyncio.run(scenario())
+
+
+def _pushed(base: str) -> dict[str, float]:
+    """The gateway's subscription events so far, by path (written, executed)."""
+    text = httpx.get(base + "/metrics", timeout=10).text
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("statefed_gateway_subscription_events_total{"):
+            path = line.split('path="', 1)[1].split('"', 1)[0]
+            counts[path] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def test_events_are_written_by_the_compiled_writer_unless_it_cannot_prove_them(
+    base: str,
+) -> None:
+    """A plain selection's events are written without execution; one the writer does not
+    cover (a field with a resolver of its own) is executed."""
+
+    async def run(query: str) -> list[dict[str, Any]]:
+        async with opened(base) as socket:
+            await send(socket, {"id": "c", "type": "subscribe", "payload": {"query": query}})
+            messages = []
+            while (message := await receive(socket))["type"] != "complete":
+                messages.append(message)
+            return messages
+
+    before = _pushed(base)
+    plain = asyncio.run(run("subscription { steps(start: 2) { value __typename } }"))
+    between = _pushed(base)
+    resolved = asyncio.run(run("subscription { steps(start: 2) { value double } }"))
+    after = _pushed(base)
+    assert [m["payload"]["data"]["steps"] for m in plain] == [
+        {"value": v, "__typename": "Step"} for v in (2, 1, 0)
+    ]
+    assert [m["payload"]["data"]["steps"] for m in resolved] == [
+        {"value": v, "double": 2 * v} for v in (2, 1, 0)
+    ]
+    assert between["written"] - before.get("written", 0) == 3
+    assert between["executed"] == before.get("executed", 0)
+    assert after["executed"] - between["executed"] == 3
+    assert after["written"] == between["written"]
