@@ -509,6 +509,18 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
             "and 200 bytes); least recently used rows are evicted past it"
         ),
     )
+    cache_admit_after: int = setting(
+        "STATEFED_GATEWAY_CACHE_ADMIT_AFTER",
+        2,
+        low=1,
+        high=15,
+        doc=(
+            "lookups of a key (lately, as a frequency sketch counts them) before the cache "
+            "fills it; when the cache is full, a key must also have been asked more often "
+            "than the row it would evict. `1` fills every miss (plain LRU), which costs a "
+            "second read per key read once (see [Cache](querying.md#cache))"
+        ),
+    )
     apq: bool = setting(
         "STATEFED_GATEWAY_APQ",
         True,

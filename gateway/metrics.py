@@ -128,6 +128,7 @@ def runtime_figures(
             ("hits", "Keys answered from the gateway cache"),
             ("misses", "Keys the gateway cache could not answer"),
             ("top_hits", "Top-N reads answered from the gateway cache"),
+            ("refused", "Missed keys the gateway cache did not fill: not asked often enough"),
         ):
             figures.append(
                 CounterMetricFamily(f"statefed_gateway_cache_{name}", text, cache_stats[name])

@@ -226,7 +226,13 @@ class GatewayApp:
         await hub.start()
         cache = None
         if self.config.cache:
-            cache = GatewayCache(hub, feed, self._catalogue, self.config.cache_mb << 20)
+            cache = GatewayCache(
+                hub,
+                feed,
+                self._catalogue,
+                self.config.cache_mb << 20,
+                self.config.cache_admit_after,
+            )
             await cache.start()
         lookups = Coalescer(upstream.post, on_batch=self.metrics.coalesced)
         planner = Planner(

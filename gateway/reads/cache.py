@@ -31,6 +31,13 @@ vouched for the read from start to end and no change seen meanwhile could alter 
 dropped at the first change that could (`_matters`). An `atLeast` lookup first waits,
 woken by each frame (`reach`), for the follows to reach the offsets the write needs.
 
+Admission (`gateway.reads.admission`): every key looked up is counted in a frequency
+sketch; a missed key is filled only once it was asked `admit_after` times lately (2 by
+default) and, when the cache is full, only if it was asked more often than the least
+recently used row it would evict. A partition is followed once one of its keys is admitted
+(or a top-N read wants it). So a key read once costs one node read, as with the cache off,
+and a one-off scan of many keys does not push out the rows asked again and again.
+
 Memory: entries are kept in LRU order and evicted past `max_bytes` (an estimate of each
 entry's size: key and row JSON plus a fixed overhead); at most MAX_TOPS tops.
 """
@@ -54,6 +61,7 @@ from gateway.cluster.routing import NodeInfo, RoutingFeed
 from gateway.model.rows import Ranked, ranked_count
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import FeedLink, LinkError
+from gateway.reads.admission import Admission
 from gateway.reads.kinds import cacheable, kind_of, to_row
 from gateway.reads.protocol import DEFAULT_READ, CachedRow, CacheHits, ReadOptions, TopResult
 from schema import NodeState, View
@@ -64,6 +72,7 @@ __all__ = ["ENTRY_OVERHEAD_BYTES", "GatewayCache", "TopRead"]
 log = logging.getLogger(__name__)
 
 ENTRY_OVERHEAD_BYTES = 200  # per entry besides its key and row JSON: dict slots, objects
+_TYPICAL_ENTRY_BYTES = 300  # to size the admission sketch for the entries max_bytes holds
 _FILL_TIMEOUT_S = 5.0
 _RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 _ROUTING: dict[str, Any] = {"type": "routing"}
@@ -203,12 +212,14 @@ class GatewayCache:
         routing: RoutingFeed,
         catalogue: Iterable[View],
         max_bytes: int,
+        admit_after: int = 2,
     ) -> None:
         self._hub = hub
         self._routing = routing
         self._views = tuple(catalogue)
         self._cached = {view.name: view for view in self._views if cacheable(view)}
         self._max_bytes = max_bytes
+        self._admission = Admission(max(1, max_bytes // _TYPICAL_ENTRY_BYTES), admit_after)
         # whether reads avoid a node now (gateway.nodes.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
@@ -250,6 +261,7 @@ class GatewayCache:
             "bytes": self._bytes,
             "top_hits": self.top_hits,
             "tops": len(self._tops),
+            "refused": self._admission.refused,
         }
 
     def cacheable(self, view: View) -> bool:
@@ -262,18 +274,23 @@ class GatewayCache:
     ) -> CacheHits:
         """The rows of `keys_of` (keys by partition) the cache can answer now, partition by
         partition (a partition is answered whole or not at all), and the rest, whose
-        partitions it starts to follow. The one cache call of a lookup: it counts and keeps
-        nothing, so whoever answers from it says what it used (`took`, `missed`)."""
+        partitions it starts to follow once a key of theirs is asked often enough to be
+        admitted. The one cache call of a lookup: it counts the keys asked (for admission)
+        and keeps nothing, so whoever answers from it says what it used (`took`, `missed`)."""
         rows: dict[str, CachedRow] = {}
         freshness: list[dict[str, Any]] = []
         missing: dict[int, list[str]] = {}
         topic = view.changelog_topic
+        admission = self._admission
         for partition, keys in keys_of.items():
+            for key in keys:
+                admission.asked(view.name, key)
             state = self._usable(partition, topic, options)
             found = None if state is None else self._found(view, state, topic, keys)
             if found is None or state is None:
                 missing[partition] = list(keys)
-                self._follow(partition)
+                if any(admission.frequent(view.name, key) for key in keys):
+                    self._follow(partition)
                 continue
             rows.update(found)
             freshness.append(state.freshness)
@@ -386,18 +403,19 @@ class GatewayCache:
                 state.observed = max(state.observed, applied)
 
     def fill(self, view: View, missing: Mapping[int, Sequence[str]]) -> None:
-        """Fill the entries of `missing` (keys by partition), in the background."""
+        """Fill the entries of `missing` (keys by partition) that admission admits, in the
+        background."""
         if self._stopped or not self.cacheable(view):
             return
         for partition, keys in missing.items():
             state = self._partitions.get(partition)
             if state is None or not state.live or state.link is None:
                 continue
-            held = [k for k in keys if self._held(view, state, k)]
-            if len(held) == len(keys):
+            wanted = [k for k in keys if not self._held(view, state, k) and self._admits(view, k)]
+            if not wanted:
                 continue
             pending = state.fills.setdefault(view.name, _Fill())
-            pending.keys.update(k for k in keys if k not in held)
+            pending.keys.update(wanted)
             task = state.filling.get(view.name)
             if task is None or task.done():
                 # a fresh context: the fill serves no one request, so its node calls must
@@ -474,6 +492,13 @@ class GatewayCache:
                 read.seen.append(change)
                 if len(read.seen) > _TOP_READ_CHANGES:
                     read.overflow, read.seen = True, []
+
+    def _admits(self, view: View, key: str) -> bool:
+        """Whether admission fills `key`, against the row it would evict when full."""
+        victim = None
+        if self._bytes + ENTRY_OVERHEAD_BYTES > self._max_bytes and self._entries:
+            victim = next(iter(self._entries))
+        return self._admission.admits(view.name, key, victim)
 
     def _held(self, view: View, state: _Partition, key: str) -> bool:
         entry = self._entries.get((view.name, key))

@@ -152,11 +152,13 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def harness(
-    routing: RoutingTable | None = None, max_bytes: int = 1 << 20
+    routing: RoutingTable | None = None, max_bytes: int = 1 << 20, admit_after: int = 1
 ) -> AsyncIterator[Harness]:
+    """A started cache over a fake hub; it admits every key at its first miss unless told
+    (most tests look at what happens once a key is in)."""
     feed = RoutingFeed(routing or table(record("n1", range(P))))
     hub = FakeHub()
-    cache = GatewayCache(cast(FeedHub, hub), feed, CATALOGUE, max_bytes)
+    cache = GatewayCache(cast(FeedHub, hub), feed, CATALOGUE, max_bytes, admit_after)
     await cache.start()
     try:
         yield Harness(cache, hub, feed)
@@ -481,5 +483,54 @@ def test_an_owner_whose_heartbeats_stop_or_vouch_for_nothing_makes_misses(
                               "state": "RUNNING", "leased": True})  # fmt: skip
             await settle()
             assert h.ask([key]).rows == {key: Row(key, 3)}
+
+    asyncio.run(scenario())
+
+
+def test_a_key_read_once_is_not_filled_and_its_partition_not_followed() -> None:
+    """With admission (the default: a key is filled once asked twice), a key asked once
+    costs its node read alone: no follow of its partition, no snapshot."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=2) as h:
+            once, again = key_in(0, 0), key_in(0, 1)
+            h.ask([once])
+            await settle()
+            assert h.hub.links == {}  # nothing followed
+            h.cache.fill(WORDS, {0: [once]})
+            h.ask([again])
+            h.ask([again])  # asked again: its partition is followed
+            await h.following(applied=5)
+            h.cache.fill(WORDS, {0: [once, again]})
+            _, queue = await h.hub.links["n1"].asked_for(True, 0)
+            frame = next(f for f, q in h.hub.links["n1"].follows.values() if q is queue)
+            assert frame["keys"] == [again]  # the key asked once is not filled
+            assert h.cache.stats()["refused"] == 1  # `once`, at the fill once followed
+
+    asyncio.run(scenario())
+
+
+def test_a_full_cache_keeps_a_row_asked_more_often_than_the_newcomer() -> None:
+    async def scenario() -> None:
+        keys = [key_in(0, i) for i in range(3)]
+        rows = {k: count_row(k, 1) for k in keys}
+        size = max(len(f'{{"key":"{k}","count":1,"last_event_ms":1700000000001}}') for k in keys)
+        bound = 2 * (ENTRY_OVERHEAD_BYTES + 2 * len(keys[0]) + size)
+        async with harness(max_bytes=bound, admit_after=2) as h:
+            for _ in range(3):
+                h.ask(keys[:2])  # the two held rows, asked three times each
+            await h.following(applied=5)
+            await h.fill(keys[:2], rows, offset=5)
+            assert h.ask(keys[:2]).missing == {}
+            h.ask(keys[2:])
+            h.ask(keys[2:])  # asked twice: not more often than the row it would evict
+            h.cache.fill(WORDS, {0: keys[2:]})
+            await settle()
+            assert h.ask(keys[:2]).missing == {} and h.cache.stats()["refused"] == 1
+            for _ in range(4):
+                h.ask(keys[2:])  # now asked more often than the least recently used row
+            await h.fill(keys[2:], rows, offset=5)
+            assert h.ask(keys[2:]).missing == {}
+            assert h.cache.stats()["entries"] == 2
 
     asyncio.run(scenario())
