@@ -25,6 +25,8 @@ __all__ = ["GatewayMetrics", "runtime_figures"]
 # seconds: a cached point read is ~1 ms, a fan-out tens, the default deadline 5 s
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+# seconds a wake-up of the event loop came late: 20 ms is the longest pause issue 31 allows
+_LOOP_LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _MAX_NODES = 1024
 
 
@@ -71,8 +73,18 @@ class GatewayMetrics:
             buckets=_BATCH_BUCKETS,
             registry=self.registry,
         ).labels()
+        self._loop_lag = LoopHistogram(
+            "statefed_gateway_event_loop_lag_seconds",
+            "How late the event loop woke for a timer due every 10 ms: a pause of the loop "
+            "(a long callback, a garbage collection) shows as one late wake-up that long",
+            buckets=_LOOP_LAG_BUCKETS,
+            registry=self.registry,
+        ).labels()
         self._figures: list[Callable[[], Iterable[Metric]]] = []
         self.registry.register(Collected(self._collect))
+
+    def loop_lag(self, seconds: float) -> None:
+        self._loop_lag.observe(seconds)
 
     def executed(self, labels: tuple[str, str], seconds: float) -> None:
         child = self._by_operation.get(labels)

@@ -64,6 +64,7 @@ from gateway.writes.policy import RateLimiter
 from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
+from runtime.looplag import LoopLag
 from runtime.metrics import METRICS_PATH, MetricsGuard
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import CATALOGUE, View
@@ -131,6 +132,7 @@ class GatewayApp:
         self._runtime: _Runtime | None = None
         self._authenticator: Authenticator = authenticator_for(config, clock)
         self.metrics = GatewayMetrics()
+        self._loop_lag = LoopLag(self.metrics.loop_lag)
         self._metrics_guard = MetricsGuard(config.metrics_token_file)
         self.persisted = PersistedQueries(
             config.apq_mb << 20 if config.apq else None, config.trusted_documents
@@ -241,6 +243,7 @@ class GatewayApp:
         producer = None
         if self.config.produce:
             producer = self._producer or EventProducer(self.config.kafka, self.config.timeout_s)
+        self._loop_lag.start()
         self._runtime = _Runtime(
             feed, planner, reader, statuses, status_reader, connections, producer, hub, cache
         )
@@ -249,6 +252,7 @@ class GatewayApp:
         runtime, self._runtime = self._runtime, None
         if runtime is None:
             return
+        await self._loop_lag.stop()
         if runtime.cache is not None:
             await runtime.cache.stop()
         if runtime.hub is not None:
