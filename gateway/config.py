@@ -511,7 +511,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     )
     cache_admit_after: int = setting(
         "STATEFED_GATEWAY_CACHE_ADMIT_AFTER",
-        2,
+        3,
         low=1,
         high=15,
         doc=(

@@ -68,15 +68,20 @@ class FrequencySketch:
             (first + 3 * step) & mask,
         )
 
-    def add(self, item: Hashable) -> None:
-        """Count `item` once more."""
+    def add(self, item: Hashable) -> int:
+        """Count `item` once more; how often it was counted lately, this time included."""
         table = self._table
+        least = _MAX_COUNT
         for slot in self._slots(item):
-            if table[slot] < _MAX_COUNT:
-                table[slot] += 1
+            count = table[slot]
+            if count < _MAX_COUNT:
+                count += 1
+                table[slot] = count
+            least = min(least, count)
         self._added += 1
         if self._added >= self._sample:
             self._age()
+        return least
 
     def count(self, item: Hashable) -> int:
         """How often `item` was counted lately (at most 15)."""
@@ -99,14 +104,12 @@ class Admission:
         self.admit_after = admit_after
         self.refused = 0  # misses not filled
 
-    def asked(self, view: str, key: str) -> None:
-        if self.admit_after > 1:
-            self._sketch.add((view, key))
-
-    def frequent(self, view: str, key: str) -> bool:
-        """Whether `key` of `view` was asked often enough to be filled (and its partition
-        followed)."""
-        return self.admit_after <= 1 or self._sketch.count((view, key)) >= self.admit_after
+    def asked(self, view: str, key: str) -> bool:
+        """Count a lookup of `key` of `view`; whether the key is now asked often enough to be
+        filled (and its partition followed)."""
+        if self.admit_after <= 1:
+            return True
+        return self._sketch.add((view, key)) >= self.admit_after
 
     def admits(self, view: str, key: str, victim: tuple[str, str] | None) -> bool:
         """Whether to fill `key` of `view`, evicting `victim` (None: nothing is evicted)."""

@@ -32,7 +32,7 @@ dropped at the first change that could (`_matters`). An `atLeast` lookup first w
 woken by each frame (`reach`), for the follows to reach the offsets the write needs.
 
 Admission (`gateway.reads.admission`): every key looked up is counted in a frequency
-sketch; a missed key is filled only once it was asked `admit_after` times lately (2 by
+sketch; a missed key is filled only once it was asked `admit_after` times lately (3 by
 default) and, when the cache is full, only if it was asked more often than the least
 recently used row it would evict. A partition is followed once one of its keys is admitted
 (or a top-N read wants it). So a key read once costs one node read, as with the cache off,
@@ -234,7 +234,7 @@ class GatewayCache:
         routing: RoutingFeed,
         catalogue: Iterable[View],
         max_bytes: int,
-        admit_after: int = 2,
+        admit_after: int = 3,
     ) -> None:
         self._hub = hub
         self._routing = routing
@@ -305,13 +305,14 @@ class GatewayCache:
         topic = view.changelog_topic
         admission = self._admission
         for partition, keys in keys_of.items():
+            frequent = False
             for key in keys:
-                admission.asked(view.name, key)
+                frequent = admission.asked(view.name, key) or frequent
             state = self._usable(partition, topic, options)
             found = None if state is None else self._found(view, state, topic, keys)
             if found is None or state is None:
                 missing[partition] = list(keys)
-                if any(admission.frequent(view.name, key) for key in keys):
+                if frequent:
                     self._follow(partition)
                 continue
             rows.update(found)
