@@ -1,5 +1,6 @@
-"""statefed's benchmarks (issues 6, 15, 16, 18 and 30): `make bench` runs `python -m tests.bench`
-(`--only NAME` runs one measurement, e.g. `--only live`; `--quick` a small smoke run).
+"""statefed's benchmarks (issues 6, 15, 16, 18, 30 and 31): `make bench` runs
+`python -m tests.bench` (`--only NAME` runs one measurement, e.g. `--only live`; `--quick` a
+small smoke run).
 
 They start the real system on loopback (broker, nodes, gateway, Spark pipeline), measure
 query latency and throughput against a floor (also with the gateway cache on and off),

@@ -21,6 +21,7 @@ from tests.bench.results import RunInfo, write_results
 from tests.bench.runner import MEASUREMENTS, run_plan
 from tests.bench.session import BenchSession
 from tests.bench.settings import BenchSettings
+from tests.bench.shapes import NAME as SHAPES
 from tests.bench.targets import TargetResult, evaluate
 
 _HERE = Path(__file__).resolve().parent
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"other processes use {idle.other_cores:.2f} cores; starting")
         # the wait counts against the budget: `make bench` stays under 10 minutes
         settings = replace(settings, budget_s=settings.budget_s - idle.seconds)
-    if not args.only or PEERS in args.only:
+    if not args.only or PEERS in args.only or SHAPES in args.only:
         _say("peers: the pinned npm packages, installed the first time (not in the budget)")
         install_peers()
     machine = describe_machine(_REPO)

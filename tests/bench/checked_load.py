@@ -70,9 +70,10 @@ def _check_loopback(url: str) -> None:
 
 
 class CheckedLoad:
-    """Runs wrk with `wrk_checked.lua` over files of bodies and the truth in `workdir`."""
+    """Runs wrk with `script` (`wrk_checked.lua`: against a truth file set with `set_truth`)
+    over files of bodies in `workdir`."""
 
-    def __init__(self, workdir: Path, key_field: str) -> None:
+    def __init__(self, workdir: Path, key_field: str, script: Path = _LUA) -> None:
         wrk = shutil.which("wrk")
         if wrk is None:
             raise RuntimeError(
@@ -81,6 +82,7 @@ class CheckedLoad:
         self.wrk = wrk
         self.workdir = workdir
         self.key_field = key_field
+        self.script = script
         self._truth: Path | None = None
 
     def set_truth(self, counts: Mapping[str, int]) -> None:
@@ -89,26 +91,38 @@ class CheckedLoad:
         self._truth = self.workdir / "truth.txt"
         self._truth.write_text("".join(f"{k} {c}\n" for k, c in counts.items()))
 
+    def bodies_file(self, name: str, bodies: Sequence[bytes]) -> Path:
+        """`bodies` written once, one per line, for many runs."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path = self.workdir / f"{name}.bodies"
+        path.write_bytes(b"\n".join(bodies) + b"\n")
+        return path
+
     def run(
-        self, url: str, bodies: Sequence[bytes], connections: int, seconds: float
+        self, url: str, bodies: Sequence[bytes] | Path, connections: int, seconds: float
     ) -> CheckedRun:
-        """Load `url` for `seconds` (whole seconds, at least 1); RuntimeError if wrk fails."""
-        if self._truth is None:
+        """Load `url` for `seconds` (whole seconds, at least 1) with `bodies` (or a file of
+        them from `bodies_file`); RuntimeError if wrk fails."""
+        if self._truth is None and self.script == _LUA:
             raise RuntimeError("CheckedLoad.set_truth must come before run")
         _check_loopback(url)
-        with tempfile.NamedTemporaryFile(
-            "wb", dir=self.workdir, suffix=".bodies", delete=False
-        ) as file:
-            file.write(b"\n".join(bodies) + b"\n")
+        written = None
+        if not isinstance(bodies, Path):
+            with tempfile.NamedTemporaryFile(
+                "wb", dir=self.workdir, suffix=".bodies", delete=False
+            ) as file:
+                file.write(b"\n".join(bodies) + b"\n")
+            written = bodies = Path(file.name)
         try:
             done = subprocess.run(
-                self._command(url, Path(file.name), connections, seconds),
+                self._command(url, bodies, connections, seconds),
                 capture_output=True,
                 text=True,
-                timeout=seconds + 30,
+                timeout=seconds + 60,
             )
         finally:
-            Path(file.name).unlink(missing_ok=True)
+            if written is not None:
+                written.unlink(missing_ok=True)
         if done.returncode != 0:
             raise RuntimeError(f"wrk failed (exit {done.returncode}): {done.stderr[-2000:]}")
         return parse_checked(done.stdout, connections)
@@ -116,5 +130,6 @@ class CheckedLoad:
     def _command(self, url: str, bodies: Path, connections: int, seconds: float) -> list[str]:
         # one wrk thread, as loadgen: the servers, not the generator, get the second core
         duration = f"{max(1, round(seconds))}s"
-        script = ["-s", str(_LUA), url, "--", str(bodies), str(self._truth), self.key_field]
+        truth = "-" if self._truth is None else str(self._truth)
+        script = ["-s", str(self.script), url, "--", str(bodies), truth, self.key_field]
         return [self.wrk, "-t1", f"-c{connections}", f"-d{duration}", "--timeout", "10s", *script]

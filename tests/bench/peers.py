@@ -29,7 +29,18 @@ from tests.bench.session import BenchError, BenchSession
 from tooling.broker import free_port
 from tooling.processes import ManagedProcess
 
-__all__ = ["FORMS", "NAME", "TARGETS", "TITLE", "literal_body", "measure", "write"]
+__all__ = [
+    "FORMS",
+    "NAME",
+    "TARGETS",
+    "TITLE",
+    "Targets",
+    "literal_body",
+    "measure",
+    "start_gateway_cache_off",
+    "start_peers",
+    "write",
+]
 
 NAME = "peers"
 TITLE = "Peers: statefed gateway vs Hive Gateway vs Apollo Gateway, one node, two query forms"
@@ -86,7 +97,7 @@ def _cpu_s(pid: int | None) -> float:
     return float(t.user + t.system)
 
 
-class _Targets:
+class Targets:
     """The URLs and serving processes (front, node behind it) of the loaded targets."""
 
     def __init__(self, node: ManagedProcess, node_url: str) -> None:
@@ -119,7 +130,7 @@ class _Targets:
 
 
 def _load(
-    session: BenchSession, targets: _Targets, bodies: dict[str, list[bytes]], load: CheckedLoad
+    session: BenchSession, targets: Targets, bodies: dict[str, list[bytes]], load: CheckedLoad
 ) -> dict[CellKey, Cell]:
     """A warm-up per target and form, then the rounds: every cell once per round."""
     settings = session.settings
@@ -239,13 +250,13 @@ def _write_ratios(section: Section, cells: dict[CellKey, Cell], ratios: dict[str
         )
 
 
-def _start_gateway_cache_off(
+def start_gateway_cache_off(
     session: BenchSession, probe: bytes, started: list[ManagedProcess]
 ) -> tuple[str, int | None]:
     """A second gateway of the cluster with STATEFED_GATEWAY_CACHE=false: URL and pid."""
     port = free_port()
     env = session.cluster.env(STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_CACHE="false")
-    log = session.settings.workdir / "peers" / "gateway-cache-off.log"
+    log = session.settings.workdir / "peers" / f"gateway-cache-off-{port}.log"
     process = ManagedProcess("gateway cache off", ["gateway"], env, log).start()
     started.append(process)
     url = f"http://127.0.0.1:{port}/graphql"
@@ -254,7 +265,7 @@ def _start_gateway_cache_off(
     return url, process.pid
 
 
-def _start_peers(
+def start_peers(
     session: BenchSession, node_url: str, probe: bytes, started: list[ManagedProcess]
 ) -> dict[str, tuple[str, int | None]]:
     """Hive and Apollo in front of the node: URL and pid of each."""
@@ -283,11 +294,11 @@ def measure(session: BenchSession, report: Report) -> None:
     bodies = _bodies(session, indexes)
     started: list[ManagedProcess] = []
     try:
-        targets = _Targets(node, node_url)
+        targets = Targets(node, node_url)
         gateway, probe = session.cluster.gateway, bodies["variables"][0]
         targets.add("gateway", session.gateway_url, gateway.pid if gateway else None)
-        targets.add("gateway_cache_off", *_start_gateway_cache_off(session, probe, started))
-        for peer, (url, pid) in _start_peers(session, node_url, probe, started).items():
+        targets.add("gateway_cache_off", *start_gateway_cache_off(session, probe, started))
+        for peer, (url, pid) in start_peers(session, node_url, probe, started).items():
             targets.add(peer, url, pid)
         floor, floor_url = start_floor(session, indexes)
         started.append(floor)

@@ -161,7 +161,7 @@ def _markdown(
         f"machine used {info.other_cores:.2f} cores on average during the run"
         + (" (**busy: figures are disturbed**)." if info.other_cores > 0.25 else "."),
         "",
-        "## Targets (issues 6, 15, 16, 18 and 30)",
+        "## Targets (issues 6, 15, 16, 18, 30 and 31)",
         "",
     ]
     table = Table(["target", "measured", "result"])

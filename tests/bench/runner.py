@@ -1,15 +1,16 @@
 """The run plan: measurements as steps in the order that grows the cluster cheapest.
 
 The first node restores the data set (restore), serves alone (fan-out over 1 node; the
-peer gateways in front of it), gets a peer (point queries; with the gateway cache on and
-off; subscriptions pushed live; fan-out over 2; a whole-view scan), a third (fan-out over
-3); back to two nodes, a pipeline in micro-batches runs alone for the freshness steady
-rates and stops, the session's pipeline starts in Real-Time Mode (the same
-rates, throughput, the aggregate functions' throughput in a second pipeline, freshness at
-higher rates while the budget lasts), memory is read, and nodes are killed last
-(failover), so the peak memory covers measurements 1-4 and the kills disturb nothing after
-them; just before the kills a node is frozen (freeze: SIGSTOP, then SIGCONT). `only` keeps
-the steps of the named measurements; the session still starts what they need.
+peer gateways in front of it, for the point lookup, then for the other query shapes), gets
+a peer (point queries; with the gateway cache on and off; subscriptions pushed live;
+fan-out over 2; a whole-view scan), a third (fan-out over 3); back to two nodes, a pipeline
+in micro-batches runs alone for the freshness steady rates and stops, the session's
+pipeline starts in Real-Time Mode (the same rates, throughput, the aggregate functions'
+throughput in a second pipeline, freshness at higher rates while the budget lasts), memory
+is read, and nodes are killed last (failover), so the peak memory covers measurements 1-4
+and the kills disturb nothing after them; just before the kills a node is frozen (freeze:
+SIGSTOP, then SIGCONT). `only` keeps the steps of the named measurements; the session
+still starts what they need.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.bench import (
     point,
     restore,
     scan,
+    shapes,
     throughput,
 )
 from tests.bench.cpu import CpuMeter
@@ -56,6 +58,7 @@ def plan() -> tuple[Step, ...]:
         Step(restore.NAME, restore.measure, 60),
         Step(fanout.NAME, fanout.measure_at(1), 20),
         Step(peers.NAME, peers.measure, 130),
+        Step(shapes.NAME, shapes.measure, 170),
         Step(point.NAME, point.measure, 60),
         Step(cache.NAME, cache.measure, 50),
         Step(live.NAME, live.measure, 70),
@@ -89,6 +92,7 @@ TITLES = {
         memory,
         scan,
         peers,
+        shapes,
     )
 }
 MEASUREMENTS = tuple(dict.fromkeys(step.name for step in plan()))

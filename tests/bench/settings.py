@@ -21,14 +21,16 @@ class BenchSettings:
     # aggregates step (a second Spark process, seven bursts) adds about 2 minutes; the
     # freshness step in micro-batches (one more Spark start, the steady rates) about 80 s;
     # the freshness warm-up until a re-read backlog drained up to 60 s, and at 860 s the
-    # ramp and the failover steps no longer fitted
-    budget_s: float = 1000.0
+    # ramp and the failover steps no longer fitted (1,000 s); the shapes step (about 170 s:
+    # six query shapes, five targets, two connection counts, 2 s each) took it to 1,200 s
+    budget_s: float = 1200.0
     warmup_s: float = 1.0
     point_s: float = 5.0  # per (target, connections) load run
     point_connections: tuple[int, ...] = (1, 32)
     point_keys: int = 2000  # distinct keys the point load cycles through
     peers_s: float = 2.0  # per (target, form, connections) load run of the peers step
     peers_rounds: int = 2  # interleaved: every cell once, then every cell again
+    shapes_s: float = 2.0  # per (shape, target, connections) load run of the shapes step
     fanout_s: float = 3.0
     fanout_keys: int = 100
     top_limit: int = 10

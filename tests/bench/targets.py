@@ -1,4 +1,4 @@
-"""The targets of issues 6, 15, 16, 18 and 30, judged from a run's figures: PASS, FAIL or
+"""The targets of issues 6, 15, 16, 18, 30 and 31, judged from a run's figures: PASS, FAIL or
 NOT MEASURED."""
 
 from __future__ import annotations
@@ -194,6 +194,60 @@ def _push(report: Report) -> list[TargetResult]:
     return [*results, _judge(target, final, ok, measured)]
 
 
+def _shapes(report: Report) -> list[TargetResult]:
+    """Issue 31's goals from the shapes step, judged on the gateway with its defaults, each
+    on the lower of its ratios at 1 and 32 connections."""
+    results = []
+    for shape in ("multi10", "point_top5", "entities20", "half_absent", "zipf", "uniform"):
+        results.append(
+            _at_least(
+                report,
+                f"{shape}: gateway defaults req/s >= cache off, at 1 and 32 connections",
+                1.0,
+                "x",
+                "shapes",
+                "ratios",
+                f"{shape}_defaults_x_cache_off_min",
+            )
+        )
+        if shape != "entities20":  # routers serve no `_entities`
+            results.append(
+                _at_least(
+                    report,
+                    f"{shape}: gateway defaults req/s >= 1.5 x the faster peer's, at 1 and 32 "
+                    "connections",
+                    1.5,
+                    "x",
+                    "shapes",
+                    "ratios",
+                    f"{shape}_defaults_x_fastest_peer_min",
+                )
+            )
+    results.append(
+        _at_most(
+            report,
+            "no event-loop pause > 20 ms in the gateway with its defaults, every shape",
+            0,
+            " pauses",
+            "shapes",
+            "loop_pauses_defaults",
+        )
+    )
+    results.append(
+        _at_most(
+            report,
+            "gateway defaults CPU per multi-key request of 10 keys < 0.25 ms (32 connections)",
+            0.25,
+            " ms",
+            "shapes",
+            "cells",
+            "multi10_gateway_c32",
+            "front_cpu_ms_per_request",
+        )
+    )
+    return results
+
+
 def evaluate(report: Report) -> list[TargetResult]:
     """Every target of the issue, in its order."""
     standby = report.figure("failover", "with_standby_seconds")
@@ -280,4 +334,5 @@ def evaluate(report: Report) -> list[TargetResult]:
             "deep_over_first_p50",
         ),
         *_peers(report),
+        *_shapes(report),
     ]

@@ -9,7 +9,7 @@ local bodies = {}
 local truth = {}
 local pattern = nil
 local index = 0
-local threads = {}
+threads = {} -- global: read by done() in wrk_report.lua
 bad = 0 -- not 200, or GraphQL errors
 wrong = 0 -- 200 without errors, but no key and count or a count that is not the truth
 checked = 0
@@ -53,20 +53,5 @@ function response(status, headers, body)
   end
 end
 
-function done(summary, latency, requests)
-  local sums = { bad = 0, wrong = 0, checked = 0 }
-  for _, thread in ipairs(threads) do
-    for name, _ in pairs(sums) do
-      sums[name] = sums[name] + (thread:get(name) or 0)
-    end
-  end
-  local e = summary.errors
-  io.write(string.format(
-    'BENCHJSON {"requests":%d,"duration_us":%d,"socket_errors":%d,"non_2xx":%d,' ..
-    '"bad_responses":%d,"wrong_answers":%d,"checked":%d,' ..
-    '"p50_us":%d,"p90_us":%d,"p99_us":%d,"mean_us":%.1f,"max_us":%d}\n',
-    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout,
-    e.status, sums.bad, sums.wrong, sums.checked,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99),
-    latency.mean, latency.max))
-end
+-- done(): the BENCHJSON line, shared with wrk_pairs.lua
+dofile(string.match(debug.getinfo(1, "S").source, "^@(.*/)") .. "wrk_report.lua")

@@ -1,0 +1,258 @@
+"""Shapes: the query shapes issue 31 held out, on the gateway with its defaults and with its
+cache off, the Hive and Apollo gateways and the node directly, one node.
+
+The shapes: several keys in one field (`wordCounts` of 10), a point lookup beside a top-N
+(two root fields), router `_entities` batches of 20 representations, point lookups with
+half the keys absent, point lookups drawn by Zipf over 100,000 keys, and point lookups over
+every key of the data set in a shuffled order (each once per cycle, not a cycle of 2,000).
+Each shape is loaded with wrk at 1 and 32 connections, every answer checked by
+`wrk_pairs.lua` (every row against the data set's count, and as many rows as asked), and
+the gateways' event-loop pauses are read from their `statefed_gateway_event_loop_lag_seconds`
+histogram over each run: the runs whose loop woke more than 20 ms late.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from tests.bench.checked_load import CheckedLoad
+from tests.bench.dataset import Dataset
+from tests.bench.peer_figures import Round
+from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
+from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
+from tests.bench.session import BenchError, BenchSession
+from tooling.processes import ManagedProcess
+
+__all__ = ["NAME", "SHAPES", "TITLE", "measure", "shape_bodies"]
+
+NAME = "shapes"
+TITLE = "Shapes: multi-key, two root fields, _entities, absent keys, Zipf and uniform access"
+SHAPES = ("multi10", "point_top5", "entities20", "half_absent", "zipf", "uniform")
+TARGETS = ("gateway", "gateway_cache_off", "hive", "apollo", "node")
+GATEWAYS = ("gateway", "gateway_cache_off")
+# a router's API has no `_entities` (its subgraphs' field): the peers are not asked for them
+_NOT_ASKED = {"entities20": ("hive", "apollo")}
+_BODIES = 20_000  # bodies of the shapes of random keys (a run asks a few thousand of them)
+_ZIPF_KEYS = 100_000
+_ZIPF_DRAWS = 200_000
+_LAG_METRIC = "statefed_gateway_event_loop_lag_seconds_bucket"
+_PAUSE_S = "0.02"  # the bucket bound a pause is longer than (issue 31: 20 ms)
+
+
+def _body(query: str, variables: dict[str, Any]) -> bytes:
+    return orjson.dumps({"query": query, "variables": variables})
+
+
+def shape_bodies(shape: str, dataset: Dataset, rng: random.Random) -> list[bytes]:
+    """The request bodies of `shape`, each root field aliased `pN_I` with N the rows it
+    must answer (what `wrk_pairs.lua` checks)."""
+    view, size = dataset.view, dataset.size
+    k, ks, point, many = view.key_field, view.keys_arg, view.point_field, view.many_field
+    one = f"query(${k}: String!) {{ p1_0: {point}({k}: ${k}) {{ {k} count }} }}"
+    if shape == "multi10":
+        query = f"query(${ks}: [String!]!) {{ p10_0: {many}({ks}: ${ks}) {{ {k} count }} }}"
+        return [
+            _body(query, {ks: [dataset.key(rng.randrange(size)) for _ in range(10)]})
+            for _ in range(_BODIES)
+        ]
+    if shape == "point_top5":
+        query = (
+            f"query(${k}: String!) {{ p1_0: {point}({k}: ${k}) {{ {k} count }} "
+            f"p5_1: {view.top_field}(limit: 5) {{ {k} count }} }}"
+        )
+        return [_body(query, {k: dataset.key(rng.randrange(size))}) for _ in range(_BODIES)]
+    if shape == "entities20":
+        query = (
+            "query($r: [_Any!]!) { p20_0: _entities(representations: $r) "
+            f"{{ ... on {view.type_name} {{ {k} count }} }} }}"
+        )
+        batches = [[dataset.key(rng.randrange(size)) for _ in range(20)] for _ in range(_BODIES)]
+        typename = view.type_name
+        return [_body(query, {"r": [{"__typename": typename, k: key} for key in keys]})
+                for keys in batches]  # fmt: skip
+    if shape == "half_absent":
+        absent = one.replace("p1_0", "p0_0")
+        return [
+            _body(one, {k: dataset.key(rng.randrange(size))})
+            if i % 2
+            else _body(absent, {k: f"absent-{i}"})
+            for i in range(_BODIES)
+        ]
+    if shape == "zipf":
+        ranks = min(_ZIPF_KEYS, size)
+        weights = [1 / (rank + 1) for rank in range(ranks)]
+        keys = rng.sample(range(size), ranks)  # which key has which rank
+        drawn = rng.choices(keys, weights, k=_ZIPF_DRAWS)
+        return [_body(one, {k: dataset.key(i)}) for i in drawn]
+    if shape == "uniform":
+        order = list(range(size))
+        rng.shuffle(order)
+        return [_body(one, {k: dataset.key(i)}) for i in order]
+    raise ValueError(f"no shape {shape!r}: one of {', '.join(SHAPES)}")
+
+
+def _pauses(url: str) -> tuple[float, float]:
+    """A gateway's loop wake-ups so far: (all, those later than 20 ms)."""
+    text = httpx.get(url.replace("/graphql", "/metrics"), timeout=10).text
+    total = late_below = 0.0
+    for line in text.splitlines():
+        if not line.startswith(_LAG_METRIC):
+            continue
+        bound = line.split('le="', 1)[1].split('"', 1)[0]
+        value = float(line.rsplit(" ", 1)[1])
+        if bound == "+Inf":
+            total = value
+        elif bound == _PAUSE_S:
+            late_below = value
+    return total, total - late_below
+
+
+def _run(
+    session: BenchSession,
+    targets: Targets,
+    load: CheckedLoad,
+    files: dict[str, Path],
+    cell: tuple[str, str, int],
+) -> dict[str, Any]:
+    shape, target, connections = cell
+    url = targets.urls[target]
+    before = _pauses(url) if target in GATEWAYS else None
+    run: Callable[[], Any] = partial(
+        load.run, url, files[shape], connections, session.settings.shapes_s
+    )
+    one: Round = targets.measured(target, run)
+    figures: dict[str, Any] = {
+        "rps": one.requests / max(one.seconds, 1e-9),
+        "p50_ms": one.p50_ms,
+        "p99_ms": one.p99_ms,
+        "checked": one.checked,
+        "wrong": one.wrong,
+        "failed": one.failed,
+        "front_cpu_ms_per_request": one.front_cpu_s * 1000 / max(one.requests, 1),
+    }
+    if before is not None:
+        after = _pauses(url)
+        figures["loop_pauses_over_20ms"] = after[1] - before[1]
+    session.progress(
+        f"shapes {shape} c={connections} {target}: {figures['rps']:,.0f} req/s, "
+        f"p50 {one.p50_ms:.2f} ms, p99 {one.p99_ms:.2f} ms, checked {one.checked:,}, "
+        f"wrong {one.wrong}, failed {one.failed}"
+        + (f", loop pauses > 20 ms {figures['loop_pauses_over_20ms']:.0f}" if before else "")
+    )
+    return figures
+
+
+def measure(session: BenchSession, report: Report) -> None:
+    """Every shape on every target at 1 and 32 connections, every answer checked."""
+    section = report.section(NAME, TITLE)
+    session.ensure_nodes(1)
+    session.ensure_gateway()
+    if len(session.live) != 1:
+        raise BenchError(f"the shapes step needs one node holding every partition: {session.live}")
+    node_id = session.live[0]
+    node, node_url = session.cluster.nodes[node_id], session.node_graphql(node_id)
+    dataset = session.dataset
+    load = CheckedLoad(
+        session.settings.workdir / "shapes",
+        dataset.view.key_field,
+        script=Path(__file__).with_name("wrk_pairs.lua"),
+    )
+    rng = random.Random(31)
+    files = {s: load.bodies_file(s, shape_bodies(s, dataset, rng)) for s in SHAPES}
+    probe = shape_bodies("half_absent", dataset, random.Random(1))[1]
+    started: list[ManagedProcess] = []
+    cells: dict[str, dict[str, Any]] = {}
+    try:
+        targets = Targets(node, node_url)
+        gateway = session.cluster.gateway
+        targets.add("gateway", session.gateway_url, gateway.pid if gateway else None)
+        targets.add("gateway_cache_off", *start_gateway_cache_off(session, probe, started))
+        for peer, (url, pid) in start_peers(session, node_url, probe, started).items():
+            targets.add(peer, url, pid)
+        section.figures["idle_wait_seconds"] = round(session.quiet(), 1)
+        top = max(session.settings.point_connections)
+        for shape in SHAPES:
+            asked = [t for t in TARGETS if t not in _NOT_ASKED.get(shape, ())]
+            for target in asked:  # a warm-up each: documents parsed, connections open
+                load.run(targets.urls[target], files[shape], top, session.settings.warmup_s)
+            for c in session.settings.point_connections:
+                for target in asked:
+                    cells[f"{shape}_{target}_c{c}"] = _run(
+                        session, targets, load, files, (shape, target, c)
+                    )
+    finally:
+        for process in reversed(started):
+            process.stop()
+    _write(section, cells, session)
+
+
+def _rps_cell(one: dict[str, Any] | None) -> str:
+    return "-" if one is None else f"{fmt_num(one['rps'])} ({fmt_ms(one['p99_ms'])})"
+
+
+def _pauses_cell(one: dict[str, Any] | None) -> str:
+    return "-" if one is None else str(int(one["loop_pauses_over_20ms"]))
+
+
+def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSession) -> None:
+    section.figures["cells"] = cells
+    ratios: dict[str, float] = {}
+    rows = []
+    for shape in SHAPES:
+        for c in session.settings.point_connections:
+            got = {t: cells.get(f"{shape}_{t}_c{c}") for t in TARGETS}
+            fastest = max((p["rps"] for p in (got["hive"], got["apollo"]) if p), default=None)
+            defaults, off = got["gateway"], got["gateway_cache_off"]
+            row = [shape, str(c), *(_rps_cell(got[t]) for t in TARGETS)]
+            if defaults and off:
+                ratios[f"{shape}_c{c}_defaults_x_cache_off"] = defaults["rps"] / off["rps"]
+                row.append(fmt_ratio(defaults["rps"] / off["rps"]))
+            else:
+                row.append("-")
+            if defaults and fastest:
+                ratios[f"{shape}_c{c}_defaults_x_fastest_peer"] = defaults["rps"] / fastest
+                row.append(fmt_ratio(defaults["rps"] / fastest))
+            else:
+                row.append("-")
+            pauses = [_pauses_cell(got[g]) for g in GATEWAYS]
+            row.append(" / ".join(pauses))
+            rows.append(row)
+            wrong = [t for t, one in got.items() if one and (one["wrong"] or one["failed"])]
+            if wrong:
+                section.errors.append(f"{shape} c={c}: wrong or failed answers from {wrong}")
+    for shape in SHAPES:  # the lower of the two connection counts: what a goal is judged on
+        for name in ("defaults_x_cache_off", "defaults_x_fastest_peer"):
+            both = [ratios.get(f"{shape}_c{c}_{name}") for c in session.settings.point_connections]
+            if all(r is not None for r in both):
+                ratios[f"{shape}_{name}_min"] = min(r for r in both if r is not None)
+    late = [one.get("loop_pauses_over_20ms") for k, one in cells.items() if "_gateway_c" in k]
+    section.figures["loop_pauses_defaults"] = sum(p for p in late if p is not None)
+    section.figures["ratios"] = ratios
+    table = section.table(
+        "shape", "conns", *(f"{t} req/s (p99)" for t in TARGETS),
+        "defaults x cache off", "defaults x faster peer", "loop pauses > 20 ms (defaults / off)",
+    )  # fmt: skip
+    for row in rows:
+        table.add(*row)
+    s = session.settings
+    section.notes.append(
+        f"One node holding every partition ({session.dataset.size:,} keys). Each cell one "
+        f"run of {s.shapes_s:g} s after a {s.warmup_s:g} s warm-up per target and shape at "
+        f"{max(s.point_connections)} connections; wrk, one thread, closed loop. Shapes: "
+        "`wordCounts` of 10 random keys; `wordCount` + `topWords(limit: 5)`; `_entities` of "
+        "20 representations; `wordCount` with every other key absent; `wordCount` drawn by "
+        f"Zipf (s = 1) over {_ZIPF_KEYS:,} keys; `wordCount` over every key of the data set, "
+        "shuffled, each once per cycle (the Hive and Apollo gateways are not asked for "
+        "`_entities`: a router does not serve its subgraphs' `_entities`). Every answer is "
+        "checked (wrk_pairs.lua): as many rows as asked, each the data set's count. Loop "
+        "pauses: the gateway's wake-ups (every 10 ms) that came more than 20 ms late during "
+        "the run; on a machine the load saturates they include the gateway waiting for a "
+        "core, so read them against the cache-off gateway's."
+    )

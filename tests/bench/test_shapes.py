@@ -1,0 +1,92 @@
+"""The shapes step's request bodies and its wrk script (`wrk_pairs.lua`), run against a
+small server: every answer is checked for as many rows as its aliases ask, each row the
+data set's count."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import orjson
+import pytest
+
+from schema import WORD_COUNTS
+from tests.bench.checked_load import CheckedLoad
+from tests.bench.dataset import Dataset
+from tests.bench.shapes import SHAPES, shape_bodies
+
+DATA = Dataset(5000, 6)
+LUA = Path(__file__).with_name("wrk_pairs.lua")
+
+
+def test_every_shape_asks_what_its_aliases_say() -> None:
+    for shape in SHAPES:
+        bodies = [orjson.loads(b) for b in shape_bodies(shape, DATA, random.Random(3))]
+        assert bodies, shape
+        query = bodies[0]["query"]
+        assert "p" in query and "_0:" in query, (shape, query)
+    uniform = [orjson.loads(b) for b in shape_bodies("uniform", DATA, random.Random(3))]
+    asked = sorted(b["variables"]["word"] for b in uniform)
+    assert asked == sorted(DATA.key(i) for i in range(DATA.size))  # every key, once
+    absent = [orjson.loads(b) for b in shape_bodies("half_absent", DATA, random.Random(3))]
+    assert sum(b["variables"]["word"].startswith("absent") for b in absent) == len(absent) // 2
+    assert all(("p0_0" in b["query"]) == b["variables"]["word"].startswith("absent")
+               for b in absent)  # fmt: skip
+
+
+def _row(index: int, off: int = 0) -> dict[str, object]:
+    return {"word": DATA.key(index), "count": DATA.count(index) + off}
+
+
+ANSWERS = [  # (right?, data)
+    (True, {"p10_0": [_row(i) for i in range(10)]}),
+    (True, {"p1_0": _row(7), "p5_1": [_row(i) for i in range(5)]}),
+    (True, {"p0_0": None}),
+    (False, {"p10_0": [_row(i) for i in range(9)]}),  # a row missing
+    (False, {"p1_0": _row(3, off=1)}),  # a wrong count
+    (False, {"p0_0": {"word": "absent-1", "count": 1}}),  # a row for an absent key
+]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        _, data = ANSWERS[request["variables"]["i"]]
+        body = json.dumps({"data": data}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/graphql"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_the_pairs_script_checks_every_row_and_how_many(server: str, tmp_path: Path) -> None:
+    load = CheckedLoad(tmp_path, WORD_COUNTS.key_field, script=LUA)
+    bodies = [orjson.dumps({"query": "q", "variables": {"i": i}}) for i in range(len(ANSWERS))]
+    run = load.run(server, load.bodies_file("answers", bodies), connections=1, seconds=1)
+    assert run.checked == run.load.requests >= len(ANSWERS)
+    wrong = sum(not right for right, _ in ANSWERS) / len(ANSWERS)
+    assert run.wrong == pytest.approx(wrong * run.checked, abs=3)
+    assert run.failed == 0
