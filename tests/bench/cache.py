@@ -186,8 +186,9 @@ def measure(session: BenchSession, report: Report) -> None:
     _write(section, results, node_ms)
     section.figures.update(load_generator=session.load.tool, nodes=len(session.live))
     section.notes.append(
-        f"{len(indexes):,} distinct keys over every partition, each asked once through a "
-        f"gateway before its load, then cycled by {session.load.tool} at {CONNECTIONS} "
+        f"{len(indexes):,} distinct keys over every partition, each asked {_ADMIT_AFTER} "
+        "times through a gateway before its load (what the cache's admission needs), then "
+        f"cycled by {session.load.tool} at {CONNECTIONS} "
         f"connections for {settings.point_s:g} s after a {settings.warmup_s:g} s warm-up. "
         f"Two gateways started for this step ({SETTING}=true and false), {len(session.live)} "
         "nodes; node CPU per request is measured over the nodes' processes during each load "
