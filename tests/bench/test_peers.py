@@ -4,16 +4,15 @@ server on 127.0.0.1 that answers some keys wrong)."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from schema import WORD_COUNTS
+from tests.bench.answering import answering
 from tests.bench.checked_load import CheckedLoad, parse_checked
 from tests.bench.peer_figures import Cell, Round, faster_peer, join_rounds, peer_ratios
 from tests.bench.peer_gateways import PEERS
@@ -108,41 +107,20 @@ def test_a_run_without_the_script_line_is_an_error_naming_the_output() -> None:
 TRUTH = {f"k{i}": 100 + i for i in range(10)}
 
 
-class _Handler(BaseHTTPRequestHandler):
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
     """Answers k0-k4 right, k5-k8 with a wrong count, k9 with a GraphQL error."""
-
-    protocol_version = "HTTP/1.1"  # keep-alive, as the servers under test
-
-    def do_POST(self) -> None:
-        request = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        key = request["variables"]["word"]
-        index = int(key[1:])
-        count = TRUTH[key] + (1 if 5 <= index <= 8 else 0)
-        document: dict[str, object] = {"data": {"wordCount": {"word": key, "count": count}}}
-        if index == 9:
-            document = {"errors": [{"message": "no"}], "data": None}
-        body = json.dumps(document).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+    key = request["variables"]["word"]
+    index = int(key[1:])
+    if index == 9:
+        return {"errors": [{"message": "no"}], "data": None}
+    count = TRUTH[key] + (1 if 5 <= index <= 8 else 0)
+    return {"data": {"wordCount": {"word": key, "count": count}}}
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/graphql"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with answering(_answer) as url:
+        yield url
 
 
 def test_the_wrk_script_checks_every_answer_against_the_truth(server: str, tmp_path: Path) -> None:

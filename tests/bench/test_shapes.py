@@ -4,17 +4,15 @@ data set's count."""
 
 from __future__ import annotations
 
-import json
 import random
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
 import pytest
 
 from schema import WORD_COUNTS
+from tests.bench.answering import answering
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
 from tests.bench.shapes import SHAPES, shape_bodies
@@ -52,34 +50,10 @@ ANSWERS = [  # (right?, data)
 ]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        request = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        _, data = ANSWERS[request["variables"]["i"]]
-        body = json.dumps({"data": data}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/graphql"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with answering(lambda request: {"data": ANSWERS[request["variables"]["i"]][1]}) as url:
+        yield url
 
 
 def test_the_pairs_script_checks_every_row_and_how_many(server: str, tmp_path: Path) -> None:
