@@ -73,11 +73,22 @@ def _stop_cleanly(driver: ManagedProcess) -> None:
     spark-submit exits 0; a SIGTERM to spark-submit itself would end its JVM at once."""
     assert driver.pid is not None
     children = psutil.Process(driver.pid).children()  # also Python workers of the driver's
-    (python,) = [p for p in children if any(a.endswith("sparkapp.py") for a in _cmdline(p))]
+    drivers = [p for p in children if any(a.endswith("sparkapp.py") for a in _cmdline(p))]
+    assert drivers, f"no Python driver under spark-submit: {[_cmdline(p) for p in children]}"
+    # a process forked from the driver shows its command line too (a clean-clone run found
+    # two): the driver is the oldest
+    python = min(drivers, key=_started)
     python.terminate()
     driver.wait_for_log("pipeline stopped", 120)
     wait_until(lambda: not driver.running(), 60, "spark-submit to exit")
     assert driver.returncode == 0, driver.log_tail()
+
+
+def _started(process: psutil.Process) -> float:
+    try:
+        return float(process.create_time())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return float("inf")
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
