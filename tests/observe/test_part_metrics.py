@@ -43,6 +43,7 @@ def test_the_gateway_exports_the_families_it_did() -> None:
         **_histogram("statefed_gateway_request_duration_seconds", ["operation", "root_field"]),
         **_histogram("statefed_gateway_node_call_duration_seconds", ["node"]),
         **_histogram("statefed_gateway_coalesced_lookups", []),
+        **_histogram("statefed_gateway_event_loop_lag_seconds", []),
         "statefed_gateway_errors": ("counter", ["_total"], ["code"]),
         "statefed_gateway_errors_created": ("gauge", [""], ["code"]),
         "statefed_gateway_node_call_failures": ("counter", ["_total"], ["node", "reason"]),
