@@ -525,8 +525,12 @@ class GatewayCache:
         return self._admission.admits(view.name, key, victim)
 
     def _held(self, view: View, state: _Partition, key: str) -> bool:
+        return self._current(view, state, key) is not None
+
+    def _current(self, view: View, state: _Partition, key: str) -> _Entry | None:
+        """The entry of `key` when it is of `state`'s follow now (not an older generation)."""
         entry = self._entries.get((view.name, key))
-        return entry is not None and entry[_GENERATION] == state.generation
+        return entry if entry is not None and entry[_GENERATION] == state.generation else None
 
     # -- following ------------------------------------------------------------------------
 
@@ -606,7 +610,6 @@ class GatewayCache:
         raw = frame.get("changes")
         if not isinstance(raw, list):
             raise FeedFrameError("changes must be a list")
-        entries = self._entries
         cached = self._cached
         for doc in raw:
             view = cached.get(str(doc.get("view"))) if isinstance(doc, dict) else None
@@ -619,9 +622,8 @@ class GatewayCache:
             pending = state.fills.get(view.name)
             if pending is not None and change.key in pending.keys:
                 pending.seen[change.key] = change
-            entry = entries.get((view.name, change.key))
-            current = entry is not None and entry[_GENERATION] == state.generation
-            if entry is not None and current and change.offset >= entry[_AS_OF]:
+            entry = self._current(view, state, change.key)
+            if entry is not None and change.offset >= entry[_AS_OF]:
                 self._set(view, change.key, entry, change.row, change.offset + 1)
             if self._tops or self._top_reads:
                 self._top_changed(view, change)
@@ -687,12 +689,10 @@ class GatewayCache:
     def _put(
         self, view: View, state: _Partition, key: str, row: Mapping[str, Any] | None, as_of: int
     ) -> None:
-        entry = self._entries.get((view.name, key))
-        current = entry is not None and entry[_GENERATION] == state.generation
-        if entry is not None and current and entry[_AS_OF] >= as_of:
+        current = self._current(view, state, key)
+        if current is not None and current[_AS_OF] >= as_of:
             return  # the follow already brought it further
-        if entry is None:
-            entry = (state.generation, 0, 0)
+        entry = self._entries.get((view.name, key), (state.generation, 0, 0))
         self._set(view, key, (state.generation, *entry[1:]), row, as_of)
         self._evict()
 
