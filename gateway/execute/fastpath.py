@@ -61,6 +61,7 @@ from gateway.api.request import RequestContext
 from gateway.api.schema import entities_of
 from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
+from gateway.execute.writer import TYPENAME, reads_attribute, response_key
 from gateway.model.errors import GatewayError
 from gateway.model.rows import Event, Row
 from gateway.reads.kinds import cacheable, kind_of
@@ -71,7 +72,6 @@ from schema import View
 
 __all__ = ["FastPath", "Plan", "Replay"]
 
-_TYPENAME = "__typename"
 _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is full
 _ROOTS = count()  # names a root field in the memo for as long as the process lives
 _NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
@@ -175,8 +175,10 @@ class FastPath:
         query = self._schema.query_type
         if query is None:
             return None
-        if name == _TYPENAME:
-            return _Root(_key(node), None, False, None, query.name, (), True, None, next(_ROOTS))
+        if name == TYPENAME:
+            return _Root(
+                response_key(node), None, False, None, query.name, (), True, None, next(_ROOTS)
+            )
         if name in self._tops:  # a list of the view's entity type
             return self._view_root(node, self._tops[name], many=True, top=True)
         lookup = self._lookups.get(name)
@@ -202,7 +204,7 @@ class FastPath:
         if leaves is None:
             return None
         return _Root(
-            _key(node), view, many, entity.convert, object_type.name, leaves,
+            response_key(node), view, many, entity.convert, object_type.name, leaves,
             nullable_rows, Arguments(field, node), next(_ROOTS), top,
         )  # fmt: skip
 
@@ -420,10 +422,6 @@ _TYPENAME_READ = ReadOptions()
 # -- the plan's parts ------------------------------------------------------------------
 
 
-def _key(node: FieldNode) -> str:
-    return node.name.value if node.alias is None else node.alias.value
-
-
 def _fields(selections: Iterable[Any]) -> list[FieldNode] | None:
     """`selections` when they are fields without directives, each response key once."""
     fields: list[FieldNode] = []
@@ -431,7 +429,7 @@ def _fields(selections: Iterable[Any]) -> list[FieldNode] | None:
     for selection in selections:
         if not isinstance(selection, FieldNode) or selection.directives:
             return None
-        key = _key(selection)
+        key = response_key(selection)
         if key in keys:
             return None
         keys.add(key)
@@ -464,18 +462,20 @@ def _leaves(object_type: GraphQLObjectType, node: FieldNode) -> tuple[_Leaf, ...
         name = leaf.name.value
         if leaf.arguments or leaf.selection_set is not None:
             return None
-        if name == _TYPENAME:
-            leaves.append(_Leaf(_key(leaf), None, None, True))
+        if name == TYPENAME:
+            leaves.append(_Leaf(response_key(leaf), None, None, True))
             continue
         field = object_type.fields.get(name)
-        if field is None or not getattr(field.resolve, "_is_default", False):
+        if field is None or not reads_attribute(field):
             return None  # only strawberry's resolvers of plain attributes are read here
         output, non_null = field.type, isinstance(field.type, GraphQLNonNull)
         if non_null:
             output = output.of_type
         if not isinstance(output, GraphQLScalarType):
             return None
-        leaves.append(_Leaf(_key(leaf), field.resolve, output.coerce_output_value, non_null))
+        leaves.append(
+            _Leaf(response_key(leaf), field.resolve, output.coerce_output_value, non_null)
+        )
     return tuple(leaves)
 
 

@@ -50,9 +50,19 @@ from graphql import (
 from graphql.pyutils import AwaitableOrValue
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
-__all__ = ["Complete", "Doubt", "EventCounts", "EventWriter", "complete", "event_writer"]
+__all__ = [
+    "TYPENAME",
+    "Complete",
+    "Doubt",
+    "EventCounts",
+    "EventWriter",
+    "complete",
+    "event_writer",
+    "reads_attribute",
+    "response_key",
+]
 
-_TYPENAME = "__typename"
+TYPENAME = "__typename"
 
 Complete = Callable[[Any], Any]  # a value -> what execution makes of it (or raises Doubt)
 Fragments = Mapping[str, FragmentDefinitionNode]
@@ -168,7 +178,7 @@ def _collect(
         if node.directives:
             return None
         if isinstance(node, FieldNode):
-            key = node.name.value if node.alias is None else node.alias.value
+            key = response_key(node)
             if key in into and (node.selection_set or into[key].selection_set):
                 return None  # merging sub-selections is execution's
             into.setdefault(key, node)
@@ -200,11 +210,11 @@ def _written(
     if node.arguments:
         return None
     name = node.name.value
-    if name == _TYPENAME:
+    if name == TYPENAME:
         type_name = object_type.name
         return key, lambda _value: type_name, _same
     field = object_type.fields.get(name)
-    if field is None or not _plain(field):
+    if field is None or not reads_attribute(field):
         return None
     write = complete(field.type, node.selection_set, fragments)
     if write is None:
@@ -218,7 +228,12 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _plain(field: GraphQLField) -> bool:
+def response_key(node: FieldNode) -> str:
+    """The key of a field's value in the response: its alias, else its name."""
+    return node.name.value if node.alias is None else node.alias.value
+
+
+def reads_attribute(field: GraphQLField) -> bool:
     """Whether `field` is read by strawberry's resolver of a plain attribute (it needs no
     resolve info)."""
     return getattr(field.resolve, "_is_default", False) is True
@@ -273,7 +288,7 @@ def event_writer(
     if subscription is None or len(selections) != 1:
         return None
     node = selections[0]
-    if not isinstance(node, FieldNode) or node.directives or node.name.value == _TYPENAME:
+    if not isinstance(node, FieldNode) or node.directives or node.name.value == TYPENAME:
         return None
     field = subscription.fields.get(node.name.value)
     if field is None or not _event_is_value(field):
@@ -282,8 +297,7 @@ def event_writer(
     write = complete(field.type, node.selection_set, by_name)
     if write is None:
         return None
-    key = node.name.value if node.alias is None else node.alias.value
-    return EventWriter(key, write, counts)
+    return EventWriter(response_key(node), write, counts)
 
 
 def _event_is_value(field: GraphQLField) -> bool:
