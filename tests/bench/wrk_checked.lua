@@ -5,25 +5,17 @@
 -- count in the truth. Prints one line "BENCHJSON {...}" (latencies in microseconds) with
 -- the responses checked and the wrong ones.
 
-local bodies = {}
 local truth = {}
 local pattern = nil
-local index = 0
-threads = {} -- global: read by done() in wrk_report.lua
+-- bodies, index, threads, load_bodies, setup, request and done(): shared with wrk_pairs.lua
+dofile(string.match(debug.getinfo(1, "S").source, "^@(.*/)") .. "wrk_common.lua")
+
 bad = 0 -- not 200, or GraphQL errors
 wrong = 0 -- 200 without errors, but no key and count or a count that is not the truth
 checked = 0
 
-function setup(thread)
-  table.insert(threads, thread)
-end
-
 function init(args)
-  for line in io.lines(args[1]) do
-    if #line > 0 then
-      table.insert(bodies, line)
-    end
-  end
+  load_bodies(args[1])
   for line in io.lines(args[2]) do
     local key, count = string.match(line, "^(%S+) (%d+)$")
     if key then
@@ -31,14 +23,7 @@ function init(args)
     end
   end
   pattern = '"' .. args[3] .. '"%s*:%s*"([^"]*)"%s*,%s*"count"%s*:%s*(%d+)'
-  wrk.method = "POST"
-  wrk.headers["Content-Type"] = "application/json"
   index = math.random(#bodies) - 1 -- threads start at different bodies
-end
-
-function request()
-  index = index % #bodies + 1
-  return wrk.format(nil, nil, nil, bodies[index])
 end
 
 function response(status, headers, body)
@@ -52,6 +37,3 @@ function response(status, headers, body)
     wrong = wrong + 1
   end
 end
-
--- done(): the BENCHJSON line, shared with wrk_pairs.lua
-dofile(string.match(debug.getinfo(1, "S").source, "^@(.*/)") .. "wrk_report.lua")

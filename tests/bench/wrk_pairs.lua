@@ -7,36 +7,21 @@
 -- (tests.bench.dataset). Argument 2 is unused. Prints one line "BENCHJSON {...}"
 -- (latencies in microseconds) with the responses checked and the wrong ones.
 
-local bodies = {}
-local index = 0
-threads = {} -- global: read by done() in wrk_report.lua
 local pair = nil
+-- bodies, index, threads, load_bodies, setup, request and done(): shared with wrk_checked.lua
+dofile(string.match(debug.getinfo(1, "S").source, "^@(.*/)") .. "wrk_common.lua")
+
 bad = 0 -- not 200, or GraphQL errors
 wrong = 0 -- 200 without errors, but not the rows the data set holds
 checked = 0
 
-function setup(thread)
-  table.insert(threads, thread)
-end
-
 function init(args)
-  for line in io.lines(args[1]) do
-    if #line > 0 then
-      table.insert(bodies, line)
-    end
-  end
+  load_bodies(args[1])
   pair = '"' .. args[3] .. '"%s*:%s*"([^"]*)"%s*,%s*"count"%s*:%s*(%d+)'
-  wrk.method = "POST"
-  wrk.headers["Content-Type"] = "application/json"
   -- a run starts where no run of the same second did (wrk does not seed the generator, so
   -- every run would start at one index and ask the keys the run before it asked)
   math.randomseed(os.time())
   index = math.random(#bodies) - 1
-end
-
-function request()
-  index = index % #bodies + 1
-  return wrk.format(nil, nil, nil, bodies[index])
 end
 
 local function truth(key)
@@ -72,6 +57,3 @@ function response(status, headers, body)
     wrong = wrong + 1
   end
 end
-
--- done(): the BENCHJSON line, shared with wrk_checked.lua
-dofile(string.match(debug.getinfo(1, "S").source, "^@(.*/)") .. "wrk_report.lua")
