@@ -1,10 +1,13 @@
-"""The peer gateways users would pick instead, run with Node in front of one statefed node.
+"""The peer gateways users would pick instead, in front of one statefed node.
 
-The Hive Gateway and the Apollo Gateway (with Apollo Server), pinned and installed with npm
-into `.cache/npm-peers/` of the checkout (ignored by git) the first time, then reused. The
-supergraph is composed by `@apollo/composition` from the SDL the node itself serves
-(`_service { sdl }`), with the node's GraphQL URL as the subgraph's. Both listen on
-127.0.0.1 with their defaults (NODE_ENV=production, Apollo's telemetry off).
+The Hive Gateway and the Apollo Gateway (with Apollo Server), run with Node, and Grafbase's
+gateway (Rust: `grafbase dev` of the Grafbase CLI, whose npm package carries the x86_64
+Linux binary), pinned and installed with npm into `.cache/npm-peers/` of the checkout
+(ignored by git) the first time, then reused. The supergraph is composed by
+`@apollo/composition` from the SDL the node itself serves (`_service { sdl }`), with the
+node's GraphQL URL as the subgraph's; Grafbase composes the same SDL itself, named with
+that URL in a `grafbase.toml` beside it. All listen on 127.0.0.1 with their defaults
+(NODE_ENV=production, Apollo's telemetry off; Grafbase exports no telemetry unless told).
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ PACKAGES = {
     "@apollo/composition": "2.14.4",
     "@apollo/server": "5.5.1",
     "graphql": "16.15.0",
+    "@grafbase/cli-x86_64-unknown-linux-musl": "0.103.0",
 }
-PEERS = ("hive", "apollo")
+PEERS = ("hive", "apollo", "grafbase")
 _ENV = {
     "NODE_ENV": "production",
     "APOLLO_TELEMETRY_DISABLED": "1",  # no metrics to Apollo's endpoint: loopback only
 }
 SUBGRAPH = "statefed"
+GRAFBASE_CONFIG = "grafbase.toml"
 
 
 def _node() -> str:
@@ -61,12 +66,21 @@ def _sdl(node_url: str) -> str:
     return sdl
 
 
+def _grafbase(prefix: Path) -> Path:
+    return prefix / "node_modules" / "@grafbase" / "cli-x86_64-unknown-linux-musl" / "grafbase"
+
+
 def compose(prefix: Path, node_url: str, workdir: Path) -> Path:
-    """The supergraph of the node's subgraph, written to `workdir`; raises with the
-    composition's errors or hints."""
+    """The supergraph of the node's subgraph, written to `workdir` with Grafbase's
+    configuration of the same subgraph (`grafbase.toml`); raises with the composition's
+    errors or hints."""
     workdir.mkdir(parents=True, exist_ok=True)
     sdl, supergraph = workdir / "node.graphql", workdir / "supergraph.graphql"
     sdl.write_text(_sdl(node_url))
+    (workdir / GRAFBASE_CONFIG).write_text(
+        f"[subgraphs.{SUBGRAPH}]\nurl = {orjson.dumps(node_url).decode()}\n"
+        f"schema_path = {orjson.dumps(str(sdl)).decode()}\n"
+    )
     args = [str(prefix), "compose", SUBGRAPH, node_url, str(sdl), str(supergraph)]
     done = subprocess.run(
         [_node(), str(SCRIPT), *args], capture_output=True, text=True, timeout=120
@@ -79,9 +93,13 @@ def compose(prefix: Path, node_url: str, workdir: Path) -> Path:
 def start_peer(
     peer: str, prefix: Path, supergraph: Path, workdir: Path, probe: bytes, timeout_s: float
 ) -> tuple[ManagedProcess, str]:
-    """Start `peer` (hive or apollo) and wait until it answers `probe` with data."""
+    """Start `peer` (hive, apollo or grafbase) and wait until it answers `probe` with data."""
     port = free_port()
     command = [_node(), str(SCRIPT), str(prefix), peer, str(supergraph), str(port)]
+    if peer == "grafbase":
+        config = supergraph.with_name(GRAFBASE_CONFIG)
+        listen = f"127.0.0.1:{port}"
+        command = [str(_grafbase(prefix)), "dev", "-c", str(config), "--listen-address", listen]
     env = {**os.environ, **_ENV}
     process = ManagedProcess.of_command(peer, command, env, workdir / f"{peer}.log").start()
     url = f"http://127.0.0.1:{port}/graphql"

@@ -1,10 +1,10 @@
-"""Peers: the statefed gateway against the Hive Gateway and the Apollo Gateway, one node.
+"""Peers: the statefed gateway against the Hive, Apollo and Grafbase gateways, one node.
 
 One node holds every partition; in front of it the cluster's statefed gateway (its
-defaults), the Hive Gateway and the Apollo Gateway (from a supergraph composed from the
-node's own SDL). Each of them, the node directly and the floor is loaded with wrk in two
-forms: one query text with the key in a variable, and the key written into the text
-(as many texts as keys), at 1 and 32 connections, in interleaved rounds. Every answer
+defaults), the Hive Gateway, the Apollo Gateway and Grafbase's gateway (from a supergraph
+composed from the node's own SDL). Each of them, the node directly and the floor is loaded
+with wrk in two forms: one query text with the key in a variable, and the key written into
+the text (as many texts as keys), at 1 and 32 connections, in interleaved rounds. Every answer
 under load is checked against the data set (`wrk_checked.lua`), and a sample of answers
 of each target and form is checked before its load, field by field.
 """
@@ -43,16 +43,19 @@ __all__ = [
 ]
 
 NAME = "peers"
-TITLE = "Peers: statefed gateway vs Hive Gateway vs Apollo Gateway, one node, two query forms"
+TITLE = (
+    "Peers: statefed gateway vs the Hive, Apollo and Grafbase gateways, one node, two query forms"
+)
 # the cluster's gateway with its defaults (its cache on), and one with STATEFED_GATEWAY_CACHE
 # off that, like the peers, asks the node for every answer: issue 18's goals are judged on it
 OURS = ("gateway", "gateway_cache_off")
-TARGETS = (*OURS, "hive", "apollo", "node", "floor")
+TARGETS = (*OURS, *PEERS, "node", "floor")
 LABELS = {
     "gateway": "statefed gateway (defaults: cache on)",
     "gateway_cache_off": "statefed gateway, cache off",
     "hive": "Hive Gateway",
     "apollo": "Apollo Gateway",
+    "grafbase": "Grafbase Gateway",
     "node": "node direct",
     "floor": "floor",
 }
@@ -268,7 +271,7 @@ def start_gateway_cache_off(
 def start_peers(
     session: BenchSession, node_url: str, probe: bytes, started: list[ManagedProcess]
 ) -> dict[str, tuple[str, int | None]]:
-    """Hive and Apollo in front of the node: URL and pid of each."""
+    """The peer gateways in front of the node: URL and pid of each."""
     workdir = session.settings.workdir / "peers"
     prefix = install()
     supergraph = compose(prefix, node_url, workdir)
@@ -342,6 +345,8 @@ def _notes(section: Section, session: BenchSession, keys: int) -> None:
         "(@graphql-hive/gateway 2.15.1, its runtime served by node:http) and the Apollo "
         "Gateway (@apollo/gateway 2.14.4 in @apollo/server 5.5.1, standalone) with theirs, "
         "NODE_ENV=production, from a supergraph @apollo/composition 2.14.4 composed from the "
-        "node's `_service { sdl }`. CPU per request is the CPU time of the process the load "
+        "node's `_service { sdl }`; Grafbase's gateway (Rust) is `grafbase dev` of the "
+        "Grafbase CLI 0.103.0 (@grafbase/cli-x86_64-unknown-linux-musl) with the node's SDL "
+        "and URL as its one subgraph. CPU per request is the CPU time of the process the load "
         "went to (front) and of the node behind it, over the requests of the cell."
     )

@@ -1,5 +1,5 @@
 """Shapes: the query shapes issue 31 held out, on the gateway with its defaults and with its
-cache off, the Hive and Apollo gateways and the node directly, one node.
+cache off, the Hive, Apollo and Grafbase gateways and the node directly, one node.
 
 The shapes: several keys in one field (`wordCounts` of 10), a point lookup beside a top-N
 (two root fields), router `_entities` batches of 20 representations, point lookups with
@@ -25,6 +25,7 @@ import orjson
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
 from tests.bench.peer_figures import Round
+from tests.bench.peer_gateways import PEERS
 from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.session import BenchError, BenchSession
@@ -35,10 +36,10 @@ __all__ = ["NAME", "SHAPES", "TITLE", "measure", "shape_bodies"]
 NAME = "shapes"
 TITLE = "Shapes: multi-key, two root fields, _entities, absent keys, Zipf and uniform access"
 SHAPES = ("multi10", "point_top5", "entities20", "half_absent", "zipf", "uniform")
-TARGETS = ("gateway", "gateway_cache_off", "hive", "apollo", "node")
+TARGETS = ("gateway", "gateway_cache_off", *PEERS, "node")
 GATEWAYS = ("gateway", "gateway_cache_off")
 # a router's API has no `_entities` (its subgraphs' field): the peers are not asked for them
-_NOT_ASKED = {"entities20": ("hive", "apollo")}
+_NOT_ASKED = {"entities20": PEERS}
 _BODIES = 20_000  # bodies of the shapes of random keys (a run asks a few thousand of them)
 _ZIPF_KEYS = 100_000
 _ZIPF_DRAWS = 200_000
@@ -208,7 +209,7 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
     for shape in SHAPES:
         for c in session.settings.point_connections:
             got = {t: cells.get(f"{shape}_{t}_c{c}") for t in TARGETS}
-            fastest = max((p["rps"] for p in (got["hive"], got["apollo"]) if p), default=None)
+            fastest = max((p["rps"] for p in (got[x] for x in PEERS) if p), default=None)
             defaults, off = got["gateway"], got["gateway_cache_off"]
             row = [shape, str(c), *(_rps_cell(got[t]) for t in TARGETS)]
             if defaults and off:
@@ -249,7 +250,7 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
         "`wordCounts` of 10 random keys; `wordCount` + `topWords(limit: 5)`; `_entities` of "
         "20 representations; `wordCount` with every other key absent; `wordCount` drawn by "
         f"Zipf (s = 1) over {_ZIPF_KEYS:,} keys; `wordCount` over every key of the data set, "
-        "shuffled, each once per cycle (the Hive and Apollo gateways are not asked for "
+        "shuffled, each once per cycle (the peers, Hive, Apollo and Grafbase, are not asked for "
         "`_entities`: a router does not serve its subgraphs' `_entities`). Every answer is "
         "checked (wrk_pairs.lua): as many rows as asked, each the data set's count. Loop "
         "pauses: the gateway's wake-ups (every 10 ms) that came more than 20 ms late during "

@@ -57,7 +57,7 @@ def _cache_hits(report: Report) -> TargetResult:
 
 
 def _peers(report: Report) -> list[TargetResult]:
-    """Issue 18's goals from the peers step (one node; the faster of Hive and Apollo), judged
+    """Issue 18's goals from the peers step (one node; the fastest of the peers), judged
     on the statefed gateway with its cache off, which like the peers asks the node for every
     answer (the step shows the gateway with its defaults too)."""
     ours = "gateway_cache_off"
