@@ -16,7 +16,7 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("offset", topic)                                 -> >Q    next offset to read
 ("total", view)                                   -> >QQ   keys, sum of counts (count views)
 ("wtotal", view, start_ms)                        -> >QQq  keys, sum of counts, end_ms
-("atotal", view)                                  -> JSON  keys, each numeric result's sum
+("atotal", view)                                  -> JSON  keys, each numeric result's exact sum
 ("meta", "totals")                                -> b"1"  the totals are kept (see store)
 ("meta", "wstart")                                -> b"1"  the "wstart" index is kept
 ```
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -576,18 +577,38 @@ def decode_window_total(value: bytes) -> tuple[Total, int]:
     return Total(keys, count), end_ms
 
 
+# A sum of doubles kept exactly: a whole number of the smallest step between doubles
+# (2**-1074), so adding and removing values never rounds, and a sum that passes the largest
+# double on the way (and comes back) still ends as the exact total, rounded once when read.
+_STEPS = 1 << 1074
+
+
+def exact_steps(value: float) -> int:
+    """`value` as a whole number of steps of 2**-1074 (exact for every finite double)."""
+    numerator, denominator = value.as_integer_ratio()
+    return numerator * (_STEPS // denominator)
+
+
+def rounded_sum(steps: int) -> float:
+    """The double nearest to `steps` steps of 2**-1074; an infinity past the largest."""
+    try:
+        return steps / _STEPS  # int / int rounds correctly
+    except OverflowError:
+        return math.inf if steps > 0 else -math.inf
+
+
 @dataclass(frozen=True)
 class AggregateTotal:
     """What a partition holds of an aggregate view: its number of keys and the sum over
-    them of each numeric result (doubles: exact for integers up to 2**53)."""
+    them of each numeric result, exact (`exact_steps`; `rounded_sum` reads one)."""
 
     keys: int = 0
-    sums: tuple[tuple[str, float], ...] = ()
+    sums: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: AggregateTotal) -> AggregateTotal:
         sums = dict(self.sums)
         for name, value in other.sums:
-            sums[name] = sums.get(name, 0.0) + value
+            sums[name] = sums.get(name, 0) + value
         return AggregateTotal(self.keys + other.keys, tuple(sorted(sums.items())))
 
 
@@ -596,13 +617,22 @@ def aggregate_total_key(view: str) -> bytes:
 
 
 def encode_aggregate_total(total: AggregateTotal) -> bytes:
-    return orjson.dumps({"keys": total.keys, "sums": dict(total.sums)})
+    """JSON with each exact sum as a decimal string (a few hundred digits at most)."""
+    return orjson.dumps({"keys": total.keys, "sums": {k: str(v) for k, v in total.sums}})
+
+
+def _steps_of(value: Any) -> int:
+    if isinstance(value, str):
+        return int(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):  # stored as a double
+        return exact_steps(float(value))  # before sums were exact
+    raise TypeError(f"a sum of {type(value).__name__}")
 
 
 def decode_aggregate_total(view: str, value: bytes) -> AggregateTotal:
     try:
         doc = orjson.loads(value)
-        sums = tuple(sorted((str(k), float(v)) for k, v in doc["sums"].items()))
+        sums = tuple(sorted((str(k), _steps_of(v)) for k, v in doc["sums"].items()))
         return AggregateTotal(int(doc["keys"]), sums)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SerializationError(f"view {view}: undecodable aggregate total {value!r}") from exc

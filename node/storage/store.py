@@ -725,7 +725,8 @@ class LevelDBStore(PartitionStore):
                     row = layout.decode_ranked(view, entry[0][len(prefix) :], entry[1])
                     ends.append(float(row.fields[field]))
             least, greatest = (ends[0], ends[1]) if ends else (None, None)
-            total_sum = sums.get(field) if ends else None
+            steps = sums.get(field) if ends else None
+            total_sum = None if steps is None else layout.rounded_sum(steps)
             results.append(layout.ResultTotal(field, total_sum, least, greatest))
         return total.keys, results
 
@@ -905,11 +906,11 @@ def _total_change(
     keys = (row is not None) - (old is not None)
     sums = []
     for field in ranked:
-        change = 0.0
+        change = 0
         if row is not None and is_rankable(row.fields.get(field)):
-            change += float(row.fields[field])
+            change += layout.exact_steps(float(row.fields[field]))
         if old is not None and is_rankable(old.fields.get(field)):
-            change -= float(old.fields[field])
+            change -= layout.exact_steps(float(old.fields[field]))
         sums.append((field, change))
     return layout.AggregateTotal(keys, tuple(sorted(sums)))
 

@@ -6,6 +6,7 @@ import copy
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from typing import Self, TypeVar
 
 from node.errors import StoreClosedError
@@ -147,7 +148,7 @@ class MemoryStore(PartitionStore):
             if not values:
                 results.append(ResultTotal(field, None, None, None))
             else:
-                results.append(ResultTotal(field, math.fsum(values), min(values), max(values)))
+                results.append(ResultTotal(field, _rounded(values), min(values), max(values)))
         return len(rows), results
 
     def ranked(self, view: str, field: str, limit: int) -> list[EventRow]:
@@ -270,3 +271,12 @@ def _put(rows: dict[K, V], key: K, row: V | None) -> None:
         rows.pop(key, None)
     else:
         rows[key] = row
+
+
+def _rounded(values: list[float]) -> float:
+    """The exact sum of `values` rounded once (an infinity past the largest double)."""
+    exact = sum(map(Fraction, values), Fraction(0))
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
