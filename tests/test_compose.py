@@ -394,7 +394,12 @@ def _exported_metric_names() -> set[str]:
     families = [
         *GatewayMetrics().registry.collect(),
         *runtime_figures(
-            {k: 0 for k in ("hits", "misses", "top_hits", "refused", "entries", "bytes")}, 0, 0
+            {
+                k: 0
+                for k in ("hits", "misses", "top_hits", "refused", "skipped", "entries", "bytes")
+            },
+            0,
+            0,
         ),
         *NodeMetrics(PartitionRegistry("n"), CATALOGUE).registry.collect(),
         *PipelineMetrics().registry.collect(),

@@ -62,6 +62,7 @@ from gateway.model.rows import Event, Ranked, Row, ranked_count
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import FeedLink, LinkError
 from gateway.reads.admission import Admission
+from gateway.reads.bypass import Bypass
 from gateway.reads.kinds import cacheable, kind_of, to_row
 from gateway.reads.protocol import DEFAULT_READ, CachedRow, CacheHits, ReadOptions, TopResult
 from schema import NodeState, View
@@ -242,6 +243,7 @@ class GatewayCache:
         self._cached = {view.name: view for view in self._views if cacheable(view)}
         self._max_bytes = max_bytes
         self._admission = Admission(max(1, max_bytes // _TYPICAL_ENTRY_BYTES), admit_after)
+        self._bypass = Bypass()
         # whether reads avoid a node now (gateway.nodes.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
@@ -284,12 +286,19 @@ class GatewayCache:
             "top_hits": self.top_hits,
             "tops": len(self._tops),
             "refused": self._admission.refused,
+            "skipped": self._bypass.skipped,
         }
 
     def cacheable(self, view: View) -> bool:
         return cacheable(view)
 
     # -- the lookup path (synchronous: a hit awaits nothing) ------------------------------
+
+    def looks(self) -> bool:
+        """Whether a request looks its keys up here: every request while lookups hit often
+        enough to pay for the look, one in a few while they do not (`gateway.reads.bypass`);
+        the others read the nodes, then `observe` what they answered."""
+        return self._bypass.looks()
 
     def look(
         self, view: View, keys_of: Mapping[int, Sequence[str]], options: ReadOptions = DEFAULT_READ
@@ -323,10 +332,12 @@ class GatewayCache:
         """`keys` of `view`, found by `look`, were answered: hits, kept longest."""
         self._touch(view, keys)
         self.hits += len(keys)
+        self._bypass.counted(len(keys), 0)
 
     def missed(self, keys: int) -> None:
         """`keys` found missing by `look` were read from the nodes."""
         self.misses += keys
+        self._bypass.counted(0, keys)
 
     def _usable(self, partition: int, topic: str, options: ReadOptions) -> _Partition | None:
         state = self._partitions.get(partition)

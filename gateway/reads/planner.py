@@ -64,6 +64,7 @@ from gateway.reads.cache import GatewayCache
 from gateway.reads.kinds import view_queries
 from gateway.reads.protocol import (
     DEFAULT_READ,
+    SKIPPED,
     CacheHits,
     KeyRead,
     LookupResult,
@@ -257,7 +258,15 @@ class Planner:
             until = now + (deadline - now) * _FEED_WAIT_SHARE
             await cache.reach(view, keys_of, options.at_least, until)
             looked = None  # looked up before the wait
-        hits = cache.look(view, keys_of, options) if looked is None else looked.of(keys_of)
+        if looked is None:  # a read after a wait for the feed always looks: it may answer
+            looks = options.at_least is not None or cache.looks()
+            hits = cache.look(view, keys_of, options) if looks else SKIPPED
+        else:
+            hits = looked.of(keys_of)
+        if hits.skipped:  # read as with the cache off; a later hit must not answer older
+            result = await self._read_rows(view, keys, partitions, keys_of, deadline, options)
+            cache.observe(result.freshness)
+            return result
         cache.took(view, hits.rows)
         if not hits.missing:  # answered from memory: no await on the way
             rows = [hits.rows[key] for key in keys]

@@ -19,6 +19,7 @@ from schema import View
 
 __all__ = [
     "DEFAULT_READ",
+    "SKIPPED",
     "CacheHits",
     "CachedRow",
     "KeyRead",
@@ -45,14 +46,21 @@ class CacheHits:
     rows: dict[str, CachedRow]
     freshness: list[dict[str, Any]]
     missing: dict[int, list[str]]
+    skipped: bool = False  # the request did not look (`GatewayCache.looks`): read it all
 
     def of(self, keys_of: Mapping[int, Sequence[str]]) -> CacheHits:
         """What these hits answer of `keys_of`, whose partitions' keys are among those
         looked up (a partition missing here is missing whole)."""
+        if self.skipped:
+            return self
         missing = {p: list(keys) for p, keys in keys_of.items() if p in self.missing}
         rows = {k: self.rows[k] for p, keys in keys_of.items() if p not in missing for k in keys}
         freshness = [e for e in self.freshness if e.get("partition") in keys_of]
         return CacheHits(rows, freshness, missing)
+
+
+# what a request that does not look in the cache has of it: every key is read from a node
+SKIPPED = CacheHits({}, [], {}, skipped=True)
 
 
 @dataclass(frozen=True)

@@ -267,6 +267,7 @@ def test_routing_not_ready_is_a_graphql_error() -> None:
         "cache": {
             **{"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "top_hits": 0, "tops": 0},
             "refused": 0,  # missed keys not filled (gateway.reads.admission)
+            "skipped": 0,  # requests that did not look (gateway.reads.bypass)
             "fast": 0,  # requests answered by the fast path (gateway.execute.fastpath)
         },
     }

@@ -21,6 +21,7 @@ from gateway.model.rows import Event, Ranked, Row
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import LOST
 from gateway.reads import cache as cache_module
+from gateway.reads.bypass import SAMPLE_EVERY, WINDOW_KEYS
 from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, GatewayCache
 from gateway.reads.kinds import to_row
 from gateway.reads.protocol import DEFAULT_READ, ReadOptions, TopResult
@@ -567,5 +568,34 @@ def test_a_full_cache_keeps_a_row_asked_more_often_than_the_newcomer() -> None:
             await h.fill(keys[2:], rows, offset=5)
             assert h.ask(keys[2:]).missing == {}
             assert h.cache.stats()["entries"] == 2
+
+    asyncio.run(scenario())
+
+
+def test_lookups_that_rarely_hit_look_one_request_in_a_few_until_hot_keys_hit() -> None:
+    """A window of lookups that all missed: most requests then read the nodes without
+    looking (`skipped`). The requests that do look still count their keys, so a key asked
+    again is admitted and filled; once it hits, every request looks again."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=2) as h:
+            for i in range(WINDOW_KEYS):
+                assert h.cache.looks()
+                h.ask([f"cold{i}"])  # each asked once: missed, never admitted
+            looked = [h.cache.looks() for _ in range(4 * SAMPLE_EVERY)]
+            assert looked.count(True) == 4
+            assert h.cache.stats()["skipped"] == 4 * SAMPLE_EVERY - 4
+            hot = key_in(0)
+            asked = 0
+            while asked < 2:  # asked twice by requests that look: admitted, followed
+                if h.cache.looks():
+                    assert h.ask([hot]).missing == {0: [hot]}
+                    asked += 1
+            await h.following(applied=5)
+            await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
+            for _ in range(WINDOW_KEYS * SAMPLE_EVERY):
+                if h.cache.looks():
+                    assert h.ask([hot]).rows == {hot: Row(hot, 7)}
+            assert all(h.cache.looks() for _ in range(4 * SAMPLE_EVERY))
 
     asyncio.run(scenario())
