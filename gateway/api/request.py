@@ -28,7 +28,7 @@ from gateway.writes.policy import RateLimiter
 from gateway.writes.producer import EventProducer
 from schema import View
 
-__all__ = ["KeyReads", "KeyResult", "MissingPartition", "RequestContext"]
+__all__ = ["KeyReads", "KeyResult", "MissingPartition", "RequestContext", "per_key"]
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class KeyReads:
         keys = list(keys)
         result = await context.planner.lookup(self._view, keys, context.deadline, self._options)
         context.add_freshness(self._view, result.freshness)
-        return _per_key(keys, result)
+        return per_key(keys, result)
 
 
 def _freshness_order(entry: Mapping[str, Any]) -> tuple[int, str, str]:
@@ -140,7 +140,8 @@ def _freshness_order(entry: Mapping[str, Any]) -> tuple[int, str, str]:
     return (number, str(entry.get("node")), str(entry.get("role")))
 
 
-def _per_key(keys: list[str], result: LookupResult) -> list[KeyResult]:
+def per_key(keys: list[str], result: LookupResult) -> list[KeyResult]:
+    """What a lookup of `keys` found of each, in order."""
     return [
         KeyResult(key, partition, row, result.failures.get(partition))
         for key, row, partition in zip(keys, result.rows, result.partitions, strict=True)

@@ -7,8 +7,16 @@ it), `FastPath.plan` derives a `Plan` when the operation is a query made only of
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views) and `__typename`, or of the top-N of one count view alone, with
 arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
-allowed. Fragments, directives, any other field, a response key given twice: no plan, the
-document is executed.
+allowed; or of federation's `_entities` alone, selecting `__typename` and inline fragments on
+the entity types of those views, each of plain scalar fields (as routers ask it). Fragments
+otherwise, directives, any other field, a response key given twice: no plan, the document is
+executed.
+
+`_entities` is read as its resolver reads it (`gateway.api.fields.entities`): every
+representation parsed and its view's scope checked (a doubt: execution reports it), then one
+lookup per entity type, concurrently, through the cache; each item is the object of its
+representation's type (null for an unknown key), and a partition that could not be read is
+the resolver's own PARTITION_UNAVAILABLE error at the first of its representations.
 
 A top-N is answered only from the cache (`GatewayCache.top`, the planner's own test of a
 kept top): on a miss, or with the cache off, the document is executed, which reads the
@@ -51,13 +59,17 @@ from graphql import (
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLScalarType,
+    InlineFragmentNode,
     OperationDefinitionNode,
     OperationType,
     Undefined,
 )
+from graphql.execution.values import VariableValues
 
+from gateway.api.fields.common import Entity, authorize_view
+from gateway.api.fields.entities import parse_representation, record_missing
 from gateway.api.fields.keys import key_texts
-from gateway.api.request import RequestContext
+from gateway.api.request import RequestContext, per_key
 from gateway.api.schema import entities_of
 from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
@@ -82,6 +94,7 @@ __all__ = ["FastPath", "Plan", "Replay"]
 _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is full
 _ROOTS = count()  # names a root field in the memo for as long as the process lives
 _NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
+_ENTITIES = "_entities"
 
 
 class _Doubt(Exception):
@@ -114,6 +127,9 @@ class _Root:
     arguments: Arguments | None
     ident: int  # in the memo of made rows
     top: bool = False  # the top-N of `view` (the plan's only root), not a lookup
+    # federation's `_entities` (the plan's only root): a root per entity type the cache
+    # holds, by type name, whose leaves are what the selection asks of that type
+    entities: Mapping[str, _Root] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +158,10 @@ class FastPath:
         self._made: dict[tuple[int, Any], dict[str, Any]] = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
         self._tops: dict[str, View] = {}  # the top-N fields the cache keeps, of count views
+        # the entity types whose views the cache holds, by type name: `_entities` of them
+        self._cached_entities = {
+            name: entity for name, entity in self._entities.items() if cacheable(entity.view)
+        }
         for view in catalogue:
             if cacheable(view):
                 self._lookups[view.point_field] = _Lookup(view, many=False)
@@ -172,8 +192,8 @@ class FastPath:
             if root is None:
                 return None
             roots.append(root)
-        if len(roots) > 1 and any(root.top for root in roots):
-            return None  # a top-N is answered alone: a miss then leaves nothing half done
+        if len(roots) > 1 and any(root.top or root.entities is not None for root in roots):
+            return None  # a top-N or `_entities` is answered alone
         variables = Variables(self._schema, operation.variable_definitions or ())
         return Plan(operation, tuple(roots), variables)
 
@@ -186,6 +206,8 @@ class FastPath:
             return _Root(
                 response_key(node), None, False, None, query.name, (), True, None, next(_ROOTS)
             )
+        if name == _ENTITIES:
+            return self._entities_root(node)
         if name in self._tops:  # a list of the view's entity type
             return self._view_root(node, self._tops[name], many=True, top=True)
         lookup = self._lookups.get(name)
@@ -207,12 +229,51 @@ class FastPath:
             return None
         if object_type.name != view.type_name or object_type.is_type_of is not None:
             return None
-        leaves = _leaves(object_type, node)
+        assert node.selection_set is not None
+        leaves = _leaves(object_type, node.selection_set.selections)
         if leaves is None:
             return None
         return _Root(
             response_key(node), view, many, entity.convert, object_type.name, leaves,
             nullable_rows, Arguments(field, node), next(_ROOTS), top,
+        )  # fmt: skip
+
+    def _entities_root(self, node: FieldNode) -> _Root | None:
+        """The root of `_entities` when its selection is `__typename` and inline fragments
+        on entity types of views the cache holds, each of plain leaves (a type without a
+        fragment answers `{}`, or its `__typename`)."""
+        query = self._schema.query_type
+        assert query is not None
+        field = query.fields.get(_ENTITIES)
+        if field is None or node.selection_set is None or node.arguments is None:
+            return None
+        selected: list[tuple[str | None, Any]] = []  # (type condition, field) in order
+        for selection in node.selection_set.selections:
+            if isinstance(selection, FieldNode) and selection.name.value == TYPENAME:
+                selected.append((None, selection))
+                continue
+            if not isinstance(selection, InlineFragmentNode) or selection.directives:
+                return None
+            condition = selection.type_condition
+            if condition is None or condition.name.value not in self._cached_entities:
+                return None
+            selected += [(condition.name.value, f) for f in selection.selection_set.selections]
+        per_type: dict[str, _Root] = {}
+        for type_name, entity in self._cached_entities.items():
+            object_type = self._schema.get_type(type_name)
+            if not isinstance(object_type, GraphQLObjectType):
+                return None
+            mine = [f for condition, f in selected if condition in (None, type_name)]
+            leaves = _leaves(object_type, mine)
+            if leaves is None:
+                return None
+            per_type[type_name] = _Root(
+                response_key(node), entity.view, False, entity.convert, type_name, leaves, True,
+                None, next(_ROOTS),
+            )  # fmt: skip
+        return _Root(
+            response_key(node), None, True, None, query.name, (), True, Arguments(field, node),
+            next(_ROOTS), entities=per_type,
         )  # fmt: skip
 
     # -- per request ----------------------------------------------------------------------
@@ -225,6 +286,8 @@ class FastPath:
         partitions that could not be) added to `context`; None when execution must answer
         instead (nothing is then changed), a `Replay` of the reads made when execution must
         answer from them."""
+        if plan.roots[0].entities is not None:  # alone in its plan
+            return await self._entities_answer(plan, variables, context)
         try:
             asked = _asked(plan, variables, context)
         except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
@@ -323,6 +386,55 @@ class FastPath:
             _record_missing(context, reads[index], result)
         self.answered += 1
         return data
+
+    async def _entities_answer(
+        self, plan: Plan, variables: Mapping[str, Any] | None, context: RequestContext
+    ) -> dict[str, Any] | Replay | None:
+        """`_entities` read as its resolver reads it (`gateway.api.fields.entities`: one
+        lookup per entity type, concurrently, each through the cache), its items made
+        without execution."""
+        root = plan.roots[0]
+        try:
+            bound = plan.variables.bind(variables)
+            wanted = _entities_asked(root, bound, context, self._cached_entities)
+        except (_Doubt, Unbound, GraphQLError, GatewayError, TypeError, ValueError):
+            return None
+        asked = [a for a, _ in wanted]
+        results: list[LookupResult | Exception] = [_NOT_READ] * len(asked)
+        done: list[int] = []
+
+        async def read(index: int) -> None:
+            one = asked[index]
+            assert one.root.view is not None
+            try:
+                results[index] = await context.planner.lookup(
+                    one.root.view, one.keys, context.deadline, one.options
+                )
+            except Exception as exc:  # execution reports it, from this very read
+                results[index] = exc
+            done.append(index)
+
+        with Span("plan"):
+            await asyncio.gather(*(read(i) for i in range(len(asked))))
+        count = sum(len(indexes) for _, indexes in wanted)
+        items: list[Any] = [None] * count
+        try:
+            for (one, indexes), result in zip(wanted, results, strict=True):
+                if isinstance(result, Exception):
+                    raise _Doubt
+                for index, row in zip(indexes, result.rows, strict=True):
+                    items[index] = _object(one.root, row, self._made)
+        except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
+            return Replay(list(zip(asked, results, strict=True)))
+        for index in done:
+            result, view = results[index], asked[index].root.view
+            assert isinstance(result, LookupResult) and view is not None
+            context.add_freshness(view, result.freshness)
+        for (one, indexes), result in zip(wanted, results, strict=True):
+            assert isinstance(result, LookupResult)
+            record_missing(context, [root.key], indexes, per_key(one.keys, result))
+        self.answered += 1
+        return {root.key: items}
 
 
 _NOT_READ = LookupResult([], [])
@@ -425,6 +537,42 @@ def _asked(
     return asked
 
 
+def _entities_asked(
+    root: _Root,
+    bound: VariableValues | None,
+    context: RequestContext,
+    cached: Mapping[str, Entity],
+) -> list[tuple[_Asked, list[int]]]:
+    """The lookup of each entity type `_entities` asks for (in the order the types first
+    appear) and the indexes of its representations, checked as its resolver checks them;
+    _Doubt where it would answer an error."""
+    assert root.entities is not None and root.arguments is not None
+    if bound is None:
+        raise _Doubt
+    representations = root.arguments.bind(bound).get("representations")
+    if not isinstance(representations, list):
+        raise _Doubt
+    context.planner.check_representations(len(representations))
+    entities = root.entities
+    wanted: dict[str, tuple[list[str], list[int]]] = {}
+    for index, representation in enumerate(representations):
+        name, key = parse_representation(cached, index, representation)
+        one = entities[name]
+        assert one.view is not None
+        authorize_view(context, one.view)
+        keys, indexes = wanted.setdefault(name, ([], []))
+        keys.append(key)
+        indexes.append(index)
+    options = ReadOptions(caller=context.principal.subject)
+    asked = []
+    for name, (keys, indexes) in wanted.items():
+        view = entities[name].view
+        assert view is not None
+        context.planner.check_keys(view, keys, counted=False)
+        asked.append((_Asked(entities[name], keys, options), indexes))
+    return asked
+
+
 _TYPENAME_READ = ReadOptions()
 
 
@@ -460,10 +608,9 @@ def _shape(output: Any) -> tuple[bool, bool, GraphQLObjectType | None]:
     return many, nullable, output if isinstance(output, GraphQLObjectType) else None
 
 
-def _leaves(object_type: GraphQLObjectType, node: FieldNode) -> tuple[_Leaf, ...] | None:
+def _leaves(object_type: GraphQLObjectType, selections: Iterable[Any]) -> tuple[_Leaf, ...] | None:
     """The selected fields of a row when they are plain scalar fields or `__typename`."""
-    assert node.selection_set is not None
-    fields = _fields(node.selection_set.selections)
+    fields = _fields(selections)
     if fields is None:
         return None
     leaves = []

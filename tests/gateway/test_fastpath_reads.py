@@ -31,6 +31,9 @@ QUERIES = (
     '{ x: wordCount(word: "w8", maxLag: 0) { word } y: wordCount(word: "w9", maxLag: 3) '
     "{ count } }",
     '{ wordCounts(words: ["w10", "w11", "w4"]) { word count } }',
+    '{ e: _entities(representations: [{__typename: "WordCount", word: "w1"}, {__typename: '
+    '"WordCount", word: "nope"}, {__typename: "WordCount", word: "w6"}]) { __typename '
+    "... on WordCount { count word } } }",
 )
 # a slow node is left out: what the gateway learns of it (suspect, hedge delays) changes
 # from one request to the next, so two requests in a row differ whoever answers them
@@ -154,6 +157,15 @@ def test_a_read_that_raised_is_not_made_again_by_execution() -> None:
     request, whoever answers it."""
     query = '{ wordCount(word: "w4") { word } }'  # in an odd partition, n1's
     assert partition_for("w4", P) % 2
+    seen, extra = asyncio.run(_answers("rejected", [query]))
+    (answered, status, _, content), (_, status_off, _, content_off) = seen
+    assert not answered and (status, content) == (status_off, content_off)
+    (rejecting,) = extra.values()
+    assert rejecting.handler.requests == 2
+
+
+def test_an_entities_read_that_raised_is_not_made_again_by_execution() -> None:
+    query = '{ _entities(representations: [{__typename: "WordCount", word: "w4"}]) { __typename } }'
     seen, extra = asyncio.run(_answers("rejected", [query]))
     (answered, status, _, content), (_, status_off, _, content_off) = seen
     assert not answered and (status, content) == (status_off, content_off)

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import os
 import random
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -258,11 +259,11 @@ aliases = st.one_of(st.none(), st.sampled_from(["a", "b", "_u", "x_1"]))
 
 
 @st.composite
-def _selection(draw: st.DrawFn, leaves: tuple[str, ...]) -> str:
+def _selection(draw: st.DrawFn, leaves: tuple[str, ...], prefix: str = "l") -> str:
     chosen = draw(st.lists(st.sampled_from(leaves), min_size=1, max_size=4, unique=True))
     parts = []
     for index, leaf in enumerate(chosen):
-        alias = draw(st.one_of(st.none(), st.just(f"l{index}")))
+        alias = draw(st.one_of(st.none(), st.just(f"{prefix}{index}")))
         parts.append(leaf if alias is None else f"{alias}: {leaf}")
     return "{ " + " ".join(parts) + " }"
 
@@ -437,6 +438,88 @@ def top_requests(draw: st.DrawFn) -> Request:
     return Request(query, doc.values, not doc.no_lag, method)
 
 
+# `_entities` as routers ask it: representations of the two entity types, a selection of
+# inline fragments on them and `__typename`; and what execution must answer instead
+ENTITY_FAULTS: dict[str, str] = {
+    "a type that is no entity": "unknown type",
+    "a representation without its key": "no key",
+    "a fragment on the union": "union fragment",
+    "a directive": "directive",
+    "a named fragment": "named fragment",
+    "a lookup beside it": "lookup beside",
+}
+
+
+def _representation(type_name: str, key_field: str | None, key: str) -> dict[str, str]:
+    return {"__typename": type_name, **({} if key_field is None else {key_field: key})}
+
+
+def _object_literal(value: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{k}: {_literal(v)}" for k, v in value.items()) + "}"
+
+
+@st.composite
+def _entity_fragments(draw: st.DrawFn) -> tuple[list[str], bool]:
+    """The `_entities` selection's parts, and whether every type's fields have distinct
+    response keys (else execution merges them, and the fast path leaves it)."""
+    typename = draw(st.booleans())
+    parts = ["__typename"] if typename else []
+    distinct = True
+    # aliases of their own per type: one response key of two types' fields must not clash
+    for view, leaves, prefix in ((COUNTS, COUNT_LEAVES, "c"), (BOOKINGS, BOOKING_LEAVES, "b")):
+        if draw(st.booleans()):
+            selection = draw(_selection(leaves, prefix))
+            parts.append(f"... on {view.type_name} {selection}")
+            # `__typename` unaliased in the fragment too: one response key asked twice
+            distinct &= not (typename and re.search(r"(?<!: )__typename", selection))
+    if not parts:
+        parts.append("__typename")
+    return draw(st.permutations(parts)), distinct
+
+
+@st.composite
+def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
+    """An `_entities` request of up to MAX_KEYS representations, with `fault`."""
+    representations = draw(
+        st.lists(
+            st.one_of(
+                word_keys.map(lambda k: _representation(COUNTS.type_name, COUNTS.key_field, k)),
+                customer_keys.map(
+                    lambda k: _representation(BOOKINGS.type_name, BOOKINGS.key_field, k)
+                ),
+            ),
+            max_size=MAX_KEYS,
+        )
+    )
+    if fault == "unknown type":
+        representations.append(_representation("Nope", "word", "w0"))
+    elif fault == "no key":
+        representations.append(_representation(COUNTS.type_name, None, ""))
+    parts, distinct = draw(_entity_fragments())
+    if fault == "union fragment":
+        parts.append("... on _Entity { __typename }")
+    elif fault == "directive":
+        parts.append("t: __typename @include(if: true)")
+    elif fault == "named fragment":
+        parts.append("...F")
+    doc = _Doc()
+    if draw(st.booleans()):
+        argument = doc.variable("[_Any!]!", representations)
+    else:
+        argument = "[" + ", ".join(_object_literal(r) for r in representations) + "]"
+    alias = draw(aliases)
+    root = f"_entities(representations: {argument}) {{ {' '.join(parts)} }}"
+    root = root if alias is None else f"{alias}: {root}"
+    if fault == "lookup beside":
+        root += ' wordCount(word: "w0") { count }'
+    declared = f"({', '.join(doc.declared)})" if doc.declared else ""
+    query = f"query{declared} {{ {root} }}"
+    if fault == "named fragment":
+        query += f" fragment F on {COUNTS.type_name} {{ word }}"
+    method = draw(st.sampled_from(["POST", "GET"]))
+    return Request(query, doc.values, distinct and not fault, method, fault=fault)
+
+
 # -- asking --------------------------------------------------------------------------------
 
 
@@ -546,6 +629,21 @@ def test_what_the_fast_path_must_not_answer_is_executed(
     setup: Setup, fault: str, data: st.DataObject
 ) -> None:
     _check(setup, data.draw(requests(st.just(fault))))
+
+
+@settings(_SETTINGS, max_examples=60)
+@given(request=entities_requests())
+def test_entities_are_answered_as_execution_answers_them(setup: Setup, request: Request) -> None:
+    _check(setup, request)
+
+
+@pytest.mark.parametrize("fault", ENTITY_FAULTS.values())
+@settings(_SETTINGS, max_examples=4)
+@given(data=st.data())
+def test_entities_the_fast_path_must_not_answer_are_executed(
+    setup: Setup, fault: str, data: st.DataObject
+) -> None:
+    _check(setup, data.draw(entities_requests(fault)))
 
 
 def test_known_answers_with_unicode_and_absent_keys(setup: Setup) -> None:

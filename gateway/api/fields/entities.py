@@ -24,12 +24,14 @@ from gateway.model.errors import BadRepresentationError, GatewayError
 from gateway.reads.protocol import ReadOptions
 from schema import KeyType, RecordKey, View
 
-__all__ = ["resolve_entities"]
+__all__ = ["parse_representation", "record_missing", "resolve_entities"]
 
 _Wanted = dict[str, list[tuple[int, str]]]  # type name -> (representation index, key)
 
 
-def _parse(entities: Mapping[str, Entity], index: int, representation: Any) -> tuple[str, str]:
+def parse_representation(
+    entities: Mapping[str, Entity], index: int, representation: Any
+) -> tuple[str, str]:
     """(type name, key) of one representation, or BadRepresentationError saying what is wrong."""
     if not isinstance(representation, Mapping):
         raise BadRepresentationError(index, "a representation is an object with __typename")
@@ -64,7 +66,7 @@ async def resolve_entities(
     wanted: _Wanted = {}
     for index, representation in enumerate(representations):
         try:
-            name, key = _parse(entities, index, representation)
+            name, key = parse_representation(entities, index, representation)
             authorize_view(context, entities[name].view)
         except GatewayError as exc:
             results[index] = exc
@@ -83,14 +85,14 @@ async def resolve_entities(
     path = info.path.as_list()
     for (name, items), found in zip(wanted.items(), loaded, strict=True):
         indexes = [index for index, _ in items]
-        _record_missing(context, path, indexes, found)
+        record_missing(context, path, indexes, found)
         convert = entities[name].convert
         for index, result in zip(indexes, found, strict=True):
             results[index] = None if result.row is None else convert(result.row)
     return results
 
 
-def _record_missing(
+def record_missing(
     context: RequestContext,
     path: Sequence[str | int],
     indexes: Sequence[int],
