@@ -119,22 +119,29 @@ class Terminal:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"{found.pattern!r} not shown; the screen:\n{self.output}")
-            ready, _, _ = select.select([self._master], [], [], min(left, 0.2))
-            if ready:
-                try:
-                    chunk = os.read(self._master, 65536)
-                except OSError:  # the child closed the terminal
-                    chunk = b""
-                # decoded whole each time: a read may end inside a character or a sequence
-                self._raw += chunk
-                self.output = ANSI.sub("", self._raw.decode("utf-8", "replace"))
+            self._read(min(left, 0.2))
+
+    def _read(self, wait_s: float) -> None:
+        """What the child wrote, waiting up to `wait_s` for it."""
+        ready, _, _ = select.select([self._master], [], [], wait_s)
+        if ready:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # the child closed the terminal
+                chunk = b""
+            # decoded whole each time: a read may end inside a character or a sequence
+            self._raw += chunk
+            self.output = ANSI.sub("", self._raw.decode("utf-8", "replace"))
 
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-            try:  # a deadline, not a goal: the suite runs it beside whole systems
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
+            # read on while it stops: a child whose frames filled the terminal's buffer since
+            # the last read blocks writing its last one, and never exits
+            deadline = time.monotonic() + 30  # a deadline, not a goal: beside whole systems
+            while self.process.poll() is None and time.monotonic() < deadline:
+                self._read(0.1)
+            if self.process.poll() is None:
                 self.process.kill()
                 self.process.wait(10)
         os.close(self._master)

@@ -8,7 +8,8 @@ pipeline's progress per view and the dead letters.
 
 from __future__ import annotations
 
-import time
+import signal
+import threading
 from typing import Any
 
 import httpx
@@ -138,11 +139,18 @@ def show_status(
         if once:
             console.print(status_view(fetch_status(client, url, token)))
             return
-        with Live(Text(f"reading {url} ..."), console=console, auto_refresh=False) as live:
-            while True:
-                try:
-                    view: RenderableType = status_view(fetch_status(client, url, token))
-                except StatusUnavailable as exc:
-                    view = Text(str(exc), style="red")
-                live.update(view, refresh=True)
-                time.sleep(interval_s)  # the refresh period of the view, not a wait for a state
+        # Ctrl-C ends the loop between two reads: raised as KeyboardInterrupt inside the
+        # HTTP client or a redraw, it could leave either half done and the exit stuck
+        interrupted = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+        try:
+            with Live(Text(f"reading {url} ..."), console=console, auto_refresh=False) as live:
+                while not interrupted.is_set():
+                    try:
+                        view: RenderableType = status_view(fetch_status(client, url, token))
+                    except StatusUnavailable as exc:
+                        view = Text(str(exc), style="red")
+                    live.update(view, refresh=True)
+                    interrupted.wait(interval_s)  # the view's refresh period, or Ctrl-C
+        finally:
+            signal.signal(signal.SIGINT, previous)
