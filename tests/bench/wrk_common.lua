@@ -1,4 +1,4 @@
--- What the checking wrk scripts (wrk_checked.lua, wrk_pairs.lua) share: the bodies of a
+-- What the wrk scripts (wrk_checked.lua, wrk_pairs.lua, wrk_post.lua) share: the bodies of a
 -- file POSTed in turn (`load_bodies` in their init, `request`), the threads (`setup`), and
 -- done(), which sums the threads' `bad`, `wrong` and `checked` counts and prints one line
 -- "BENCHJSON {...}" with them and the run's figures (latencies in microseconds), which

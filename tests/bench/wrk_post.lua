@@ -2,29 +2,15 @@
 -- argument 1) in turn, counts responses that are not 200 or carry GraphQL "errors", and
 -- prints one line "BENCHJSON {...}" with the figures (latencies in microseconds).
 
-local bodies = {}
-local index = 0
-local threads = {}
+-- bodies, index, threads, load_bodies, setup and request: shared with the checking scripts
+-- (this script's done() below reports without their checks)
+dofile(string.match(debug.getinfo(1, "S").source, "^@(.*/)") .. "wrk_common.lua")
+
 bad = 0
 
-function setup(thread)
-  table.insert(threads, thread)
-end
-
 function init(args)
-  for line in io.lines(args[1]) do
-    if #line > 0 then
-      table.insert(bodies, line)
-    end
-  end
-  wrk.method = "POST"
-  wrk.headers["Content-Type"] = "application/json"
+  load_bodies(args[1])
   index = math.random(#bodies) - 1 -- threads start at different bodies
-end
-
-function request()
-  index = index % #bodies + 1
-  return wrk.format(nil, nil, nil, bodies[index])
 end
 
 function response(status, headers, body)
