@@ -32,12 +32,13 @@ import psutil
 
 from runtime.produce import new_producer
 from schema import CountRow, encode_count, partition_for
+from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_bytes, fmt_ms, fmt_num
 from tests.bench.session import BenchError, BenchSession, bench_process
 from tests.bench.stats import Summary
 from tooling.processes import ManagedProcess, wait_until
 
-__all__ = ["NAME", "TITLE", "Pushes", "RateRun", "measure", "pushes_of"]
+__all__ = ["NAME", "TITLE", "Pushes", "RateRun", "measure", "pushes_of", "write_runs"]
 
 NAME = "live"
 TITLE = "Live: produce -> push through subscriptions, memory per subscriber"
@@ -59,6 +60,8 @@ class RateRun:
     last_by_key: dict[int, int] = field(default_factory=dict)  # key index -> last count
     drained: bool = False
     cores: dict[str, float] = field(default_factory=dict)  # part -> average cores
+    machine_busy: float = 0.0  # share of the machine's cores busy (every process)
+    profiles: list[Profile] = field(default_factory=list)  # of the top rate
 
     @property
     def achieved_rate(self) -> float:
@@ -95,6 +98,12 @@ def _cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return seconds
 
 
+def _busy_cores() -> float:
+    """CPU seconds the whole machine was busy (every process) since boot."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
 def _rss(pids: dict[str, int]) -> dict[str, int]:
     found: dict[str, int] = {}
     for part, pid in pids.items():
@@ -108,6 +117,27 @@ def _rss(pids: dict[str, int]) -> dict[str, int]:
 def _parts(session: BenchSession) -> dict[str, int]:
     """The gateway's and the nodes' pids."""
     return {p: pid for p, pid in session.pids().items() if p == "gateway" or p.startswith("node")}
+
+
+def _path_parts(session: BenchSession) -> dict[str, int]:
+    """Every process on the push path: the gateway, the nodes, the broker, and this one
+    (the producer)."""
+    broker = getattr(session.cluster.broker, "pid", None)
+    return {**_parts(session), **({"broker": broker} if broker else {}), "producer": os.getpid()}
+
+
+def _start_profiles(
+    session: BenchSession, seconds: float
+) -> tuple[ProfileRecorder | None, list[Any]]:
+    """py-spy on the gateway and the nodes for `seconds`, the GIL holder only: each
+    process's Python work (on a saturated machine, also its time waiting for a core)."""
+    py_spy = find_py_spy(session.settings.py_spy)
+    if py_spy is None:
+        return None, []
+    recorder = ProfileRecorder(py_spy, session.settings.workdir / "profiles-live")
+    return recorder, [
+        recorder.start(part, pid, seconds, gil=True) for part, pid in _parts(session).items()
+    ]
 
 
 def _status(path: Path) -> dict[str, Any]:
@@ -241,17 +271,22 @@ def _run_rate(
     session: BenchSession, subscribers: _Subscribers, keys: list[str], rate: int, epoch_us: int
 ) -> RateRun:
     run = RateRun(rate, session.settings.live_s)
-    pids = {**_parts(session), "subscriber": subscribers.process.pid or 0}
-    cpu_before, began = _cpu_seconds(pids), time.monotonic()
+    pids = {**_path_parts(session), "subscriber": subscribers.process.pid or 0}
+    profiled = rate == max(session.settings.live_rates)
+    recorder, started = _start_profiles(session, run.seconds) if profiled else (None, [])
+    cpu_before, busy_before, began = _cpu_seconds(pids), _busy_cores(), time.monotonic()
     _produce(session, keys, run, epoch_us)
     run.drained = subscribers.drain(_DRAIN_S)
     seconds = time.monotonic() - began
     cpu_after = _cpu_seconds(pids)
+    run.machine_busy = (_busy_cores() - busy_before) / seconds / (psutil.cpu_count() or 1)
     run.cores = {
         part: round((cpu_after[part] - cpu_before[part]) / seconds, 2)
         for part in cpu_after
         if part in cpu_before
     }
+    if recorder is not None:
+        run.profiles = [recorder.finish(one, run.seconds + 20) for one in started]
     session.progress(
         f"live at {rate:,}/s: produced {run.produced:,} in {run.produce_s:.1f} s, "
         f"{subscribers.status().get('received', 0):,} pushes so far, cores {run.cores}"
@@ -323,7 +358,7 @@ def _memory(section: Section, rss: list[dict[str, int]], n: int) -> None:
     }
 
 
-def _write_runs(
+def write_runs(
     section: Section, runs: list[RateRun], pushes: list[Pushes], subscribers: int
 ) -> None:
     table = section.table(
@@ -337,7 +372,8 @@ def _write_runs(
         "growth",
         "keys at last value",
         "duplicates",
-        "cores: gateway / nodes / subscriber",
+        "cores: gateway / nodes / broker / producer / subscriber",
+        "machine busy",
     )
     figures = {}
     for run, got in zip(runs, pushes, strict=True):
@@ -358,6 +394,7 @@ def _write_runs(
             "out_of_order": got.out_of_order,
             "drained": run.drained,
             "cores": run.cores,
+            "machine_busy": round(run.machine_busy, 3),
         }
         table.add(
             fmt_num(run.rate) + "/s",
@@ -370,8 +407,17 @@ def _write_runs(
             fmt_ms(got.growth_ms()),
             f"{got.keys_final:,} of {len(run.last_by_key):,}",
             got.duplicates,
-            f"{run.cores.get('gateway', 0):.2f} / {nodes:.2f} / "
-            f"{run.cores.get('subscriber', 0):.2f}",
+            " / ".join(
+                f"{c:.2f}"
+                for c in (
+                    run.cores.get("gateway", 0),
+                    nodes,
+                    run.cores.get("broker", 0),
+                    run.cores.get("producer", 0),
+                    run.cores.get("subscriber", 0),
+                )
+            ),
+            f"{run.machine_busy:.0%}",
         )
         if got.out_of_order:
             section.errors.append(
@@ -390,6 +436,16 @@ def _write_runs(
             )
     section.figures["runs"] = figures
     section.figures["subscribers"] = subscribers
+    top = max(runs, key=lambda run: run.rate, default=None)
+    if top is not None:
+        write_profiles(
+            section,
+            top.profiles,
+            f"Profiles: py-spy at 250 Hz over the {top.rate:,}/s run's {top.seconds:g} s of "
+            "produce, of the gateway and each node, only the thread holding the GIL sampled: "
+            "each process's Python work, and on a busy machine also its time waiting for a "
+            "core while holding the GIL.",
+        )
 
 
 def measure(session: BenchSession, report: Report) -> None:
@@ -426,7 +482,7 @@ def measure(session: BenchSession, report: Report) -> None:
     samples = subscribers.samples()
     _memory(section, rss, len(keys))
     pushes = [pushes_of(samples, run, epoch_us) for run in runs]
-    _write_runs(section, runs, pushes, len(keys))
+    write_runs(section, runs, pushes, len(keys))
     section.figures["second_half_subscribe_seconds"] = round(ready_s, 2)
     for text in samples.get("error_texts", []):
         section.errors.append(f"a subscription error: {text}")
@@ -458,7 +514,10 @@ def _notes(section: Section, session: BenchSession, subscriptions: int, ready_s:
         "STATEFED_GATEWAY_SUBSCRIPTION_MAX_WAIT_MS, 100 ms) gets each key's newest row; "
         "`keys at last value`: keys whose "
         "newest update shows the last record produced for them. Cores: average over the "
-        "produce time and the drain after it (until no push came for 1 s)."
+        "produce time and the drain after it (until no push came for 1 s); the producer is "
+        "the benchmark's own process. Machine busy: the share of all the machine's cores "
+        "busy meanwhile, every process counted: near 100% the parts wait for a core, and "
+        "latency is queueing, not work."
     )
     section.notes.append(
         "Memory: RSS of each process before subscribing, once half and once all the "

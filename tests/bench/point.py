@@ -9,7 +9,7 @@ from node.storage.store import ChangeBatch, LevelDBStore
 from schema import CountRow
 from tests.bench.graphql import point_body
 from tests.bench.loadgen import LoadResult
-from tests.bench.profile import Profile, ProfileRecorder, find_py_spy
+from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.session import BenchError, BenchSession, bench_process
 from tooling.broker import free_port
@@ -136,24 +136,16 @@ def _write(
 
 
 def _write_profiles(section: Section, profiles: list[Profile]) -> None:
-    if not profiles:
-        section.notes.append("Not profiled: py-spy not found (pass --py-spy PATH).")
-        return
-    section.figures["profiles"] = {p.part: p.to_json() for p in profiles}
-    section.notes.append(
-        f"Profiles: py-spy at 250 Hz for {profiles[0].samples / 250:.0f} s of the gateway under "
-        "the 32-connection point load (a separate run, not the measured one), every thread "
-        "sampled. Self time in `Runner.run (asyncio/runners.py)` is uvloop's native event loop "
-        "(socket I/O, callbacks in C and waiting in epoll), which py-spy attributes to the "
-        "Python frame that started it."
+    seconds = profiles[0].samples / 250 if profiles else 0
+    write_profiles(
+        section,
+        profiles,
+        f"Profiles: py-spy at 250 Hz for {seconds:.0f} s of the gateway under the 32-connection "
+        "point load (a separate run, not the measured one), every thread sampled. Self time in "
+        "`Runner.run (asyncio/runners.py)` is uvloop's native event loop (socket I/O, callbacks "
+        "in C and waiting in epoll), which py-spy attributes to the Python frame that started "
+        "it.",
     )
-    for profile in profiles:
-        table = section.table(f"{profile.part}: hottest functions (self)", "% of samples")
-        for frame, percent in profile.top(profile.self_time, 12):
-            table.add(f"`{frame}`", f"{percent:.1f}")
-        table = section.table(f"{profile.part}: statefed code (inclusive)", "% of samples")
-        for frame, percent in profile.top_statefed(10):
-            table.add(f"`{frame}`", f"{percent:.1f}")
 
 
 def measure(session: BenchSession, report: Report) -> None:

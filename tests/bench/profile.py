@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATEFED_CODE", "Profile", "ProfileRecorder", "find_py_spy"]
+from tests.bench.report import Section
+
+__all__ = ["STATEFED_CODE", "Profile", "ProfileRecorder", "find_py_spy", "write_profiles"]
 
 STATEFED_CODE = ("gateway/", "node/", "schema/")
 _ENTRY_POINTS = ("tooling/cli.py", "node/serve/server.py", "gateway/edge/server.py")
@@ -93,8 +95,10 @@ class ProfileRecorder:
         self.workdir = workdir
 
     def start(
-        self, part: str, pid: int, seconds: float
+        self, part: str, pid: int, seconds: float, gil: bool = False
     ) -> tuple[str, subprocess.Popen[bytes], Path]:
+        """Record `pid` for `seconds`; with `gil`, only the thread holding the GIL is
+        sampled (the Python work of the process, one thread at a time), else every thread."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         out = self.workdir / f"{part.replace(' ', '-')}.collapsed"
         command = [
@@ -109,6 +113,7 @@ class ProfileRecorder:
             "--format",
             "raw",
             "--nonblocking",
+            *(["--gil"] if gil else []),
             "--output",
             str(out),
         ]
@@ -126,3 +131,20 @@ class ProfileRecorder:
         if not out.exists():
             raise RuntimeError(f"py-spy wrote no profile of {part}: {stderr.decode()[-500:]}")
         return Profile.from_collapsed(part, out.read_text(errors="replace"))
+
+
+def write_profiles(section: Section, profiles: list[Profile], what: str) -> None:
+    """Tables of each profile's hottest functions and statefed code; `what` (a sentence)
+    says what was profiled."""
+    if not profiles:
+        section.notes.append("Not profiled: py-spy not found (pass --py-spy PATH).")
+        return
+    section.figures["profiles"] = {p.part: p.to_json() for p in profiles}
+    section.notes.append(what)
+    for profile in profiles:
+        table = section.table(f"{profile.part}: hottest functions (self)", "% of samples")
+        for frame, percent in profile.top(profile.self_time, 12):
+            table.add(f"`{frame}`", f"{percent:.1f}")
+        table = section.table(f"{profile.part}: statefed code (inclusive)", "% of samples")
+        for frame, percent in profile.top_statefed(10):
+            table.add(f"`{frame}`", f"{percent:.1f}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.bench.live import RateRun, pushes_of
+from tests.bench.live import Pushes, RateRun, pushes_of, write_runs
+from tests.bench.profile import Profile
 from tests.bench.report import Report
 from tests.bench.targets import evaluate
 
@@ -66,6 +67,22 @@ def _cache_report(effective: bool) -> Report:
 def _cache_target(report: Report) -> tuple[str, str]:
     (found,) = [t for t in evaluate(report) if t.target == CACHE_GOAL]
     return found.status, found.measured
+
+
+def test_each_rate_says_what_every_part_on_the_path_used_and_how_busy_the_machine_was() -> None:
+    run = RateRun(10_000, 1.0, produced=10, produce_s=1.0, last_by_key={0: 5}, machine_busy=0.9)
+    run.cores = {"gateway": 0.3, "node n1": 0.25, "node n2": 0.2, "broker": 0.7, "producer": 0.15,
+                 "subscriber": 0.02}  # fmt: skip
+    run.profiles = [Profile.from_collapsed("gateway", "main;FeedLink._dispatch (x.py:1) 3\n")]
+    section = Report().section("live", "Live")
+    write_runs(section, [run], [Pushes([1.0, 2.0], 0, 0, 1)], 1)
+    runs = section.tables[0]
+    assert runs.headers[-2:] == ["cores: gateway / nodes / broker / producer / subscriber",
+                                 "machine busy"]  # fmt: skip
+    assert runs.rows[0][-2:] == ["0.30 / 0.45 / 0.70 / 0.15 / 0.02", "90%"]
+    assert section.figures["runs"]["rate_10000"]["machine_busy"] == 0.9
+    assert section.figures["profiles"]["gateway"]["samples"] == 3
+    assert section.tables[1].rows == [["`FeedLink._dispatch (x.py)`", "100.0"]]
 
 
 def test_the_cache_goal_is_judged_only_when_the_cache_answered() -> None:
