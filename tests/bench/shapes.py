@@ -8,7 +8,9 @@ every key of the data set in a shuffled order (each once per cycle, not a cycle 
 Each shape is loaded with wrk at 1 and 32 connections, every answer checked by
 `wrk_pairs.lua` (every row against the data set's count, and as many rows as asked), and
 the gateways' event-loop pauses are read from their `statefed_gateway_event_loop_lag_seconds`
-histogram over each run: the runs whose loop woke more than 20 ms late.
+histogram over each run: the runs whose loop woke more than 20 ms late. Every cell is run
+once per round, the rounds interleaved as the peers step's (`shapes_rounds`): one 2 s run
+per cell put the same code at 0.67x and 1.12x of the cache-off gateway in two runs.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ import orjson
 
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
-from tests.bench.peer_figures import Round
+from tests.bench.peer_figures import Round, join_rounds
 from tests.bench.peer_gateways import PEERS
 from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.session import BenchError, BenchSession
 from tooling.processes import ManagedProcess
 
-__all__ = ["NAME", "SHAPES", "TITLE", "measure", "shape_bodies"]
+__all__ = ["NAME", "SHAPES", "TITLE", "cell_figures", "measure", "shape_bodies"]
 
 NAME = "shapes"
 TITLE = "Shapes: multi-key, two root fields, _entities, absent keys, Zipf and uniform access"
@@ -121,7 +123,9 @@ def _run(
     load: CheckedLoad,
     files: dict[str, Path],
     cell: tuple[str, str, int],
-) -> dict[str, Any]:
+) -> tuple[Round, float | None]:
+    """One load run of `cell`, and the gateway's event-loop pauses over 20 ms meanwhile
+    (None for a target that is not one of our gateways)."""
     shape, target, connections = cell
     url = targets.urls[target]
     before = _pauses(url) if target in GATEWAYS else None
@@ -129,24 +133,33 @@ def _run(
         load.run, url, files[shape], connections, session.settings.shapes_s
     )
     one: Round = targets.measured(target, run)
-    figures: dict[str, Any] = {
-        "rps": one.requests / max(one.seconds, 1e-9),
-        "p50_ms": one.p50_ms,
-        "p99_ms": one.p99_ms,
-        "checked": one.checked,
-        "wrong": one.wrong,
-        "failed": one.failed,
-        "front_cpu_ms_per_request": one.front_cpu_s * 1000 / max(one.requests, 1),
-    }
-    if before is not None:
-        after = _pauses(url)
-        figures["loop_pauses_over_20ms"] = after[1] - before[1]
+    pauses = None if before is None else _pauses(url)[1] - before[1]
     session.progress(
-        f"shapes {shape} c={connections} {target}: {figures['rps']:,.0f} req/s, "
-        f"p50 {one.p50_ms:.2f} ms, p99 {one.p99_ms:.2f} ms, checked {one.checked:,}, "
+        f"shapes {shape} c={connections} {target}: {one.requests / max(one.seconds, 1e-9):,.0f} "
+        f"req/s, p50 {one.p50_ms:.2f} ms, p99 {one.p99_ms:.2f} ms, checked {one.checked:,}, "
         f"wrong {one.wrong}, failed {one.failed}"
-        + (f", loop pauses > 20 ms {figures['loop_pauses_over_20ms']:.0f}" if before else "")
+        + ("" if pauses is None else f", loop pauses > 20 ms {pauses:.0f}")
     )
+    return one, pauses
+
+
+def cell_figures(rounds: list[Round], pauses: list[float | None]) -> dict[str, Any]:
+    """A cell's figures over its rounds: req/s over all of them, p50 and p99 the mean of
+    the rounds', the loop pauses of all of them (a gateway's)."""
+    joined = join_rounds(rounds)
+    figures: dict[str, Any] = {
+        "rps": joined.rps,
+        "p50_ms": joined.p50_ms,
+        "p99_ms": joined.p99_ms,
+        "checked": joined.checked,
+        "wrong": joined.wrong,
+        "failed": joined.failed,
+        "front_cpu_ms_per_request": joined.front_cpu_ms,
+        "rounds_rps": [round(r, 1) for r in joined.rounds_rps],
+    }
+    counted = [p for p in pauses if p is not None]
+    if counted:
+        figures["loop_pauses_over_20ms"] = sum(counted)
     return figures
 
 
@@ -169,7 +182,7 @@ def measure(session: BenchSession, report: Report) -> None:
     files = {s: load.bodies_file(s, shape_bodies(s, dataset, rng)) for s in SHAPES}
     probe = shape_bodies("half_absent", dataset, random.Random(1))[1]
     started: list[ManagedProcess] = []
-    cells: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[tuple[Round, float | None]]] = {}
     try:
         targets = Targets(node, node_url)
         gateway = session.cluster.gateway
@@ -180,18 +193,26 @@ def measure(session: BenchSession, report: Report) -> None:
         section.figures["idle_wait_seconds"] = round(session.quiet(), 1)
         top = max(session.settings.point_connections)
         for shape in SHAPES:
-            asked = [t for t in TARGETS if t not in _NOT_ASKED.get(shape, ())]
-            for target in asked:  # a warm-up each: documents parsed, connections open
+            for target in _asked(shape):  # a warm-up each: documents parsed, connections open
                 load.run(targets.urls[target], files[shape], top, session.settings.warmup_s)
-            for c in session.settings.point_connections:
-                for target in asked:
-                    cells[f"{shape}_{target}_c{c}"] = _run(
-                        session, targets, load, files, (shape, target, c)
-                    )
+        for _ in range(session.settings.shapes_rounds):  # interleaved: every cell, then again
+            for shape in SHAPES:
+                for c in session.settings.point_connections:
+                    for target in _asked(shape):
+                        runs.setdefault(f"{shape}_{target}_c{c}", []).append(
+                            _run(session, targets, load, files, (shape, target, c))
+                        )
     finally:
         for process in reversed(started):
             process.stop()
+    cells = {
+        name: cell_figures([r for r, _ in got], [p for _, p in got]) for name, got in runs.items()
+    }
     _write(section, cells, session)
+
+
+def _asked(shape: str) -> list[str]:
+    return [t for t in TARGETS if t not in _NOT_ASKED.get(shape, ())]
 
 
 def _rps_cell(one: dict[str, Any] | None) -> str:
@@ -244,9 +265,11 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
         table.add(*row)
     s = session.settings
     section.notes.append(
-        f"One node holding every partition ({session.dataset.size:,} keys). Each cell one "
-        f"run of {s.shapes_s:g} s after a {s.warmup_s:g} s warm-up per target and shape at "
-        f"{max(s.point_connections)} connections; wrk, one thread, closed loop. Shapes: "
+        f"One node holding every partition ({session.dataset.size:,} keys). Each cell "
+        f"{s.shapes_rounds} interleaved rounds of {s.shapes_s:g} s (every cell once, then "
+        f"again), after a {s.warmup_s:g} s warm-up per target and shape at "
+        f"{max(s.point_connections)} connections; req/s over the rounds, p99 the mean of the "
+        "rounds'; wrk, one thread, closed loop. Shapes: "
         "`wordCounts` of 10 random keys; `wordCount` + `topWords(limit: 5)`; `_entities` of "
         "20 representations; `wordCount` with every other key absent; `wordCount` drawn by "
         f"Zipf (s = 1) over {_ZIPF_KEYS:,} keys; `wordCount` over every key of the data set, "
@@ -254,6 +277,6 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
         "`_entities`: a router does not serve its subgraphs' `_entities`). Every answer is "
         "checked (wrk_pairs.lua): as many rows as asked, each the data set's count. Loop "
         "pauses: the gateway's wake-ups (every 10 ms) that came more than 20 ms late during "
-        "the run; on a machine the load saturates they include the gateway waiting for a "
+        "the rounds; on a machine the load saturates they include the gateway waiting for a "
         "core, so read them against the cache-off gateway's."
     )

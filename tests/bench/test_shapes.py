@@ -15,7 +15,8 @@ from schema import WORD_COUNTS
 from tests.bench.answering import answering
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
-from tests.bench.shapes import SHAPES, shape_bodies
+from tests.bench.peer_figures import Round
+from tests.bench.shapes import SHAPES, cell_figures, shape_bodies
 
 DATA = Dataset(5000, 6)
 LUA = Path(__file__).with_name("wrk_pairs.lua")
@@ -64,3 +65,16 @@ def test_the_pairs_script_checks_every_row_and_how_many(server: str, tmp_path: P
     wrong = sum(not right for right, _ in ANSWERS) / len(ANSWERS)
     assert run.wrong == pytest.approx(wrong * run.checked, abs=3)
     assert run.failed == 0
+
+
+def test_a_cell_joins_its_rounds_and_sums_a_gateways_loop_pauses() -> None:
+    def one(requests: int, p99_ms: float) -> Round:
+        return Round(requests, 2.0, 1.0, p99_ms, requests, 0, 0, 0.5, 0.0)
+
+    gateway = cell_figures([one(2000, 10.0), one(1000, 30.0)], [2, 1])
+    assert gateway["rps"] == 750  # 3,000 requests over 4 s, not the mean of 1,000 and 500
+    assert gateway["p99_ms"] == 20.0
+    assert gateway["rounds_rps"] == [1000.0, 500.0]
+    assert gateway["loop_pauses_over_20ms"] == 3
+    assert gateway["front_cpu_ms_per_request"] == pytest.approx(1000 * 1.0 / 3000)
+    assert "loop_pauses_over_20ms" not in cell_figures([one(10, 1.0)], [None])  # not ours
