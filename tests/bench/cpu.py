@@ -16,6 +16,7 @@ import psutil
 __all__ = [
     "CpuMeter",
     "CpuUsage",
+    "busy_seconds",
     "own_cpu_seconds",
     "retire_descendants",
     "wait_machine_idle",
@@ -27,7 +28,8 @@ __all__ = [
 _retired_s = 0.0
 
 
-def _busy_seconds() -> float:
+def busy_seconds() -> float:
+    """CPU seconds the whole machine was busy (every process) since boot."""
     times = psutil.cpu_times()
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
@@ -84,12 +86,12 @@ class CpuMeter:
 
     def __init__(self) -> None:
         self._began = time.monotonic()
-        self._busy = _busy_seconds()
+        self._busy = busy_seconds()
         self._own = own_cpu_seconds()
 
     def stop(self) -> CpuUsage:
         elapsed = max(1e-6, time.monotonic() - self._began)
-        busy = _busy_seconds() - self._busy
+        busy = busy_seconds() - self._busy
         own = own_cpu_seconds() - self._own
         return CpuUsage(elapsed, own / elapsed, max(0.0, busy - own) / elapsed)
 

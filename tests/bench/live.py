@@ -32,6 +32,7 @@ import psutil
 
 from runtime.produce import new_producer
 from schema import CountRow, encode_count, partition_for
+from tests.bench.cpu import busy_seconds
 from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_bytes, fmt_ms, fmt_num
 from tests.bench.session import BenchError, BenchSession, bench_process
@@ -96,12 +97,6 @@ def _cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
             continue
         seconds[part] = t.user + t.system
     return seconds
-
-
-def _busy_cores() -> float:
-    """CPU seconds the whole machine was busy (every process) since boot."""
-    times = psutil.cpu_times()
-    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
 
 def _rss(pids: dict[str, int]) -> dict[str, int]:
@@ -274,12 +269,12 @@ def _run_rate(
     pids = {**_path_parts(session), "subscriber": subscribers.process.pid or 0}
     profiled = rate == max(session.settings.live_rates)
     recorder, started = _start_profiles(session, run.seconds) if profiled else (None, [])
-    cpu_before, busy_before, began = _cpu_seconds(pids), _busy_cores(), time.monotonic()
+    cpu_before, busy_before, began = _cpu_seconds(pids), busy_seconds(), time.monotonic()
     _produce(session, keys, run, epoch_us)
     run.drained = subscribers.drain(_DRAIN_S)
     seconds = time.monotonic() - began
     cpu_after = _cpu_seconds(pids)
-    run.machine_busy = (_busy_cores() - busy_before) / seconds / (psutil.cpu_count() or 1)
+    run.machine_busy = (busy_seconds() - busy_before) / seconds / (psutil.cpu_count() or 1)
     run.cores = {
         part: round((cpu_after[part] - cpu_before[part]) / seconds, 2)
         for part in cpu_after

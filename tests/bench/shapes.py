@@ -146,17 +146,7 @@ def _run(
 def cell_figures(rounds: list[Round], pauses: list[float | None]) -> dict[str, Any]:
     """A cell's figures over its rounds: req/s over all of them, p50 and p99 the mean of
     the rounds', the loop pauses of all of them (a gateway's)."""
-    joined = join_rounds(rounds)
-    figures: dict[str, Any] = {
-        "rps": joined.rps,
-        "p50_ms": joined.p50_ms,
-        "p99_ms": joined.p99_ms,
-        "checked": joined.checked,
-        "wrong": joined.wrong,
-        "failed": joined.failed,
-        "front_cpu_ms_per_request": joined.front_cpu_ms,
-        "rounds_rps": [round(r, 1) for r in joined.rounds_rps],
-    }
+    figures = join_rounds(rounds).to_json()
     counted = [p for p in pauses if p is not None]
     if counted:
         figures["loop_pauses_over_20ms"] = sum(counted)
