@@ -92,6 +92,8 @@ from schema import View
 __all__ = ["FastPath", "Plan", "Replay"]
 
 _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is full
+# (root field ident, key, count) -> the object execution makes of that count row
+_Made = dict[tuple[int, str, int], dict[str, Any]]
 _ROOTS = count()  # names a root field in the memo for as long as the process lives
 _NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
 _ENTITIES = "_entities"
@@ -155,7 +157,7 @@ class FastPath:
         self._schema = schema._schema
         self._entities = entities_of(schema)
         self.answered = 0  # requests answered here
-        self._made: dict[tuple[int, Any], dict[str, Any]] = {}  # see _object
+        self._made: _Made = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
         self._tops: dict[str, View] = {}  # the top-N fields the cache keeps, of count views
         # the entity types whose views the cache holds, by type name: `_entities` of them
@@ -699,7 +701,7 @@ def _rows(asked: _Asked, found: Mapping[str, Any]) -> list[CachedRow] | None:
     return [rows[key] for key in asked.keys]
 
 
-def _value(root: _Root, rows: Sequence[CachedRow] | None, made: dict[tuple[int, Any], Any]) -> Any:
+def _value(root: _Root, rows: Sequence[CachedRow] | None, made: _Made) -> Any:
     """What a root field answers: its rows' objects (one for a point lookup)."""
     if root.view is None or rows is None:
         return root.type_name
@@ -708,20 +710,19 @@ def _value(root: _Root, rows: Sequence[CachedRow] | None, made: dict[tuple[int, 
     return _object(root, rows[0], made)
 
 
-def _object(
-    root: _Root, row: CachedRow, made: dict[tuple[int, Any], dict[str, Any]]
-) -> dict[str, Any] | None:
+def _object(root: _Root, row: CachedRow, made: _Made) -> dict[str, Any] | None:
     """What execution makes of one row: the selected leaves, in order, serialized (the
     same dict for equal rows: nothing changes it once made)."""
     if row is None:
         if not root.nullable_rows:
             raise _Doubt
         return None
-    key = (root.ident, row)
-    try:
-        values = made.get(key)
-    except TypeError:  # an unhashable row (an event's values): made each time
+    if not isinstance(row, Row):  # an event's values: made each time
         return _made(root, row)
+    # atoms only, key and values: the collector untracks them, so a full memo adds nothing
+    # to what a full garbage collection walks (a key holding the row object did: issue 31)
+    key = (root.ident, row.key, row.count)
+    values = made.get(key)
     if values is None:
         values = _made(root, row)
         if len(made) >= _MEMO_ROWS:
