@@ -34,6 +34,33 @@ def test_a_taken_port_names_the_port_and_the_setting(taken_port: int) -> None:
     assert not broker.running
 
 
+def test_a_picked_port_taken_before_kafka_binds_it_is_traded_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process can bind a port between its check and the JVM's bind (two test
+    workers, a client's ephemeral port): the broker starts on ports picked anew."""
+    monkeypatch.setattr("tooling.broker._check_free", lambda host, port, what: None)
+    broker = KafkaBroker()
+    first = broker.port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", first))
+        sock.listen()
+        with broker:
+            assert broker.port != first
+            assert AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+
+
+def test_a_given_port_taken_before_kafka_binds_it_fails_quoting_kafka(
+    monkeypatch: pytest.MonkeyPatch, taken_port: int
+) -> None:
+    monkeypatch.setattr("tooling.broker._check_free", lambda host, port, what: None)
+    broker = KafkaBroker(port=taken_port)
+    with pytest.raises(BrokerStartError, match=r"the end of its output:(?s:.)*already in use"):
+        broker.start()
+    broker.stop()
+    assert not broker.running
+
+
 def test_no_java_names_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(BrokerStartError, match=r"no `java` on the PATH: .*Java 17"):

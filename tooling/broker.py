@@ -107,6 +107,11 @@ def _cluster_id() -> str:
             return text
 
 
+_BIND_TRIES = 3
+_BIND_FAILED = "Address already in use"  # what Kafka logs when a listener cannot bind
+_TAIL_BYTES = 2_000
+
+
 def _check_free(host: str, port: int, what: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -150,6 +155,8 @@ class KafkaBroker:
                 f"listener protocol {protocol!r} is not one of {', '.join(_PROTOCOLS)}"
             )
         self.host = host
+        # ports picked here, not given: a start that finds one taken since picks others
+        self._picked_ports = not port and not controller_port and voters is None
         self.port = port or free_port(host)
         self.controller_port = controller_port or free_port(host)
         self.node_id = node_id
@@ -163,6 +170,7 @@ class KafkaBroker:
         self._temp_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
+        self._output_from = 0  # where the output of the last launch starts in output_path
 
     @property
     def bootstrap(self) -> str:
@@ -201,9 +209,21 @@ class KafkaBroker:
         }
 
     def start(self, timeout_s: float = 60.0) -> None:
-        """Format the data directory (once), start the JVM and wait until it serves."""
-        self.launch()
-        self.wait_ready(timeout_s)
+        """Format the data directory (once), start the JVM and wait until it serves.
+
+        Ports this handle picked were free when picked, but another process can bind one
+        before the JVM does (two test workers, or a client's ephemeral port): a start that
+        fails to bind is tried again on new ports, up to `_BIND_TRIES` times."""
+        for tries_left in range(_BIND_TRIES - 1, -1, -1):
+            self.launch()
+            try:
+                self.wait_ready(timeout_s)
+                return
+            except BrokerStartError:
+                if not (self._picked_ports and tries_left and _BIND_FAILED in self._output()):
+                    raise
+            self.port, self.controller_port = free_port(self.host), free_port(self.host)
+            self.voters = f"{self.node_id}@{self.host}:{self.controller_port}"
 
     def launch(self) -> None:
         """Format the data directory (once) and start the JVM, without waiting for it."""
@@ -214,11 +234,12 @@ class KafkaBroker:
         config = self._write_config()
         if not (self.data_dir / "log" / "meta.properties").exists():
             self._format(config)
-        if self.log_path is not None and self._log is None:
-            self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        if self._log is None:
+            self._log = open(self.output_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._output_from = self._log.tell()  # this start's output follows
         self._process = subprocess.Popen(
             [*self._jvm(), "kafka.Kafka", str(config)],
-            stdout=self._log if self._log is not None else subprocess.DEVNULL,
+            stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=die_with_parent,
@@ -281,13 +302,29 @@ class KafkaBroker:
             except Exception:  # not up yet: poll again until the deadline
                 pass
             time.sleep(0.1)
+        hint = self._log_hint()  # before stop removes a temporary data directory
         self.stop()
-        raise BrokerStartError(
-            f"Kafka on {self.bootstrap} was not ready in {timeout_s} s{self._log_hint()}"
-        )
+        raise BrokerStartError(f"Kafka on {self.bootstrap} was not ready in {timeout_s} s{hint}")
+
+    @property
+    def output_path(self) -> Path:
+        """Where the JVM's output goes: `log_path`, else a file in the data directory."""
+        return self.log_path if self.log_path is not None else self.data_dir / "kafka.log"
+
+    def _output(self) -> str:
+        """The end of what the JVM wrote since the last launch."""
+        try:
+            with open(self.output_path, "rb") as output:
+                output.seek(self._output_from)
+                return output.read()[-_TAIL_BYTES:].decode("utf-8", "replace")
+        except OSError:
+            return ""
 
     def _log_hint(self) -> str:
-        return f": see {self.log_path}" if self.log_path is not None else ""
+        # quoted: a temporary data directory, and the output in it, goes with the broker
+        seen = f" (see {self.log_path})" if self.log_path is not None else ""
+        output = self._output()
+        return f"{seen}; the end of its output:\n{output}" if output else seen
 
     @property
     def running(self) -> bool:
