@@ -160,7 +160,7 @@ class KafkaBroker:
         self.port = port or free_port(host)
         self.controller_port = controller_port or free_port(host)
         self.node_id = node_id
-        self.voters = voters or f"{node_id}@{host}:{self.controller_port}"
+        self._given_voters = voters
         self.cluster_id = cluster_id or _cluster_id()
         self.log_path = log_path
         self.settings = dict(settings or {})
@@ -171,6 +171,11 @@ class KafkaBroker:
         self._process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
         self._output_from = 0  # where the output of the last launch starts in output_path
+
+    @property
+    def voters(self) -> str:
+        """The KRaft controller quorum: as given, else this broker alone."""
+        return self._given_voters or f"{self.node_id}@{self.host}:{self.controller_port}"
 
     @property
     def bootstrap(self) -> str:
@@ -223,7 +228,6 @@ class KafkaBroker:
                 if not (self._picked_ports and tries_left and _BIND_FAILED in self._output()):
                     raise
             self.port, self.controller_port = free_port(self.host), free_port(self.host)
-            self.voters = f"{self.node_id}@{self.host}:{self.controller_port}"
 
     def launch(self) -> None:
         """Format the data directory (once) and start the JVM, without waiting for it."""

@@ -14,10 +14,10 @@ import httpx
 import orjson
 
 from gateway.cluster.pipeline import StatusBoard
-from gateway.cluster.routing import RoutingFeed, group_keys
+from gateway.cluster.routing import group_keys
 from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
-from tests.gateway.fakes import WORDS, FakeNode, Model, table_for
+from tests.gateway.fakes import WORDS, Model, client_for, fake_nodes, feed_for
 
 P = 4
 KEYS = 20_000  # more than the fast path's memo of made rows holds (16,384)
@@ -41,10 +41,10 @@ def test_the_partition_memo_adds_no_tracked_objects() -> None:
 
 async def _lookups(words: list[str]) -> int:
     """Tracked objects added by answering `words` through the fast path, in batches."""
-    node = FakeNode("n0", Model.of_counts(dict.fromkeys(words, 7)), list(range(P)), P)
-    upstream = httpx.AsyncClient(mounts={node.url(): httpx.ASGITransport(app=node)})
+    nodes = fake_nodes(Model.of_counts(dict.fromkeys(words, 7)), P, 1)
+    upstream = client_for(nodes)
     config = dataclasses.replace(GatewayConfig(), cache=False)
-    feed = RoutingFeed(table_for({"n0": (node.url(), list(range(P)))}, P, (WORDS,)))
+    feed = feed_for(nodes, P, (WORDS,))
     app = GatewayApp(config, feed=feed, client=upstream, statuses=StatusBoard(), catalogue=(WORDS,))
     await app.startup()
     query = "query($w: [String!]!) { wordCounts(words: $w) { word count } }"
