@@ -63,8 +63,22 @@ def test_a_given_port_taken_before_kafka_binds_it_fails_quoting_kafka(
 
 def test_no_java_names_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(BrokerStartError, match=r"no `java` on the PATH: .*Java 17"):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(BrokerStartError, match=r"no `java` on the PATH .*Kafka needs Java 17"):
         KafkaBroker(data_dir=tmp_path / "kafka").start()
+
+
+def test_the_jvm_runs_with_the_options_of_statefed_jvm_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    options = ["-XX:TieredStopAtLevel=1", "-Dstatefed.test=two words"]
+    monkeypatch.setenv(
+        "STATEFED_JVM_OPTIONS", "-XX:TieredStopAtLevel=1 '-Dstatefed.test=two words'"
+    )
+    with KafkaBroker() as broker:
+        assert broker.pid is not None
+        arguments = Path(f"/proc/{broker.pid}/cmdline").read_bytes().decode().split("\0")
+        assert all(option in arguments for option in options), arguments
 
 
 def test_missing_jars_name_the_make_target(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

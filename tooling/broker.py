@@ -31,6 +31,7 @@ from typing import BinaryIO
 
 from confluent_kafka.admin import AdminClient
 
+from tooling.java import JavaNotFound, find_java, jvm_options
 from tooling.processes import die_with_parent
 
 __all__ = [
@@ -90,13 +91,10 @@ def kafka_jars(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def _java() -> str:
-    java = shutil.which("java")
-    if java is None:
-        raise BrokerStartError(
-            "no `java` on the PATH: Apache Kafka needs Java 17 or newer "
-            "(Debian: apt-get install openjdk-17-jre-headless)"
-        )
-    return java
+    try:
+        return find_java("Apache Kafka")
+    except JavaNotFound as exc:
+        raise BrokerStartError(str(exc)) from None
 
 
 def _cluster_id() -> str:
@@ -257,6 +255,7 @@ class KafkaBroker:
             "-Xms64m",
             "-XX:+UseSerialGC",  # two cores: no parallel GC threads beside the tests
             "-Djava.awt.headless=true",
+            *jvm_options(),
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
             f"{kafka_jars()}/*",

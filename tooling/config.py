@@ -78,6 +78,18 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
             "keeps schemas in memory: a restart forgets them)"
         ),
     )
+    jvm_options: str | None = setting(
+        "STATEFED_JVM_OPTIONS",
+        None,
+        parse=str,
+        doc=(
+            "extra options of the JVMs statefed starts itself, the local Kafka broker and "
+            "Schema Registry, split as a shell splits words (the test suite sets "
+            "`-XX:TieredStopAtLevel=1`: short-lived JVMs on a small machine spend less CPU "
+            "without C2's compilations; Spark's driver takes `SPARK_SUBMIT_OPTS` instead)"
+        ),
+        shown_default="none",
+    )
     demo_dir: Path = setting(
         "STATEFED_DEMO_DIR",
         Path(".statefed/demo"),

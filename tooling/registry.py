@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import shutil
 import socket
 from pathlib import Path
 from types import TracebackType
 
 from tooling.broker import free_port
+from tooling.java import JavaNotFound, find_java, jvm_options
 from tooling.processes import ManagedProcess, ProcessFailed
 
 __all__ = [
@@ -63,23 +63,10 @@ def registry_jar(directory: Path | None = None) -> Path:
 
 
 def _java() -> str:
-    """The `java` of JAVA_HOME when it is set, else the one on the PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        java = Path(home) / "bin" / "java"
-        if not os.access(java, os.X_OK):
-            raise RegistryStartError(
-                f"JAVA_HOME is {home}, which has no bin/java: point it at a Java 17 or newer, "
-                "or unset it to use the `java` on the PATH"
-            )
-        return str(java)
-    found = shutil.which("java")
-    if found is None:
-        raise RegistryStartError(
-            "no `java` on the PATH (and no JAVA_HOME): Apicurio Registry needs Java 17 or "
-            "newer (Debian: apt-get install openjdk-17-jre-headless)"
-        )
-    return found
+    try:
+        return find_java("Apicurio Registry")
+    except JavaNotFound as exc:
+        raise RegistryStartError(str(exc)) from None
 
 
 def _check_free(host: str, port: int) -> None:
@@ -161,6 +148,7 @@ class SchemaRegistry:
             "-Xms64m",
             "-XX:+UseSerialGC",  # two cores: no parallel GC threads beside the tests
             "-Djava.awt.headless=true",
+            *jvm_options(),
             f"-Dquarkus.http.host={self.host}",
             f"-Dquarkus.http.port={self.port}",
             "-Dquarkus.http.access-log.enabled=false",
