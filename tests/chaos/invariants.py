@@ -91,6 +91,22 @@ def stale_strict_reads(answers: Iterable[Answer]) -> list[str]:
     return found
 
 
+def promised_regressions(answers: Iterable[Answer]) -> list[str]:
+    """A key's count going down where the default read mode promises it never does
+    (docs/querying.md, `maxLag`): below an earlier answer of the same role, but for
+    standbys, and below an earlier answer of the same copy. Two standby copies may differ
+    (one further behind answers lower, within `maxLag`), as when a rebalance moves a
+    partition's standby to another node."""
+    answers = list(answers)
+    not_standby = [_without_role(a, "STANDBY") for a in answers]
+    return regressions(not_standby) + copy_regressions(answers)
+
+
+def _without_role(answer: Answer, role: str) -> Answer:
+    keys = {w: None if r is None or r[1] == role else r for w, r in answer.keys.items()}
+    return Answer(answer.kind, answer.gateway, answer.sent, answer.received, answer.max_lag, keys)
+
+
 def copy_regressions(answers: Iterable[Answer]) -> list[str]:
     """A key's count from one copy (node and role) going down between answers."""
     return regressions(_by_copy(answers))

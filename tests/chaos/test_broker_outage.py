@@ -23,7 +23,12 @@ import httpx
 import pytest
 
 from tests.chaos.conftest import ChaosCluster, P, words
-from tests.chaos.invariants import above_truth, answered_share, protocol_problems, regressions
+from tests.chaos.invariants import (
+    above_truth,
+    answered_share,
+    promised_regressions,
+    protocol_problems,
+)
 from tests.chaos.load import MULTI, POINT, Answer, QueryLoad, TruthProducer
 from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
@@ -86,7 +91,11 @@ def test_broker_sigstop_for_30_s_reads_answer_from_the_stores_then_converge_exac
         f"{exact - resumed:.1f} s after the resume"
     )
     assert pipeline.running(), f"the pipeline died in the outage:\n{pipeline.log_tail()}"
-    for violations in (protocol_problems(answers), above_truth(answers), regressions(answers)):
+    for violations in (
+        protocol_problems(answers),
+        above_truth(answers),
+        promised_regressions(answers),
+    ):
         assert not violations, f"{len(violations)} violations, first: {violations[:10]}"
     assert share >= 0.99, f"only {share:.2%} of point reads answered while the broker was frozen"
     assert recovering >= 0.99, f"only {recovering:.2%} of point reads answered in the recovery"

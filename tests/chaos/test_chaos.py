@@ -27,6 +27,7 @@ from tests.chaos.invariants import (
     above_truth,
     answered_share,
     copy_regressions,
+    promised_regressions,
     protocol_problems,
     regressions,
     stale_strict_reads,
@@ -112,7 +113,11 @@ def _pause(process: ManagedProcess, seconds: float) -> None:
 
 def _assert_never_wrong(answers: list[Answer]) -> None:
     assert answers, "the load asked nothing"
-    for violations in (protocol_problems(answers), above_truth(answers), regressions(answers)):
+    for violations in (
+        protocol_problems(answers),
+        above_truth(answers),
+        promised_regressions(answers),
+    ):
         assert not violations, f"{len(violations)} violations, first: {violations[:10]}"
 
 
