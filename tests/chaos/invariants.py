@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from tests.chaos.load import Answer
 
@@ -94,17 +95,19 @@ def stale_strict_reads(answers: Iterable[Answer]) -> list[str]:
 def promised_regressions(answers: Iterable[Answer]) -> list[str]:
     """A key's count going down where the default read mode promises it never does
     (docs/querying.md, `maxLag`): below an earlier answer of the same role, but for
-    standbys, and below an earlier answer of the same copy. Two standby copies may differ
-    (one further behind answers lower, within `maxLag`), as when a rebalance moves a
-    partition's standby to another node."""
+    standbys, and below an earlier answer of the same standby copy. Two standby copies may
+    differ (one further behind answers lower, within `maxLag`), as when a rebalance moves
+    a partition's standby to another node."""
     answers = list(answers)
-    not_standby = [_without_role(a, "STANDBY") for a in answers]
-    return regressions(not_standby) + copy_regressions(answers)
+    not_standby = [_reads_where(a, lambda role: role != "STANDBY") for a in answers]
+    standby = [_reads_where(a, lambda role: role == "STANDBY") for a in answers]
+    return regressions(not_standby) + copy_regressions(standby)
 
 
-def _without_role(answer: Answer, role: str) -> Answer:
-    keys = {w: None if r is None or r[1] == role else r for w, r in answer.keys.items()}
-    return Answer(answer.kind, answer.gateway, answer.sent, answer.received, answer.max_lag, keys)
+def _reads_where(answer: Answer, keep: Callable[[str], bool]) -> Answer:
+    """`answer` with the reads of the roles `keep` refuses left out (as unavailable keys)."""
+    keys = {w: r if r is not None and keep(r[1]) else None for w, r in answer.keys.items()}
+    return replace(answer, keys=keys)
 
 
 def copy_regressions(answers: Iterable[Answer]) -> list[str]:
@@ -115,13 +118,16 @@ def copy_regressions(answers: Iterable[Answer]) -> list[str]:
 def _by_copy(answers: Iterable[Answer]) -> list[Answer]:
     """The answers with each read's role replaced by "role on node": `regressions` per role
     then judges each copy on its own."""
-    copied = []
-    for a in answers:
-        keys = {
-            w: None if r is None else (r[0], f"{r[1]} on {r[2]}", r[2]) for w, r in a.keys.items()
-        }
-        copied.append(Answer(a.kind, a.gateway, a.sent, a.received, a.max_lag, keys))
-    return copied
+    return [
+        replace(
+            a,
+            keys={
+                w: None if r is None else (r[0], f"{r[1]} on {r[2]}", r[2])
+                for w, r in a.keys.items()
+            },
+        )
+        for a in answers
+    ]
 
 
 def answered_share(
