@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -19,6 +20,7 @@ __all__ = [
     "busy_seconds",
     "own_cpu_seconds",
     "retire_descendants",
+    "run_queue_seconds",
     "wait_machine_idle",
     "wait_quiet",
 ]
@@ -32,6 +34,28 @@ def busy_seconds() -> float:
     """CPU seconds the whole machine was busy (every process) since boot."""
     times = psutil.cpu_times()
     return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def run_queue_seconds(pid: int, main_only: bool = False) -> float:
+    """Seconds the threads of process `pid` (its main thread alone with `main_only`) were
+    ready to run but waiting for a core, since they started: the second field of Linux's
+    `/proc/PID/task/TID/schedstat`, which the kernel brings up to date when a thread is
+    switched out. 0.0 for a process that is gone or a kernel without schedstat."""
+    tasks = [Path(f"/proc/{pid}/task/{pid}")] if main_only else _tasks(pid)
+    waited_ns = 0
+    for task in tasks:
+        try:
+            waited_ns += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return waited_ns / 1e9
+
+
+def _tasks(pid: int) -> list[Path]:
+    try:
+        return list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
 
 
 def retire_descendants(pid: int) -> None:

@@ -29,23 +29,34 @@ from typing import Any
 
 import orjson
 import psutil
+from confluent_kafka import Producer
 
 from runtime.produce import new_producer
 from schema import CountRow, encode_count, partition_for
-from tests.bench.cpu import busy_seconds
+from tests.bench.cpu import busy_seconds, run_queue_seconds
 from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_bytes, fmt_ms, fmt_num
 from tests.bench.session import BenchError, BenchSession, bench_process
 from tests.bench.stats import Summary
 from tooling.processes import ManagedProcess, wait_until
 
-__all__ = ["NAME", "TITLE", "Pushes", "RateRun", "measure", "pushes_of", "write_runs"]
+__all__ = [
+    "NAME",
+    "TITLE",
+    "Pushes",
+    "RateRun",
+    "feed_latencies",
+    "measure",
+    "pushes_of",
+    "write_runs",
+]
 
 NAME = "live"
 TITLE = "Live: produce -> push through subscriptions, memory per subscriber"
 _DRAIN_S = 20.0  # after the last produce, how long pushes may still come
 _QUIET_S = 1.0  # no push for this long after the last produce: drained
 _BUSY_SUBSCRIBER = 0.8  # cores: above this the subscriber may limit what it receives
+_TAP_EVERY = 10  # the feed tap follows one subscribed key in this many
 
 
 @dataclass
@@ -62,6 +73,11 @@ class RateRun:
     drained: bool = False
     cores: dict[str, float] = field(default_factory=dict)  # part -> average cores
     machine_busy: float = 0.0  # share of the machine's cores busy (every process)
+    # while producing: per part, its threads waiting for a core (average count), and the
+    # share of the time the gateway's event loop (its main thread) waited for one
+    waiting: dict[str, float] = field(default_factory=dict)
+    loop_waiting: float = 0.0
+    feed_ms: list[float] = field(default_factory=list)  # produce -> the owner's feed (tap)
     profiles: list[Profile] = field(default_factory=list)  # of the top rate
 
     @property
@@ -219,9 +235,23 @@ class _Subscribers:
         return samples
 
 
-def _produce(session: BenchSession, keys: list[str], run: RateRun, epoch_us: int) -> None:
-    """`run.rate` records/s for `run.seconds`, round robin over `keys`, count = produce time."""
+def _warm_producer(session: BenchSession, key: str) -> Producer:
+    """A producer that has written one record (count 0, for `key`, which nobody subscribes
+    to): it has the changelog's metadata and its idempotent producer id, so the first
+    records of a rate do not wait for them (about 0.8 s, which was counted as push latency)."""
     producer = new_producer(session.cluster.bootstrap)
+    view, partitions = session.dataset.view, session.settings.partitions
+    value = encode_count(CountRow(key, 0, int(time.time() * 1000)))
+    producer.produce(view.changelog_topic, value, key.encode(), partition_for(key, partitions))
+    if producer.flush(30.0):
+        raise BenchError(f"the live step's producer could not write to {view.changelog_topic}")
+    return producer
+
+
+def _produce(
+    session: BenchSession, producer: Producer, keys: list[str], run: RateRun, epoch_us: int
+) -> None:
+    """`run.rate` records/s for `run.seconds`, round robin over `keys`, count = produce time."""
     view, partitions = session.dataset.view, session.settings.partitions
     topic = view.changelog_topic
     targets = [(key.encode(), partition_for(key, partitions)) for key in keys]
@@ -263,14 +293,21 @@ def _delete(session: BenchSession, keys: list[str]) -> None:
 
 
 def _run_rate(
-    session: BenchSession, subscribers: _Subscribers, keys: list[str], rate: int, epoch_us: int
+    session: BenchSession,
+    subscribers: _Subscribers,
+    producer: Producer,
+    keys: list[str],
+    rate: int,
+    epoch_us: int,
 ) -> RateRun:
     run = RateRun(rate, session.settings.live_s)
     pids = {**_path_parts(session), "subscriber": subscribers.process.pid or 0}
     profiled = rate == max(session.settings.live_rates)
     recorder, started = _start_profiles(session, run.seconds) if profiled else (None, [])
     cpu_before, busy_before, began = _cpu_seconds(pids), busy_seconds(), time.monotonic()
-    _produce(session, keys, run, epoch_us)
+    waits_before = _waits(pids)
+    _produce(session, producer, keys, run, epoch_us)
+    _note_waits(run, pids, waits_before, time.monotonic() - began)
     run.drained = subscribers.drain(_DRAIN_S)
     seconds = time.monotonic() - began
     cpu_after = _cpu_seconds(pids)
@@ -287,6 +324,84 @@ def _run_rate(
         f"{subscribers.status().get('received', 0):,} pushes so far, cores {run.cores}"
     )
     return run
+
+
+def _waits(pids: dict[str, int]) -> dict[str, float]:
+    """Run-queue seconds so far of each part's threads, and of the gateway's main thread."""
+    waits = {part: run_queue_seconds(pid) for part, pid in pids.items()}
+    if "gateway" in pids:
+        waits["gateway loop"] = run_queue_seconds(pids["gateway"], main_only=True)
+    return waits
+
+
+def _note_waits(
+    run: RateRun, pids: dict[str, int], before: dict[str, float], seconds: float
+) -> None:
+    after = _waits(pids)
+    waited = {part: (after[part] - before[part]) / seconds for part in after if part in before}
+    run.loop_waiting = round(waited.pop("gateway loop", 0.0), 3)
+    run.waiting = {part: round(w, 2) for part, w in waited.items()}
+
+
+def _owners(session: BenchSession) -> dict[int, str]:
+    """partition -> the node that owns it, once the nodes agree."""
+    found: dict[int, str] = {}
+
+    def settled() -> bool:
+        owners = session.owners()
+        if owners is not None:
+            found.update(owners)
+        return owners is not None
+
+    wait_until(settled, session.timeout_s(60), "the nodes to own every partition once", 0.2)
+    return found
+
+
+class _FeedTap:
+    """The feed tap process (`tests.bench.feedtap`): one subscribed key in `_TAP_EVERY` of
+    each partition, followed on the partition's owner."""
+
+    def __init__(self, session: BenchSession, keys: list[str], owners: dict[int, str]) -> None:
+        base = session.settings.workdir / "live"
+        self.out_path = base / "feedtap.json"
+        self.out_path.unlink(missing_ok=True)
+        partitions = session.settings.partitions
+        sampled: dict[int, list[str]] = {}
+        for key in keys[::_TAP_EVERY]:
+            sampled.setdefault(partition_for(key, partitions), []).append(key)
+        args = ["--out", str(self.out_path)]
+        for partition, chosen in sorted(sampled.items()):
+            keys_path = base / f"tap-{partition}.txt"
+            keys_path.write_text("\n".join(chosen) + "\n")
+            url = session.cluster.node_urls[owners[partition]]
+            args += ["--follow", url, str(partition), str(keys_path)]
+        self.process = bench_process("feedtap", "tests.bench.feedtap", args, base / "feedtap.log")
+
+    def start(self) -> None:
+        self.process.start()
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def recorded(self) -> dict[str, Any]:
+        """What the stopped tap recorded: {"changes": [[count, arrival_us], ...], "errors"}."""
+        try:
+            recorded: dict[str, Any] = orjson.loads(self.out_path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise BenchError(
+                f"the feed tap wrote nothing ({exc}): {self.process.log_tail()}"
+            ) from exc
+        return recorded
+
+
+def feed_latencies(changes: list[list[int]], run: RateRun, epoch_us: int) -> list[float]:
+    """Produce -> arrival at the tap (ms) of the changes `run` produced, in produce order."""
+    timed = sorted(
+        (count, (arrival - epoch_us - count) / 1000)
+        for count, arrival in changes
+        if run.first_us <= count <= run.last_us
+    )
+    return [latency for _, latency in timed]
 
 
 def pushes_of(samples: dict[str, Any], run: RateRun, epoch_us: int) -> Pushes:
@@ -315,6 +430,53 @@ def pushes_of(samples: dict[str, Any], run: RateRun, epoch_us: int) -> Pushes:
     final = sum(1 for ident, last in run.last_by_key.items() if newest.get(ident) == last)
     latencies = [latency for _, latency in sorted(timed)]
     return Pushes(latencies, duplicates, out_of_order, final)
+
+
+def _where_time_goes(section: Section, runs: list[RateRun], pushes: list[Pushes]) -> None:
+    """Per rate: produce -> the owner's feed (the tap) against produce -> subscriber, and
+    how long each part waited for a core while the records were produced."""
+    table = section.table(
+        "target rate",
+        "to the node's feed p50",
+        "p99",
+        "to the subscriber p50",
+        "p99",
+        "gateway event loop waiting for a core",
+        "threads waiting for a core: gateway / nodes / broker / producer / subscriber",
+    )
+    for run, got in zip(runs, pushes, strict=True):
+        feed = Summary.of(run.feed_ms) if run.feed_ms else None
+        push = Summary.of(got.latencies_ms)
+        nodes = sum(w for part, w in run.waiting.items() if part.startswith("node"))
+        table.add(
+            fmt_num(run.rate) + "/s",
+            "n/a" if feed is None else fmt_ms(feed.p50),
+            "n/a" if feed is None else fmt_ms(feed.p99),
+            fmt_ms(push.p50),
+            fmt_ms(push.p99),
+            f"{run.loop_waiting:.0%}",
+            " / ".join(
+                f"{w:.2f}"
+                for w in (
+                    run.waiting.get("gateway", 0),
+                    nodes,
+                    run.waiting.get("broker", 0),
+                    run.waiting.get("producer", 0),
+                    run.waiting.get("subscriber", 0),
+                )
+            ),
+        )
+    section.notes.append(
+        "Where the time goes: a tap (tests.bench.feedtap) follows one subscribed key in "
+        f"{_TAP_EVERY} on each partition's owner, as the gateway follows the node's feed; "
+        "produce -> the tap is the producer, the broker and the node's apply and feed, the "
+        "rest of a push's latency is the gateway's and the WebSocket's. Waiting for a core: "
+        "from Linux's run-queue time of each thread (/proc/PID/task/TID/schedstat) while the "
+        "records were produced, as an average number of each part's threads ready to run "
+        "with no core free; the gateway's event loop (its main thread) as a share of that "
+        "time. A loop that waits for a core most of the time reads its feeds late whatever "
+        "its own cost per change: the machine, not the loop, sets the pace."
+    )
 
 
 def _memory(section: Section, rss: list[dict[str, int]], n: int) -> None:
@@ -390,6 +552,9 @@ def write_runs(
             "drained": run.drained,
             "cores": run.cores,
             "machine_busy": round(run.machine_busy, 3),
+            "node_feed_latency_ms": Summary.of(run.feed_ms).to_json() if run.feed_ms else None,
+            "threads_waiting_for_a_core": run.waiting,
+            "gateway_loop_waiting_share": run.loop_waiting,
         }
         table.add(
             fmt_num(run.rate) + "/s",
@@ -430,6 +595,7 @@ def write_runs(
                 "cores: it may have limited the pushes it took."
             )
     section.figures["runs"] = figures
+    _where_time_goes(section, runs, pushes)
     section.figures["subscribers"] = subscribers
     top = max(runs, key=lambda run: run.rate, default=None)
     if top is not None:
@@ -451,12 +617,14 @@ def measure(session: BenchSession, report: Report) -> None:
     settings = session.settings
     tag = uuid.uuid4().hex[:6]
     keys = [f"lv{tag}k{i:05d}" for i in range(settings.live_subscribers)]
+    warm_key = f"lv{tag}warm"
     section.figures["idle_wait_seconds"] = round(session.quiet(), 1)
     parts = _parts(session)
     rss = [_rss(parts)]
     subscribers = _Subscribers(session, keys)
     epoch_us = time.monotonic_ns() // 1000
     runs: list[RateRun] = []
+    tap: _FeedTap | None = None
     try:
         subscribers.start()
         subscribers.wait_ready(len(keys) // 2, session.timeout_s(120))
@@ -469,12 +637,22 @@ def measure(session: BenchSession, report: Report) -> None:
         session.progress(f"live: {len(keys):,} subscriptions had their first update")
         session.quiet(5.0)
         rss.append(_rss(parts))
+        tap = _FeedTap(session, keys, _owners(session))
+        tap.start()
+        producer = _warm_producer(session, warm_key)
         for rate in settings.live_rates:
-            runs.append(_run_rate(session, subscribers, keys, rate, epoch_us))
+            runs.append(_run_rate(session, subscribers, producer, keys, rate, epoch_us))
     finally:
+        if tap is not None:
+            tap.stop()
         subscribers.stop()
-        _delete(session, keys)
+        _delete(session, [*keys, warm_key])
     samples = subscribers.samples()
+    tapped = tap.recorded() if tap is not None else {"changes": [], "errors": []}
+    for run in runs:
+        run.feed_ms = feed_latencies(tapped["changes"], run, epoch_us)
+    for text in tapped["errors"]:
+        section.errors.append(f"the feed tap: {text}")
     _memory(section, rss, len(keys))
     pushes = [pushes_of(samples, run, epoch_us) for run in runs]
     write_runs(section, runs, pushes, len(keys))

@@ -3,9 +3,11 @@ rate's pushes, and how the cache goal is judged when the cache setting made no d
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from tests.bench.live import Pushes, RateRun, pushes_of, write_runs
+from tests.bench.cpu import run_queue_seconds
+from tests.bench.live import Pushes, RateRun, feed_latencies, pushes_of, write_runs
 from tests.bench.profile import Profile
 from tests.bench.report import Report
 from tests.bench.targets import evaluate
@@ -82,7 +84,34 @@ def test_each_rate_says_what_every_part_on_the_path_used_and_how_busy_the_machin
     assert runs.rows[0][-2:] == ["0.30 / 0.45 / 0.70 / 0.15 / 0.02", "90%"]
     assert section.figures["runs"]["rate_10000"]["machine_busy"] == 0.9
     assert section.figures["profiles"]["gateway"]["samples"] == 3
-    assert section.tables[1].rows == [["`FeedLink._dispatch (x.py)`", "100.0"]]
+    assert section.tables[2].rows == [["`FeedLink._dispatch (x.py)`", "100.0"]]
+
+
+def test_each_rate_says_how_long_to_the_nodes_feed_and_who_waited_for_a_core() -> None:
+    run = RateRun(10_000, 1.0, produced=10, produce_s=1.0, feed_ms=[10.0, 20.0, 30.0])
+    run.waiting = {"gateway": 1.2, "node n1": 2.0, "node n2": 1.5, "broker": 0.5,
+                   "producer": 0.25, "subscriber": 0.0}  # fmt: skip
+    run.loop_waiting = 0.7
+    section = Report().section("live", "Live")
+    write_runs(section, [run], [Pushes([100.0, 2000.0], 0, 0, 1)], 1)
+    where = section.tables[1]
+    assert where.headers[1] == "to the node's feed p50"
+    assert where.rows[0][-2:] == ["70%", "1.20 / 3.50 / 0.50 / 0.25 / 0.00"]
+    figures = section.figures["runs"]["rate_10000"]
+    assert figures["node_feed_latency_ms"]["p50"] == 20.0
+    assert figures["gateway_loop_waiting_share"] == 0.7
+
+
+def test_the_feed_tap_counts_the_changes_of_a_run_only_in_produce_order() -> None:
+    run = RateRun(1000, 1.0, first_us=100, last_us=300)
+    changes = [[300, EPOCH_US + 5300], [50, EPOCH_US + 60], [100, EPOCH_US + 1100]]
+    assert feed_latencies(changes, run, EPOCH_US) == [1.0, 5.0]
+
+
+def test_run_queue_time_is_read_per_thread_and_is_zero_for_a_gone_process() -> None:
+    whole, main = run_queue_seconds(os.getpid()), run_queue_seconds(os.getpid(), main_only=True)
+    assert 0.0 <= main <= whole
+    assert run_queue_seconds(2**22 + 1) == 0.0  # above Linux's largest pid
 
 
 def test_the_cache_goal_is_judged_only_when_the_cache_answered() -> None:

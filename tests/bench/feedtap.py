@@ -1,0 +1,104 @@
+"""Where the live step's latency goes: a tap on the nodes' change feeds.
+
+`python -m tests.bench.feedtap --follow NODE_URL PARTITION KEYS_FILE [...] --out FILE`
+follows, on each given node, one partition's changes of `word_counts` for the keys of
+KEYS_FILE (the node's `/feed`, as the gateway follows it, signed with
+STATEFED_CLUSTER_SECRET_FILE when set), and records each change's `count` (the live step
+writes the produce time there) and its arrival on CLOCK_MONOTONIC. On SIGTERM it writes
+them to FILE and exits. The live step gives it a sample of the subscribed keys of each
+partition on the partition's owner: arrival minus produce time is then the push path up
+to the node's feed (producer, broker, the node's apply and feed), the rest of a push's
+latency is the gateway's and the subscriber's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import orjson
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.typing import Subprotocol
+
+from runtime.trust import ClusterSecret, NodeCallSigner
+from schema import WORD_COUNTS
+from schema.feed import FEED_PATH, FEED_SUBPROTOCOL
+
+__all__ = ["main"]
+
+_SECRET = "STATEFED_CLUSTER_SECRET_FILE"
+
+
+async def _open(node_url: str) -> ClientConnection:
+    secret_file = os.environ.get(_SECRET)
+    secret = ClusterSecret.read(Path(secret_file)) if secret_file else None
+    headers = NodeCallSigner(secret).headers(b"GET", FEED_PATH.encode(), b"", ["bench-tap"])
+    return await connect(
+        "ws" + node_url.removeprefix("http") + FEED_PATH,
+        subprotocols=[Subprotocol(FEED_SUBPROTOCOL)],
+        additional_headers=[(name.decode(), value.decode()) for name, value in headers],
+        compression=None,
+        max_size=64 << 20,
+        open_timeout=30,
+        proxy=None,
+    )
+
+
+async def _tap(node_url: str, partition: int, keys: list[str], out: list[list[int]]) -> None:
+    """Follow `partition` on `node_url` for `keys`; append [count, arrival_us] per change."""
+    socket = await _open(node_url)
+    follow = {"type": "follow", "id": 1, "partition": partition, "views": [WORD_COUNTS.name]}
+    await socket.send(orjson.dumps({**follow, "keys": keys}).decode())
+    async for raw in socket:
+        arrival = time.monotonic_ns() // 1000
+        frame = orjson.loads(raw)
+        if frame.get("type") == "changes":
+            for change in frame["changes"]:
+                count = (change.get("row") or {}).get("count")
+                if isinstance(count, int):
+                    out.append([count, arrival])
+        elif frame.get("type") in ("gone", "error"):
+            raise RuntimeError(f"node {node_url} partition {partition}: {frame}")
+
+
+async def _run(follows: list[tuple[str, int, list[str]]], out_path: Path) -> None:
+    out: list[list[int]] = []
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    tasks = [loop.create_task(_tap(url, p, keys, out)) for url, p, keys in follows]
+    stopping = loop.create_task(stop.wait())
+    await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    failed = [task.exception() for task in tasks if task.done() and task.exception()]
+    for task in tasks:
+        task.cancel()
+    out_path.write_bytes(orjson.dumps({"changes": out, "errors": [str(e) for e in failed]}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--follow",
+        nargs=3,
+        action="append",
+        metavar=("NODE_URL", "PARTITION", "KEYS_FILE"),
+        required=True,
+        help="a node, one of its partitions and a file of keys (one per line)",
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    follows = []
+    for url, partition, keys_file in args.follow:
+        if not url.startswith(("http://127.0.0.1", "http://localhost")):
+            parser.error(f"benchmark traffic goes to loopback only, not to {url}")
+        keys = [line for line in Path(keys_file).read_text().splitlines() if line]
+        follows.append((url, int(partition), keys))
+    asyncio.run(_run(follows, args.out))
+
+
+if __name__ == "__main__":
+    main()
