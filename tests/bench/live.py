@@ -15,6 +15,11 @@ reader is behind gets each key's newest row (gateway.subscriptions.updates). Mem
 of the gateway and the nodes before the subscriptions, with half and with all of them
 (before anything is produced: the rings of the nodes' feeds fill with the changes, which
 is no cost of a subscriber).
+
+Where the time goes: a tap process (`tests.bench.feedtap`) follows one subscribed key in
+`_TAP_EVERY` on each partition's owner, stamping the changes' arrival on the same clock
+(produce -> the node's feed), and each part's run-queue time while producing says how long
+its threads were ready to run with no core free.
 """
 
 from __future__ import annotations
