@@ -24,6 +24,7 @@ from pipeline.wire import is_version, newer_schema_id
 from runtime.kafka import KafkaConnectionError
 from runtime.logs import configure_logging
 from runtime.metrics import MetricsGuard, MetricsServer
+from runtime.signals import set_from_handler
 from runtime.topics import broker_answers
 from schema import CATALOGUE, View
 
@@ -213,7 +214,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
     def handle(signum: int, frame: FrameType | None) -> None:
         log.info("received %s", signal.Signals(signum).name)
-        stop.set()
+        set_from_handler(stop)
 
     previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
     try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from runtime.config import ConfigError
 from runtime.kafka import KafkaConnectionError
+from runtime.signals import set_from_handler
 from schema import View, load_catalogue
 from tooling.config import ToolingConfig
 
@@ -181,7 +182,7 @@ def _wait_for_signal(ready: str) -> None:
     may signal at once."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, lambda *_: set_from_handler(stop))
     print(ready, file=sys.stderr)
     stop.wait()
 

@@ -35,6 +35,7 @@ from gateway.config import GatewayConfig, is_loopback
 from gateway.model.timestamps import from_ms, iso
 from runtime.clock import wall_clock_ms
 from runtime.produce import Record, new_producer, produce_records
+from runtime.signals import set_from_handler
 from schema import CATALOGUE, WORD_COUNTS, ValueFormat, View, load_catalogue
 from tooling import demodata
 from tooling.config import ToolingConfig
@@ -127,7 +128,7 @@ def run_demo(env: dict[str, str]) -> None:
     # from the start, counting the demo data twice.
     shutil.rmtree(base, ignore_errors=True)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: set_from_handler(stop))
     # Ctrl-C stops the demo even when it was started from a shell that ignores SIGINT for
     # its background jobs (Python then keeps it ignored): raise KeyboardInterrupt again
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -19,6 +19,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from runtime.signals import set_from_handler
+
 __all__ = ["StatusUnavailable", "fetch_status", "show_status", "status_view"]
 
 _STATUS_JSON = "/status.json"
@@ -142,7 +144,7 @@ def show_status(
         # Ctrl-C ends the loop between two reads: raised as KeyboardInterrupt inside the
         # HTTP client or a redraw, it could leave either half done and the exit stuck
         interrupted = threading.Event()
-        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+        previous = signal.signal(signal.SIGINT, lambda *_: set_from_handler(interrupted))
         try:
             with Live(Text(f"reading {url} ..."), console=console, auto_refresh=False) as live:
                 while not interrupted.is_set():
