@@ -2,8 +2,8 @@
 
 `python -m tests.bench.feedtap --follow NODE_URL PARTITION KEYS_FILE [...] --out FILE`
 follows, on each given node, one partition's changes of `word_counts` for the keys of
-KEYS_FILE (the node's `/feed`, as the gateway follows it, signed with
-STATEFED_CLUSTER_SECRET_FILE when set), and records each change's `count` (the live step
+KEYS_FILE (the node's `/feed` through the gateway's own link, gateway.nodes.links,
+signed with STATEFED_CLUSTER_SECRET_FILE when set), and records each change's `count` (the live step
 writes the produce time there) and its arrival on CLOCK_MONOTONIC. On SIGTERM it writes
 them to FILE and exits. The live step gives it a sample of the subscribed keys of each
 partition on the partition's owner: arrival minus produce time is then the push path up
@@ -21,48 +21,36 @@ import time
 from pathlib import Path
 
 import orjson
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.typing import Subprotocol
 
+from gateway.nodes.links import FeedLink
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import WORD_COUNTS
-from schema.feed import FEED_PATH, FEED_SUBPROTOCOL
 
 __all__ = ["main"]
 
 _SECRET = "STATEFED_CLUSTER_SECRET_FILE"
 
 
-async def _open(node_url: str) -> ClientConnection:
+def _signer() -> NodeCallSigner:
     secret_file = os.environ.get(_SECRET)
-    secret = ClusterSecret.read(Path(secret_file)) if secret_file else None
-    headers = NodeCallSigner(secret).headers(b"GET", FEED_PATH.encode(), b"", ["bench-tap"])
-    return await connect(
-        "ws" + node_url.removeprefix("http") + FEED_PATH,
-        subprotocols=[Subprotocol(FEED_SUBPROTOCOL)],
-        additional_headers=[(name.decode(), value.decode()) for name, value in headers],
-        compression=None,
-        max_size=64 << 20,
-        open_timeout=30,
-        proxy=None,
+    return NodeCallSigner(ClusterSecret.read(Path(secret_file)) if secret_file else None)
+
+
+async def _tap(link: FeedLink, partition: int, keys: list[str], out: list[list[int]]) -> None:
+    """Follow `partition` on `link`'s node for `keys`; append [count, arrival_us] per change."""
+    _, frames = await link.follow(
+        {"partition": partition, "views": [WORD_COUNTS.name], "keys": keys}
     )
-
-
-async def _tap(node_url: str, partition: int, keys: list[str], out: list[list[int]]) -> None:
-    """Follow `partition` on `node_url` for `keys`; append [count, arrival_us] per change."""
-    socket = await _open(node_url)
-    follow = {"type": "follow", "id": 1, "partition": partition, "views": [WORD_COUNTS.name]}
-    await socket.send(orjson.dumps({**follow, "keys": keys}).decode())
-    async for raw in socket:
+    while True:
+        frame = await frames.get()
         arrival = time.monotonic_ns() // 1000
-        frame = orjson.loads(raw)
         if frame.get("type") == "changes":
             for change in frame["changes"]:
                 count = (change.get("row") or {}).get("count")
                 if isinstance(count, int):
                     out.append([count, arrival])
-        elif frame.get("type") in ("gone", "error"):
-            raise RuntimeError(f"node {node_url} partition {partition}: {frame}")
+        elif frame.get("type") in ("gone", "error", "lost"):
+            raise RuntimeError(f"node {link.url} partition {partition}: {frame}")
 
 
 async def _run(follows: list[tuple[str, int, list[str]]], out_path: Path) -> None:
@@ -70,12 +58,16 @@ async def _run(follows: list[tuple[str, int, list[str]]], out_path: Path) -> Non
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    tasks = [loop.create_task(_tap(url, p, keys, out)) for url, p, keys in follows]
+    signer = _signer()
+    links = {url: FeedLink(f"node at {url}", url, signer) for url, _, _ in follows}
+    tasks = [loop.create_task(_tap(links[url], p, keys, out)) for url, p, keys in follows]
     stopping = loop.create_task(stop.wait())
     await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
     failed = [task.exception() for task in tasks if task.done() and task.exception()]
     for task in tasks:
         task.cancel()
+    for link in links.values():
+        await link.close()
     out_path.write_bytes(orjson.dumps({"changes": out, "errors": [str(e) for e in failed]}))
 
 

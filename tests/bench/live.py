@@ -164,6 +164,16 @@ def _status(path: Path) -> dict[str, Any]:
     return status
 
 
+def _written(path: Path, process: ManagedProcess, missing: str) -> dict[str, Any]:
+    """The JSON a stopped helper process wrote to `path`; BenchError saying `missing`, why
+    and the end of its log when there is none."""
+    try:
+        written: dict[str, Any] = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise BenchError(f"{missing} ({exc}): {process.log_tail()}") from exc
+    return written
+
+
 class _Subscribers:
     """The subscriber process and its files."""
 
@@ -231,13 +241,7 @@ class _Subscribers:
             self.process.stop()
 
     def samples(self) -> dict[str, Any]:
-        try:
-            samples: dict[str, Any] = orjson.loads(self.out_path.read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise BenchError(
-                f"the subscriber wrote no samples ({exc}): {self.process.log_tail()}"
-            ) from exc
-        return samples
+        return _written(self.out_path, self.process, "the subscriber wrote no samples")
 
 
 def _warm_producer(session: BenchSession, key: str) -> Producer:
@@ -390,13 +394,7 @@ class _FeedTap:
 
     def recorded(self) -> dict[str, Any]:
         """What the stopped tap recorded: {"changes": [[count, arrival_us], ...], "errors"}."""
-        try:
-            recorded: dict[str, Any] = orjson.loads(self.out_path.read_bytes())
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise BenchError(
-                f"the feed tap wrote nothing ({exc}): {self.process.log_tail()}"
-            ) from exc
-        return recorded
+        return _written(self.out_path, self.process, "the feed tap wrote nothing")
 
 
 def feed_latencies(changes: list[list[int]], run: RateRun, epoch_us: int) -> list[float]:
