@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # MkDocs 9.x prints a banner at every build that it is maintained until 2027-05-05: silenced.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install kafka registry connector browser prometheus wrk demo test test-unit check format schema docs bench clean
+.PHONY: install kafka registry connector jvm-archives browser prometheus wrk demo test test-unit check format schema docs bench clean
 
 # Apache Kafka's jars (the local broker) and Spark's Kafka connector: fetched from the
 # Java registry into git-ignored caches, pinned in tooling/kafka/pom.xml and
@@ -26,6 +26,10 @@ REGISTRY_VERSION := 3.0.9
 REGISTRY_DIR     := .cache/registry/$(REGISTRY_VERSION)
 REGISTRY_STAMP   := $(REGISTRY_DIR)/.fetched
 REGISTRY_ARCHIVE := apicurio-registry-app-$(REGISTRY_VERSION)-all.tar.gz
+# Class-data archives of the broker's, the registry's and Spark's JVMs (runtime/classdata.py):
+# written by a training run of each part, after which each starts in seconds less.
+JVM_ARCHIVES := .cache/jvm
+JVM_STAMP    := $(JVM_ARCHIVES)/.trained
 
 # the runtime dependencies alone (what `make demo` needs), then the dev extras on top
 # (tests, linters, profilers: what `make test` and `make check` need)
@@ -61,13 +65,22 @@ $(CONNECTOR_STAMP): $(RUNTIME) tooling/connector.py
 	$(BIN)/python -m tooling.connector
 	touch $(CONNECTOR_STAMP)
 
+# An archive is a speed-up only: a failed training run says so, and the JVMs start without
+# one (the next `make install` tries again).
+$(JVM_STAMP): $(RUNTIME) $(KAFKA_STAMP) $(REGISTRY_STAMP) $(CONNECTOR_STAMP) runtime/classdata.py tooling/classdata.py
+	mkdir -p $(JVM_ARCHIVES)
+	if STATEFED_JVM_ARCHIVES=$(abspath $(JVM_ARCHIVES)) $(BIN)/python -m tooling.classdata; then touch $(JVM_STAMP); else \
+	  echo "make: no class-data archives (the JVMs start without them, slower): see above"; fi
+
 kafka: $(KAFKA_STAMP)  ## Apache Kafka's jars for the local broker, into .cache/kafka/
 
 registry: $(REGISTRY_STAMP)  ## Apicurio Registry (a Schema Registry with Confluent's API) for `statefed registry`, into .cache/registry/
 
 connector: $(CONNECTOR_STAMP)  ## Spark's Kafka connector and spark-avro, into the venv's pyspark
 
-install: $(STAMP) $(KAFKA_STAMP) $(REGISTRY_STAMP) $(CONNECTOR_STAMP)  ## .venv with the pinned dependencies and dev extras, Kafka's jars, the Schema Registry, Spark's connector
+jvm-archives: $(JVM_STAMP)  ## class-data archives of the broker's, registry's and Spark's JVMs (faster starts), into .cache/jvm/
+
+install: $(STAMP) $(KAFKA_STAMP) $(REGISTRY_STAMP) $(CONNECTOR_STAMP) $(JVM_STAMP)  ## .venv with the pinned dependencies and dev extras, Kafka's jars, the Schema Registry, Spark's connector, the JVMs' class-data archives
 
 demo: $(RUNTIME) $(KAFKA_STAMP) $(CONNECTOR_STAMP)  ## broker, pipeline, two nodes, gateway and demo data (runtime dependencies only); prints the GraphiQL URL
 	$(BIN)/statefed demo

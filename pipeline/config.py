@@ -37,6 +37,7 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
     # librdkafka settings of every Kafka client (runtime.kafka): STATEFED_KAFKA_CONFIG and
     # STATEFED_KAFKA_* variables; `kafka` joins them with the bootstrap servers
     kafka_properties: KafkaProperties = settings_group(KafkaProperties.from_env, KafkaProperties())
+    jvm_archives: Path | None = shared.jvm_archives()  # Spark's driver maps its classes in
     checkpoint_dir: Path = setting(
         "STATEFED_CHECKPOINT_DIR",
         Path(".statefed/checkpoints"),

@@ -17,13 +17,14 @@ import ipaddress
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
+from runtime.classdata import archive_options
 
 __all__ = [
     "ENFORCED",
@@ -158,19 +159,21 @@ def _start_driver_jvm(config: PipelineConfig, realtime_slots: int) -> None:
         # otherwise Spark resolves the host name and may pick a non-loopback interface
         "SPARK_LOCAL_IP": config.driver_host,
     }
-    with _environment(launch):
+    first = [_STACK, *archive_options("spark", config.jvm_archives)]
+    with _environment(launch, first):
         SparkContext._ensure_initialized()
 
 
 @contextmanager
-def _environment(defaults: Mapping[str, str]) -> Iterator[None]:
-    """os.environ with `defaults` where unset and `_STACK` first in SPARK_SUBMIT_OPTS (a
-    later -Xss of the user's wins), restored afterwards: a child process of this one
-    (a test's) must not inherit a master it did not ask for."""
+def _environment(defaults: Mapping[str, str], first: Sequence[str]) -> Iterator[None]:
+    """os.environ with `defaults` where unset and the options `first` before those of
+    SPARK_SUBMIT_OPTS (a later -Xss of the user's wins), restored afterwards: a child
+    process of this one (a test's) must not inherit a master it did not ask for."""
     saved = {key: os.environ.get(key) for key in [*defaults, "SPARK_SUBMIT_OPTS"]}
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{_STACK} {saved['SPARK_SUBMIT_OPTS'] or ''}".strip()
+    options = [*first, saved["SPARK_SUBMIT_OPTS"] or ""]
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(options).strip()
     try:
         yield
     finally:

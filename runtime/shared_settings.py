@@ -12,6 +12,7 @@ from runtime.logs import LOG_FORMATS, LOG_LEVELS
 __all__ = [
     "bootstrap",
     "cluster_secret_file",
+    "jvm_archives",
     "log_format",
     "log_level",
     "metrics_token_file",
@@ -84,4 +85,19 @@ def registry_url() -> str:
             "views with a registry `value_format`; the default is what "
             "`statefed registry` serves"
         ),
+    )
+
+
+def jvm_archives() -> Path | None:
+    return setting(
+        "STATEFED_JVM_ARCHIVES",
+        None,
+        parse=Path,
+        doc=(
+            "the directory of the class-data archives of the JVMs statefed starts (the "
+            "local broker, the Schema Registry, Spark's driver), which `make "
+            "jvm-archives` writes; a JVM whose archive is there maps its classes in "
+            "instead of loading them (see [JVM start-up](operations.md#jvm-start-up))"
+        ),
+        shown_default="the checkout's `.cache/jvm`",
     )

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from runtime.topics import ensure_topics
+from tests.classdata import assert_maps_its_archive
 from tooling.broker import BrokerStartError, KafkaBroker, free_port
 
 
@@ -79,6 +80,12 @@ def test_the_jvm_runs_with_the_options_of_statefed_jvm_options(
         assert broker.pid is not None
         arguments = Path(f"/proc/{broker.pid}/cmdline").read_bytes().decode().split("\0")
         assert all(option in arguments for option in options), arguments
+
+
+def test_the_jvm_maps_the_class_data_archive_make_install_wrote() -> None:
+    with KafkaBroker() as broker:
+        assert broker.pid is not None
+        assert_maps_its_archive("kafka", broker.pid)
 
 
 def test_missing_jars_name_the_make_target(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

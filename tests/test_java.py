@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.classdata import archive_path
 from tooling.java import JavaNotFound, find_java, jvm_options
 
 
@@ -27,7 +28,23 @@ def test_no_java_names_the_part_and_what_to_install(tmp_path: Path) -> None:
         find_java("Kafka", {"PATH": str(tmp_path)})
 
 
-def test_options_are_split_as_a_shell_splits_words() -> None:
-    environ = {"STATEFED_JVM_OPTIONS": "-Xss4m  '-Da=b c' -XX:TieredStopAtLevel=1"}
-    assert jvm_options(environ) == ["-Xss4m", "-Da=b c", "-XX:TieredStopAtLevel=1"]
-    assert jvm_options({}) == []
+def test_options_are_split_as_a_shell_splits_words(tmp_path: Path) -> None:
+    environ = {
+        "STATEFED_JVM_OPTIONS": "-Xss4m  '-Da=b c' -XX:TieredStopAtLevel=1",
+        "STATEFED_JVM_ARCHIVES": str(tmp_path),  # no archive written there
+    }
+    assert jvm_options("kafka", environ) == ["-Xss4m", "-Da=b c", "-XX:TieredStopAtLevel=1"]
+    assert jvm_options("kafka", {"STATEFED_JVM_ARCHIVES": str(tmp_path)}) == []
+
+
+def test_a_parts_archive_comes_first_once_it_is_written(tmp_path: Path) -> None:
+    environ = {"STATEFED_JVM_OPTIONS": "-Xss4m", "STATEFED_JVM_ARCHIVES": str(tmp_path)}
+    (tmp_path / "kafka.jsa").write_bytes(b"")
+    shared = f"-XX:SharedArchiveFile={tmp_path / 'kafka.jsa'}"
+    assert jvm_options("kafka", environ) == [shared, "-Xss4m"]
+    assert jvm_options("registry", environ) == ["-Xss4m"]  # each part has its own
+
+
+def test_a_part_without_an_archive_is_named() -> None:
+    with pytest.raises(ValueError, match=r"no class-data archive for 'gateway': the parts are"):
+        archive_path("gateway", None)

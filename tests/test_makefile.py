@@ -24,7 +24,7 @@ def _plan(target: str, tmp_path: Path) -> list[str]:
     # as a top-level make, also when the suite itself runs under `make test`
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     where = [f"VENV={tmp_path}/venv", f"KAFKA_JARS={tmp_path}/kafka"]
-    where.append(f"REGISTRY_DIR={tmp_path}/registry")
+    where += [f"REGISTRY_DIR={tmp_path}/registry", f"JVM_ARCHIVES={tmp_path}/jvm"]
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", target, *where],
         cwd=ROOT,
@@ -47,6 +47,7 @@ def test_make_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> Non
     assert any("-m tooling.connector" in line for line in plan), "Spark's connector"
     assert not any("apicurio" in line for line in plan), "the demo does not use a registry yet"
     assert plan[-1] == f"{tmp_path}/venv/bin/statefed demo"
+    assert not any("tooling.classdata" in line for line in plan), "no minute of training first"
 
 
 def test_make_test_and_make_check_install_the_dev_extras(tmp_path: Path) -> None:
@@ -66,3 +67,11 @@ def test_the_makefile_and_tooling_registry_pin_the_same_registry() -> None:
     pinned = re.search(r"^REGISTRY_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
     assert pinned is not None, "the Makefile pins REGISTRY_VERSION"
     assert pinned.group(1) == REGISTRY_VERSION, "move them together"
+
+
+def test_make_install_trains_the_class_data_archives_after_the_parts(tmp_path: Path) -> None:
+    plan = _plan("install", tmp_path)
+    training = next(i for i, line in enumerate(plan) if "-m tooling.classdata" in line)
+    assert training > max(i for i, line in enumerate(plan) if "tar xzf" in line), "the registry"
+    assert training > max(i for i, line in enumerate(plan) if "-m tooling.connector" in line)
+    assert f"mkdir -p {tmp_path}/jvm" in plan

@@ -17,6 +17,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, Schema
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from tests.classdata import assert_maps_its_archive
 from tooling.broker import free_port
 from tooling.processes import wait_until
 from tooling.registry import RegistryStartError, SchemaRegistry
@@ -42,6 +43,12 @@ def test_a_missing_release_names_the_make_target(tmp_path: Path) -> None:
     with pytest.raises(RegistryStartError, match=r"3\.0\.9 is not in .*: run `make registry`"):
         registry.start()
     assert not registry.running
+
+
+def test_the_jvm_maps_the_class_data_archive_make_install_wrote(tmp_path: Path) -> None:
+    with SchemaRegistry(tmp_path) as registry:
+        assert registry.pid is not None
+        assert_maps_its_archive("registry", registry.pid)
 
 
 def test_avro_records_round_trip_and_an_incompatible_schema_is_refused(tmp_path: Path) -> None:

@@ -255,7 +255,7 @@ class KafkaBroker:
             "-Xms64m",
             "-XX:+UseSerialGC",  # two cores: no parallel GC threads beside the tests
             "-Djava.awt.headless=true",
-            *jvm_options(),
+            *jvm_options("kafka"),
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
             f"{kafka_jars()}/*",

@@ -90,6 +90,7 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
         ),
         shown_default="none",
     )
+    jvm_archives: Path | None = shared.jvm_archives()
     demo_dir: Path = setting(
         "STATEFED_DEMO_DIR",
         Path(".statefed/demo"),

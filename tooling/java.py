@@ -1,5 +1,6 @@
 """The JVMs statefed starts itself, the local Kafka broker and Schema Registry: which
-`java` runs them, and the options `STATEFED_JVM_OPTIONS` adds to each.
+`java` runs them, and the options `STATEFED_JVM_OPTIONS` and their class-data archives
+(`runtime.classdata`) add to each.
 
 Spark's driver is not one of them: the pipeline starts it through PySpark, which takes
 its options from `SPARK_SUBMIT_OPTS` (or `spark-submit --driver-java-options`).
@@ -13,6 +14,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from runtime.classdata import archive_options
 from tooling.config import ToolingConfig
 
 __all__ = ["JavaNotFound", "find_java", "jvm_options"]
@@ -42,6 +44,8 @@ def find_java(part: str, environ: Mapping[str, str] = os.environ) -> str:
     return found
 
 
-def jvm_options(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """`STATEFED_JVM_OPTIONS`, split as a shell splits words."""
-    return shlex.split(ToolingConfig.from_env(environ).jvm_options or "")
+def jvm_options(part: str, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The options of `part`'s JVM (`runtime.classdata.PARTS`): its class-data archive,
+    when written, then `STATEFED_JVM_OPTIONS` split as a shell splits words."""
+    config = ToolingConfig.from_env(environ)
+    return [*archive_options(part, config.jvm_archives), *shlex.split(config.jvm_options or "")]

@@ -148,7 +148,7 @@ class SchemaRegistry:
             "-Xms64m",
             "-XX:+UseSerialGC",  # two cores: no parallel GC threads beside the tests
             "-Djava.awt.headless=true",
-            *jvm_options(),
+            *jvm_options("registry"),
             f"-Dquarkus.http.host={self.host}",
             f"-Dquarkus.http.port={self.port}",
             "-Dquarkus.http.access-log.enabled=false",

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from pyspark import SparkConf
+from pyspark.sql import SparkSession
 
 from pipeline import PipelineConfig
 from pipeline.session import ENFORCED, ROCKSDB_PROVIDER, default_settings, session_settings
+from tests.classdata import assert_maps_its_archive
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,3 +129,11 @@ def test_statefed_pipeline_takes_spark_defaults_conf_over_its_own(tmp_path: Path
     assert conf["spark.app.name"] == "statefed-pipeline"
     assert {"-Xss16m", "-Xmx600m"} <= set(probe["jvm"])
     assert probe["MASTER"] is None  # what the JVM was started with stays out of the environment
+
+
+def test_the_driver_jvm_maps_the_class_data_archive_make_install_wrote(
+    spark: SparkSession,
+) -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    assert_maps_its_archive("spark", int(jvm.java.lang.ProcessHandle.current().pid()))
