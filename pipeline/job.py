@@ -33,7 +33,7 @@ from pipeline.modes import realtime_slots, runs_realtime
 from pipeline.protobuf import ProtobufSchemas
 from pipeline.records import Decoding, keyed_events, rejected_records
 from pipeline.sink import BatchProducer
-from pipeline.starting import start_initialized
+from pipeline.starting import start_initialized, start_together
 from pipeline.status import ChangelogEnds, StatusPoller, ViewTracker
 from pipeline.statuslog import StatusPublisher, read_last_statuses
 from pipeline.where import where_applied
@@ -67,6 +67,10 @@ class Closing(Protocol):
     producer (micro-batches) or a `ChangelogEnds` (Real-Time Mode)."""
 
     def close(self) -> None: ...
+
+
+# a started query, what it owns, and the tracker of a view query's statuses
+Started = tuple[StreamingQuery, Closing] | tuple[StreamingQuery, Closing, ViewTracker]
 
 
 class RunningPipeline:
@@ -211,15 +215,25 @@ def start_queries(
     on_batch = None if metrics is None else metrics.batch
     running = RunningPipeline(StatusPoller(publisher, on_batch=on_batch))
     realtime = realtime_views(config, views)
+    starts: list[Callable[[], Started]] = []
+    for view in views:
+        tracker, decoding = trackers[view.name], decodings[view.name]
+        if view.name in realtime:
+            starts.append(
+                functools.partial(_start_realtime_view, spark, config, view, decoding, tracker)
+            )
+        else:
+            starts.append(
+                functools.partial(_start_view, spark, config, view, decoding, producer, tracker)
+            )
+    for topic, of_topic in _decodings_by_topic(views, decodings).items():
+        starts.append(
+            functools.partial(
+                _start_dead_letters, spark, config, topic, of_topic, producer, metrics
+            )
+        )
     try:
-        for view in views:
-            tracker, decoding = trackers[view.name], decodings[view.name]
-            if view.name in realtime:
-                running.add(*_start_realtime_view(spark, config, view, decoding, tracker))
-            else:
-                running.add(*_start_view(spark, config, view, decoding, producer, tracker))
-        for topic, of_topic in _decodings_by_topic(views, decodings).items():
-            running.add(*_start_dead_letters(spark, config, topic, of_topic, producer, metrics))
+        start_together(starts, lambda started: running.add(*started))
         running.poller.start()
     except BaseException:
         running.stop()

@@ -1,29 +1,57 @@
-"""Starting a streaming query, one at a time, until its sources are initialized.
+"""Starting streaming queries, each awaited until its sources are initialized.
 
 `writer.start()` returns before Spark has created the query's source, so an error there
 (a Kafka setting the connector refuses, a checkpoint it cannot read) would surface only
-later as a stopped query. Queries start one after another, each awaited past its
-"Initializing ..." states (which also keeps several JVM-side starts from competing for
-2 busy cores), and a query that dies while initializing is started again (its checkpoint
-holds no batch of that attempt) before the error is raised, naming the query.
+later as a stopped query. Each start is awaited past its "Initializing ..." states, and a
+query that dies while initializing is started again (its checkpoint holds no batch of
+that attempt) before the error is raised, naming the query.
+
+The pipeline's queries start `STARTS_AT_ONCE` at a time (`start_together`): one after
+another, the demo catalogue's nine took 6.4 s of the pipeline's 10 s start on 2 cores,
+mostly waiting on the broker and on each query's stream thread.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TypeVar
 
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from pipeline.errors import QueryFailedError
 
-__all__ = ["INITIALIZING", "start_initialized"]
+__all__ = ["INITIALIZING", "STARTS_AT_ONCE", "start_initialized", "start_together"]
 
 log = logging.getLogger(__name__)
 
 INITIALIZING = "Initializing"  # "Initializing StreamExecution", then "... sources"
 _NOT_RUNNING = (INITIALIZING, "Terminated", "Stopped")
 _POLL_S = 0.05
+STARTS_AT_ONCE = 4
+_T = TypeVar("_T")
+
+
+def start_together(
+    starts: Sequence[Callable[[], _T]],
+    keep: Callable[[_T], None],
+    at_once: int = STARTS_AT_ONCE,
+) -> None:
+    """Run `starts`, `at_once` at a time, and `keep` what each returned, in the order of
+    `starts`; then raise the first error. What did start is kept also when another start
+    failed, so the caller can stop it."""
+    with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="query-start") as pool:
+        futures = [pool.submit(start) for start in starts]
+        wait(futures)
+    errors = [future.exception() for future in futures]
+    for future, error in zip(futures, errors, strict=True):
+        if error is None:
+            keep(future.result())
+    first = next((error for error in errors if error is not None), None)
+    if first is not None:
+        raise first
 
 
 def start_initialized(
