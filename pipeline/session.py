@@ -17,14 +17,14 @@ import ipaddress
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
 from runtime.classdata import archive_options
+from runtime.environment import environment
 
 __all__ = [
     "ENFORCED",
@@ -153,35 +153,21 @@ def _start_driver_jvm(config: PipelineConfig, realtime_slots: int) -> None:
         SparkContext._ensure_initialized()
         _warn_without_stack()
         return
+    # where unset (what the user's environment says wins), restored afterwards: a child
+    # process of this one (a test's) must not inherit a master it did not ask for
     launch = {
         "MASTER": spark_master(config, realtime_slots),
         "SPARK_DRIVER_MEMORY": config.driver_memory,
         # otherwise Spark resolves the host name and may pick a non-loopback interface
         "SPARK_LOCAL_IP": config.driver_host,
     }
-    first = [_STACK, *archive_options("spark", config.jvm_archives)]
-    with _environment(launch, first):
+    launch = {key: os.environ.get(key, value) for key, value in launch.items()}
+    # the stack and the class-data archive before the user's options (a later -Xss wins)
+    options = [_STACK, *archive_options("spark", config.jvm_archives)]
+    options.append(os.environ.get("SPARK_SUBMIT_OPTS", ""))
+    launch["SPARK_SUBMIT_OPTS"] = " ".join(options).strip()
+    with environment(launch):
         SparkContext._ensure_initialized()
-
-
-@contextmanager
-def _environment(defaults: Mapping[str, str], first: Sequence[str]) -> Iterator[None]:
-    """os.environ with `defaults` where unset and the options `first` before those of
-    SPARK_SUBMIT_OPTS (a later -Xss of the user's wins), restored afterwards: a child
-    process of this one (a test's) must not inherit a master it did not ask for."""
-    saved = {key: os.environ.get(key) for key in [*defaults, "SPARK_SUBMIT_OPTS"]}
-    for key, value in defaults.items():
-        os.environ.setdefault(key, value)
-    options = [*first, saved["SPARK_SUBMIT_OPTS"] or ""]
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join(options).strip()
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
 
 
 def _warn_without_stack() -> None:

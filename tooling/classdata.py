@@ -24,14 +24,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 from confluent_kafka import Consumer, TopicPartition
 
 from runtime.classdata import PARTS, archive_path, archives_dir
+from runtime.environment import environment
 from runtime.produce import produce_records
 from runtime.topics import ensure_topics, statefed_topics
 from schema.catalogue import CATALOGUE
@@ -59,15 +58,15 @@ def train(directory: Path) -> list[Path]:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     # no archive is mapped while one is written: the runs read from an empty directory
-    with _environment(STATEFED_JVM_ARCHIVES=str(scratch / "none")):
+    with environment({"STATEFED_JVM_ARCHIVES": str(scratch / "none")}):
         broker = KafkaBroker(log_path=scratch / "broker.log", data_dir=scratch / "broker")
-        with _environment(STATEFED_JVM_OPTIONS=_dump_options("kafka", scratch)):
+        with environment({"STATEFED_JVM_OPTIONS": _dump_options("kafka", scratch)}):
             broker.start()
         try:
             _train_spark(broker.bootstrap, scratch)
         finally:
             broker.stop(timeout_s=EXIT_TIMEOUT_S)
-        with _environment(STATEFED_JVM_OPTIONS=_dump_options("registry", scratch)):
+        with environment({"STATEFED_JVM_OPTIONS": _dump_options("registry", scratch)}):
             _train_registry(scratch)
     written = [_move_into_place(part, scratch, directory) for part in PARTS]
     shutil.rmtree(scratch, ignore_errors=True)
@@ -171,20 +170,6 @@ def _move_into_place(part: str, scratch: Path, directory: Path) -> Path:
         )
     os.replace(written, target)
     return target
-
-
-@contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    saved: Mapping[str, str | None] = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
 
 
 def main() -> None:
