@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from runtime.classdata import PARTS, archive_path, archives_dir
 from runtime.environment import environment
-from runtime.produce import produce_records
+from runtime.produce import new_producer, produce_records
 from runtime.topics import ensure_topics, statefed_topics
 from schema.catalogue import CATALOGUE
 from tooling.broker import KafkaBroker
@@ -104,31 +104,32 @@ def _train_spark(bootstrap: str, scratch: Path) -> None:
 
 
 def _feed_until_written(bootstrap: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Produce the demo's trickle every second until every view's changelog has records."""
     rng = random.Random(7)
     tick = 0
+    unwritten = {view.changelog_topic for view in CATALOGUE}
+    producer = new_producer(bootstrap)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "statefed-classdata"})
 
     def every_changelog_written() -> bool:
         nonlocal tick
         if process.poll() is not None:
             raise ArchiveError(f"the pipeline exited with {process.returncode}: see {log}")
         for topic, records in trickle(tick, rng, int(time.time() * 1000)).items():
-            produce_records(bootstrap, topic, records)
+            produce_records(bootstrap, topic, records, producer)
         tick += 1
-        return all(_has_records(bootstrap, view.changelog_topic) for view in CATALOGUE)
+        unwritten.difference_update({t for t in unwritten if _has_records(consumer, t)})
+        return not unwritten
 
-    wait_until(every_changelog_written, PIPELINE_TIMEOUT_S, "every view's changelog", 1.0)
-
-
-def _has_records(bootstrap: str, topic: str) -> bool:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "statefed-classdata"})
     try:
-        ends = [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5.0)[1]
-            for p in range(PARTITIONS)
-        ]
+        wait_until(every_changelog_written, PIPELINE_TIMEOUT_S, "every view's changelog", 1.0)
     finally:
         consumer.close()
-    return sum(ends) > 0
+
+
+def _has_records(consumer: Consumer, topic: str) -> bool:
+    partitions = (TopicPartition(topic, p) for p in range(PARTITIONS))
+    return any(consumer.get_watermark_offsets(tp, timeout=5.0)[1] > 0 for tp in partitions)
 
 
 def _stop_group(process: subprocess.Popen[bytes], log: Path) -> None:

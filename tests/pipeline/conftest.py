@@ -8,6 +8,7 @@ although the broker and the session are shared.
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -27,7 +28,11 @@ from tooling.broker import KafkaBroker
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """A real local Spark session with the pipeline's settings, and task slots for the
     Real-Time Mode queries of four views at a time beside ten micro-batch queries."""
-    config = PipelineConfig(checkpoint_dir=tmp_path_factory.mktemp("unused-checkpoints"))
+    config = PipelineConfig(
+        checkpoint_dir=tmp_path_factory.mktemp("unused-checkpoints"),
+        # where the suite's other JVMs find theirs (tests.classdata)
+        jvm_archives=PipelineConfig.from_env(os.environ).jvm_archives,
+    )
     slots = realtime_slots([PARTITIONS] * 4, config.shuffle_partitions) + 10 * PARTITIONS
     session = build_session(config, app_name="statefed-pipeline-tests", realtime_slots=slots)
     yield session
