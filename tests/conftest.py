@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
 
+from tests.scheduling import OPTION, FolderScheduling
 from tooling.broker import KafkaBroker
 
 _TESTS = Path(__file__).parent
@@ -61,6 +63,19 @@ def tier_of(item: pytest.Item) -> str:
 # busy core-seconds with C2, 742 with C1 alone (8:47 -> 6:53); tests of timings (the chaos
 # tier) took as long either way.
 _QUICK_JVM = "-XX:TieredStopAtLevel=1"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        OPTION,
+        action="store_true",
+        help="with -n: give each worker whole folders of tests/ (tests.scheduling)",
+    )
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FolderScheduling | None:
+    return FolderScheduling(config, log) if config.getoption(OPTION) else None
 
 
 def pytest_configure(config: pytest.Config) -> None:
