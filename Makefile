@@ -106,8 +106,8 @@ wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checkin
 # fails if any did.
 test: install browser prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
 	$(BIN)/pytest -m unit -n 2; unit=$$?; \
-	$(BIN)/pytest -m "kafka or spark" -n 3 --dist loadfile; parts=$$?; \
-	$(BIN)/pytest -m "cluster or chaos" -n 2 --dist-by-folder; whole=$$?; \
+	$(BIN)/pytest -m "kafka or spark" -n 3 --dist-by file; parts=$$?; \
+	$(BIN)/pytest -m "cluster or chaos" -n 2 --dist-by folder; whole=$$?; \
 	test $$unit -eq 0 && test $$parts -eq 0 && test $$whole -eq 0
 
 test-unit: $(STAMP) browser prometheus wrk  ## the unit tier alone (no broker, Spark or cluster): the inner loop, a few minutes

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from xdist.remote import Producer
 
-from tests.scheduling import OPTION, FolderScheduling
+from tests.scheduling import OPTION, SCOPES, LongestFirst
 from tooling.broker import KafkaBroker
 
 _TESTS = Path(__file__).parent
@@ -68,14 +68,15 @@ _QUICK_JVM = "-XX:TieredStopAtLevel=1"
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         OPTION,
-        action="store_true",
-        help="with -n: give each worker whole folders of tests/ (tests.scheduling)",
+        choices=SCOPES,
+        help="with -n: give the workers whole files or folders of tests/, the longest first"
+        " (tests/scheduling.py)",
     )
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> FolderScheduling | None:
-    return FolderScheduling(config, log) if config.getoption(OPTION) else None
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LongestFirst | None:
+    return LongestFirst(config, log) if config.getoption(OPTION) else None
 
 
 def pytest_configure(config: pytest.Config) -> None:

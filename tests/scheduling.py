@@ -1,34 +1,76 @@
-"""Distributing the tests over pytest-xdist workers a folder at a time (`--dist-by-folder`).
+"""Distributing the tests over pytest-xdist workers a file or a folder at a time, the
+longest first (`--dist-by file` or `--dist-by folder`, with `-n`).
 
 A folder below tests/ that starts a whole cluster once for all its files (a package-scoped
 fixture: `tests/e2e`, `tests/chaos`, `tests/differential`) must run on one worker: spread
 over two, each worker would start a cluster of its own. pytest-xdist's `--dist loadfile`
 spreads a folder's files; its `--dist loadgroup` marks groups in `item._nodeid`, which
-pytest 9 no longer reads. So the scope of a test here is its folder below tests/, or its
-file for a file directly in tests/; whole scopes go to workers, those of most tests first
-(pytest-xdist's order for scopes).
+pytest 9 no longer reads. And pytest-xdist sends the scopes of most tests first, so a file
+of one long test comes last and leaves its worker alone for minutes at the end.
+
+So the unit of work here is a test's file, or its folder below tests/ (a file directly in
+tests/ is its own unit), and the units start in the order of `LONGEST` (what they took in
+`make test`), then of their number of tests.
 """
 
 from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+import pytest
+from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
 
-__all__ = ["FolderScheduling", "folder_scope"]
+__all__ = ["LONGEST", "OPTION", "SCOPES", "LongestFirst", "file_scope", "folder_scope"]
 
-OPTION = "--dist-by-folder"
+OPTION = "--dist-by"
+SCOPES = ("file", "folder")
+
+# Seconds of the units that take a minute or more, measured in make test on 2 cores
+# (`--durations=0`); a unit missing here starts after them. Approximate is enough: the
+# order is what counts.
+LONGEST: dict[str, int] = {
+    # the cluster and chaos tiers, by folder
+    "tests/differential": 450,
+    "tests/chaos": 320,
+    "tests/e2e": 240,
+    "tests/conformance": 140,
+    "tests/newcomer": 140,
+    "tests/replication": 75,
+    "tests/realtime": 60,
+    # the kafka and spark tiers, by file
+    "tests/pipeline/test_standalone.py": 150,
+    "tests/pipeline/test_realtime_kill.py": 120,
+    "tests/pipeline/test_aggregates.py": 110,
+    "tests/pipeline/test_run.py": 60,
+    "tests/pipeline/test_registry_formats.py": 55,
+}
+
+
+def file_scope(nodeid: str) -> str:
+    """The file of the test `nodeid`: "tests/e2e/test_x.py" for "tests/e2e/test_x.py::t"."""
+    return nodeid.split("::", 1)[0]
 
 
 def folder_scope(nodeid: str) -> str:
-    """The unit of work of the test `nodeid`: "tests/e2e" for "tests/e2e/test_x.py::t",
-    "tests/test_x.py" for "tests/test_x.py::t"."""
-    path = PurePosixPath(nodeid.split("::", 1)[0])
+    """The folder below tests/ of the test `nodeid` ("tests/e2e" for
+    "tests/e2e/test_x.py::t"), or its file when it lies directly in tests/."""
+    path = PurePosixPath(file_scope(nodeid))
     return str(path.parent) if path.parent.name != "tests" else str(path)
 
 
-class FolderScheduling(LoadScopeScheduling):
-    """pytest-xdist's scope scheduling with a folder below tests/ as the scope."""
+class LongestFirst(LoadScopeScheduling):
+    """pytest-xdist's scope scheduling by file or folder, the longest units first."""
+
+    def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
+        super().__init__(config, log)
+        self._scope = folder_scope if config.getoption(OPTION) == "folder" else file_scope
 
     def _split_scope(self, nodeid: str) -> str:
-        return folder_scope(nodeid)
+        return self._scope(nodeid)
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        longest = max(self.workqueue, key=lambda scope: LONGEST.get(scope, 0))
+        self.workqueue.move_to_end(longest, last=False)  # the one the base class takes
+        super()._assign_work_unit(node)

@@ -1,4 +1,5 @@
-"""The workers' unit of work under `--dist-by-folder`: a folder below tests/ stays whole."""
+"""The workers' units of work under `--dist-by`: a folder below tests/ (or a file) stays
+whole on one worker, and the longest units start first."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.scheduling import folder_scope
+from tests.scheduling import LONGEST, file_scope, folder_scope
 
 _ROOT = Path(__file__).parent.parent
 
@@ -15,33 +16,42 @@ def test_a_folder_below_tests_is_one_unit_and_a_file_directly_in_tests_is_its_ow
     assert folder_scope("tests/e2e/test_wordcount.py::test_x[a::b]") == "tests/e2e"
     assert folder_scope("tests/e2e/test_scenarios.py::Class::test_y") == "tests/e2e"
     assert folder_scope("tests/test_broker.py::test_z") == "tests/test_broker.py"
+    assert file_scope("tests/e2e/test_scenarios.py::Class::test_y") == "tests/e2e/test_scenarios.py"
+
+
+def test_every_long_unit_named_is_a_folder_or_file_of_the_tests() -> None:
+    missing = [unit for unit in LONGEST if not (_ROOT / unit).exists()]
+    assert not missing, f"tests.scheduling.LONGEST names what is gone: {missing}"
 
 
 _RECORDING_TEST = """
 import os
-from pathlib import Path
 
-def test_{name}():
-    with (Path(__file__).parent.parent / "ran.txt").open("a") as ran:
-        ran.write(f"{folder} {{os.environ['PYTEST_XDIST_WORKER']}}\\n")
+def test_{index}():
+    with open("{ran}", "a") as ran:
+        ran.write("{unit} " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
 """
 
 
-def test_two_workers_run_each_folder_on_one_of_them(tmp_path: Path) -> None:
+def _run(tmp_path: Path, scope: str, units: dict[str, int]) -> list[tuple[str, str]]:
+    """Run `units` (a file of tests each, named by their folder/file below tests/) on two
+    workers with `--dist-by scope`: the (unit, worker) of each test in the order they ran."""
     tests = tmp_path / "tests"
-    (tests / "a").mkdir(parents=True)
-    (tests / "b").mkdir()
+    tests.mkdir()
     (tests / "conftest.py").write_text(
         "from tests.conftest import pytest_addoption, pytest_xdist_make_scheduler\n"
     )
-    for folder in ("a", "b"):
-        for index in range(4):
-            name = f"{folder}{index}"
-            test = _RECORDING_TEST.format(name=name, folder=folder)
-            (tests / folder / f"test_{name}.py").write_text(test)
+    for unit, count in units.items():
+        (tests / unit).parent.mkdir(parents=True, exist_ok=True)
+        tests_of_unit = (
+            _RECORDING_TEST.format(index=i, unit=unit, ran=tmp_path / "ran.txt")
+            for i in range(count)
+        )
+        code = "".join(tests_of_unit)
+        (tests / unit).write_text(code)
     command = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]
     run = subprocess.run(
-        [*command, "--dist-by-folder", "--rootdir", str(tmp_path), "-c", "/dev/null", "tests"],
+        [*command, "--dist-by", scope, "--rootdir", str(tmp_path), "-c", "/dev/null", "tests"],
         cwd=tmp_path,
         env={"PYTHONPATH": str(_ROOT), "PATH": str(Path(sys.executable).parent)},
         capture_output=True,
@@ -49,8 +59,22 @@ def test_two_workers_run_each_folder_on_one_of_them(tmp_path: Path) -> None:
         timeout=120,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    lines = (tests / "ran.txt").read_text().split()
+    words = (tmp_path / "ran.txt").read_text().split()
+    return list(zip(words[::2], words[1::2], strict=True))
+
+
+def test_two_workers_run_each_folder_on_one_of_them(tmp_path: Path) -> None:
+    units = {f"{folder}/test_{folder}{i}.py": 3 for folder in ("a", "b", "c") for i in range(3)}
+    ran = _run(tmp_path, "folder", units)
     workers: dict[str, set[str]] = {}
-    for folder, worker in zip(lines[::2], lines[1::2], strict=True):
-        workers.setdefault(folder, set()).add(worker)
-    assert len(lines) == 16 and all(len(ran_on) == 1 for ran_on in workers.values()), workers
+    for unit, worker in ran:
+        workers.setdefault(unit.split("/")[0], set()).add(worker)
+    assert len(ran) == 27 and all(len(ran_on) == 1 for ran_on in workers.values()), workers
+
+
+def test_the_longest_files_start_first_whatever_their_number_of_tests(tmp_path: Path) -> None:
+    longest = [unit.removeprefix("tests/") for unit in LONGEST if unit.endswith(".py")]
+    units = {f"test_short_{i}.py": 5 for i in range(4)} | dict.fromkeys(longest[:2], 1)
+    ran = _run(tmp_path, "file", units)
+    first_of_each_worker = {worker: unit for unit, worker in reversed(ran)}
+    assert set(first_of_each_worker.values()) == set(longest[:2]), ran
