@@ -10,7 +10,9 @@ of one long test comes last and leaves its worker alone for minutes at the end.
 
 So the unit of work here is a test's file, or its folder below tests/ (a file directly in
 tests/ is its own unit), and the units start in the order of `LONGEST` (what they took in
-`make test`), then of their number of tests.
+`make test`), then of their number of tests. A worker gets its next unit once two or fewer
+of its tests are left, so a worker may hold two long units at the start: the order is
+longest first, not an optimal packing.
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def file_scope(nodeid: str) -> str:
 
 def folder_scope(nodeid: str) -> str:
     """The folder below tests/ of the test `nodeid` ("tests/e2e" for
-    "tests/e2e/test_x.py::t"), or its file when it lies directly in tests/."""
-    path = PurePosixPath(file_scope(nodeid))
-    return str(path.parent) if path.parent.name != "tests" else str(path)
+    "tests/e2e/sub/test_x.py::t"), or its file when it lies directly in tests/."""
+    parts = PurePosixPath(file_scope(nodeid)).parts
+    return "/".join(parts[:2]) if len(parts) > 2 else "/".join(parts)
 
 
 class LongestFirst(LoadScopeScheduling):
