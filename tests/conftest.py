@@ -79,11 +79,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Longest
     return LongestFirst(config, log) if config.getoption(OPTION) else None
 
 
+def _check_dist_by(config: pytest.Config) -> None:
+    workers = config.getoption("numprocesses", None)
+    if not workers or config.getoption("dist", "no") not in ("no", "load"):
+        raise pytest.UsageError(f"{OPTION} needs -n (workers) and no --dist of its own")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    dist = config.getoption("dist", "no")
     if config.getoption(OPTION) and not hasattr(config, "workerinput"):
-        if not config.getoption("numprocesses", None) or dist not in ("no", "load"):
-            raise pytest.UsageError(f"{OPTION} needs -n (workers) and no --dist of its own")
+        _check_dist_by(config)
     os.environ.setdefault("STATEFED_JVM_OPTIONS", _QUICK_JVM)  # the local broker and registry
     os.environ.setdefault("SPARK_SUBMIT_OPTS", _QUICK_JVM)  # Spark's driver (PySpark's)
 
