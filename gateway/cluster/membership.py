@@ -36,6 +36,7 @@ from runtime.clock import wall_clock_ms
 from runtime.kafka import KafkaSettings
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
+from runtime.watermarks import watermarks
 from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
 
 __all__ = ["FeedWatch", "MemberDirectory", "MembershipReader", "find_start_offset"]
@@ -120,11 +121,14 @@ class MemberDirectory:
         return bool(stale)
 
 
-def find_start_offset(consumer: Consumer, topic: str, target_ms: int) -> int:
+def find_start_offset(
+    consumer: Consumer, topic: str, target_ms: int, stopping: threading.Event | None = None
+) -> int:
     """The first offset of partition 0 of `topic` whose record is at least as new as
-    `target_ms` (by the broker's time index), or the end when none is."""
+    `target_ms` (by the broker's time index), or the end when none is; given up when
+    `stopping` is set while the broker does not answer."""
     # the end first: a record produced after the time lookup is then read all the same
-    _low, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    _low, end = watermarks(consumer, TopicPartition(topic, 0), stopping or threading.Event())
     (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, target_ms)], timeout=10)
     if found.error is not None:
         raise KafkaException(found.error)
@@ -273,7 +277,8 @@ class MembershipReader:
     def _start_offset(self) -> int:
         consumer = self._consumer()
         try:
-            return find_start_offset(consumer, self._topic, self._clock() - self._lookback_ms)
+            target_ms = self._clock() - self._lookback_ms
+            return find_start_offset(consumer, self._topic, target_ms, self._stopping)
         finally:
             consumer.close()
 

@@ -23,6 +23,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from runtime.kafka import KafkaSettings
+from runtime.watermarks import watermarks
 from schema import DEADLETTER_TOPIC, PIPELINE_TOPIC, ViewStatus, decode_status
 
 __all__ = ["DeadLetterSummary", "PipelineStatusReader", "StatusBoard"]
@@ -182,7 +183,7 @@ class PipelineStatusReader:
 
     def _tail_of(self, consumer: Consumer, topic: str) -> TopicPartition:
         partition = TopicPartition(topic, 0)
-        low, high = consumer.get_watermark_offsets(partition, timeout=10)
+        low, high = watermarks(consumer, partition, self._stopping)
         partition.offset = max(low, high - self._tail)
         return partition
 
