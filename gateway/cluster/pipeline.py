@@ -159,6 +159,8 @@ class PipelineStatusReader:
             try:
                 self._follow(consumer)
             except Exception as exc:  # broker down or topic missing: log, wait, start over
+                if self._stopping.is_set():
+                    break  # told to stop while the broker did not answer: nothing to say
                 log.warning(
                     "reading %s failed (%s: %s); retrying in %s s",
                     self._topic,
