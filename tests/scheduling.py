@@ -29,7 +29,7 @@ __all__ = ["LONGEST", "OPTION", "SCOPES", "LongestFirst", "file_scope", "folder_
 OPTION = "--dist-by"
 SCOPES = ("file", "folder")
 
-# Seconds of the units that take a minute or more, measured in make test on 2 cores
+# Seconds of the longest units (about a minute or more), measured in make test on 2 cores
 # (`--durations=0`); a unit missing here starts after them. Approximate is enough: the
 # order is what counts.
 LONGEST: dict[str, int] = {
