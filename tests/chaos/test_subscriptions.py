@@ -277,6 +277,16 @@ def _top_problems(who: str, pushes: list[Any]) -> list[str]:
     return problems
 
 
+def _offsets(update: dict[str, Any] | None) -> dict[int, int] | None:
+    """The offsets of the token of `update` (a resumed subscription's newest before it
+    disconnected)."""
+    return (
+        None
+        if update is None
+        else dict(ResumeToken.parse("booking_history", update["token"]).offsets)
+    )
+
+
 def _history_problems(who: str, updates: list[Any], produced: list[str]) -> list[str]:
     """A customer's bookings not exactly the produced ones from the first received on: a
     gap, a repeat, out of order, or not up to the last."""
@@ -285,9 +295,13 @@ def _history_problems(who: str, updates: list[Any], produced: list[str]) -> list
         return [f"{who}: received {trips[:5]}..., produced {produced[:5]}..."]
     start = produced.index(trips[0])
     if trips != produced[start:]:
-        extra = [t for t in trips if trips.count(t) > 1][:5]
+        extra = [t for t in dict.fromkeys(trips) if trips.count(t) > 1][:5]
+        at = {t: [u["offset"] for u in updates if u["trip"] == t] for t in extra}
         missing = sorted(set(produced[start:]) - set(trips))[:5]
-        return [f"{who}: repeated {extra}, missing {missing} of {len(produced) - start}"]
+        return [
+            f"{who}: repeated {extra} (at offsets {at}), missing {missing} of "
+            f"{len(produced) - start}"
+        ]
     offsets = [u["offset"] for u in updates]
     return [] if offsets == sorted(set(offsets)) else [f"{who}: offsets {offsets}"]
 
@@ -346,9 +360,14 @@ def test_subscribers_reach_the_truth_across_a_sigkill_a_restart_and_a_resume(
                 elif query == TOP:
                     found += _top_problems(who, clients.data(who, "topWords"))
                 elif query == HISTORY:
-                    updates = [u for i in ids for u in clients.data(i, "bookingHistory")]
+                    parts = [clients.data(i, "bookingHistory") for i in ids]
+                    updates = [u for part in parts for u in part]
                     customer = plan.all()[who][1]["k"]
-                    found += _history_problems(who, updates, trips[customer])
+                    found += [
+                        f"{problem}; {[len(part) for part in parts]} received before and "
+                        f"after the resume, token {_offsets(newest.get(who))}"
+                        for problem in _history_problems(who, updates, trips[customer])
+                    ]
             return found
 
         try:

@@ -7,7 +7,7 @@
 //       client: graphql-ws | apollo | graphql-sse | graphql-sse-single; subscriptions
 //       naming the same connection share one client (one WebSocket or event stream)
 //   {op: "unsubscribe", id}        stop one subscription
-//   {op: "close", connection}      dispose a connection's client: its socket closes
+//   {op: "close", connection}      dispose a connection's client: ok once its socket closed
 //   {op: "end"}                    dispose every client and exit
 // Events: {id, next}, {id, error}, {id, complete: true}, {connection, closed: {code, reason}},
 // {ok: <op>} once each command is carried out, {fatal} when a command cannot be.
@@ -41,26 +41,45 @@ function describe(err) {
   return { message: String(err?.message ?? err), name: err?.name };
 }
 
+// A graphql-ws client, and how to dispose it: resolved once its socket has closed. A socket
+// told to close still hands on the messages the gateway sent before it saw the close, so
+// a test reading a subscription's newest token right after `close` would miss them.
 function wsClient(name) {
-  return graphqlWs.createClient({
+  let closing = null; // resolves when the open socket closes
+  let settle = () => {};
+  const client = graphqlWs.createClient({
     url: url.replace(/^http/, 'ws'),
     webSocketImpl: WebSocket,
     retryAttempts: 0,
     lazy: true,
-    on: { closed: (event) => emit({ connection: name, closed: { code: event.code, reason: event.reason } }) },
+    on: {
+      opened: () => {
+        closing = new Promise((resolve) => { settle = resolve; });
+      },
+      closed: (event) => {
+        emit({ connection: name, closed: { code: event.code, reason: event.reason } });
+        settle();
+      },
+    },
   });
+  const dispose = async () => {
+    const closed = closing;
+    client.dispose();
+    await closed;
+  };
+  return { client, dispose };
 }
 
 const makers = {
   'graphql-ws': (name) => {
-    const client = wsClient(name);
-    return { subscribe: (payload, sink) => client.subscribe(payload, sink), dispose: () => client.dispose() };
+    const { client, dispose } = wsClient(name);
+    return { subscribe: (payload, sink) => client.subscribe(payload, sink), dispose };
   },
   'graphql-sse': () => sse(false),
   'graphql-sse-single': () => sse(true),
   apollo: (name) => {
     const ws = wsClient(name);
-    const client = new ApolloClient({ link: new GraphQLWsLink(ws), cache: new InMemoryCache() });
+    const client = new ApolloClient({ link: new GraphQLWsLink(ws.client), cache: new InMemoryCache() });
     function subscribe(payload, sink) {
       const observable = client.subscribe({ query: gql(payload.query), variables: payload.variables });
       const subscription = observable.subscribe({
