@@ -10,7 +10,9 @@ A replay cannot see the store as it was, so a latest row counts as a change when
 event is later than the latest one the replay saw of its key, and a count when it is not
 lower than the greatest the replay saw of its key since it was last deleted (the store's
 rules, from the replay's start on); records a replicator skipped as undecodable are
-skipped here too.
+skipped here too. A history event written twice (a pipeline replay) shows once when both
+records come in one read; otherwise twice, where a live follow, which the store tells,
+shows it once.
 """
 
 from __future__ import annotations

@@ -15,6 +15,11 @@ again, so a key's counts may come as 15, 11, 12, ... 15. A count lower than the 
 key has (in the batch or the store) is such a replay and changes nothing: no row, index or
 total is written and no effect reported. A tombstone still deletes the key, and the counts
 after it start again from any value.
+
+An event of a history view comes again the same way when the pipeline writes a
+micro-batch again after a crash: the same record key and value at a later offset. The
+store (or the batch) already holds that event as it is, so it changes nothing and reports
+no effect: a follower sees each event once.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = ["ChangeBatch", "Effect", "EventPosition", "Stored", "change_json", "p
 EventPosition = tuple[int, int, int]
 _NO_EVENTS: Mapping[tuple[str, str], EventPosition] = {}
 _NO_COUNTS: Mapping[tuple[str, str], int] = {}
+_NO_FIELDS: Mapping[tuple[str, str, EventPosition], Mapping[str, Any]] = {}
 
 
 def position(row: EventRow) -> EventPosition:
@@ -60,10 +66,12 @@ def change_json(
 
 class Stored(NamedTuple):
     """What a store held of a batch's keys before it (view, key): the position of each
-    latest row's event and each count, which decide the batch's `effects`."""
+    latest row's event and each count, and the value fields of each of the batch's events
+    (view, key, position) it held, which decide the batch's `effects`."""
 
     latest: Mapping[tuple[str, str], EventPosition] = _NO_EVENTS
     counts: Mapping[tuple[str, str], int] = _NO_COUNTS
+    events: Mapping[tuple[str, str, EventPosition], Mapping[str, Any]] = _NO_FIELDS
 
 
 _NOTHING_STORED = Stored()
@@ -222,8 +230,11 @@ class ChangeBatch:
             self.ranked[view] = ranked
 
     def put_event(self, view: str, row: EventRow) -> None:
+        """Upsert an event; the same event again (a record written twice) changes nothing."""
         _check_event(view, row)
         at = position(row)
+        if self.events.get((view, row.key, at)) == row:
+            return
         self._replace(("e", view, row.key, at), self.events, (view, row.key, at), at)
         self.events[(view, row.key, at)] = row
         self.origins[("e", view, row.key, at)] = self._at
@@ -279,13 +290,16 @@ class ChangeBatch:
             if _after(event, before.latest.get((view, key))):
                 effects.append(Effect(*origins[("l", view, key)], view, key, event))
         for (view, key, at), event in self.events.items():
-            effects.append(Effect(*origins[("e", view, key, at)], view, key, event, at))
+            if not _held(event, before.events.get((view, key, at))):
+                effects.append(Effect(*origins[("e", view, key, at)], view, key, event, at))
         # what a later record replaced, unless its window is expired by the batch, its
         # latest row was never the latest or its count was below the stored one
         for index, (origin, replaced) in enumerate(self._replaced):
             if origin in expired:
                 continue
             if origin[0] == "l" and not _after(replaced.row, before.latest.get(origin[1:])):
+                continue
+            if origin[0] == "e" and _held(replaced.row, before.events.get(origin[1:])):
                 continue
             if origin[0] == "c" and not self._count_shows(
                 origin[1:], replaced.row, index, before.counts
@@ -306,6 +320,11 @@ class ChangeBatch:
             return True
         count = stored.get(entry)
         return count is None or row.count >= count
+
+
+def _held(row: Any, stored: Mapping[str, Any] | None) -> bool:
+    """Whether an event change is one the store held as it is: a record written again."""
+    return row is not None and stored is not None and row.fields == stored
 
 
 def _after(row: Any, before: EventPosition | None) -> bool:

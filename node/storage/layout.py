@@ -107,6 +107,7 @@ __all__ = [
     "encode_window_total",
     "event_key",
     "event_prefix",
+    "events_prefix",
     "int_at",
     "latest_key",
     "latest_keys",
@@ -384,6 +385,11 @@ def event_key(view: str, key: str, at: EventPosition) -> bytes:
 def event_prefix(view: str, key: str, *event_ms: int) -> bytes:
     """The events of `key`, or those of `key` at the event time `event_ms`."""
     return pack("hist", view, key, *event_ms)
+
+
+def events_prefix(view: str) -> bytes:
+    """Every event of `view`, of every key."""
+    return _head("hist", view)
 
 
 def encode_event(row: EventRow) -> bytes:

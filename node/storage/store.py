@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import orjson
 import plyvel
@@ -450,14 +450,32 @@ class LevelDBStore(PartitionStore):
             self._purge_windows(db, wb, batch.horizons)
             self._write_windows(db, wb, batch)
             latest = self._write_latest(db, wb, batch)
-            for (view, key, at), event in batch.events.items():
-                if event is None:
-                    wb.delete(layout.event_key(view, key, at))
-                else:
-                    wb.put(layout.event_key(view, key, at), layout.encode_event(event))
+            held = self._write_events(db, wb, batch)
             for topic, next_offset in batch.offsets.items():
                 wb.put(layout.offset_key(topic), layout.encode_offset(next_offset))
-        return Stored(latest, counts)
+        return Stored(latest, counts, held)
+
+    def _write_events(
+        self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch
+    ) -> dict[tuple[str, str, EventPosition], dict[str, Any]]:
+        """Write the batch's events; returns the value fields of those the store held. An
+        event held as it is was written again (the pipeline's output after a crash): it is
+        not written again, and `ChangeBatch.effects` reports no change for it."""
+        readers: dict[str, Callable[[bytes], bytes | None]] = {}
+        held = {}
+        for (view, key, at), event in batch.events.items():
+            row_key = layout.event_key(view, key, at)
+            old_row = readers.get(view)
+            if old_row is None:
+                old_row = readers[view] = self._old_rows(db, layout.events_prefix(view))
+            old_value = old_row(row_key)
+            if old_value is not None:
+                held[(view, key, at)] = orjson.loads(old_value)
+            if event is None:
+                wb.delete(row_key)
+            elif old_value is None or held[(view, key, at)] != event.fields:
+                wb.put(row_key, layout.encode_event(event))
+        return held
 
     def _old_rows(self, db: plyvel.DB, head: bytes) -> Callable[[bytes], bytes | None]:
         """How to read the stored row of a key under `head` before it is overwritten,

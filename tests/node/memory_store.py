@@ -88,10 +88,15 @@ class MemoryStore(PartitionStore):
                 before[(view, key)] = position(old)
             if event is None or old is None or position(event) > position(old):
                 _put(latest, key, event)
+        held = {}
         for (view, key, at), event in batch.events.items():
-            _put(self._events.setdefault(view, {}), (key, at), event)
+            events = self._events.setdefault(view, {})
+            old_event = events.get((key, at))
+            if old_event is not None:
+                held[(view, key, at)] = old_event.fields
+            _put(events, (key, at), event)
         self._offsets.update(batch.offsets)
-        return batch.effects(Stored(before, counts))
+        return batch.effects(Stored(before, counts, held))
 
     def get(self, view: str, key: str) -> CountRow | None:
         self._require_open()

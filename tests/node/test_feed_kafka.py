@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -20,10 +21,26 @@ from websockets.exceptions import InvalidStatus
 
 from runtime.topics import ensure_topics, statefed_topics
 from runtime.trust import ClusterSecret
-from schema import CountRow, View, partition_for
+from schema import (
+    DEMO_DOMAIN,
+    CountRow,
+    EventRow,
+    View,
+    ViewKind,
+    encode_event,
+    event_record_key,
+    partition_for,
+)
 from schema.feed import Change
 from tests.node.feedclient import open_feed
-from tests.node.harness import P, ThreadNode, node_config, produce_counts, unique_count_view
+from tests.node.harness import (
+    P,
+    ThreadNode,
+    node_config,
+    produce_changelog,
+    produce_counts,
+    unique_count_view,
+)
 from tooling.broker import KafkaBroker
 from tooling.processes import wait_until
 
@@ -377,3 +394,36 @@ def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
         wait_until(lambda: running(a, P), 60, "fa RUNNING with every partition again")
     finally:
         a.stop()
+
+
+def test_a_history_record_written_again_is_no_new_change(
+    broker: KafkaBroker, tmp_path: Path, secret_file: Path
+) -> None:
+    """After a crash the pipeline writes a history view's micro-batch again: the same
+    record keys and values at later offsets. The node holds those events already: its feed
+    shows each event once, at the offset it was first written at."""
+    tag = uuid.uuid4().hex[:8]
+    history = dataclasses.replace(DEMO_DOMAIN[3], name=f"t{tag}_history", topic=f"t{tag}.b")
+    assert history.kind is ViewKind.HISTORY
+    ensure_topics(broker.bootstrap, statefed_topics(P, [history]))
+    (customer,) = keys_in(1, 1, "c")
+    events = [EventRow(customer, 1_700_000_000_000 + n, 0, n, {"trip": f"e{n}"}) for n in range(4)]
+    records = [(event_record_key(e), encode_event(e), 1) for e in events]
+    produce_changelog(broker.bootstrap, history, records[:3])
+    config = node_config(
+        broker.bootstrap, tmp_path, "h1", f"g-{history.name}",
+        STATEFED_CLUSTER_SECRET_FILE=str(secret_file),
+    )  # fmt: skip
+    node = ThreadNode(config, [history]).start()
+    topic = history.changelog_topic
+    try:
+        wait_until(lambda: running(node, P), 30, "h1 RUNNING with every partition")
+        with open_feed(config.url, ClusterSecret.read(secret_file)) as feed:
+            feed.follow(1, 1, [history.name], **{"from": {topic: 0}})
+            feed.wait_for("the first three events", lambda: feed.applied(1, topic) >= 3)
+            produce_changelog(broker.bootstrap, history, [records[0], records[1], records[3]])
+            feed.wait_for("the records written again", lambda: feed.applied(1, topic) >= 6)
+            shown = [(c.offset, (c.row or {})["fields"]["trip"]) for c in feed.changes(1)]
+        assert shown == [(0, "e0"), (1, "e1"), (2, "e2"), (5, "e3")]
+    finally:
+        node.stop()
