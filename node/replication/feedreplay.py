@@ -11,8 +11,8 @@ event is later than the latest one the replay saw of its key, and a count when i
 lower than the greatest the replay saw of its key since it was last deleted (the store's
 rules, from the replay's start on); records a replicator skipped as undecodable are
 skipped here too. A history event written twice (a pipeline replay) shows once when both
-records come in one read; otherwise twice, where a live follow, which the store tells,
-shows it once.
+records come in one read (one `consume`, often fewer than its 1,000 records); otherwise
+twice, where a live follow, which the store tells, shows it once.
 """
 
 from __future__ import annotations

@@ -123,8 +123,9 @@ class ChangeBatch:
     view's windows with end <= the horizon. A `tracked` batch still reports every
     record's change (`effects`): a follower sees one change per changelog record, however
     the records were batched, so a live follow and a replay of the same offsets give the
-    same changes. A batch built with `tracked=False` reports no effects: nobody follows
-    its partition.
+    same changes; but no change for a replayed count or latest row, nor for an event the
+    store (or the batch) already held as it is. A batch built with `tracked=False` reports
+    no effects: nobody follows its partition.
     """
 
     counts: dict[tuple[str, str], CountRow | None] = field(default_factory=dict)
@@ -289,18 +290,25 @@ class ChangeBatch:
         for (view, key), event in self.latest.items():
             if _after(event, before.latest.get((view, key))):
                 effects.append(Effect(*origins[("l", view, key)], view, key, event))
+        # an event change is compared with what the store held only when it is the
+        # batch's first change of that event: a later one follows the batch's own
+        rewritten = {origin for origin, _ in self._replaced if origin[0] == "e"}
         for (view, key, at), event in self.events.items():
-            if not _held(event, before.events.get((view, key, at))):
-                effects.append(Effect(*origins[("e", view, key, at)], view, key, event, at))
+            made = ("e", view, key, at)
+            if made in rewritten or not _held(event, before.events.get((view, key, at))):
+                effects.append(Effect(*origins[made], view, key, event, at))
         # what a later record replaced, unless its window is expired by the batch, its
         # latest row was never the latest or its count was below the stored one
+        compared: set[tuple[Any, ...]] = set()
         for index, (origin, replaced) in enumerate(self._replaced):
             if origin in expired:
                 continue
             if origin[0] == "l" and not _after(replaced.row, before.latest.get(origin[1:])):
                 continue
-            if origin[0] == "e" and _held(replaced.row, before.events.get(origin[1:])):
-                continue
+            if origin[0] == "e" and origin not in compared:
+                compared.add(origin)
+                if _held(replaced.row, before.events.get(origin[1:])):
+                    continue
             if origin[0] == "c" and not self._count_shows(
                 origin[1:], replaced.row, index, before.counts
             ):

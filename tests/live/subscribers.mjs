@@ -63,9 +63,8 @@ function wsClient(name) {
     },
   });
   const dispose = async () => {
-    const closed = closing;
-    client.dispose();
-    await closed;
+    await client.dispose(); // a socket still connecting has opened, and is told to close
+    await closing;
   };
   return { client, dispose };
 }

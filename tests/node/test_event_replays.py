@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from node.storage.changes import ChangeBatch, Effect
-from node.storage.store import PartitionStore
+from node.storage.store import LevelDBStore, PartitionStore
 from schema import EventRow
 
 VIEW = "history"
@@ -81,3 +85,52 @@ def test_an_event_with_other_values_at_the_same_place_shows(store: PartitionStor
     store.apply(records((1, event(1))))
     assert shown(store.apply(records((2, event(1, "changed"))))) == [(2, "changed")]
     assert history(store) == ["changed"]
+
+
+# one record of an event's: the event as first written, with other values, or its delete
+Op = str
+OPS = ("original", "changed", "delete")
+
+
+def op_records(ops: list[Op], first_offset: int) -> list[tuple[int, EventRow | None]]:
+    return [
+        (first_offset + i, None if op == "delete" else event(1, "e1" if op == "original" else op))
+        for i, op in enumerate(ops)
+    ]
+
+
+def op_batch(records_: list[tuple[int, EventRow | None]]) -> ChangeBatch:
+    batch = ChangeBatch()
+    for offset, row in records_:
+        batch.reading(offset)
+        if row is None:
+            held = event(1)
+            batch.delete_event(
+                VIEW, held.key, (held.event_ms, held.source_partition, held.source_offset)
+            )
+        else:
+            batch.put_event(VIEW, row)
+    return batch
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(held=st.booleans(), ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=5))
+def test_batched_or_one_at_a_time_an_event_shows_the_same_changes(
+    held: bool, ops: list[Op], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whatever the store held, records of one event applied in one batch show what they
+    show one batch each, and leave the same history."""
+    shown_by: dict[str, list[tuple[int, str | None]]] = {}
+    left: dict[str, list[str]] = {}
+    for way in ("batched", "one at a time"):
+        with LevelDBStore(tmp_path_factory.mktemp("events") / "p").open() as store:
+            if held:
+                store.apply(records((1, event(1))))
+            found = op_records(ops, 2)
+            batches = [found] if way == "batched" else [[r] for r in found]
+            shown_by[way] = [s for b in batches for s in shown(store.apply(op_batch(b)))]
+            left[way] = history(store)
+    assert shown_by["batched"] == shown_by["one at a time"]
+    assert left["batched"] == left["one at a time"]
