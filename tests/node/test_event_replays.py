@@ -114,7 +114,7 @@ def op_batch(records_: list[tuple[int, EventRow | None]]) -> ChangeBatch:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(held=st.booleans(), ops=st.lists(st.sampled_from(OPS), min_size=1, max_size=5))
 def test_batched_or_one_at_a_time_an_event_shows_the_same_changes(
