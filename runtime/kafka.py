@@ -38,7 +38,6 @@ from runtime.config import ConfigError
 
 __all__ = [
     "FIXED_KEYS",
-    "IDLE_FETCH_WAIT_MS",
     "ErrorTrap",
     "KafkaClientConfig",
     "KafkaConnectionError",
@@ -50,12 +49,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-# How long a consumer's fetch at the end of its partitions waits in the broker for a record
-# (librdkafka's fetch.wait.max.ms). A record arriving answers the fetch at once, so this
-# adds no latency to what is read: it bounds how often an idle consumer asks the broker,
-# which is most of an idle broker's work (10 fetches a second per consumer at 100 ms).
-IDLE_FETCH_WAIT_MS = 500
 
 CONFIG_VARIABLE = "STATEFED_KAFKA_CONFIG"
 BOOTSTRAP_VARIABLE = "STATEFED_BOOTSTRAP"

@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from gateway.cluster.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
-from runtime.kafka import IDLE_FETCH_WAIT_MS, KafkaSettings
+from runtime.kafka import KafkaSettings
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
 from runtime.watermarks import watermarks
@@ -43,6 +43,7 @@ __all__ = ["FeedWatch", "MemberDirectory", "MembershipReader", "find_start_offse
 
 log = logging.getLogger(__name__)
 
+_FETCH_WAIT_MS = 100  # how long membership news may wait in the broker
 _RETRY_S = 1.0
 # how long a probe waits for the broker before the feed counts as stalled
 _ANSWER_TIMEOUT_S = 1.0
@@ -248,7 +249,7 @@ class MembershipReader:
             },
             defaults={
                 "log.connection.close": False,
-                "fetch.wait.max.ms": IDLE_FETCH_WAIT_MS,
+                "fetch.wait.max.ms": _FETCH_WAIT_MS,
                 # a connection attempt made while the broker was stopped can stay stuck
                 # after it is back (librdkafka's default gives up after 30 s), and routing
                 # stays stale meanwhile: try a fresh connection after 5 s instead

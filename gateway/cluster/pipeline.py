@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
-from runtime.kafka import IDLE_FETCH_WAIT_MS, KafkaSettings
+from runtime.kafka import KafkaSettings
 from runtime.watermarks import watermarks
 from schema import DEADLETTER_TOPIC, PIPELINE_TOPIC, ViewStatus, decode_status
 
@@ -30,6 +30,7 @@ __all__ = ["DeadLetterSummary", "PipelineStatusReader", "StatusBoard"]
 
 log = logging.getLogger(__name__)
 
+_FETCH_WAIT_MS = 100
 _RETRY_S = 1.0
 _RECENT_DEAD_LETTERS = 10
 
@@ -134,7 +135,7 @@ class PipelineStatusReader:
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
             },
-            defaults={"log.connection.close": False, "fetch.wait.max.ms": IDLE_FETCH_WAIT_MS},
+            defaults={"log.connection.close": False, "fetch.wait.max.ms": _FETCH_WAIT_MS},
         )
 
     def start(self) -> None:

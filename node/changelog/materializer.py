@@ -56,7 +56,6 @@ from node.errors import SerializationError, StoreDamagedError, StoreError, Store
 from node.storage.kinds import kind_of
 from node.storage.store import ChangeBatch, LevelDBStore, PartitionStore
 from runtime.clock import Clock, wall_clock_ms
-from runtime.kafka import IDLE_FETCH_WAIT_MS
 from schema import NodeState, Role, View
 
 __all__ = ["Materializer", "Replicator", "StoreFactory", "StoreHandoff"]
@@ -687,7 +686,7 @@ class Materializer(Replicator):
             },
             defaults={
                 "client.id": self.config.node_id,
-                "fetch.wait.max.ms": IDLE_FETCH_WAIT_MS,
+                "fetch.wait.max.ms": 100,
                 "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
             },
         )

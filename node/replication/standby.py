@@ -32,7 +32,6 @@ from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
 from node.storage.store import PartitionStore
 from runtime.clock import Clock, wall_clock_ms
-from runtime.kafka import IDLE_FETCH_WAIT_MS
 from runtime.trust import ClusterSecret, SignatureError, member_signature
 from schema import MEMBERS_TOPIC, MemberRecord, NodeState, Role, View, decode_member
 
@@ -146,10 +145,7 @@ class StandbyReplicator(Replicator):
                 "enable.partition.eof": True,  # how a restore knows it reached the end
                 "logger": logging.getLogger("node.kafka"),
             },
-            defaults={
-                "client.id": f"{self.config.node_id}-standby",
-                "fetch.wait.max.ms": IDLE_FETCH_WAIT_MS,
-            },
+            defaults={"client.id": f"{self.config.node_id}-standby", "fetch.wait.max.ms": 100},
         )
 
     def _run(self) -> None:
