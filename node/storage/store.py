@@ -461,14 +461,11 @@ class LevelDBStore(PartitionStore):
         """Write the batch's events; returns the value fields of those the store held. An
         event held as it is was written again (the pipeline's output after a crash): it is
         not written again, and `ChangeBatch.effects` reports no change for it."""
-        readers: dict[str, Callable[[bytes], bytes | None]] = {}
+        old_rows = self._old_rows_by_view(db, layout.events_prefix)
         held = {}
         for (view, key, at), event in batch.events.items():
             row_key = layout.event_key(view, key, at)
-            old_row = readers.get(view)
-            if old_row is None:
-                old_row = readers[view] = self._old_rows(db, layout.events_prefix(view))
-            old_value = old_row(row_key)
+            old_value = old_rows(view)(row_key)
             if old_value is not None:
                 held[(view, key, at)] = orjson.loads(old_value)
             if event is None:
@@ -476,6 +473,20 @@ class LevelDBStore(PartitionStore):
             elif old_value is None or held[(view, key, at)] != event.fields:
                 wb.put(row_key, layout.encode_event(event))
         return held
+
+    def _old_rows_by_view(
+        self, db: plyvel.DB, head: Callable[[str], bytes]
+    ) -> Callable[[str], Callable[[bytes], bytes | None]]:
+        """Per view, `_old_rows` of the rows under `head(view)`, made once per view."""
+        readers: dict[str, Callable[[bytes], bytes | None]] = {}
+
+        def of(view: str) -> Callable[[bytes], bytes | None]:
+            found = readers.get(view)
+            if found is None:
+                found = readers[view] = self._old_rows(db, head(view))
+            return found
+
+        return of
 
     def _old_rows(self, db: plyvel.DB, head: bytes) -> Callable[[bytes], bytes | None]:
         """How to read the stored row of a key under `head` before it is overwritten,
@@ -531,14 +542,11 @@ class LevelDBStore(PartitionStore):
         return before
 
     def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
-        readers: dict[str, Callable[[bytes], bytes | None]] = {}
+        old_rows = self._old_rows_by_view(db, layout.window_prefix)
         changes: dict[tuple[str, int], tuple[layout.Total, int]] = {}
         for (view, key, start_ms), row in batch.windows.items():
             row_key = layout.window_key(view, key, start_ms)
-            old_row = readers.get(view)
-            if old_row is None:
-                old_row = readers[view] = self._old_rows(db, layout.window_prefix(view))
-            old = old_row(row_key)
+            old = old_rows(view)(row_key)
             change, end_ms = layout.Total(), None
             ranked = batch.ranked.get(view, ())
             if old is not None:
@@ -594,7 +602,7 @@ class LevelDBStore(PartitionStore):
     def _write_latest(
         self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch
     ) -> dict[tuple[str, str], EventPosition]:
-        readers: dict[str, Callable[[bytes], bytes | None]] = {}
+        old_rows = self._old_rows_by_view(db, layout.latest_prefix)
         before = {}
         totals: dict[str, layout.AggregateTotal] = {}
         for (view, key), row in batch.latest.items():
@@ -603,10 +611,7 @@ class LevelDBStore(PartitionStore):
             if row is None and not ranked:
                 wb.delete(row_key)
                 continue
-            old_row = readers.get(view)
-            if old_row is None:
-                old_row = readers[view] = self._old_rows(db, layout.latest_prefix(view))
-            old_value = old_row(row_key)
+            old_value = old_rows(view)(row_key)
             old = None if old_value is None else layout.decode_latest(view, key, old_value)
             if old is not None:
                 before[(view, key)] = position(old)
