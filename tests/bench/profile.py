@@ -20,6 +20,28 @@ __all__ = ["STATEFED_CODE", "Profile", "ProfileRecorder", "find_py_spy", "write_
 
 STATEFED_CODE = ("gateway/", "node/", "schema/")
 _ENTRY_POINTS = ("tooling/cli.py", "node/serve/server.py", "gateway/edge/server.py")
+# the part of a process a sample's time goes to: the first of these its own frame's file
+# starts with, else its caller's (a frame without a known file, as a dataclass's generated
+# `__init__` or code in C, is its caller's time), else "other"
+AREAS = (
+    ("runtime/graphql_http/", "HTTP and GraphQL over HTTP (ours)"),
+    ("gateway/edge/", "HTTP and GraphQL over HTTP (ours)"),
+    ("gateway/cors.py", "HTTP and GraphQL over HTTP (ours)"),
+    ("uvicorn/", "HTTP server (uvicorn)"),
+    ("httptools/", "HTTP server (uvicorn)"),
+    ("asyncio/", "event loop"),
+    ("gateway/execute/", "gateway: plans and responses"),
+    ("gateway/reads/", "gateway: reads (planner, cache)"),
+    ("gateway/nodes/", "gateway: node calls"),
+    ("gateway/cluster/", "gateway: routing and cluster"),
+    ("gateway/", "gateway: fields, models, other"),
+    ("schema/", "partitioner and key types"),
+    ("node/", "node"),
+    ("graphql/", "graphql-core"),
+    ("strawberry/", "strawberry"),
+    ("confluent_kafka/", "Kafka client"),
+    ("runtime/", "runtime, other"),
+)
 
 
 def find_py_spy(explicit: str | None) -> str | None:
@@ -47,6 +69,7 @@ class Profile:
     samples: int = 0
     self_time: Counter[str] = field(default_factory=Counter)
     inclusive: Counter[str] = field(default_factory=Counter)
+    areas: Counter[str] = field(default_factory=Counter)  # self time by `AREAS`
 
     @classmethod
     def from_collapsed(cls, part: str, text: str) -> Profile:
@@ -61,6 +84,7 @@ class Profile:
             n = int(count)
             profile.samples += n
             profile.self_time[frames[-1]] += n
+            profile.areas[_area(frames)] += n
             for frame in set(frames):
                 profile.inclusive[frame] += n
         return profile
@@ -82,9 +106,20 @@ class Profile:
     def to_json(self, n: int = 15) -> dict[str, Any]:
         return {
             "samples": self.samples,
+            "area_percent": dict(self.top(self.areas, len(self.areas))),
             "self_percent": dict(self.top(self.self_time, n)),
             "statefed_inclusive_percent": dict(self.top_statefed(n)),
         }
+
+
+def _area(frames: list[str]) -> str:
+    """The area (`AREAS`) of a sample whose stack is `frames`, innermost last."""
+    for frame in reversed(frames):
+        path = frame.split(" (")[-1]
+        for prefix, area in AREAS:
+            if path.startswith(prefix):
+                return area
+    return "other"
 
 
 class ProfileRecorder:
@@ -148,3 +183,6 @@ def write_profiles(section: Section, profiles: list[Profile], what: str) -> None
         table = section.table(f"{profile.part}: statefed code (inclusive)", "% of samples")
         for frame, percent in profile.top_statefed(10):
             table.add(f"`{frame}`", f"{percent:.1f}")
+        table = section.table(f"{profile.part}: where the time goes (self time)", "% of samples")
+        for area, percent in profile.top(profile.areas, len(profile.areas)):
+            table.add(area, f"{percent:.1f}")

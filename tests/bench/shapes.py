@@ -29,6 +29,7 @@ from tests.bench.dataset import Dataset
 from tests.bench.peer_figures import Round, join_rounds
 from tests.bench.peer_gateways import PEERS
 from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
+from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.session import BenchError, BenchSession
 from tooling.processes import ManagedProcess
@@ -192,6 +193,7 @@ def measure(session: BenchSession, report: Report) -> None:
                         runs.setdefault(f"{shape}_{target}_c{c}", []).append(
                             _run(session, targets, load, files, (shape, target, c))
                         )
+        profiles = _profile(session, load, targets, files["multi10"])
     finally:
         for process in reversed(started):
             process.stop()
@@ -199,6 +201,31 @@ def measure(session: BenchSession, report: Report) -> None:
         name: cell_figures([r for r, _ in got], [p for _, p in got]) for name, got in runs.items()
     }
     _write(section, cells, session)
+    write_profiles(
+        section,
+        profiles,
+        f"Profile: py-spy at 250 Hz for {session.settings.profile_s:g} s of the gateway with "
+        f"its defaults under the `multi10` load at {max(session.settings.point_connections)} "
+        "connections (a separate run, not a measured one), sampling only the thread holding "
+        "the GIL: the gateway's own CPU, without its Kafka readers waiting. Its stacks of "
+        "coroutines are cut where a task resumes, so read the inclusive table as a floor; the "
+        "self time by area adds up to the whole.",
+    )
+
+
+def _profile(
+    session: BenchSession, load: CheckedLoad, targets: Targets, bodies: Path
+) -> list[Profile]:
+    """Where the gateway's CPU goes on a multi-key request (issue 31's 0.25 ms goal)."""
+    py_spy = find_py_spy(session.settings.py_spy)
+    pid = targets.front.get("gateway")
+    if py_spy is None or pid is None:
+        return []
+    seconds = session.settings.profile_s
+    recorder = ProfileRecorder(py_spy, session.settings.workdir / "profiles")
+    started = recorder.start("gateway (defaults), multi10", pid, seconds, gil=True)
+    load.run(targets.urls["gateway"], bodies, max(session.settings.point_connections), seconds + 1)
+    return [recorder.finish(started, seconds + 20)]
 
 
 def _asked(shape: str) -> list[str]:
