@@ -25,10 +25,10 @@ from confluent_kafka import KafkaError, Message, Producer
 from runtime.produce import new_producer
 from schema import PipelineMode
 from tests.bench.report import Report, Section, fmt_ms, fmt_num
-from tests.bench.session import BenchError, BenchSession, PipelineStart
+from tests.bench.session import BenchError, BenchSession, PipelineStart, view_batches
 from tests.bench.stats import Summary
 
-__all__ = ["NAME", "Freshness", "RateRun"]
+__all__ = ["NAME", "Freshness", "RateRun", "add_table"]
 
 NAME = "freshness"
 TITLE = "Freshness: delivery callback -> visible through the gateway"
@@ -61,6 +61,9 @@ class RateRun:
     probes: list[Probe] = field(default_factory=list)
     drained_at: float = 0.0
     baseline_p99_ms: float | None = None  # p99 of the steady rate, for higher rates
+    # the view query's batches that ended during the run and their seconds in all (None:
+    # the pipeline's /metrics could not be read)
+    batches: tuple[int, float] | None = None
 
     @property
     def achieved_rate(self) -> float:
@@ -114,7 +117,15 @@ class RateRun:
             "latency_ms": Summary.of(self.latencies_ms()).to_json(),
             "growth_ms": round(self.growth_ms(), 1),
             "sustained": self.sustained(),
+            "batches": None if self.batches is None else self.batches[0],
+            "batch_mean_ms": self.batch_mean_ms(),
         }
+
+    def batch_mean_ms(self) -> float | None:
+        if self.batches is None or self.batches[0] == 0:
+            return None
+        count, seconds = self.batches
+        return round(seconds / count * 1000, 1)
 
 
 def _produce(producer: Producer, topic: str, run: RateRun, probe_every: int, tag: str) -> None:
@@ -182,8 +193,11 @@ def _run_rate(
     seconds: float,
     mode: PipelineMode,
     baseline: RateRun | None = None,
+    metrics_url: str | None = None,
 ) -> RateRun:
+    """One steady rate; with the pipeline's `metrics_url`, the view's batches meanwhile."""
     run = RateRun(rate, seconds, mode)
+    before = view_batches(metrics_url, session.dataset.view.name)
     if baseline is not None:
         run.baseline_p99_ms = Summary.of(baseline.latencies_ms()).p99
     probe_every = max(1, rate // session.settings.probes_per_s)
@@ -195,6 +209,9 @@ def _run_rate(
     thread.start()
     _poll(session, run, thread)
     thread.join(15.0)
+    after = view_batches(metrics_url, session.dataset.view.name)
+    if before is not None and after is not None:
+        run.batches = (after[0] - before[0], after[1] - before[1])
     summary = Summary.of(run.latencies_ms())
     session.progress(
         f"freshness ({mode.value}) at {rate:,}/s (achieved {run.achieved_rate:,.0f}/s): "
@@ -204,7 +221,9 @@ def _run_rate(
     return run
 
 
-def _steady_rates(session: BenchSession, mode: PipelineMode) -> tuple[list[RateRun], float]:
+def _steady_rates(
+    session: BenchSession, mode: PipelineMode, metrics_url: str | None
+) -> tuple[list[RateRun], float]:
     """A warm-up at the first steady rate (not kept: a new pipeline's first batches are
     slow, and one that re-read its input drains a backlog), then each steady rate, the
     later ones judged against the first one's p99; and the warm-up's seconds."""
@@ -214,7 +233,9 @@ def _steady_rates(session: BenchSession, mode: PipelineMode) -> tuple[list[RateR
     runs: list[RateRun] = []
     for rate in settings.steady_rates:
         baseline = runs[0] if runs else None
-        runs.append(_run_rate(session, producer, rate, settings.steady_s, mode, baseline))
+        runs.append(
+            _run_rate(session, producer, rate, settings.steady_s, mode, baseline, metrics_url)
+        )
     return runs, warm_up_s
 
 
@@ -247,7 +268,7 @@ def _best(runs: list[RateRun]) -> RateRun | None:
     return max((r for r in runs if r.sustained()), key=lambda r: r.rate, default=None)
 
 
-def _add_table(section: Section, runs: list[RateRun]) -> None:
+def add_table(section: Section, runs: list[RateRun]) -> None:
     table = section.table(
         "mode",
         "target rate",
@@ -259,6 +280,7 @@ def _add_table(section: Section, runs: list[RateRun]) -> None:
         "growth",
         "missing",
         "sustained",
+        "view's batches (mean)",
     )
     for run in _side_by_side(runs):
         s = Summary.of(run.latencies_ms())
@@ -273,7 +295,15 @@ def _add_table(section: Section, runs: list[RateRun]) -> None:
             fmt_ms(run.growth_ms()),
             run.missing,
             "yes" if run.sustained() else "no",
+            _batches_cell(run),
         )
+
+
+def _batches_cell(run: RateRun) -> str:
+    mean = run.batch_mean_ms()
+    if run.batches is None or mean is None:
+        return "-"
+    return f"{run.batches[0]} ({fmt_ms(mean)})"
 
 
 def _started_text(started: PipelineStart | None) -> str:
@@ -321,7 +351,7 @@ class Freshness:
                 )
             self.other_start = started
             self.other_runs, self.warm_up_s[started.mode.value] = _steady_rates(
-                session, started.mode
+                session, started.mode, started.metrics_url
             )
         self._write(session, report)
 
@@ -331,7 +361,8 @@ class Freshness:
         session.ensure_pipeline()
         started = session.pipeline_started
         mode = started.mode if started is not None else PipelineMode.REAL_TIME
-        self.steady_runs, self.warm_up_s[mode.value] = _steady_rates(session, mode)
+        metrics_url = started.metrics_url if started is not None else None
+        self.steady_runs, self.warm_up_s[mode.value] = _steady_rates(session, mode, metrics_url)
         self._write(session, report)
 
     def ramp(self, session: BenchSession, report: Report) -> None:
@@ -349,7 +380,9 @@ class Freshness:
             if session.remaining_s() < settings.ramp_s + _DRAIN_S + _RESERVE_S:
                 self.ramp_note = f"(the ramp stopped before {rate:,}/s for the time budget) "
                 break
-            run = _run_rate(session, producer, rate, settings.ramp_s, mode, baseline)
+            started = session.pipeline_started
+            metrics_url = started.metrics_url if started is not None else None
+            run = _run_rate(session, producer, rate, settings.ramp_s, mode, baseline, metrics_url)
             self.ramp_runs.append(run)
         self._write(session, report)
 
@@ -383,7 +416,7 @@ class Freshness:
         )
         section.tables.clear()  # rewritten after each step
         section.notes.clear()
-        _add_table(section, [*self.other_runs, *self.steady_runs, *self.ramp_runs])
+        add_table(section, [*self.other_runs, *self.steady_runs, *self.ramp_runs])
         self._notes(section, session)
 
     def _notes(self, section: Section, session: BenchSession) -> None:
@@ -416,4 +449,16 @@ class Freshness:
             "session's, with STATEFED_PIPELINE_MODE=real_time (local[2 + its task slots]): "
             f"{_started_text(session.pipeline_started)}, having re-read the input topic from "
             "its start (a new checkpoint), the micro-batch runs' events included."
+        )
+        section.notes.append(
+            "View's batches: the batches of the probed view's query that ended during the "
+            "run, and their mean duration (the pipeline's "
+            "`statefed_pipeline_batch_duration_seconds`). In Real-Time Mode a batch is one "
+            "checkpoint interval of continuous processing (STATEFED_REALTIME_CHECKPOINT_MS, "
+            "5 s by default, kept here), then the commit and the start of the next batch, in "
+            "which the view stands still and its records wait: the mean less the interval is "
+            "the part of that stall Spark times (the next batch's tasks then take a little "
+            "longer to read again), and the slow probes of a Real-Time Mode run are the ones "
+            "that arrived during one (the p99's time). The demo's Real-Time Mode queries "
+            "checkpoint together and share the 2 cores while they do."
         )

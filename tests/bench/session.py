@@ -38,9 +38,11 @@ __all__ = [
     "BenchSession",
     "PipelineStart",
     "RestoreTiming",
+    "batches_in",
     "bench_process",
     "directory_bytes",
     "logged_mode",
+    "view_batches",
 ]
 
 Progress = Callable[[str], None]
@@ -51,6 +53,7 @@ GATEWAY_ENV = {"STATEFED_GATEWAY_MAX_LAG": "10000"}
 # the session's pipeline runs the views in Real-Time Mode, whose goals the bench checks
 # (issue 30); the freshness step's other pipeline runs the default, micro-batches
 PIPELINE_ENV = {"STATEFED_PIPELINE_MODE": "real_time"}
+_BATCH_METRIC = "statefed_pipeline_batch_duration_seconds"
 RESTORE_POLL_S = 0.2  # /health polls cost the node's GIL; 0.2 s is 2% of a 10 s restore
 
 
@@ -77,6 +80,31 @@ class PipelineStart:
     mode: PipelineMode
     start_s: float
     first_visible_s: float
+    metrics_url: str | None = None  # the driver's /metrics
+
+
+def view_batches(metrics_url: str | None, view: str) -> tuple[int, float] | None:
+    """How many batches of `view`'s query ended so far and their seconds in all, from the
+    pipeline's `statefed_pipeline_batch_duration_seconds`; None when not served."""
+    if metrics_url is None:
+        return None
+    try:
+        text = httpx.get(metrics_url, timeout=5).text
+    except httpx.HTTPError:
+        return None
+    return batches_in(text, view)
+
+
+def batches_in(text: str, view: str) -> tuple[int, float] | None:
+    """`view_batches` of a Prometheus text exposition."""
+    found: dict[str, float] = {}
+    for suffix in ("count", "sum"):
+        prefix = f'{_BATCH_METRIC}_{suffix}{{view="{view}"}} '
+        line = next((x for x in text.splitlines() if x.startswith(prefix)), None)
+        if line is None:
+            return None
+        found[suffix] = float(line[len(prefix) :])
+    return int(found["count"]), found["sum"]
 
 
 def logged_mode(log: Path, view: View, asked: PipelineMode) -> PipelineMode:
@@ -109,10 +137,13 @@ class BenchSession:
     def __init__(self, settings: BenchSettings, progress: Progress) -> None:
         self.settings = settings
         self.progress = progress
+        # the session's pipeline serves /metrics here (the batches of the freshness step)
+        self.pipeline_metrics_port = free_port()
+        metrics = {"STATEFED_PIPELINE_METRICS_PORT": str(self.pipeline_metrics_port)}
         self.cluster = LocalCluster(
             settings.workdir / "cluster",
             partitions=settings.partitions,
-            env={**os.environ, **GATEWAY_ENV, **PIPELINE_ENV},
+            env={**os.environ, **GATEWAY_ENV, **PIPELINE_ENV, **metrics},
             progress=progress,
         )
         self.dataset = Dataset(settings.keys, settings.partitions)
@@ -334,7 +365,8 @@ class BenchSession:
         start_s = time.monotonic() - began
         asked = self.cluster.env().get("STATEFED_PIPELINE_MODE") or PipelineMode.REAL_TIME.value
         mode = logged_mode(process.log_path, self.dataset.view, PipelineMode(asked))
-        self.pipeline_started = PipelineStart(mode, start_s, self.first_visible_s())
+        metrics_url = f"http://127.0.0.1:{self.pipeline_metrics_port}/metrics"
+        self.pipeline_started = PipelineStart(mode, start_s, self.first_visible_s(), metrics_url)
         self.progress(
             f"pipeline ({mode.value}): first event visible after "
             f"{self.pipeline_started.first_visible_s:.1f} s"
@@ -378,8 +410,11 @@ class BenchSession:
         self.stop_pipeline()
         self.ensure_gateway()
         checkpoints = self.cluster.base_dir / f"checkpoints-{mode.value}-{time.time_ns()}"
+        port = free_port()
         env = self.cluster.env(
-            STATEFED_PIPELINE_MODE=mode.value, STATEFED_CHECKPOINT_DIR=str(checkpoints)
+            STATEFED_PIPELINE_MODE=mode.value,
+            STATEFED_CHECKPOINT_DIR=str(checkpoints),
+            STATEFED_PIPELINE_METRICS_PORT=str(port),
         )
         log = self.cluster.base_dir / f"pipeline-{mode.value}.log"
         process = ManagedProcess(f"{mode.value} pipeline", ["pipeline"], env, log)
@@ -390,7 +425,10 @@ class BenchSession:
             process.wait_for_log("statefed pipeline: ready", self.timeout_s(240))
             start_s = time.monotonic() - began
             started = PipelineStart(
-                logged_mode(log, self.dataset.view, mode), start_s, self.first_visible_s()
+                logged_mode(log, self.dataset.view, mode),
+                start_s,
+                self.first_visible_s(),
+                f"http://127.0.0.1:{port}/metrics",
             )
             self.progress(f"pipeline ({started.mode.value}): ready in {start_s:.1f} s")
             yield started

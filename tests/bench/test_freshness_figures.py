@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from schema import WORD_COUNTS, PipelineMode
-from tests.bench.freshness import Freshness, Probe, RateRun
+from tests.bench.freshness import Freshness, Probe, RateRun, add_table
 from tests.bench.report import Report
-from tests.bench.session import logged_mode
+from tests.bench.session import batches_in, logged_mode
 from tests.bench.targets import TargetResult, evaluate
 
 RT, MB = PipelineMode.REAL_TIME, PipelineMode.MICRO_BATCH
@@ -97,3 +97,25 @@ def test_the_mode_is_the_one_the_last_start_logged(tmp_path: Path) -> None:
     assert logged_mode(log, WORD_COUNTS, RT) is MB
     log.write_text("statefed pipeline: ready (9 queries)\n")  # the log level hid the line
     assert logged_mode(log, WORD_COUNTS, RT) is RT
+
+
+def test_a_run_shows_the_view_batches_that_ended_in_it_and_their_mean() -> None:
+    exposition = "\n".join(
+        [
+            "# TYPE statefed_pipeline_batch_duration_seconds histogram",
+            'statefed_pipeline_batch_duration_seconds_count{view="host_pages"} 9.0',
+            'statefed_pipeline_batch_duration_seconds_count{view="word_counts"} 5.0',
+            'statefed_pipeline_batch_duration_seconds_sum{view="word_counts"} 31.5',
+        ]
+    )
+    assert batches_in(exposition, "word_counts") == (5, 31.5)
+    assert batches_in(exposition, "last_booking") is None
+    read, unread = rate_run(1000, RT, 40), rate_run(10_000, RT, 60)
+    read.batches = (3, 19.2)  # the difference of the readings before and after the run
+    assert read.to_json()["batch_mean_ms"] == 6400.0
+    assert unread.to_json()["batch_mean_ms"] is None
+    section = Report().section("freshness", "freshness")
+    add_table(section, [read, unread])
+    table = section.tables[0]
+    assert table.headers[-1] == "view's batches (mean)"
+    assert [row[-1] for row in table.rows] == ["3 (6,400 ms)", "-"]
