@@ -306,6 +306,12 @@ def _batches_cell(run: RateRun) -> str:
     return f"{run.batches[0]} ({fmt_ms(mean)})"
 
 
+def _metrics_url(session: BenchSession) -> str | None:
+    """The /metrics of the session's pipeline (None before it started)."""
+    started = session.pipeline_started
+    return None if started is None else started.metrics_url
+
+
 def _started_text(started: PipelineStart | None) -> str:
     if started is None:
         return "not started in this run"
@@ -361,8 +367,9 @@ class Freshness:
         session.ensure_pipeline()
         started = session.pipeline_started
         mode = started.mode if started is not None else PipelineMode.REAL_TIME
-        metrics_url = started.metrics_url if started is not None else None
-        self.steady_runs, self.warm_up_s[mode.value] = _steady_rates(session, mode, metrics_url)
+        self.steady_runs, self.warm_up_s[mode.value] = _steady_rates(
+            session, mode, _metrics_url(session)
+        )
         self._write(session, report)
 
     def ramp(self, session: BenchSession, report: Report) -> None:
@@ -380,8 +387,7 @@ class Freshness:
             if session.remaining_s() < settings.ramp_s + _DRAIN_S + _RESERVE_S:
                 self.ramp_note = f"(the ramp stopped before {rate:,}/s for the time budget) "
                 break
-            started = session.pipeline_started
-            metrics_url = started.metrics_url if started is not None else None
+            metrics_url = _metrics_url(session)
             run = _run_rate(session, producer, rate, settings.ramp_s, mode, baseline, metrics_url)
             self.ramp_runs.append(run)
         self._write(session, report)
