@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.produce import produce_keys
 from schema import PipelineMode, View
@@ -97,14 +98,22 @@ def view_batches(metrics_url: str | None, view: str) -> tuple[int, float] | None
 
 def batches_in(text: str, view: str) -> tuple[int, float] | None:
     """`view_batches` of a Prometheus text exposition."""
-    found: dict[str, float] = {}
-    for suffix in ("count", "sum"):
-        prefix = f'{_BATCH_METRIC}_{suffix}{{view="{view}"}} '
-        line = next((x for x in text.splitlines() if x.startswith(prefix)), None)
-        if line is None:
-            return None
-        found[suffix] = float(line[len(prefix) :])
-    return int(found["count"]), found["sum"]
+    found = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == _BATCH_METRIC
+        for sample in family.samples
+        if sample.labels.get("view") == view
+    }
+    count, seconds = found.get(f"{_BATCH_METRIC}_count"), found.get(f"{_BATCH_METRIC}_sum")
+    if count is None or seconds is None:
+        return None
+    return int(count), seconds
+
+
+def _metrics_url(port: int) -> str:
+    """The /metrics of a pipeline serving it on `port` (STATEFED_PIPELINE_METRICS_PORT)."""
+    return f"http://127.0.0.1:{port}/metrics"
 
 
 def logged_mode(log: Path, view: View, asked: PipelineMode) -> PipelineMode:
@@ -365,7 +374,7 @@ class BenchSession:
         start_s = time.monotonic() - began
         asked = self.cluster.env().get("STATEFED_PIPELINE_MODE") or PipelineMode.REAL_TIME.value
         mode = logged_mode(process.log_path, self.dataset.view, PipelineMode(asked))
-        metrics_url = f"http://127.0.0.1:{self.pipeline_metrics_port}/metrics"
+        metrics_url = _metrics_url(self.pipeline_metrics_port)
         self.pipeline_started = PipelineStart(mode, start_s, self.first_visible_s(), metrics_url)
         self.progress(
             f"pipeline ({mode.value}): first event visible after "
@@ -428,7 +437,7 @@ class BenchSession:
                 logged_mode(log, self.dataset.view, mode),
                 start_s,
                 self.first_visible_s(),
-                f"http://127.0.0.1:{port}/metrics",
+                _metrics_url(port),
             )
             self.progress(f"pipeline ({started.mode.value}): ready in {start_s:.1f} s")
             yield started
