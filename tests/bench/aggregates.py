@@ -143,6 +143,8 @@ def _start_pipeline(session: BenchSession) -> ManagedProcess:
     env = session.cluster.env(
         STATEFED_CATALOGUE=CATALOGUE,
         STATEFED_CHECKPOINT_DIR=str(workdir / "aggregate-checkpoints"),
+        # the session's pipeline serves /metrics on the port the cluster's env names
+        STATEFED_PIPELINE_METRICS_PORT="",
     )
     process = ManagedProcess("aggregate pipeline", ["pipeline"], env, workdir / "aggregates.log")
     process.start()
