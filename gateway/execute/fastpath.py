@@ -327,7 +327,7 @@ class FastPath:
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return None, looked
         for name, (view, keys) in wanted.items():
-            cache.took(view, keys)
+            cache.took(view, keys, whole=True)
             context.add_freshness(view, looked[name].freshness)
         return data, looked
 

@@ -2,12 +2,15 @@
 
 Looking a lookup's keys up in the cache costs the gateway's CPU on every request (the keys
 grouped by partition, counted for admission, tested for currency; on a miss, each tested
-for a fill). A hit saves a node read, which costs far more; but when few lookups hit
-(access spread over far more keys than the cache holds, keys absent from the view), the
-looks cost more than the hits save, and the gateway with its cache is slower than without.
+for a fill). What a look saves is a node read, and only a lookup the cache answers whole
+saves one: a lookup of ten keys of which nine hit still asks a node for the tenth, and pays
+for ten looks besides. So when few lookups are answered whole from memory (access spread
+over far more keys than the cache holds, keys absent from the view, multi-key lookups that
+always miss a key), the looks cost more than the hits save, and the gateway with its cache
+is slower than without.
 
-So the cache keeps the share of looked-up keys it answered over the last `WINDOW_KEYS`
-keys looked up (the last `WINDOW_KEYS / SAMPLE_EVERY` while sampling). While that share is
+So the cache keeps the share of lookups it answered whole over the last `WINDOW_LOOKUPS`
+lookups (the last `WINDOW_LOOKUPS / SAMPLE_EVERY` while sampling). While that share is
 below `PAYS_BELOW`, only one request in `SAMPLE_EVERY` looks in the cache; the others read
 the nodes as with the cache off (their answers still raise the floor a hit must not answer
 below, `GatewayCache.observe`). The requests that look keep the share measured, and count
@@ -17,22 +20,22 @@ share rises, and every request looks again.
 
 from __future__ import annotations
 
-__all__ = ["PAYS_BELOW", "SAMPLE_EVERY", "WINDOW_KEYS", "Bypass"]
+__all__ = ["PAYS_BELOW", "SAMPLE_EVERY", "WINDOW_LOOKUPS", "Bypass"]
 
-PAYS_BELOW = 0.05  # hits per key looked up below which a look costs more than it saves
+PAYS_BELOW = 0.05  # lookups answered whole per lookup below which a look costs more than it saves
 SAMPLE_EVERY = 16  # while below: one request in this many looks
-WINDOW_KEYS = 512  # keys looked up between two judgements of the share
+WINDOW_LOOKUPS = 512  # lookups between two judgements of the share
 
 
 class Bypass:
-    """Whether a request looks in the cache (`looks`), from the share of looked-up keys
-    that hit (`counted`)."""
+    """Whether a request looks in the cache (`looks`), from the share of lookups it
+    answered whole (`counted`)."""
 
     def __init__(self) -> None:
         self._every = 1  # every request looks until a window says otherwise
         self._turn = 0
-        self._keys = 0
-        self._hits = 0
+        self._lookups = 0
+        self._whole = 0
         self.skipped = 0  # requests that did not look
 
     @property
@@ -50,13 +53,14 @@ class Bypass:
         self.skipped += 1
         return False
 
-    def counted(self, hits: int, misses: int) -> None:
-        """Keys a look answered (`hits`) and not (`misses`)."""
-        self._hits += hits
-        self._keys += hits + misses
+    def counted(self, whole: bool) -> None:
+        """One lookup that looked: answered `whole` from memory, or not (a node read it,
+        or part of it)."""
+        self._whole += whole
+        self._lookups += 1
         # while sampling, a window as long in requests, not in looks: a turn to skewed
         # access is seen within about as many requests as a turn away from it
-        window = WINDOW_KEYS if self._every == 1 else WINDOW_KEYS // SAMPLE_EVERY
-        if self._keys >= window:
-            self._every = 1 if self._hits >= PAYS_BELOW * self._keys else SAMPLE_EVERY
-            self._keys = self._hits = 0
+        window = WINDOW_LOOKUPS if self._every == 1 else WINDOW_LOOKUPS // SAMPLE_EVERY
+        if self._lookups >= window:
+            self._every = 1 if self._whole >= PAYS_BELOW * self._lookups else SAMPLE_EVERY
+            self._lookups = self._whole = 0

@@ -328,16 +328,17 @@ class GatewayCache:
             freshness.append(state.freshness)
         return CacheHits(rows, freshness, missing)
 
-    def took(self, view: View, keys: Collection[str]) -> None:
-        """`keys` of `view`, found by `look`, were answered: hits, kept longest."""
+    def took(self, view: View, keys: Collection[str], *, whole: bool) -> None:
+        """`keys` of `view`, found by `look`, were answered: hits, kept longest. `whole`:
+        they were all the lookup asked (no node read it), what makes looks pay
+        (`gateway.reads.bypass`)."""
         self._touch(view, keys)
         self.hits += len(keys)
-        self._bypass.counted(len(keys), 0)
+        self._bypass.counted(whole)
 
     def missed(self, keys: int) -> None:
         """`keys` found missing by `look` were read from the nodes."""
         self.misses += keys
-        self._bypass.counted(0, keys)
 
     def _usable(self, partition: int, topic: str, options: ReadOptions) -> _Partition | None:
         state = self._partitions.get(partition)

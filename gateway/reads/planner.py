@@ -267,7 +267,7 @@ class Planner:
             result = await self._read_rows(view, keys, partitions, keys_of, deadline, options)
             cache.observe(result.freshness)
             return result
-        cache.took(view, hits.rows)
+        cache.took(view, hits.rows, whole=not hits.missing)
         if not hits.missing:  # answered from memory: no await on the way
             rows = [hits.rows[key] for key in keys]
             return LookupResult(rows, partitions, {}, hits.freshness)

@@ -21,7 +21,7 @@ from gateway.model.rows import Event, Ranked, Row
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import LOST
 from gateway.reads import cache as cache_module
-from gateway.reads.bypass import SAMPLE_EVERY, WINDOW_KEYS
+from gateway.reads.bypass import SAMPLE_EVERY, WINDOW_LOOKUPS
 from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, GatewayCache
 from gateway.reads.kinds import to_row
 from gateway.reads.protocol import DEFAULT_READ, ReadOptions, TopResult
@@ -125,7 +125,8 @@ class Harness:
         for key in keys:
             keys_of.setdefault(partition_for(key, P), []).append(key)
         hits = self.cache.look(view, keys_of, options)
-        self.cache.took(view, hits.rows)  # as the planner does with what it looked up
+        # as the planner does with what it looked up
+        self.cache.took(view, hits.rows, whole=not hits.missing)
         self.cache.missed(sum(map(len, hits.missing.values())))
         return hits
 
@@ -579,7 +580,7 @@ def test_lookups_that_rarely_hit_look_one_request_in_a_few_until_hot_keys_hit() 
 
     async def scenario() -> None:
         async with harness(admit_after=2) as h:
-            for i in range(WINDOW_KEYS):
+            for i in range(WINDOW_LOOKUPS):
                 assert h.cache.looks()
                 h.ask([f"cold{i}"])  # each asked once: missed, never admitted
             looked = [h.cache.looks() for _ in range(4 * SAMPLE_EVERY)]
@@ -593,9 +594,33 @@ def test_lookups_that_rarely_hit_look_one_request_in_a_few_until_hot_keys_hit() 
                     asked += 1
             await h.following(applied=5)
             await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
-            for _ in range(WINDOW_KEYS * SAMPLE_EVERY):
+            for _ in range(WINDOW_LOOKUPS * SAMPLE_EVERY):
                 if h.cache.looks():
                     assert h.ask([hot]).rows == {hot: Row(hot, 7)}
             assert all(h.cache.looks() for _ in range(4 * SAMPLE_EVERY))
+
+    asyncio.run(scenario())
+
+
+def test_multi_key_lookups_that_always_miss_a_key_look_one_request_in_a_few() -> None:
+    """A lookup saves a node read only when the cache answers all of it: lookups of a hot
+    key and a cold one, whose hot half always hits, still ask a node each time, so after a
+    window of them most requests read the nodes without looking."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=2) as h:
+            hot = key_in(0)
+            h.ask([hot])
+            h.ask([hot])  # admitted
+            await h.following(applied=5)
+            await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
+            assert h.ask([hot]).rows == {hot: Row(hot, 7)}
+            colds = (f"cold{i}" for i in range(100 * WINDOW_LOOKUPS))
+            in_1 = [key for key in colds if partition_for(key, P) == 1][:WINDOW_LOOKUPS]
+            for cold in in_1:  # each asked once: never admitted
+                hits = h.ask([hot, cold])
+                assert hits.rows == {hot: Row(hot, 7)} and list(hits.missing) == [1]
+            looked = [h.cache.looks() for _ in range(4 * SAMPLE_EVERY)]
+            assert looked.count(True) == 4
 
     asyncio.run(scenario())
