@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-__all__ = ["Cell", "Round", "faster_peer", "join_rounds", "peer_ratios"]
+__all__ = ["Cell", "Round", "faster_peer", "in_turn", "join_rounds", "peer_ratios"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,13 @@ class Cell:
 
 def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def in_turn(targets: Sequence[str], number: int) -> list[str]:
+    """The order of `targets` in round `number` (from 1): as given in odd rounds, reversed in
+    even ones, so no target always runs first (after the previous cell's load on another
+    target) and drift over a round weighs on every target alike."""
+    return list(targets) if number % 2 else list(reversed(targets))
 
 
 def join_rounds(rounds: Sequence[Round]) -> Cell:

@@ -21,7 +21,7 @@ import psutil
 from schema import View
 from tests.bench.checked_load import CheckedLoad, CheckedRun
 from tests.bench.graphql import point_body
-from tests.bench.peer_figures import Cell, Round, join_rounds, peer_ratios
+from tests.bench.peer_figures import Cell, Round, in_turn, join_rounds, peer_ratios
 from tests.bench.peer_gateways import PEERS, compose, install, start_peer, wait_answering
 from tests.bench.point import start_floor
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
@@ -145,7 +145,7 @@ def _load(
     for number in range(1, settings.peers_rounds + 1):
         for form in FORMS:
             for c in settings.point_connections:
-                for target in TARGETS:
+                for target in in_turn(TARGETS, number):
                     run = partial(load.run, targets.urls[target], bodies[form], c, settings.peers_s)
                     one = targets.measured(target, run)
                     rounds.setdefault((target, form, c), []).append(one)
@@ -331,7 +331,8 @@ def _notes(section: Section, session: BenchSession, keys: int) -> None:
         f"{keys:,} distinct keys cycled by wrk (one thread, closed loop). Variables: one "
         "query text, the key in `$word`; literals: the key written into the text, so "
         f"{keys:,} different texts. {s.peers_rounds} interleaved rounds of {s.peers_s:g} s "
-        f"per cell after a {s.warmup_s:g} s warm-up per target and form at "
+        "per cell (the targets in turn, in reverse order every other round) after a "
+        f"{s.warmup_s:g} s warm-up per target and form at "
         f"{max(s.point_connections)} connections; req/s over the rounds, p50 and p99 the "
         "mean of the rounds'. Every answer under load is checked by wrk's script against "
         "the data set (200, no errors, the right count for the key it names), and "

@@ -14,7 +14,7 @@ import pytest
 from schema import WORD_COUNTS
 from tests.bench.answering import answering
 from tests.bench.checked_load import CheckedLoad, parse_checked
-from tests.bench.peer_figures import Cell, Round, faster_peer, join_rounds, peer_ratios
+from tests.bench.peer_figures import Cell, Round, faster_peer, in_turn, join_rounds, peer_ratios
 from tests.bench.peer_gateways import PEERS
 from tests.bench.peers import FORMS, OURS, TARGETS, literal_body, write
 from tests.bench.report import Report
@@ -38,6 +38,12 @@ def test_rounds_join_into_requests_over_seconds_and_mean_percentiles() -> None:
     assert joined.rounds_rps == (150.0, 50.0)
     with pytest.raises(ValueError, match="at least one round"):
         join_rounds([])
+
+
+def test_every_other_round_runs_the_targets_in_reverse_order() -> None:
+    targets = ("gateway", "gateway_cache_off", "hive")
+    assert in_turn(targets, 1) == in_turn(targets, 3) == list(targets)
+    assert in_turn(targets, 2) == ["hive", "gateway_cache_off", "gateway"]
 
 
 def test_the_faster_peer_is_the_one_with_more_requests_per_second() -> None:
