@@ -13,9 +13,13 @@ So the cache keeps the share of lookups it answered whole over the last `WINDOW_
 lookups (the last `WINDOW_LOOKUPS / SAMPLE_EVERY` while sampling). While that share is
 below `PAYS_BELOW`, only one request in `SAMPLE_EVERY` looks in the cache; the others read
 the nodes as with the cache off (their answers still raise the floor a hit must not answer
-below, `GatewayCache.observe`). The requests that look keep the share measured, and count
-their keys for admission, so when access turns skewed the hot keys are still admitted, the
-share rises, and every request looks again.
+below, `GatewayCache.observe`). Every request still counts its keys for admission
+(`GatewayCache.count`), and the requests that look keep the share measured: when access
+turns skewed, a hot key is admitted, filled at the next look that misses it, and hit by the
+looks after, the share rises, and every request looks again. A cold cache starts this way
+too: its first window is all misses, so it samples at once, and warms through the looks.
+(Counting only the keys of the requests that looked, a gateway started cold in front of
+2,000 keys asked in turn never admitted them: each was counted once in 16 asks.)
 """
 
 from __future__ import annotations

@@ -300,6 +300,15 @@ class GatewayCache:
         the others read the nodes, then `observe` what they answered."""
         return self._bypass.looks()
 
+    def count(self, view: View, keys_of: Mapping[int, Sequence[str]]) -> None:
+        """Count the keys of a lookup that did not look (`looks` said no) for admission, as
+        `look` counts them: a key asked again and again is admitted whether or not the
+        requests that asked it looked, so a cold cache warms while most lookups skip it."""
+        admission = self._admission
+        for keys in keys_of.values():
+            for key in keys:
+                admission.asked(view.name, key)
+
     def look(
         self, view: View, keys_of: Mapping[int, Sequence[str]], options: ReadOptions = DEFAULT_READ
     ) -> CacheHits:

@@ -602,6 +602,31 @@ def test_lookups_that_rarely_hit_look_one_request_in_a_few_until_hot_keys_hit() 
     asyncio.run(scenario())
 
 
+def test_keys_of_requests_that_skip_the_cache_count_so_a_cold_cache_warms() -> None:
+    """A cold cache's first window is all misses, so it samples at once. A key asked again
+    by requests that did not look (`count`, as the planner does for them) is admitted all
+    the same: the next look that misses it follows its partition and fills it."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=3) as h:
+            for i in range(WINDOW_LOOKUPS):
+                h.ask([f"cold{i}"])  # each asked once: missed, never admitted
+            assert not h.cache.looks()  # sampling
+            hot = key_in(0)
+            h.cache.count(WORDS, {0: [hot]})
+            h.cache.count(WORDS, {0: [hot]})  # asked twice by requests that skipped
+            while not h.cache.looks():
+                pass
+            assert h.ask([hot]).missing == {0: [hot]}  # the third ask: admitted
+            await settle()
+            assert "n1" in h.hub.links, "the look did not follow the admitted key's partition"
+            await h.following(applied=5)
+            await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
+            assert h.ask([hot]).rows == {hot: Row(hot, 7)}
+
+    asyncio.run(scenario())
+
+
 def test_multi_key_lookups_that_always_miss_a_key_look_one_request_in_a_few() -> None:
     """A lookup saves a node read only when the cache answers all of it: lookups of a hot
     key and a cold one, whose hot half always hits, still ask a node each time, so after a
