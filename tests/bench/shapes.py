@@ -18,6 +18,7 @@ outside the bench) came out up to 15% apart in one cell: read a ratio of 0.9-1.1
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from functools import partial
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx
 import orjson
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
@@ -37,7 +39,7 @@ from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.session import BenchError, BenchSession
 from tooling.processes import ManagedProcess
 
-__all__ = ["NAME", "SHAPES", "TITLE", "cell_figures", "measure", "shape_bodies"]
+__all__ = ["NAME", "SHAPES", "TITLE", "cell_figures", "measure", "pauses_in", "shape_bodies"]
 
 NAME = "shapes"
 TITLE = "Shapes: multi-key, two root fields, _entities, absent keys, Zipf and uniform access"
@@ -49,8 +51,8 @@ _NOT_ASKED = {"entities20": PEERS}
 _BODIES = 20_000  # bodies of the shapes of random keys (a run asks a few thousand of them)
 _ZIPF_KEYS = 100_000
 _ZIPF_DRAWS = 200_000
-_LAG_METRIC = "statefed_gateway_event_loop_lag_seconds_bucket"
-_PAUSE_S = "0.02"  # the bucket bound a pause is longer than (issue 31: 20 ms)
+_LAG_METRIC = "statefed_gateway_event_loop_lag_seconds"
+_PAUSE_S = 0.02  # the bucket bound a pause is longer than (issue 31: 20 ms)
 
 
 def _body(query: str, variables: dict[str, Any]) -> bytes:
@@ -107,18 +109,20 @@ def shape_bodies(shape: str, dataset: Dataset, rng: random.Random) -> list[bytes
 
 def _pauses(url: str) -> tuple[float, float]:
     """A gateway's loop wake-ups so far: (all, those later than 20 ms)."""
-    text = httpx.get(url.replace("/graphql", "/metrics"), timeout=10).text
-    total = late_below = 0.0
-    for line in text.splitlines():
-        if not line.startswith(_LAG_METRIC):
-            continue
-        bound = line.split('le="', 1)[1].split('"', 1)[0]
-        value = float(line.rsplit(" ", 1)[1])
-        if bound == "+Inf":
-            total = value
-        elif bound == _PAUSE_S:
-            late_below = value
-    return total, total - late_below
+    return pauses_in(httpx.get(url.replace("/graphql", "/metrics"), timeout=10).text)
+
+
+def pauses_in(text: str) -> tuple[float, float]:
+    """`_pauses` of a Prometheus text exposition, from the loop-lag histogram's buckets."""
+    buckets = {
+        float(sample.labels["le"]): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == _LAG_METRIC
+        for sample in family.samples
+        if sample.name == f"{_LAG_METRIC}_bucket"
+    }
+    total = buckets.get(math.inf, 0.0)
+    return total, total - buckets.get(_PAUSE_S, 0.0)
 
 
 def _run(

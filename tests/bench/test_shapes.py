@@ -11,12 +11,14 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gateway.metrics import GatewayMetrics
+from runtime.metrics import exposition
 from schema import WORD_COUNTS
 from tests.bench.answering import answering
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
 from tests.bench.peer_figures import Round
-from tests.bench.shapes import SHAPES, cell_figures, shape_bodies
+from tests.bench.shapes import SHAPES, cell_figures, pauses_in, shape_bodies
 
 DATA = Dataset(5000, 6)
 LUA = Path(__file__).with_name("wrk_pairs.lua")
@@ -78,3 +80,11 @@ def test_a_cell_joins_its_rounds_and_sums_a_gateways_loop_pauses() -> None:
     assert gateway["loop_pauses_over_20ms"] == 3
     assert gateway["front_cpu_ms_per_request"] == 0.3333  # 1 CPU-s over 3,000 requests
     assert "loop_pauses_over_20ms" not in cell_figures([one(10, 1.0)], [None])  # not ours
+
+
+def test_loop_pauses_are_the_wake_ups_of_the_gateways_lag_histogram_over_20_ms() -> None:
+    metrics = GatewayMetrics()
+    for seconds in (0.004, 0.019, 0.021, 0.3, 3.0):
+        metrics.loop_lag(seconds)
+    assert pauses_in(exposition(metrics.registry).decode()) == (5, 3)
+    assert pauses_in("") == (0, 0)  # no histogram yet
