@@ -306,12 +306,6 @@ def _batches_cell(run: RateRun) -> str:
     return f"{run.batches[0]} ({fmt_ms(mean)})"
 
 
-def _metrics_url(session: BenchSession) -> str | None:
-    """The /metrics of the session's pipeline (None before it started)."""
-    started = session.pipeline_started
-    return None if started is None else started.metrics_url
-
-
 def _started_text(started: PipelineStart | None) -> str:
     if started is None:
         return "not started in this run"
@@ -368,7 +362,7 @@ class Freshness:
         started = session.pipeline_started
         mode = started.mode if started is not None else PipelineMode.REAL_TIME
         self.steady_runs, self.warm_up_s[mode.value] = _steady_rates(
-            session, mode, _metrics_url(session)
+            session, mode, session.pipeline_metrics_url
         )
         self._write(session, report)
 
@@ -387,7 +381,7 @@ class Freshness:
             if session.remaining_s() < settings.ramp_s + _DRAIN_S + _RESERVE_S:
                 self.ramp_note = f"(the ramp stopped before {rate:,}/s for the time budget) "
                 break
-            metrics_url = _metrics_url(session)
+            metrics_url = session.pipeline_metrics_url
             run = _run_rate(session, producer, rate, settings.ramp_s, mode, baseline, metrics_url)
             self.ramp_runs.append(run)
         self._write(session, report)

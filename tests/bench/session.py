@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from runtime.produce import produce_keys
 from schema import PipelineMode, View
@@ -43,6 +44,7 @@ __all__ = [
     "bench_process",
     "directory_bytes",
     "logged_mode",
+    "samples_of",
     "view_batches",
 ]
 
@@ -96,13 +98,21 @@ def view_batches(metrics_url: str | None, view: str) -> tuple[int, float] | None
     return batches_in(text, view)
 
 
+def samples_of(text: str, family: str) -> list[Sample]:
+    """The samples of metric `family` in a Prometheus text exposition (none when absent)."""
+    return [
+        sample
+        for found in text_string_to_metric_families(text)
+        if found.name == family
+        for sample in found.samples
+    ]
+
+
 def batches_in(text: str, view: str) -> tuple[int, float] | None:
     """`view_batches` of a Prometheus text exposition."""
     found = {
         sample.name: sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name == _BATCH_METRIC
-        for sample in family.samples
+        for sample in samples_of(text, _BATCH_METRIC)
         if sample.labels.get("view") == view
     }
     count, seconds = found.get(f"{_BATCH_METRIC}_count"), found.get(f"{_BATCH_METRIC}_sum")
@@ -177,6 +187,12 @@ class BenchSession:
         with contextlib.suppress(Exception):
             self.cluster.stop()
         self.client.close()
+
+    @property
+    def pipeline_metrics_url(self) -> str | None:
+        """The /metrics of the session's pipeline (None before it started)."""
+        started = self.pipeline_started
+        return None if started is None else started.metrics_url
 
     def remaining_s(self) -> float:
         return self.settings.budget_s - (time.monotonic() - self.started)

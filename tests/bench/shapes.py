@@ -27,7 +27,6 @@ from typing import Any
 
 import httpx
 import orjson
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
@@ -36,7 +35,7 @@ from tests.bench.peer_gateways import PEERS
 from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
 from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
-from tests.bench.session import BenchError, BenchSession
+from tests.bench.session import BenchError, BenchSession, samples_of
 from tooling.processes import ManagedProcess
 
 __all__ = ["NAME", "SHAPES", "TITLE", "cell_figures", "measure", "pauses_in", "shape_bodies"]
@@ -116,9 +115,7 @@ def pauses_in(text: str) -> tuple[float, float]:
     """`_pauses` of a Prometheus text exposition, from the loop-lag histogram's buckets."""
     buckets = {
         float(sample.labels["le"]): sample.value
-        for family in text_string_to_metric_families(text)
-        if family.name == _LAG_METRIC
-        for sample in family.samples
+        for sample in samples_of(text, _LAG_METRIC)
         if sample.name == f"{_LAG_METRIC}_bucket"
     }
     total = buckets.get(math.inf, 0.0)
