@@ -71,7 +71,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
             "retry rounds after NOT_OWNER or a refused connection, with doubling "
             "backoff (50 ms ... 800 ms: about 1.5 s, what a standby takes to "
             "become active); past them, a partition without an owner while a node "
-            "rebalances waits for one until the request's deadline"
+            "rebalances, or while routing is stale, waits for one until the request's "
+            "deadline"
         ),
     )
     backoff_ms: int = setting(

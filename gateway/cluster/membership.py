@@ -48,6 +48,9 @@ _RETRY_S = 1.0
 # how long a probe waits for the broker before the feed counts as stalled
 _ANSWER_TIMEOUT_S = 1.0
 _CONNECT_TIMEOUT_MS = 5000
+# the longest wait between connection attempts; librdkafka's default (10 s) let a reader
+# whose attempts failed through a 30 s outage go on reading nothing for 10 s after it
+_RECONNECT_MAX_MS = 1000
 _DEFAULT_HEARTBEAT_MS = 1000  # how quiet the feed may be before a probe, with no records
 _MAX_WARNED = 1024  # node ids whose forged records were reported; then reported again
 
@@ -254,6 +257,7 @@ class MembershipReader:
                 # after it is back (librdkafka's default gives up after 30 s), and routing
                 # stays stale meanwhile: try a fresh connection after 5 s instead
                 "socket.connection.setup.timeout.ms": _CONNECT_TIMEOUT_MS,
+                "reconnect.backoff.max.ms": _RECONNECT_MAX_MS,
             },
         )
 

@@ -600,7 +600,8 @@ class Planner:
         out. Exactly one answer is taken per partition. A node rejecting the arguments ends
         the read with that BadRequestError. Past the retries, a partition no node can be
         asked for waits for a routing table that has one until the deadline, as long as a
-        rebalance is under way (it is being handed to an owner)."""
+        rebalance is under way (it is being handed to an owner) or the table is stale (the
+        broker did not answer membership: the group may have moved it meanwhile)."""
         loop = asyncio.get_running_loop()
         read: _Read[T] = _Read(set(partitions), keys_of or {})
         table = self._feed.current
@@ -627,7 +628,9 @@ class Planner:
             remaining = deadline - loop.time()
             if not read.pending or remaining <= 0:
                 break
-            handing_over = bool(plan.unassigned) and table.rebalancing()
+            handing_over = bool(plan.unassigned) and (
+                table.rebalancing() or table.stale_since_ms is not None
+            )
             if attempt >= self._config.retries and not handing_over:
                 break
             table = await self._feed.refresh(table.version, min(backoff, remaining))

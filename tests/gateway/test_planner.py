@@ -11,7 +11,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.cluster.routing import RoutingFeed, RoutingTable, build_routing_table
+from gateway.cluster.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
 from gateway.config import GatewayConfig
 from gateway.model.rows import Ranked, ranked_count
 from gateway.nodes.transport import HttpxCaller
@@ -380,6 +380,43 @@ def test_past_its_retries_a_read_waits_for_an_owner_while_a_rebalance_hands_one_
             await past_the_retries()
             assert not asked.done(), "the read gave up while the rebalance was under way"
             feed.publish(table_for(owned, P, heartbeat_ms=beat + 2))  # n2's are handed over
+            return (await asked)[1]
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body, body
+    assert body["data"]["topWords"] == top_truth(COUNTS, 60)
+
+
+def test_past_its_retries_a_read_waits_for_an_owner_while_routing_is_stale() -> None:
+    """After a broker outage the nodes rejoin the group before the gateway's membership
+    reader hears from the broker: n2 already gave up its partitions, but the stale table
+    still names it. The read waits for a current table instead of failing them."""
+    nodes = three_nodes()
+    beat = wall_clock_ms()
+    owned = {n.node_id: (n.url(), set(n.held)) for n in nodes}
+    members = {
+        node_id: member(node_id, url, parts, beat) for node_id, (url, parts) in owned.items()
+    }
+    counts = {v.name: P for v in FULL}
+    stale = build_routing_table(members, counts, beat + 1, Liveness(beat, stale_since_ms=beat))
+    feed = RoutingFeed(stale)
+    config = GatewayConfig(retries=1, backoff_ms=5, timeout_ms=10_000)
+    given_up = set(nodes[2].held)
+    nodes[2].held.clear()  # it answers NOT_OWNER for them now
+    refreshes = [0]
+    feed.on_refresh(lambda: refreshes.__setitem__(0, refreshes[0] + 1))
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P, config, feed) as http:
+            asked = asyncio.create_task(post_query(http, "{ topWords(limit: 60) { word count } }"))
+            deadline = time.monotonic() + 5.0
+            while refreshes[0] <= config.retries + 1:
+                assert not asked.done(), "the read gave up while routing was stale"
+                assert time.monotonic() < deadline, f"{refreshes[0]} refreshes in 5 s"
+                await asyncio.sleep(0.01)  # a poll of the condition above
+            nodes[0].held |= given_up  # the group gave n2's partitions to n0
+            taken = {**owned, "n0": (nodes[0].url(), nodes[0].held), "n2": (nodes[2].url(), ())}
+            feed.publish(table_for(taken, P, heartbeat_ms=beat + 2))
             return (await asked)[1]
 
     body = asyncio.run(scenario())
