@@ -448,26 +448,36 @@ class GatewayCache:
                 state.observed = max(state.observed, applied)
 
     def fill(self, view: View, missing: Mapping[int, Sequence[str]]) -> None:
-        """Fill the entries of `missing` (keys by partition) that admission admits, in the
-        background."""
+        """Fill the entries of `missing` (keys by partition: what one lookup missed), in the
+        background, when admission admits every one of them and their partitions are
+        followed. A lookup saves a node read only when the cache answers all of it: filling
+        some of its keys would cost the fills, and the looks, for no saving."""
         if self._stopped or not self.cacheable(view):
             return
+        fills: list[tuple[_Partition, list[str]]] = []
         for partition, keys in missing.items():
             state = self._partitions.get(partition)
             if state is None or not state.live or state.link is None:
-                continue
-            wanted = [k for k in keys if not self._held(view, state, k) and self._admits(view, k)]
-            if not wanted:
-                continue
-            pending = state.fills.setdefault(view.name, _Fill())
-            pending.keys.update(wanted)
-            task = state.filling.get(view.name)
-            if task is None or task.done():
-                # a fresh context: the fill serves no one request, so its node calls must
-                # not carry the request id and trace of the lookup that happened to start it
-                state.filling[view.name] = asyncio.get_running_loop().create_task(
-                    self._fill(state, view), context=contextvars.Context()
-                )
+                return  # the lookup would miss this partition next time all the same
+            wanted = [k for k in keys if not self._held(view, state, k)]
+            if not all(self._admits(view, k) for k in wanted):
+                return
+            fills.append((state, wanted))
+        for state, wanted in fills:
+            if wanted:
+                self._fill_later(state, view, wanted)
+
+    def _fill_later(self, state: _Partition, view: View, keys: list[str]) -> None:
+        """Add `keys` to what the fill task of `state` and `view` snapshots; start it."""
+        pending = state.fills.setdefault(view.name, _Fill())
+        pending.keys.update(keys)
+        task = state.filling.get(view.name)
+        if task is None or task.done():
+            # a fresh context: the fill serves no one request, so its node calls must
+            # not carry the request id and trace of the lookup that happened to start it
+            state.filling[view.name] = asyncio.get_running_loop().create_task(
+                self._fill(state, view), context=contextvars.Context()
+            )
 
     # -- top-N ------------------------------------------------------------------------------
 

@@ -538,7 +538,8 @@ def test_a_key_read_once_is_not_filled_and_its_partition_not_followed() -> None:
             h.ask([again])
             h.ask([again])  # asked again: its partition is followed
             await h.following(applied=5)
-            h.cache.fill(WORDS, {0: [once, again]})
+            h.cache.fill(WORDS, {0: [once]})
+            h.cache.fill(WORDS, {0: [again]})
             _, queue = await h.hub.links["n1"].asked_for(True, 0)
             frame = next(f for f, q in h.hub.links["n1"].follows.values() if q is queue)
             assert frame["keys"] == [again]  # the key asked once is not filled
@@ -647,5 +648,27 @@ def test_multi_key_lookups_that_always_miss_a_key_look_one_request_in_a_few() ->
                 assert hits.rows == {hot: Row(hot, 7)} and list(hits.missing) == [1]
             looked = [h.cache.looks() for _ in range(4 * SAMPLE_EVERY)]
             assert looked.count(True) == 4
+
+    asyncio.run(scenario())
+
+
+def test_a_lookup_fills_its_misses_only_when_every_one_is_admitted() -> None:
+    """A multi-key lookup saves a node read only when the cache answers all of it: while
+    one of its keys is asked too seldom to be admitted, the others are not filled for it
+    (a lookup of them alone still fills them)."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=2) as h:
+            hot, other, once = key_in(0, 0), key_in(0, 2), key_in(0, 1)
+            for _ in range(2):
+                h.ask([hot, other])  # admitted, and their partition followed
+            await h.following(applied=5)
+            h.cache.fill(WORDS, h.ask([hot, other, once]).missing)
+            await settle()
+            snapshots = [f for f, _ in h.hub.links["n1"].follows.values() if f["snapshot"]]
+            assert snapshots == []  # `once` is not admitted: nothing filled for the lookup
+            assert h.cache.stats()["refused"] == 1
+            await h.fill([hot, other], {hot: count_row(hot, 3)}, offset=5)  # alone: filled
+            assert h.ask([hot, other]).rows == {hot: Row(hot, 3), other: None}
 
     asyncio.run(scenario())
