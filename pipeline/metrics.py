@@ -2,9 +2,10 @@
 
 Fed from the same progress the status records come from (`pipeline.status`: the poller
 reads each view query's `lastProgress` once per batch), so metrics cost the driver no
-Spark listener and no extra call into the JVM: per view the micro-batch duration, the
-batches and input rows, the input rate, the input offsets processed per partition and the
-rows dropped as late; per input topic the dead letters written; the query restarts.
+Spark listener and no extra call into the JVM: per view the micro-batch duration and the
+seconds of each of its phases (Spark's `durationMs`), the batches and input rows, the
+input rate, the input offsets processed per partition and the rows dropped as late; per
+input topic the dead letters written; the query restarts.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ class PipelineMetrics:
             "Time Spark took for one micro-batch of a view (triggerExecution)",
             ["view"],
             buckets=_BATCH_BUCKETS,
+            registry=registry,
+        )
+        self._phases = Counter(
+            "statefed_pipeline_batch_phase_seconds",
+            "Time a view's micro-batches spent in each phase Spark times (durationMs: "
+            "latestOffset, walCommit, queryPlanning, addBatch, commitOffsets, ...)",
+            ["view", "phase"],
             registry=registry,
         )
         self._batches = Counter(
@@ -81,9 +89,13 @@ class PipelineMetrics:
     def batch(self, progress: StreamingQueryProgress, status: ViewStatus) -> None:
         """One micro-batch of a view's query ran (`status` is what was published of it)."""
         view = status.view
-        duration_ms = (progress.durationMs or {}).get("triggerExecution")
+        phases = progress.durationMs or {}
+        duration_ms = phases.get("triggerExecution")
         if duration_ms is not None:
             self._duration.labels(view).observe(duration_ms / 1000)
+        for phase, ms in phases.items():
+            if phase != "triggerExecution" and ms > 0:  # the whole batch is the histogram's
+                self._phases.labels(view, phase).inc(ms / 1000)
         self._batches.labels(view).inc()
         self._rows.labels(view).inc(max(int(progress.numInputRows or 0), 0))
         rate = progress.inputRowsPerSecond

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from runtime.produce import new_producer
 from schema import PipelineMode
 from tests.bench.report import Report, Section, fmt_ms, fmt_num
-from tests.bench.session import BenchError, BenchSession, PipelineStart, view_batches
+from tests.bench.session import Batches, BenchError, BenchSession, PipelineStart, view_batches
 from tests.bench.stats import Summary
 
 __all__ = ["NAME", "Freshness", "RateRun", "add_table"]
@@ -61,9 +61,9 @@ class RateRun:
     probes: list[Probe] = field(default_factory=list)
     drained_at: float = 0.0
     baseline_p99_ms: float | None = None  # p99 of the steady rate, for higher rates
-    # the view query's batches that ended during the run and their seconds in all (None:
-    # the pipeline's /metrics could not be read)
-    batches: tuple[int, float] | None = None
+    # the view query's batches that ended during the run (None: the pipeline's /metrics
+    # could not be read)
+    batches: Batches | None = None
 
     @property
     def achieved_rate(self) -> float:
@@ -117,15 +117,13 @@ class RateRun:
             "latency_ms": Summary.of(self.latencies_ms()).to_json(),
             "growth_ms": round(self.growth_ms(), 1),
             "sustained": self.sustained(),
-            "batches": None if self.batches is None else self.batches[0],
+            "batches": None if self.batches is None else self.batches.count,
             "batch_mean_ms": self.batch_mean_ms(),
+            "batch_phase_means_ms": None if self.batches is None else self.batches.phase_means_ms(),
         }
 
     def batch_mean_ms(self) -> float | None:
-        if self.batches is None or self.batches[0] == 0:
-            return None
-        count, seconds = self.batches
-        return round(seconds / count * 1000, 1)
+        return None if self.batches is None else self.batches.mean_ms()
 
 
 def _produce(producer: Producer, topic: str, run: RateRun, probe_every: int, tag: str) -> None:
@@ -211,7 +209,7 @@ def _run_rate(
     thread.join(15.0)
     after = view_batches(metrics_url, session.dataset.view.name)
     if before is not None and after is not None:
-        run.batches = (after[0] - before[0], after[1] - before[1])
+        run.batches = after.since(before)
     summary = Summary.of(run.latencies_ms())
     session.progress(
         f"freshness ({mode.value}) at {rate:,}/s (achieved {run.achieved_rate:,.0f}/s): "
@@ -281,6 +279,7 @@ def add_table(section: Section, runs: list[RateRun]) -> None:
         "missing",
         "sustained",
         "view's batches (mean)",
+        "where a batch's time goes (mean ms)",
     )
     for run in _side_by_side(runs):
         s = Summary.of(run.latencies_ms())
@@ -296,6 +295,7 @@ def add_table(section: Section, runs: list[RateRun]) -> None:
             run.missing,
             "yes" if run.sustained() else "no",
             _batches_cell(run),
+            _phases_cell(run),
         )
 
 
@@ -303,7 +303,15 @@ def _batches_cell(run: RateRun) -> str:
     mean = run.batch_mean_ms()
     if run.batches is None or mean is None:
         return "-"
-    return f"{run.batches[0]} ({fmt_ms(mean)})"
+    return f"{run.batches.count} ({fmt_ms(mean)})"
+
+
+def _phases_cell(run: RateRun) -> str:
+    """The phases of a mean batch over 1 ms, the longest first (Spark's names)."""
+    if run.batches is None:
+        return "-"
+    means = run.batches.phase_means_ms()
+    return ", ".join(f"{phase} {fmt_num(ms)}" for phase, ms in means.items() if ms >= 1) or "-"
 
 
 def _started_text(started: PipelineStart | None) -> str:
@@ -460,5 +468,10 @@ class Freshness:
             "the part of that stall Spark times (the next batch's tasks then take a little "
             "longer to read again), and the slow probes of a Real-Time Mode run are the ones "
             "that arrived during one (the p99's time). The demo's Real-Time Mode queries "
-            "checkpoint together and share the 2 cores while they do."
+            "checkpoint together and share the 2 cores while they do. Where a batch's time "
+            "goes: the mean of each phase Spark times (`statefed_pipeline_batch_phase_"
+            "seconds`). Before a batch's tasks start: latestOffset (the input's ends), "
+            "walCommit (the offset log), queryPlanning; addBatch is the tasks (in Real-Time "
+            "Mode the interval itself, then the tasks' end and state commit); after them, "
+            "commitOffsets (the commit log). All but addBatch's interval is stall."
         )

@@ -36,6 +36,7 @@ from tooling.localcluster import LocalCluster
 from tooling.processes import ManagedProcess, wait_until
 
 __all__ = [
+    "Batches",
     "BenchError",
     "BenchSession",
     "PipelineStart",
@@ -57,6 +58,7 @@ GATEWAY_ENV = {"STATEFED_GATEWAY_MAX_LAG": "10000"}
 # (issue 30); the freshness step's other pipeline runs the default, micro-batches
 PIPELINE_ENV = {"STATEFED_PIPELINE_MODE": "real_time"}
 _BATCH_METRIC = "statefed_pipeline_batch_duration_seconds"
+_PHASE_METRIC = "statefed_pipeline_batch_phase_seconds"
 RESTORE_POLL_S = 0.2  # /health polls cost the node's GIL; 0.2 s is 2% of a 10 s restore
 
 
@@ -86,9 +88,34 @@ class PipelineStart:
     metrics_url: str | None = None  # the driver's /metrics
 
 
-def view_batches(metrics_url: str | None, view: str) -> tuple[int, float] | None:
-    """How many batches of `view`'s query ended so far and their seconds in all, from the
-    pipeline's `statefed_pipeline_batch_duration_seconds`; None when not served."""
+@dataclass(frozen=True)
+class Batches:
+    """A view query's batches: how many ended, their seconds in all, and those seconds by
+    the phase Spark timed (`statefed_pipeline_batch_phase_seconds`)."""
+
+    count: int
+    seconds: float
+    phases: dict[str, float]
+
+    def since(self, before: Batches) -> Batches:
+        """The batches that ended between the reading `before` and this one."""
+        phases = {p: s - before.phases.get(p, 0.0) for p, s in self.phases.items()}
+        return Batches(self.count - before.count, self.seconds - before.seconds, phases)
+
+    def mean_ms(self) -> float | None:
+        return None if self.count == 0 else round(self.seconds / self.count * 1000, 1)
+
+    def phase_means_ms(self) -> dict[str, float]:
+        """Each phase's mean milliseconds per batch, the longest first."""
+        if self.count == 0:
+            return {}
+        means = {p: round(s / self.count * 1000, 1) for p, s in self.phases.items()}
+        return dict(sorted(means.items(), key=lambda item: -item[1]))
+
+
+def view_batches(metrics_url: str | None, view: str) -> Batches | None:
+    """The batches of `view`'s query that ended so far, from the pipeline's /metrics; None
+    when not served."""
     if metrics_url is None:
         return None
     try:
@@ -108,7 +135,7 @@ def samples_of(text: str, family: str) -> list[Sample]:
     ]
 
 
-def batches_in(text: str, view: str) -> tuple[int, float] | None:
+def batches_in(text: str, view: str) -> Batches | None:
     """`view_batches` of a Prometheus text exposition."""
     found = {
         sample.name: sample.value
@@ -118,7 +145,12 @@ def batches_in(text: str, view: str) -> tuple[int, float] | None:
     count, seconds = found.get(f"{_BATCH_METRIC}_count"), found.get(f"{_BATCH_METRIC}_sum")
     if count is None or seconds is None:
         return None
-    return int(count), seconds
+    phases = {
+        sample.labels["phase"]: sample.value
+        for sample in samples_of(text, _PHASE_METRIC)
+        if sample.labels.get("view") == view and sample.name == f"{_PHASE_METRIC}_total"
+    }
+    return Batches(int(count), seconds, phases)
 
 
 def _metrics_url(port: int) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from schema import WORD_COUNTS, PipelineMode
 from tests.bench.freshness import Freshness, Probe, RateRun, add_table
 from tests.bench.report import Report
-from tests.bench.session import batches_in, logged_mode
+from tests.bench.session import Batches, batches_in, logged_mode
 from tests.bench.targets import TargetResult, evaluate
 
 RT, MB = PipelineMode.REAL_TIME, PipelineMode.MICRO_BATCH
@@ -99,23 +99,36 @@ def test_the_mode_is_the_one_the_last_start_logged(tmp_path: Path) -> None:
     assert logged_mode(log, WORD_COUNTS, RT) is RT
 
 
-def test_a_run_shows_the_view_batches_that_ended_in_it_and_their_mean() -> None:
+def test_a_run_shows_the_view_batches_that_ended_in_it_their_mean_and_phases() -> None:
+    phase = "statefed_pipeline_batch_phase_seconds"
     exposition = "\n".join(
         [
             "# TYPE statefed_pipeline_batch_duration_seconds histogram",
             'statefed_pipeline_batch_duration_seconds_count{view="host_pages"} 9.0',
             'statefed_pipeline_batch_duration_seconds_count{view="word_counts"} 5.0',
             'statefed_pipeline_batch_duration_seconds_sum{view="word_counts"} 31.5',
+            f"# TYPE {phase}_total counter",  # as prometheus_client writes it
+            f'{phase}_total{{view="word_counts",phase="addBatch"}} 28.0',
+            f'{phase}_total{{view="word_counts",phase="walCommit"}} 0.9',
+            f'{phase}_total{{view="host_pages",phase="addBatch"}} 4.0',
         ]
     )
-    assert batches_in(exposition, "word_counts") == (5, 31.5)
+    before = batches_in(exposition, "word_counts")
+    assert before == Batches(5, 31.5, {"addBatch": 28.0, "walCommit": 0.9})
     assert batches_in(exposition, "last_booking") is None
     read, unread = rate_run(1000, RT, 40), rate_run(10_000, RT, 60)
-    read.batches = (3, 19.2)  # the difference of the readings before and after the run
+    after = Batches(8, 50.7, {"addBatch": 45.4, "walCommit": 1.2, "latestOffset": 0.0004})
+    read.batches = after.since(before)  # the readings before and after the run
     assert read.to_json()["batch_mean_ms"] == 6400.0
+    assert read.to_json()["batch_phase_means_ms"] == {
+        "addBatch": 5800.0,
+        "walCommit": 100.0,
+        "latestOffset": 0.1,
+    }
     assert unread.to_json()["batch_mean_ms"] is None
     section = Report().section("freshness", "freshness")
     add_table(section, [read, unread])
     table = section.tables[0]
-    assert table.headers[-1] == "view's batches (mean)"
-    assert [row[-1] for row in table.rows] == ["3 (6,400 ms)", "-"]
+    assert table.headers[-2:] == ["view's batches (mean)", "where a batch's time goes (mean ms)"]
+    assert [row[-2] for row in table.rows] == ["3 (6,400 ms)", "-"]
+    assert [row[-1] for row in table.rows] == ["addBatch 5,800, walCommit 100", "-"]

@@ -174,6 +174,8 @@ def _check_metrics(url: str, bootstrap: str, view: View) -> None:
     assert total(samples, "statefed_pipeline_batches_total", **labels) >= 1
     assert total(samples, "statefed_pipeline_batch_duration_seconds_count", **labels) >= 1
     assert total(samples, "statefed_pipeline_batch_duration_seconds_sum", **labels) > 0
+    add_batch = {**labels, "phase": "addBatch"}
+    assert total(samples, "statefed_pipeline_batch_phase_seconds_total", **add_batch) > 0
     assert total(samples, "statefed_pipeline_input_rows_total", **labels) == end
     assert series(samples, "statefed_pipeline_input_rows_per_second")
     assert total(samples, "statefed_pipeline_late_rows_dropped_total", **labels) == 0
