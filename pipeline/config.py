@@ -81,8 +81,10 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
         5000,
         low=1000,
         doc=(
-            "how often a Real-Time Mode query checkpoints, and so publishes its status: "
-            "an `atLeast` read of its view waits up to this long"
+            "how often the first Real-Time Mode query (in catalogue order) checkpoints, "
+            "and so publishes its status; each next one a little less often, up to 1.5x "
+            "this, so that their checkpoints do not stall them together: an `atLeast` "
+            "read of a view waits up to its query's interval"
         ),
     )
     # dead letters are for people, not for reads: a slow trigger leaves the 2 cores of

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from pipeline import PipelineConfig, start_queries
 from pipeline.errors import PipelineConfigError
-from pipeline.job import realtime_views
+from pipeline.job import realtime_intervals, realtime_views
 from runtime.topics import ensure_topics, statefed_topics
 from schema import PipelineMode, View
 from tests.aggregates import Event, orders
@@ -149,3 +149,19 @@ def test_views_spark_cannot_run_in_real_time_mode_run_in_micro_batches(tmp_path:
         )
     assert str(raised.value).startswith(f"view {windowed.name}: asks for pipeline_mode real_time")
     assert "pack more than the entity key" in str(raised.value)
+
+
+def test_real_time_mode_queries_checkpoint_at_spread_intervals(tmp_path: Path) -> None:
+    """Queries on one interval, started together, stall together at every checkpoint: the
+    first keeps STATEFED_REALTIME_CHECKPOINT_MS, the others checkpoint a little less often,
+    each its own interval, none past 1.5x the setting."""
+    config = PipelineConfig(checkpoint_dir=tmp_path, realtime_checkpoint_ms=5000)
+    names = ["word_counts", "host_access", "last_booking", "host_pages"]
+    assert realtime_intervals(config, names) == {
+        "word_counts": 5000,
+        "host_access": 5625,
+        "last_booking": 6250,
+        "host_pages": 6875,
+    }
+    assert realtime_intervals(config, ["alone"]) == {"alone": 5000}
+    assert realtime_intervals(config, []) == {}
