@@ -596,12 +596,13 @@ class Planner:
         keys_of: Mapping[int, list[str]] | None = None,
     ) -> _Read[T]:
         """Ask owners for `partitions`, one call per node per round (hedged by standbys
-        within maxLag), until each partition is answered or the retries or the deadline run
-        out. Exactly one answer is taken per partition. A node rejecting the arguments ends
-        the read with that BadRequestError. Past the retries, a partition no node can be
-        asked for waits for a routing table that has one until the deadline, as long as a
-        rebalance is under way (it is being handed to an owner) or the table is stale (the
-        broker did not answer membership: the group may have moved it meanwhile)."""
+        within maxLag), until each partition is answered or the retries (their rounds and
+        their backoffs' time) or the deadline run out. Exactly one answer is taken per
+        partition. A node rejecting the arguments ends the read with that BadRequestError.
+        Past the retries, a partition no node can be asked for waits for a routing table
+        that has one until the deadline, as long as a rebalance is under way (it is being
+        handed to an owner) or the table is stale (the broker did not answer membership:
+        the group may have moved it meanwhile)."""
         loop = asyncio.get_running_loop()
         read: _Read[T] = _Read(set(partitions), keys_of or {})
         table = self._feed.current
@@ -611,6 +612,10 @@ class Planner:
         timed = options.at_least is None
         hedged = self._config.hedge and max_lag > 0 and timed
         attempt = 0
+        # the retries' backoffs in all: a round ends early when a newer routing table
+        # comes, and tables come often while nodes rebalance (every heartbeat changes
+        # one), so the rounds alone could run out in a fraction of it
+        patient_until = loop.time() + backoff * (2**self._config.retries - 1)
         while True:
             plan = self._route(table, read, max_lag, loop.time(), hedged)
             read.unassigned(view, table, plan.unassigned)
@@ -631,7 +636,8 @@ class Planner:
             handing_over = bool(plan.unassigned) and (
                 table.rebalancing() or table.stale_since_ms is not None
             )
-            if attempt >= self._config.retries and not handing_over:
+            out_of_retries = attempt >= self._config.retries and loop.time() >= patient_until
+            if out_of_retries and not handing_over:
                 break
             table = await self._feed.refresh(table.version, min(backoff, remaining))
             backoff *= 2

@@ -424,6 +424,35 @@ def test_past_its_retries_a_read_waits_for_an_owner_while_routing_is_stale() -> 
     assert body["data"]["topWords"] == top_truth(COUNTS, 60)
 
 
+def test_routing_tables_coming_fast_do_not_use_up_the_retries_before_their_backoffs() -> None:
+    """While nodes rebalance, every heartbeat brings a newer table and ends a retry round
+    early: the read still waits out its backoffs (50 + 100 + 200 ms here) for an owner."""
+    nodes = three_nodes()
+    owned = {n.node_id: (n.url(), n.held) for n in nodes}
+    survivors = {k: v for k, v in owned.items() if k != "n2"}
+    beat = wall_clock_ms()
+    feed = RoutingFeed(table_for(survivors, P, heartbeat_ms=beat))
+    # the cache off: it would follow the partitions over the fake nodes' unresolvable URLs
+    config = GatewayConfig(retries=3, backoff_ms=50, timeout_ms=10_000, cache=False)
+
+    async def heartbeats_then_an_owner() -> None:
+        for i in range(1, 21):  # a newer table every 10 ms for 200 ms, n2's still unowned
+            await asyncio.sleep(0.01)
+            feed.publish(table_for(survivors, P, heartbeat_ms=beat + i))
+        feed.publish(table_for(owned, P, heartbeat_ms=beat + 100))
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P, config, feed) as http:
+            publishing = asyncio.create_task(heartbeats_then_an_owner())
+            body = (await post_query(http, "{ topWords(limit: 60) { word count } }"))[1]
+            await publishing
+            return body
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body, body
+    assert body["data"]["topWords"] == top_truth(COUNTS, 60)
+
+
 def test_past_its_retries_a_read_of_a_partition_nobody_is_handed_fails_at_once() -> None:
     """Every node is RUNNING: no rebalance will give the partitions an owner."""
     nodes = three_nodes()
