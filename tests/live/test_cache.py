@@ -614,8 +614,8 @@ def test_keys_of_requests_that_skip_the_cache_count_so_a_cold_cache_warms() -> N
                 h.ask([f"cold{i}"])  # each asked once: missed, never admitted
             assert not h.cache.looks()  # sampling
             hot = key_in(0)
-            h.cache.count(WORDS, {0: [hot]})
-            h.cache.count(WORDS, {0: [hot]})  # asked twice by requests that skipped
+            h.cache.count(WORDS, [hot])
+            h.cache.count(WORDS, [hot])  # asked twice by requests that skipped
             while not h.cache.looks():
                 pass
             assert h.ask([hot]).missing == {0: [hot]}  # the third ask: admitted
@@ -670,5 +670,22 @@ def test_a_lookup_fills_its_misses_only_when_every_one_is_admitted() -> None:
             assert h.cache.stats()["refused"] == 1
             await h.fill([hot, other], {hot: count_row(hot, 3)}, offset=5)  # alone: filled
             assert h.ask([hot, other]).rows == {hot: Row(hot, 3), other: None}
+
+    asyncio.run(scenario())
+
+
+def test_the_keys_of_multi_key_lookups_that_skip_the_cache_are_not_counted() -> None:
+    """Only the requests that look count a multi-key lookup's keys: ones that skipped the
+    cache three times over leave its keys unadmitted, so a look that misses them does not
+    follow their partition."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=3) as h:
+            keys = [key_in(0, 0), key_in(0, 1)]
+            for _ in range(3):
+                h.cache.count(WORDS, keys)
+            assert h.ask(keys).missing == {0: keys}  # their first counted ask
+            await settle()
+            assert h.hub.links == {}  # not admitted: nothing followed
 
     asyncio.run(scenario())
