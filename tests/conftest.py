@@ -13,8 +13,10 @@ otherwise (`_QUICK_JVM`, `_QUICK_SPARK`).
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from xdist.remote import Producer
@@ -101,6 +103,27 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(getattr(pytest.mark, tier_of(item)))
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "::1"})
+
+
+@pytest.fixture(autouse=True)
+def _loopback_names_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit test's Python code looks up loopback names only: fake nodes have URLs like
+    http://n0.test, and a gateway's feed link to one would ask the machine's DNS resolver
+    (off the machine) and wait for its answer; now it fails at once."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    resolve = socket.getaddrinfo
+
+    def loopback_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        if name is None or name in _LOOPBACK_NAMES or str(name).startswith("127."):
+            return resolve(host, *args, **kwargs)
+        raise socket.gaierror(socket.EAI_NONAME, f"unit tests look up loopback names only: {name}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
 
 
 @pytest.fixture(scope="session")
