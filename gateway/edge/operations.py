@@ -20,7 +20,7 @@ gateway's, or a test's).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from dataclasses import dataclass
 from inspect import isawaitable
 from typing import Any
@@ -195,7 +195,9 @@ class Operations:
         if isinstance(events, ExecutionResult):
             return events
         writer = self._writer(prepared, operation)
-        return map_source_to_response_event(executor, events, writer or self._executed)
+        if writer is None:
+            return map_source_to_response_event(executor, events, self._executed)
+        return _written(executor, events, writer)
 
     def _executed(self, executor: Executor) -> AwaitableOrValue[ExecutionResult]:
         """An event of an operation without a writer, executed."""
@@ -225,6 +227,23 @@ class Operations:
         self, errors: Sequence[GraphQLError], rid: str, code: str | None = None
     ) -> list[dict[str, Any]]:
         return format_errors(errors, self._endpoint.error_extensions, code, rid)
+
+
+async def _written(
+    executor: Executor, events: AsyncIterable[Any], writer: EventWriter
+) -> AsyncIterator[ExecutionResult]:
+    """The responses of a subscription's events, each written by `writer` (executed when it
+    is in doubt): graphql-core's `map_source_to_response_event` without its copy of the
+    executor for every event. Closing it closes the source (the resolver's `finally`)."""
+    source = aiter(events)
+    try:
+        async for event in source:
+            result = writer(executor, event)
+            yield await result if isawaitable(result) else result
+    finally:
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def request_refusal(exc: RequestError) -> list[dict[str, Any]]:

@@ -253,21 +253,22 @@ class EventCounts:
 
 class EventWriter:
     """The response of each event of a subscription operation: `{key: written event}`,
-    or graphql-core's execution of the event when the writer is in doubt about it. Passed
-    to graphql-core's `map_source_to_response_event` as its root selection set executor;
-    counts in `counts` (its own unless given)."""
+    or graphql-core's execution of the event when the writer is in doubt about it. Called
+    with the subscription's executor and each event of its source stream (a per-event
+    executor is built only for an event that is executed); counts in `counts` (its own
+    unless given)."""
 
     def __init__(self, key: str, write: Complete, counts: EventCounts | None = None) -> None:
         self._key = key
         self._write = write
         self.counts = EventCounts() if counts is None else counts
 
-    def __call__(self, executor: Executor) -> AwaitableOrValue[ExecutionResult]:
+    def __call__(self, executor: Executor, event: Any) -> AwaitableOrValue[ExecutionResult]:
         try:
-            data = {self._key: self._write(executor.root_value)}
+            data = {self._key: self._write(event)}
         except Exception:  # Doubt, or a value a serializer refused: execution says
             self.counts.executed += 1
-            return execute_subscription_event(executor)
+            return execute_subscription_event(executor.build_per_event_executor(event))
         self.counts.written += 1
         return ExecutionResult(data, None)
 

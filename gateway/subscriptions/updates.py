@@ -276,7 +276,11 @@ class _Source:
         if isinstance(item, Exception):
             self.merge.fail(item)
         elif self.joined_at is not None:
-            changes = tuple(c for c in item.changes if c.offset >= self.joined_at)
+            joined_at = self.joined_at
+            if item.changes and item.changes[0].offset >= joined_at:  # offset order: all new
+                self._accept(item)
+                return
+            changes = tuple(c for c in item.changes if c.offset >= joined_at)
             if changes:
                 self._accept(dataclasses.replace(item, changes=changes))
         else:

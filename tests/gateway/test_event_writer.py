@@ -200,7 +200,7 @@ def _python_name(field: GraphQLField) -> str:
 def events(draw: st.DrawFn, name: str, clean: bool) -> Any:
     field = SUBSCRIPTION.fields[name]
     if not clean and draw(st.integers(0, 9)) == 0:
-        return GatewayError("the feed closed")  # as `ended_by_errors` yields it
+        return GatewayError("the feed closed")  # as `made` yields it
     return value(draw, GraphQLNonNull(_named(field.type)), clean)
 
 
@@ -236,7 +236,7 @@ def test_written_events_are_what_execution_makes_of_them(data: st.DataObject) ->
         event = data.draw(events(name, clean))
         expected = _answers(execute_subscription_event(executor.build_per_event_executor(event)))
         written_before = writer.counts.written
-        got = _answers(writer(executor.build_per_event_executor(event)))
+        got = _answers(writer(executor, event))
         assert got == expected, text
         if clean:
             assert writer.counts.written == written_before + 1, f"executed a clean event of {text}"

@@ -16,7 +16,7 @@ row (null fields: no row). The same scope checks as queries apply when subscribi
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
@@ -50,6 +50,7 @@ __all__ = [
     "KeySubscription",
     "event_values_of",
     "key_subscription_fields",
+    "made",
     "start_subscription",
     "top_subscription_field",
     "top_type",
@@ -142,17 +143,21 @@ def event_values_of(view: View, row: Mapping[str, Any] | None) -> dict[str, Any]
     return values
 
 
-async def ended_by_errors(updates: AsyncIterator[T]) -> AsyncGenerator[T | GatewayError, None]:
-    """`updates`, then the GatewayError that ended them, if one did: graphql-core makes a
-    yielded exception the error of a last result (with its `extensions.code`), so the
-    subscriber learns why its subscription ended, and the transport completes it."""
-    try:
-        async for update in updates:
-            yield update
-    except FeedClosedError as exc:
-        yield SubscriptionsOffError(str(exc))
-    except GatewayError as exc:
-        yield exc
+async def made(
+    updates: AsyncGenerator[T, None], make_one: Callable[[T], Any]
+) -> AsyncGenerator[Any, None]:
+    """Each of `updates` made into its GraphQL object by `make_one`, then the GatewayError
+    that ended them, if one did: graphql-core makes a yielded exception the error of a last
+    result (with its `extensions.code`), so the subscriber learns why its subscription
+    ended, and the transport completes it. Closing it closes `updates` (their follows end)."""
+    async with contextlib.aclosing(updates) as stream:
+        try:
+            async for update in stream:
+                yield make_one(update)
+        except FeedClosedError as exc:
+            yield SubscriptionsOffError(str(exc))
+        except GatewayError as exc:
+            yield exc
 
 
 def start_subscription(
@@ -235,19 +240,7 @@ class KeySubscription:
         of the subscribe request itself, before any update."""
         hub, partitions, token, lag = start_subscription(info, self.view, keys, after, max_lag)
         config = info.context.config
-        queueing = (config.subscription_queue, config.subscription_max_wait_ms / 1000)
-        return self._updates(hub, partitions, keys, token, lag, queueing)
-
-    async def _updates(
-        self,
-        hub: FeedHub,
-        partitions: int,
-        keys: Sequence[str],
-        token: ResumeToken | None,
-        lag: int | None,
-        queueing: tuple[int, float],
-    ) -> AsyncGenerator[Any, None]:
-        bound, max_wait_s = queueing
+        bound, max_wait_s = config.subscription_queue, config.subscription_max_wait_ms / 1000
         updates = key_updates(
             hub,
             self.view,
@@ -261,9 +254,7 @@ class KeySubscription:
             bound=bound,
             max_wait_s=max_wait_s,
         )
-        async with contextlib.aclosing(updates) as stream:  # unfollows when unsubscribed
-            async for update in ended_by_errors(stream):
-                yield update if isinstance(update, GatewayError) else self.make(update)
+        return made(updates, self.make)
 
 
 def key_subscription_fields(
@@ -380,11 +371,6 @@ def top_subscription_field(
         }
         return make(kind_type, values)
 
-    async def pushed(updates: AsyncGenerator[TopUpdate, None]) -> AsyncGenerator[Any, None]:
-        async with contextlib.aclosing(updates) as stream:
-            async for update in ended_by_errors(stream):
-                yield update if isinstance(update, GatewayError) else make_top(update)
-
     interval_argument = strawberry.argument(
         description=f"Push at most once per this many ms ({MIN_INTERVAL_MS}..3600000)."
     )
@@ -395,7 +381,7 @@ def top_subscription_field(
         interval: Annotated[int, interval_argument] = 1000,
         max_lag: FollowLag = strawberry.UNSET,
     ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
-        return pushed(top_updates_of(info, view, limit, None, interval, max_lag))
+        return made(top_updates_of(info, view, limit, None, interval, max_lag), make_top)
 
     async def window_top(
         info: strawberry.Info,
@@ -405,7 +391,7 @@ def top_subscription_field(
         max_lag: FollowLag = strawberry.UNSET,
     ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
         start = window.start
-        return pushed(top_updates_of(info, view, limit, start, interval, max_lag))
+        return made(top_updates_of(info, view, limit, start, interval, max_lag), make_top)
 
     resolver: Callable[..., Any] = top if view.window is None else window_top
     if ranking is not None and view.window is not None:  # a windowed aggregate view's
@@ -420,7 +406,9 @@ def top_subscription_field(
         ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
             field = None if by is None else by.value  # type: ignore[attr-defined]
             start = window.start
-            return pushed(top_updates_of(info, view, limit, start, interval, max_lag, field))
+            return made(
+                top_updates_of(info, view, limit, start, interval, max_lag, field), make_top
+            )
 
         resolver = ranked_window_top
     elif ranking is not None:
@@ -434,7 +422,7 @@ def top_subscription_field(
             max_lag: FollowLag = strawberry.UNSET,
         ) -> AsyncGenerator[kind_type, None]:  # type: ignore[valid-type]
             field: str = by.value  # type: ignore[attr-defined]
-            return pushed(top_updates_of(info, view, limit, None, interval, max_lag, field))
+            return made(top_updates_of(info, view, limit, None, interval, max_lag, field), make_top)
 
         resolver = ranked_top
 
