@@ -77,6 +77,7 @@ class RateRun:
     last_by_key: dict[int, int] = field(default_factory=dict)  # key index -> last count
     drained: bool = False
     cores: dict[str, float] = field(default_factory=dict)  # part -> average cores
+    cpu_s: dict[str, float] = field(default_factory=dict)  # part -> CPU seconds of the run
     machine_busy: float = 0.0  # share of the machine's cores busy (every process)
     # while producing: per part, its threads waiting for a core (average count), and the
     # share of the time the gateway's event loop (its main thread) waited for one
@@ -321,11 +322,10 @@ def _run_rate(
     seconds = time.monotonic() - began
     cpu_after = _cpu_seconds(pids)
     run.machine_busy = (busy_seconds() - busy_before) / seconds / (psutil.cpu_count() or 1)
-    run.cores = {
-        part: round((cpu_after[part] - cpu_before[part]) / seconds, 2)
-        for part in cpu_after
-        if part in cpu_before
+    run.cpu_s = {
+        part: cpu_after[part] - cpu_before[part] for part in cpu_after if part in cpu_before
     }
+    run.cores = {part: round(cpu / seconds, 2) for part, cpu in run.cpu_s.items()}
     if recorder is not None:
         run.profiles = [recorder.finish(one, run.seconds + 20) for one in started]
     session.progress(
@@ -444,6 +444,7 @@ def _where_time_goes(section: Section, runs: list[RateRun], pushes: list[Pushes]
         "p99",
         "to the subscriber p50",
         "p99",
+        "gateway CPU per push",
         "gateway event loop waiting for a core",
         "threads waiting for a core: gateway / nodes / broker / producer / subscriber",
     )
@@ -457,6 +458,7 @@ def _where_time_goes(section: Section, runs: list[RateRun], pushes: list[Pushes]
             "n/a" if feed is None else fmt_ms(feed.p99),
             fmt_ms(push.p50),
             fmt_ms(push.p99),
+            _per_push(run, got),
             f"{run.loop_waiting:.0%}",
             " / ".join(
                 f"{w:.2f}"
@@ -478,8 +480,16 @@ def _where_time_goes(section: Section, runs: list[RateRun], pushes: list[Pushes]
         "records were produced, as an average number of each part's threads ready to run "
         "with no core free; the gateway's event loop (its main thread) as a share of that "
         "time. A loop that waits for a core most of the time reads its feeds late whatever "
-        "its own cost per change: the machine, not the loop, sets the pace."
+        "its own cost per change: the machine, not the loop, sets the pace. Gateway CPU per "
+        "push: the gateway's CPU time over the run (produce and drain) by the updates pushed."
     )
+
+
+def _per_push(run: RateRun, got: Pushes) -> str:
+    cpu = run.cpu_s.get("gateway")
+    if cpu is None or not got.latencies_ms:
+        return "n/a"
+    return f"{cpu / len(got.latencies_ms) * 1e6:.0f} µs"
 
 
 def _memory(section: Section, rss: list[dict[str, int]], n: int) -> None:
@@ -554,6 +564,11 @@ def write_runs(
             "out_of_order": got.out_of_order,
             "drained": run.drained,
             "cores": run.cores,
+            "gateway_cpu_us_per_push": (
+                round(run.cpu_s["gateway"] / len(got.latencies_ms) * 1e6, 1)
+                if "gateway" in run.cpu_s and got.latencies_ms
+                else None
+            ),
             "machine_busy": round(run.machine_busy, 3),
             "node_feed_latency_ms": Summary.of(run.feed_ms).to_json() if run.feed_ms else None,
             "threads_waiting_for_a_core": run.waiting,
