@@ -157,7 +157,10 @@ class _Merge:
     def take(self) -> KeyUpdate | None:
         if not self.pending:
             return None
-        slot = min(self.pending, key=lambda s: _shown_offset(self.pending[s].change))
+        if len(self.pending) == 1:
+            slot = next(iter(self.pending))
+        else:
+            slot = min(self.pending, key=lambda s: _shown_offset(self.pending[s].change))
         held = self.pending.pop(slot)
         change = held.change
         if self.newest.get(_entry(change)) == slot:
