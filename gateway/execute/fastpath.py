@@ -46,7 +46,7 @@ reports what it makes of them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, cast
@@ -299,7 +299,7 @@ class FastPath:
             cache = None  # a read accepting no lag is proved by a node, never from memory
         if asked and asked[0].root.top:  # alone in its plan
             return self._top(asked[0], cache, context) if cache is not None else None
-        looked: dict[str, CacheHits] = {}
+        looked: Mapping[str, CacheHits] = {}
         if cache is not None:
             data, looked = self._hit(asked, cache, context)
             if data is not None:
@@ -309,15 +309,15 @@ class FastPath:
 
     def _hit(
         self, asked: list[_Asked], cache: Any, context: RequestContext
-    ) -> tuple[Any, dict[str, CacheHits]]:
+    ) -> tuple[Any, Mapping[str, CacheHits]]:
         """The data of `asked` when the cache answers every key (counted as hits), else None
         having changed nothing, with what the cache answered of each view (by name): the
         reads of the rest start from it instead of asking the cache again."""
+        if not cache.looks():  # hits are rare lately: read as with the cache off
+            return None, _NOT_LOOKED
         looked: dict[str, CacheHits] = {}
         try:
             wanted = _by_view(asked)
-            if not cache.looks():  # hits are rare lately: read as with the cache off
-                return None, dict.fromkeys(wanted, SKIPPED)
             for name, (view, keys) in wanted.items():
                 looked[name] = cache.look(view, _keys_of(view, keys, context))
             if any(hits.missing for hits in looked.values()):
@@ -676,6 +676,23 @@ def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) ->
     texts = key_texts(view, given)  # a GatewayError: execution reports it
     context.planner.check_keys(view, texts)
     return texts
+
+
+class _NotLooked(Mapping[str, CacheHits]):
+    """What a request that did not look in the cache has of every view: SKIPPED (its reads
+    neither look nor decide again whether to look)."""
+
+    def __getitem__(self, name: str) -> CacheHits:
+        return SKIPPED
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_NOT_LOOKED = _NotLooked()
 
 
 def _by_view(asked: Iterable[_Asked]) -> dict[str, tuple[View, list[str]]]:
