@@ -17,13 +17,20 @@ fades. (Simulated with uniform access over a thousand times more keys than the c
 2% of the lookups were filled, against every miss with plain LRU; `tests/gateway/
 test_admission.py`.) Aging is one `bytes.translate` over the table (a byte per counter, 16 bytes
 per entry held): no pause however wide it is.
+
+In front of the sketch, as in TinyLFU, a doorkeeper: one bit per key (one hash, two bits
+per counter of the sketch), set at a key's first ask since the last halving, and cleared
+at each halving. Only a key asked again reaches the sketch, and its estimate is the
+sketch's count plus its bit. With access spread over far more keys than the cache holds,
+most asks are first asks: a bit is set where four counters were incremented (0.2 us
+against 1.1 us for every lookup that skips the cache, `gateway.reads.bypass`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 
-__all__ = ["Admission", "FrequencySketch"]
+__all__ = ["Admission", "Doorkeeper", "FrequencySketch"]
 
 _DEPTH = 4  # counters per key (`_slots` is unrolled for four)
 _MAX_COUNT = 15
@@ -49,6 +56,7 @@ class FrequencySketch:
         self._mask = width - 1
         self._sample = width // _DEPTH  # adds between two halvings: one per counter
         self._added = 0
+        self.halvings = 0
 
     @property
     def width(self) -> int:
@@ -83,6 +91,13 @@ class FrequencySketch:
             self._age()
         return least
 
+    def tick(self) -> None:
+        """An ask counted elsewhere (by the doorkeeper): the halvings come every `width / 4`
+        asks, whichever counted them."""
+        self._added += 1
+        if self._added >= self._sample:
+            self._age()
+
     def count(self, item: Hashable) -> int:
         """How often `item` was counted lately (at most 15)."""
         table = self._table
@@ -92,6 +107,36 @@ class FrequencySketch:
     def _age(self) -> None:
         self._table = bytearray(self._table.translate(_HALF))
         self._added //= 2
+        self.halvings += 1
+
+
+class Doorkeeper:
+    """The items asked once since it was last cleared, a bit each (one hash): `add` says
+    whether an item's bit was unset (its first ask, unless another item shares the bit)."""
+
+    def __init__(self, bits: int) -> None:
+        size = 8
+        while size < bits:
+            size <<= 1
+        self._mask = size - 1
+        self._bits = bytearray(size >> 3)
+
+    def add(self, item: Hashable) -> bool:
+        """Set `item`'s bit; True when it was unset."""
+        bit = hash(item) & self._mask
+        byte, flag = bit >> 3, 1 << (bit & 7)
+        bits = self._bits
+        if bits[byte] & flag:
+            return False
+        bits[byte] |= flag
+        return True
+
+    def has(self, item: Hashable) -> bool:
+        bit = hash(item) & self._mask
+        return bool(self._bits[bit >> 3] & (1 << (bit & 7)))
+
+    def clear(self) -> None:
+        self._bits = bytearray(len(self._bits))
 
 
 class Admission:
@@ -101,6 +146,8 @@ class Admission:
 
     def __init__(self, entries: int, admit_after: int) -> None:
         self._sketch = FrequencySketch(entries)
+        self._door = Doorkeeper(2 * self._sketch.width)
+        self._halvings = 0
         self.admit_after = admit_after
         self.refused = 0  # misses not filled
 
@@ -109,16 +156,28 @@ class Admission:
         filled (and its partition followed)."""
         if self.admit_after <= 1:
             return True
-        return self._sketch.add((view, key)) >= self.admit_after
+        item = (view, key)
+        sketch = self._sketch
+        if self._door.add(item):  # a first ask since the last halving
+            sketch.tick()
+            count = 1
+        else:
+            count = sketch.add(item) + 1
+        if sketch.halvings != self._halvings:  # the doorkeeper starts again with the halving
+            self._halvings = sketch.halvings
+            self._door.clear()
+        return count >= self.admit_after
 
     def admits(self, view: str, key: str, victim: tuple[str, str] | None) -> bool:
         """Whether to fill `key` of `view`, evicting `victim` (None: nothing is evicted)."""
         if self.admit_after <= 1:
             return True
-        count = self._sketch.count((view, key))
-        admitted = count >= self.admit_after and (
-            victim is None or count > self._sketch.count(victim)
-        )
+        count = self._count((view, key))
+        admitted = count >= self.admit_after and (victim is None or count > self._count(victim))
         if not admitted:
             self.refused += 1
         return admitted
+
+    def _count(self, item: tuple[str, str]) -> int:
+        """How often `item` was asked lately: the sketch's count and the doorkeeper's bit."""
+        return self._sketch.count(item) + self._door.has(item)

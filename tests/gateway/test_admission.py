@@ -129,3 +129,24 @@ def test_admit_after_one_is_plain_lru() -> None:
     for _ in range(5):
         admission.asked(VIEW, "held")
     assert admission.admits(VIEW, "new", (VIEW, "held"))
+
+
+def test_first_asks_set_a_doorkeeper_bit_and_only_keys_asked_again_reach_the_sketch() -> None:
+    """TinyLFU's doorkeeper: a key asked once costs one bit, not four counters, so access
+    spread over many keys leaves the sketch empty; a key asked again is counted by both, and
+    a halving of the sketch clears the bits."""
+    admission = Admission(1000, admit_after=3)
+    sketch = admission._sketch
+    for i in range(500):
+        assert not admission.asked(VIEW, f"k{i}")
+    # only first asks: a few keys share a bit (500 in 32,768), the rest moved no counter
+    assert sum(sketch._table) <= 4 * 25, sum(sketch._table)  # without it: 4 x 500
+    assert not admission.asked(VIEW, "k7")  # twice
+    assert admission.asked(VIEW, "k7")  # three times: bit + two in the sketch
+    assert admission.admits(VIEW, "k7", None)
+    assert not admission.admits(VIEW, "k8", None)  # asked once
+    halvings = sketch.halvings
+    for i in range(sketch.width):  # first asks of new keys tick the sketch to its halving
+        admission.asked(VIEW, f"new{i}")
+    assert sketch.halvings > halvings
+    assert not admission._door.has((VIEW, "k8"))  # cleared with the halving
