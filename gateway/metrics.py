@@ -146,6 +146,15 @@ def runtime_figures(
             figures.append(
                 CounterMetricFamily(f"statefed_gateway_cache_{name}", text, cache_stats[name])
             )
+        filled = CounterMetricFamily(
+            "statefed_gateway_cache_filled",
+            "Keys the gateway cache filled: from the node read that missed them, or by a "
+            "snapshot of the followed copy",
+            labels=["by"],
+        )
+        filled.add_metric(["read"], cache_stats["filled_from_reads"])
+        filled.add_metric(["snapshot"], cache_stats["filled_by_snapshots"])
+        figures.append(filled)
         figures.append(
             GaugeMetricFamily(
                 "statefed_gateway_cache_entries", "Rows the cache holds", cache_stats["entries"]

@@ -64,7 +64,14 @@ from gateway.nodes.links import FeedLink, LinkError
 from gateway.reads.admission import Admission
 from gateway.reads.bypass import Bypass
 from gateway.reads.kinds import cacheable, kind_of, to_row
-from gateway.reads.protocol import DEFAULT_READ, CachedRow, CacheHits, ReadOptions, TopResult
+from gateway.reads.protocol import (
+    DEFAULT_READ,
+    CachedRow,
+    CacheHits,
+    LookupResult,
+    ReadOptions,
+    TopResult,
+)
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
@@ -104,6 +111,24 @@ def _packed(row: Row | Event | None) -> tuple[Any, ...]:
         return (row.count,)
     names = tuple(row.values)
     return (row.event_time, _NAMES.setdefault(names, names), *row.values.values())
+
+
+def _change_entry(view: View, key: str, row: Mapping[str, Any] | None) -> tuple[_Entry, int]:
+    """A changelog row (of a change or a snapshot) as an entry holds it, and its size."""
+    size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
+    if row is not None:
+        size += len(orjson.dumps(row))
+    return _packed(None if row is None else to_row(view, key, row)), size
+
+
+def _read_entry(key: str, row: CachedRow) -> tuple[_Entry, int]:
+    """A row a node read answered as an entry holds it, and its size (as a changelog
+    row's: its packed values as JSON)."""
+    packed = _packed(row)
+    size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
+    if packed:
+        size += len(orjson.dumps(packed, default=str))
+    return packed, size
 
 
 def _unpacked(key: str, entry: _Entry) -> CachedRow:
@@ -255,6 +280,8 @@ class GatewayCache:
         self.hits = 0
         self.misses = 0
         self.top_hits = 0
+        self.filled_from_reads = 0  # keys filled from the node read that missed them
+        self.filled_by_snapshots = 0  # keys filled by a snapshot follow
         self._tops: OrderedDict[tuple[str, int], _Top] = OrderedDict()
         self._top_reads: list[TopRead] = []
 
@@ -287,6 +314,8 @@ class GatewayCache:
             "tops": len(self._tops),
             "refused": self._admission.refused,
             "skipped": self._bypass.skipped,
+            "filled_from_reads": self.filled_from_reads,
+            "filled_by_snapshots": self.filled_by_snapshots,
         }
 
     def cacheable(self, view: View) -> bool:
@@ -450,25 +479,70 @@ class GatewayCache:
             if state is not None and entry.get("role") == "ACTIVE" and isinstance(applied, int):
                 state.observed = max(state.observed, applied)
 
-    def fill(self, view: View, missing: Mapping[int, Sequence[str]]) -> None:
-        """Fill the entries of `missing` (keys by partition: what one lookup missed), in the
-        background, when admission admits every one of them and their partitions are
-        followed. A lookup saves a node read only when the cache answers all of it: filling
-        some of its keys would cost the fills, and the looks, for no saving."""
+    def fill(
+        self,
+        view: View,
+        missing: Mapping[int, Sequence[str]],
+        read: LookupResult | None = None,
+        keys: Sequence[str] = (),
+    ) -> None:
+        """Fill the entries of `missing` (keys by partition: what one lookup missed) when
+        admission admits every one of them and their partitions are followed. A lookup
+        saves a node read only when the cache answers all of it: filling some of its keys
+        would cost the fills, and the looks, for no saving. A partition the lookup's node
+        `read` (of `keys`, its rows in their order) answered exactly, from the followed
+        copy, is filled from that read's rows at once (`_fill_from`); the others in the
+        background, by a snapshot."""
         if self._stopped or not self.cacheable(view):
             return
         fills: list[tuple[_Partition, list[str]]] = []
-        for partition, keys in missing.items():
+        for partition, asked in missing.items():
             state = self._partitions.get(partition)
             if state is None or not state.live or state.link is None:
                 return  # the lookup would miss this partition next time all the same
-            wanted = [k for k in keys if not self._held(view, state, k)]
+            wanted = [k for k in asked if not self._held(view, state, k)]
             if not all(self._admits(view, k) for k in wanted):
                 return
             fills.append((state, wanted))
+        rows = None if read is None else dict(zip(keys, read.rows, strict=True))
         for state, wanted in fills:
-            if wanted:
+            if not wanted:
+                continue
+            if read is None or rows is None or not self._fill_from(view, state, wanted, read, rows):
                 self._fill_later(state, view, wanted)
+
+    def _fill_from(
+        self,
+        view: View,
+        state: _Partition,
+        keys: list[str],
+        read: LookupResult,
+        rows: Mapping[str, CachedRow],
+    ) -> bool:
+        """Fill `keys` of `state`'s partition from the node read that missed them, when
+        that read is exact and the follow brings every change after it: the followed copy
+        answered it as ACTIVE; it wrote no batch meanwhile (its positions, which cover a
+        batch being written, are what it had applied), so its rows are exact as of its
+        position; and the follow has not passed that position (a change between could have
+        gone by). Else False: a snapshot fills them."""
+        topic = view.changelog_topic
+        entry = next((e for e in read.freshness if e.get("partition") == state.partition), None)
+        if entry is None or state.partition in read.failures or not state.live:
+            return False
+        positions, applied = entry.get("positions"), entry.get("appliedOffset")
+        if entry.get("node") != state.node or entry.get("role") != "ACTIVE":
+            return False
+        if not isinstance(positions, dict) or not all(
+            isinstance(o, int) for o in positions.values()
+        ):
+            return False
+        at = positions.get(topic, 0)
+        if sum(positions.values()) != applied or state.applied.get(topic, 0) > at:
+            return False
+        for key in keys:
+            self._put(view, state, key, _read_entry(key, rows.get(key)), at)
+        self.filled_from_reads += len(keys)
+        return True
 
     def _fill_later(self, state: _Partition, view: View, keys: list[str]) -> None:
         """Add `keys` to what the fill task of `state` and `view` snapshots; start it."""
@@ -658,7 +732,8 @@ class GatewayCache:
                 pending.seen[change.key] = change
             entry = self._current(view, state, change.key)
             if entry is not None and change.offset >= entry[_AS_OF]:
-                self._set(view, change.key, entry, change.row, change.offset + 1)
+                made = _change_entry(view, change.key, change.row)
+                self._set(view, change.key, entry, made, change.offset + 1)
             if self._tops or self._top_reads:
                 self._top_changed(view, change)
         state.reach(offsets_of(frame.get("applied") or {}, "applied"))
@@ -692,12 +767,15 @@ class GatewayCache:
             state.fills.pop(view.name, None)  # keys missed meanwhile are asked again
             if not snapshot or snapshot[0].offset < registered_at:
                 continue
+            self.filled_by_snapshots += len(snapshot)
             for change in snapshot:
                 seen = pending.seen.get(change.key)
                 if seen is not None and seen.offset >= change.offset:
-                    self._put(view, state, change.key, seen.row, seen.offset + 1)
+                    made = _change_entry(view, change.key, seen.row)
+                    self._put(view, state, change.key, made, seen.offset + 1)
                 else:
-                    self._put(view, state, change.key, change.row, change.offset)
+                    made = _change_entry(view, change.key, change.row)
+                    self._put(view, state, change.key, made, change.offset)
 
     async def _snapshot(
         self, link: FeedLink, partition: int, view: View, keys: list[str]
@@ -721,24 +799,22 @@ class GatewayCache:
     # -- entries --------------------------------------------------------------------------
 
     def _put(
-        self, view: View, state: _Partition, key: str, row: Mapping[str, Any] | None, as_of: int
+        self, view: View, state: _Partition, key: str, made: tuple[_Entry, int], as_of: int
     ) -> None:
         current = self._current(view, state, key)
         if current is not None and current[_AS_OF] >= as_of:
             return  # the follow already brought it further
         entry = self._entries.get((view.name, key), (state.generation, 0, 0))
-        self._set(view, key, (state.generation, *entry[1:]), row, as_of)
+        self._set(view, key, (state.generation, *entry[1:]), made, as_of)
         self._evict()
 
     def _set(
-        self, view: View, key: str, entry: _Entry, row: Mapping[str, Any] | None, as_of: int
+        self, view: View, key: str, entry: _Entry, made: tuple[_Entry, int], as_of: int
     ) -> None:
-        """Replace `entry` (kept in its place in the LRU order, or added last)."""
-        size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
-        if row is not None:
-            size += len(orjson.dumps(row))
+        """Replace `entry` (kept in its place in the LRU order, or added last) with the
+        packed row and size `made`."""
+        packed, size = made
         self._bytes += size - entry[_SIZE]
-        packed = _packed(None if row is None else to_row(view, key, row))
         self._entries[(view.name, key)] = (entry[_GENERATION], as_of, size, *packed)
 
     def _evict(self) -> None:

@@ -275,7 +275,7 @@ class Planner:
         cache.missed(sum(map(len, hits.missing.values())))
         result = await self._read_rows(view, keys, partitions, hits.missing, deadline, options)
         cache.observe(result.freshness)
-        cache.fill(view, hits.missing)
+        cache.fill(view, hits.missing, result, keys)
         if not hits.rows:
             return result
         rows = [hits.rows.get(k, r) for k, r in zip(keys, result.rows, strict=True)]

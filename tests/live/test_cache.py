@@ -24,7 +24,7 @@ from gateway.reads import cache as cache_module
 from gateway.reads.bypass import SAMPLE_EVERY, WINDOW_LOOKUPS
 from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, GatewayCache
 from gateway.reads.kinds import to_row
-from gateway.reads.protocol import DEFAULT_READ, ReadOptions, TopResult
+from gateway.reads.protocol import DEFAULT_READ, LookupResult, ReadOptions, TopResult
 from runtime.clock import wall_clock_ms
 from schema import CATALOGUE, MemberRecord, NodeState, PartitionStatus, Role, partition_for
 from tests.live.fake_feed import count_row
@@ -687,5 +687,64 @@ def test_the_keys_of_multi_key_lookups_that_skip_the_cache_are_not_counted() -> 
             assert h.ask(keys).missing == {0: keys}  # their first counted ask
             await settle()
             assert h.hub.links == {}  # not admitted: nothing followed
+
+    asyncio.run(scenario())
+
+
+def _read(keys: Sequence[str], rows: Sequence[Row | None], **entry: Any) -> LookupResult:
+    """A node read of `keys` in partition 0, its freshness entry `entry` over n1's ACTIVE
+    copy at the follow's positions (TOPIC 5, OTHER 3), exact unless told."""
+    freshness = {"partition": 0, "node": "n1", "role": "ACTIVE", "appliedOffset": 8,
+                 "lag": 0, "positions": {TOPIC: 5, OTHER: 3}, **entry}  # fmt: skip
+    return LookupResult(list(rows), [0] * len(keys), {}, [freshness])
+
+
+def test_a_miss_read_exactly_from_the_followed_owner_fills_from_that_read() -> None:
+    """The node read that missed a key is the fill when it is exact and the follow will bring
+    every change after it: no snapshot is asked for, the row answers at once, and a change
+    at or after the read's position replaces it."""
+
+    async def scenario() -> None:
+        async with harness() as h:
+            key, absent = key_in(0, 0), key_in(0, 1)
+            h.ask([key, absent])
+            queue = await h.following(applied=5, other=3)
+            keys = [key, absent]
+            h.cache.fill(WORDS, h.ask(keys).missing, _read(keys, [Row(key, 4), None]), keys)
+            await settle()
+            assert not any(f["snapshot"] for f, _ in h.hub.links["n1"].follows.values())
+            hits = h.ask(keys)
+            assert hits.missing == {} and hits.rows == {key: Row(key, 4), absent: None}
+            newer = change(WORDS.name, key, 5, count_row(key, 5))
+            queue.put_nowait(
+                {"type": "changes", "id": 1, "applied": {TOPIC: 6}, "changes": [newer]}
+            )
+            await settle()
+            assert h.ask([key]).rows == {key: Row(key, 5)}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    "entry, follow_at",
+    [
+        ({"positions": {TOPIC: 6, OTHER: 3}}, 5),  # a batch being written: rows maybe newer
+        ({"node": "n2"}, 5),  # another copy answered
+        ({"role": "STANDBY"}, 5),
+        ({"appliedOffset": 7, "positions": {TOPIC: 4, OTHER: 3}}, 5),  # the follow passed it
+    ],
+    ids=["batch being written", "another node", "a standby", "follow passed the read"],
+)
+def test_a_miss_read_that_is_not_exact_or_passed_by_the_follow_fills_by_snapshot(
+    entry: dict[str, Any], follow_at: int
+) -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            await h.following(applied=follow_at, other=3)
+            h.cache.fill(WORDS, h.ask([key]).missing, _read([key], [Row(key, 4)], **entry), [key])
+            await asyncio.wait_for(h.hub.links["n1"].asked_for(True, 0), 5)
+            assert h.ask([key]).missing == {0: [key]}  # not filled from the read
 
     asyncio.run(scenario())
