@@ -396,7 +396,10 @@ def _exported_metric_names() -> set[str]:
         *runtime_figures(
             {
                 k: 0
-                for k in ("hits", "misses", "top_hits", "refused", "skipped", "entries", "bytes")
+                for k in (
+                    *("hits", "misses", "top_hits", "refused", "skipped", "entries", "bytes"),
+                    *("filled_from_reads", "filled_by_snapshots"),
+                )
             },
             0,
             0,
