@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # MkDocs 9.x prints a banner at every build that it is maintained until 2027-05-05: silenced.
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install kafka registry connector jvm-archives browser prometheus wrk demo test test-unit check format schema docs bench clean
+.PHONY: install kafka registry connector jvm-archives browser prometheus wrk apollo-router demo test test-unit check format schema docs bench clean
 
 # Apache Kafka's jars (the local broker) and Spark's Kafka connector: fetched from the
 # Java registry into git-ignored caches, pinned in tooling/kafka/pom.xml and
@@ -28,6 +28,12 @@ REGISTRY_STAMP   := $(REGISTRY_DIR)/.fetched
 REGISTRY_ARCHIVE := apicurio-registry-app-$(REGISTRY_VERSION)-all.tar.gz
 # Class-data archives of the broker's, the registry's and Spark's JVMs (runtime/classdata.py):
 # written by a training run of each part, after which each starts in seconds less.
+# Apollo Router, a peer of `make bench`: the crate from crates.io, built once (its build
+# needs protoc, Debian's protobuf-compiler)
+ROUTER_VERSION := 2.17.0
+ROUTER_DIR     := .cache/apollo-router/$(ROUTER_VERSION)
+ROUTER_BIN     := $(ROUTER_DIR)/bin/router
+
 JVM_ARCHIVES := .cache/jvm
 JVM_STAMP    := $(JVM_ARCHIVES)/.trained
 
@@ -135,7 +141,13 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: install wrk  ## benchmarks; figures go to tests/bench/RESULTS.md
+apollo-router: $(ROUTER_BIN)  ## Apollo Router (Rust), a peer of the benchmarks: built from crates.io into .cache/apollo-router/ the first time (about 12 minutes on 2 cores)
+
+$(ROUTER_BIN):
+	command -v protoc >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y protobuf-compiler)
+	CARGO_HOME=$(CURDIR)/.cache/cargo cargo install apollo-router --version $(ROUTER_VERSION) --locked --root $(ROUTER_DIR)
+
+bench: install wrk apollo-router  ## benchmarks; figures go to tests/bench/RESULTS.md
 	$(BIN)/python -m tests.bench
 
 clean:

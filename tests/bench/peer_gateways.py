@@ -3,11 +3,18 @@
 The Hive Gateway and the Apollo Gateway (with Apollo Server), run with Node, and Grafbase's
 gateway (Rust: `grafbase dev` of the Grafbase CLI, whose npm package carries the x86_64
 Linux binary), pinned and installed with npm into `.cache/npm-peers/` of the checkout
-(ignored by git) the first time, then reused. The supergraph is composed by
-`@apollo/composition` from the SDL the node itself serves (`_service { sdl }`), with the
-node's GraphQL URL as the subgraph's; Grafbase composes the same SDL itself, named with
+(ignored by git) the first time, then reused; and Apollo Router (Rust), the crate
+`apollo-router` built from crates.io by `make apollo-router` into `.cache/apollo-router/`
+(about 12 minutes on 2 cores, once). The supergraph is composed by `@apollo/composition`
+from the SDL the node itself serves (`_service { sdl }`), with the node's GraphQL URL as the
+subgraph's, and Apollo Router runs it too; Grafbase composes the same SDL itself, named with
 that URL in a `grafbase.toml` beside it. All listen on 127.0.0.1 with their defaults
-(NODE_ENV=production, Apollo's telemetry off; Grafbase exports no telemetry unless told).
+(NODE_ENV=production, Apollo's telemetry off; Grafbase exports no telemetry unless told;
+Apollo Router's homepage and health check off, its path `/graphql`).
+
+Cosmo Router (Go) is not among them: the Go module proxy this project installs from refuses
+`github.com/wundergraph/cosmo/router` (403 for its version list, `@latest`, every tag tried
+and a commit), so no Makefile target can build it.
 """
 
 from __future__ import annotations
@@ -36,7 +43,10 @@ PACKAGES = {
     "graphql": "16.15.0",
     "@grafbase/cli-x86_64-unknown-linux-musl": "0.103.0",
 }
-PEERS = ("hive", "apollo", "grafbase")
+PEERS = ("hive", "apollo", "grafbase", "apollo_router")
+ROUTER = (
+    Path(__file__).resolve().parents[2] / ".cache" / "apollo-router" / "2.17.0" / "bin" / "router"
+)
 _ENV = {
     "NODE_ENV": "production",
     "APOLLO_TELEMETRY_DISABLED": "1",  # no metrics to Apollo's endpoint: loopback only
@@ -93,18 +103,34 @@ def compose(prefix: Path, node_url: str, workdir: Path) -> Path:
 def start_peer(
     peer: str, prefix: Path, supergraph: Path, workdir: Path, probe: bytes, timeout_s: float
 ) -> tuple[ManagedProcess, str]:
-    """Start `peer` (hive, apollo or grafbase) and wait until it answers `probe` with data."""
+    """Start `peer` (hive, apollo, grafbase or apollo_router) and wait until it answers
+    `probe` with data."""
     port = free_port()
     command = [_node(), str(SCRIPT), str(prefix), peer, str(supergraph), str(port)]
     if peer == "grafbase":
         config = supergraph.with_name(GRAFBASE_CONFIG)
         listen = f"127.0.0.1:{port}"
         command = [str(_grafbase(prefix)), "dev", "-c", str(config), "--listen-address", listen]
+    if peer == "apollo_router":
+        command = _router_command(supergraph, port)
     env = {**os.environ, **_ENV}
     process = ManagedProcess.of_command(peer, command, env, workdir / f"{peer}.log").start()
     url = f"http://127.0.0.1:{port}/graphql"
     wait_answering(process, url, probe, timeout_s)
     return process, url
+
+
+def _router_command(supergraph: Path, port: int) -> list[str]:
+    """Apollo Router on `port` over `supergraph`, with a configuration beside it."""
+    if not ROUTER.exists():
+        raise RuntimeError(f"Apollo Router is not built at {ROUTER}: run `make apollo-router`")
+    config = supergraph.with_name("router.yaml")
+    config.write_text(
+        f"supergraph:\n  listen: 127.0.0.1:{port}\n  path: /graphql\n"
+        "homepage:\n  enabled: false\nhealth_check:\n  enabled: false\n"
+    )
+    return [str(ROUTER), "--supergraph", str(supergraph), "--config", str(config),
+            "--anonymous-telemetry-disabled", "--log", "warn"]  # fmt: skip
 
 
 def wait_answering(process: ManagedProcess, url: str, probe: bytes, timeout_s: float) -> None:

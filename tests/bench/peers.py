@@ -56,6 +56,7 @@ LABELS = {
     "hive": "Hive Gateway",
     "apollo": "Apollo Gateway",
     "grafbase": "Grafbase Gateway",
+    "apollo_router": "Apollo Router",
     "node": "node direct",
     "floor": "floor",
 }
@@ -348,6 +349,9 @@ def _notes(section: Section, session: BenchSession, keys: int) -> None:
         "NODE_ENV=production, from a supergraph @apollo/composition 2.14.4 composed from the "
         "node's `_service { sdl }`; Grafbase's gateway (Rust) is `grafbase dev` of the "
         "Grafbase CLI 0.103.0 (@grafbase/cli-x86_64-unknown-linux-musl) with the node's SDL "
-        "and URL as its one subgraph. CPU per request is the CPU time of the process the load "
-        "went to (front) and of the node behind it, over the requests of the cell."
+        "and URL as its one subgraph; Apollo Router (Rust) is the crate apollo-router 2.17.0 "
+        "built from crates.io (`make apollo-router`) over the same supergraph. Cosmo Router "
+        "(Go) is missing: the Go module proxy here refuses its module. CPU per request is "
+        "the CPU time of the process the load went to (front) and of the node behind it, "
+        "over the requests of the cell."
     )
