@@ -44,7 +44,8 @@ __all__ = [
 
 NAME = "peers"
 TITLE = (
-    "Peers: statefed gateway vs the Hive, Apollo and Grafbase gateways, one node, two query forms"
+    "Peers: statefed gateway vs the Hive and Apollo gateways, Grafbase and Apollo Router, one "
+    "node, two query forms"
 )
 # the cluster's gateway with its defaults (its cache on), and one with STATEFED_GATEWAY_CACHE
 # off that, like the peers, asks the node for every answer: issue 18's goals are judged on it
