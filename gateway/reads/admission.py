@@ -30,7 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-__all__ = ["Admission", "Doorkeeper", "FrequencySketch"]
+from runtime.bitfilter import BitFilter
+
+__all__ = ["Admission", "FrequencySketch"]
 
 _DEPTH = 4  # counters per key (`_slots` is unrolled for four)
 _MAX_COUNT = 15
@@ -110,35 +112,6 @@ class FrequencySketch:
         self.halvings += 1
 
 
-class Doorkeeper:
-    """The items asked once since it was last cleared, a bit each (one hash): `add` says
-    whether an item's bit was unset (its first ask, unless another item shares the bit)."""
-
-    def __init__(self, bits: int) -> None:
-        size = 8
-        while size < bits:
-            size <<= 1
-        self._mask = size - 1
-        self._bits = bytearray(size >> 3)
-
-    def add(self, item: Hashable) -> bool:
-        """Set `item`'s bit; True when it was unset."""
-        bit = hash(item) & self._mask
-        byte, flag = bit >> 3, 1 << (bit & 7)
-        bits = self._bits
-        if bits[byte] & flag:
-            return False
-        bits[byte] |= flag
-        return True
-
-    def has(self, item: Hashable) -> bool:
-        bit = hash(item) & self._mask
-        return bool(self._bits[bit >> 3] & (1 << (bit & 7)))
-
-    def clear(self) -> None:
-        self._bits = bytearray(len(self._bits))
-
-
 class Admission:
     """The cache's admission policy: counts every key asked (`asked`) and says whether a
     missed key is filled (`admits`). `admit_after` 1 admits every key at its first miss
@@ -146,7 +119,8 @@ class Admission:
 
     def __init__(self, entries: int, admit_after: int) -> None:
         self._sketch = FrequencySketch(entries)
-        self._door = Doorkeeper(2 * self._sketch.width)
+        # the doorkeeper: the items asked once since the last halving, two bits per counter
+        self._door = BitFilter(2 * self._sketch.width)
         self._halvings = 0
         self.admit_after = admit_after
         self.refused = 0  # misses not filled

@@ -15,7 +15,7 @@ What a batch left unchanged is not among the effects `apply` reports to the chan
 A store skips reading a row before overwriting it when it knows no old row exists: a
 view whose rows were empty when this handle first wrote to it (a fresh store, i.e. a
 restore from the beginning) records the keys it writes in an in-memory filter, and a key
-the filter never saw has no old row and no old index entry (`_WrittenKeys`).
+the filter never saw has no old row and no old index entry (a `BitFilter`).
 
 Time is a parameter: window reads take a `horizon_ms` (windows that end at or before it
 are expired and never returned), and a batch's `horizons` purge expired windows.
@@ -57,6 +57,7 @@ from node.errors import (
 )
 from node.storage import layout
 from node.storage.changes import ChangeBatch, Effect, EventPosition, Stored, position
+from runtime.bitfilter import BitFilter
 from runtime.ranking import is_rankable
 from schema import CountRow, EventRow, WindowRow, pack, pack_uint, unpack
 
@@ -237,25 +238,10 @@ class PartitionStore(abc.ABC):
         self.close()
 
 
-class _WrittenKeys:
-    """The row keys written to one view since its rows were empty, as a one-hash bit
-    filter: `add` says whether a key is surely new (never written, so no stored row).
-    2**23 bits (1 MiB): ~2% false positives (a needless read) at 170k keys."""
-
-    _MASK = (1 << 23) - 1
-
-    def __init__(self) -> None:
-        self._bits = bytearray((self._MASK + 1) >> 3)
-
-    def add(self, key: bytes) -> bool:
-        """Record `key` as written; True when it surely was not before."""
-        bit = hash(key) & self._MASK
-        byte, flag = bit >> 3, 1 << (bit & 7)
-        bits = self._bits
-        if bits[byte] & flag:
-            return False
-        bits[byte] |= flag
-        return True
+# the row keys written to one view since its rows were empty: `add` says whether a key is
+# surely new (never written, so no stored row); 2**23 bits (1 MiB): ~2% false positives (a
+# needless read) at 170k keys
+_WRITTEN_KEYS_BITS = 1 << 23
 
 
 def _bound(ms: int | None) -> int | None:
@@ -272,7 +258,7 @@ class LevelDBStore(PartitionStore):
         self._db: plyvel.DB | None = None
         # per row prefix (kind and view) checked since open: its filter while the rows
         # were empty when first written, else None (every overwrite reads the old row)
-        self._written: dict[bytes, _WrittenKeys | None] = {}
+        self._written: dict[bytes, BitFilter | None] = {}
         # a write failed: LevelDB's log may end in a partial record, so reopen first
         self._write_failed = False
 
@@ -490,12 +476,12 @@ class LevelDBStore(PartitionStore):
 
     def _old_rows(self, db: plyvel.DB, head: bytes) -> Callable[[bytes], bytes | None]:
         """How to read the stored row of a key under `head` before it is overwritten,
-        skipping the read for keys `_WrittenKeys` proves new; a key asked about counts
+        skipping the read for keys the `BitFilter` proves new; a key asked about counts
         as written from then on (at worst a needless read later)."""
         if head not in self._written:
             with db.iterator(prefix=head, include_value=False) as rows:
                 empty = next(rows, None) is None
-            self._written[head] = _WrittenKeys() if empty else None
+            self._written[head] = BitFilter(_WRITTEN_KEYS_BITS) if empty else None
         written = self._written[head]
         if written is None:
             return db.get
