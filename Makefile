@@ -26,14 +26,14 @@ REGISTRY_VERSION := 3.0.9
 REGISTRY_DIR     := .cache/registry/$(REGISTRY_VERSION)
 REGISTRY_STAMP   := $(REGISTRY_DIR)/.fetched
 REGISTRY_ARCHIVE := apicurio-registry-app-$(REGISTRY_VERSION)-all.tar.gz
-# Class-data archives of the broker's, the registry's and Spark's JVMs (runtime/classdata.py):
-# written by a training run of each part, after which each starts in seconds less.
 # Apollo Router, a peer of `make bench`: the crate from crates.io, built once (its build
-# needs protoc, Debian's protobuf-compiler)
+# needs protoc, Debian's protobuf-compiler); tests/bench/peer_gateways.py pins the same
 ROUTER_VERSION := 2.17.0
 ROUTER_DIR     := .cache/apollo-router/$(ROUTER_VERSION)
 ROUTER_BIN     := $(ROUTER_DIR)/bin/router
 
+# Class-data archives of the broker's, the registry's and Spark's JVMs (runtime/classdata.py):
+# written by a training run of each part, after which each starts in seconds less.
 JVM_ARCHIVES := .cache/jvm
 JVM_STAMP    := $(JVM_ARCHIVES)/.trained
 

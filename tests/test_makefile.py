@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.bench.peer_gateways import ROUTER, ROUTER_VERSION
 from tooling.registry import REGISTRY_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,7 @@ def _plan(target: str, tmp_path: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     where = [f"VENV={tmp_path}/venv", f"KAFKA_JARS={tmp_path}/kafka"]
     where += [f"REGISTRY_DIR={tmp_path}/registry", f"JVM_ARCHIVES={tmp_path}/jvm"]
+    where += [f"ROUTER_DIR={tmp_path}/router"]
     done = subprocess.run(
         ["make", "--no-print-directory", "-n", target, *where],
         cwd=ROOT,
@@ -67,6 +69,18 @@ def test_the_makefile_and_tooling_registry_pin_the_same_registry() -> None:
     pinned = re.search(r"^REGISTRY_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
     assert pinned is not None, "the Makefile pins REGISTRY_VERSION"
     assert pinned.group(1) == REGISTRY_VERSION, "move them together"
+
+
+def test_make_apollo_router_builds_the_pinned_router_the_bench_runs(tmp_path: Path) -> None:
+    """`make bench` asks for Apollo Router (a peer); the Makefile and the bench pin one
+    version, built with its locked dependencies where the bench looks for it."""
+    pinned = re.search(r"^ROUTER_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert pinned is not None, "the Makefile pins ROUTER_VERSION"
+    assert pinned.group(1) == ROUTER_VERSION, "move them together"
+    plan = _plan("apollo-router", tmp_path)
+    build = f"cargo install apollo-router --version {ROUTER_VERSION} --locked"
+    assert any(build in line and f"--root {tmp_path}/router" in line for line in plan), plan
+    assert ROUTER == ROOT / ".cache" / "apollo-router" / ROUTER_VERSION / "bin" / "router"
 
 
 def test_make_install_trains_the_class_data_archives_after_the_parts(tmp_path: Path) -> None:

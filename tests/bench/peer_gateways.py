@@ -44,9 +44,8 @@ PACKAGES = {
     "@grafbase/cli-x86_64-unknown-linux-musl": "0.103.0",
 }
 PEERS = ("hive", "apollo", "grafbase", "apollo_router")
-ROUTER = (
-    Path(__file__).resolve().parents[2] / ".cache" / "apollo-router" / "2.17.0" / "bin" / "router"
-)
+ROUTER_VERSION = "2.17.0"  # the Makefile's ROUTER_VERSION, which builds it
+ROUTER = npm.CACHE / "apollo-router" / ROUTER_VERSION / "bin" / "router"
 _ENV = {
     "NODE_ENV": "production",
     "APOLLO_TELEMETRY_DISABLED": "1",  # no metrics to Apollo's endpoint: loopback only
@@ -111,7 +110,7 @@ def start_peer(
         config = supergraph.with_name(GRAFBASE_CONFIG)
         listen = f"127.0.0.1:{port}"
         command = [str(_grafbase(prefix)), "dev", "-c", str(config), "--listen-address", listen]
-    if peer == "apollo_router":
+    elif peer == "apollo_router":
         command = _router_command(supergraph, port)
     env = {**os.environ, **_ENV}
     process = ManagedProcess.of_command(peer, command, env, workdir / f"{peer}.log").start()
