@@ -452,13 +452,14 @@ def _where_time_goes(section: Section, runs: list[RateRun], pushes: list[Pushes]
         feed = Summary.of(run.feed_ms) if run.feed_ms else None
         push = Summary.of(got.latencies_ms)
         nodes = sum(w for part, w in run.waiting.items() if part.startswith("node"))
+        per_push = _per_push_us(run, got)
         table.add(
             fmt_num(run.rate) + "/s",
             "n/a" if feed is None else fmt_ms(feed.p50),
             "n/a" if feed is None else fmt_ms(feed.p99),
             fmt_ms(push.p50),
             fmt_ms(push.p99),
-            _per_push(run, got),
+            "n/a" if per_push is None else f"{per_push:.0f} µs",
             f"{run.loop_waiting:.0%}",
             " / ".join(
                 f"{w:.2f}"
@@ -485,11 +486,12 @@ def _where_time_goes(section: Section, runs: list[RateRun], pushes: list[Pushes]
     )
 
 
-def _per_push(run: RateRun, got: Pushes) -> str:
+def _per_push_us(run: RateRun, got: Pushes) -> float | None:
+    """The gateway's CPU time over the run by the updates pushed, in us."""
     cpu = run.cpu_s.get("gateway")
     if cpu is None or not got.latencies_ms:
-        return "n/a"
-    return f"{cpu / len(got.latencies_ms) * 1e6:.0f} µs"
+        return None
+    return cpu / len(got.latencies_ms) * 1e6
 
 
 def _memory(section: Section, rss: list[dict[str, int]], n: int) -> None:
@@ -550,6 +552,7 @@ def write_runs(
         s = Summary.of(got.latencies_ms)
         fraction = len(got.latencies_ms) / run.produced if run.produced else None
         nodes = sum(c for part, c in run.cores.items() if part.startswith("node"))
+        per_push = _per_push_us(run, got)
         figures[f"rate_{run.rate}"] = {
             "rate": run.rate,
             "achieved_rate": round(run.achieved_rate),
@@ -564,11 +567,7 @@ def write_runs(
             "out_of_order": got.out_of_order,
             "drained": run.drained,
             "cores": run.cores,
-            "gateway_cpu_us_per_push": (
-                round(run.cpu_s["gateway"] / len(got.latencies_ms) * 1e6, 1)
-                if "gateway" in run.cpu_s and got.latencies_ms
-                else None
-            ),
+            "gateway_cpu_us_per_push": None if per_push is None else round(per_push, 1),
             "machine_busy": round(run.machine_busy, 3),
             "node_feed_latency_ms": Summary.of(run.feed_ms).to_json() if run.feed_ms else None,
             "threads_waiting_for_a_core": run.waiting,
