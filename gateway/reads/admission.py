@@ -88,14 +88,12 @@ class FrequencySketch:
                 count += 1
                 table[slot] = count
             least = min(least, count)
-        self._added += 1
-        if self._added >= self._sample:
-            self._age()
+        self.tick()
         return least
 
     def tick(self) -> None:
-        """An ask counted elsewhere (by the doorkeeper): the halvings come every `width / 4`
-        asks, whichever counted them."""
+        """One more ask towards the next halving (every `width / 4` asks), whether the
+        sketch counted it (`add`) or the doorkeeper did."""
         self._added += 1
         if self._added >= self._sample:
             self._age()
