@@ -504,11 +504,11 @@ class GatewayCache:
             if not all(self._admits(view, k) for k in wanted):
                 return
             fills.append((state, wanted))
-        rows = None if read is None else dict(zip(keys, read.rows, strict=True))
+        rows = {} if read is None else dict(zip(keys, read.rows, strict=True))
         for state, wanted in fills:
             if not wanted:
                 continue
-            if read is None or rows is None or not self._fill_from(view, state, wanted, read, rows):
+            if read is None or not self._fill_from(view, state, wanted, read, rows):
                 self._fill_later(state, view, wanted)
 
     def _fill_from(
@@ -527,7 +527,7 @@ class GatewayCache:
         gone by). Else False: a snapshot fills them."""
         topic = view.changelog_topic
         entry = next((e for e in read.freshness if e.get("partition") == state.partition), None)
-        if entry is None or state.partition in read.failures or not state.live:
+        if entry is None or state.partition in read.failures:
             return False
         positions, applied = entry.get("positions"), entry.get("appliedOffset")
         if entry.get("node") != state.node or entry.get("role") != "ACTIVE":
