@@ -32,9 +32,10 @@ dropped at the first change that could (`_matters`). An `atLeast` lookup first w
 woken by each frame (`reach`), for the follows to reach the offsets the write needs.
 
 Admission (`gateway.reads.admission`): every key looked up is counted in a frequency
-sketch; a missed key is filled only once it was asked `admit_after` times lately (3 by
-default) and, when the cache is full, only if it was asked more often than the least
-recently used row it would evict. A partition is followed once one of its keys is admitted
+sketch (while lookups rarely hit and most skip the cache, one skipping in four is counted,
+`gateway.reads.bypass`); a missed key is filled only once it was asked `admit_after` times
+lately (3 by default) and, when the cache is full, only if it was asked more often than
+the least recently used row it would evict. A partition is followed once one of its keys is admitted
 (or a top-N read wants it). So a key read once costs one node read, as with the cache off,
 and a one-off scan of many keys does not push out the rows asked again and again.
 
@@ -49,6 +50,7 @@ import contextlib
 import contextvars
 import logging
 import math
+import random
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -261,14 +263,17 @@ class GatewayCache:
         catalogue: Iterable[View],
         max_bytes: int,
         admit_after: int = 3,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the draws of the requests that skip the cache and count their keys
+        (`gateway.reads.bypass`), seeded to replay them."""
         self._hub = hub
         self._routing = routing
         self._views = tuple(catalogue)
         self._cached = {view.name: view for view in self._views if cacheable(view)}
         self._max_bytes = max_bytes
         self._admission = Admission(max(1, max_bytes // _TYPICAL_ENTRY_BYTES), admit_after)
-        self._bypass = Bypass()
+        self._bypass = Bypass(rng)
         # whether reads avoid a node now (gateway.nodes.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
@@ -331,14 +336,15 @@ class GatewayCache:
 
     def count(self, view: View, keys: Sequence[str]) -> None:
         """Count the key of a single-key lookup that did not look (`looks` said no) for
-        admission, as `look` counts it: a key asked again and again is admitted whether or
-        not the requests that asked it looked, so a cold cache warms while most lookups
-        skip it. The keys of a multi-key lookup that did not look are not counted: only a
+        admission, as `look` counts it, one time in `COUNT_EVERY` at random
+        (`gateway.reads.bypass`): a key asked again and again is admitted whether or not
+        the requests that asked it looked, so a cold cache warms while most lookups skip
+        it. The keys of a multi-key lookup that did not look are not counted: only a
         lookup answered whole saves a node read, so one is worth filling only when its
         keys are asked together again and again, which the requests that look (one in
         16 while sampling) count soon enough; counting them all cost about 5% of the
         gateway's CPU on 10-key lookups."""
-        if len(keys) == 1:
+        if len(keys) == 1 and self._bypass.counts():
             self._admission.asked(view.name, keys[0])
 
     def look(

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 import gc
+import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from gateway.model.rows import Event, Ranked, Row
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import LOST
 from gateway.reads import cache as cache_module
-from gateway.reads.bypass import SAMPLE_EVERY, WINDOW_LOOKUPS
+from gateway.reads.bypass import COUNT_EVERY, SAMPLE_EVERY, WINDOW_LOOKUPS, Bypass
 from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, GatewayCache
 from gateway.reads.kinds import to_row
 from gateway.reads.protocol import DEFAULT_READ, LookupResult, ReadOptions, TopResult
@@ -155,15 +156,32 @@ class Harness:
         await settle()
 
 
+class _Draws(random.Random):
+    """Draws that are all `value`: 0.0 makes every request that skips the cache count its
+    key, 0.99 none."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(0)
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
 @contextlib.asynccontextmanager
 async def harness(
-    routing: RoutingTable | None = None, max_bytes: int = 1 << 20, admit_after: int = 1
+    routing: RoutingTable | None = None,
+    max_bytes: int = 1 << 20,
+    admit_after: int = 1,
+    rng: random.Random | None = None,
 ) -> AsyncIterator[Harness]:
     """A started cache over a fake hub; it admits every key at its first miss unless told
-    (most tests look at what happens once a key is in)."""
+    (most tests look at what happens once a key is in), and every request that skips it
+    counts its key unless told (`rng`)."""
     feed = RoutingFeed(routing or table(record("n1", range(P))))
     hub = FakeHub()
-    cache = GatewayCache(cast(FeedHub, hub), feed, CATALOGUE, max_bytes, admit_after)
+    draws = rng or _Draws(0.0)
+    cache = GatewayCache(cast(FeedHub, hub), feed, CATALOGUE, max_bytes, admit_after, draws)
     await cache.start()
     try:
         yield Harness(cache, hub, feed)
@@ -626,6 +644,37 @@ def test_keys_of_requests_that_skip_the_cache_count_so_a_cold_cache_warms() -> N
             assert h.ask([hot]).rows == {hot: Row(hot, 7)}
 
     asyncio.run(scenario())
+
+
+def test_a_request_that_skips_the_cache_counts_its_key_only_when_drawn() -> None:
+    """While sampling, a key is counted only by the skipping requests the draw picks: one
+    asked ten times by requests never drawn is not admitted, so the look that misses it
+    follows nothing."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=3, rng=_Draws(0.99)) as h:
+            for i in range(WINDOW_LOOKUPS):
+                h.ask([f"cold{i}"])
+            hot = key_in(0)
+            for _ in range(10):
+                h.cache.count(WORDS, [hot])
+            assert h.ask([hot]).missing == {0: [hot]}  # its first counted ask
+            await settle()
+            assert h.hub.links == {}
+
+    asyncio.run(scenario())
+
+
+def test_skipping_requests_count_one_in_count_every_at_random_not_by_stride() -> None:
+    """About one draw in `COUNT_EVERY` counts, and not every n-th: over 2,000 keys asked in
+    turn 16 times, a stride of 4 would count the same quarter of the keys each cycle and
+    never the rest; random draws count almost every key at least once."""
+    bypass = Bypass(random.Random(31))
+    keys, cycles = 2_000, 16
+    counted = [key for _ in range(cycles) for key in range(keys) if bypass.counts()]
+    share = len(counted) / (keys * cycles)
+    assert 0.9 / COUNT_EVERY < share < 1.1 / COUNT_EVERY
+    assert len(set(counted)) > 0.95 * keys  # expected 1 - (3/4)^16 = 99% of them
 
 
 def test_multi_key_lookups_that_always_miss_a_key_look_one_request_in_a_few() -> None:
