@@ -307,7 +307,7 @@ class PartitionRegistry:
     def record_end(self, partition: int, topic: str, end_offset: int) -> None:
         with self._lock:
             copy = self._copies.get(partition)
-            if copy is not None:
+            if copy is not None and copy.end.get(topic) != end_offset:
                 copy.end[topic] = end_offset
                 copy.forget_status()
 
