@@ -104,6 +104,26 @@ def test_a_rewritten_window_survives_the_purge_of_its_old_value(store: Partition
     assert ranked(store, SIZE) == [("a", 4)]
 
 
+def test_a_view_found_without_windows_is_purged_again_once_one_is_written(
+    store: PartitionStore,
+) -> None:
+    """A store skips purging a view it found holding no window (`LevelDBStore`), and
+    purges it again from the batch after one of its windows is written (also when another
+    one of the batch expired as it was written)."""
+    store.apply(put(horizon=SIZE))  # nothing to purge: the view is known empty
+    store.apply(put(window("a", 0, 1)))
+    store.apply(put(horizon=SIZE))
+    assert store.windows(V, "a", None, None, NEVER) == []
+    assert store.window_totals(V, None, None, NEVER) == []
+    store.apply(put(horizon=3 * SIZE))  # empty again
+    store.apply(put(window("b", SIZE, 2), horizon=SIZE))
+    store.apply(put(window("c", 0, 3), horizon=2 * SIZE))  # expired as it is written
+    store.apply(put(horizon=3 * SIZE))
+    assert store.windows(V, "b", None, None, NEVER) == []
+    assert store.windows(V, "c", None, None, NEVER) == []
+    assert store.window_totals(V, None, None, NEVER) == []
+
+
 def _at(row: WindowRow) -> tuple[str, int]:
     return (row.key, row.start_ms)
 
