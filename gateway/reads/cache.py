@@ -712,23 +712,31 @@ class GatewayCache:
         raw = frame.get("changes")
         if not isinstance(raw, list):
             raise FeedFrameError("changes must be a list")
-        cached = self._cached
+        cached, entries = self._cached, self._entries
+        tops = bool(self._tops or self._top_reads)
         for doc in raw:
             view = cached.get(str(doc.get("view"))) if isinstance(doc, dict) else None
             if view is None:  # windows and events are not cached: their offsets come below
                 continue
-            change = Change.from_json(doc)
+            key, offset = doc.get("key"), doc.get("offset")
+            if type(key) is not str or type(offset) is not int or offset < 0:
+                Change.from_json(doc)  # the FeedFrameError naming what is wrong
             topic = view.changelog_topic
-            if change.offset + 1 > state.applied.get(topic, 0):
-                state.applied[topic] = change.offset + 1
+            if offset + 1 > state.applied.get(topic, 0):
+                state.applied[topic] = offset + 1
             pending = state.fills.get(view.name)
-            if pending is not None and change.key in pending.keys:
-                pending.seen[change.key] = change
-            entry = self._current(view, state, change.key)
-            if entry is not None and change.offset >= entry[_AS_OF]:
-                made = _change_entry(view, change.key, change.row)
-                self._set(view, change.key, entry, made, change.offset + 1)
-            if self._tops or self._top_reads:
+            waited = pending if pending is not None and key in pending.keys else None
+            # most changes are of keys the cache does not hold: no Change is made of them
+            if waited is None and not tops and (view.name, key) not in entries:
+                continue
+            change = Change.from_json(doc)
+            if waited is not None:
+                waited.seen[key] = change
+            entry = self._current(view, state, key)
+            if entry is not None and offset >= entry[_AS_OF]:
+                made = _change_entry(view, key, change.row)
+                self._set(view, key, entry, made, offset + 1)
+            if tops:
                 self._top_changed(view, change)
         state.reach(offsets_of(frame.get("applied") or {}, "applied"))
         state.freshen()
