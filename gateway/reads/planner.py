@@ -264,6 +264,7 @@ class Planner:
         else:
             hits = looked.of(keys_of)
         if hits.skipped:  # read as with the cache off; a later hit must not answer older
+            cache.count(view, keys)
             result = await self._read_rows(view, keys, partitions, keys_of, deadline, options)
             cache.observe(result.freshness)
             return result

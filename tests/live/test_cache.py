@@ -609,6 +609,31 @@ def test_lookups_that_rarely_hit_look_one_request_in_a_few_until_hot_keys_hit() 
     asyncio.run(scenario())
 
 
+def test_keys_of_requests_that_skip_the_cache_count_so_a_cold_cache_warms() -> None:
+    """A cold cache's first window is all misses, so it samples at once. A key asked again
+    by requests that did not look (`count`, as the planner does for them) is admitted all
+    the same: the next look that misses it follows its partition and fills it."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=3) as h:
+            for i in range(WINDOW_LOOKUPS):
+                h.ask([f"cold{i}"])  # each asked once: missed, never admitted
+            assert not h.cache.looks()  # sampling
+            hot = key_in(0)
+            h.cache.count(WORDS, [hot])
+            h.cache.count(WORDS, [hot])  # asked twice by requests that skipped
+            while not h.cache.looks():
+                pass
+            assert h.ask([hot]).missing == {0: [hot]}  # the third ask: admitted
+            await settle()
+            assert "n1" in h.hub.links, "the look did not follow the admitted key's partition"
+            await h.following(applied=5)
+            await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
+            assert h.ask([hot]).rows == {hot: Row(hot, 7)}
+
+    asyncio.run(scenario())
+
+
 def test_while_sampling_the_looks_are_drawn_at_random_not_every_nth_request() -> None:
     """About one request in `SAMPLE_EVERY` looks, and not every n-th: over 2,000 keys asked
     in turn 48 times, looking every 16th request would meet the same 125 keys each cycle
@@ -667,6 +692,23 @@ def test_a_lookup_fills_its_misses_only_when_every_one_is_admitted() -> None:
             assert h.cache.stats()["refused"] == 1
             await h.fill([hot, other], {hot: count_row(hot, 3)}, offset=5)  # alone: filled
             assert h.ask([hot, other]).rows == {hot: Row(hot, 3), other: None}
+
+    asyncio.run(scenario())
+
+
+def test_the_keys_of_multi_key_lookups_that_skip_the_cache_are_not_counted() -> None:
+    """Only the requests that look count a multi-key lookup's keys: ones that skipped the
+    cache three times over leave its keys unadmitted, so a look that misses them does not
+    follow their partition."""
+
+    async def scenario() -> None:
+        async with harness(admit_after=3) as h:
+            keys = [key_in(0, 0), key_in(0, 1)]
+            for _ in range(3):
+                h.cache.count(WORDS, keys)
+            assert h.ask(keys).missing == {0: keys}  # their first counted ask
+            await settle()
+            assert h.hub.links == {}  # not admitted: nothing followed
 
     asyncio.run(scenario())
 
