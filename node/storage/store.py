@@ -538,15 +538,10 @@ class LevelDBStore(PartitionStore):
             _add_total(db, wb, layout.total_key(view), layout.Total(keys_change, count_change))
         return before
 
-    def _holds_no_window(self, db: plyvel.DB, view: str) -> bool:
-        """Whether `view` holds no window and no window total (then remembered until one
-        of its windows is written)."""
-        for prefix in (layout.window_top_prefix(view), layout.window_total_prefix(view)):
-            with db.iterator(prefix=prefix, include_value=False) as entries:
-                if next(entries, None) is not None:
-                    return False
-        self._windowless.add(view)
-        return True
+    def _holds_no_total(self, db: plyvel.DB, view: str) -> bool:
+        """Whether `view` holds no window total."""
+        with db.iterator(prefix=layout.window_total_prefix(view), include_value=False) as totals:
+            return next(totals, None) is None
 
     def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
         self._windowless.difference_update(view for view, _, _ in batch.windows)
@@ -589,16 +584,18 @@ class LevelDBStore(PartitionStore):
         for view, horizon in horizons.items():
             if horizon <= 0:  # windows start at 0 or later, so none ends at 0 or before
                 continue
-            if view in self._windowless or self._holds_no_window(db, view):
+            if view in self._windowless:  # found empty, and no window written since
                 continue
             for field in _ranked_results(db, view):  # those the view had, too
                 _purge_index(db, wb, layout.window_rank_prefix(view, field), horizon)
             base = layout.window_top_prefix(view)
-            # a window starting at or after the horizon ends after it: scan only earlier ones
-            stop = layout.window_top_prefix(view, horizon)
-            with db.iterator(start=base, stop=stop) as entries:
+            held = False  # whether the view holds any window
+            with db.iterator(start=base, stop=layout.prefix_end(base)) as entries:
                 for index_key, value in entries:
+                    held = True
                     start_ms = layout.int_at(index_key, len(base))
+                    if start_ms >= horizon:  # it ends after the horizon, as every later one
+                        break
                     row = layout.decode_window_top(start_ms, value)
                     if row.end_ms <= horizon:
                         wb.delete(index_key)
@@ -609,6 +606,8 @@ class LevelDBStore(PartitionStore):
                 for total_key, value in kept:
                     if layout.decode_window_total(value)[1] <= horizon:
                         wb.delete(total_key)
+            if not held and self._holds_no_total(db, view):
+                self._windowless.add(view)  # until one of its windows is written
 
     def _write_latest(
         self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch
