@@ -339,7 +339,7 @@ class GatewayCache:
         """Count the key of a single-key lookup that did not look (`looks` said no) for
         admission, as `look` counts it: a key asked again and again is admitted whether or
         not the requests that asked it looked, so a cold cache warms while most lookups
-        skip it (`gateway.reads.bypass` says why every one). The keys of a multi-key lookup
+        skip it (`gateway.reads.bypass` says why each is counted). The keys of a multi-key lookup
         that did not look are not counted: only a lookup answered whole saves a node read,
         so one is worth filling only when its keys are asked together again and again,
         which the requests that look (one in 16 while sampling) count soon enough;
