@@ -7,33 +7,38 @@ count always comes from topic metadata, never from the size of a routing table.
 
 from __future__ import annotations
 
+import struct
+
 __all__ = ["murmur2", "partition_for"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
+_WORDS: dict[int, struct.Struct] = {}  # a key's whole 4-byte words, read in one call, by count
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's 32-bit murmur2 of `data`, as a signed Java int."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = (h * _M) & _MASK
-        h ^= k
-    tail = length % 4
-    if tail == 3:
-        h ^= data[whole + 2] << 16
-    if tail >= 2:
-        h ^= data[whole + 1] << 8
-    if tail >= 1:
-        h ^= data[whole]
-        h = (h * _M) & _MASK
+    words = length >> 2
+    if words:
+        unpack = _WORDS.get(words)
+        if unpack is None:
+            unpack = _WORDS[words] = struct.Struct(f"<{words}I")
+        for k in unpack.unpack_from(data):
+            k = (k * _M) & _MASK
+            # h = h * m ^ (k ^ k >> 24) * m, masked once: the mask of an xor is the xor of
+            # the masks
+            h = ((h * _M) ^ ((k ^ (k >> 24)) * _M)) & _MASK
+    tail = length & 3
+    if tail:
+        whole = length - tail
+        if tail == 3:
+            h ^= data[whole + 2] << 16
+        if tail >= 2:
+            h ^= data[whole + 1] << 8
+        h = ((h ^ data[whole]) * _M) & _MASK
     h ^= h >> 13
     h = (h * _M) & _MASK
     h ^= h >> 15

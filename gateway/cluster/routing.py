@@ -45,16 +45,12 @@ _PARTITION_MEMO_KEYS = 65_536
 _partitions_memo: dict[tuple[KeyType | RecordKey, int], dict[str, int]] = {}
 
 
-def _partition_of(key_type: KeyType | RecordKey, key: str, count: int) -> int:
+def _memo(key_type: KeyType | RecordKey, count: int) -> dict[str, int]:
+    """The partitions of hashed key texts of `key_type` among `count` partitions."""
     memo = _partitions_memo.get((key_type, count))
     if memo is None:
         memo = _partitions_memo[(key_type, count)] = {}
-    partition = memo.get(key)
-    if partition is None:
-        if len(memo) >= _PARTITION_MEMO_KEYS:
-            memo.clear()
-        partition = memo[key] = key_type.partition(key, count)
-    return partition
+    return memo
 
 
 def group_keys(
@@ -63,10 +59,15 @@ def group_keys(
     """The partition of each of `keys` (key texts of `view`, among `count` partitions), and
     the keys of each partition, in the order asked."""
     key_type = view.key_type
+    memo = _memo(key_type, count)  # found once a call: hashing an enum member is a Python call
     partitions = []
     keys_of: dict[int, list[str]] = {}
     for key in keys:
-        partition = _partition_of(key_type, key, count)
+        partition = memo.get(key)
+        if partition is None:
+            if len(memo) >= _PARTITION_MEMO_KEYS:
+                memo.clear()
+            partition = memo[key] = key_type.partition(key, count)
         partitions.append(partition)
         keys_of.setdefault(partition, []).append(key)
     return partitions, keys_of
