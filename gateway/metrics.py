@@ -141,7 +141,7 @@ def runtime_figures(
             ("misses", "Keys the gateway cache could not answer"),
             ("top_hits", "Top-N reads answered from the gateway cache"),
             ("refused", "Missed keys the gateway cache did not fill: not asked often enough"),
-            ("skipped", "Lookups that read the nodes without looking in the gateway cache"),
+            ("skipped", "Lookups that read the nodes without looking: not every key cached"),
         ):
             figures.append(
                 CounterMetricFamily(f"statefed_gateway_cache_{name}", text, cache_stats[name])

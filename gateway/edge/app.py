@@ -54,7 +54,6 @@ from gateway.execute.limits import QueryLimits
 from gateway.execute.persisted import PersistedQueries
 from gateway.metrics import GatewayMetrics, runtime_figures
 from gateway.model.principal import ANONYMOUS, Principal
-from gateway.nodes.coalesce import Coalescer
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.transport import HttpxCaller, NodeConnections
 from gateway.nodes.upstream import Upstream
@@ -236,9 +235,13 @@ class GatewayApp:
                 self.config.cache_admit_after,
             )
             await cache.start()
-        lookups = Coalescer(upstream.post, on_batch=self.metrics.coalesced)
         planner = Planner(
-            feed, upstream, self.config, self._catalogue, cache=cache, lookups=lookups
+            feed,
+            upstream,
+            self.config,
+            self._catalogue,
+            cache=cache,
+            on_batch=self.metrics.coalesced,
         )
         producer = None
         if self.config.produce:

@@ -25,12 +25,13 @@ nodes and may keep the merged top for the next request.
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an operation
 (CORS, authentication, the query limits, validation), the variables and arguments are bound as
 graphql-core binds them (`gateway.execute.binding`), the lookups' own checks are made (the
-principal's scope for the view, the keys, `maxLag`; an `atLeast` token is left to execution) and
-every key is looked up in the cache once (`GatewayCache.look`, the same test of currency as a
-lookup's). When the cache is off or cannot answer every key, each root field's keys are read as its
-resolver reads them (`Reads.lookup` with the same `ReadOptions`, concurrently, so the coalescer
-sends them as execution's), from what the cache answered (`looked`: it is not asked again), and a
-partition that could not be read becomes the same PARTITION_UNAVAILABLE error with the field's path,
+principal's scope for the view, the keys, `maxLag`; an `atLeast` token is left to execution) and,
+when the cache holds an entry of every key asked (`GatewayCache.holds`), every key is looked up in
+it once (`GatewayCache.look`, the same test of currency as a lookup's). When the cache is off or
+cannot answer every key, each root field's keys are read as its resolver reads them
+(`Reads.lookup` with the same `ReadOptions`, concurrently, so the coalescer sends them as
+execution's), from what the cache answered (`looked`: it is not asked again), and a partition
+that could not be read becomes the same PARTITION_UNAVAILABLE error with the field's path,
 recorded in the order the reads complete, as the resolvers record it. The rows become the objects
 the lookup fields return (each view's entity type), whose leaves are read by the fields' own
 resolvers and serialized by their own types; what a root field makes of a row depends on the row's
@@ -46,7 +47,7 @@ reports what it makes of them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, cast
@@ -78,7 +79,6 @@ from gateway.model.errors import GatewayError
 from gateway.model.rows import Event, Row
 from gateway.reads.kinds import cacheable, kind_of
 from gateway.reads.protocol import (
-    SKIPPED,
     CachedRow,
     CacheHits,
     LookupResult,
@@ -313,8 +313,9 @@ class FastPath:
         """The data of `asked` when the cache answers every key (counted as hits), else None
         having changed nothing, with what the cache answered of each view (by name): the
         reads of the rest start from it instead of asking the cache again."""
-        if not cache.looks():  # hits are rare lately: read as with the cache off
-            return None, _NOT_LOOKED
+        for a in asked:  # a key not held: no look answers it whole; each read decides
+            if a.root.view is not None and not cache.holds(a.root.view, a.keys):
+                return None, _NOT_LOOKED
         looked: dict[str, CacheHits] = {}
         try:
             wanted = _by_view(asked)
@@ -327,7 +328,7 @@ class FastPath:
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return None, looked
         for name, (view, keys) in wanted.items():
-            cache.took(view, keys, whole=True)
+            cache.took(view, keys)
             context.add_freshness(view, looked[name].freshness)
         return data, looked
 
@@ -678,21 +679,9 @@ def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) ->
     return texts
 
 
-class _NotLooked(Mapping[str, CacheHits]):
-    """What a request that did not look in the cache has of every view: SKIPPED (its reads
-    neither look nor decide again whether to look)."""
-
-    def __getitem__(self, name: str) -> CacheHits:
-        return SKIPPED
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
-_NOT_LOOKED = _NotLooked()
+# what a request whose keys the cache does not all hold has of it: nothing, so the read of
+# each view decides for itself whether to look (`Planner.lookup`)
+_NOT_LOOKED: Mapping[str, CacheHits] = {}
 
 
 def _by_view(asked: Iterable[_Asked]) -> dict[str, tuple[View, list[str]]]:

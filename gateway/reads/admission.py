@@ -23,7 +23,7 @@ per counter of the sketch), set at a key's first ask since the last halving, and
 at each halving. Only a key asked again reaches the sketch, and its estimate is the
 sketch's count plus its bit. With access spread over far more keys than the cache holds,
 most asks are first asks: a bit is set where four counters were incremented (0.2 us
-against 1.1 us for every lookup that skips the cache, `gateway.reads.bypass`).
+against 1.1 us for every lookup counted).
 """
 
 from __future__ import annotations

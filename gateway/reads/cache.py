@@ -31,14 +31,17 @@ vouched for the read from start to end and no change seen meanwhile could alter 
 dropped at the first change that could (`_matters`). An `atLeast` lookup first waits,
 woken by each frame (`reach`), for the follows to reach the offsets the write needs.
 
-Admission (`gateway.reads.admission`): every key looked up is counted in a frequency
-sketch (while lookups rarely hit and most skip the cache, so is the key of each
-single-key lookup that skips: `gateway.reads.bypass`); a missed key is filled only once it
-was asked `admit_after` times lately (3 by default) and, when the cache is full, only if
-it was asked more often than the least recently used row it would evict. A partition is
-followed once one of its keys is admitted (or a top-N read wants it). So a key read once
-costs one node read, as with the cache off, and a one-off scan of many keys does not push
-out the rows asked again and again.
+A lookup looks in the cache only when an entry of every key it asks is held (`holds`: a
+dict lookup per key); any other lookup cannot be answered whole, so it reads the nodes as
+with the cache off and costs the cache nothing more than counting its keys (`passed`).
+
+Admission (`gateway.reads.admission`): the keys of lookups are counted in a frequency sketch
+(those of a multi-key lookup that did not look one time in `MULTI_KEY_COUNT_EVERY`); a key is
+filled only once it was asked `admit_after` times lately (3 by default) and, when the cache is
+full, only if it was asked more often than the least recently used row it would evict. A
+partition is followed once one of its keys is admitted (or a top-N read wants it). So a key
+read once costs one node read, as with the cache off, and a one-off scan of many keys does
+not push out the rows asked again and again.
 
 Memory: entries are kept in LRU order and evicted past `max_bytes` (an estimate of each
 entry's size: key and row JSON plus a fixed overhead); at most MAX_TOPS tops.
@@ -65,7 +68,6 @@ from gateway.model.rows import Event, Ranked, Row, ranked_count
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import FeedLink, LinkError
 from gateway.reads.admission import Admission
-from gateway.reads.bypass import Bypass
 from gateway.reads.kinds import cacheable, kind_of, to_row
 from gateway.reads.protocol import (
     DEFAULT_READ,
@@ -78,13 +80,15 @@ from gateway.reads.protocol import (
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "GatewayCache", "TopRead"]
+__all__ = ["ENTRY_OVERHEAD_BYTES", "MULTI_KEY_COUNT_EVERY", "GatewayCache", "TopRead"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_OVERHEAD_BYTES = 200  # per entry besides its key and row JSON: dict slots, objects
 _TYPICAL_ENTRY_BYTES = 300  # to size the admission sketch for the entries max_bytes holds
 _FILL_TIMEOUT_S = 5.0
+# a multi-key lookup that does not look counts its keys one time in this many (`passed`)
+MULTI_KEY_COUNT_EVERY = 16
 _RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 _ROUTING: dict[str, Any] = {"type": "routing"}
 MAX_TOPS = 256  # merged tops kept (view, limit); the oldest goes first
@@ -266,15 +270,16 @@ class GatewayCache:
         admit_after: int = 3,
         rng: random.Random | None = None,
     ) -> None:
-        """`rng`: the draws of the requests that look while lookups rarely hit
-        (`gateway.reads.bypass`), seeded to replay them."""
+        """`rng`: the draws of the multi-key lookups that count their keys without looking
+        (`passed`), seeded to replay them."""
         self._hub = hub
         self._routing = routing
         self._views = tuple(catalogue)
         self._cached = {view.name: view for view in self._views if cacheable(view)}
         self._max_bytes = max_bytes
         self._admission = Admission(max(1, max_bytes // _TYPICAL_ENTRY_BYTES), admit_after)
-        self._bypass = Bypass(rng)
+        self._draw = (rng or random.Random()).random
+        self.skipped = 0  # lookups read from the nodes without looking: not every key held
         # whether reads avoid a node now (gateway.nodes.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
@@ -319,7 +324,7 @@ class GatewayCache:
             "top_hits": self.top_hits,
             "tops": len(self._tops),
             "refused": self._admission.refused,
-            "skipped": self._bypass.skipped,
+            "skipped": self.skipped,
             "filled_from_reads": self.filled_from_reads,
             "filled_by_snapshots": self.filled_by_snapshots,
         }
@@ -329,23 +334,49 @@ class GatewayCache:
 
     # -- the lookup path (synchronous: a hit awaits nothing) ------------------------------
 
-    def looks(self) -> bool:
-        """Whether a request looks its keys up here: every request while lookups hit often
-        enough to pay for the look, one in a few while they do not (`gateway.reads.bypass`);
-        the others read the nodes, then `observe` what they answered."""
-        return self._bypass.looks()
+    def holds(self, view: View, keys: Iterable[str]) -> bool:
+        """Whether an entry of every one of `keys` of `view` is held (current or not: `look`
+        judges that). Only then can a look answer the lookup whole, which is what saves a
+        node read; a lookup of a key not held reads the nodes without looking, then says so
+        (`passed`). So a lookup the cache cannot answer costs it a dict lookup per key."""
+        entries = self._entries
+        name = view.name
+        return all((name, key) in entries for key in keys)
 
-    def count(self, view: View, keys: Sequence[str]) -> None:
-        """Count the key of a single-key lookup that did not look (`looks` said no) for
-        admission, as `look` counts it: a key asked again and again is admitted whether or
-        not the requests that asked it looked, so a cold cache warms while most lookups
-        skip it (`gateway.reads.bypass` says why each is counted). The keys of a multi-key lookup
-        that did not look are not counted: only a lookup answered whole saves a node read,
-        so one is worth filling only when its keys are asked together again and again,
-        which the requests that look (one in 16 while sampling) count soon enough;
-        counting them all cost about 5% of the gateway's CPU on 10-key lookups."""
-        if len(keys) == 1:
-            self._admission.asked(view.name, keys[0])
+    def passed(
+        self,
+        view: View,
+        keys_of: Mapping[int, Sequence[str]],
+        read: LookupResult,
+        keys: Sequence[str],
+    ) -> None:
+        """A lookup of `keys` (by partition: `keys_of`) that did not look (`holds` said no)
+        was `read` from the nodes. Its keys are counted for admission, the partitions of
+        admitted ones followed, and when every key is admitted they are filled, from `read`
+        when it is exact: so a key is admitted at its `admit_after`-th ask and answered from
+        memory soon after. The keys of a multi-key lookup are counted one time in
+        `MULTI_KEY_COUNT_EVERY`, at random: such a lookup is worth filling only when its
+        keys are asked together again and again, which those draws count soon enough, and
+        counting ten keys on every request cost about 5% of the gateway's CPU."""
+        self.skipped += 1
+        if len(keys) > 1 and self._draw() * MULTI_KEY_COUNT_EVERY >= 1.0:
+            return
+        admission = self._admission
+        name = view.name
+        refused = 0
+        for partition, asked in keys_of.items():
+            frequent = False
+            for key in asked:
+                if admission.asked(name, key):
+                    frequent = True
+                else:
+                    refused += 1
+            if frequent:
+                self._follow(partition)
+        if refused:
+            admission.refused += refused
+        else:
+            self.fill(view, keys_of, read, keys)
 
     def look(
         self, view: View, keys_of: Mapping[int, Sequence[str]], options: ReadOptions = DEFAULT_READ
@@ -375,13 +406,10 @@ class GatewayCache:
             freshness.append(state.freshness)
         return CacheHits(rows, freshness, missing)
 
-    def took(self, view: View, keys: Collection[str], *, whole: bool) -> None:
-        """`keys` of `view`, found by `look`, were answered: hits, kept longest. `whole`:
-        they were all the lookup asked (no node read it), what makes looks pay
-        (`gateway.reads.bypass`)."""
+    def took(self, view: View, keys: Collection[str]) -> None:
+        """`keys` of `view`, found by `look`, were answered: hits, kept longest."""
         self._touch(view, keys)
         self.hits += len(keys)
-        self._bypass.counted(whole)
 
     def missed(self, keys: int) -> None:
         """`keys` found missing by `look` were read from the nodes."""

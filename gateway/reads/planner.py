@@ -199,13 +199,17 @@ class Planner:
         catalogue: Iterable[View] = CATALOGUE,
         watch: NodeWatch | None = None,
         cache: GatewayCache | None = None,
-        lookups: Coalescer | None = None,
+        on_batch: Callable[[int], None] | None = None,
     ) -> None:
+        """`on_batch` is told how many lookups each node request carries."""
         self._feed = feed
         self._cache = cache
         self._upstream = upstream
-        # key lookups go through the coalescer, which wraps the upstream's calls
-        self._lookups = lookups or Coalescer(upstream.post)
+        # key lookups go through the coalescer, which wraps the upstream's calls; the cache
+        # sees the freshness of each node reply there, once for all the lookups it answers
+        # (a later hit must not answer older than any of them)
+        observe = None if cache is None else cache.observe
+        self._lookups = Coalescer(upstream.post, on_batch=on_batch, on_freshness=observe)
         self._config = config
         self._watch = watch or NodeWatch(config)
         self._queries = {view.name: view_queries(view) for view in catalogue}
@@ -259,22 +263,20 @@ class Planner:
             await cache.reach(view, keys_of, options.at_least, until)
             looked = None  # looked up before the wait
         if looked is None:  # a read after a wait for the feed always looks: it may answer
-            looks = options.at_least is not None or cache.looks()
-            hits = cache.look(view, keys_of, options) if looks else SKIPPED
+            held = options.at_least is not None or cache.holds(view, keys)
+            hits = cache.look(view, keys_of, options) if held else SKIPPED
         else:
             hits = looked.of(keys_of)
-        if hits.skipped:  # read as with the cache off; a later hit must not answer older
-            cache.count(view, keys)
+        if hits.skipped:  # not every key held: read as with the cache off, then say so
             result = await self._read_rows(view, keys, partitions, keys_of, deadline, options)
-            cache.observe(result.freshness)
+            cache.passed(view, keys_of, result, keys)
             return result
-        cache.took(view, hits.rows, whole=not hits.missing)
+        cache.took(view, hits.rows)
         if not hits.missing:  # answered from memory: no await on the way
             rows = [hits.rows[key] for key in keys]
             return LookupResult(rows, partitions, {}, hits.freshness)
         cache.missed(sum(map(len, hits.missing.values())))
         result = await self._read_rows(view, keys, partitions, hits.missing, deadline, options)
-        cache.observe(result.freshness)
         cache.fill(view, hits.missing, result, keys)
         if not hits.rows:
             return result

@@ -46,7 +46,7 @@ class CacheHits:
     rows: dict[str, CachedRow]
     freshness: list[dict[str, Any]]
     missing: dict[int, list[str]]
-    skipped: bool = False  # the request did not look (`GatewayCache.looks`): read it all
+    skipped: bool = False  # the lookup did not look (`GatewayCache.holds`): read it all
 
     def of(self, keys_of: Mapping[int, Sequence[str]]) -> CacheHits:
         """What these hits answer of `keys_of`, whose partitions' keys are among those

@@ -267,7 +267,7 @@ def test_routing_not_ready_is_a_graphql_error() -> None:
         "cache": {
             **{"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "top_hits": 0, "tops": 0},
             "refused": 0,  # missed keys not filled (gateway.reads.admission)
-            "skipped": 0,  # requests that did not look (gateway.reads.bypass)
+            "skipped": 0,  # lookups that did not look: not every key held (GatewayCache.holds)
             "filled_from_reads": 0,  # missed keys filled from the read that missed them
             "filled_by_snapshots": 0,  # and by a snapshot of the followed copy
             "fast": 0,  # requests answered by the fast path (gateway.execute.fastpath)

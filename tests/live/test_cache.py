@@ -22,8 +22,7 @@ from gateway.model.rows import Event, Ranked, Row
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import LOST
 from gateway.reads import cache as cache_module
-from gateway.reads.bypass import SAMPLE_EVERY, WINDOW_LOOKUPS, Bypass
-from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, GatewayCache
+from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, MULTI_KEY_COUNT_EVERY, GatewayCache
 from gateway.reads.kinds import to_row
 from gateway.reads.protocol import DEFAULT_READ, LookupResult, ReadOptions, TopResult
 from runtime.clock import wall_clock_ms
@@ -127,7 +126,7 @@ class Harness:
             keys_of.setdefault(partition_for(key, P), []).append(key)
         hits = self.cache.look(view, keys_of, options)
         # as the planner does with what it looked up
-        self.cache.took(view, hits.rows, whole=not hits.missing)
+        self.cache.took(view, hits.rows)
         self.cache.missed(sum(map(len, hits.missing.values())))
         return hits
 
@@ -164,8 +163,8 @@ async def harness(
     rng: random.Random | None = None,
 ) -> AsyncIterator[Harness]:
     """A started cache over a fake hub; it admits every key at its first miss unless told
-    (most tests look at what happens once a key is in), and draws the requests that look
-    while sampling from a seeded `rng` (the same draws every run)."""
+    (most tests look at what happens once a key is in), and draws the multi-key lookups
+    it counts from a seeded `rng` (the same draws every run)."""
     feed = RoutingFeed(routing or table(record("n1", range(P))))
     hub = FakeHub()
     draws = rng or random.Random(7)
@@ -580,96 +579,81 @@ def test_a_full_cache_keeps_a_row_asked_more_often_than_the_newcomer() -> None:
     asyncio.run(scenario())
 
 
-def test_lookups_that_rarely_hit_look_one_request_in_a_few_until_hot_keys_hit() -> None:
-    """A window of lookups that all missed: most requests then read the nodes without
-    looking (`skipped`). The requests that do look still count their keys, so a key asked
-    again is admitted and filled; once it hits, every request looks again."""
+def test_a_lookup_looks_only_when_an_entry_of_every_key_is_held() -> None:
+    """Only a lookup answered whole from memory saves a node read, so only a lookup whose
+    keys are all held looks (`holds`); whether an entry is current is the look's to judge."""
 
     async def scenario() -> None:
-        async with harness(admit_after=2) as h:
-            for i in range(WINDOW_LOOKUPS):
-                assert h.cache.looks()
-                h.ask([f"cold{i}"])  # each asked once: missed, never admitted
-            looked = [h.cache.looks() for _ in range(64 * SAMPLE_EVERY)]
-            assert 32 < looked.count(True) < 96  # one in SAMPLE_EVERY, at random
-            assert h.cache.stats()["skipped"] == looked.count(False)
-            hot = key_in(0)
-            asked = 0
-            while asked < 2:  # asked twice by requests that look: admitted, followed
-                if h.cache.looks():
-                    assert h.ask([hot]).missing == {0: [hot]}
-                    asked += 1
+        async with harness() as h:
+            key, other = key_in(0, 0), key_in(0, 1)
+            assert not h.cache.holds(WORDS, [key])
+            h.ask([key])
             await h.following(applied=5)
-            await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
-            for _ in range(WINDOW_LOOKUPS * SAMPLE_EVERY):
-                if h.cache.looks():
-                    assert h.ask([hot]).rows == {hot: Row(hot, 7)}
-            assert all(h.cache.looks() for _ in range(4 * SAMPLE_EVERY))
+            await h.fill([key], {key: count_row(key, 7)}, offset=5)
+            assert h.cache.holds(WORDS, [key])
+            assert not h.cache.holds(WORDS, [key, other])
+            assert not h.cache.holds(BOOKINGS, [key])  # another view's entry
 
     asyncio.run(scenario())
 
 
-def test_keys_of_requests_that_skip_the_cache_count_so_a_cold_cache_warms() -> None:
-    """A cold cache's first window is all misses, so it samples at once. A key asked again
-    by requests that did not look (`count`, as the planner does for them) is admitted all
-    the same: the next look that misses it follows its partition and fills it."""
+def test_a_lookup_that_skipped_counts_its_key_so_a_key_asked_again_is_filled_from_its_read() -> (
+    None
+):
+    """Lookups that did not look (`passed`) count their keys for admission: the third
+    ask of a key (admit_after 3) follows its partition, and the next one, read exactly from
+    the followed owner, fills the key from that read: the ask after is held and hit."""
 
     async def scenario() -> None:
         async with harness(admit_after=3) as h:
-            for i in range(WINDOW_LOOKUPS):
-                h.ask([f"cold{i}"])  # each asked once: missed, never admitted
-            assert not h.cache.looks()  # sampling
-            hot = key_in(0)
-            h.cache.count(WORDS, [hot])
-            h.cache.count(WORDS, [hot])  # asked twice by requests that skipped
-            while not h.cache.looks():
-                pass
-            assert h.ask([hot]).missing == {0: [hot]}  # the third ask: admitted
+            key = key_in(0)
+            keys_of = {0: [key]}
+            read = _read([key], [Row(key, 4)])
+            h.cache.passed(WORDS, keys_of, read, [key])
+            h.cache.passed(WORDS, keys_of, read, [key])
             await settle()
-            assert "n1" in h.hub.links, "the look did not follow the admitted key's partition"
-            await h.following(applied=5)
-            await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
-            assert h.ask([hot]).rows == {hot: Row(hot, 7)}
+            assert h.hub.links == {}  # asked twice: not admitted, nothing followed
+            h.cache.passed(WORDS, keys_of, read, [key])
+            await h.following(applied=5, other=3)  # the third ask followed its partition
+            assert not h.cache.holds(WORDS, [key])
+            h.cache.passed(WORDS, keys_of, read, [key])
+            assert h.cache.holds(WORDS, [key])
+            assert h.ask([key]).rows == {key: Row(key, 4)}
+            assert h.cache.stats()["skipped"] == 4
 
     asyncio.run(scenario())
 
 
-def test_while_sampling_the_looks_are_drawn_at_random_not_every_nth_request() -> None:
-    """About one request in `SAMPLE_EVERY` looks, and not every n-th: over 2,000 keys asked
-    in turn 48 times, looking every 16th request would meet the same 125 keys each cycle
-    and never count the others; random draws look up almost every key at least once, so
-    a cold cache in front of such access still counts, admits and fills them."""
-    bypass = Bypass(random.Random(31))
-    for _ in range(WINDOW_LOOKUPS):
-        assert bypass.looks()
-        bypass.counted(False)  # a window of misses: sampling
-    keys, cycles = 2_000, 48
-    looked = [key for _ in range(cycles) for key in range(keys) if bypass.looks()]
-    share = len(looked) / (keys * cycles)
-    assert 0.9 / SAMPLE_EVERY < share < 1.1 / SAMPLE_EVERY
-    assert len(set(looked)) > 0.9 * keys  # expected 1 - (15/16)^48 = 95% of them
-
-
-def test_multi_key_lookups_that_always_miss_a_key_look_one_request_in_a_few() -> None:
-    """A lookup saves a node read only when the cache answers all of it: lookups of a hot
-    key and a cold one, whose hot half always hits, still ask a node each time, so after a
-    window of them most requests read the nodes without looking."""
+def test_every_single_key_lookup_that_skipped_counts_and_a_multi_key_one_in_16_at_random() -> None:
+    """A single-key lookup that did not look counts its key every time (a key asked again
+    is admitted at its third ask). A multi-key lookup counts its keys one time in
+    `MULTI_KEY_COUNT_EVERY`, drawn at random rather than every n-th: over 500 pairs asked
+    in turn 32 times, every 16th would count the same pairs each pass and never the others."""
 
     async def scenario() -> None:
-        async with harness(admit_after=2) as h:
-            hot = key_in(0)
-            h.ask([hot])
-            h.ask([hot])  # admitted
-            await h.following(applied=5)
-            await h.fill([hot], {hot: count_row(hot, 7)}, offset=5)
-            assert h.ask([hot]).rows == {hot: Row(hot, 7)}
-            colds = (f"cold{i}" for i in range(100 * WINDOW_LOOKUPS))
-            in_1 = [key for key in colds if partition_for(key, P) == 1][:WINDOW_LOOKUPS]
-            for cold in in_1:  # each asked once: never admitted
-                hits = h.ask([hot, cold])
-                assert hits.rows == {hot: Row(hot, 7)} and list(hits.missing) == [1]
-            looked = [h.cache.looks() for _ in range(64 * SAMPLE_EVERY)]
-            assert 32 < looked.count(True) < 96
+        async with harness(admit_after=3) as h:
+            counted: list[str] = []
+            asked = h.cache._admission.asked
+
+            def recording(view: str, key: str) -> bool:
+                counted.append(key)
+                return asked(view, key)
+
+            h.cache._admission.asked = recording  # type: ignore[method-assign]
+            for i in range(100):
+                h.cache.passed(WORDS, {0: [f"one{i}"]}, _read([f"one{i}"], [None]), [f"one{i}"])
+            assert counted == [f"one{i}" for i in range(100)]
+            counted.clear()
+            pairs, cycles = 500, 32
+            for _ in range(cycles):
+                for i in range(pairs):
+                    keys = [f"a{i}", f"b{i}"]
+                    h.cache.passed(WORDS, {0: keys}, _read(keys, [None, None]), keys)
+            draws = len(counted) // 2
+            share = draws / (pairs * cycles)
+            assert 0.9 / MULTI_KEY_COUNT_EVERY < share < 1.1 / MULTI_KEY_COUNT_EVERY, share
+            assert len({k for k in counted if k.startswith("a")}) > 0.8 * pairs
+            assert h.cache.stats()["skipped"] == 100 + pairs * cycles
 
     asyncio.run(scenario())
 
@@ -692,23 +676,6 @@ def test_a_lookup_fills_its_misses_only_when_every_one_is_admitted() -> None:
             assert h.cache.stats()["refused"] == 1
             await h.fill([hot, other], {hot: count_row(hot, 3)}, offset=5)  # alone: filled
             assert h.ask([hot, other]).rows == {hot: Row(hot, 3), other: None}
-
-    asyncio.run(scenario())
-
-
-def test_the_keys_of_multi_key_lookups_that_skip_the_cache_are_not_counted() -> None:
-    """Only the requests that look count a multi-key lookup's keys: ones that skipped the
-    cache three times over leave its keys unadmitted, so a look that misses them does not
-    follow their partition."""
-
-    async def scenario() -> None:
-        async with harness(admit_after=3) as h:
-            keys = [key_in(0, 0), key_in(0, 1)]
-            for _ in range(3):
-                h.cache.count(WORDS, keys)
-            assert h.ask(keys).missing == {0: keys}  # their first counted ask
-            await settle()
-            assert h.hub.links == {}  # not admitted: nothing followed
 
     asyncio.run(scenario())
 
