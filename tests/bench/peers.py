@@ -342,8 +342,9 @@ def _notes(section: Section, session: BenchSession, keys: int) -> None:
     )
     section.notes.append(
         "The statefed gateway is measured twice: the cluster's, with its defaults (its "
-        "cache on: after the first ask of a key it answers without the node), and a second "
-        "one with STATEFED_GATEWAY_CACHE=false, which asks the node for every answer as the "
+        "cache on: a key asked three times is admitted, then answered without the node), "
+        "and a second one with STATEFED_GATEWAY_CACHE=false, which asks the node for every "
+        "answer as the "
         "peers do; issue 18's goals are judged on the second. The Hive Gateway "
         "(@graphql-hive/gateway 2.15.1, its runtime served by node:http) and the Apollo "
         "Gateway (@apollo/gateway 2.14.4 in @apollo/server 5.5.1, standalone) with theirs, "
