@@ -14,26 +14,22 @@ __all__ = ["murmur2", "partition_for"]
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
-_WORDS: dict[int, struct.Struct] = {}  # a key's whole 4-byte words, read in one call, by count
+_WORD = struct.Struct("<I")  # a little-endian 4-byte word
 
 
 def murmur2(data: bytes) -> int:
     """Kafka's 32-bit murmur2 of `data`, as a signed Java int."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
-    words = length >> 2
-    if words:
-        unpack = _WORDS.get(words)
-        if unpack is None:
-            unpack = _WORDS[words] = struct.Struct(f"<{words}I")
-        for k in unpack.unpack_from(data):
+    whole = length & ~3
+    if whole:
+        for (k,) in _WORD.iter_unpack(data[:whole]):  # the whole words, read in one call
             k = (k * _M) & _MASK
             # h = h * m ^ (k ^ k >> 24) * m, masked once: the mask of an xor is the xor of
             # the masks
             h = ((h * _M) ^ ((k ^ (k >> 24)) * _M)) & _MASK
     tail = length & 3
     if tail:
-        whole = length - tail
         if tail == 3:
             h ^= data[whole + 2] << 16
         if tail >= 2:
