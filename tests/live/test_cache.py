@@ -628,7 +628,8 @@ def test_every_single_key_lookup_that_skipped_counts_and_a_multi_key_one_in_16_a
     """A single-key lookup that did not look counts its key every time (a key asked again
     is admitted at its third ask). A multi-key lookup counts its keys one time in
     `MULTI_KEY_COUNT_EVERY`, drawn at random rather than every n-th: over 500 pairs asked
-    in turn 32 times, every 16th would count the same pairs each pass and never the others."""
+    in turn 32 times, every 16th would count a quarter of the pairs (500 is 4 past a multiple
+    of 16) and never the others."""
 
     async def scenario() -> None:
         async with harness(admit_after=3) as h:

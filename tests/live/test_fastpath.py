@@ -766,7 +766,7 @@ def fast_cache(setup: Setup) -> GatewayCache:
 
 
 def test_a_read_accepting_no_lag_is_proved_by_a_node_and_never_answered_from_memory(
-    setup: Setup, monkeypatch: pytest.MonkeyPatch
+    setup: Setup,
 ) -> None:
     """`maxLag: 0` on the gateway with the cache: the key is in the cache, yet the owner is
     asked and proves its copy current (an end probe round); without it, the cache answers."""
