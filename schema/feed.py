@@ -10,15 +10,17 @@ Gateway to node:
 
     {"type": "follow", "id": 7, "partition": 3, "views": ["wordcount"],
      "keys": ["kafka"] | null, "from": {"<changelog topic>": <next offset>} | null,
-     "snapshot": false, "heartbeat": false}
+     "snapshot": false, "heartbeat": false, "limit": 0}
     {"type": "unfollow", "id": 7}
 
 `from` names, per changelog topic of `views`, the first offset wanted; a topic it leaves
 out (or `from: null`) starts at the copy's applied offset now (only new changes). A follow
 from an offset the node no longer keeps in memory is replayed from the changelog, so a
-follow never has a gap. With `"snapshot": true` (only with `keys`, and no `from`), the
-node first sends the current row of every asked key (null if it has none), read
-atomically with the offsets the follow then continues from.
+follow never has a gap. With `"snapshot": true` (and no `from`), the node first sends the
+current row of every asked key (null if it has none), read atomically with the offsets the
+follow then continues from. With `"keys": null` too, it sends the row of every key the
+partition holds (count, latest and aggregate views only), at most `limit` rows: a partition
+holding more answers an `error` instead (the gateway holding a whole view).
 
 Node to gateway:
 
@@ -28,7 +30,7 @@ Node to gateway:
     {"type": "progress", "id": 7, "role": ..., "state": ..., "applied": {...}, "end": {...},
      "leased": true}
     {"type": "gone", "id": 7, "reason": "..."}   # the node stopped holding the partition
-    {"type": "error", "id": 7 | null, "message": "..."}
+    {"type": "error", "id": 7 | null, "message": "...", "tooLarge": true}  # past `limit`
 
 A follow with `"heartbeat": true` gets a `progress` frame about every half second even
 when nothing changed: a position heartbeat. `leased` is false while the node's lease has

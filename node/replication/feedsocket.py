@@ -28,7 +28,12 @@ from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
 from node.errors import ReplayError
 from node.replication.feedreplay import Replay
-from node.replication.feedsnapshot import has_snapshot, snapshot_changes
+from node.replication.feedsnapshot import (
+    SnapshotTooLarge,
+    has_snapshot,
+    has_whole_snapshot,
+    snapshot_changes,
+)
 from node.replication.trust import CallGuard
 from runtime.clock import Clock
 from runtime.graphql_http import Receive, RequestError, Scope, Send
@@ -59,6 +64,7 @@ class _Follow:
     wanted: dict[str, int | None]  # per changelog topic: the first offset, None = now
     snapshot: bool
     heartbeat: bool = False  # a progress frame every interval, changed or not
+    limit: int = 0  # the rows a snapshot of every key (keys None) may hold
 
 
 def _int(doc: dict[str, object], name: str) -> int:
@@ -130,23 +136,32 @@ class FeedEndpoint:
         snapshot = doc.get("snapshot", False)
         if not isinstance(snapshot, bool):
             raise FeedFrameError("a follow's snapshot must be a boolean")
+        limit = doc.get("limit")
         if snapshot:
-            self._check_snapshot(views, keys, start)
+            self._check_snapshot(views, keys, start, limit)
         heartbeat = doc.get("heartbeat", False)
         if not isinstance(heartbeat, bool):
             raise FeedFrameError("a follow's heartbeat must be a boolean")
         chosen = None if keys is None else frozenset(keys)
-        return _Follow(follow_id, partition, views, chosen, wanted, snapshot, heartbeat)
+        rows = _int(doc, "limit") if snapshot and keys is None else 0
+        return _Follow(follow_id, partition, views, chosen, wanted, snapshot, heartbeat, rows)
 
     @staticmethod
-    def _check_snapshot(views: tuple[View, ...], keys: object, start: object) -> None:
-        if keys is None or start is not None:
-            raise FeedFrameError("a snapshot follow names its keys and has no from")
+    def _check_snapshot(
+        views: tuple[View, ...], keys: object, start: object, limit: object
+    ) -> None:
+        if start is not None:
+            raise FeedFrameError("a snapshot follow has no from: it continues from the snapshot")
+        if keys is None and limit is None:
+            raise FeedFrameError(
+                "a snapshot follow of every key (keys null) names its limit: the most rows it takes"
+            )
+        whole = keys is None
         for view in views:
-            if not has_snapshot(view):
+            if not (has_whole_snapshot(view) if whole else has_snapshot(view)):
+                what = "a row per key to snapshot whole" if whole else "a current row to snapshot"
                 raise FeedFrameError(
-                    f"view {view.name} ({view.kind.value}) has no current row to snapshot: "
-                    "follow it from offsets"
+                    f"view {view.name} ({view.kind.value}) has no {what}: follow it from offsets"
                 )
 
 
@@ -318,6 +333,8 @@ class _FollowRun:
         except KeyError:
             await self._gone(self.feed.gone_reason(partition) or "the node does not hold it")
             return False
+        except SnapshotTooLarge as exc:
+            return await self._too_large(exc)
         await self.connection.send_doc(
             {"type": "following", "id": follow.id, "partition": partition, "role": role.value,
              "state": _state(restoring), "from": self.cursor,
@@ -336,11 +353,11 @@ class _FollowRun:
         follow, partition = self.follow, self.follow.partition
         # the seq before the read: every entry after it may hold a record the read missed
         generation, seq = self.feed.end_seq(partition)
-        keys = sorted(follow.keys or ())
-        views = list(follow.views)
+        keys = None if follow.keys is None else sorted(follow.keys)
+        views, limit = list(follow.views), follow.limit
         now = self.endpoint.clock()
         read = self.endpoint.registry.read(
-            partition, lambda store: snapshot_changes(store, views, keys, now), _READABLE
+            partition, lambda store: snapshot_changes(store, views, keys, now, limit), _READABLE
         )
         if read is None:
             return None
@@ -348,6 +365,16 @@ class _FollowRun:
         self.cursor = {topic: offsets.get(topic, 0) for topic in self.topics}
         self.generation, self.seq = generation, seq
         return docs
+
+    async def _too_large(self, exc: SnapshotTooLarge) -> bool:
+        follow = self.follow
+        message = (
+            f"partition {follow.partition} on node {self.endpoint.config.node_id} holds {exc}: "
+            f"a snapshot of every key takes at most {follow.limit}"
+        )
+        doc = {"type": "error", "id": follow.id, "message": message, "tooLarge": True}
+        await self.connection.send_doc(doc)
+        return False
 
     async def _unreadable(self) -> bool:
         follow = self.follow

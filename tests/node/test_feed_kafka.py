@@ -141,7 +141,7 @@ def test_follows_from_zero_and_from_now_get_each_change_once_in_offset_order(
             "the answers", lambda: len(feed.of_type("error")) == 3 and bool(feed.of(5, "gone"))
         )
         assert view.name in feed.of(3, "error")[0]["message"]
-        assert "names its keys" in feed.of(4, "error")[0]["message"]
+        assert "names its limit" in feed.of(4, "error")[0]["message"]
         assert "follow 1 is running" in feed.of(1, "error")[0]["message"]
         assert feed.of(5, "gone")[0]["reason"] == "the node does not hold it"
     finally:
@@ -343,6 +343,47 @@ def test_a_snapshot_follow_and_its_changes_equal_the_store_while_records_stream_
         stop.set()
         if streamer.is_alive():
             streamer.join(30)
+        feeds.close()
+        node.stop()
+
+
+def test_a_snapshot_of_every_key_holds_each_row_of_the_partition_up_to_its_limit(
+    broker: KafkaBroker, view: View, tmp_path: Path
+) -> None:
+    partition, topic = 3, view.changelog_topic
+    keys = keys_in(partition, 12)
+    others = keys_in(partition + 1, 5)  # another partition's: never in this snapshot
+    produce_counts(broker.bootstrap, view, [CountRow(k, 2, 7) for k in keys + others])
+    config = node_config(broker.bootstrap, tmp_path, "f4", f"g-{view.name}")
+    node = ThreadNode(config, [view]).start()
+    feeds = contextlib.ExitStack()
+    try:
+        wait_until(lambda: running(node, P), 30, "f4 RUNNING with every partition")
+        feed = feeds.enter_context(open_feed(config.url))
+        feed.follow(1, partition, [view.name], keys=None, snapshot=True, limit=len(keys))
+        feed.follow(2, partition, [view.name], keys=None, snapshot=True, limit=len(keys) - 1)
+        feed.wait_for("the snapshot", lambda: bool(feed.of(1, "changes")))
+        feed.wait_for("the refusal", lambda: bool(feed.of(2, "error")))
+        (following,) = feed.of(1, "following")
+        start = following["from"][topic]
+        snapshot = feed.of(1, "changes")[0]
+        assert snapshot.get("snapshot") is True and snapshot["applied"] == {topic: start}
+        assert sorted(c.key for c in feed.changes(1)) == sorted(keys)
+        assert all(c.snapshot and c.offset == start for c in feed.changes(1))
+        assert {c.key: c.row for c in feed.changes(1)} == {k: doc(CountRow(k, 2, 7)) for k in keys}
+        message = feed.of(2, "error")[0]["message"]
+        assert f"more than {len(keys) - 1} rows of view {view.name}" in message
+        assert feed.of(2, "following") == []
+
+        # the follow goes on with every key's changes, new keys too
+        new = keys_in(partition, 1, "new")
+        produce_counts(broker.bootstrap, view, [CountRow(keys[0], 3, 8), CountRow(new[0], 1, 9)])
+        feed.wait_for("the changes", lambda: feed.applied(1, topic) >= start + 2)
+        assert [(c.key, c.offset) for c in feed.changes(1) if not c.snapshot] == [
+            (keys[0], start),
+            (new[0], start + 1),
+        ]
+    finally:
         feeds.close()
         node.stop()
 
