@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from node.storage.changes import change_json
 from node.storage.kinds import kind_of
-from node.storage.layout import ScanSpan, Table
+from node.storage.layout import ScanSpan
 from node.storage.store import PartitionStore
-from schema import View, ViewKind
+from schema import View
 
 __all__ = [
     "WHOLE_MAX_BYTES",
@@ -30,10 +30,6 @@ __all__ = [
 ]
 
 WHOLE_MAX_BYTES = 48 << 20
-
-# the table of the current row of each key, of the kinds a snapshot of every key reads
-_KEY_TABLES = {ViewKind.COUNT: Table.COUNT, ViewKind.LATEST: Table.LATEST,
-               ViewKind.AGGREGATE: Table.LATEST}  # fmt: skip
 
 
 class SnapshotTooLarge(ValueError):
@@ -47,7 +43,7 @@ def has_snapshot(view: View) -> bool:
 
 def has_whole_snapshot(view: View) -> bool:
     """Whether a follow of `view` can start from a snapshot of every key's row."""
-    return view.kind in _KEY_TABLES
+    return kind_of(view).rows is not None
 
 
 def snapshot_changes(
@@ -72,7 +68,7 @@ def snapshot_changes(
 
 
 def _every_row(pinned: PartitionStore, view: View, at: int, limit: int) -> list[bytes]:
-    table = _KEY_TABLES.get(view.kind)
+    table = kind_of(view).rows
     if table is None:
         raise ValueError(f"view {view.name}: a {view.kind.value} view has no row per key")
     rows = pinned.scan(view.name, table, ScanSpan(), limit + 1, horizon_ms=0)

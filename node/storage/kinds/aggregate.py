@@ -21,4 +21,4 @@ def _apply(batch: ChangeBatch, view: View, message: Message) -> None:
     batch.put_latest(view.name, decode_event(value), view.ranked_fields)
 
 
-AGGREGATE = StoredKind(apply=_apply, snapshot=LATEST.snapshot)
+AGGREGATE = StoredKind(apply=_apply, snapshot=LATEST.snapshot, rows=LATEST.rows)

@@ -7,6 +7,7 @@ from confluent_kafka import Message
 
 from node.storage.changes import ChangeBatch, change_json
 from node.storage.kinds.kind import StoredKind, entity_key
+from node.storage.layout import Table
 from node.storage.store import PartitionStore
 from schema import View, decode_count
 
@@ -30,4 +31,4 @@ def _snapshot(store: PartitionStore, view: View, keys: list[str], at: int, now: 
     ]
 
 
-COUNT = StoredKind(apply=_apply, snapshot=_snapshot)
+COUNT = StoredKind(apply=_apply, snapshot=_snapshot, rows=Table.COUNT)

@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from node.storage.changes import ChangeBatch
+from node.storage.layout import Table
 from node.storage.store import PartitionStore
 from schema import View, unpack
 
@@ -27,11 +28,14 @@ class StoredKind:
     """A kind in a node's store: `apply` stores one changelog record; `expire`, for kinds
     whose rows expire, adds to a batch the removal of what is past the view's retention at
     `now_ms` (with every batch and sweep); `snapshot`, for kinds with a current row per key,
-    reads the first message of a snapshot follow (`node.replication.feedsnapshot`)."""
+    reads the first message of a snapshot follow (`node.replication.feedsnapshot`); `rows`,
+    for kinds with one row per key in one table, is that table (a snapshot of every key
+    walks it)."""
 
     apply: Applier
     expire: Callable[[ChangeBatch, View, int], None] | None = None
     snapshot: SnapshotReader | None = None
+    rows: Table | None = None
 
 
 def entity_key(message: Message) -> str:

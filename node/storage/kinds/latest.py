@@ -6,6 +6,7 @@ from confluent_kafka import Message
 
 from node.storage.changes import ChangeBatch, change_json
 from node.storage.kinds.kind import StoredKind, entity_key
+from node.storage.layout import Table
 from node.storage.store import PartitionStore
 from schema import View, decode_event
 
@@ -28,4 +29,4 @@ def _snapshot(store: PartitionStore, view: View, keys: list[str], at: int, now: 
     ]
 
 
-LATEST = StoredKind(apply=_apply, snapshot=_snapshot)
+LATEST = StoredKind(apply=_apply, snapshot=_snapshot, rows=Table.LATEST)
