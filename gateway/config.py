@@ -522,6 +522,18 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
             "second read per key read once (see [Cache](querying.md#cache))"
         ),
     )
+    cache_whole_views: tuple[str, ...] = setting(
+        "STATEFED_GATEWAY_CACHE_WHOLE_VIEWS",
+        (),
+        parse=_comma_separated,
+        doc=(
+            "comma-separated count, latest or aggregate views the cache holds whole: every "
+            "key's row, loaded from the nodes and kept by their feeds, so a lookup of any "
+            "key (absent ones too) is answered from memory. Their rows count against "
+            "`STATEFED_GATEWAY_CACHE_MB` first; a view that outgrows it is cached key by "
+            "key again (see [Cache](querying.md#cache))"
+        ),
+    )
     apq: bool = setting(
         "STATEFED_GATEWAY_APQ",
         True,

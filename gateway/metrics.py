@@ -167,6 +167,13 @@ def runtime_figures(
                 cache_stats["bytes"],
             )
         )
+        figures.append(
+            GaugeMetricFamily(
+                "statefed_gateway_cache_whole_views",
+                "Views the cache holds whole and answers any key of now",
+                cache_stats["whole_views"],
+            )
+        )
     figures.append(
         GaugeMetricFamily(
             "statefed_gateway_subscriptions", "Subscriptions running now", subscriptions

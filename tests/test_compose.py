@@ -398,7 +398,7 @@ def _exported_metric_names() -> set[str]:
                 k: 0
                 for k in (
                     *("hits", "misses", "top_hits", "refused", "skipped", "entries", "bytes"),
-                    *("filled_from_reads", "filled_by_snapshots"),
+                    *("filled_from_reads", "filled_by_snapshots", "whole_views"),
                 )
             },
             0,

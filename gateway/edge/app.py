@@ -58,10 +58,12 @@ from gateway.nodes.hub import FeedHub
 from gateway.nodes.transport import HttpxCaller, NodeConnections
 from gateway.nodes.upstream import Upstream
 from gateway.reads.cache import GatewayCache
+from gateway.reads.kinds import cacheable
 from gateway.reads.planner import Planner
 from gateway.writes.policy import RateLimiter
 from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
+from runtime.config import ConfigError
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
 from runtime.looplag import LoopLag
 from runtime.metrics import METRICS_PATH, MetricsGuard
@@ -119,6 +121,7 @@ class GatewayApp:
     ) -> None:
         self.config = config
         self._catalogue = tuple(catalogue)
+        self._check_whole_views()
         self._schema = schema or build_schema(self._catalogue)
         limits = QueryLimits(config, self._schema._schema, self._catalogue)
         self._feed = feed
@@ -233,6 +236,7 @@ class GatewayApp:
                 self._catalogue,
                 self.config.cache_mb << 20,
                 self.config.cache_admit_after,
+                whole=self.config.cache_whole_views,
             )
             await cache.start()
         planner = Planner(
@@ -309,6 +313,17 @@ class GatewayApp:
                 raise RequestError(f"no route for {method} {path}", 404, "NOT_FOUND")
         except RequestError as exc:
             await send_json(send, exc.status, exc.body(), headers=exc.headers)
+
+    def _check_whole_views(self) -> None:
+        """STATEFED_GATEWAY_CACHE_WHOLE_VIEWS names views the cache can hold, or says which."""
+        cached = sorted(v.name for v in self._catalogue if cacheable(v))
+        unknown = [name for name in self.config.cache_whole_views if name not in cached]
+        if unknown:
+            raise ConfigError(
+                "STATEFED_GATEWAY_CACHE_WHOLE_VIEWS",
+                f"names {', '.join(unknown)}, not a count, latest or aggregate view of the "
+                f"catalogue: name some of {', '.join(cached) or '(none)'}",
+            )
 
     def _started(self) -> _Runtime:
         if self._runtime is None:

@@ -60,15 +60,23 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from gateway.cluster.consistency import AppliedAtLeast
 from gateway.cluster.routing import NodeInfo, RoutingFeed
-from gateway.model.rows import Event, Ranked, Row, ranked_count
+from gateway.model.rows import Ranked, ranked_count
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import FeedLink, LinkError
 from gateway.reads.admission import Admission
-from gateway.reads.kinds import cacheable, kind_of, to_row
+from gateway.reads.entries import (
+    AS_OF,
+    ENTRY_OVERHEAD_BYTES,
+    GENERATION,
+    SIZE,
+    Entry,
+    change_entry,
+    read_entry,
+    unpacked,
+)
+from gateway.reads.kinds import cacheable, kind_of
 from gateway.reads.protocol import (
     DEFAULT_READ,
     CachedRow,
@@ -77,16 +85,18 @@ from gateway.reads.protocol import (
     ReadOptions,
     TopResult,
 )
+from gateway.reads.whole import WholeView, WholeViews
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
-__all__ = ["ENTRY_OVERHEAD_BYTES", "MULTI_KEY_COUNT_EVERY", "GatewayCache", "TopRead"]
+__all__ = ["MULTI_KEY_COUNT_EVERY", "GatewayCache", "TopRead"]
 
 log = logging.getLogger(__name__)
 
-ENTRY_OVERHEAD_BYTES = 200  # per entry besides its key and row JSON: dict slots, objects
 _TYPICAL_ENTRY_BYTES = 300  # to size the admission sketch for the entries max_bytes holds
 _FILL_TIMEOUT_S = 5.0
+_WHOLE_TIMEOUT_S = 30.0
+_WHOLE_SLICE = 2_000  # snapshot rows of a view held whole taken in per loop turn
 # a multi-key lookup that does not look counts its keys one time in this many (`passed`)
 MULTI_KEY_COUNT_EVERY = 16
 _RETRY_S = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
@@ -97,55 +107,6 @@ _TOP_READ_CHANGES = 10_000  # changes a top read in flight keeps to judge; past 
 # 0.5 s) keep coming with its lease held: three missed ones and its entries are misses. A frozen
 # node falls silent well before its session can expire and its partitions move.
 FEED_SILENCE_S = 1.5
-
-
-# An entry is one flat tuple of atoms: (generation, as_of, size, *row), the row packed as ()
-# when there is none, (count,) for a count view, (event time, field names, *values) for an
-# event (the names one shared tuple per view). The garbage collector untracks such a tuple
-# once it survived a collection (not one that holds a dict, an object or a tuple not yet
-# untracked), so a full collection does not walk the cache's rows: with objects per entry,
-# collections paused the gateway for up to 0.6 s at 226,000 entries (issue 31).
-_Entry = tuple[Any, ...]
-_GENERATION, _AS_OF, _SIZE, _ROW = range(4)
-_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}  # each events' names tuple, once
-
-
-def _packed(row: Row | Event | None) -> tuple[Any, ...]:
-    """A row as an entry holds it (see _Entry)."""
-    if row is None:
-        return ()
-    if isinstance(row, Row):
-        return (row.count,)
-    names = tuple(row.values)
-    return (row.event_time, _NAMES.setdefault(names, names), *row.values.values())
-
-
-def _change_entry(view: View, key: str, row: Mapping[str, Any] | None) -> tuple[_Entry, int]:
-    """A changelog row (of a change or a snapshot) as an entry holds it, and its size."""
-    size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
-    if row is not None:
-        size += len(orjson.dumps(row))
-    return _packed(None if row is None else to_row(view, key, row)), size
-
-
-def _read_entry(key: str, row: CachedRow) -> tuple[_Entry, int]:
-    """A row a node read answered as an entry holds it, and its size (as a changelog
-    row's: its packed values as JSON)."""
-    packed = _packed(row)
-    size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
-    if packed:
-        size += len(orjson.dumps(packed, default=str))
-    return packed, size
-
-
-def _unpacked(key: str, entry: _Entry) -> CachedRow:
-    """The row a lookup answers, from the entry."""
-    size = len(entry)
-    if size == _ROW:
-        return None
-    if size == _ROW + 1:
-        return Row(key, entry[_ROW])
-    return Event(key, entry[_ROW], dict(zip(entry[_ROW + 1], entry[_ROW + 2 :], strict=True)))
 
 
 @dataclass
@@ -269,24 +230,29 @@ class GatewayCache:
         max_bytes: int,
         admit_after: int = 3,
         rng: random.Random | None = None,
+        whole: Iterable[str] = (),
     ) -> None:
         """`rng`: the draws of the multi-key lookups that count their keys without looking
-        (`passed`), seeded to replay them."""
+        (`passed`), seeded to replay them. `whole`: the names of the views to hold whole
+        (`gateway.reads.whole`); ValueError names one that is not a cached view."""
         self._hub = hub
         self._routing = routing
         self._views = tuple(catalogue)
         self._cached = {view.name: view for view in self._views if cacheable(view)}
+        self._whole = WholeViews(self._held_whole(whole))
+        self._wholes = self._whole.views  # by name: a dict lookup on every lookup's path
         self._max_bytes = max_bytes
         self._admission = Admission(max(1, max_bytes // _TYPICAL_ENTRY_BYTES), admit_after)
         self._draw = (rng or random.Random()).random
         self.skipped = 0  # lookups read from the nodes without looking: not every key held
         # whether reads avoid a node now (gateway.nodes.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
-        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], Entry] = OrderedDict()
         self._bytes = 0
         self._partitions: dict[int, _Partition] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._watcher: asyncio.Task[None] | None = None
+        self._holder: asyncio.Task[None] | None = None
         self._stopped = False
         self.hits = 0
         self.misses = 0
@@ -299,11 +265,14 @@ class GatewayCache:
     # -- life -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._watcher = asyncio.get_running_loop().create_task(self._watch_routing())
+        loop = asyncio.get_running_loop()
+        self._watcher = loop.create_task(self._watch_routing())
+        if self._wholes:
+            self._holder = loop.create_task(self._hold_whole(), context=contextvars.Context())
 
     async def stop(self) -> None:
         self._stopped = True
-        tasks = [t for t in (self._watcher, *self._tasks.values()) if t is not None]
+        tasks = [t for t in (self._watcher, self._holder, *self._tasks.values()) if t is not None]
         for state in self._partitions.values():
             tasks.extend(state.filling.values())
         for task in tasks:
@@ -315,12 +284,15 @@ class GatewayCache:
         self._bytes = 0
 
     def stats(self) -> dict[str, int]:
-        """Keys answered from memory and not, entries held and their estimated bytes."""
+        """Keys answered from memory and not, entries held (those of whole views too) and
+        their estimated bytes, and the views held whole now."""
+        whole = self._whole
         return {
             "hits": self.hits,
             "misses": self.misses,
-            "entries": len(self._entries),
-            "bytes": self._bytes,
+            "entries": len(self._entries) + whole.entries,
+            "bytes": self._bytes + whole.bytes,
+            "whole_views": whole.complete,
             "top_hits": self.top_hits,
             "tops": len(self._tops),
             "refused": self._admission.refused,
@@ -339,8 +311,11 @@ class GatewayCache:
         judges that). Only then can a look answer the lookup whole, which is what saves a
         node read; a lookup of a key not held reads the nodes without looking, then says so
         (`passed`). So a lookup the cache cannot answer costs it a dict lookup per key."""
-        entries = self._entries
         name = view.name
+        whole = self._wholes.get(name)
+        if whole is not None and whole.complete:
+            return True  # every key's row, or that it has none
+        entries = self._entries
         return all((name, key) in entries for key in keys)
 
     def passed(
@@ -408,7 +383,9 @@ class GatewayCache:
 
     def took(self, view: View, keys: Collection[str]) -> None:
         """`keys` of `view`, found by `look`, were answered: hits, kept longest."""
-        self._touch(view, keys)
+        whole = self._wholes.get(view.name)
+        if whole is None or not whole.complete:  # a whole view's rows are not in the LRU
+            self._touch(view, keys)
         self.hits += len(keys)
 
     def missed(self, keys: int) -> None:
@@ -461,14 +438,17 @@ class GatewayCache:
     ) -> dict[str, CachedRow] | None:
         """The rows of `keys` when the entries of all are current in `state`'s follow."""
         reached = state.applied.get(topic, 0)
+        whole = self._wholes.get(view.name)
+        if whole is not None and whole.complete:
+            return self._whole.rows(whole, state.partition, state.generation, reached, keys)
         found: dict[str, CachedRow] = {}
         entries = self._entries
         generation = state.generation
         for key in keys:
             entry = entries.get((view.name, key))
-            if entry is None or entry[_GENERATION] != generation or entry[_AS_OF] > reached:
+            if entry is None or entry[GENERATION] != generation or entry[AS_OF] > reached:
                 return None
-            found[key] = _unpacked(key, entry)
+            found[key] = unpacked(key, entry)
         return found
 
     def _touch(self, view: View, keys: Iterable[str]) -> None:
@@ -527,7 +507,8 @@ class GatewayCache:
         `read` (of `keys`, its rows in their order) answered exactly, from the followed
         copy, is filled from that read's rows at once (`_fill_from`); the others in the
         background, by a snapshot."""
-        if self._stopped or not self.cacheable(view):
+        whole = self._wholes.get(view.name)
+        if self._stopped or not self.cacheable(view) or (whole is not None and whole.complete):
             return
         fills: list[tuple[_Partition, list[str]]] = []
         for partition, asked in missing.items():
@@ -574,7 +555,7 @@ class GatewayCache:
         if sum(positions.values()) != applied or state.applied.get(topic, 0) > at:
             return False
         for key in keys:
-            self._put(view, state, key, _read_entry(key, rows.get(key)), at)
+            self._put(view, state, key, read_entry(key, rows.get(key)), at)
         self.filled_from_reads += len(keys)
         return True
 
@@ -662,17 +643,18 @@ class GatewayCache:
     def _admits(self, view: View, key: str) -> bool:
         """Whether admission fills `key`, against the row it would evict when full."""
         victim = None
-        if self._bytes + ENTRY_OVERHEAD_BYTES > self._max_bytes and self._entries:
+        held = self._bytes + self._whole.bytes
+        if held + ENTRY_OVERHEAD_BYTES > self._max_bytes and self._entries:
             victim = next(iter(self._entries))
         return self._admission.admits(view.name, key, victim)
 
     def _held(self, view: View, state: _Partition, key: str) -> bool:
         return self._current(view, state, key) is not None
 
-    def _current(self, view: View, state: _Partition, key: str) -> _Entry | None:
+    def _current(self, view: View, state: _Partition, key: str) -> Entry | None:
         """The entry of `key` when it is of `state`'s follow now (not an older generation)."""
         entry = self._entries.get((view.name, key))
-        return entry if entry is not None and entry[_GENERATION] == state.generation else None
+        return entry if entry is not None and entry[GENERATION] == state.generation else None
 
     # -- following ------------------------------------------------------------------------
 
@@ -709,6 +691,7 @@ class GatewayCache:
                 attempt += 1
                 continue
             state.begin(node.node_id, link, frames)
+            self._load_wholes(state)
             try:
                 why = await self._pump(state, frames)
             except FeedFrameError as exc:
@@ -716,6 +699,8 @@ class GatewayCache:
                 why = "error"
             finally:
                 state.end_follow()
+                for whole in self._wholes.values():
+                    self._whole.lose(whole, state.partition)
                 await link.unfollow(ident)
             attempt = attempt + 1 if why in ("lost", "gone", "error") else 0
 
@@ -752,7 +737,7 @@ class GatewayCache:
         raw = frame.get("changes")
         if not isinstance(raw, list):
             raise FeedFrameError("changes must be a list")
-        cached, entries = self._cached, self._entries
+        cached, entries, wholes = self._cached, self._entries, self._wholes
         tops = bool(self._tops or self._top_reads)
         for doc in raw:
             view = cached.get(str(doc.get("view"))) if isinstance(doc, dict) else None
@@ -764,6 +749,9 @@ class GatewayCache:
             topic = view.changelog_topic
             if offset + 1 > state.applied.get(topic, 0):
                 state.applied[topic] = offset + 1
+            whole = wholes.get(view.name) if wholes else None
+            if whole is not None:
+                self._whole.changed(whole, state.partition, state.generation, Change.from_json(doc))
             pending = state.fills.get(view.name)
             waited = pending if pending is not None and key in pending.keys else None
             # most changes are of keys the cache does not hold: no Change is made of them
@@ -773,14 +761,14 @@ class GatewayCache:
             if waited is not None:
                 waited.seen[key] = change
             entry = self._current(view, state, key)
-            if entry is not None and offset >= entry[_AS_OF]:
-                made = _change_entry(view, key, change.row)
+            if entry is not None and offset >= entry[AS_OF]:
+                made = change_entry(view, key, change.row)
                 self._set(view, key, entry, made, offset + 1)
             if tops:
                 self._top_changed(view, change)
         state.reach(offsets_of(frame.get("applied") or {}, "applied"))
         state.freshen()
-        if self._bytes > self._max_bytes:  # rows grew
+        if self._bytes + self._whole.bytes > self._max_bytes:  # rows grew
             self._evict()
 
     # -- filling --------------------------------------------------------------------------
@@ -813,10 +801,10 @@ class GatewayCache:
             for change in snapshot:
                 seen = pending.seen.get(change.key)
                 if seen is not None and seen.offset >= change.offset:
-                    made = _change_entry(view, change.key, seen.row)
+                    made = change_entry(view, change.key, seen.row)
                     self._put(view, state, change.key, made, seen.offset + 1)
                 else:
-                    made = _change_entry(view, change.key, change.row)
+                    made = change_entry(view, change.key, change.row)
                     self._put(view, state, change.key, made, change.offset)
 
     async def _snapshot(
@@ -838,32 +826,176 @@ class GatewayCache:
         finally:
             await link.unfollow(ident)
 
+    # -- views held whole -----------------------------------------------------------------
+
+    def _held_whole(self, names: Iterable[str]) -> list[View]:
+        views = []
+        for name in dict.fromkeys(names):
+            view = self._cached.get(name)
+            if view is None:
+                raise ValueError(
+                    f"no count, latest or aggregate view {name!r} to hold whole: name views "
+                    f"of the catalogue ({', '.join(sorted(self._cached))})"
+                )
+            views.append(view)
+        return views
+
+    async def _hold_whole(self) -> None:
+        """Follow every partition of the views held whole once the routing table knows how
+        many they have, and load those already followed."""
+        feed = self._routing
+        waiting = dict(self._wholes)
+        while waiting:
+            table = feed.current
+            for name, whole in list(waiting.items()):
+                count = table.partition_counts.get(name)
+                if not count:
+                    continue
+                whole.partitions = count
+                del waiting[name]
+                for partition in range(count):
+                    state = self._partitions.get(partition)
+                    if state is not None and state.link is not None:
+                        self._load_whole(state, whole)
+                    self._follow(partition)
+            if waiting:
+                await feed.newer(table.version)
+
+    def _load_wholes(self, state: _Partition) -> None:
+        """A follow of `state`'s partition began: load the views held whole from it."""
+        for whole in self._wholes.values():
+            if state.partition < whole.partitions:
+                self._load_whole(state, whole)
+
+    def _load_whole(self, state: _Partition, whole: WholeView) -> None:
+        """Load `whole`'s rows of `state`'s partition from the follow now: a load for an
+        earlier follow, still waiting for its snapshot, is cancelled."""
+        name = f"whole {whole.view.name}"  # beside the key fills of the view, by name
+        task = state.filling.get(name)
+        if task is not None:
+            task.cancel()
+        state.filling[name] = asyncio.get_running_loop().create_task(
+            self._guard_load(state, whole), context=contextvars.Context()
+        )
+
+    async def _guard_load(self, state: _Partition, whole: WholeView) -> None:
+        try:
+            await self._load(state, whole)
+        except Exception:  # a bug: the view is cached key by key from now
+            log.exception(
+                "cache, partition %d: loading %s failed", state.partition, whole.view.name
+            )
+            if self._wholes.get(whole.view.name) is whole:
+                self._let_go(whole, "loading it failed")
+
+    async def _load(self, state: _Partition, whole: WholeView) -> None:
+        """Load the rows of `whole` in `state`'s partition from a snapshot of every key,
+        for the follow generation now; again after a snapshot that failed or came from below
+        what the follow had reached when it was asked for."""
+        generation, view = state.generation, whole.view
+        topic, attempt = view.changelog_topic, 0
+        limit = self._max_bytes // ENTRY_OVERHEAD_BYTES  # more rows could never fit
+        while not self._stopped and state.generation == generation:
+            if attempt:
+                await asyncio.sleep(_RETRY_S[min(attempt, len(_RETRY_S)) - 1])
+            attempt += 1
+            link = state.link
+            if link is None or topic not in state.applied:  # no `following` yet
+                await state.advanced()
+                continue
+            if self._wholes.get(view.name) is not whole or state.generation != generation:
+                return
+            part = self._whole.begin(whole, state.partition, generation)
+            registered_at = state.applied[topic]
+            try:
+                offset, snapshot = await self._snapshot_whole(link, state.partition, view, limit)
+            except _TooLarge as exc:
+                self._let_go(whole, str(exc))
+                return
+            except (LinkError, TimeoutError, FeedFrameError) as exc:
+                log.info(
+                    "cache, partition %d: no snapshot of %s: %s", state.partition, view.name, exc
+                )
+                continue
+            if whole.parts.get(state.partition) is not part or state.generation != generation:
+                return
+            if offset < registered_at:
+                continue  # a change between the two could be missing from both
+            for start in range(0, len(snapshot), _WHOLE_SLICE):  # no long pause of the loop
+                if start:
+                    await asyncio.sleep(0)
+                    if whole.parts.get(state.partition) is not part:
+                        return
+                self._whole.take(whole, part, offset, snapshot[start : start + _WHOLE_SLICE])
+            self._whole.loaded(whole, part, offset)
+            self.filled_by_snapshots += len(snapshot)
+            self._evict()
+            return
+
+    async def _snapshot_whole(
+        self, link: FeedLink, partition: int, view: View, limit: int
+    ) -> tuple[int, list[Any]]:
+        """The offset of a snapshot of every key of `view` in `partition`, and its changes'
+        JSON (`WholeViews.take` reads them, a slice at a time)."""
+        frame = {"partition": partition, "views": [view.name], "keys": None, "from": None,
+                 "snapshot": True, "limit": limit}  # fmt: skip
+        ident, frames = await link.follow(frame)
+        try:
+            async with asyncio.timeout(_WHOLE_TIMEOUT_S):
+                while True:
+                    got = await frames.get()
+                    kind = got.get("type")
+                    if kind == "changes":
+                        offset = offsets_of(got.get("applied") or {}, "applied").get(
+                            view.changelog_topic, 0
+                        )
+                        return offset, list(got.get("changes") or [])
+                    if kind == "error" and got.get("tooLarge") is True:
+                        raise _TooLarge(str(got.get("message")))
+                    if kind in ("lost", "gone", "error"):
+                        raise LinkError(f"snapshot follow ended: {got.get('message', kind)}")
+        finally:
+            await link.unfollow(ident)
+
     # -- entries --------------------------------------------------------------------------
 
     def _put(
-        self, view: View, state: _Partition, key: str, made: tuple[_Entry, int], as_of: int
+        self, view: View, state: _Partition, key: str, made: tuple[Entry, int], as_of: int
     ) -> None:
         current = self._current(view, state, key)
-        if current is not None and current[_AS_OF] >= as_of:
+        if current is not None and current[AS_OF] >= as_of:
             return  # the follow already brought it further
         entry = self._entries.get((view.name, key), (state.generation, 0, 0))
         self._set(view, key, (state.generation, *entry[1:]), made, as_of)
         self._evict()
 
-    def _set(
-        self, view: View, key: str, entry: _Entry, made: tuple[_Entry, int], as_of: int
-    ) -> None:
+    def _set(self, view: View, key: str, entry: Entry, made: tuple[Entry, int], as_of: int) -> None:
         """Replace `entry` (kept in its place in the LRU order, or added last) with the
         packed row and size `made`."""
-        packed, size = made
-        self._bytes += size - entry[_SIZE]
-        self._entries[(view.name, key)] = (entry[_GENERATION], as_of, size, *packed)
+        held, size = made
+        self._bytes += size - entry[SIZE]
+        self._entries[(view.name, key)] = (entry[GENERATION], as_of, size, *held)
 
     def _evict(self) -> None:
+        """Evict least recently used rows past the bound; let go of the views held whole
+        whose rows alone outgrew it, the largest first."""
+        while self._whole.bytes > self._max_bytes and self._wholes:
+            self._let_go(max(self._wholes.values(), key=lambda whole: whole.bytes))
         entries = self._entries
-        while self._bytes > self._max_bytes and entries:
+        bound = self._max_bytes - self._whole.bytes
+        while self._bytes > bound and entries:
             _, dropped = entries.popitem(last=False)
-            self._bytes -= dropped[_SIZE]
+            self._bytes -= dropped[SIZE]
+
+    def _let_go(self, whole: WholeView, why: str = "") -> None:
+        log.warning(
+            "the gateway cache holds view %s whole no more: %s; it is cached key by key. "
+            "Raise STATEFED_GATEWAY_CACHE_MB, or take %s out of STATEFED_GATEWAY_CACHE_WHOLE_VIEWS",
+            whole.view.name,
+            why or f"its rows took {whole.bytes} bytes, past the cache's {self._max_bytes}",
+            whole.view.name,
+        )
+        self._whole.drop(whole)
 
     # -- routing --------------------------------------------------------------------------
 
@@ -875,6 +1007,10 @@ class GatewayCache:
             for state in self._partitions.values():
                 if state.frames is not None:
                     state.frames.put_nowait(_ROUTING)
+
+
+class _TooLarge(Exception):
+    """A partition holds more rows of a view than a snapshot of every key may take."""
 
 
 def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:

@@ -20,6 +20,7 @@ from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
 from gateway.execute import sdl
+from runtime.config import ConfigError
 from schema import DEMO_DOMAIN, ValueField, View, ViewKind, ViewStatus
 from tests.gateway.fakes import (
     BOOKING_HISTORY,
@@ -270,6 +271,7 @@ def test_routing_not_ready_is_a_graphql_error() -> None:
             "skipped": 0,  # lookups that did not look: not every key held (GatewayCache.holds)
             "filled_from_reads": 0,  # missed keys filled from the read that missed them
             "filled_by_snapshots": 0,  # and by a snapshot of the followed copy
+            "whole_views": 0,  # views held whole that answer any key (gateway.reads.whole)
             "fast": 0,  # requests answered by the fast path (gateway.execute.fastpath)
         },
     }
@@ -328,6 +330,17 @@ def test_every_kind_has_a_builder_and_clashing_names_are_refused() -> None:
     named_like_key = dataclasses.replace(LAST_BOOKING, value_fields=(ValueField("customer"),))
     with pytest.raises(ValueError, match="would repeat a field"):
         build_schema((named_like_key,))
+
+
+def test_a_view_to_hold_whole_that_the_cache_cannot_hold_is_refused_at_start() -> None:
+    for wrong in ("nope", PER_MINUTE.name):  # unknown; a windowed view, not cached
+        config = GatewayConfig(cache_whole_views=(HOSTS.name, wrong))
+        with pytest.raises(ConfigError) as refused:
+            GatewayApp(config, feed=RoutingFeed(), catalogue=FULL)
+        assert refused.value.variable == "STATEFED_GATEWAY_CACHE_WHOLE_VIEWS"
+        assert f"names {wrong}, not a count, latest or aggregate view" in str(refused.value)
+        assert HOSTS.name in refused.value.problem  # what could be named instead
+    GatewayApp(GatewayConfig(cache_whole_views=(HOSTS.name,)), feed=RoutingFeed(), catalogue=FULL)
 
 
 def test_cluster_lists_the_views_with_the_pipelines_late_counts() -> None:

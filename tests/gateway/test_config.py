@@ -88,6 +88,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_CACHE": "false",
         "STATEFED_GATEWAY_CACHE_MB": "12",
         "STATEFED_GATEWAY_CACHE_ADMIT_AFTER": "5",
+        "STATEFED_GATEWAY_CACHE_WHOLE_VIEWS": "word_counts, last_booking",
         "STATEFED_GATEWAY_APQ": "off",
         "STATEFED_GATEWAY_APQ_MB": "3",
         "STATEFED_GATEWAY_TRUSTED_DOCUMENTS": str(pem),
@@ -116,6 +117,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.metrics_token_file == Path("/run/secrets/metrics")
     assert config.max_lag == 5
     assert (config.cache, config.cache_mb, config.cache_admit_after) == (False, 12, 5)
+    assert config.cache_whole_views == ("word_counts", "last_booking")
     assert (config.hedge, config.hedge_min_ms, config.hedge_max_ms) == (False, 7, 70)
     assert (config.suspect_calls, config.suspect_ms) == (4, 2500)
     assert (config.max_lookup_keys, config.max_entity_representations) == (10, 20)

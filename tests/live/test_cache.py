@@ -22,7 +22,8 @@ from gateway.model.rows import Event, Ranked, Row
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import LOST
 from gateway.reads import cache as cache_module
-from gateway.reads.cache import ENTRY_OVERHEAD_BYTES, MULTI_KEY_COUNT_EVERY, GatewayCache
+from gateway.reads.cache import MULTI_KEY_COUNT_EVERY, GatewayCache
+from gateway.reads.entries import ENTRY_OVERHEAD_BYTES
 from gateway.reads.kinds import to_row
 from gateway.reads.protocol import DEFAULT_READ, LookupResult, ReadOptions, TopResult
 from runtime.clock import wall_clock_ms
@@ -131,10 +132,16 @@ class Harness:
         return hits
 
     async def following(
-        self, node: str = "n1", applied: int = 5, other: int = 3, end: int | None = None
+        self,
+        node: str = "n1",
+        applied: int = 5,
+        other: int = 3,
+        end: int | None = None,
+        partition: int = 0,
     ) -> asyncio.Queue[Mapping[str, Any]]:
-        """Let the cache's partition follow start on `node`: its `following` frame."""
-        _, queue = await self.hub.links.setdefault(node, FakeLink(node)).asked_for(False)
+        """Let the cache's follow of `partition` start on `node`: its `following` frame."""
+        link = self.hub.links.setdefault(node, FakeLink(node))
+        _, queue = await link.asked_for(False, partition)
         frame = {"id": 1, "role": "ACTIVE", "state": "RUNNING",
                  "applied": {TOPIC: applied, OTHER: other},
                  "end": {TOPIC: applied if end is None else end, OTHER: other}}  # fmt: skip
@@ -161,6 +168,7 @@ async def harness(
     max_bytes: int = 1 << 20,
     admit_after: int = 1,
     rng: random.Random | None = None,
+    whole: Sequence[str] = (),
 ) -> AsyncIterator[Harness]:
     """A started cache over a fake hub; it admits every key at its first miss unless told
     (most tests look at what happens once a key is in), and draws the multi-key lookups
@@ -168,7 +176,9 @@ async def harness(
     feed = RoutingFeed(routing or table(record("n1", range(P))))
     hub = FakeHub()
     draws = rng or random.Random(7)
-    cache = GatewayCache(cast(FeedHub, hub), feed, CATALOGUE, max_bytes, admit_after, draws)
+    cache = GatewayCache(
+        cast(FeedHub, hub), feed, CATALOGUE, max_bytes, admit_after, draws, whole=whole
+    )
     await cache.start()
     try:
         yield Harness(cache, hub, feed)

@@ -1,0 +1,225 @@
+"""Views the gateway cache holds whole (gateway.reads.whole), against the in-memory feed
+link of `tests.live.test_cache`: every key answered from memory once every partition is
+loaded, absent keys too; kept by the follow; loaded again after the follow ends; let go
+when they outgrow the memory bound. The node's side of the snapshot of every key is
+`tests/node/test_feed_kafka.py`; a real gateway and nodes, `tests/e2e/test_whole_view.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from gateway.model.rows import Row
+from gateway.nodes.links import LOST
+from gateway.reads.entries import ENTRY_OVERHEAD_BYTES
+from tests.live.fake_feed import count_row
+from tests.live.test_cache import (
+    TOPIC,
+    WORDS,
+    Harness,
+    P,
+    change,
+    harness,
+    key_in,
+    settle,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def load(
+    h: Harness, partition: int, rows: Mapping[str, int], offset: int, node: str = "n1"
+) -> dict[str, Any]:
+    """Answer the cache's snapshot of every key of `partition` with `rows` (key: count),
+    read at `offset`; the follow frame it asked with."""
+    link = h.hub.links[node]
+    ident, queue = await link.asked_for(True, partition)
+    frame = link.follows[ident][0]
+    snapshot = [
+        change(WORDS.name, k, offset, count_row(k, n), snapshot=True) for k, n in rows.items()
+    ]
+    queue.put_nowait({"type": "changes", "id": ident, "changes": snapshot,
+                      "applied": {TOPIC: offset}, "snapshot": True})  # fmt: skip
+    await settle()
+    return frame
+
+
+def frame(changes: Sequence[dict[str, Any]], applied: int) -> dict[str, Any]:
+    return {"type": "changes", "id": 1, "changes": list(changes), "applied": {TOPIC: applied}}
+
+
+def test_a_view_held_whole_answers_any_key_from_memory_once_every_partition_is_loaded() -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            held = {p: key_in(p, 0) for p in range(P)}
+            absent = key_in(0, 1)
+            for partition in range(P):  # followed from the start, without a lookup
+                await h.following(applied=5, partition=partition)
+            asked = await load(h, 0, {held[0]: 4}, offset=5)
+            assert asked["keys"] is None and asked["views"] == [WORDS.name]
+            assert asked["limit"] == (1 << 20) // ENTRY_OVERHEAD_BYTES  # more could not fit
+            # one partition loaded: not yet whole, so keys not held are not looked up
+            assert not h.cache.holds(WORDS, [absent])
+            assert h.cache.stats()["whole_views"] == 0
+            await load(h, 1, {held[1]: 7}, offset=5)
+            assert h.cache.stats()["whole_views"] == 1
+            assert h.cache.holds(WORDS, [absent, held[0], held[1]])
+            hits = h.ask([held[0], held[1], absent])
+            assert hits.missing == {}
+            assert hits.rows == {held[0]: Row(held[0], 4), held[1]: Row(held[1], 7), absent: None}
+            assert h.cache.stats()["hits"] == 3
+            assert h.cache.stats()["entries"] == 2
+            # another view is cached key by key as before
+            assert not h.cache.holds(
+                next(v for v in h.cache._views if v.name == "last_booking"), [absent]
+            )
+
+    asyncio.run(scenario())
+
+
+def test_a_view_held_whole_keeps_new_changed_and_deleted_keys_by_the_feed() -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            old, new = key_in(0, 0), key_in(0, 1)
+            queues = [await h.following(applied=5, partition=p) for p in range(P)]
+            for partition in range(P):
+                await load(h, partition, {old: 1} if partition == 0 else {}, offset=5)
+            queues[0].put_nowait(
+                frame([change(WORDS.name, new, 5, count_row(new, 1)),
+                       change(WORDS.name, old, 6, count_row(old, 2))], applied=7)
+            )  # fmt: skip
+            await settle()
+            assert h.ask([old, new]).rows == {old: Row(old, 2), new: Row(new, 1)}
+            queues[0].put_nowait(frame([change(WORDS.name, old, 7, None)], applied=8))
+            await settle()
+            assert h.ask([old, new]).rows == {old: None, new: Row(new, 1)}
+            assert h.cache.stats()["entries"] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_change_seen_while_loading_wins_and_a_snapshot_from_below_the_follow_is_asked_again() -> (
+    None
+):
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            key, other = key_in(0, 0), key_in(0, 1)
+            queue = await h.following(applied=5, partition=0)
+            await h.following(applied=5, partition=1)
+            await load(h, 1, {}, offset=5)
+            link = h.hub.links["n1"]
+            first, _ = await link.asked_for(True, 0)
+            # a snapshot read below where the follow stood when the load registered
+            await load(h, 0, {key: 1}, offset=4)
+            assert not h.cache.holds(WORDS, [other])
+            second, _ = await link.asked_for(True, 0)
+            assert second != first and first in link.unfollowed
+            # the follow brings offsets 6 and 7 before the snapshot (read at 7) comes
+            queue.put_nowait(
+                frame([change(WORDS.name, key, 6, count_row(key, 3)),
+                       change(WORDS.name, other, 7, count_row(other, 9))], applied=8)
+            )  # fmt: skip
+            await settle()
+            await load(h, 0, {key: 3}, offset=7)
+            # the snapshot holds offset 6 of key; offset 7 of other came after it
+            assert h.ask([key, other]).rows == {key: Row(key, 3), other: Row(other, 9)}
+
+    asyncio.run(scenario())
+
+
+def test_a_view_held_whole_misses_while_its_follow_is_down_and_is_loaded_again() -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            key = key_in(0)
+            for partition in range(P):
+                await h.following(applied=5, partition=partition)
+                await load(h, partition, {key: 2} if partition == 0 else {}, offset=5)
+            assert h.ask([key]).rows == {key: Row(key, 2)}
+            link = h.hub.links["n1"]
+            follow = next(
+                i for i, (f, _) in link.follows.items() if not f["snapshot"] and f["partition"] == 0
+            )
+            link.follows[follow][1].put_nowait(LOST)
+            await settle()
+            assert not h.cache.holds(WORDS, [key_in(0, 1)])
+            assert h.ask([key]).missing == {0: [key]}
+            await h.following(applied=9, other=3, partition=0)
+            await load(h, 0, {key: 5}, offset=9)
+            assert h.ask([key]).rows == {key: Row(key, 5)}
+            assert h.cache.stats()["entries"] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_load_cut_short_by_the_follow_ending_is_done_again_on_the_next_follow() -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            key = key_in(0)
+            await h.following(applied=5, partition=1)
+            await load(h, 1, {}, offset=5)
+            queue = await h.following(applied=5, partition=0)
+            link = h.hub.links["n1"]
+            cut, _ = await link.asked_for(True, 0)  # the snapshot is asked for, never comes
+            queue.put_nowait(LOST)
+            await settle()
+            await h.following(applied=6, partition=0)
+            again, _ = await link.asked_for(True, 0)
+            assert again != cut and cut in link.unfollowed
+            await load(h, 0, {key: 3}, offset=6)
+            assert h.ask([key]).rows == {key: Row(key, 3)}
+
+    asyncio.run(scenario())
+
+
+def test_a_view_whose_rows_outgrow_the_bound_is_cached_key_by_key_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        rows = {key_in(0, i): i for i in range(4)}
+        async with harness(whole=[WORDS.name], max_bytes=3 * ENTRY_OVERHEAD_BYTES) as h:
+            await h.following(applied=5, partition=0)
+            await h.following(applied=5, partition=1)
+            await load(h, 1, {}, offset=5)
+            await load(h, 0, rows, offset=5)
+            assert h.cache.stats()["whole_views"] == 0
+            assert h.cache.stats()["entries"] == 0 and h.cache.stats()["bytes"] == 0
+            assert not h.cache.holds(WORDS, list(rows)[:1])
+            # key by key again: filled once asked, answered from memory
+            key = next(iter(rows))
+            await h.fill([key], {key: count_row(key, 8)}, offset=5)
+            assert h.ask([key]).rows == {key: Row(key, 8)}
+
+    with caplog.at_level(logging.WARNING, "gateway.reads.cache"):
+        asyncio.run(scenario())
+    assert f"holds view {WORDS.name} whole no more" in caplog.text
+    assert "STATEFED_GATEWAY_CACHE_MB" in caplog.text
+
+
+def test_a_partition_with_more_rows_than_a_snapshot_may_take_lets_the_view_go(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            await h.following(applied=5, partition=0)
+            ident, queue = await h.hub.links["n1"].asked_for(True, 0)
+            message = "partition 0 on node n1 holds more than 5242 rows of view wordcount"
+            queue.put_nowait({"type": "error", "id": ident, "message": message, "tooLarge": True})
+            await settle()
+            assert h.cache._whole.views == {}
+
+    with caplog.at_level(logging.WARNING, "gateway.reads.cache"):
+        asyncio.run(scenario())
+    assert "more than 5242 rows" in caplog.text
+
+
+def test_a_view_not_cached_cannot_be_held_whole() -> None:
+    async def scenario() -> None:
+        with pytest.raises(ValueError, match="no count, latest or aggregate view 'nope'"):
+            async with harness(whole=["nope"]):
+                pass
+
+    asyncio.run(scenario())
