@@ -812,19 +812,9 @@ class GatewayCache:
     ) -> list[Change]:
         frame = {"partition": partition, "views": [view.name], "keys": keys, "from": None,
                  "snapshot": True}  # fmt: skip
-        ident, frames = await link.follow(frame)
-        try:
-            async with asyncio.timeout(_FILL_TIMEOUT_S):
-                while True:
-                    got = await frames.get()
-                    kind = got.get("type")
-                    if kind == "changes":
-                        changes = [Change.from_json(doc) for doc in got.get("changes") or []]
-                        return [c for c in changes if c.snapshot]
-                    if kind in ("lost", "gone", "error"):
-                        raise LinkError(f"snapshot follow ended: {kind}")
-        finally:
-            await link.unfollow(ident)
+        got = await _snapshot_frame(link, frame, _FILL_TIMEOUT_S)
+        changes = [Change.from_json(doc) for doc in got.get("changes") or []]
+        return [c for c in changes if c.snapshot]
 
     # -- views held whole -----------------------------------------------------------------
 
@@ -939,23 +929,9 @@ class GatewayCache:
         JSON (`WholeViews.take` reads them, a slice at a time)."""
         frame = {"partition": partition, "views": [view.name], "keys": None, "from": None,
                  "snapshot": True, "limit": limit}  # fmt: skip
-        ident, frames = await link.follow(frame)
-        try:
-            async with asyncio.timeout(_WHOLE_TIMEOUT_S):
-                while True:
-                    got = await frames.get()
-                    kind = got.get("type")
-                    if kind == "changes":
-                        offset = offsets_of(got.get("applied") or {}, "applied").get(
-                            view.changelog_topic, 0
-                        )
-                        return offset, list(got.get("changes") or [])
-                    if kind == "error" and got.get("tooLarge") is True:
-                        raise _TooLarge(str(got.get("message")))
-                    if kind in ("lost", "gone", "error"):
-                        raise LinkError(f"snapshot follow ended: {got.get('message', kind)}")
-        finally:
-            await link.unfollow(ident)
+        got = await _snapshot_frame(link, frame, _WHOLE_TIMEOUT_S)
+        offset = offsets_of(got.get("applied") or {}, "applied").get(view.changelog_topic, 0)
+        return offset, list(got.get("changes") or [])
 
     # -- entries --------------------------------------------------------------------------
 
@@ -1011,6 +987,27 @@ class GatewayCache:
 
 class _TooLarge(Exception):
     """A partition holds more rows of a view than a snapshot of every key may take."""
+
+
+async def _snapshot_frame(
+    link: FeedLink, frame: dict[str, Any], timeout_s: float
+) -> Mapping[str, Any]:
+    """The `changes` frame of the snapshot follow `frame` asks for (unfollowed then);
+    LinkError when the follow ends first, _TooLarge when the node refuses its size."""
+    ident, frames = await link.follow(frame)
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                got = await frames.get()
+                kind = got.get("type")
+                if kind == "changes":
+                    return got
+                if kind == "error" and got.get("tooLarge") is True:
+                    raise _TooLarge(str(got.get("message")))
+                if kind in ("lost", "gone", "error"):
+                    raise LinkError(f"snapshot follow ended: {got.get('message', kind)}")
+    finally:
+        await link.unfollow(ident)
 
 
 def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:

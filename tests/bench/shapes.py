@@ -1,5 +1,6 @@
-"""Shapes: the query shapes issue 31 held out, on the gateway with its defaults and with its
-cache off, the Hive, Apollo and Grafbase gateways and the node directly, one node.
+"""Shapes: the query shapes issue 31 held out, on the gateway with its defaults, with its
+cache off and holding the data set's view whole (STATEFED_GATEWAY_CACHE_WHOLE_VIEWS, with
+the memory it needs), the Hive, Apollo and Grafbase gateways and the node directly, one node.
 
 The shapes: several keys in one field (`wordCounts` of 10), a point lookup beside a top-N
 (two root fields), router `_entities` batches of 20 representations, point lookups with
@@ -31,20 +32,22 @@ import orjson
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
 from tests.bench.peer_figures import Round, in_turn, join_rounds
-from tests.bench.peer_gateways import PEERS
+from tests.bench.peer_gateways import PEERS, wait_answering
 from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
 from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.session import BenchError, BenchSession, samples_of
-from tooling.processes import ManagedProcess
+from tooling.broker import free_port
+from tooling.processes import ManagedProcess, wait_until
 
 __all__ = ["NAME", "SHAPES", "TITLE", "cell_figures", "measure", "pauses_in", "shape_bodies"]
 
 NAME = "shapes"
 TITLE = "Shapes: multi-key, two root fields, _entities, absent keys, Zipf and uniform access"
 SHAPES = ("multi10", "point_top5", "entities20", "half_absent", "zipf", "uniform")
-TARGETS = ("gateway", "gateway_cache_off", *PEERS, "node")
-GATEWAYS = ("gateway", "gateway_cache_off")
+TARGETS = ("gateway", "gateway_cache_off", "gateway_whole", *PEERS, "node")
+GATEWAYS = ("gateway", "gateway_cache_off", "gateway_whole")
+_WHOLE_MB = 1024  # the cache of the gateway holding the view whole: 1M keys take ~300 MB
 # a router's API has no `_entities` (its subgraphs' field): the peers are not asked for them
 _NOT_ASKED = {"entities20": PEERS}
 _BODIES = 20_000  # bodies of the shapes of random keys (a run asks a few thousand of them)
@@ -122,6 +125,33 @@ def pauses_in(text: str) -> tuple[float, float]:
     return total, total - buckets.get(_PAUSE_S, 0.0)
 
 
+def _start_gateway_whole(
+    session: BenchSession, probe: bytes, started: list[ManagedProcess]
+) -> tuple[str, int | None]:
+    """A gateway of the cluster holding the data set's view whole: URL and pid, once it
+    answers every key of it from memory."""
+    port, view = free_port(), session.dataset.view.name
+    env = session.cluster.env(
+        STATEFED_GATEWAY_PORT=str(port),
+        STATEFED_GATEWAY_CACHE_WHOLE_VIEWS=view,
+        STATEFED_GATEWAY_CACHE_MB=str(_WHOLE_MB),
+    )
+    log = session.settings.workdir / "shapes" / f"gateway-whole-{port}.log"
+    process = ManagedProcess("gateway holding the view whole", ["gateway"], env, log).start()
+    started.append(process)
+    url = f"http://127.0.0.1:{port}/graphql"
+    wait_answering(process, url, probe, session.timeout_s(60))
+    health = url.replace("/graphql", "/health")
+    wait_until(
+        lambda: httpx.get(health, timeout=10).json()["cache"]["whole_views"] == 1,
+        session.timeout_s(300),
+        f"the gateway on {url} to hold {view} whole (see {log})",
+        0.5,
+    )
+    session.progress(f"shapes: a gateway holding {view} whole serving on {url}")
+    return url, process.pid
+
+
 def _run(
     session: BenchSession,
     targets: Targets,
@@ -183,6 +213,7 @@ def measure(session: BenchSession, report: Report) -> None:
         gateway = session.cluster.gateway
         targets.add("gateway", session.gateway_url, gateway.pid if gateway else None)
         targets.add("gateway_cache_off", *start_gateway_cache_off(session, probe, started))
+        targets.add("gateway_whole", *_start_gateway_whole(session, probe, started))
         for peer, (url, pid) in start_peers(session, node_url, probe, started).items():
             targets.add(peer, url, pid)
         section.figures["idle_wait_seconds"] = round(session.quiet(), 1)
@@ -252,8 +283,10 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
         for c in session.settings.point_connections:
             got = {t: cells.get(f"{shape}_{t}_c{c}") for t in TARGETS}
             fastest = max((p["rps"] for p in (got[x] for x in PEERS) if p), default=None)
-            defaults, off = got["gateway"], got["gateway_cache_off"]
+            defaults, off, whole = got["gateway"], got["gateway_cache_off"], got["gateway_whole"]
             row = [shape, str(c), *(_rps_cell(got[t]) for t in TARGETS)]
+            if whole and off:
+                ratios[f"{shape}_c{c}_whole_x_cache_off"] = whole["rps"] / off["rps"]
             if defaults and off:
                 ratios[f"{shape}_c{c}_defaults_x_cache_off"] = defaults["rps"] / off["rps"]
                 row.append(fmt_ratio(defaults["rps"] / off["rps"]))
@@ -280,11 +313,25 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
     section.figures["ratios"] = ratios
     table = section.table(
         "shape", "conns", *(f"{t} req/s (p99)" for t in TARGETS),
-        "defaults x cache off", "defaults x faster peer", "loop pauses > 20 ms (defaults / off)",
+        "defaults x cache off", "defaults x faster peer",
+        "loop pauses > 20 ms (defaults / off / whole)",
     )  # fmt: skip
     for row in rows:
         table.add(*row)
     s = session.settings
+    held = [
+        f"{shape} {fmt_ratio(ratios[f'{shape}_c{c}_whole_x_cache_off'])} at {c}"
+        for shape in SHAPES
+        for c in session.settings.point_connections
+        if f"{shape}_c{c}_whole_x_cache_off" in ratios
+    ]
+    section.notes.append(
+        "`gateway_whole` holds the data set's view whole (STATEFED_GATEWAY_CACHE_WHOLE_VIEWS, "
+        f"STATEFED_GATEWAY_CACHE_MB={_WHOLE_MB}; measured once it answered every key from "
+        "memory): its req/s over the cache-off gateway's, by shape and connections: "
+        + (", ".join(held) or "-")
+        + "."
+    )
     section.notes.append(
         f"One node holding every partition ({session.dataset.size:,} keys). Each cell "
         f"{s.shapes_rounds} interleaved rounds of {s.shapes_s:g} s (every cell once, then "
