@@ -20,7 +20,8 @@ follow never has a gap. With `"snapshot": true` (and no `from`), the node first 
 current row of every asked key (null if it has none), read atomically with the offsets the
 follow then continues from. With `"keys": null` too, it sends the row of every key the
 partition holds (count, latest and aggregate views only), at most `limit` rows: a partition
-holding more answers an `error` instead (the gateway holding a whole view).
+holding more answers an `error` instead (the gateway holding a whole view). Such a snapshot
+may come in several `changes` frames, each but the last with `"more": true`.
 
 Node to gateway:
 

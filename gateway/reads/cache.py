@@ -812,8 +812,8 @@ class GatewayCache:
     ) -> list[Change]:
         frame = {"partition": partition, "views": [view.name], "keys": keys, "from": None,
                  "snapshot": True}  # fmt: skip
-        got = await _snapshot_frame(link, frame, _FILL_TIMEOUT_S)
-        changes = [Change.from_json(doc) for doc in got.get("changes") or []]
+        docs, _ = await _snapshot_frames(link, frame, _FILL_TIMEOUT_S)
+        changes = [Change.from_json(doc) for doc in docs]
         return [c for c in changes if c.snapshot]
 
     # -- views held whole -----------------------------------------------------------------
@@ -929,9 +929,8 @@ class GatewayCache:
         JSON (`WholeViews.take` reads them, a slice at a time)."""
         frame = {"partition": partition, "views": [view.name], "keys": None, "from": None,
                  "snapshot": True, "limit": limit}  # fmt: skip
-        got = await _snapshot_frame(link, frame, _WHOLE_TIMEOUT_S)
-        offset = offsets_of(got.get("applied") or {}, "applied").get(view.changelog_topic, 0)
-        return offset, list(got.get("changes") or [])
+        docs, applied = await _snapshot_frames(link, frame, _WHOLE_TIMEOUT_S)
+        return offsets_of(applied, "applied").get(view.changelog_topic, 0), docs
 
     # -- entries --------------------------------------------------------------------------
 
@@ -989,19 +988,24 @@ class _TooLarge(Exception):
     """A partition holds more rows of a view than a snapshot of every key may take."""
 
 
-async def _snapshot_frame(
+async def _snapshot_frames(
     link: FeedLink, frame: dict[str, Any], timeout_s: float
-) -> Mapping[str, Any]:
-    """The `changes` frame of the snapshot follow `frame` asks for (unfollowed then);
-    LinkError when the follow ends first, _TooLarge when the node refuses its size."""
+) -> tuple[list[Any], Mapping[str, Any]]:
+    """The snapshot changes' JSON of the snapshot follow `frame` asks for (unfollowed then),
+    of every `changes` frame up to the one without `more`, and its `applied`; LinkError when
+    the follow ends first, _TooLarge when the node refuses its size."""
     ident, frames = await link.follow(frame)
+    docs: list[Any] = []
     try:
         async with asyncio.timeout(timeout_s):
             while True:
                 got = await frames.get()
                 kind = got.get("type")
                 if kind == "changes":
-                    return got
+                    docs.extend(got.get("changes") or [])
+                    if got.get("more") is not True:
+                        return docs, got.get("applied") or {}
+                    continue
                 if kind == "error" and got.get("tooLarge") is True:
                     raise _TooLarge(str(got.get("message")))
                 if kind in ("lost", "gone", "error"):

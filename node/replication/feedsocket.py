@@ -49,6 +49,9 @@ PROGRESS_INTERVAL_S = 0.5
 # at most this many changes or about this many bytes of them in one frame
 _FRAME_CHANGES = 500
 _FRAME_BYTES = 256 << 10
+# a snapshot of every key comes in frames of at most this many rows, all but the last with
+# "more": each is parsed in a few ms on the gateway's loop, not the whole partition at once
+SNAPSHOT_FRAME_ROWS = 5_000
 _CLOSE_CODES = {400: 4400, 401: 4401, 503: 4503}
 _READABLE = (Role.ACTIVE, Role.STANDBY)
 
@@ -344,7 +347,7 @@ class _FollowRun:
         self._sent_status, self._sent_cursor = (role, restoring, version), dict(self.cursor)
         self._progress_at = time.monotonic()
         if snapshot is not None:
-            await self._changes(snapshot, self.cursor, snapshot=True)
+            await self._send_snapshot(snapshot)
         return True
 
     def _snapshot(self) -> list[bytes] | None:
@@ -410,13 +413,30 @@ class _FollowRun:
             # in a worker, after any read still running there (a cancelled follow's)
             asyncio.get_running_loop().run_in_executor(None, replay.close)
 
+    async def _send_snapshot(self, docs: list[bytes]) -> None:
+        """The snapshot's changes: one frame for a keyed snapshot; for a snapshot of every
+        key, frames of at most SNAPSHOT_FRAME_ROWS, each but the last marked `more`."""
+        if self.follow.keys is not None or len(docs) <= SNAPSHOT_FRAME_ROWS:
+            await self._changes(docs, self.cursor, snapshot=True)
+            return
+        for start in range(0, len(docs), SNAPSHOT_FRAME_ROWS):
+            more = start + SNAPSHOT_FRAME_ROWS < len(docs)
+            rows = docs[start : start + SNAPSHOT_FRAME_ROWS]
+            await self._changes(rows, self.cursor, snapshot=True, more=more)
+
     async def _changes(
-        self, docs: list[bytes], applied: Mapping[str, int], snapshot: bool = False
+        self,
+        docs: list[bytes],
+        applied: Mapping[str, int],
+        snapshot: bool = False,
+        more: bool = False,
     ) -> None:
         head = b'{"type":"changes","id":%d,"changes":[' % self.follow.id
         tail = b'],"applied":' + orjson.dumps(applied)
         if snapshot:
             tail += b',"snapshot":true'
+        if more:
+            tail += b',"more":true'
         await self.connection.send_text((head + b",".join(docs) + tail + b"}").decode())
         self._sent_cursor = dict(applied)
 

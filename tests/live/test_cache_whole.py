@@ -81,6 +81,25 @@ def test_a_view_held_whole_answers_any_key_from_memory_once_every_partition_is_l
     asyncio.run(scenario())
 
 
+def test_a_snapshot_in_several_frames_is_loaded_once_its_last_frame_came() -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            first, second = key_in(0, 0), key_in(0, 1)
+            await h.following(applied=5, partition=1)
+            await load(h, 1, {}, offset=5)
+            await h.following(applied=5, partition=0)
+            ident, queue = await h.hub.links["n1"].asked_for(True, 0)
+            for key, more in ((first, True), (second, False)):
+                doc = change(WORDS.name, key, 5, count_row(key, 2), snapshot=True)
+                sent = {"type": "changes", "id": ident, "changes": [doc], "applied": {TOPIC: 5}}
+                queue.put_nowait({**sent, "snapshot": True, "more": more})
+                await settle()
+                assert h.cache.holds(WORDS, [first, second]) is not more
+            assert h.ask([first, second]).rows == {first: Row(first, 2), second: Row(second, 2)}
+
+    asyncio.run(scenario())
+
+
 def test_a_view_held_whole_keeps_new_changed_and_deleted_keys_by_the_feed() -> None:
     async def scenario() -> None:
         async with harness(whole=[WORDS.name]) as h:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from websockets.exceptions import InvalidStatus
 
+from node.replication import feedsocket
 from runtime.topics import ensure_topics, statefed_topics
 from runtime.trust import ClusterSecret
 from schema import (
@@ -348,8 +349,9 @@ def test_a_snapshot_follow_and_its_changes_equal_the_store_while_records_stream_
 
 
 def test_a_snapshot_of_every_key_holds_each_row_of_the_partition_up_to_its_limit(
-    broker: KafkaBroker, view: View, tmp_path: Path
+    broker: KafkaBroker, view: View, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(feedsocket, "SNAPSHOT_FRAME_ROWS", 5)  # 12 rows: frames of 5, 5, 2
     partition, topic = 3, view.changelog_topic
     keys = keys_in(partition, 12)
     others = keys_in(partition + 1, 5)  # another partition's: never in this snapshot
@@ -362,12 +364,14 @@ def test_a_snapshot_of_every_key_holds_each_row_of_the_partition_up_to_its_limit
         feed = feeds.enter_context(open_feed(config.url))
         feed.follow(1, partition, [view.name], keys=None, snapshot=True, limit=len(keys))
         feed.follow(2, partition, [view.name], keys=None, snapshot=True, limit=len(keys) - 1)
-        feed.wait_for("the snapshot", lambda: bool(feed.of(1, "changes")))
+        feed.wait_for("the snapshot", lambda: len(feed.of(1, "changes")) >= 3)
         feed.wait_for("the refusal", lambda: bool(feed.of(2, "error")))
         (following,) = feed.of(1, "following")
         start = following["from"][topic]
-        snapshot = feed.of(1, "changes")[0]
-        assert snapshot.get("snapshot") is True and snapshot["applied"] == {topic: start}
+        frames = feed.of(1, "changes")
+        assert [len(f["changes"]) for f in frames] == [5, 5, 2]
+        assert [f.get("more", False) for f in frames] == [True, True, False]
+        assert all(f.get("snapshot") is True and f["applied"] == {topic: start} for f in frames)
         assert sorted(c.key for c in feed.changes(1)) == sorted(keys)
         assert all(c.snapshot and c.offset == start for c in feed.changes(1))
         assert {c.key: c.row for c in feed.changes(1)} == {k: doc(CountRow(k, 2, 7)) for k in keys}
