@@ -133,6 +133,8 @@ class WholeViews:
         if not part.loaded:
             part.seen[change.key] = change
             return
+        if change.offset < part.floor:  # the snapshot holds it: the follow had not got there
+            return
         current = part.rows.get(change.key)
         if current is None or change.offset >= current[AS_OF]:
             made = change_entry(whole.view, change.key, change.row)

@@ -150,6 +150,31 @@ def test_a_change_seen_while_loading_wins_and_a_snapshot_from_below_the_follow_i
     asyncio.run(scenario())
 
 
+def test_a_snapshot_ahead_of_the_follow_answers_once_the_follow_reaches_it() -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            gone, kept = key_in(0, 0), key_in(0, 1)
+            queue = await h.following(applied=5, partition=0)
+            await h.following(applied=5, partition=1)
+            await load(h, 1, {}, offset=5)
+            # read at 8: `gone` was written at 5 and deleted at 6, `kept` written at 7
+            await load(h, 0, {kept: 1}, offset=8)
+            assert h.ask([kept]).missing == {0: [kept]}  # the follow is at 5: not yet
+            queue.put_nowait(frame([change(WORDS.name, gone, 5, count_row(gone, 1))], 6))
+            await settle()
+            assert h.ask([kept]).missing == {0: [kept]}
+            assert h.cache.stats()["entries"] == 1  # a change the snapshot holds is not taken
+            queue.put_nowait(
+                frame([change(WORDS.name, gone, 6, None),
+                       change(WORDS.name, kept, 7, count_row(kept, 1))], 8)
+            )  # fmt: skip
+            await settle()
+            assert h.ask([gone, kept]).rows == {gone: None, kept: Row(kept, 1)}
+            assert h.cache.stats()["entries"] == 1  # `gone` never came in
+
+    asyncio.run(scenario())
+
+
 def test_a_view_held_whole_misses_while_its_follow_is_down_and_is_loaded_again() -> None:
     async def scenario() -> None:
         async with harness(whole=[WORDS.name]) as h:
