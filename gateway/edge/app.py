@@ -58,8 +58,8 @@ from gateway.nodes.hub import FeedHub
 from gateway.nodes.transport import HttpxCaller, NodeConnections
 from gateway.nodes.upstream import Upstream
 from gateway.reads.cache import GatewayCache
-from gateway.reads.kinds import cacheable
 from gateway.reads.planner import Planner
+from gateway.reads.whole import views_to_hold
 from gateway.writes.policy import RateLimiter
 from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
@@ -316,14 +316,10 @@ class GatewayApp:
 
     def _check_whole_views(self) -> None:
         """STATEFED_GATEWAY_CACHE_WHOLE_VIEWS names views the cache can hold, or says which."""
-        cached = sorted(v.name for v in self._catalogue if cacheable(v))
-        unknown = [name for name in self.config.cache_whole_views if name not in cached]
-        if unknown:
-            raise ConfigError(
-                "STATEFED_GATEWAY_CACHE_WHOLE_VIEWS",
-                f"names {', '.join(unknown)}, not a count, latest or aggregate view of the "
-                f"catalogue: name some of {', '.join(cached) or '(none)'}",
-            )
+        try:
+            views_to_hold(self._catalogue, self.config.cache_whole_views)
+        except ValueError as exc:
+            raise ConfigError("STATEFED_GATEWAY_CACHE_WHOLE_VIEWS", str(exc)) from None
 
     def _started(self) -> _Runtime:
         if self._runtime is None:

@@ -85,7 +85,7 @@ from gateway.reads.protocol import (
     ReadOptions,
     TopResult,
 )
-from gateway.reads.whole import WholeView, WholeViews
+from gateway.reads.whole import WholeView, WholeViews, views_to_hold
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
@@ -239,7 +239,7 @@ class GatewayCache:
         self._routing = routing
         self._views = tuple(catalogue)
         self._cached = {view.name: view for view in self._views if cacheable(view)}
-        self._whole = WholeViews(self._held_whole(whole))
+        self._whole = WholeViews(views_to_hold(self._views, whole))
         self._wholes = self._whole.views  # by name: a dict lookup on every lookup's path
         self._max_bytes = max_bytes
         self._admission = Admission(max(1, max_bytes // _TYPICAL_ENTRY_BYTES), admit_after)
@@ -749,15 +749,17 @@ class GatewayCache:
             topic = view.changelog_topic
             if offset + 1 > state.applied.get(topic, 0):
                 state.applied[topic] = offset + 1
+            change = None  # made once, of the changes someone keeps
             whole = wholes.get(view.name) if wholes else None
             if whole is not None:
-                self._whole.changed(whole, state.partition, state.generation, Change.from_json(doc))
+                change = Change.from_json(doc)
+                self._whole.changed(whole, state.partition, state.generation, change)
             pending = state.fills.get(view.name)
             waited = pending if pending is not None and key in pending.keys else None
             # most changes are of keys the cache does not hold: no Change is made of them
             if waited is None and not tops and (view.name, key) not in entries:
                 continue
-            change = Change.from_json(doc)
+            change = change or Change.from_json(doc)
             if waited is not None:
                 waited.seen[key] = change
             entry = self._current(view, state, key)
@@ -817,18 +819,6 @@ class GatewayCache:
         return [c for c in changes if c.snapshot]
 
     # -- views held whole -----------------------------------------------------------------
-
-    def _held_whole(self, names: Iterable[str]) -> list[View]:
-        views = []
-        for name in dict.fromkeys(names):
-            view = self._cached.get(name)
-            if view is None:
-                raise ValueError(
-                    f"no count, latest or aggregate view {name!r} to hold whole: name views "
-                    f"of the catalogue ({', '.join(sorted(self._cached))})"
-                )
-            views.append(view)
-        return views
 
     async def _hold_whole(self) -> None:
         """Follow every partition of the views held whole once the routing table knows how

@@ -22,11 +22,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.reads.entries import AS_OF, SIZE, Entry, change_entry, unpacked
+from gateway.reads.kinds import cacheable
 from gateway.reads.protocol import CachedRow
 from schema import View
 from schema.feed import Change
 
-__all__ = ["WholePart", "WholeView", "WholeViews"]
+__all__ = ["WholePart", "WholeView", "WholeViews", "views_to_hold"]
+
+
+def views_to_hold(catalogue: Iterable[View], names: Iterable[str]) -> list[View]:
+    """The views of `catalogue` named to hold whole; ValueError names those the cache cannot
+    hold (not count, latest or aggregate views of it) and those it could."""
+    cached = {view.name: view for view in catalogue if cacheable(view)}
+    wanted = list(dict.fromkeys(names))
+    unknown = [name for name in wanted if name not in cached]
+    if unknown:
+        raise ValueError(
+            f"names {', '.join(unknown)}, not a count, latest or aggregate view of the "
+            f"catalogue: name some of {', '.join(sorted(cached)) or '(none)'}"
+        )
+    return [cached[name] for name in wanted]
 
 
 @dataclass

@@ -370,22 +370,20 @@ class _FollowRun:
         return docs
 
     async def _too_large(self, exc: SnapshotTooLarge) -> bool:
-        follow = self.follow
-        message = (
-            f"partition {follow.partition} on node {self.endpoint.config.node_id} holds {exc}: "
-            f"a snapshot of every key takes at most {follow.limit}"
-        )
-        doc = {"type": "error", "id": follow.id, "message": message, "tooLarge": True}
-        await self.connection.send_doc(doc)
-        return False
+        why = f"holds {exc}: a snapshot of every key takes at most {self.follow.limit}"
+        return await self._no_snapshot(why, tooLarge=True)
 
     async def _unreadable(self) -> bool:
+        why = "cannot be read now (restoring, or not held): follow a caught-up copy for a snapshot"
+        return await self._no_snapshot(why)
+
+    async def _no_snapshot(self, why: str, **extra: bool) -> bool:
+        """An `error` frame saying why the follow's snapshot cannot be sent; False."""
         follow = self.follow
-        message = (
-            f"partition {follow.partition} on node {self.endpoint.config.node_id} cannot be "
-            "read now (restoring, or not held): follow a caught-up copy for a snapshot"
+        message = f"partition {follow.partition} on node {self.endpoint.config.node_id} {why}"
+        await self.connection.send_doc(
+            {"type": "error", "id": follow.id, "message": message, **extra}
         )
-        await self.connection.send_doc({"type": "error", "id": follow.id, "message": message})
         return False
 
     async def _replay(self, topic: str) -> None:

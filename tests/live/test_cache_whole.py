@@ -48,6 +48,13 @@ async def load(
     return frame
 
 
+async def empty_partition_loaded(h: Harness, partition: int) -> None:
+    """Let `partition`'s follow start at offset 5 and load it holding no row (the tests'
+    other partition, which the view needs loaded to answer whole)."""
+    await h.following(applied=5, partition=partition)
+    await load(h, partition, {}, offset=5)
+
+
 def frame(changes: Sequence[dict[str, Any]], applied: int) -> dict[str, Any]:
     return {"type": "changes", "id": 1, "changes": list(changes), "applied": {TOPIC: applied}}
 
@@ -85,8 +92,7 @@ def test_a_snapshot_in_several_frames_is_loaded_once_its_last_frame_came() -> No
     async def scenario() -> None:
         async with harness(whole=[WORDS.name]) as h:
             first, second = key_in(0, 0), key_in(0, 1)
-            await h.following(applied=5, partition=1)
-            await load(h, 1, {}, offset=5)
+            await empty_partition_loaded(h, 1)
             await h.following(applied=5, partition=0)
             ident, queue = await h.hub.links["n1"].asked_for(True, 0)
             for key, more in ((first, True), (second, False)):
@@ -128,8 +134,7 @@ def test_a_change_seen_while_loading_wins_and_a_snapshot_from_below_the_follow_i
         async with harness(whole=[WORDS.name]) as h:
             key, other = key_in(0, 0), key_in(0, 1)
             queue = await h.following(applied=5, partition=0)
-            await h.following(applied=5, partition=1)
-            await load(h, 1, {}, offset=5)
+            await empty_partition_loaded(h, 1)
             link = h.hub.links["n1"]
             first, _ = await link.asked_for(True, 0)
             # a snapshot read below where the follow stood when the load registered
@@ -155,8 +160,7 @@ def test_a_snapshot_ahead_of_the_follow_answers_once_the_follow_reaches_it() -> 
         async with harness(whole=[WORDS.name]) as h:
             gone, kept = key_in(0, 0), key_in(0, 1)
             queue = await h.following(applied=5, partition=0)
-            await h.following(applied=5, partition=1)
-            await load(h, 1, {}, offset=5)
+            await empty_partition_loaded(h, 1)
             # read at 8: `gone` was written at 5 and deleted at 6, `kept` written at 7
             await load(h, 0, {kept: 1}, offset=8)
             assert h.ask([kept]).missing == {0: [kept]}  # the follow is at 5: not yet
@@ -203,8 +207,7 @@ def test_a_load_cut_short_by_the_follow_ending_is_done_again_on_the_next_follow(
     async def scenario() -> None:
         async with harness(whole=[WORDS.name]) as h:
             key = key_in(0)
-            await h.following(applied=5, partition=1)
-            await load(h, 1, {}, offset=5)
+            await empty_partition_loaded(h, 1)
             queue = await h.following(applied=5, partition=0)
             link = h.hub.links["n1"]
             cut, _ = await link.asked_for(True, 0)  # the snapshot is asked for, never comes
@@ -226,8 +229,7 @@ def test_a_view_whose_rows_outgrow_the_bound_is_cached_key_by_key_again(
         rows = {key_in(0, i): i for i in range(4)}
         async with harness(whole=[WORDS.name], max_bytes=3 * ENTRY_OVERHEAD_BYTES) as h:
             await h.following(applied=5, partition=0)
-            await h.following(applied=5, partition=1)
-            await load(h, 1, {}, offset=5)
+            await empty_partition_loaded(h, 1)
             await load(h, 0, rows, offset=5)
             assert h.cache.stats()["whole_views"] == 0
             assert h.cache.stats()["entries"] == 0 and h.cache.stats()["bytes"] == 0
@@ -262,7 +264,7 @@ def test_a_partition_with_more_rows_than_a_snapshot_may_take_lets_the_view_go(
 
 def test_a_view_not_cached_cannot_be_held_whole() -> None:
     async def scenario() -> None:
-        with pytest.raises(ValueError, match="no count, latest or aggregate view 'nope'"):
+        with pytest.raises(ValueError, match="names nope, not a count, latest or aggregate view"):
             async with harness(whole=["nope"]):
                 pass
 
