@@ -9,8 +9,9 @@ views have no current row: a follow of them starts from offsets instead.
 
 A snapshot of every key (`keys` None: the gateway holding a whole view) is of count, latest
 and aggregate views only, and of at most `limit` rows: a partition holding more is refused
-(`SnapshotTooLarge`) after reading `limit + 1` rows, never all of them. It comes in one feed
-frame, so its JSON is at most `WHOLE_MAX_BYTES` (the gateway takes frames of up to 64 MB).
+(`SnapshotTooLarge`) after reading `limit + 1` rows, never all of them, and one whose JSON
+passes `WHOLE_MAX_BYTES` is refused too: the node builds it whole before sending it, in
+frames of `feedsocket.SNAPSHOT_FRAME_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def _every_row(pinned: PartitionStore, view: View, at: int, limit: int) -> list[
     size = sum(map(len, docs))
     if size > WHOLE_MAX_BYTES:
         raise SnapshotTooLarge(
-            f"{size} bytes of rows of view {view.name}, more than the {WHOLE_MAX_BYTES} of a frame"
+            f"{size} bytes of rows of view {view.name}, more than the {WHOLE_MAX_BYTES} a "
+            "snapshot of every key may take"
         )
     return docs
