@@ -196,8 +196,10 @@ class _Partition:
         self.freshen()
 
     def reach(self, applied: Mapping[str, int]) -> None:
+        """Raise the offsets the follow reached; a topic reported at 0 (nothing written to
+        it yet) is recorded too: a view held whole waits for its topic to be reported."""
         for topic, offset in applied.items():
-            if offset > self.applied.get(topic, 0):
+            if offset > self.applied.get(topic, -1):
                 self.applied[topic] = offset
 
     def freshen(self) -> None:
@@ -899,8 +901,13 @@ class GatewayCache:
                 continue
             if whole.parts.get(state.partition) is not part or state.generation != generation:
                 return
-            if offset < registered_at:
-                continue  # a change between the two could be missing from both
+            if offset < registered_at:  # a change between the two could be missing from both
+                log.info(
+                    "cache, partition %d: the snapshot of %s is from offset %d, below the %d "
+                    "the follow had reached: asking again", state.partition, view.name, offset,
+                    registered_at,
+                )  # fmt: skip
+                continue
             for start in range(0, len(snapshot), _WHOLE_SLICE):  # no long pause of the loop
                 if start:
                     await asyncio.sleep(0)

@@ -106,6 +106,23 @@ def test_a_snapshot_in_several_frames_is_loaded_once_its_last_frame_came() -> No
     asyncio.run(scenario())
 
 
+def test_a_partition_nothing_was_written_to_yet_is_loaded_too() -> None:
+    """A changelog partition at offset 0 (no row yet, as in a fresh cluster): its follow
+    reports the topic at 0, and the view is loaded from it like any other."""
+
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            held = key_in(0, 0)
+            await empty_partition_loaded(h, 0)
+            await h.following(applied=0, partition=1)
+            await load(h, 1, {}, offset=0)
+            assert h.cache.stats()["whole_views"] == 1
+            hits = h.ask([held, key_in(1, 0)])
+            assert (hits.rows, hits.missing) == ({held: None, key_in(1, 0): None}, {})
+
+    asyncio.run(scenario())
+
+
 def test_a_view_held_whole_keeps_new_changed_and_deleted_keys_by_the_feed() -> None:
     async def scenario() -> None:
         async with harness(whole=[WORDS.name]) as h:
