@@ -2,7 +2,8 @@
 
 The materializer attaches a partition's open store when the group assigns it and
 detaches it before closing it; readers go through `read`, which holds the registry lock,
-so a store is never closed under a running read, and a copy still restoring is not read
+or `read_long`, which pins the copy instead (`detach` and `exclusive` wait for its pins to
+go), so a store is never closed under a running read, and a copy still restoring is not read
 (it may be behind what was already served from it or its previous holder), nor is one
 whose store is closed (a reopen after a failed write that failed too). The registry also
 keeps the node state, per-partition applied and end offsets (for lag, freshness and
@@ -75,6 +76,8 @@ class _Copy:
     doubt: Doubt | None = None
     # why a read found the store damaged: no read until the copy is rebuilt
     damaged: str | None = None
+    # long reads running without the registry lock (`read_long`): the store stays open
+    pins: int = 0
     # the last status built and the broker outage it was built for, until a field above
     # changes (`forget_status`): every read reports a status, and building one cost a 1-key
     # lookup ~4 us
@@ -175,6 +178,7 @@ class PartitionRegistry:
         # set on every change of state or held partitions; the membership publisher waits on it
         self.changed = threading.Event()
         self._lock = threading.Lock()
+        self._unpinned = threading.Condition(self._lock)  # a copy's last pin went
         self._copies: dict[int, _Copy] = {}
         self._state = NodeState.STARTING
         self._partition_counts: dict[str, int] = {}
@@ -277,6 +281,7 @@ class PartitionRegistry:
             copy = self._copies.pop(partition, None)
             if copy is not None:
                 self._raise_floor(partition, copy.applied)
+                self._unpinned.wait_for(lambda: not copy.pins)
         self.changed.set()
         return None if copy is None else copy.store
 
@@ -352,7 +357,10 @@ class PartitionRegistry:
         None when `partition` is not held. `action` must not call the registry."""
         with self._lock:
             copy = self._copies.get(partition)
-            return None if copy is None else action(copy.store)
+            if copy is None:
+                return None
+            self._unpinned.wait_for(lambda: not copy.pins)
+            return action(copy.store)
 
     def record_set_aside(self, entry: SetAside) -> None:
         with self._lock:
@@ -394,12 +402,46 @@ class PartitionRegistry:
             try:
                 value = reader(copy.store)
             except READ_DAMAGE as exc:
-                log.error("node %s: a read of partition %d: %s", self.node_id, partition, exc)
-                copy.damaged = str(exc) or type(exc).__name__
-                self._damaged[partition] = copy.damaged
-                self.changed.set()
+                self._found_damaged(partition, copy, exc)
                 return None
             return value, status, dict(copy.visible)
+
+    def _found_damaged(self, partition: int, copy: _Copy, exc: Exception) -> None:
+        """A read of `copy` found its store damaged (under the lock): no read of it until
+        its holder, told by `take_damaged`, rebuilt it."""
+        log.error("node %s: a read of partition %d: %s", self.node_id, partition, exc)
+        if self._copies.get(partition) is copy:  # else let go meanwhile: nothing to rebuild
+            copy.damaged = str(exc) or type(exc).__name__
+            self._damaged[partition] = copy.damaged
+        self.changed.set()
+
+    def read_long(
+        self,
+        partition: int,
+        reader: Callable[[PartitionStore], T],
+        roles: Collection[Role] = (Role.ACTIVE,),
+    ) -> tuple[T, PartitionStatus] | None:
+        """As `read`, for a reader that takes long (a snapshot of every key of a partition,
+        run in a worker thread): it pins the copy, not the registry lock, so reads of every
+        partition go on meanwhile, and `detach` and `exclusive` wait for it to end."""
+        with self._lock:
+            copy = self._readable_copy(partition, roles, None)
+            if copy is None:
+                return None
+            self.reads += 1
+            status = copy.status(partition, self._unreachable_since_ms)
+            copy.pins += 1
+        try:
+            return reader(copy.store), status
+        except READ_DAMAGE as exc:
+            with self._lock:
+                self._found_damaged(partition, copy, exc)
+            return None
+        finally:
+            with self._lock:
+                copy.pins -= 1
+                if not copy.pins:
+                    self._unpinned.notify_all()
 
     def take_damaged(self, partitions: Collection[int]) -> dict[int, str]:
         """The partitions among `partitions` a read found damaged since the last call, and
