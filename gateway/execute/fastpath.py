@@ -5,7 +5,7 @@ execution gives.
 Once per validated document and operation (kept with the cached document, bounded like
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
-latest and aggregate views) and `__typename`, or of the top-N of one count view alone, with
+latest and aggregate views), top-N of count views and `__typename`, with
 arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
 allowed; or of federation's `_entities` alone, selecting `__typename` and inline fragments on
 the entity types of those views, each of plain scalar fields (as routers ask it). Fragments
@@ -19,8 +19,10 @@ representation's type (null for an unknown key), and a partition that could not 
 the resolver's own PARTITION_UNAVAILABLE error at the first of its representations.
 
 A top-N is answered only from the cache (`GatewayCache.top`, the planner's own test of a
-kept top): on a miss, or with the cache off, the document is executed, which reads the
-nodes and may keep the merged top for the next request.
+kept top): on a miss, or with the cache off, or beside a lookup accepting no lag, the
+document is executed, which reads the nodes and may keep the merged top for the next
+request. Beside lookups, its freshness is added before theirs, as its resolver, answering
+from memory, adds it before theirs complete.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an operation
 (CORS, authentication, the query limits, validation), the variables and arguments are bound as
@@ -128,7 +130,7 @@ class _Root:
     nullable_rows: bool  # whether an unknown key may be answered null
     arguments: Arguments | None
     ident: int  # in the memo of made rows
-    top: bool = False  # the top-N of `view` (the plan's only root), not a lookup
+    top: bool = False  # the top-N of `view`, not a lookup
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, _Root] | None = None
@@ -194,8 +196,8 @@ class FastPath:
             if root is None:
                 return None
             roots.append(root)
-        if len(roots) > 1 and any(root.top or root.entities is not None for root in roots):
-            return None  # a top-N or `_entities` is answered alone
+        if len(roots) > 1 and any(root.entities is not None for root in roots):
+            return None  # `_entities` is answered alone
         variables = Variables(self._schema, operation.variable_definitions or ())
         return Plan(operation, tuple(roots), variables)
 
@@ -297,24 +299,26 @@ class FastPath:
         cache = context.cache
         if any(a.options.accepts_no_lag(context.config.max_lag) for a in asked):
             cache = None  # a read accepting no lag is proved by a node, never from memory
-        if asked and asked[0].root.top:  # alone in its plan
-            return self._top(asked[0], cache, context) if cache is not None else None
+        kept = self._kept_tops(asked, cache, context)
+        if kept is None:
+            return None
         looked: Mapping[str, CacheHits] = {}
         if cache is not None:
-            data, looked = self._hit(asked, cache, context)
+            data, looked = self._hit(asked, cache, context, kept)
             if data is not None:
                 self.answered += 1
                 return data
-        return await self._read(asked, context, looked)
+        return await self._read(asked, context, looked, kept)
 
     def _hit(
-        self, asked: list[_Asked], cache: Any, context: RequestContext
+        self, asked: list[_Asked], cache: Any, context: RequestContext, kept: _Kept
     ) -> tuple[Any, Mapping[str, CacheHits]]:
-        """The data of `asked` when the cache answers every key (counted as hits), else None
-        having changed nothing, with what the cache answered of each view (by name): the
-        reads of the rest start from it instead of asking the cache again."""
+        """The data of `asked` (its top-N `kept` already) when the cache answers every key
+        (counted as hits), else None having changed nothing, with what the cache answered
+        of each view (by name): the reads of the rest start from it instead of asking the
+        cache again."""
         for a in asked:  # a key not held: no look answers it whole; each read decides
-            if a.root.view is not None and not cache.holds(a.root.view, a.keys):
+            if a.root.view is not None and not a.root.top and not cache.holds(a.root.view, a.keys):
                 return None, _NOT_LOOKED
         looked: dict[str, CacheHits] = {}
         try:
@@ -324,36 +328,52 @@ class FastPath:
             if any(hits.missing for hits in looked.values()):
                 return None, looked
             made = self._made
-            data = {a.root.key: _value(a.root, _rows(a, looked), made) for a in asked}
+            data = {
+                a.root.key: kept[id(a)][0] if a.root.top else _value(a.root, _rows(a, looked), made)
+                for a in asked
+            }
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return None, looked
+        _add_tops(kept, context)
         for name, (view, keys) in wanted.items():
             cache.took(view, keys)
             context.add_freshness(view, looked[name].freshness)
         return data, looked
 
-    def _top(self, asked: _Asked, cache: Any, context: RequestContext) -> Any:
-        """The data of a top-N the cache keeps (as `Planner.top` finds it), else None."""
-        root = asked.root
-        assert root.view is not None
-        partitions = context.feed.current.partition_count(root.view)
-        found = cache.top(root.view, asked.limit, partitions, asked.options)
-        if found is None:
-            return None
-        try:
-            data = {root.key: [_object(root, row, self._made) for row in found.rows]}
-        except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
-            return None  # the hit is counted again when execution finds it
-        context.add_freshness(root.view, found.freshness)
-        self.answered += 1
-        return data
+    def _kept_tops(self, asked: list[_Asked], cache: Any, context: RequestContext) -> _Kept | None:
+        """The value and freshness of each top-N of `asked` (by the id of its `_Asked`), all
+        from tops the cache keeps (as `Planner.top` finds them); None when one is not kept
+        (or there is no cache): execution reads it from the nodes, and may keep it."""
+        kept: _Kept = {}
+        for a in asked:
+            root = a.root
+            if not root.top:
+                continue
+            assert root.view is not None
+            if cache is None:
+                return None
+            partitions = context.feed.current.partition_count(root.view)
+            found = cache.top(root.view, a.limit, partitions, a.options)
+            if found is None:
+                return None
+            try:
+                value = [_object(root, row, self._made) for row in found.rows]
+            except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
+                return None  # the hit is counted again when execution finds it
+            kept[id(a)] = (value, root.view, found.freshness)
+        return kept
 
     async def _read(
-        self, asked: list[_Asked], context: RequestContext, looked: Mapping[str, CacheHits]
+        self,
+        asked: list[_Asked],
+        context: RequestContext,
+        looked: Mapping[str, CacheHits],
+        kept: _Kept,
     ) -> Any:
-        """The data of `asked` read through the planner, as the lookup resolvers read it,
-        from what the cache answered of each view (`looked`, by view name) and the nodes."""
-        reads = [a for a in asked if a.root.view is not None]
+        """The data of `asked` (its top-N `kept` already) read through the planner, as the
+        lookup resolvers read it, from what the cache answered of each view (`looked`, by
+        view name) and the nodes."""
+        reads = [a for a in asked if a.root.view is not None and not a.root.top]
         done: list[int] = []  # the reads in the order they completed
         results: list[LookupResult | Exception] = [_NOT_READ] * len(reads)
 
@@ -373,6 +393,9 @@ class FastPath:
         try:
             data = {}
             for a in asked:
+                if a.root.top:
+                    data[a.root.key] = kept[id(a)][0]
+                    continue
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
                     return Replay(list(zip(reads, results, strict=True)))
@@ -380,6 +403,7 @@ class FastPath:
                 data[a.root.key] = _value(a.root, rows, self._made)
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return Replay(list(zip(reads, results, strict=True)))
+        _add_tops(kept, context)  # before the reads': a resolver from memory adds it first
         for index in done:
             result = results[index]
             assert isinstance(result, LookupResult)
@@ -441,6 +465,15 @@ class FastPath:
 
 
 _NOT_READ = LookupResult([], [])
+# the top-N a request asked, from the cache: by the id of its `_Asked`, its value, view and
+# freshness
+_Kept = dict[int, tuple[list[Any], View, list[dict[str, Any]]]]
+
+
+def _add_tops(kept: _Kept, context: RequestContext) -> None:
+    """The freshness of the top-N answered from memory, added once the whole answer is."""
+    for _, view, freshness in kept.values():
+        context.add_freshness(view, freshness)
 
 
 @dataclass(frozen=True, slots=True)
