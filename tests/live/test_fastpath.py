@@ -2,8 +2,9 @@
 with the cache off (whose fast path answers from the nodes' reads), over two real nodes fed
 from a real broker: each one's answers equal those of the same gateway with the fast path
 switched off (status, headers and body, `extensions.freshness` included), and their data
-and errors equal each other's, for generated documents
-of the shape it answers (aliases, several root fields, variables and literals, keys
+and errors equal each other's, for generated documents over every view kind it answers
+(count, latest and aggregate) of the shape it answers (aliases, several root fields,
+variables and literals, keys
 present and absent, unicode keys, POST and GET) and of shapes it must leave to execution
 (fragments, directives, other fields, bad variables, bad keys, `atLeast`). Authentication,
 the scopes of views and CORS apply to its answers as to executed ones. A top-N, alone or
@@ -49,6 +50,7 @@ from schema import (
     encode_event,
     event_record_key,
     partition_for,
+    view_by_name,
 )
 from tests.node.harness import (
     P,
@@ -74,8 +76,11 @@ WORDS = {"w0": 3, "w1": 1, "ключ": 7, "🙂k": 2, 'na"ïve': 5, "w\\5": 11}
 ABSENT_WORDS = ("absent", "нет-слова")
 CUSTOMERS = {"c0": "LIS-BER", "клиент": "BER-OSL", "c2": None}
 ABSENT_CUSTOMERS = ("c-none",)
+HOSTS_SEEN = {"h0": (5, 2), "хост": (1, 1), "h 2": (9, 3)}  # host: (views, distinct pages)
+ABSENT_HOSTS = ("h-none",)
 ALL_WORDS = (*WORDS, *ABSENT_WORDS)
 ALL_CUSTOMERS = (*CUSTOMERS, *ABSENT_CUSTOMERS)
+ALL_HOSTS = (*HOSTS_SEEN, *ABSENT_HOSTS)
 EPOCH_MS = 1_700_000_000_000
 
 _tag = uuid.uuid4().hex[:8]
@@ -86,7 +91,10 @@ BOOKINGS = dataclasses.replace(
     topic=f"f{_tag}.bookings",
     scope=BOOKINGS_SCOPE,
 )
-VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS)
+HOSTS = dataclasses.replace(  # an aggregate view: a count and a distinct count per host
+    view_by_name("host_pages"), name=f"f{_tag}_pages", topic=f"f{_tag}.pageviews"
+)
+VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS, HOSTS)
 
 
 @dataclass
@@ -117,6 +125,11 @@ def _produce(bootstrap: str) -> None:
         row = EventRow(customer, EPOCH_MS + index * 1000, 0, index, fields)
         records.append((event_record_key(row), encode_event(row), partition_for(customer, P)))
     produce_changelog(bootstrap, BOOKINGS, records)
+    aggregates = []
+    for index, (host, (views, pages)) in enumerate(HOSTS_SEEN.items()):
+        row = EventRow(host, EPOCH_MS + index, 0, index, {"views": views, "pages": pages})
+        aggregates.append((host.encode(), encode_event(row), partition_for(host, P)))
+    produce_changelog(bootstrap, HOSTS, aggregates)
 
 
 def _gateway(config: GatewayConfig) -> tuple[GatewayApp, str]:
@@ -212,6 +225,7 @@ def _warm(setup: Setup) -> None:
         f"c{i}: lastBooking(customer: {_literal(k)}) {{ customer }}"
         for i, k in enumerate(ALL_CUSTOMERS)
     ]
+    roots += [f"h{i}: hostPages(host: {_literal(k)}) {{ host }}" for i, k in enumerate(ALL_HOSTS)]
     headers = {"authorization": f"Bearer {setup.tokens['all']}"}
     _compare(setup.fast, Request("{ " + " ".join(roots) + " }", {}, fast=True), headers)
 
@@ -255,8 +269,10 @@ def _literal(value: Any) -> str:
 
 word_keys = st.sampled_from(ALL_WORDS)
 customer_keys = st.sampled_from(ALL_CUSTOMERS)
+host_keys = st.sampled_from(ALL_HOSTS)
 COUNT_LEAVES = ("word", "count", "__typename")
 BOOKING_LEAVES = ("customer", "trip", "eventTime", "__typename")
+HOST_LEAVES = ("host", "views", "pages", "eventTime", "__typename")
 aliases = st.one_of(st.none(), st.sampled_from(["a", "b", "_u", "x_1"]))
 
 
@@ -319,7 +335,8 @@ def _read_arguments(draw: st.DrawFn, doc: _Doc) -> str:
 @st.composite
 def _root(draw: st.DrawFn, doc: _Doc) -> str:
     """One root field the fast path answers, without an alias."""
-    kind = draw(st.sampled_from(["count", "counts", "booking", "bookings", "__typename"]))
+    kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "__typename"]
+    kind = draw(st.sampled_from(kinds))
     if kind == "__typename":
         return "__typename"
     if kind == "count":
@@ -328,9 +345,13 @@ def _root(draw: st.DrawFn, doc: _Doc) -> str:
         field = f"wordCounts(words: {draw(_keys_argument(doc, word_keys))}"
     elif kind == "booking":
         field = f"lastBooking(customer: {draw(_key_argument(doc, customer_keys))}"
-    else:
+    elif kind == "bookings":
         field = f"lastBookings(customers: {draw(_keys_argument(doc, customer_keys))}"
-    leaves = COUNT_LEAVES if kind.startswith("count") else BOOKING_LEAVES
+    elif kind == "host":
+        field = f"hostPages(host: {draw(_key_argument(doc, host_keys))}"
+    else:
+        field = f"hostPagesMany(hosts: {draw(_keys_argument(doc, host_keys))}"
+    leaves = {"c": COUNT_LEAVES, "b": BOOKING_LEAVES, "h": HOST_LEAVES}[kind[0]]
     return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(leaves))}"
 
 
@@ -463,7 +484,7 @@ def _top_root(draw: st.DrawFn, doc: _Doc) -> str:
     return root if alias is None else f"{alias}: {root}"
 
 
-# `_entities` as routers ask it: representations of the two entity types, a selection of
+# `_entities` as routers ask it: representations of the three entity types, a selection of
 # inline fragments on them and `__typename`; and what execution must answer instead
 ENTITY_FAULTS: dict[str, str] = {
     "a type that is no entity": "unknown type",
@@ -491,7 +512,12 @@ def _entity_fragments(draw: st.DrawFn) -> tuple[list[str], bool]:
     parts = ["__typename"] if typename else []
     distinct = True
     # aliases of their own per type: one response key of two types' fields must not clash
-    for view, leaves, prefix in ((COUNTS, COUNT_LEAVES, "c"), (BOOKINGS, BOOKING_LEAVES, "b")):
+    typed = (
+        (COUNTS, COUNT_LEAVES, "c"),
+        (BOOKINGS, BOOKING_LEAVES, "b"),
+        (HOSTS, HOST_LEAVES, "h"),
+    )
+    for view, leaves, prefix in typed:
         if draw(st.booleans()):
             selection = draw(_selection(leaves, prefix))
             parts.append(f"... on {view.type_name} {selection}")
@@ -512,6 +538,7 @@ def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
                 customer_keys.map(
                     lambda k: _representation(BOOKINGS.type_name, BOOKINGS.key_field, k)
                 ),
+                host_keys.map(lambda k: _representation(HOSTS.type_name, HOSTS.key_field, k)),
             ),
             max_size=MAX_KEYS,
         )
