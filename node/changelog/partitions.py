@@ -2,8 +2,9 @@
 
 The materializer attaches a partition's open store when the group assigns it and
 detaches it before closing it; readers go through `read`, which holds the registry lock,
-or `read_long`, which pins the copy instead (`detach` and `exclusive` wait for its pins to
-go), so a store is never closed under a running read, and a copy still restoring is not read
+or `read_long`, which pins the store instead (`detach` and `exclusive` wait for its pins to
+go, whichever copy holds the store by then), so a store is never closed under a running
+read, and a copy still restoring is not read
 (it may be behind what was already served from it or its previous holder), nor is one
 whose store is closed (a reopen after a failed write that failed too). The registry also
 keeps the node state, per-partition applied and end offsets (for lag, freshness and
@@ -76,8 +77,6 @@ class _Copy:
     doubt: Doubt | None = None
     # why a read found the store damaged: no read until the copy is rebuilt
     damaged: str | None = None
-    # long reads running without the registry lock (`read_long`): the store stays open
-    pins: int = 0
     # the last status built and the broker outage it was built for, until a field above
     # changes (`forget_status`): every read reports a status, and building one cost a 1-key
     # lookup ~4 us
@@ -178,7 +177,10 @@ class PartitionRegistry:
         # set on every change of state or held partitions; the membership publisher waits on it
         self.changed = threading.Event()
         self._lock = threading.Lock()
-        self._unpinned = threading.Condition(self._lock)  # a copy's last pin went
+        self._unpinned = threading.Condition(self._lock)  # a store's last pin went
+        # long reads running without the lock (`read_long`), by the id of the store they
+        # read: a store handed to another copy (a revoked copy a standby adopts) stays pinned
+        self._pins: dict[int, int] = {}
         self._copies: dict[int, _Copy] = {}
         self._state = NodeState.STARTING
         self._partition_counts: dict[str, int] = {}
@@ -281,7 +283,7 @@ class PartitionRegistry:
             copy = self._copies.pop(partition, None)
             if copy is not None:
                 self._raise_floor(partition, copy.applied)
-                self._unpinned.wait_for(lambda: not copy.pins)
+                self._wait_unpinned(copy.store)
         self.changed.set()
         return None if copy is None else copy.store
 
@@ -359,8 +361,12 @@ class PartitionRegistry:
             copy = self._copies.get(partition)
             if copy is None:
                 return None
-            self._unpinned.wait_for(lambda: not copy.pins)
+            self._wait_unpinned(copy.store)
             return action(copy.store)
+
+    def _wait_unpinned(self, store: PartitionStore) -> None:
+        """Wait (under the lock, which the wait releases) until no long read reads `store`."""
+        self._unpinned.wait_for(lambda: id(store) not in self._pins)
 
     def record_set_aside(self, entry: SetAside) -> None:
         with self._lock:
@@ -422,7 +428,7 @@ class PartitionRegistry:
         roles: Collection[Role] = (Role.ACTIVE,),
     ) -> tuple[T, PartitionStatus] | None:
         """As `read`, for a reader that takes long (a snapshot of every key of a partition,
-        run in a worker thread): it pins the copy, not the registry lock, so reads of every
+        run in a worker thread): it pins the store, not the registry lock, so reads of every
         partition go on meanwhile, and `detach` and `exclusive` wait for it to end."""
         with self._lock:
             copy = self._readable_copy(partition, roles, None)
@@ -430,7 +436,8 @@ class PartitionRegistry:
                 return None
             self.reads += 1
             status = copy.status(partition, self._unreachable_since_ms)
-            copy.pins += 1
+            pin = id(copy.store)
+            self._pins[pin] = self._pins.get(pin, 0) + 1
         try:
             return reader(copy.store), status
         except READ_DAMAGE as exc:
@@ -439,8 +446,9 @@ class PartitionRegistry:
             return None
         finally:
             with self._lock:
-                copy.pins -= 1
-                if not copy.pins:
+                self._pins[pin] -= 1
+                if not self._pins[pin]:
+                    del self._pins[pin]
                     self._unpinned.notify_all()
 
     def take_damaged(self, partitions: Collection[int]) -> dict[int, str]:

@@ -1,6 +1,7 @@
 """A long read of a partition (`PartitionRegistry.read_long`: a snapshot of every key, run in
 a worker thread) holds its copy's store open, not the registry lock: other reads go on while
-it runs, and `detach` and `exclusive`, which close or reopen the store, wait for it to end."""
+it runs, and `detach` and `exclusive`, which close or reopen the store, wait for it to end,
+also after the store passed to another copy (a revoked copy a standby adopts)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def test_a_long_read_does_not_hold_the_registry_lock(
     assert long_read.result[0] == CountRow(WORD, 3, 0)
 
 
-@pytest.mark.parametrize("closing", ["detach", "exclusive"])
+@pytest.mark.parametrize("closing", ["detach", "exclusive", "handed over, then detached"])
 def test_the_store_is_not_closed_under_a_long_read(
     held: tuple[PartitionRegistry, LevelDBStore], closing: str
 ) -> None:
@@ -88,7 +89,9 @@ def test_the_store_is_not_closed_under_a_long_read(
     closed = threading.Event()
 
     def close() -> None:
-        if closing == "detach":
+        if closing == "handed over, then detached":  # the standby adopts the open store
+            registry.attach(0, store, Role.STANDBY, store.offsets())
+        if closing != "exclusive":
             detached = registry.detach(0)
             assert detached is store
             store.close()
