@@ -353,13 +353,13 @@ class FastPath:
             if cache is None:
                 return None
             partitions = context.feed.current.partition_count(root.view)
-            found = cache.top(root.view, a.limit, partitions, a.options)
+            found = cache.top(root.view, a.limit, partitions, a.options, counted=False)
             if found is None:
                 return None
             try:
                 value = [_object(root, row, self._made) for row in found.rows]
             except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
-                return None  # the hit is counted again when execution finds it
+                return None  # execution finds it again, and counts it
             kept[id(a)] = (value, root.view, found.freshness)
         return kept
 
@@ -471,9 +471,13 @@ _Kept = dict[int, tuple[list[Any], View, list[dict[str, Any]]]]
 
 
 def _add_tops(kept: _Kept, context: RequestContext) -> None:
-    """The freshness of the top-N answered from memory, added once the whole answer is."""
+    """The top-N answered from memory, once the whole answer is: their freshness, and the
+    cache's hits (not counted when found: execution may yet answer them, and count them)."""
     for _, view, freshness in kept.values():
         context.add_freshness(view, freshness)
+    if kept:
+        assert context.cache is not None
+        context.cache.top_answered(len(kept))
 
 
 @dataclass(frozen=True, slots=True)

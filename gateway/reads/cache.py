@@ -576,10 +576,12 @@ class GatewayCache:
     # -- top-N ------------------------------------------------------------------------------
 
     def top(
-        self, view: View, limit: int, partitions: int, options: ReadOptions
+        self, view: View, limit: int, partitions: int, options: ReadOptions, counted: bool = True
     ) -> TopResult | None:
         """The merged top `limit` of a count view from memory, with every partition's
-        freshness now; None when it is not cached or a partition's follow cannot vouch."""
+        freshness now; None when it is not cached or a partition's follow cannot vouch. A
+        hit is counted unless not `counted` (whoever answers from it then says so:
+        `top_answered`)."""
         top = self._tops.get((view.name, limit))
         if top is None or options.at_least is not None or len(top.generations) != partitions:
             return None
@@ -589,8 +591,13 @@ class GatewayCache:
             if state is None or state.generation != generation:
                 return None
             freshness.append(state.freshness)
-        self.top_hits += 1
+        if counted:
+            self.top_hits += 1
         return TopResult(list(top.rows), {}, freshness)
+
+    def top_answered(self, tops: int) -> None:
+        """`tops` top-N found by `top(..., counted=False)` were answered: hits."""
+        self.top_hits += tops
 
     def top_reading(
         self, view: View, limit: int, partitions: int, options: ReadOptions

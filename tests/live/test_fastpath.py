@@ -772,6 +772,31 @@ def test_a_top_n_from_the_fast_path_is_the_truth(setup: Setup) -> None:
     }
     freshness = body["extensions"]["freshness"]
     assert sorted(e["partition"] for e in freshness) == list(range(P)), freshness
+    # two tops beside a lookup, answered by the fast path: two top-N hits, counted once
+    both = Request(
+        "{ t2: topWords(limit: 2) { word } t3: topWords(limit: 3) { word } "
+        'wordCount(word: "w0") { count } }',
+        {},
+        fast=True,
+    )
+    _compare(setup.fast, both, headers)  # keeps the top of 2 too
+
+    def counted_once() -> bool:
+        cache, before = fast_cache(setup), setup.fast.fast_answers
+        hits = cache.top_hits
+        _send(setup.fast, both, headers)
+        return setup.fast.fast_answers == before + 1 and cache.top_hits == hits + 2
+
+    wait_until(counted_once, 30, "a fast answer of two tops counted as two top-N hits", 0.05)
+    # a top kept beside one never read (a limit no other test asks): executed, and the kept
+    # one is counted once, by execution, not also by the fast path that found it first
+    cache, before = fast_cache(setup), setup.fast.fast_answers
+    hits = cache.top_hits
+    fresh = Request(
+        "{ t2: topWords(limit: 2) { word } t40: topWords(limit: 40) { word } }", {}, False
+    )
+    assert _send(setup.fast, fresh, headers).status_code == 200
+    assert (setup.fast.fast_answers, cache.top_hits) == (before, hits + 1)
 
 
 POINT = Request('{ wordCount(word: "w0") { word count } }', {}, fast=True)
