@@ -18,11 +18,14 @@ lookup per entity type, concurrently, through the cache; each item is the object
 representation's type (null for an unknown key), and a partition that could not be read is
 the resolver's own PARTITION_UNAVAILABLE error at the first of its representations.
 
-A top-N is answered only from the cache (`GatewayCache.top`, the planner's own test of a
-kept top): on a miss, or with the cache off, or beside a lookup accepting no lag, the
-document is executed, which reads the nodes and may keep the merged top for the next
-request. Beside lookups, its freshness is added before theirs, as its resolver, answering
-from memory, adds it before theirs complete.
+A top-N is answered from the cache when every top-N of the request is kept there
+(`GatewayCache.top`, the planner's own test of a kept top), its freshness added before the
+lookups', as its resolver, answering from memory, adds it before theirs complete. Otherwise
+(a top not kept, the cache off, a field accepting no lag) each top-N is read as its resolver
+reads it (`Planner.top` with the same options: from the cache if kept, else merged from
+every partition's top, which the cache may keep for the next request), concurrently with
+the lookups, and a partition it could not read is the resolver's PARTITION_UNAVAILABLE
+error with the field's path.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an operation
 (CORS, authentication, the query limits, validation), the variables and arguments are bound as
@@ -81,11 +84,13 @@ from gateway.model.errors import GatewayError
 from gateway.model.rows import Event, Row
 from gateway.reads.kinds import cacheable, kind_of
 from gateway.reads.protocol import (
+    DEFAULT_READ,
     CachedRow,
     CacheHits,
     LookupResult,
     ReadOptions,
     Reads,
+    TopResult,
 )
 from runtime.graphql_http import Prepared
 from runtime.tracing import Span
@@ -300,15 +305,13 @@ class FastPath:
         if any(a.options.accepts_no_lag(context.config.max_lag) for a in asked):
             cache = None  # a read accepting no lag is proved by a node, never from memory
         kept = self._kept_tops(asked, cache, context)
-        if kept is None:
-            return None
         looked: Mapping[str, CacheHits] = {}
-        if cache is not None:
+        if cache is not None and kept is not None:
             data, looked = self._hit(asked, cache, context, kept)
             if data is not None:
                 self.answered += 1
                 return data
-        return await self._read(asked, context, looked, kept)
+        return await self._read(asked, context, looked, {} if kept is None else kept)
 
     def _hit(
         self, asked: list[_Asked], cache: Any, context: RequestContext, kept: _Kept
@@ -343,7 +346,7 @@ class FastPath:
     def _kept_tops(self, asked: list[_Asked], cache: Any, context: RequestContext) -> _Kept | None:
         """The value and freshness of each top-N of `asked` (by the id of its `_Asked`), all
         from tops the cache keeps (as `Planner.top` finds them); None when one is not kept
-        (or there is no cache): execution reads it from the nodes, and may keep it."""
+        (or there is no cache): each is then read as its resolver reads it."""
         kept: _Kept = {}
         for a in asked:
             root = a.root
@@ -359,7 +362,7 @@ class FastPath:
             try:
                 value = [_object(root, row, self._made) for row in found.rows]
             except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
-                return None  # execution finds it again, and counts it
+                return None  # read, and counted, as its resolver reads it
             kept[id(a)] = (value, root.view, found.freshness)
         return kept
 
@@ -370,16 +373,20 @@ class FastPath:
         looked: Mapping[str, CacheHits],
         kept: _Kept,
     ) -> Any:
-        """The data of `asked` (its top-N `kept` already) read through the planner, as the
-        lookup resolvers read it, from what the cache answered of each view (`looked`, by
-        view name) and the nodes."""
-        reads = [a for a in asked if a.root.view is not None and not a.root.top]
+        """The data of `asked` (its top-N `kept` already, or none of them) read through the
+        planner, as the lookup and top-N resolvers read it, from what the cache answered of
+        each view (`looked`, by view name) and the nodes."""
+        reads = [a for a in asked if a.root.view is not None and id(a) not in kept]
         done: list[int] = []  # the reads in the order they completed
-        results: list[LookupResult | Exception] = [_NOT_READ] * len(reads)
+        results: list[_Result] = [_NOT_READ] * len(reads)
 
         async def read(index: int) -> None:
+            one = reads[index]
             try:
-                results[index] = await _lookup(reads[index], context, looked)
+                if one.root.top:
+                    results[index] = await _top(one, context)
+                else:
+                    results[index] = await _lookup(one, context, looked)
             except Exception as exc:  # execution reports it, from this very read
                 results[index] = exc
             done.append(index)
@@ -393,20 +400,21 @@ class FastPath:
         try:
             data = {}
             for a in asked:
-                if a.root.top:
+                if id(a) in kept:
                     data[a.root.key] = kept[id(a)][0]
                     continue
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
                     return Replay(list(zip(reads, results, strict=True)))
-                rows = None if result is None else result.rows
+                # a lookup's rows, or a count view's top-N (rows too, no windows)
+                rows = None if result is None else cast(list[CachedRow], result.rows)
                 data[a.root.key] = _value(a.root, rows, self._made)
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return Replay(list(zip(reads, results, strict=True)))
         _add_tops(kept, context)  # before the reads': a resolver from memory adds it first
         for index in done:
             result = results[index]
-            assert isinstance(result, LookupResult)
+            assert not isinstance(result, Exception)
             view = reads[index].root.view
             assert view is not None
             context.add_freshness(view, result.freshness)
@@ -465,6 +473,7 @@ class FastPath:
 
 
 _NOT_READ = LookupResult([], [])
+_Result = LookupResult | TopResult | Exception  # of one read, as `Replay` keeps it
 # the top-N a request asked, from the cache: by the id of its `_Asked`, its value, view and
 # freshness
 _Kept = dict[int, tuple[list[Any], View, list[dict[str, Any]]]]
@@ -490,48 +499,74 @@ class _Asked:
     limit: int = 0  # of a top-N
 
 
-_ReadKey = tuple[str, tuple[str, ...], ReadOptions]
+# a read the fast path made: a lookup of keys, or a top-N of a limit, of a view (by name)
+_ReadKey = tuple[str, tuple[str, ...] | int, ReadOptions]
+
+
+def _read_key(asked: _Asked) -> _ReadKey:
+    view = asked.root.view
+    assert view is not None
+    return (view.name, asked.limit if asked.root.top else tuple(asked.keys), asked.options)
 
 
 @dataclass
 class Replay:
-    """The lookups the fast path made before it found it cannot answer: execution gets
-    their results (or exceptions) from `planner`, each once, rather than reading again."""
+    """The reads the fast path made before it found it cannot answer: execution gets their
+    results (or exceptions) from `planner`, each once, rather than reading again."""
 
-    reads: list[tuple[_Asked, LookupResult | Exception]]
-    _left: dict[_ReadKey, list[LookupResult | Exception]] = field(default_factory=dict)
+    reads: list[tuple[_Asked, _Result]]
+    _left: dict[_ReadKey, list[_Result]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for asked, result in self.reads:
-            view = asked.root.view
-            assert view is not None
-            self._left.setdefault((view.name, tuple(asked.keys), asked.options), []).append(result)
+            self._left.setdefault(_read_key(asked), []).append(result)
 
     def planner(self, reads: Reads) -> Reads:
-        """`reads` answering these lookups from their results."""
+        """`reads` answering these lookups and top-N from their results."""
         return cast(Reads, _Replayed(reads, self._left))
 
 
 class _Replayed:
-    """A planner whose lookups made already are answered from their results; anything
-    else is `reads`'."""
+    """A planner whose lookups and top-N made already are answered from their results;
+    anything else is `reads`'."""
 
-    def __init__(self, reads: Reads, left: dict[_ReadKey, list[LookupResult | Exception]]) -> None:
+    def __init__(self, reads: Reads, left: dict[_ReadKey, list[_Result]]) -> None:
         self._reads = reads
         self._left = left
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._reads, name)
 
+    def _made(self, key: _ReadKey) -> _Result | None:
+        made = self._left.get(key)
+        return made.pop(0) if made else None
+
     async def lookup(
         self, view: Any, keys: Sequence[str], deadline: float, options: ReadOptions
     ) -> LookupResult:
-        made = self._left.get((view.name, tuple(keys), options))
-        if not made:
+        result = self._made((view.name, tuple(keys), options))
+        if result is None:
             return await self._reads.lookup(view, keys, deadline, options)
-        result = made.pop(0)
         if isinstance(result, Exception):
             raise result
+        assert isinstance(result, LookupResult)
+        return result
+
+    async def top(
+        self,
+        view: Any,
+        limit: int,
+        deadline: float,
+        window: Any = None,
+        options: ReadOptions = DEFAULT_READ,
+        by: str | None = None,
+    ) -> TopResult:
+        result = None if window or by else self._made((view.name, limit, options))
+        if result is None:
+            return await self._reads.top(view, limit, deadline, window, options, by)
+        if isinstance(result, Exception):
+            raise result
+        assert isinstance(result, TopResult)
         return result
 
 
@@ -545,9 +580,22 @@ async def _lookup(
     return await context.planner.lookup(view, asked.keys, context.deadline, asked.options, hits)
 
 
-def _record_missing(context: RequestContext, asked: _Asked, result: LookupResult) -> None:
+async def _top(asked: _Asked, context: RequestContext) -> TopResult:
+    """A top-N of a count view, read as its resolver reads it (`gateway.api.fields.count`)."""
+    view = asked.root.view
+    assert view is not None
+    return await context.planner.top(view, asked.limit, context.deadline, options=asked.options)
+
+
+def _record_missing(
+    context: RequestContext, asked: _Asked, result: LookupResult | TopResult
+) -> None:
     """The field's PARTITION_UNAVAILABLE errors, as its resolver records them."""
     if not result.failures:
+        return
+    if isinstance(result, TopResult):  # `record_failures`: the field's, of no key
+        for partition, error in sorted(result.failures.items()):
+            context.add_missing([asked.root.key], partition, error, ())
         return
     failures = result.failures
     keyed = zip(asked.keys, result.partitions, map(failures.get, result.partitions), strict=True)

@@ -1,7 +1,7 @@
-"""The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups answered from
-the planner's reads without execution gives the bytes execution gives, over fake nodes
-failing each way a partition can fail (refused, an answer that is no GraphQL, a
-node that is not the owner, a partition nobody holds).
+"""The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups and
+top-N answered from the planner's reads without execution gives the bytes execution gives,
+over fake nodes failing each way a partition can fail (refused, an answer that is no
+GraphQL, a node that is not the owner, a partition nobody holds).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ QUERIES = (
     '{ e: _entities(representations: [{__typename: "WordCount", word: "w1"}, {__typename: '
     '"WordCount", word: "nope"}, {__typename: "WordCount", word: "w6"}]) { __typename '
     "... on WordCount { count word } } }",
+    "{ topWords(limit: 3) { word count } }",
+    '{ wordCount(word: "w2") { count } t: topWords(limit: 5, maxLag: 2) { word } __typename }',
 )
 # a slow node is left out: what the gateway learns of it (suspect, hedge delays) changes
 # from one request to the next, so two requests in a row differ whoever answers them
@@ -138,7 +140,7 @@ def test_reads_answer_as_execution_does(fault: str) -> None:
         body = orjson.loads(fast[2])
         codes = [e["extensions"]["code"] for e in body.get("errors", [])]
         keys = [k for k in (*COUNTS, "nope") if f'"{k}"' in query]
-        touched = {partition_for(k, P) for k in keys}
+        touched = {partition_for(k, P) for k in keys} | (set(range(P)) if "top" in query else set())
         rejected = fault == "rejected" and bool(touched & failing)
         assert answered is not rejected, f"{fault}: {query}: {body}"
         if rejected:
@@ -169,5 +171,19 @@ def test_an_entities_read_that_raised_is_not_made_again_by_execution() -> None:
     seen, extra = asyncio.run(_answers("rejected", [query]))
     (answered, status, _, content), (_, status_off, _, content_off) = seen
     assert not answered and (status, content) == (status_off, content_off)
+    (rejecting,) = extra.values()
+    assert rejecting.handler.requests == 2
+
+
+def test_a_top_n_read_that_raised_is_not_made_again_by_execution() -> None:
+    """A top-N reads every partition: the rejecting node is asked once per request (the
+    lookup beside it is of n0's partition, answered)."""
+    query = '{ wordCount(word: "w2") { word } topWords(limit: 2) { word } }'
+    assert not partition_for("w2", P) % 2
+    seen, extra = asyncio.run(_answers("rejected", [query]))
+    (answered, status, _, content), (_, status_off, _, content_off) = seen
+    assert not answered and (status, content) == (status_off, content_off)
+    codes = [e["extensions"]["code"] for e in orjson.loads(content)["errors"]]
+    assert codes == ["BAD_USER_INPUT"], content
     (rejecting,) = extra.values()
     assert rejecting.handler.requests == 2
