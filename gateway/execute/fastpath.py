@@ -5,7 +5,8 @@ execution gives.
 Once per validated document and operation (kept with the cached document, bounded like
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
-latest and aggregate views), top-N of count views and `__typename`, with
+latest and aggregate views), top-N of count views and of aggregate views (by any of their
+numeric results) and `__typename`, with
 arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
 allowed; or of federation's `_entities` alone, selecting `__typename` and inline fragments on
 the entity types of those views, each of plain scalar fields (as routers ask it). Fragments
@@ -19,13 +20,13 @@ representation's type (null for an unknown key), and a partition that could not 
 the resolver's own PARTITION_UNAVAILABLE error at the first of its representations.
 
 A top-N is answered from the cache when every top-N of the request is kept there
-(`GatewayCache.top`, the planner's own test of a kept top), its freshness added before the
-lookups', as its resolver, answering from memory, adds it before theirs complete. Otherwise
-(a top not kept, the cache off, a field accepting no lag) each top-N is read as its resolver
-reads it (`Planner.top` with the same options: from the cache if kept, else merged from
-every partition's top, which the cache may keep for the next request), concurrently with
-the lookups, and a partition it could not read is the resolver's PARTITION_UNAVAILABLE
-error with the field's path.
+(`GatewayCache.top`, the planner's own test of a kept top; an aggregate view's never is),
+its freshness added before the lookups', as its resolver, answering from memory, adds it
+before theirs complete. Otherwise (a top not kept, the cache off, a field accepting no lag)
+each top-N is read as its resolver reads it (`Planner.top` with the same options and `by`:
+from the cache if kept, else merged from every partition's top, which the cache may keep
+for the next request), concurrently with the lookups, and a partition it could not read is
+the resolver's PARTITION_UNAVAILABLE error with the field's path.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an operation
 (CORS, authentication, the query limits, validation), the variables and arguments are bound as
@@ -136,6 +137,7 @@ class _Root:
     arguments: Arguments | None
     ident: int  # in the memo of made rows
     top: bool = False  # the top-N of `view`, not a lookup
+    ranked: bool = False  # a top-N by a result the request chooses (`by`): an aggregate view's
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, _Root] | None = None
@@ -166,7 +168,7 @@ class FastPath:
         self.answered = 0  # requests answered here
         self._made: _Made = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
-        self._tops: dict[str, View] = {}  # the top-N fields the cache keeps, of count views
+        self._tops: dict[str, View] = {}  # the top-N fields of count and aggregate views
         # the entity types whose views the cache holds, by type name: `_entities` of them
         self._cached_entities = {
             name: entity for name, entity in self._entities.items() if cacheable(entity.view)
@@ -175,7 +177,7 @@ class FastPath:
             if cacheable(view):
                 self._lookups[view.point_field] = _Lookup(view, many=False)
                 self._lookups[view.many_field] = _Lookup(view, many=True)
-            if kind_of(view).cached_top:
+            if kind_of(view).cached_top or (cacheable(view) and view.ranked_fields):
                 self._tops[view.top_field] = view
 
     # -- once per document ----------------------------------------------------------------
@@ -244,7 +246,7 @@ class FastPath:
             return None
         return _Root(
             response_key(node), view, many, entity.convert, object_type.name, leaves,
-            nullable_rows, Arguments(field, node), next(_ROOTS), top,
+            nullable_rows, Arguments(field, node), next(_ROOTS), top, top and "by" in field.args,
         )  # fmt: skip
 
     def _entities_root(self, node: FieldNode) -> _Root | None:
@@ -353,7 +355,7 @@ class FastPath:
             if not root.top:
                 continue
             assert root.view is not None
-            if cache is None:
+            if cache is None or a.by is not None:  # a ranked top-N is never kept
                 return None
             partitions = context.feed.current.partition_count(root.view)
             found = cache.top(root.view, a.limit, partitions, a.options, counted=False)
@@ -406,7 +408,7 @@ class FastPath:
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
                     return Replay(list(zip(reads, results, strict=True)))
-                # a lookup's rows, or a count view's top-N (rows too, no windows)
+                # a lookup's rows, or a top-N's (rows or events: no windows here)
                 rows = None if result is None else cast(list[CachedRow], result.rows)
                 data[a.root.key] = _value(a.root, rows, self._made)
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
@@ -497,16 +499,18 @@ class _Asked:
     keys: list[str]
     options: ReadOptions
     limit: int = 0  # of a top-N
+    by: str | None = None  # the result an aggregate view's top-N ranks by
 
 
 # a read the fast path made: a lookup of keys, or a top-N of a limit, of a view (by name)
-_ReadKey = tuple[str, tuple[str, ...] | int, ReadOptions]
+_ReadKey = tuple[str, tuple[str, ...] | tuple[int, str | None], ReadOptions]
 
 
 def _read_key(asked: _Asked) -> _ReadKey:
     view = asked.root.view
     assert view is not None
-    return (view.name, asked.limit if asked.root.top else tuple(asked.keys), asked.options)
+    read = (asked.limit, asked.by) if asked.root.top else tuple(asked.keys)
+    return (view.name, read, asked.options)
 
 
 @dataclass
@@ -561,7 +565,7 @@ class _Replayed:
         options: ReadOptions = DEFAULT_READ,
         by: str | None = None,
     ) -> TopResult:
-        result = None if window or by else self._made((view.name, limit, options))
+        result = None if window else self._made((view.name, (limit, by), options))
         if result is None:
             return await self._reads.top(view, limit, deadline, window, options, by)
         if isinstance(result, Exception):
@@ -581,10 +585,12 @@ async def _lookup(
 
 
 async def _top(asked: _Asked, context: RequestContext) -> TopResult:
-    """A top-N of a count view, read as its resolver reads it (`gateway.api.fields.count`)."""
+    """A top-N of a count or aggregate view, read as its resolver reads it
+    (`gateway.api.fields.count`, `gateway.api.fields.ranked`)."""
     view = asked.root.view
     assert view is not None
-    return await context.planner.top(view, asked.limit, context.deadline, options=asked.options)
+    deadline, options = context.deadline, asked.options
+    return await context.planner.top(view, asked.limit, deadline, options=options, by=asked.by)
 
 
 def _record_missing(
@@ -619,7 +625,8 @@ def _asked(
         _check_read(root, arguments, context)
         options = ReadOptions(arguments.get("maxLag"), caller=context.principal.subject)
         if root.top:
-            asked.append(_Asked(root, [], options, _limit(root, arguments, context)))
+            limit = _limit(root, arguments, context)
+            asked.append(_Asked(root, [], options, limit, _by(root, arguments)))
         else:
             asked.append(_Asked(root, _keys(root, arguments, context), options))
     return asked
@@ -738,6 +745,17 @@ def _check_read(root: _Root, arguments: Mapping[str, Any], context: RequestConte
     max_lag = arguments.get("maxLag")
     if max_lag is not None and max_lag < 0:
         raise _Doubt
+
+
+def _by(root: _Root, arguments: Mapping[str, Any]) -> str | None:
+    """The result an aggregate view's top-N ranks by (its enum value's name of the result),
+    None for a count view's."""
+    if not root.ranked:
+        return None
+    by = getattr(arguments.get("by"), "value", arguments.get("by"))  # the enum's member
+    if not isinstance(by, str):
+        raise _Doubt
+    return by
 
 
 def _limit(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> int:

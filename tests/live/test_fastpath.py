@@ -422,14 +422,17 @@ TOP_FAULTS: dict[str, str] = {
     "atLeast token": 'topWords(limit: 2, atLeast: "x:0:1") { count }',
     "null limit": "topWords(limit: $l) { word }",
     "a field it does not plan beside it": "topWords(limit: 2) { word } wordCountTotals { count }",
+    "a ranking it does not know": f"{HOSTS.top_field}(limit: 2, by: WORDS) {{ host }}",
+    "a null ranking": f"{HOSTS.top_field}(limit: 2, by: $b) {{ host }}",
 }
 
 
 def top_fault(fault: str) -> Request:
     """A top-N request with `fault` (of TOP_FAULTS): execution must answer it."""
-    declared = "($l: Int)" if "$l" in TOP_FAULTS[fault] else ""
-    query = f"query{declared} {{ {TOP_FAULTS[fault]} }}"
-    return Request(query, {"l": None} if declared else {}, False, fault=fault)
+    text = TOP_FAULTS[fault]
+    declared = "($l: Int)" if "$l" in text else f"($b: {RANKING})" if "$b" in text else ""
+    variables = {declared[2]: None} if declared else {}
+    return Request(f"query{declared} {{ {text} }}", variables, False, fault=fault)
 
 
 @st.composite
@@ -437,7 +440,7 @@ def top_requests(draw: st.DrawFn) -> Request:
     """A top-N request alone, of a shape the fast path answers (from the cache, or the
     nodes when it accepts no lag)."""
     doc = _Doc()
-    root = draw(_top_root(doc))
+    root = draw(st.one_of(_top_root(doc), _ranked_root(doc)))
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     query = f"query{declared} {{ {root} }}" if declared else f"{{ {root} }}"
     method = draw(st.sampled_from(["POST", "GET"]))
@@ -450,7 +453,9 @@ def mixed_top_requests(draw: st.DrawFn) -> Request:
     fast path answers it, every field from the cache or the nodes."""
     doc = _Doc()
     roots = [f"r{index}: {draw(_root(doc))}" for index in range(draw(st.integers(1, 3)))]
-    roots.insert(draw(st.integers(0, len(roots))), draw(_top_root(doc)))
+    roots.insert(
+        draw(st.integers(0, len(roots))), draw(st.one_of(_top_root(doc), _ranked_root(doc)))
+    )
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     body = "{ " + " ".join(roots) + " }"
     query = f"query{declared} {body}" if declared else body
@@ -475,6 +480,27 @@ def _top_root(draw: st.DrawFn, doc: _Doc) -> str:
     field = f"topWords({inner})" if inner else "topWords"
     alias = draw(aliases)
     root = f"{field} {draw(_selection(COUNT_LEAVES))}"
+    return root if alias is None else f"{alias}: {root}"
+
+
+RANKING = f"{HOSTS.type_name}Ranking"  # the enum of the results an aggregate top-N ranks by
+
+
+@st.composite
+def _ranked_root(draw: st.DrawFn, doc: _Doc) -> str:
+    """One top-N of the aggregate view by a result (or its first by default), maybe
+    aliased: read from the nodes, never kept."""
+    arguments = [f"limit: {draw(st.integers(1, len(ALL_HOSTS) + 1))}"]
+    by = draw(st.sampled_from([None, "VIEWS", "PAGES", "variable"]))
+    if by == "variable":
+        arguments.append(
+            f"by: {doc.variable(RANKING + '!', draw(st.sampled_from(['VIEWS', 'PAGES'])))}"
+        )
+    elif by is not None:
+        arguments.append(f"by: {by}")
+    inner = ", ".join(arguments) + draw(_read_arguments(doc))
+    alias = draw(aliases)
+    root = f"{HOSTS.top_field}({inner}) {draw(_selection(HOST_LEAVES))}"
     return root if alias is None else f"{alias}: {root}"
 
 
@@ -774,6 +800,17 @@ def test_a_top_n_from_the_fast_path_is_the_truth(setup: Setup) -> None:
         fast=True,
     )
     _compare(setup.fast, both, headers)  # keeps the top of 2 too
+    ranked = Request(
+        f"{{ p: {HOSTS.top_field}(limit: 2, by: PAGES) {{ host pages }} "
+        f"v: {HOSTS.top_field}(limit: 1) {{ host views }} }}",
+        {},
+        fast=True,
+    )
+    body = orjson.loads(_compare(setup.fast, ranked, headers)[2])
+    assert body["data"] == {
+        "p": [{"host": "h 2", "pages": 3}, {"host": "h0", "pages": 2}],
+        "v": [{"host": "h 2", "views": 9}],
+    }, body
 
     def counted_once() -> bool:
         cache, before = fast_cache(setup), setup.fast.fast_answers
