@@ -25,13 +25,13 @@ from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
-from gateway.api.fields import Entity, cluster_field, produce_field, resolve_entities
+from gateway.api.fields import Entity, RowType, cluster_field, produce_field, resolve_entities
 from gateway.api.kinds import kind_of
 from gateway.api.responses import is_server_fault
 from runtime.valuetypes import SCALAR_MAP
 from schema import CATALOGUE, View
 
-__all__ = ["build_schema", "entities_of", "print_sdl"]
+__all__ = ["build_schema", "entities_of", "print_sdl", "row_types_of"]
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,11 @@ _RESERVED = {"cluster", "_entities", "_service"}
 
 
 class _Schema(strawberry.federation.Schema):
-    def __init__(self, entities: Mapping[str, Entity], **kwargs: Any) -> None:
+    def __init__(
+        self, entities: Mapping[str, Entity], row_types: Mapping[str, RowType], **kwargs: Any
+    ) -> None:
         self._entities = dict(entities)  # by type name; read by the federation base class
+        self._row_types = dict(row_types)  # the views' types that are no entity, by name
         super().__init__(**kwargs)
 
     async def entities_resolver(  # type: ignore[override]
@@ -66,12 +69,15 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     fields: dict[str, Any] = {}
     subscriptions: dict[str, Any] = {}
     entities: dict[str, Entity] = {}
+    row_types: dict[str, RowType] = {}
     for view in views:
         built = kind_of(view).fields(view)
         _add(view, fields, built.fields, _RESERVED)
         _add(view, subscriptions, built.subscriptions, ())
         if built.entity is not None:
             entities[view.type_name] = built.entity
+        if built.row_type is not None:
+            row_types[view.type_name] = built.row_type
     fields["cluster"] = cluster_field(views)
     query = strawberry.type(type("Query", (), fields))
     mutation = strawberry.type(type("Mutation", (), {"produce": produce_field(views)}))
@@ -80,6 +86,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
         subscription = strawberry.type(type("Subscription", (), subscriptions))
     schema = _Schema(
         entities,
+        row_types,
         query=query,
         mutation=mutation,
         subscription=subscription,
@@ -118,6 +125,13 @@ def entities_of(schema: strawberry.Schema) -> Mapping[str, Entity]:
     """The entities of a schema from `build_schema`, by type name (none for another schema)."""
     entities: Mapping[str, Entity] = getattr(schema, "_entities", {})
     return entities
+
+
+def row_types_of(schema: strawberry.Schema) -> Mapping[str, RowType]:
+    """The views' types that are no entity (windows), of a schema from `build_schema`, by
+    type name (none for another schema)."""
+    row_types: Mapping[str, RowType] = getattr(schema, "_row_types", {})
+    return row_types
 
 
 def print_sdl(catalogue: Iterable[View] = CATALOGUE) -> str:

@@ -5,8 +5,8 @@ execution gives.
 Once per validated document and operation (kept with the cached document, bounded like
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
-latest and aggregate views), top-N of count views and of aggregate views (by any of their
-numeric results) and `__typename`, with
+latest and aggregate views), top-N (of count views, of aggregate views by any of their
+numeric results, of one window of windowed views) and `__typename`, with
 arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
 allowed; or of federation's `_entities` alone, selecting `__typename` and inline fragments on
 the entity types of those views, each of plain scalar fields (as routers ask it). Fragments
@@ -20,7 +20,7 @@ representation's type (null for an unknown key), and a partition that could not 
 the resolver's own PARTITION_UNAVAILABLE error at the first of its representations.
 
 A top-N is answered from the cache when every top-N of the request is kept there
-(`GatewayCache.top`, the planner's own test of a kept top; an aggregate view's never is),
+(`GatewayCache.top`, the planner's own test of a kept top; only count views' are kept),
 its freshness added before the lookups', as its resolver, answering from memory, adds it
 before theirs complete. Otherwise (a top not kept, the cache off, a field accepting no lag)
 each top-N is read as its resolver reads it (`Planner.top` with the same options and `by`:
@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import count
 from typing import Any, cast
 
@@ -77,7 +78,7 @@ from gateway.api.fields.common import Entity, authorize_view
 from gateway.api.fields.entities import parse_representation, record_missing
 from gateway.api.fields.keys import key_texts
 from gateway.api.request import RequestContext, per_key
-from gateway.api.schema import entities_of
+from gateway.api.schema import entities_of, row_types_of
 from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
 from gateway.execute.writer import TYPENAME, reads_attribute, response_key
@@ -138,6 +139,7 @@ class _Root:
     ident: int  # in the memo of made rows
     top: bool = False  # the top-N of `view`, not a lookup
     ranked: bool = False  # a top-N by a result the request chooses (`by`): an aggregate view's
+    windowed: bool = False  # a top-N of one window (`window`): a windowed view's
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, _Root] | None = None
@@ -165,6 +167,7 @@ class FastPath:
     def __init__(self, schema: strawberry.Schema, catalogue: Iterable[View]) -> None:
         self._schema = schema._schema
         self._entities = entities_of(schema)
+        self._row_types = row_types_of(schema)  # of windowed views: their tops have no entity
         self.answered = 0  # requests answered here
         self._made: _Made = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
@@ -177,7 +180,7 @@ class FastPath:
             if cacheable(view):
                 self._lookups[view.point_field] = _Lookup(view, many=False)
                 self._lookups[view.many_field] = _Lookup(view, many=True)
-            if kind_of(view).cached_top or (cacheable(view) and view.ranked_fields):
+            if kind_of(view).cached_top or view.ranked_fields or view.window is not None:
                 self._tops[view.top_field] = view
 
     # -- once per document ----------------------------------------------------------------
@@ -232,7 +235,7 @@ class FastPath:
         query = self._schema.query_type
         assert query is not None
         field = query.fields.get(node.name.value)
-        entity = self._entities.get(view.type_name)
+        entity = self._entities.get(view.type_name) or self._row_types.get(view.type_name)
         if field is None or entity is None or node.selection_set is None:
             return None
         shape_many, nullable_rows, object_type = _shape(field.type)
@@ -247,6 +250,7 @@ class FastPath:
         return _Root(
             response_key(node), view, many, entity.convert, object_type.name, leaves,
             nullable_rows, Arguments(field, node), next(_ROOTS), top, top and "by" in field.args,
+            top and "window" in field.args,
         )  # fmt: skip
 
     def _entities_root(self, node: FieldNode) -> _Root | None:
@@ -355,7 +359,7 @@ class FastPath:
             if not root.top:
                 continue
             assert root.view is not None
-            if cache is None or a.by is not None:  # a ranked top-N is never kept
+            if cache is None or a.by is not None or a.window is not None:  # never kept
                 return None
             partitions = context.feed.current.partition_count(root.view)
             found = cache.top(root.view, a.limit, partitions, a.options, counted=False)
@@ -408,7 +412,7 @@ class FastPath:
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
                     return Replay(list(zip(reads, results, strict=True)))
-                # a lookup's rows, or a top-N's (rows or events: no windows here)
+                # a lookup's rows, or a top-N's (its rows, events or windows: `convert`s)
                 rows = None if result is None else cast(list[CachedRow], result.rows)
                 data[a.root.key] = _value(a.root, rows, self._made)
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
@@ -500,16 +504,17 @@ class _Asked:
     options: ReadOptions
     limit: int = 0  # of a top-N
     by: str | None = None  # the result an aggregate view's top-N ranks by
+    window: datetime | None = None  # the start of a windowed view's window
 
 
 # a read the fast path made: a lookup of keys, or a top-N of a limit, of a view (by name)
-_ReadKey = tuple[str, tuple[str, ...] | tuple[int, str | None], ReadOptions]
+_ReadKey = tuple[str, tuple[str, ...] | tuple[int, str | None, datetime | None], ReadOptions]
 
 
 def _read_key(asked: _Asked) -> _ReadKey:
     view = asked.root.view
     assert view is not None
-    read = (asked.limit, asked.by) if asked.root.top else tuple(asked.keys)
+    read = (asked.limit, asked.by, asked.window) if asked.root.top else tuple(asked.keys)
     return (view.name, read, asked.options)
 
 
@@ -565,7 +570,7 @@ class _Replayed:
         options: ReadOptions = DEFAULT_READ,
         by: str | None = None,
     ) -> TopResult:
-        result = None if window else self._made((view.name, (limit, by), options))
+        result = self._made((view.name, (limit, by, window), options))
         if result is None:
             return await self._reads.top(view, limit, deadline, window, options, by)
         if isinstance(result, Exception):
@@ -585,12 +590,12 @@ async def _lookup(
 
 
 async def _top(asked: _Asked, context: RequestContext) -> TopResult:
-    """A top-N of a count or aggregate view, read as its resolver reads it
-    (`gateway.api.fields.count`, `gateway.api.fields.ranked`)."""
+    """A top-N, read as its resolver reads it (`gateway.api.fields.count`, `.ranked`,
+    `.windowed`)."""
     view = asked.root.view
     assert view is not None
     deadline, options = context.deadline, asked.options
-    return await context.planner.top(view, asked.limit, deadline, options=options, by=asked.by)
+    return await context.planner.top(view, asked.limit, deadline, asked.window, options, asked.by)
 
 
 def _record_missing(
@@ -626,7 +631,8 @@ def _asked(
         options = ReadOptions(arguments.get("maxLag"), caller=context.principal.subject)
         if root.top:
             limit = _limit(root, arguments, context)
-            asked.append(_Asked(root, [], options, limit, _by(root, arguments)))
+            window = _window(root, arguments)
+            asked.append(_Asked(root, [], options, limit, _by(root, arguments), window))
         else:
             asked.append(_Asked(root, _keys(root, arguments, context), options))
     return asked
@@ -756,6 +762,18 @@ def _by(root: _Root, arguments: Mapping[str, Any]) -> str | None:
     if not isinstance(by, str):
         raise _Doubt
     return by
+
+
+def _window(root: _Root, arguments: Mapping[str, Any]) -> datetime | None:
+    """The start of the window a windowed view's top-N asks (`WindowInput`, coerced to a
+    dict), None for another view's."""
+    if not root.windowed:
+        return None
+    window = arguments.get("window")
+    start = window.get("start") if isinstance(window, dict) else None
+    if not isinstance(start, datetime):
+        raise _Doubt
+    return start
 
 
 def _limit(root: _Root, arguments: Mapping[str, Any], context: RequestContext) -> int:

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,13 @@ from schema import (
     CountRow,
     EventRow,
     View,
+    WindowRow,
     encode_event,
+    encode_window,
     event_record_key,
     partition_for,
     view_by_name,
+    window_record_key,
 )
 from tests.node.harness import (
     P,
@@ -82,6 +86,10 @@ ALL_WORDS = (*WORDS, *ABSENT_WORDS)
 ALL_CUSTOMERS = (*CUSTOMERS, *ABSENT_CUSTOMERS)
 ALL_HOSTS = (*HOSTS_SEEN, *ABSENT_HOSTS)
 EPOCH_MS = 1_700_000_000_000
+# the first window of the windowed view: an hour ago, well within its day of retention
+MINUTE0 = (int(time.time() * 1000) // 60_000 - 60) * 60_000
+# host, minute (from MINUTE0) -> the window's count
+MINUTES = {("h0", 0): 3, ("хост", 0): 5, ("h 2", 0): 5, ("h0", 1): 2, ("h 2", 1): 4}
 
 _tag = uuid.uuid4().hex[:8]
 COUNTS = dataclasses.replace(WORD_COUNTS, name=f"f{_tag}_counts", topic=f"f{_tag}.words")
@@ -94,7 +102,16 @@ BOOKINGS = dataclasses.replace(
 HOSTS = dataclasses.replace(  # an aggregate view: a count and a distinct count per host
     view_by_name("host_pages"), name=f"f{_tag}_pages", topic=f"f{_tag}.pageviews"
 )
-VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS, HOSTS)
+WINDOWS = dataclasses.replace(  # a windowed count view: one-minute windows per host
+    view_by_name("host_access_per_minute"), name=f"f{_tag}_minutes", topic=f"f{_tag}.access"
+)
+VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS, HOSTS, WINDOWS)
+
+
+def _minute(minute: int, offset_ms: int = 0) -> str:
+    """The start of the windowed view's `minute`th window (from MINUTE0), as DateTime."""
+    start = MINUTE0 + minute * 60_000 + offset_ms
+    return datetime.fromtimestamp(start / 1000, UTC).isoformat()
 
 
 @dataclass
@@ -130,6 +147,12 @@ def _produce(bootstrap: str) -> None:
         row = EventRow(host, EPOCH_MS + index, 0, index, {"views": views, "pages": pages})
         aggregates.append((host.encode(), encode_event(row), partition_for(host, P)))
     produce_changelog(bootstrap, HOSTS, aggregates)
+    windows = []
+    for (host, minute), events in MINUTES.items():
+        start = MINUTE0 + minute * 60_000
+        window = WindowRow(host, start, start + 60_000, events, start + events)
+        windows.append((window_record_key(window), encode_window(window), partition_for(host, P)))
+    produce_changelog(bootstrap, WINDOWS, windows)
 
 
 def _gateway(config: GatewayConfig) -> tuple[GatewayApp, str]:
@@ -424,6 +447,9 @@ TOP_FAULTS: dict[str, str] = {
     "a field it does not plan beside it": "topWords(limit: 2) { word } wordCountTotals { count }",
     "a ranking it does not know": f"{HOSTS.top_field}(limit: 2, by: WORDS) {{ host }}",
     "a null ranking": f"{HOSTS.top_field}(limit: 2, by: $b) {{ host }}",
+    "a window that starts off the minute": (
+        f'{WINDOWS.top_field}(limit: 2, window: {{start: "{_minute(0, 1)}"}}) {{ host }}'
+    ),
 }
 
 
@@ -440,7 +466,7 @@ def top_requests(draw: st.DrawFn) -> Request:
     """A top-N request alone, of a shape the fast path answers (from the cache, or the
     nodes when it accepts no lag)."""
     doc = _Doc()
-    root = draw(st.one_of(_top_root(doc), _ranked_root(doc)))
+    root = draw(st.one_of(_top_root(doc), _ranked_root(doc), _window_root(doc)))
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     query = f"query{declared} {{ {root} }}" if declared else f"{{ {root} }}"
     method = draw(st.sampled_from(["POST", "GET"]))
@@ -453,9 +479,8 @@ def mixed_top_requests(draw: st.DrawFn) -> Request:
     fast path answers it, every field from the cache or the nodes."""
     doc = _Doc()
     roots = [f"r{index}: {draw(_root(doc))}" for index in range(draw(st.integers(1, 3)))]
-    roots.insert(
-        draw(st.integers(0, len(roots))), draw(st.one_of(_top_root(doc), _ranked_root(doc)))
-    )
+    tops = st.one_of(_top_root(doc), _ranked_root(doc), _window_root(doc))
+    roots.insert(draw(st.integers(0, len(roots))), draw(tops))
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     body = "{ " + " ".join(roots) + " }"
     query = f"query{declared} {body}" if declared else body
@@ -501,6 +526,24 @@ def _ranked_root(draw: st.DrawFn, doc: _Doc) -> str:
     inner = ", ".join(arguments) + draw(_read_arguments(doc))
     alias = draw(aliases)
     root = f"{HOSTS.top_field}({inner}) {draw(_selection(HOST_LEAVES))}"
+    return root if alias is None else f"{alias}: {root}"
+
+
+WINDOW_LEAVES = ("host", "start", "end", "count", "__typename")
+
+
+@st.composite
+def _window_root(draw: st.DrawFn, doc: _Doc) -> str:
+    """One top-N of one window of the windowed view (a minute with windows, or none),
+    by a literal or a variable, maybe aliased: read from the nodes, never kept."""
+    start = _minute(draw(st.integers(0, 2)))
+    if draw(st.booleans()):
+        window = doc.variable("WindowInput!", {"start": start})
+    else:
+        window = f'{{start: "{start}"}}'
+    inner = f"limit: {draw(st.integers(1, 4))}, window: {window}" + draw(_read_arguments(doc))
+    alias = draw(aliases)
+    root = f"{WINDOWS.top_field}({inner}) {draw(_selection(WINDOW_LEAVES))}"
     return root if alias is None else f"{alias}: {root}"
 
 
@@ -810,6 +853,21 @@ def test_a_top_n_from_the_fast_path_is_the_truth(setup: Setup) -> None:
     assert body["data"] == {
         "p": [{"host": "h 2", "pages": 3}, {"host": "h0", "pages": 2}],
         "v": [{"host": "h 2", "views": 9}],
+    }, body
+    windowed = Request(
+        f'{{ m0: {WINDOWS.top_field}(limit: 2, window: {{start: "{_minute(0)}"}}) '
+        "{ host count start end } "
+        f'm1: {WINDOWS.top_field}(limit: 5, window: {{start: "{_minute(1)}"}}) {{ host count }} }}',
+        {},
+        fast=True,
+    )
+    body = orjson.loads(_compare(setup.fast, windowed, headers)[2])
+    assert body["data"] == {
+        "m0": [
+            {"host": "h 2", "count": 5, "start": _minute(0), "end": _minute(1)},
+            {"host": "хост", "count": 5, "start": _minute(0), "end": _minute(1)},
+        ],
+        "m1": [{"host": "h 2", "count": 4}, {"host": "h0", "count": 2}],
     }, body
 
     def counted_once() -> bool:

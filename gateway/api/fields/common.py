@@ -62,13 +62,25 @@ class Entity:
 
 
 @dataclass(frozen=True)
+class RowType:
+    """A view's type that is no federation entity (a windowed view's window): `convert`
+    makes an instance from a row a read found."""
+
+    view: View
+    type: Any
+    convert: Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
 class ViewFields:
-    """What a kind's builder makes of a view: its Query fields, its entity if it has one,
-    and its Subscription fields (`gateway.api.fields.live`)."""
+    """What a kind's builder makes of a view: its Query fields, its entity if it has one
+    (else its row type, if it has one), and its Subscription fields
+    (`gateway.api.fields.live`)."""
 
     fields: dict[str, Any]
     entity: Entity | None = None
     subscriptions: dict[str, Any] = field(default_factory=dict)
+    row_type: RowType | None = None
 
 
 MaxLag = Annotated[

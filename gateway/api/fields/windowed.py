@@ -19,6 +19,7 @@ import strawberry
 from gateway.api.fields.common import (
     AtLeast,
     MaxLag,
+    RowType,
     ViewFields,
     WindowInput,
     authorize_view,
@@ -228,4 +229,5 @@ def windowed_fields(view: View) -> ViewFields:
             **window_totals_field(view),
         },
         subscriptions=subscriptions,
+        row_type=RowType(view, window_type, to_type),
     )
