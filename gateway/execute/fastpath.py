@@ -6,7 +6,8 @@ Once per validated document and operation (kept with the cached document, bounde
 it), `FastPath.plan` derives a `Plan` when the operation is a query made only of point and
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views), top-N (of count views, of aggregate views by any of their
-numeric results, of one window of windowed views) and `__typename`, with
+numeric results, of one window of windowed views), the windows of one key of windowed
+views and `__typename`, with
 arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
 allowed; or of federation's `_entities` alone, selecting `__typename` and inline fragments on
 the entity types of those views, each of plain scalar fields (as routers ask it). Fragments
@@ -26,7 +27,8 @@ before theirs complete. Otherwise (a top not kept, the cache off, a field accept
 each top-N is read as its resolver reads it (`Planner.top` with the same options and `by`:
 from the cache if kept, else merged from every partition's top, which the cache may keep
 for the next request), concurrently with the lookups, and a partition it could not read is
-the resolver's PARTITION_UNAVAILABLE error with the field's path.
+the resolver's PARTITION_UNAVAILABLE error with the field's path. The windows of a key are
+read as their resolver reads them (`Planner.windows`), never from the cache.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an operation
 (CORS, authentication, the query limits, validation), the variables and arguments are bound as
@@ -82,13 +84,15 @@ from gateway.api.schema import entities_of, row_types_of
 from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
 from gateway.execute.writer import TYPENAME, reads_attribute, response_key
+from gateway.model import inputs
 from gateway.model.errors import GatewayError
-from gateway.model.rows import Event, Row
+from gateway.model.rows import Event, Row, WindowCount
 from gateway.reads.kinds import cacheable, kind_of
 from gateway.reads.protocol import (
     DEFAULT_READ,
     CachedRow,
     CacheHits,
+    KeyRead,
     LookupResult,
     ReadOptions,
     Reads,
@@ -140,6 +144,7 @@ class _Root:
     top: bool = False  # the top-N of `view`, not a lookup
     ranked: bool = False  # a top-N by a result the request chooses (`by`): an aggregate view's
     windowed: bool = False  # a top-N of one window (`window`): a windowed view's
+    windows: bool = False  # the windows of one key (`from`, `to`): a windowed view's
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, _Root] | None = None
@@ -172,6 +177,7 @@ class FastPath:
         self._made: _Made = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
         self._tops: dict[str, View] = {}  # the top-N fields of count and aggregate views
+        self._windows: dict[str, View] = {}  # the windows-of-a-key fields of windowed views
         # the entity types whose views the cache holds, by type name: `_entities` of them
         self._cached_entities = {
             name: entity for name, entity in self._entities.items() if cacheable(entity.view)
@@ -182,6 +188,8 @@ class FastPath:
                 self._lookups[view.many_field] = _Lookup(view, many=True)
             if kind_of(view).cached_top or view.ranked_fields or view.window is not None:
                 self._tops[view.top_field] = view
+            if view.window is not None:
+                self._windows[view.point_field] = view
 
     # -- once per document ----------------------------------------------------------------
 
@@ -224,12 +232,16 @@ class FastPath:
             return self._entities_root(node)
         if name in self._tops:  # a list of the view's entity type
             return self._view_root(node, self._tops[name], many=True, top=True)
+        if name in self._windows:
+            return self._view_root(node, self._windows[name], many=True, windows=True)
         lookup = self._lookups.get(name)
         if lookup is None:
             return None
         return self._view_root(node, lookup.view, many=lookup.many, top=False)
 
-    def _view_root(self, node: FieldNode, view: View, *, many: bool, top: bool) -> _Root | None:
+    def _view_root(
+        self, node: FieldNode, view: View, *, many: bool, top: bool = False, windows: bool = False
+    ) -> _Root | None:
         """The root of a field of `view` that returns its entity type (a list when `many`),
         or None when the schema's field is not of that shape or its selection is not plain."""
         query = self._schema.query_type
@@ -250,7 +262,7 @@ class FastPath:
         return _Root(
             response_key(node), view, many, entity.convert, object_type.name, leaves,
             nullable_rows, Arguments(field, node), next(_ROOTS), top, top and "by" in field.args,
-            top and "window" in field.args,
+            top and "window" in field.args, windows,
         )  # fmt: skip
 
     def _entities_root(self, node: FieldNode) -> _Root | None:
@@ -312,7 +324,7 @@ class FastPath:
             cache = None  # a read accepting no lag is proved by a node, never from memory
         kept = self._kept_tops(asked, cache, context)
         looked: Mapping[str, CacheHits] = {}
-        if cache is not None and kept is not None:
+        if cache is not None and kept is not None and not any(a.root.windows for a in asked):
             data, looked = self._hit(asked, cache, context, kept)
             if data is not None:
                 self.answered += 1
@@ -391,6 +403,8 @@ class FastPath:
             try:
                 if one.root.top:
                     results[index] = await _top(one, context)
+                elif one.root.windows:
+                    results[index] = await _windows(one, context)
                 else:
                     results[index] = await _lookup(one, context, looked)
             except Exception as exc:  # execution reports it, from this very read
@@ -412,8 +426,7 @@ class FastPath:
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
                     return Replay(list(zip(reads, results, strict=True)))
-                # a lookup's rows, or a top-N's (its rows, events or windows: `convert`s)
-                rows = None if result is None else cast(list[CachedRow], result.rows)
+                rows = None if result is None else _read_rows(result)
                 data[a.root.key] = _value(a.root, rows, self._made)
         except (_Doubt, GraphQLError, GatewayError, TypeError, ValueError):
             return Replay(list(zip(reads, results, strict=True)))
@@ -479,7 +492,7 @@ class FastPath:
 
 
 _NOT_READ = LookupResult([], [])
-_Result = LookupResult | TopResult | Exception  # of one read, as `Replay` keeps it
+_Result = LookupResult | TopResult | KeyRead[Any] | Exception  # of one read, as `Replay` keeps it
 # the top-N a request asked, from the cache: by the id of its `_Asked`, its value, view and
 # freshness
 _Kept = dict[int, tuple[list[Any], View, list[dict[str, Any]]]]
@@ -505,17 +518,22 @@ class _Asked:
     limit: int = 0  # of a top-N
     by: str | None = None  # the result an aggregate view's top-N ranks by
     window: datetime | None = None  # the start of a windowed view's window
+    span: tuple[datetime | None, datetime | None] = (None, None)  # of a key's windows
 
 
-# a read the fast path made: a lookup of keys, or a top-N of a limit, of a view (by name)
-_ReadKey = tuple[str, tuple[str, ...] | tuple[int, str | None, datetime | None], ReadOptions]
+# a read the fast path made: of a view (by name), what (a lookup, a top-N, a key's windows)
+# and its arguments, and its options
+_ReadKey = tuple[str, str, tuple[Any, ...], ReadOptions]
 
 
 def _read_key(asked: _Asked) -> _ReadKey:
     view = asked.root.view
     assert view is not None
-    read = (asked.limit, asked.by, asked.window) if asked.root.top else tuple(asked.keys)
-    return (view.name, read, asked.options)
+    if asked.root.top:
+        return (view.name, "top", (asked.limit, asked.by, asked.window), asked.options)
+    if asked.root.windows:
+        return (view.name, "windows", (asked.keys[0], *asked.span), asked.options)
+    return (view.name, "lookup", tuple(asked.keys), asked.options)
 
 
 @dataclass
@@ -547,17 +565,20 @@ class _Replayed:
         return getattr(self._reads, name)
 
     def _made(self, key: _ReadKey) -> _Result | None:
+        """The result of the read `key` made already (raised again if it raised), or None
+        when none is left: the planner reads."""
         made = self._left.get(key)
-        return made.pop(0) if made else None
+        result = made.pop(0) if made else None
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     async def lookup(
         self, view: Any, keys: Sequence[str], deadline: float, options: ReadOptions
     ) -> LookupResult:
-        result = self._made((view.name, tuple(keys), options))
+        result = self._made((view.name, "lookup", tuple(keys), options))
         if result is None:
             return await self._reads.lookup(view, keys, deadline, options)
-        if isinstance(result, Exception):
-            raise result
         assert isinstance(result, LookupResult)
         return result
 
@@ -570,12 +591,25 @@ class _Replayed:
         options: ReadOptions = DEFAULT_READ,
         by: str | None = None,
     ) -> TopResult:
-        result = self._made((view.name, (limit, by, window), options))
+        result = self._made((view.name, "top", (limit, by, window), options))
         if result is None:
             return await self._reads.top(view, limit, deadline, window, options, by)
-        if isinstance(result, Exception):
-            raise result
         assert isinstance(result, TopResult)
+        return result
+
+    async def windows(
+        self,
+        view: Any,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> KeyRead[list[WindowCount]]:
+        result = self._made((view.name, "windows", (key, since, until), options))
+        if result is None:
+            return await self._reads.windows(view, key, since, until, deadline, options)
+        assert isinstance(result, KeyRead)
         return result
 
 
@@ -589,6 +623,23 @@ async def _lookup(
     return await context.planner.lookup(view, asked.keys, context.deadline, asked.options, hits)
 
 
+async def _windows(asked: _Asked, context: RequestContext) -> KeyRead[list[WindowCount]]:
+    """A key's windows, read as their resolver reads them (`gateway.api.fields.windowed`)."""
+    view = asked.root.view
+    assert view is not None
+    since, until = asked.span
+    key, deadline = asked.keys[0], context.deadline
+    return await context.planner.windows(view, key, since, until, deadline, asked.options)
+
+
+def _read_rows(result: LookupResult | TopResult | KeyRead[Any]) -> list[CachedRow]:
+    """What a read found: a lookup's rows, a top-N's (rows, events or windows), a key's
+    windows; each becomes its field's object by the root's `convert`."""
+    if isinstance(result, KeyRead):
+        return cast(list[CachedRow], result.value or [])
+    return cast(list[CachedRow], result.rows)
+
+
 async def _top(asked: _Asked, context: RequestContext) -> TopResult:
     """A top-N, read as its resolver reads it (`gateway.api.fields.count`, `.ranked`,
     `.windowed`)."""
@@ -599,9 +650,14 @@ async def _top(asked: _Asked, context: RequestContext) -> TopResult:
 
 
 def _record_missing(
-    context: RequestContext, asked: _Asked, result: LookupResult | TopResult
+    context: RequestContext, asked: _Asked, result: LookupResult | TopResult | KeyRead[Any]
 ) -> None:
     """The field's PARTITION_UNAVAILABLE errors, as its resolver records them."""
+    if isinstance(result, KeyRead):  # `record_key_read`: the field's, of its key
+        if result.failure is not None:
+            path = [asked.root.key]
+            context.add_missing(path, result.partition, result.failure, [result.key])
+        return
     if not result.failures:
         return
     if isinstance(result, TopResult):  # `record_failures`: the field's, of no key
@@ -633,6 +689,9 @@ def _asked(
             limit = _limit(root, arguments, context)
             window = _window(root, arguments)
             asked.append(_Asked(root, [], options, limit, _by(root, arguments), window))
+        elif root.windows:
+            keys, span = _keys(root, arguments, context), _span(root, arguments)
+            asked.append(_Asked(root, keys, options, span=span))
         else:
             asked.append(_Asked(root, _keys(root, arguments, context), options))
     return asked
@@ -764,15 +823,29 @@ def _by(root: _Root, arguments: Mapping[str, Any]) -> str | None:
     return by
 
 
+def _span(root: _Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """The `from` and `to` of a key's windows (each None when not given or null), checked
+    as `Planner.windows` checks them before it reads: a resolver failing before its first
+    await makes execution drop its siblings' answers, so execution must answer it."""
+    assert root.view is not None
+    since, until = arguments.get("from"), arguments.get("to")
+    if not all(t is None or isinstance(t, datetime) for t in (since, until)):
+        raise _Doubt
+    inputs.time_range(root.view, since, until)  # a GatewayError: execution reports it
+    return since, until
+
+
 def _window(root: _Root, arguments: Mapping[str, Any]) -> datetime | None:
     """The start of the window a windowed view's top-N asks (`WindowInput`, coerced to a
     dict), None for another view's."""
     if not root.windowed:
         return None
+    assert root.view is not None
     window = arguments.get("window")
     start = window.get("start") if isinstance(window, dict) else None
     if not isinstance(start, datetime):
         raise _Doubt
+    inputs.top_window(root.view, start)  # as `_span`: a GatewayError, execution reports it
     return start
 
 
@@ -792,7 +865,8 @@ def _keys(root: _Root, arguments: Mapping[str, Any], context: RequestContext) ->
     answer them (`gateway.api.fields.lookup`)."""
     view = root.view
     assert view is not None
-    given = arguments[view.keys_arg] if root.many else [arguments[view.key_field]]
+    many = root.many and not root.windows  # a key's windows are a list too
+    given = arguments[view.keys_arg] if many else [arguments[view.key_field]]
     if not isinstance(given, list) or any(k is None for k in given):
         raise _Doubt
     texts = key_texts(view, given)  # a GatewayError: execution reports it

@@ -3,7 +3,8 @@ with the cache off (whose fast path answers from the nodes' reads), over two rea
 from a real broker: each one's answers equal those of the same gateway with the fast path
 switched off (status, headers and body, `extensions.freshness` included), and their data
 and errors equal each other's, for generated documents over every view kind it answers
-(count, latest and aggregate) of the shape it answers (aliases, several root fields,
+(count, latest and aggregate; a windowed view's windows of a key and top-N of a window) of
+the shape it answers (aliases, several root fields,
 variables and literals, keys
 present and absent, unicode keys, POST and GET) and of shapes it must leave to execution
 (fragments, directives, other fields, bad variables, bad keys, `atLeast`). Authentication,
@@ -292,6 +293,7 @@ def _literal(value: Any) -> str:
 word_keys = st.sampled_from(ALL_WORDS)
 customer_keys = st.sampled_from(ALL_CUSTOMERS)
 host_keys = st.sampled_from(ALL_HOSTS)
+window_hosts = st.sampled_from((*dict.fromkeys(host for host, _ in MINUTES), "h-none"))
 COUNT_LEAVES = ("word", "count", "__typename")
 BOOKING_LEAVES = ("customer", "trip", "eventTime", "__typename")
 HOST_LEAVES = ("host", "views", "pages", "eventTime", "__typename")
@@ -355,10 +357,12 @@ def _read_arguments(draw: st.DrawFn, doc: _Doc) -> str:
 @st.composite
 def _root(draw: st.DrawFn, doc: _Doc) -> str:
     """One root field the fast path answers, without an alias."""
-    kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "__typename"]
+    kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "windows", "__typename"]
     kind = draw(st.sampled_from(kinds))
     if kind == "__typename":
         return "__typename"
+    if kind == "windows":
+        return draw(_windows_root(doc))
     if kind == "count":
         field = f"wordCount(word: {draw(_key_argument(doc, word_keys))}"
     elif kind == "counts":
@@ -375,6 +379,22 @@ def _root(draw: st.DrawFn, doc: _Doc) -> str:
     return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(leaves))}"
 
 
+@st.composite
+def _windows_root(draw: st.DrawFn, doc: _Doc) -> str:
+    """The windows of one host (with windows or none), maybe from and to a minute, by
+    literals or variables."""
+    field = f"{WINDOWS.point_field}(host: {draw(_key_argument(doc, window_hosts))}"
+    minutes = sorted(draw(st.lists(st.integers(0, 2), min_size=2, max_size=2)))  # from <= to
+    for bound, minute in zip(("from", "to"), minutes, strict=True):
+        if draw(st.booleans()):  # not given
+            continue
+        if draw(st.booleans()):
+            field += f", {bound}: {doc.variable('DateTime', _minute(minute))}"
+        else:
+            field += f', {bound}: "{_minute(minute)}"'
+    return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(WINDOW_LEAVES))}"
+
+
 # a root field execution must answer: (variable type, value or _MISSING, the field)
 _MISSING = object()
 BAD_ROOTS: dict[str, tuple[str, Any, str]] = {
@@ -389,6 +409,16 @@ BAD_ROOTS: dict[str, tuple[str, Any, str]] = {
     "Int not whole": ("Int", 1.5, 'wordCount(word: "w0", maxLag: {}) {{ word }}'),
     "null through a default": ('String = "w0"', None, "wordCount(word: {}) {{ word }}"),
     "atLeast token": ("String", "x:0:1", 'lastBooking(customer: "c0", atLeast: {}) {{ trip }}'),
+    "a from that is no DateTime": (
+        "DateTime",
+        "yesterday",
+        WINDOWS.point_field + '(host: "h0", from: {}) {{ count }}',
+    ),
+    "windows from after to": (  # refused by the read: replayed to execution
+        "DateTime",
+        _minute(2),
+        WINDOWS.point_field + '(host: "h0", from: {}, to: "' + _minute(0) + '") {{ count }}',
+    ),
 }
 # documents execution must answer though every root field is one the fast path answers
 SHAPES = ("fragment", "inline fragment", "directive", "other field", "a response key twice")
@@ -448,6 +478,10 @@ TOP_FAULTS: dict[str, str] = {
     "a ranking it does not know": f"{HOSTS.top_field}(limit: 2, by: WORDS) {{ host }}",
     "a null ranking": f"{HOSTS.top_field}(limit: 2, by: $b) {{ host }}",
     "a window that starts off the minute": (
+        f'{WINDOWS.top_field}(limit: 2, window: {{start: "{_minute(0, 1)}"}}) {{ host }}'
+    ),
+    "a window off the minute beside a lookup": (  # refused before any read: no replay
+        f'wordCount(word: "w0") {{ count }} '
         f'{WINDOWS.top_field}(limit: 2, window: {{start: "{_minute(0, 1)}"}}) {{ host }}'
     ),
 }
@@ -1003,3 +1037,26 @@ def test_a_lookup_of_a_key_the_cache_does_not_hold_reads_the_nodes_without_looki
     assert body["data"]["wordCounts"] == [{"word": "ключ", "count": 7}, None], body
     assert looks == [], looks
     assert (cache.hits, cache.misses, cache.skipped) == (hits, misses, skipped + 1)
+
+
+def test_the_windows_of_a_key_are_the_truth(setup: Setup) -> None:
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    field = WINDOWS.point_field
+    request = Request(
+        f'{{ {field}(host: "h0") {{ start end count }} '
+        f'w: {field}(host: "h 2", from: "{_minute(1)}") {{ count __typename }} '
+        f'none: {field}(host: "h-none") {{ count }} }}',
+        {},
+        fast=True,
+    )
+    body = orjson.loads(_compare(setup.fast, request, headers)[2])
+    assert body["data"] == {
+        field: [
+            {"start": _minute(0), "end": _minute(1), "count": 3},
+            {"start": _minute(1), "end": _minute(2), "count": 2},
+        ],
+        "w": [{"count": 4, "__typename": WINDOWS.type_name}],
+        "none": [],
+    }, body
+    partitions = {partition_for(host, P) for host in ("h0", "h 2", "h-none")}
+    assert sorted(e["partition"] for e in body["extensions"]["freshness"]) == sorted(partitions)
