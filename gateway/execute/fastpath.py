@@ -172,11 +172,11 @@ class FastPath:
     def __init__(self, schema: strawberry.Schema, catalogue: Iterable[View]) -> None:
         self._schema = schema._schema
         self._entities = entities_of(schema)
-        self._row_types = row_types_of(schema)  # of windowed views: their tops have no entity
+        self._row_types = row_types_of(schema)  # of windowed views, which have no entity
         self.answered = 0  # requests answered here
         self._made: _Made = {}  # see _object
         self._lookups: dict[str, _Lookup] = {}
-        self._tops: dict[str, View] = {}  # the top-N fields of count and aggregate views
+        self._tops: dict[str, View] = {}  # the top-N fields: count, aggregate, windowed
         self._windows: dict[str, View] = {}  # the windows-of-a-key fields of windowed views
         # the entity types whose views the cache holds, by type name: `_entities` of them
         self._cached_entities = {
@@ -242,8 +242,10 @@ class FastPath:
     def _view_root(
         self, node: FieldNode, view: View, *, many: bool, top: bool = False, windows: bool = False
     ) -> _Root | None:
-        """The root of a field of `view` that returns its entity type (a list when `many`),
-        or None when the schema's field is not of that shape or its selection is not plain."""
+        """The root of a field of `view` that returns its entity type, or its row type when
+        it has none (a list when `many`): a lookup, a top-N (`top`) or a key's windows
+        (`windows`); None when the schema's field is not of that shape or its selection is
+        not plain."""
         query = self._schema.query_type
         assert query is not None
         field = query.fields.get(node.name.value)
@@ -392,7 +394,7 @@ class FastPath:
         kept: _Kept,
     ) -> Any:
         """The data of `asked` (its top-N `kept` already, or none of them) read through the
-        planner, as the lookup and top-N resolvers read it, from what the cache answered of
+        planner, as the resolvers of its fields read it, from what the cache answered of
         each view (`looked`, by view name) and the nodes."""
         reads = [a for a in asked if a.root.view is not None and id(a) not in kept]
         done: list[int] = []  # the reads in the order they completed
@@ -549,13 +551,13 @@ class Replay:
             self._left.setdefault(_read_key(asked), []).append(result)
 
     def planner(self, reads: Reads) -> Reads:
-        """`reads` answering these lookups and top-N from their results."""
+        """`reads` answering these reads from their results."""
         return cast(Reads, _Replayed(reads, self._left))
 
 
 class _Replayed:
-    """A planner whose lookups and top-N made already are answered from their results;
-    anything else is `reads`'."""
+    """A planner whose lookups, top-N and windows made already are answered from their
+    results; anything else is `reads`'."""
 
     def __init__(self, reads: Reads, left: dict[_ReadKey, list[_Result]]) -> None:
         self._reads = reads
