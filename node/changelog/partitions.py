@@ -358,11 +358,13 @@ class PartitionRegistry:
         """`action(store)` of `partition` with no read running (to close and reopen it);
         None when `partition` is not held. `action` must not call the registry."""
         with self._lock:
+            # the wait lets the lock go: the copy held once it ends is the one acted on
+            self._unpinned.wait_for(lambda: not self._pinned(self._copies.get(partition)))
             copy = self._copies.get(partition)
-            if copy is None:
-                return None
-            self._wait_unpinned(copy.store)
-            return action(copy.store)
+            return None if copy is None else action(copy.store)
+
+    def _pinned(self, copy: _Copy | None) -> bool:
+        return copy is not None and id(copy.store) in self._pins
 
     def _wait_unpinned(self, store: PartitionStore) -> None:
         """Wait (under the lock, which the wait releases) until no long read reads `store`."""
@@ -400,11 +402,10 @@ class PartitionRegistry:
         """As `read`, with the positions (next offset per changelog topic) the read
         reflects: at least those of every row it may have seen."""
         with self._lock:
-            copy = self._readable_copy(partition, roles, proved)
-            if copy is None:
+            started = self._start_read(partition, roles, proved)
+            if started is None:
                 return None
-            self.reads += 1
-            status = copy.status(partition, self._unreachable_since_ms)
+            copy, status = started
             try:
                 value = reader(copy.store)
             except READ_DAMAGE as exc:
@@ -431,11 +432,10 @@ class PartitionRegistry:
         run in a worker thread): it pins the store, not the registry lock, so reads of every
         partition go on meanwhile, and `detach` and `exclusive` wait for it to end."""
         with self._lock:
-            copy = self._readable_copy(partition, roles, None)
-            if copy is None:
+            started = self._start_read(partition, roles, None)
+            if started is None:
                 return None
-            self.reads += 1
-            status = copy.status(partition, self._unreachable_since_ms)
+            copy, status = started
             pin = id(copy.store)
             self._pins[pin] = self._pins.get(pin, 0) + 1
         try:
@@ -478,6 +478,17 @@ class PartitionRegistry:
         proved current)."""
         with self._lock:  # a store being reopened is closed for a moment
             return self._readable_copy(partition, roles, proved) is not None
+
+    def _start_read(
+        self, partition: int, roles: Collection[Role], proved: Mapping[str, int] | None
+    ) -> tuple[_Copy, PartitionStatus] | None:
+        """A read of `partition` starts (under the lock): counted, with the copy it reads and
+        that copy's status, or None when no copy may be read."""
+        copy = self._readable_copy(partition, roles, proved)
+        if copy is None:
+            return None
+        self.reads += 1
+        return copy, copy.status(partition, self._unreachable_since_ms)
 
     def _readable_copy(
         self, partition: int, roles: Collection[Role], proved: Mapping[str, int] | None

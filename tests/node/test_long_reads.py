@@ -122,3 +122,25 @@ def test_a_long_read_that_finds_the_store_damaged_hands_it_to_its_holder(
     assert registry.read_long(0, rotten) is None
     assert "block checksum mismatch" in registry.take_damaged([0])[0]
     assert registry.read(0, lambda store: store.offsets()) is None  # refused until rebuilt
+
+
+def test_exclusive_acts_on_the_store_held_once_the_long_read_ended(
+    held: tuple[PartitionRegistry, LevelDBStore], tmp_path: Path
+) -> None:
+    """`exclusive` waits for a long read with the lock let go: a store attached meanwhile
+    (the partition reassigned) is the one it acts on, never the one it first found."""
+    registry, _ = held
+    newer = LevelDBStore(tmp_path / "partition-0-again").open()
+    acted_on: list[PartitionStore] = []
+    long_read = HeldRead(registry).start()
+    closer = threading.Thread(target=registry.exclusive, args=(0, acted_on.append))
+    try:
+        closer.start()
+        registry.attach(0, newer, Role.ACTIVE, newer.offsets())
+    finally:
+        long_read.release()
+        closer.join(WAIT_S)
+    try:
+        assert acted_on == [newer]
+    finally:
+        newer.close()
