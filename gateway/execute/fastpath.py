@@ -87,7 +87,7 @@ from gateway.execute.writer import TYPENAME, reads_attribute, response_key
 from gateway.model import inputs
 from gateway.model.errors import GatewayError
 from gateway.model.rows import Event, Row, WindowCount
-from gateway.reads.kinds import cacheable, kind_of
+from gateway.reads.kinds import cacheable
 from gateway.reads.protocol import (
     DEFAULT_READ,
     CachedRow,
@@ -182,13 +182,15 @@ class FastPath:
         self._cached_entities = {
             name: entity for name, entity in self._entities.items() if cacheable(entity.view)
         }
+        query = self._schema.query_type
+        fields = {} if query is None else query.fields
         for view in catalogue:
             if cacheable(view):
                 self._lookups[view.point_field] = _Lookup(view, many=False)
                 self._lookups[view.many_field] = _Lookup(view, many=True)
-            if kind_of(view).cached_top or view.ranked_fields or view.window is not None:
+            if view.top_field in fields:  # `_view_root` takes those of the view's type
                 self._tops[view.top_field] = view
-            if view.window is not None:
+            if view.type_name in self._row_types:  # its point field lists a key's windows
                 self._windows[view.point_field] = view
 
     # -- once per document ----------------------------------------------------------------
