@@ -9,10 +9,11 @@ latest and aggregate views), top-N (of count views, of aggregate views by any of
 numeric results, of one window of windowed views), the windows of one key of windowed
 views and `__typename`, with
 arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
-allowed; or of federation's `_entities` alone, selecting `__typename` and inline fragments on
-the entity types of those views, each of plain scalar fields (as routers ask it). Fragments
-otherwise, directives, any other field, a response key given twice: no plan, the document is
-executed.
+allowed, fragments (named or inline) on the very type they select from spread in place
+(`gateway.execute.selections`); or of federation's `_entities` alone, selecting `__typename`
+and fragments on the entity types of those views, each of plain scalar fields (as routers ask
+it). Fragments on an interface or a union, directives, any other field, a response key given
+twice: no plan, the document is executed.
 
 `_entities` is read as its resolver reads it (`gateway.api.fields.entities`): every
 representation parsed and its view's scope checked (a doubt: execution reports it), then one
@@ -69,7 +70,6 @@ from graphql import (
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLScalarType,
-    InlineFragmentNode,
     OperationDefinitionNode,
     OperationType,
     Undefined,
@@ -83,6 +83,7 @@ from gateway.api.request import RequestContext, per_key
 from gateway.api.schema import entities_of, row_types_of
 from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
+from gateway.execute.selections import Fragments, fields_of, fragment_of, fragments_of
 from gateway.execute.writer import TYPENAME, reads_attribute, response_key
 from gateway.model import inputs
 from gateway.model.errors import GatewayError
@@ -200,19 +201,22 @@ class FastPath:
         ident = ("fastpath", None if operation.name is None else operation.name.value)
         plan = prepared.memo.get(ident)
         if plan is None:
-            plan = self._derive(operation) or _NO_PLAN
+            assert prepared.document is not None
+            fragments = fragments_of(prepared.document.definitions)
+            plan = self._derive(operation, fragments) or _NO_PLAN
             prepared.memo[ident] = plan  # one per operation the document defines
         return plan if isinstance(plan, Plan) else None
 
-    def _derive(self, operation: OperationDefinitionNode) -> Plan | None:
-        if operation.operation is not OperationType.QUERY or operation.directives:
+    def _derive(self, operation: OperationDefinitionNode, fragments: Fragments) -> Plan | None:
+        query = self._schema.query_type
+        if operation.operation is not OperationType.QUERY or operation.directives or not query:
             return None
-        fields = _fields(operation.selection_set.selections)
+        fields = fields_of(operation.selection_set.selections, fragments, query.name)
         if fields is None:
             return None
         roots = []
         for node in fields:
-            root = self._root(node)
+            root = self._root(node, fragments)
             if root is None:
                 return None
             roots.append(root)
@@ -221,7 +225,7 @@ class FastPath:
         variables = Variables(self._schema, operation.variable_definitions or ())
         return Plan(operation, tuple(roots), variables)
 
-    def _root(self, node: FieldNode) -> _Root | None:
+    def _root(self, node: FieldNode, fragments: Fragments) -> _Root | None:
         name = node.name.value
         query = self._schema.query_type
         if query is None:
@@ -231,18 +235,25 @@ class FastPath:
                 response_key(node), None, False, None, query.name, (), True, None, next(_ROOTS)
             )
         if name == _ENTITIES:
-            return self._entities_root(node)
+            return self._entities_root(node, fragments)
         if name in self._tops:  # a list of the view's entity type
-            return self._view_root(node, self._tops[name], many=True, top=True)
+            return self._view_root(node, fragments, self._tops[name], many=True, top=True)
         if name in self._windows:
-            return self._view_root(node, self._windows[name], many=True, windows=True)
+            return self._view_root(node, fragments, self._windows[name], many=True, windows=True)
         lookup = self._lookups.get(name)
         if lookup is None:
             return None
-        return self._view_root(node, lookup.view, many=lookup.many, top=False)
+        return self._view_root(node, fragments, lookup.view, many=lookup.many, top=False)
 
     def _view_root(
-        self, node: FieldNode, view: View, *, many: bool, top: bool = False, windows: bool = False
+        self,
+        node: FieldNode,
+        fragments: Fragments,
+        view: View,
+        *,
+        many: bool,
+        top: bool = False,
+        windows: bool = False,
     ) -> _Root | None:
         """The root of a field of `view` that returns its entity type, or its row type when
         it has none (a list when `many`): a lookup, a top-N (`top`) or a key's windows
@@ -260,7 +271,7 @@ class FastPath:
         if object_type.name != view.type_name or object_type.is_type_of is not None:
             return None
         assert node.selection_set is not None
-        leaves = _leaves(object_type, node.selection_set.selections)
+        leaves = _leaves(object_type, node.selection_set.selections, fragments)
         if leaves is None:
             return None
         return _Root(
@@ -269,33 +280,34 @@ class FastPath:
             top and "window" in field.args, windows,
         )  # fmt: skip
 
-    def _entities_root(self, node: FieldNode) -> _Root | None:
-        """The root of `_entities` when its selection is `__typename` and inline fragments
-        on entity types of views the cache holds, each of plain leaves (a type without a
-        fragment answers `{}`, or its `__typename`)."""
+    def _entities_root(self, node: FieldNode, fragments: Fragments) -> _Root | None:
+        """The root of `_entities` when its selection is `__typename` and fragments (inline
+        or named) on entity types of views the cache holds, each of plain leaves (a type
+        without a fragment answers `{}`, or its `__typename`)."""
         query = self._schema.query_type
         assert query is not None
         field = query.fields.get(_ENTITIES)
         if field is None or node.selection_set is None or node.arguments is None:
             return None
-        selected: list[tuple[str | None, Any]] = []  # (type condition, field) in order
+        selected: list[tuple[str | None, Any]] = []  # (type condition, selection) in order
         for selection in node.selection_set.selections:
             if isinstance(selection, FieldNode) and selection.name.value == TYPENAME:
                 selected.append((None, selection))
                 continue
-            if not isinstance(selection, InlineFragmentNode) or selection.directives:
+            fragment = fragment_of(selection, fragments)
+            if fragment is None or fragment.directives:
                 return None
-            condition = selection.type_condition
+            condition = fragment.type_condition
             if condition is None or condition.name.value not in self._cached_entities:
                 return None
-            selected += [(condition.name.value, f) for f in selection.selection_set.selections]
+            selected += [(condition.name.value, f) for f in fragment.selection_set.selections]
         per_type: dict[str, _Root] = {}
         for type_name, entity in self._cached_entities.items():
             object_type = self._schema.get_type(type_name)
             if not isinstance(object_type, GraphQLObjectType):
                 return None
             mine = [f for condition, f in selected if condition in (None, type_name)]
-            leaves = _leaves(object_type, mine)
+            leaves = _leaves(object_type, mine, fragments)
             if leaves is None:
                 return None
             per_type[type_name] = _Root(
@@ -743,21 +755,6 @@ _TYPENAME_READ = ReadOptions()
 # -- the plan's parts ------------------------------------------------------------------
 
 
-def _fields(selections: Iterable[Any]) -> list[FieldNode] | None:
-    """`selections` when they are fields without directives, each response key once."""
-    fields: list[FieldNode] = []
-    keys = set()
-    for selection in selections:
-        if not isinstance(selection, FieldNode) or selection.directives:
-            return None
-        key = response_key(selection)
-        if key in keys:
-            return None
-        keys.add(key)
-        fields.append(selection)
-    return fields
-
-
 def _shape(output: Any) -> tuple[bool, bool, GraphQLObjectType | None]:
     """Of a lookup field's type: whether it is a list, whether its rows may be null, and
     the rows' object type (None when the type is not one or a list of one)."""
@@ -772,9 +769,12 @@ def _shape(output: Any) -> tuple[bool, bool, GraphQLObjectType | None]:
     return many, nullable, output if isinstance(output, GraphQLObjectType) else None
 
 
-def _leaves(object_type: GraphQLObjectType, selections: Iterable[Any]) -> tuple[_Leaf, ...] | None:
-    """The selected fields of a row when they are plain scalar fields or `__typename`."""
-    fields = _fields(selections)
+def _leaves(
+    object_type: GraphQLObjectType, selections: Iterable[Any], fragments: Fragments
+) -> tuple[_Leaf, ...] | None:
+    """The selected fields of a row (fragments spread) when they are plain scalar fields
+    or `__typename`."""
+    fields = fields_of(selections, fragments, object_type.name)
     if fields is None:
         return None
     leaves = []

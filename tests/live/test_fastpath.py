@@ -4,10 +4,10 @@ from a real broker: each one's answers equal those of the same gateway with the 
 switched off (status, headers and body, `extensions.freshness` included), and their data
 and errors equal each other's, for generated documents over every view kind it answers
 (count, latest and aggregate; a windowed view's windows of a key and top-N of a window) of
-the shape it answers (aliases, several root fields,
-variables and literals, keys
-present and absent, unicode keys, POST and GET) and of shapes it must leave to execution
-(fragments, directives, other fields, bad variables, bad keys, `atLeast`). Authentication,
+the shape it answers (aliases, several root fields, named and inline fragments on the type
+they select from, nested or not, variables and literals, keys present and absent, unicode
+keys, POST and GET) and of shapes it must leave to execution (directives, fragments on a
+union, a fragment spread twice, other fields, bad variables, bad keys, `atLeast`). Authentication,
 the scopes of views and CORS apply to its answers as to executed ones. A top-N, alone or
 beside lookups, is answered by it too: from the cache once the gateway keeps that top, else
 from the nodes' reads (with the cache off, or a field accepting no lag).
@@ -276,6 +276,13 @@ class _Doc:
     def __init__(self) -> None:
         self.declared: list[str] = []
         self.values: dict[str, Any] = {}
+        self.fragments: list[str] = []  # the named fragments' definitions
+
+    def fragment(self, type_name: str, selection: str) -> str:
+        """A spread of a new named fragment on `type_name` of `selection` ("{ ... }")."""
+        name = f"F{len(self.fragments)}"
+        self.fragments.append(f" fragment {name} on {type_name} {selection}")
+        return f"...{name}"
 
     def variable(self, type_: str, value: Any, given: bool = True, default: str = "") -> str:
         name = f"v{len(self.declared)}"
@@ -308,6 +315,22 @@ def _selection(draw: st.DrawFn, leaves: tuple[str, ...], prefix: str = "l") -> s
         alias = draw(st.one_of(st.none(), st.just(f"{prefix}{index}")))
         parts.append(leaf if alias is None else f"{alias}: {leaf}")
     return "{ " + " ".join(parts) + " }"
+
+
+@st.composite
+def _wrapped(draw: st.DrawFn, doc: _Doc, selection: str, type_name: str) -> str:
+    """`selection` ("{ ... }") as it is, in an inline fragment (on `type_name` or on no
+    type) or in a named fragment on `type_name`: each selects the same fields."""
+    how = draw(st.sampled_from(["plain", "plain", "inline", "untyped inline", "named", "both"]))
+    if how == "inline":
+        return f"{{ ... on {type_name} {selection} }}"
+    if how == "untyped inline":
+        return f"{{ ... {selection} }}"
+    if how == "named":
+        return f"{{ {doc.fragment(type_name, selection)} }}"
+    if how == "both":  # a named fragment spread inside an inline one
+        return f"{{ ... on {type_name} {{ {doc.fragment(type_name, selection)} }} }}"
+    return selection
 
 
 @st.composite
@@ -375,8 +398,11 @@ def _root(draw: st.DrawFn, doc: _Doc) -> str:
         field = f"hostPages(host: {draw(_key_argument(doc, host_keys))}"
     else:
         field = f"hostPagesMany(hosts: {draw(_keys_argument(doc, host_keys))}"
-    leaves = {"c": COUNT_LEAVES, "b": BOOKING_LEAVES, "h": HOST_LEAVES}[kind[0]]
-    return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(leaves))}"
+    leaves, view = {"c": (COUNT_LEAVES, COUNTS), "b": (BOOKING_LEAVES, BOOKINGS)}.get(
+        kind[0], (HOST_LEAVES, HOSTS)
+    )
+    selection = draw(_wrapped(doc, draw(_selection(leaves)), view.type_name))
+    return f"{field}{draw(_read_arguments(doc))}) {selection}"
 
 
 @st.composite
@@ -421,15 +447,33 @@ BAD_ROOTS: dict[str, tuple[str, Any, str]] = {
     ),
 }
 # documents execution must answer though every root field is one the fast path answers
-SHAPES = ("fragment", "inline fragment", "directive", "other field", "a response key twice")
+SHAPES = (
+    "directive",
+    "other field",
+    "a response key twice",
+    "a fragment spread twice",
+    "a fragment with a directive",
+    "a fragment on a union",
+)
+# documents of root fields the fast path answers, which it answers too
+FAST_SHAPES = ("plain", "two operations", "fragment", "inline fragment", "fragments in fragments")
 
 
 def _shaped(shape: str, fields: str, first: str) -> tuple[str, str]:
     """The operation's selection set, and what follows the operation, of `shape`."""
     if shape == "fragment":
-        return "{ ...F }", f" fragment F on Query {{ {fields} }}"
+        return "{ ...Q }", f" fragment Q on Query {{ {fields} }}"
     if shape == "inline fragment":
         return f"{{ ... on Query {{ {fields} }} }}", ""
+    if shape == "fragments in fragments":
+        return "{ ... { ...Q } }", f" fragment Q on Query {{ ... on Query {{ {fields} }} }}"
+    if shape == "a fragment spread twice":  # graphql-core spreads it once
+        return "{ ...Q ...Q }", f" fragment Q on Query {{ {fields} }}"
+    if shape == "a fragment with a directive":
+        return f"{{ ... on Query @include(if: true) {{ {fields} }} }}", ""
+    if shape == "a fragment on a union":  # WordCount is one of the `_Entity` union
+        union = "{ ... on _Entity { __typename } }"
+        return f'{{ {fields} u: {COUNTS.point_field}(word: "w0") {union} }}', ""
     if shape == "directive":
         return f"{{ {fields} t: __typename @skip(if: false) }}", ""
     if shape == "other field":
@@ -457,8 +501,9 @@ def requests(draw: st.DrawFn, faults: st.SearchStrategy[str]) -> Request:
         name = doc.variable(type_, value, given=value is not _MISSING)
         roots.insert(draw(st.integers(0, len(roots))), f"bad: {field.format(name)}")
     fields = " ".join(roots)
-    shape = fault if fault in SHAPES else draw(st.sampled_from(["plain", "two operations"]))
+    shape = fault if fault in SHAPES else draw(st.sampled_from(FAST_SHAPES))
     body, after = _shaped(shape, fields, roots[0])
+    after += "".join(doc.fragments)
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     name = "Lookups" if shape == "two operations" else draw(st.sampled_from(["", "Lookups"]))
     query = (f"query {name}{declared} {body}" if name or declared else body) + after
@@ -517,7 +562,7 @@ def mixed_top_requests(draw: st.DrawFn) -> Request:
     roots.insert(draw(st.integers(0, len(roots))), draw(tops))
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     body = "{ " + " ".join(roots) + " }"
-    query = f"query{declared} {body}" if declared else body
+    query = (f"query{declared} {body}" if declared else body) + "".join(doc.fragments)
     method = draw(st.sampled_from(["POST", "GET"]))
     return Request(query, doc.values, True, method)
 
@@ -588,7 +633,7 @@ ENTITY_FAULTS: dict[str, str] = {
     "a representation without its key": "no key",
     "a fragment on the union": "union fragment",
     "a directive": "directive",
-    "a named fragment": "named fragment",
+    "a named fragment on the union": "named union fragment",
     "a lookup beside it": "lookup beside",
 }
 
@@ -602,9 +647,10 @@ def _object_literal(value: dict[str, str]) -> str:
 
 
 @st.composite
-def _entity_fragments(draw: st.DrawFn) -> tuple[list[str], bool]:
-    """The `_entities` selection's parts, and whether every type's fields have distinct
-    response keys (else execution merges them, and the fast path leaves it)."""
+def _entity_fragments(draw: st.DrawFn, doc: _Doc) -> tuple[list[str], bool]:
+    """The `_entities` selection's parts (inline fragments, or named ones defined in
+    `doc`), and whether every type's fields have distinct response keys (else execution
+    merges them, and the fast path leaves it)."""
     typename = draw(st.booleans())
     parts = ["__typename"] if typename else []
     distinct = True
@@ -617,7 +663,10 @@ def _entity_fragments(draw: st.DrawFn) -> tuple[list[str], bool]:
     for view, leaves, prefix in typed:
         if draw(st.booleans()):
             selection = draw(_selection(leaves, prefix))
-            parts.append(f"... on {view.type_name} {selection}")
+            if draw(st.booleans()):
+                parts.append(doc.fragment(view.type_name, selection))
+            else:
+                parts.append(f"... on {view.type_name} {selection}")
             # `__typename` unaliased in the fragment too: one response key asked twice
             distinct &= not (typename and re.search(r"(?<!: )__typename", selection))
     if not parts:
@@ -644,14 +693,14 @@ def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
         representations.append(_representation("Nope", "word", "w0"))
     elif fault == "no key":
         representations.append(_representation(COUNTS.type_name, None, ""))
-    parts, distinct = draw(_entity_fragments())
+    doc = _Doc()
+    parts, distinct = draw(_entity_fragments(doc))
     if fault == "union fragment":
         parts.append("... on _Entity { __typename }")
     elif fault == "directive":
         parts.append("t: __typename @include(if: true)")
-    elif fault == "named fragment":
-        parts.append("...F")
-    doc = _Doc()
+    elif fault == "named union fragment":
+        parts.append(doc.fragment("_Entity", "{ t: __typename }"))
     if draw(st.booleans()):
         argument = doc.variable("[_Any!]!", representations)
     else:
@@ -662,9 +711,7 @@ def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
     if fault == "lookup beside":
         root += ' wordCount(word: "w0") { count }'
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
-    query = f"query{declared} {{ {root} }}"
-    if fault == "named fragment":
-        query += f" fragment F on {COUNTS.type_name} {{ word }}"
+    query = f"query{declared} {{ {root} }}" + "".join(doc.fragments)
     method = draw(st.sampled_from(["POST", "GET"]))
     return Request(query, doc.values, distinct and not fault, method, fault=fault)
 
