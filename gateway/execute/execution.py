@@ -159,7 +159,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         started = time.perf_counter()
         fast = self.fast_path
         if fast is not None:
-            plan = fast.plan(prepared, operation)
+            plan = fast.plan(prepared, operation, request.variables)
             data = None if plan is None else await fast.answer(plan, request.variables, context)
             if isinstance(data, Replay):  # read already: execution answers from those reads
                 context.planner = data.planner(context.planner)

@@ -12,8 +12,10 @@ arguments from literals or variables, selecting plain scalar fields and `__typen
 allowed, fragments (named or inline) on the very type they select from spread in place
 (`gateway.execute.selections`); or of federation's `_entities` alone, selecting `__typename`
 and fragments on the entity types of those views, each of plain scalar fields (as routers ask
-it). Fragments on an interface or a union, directives, any other field, a response key given
-twice: no plan, the document is executed.
+it). `@skip` and `@include` are decided per request (`gateway.execute.conditions`): an
+operation has a plan per outcome of its conditions, for its first few outcomes. Fragments on
+an interface or a union, other directives, a condition that is no boolean, any other field, a
+response key given twice: no plan, the document is executed.
 
 `_entities` is read as its resolver reads it (`gateway.api.fields.entities`): every
 representation parsed and its view's scope checked (a doubt: execution reports it), then one
@@ -65,6 +67,7 @@ from typing import Any, cast
 import strawberry
 from graphql import (
     FieldNode,
+    FragmentDefinitionNode,
     GraphQLError,
     GraphQLList,
     GraphQLNonNull,
@@ -83,7 +86,15 @@ from gateway.api.request import RequestContext, per_key
 from gateway.api.schema import entities_of, row_types_of
 from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
-from gateway.execute.selections import Fragments, fields_of, fragment_of, fragments_of
+from gateway.execute.conditions import conditional_nodes, decide
+from gateway.execute.selections import (
+    Decided,
+    Fragments,
+    fields_of,
+    fragment_of,
+    fragments_of,
+    included,
+)
 from gateway.execute.writer import TYPENAME, reads_attribute, response_key
 from gateway.model import inputs
 from gateway.model.errors import GatewayError
@@ -110,6 +121,7 @@ _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is f
 _Made = dict[tuple[int, str, int], dict[str, Any]]
 _ROOTS = count()  # names a root field in the memo for as long as the process lives
 _NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
+_PLANS_PER_OPERATION = 8  # outcomes of an operation's conditions with a plan kept
 _ENTITIES = "_entities"
 
 
@@ -161,6 +173,16 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class _Conditions:
+    """Of one operation: the fragments of its document, and its selection nodes that carry
+    `@skip` or `@include`, whose outcomes pick its plan."""
+
+    fragments: Fragments
+    nodes: tuple[Any, ...]
+    plans: dict[tuple[bool, ...], Plan | None] = field(default_factory=dict)  # by outcome
+
+
+@dataclass(frozen=True, slots=True)
 class _Lookup:
     view: View
     many: bool
@@ -196,27 +218,46 @@ class FastPath:
 
     # -- once per document ----------------------------------------------------------------
 
-    def plan(self, prepared: Prepared, operation: OperationDefinitionNode) -> Plan | None:
-        """The plan of `operation` of a validated document, derived once and kept with it."""
+    def plan(
+        self,
+        prepared: Prepared,
+        operation: OperationDefinitionNode,
+        variables: Mapping[str, Any] | None = None,
+    ) -> Plan | None:
+        """The plan of `operation` of a validated document for the outcome of its `@skip`
+        and `@include` conditions with `variables`, derived once and kept with it."""
         ident = ("fastpath", None if operation.name is None else operation.name.value)
-        plan = prepared.memo.get(ident)
-        if plan is None:
+        found = prepared.memo.get(ident)
+        if found is None:
             assert prepared.document is not None
             fragments = fragments_of(prepared.document.definitions)
-            plan = self._derive(operation, fragments) or _NO_PLAN
-            prepared.memo[ident] = plan  # one per operation the document defines
-        return plan if isinstance(plan, Plan) else None
+            nodes = conditional_nodes(operation, fragments)
+            found = _NO_PLAN if nodes is None else _Conditions(fragments, nodes)
+            prepared.memo[ident] = found  # one per operation the document defines
+        if not isinstance(found, _Conditions):
+            return None
+        outcomes = decide(found.nodes, operation, variables) if found.nodes else ()
+        if outcomes is None:
+            return None
+        if outcomes not in found.plans:
+            if len(found.plans) >= _PLANS_PER_OPERATION:
+                return None  # outcomes past the first few are executed
+            decided = {id(node): yes for node, yes in zip(found.nodes, outcomes, strict=True)}
+            found.plans[outcomes] = self._derive(operation, found.fragments, decided)
+        return found.plans[outcomes]
 
-    def _derive(self, operation: OperationDefinitionNode, fragments: Fragments) -> Plan | None:
+    def _derive(
+        self, operation: OperationDefinitionNode, fragments: Fragments, decided: Decided
+    ) -> Plan | None:
         query = self._schema.query_type
         if operation.operation is not OperationType.QUERY or operation.directives or not query:
             return None
-        fields = fields_of(operation.selection_set.selections, fragments, query.name)
+        fields = fields_of(operation.selection_set.selections, fragments, query.name, decided)
         if fields is None:
             return None
         roots = []
         for node in fields:
-            root = self._root(node, fragments)
+            root = self._root(node, fragments, decided)
             if root is None:
                 return None
             roots.append(root)
@@ -225,7 +266,7 @@ class FastPath:
         variables = Variables(self._schema, operation.variable_definitions or ())
         return Plan(operation, tuple(roots), variables)
 
-    def _root(self, node: FieldNode, fragments: Fragments) -> _Root | None:
+    def _root(self, node: FieldNode, fragments: Fragments, decided: Decided) -> _Root | None:
         name = node.name.value
         query = self._schema.query_type
         if query is None:
@@ -235,20 +276,23 @@ class FastPath:
                 response_key(node), None, False, None, query.name, (), True, None, next(_ROOTS)
             )
         if name == _ENTITIES:
-            return self._entities_root(node, fragments)
+            return self._entities_root(node, fragments, decided)
         if name in self._tops:  # a list of the view's entity type
-            return self._view_root(node, fragments, self._tops[name], many=True, top=True)
+            return self._view_root(node, fragments, decided, self._tops[name], many=True, top=True)
         if name in self._windows:
-            return self._view_root(node, fragments, self._windows[name], many=True, windows=True)
+            return self._view_root(
+                node, fragments, decided, self._windows[name], many=True, windows=True
+            )
         lookup = self._lookups.get(name)
         if lookup is None:
             return None
-        return self._view_root(node, fragments, lookup.view, many=lookup.many, top=False)
+        return self._view_root(node, fragments, decided, lookup.view, many=lookup.many, top=False)
 
     def _view_root(
         self,
         node: FieldNode,
         fragments: Fragments,
+        decided: Decided,
         view: View,
         *,
         many: bool,
@@ -271,7 +315,7 @@ class FastPath:
         if object_type.name != view.type_name or object_type.is_type_of is not None:
             return None
         assert node.selection_set is not None
-        leaves = _leaves(object_type, node.selection_set.selections, fragments)
+        leaves = _leaves(object_type, node.selection_set.selections, fragments, decided)
         if leaves is None:
             return None
         return _Root(
@@ -280,7 +324,9 @@ class FastPath:
             top and "window" in field.args, windows,
         )  # fmt: skip
 
-    def _entities_root(self, node: FieldNode, fragments: Fragments) -> _Root | None:
+    def _entities_root(
+        self, node: FieldNode, fragments: Fragments, decided: Decided
+    ) -> _Root | None:
         """The root of `_entities` when its selection is `__typename` and fragments (inline
         or named) on entity types of views the cache holds, each of plain leaves (a type
         without a fragment answers `{}`, or its `__typename`)."""
@@ -291,11 +337,18 @@ class FastPath:
             return None
         selected: list[tuple[str | None, Any]] = []  # (type condition, selection) in order
         for selection in node.selection_set.selections:
+            chosen = included(selection, decided)
+            if not chosen:
+                if chosen is None:
+                    return None
+                continue
             if isinstance(selection, FieldNode) and selection.name.value == TYPENAME:
                 selected.append((None, selection))
                 continue
             fragment = fragment_of(selection, fragments)
-            if fragment is None or fragment.directives:
+            if fragment is None or (
+                isinstance(fragment, FragmentDefinitionNode) and fragment.directives
+            ):
                 return None
             condition = fragment.type_condition
             if condition is None or condition.name.value not in self._cached_entities:
@@ -307,7 +360,7 @@ class FastPath:
             if not isinstance(object_type, GraphQLObjectType):
                 return None
             mine = [f for condition, f in selected if condition in (None, type_name)]
-            leaves = _leaves(object_type, mine, fragments)
+            leaves = _leaves(object_type, mine, fragments, decided)
             if leaves is None:
                 return None
             per_type[type_name] = _Root(
@@ -770,11 +823,14 @@ def _shape(output: Any) -> tuple[bool, bool, GraphQLObjectType | None]:
 
 
 def _leaves(
-    object_type: GraphQLObjectType, selections: Iterable[Any], fragments: Fragments
+    object_type: GraphQLObjectType,
+    selections: Iterable[Any],
+    fragments: Fragments,
+    decided: Decided,
 ) -> tuple[_Leaf, ...] | None:
-    """The selected fields of a row (fragments spread) when they are plain scalar fields
-    or `__typename`."""
-    fields = fields_of(selections, fragments, object_type.name)
+    """The selected fields of a row (fragments spread, what `decided` leaves out left
+    out) when they are plain scalar fields or `__typename`."""
+    fields = fields_of(selections, fragments, object_type.name, decided)
     if fields is None:
         return None
     leaves = []

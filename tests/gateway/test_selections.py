@@ -1,9 +1,11 @@
-"""The fields a selection set asks, fragments spread (gateway.execute.selections): where
-`fields_of` gives them, they are the response keys graphql-core's execution answers, in
-its order; what needs graphql-core's merging is None."""
+"""The fields a selection set asks, fragments spread and `@skip`/`@include` decided
+(gateway.execute.selections, gateway.execute.conditions): where `fields_of` gives them,
+they are the response keys graphql-core's execution answers, in its order; what needs
+graphql-core's merging is None."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from graphql import OperationDefinitionNode, build_schema, execute_sync, parse, 
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from gateway.execute.conditions import conditional_nodes, decide
 from gateway.execute.selections import fields_of, fragments_of
 from gateway.execute.writer import response_key
 
@@ -24,15 +27,30 @@ _SCHEMA = build_schema(
 _ROOT = {"a": 1, "b": 2, "c": 3}
 
 
-def _keys(document: str) -> tuple[list[str] | None, list[str]]:
-    """What `fields_of` makes of the document's operation, and the keys execution answers."""
+def _keys(
+    document: str, variables: dict[str, Any] | None = None
+) -> tuple[list[str] | None, list[str]]:
+    """What `fields_of` makes of the document's operation (its conditions decided for
+    `variables`), and the keys execution answers."""
     ast = parse(document)
     assert not validate(_SCHEMA, ast), document
     operation = next(d for d in ast.definitions if isinstance(d, OperationDefinitionNode))
-    fields = fields_of(operation.selection_set.selections, fragments_of(ast.definitions), "Query")
-    result = execute_sync(_SCHEMA, ast, root_value=_ROOT)
+    fragments = fragments_of(ast.definitions)
+    nodes = conditional_nodes(operation, fragments)
+    assert nodes is not None
+    outcomes = decide(nodes, operation, variables)
+    assert outcomes is not None
+    decided = {id(node): yes for node, yes in zip(nodes, outcomes, strict=True)}
+    fields = fields_of(operation.selection_set.selections, fragments, "Query", decided)
+    result = execute_sync(_SCHEMA, ast, root_value=_ROOT, variable_values=variables)
     assert result.errors is None and result.data is not None
     return None if fields is None else [response_key(f) for f in fields], list(result.data)
+
+
+_FIELD = re.compile(r"(?:(\w+): )?\b(a|b|c|__typename)\b")  # (alias, name) of a field
+_CONDITIONS = st.sampled_from(
+    ["", "", "", "@skip(if: true)", "@skip(if: $b0)", "@include(if: $b1)", "@include(if: false)"]
+)
 
 
 @st.composite
@@ -40,19 +58,20 @@ def _selections(draw: st.DrawFn, fragments: dict[str, str], depth: int = 0) -> s
     parts = []
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["field", "field", "inline", "untyped", "named"]))
+        condition = draw(_CONDITIONS)
         if kind == "field" or depth >= 2:
             alias = draw(st.sampled_from(["", "x: ", "y: "]))
-            parts.append(alias + draw(st.sampled_from(["a", "b", "c", "__typename"])))
+            parts.append(alias + draw(st.sampled_from(["a", "b", "c", "__typename"])) + condition)
             continue
         inner = draw(_selections(fragments, depth + 1))
         if kind == "inline":
-            parts.append(f"... on Query {{ {inner} }}")
+            parts.append(f"... on Query {condition} {{ {inner} }}")
         elif kind == "untyped":
-            parts.append(f"... {{ {inner} }}")
+            parts.append(f"... {condition} {{ {inner} }}")
         else:
             name = f"F{len(fragments)}"
             fragments[name] = f"fragment {name} on Query {{ {inner} }}"
-            parts.append(f"...{name}")
+            parts.append(f"...{name} {condition}")
     return " ".join(parts)
 
 
@@ -60,33 +79,24 @@ def _selections(draw: st.DrawFn, fragments: dict[str, str], depth: int = 0) -> s
 def _documents(draw: st.DrawFn) -> str:
     fragments: dict[str, str] = {}
     body = draw(_selections(fragments))
-    return f"{{ {body} }} " + " ".join(fragments.values())
+    variables = "($b0: Boolean!, $b1: Boolean = false)" if "$b" in body else ""
+    return f"query{variables} {{ {body} }} " + " ".join(fragments.values())
 
 
-@given(document=_documents())
-def test_the_fields_are_the_keys_execution_answers_in_its_order(document: str) -> None:
+@given(
+    document=_documents(),
+    variables=st.fixed_dictionaries({"b0": st.booleans()}, optional={"b1": st.booleans()}),
+)
+def test_the_fields_are_the_keys_execution_answers_in_its_order(
+    document: str, variables: dict[str, bool]
+) -> None:
     assume(not validate(_SCHEMA, parse(document)))  # one alias of two fields is no document
-    fields, executed = _keys(document)
+    fields, executed = _keys(document, variables)
     if fields is not None:
         assert fields == executed
     else:  # only a response key asked twice leaves it to graphql-core's merging
-        ast = parse(document)
-        operation = ast.definitions[0]
-        assert isinstance(operation, OperationDefinitionNode)
-        assert len(executed) < _count_fields(operation.selection_set.selections, ast)
-
-
-def _count_fields(selections: Any, ast: Any) -> int:
-    fragments = fragments_of(ast.definitions)
-    total = 0
-    for selection in selections:
-        if selection.kind == "field":
-            total += 1
-        elif selection.kind == "inline_fragment":
-            total += _count_fields(selection.selection_set.selections, ast)
-        else:
-            total += _count_fields(fragments[selection.name.value].selection_set.selections, ast)
-    return total
+        keys = [alias or name for alias, name in _FIELD.findall(document)]
+        assert len(keys) > len(set(keys)), document  # graphql-core merged a key asked twice
 
 
 @pytest.mark.parametrize(
@@ -94,20 +104,43 @@ def _count_fields(selections: Any, ast: Any) -> int:
     [
         "{ ... on Both { __typename } }",  # on a union the type is one of
         "{ ...U } fragment U on Both { __typename }",
-        "{ a ... on Query @include(if: true) { b } }",
-        "{ a ...F @skip(if: false) } fragment F on Query { b }",
         "{ a ...F } fragment F on Query @include(if: true) { b }",  # not allowed there
-        "{ a b @include(if: true) }",
         "{ ...F ...F } fragment F on Query { a }",  # spread once by graphql-core
         "{ a ... { a } }",
+        "{ a b @include(if: true) }",  # a directive no outcome was decided for
     ],
 )
-def test_what_needs_graphql_cores_merging_or_directives_is_none(document: str) -> None:
+def test_what_needs_graphql_cores_merging_or_is_undecided_is_none(document: str) -> None:
     ast = parse(document)
     operation = ast.definitions[0]
     assert isinstance(operation, OperationDefinitionNode)
     fragments = fragments_of(ast.definitions)
     assert fields_of(operation.selection_set.selections, fragments, "Query") is None
+
+
+@pytest.mark.parametrize(
+    ("document", "variables"),
+    [
+        ("query($s: Boolean) { a @skip(if: $s) }", {"s": None}),  # null where Boolean! is
+        ("query($s: Boolean) { a @skip(if: $s) }", {}),  # not given, and no default
+        ("query($s: Boolean!) { a @skip(if: $s) }", {"s": "true"}),  # no boolean
+    ],
+)
+def test_a_condition_that_is_no_boolean_is_not_decided(
+    document: str, variables: dict[str, Any]
+) -> None:
+    operation = parse(document).definitions[0]
+    assert isinstance(operation, OperationDefinitionNode)
+    nodes = conditional_nodes(operation, {})
+    assert nodes is not None and decide(nodes, operation, variables) is None
+
+
+def test_other_directives_and_too_many_conditions_are_not_decided() -> None:
+    custom = parse("{ a @custom b }").definitions[0]
+    many = parse("{ " + " ".join(f"k{n}: a @include(if: true)" for n in range(17)) + " }")
+    assert isinstance(custom, OperationDefinitionNode)
+    assert conditional_nodes(custom, {}) is None
+    assert conditional_nodes(many.definitions[0], {}) is None  # type: ignore[arg-type]
 
 
 def test_fragments_nested_in_fragments_are_spread_in_order() -> None:

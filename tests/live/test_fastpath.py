@@ -321,7 +321,12 @@ def _selection(draw: st.DrawFn, leaves: tuple[str, ...], prefix: str = "l") -> s
 def _wrapped(draw: st.DrawFn, doc: _Doc, selection: str, type_name: str) -> str:
     """`selection` ("{ ... }") as it is, in an inline fragment (on `type_name` or on no
     type) or in a named fragment on `type_name`: each selects the same fields."""
-    how = draw(st.sampled_from(["plain", "plain", "inline", "untyped inline", "named", "both"]))
+    ways = ["plain", "plain", "inline", "untyped inline", "named", "both", "conditions"]
+    how = draw(st.sampled_from(ways))
+    if how == "conditions":  # kept by one condition, a leaf beside it left out by another
+        kept = _condition(doc, True, draw(st.sampled_from(["literal", "given", "default"])))
+        left = _condition(doc, False, draw(st.sampled_from(["literal", "given", "default"])))
+        return f"{{ ... @include(if: {kept}) {selection} z: __typename @include(if: {left}) }}"
     if how == "inline":
         return f"{{ ... on {type_name} {selection} }}"
     if how == "untyped inline":
@@ -331,6 +336,15 @@ def _wrapped(draw: st.DrawFn, doc: _Doc, selection: str, type_name: str) -> str:
     if how == "both":  # a named fragment spread inside an inline one
         return f"{{ ... on {type_name} {{ {doc.fragment(type_name, selection)} }} }}"
     return selection
+
+
+def _condition(doc: _Doc, value: bool, how: str) -> str:
+    """An `if` of `value`: a literal, a variable given it, or one whose default it is."""
+    if how == "literal":
+        return "true" if value else "false"
+    if how == "given":
+        return doc.variable("Boolean!", value)
+    return doc.variable("Boolean", None, given=False, default="true" if value else "false")
 
 
 @st.composite
@@ -448,19 +462,28 @@ BAD_ROOTS: dict[str, tuple[str, Any, str]] = {
 }
 # documents execution must answer though every root field is one the fast path answers
 SHAPES = (
-    "directive",
+    "a condition on null",
+    "a condition on a variable not given",
+    "more conditions than it plans",
     "other field",
     "a response key twice",
     "a fragment spread twice",
-    "a fragment with a directive",
     "a fragment on a union",
 )
 # documents of root fields the fast path answers, which it answers too
-FAST_SHAPES = ("plain", "two operations", "fragment", "inline fragment", "fragments in fragments")
+FAST_SHAPES = (
+    "plain",
+    "two operations",
+    "fragment",
+    "inline fragment",
+    "fragments in fragments",
+    "conditions",
+)
 
 
-def _shaped(shape: str, fields: str, first: str) -> tuple[str, str]:
-    """The operation's selection set, and what follows the operation, of `shape`."""
+def _shaped(shape: str, fields: str, first: str, doc: _Doc) -> tuple[str, str]:
+    """The operation's selection set, and what follows the operation, of `shape` (its
+    variables declared in `doc`)."""
     if shape == "fragment":
         return "{ ...Q }", f" fragment Q on Query {{ {fields} }}"
     if shape == "inline fragment":
@@ -469,13 +492,20 @@ def _shaped(shape: str, fields: str, first: str) -> tuple[str, str]:
         return "{ ... { ...Q } }", f" fragment Q on Query {{ ... on Query {{ {fields} }} }}"
     if shape == "a fragment spread twice":  # graphql-core spreads it once
         return "{ ...Q ...Q }", f" fragment Q on Query {{ {fields} }}"
-    if shape == "a fragment with a directive":
-        return f"{{ ... on Query @include(if: true) {{ {fields} }} }}", ""
+    if shape == "conditions":  # a field kept, one left out: by literals and variables
+        kept, left = doc.variable("Boolean!", True), doc.variable("Boolean", None, False, "true")
+        return f"{{ ... @include(if: {kept}) {{ {fields} }} t: __typename @skip(if: {left}) }}", ""
+    if shape == "a condition on null":  # null where `if` takes a Boolean!: an error
+        return f"{{ {fields} t: __typename @skip(if: {doc.variable('Boolean', None)}) }}", ""
+    if shape == "a condition on a variable not given":  # nor has it a default: an error
+        left = doc.variable("Boolean", None, given=False)
+        return f"{{ {fields} t: __typename @include(if: {left}) }}", ""
+    if shape == "more conditions than it plans":
+        conditions = " ".join(f"t{n}: __typename @include(if: true)" for n in range(17))
+        return f"{{ {fields} {conditions} }}", ""
     if shape == "a fragment on a union":  # WordCount is one of the `_Entity` union
         union = "{ ... on _Entity { __typename } }"
         return f'{{ {fields} u: {COUNTS.point_field}(word: "w0") {union} }}', ""
-    if shape == "directive":
-        return f"{{ {fields} t: __typename @skip(if: false) }}", ""
     if shape == "other field":
         return f"{{ {fields} wordCountTotals {{ keys count }} }}", ""
     if shape == "a response key twice":  # the same field twice: the two merge
@@ -502,7 +532,7 @@ def requests(draw: st.DrawFn, faults: st.SearchStrategy[str]) -> Request:
         roots.insert(draw(st.integers(0, len(roots))), f"bad: {field.format(name)}")
     fields = " ".join(roots)
     shape = fault if fault in SHAPES else draw(st.sampled_from(FAST_SHAPES))
-    body, after = _shaped(shape, fields, roots[0])
+    body, after = _shaped(shape, fields, roots[0], doc)
     after += "".join(doc.fragments)
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     name = "Lookups" if shape == "two operations" else draw(st.sampled_from(["", "Lookups"]))
@@ -632,7 +662,7 @@ ENTITY_FAULTS: dict[str, str] = {
     "a type that is no entity": "unknown type",
     "a representation without its key": "no key",
     "a fragment on the union": "union fragment",
-    "a directive": "directive",
+    "a condition on null": "null condition",
     "a named fragment on the union": "named union fragment",
     "a lookup beside it": "lookup beside",
 }
@@ -697,10 +727,12 @@ def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
     parts, distinct = draw(_entity_fragments(doc))
     if fault == "union fragment":
         parts.append("... on _Entity { __typename }")
-    elif fault == "directive":
-        parts.append("t: __typename @include(if: true)")
+    elif fault == "null condition":
+        parts.append(f"t: __typename @include(if: {doc.variable('Boolean', None)})")
     elif fault == "named union fragment":
         parts.append(doc.fragment("_Entity", "{ t: __typename }"))
+    if fault != "null condition" and draw(st.booleans()):  # a `__typename` a condition leaves out
+        parts.append(f"t: __typename @skip(if: {doc.variable('Boolean!', True)})")
     if draw(st.booleans()):
         argument = doc.variable("[_Any!]!", representations)
     else:
