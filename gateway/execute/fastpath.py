@@ -7,15 +7,16 @@ it), `FastPath.plan` derives a `Plan` when the operation is a query made only of
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views), top-N (of count views, of aggregate views by any of their
 numeric results, of one window of windowed views), the windows of one key of windowed
-views and `__typename`, with
-arguments from literals or variables, selecting plain scalar fields and `__typename`, aliases
-allowed, fragments (named or inline) on the very type they select from spread in place
-(`gateway.execute.selections`); or of federation's `_entities` alone, selecting `__typename`
-and fragments on the entity types of those views, each of plain scalar fields (as routers ask
-it). `@skip` and `@include` are decided per request (`gateway.execute.conditions`): an
-operation has a plan per outcome of its conditions, for its first few outcomes. Fragments on
-an interface or a union, other directives, a condition that is no boolean, any other field, a
-response key given twice: no plan, the document is executed.
+views and `__typename`, with arguments from literals or variables, selecting plain scalar
+fields and `__typename`, aliases allowed, its fields collected as graphql-core collects
+them (`gateway.execute.selections`: fragments on the very type they select from spread in
+place, a leaf asked twice once); or of federation's `_entities` alone, selecting
+`__typename` and fragments on the entity types of those views, each of plain scalar fields
+(as routers ask it). `@skip` and `@include` are decided per request
+(`gateway.execute.conditions`): an operation has a plan per outcome of its conditions, for
+its first few outcomes. Fragments on an interface or a union, other directives, a condition
+that is no boolean, any other field, one response key of two sub-selections: no plan, the
+document is executed.
 
 `_entities` is read as its resolver reads it (`gateway.api.fields.entities`): every
 representation parsed and its view's scope checked (a doubt: execution reports it), then one
@@ -90,12 +91,13 @@ from gateway.execute.conditions import conditional_nodes, decide
 from gateway.execute.selections import (
     Decided,
     Fragments,
-    fields_of,
+    collect,
     fragment_of,
     fragments_of,
     included,
+    response_key,
 )
-from gateway.execute.writer import TYPENAME, reads_attribute, response_key
+from gateway.execute.writer import TYPENAME, reads_attribute
 from gateway.model import inputs
 from gateway.model.errors import GatewayError
 from gateway.model.rows import Event, Row, WindowCount
@@ -252,7 +254,7 @@ class FastPath:
         query = self._schema.query_type
         if operation.operation is not OperationType.QUERY or operation.directives or not query:
             return None
-        fields = fields_of(operation.selection_set.selections, fragments, query.name, decided)
+        fields = collect(operation.selection_set.selections, fragments, query.name, decided)
         if fields is None:
             return None
         roots = []
@@ -830,7 +832,7 @@ def _leaves(
 ) -> tuple[_Leaf, ...] | None:
     """The selected fields of a row (fragments spread, what `decided` leaves out left
     out) when they are plain scalar fields or `__typename`."""
-    fields = fields_of(selections, fragments, object_type.name, decided)
+    fields = collect(selections, fragments, object_type.name, decided)
     if fields is None:
         return None
     leaves = []

@@ -1,15 +1,17 @@
 """The fields a selection set asks of one object type, its fragments spread in place: what
-the fast path (gateway.execute.fastpath) plans from, when collecting them needs none of
+the fast path (gateway.execute.fastpath) plans from and the response writers
+(gateway.execute.writer) are compiled from, when collecting them needs none of
 graphql-core's merging.
 
 graphql-core collects a selection set's fields (`collect_fields`) by walking it in order,
-spreading named and inline fragments whose type condition the object's type meets and
-merging every field of one response key into one, leaving out what `@skip` or `@include`
-exclude. `fields_of` walks alike but only where the outcome is plain: a fragment's type
-condition, when it has one, must name the object type itself (not an interface or union it
-belongs to), a node with directives must be one the request's conditions decided
-(gateway.execute.conditions), and each response key must come once. Anything else is None,
-and the document is executed.
+spreading named and inline fragments whose type condition the object's type meets (a named
+fragment once), leaving out what `@skip` or `@include` exclude, and merging every field of
+one response key into one. `collect` walks alike but only where the outcome is plain: a
+fragment's type condition, when it has one, must name the object type itself (not an
+interface or union it belongs to), a node with directives must be one the request's
+conditions decided (gateway.execute.conditions), and a response key given twice must be
+given by leaves only (validation has made them the same field). Anything else is None, and
+the document is executed.
 """
 
 from __future__ import annotations
@@ -22,19 +24,17 @@ from graphql import (
     FragmentDefinitionNode,
     FragmentSpreadNode,
     InlineFragmentNode,
-    NamedTypeNode,
 )
-
-from gateway.execute.writer import response_key
 
 __all__ = [
     "NOTHING_DECIDED",
     "Decided",
     "Fragments",
-    "fields_of",
+    "collect",
     "fragment_of",
     "fragments_of",
     "included",
+    "response_key",
 ]
 
 Fragments = Mapping[str, FragmentDefinitionNode]
@@ -47,21 +47,25 @@ def fragments_of(definitions: Iterable[DefinitionNode]) -> Fragments:
     return {d.name.value: d for d in definitions if isinstance(d, FragmentDefinitionNode)}
 
 
-def fields_of(
+def response_key(node: FieldNode) -> str:
+    """The key of a field's value in the response: its alias, else its name."""
+    return node.name.value if node.alias is None else node.alias.value
+
+
+def collect(
     selections: Iterable[object],
     fragments: Fragments,
     type_name: str,
     decided: Decided = NOTHING_DECIDED,
 ) -> list[FieldNode] | None:
-    """The fields `selections` ask of an object of type `type_name`, in the order
-    graphql-core collects them, fragments spread, those `decided` left out left out; None
-    unless every fragment is on that very type (or has no type condition), every node with
-    directives is `decided` and every response key comes once."""
-    fields: list[FieldNode] = []
-    if not _collect(selections, fragments, type_name, decided, fields):
+    """The fields `selections` ask of an object of type `type_name`, one per response key
+    in the order graphql-core collects them, fragments spread, what `decided` leaves out
+    left out; None unless every fragment is on that very type (or has no type condition),
+    every node with directives is `decided` and only leaves share a response key."""
+    into: dict[str, FieldNode] = {}
+    if not _collect(selections, fragments, type_name, decided, into, set()):
         return None
-    keys = {response_key(field) for field in fields}
-    return fields if len(keys) == len(fields) else None
+    return list(into.values())
 
 
 def fragment_of(
@@ -75,12 +79,21 @@ def fragment_of(
     return None
 
 
+def included(selection: object, decided: Decided) -> bool | None:
+    """Whether `selection` is included: yes without directives, else as `decided` (None
+    when it is not)."""
+    if not getattr(selection, "directives", None):
+        return True
+    return decided.get(id(selection))
+
+
 def _collect(
     selections: Iterable[object],
     fragments: Fragments,
     type_name: str,
     decided: Decided,
-    into: list[FieldNode],
+    into: dict[str, FieldNode],
+    spread: set[str],
 ) -> bool:
     for selection in selections:
         chosen = included(selection, decided)
@@ -89,24 +102,24 @@ def _collect(
         if not chosen:
             continue
         if isinstance(selection, FieldNode):
-            into.append(selection)
+            key = response_key(selection)
+            if key in into and (selection.selection_set or into[key].selection_set):
+                return False  # merging sub-selections is execution's
+            into.setdefault(key, selection)
             continue
+        if isinstance(selection, FragmentSpreadNode):
+            if selection.name.value in spread:
+                continue  # spread once, as graphql-core does
+            spread.add(selection.name.value)
         inner = fragment_of(selection, fragments)
         if inner is None:
             return False
-        condition: NamedTypeNode | None = inner.type_condition
+        condition = inner.type_condition
         if condition is not None and condition.name.value != type_name:
             return False
         if isinstance(inner, FragmentDefinitionNode) and inner.directives:
             return False
-        if not _collect(inner.selection_set.selections, fragments, type_name, decided, into):
+        selections_of = inner.selection_set.selections
+        if not _collect(selections_of, fragments, type_name, decided, into, spread):
             return False
     return True
-
-
-def included(selection: object, decided: Decided) -> bool | None:
-    """Whether `selection` is included: yes without directives, else as `decided` (None
-    when it is not)."""
-    if not getattr(selection, "directives", None):
-        return True
-    return decided.get(id(selection))

@@ -5,7 +5,8 @@ A writer is compiled once per document and operation (kept with the validated do
 the fast path's plan is) for a selection it can prove it writes as execution would:
 
 - fields without arguments or directives, fragment spreads and inline fragments on the
-  selected object type itself, without directives;
+  selected object type itself, without directives, collected as graphql-core collects them
+  (`gateway.execute.selections`);
 - a response key given twice only by leaf fields (validation has made them the same field);
 - each field read by strawberry's resolver of a plain attribute, `__typename` by its type;
 - scalars and enums serialized by their own types, lists, nullable and non-null wrappers,
@@ -24,7 +25,7 @@ collecting and completing fields for every event; an event in doubt is executed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,13 +34,11 @@ from graphql import (
     Executor,
     FieldNode,
     FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLField,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLSchema,
-    InlineFragmentNode,
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
@@ -50,6 +49,8 @@ from graphql import (
 from graphql.pyutils import AwaitableOrValue
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
+from gateway.execute.selections import Fragments, collect, response_key
+
 __all__ = [
     "TYPENAME",
     "Complete",
@@ -59,13 +60,11 @@ __all__ = [
     "complete",
     "event_writer",
     "reads_attribute",
-    "response_key",
 ]
 
 TYPENAME = "__typename"
 
 Complete = Callable[[Any], Any]  # a value -> what execution makes of it (or raises Doubt)
-Fragments = Mapping[str, FragmentDefinitionNode]
 
 
 class Doubt(Exception):
@@ -153,55 +152,16 @@ def _fields(
     object_type: GraphQLObjectType, selection: SelectionSetNode, fragments: Fragments
 ) -> tuple[_Written, ...] | None:
     """The writers of `object_type`'s selected fields, in execution's order."""
-    collected = _collect(object_type, selection, fragments, {}, set())
+    collected = collect(selection.selections, fragments, object_type.name)
     if collected is None:
         return None
     written = []
-    for key, node in collected.items():
-        field = _written(object_type, key, node, fragments)
+    for node in collected:
+        field = _written(object_type, response_key(node), node, fragments)
         if field is None:
             return None
         written.append(field)
     return tuple(written)
-
-
-def _collect(
-    object_type: GraphQLObjectType,
-    selection: SelectionSetNode,
-    fragments: Fragments,
-    into: dict[str, FieldNode],
-    spread: set[str],
-) -> dict[str, FieldNode] | None:
-    """The fields of `selection` on `object_type` by response key (first seen first, as
-    graphql-core collects them), fragments flattened; None when any is not plain."""
-    for node in selection.selections:
-        if node.directives:
-            return None
-        if isinstance(node, FieldNode):
-            key = response_key(node)
-            if key in into and (node.selection_set or into[key].selection_set):
-                return None  # merging sub-selections is execution's
-            into.setdefault(key, node)
-            continue
-        if isinstance(node, FragmentSpreadNode):
-            name = node.name.value
-            if name in spread:
-                continue  # spread once, as graphql-core does
-            spread.add(name)
-            fragment = fragments.get(name)
-            if fragment is None or fragment.type_condition.name.value != object_type.name:
-                return None
-            inner = fragment.selection_set
-        elif isinstance(node, InlineFragmentNode):
-            condition = node.type_condition
-            if condition is not None and condition.name.value != object_type.name:
-                return None
-            inner = node.selection_set
-        else:
-            return None
-        if _collect(object_type, inner, fragments, into, spread) is None:
-            return None
-    return into
 
 
 def _written(
@@ -226,11 +186,6 @@ def _written(
 
 def _same(value: Any) -> Any:
     return value
-
-
-def response_key(node: FieldNode) -> str:
-    """The key of a field's value in the response: its alias, else its name."""
-    return node.name.value if node.alias is None else node.alias.value
 
 
 def reads_attribute(field: GraphQLField) -> bool:

@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import os
 import random
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -466,8 +465,7 @@ SHAPES = (
     "a condition on a variable not given",
     "more conditions than it plans",
     "other field",
-    "a response key twice",
-    "a fragment spread twice",
+    "one key of two selections",
     "a fragment on a union",
 )
 # documents of root fields the fast path answers, which it answers too
@@ -478,10 +476,12 @@ FAST_SHAPES = (
     "inline fragment",
     "fragments in fragments",
     "conditions",
+    "a fragment spread twice",
+    "a leaf twice",
 )
 
 
-def _shaped(shape: str, fields: str, first: str, doc: _Doc) -> tuple[str, str]:
+def _shaped(shape: str, fields: str, doc: _Doc) -> tuple[str, str]:
     """The operation's selection set, and what follows the operation, of `shape` (its
     variables declared in `doc`)."""
     if shape == "fragment":
@@ -508,8 +508,11 @@ def _shaped(shape: str, fields: str, first: str, doc: _Doc) -> tuple[str, str]:
         return f'{{ {fields} u: {COUNTS.point_field}(word: "w0") {union} }}', ""
     if shape == "other field":
         return f"{{ {fields} wordCountTotals {{ keys count }} }}", ""
-    if shape == "a response key twice":  # the same field twice: the two merge
-        return f"{{ {fields} {first} }}", ""
+    if shape == "one key of two selections":  # graphql-core merges their sub-selections
+        twice = f'd: {COUNTS.point_field}(word: "w0") {{ word }}'
+        return f"{{ {fields} {twice} {twice.replace('word }', 'count }')} }}", ""
+    if shape == "a leaf twice":  # one field, as validation made them
+        return f"{{ {fields} t: __typename t: __typename }}", ""
     if shape == "two operations":  # the fast path answers the one named
         return f"{{ {fields} }}", " query Other { __typename }"
     return f"{{ {fields} }}", ""
@@ -532,7 +535,7 @@ def requests(draw: st.DrawFn, faults: st.SearchStrategy[str]) -> Request:
         roots.insert(draw(st.integers(0, len(roots))), f"bad: {field.format(name)}")
     fields = " ".join(roots)
     shape = fault if fault in SHAPES else draw(st.sampled_from(FAST_SHAPES))
-    body, after = _shaped(shape, fields, roots[0], doc)
+    body, after = _shaped(shape, fields, doc)
     after += "".join(doc.fragments)
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     name = "Lookups" if shape == "two operations" else draw(st.sampled_from(["", "Lookups"]))
@@ -677,13 +680,10 @@ def _object_literal(value: dict[str, str]) -> str:
 
 
 @st.composite
-def _entity_fragments(draw: st.DrawFn, doc: _Doc) -> tuple[list[str], bool]:
+def _entity_fragments(draw: st.DrawFn, doc: _Doc) -> list[str]:
     """The `_entities` selection's parts (inline fragments, or named ones defined in
-    `doc`), and whether every type's fields have distinct response keys (else execution
-    merges them, and the fast path leaves it)."""
-    typename = draw(st.booleans())
-    parts = ["__typename"] if typename else []
-    distinct = True
+    `doc`); `__typename` may be asked twice of a type, which is one field."""
+    parts = ["__typename"] if draw(st.booleans()) else []
     # aliases of their own per type: one response key of two types' fields must not clash
     typed = (
         (COUNTS, COUNT_LEAVES, "c"),
@@ -697,11 +697,9 @@ def _entity_fragments(draw: st.DrawFn, doc: _Doc) -> tuple[list[str], bool]:
                 parts.append(doc.fragment(view.type_name, selection))
             else:
                 parts.append(f"... on {view.type_name} {selection}")
-            # `__typename` unaliased in the fragment too: one response key asked twice
-            distinct &= not (typename and re.search(r"(?<!: )__typename", selection))
     if not parts:
         parts.append("__typename")
-    return draw(st.permutations(parts)), distinct
+    return draw(st.permutations(parts))
 
 
 @st.composite
@@ -724,7 +722,7 @@ def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
     elif fault == "no key":
         representations.append(_representation(COUNTS.type_name, None, ""))
     doc = _Doc()
-    parts, distinct = draw(_entity_fragments(doc))
+    parts = draw(_entity_fragments(doc))
     if fault == "union fragment":
         parts.append("... on _Entity { __typename }")
     elif fault == "null condition":
@@ -745,7 +743,7 @@ def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
     declared = f"({', '.join(doc.declared)})" if doc.declared else ""
     query = f"query{declared} {{ {root} }}" + "".join(doc.fragments)
     method = draw(st.sampled_from(["POST", "GET"]))
-    return Request(query, doc.values, distinct and not fault, method, fault=fault)
+    return Request(query, doc.values, not fault, method, fault=fault)
 
 
 # -- asking --------------------------------------------------------------------------------
