@@ -333,8 +333,11 @@ async def _stream(events: asyncio.Queue[bytes | object], receive: Receive, send:
 
 async def _write(events: asyncio.Queue[bytes | object], send: Send) -> None:
     while True:
+        # not asyncio.wait_for: on Python 3.11 it returns the event instead of raising when
+        # cancelled as the event arrives, and this loop then outlived its stream's end
         try:
-            event = await asyncio.wait_for(events.get(), _HEARTBEAT_S)
+            async with asyncio.timeout(_HEARTBEAT_S):
+                event = await events.get()
         except TimeoutError:
             event = b":\n\n"
         if event is _END:
