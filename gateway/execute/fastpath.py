@@ -7,12 +7,12 @@ it), `FastPath.plan` derives a `Plan` when the operation is a query made only of
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views), top-N (of count views, of aggregate views by any of their
 numeric results, of one window of windowed views), the windows of one key of windowed
-views and `__typename`, with arguments from literals or variables, selecting plain scalar
-fields and `__typename`, aliases allowed, its fields collected as graphql-core collects
-them (`gateway.execute.selections`: fragments on the very type they select from spread in
-place, a leaf asked twice once); or of federation's `_entities` alone, selecting
-`__typename` and fragments on the entity types of those views, each of plain scalar fields
-(as routers ask it). `@skip` and `@include` are decided per request
+views, the `Totals` of count views and `__typename`, with arguments from literals or
+variables, selecting plain scalar fields and `__typename`, aliases allowed, its fields
+collected as graphql-core collects them (`gateway.execute.selections`: fragments on the very
+type they select from spread in place, a leaf asked twice once); or of federation's
+`_entities` alone, selecting `__typename` and fragments on the entity types of those views,
+each of plain scalar fields (as routers ask it). `@skip` and `@include` are decided per request
 (`gateway.execute.conditions`): an operation has a plan per outcome of its conditions, for
 its first few outcomes. Fragments on an interface or a union, other directives, a condition
 that is no boolean, any other field, one response key of two sub-selections: no plan, the
@@ -31,8 +31,9 @@ before theirs complete. Otherwise (a top not kept, the cache off, a field accept
 each top-N is read as its resolver reads it (`Planner.top` with the same options and `by`:
 from the cache if kept, else merged from every partition's top, which the cache may keep
 for the next request), concurrently with the lookups, and a partition it could not read is
-the resolver's PARTITION_UNAVAILABLE error with the field's path. The windows of a key are
-read as their resolver reads them (`Planner.windows`), never from the cache.
+the resolver's PARTITION_UNAVAILABLE error with the field's path. The windows of a key and a
+view's totals are read as their resolvers read them (`Planner.windows`, `Planner.totals`),
+never from the cache.
 
 Per request (`FastPath.answer`), after everything the endpoint does before it runs an operation
 (CORS, authentication, the query limits, validation), the variables and arguments are bound as
@@ -83,6 +84,7 @@ from graphql.execution.values import VariableValues
 from gateway.api.fields.common import Entity, authorize_view
 from gateway.api.fields.entities import parse_representation, record_missing
 from gateway.api.fields.keys import key_texts
+from gateway.api.fields.totals import TOTALS_TYPE, Totals
 from gateway.api.request import RequestContext, per_key
 from gateway.api.schema import entities_of, row_types_of
 from gateway.cluster.routing import group_keys
@@ -111,6 +113,7 @@ from gateway.reads.protocol import (
     ReadOptions,
     Reads,
     TopResult,
+    TotalsResult,
 )
 from runtime.graphql_http import Prepared
 from runtime.tracing import Span
@@ -150,7 +153,7 @@ class _Root:
     key: str
     view: View | None
     many: bool
-    convert: Callable[[Row | Event], Any] | None  # a row -> the field's object
+    convert: Callable[[Any], Any] | None  # a row (or totals read) -> the field's object
     type_name: str  # of the object (of the query type for `__typename`)
     leaves: tuple[_Leaf, ...]
     nullable_rows: bool  # whether an unknown key may be answered null
@@ -160,6 +163,7 @@ class _Root:
     ranked: bool = False  # a top-N by a result the request chooses (`by`): an aggregate view's
     windowed: bool = False  # a top-N of one window (`window`): a windowed view's
     windows: bool = False  # the windows of one key (`from`, `to`): a windowed view's
+    totals: bool = False  # the `Totals` of `view`'s keys, added up from every partition
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, _Root] | None = None
@@ -203,6 +207,7 @@ class FastPath:
         self._lookups: dict[str, _Lookup] = {}
         self._tops: dict[str, View] = {}  # the top-N fields: count, aggregate, windowed
         self._windows: dict[str, View] = {}  # the windows-of-a-key fields of windowed views
+        self._totals: dict[str, View] = {}  # the fields of a view's `Totals`
         # the entity types whose views the cache holds, by type name: `_entities` of them
         self._cached_entities = {
             name: entity for name, entity in self._entities.items() if cacheable(entity.view)
@@ -217,6 +222,9 @@ class FastPath:
                 self._tops[view.top_field] = view
             if view.type_name in self._row_types:  # its point field lists a key's windows
                 self._windows[view.point_field] = view
+            totals = fields.get(view.totals_field)
+            if totals is not None and _totals_type(totals.type) is not None:
+                self._totals[view.totals_field] = view
 
     # -- once per document ----------------------------------------------------------------
 
@@ -285,6 +293,8 @@ class FastPath:
             return self._view_root(
                 node, fragments, decided, self._windows[name], many=True, windows=True
             )
+        if name in self._totals:
+            return self._totals_root(node, fragments, decided, self._totals[name])
         lookup = self._lookups.get(name)
         if lookup is None:
             return None
@@ -324,6 +334,24 @@ class FastPath:
             response_key(node), view, many, entity.convert, object_type.name, leaves,
             nullable_rows, Arguments(field, node), next(_ROOTS), top, top and "by" in field.args,
             top and "window" in field.args, windows,
+        )  # fmt: skip
+
+    def _totals_root(
+        self, node: FieldNode, fragments: Fragments, decided: Decided, view: View
+    ) -> _Root | None:
+        """The root of a view's totals field (a non-null `Totals`) selecting plain leaves."""
+        query = self._schema.query_type
+        assert query is not None
+        field = query.fields[node.name.value]
+        object_type = _totals_type(field.type)
+        if node.selection_set is None or object_type is None:
+            return None
+        leaves = _leaves(object_type, node.selection_set.selections, fragments, decided)
+        if leaves is None:
+            return None
+        return _Root(
+            response_key(node), view, False, _totals_of, object_type.name, leaves, False,
+            Arguments(field, node), next(_ROOTS), totals=True,
         )  # fmt: skip
 
     def _entities_root(
@@ -395,7 +423,7 @@ class FastPath:
             cache = None  # a read accepting no lag is proved by a node, never from memory
         kept = self._kept_tops(asked, cache, context)
         looked: Mapping[str, CacheHits] = {}
-        if cache is not None and kept is not None and not any(a.root.windows for a in asked):
+        if cache is not None and kept is not None and not any(_read_only(a.root) for a in asked):
             data, looked = self._hit(asked, cache, context, kept)
             if data is not None:
                 self.answered += 1
@@ -476,6 +504,8 @@ class FastPath:
                     results[index] = await _top(one, context)
                 elif one.root.windows:
                     results[index] = await _windows(one, context)
+                elif one.root.totals:
+                    results[index] = await _totals(one, context)
                 else:
                     results[index] = await _lookup(one, context, looked)
             except Exception as exc:  # execution reports it, from this very read
@@ -563,7 +593,8 @@ class FastPath:
 
 
 _NOT_READ = LookupResult([], [])
-_Result = LookupResult | TopResult | KeyRead[Any] | Exception  # of one read, as `Replay` keeps it
+# of one read, as `Replay` keeps it
+_Result = LookupResult | TopResult | KeyRead[Any] | TotalsResult | Exception
 # the top-N a request asked, from the cache: by the id of its `_Asked`, its value, view and
 # freshness
 _Kept = dict[int, tuple[list[Any], View, list[dict[str, Any]]]]
@@ -604,6 +635,8 @@ def _read_key(asked: _Asked) -> _ReadKey:
         return (view.name, "top", (asked.limit, asked.by, asked.window), asked.options)
     if asked.root.windows:
         return (view.name, "windows", (asked.keys[0], *asked.span), asked.options)
+    if asked.root.totals:
+        return (view.name, "totals", (None, None), asked.options)
     return (view.name, "lookup", tuple(asked.keys), asked.options)
 
 
@@ -683,6 +716,20 @@ class _Replayed:
         assert isinstance(result, KeyRead)
         return result
 
+    async def totals(
+        self,
+        view: Any,
+        since: datetime | None,
+        until: datetime | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+    ) -> TotalsResult:
+        result = self._made((view.name, "totals", (since, until), options))
+        if result is None:
+            return await self._reads.totals(view, since, until, deadline, options)
+        assert isinstance(result, TotalsResult)
+        return result
+
 
 async def _lookup(
     asked: _Asked, context: RequestContext, looked: Mapping[str, CacheHits]
@@ -703,12 +750,40 @@ async def _windows(asked: _Asked, context: RequestContext) -> KeyRead[list[Windo
     return await context.planner.windows(view, key, since, until, deadline, asked.options)
 
 
-def _read_rows(result: LookupResult | TopResult | KeyRead[Any]) -> list[CachedRow]:
+def _read_rows(result: LookupResult | TopResult | KeyRead[Any] | TotalsResult) -> list[Any]:
     """What a read found: a lookup's rows, a top-N's (rows, events or windows), a key's
-    windows; each becomes its field's object by the root's `convert`."""
+    windows, the totals read; each becomes its field's object by the root's `convert`."""
     if isinstance(result, KeyRead):
         return cast(list[CachedRow], result.value or [])
+    if isinstance(result, TotalsResult):
+        return [result]
     return cast(list[CachedRow], result.rows)
+
+
+async def _totals(asked: _Asked, context: RequestContext) -> TotalsResult:
+    """A view's totals, read as their resolver reads them (`gateway.api.fields.totals`)."""
+    view = asked.root.view
+    assert view is not None
+    return await context.planner.totals(view, None, None, context.deadline, asked.options)
+
+
+def _totals_of(result: TotalsResult) -> Totals:
+    """What the totals field's resolver makes of its read."""
+    keys = sum(p.keys for p in result.partials)
+    return Totals(keys=keys, count=sum(p.count for p in result.partials))
+
+
+def _totals_type(output: Any) -> GraphQLObjectType | None:
+    """The `Totals` object type of a totals field's (non-null) type, else None."""
+    inner = output.of_type if isinstance(output, GraphQLNonNull) else None
+    if not isinstance(inner, GraphQLObjectType) or inner.is_type_of is not None:
+        return None
+    return inner if inner.name == TOTALS_TYPE else None
+
+
+def _read_only(root: _Root) -> bool:
+    """Whether the cache never answers `root`: a key's windows, a view's totals."""
+    return root.windows or root.totals
 
 
 async def _top(asked: _Asked, context: RequestContext) -> TopResult:
@@ -721,7 +796,9 @@ async def _top(asked: _Asked, context: RequestContext) -> TopResult:
 
 
 def _record_missing(
-    context: RequestContext, asked: _Asked, result: LookupResult | TopResult | KeyRead[Any]
+    context: RequestContext,
+    asked: _Asked,
+    result: LookupResult | TopResult | KeyRead[Any] | TotalsResult,
 ) -> None:
     """The field's PARTITION_UNAVAILABLE errors, as its resolver records them."""
     if isinstance(result, KeyRead):  # `record_key_read`: the field's, of its key
@@ -731,7 +808,7 @@ def _record_missing(
         return
     if not result.failures:
         return
-    if isinstance(result, TopResult):  # `record_failures`: the field's, of no key
+    if isinstance(result, TopResult | TotalsResult):  # `record_failures`: of no key
         for partition, error in sorted(result.failures.items()):
             context.add_missing([asked.root.key], partition, error, ())
         return
@@ -763,6 +840,8 @@ def _asked(
         elif root.windows:
             keys, span = _keys(root, arguments, context), _span(root, arguments)
             asked.append(_Asked(root, keys, options, span=span))
+        elif root.totals:
+            asked.append(_Asked(root, [], options))
         else:
             asked.append(_Asked(root, _keys(root, arguments, context), options))
     return asked

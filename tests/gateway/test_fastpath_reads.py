@@ -1,7 +1,7 @@
-"""The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups and
-top-N answered from the planner's reads without execution gives the bytes execution gives,
-over fake nodes failing each way a partition can fail (refused, an answer that is no
-GraphQL, a node that is not the owner, a partition nobody holds).
+"""The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups,
+top-N and totals answered from the planner's reads without execution gives the bytes
+execution gives, over fake nodes failing each way a partition can fail (refused, an answer
+that is no GraphQL, a node that is not the owner, a partition nobody holds).
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ QUERIES = (
     "... on WordCount { count word } } }",
     "{ topWords(limit: 3) { word count } }",
     '{ wordCount(word: "w2") { count } t: topWords(limit: 5, maxLag: 2) { word } __typename }',
+    "{ wordCountTotals { keys count __typename } }",
+    '{ t: wordCountTotals(maxLag: 1) { count } wordCounts(words: ["w3", "w7"]) { count } }',
 )
 # a slow node is left out: what the gateway learns of it (suspect, hedge delays) changes
 # from one request to the next, so two requests in a row differ whoever answers them
@@ -140,7 +142,8 @@ def test_reads_answer_as_execution_does(fault: str) -> None:
         body = orjson.loads(fast[2])
         codes = [e["extensions"]["code"] for e in body.get("errors", [])]
         keys = [k for k in (*COUNTS, "nope") if f'"{k}"' in query]
-        touched = {partition_for(k, P) for k in keys} | (set(range(P)) if "top" in query else set())
+        every = "top" in query or "Totals" in query  # read from every partition
+        touched = {partition_for(k, P) for k in keys} | (set(range(P)) if every else set())
         rejected = fault == "rejected" and bool(touched & failing)
         assert answered is not rejected, f"{fault}: {query}: {body}"
         if rejected:
@@ -185,5 +188,16 @@ def test_a_top_n_read_that_raised_is_not_made_again_by_execution() -> None:
     assert not answered and (status, content) == (status_off, content_off)
     codes = [e["extensions"]["code"] for e in orjson.loads(content)["errors"]]
     assert codes == ["BAD_USER_INPUT"], content
+    (rejecting,) = extra.values()
+    assert rejecting.handler.requests == 2
+
+
+def test_a_totals_read_that_raised_is_not_made_again_by_execution() -> None:
+    """Totals read every partition: the rejecting node is asked once per request."""
+    query = '{ wordCount(word: "w2") { word } wordCountTotals { count } }'
+    assert not partition_for("w2", P) % 2
+    seen, extra = asyncio.run(_answers("rejected", [query]))
+    (answered, status, _, content), (_, status_off, _, content_off) = seen
+    assert not answered and (status, content) == (status_off, content_off)
     (rejecting,) = extra.values()
     assert rejecting.handler.requests == 2

@@ -1,16 +1,18 @@
-"""The lookup fast path (gateway.execute.fastpath) on a real gateway with the cache on, and on one
-with the cache off (whose fast path answers from the nodes' reads), over two real nodes fed
-from a real broker: each one's answers equal those of the same gateway with the fast path
-switched off (status, headers and body, `extensions.freshness` included), and their data
-and errors equal each other's, for generated documents over every view kind it answers
-(count, latest and aggregate; a windowed view's windows of a key and top-N of a window) of
-the shape it answers (aliases, several root fields, named and inline fragments on the type
-they select from, nested or not, variables and literals, keys present and absent, unicode
-keys, POST and GET) and of shapes it must leave to execution (directives, fragments on a
-union, a fragment spread twice, other fields, bad variables, bad keys, `atLeast`). Authentication,
-the scopes of views and CORS apply to its answers as to executed ones. A top-N, alone or
-beside lookups, is answered by it too: from the cache once the gateway keeps that top, else
-from the nodes' reads (with the cache off, or a field accepting no lag).
+"""The lookup fast path (gateway.execute.fastpath) on a real gateway with the cache on, and on
+one with the cache off (whose fast path answers from the nodes' reads), over two real nodes
+fed from a real broker: each one's answers equal those of the same gateway with the fast
+path switched off (status, headers and body, `extensions.freshness` included), and their
+data and errors equal each other's, for generated documents over every view kind it answers
+(count, latest and aggregate; a windowed view's windows of a key and top-N of a window; a
+count view's totals) of the shape it answers (aliases, several root fields, named and inline
+fragments on the type they select from, nested or not, `@skip` and `@include` by literals and
+variables, a leaf or a fragment asked twice, variables and literals, keys present and absent,
+unicode keys, POST and GET) and of shapes it must leave to execution (a condition that is no
+boolean, fragments on a union, one key of two selections, other fields, bad variables, bad
+keys, `atLeast`). Authentication, the scopes of views and CORS apply to its answers as to
+executed ones. A top-N, alone or beside lookups, is answered by it too: from the cache once
+the gateway keeps that top, else from the nodes' reads (with the cache off, or a field
+accepting no lag).
 """
 
 from __future__ import annotations
@@ -303,6 +305,7 @@ window_hosts = st.sampled_from((*dict.fromkeys(host for host, _ in MINUTES), "h-
 COUNT_LEAVES = ("word", "count", "__typename")
 BOOKING_LEAVES = ("customer", "trip", "eventTime", "__typename")
 HOST_LEAVES = ("host", "views", "pages", "eventTime", "__typename")
+TOTALS_LEAVES = ("keys", "count", "__typename")
 aliases = st.one_of(st.none(), st.sampled_from(["a", "b", "_u", "x_1"]))
 
 
@@ -393,10 +396,14 @@ def _read_arguments(draw: st.DrawFn, doc: _Doc) -> str:
 @st.composite
 def _root(draw: st.DrawFn, doc: _Doc) -> str:
     """One root field the fast path answers, without an alias."""
-    kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "windows", "__typename"]
-    kind = draw(st.sampled_from(kinds))
+    kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "windows", "totals"]
+    kind = draw(st.sampled_from([*kinds, "__typename"]))
     if kind == "__typename":
         return "__typename"
+    if kind == "totals":  # the keys and counts of every partition, added up
+        arguments = draw(_read_arguments(doc)).removeprefix(", ")
+        selection = draw(_wrapped(doc, draw(_selection(TOTALS_LEAVES)), "Totals"))
+        return f"{COUNTS.totals_field}{f'({arguments})' if arguments else ''} {selection}"
     if kind == "windows":
         return draw(_windows_root(doc))
     if kind == "count":
@@ -506,8 +513,8 @@ def _shaped(shape: str, fields: str, doc: _Doc) -> tuple[str, str]:
     if shape == "a fragment on a union":  # WordCount is one of the `_Entity` union
         union = "{ ... on _Entity { __typename } }"
         return f'{{ {fields} u: {COUNTS.point_field}(word: "w0") {union} }}', ""
-    if shape == "other field":
-        return f"{{ {fields} wordCountTotals {{ keys count }} }}", ""
+    if shape == "other field":  # an aggregate view's totals: objects in an object
+        return f"{{ {fields} {HOSTS.totals_field} {{ keys views {{ sum }} }} }}", ""
     if shape == "one key of two selections":  # graphql-core merges their sub-selections
         twice = f'd: {COUNTS.point_field}(word: "w0") {{ word }}'
         return f"{{ {fields} {twice} {twice.replace('word }', 'count }')} }}", ""
@@ -552,7 +559,9 @@ TOP_FAULTS: dict[str, str] = {
     "negative maxLag": "topWords(limit: 2, maxLag: -1) { word }",
     "atLeast token": 'topWords(limit: 2, atLeast: "x:0:1") { count }',
     "null limit": "topWords(limit: $l) { word }",
-    "a field it does not plan beside it": "topWords(limit: 2) { word } wordCountTotals { count }",
+    "a field it does not plan beside it": (
+        f"topWords(limit: 2) {{ word }} {HOSTS.totals_field} {{ views {{ max }} }}"
+    ),
     "a ranking it does not know": f"{HOSTS.top_field}(limit: 2, by: WORDS) {{ host }}",
     "a null ranking": f"{HOSTS.top_field}(limit: 2, by: $b) {{ host }}",
     "a window that starts off the minute": (

@@ -39,6 +39,7 @@ from gateway.reads.protocol import TotalsResult
 from schema import AggregateFunction, View
 
 __all__ = [
+    "TOTALS_TYPE",
     "ResultTotals",
     "Totals",
     "WindowTotals",
@@ -48,7 +49,12 @@ __all__ = [
 ]
 
 
-@strawberry.type(description="How many keys a view holds and the sum of their counts.")
+TOTALS_TYPE = "Totals"  # the GraphQL name of `Totals`
+
+
+@strawberry.type(
+    name=TOTALS_TYPE, description="How many keys a view holds and the sum of their counts."
+)
 class Totals:
     keys: float
     count: float
