@@ -4,10 +4,11 @@ a document's conditions (gateway.execute.fastpath), not once per request.
 `conditional_nodes` finds, once per operation, every field and fragment of its selections
 (and of the fragments it spreads) that carries a directive; `decide` tells, for one
 request's variables, whether each is included, as graphql-core's `should_include_node`
-does: left out by `@skip(if: true)` or `@include(if: false)`. Where that is not plain (a
-directive other than those two, an `if` that is no boolean literal or a variable given a
-boolean or defaulting to one) it gives None, and the document is executed, graphql-core
-reporting what it makes of it.
+does: left out by `@skip(if: true)` (then `@include` is not looked at), else by
+`@include(if: false)`. An `if` is decided when it is a boolean literal, or a variable given
+a boolean, or a variable left out whose declared default is a boolean literal. Anything
+else (another directive, an `if` that is not decided) gives None, and the document is
+executed, graphql-core reporting what it makes of it.
 """
 
 from __future__ import annotations
@@ -26,28 +27,28 @@ from graphql import (
 
 from gateway.execute.selections import Fragments
 
-__all__ = ["MAX_CONDITIONS", "conditional_nodes", "decide"]
+__all__ = ["MAX_CONDITIONS", "Conditional", "conditional_nodes", "decide"]
 
 MAX_CONDITIONS = 16  # nodes with directives per operation decided per request
 _CONDITIONS = ("skip", "include")
 
-_Node = FieldNode | InlineFragmentNode | FragmentSpreadNode
+Conditional = FieldNode | InlineFragmentNode | FragmentSpreadNode  # a node with directives
 
 
 def conditional_nodes(
     operation: OperationDefinitionNode, fragments: Fragments
-) -> tuple[_Node, ...] | None:
+) -> tuple[Conditional, ...] | None:
     """The selection nodes of `operation` (its fragments' included) that carry
     directives, in document order; None when there are more than MAX_CONDITIONS or a
     directive is neither `@skip` nor `@include`."""
-    found: list[_Node] = []
+    found: list[Conditional] = []
     _walk(operation.selection_set.selections, fragments, set(), found)
     plain = all(d.name.value in _CONDITIONS for node in found for d in node.directives or ())
     return tuple(found) if plain and len(found) <= MAX_CONDITIONS else None
 
 
 def _walk(
-    selections: Iterable[object], fragments: Fragments, seen: set[str], found: list[_Node]
+    selections: Iterable[object], fragments: Fragments, seen: set[str], found: list[Conditional]
 ) -> None:
     for selection in selections:
         if not isinstance(selection, FieldNode | InlineFragmentNode | FragmentSpreadNode):
@@ -66,7 +67,7 @@ def _walk(
 
 
 def decide(
-    nodes: Sequence[_Node],
+    nodes: Sequence[Conditional],
     operation: OperationDefinitionNode,
     variables: Mapping[str, object] | None,
 ) -> tuple[bool, ...] | None:
@@ -79,24 +80,40 @@ def decide(
     given = variables or {}
     outcomes = []
     for node in nodes:
-        included = True
-        for directive in node.directives or ():
-            value = _if(directive, given, defaults)
-            if value is None:
-                return None
-            included &= value if directive.name.value == "include" else not value
+        included = _included(node, given, defaults)
+        if included is None:
+            return None
         outcomes.append(included)
     return tuple(outcomes)
+
+
+def _included(
+    node: Conditional, given: Mapping[str, object], defaults: Mapping[str, object]
+) -> bool | None:
+    """Whether `node` is included, `@skip` looked at first (as graphql-core does)."""
+    by_name = {d.name.value: d for d in node.directives or ()}
+    skip, include = by_name.get("skip"), by_name.get("include")
+    if skip is not None:
+        skipped = _if(skip, given, defaults)
+        if skipped is None:
+            return None
+        if skipped:
+            return False
+    return True if include is None else _if(include, given, defaults)
 
 
 def _if(
     directive: DirectiveNode, given: Mapping[str, object], defaults: Mapping[str, object]
 ) -> bool | None:
     argument = next((a for a in directive.arguments or () if a.name.value == "if"), None)
-    value: object = None if argument is None else argument.value
-    if isinstance(value, VariableNode):
-        name = value.name.value
-        value = given[name] if name in given else defaults.get(name)
-        if isinstance(value, bool):
-            return value
-    return value.value if isinstance(value, BooleanValueNode) else None
+    node = None if argument is None else argument.value
+    if isinstance(node, BooleanValueNode):
+        return node.value
+    if not isinstance(node, VariableNode):
+        return None
+    name = node.name.value
+    if name in given:
+        value = given[name]
+        return value if isinstance(value, bool) else None
+    default = defaults.get(name)
+    return default.value if isinstance(default, BooleanValueNode) else None

@@ -84,12 +84,12 @@ from graphql.execution.values import VariableValues
 from gateway.api.fields.common import Entity, authorize_view
 from gateway.api.fields.entities import parse_representation, record_missing
 from gateway.api.fields.keys import key_texts
-from gateway.api.fields.totals import TOTALS_TYPE, Totals
+from gateway.api.fields.totals import TOTALS_TYPE, totals_of
 from gateway.api.request import RequestContext, per_key
 from gateway.api.schema import entities_of, row_types_of
 from gateway.cluster.routing import group_keys
 from gateway.execute.binding import Arguments, Unbound, Variables
-from gateway.execute.conditions import conditional_nodes, decide
+from gateway.execute.conditions import Conditional, conditional_nodes, decide
 from gateway.execute.selections import (
     Decided,
     Fragments,
@@ -125,7 +125,7 @@ _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is f
 # (root field ident, key, count) -> the object execution makes of that count row
 _Made = dict[tuple[int, str, int], dict[str, Any]]
 _ROOTS = count()  # names a root field in the memo for as long as the process lives
-_NO_PLAN = object()  # kept in a document's memo: derived once, found wanting
+_NO_PLAN = object()  # kept in a document's memo: an operation whose conditions are not plain
 _PLANS_PER_OPERATION = 8  # outcomes of an operation's conditions with a plan kept
 _ENTITIES = "_entities"
 
@@ -179,13 +179,14 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
-class _Conditions:
-    """Of one operation: the fragments of its document, and its selection nodes that carry
-    `@skip` or `@include`, whose outcomes pick its plan."""
+class _Operation:
+    """What the memo keeps of one operation: the fragments of its document, its selection
+    nodes that carry `@skip` or `@include`, and its plans by the outcome of those (None:
+    that outcome has no plan), for its first `_PLANS_PER_OPERATION` outcomes."""
 
     fragments: Fragments
-    nodes: tuple[Any, ...]
-    plans: dict[tuple[bool, ...], Plan | None] = field(default_factory=dict)  # by outcome
+    nodes: tuple[Conditional, ...]
+    plans: dict[tuple[bool, ...], Plan | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,7 @@ class FastPath:
         self,
         prepared: Prepared,
         operation: OperationDefinitionNode,
-        variables: Mapping[str, Any] | None = None,
+        variables: Mapping[str, Any] | None,
     ) -> Plan | None:
         """The plan of `operation` of a validated document for the outcome of its `@skip`
         and `@include` conditions with `variables`, derived once and kept with it."""
@@ -242,9 +243,9 @@ class FastPath:
             assert prepared.document is not None
             fragments = fragments_of(prepared.document.definitions)
             nodes = conditional_nodes(operation, fragments)
-            found = _NO_PLAN if nodes is None else _Conditions(fragments, nodes)
+            found = _NO_PLAN if nodes is None else _Operation(fragments, nodes)
             prepared.memo[ident] = found  # one per operation the document defines
-        if not isinstance(found, _Conditions):
+        if not isinstance(found, _Operation):
             return None
         outcomes = decide(found.nodes, operation, variables) if found.nodes else ()
         if outcomes is None:
@@ -265,6 +266,8 @@ class FastPath:
         fields = collect(operation.selection_set.selections, fragments, query.name, decided)
         if fields is None:
             return None
+        if not fields:
+            return None  # every root field left out: execution answers `{}`
         roots = []
         for node in fields:
             root = self._root(node, fragments, decided)
@@ -350,7 +353,7 @@ class FastPath:
         if leaves is None:
             return None
         return _Root(
-            response_key(node), view, False, _totals_of, object_type.name, leaves, False,
+            response_key(node), view, False, totals_of, object_type.name, leaves, False,
             Arguments(field, node), next(_ROOTS), totals=True,
         )  # fmt: skip
 
@@ -368,9 +371,9 @@ class FastPath:
         selected: list[tuple[str | None, Any]] = []  # (type condition, selection) in order
         for selection in node.selection_set.selections:
             chosen = included(selection, decided)
+            if chosen is None:
+                return None  # a condition not decided
             if not chosen:
-                if chosen is None:
-                    return None
                 continue
             if isinstance(selection, FieldNode) and selection.name.value == TYPENAME:
                 selected.append((None, selection))
@@ -765,12 +768,6 @@ async def _totals(asked: _Asked, context: RequestContext) -> TotalsResult:
     view = asked.root.view
     assert view is not None
     return await context.planner.totals(view, None, None, context.deadline, asked.options)
-
-
-def _totals_of(result: TotalsResult) -> Totals:
-    """What the totals field's resolver makes of its read."""
-    keys = sum(p.keys for p in result.partials)
-    return Totals(keys=keys, count=sum(p.count for p in result.partials))
 
 
 def _totals_type(output: Any) -> GraphQLObjectType | None:

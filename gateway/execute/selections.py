@@ -1,7 +1,7 @@
 """The fields a selection set asks of one object type, its fragments spread in place: what
 the fast path (gateway.execute.fastpath) plans from and the response writers
-(gateway.execute.writer) are compiled from, when collecting them needs none of
-graphql-core's merging.
+(gateway.execute.writer) are compiled from, where collecting them needs no more of
+graphql-core's merging than keeping a leaf asked twice once.
 
 graphql-core collects a selection set's fields (`collect_fields`) by walking it in order,
 spreading named and inline fragments whose type condition the object's type meets (a named

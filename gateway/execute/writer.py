@@ -5,8 +5,8 @@ A writer is compiled once per document and operation (kept with the validated do
 the fast path's plan is) for a selection it can prove it writes as execution would:
 
 - fields without arguments or directives, fragment spreads and inline fragments on the
-  selected object type itself, without directives, collected as graphql-core collects them
-  (`gateway.execute.selections`);
+  selected object type itself, without directives (on the fragments' definitions neither),
+  collected as graphql-core collects them (`gateway.execute.selections`);
 - a response key given twice only by leaf fields (validation has made them the same field);
 - each field read by strawberry's resolver of a plain attribute, `__typename` by its type;
 - scalars and enums serialized by their own types, lists, nullable and non-null wrappers,

@@ -471,6 +471,7 @@ SHAPES = (
     "a condition on null",
     "a condition on a variable not given",
     "more conditions than it plans",
+    "every root field left out",
     "other field",
     "one key of two selections",
     "a fragment on a union",
@@ -507,6 +508,8 @@ def _shaped(shape: str, fields: str, doc: _Doc) -> tuple[str, str]:
     if shape == "a condition on a variable not given":  # nor has it a default: an error
         left = doc.variable("Boolean", None, given=False)
         return f"{{ {fields} t: __typename @include(if: {left}) }}", ""
+    if shape == "every root field left out":  # execution answers `{}`
+        return f"{{ ... @skip(if: {doc.variable('Boolean!', True)}) {{ {fields} }} }}", ""
     if shape == "more conditions than it plans":
         conditions = " ".join(f"t{n}: __typename @include(if: true)" for n in range(17))
         return f"{{ {fields} {conditions} }}", ""

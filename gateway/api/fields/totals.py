@@ -45,6 +45,7 @@ __all__ = [
     "WindowTotals",
     "aggregate_totals_field",
     "count_totals_field",
+    "totals_of",
     "window_totals_field",
 ]
 
@@ -78,6 +79,12 @@ class ResultTotals:
     max: float | None
 
 
+def totals_of(result: TotalsResult) -> Totals:
+    """The totals of a count view: its partitions' key counts and counts, added up."""
+    keys = sum(p.keys for p in result.partials)
+    return Totals(keys=keys, count=sum(p.count for p in result.partials))
+
+
 _PARTIAL = (
     " A partition that cannot answer is a PARTITION_UNAVAILABLE error, and the totals lack it."
 )
@@ -106,9 +113,7 @@ def count_totals_field(view: View) -> dict[str, Any]:
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> Totals:
-        result = await _read(info, view, max_lag, at_least)
-        keys = sum(p.keys for p in result.partials)
-        return Totals(keys=keys, count=sum(p.count for p in result.partials))
+        return totals_of(await _read(info, view, max_lag, at_least))
 
     description = (
         f"How many {view.keys_arg} view {view.name} holds and the sum of their counts, kept "
