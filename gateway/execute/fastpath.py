@@ -69,7 +69,6 @@ from typing import Any, cast
 import strawberry
 from graphql import (
     FieldNode,
-    FragmentDefinitionNode,
     GraphQLError,
     GraphQLList,
     GraphQLNonNull,
@@ -379,9 +378,7 @@ class FastPath:
                 selected.append((None, selection))
                 continue
             fragment = fragment_of(selection, fragments)
-            if fragment is None or (
-                isinstance(fragment, FragmentDefinitionNode) and fragment.directives
-            ):
+            if fragment is None:
                 return None
             condition = fragment.type_condition
             if condition is None or condition.name.value not in self._cached_entities:

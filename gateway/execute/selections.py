@@ -71,11 +71,13 @@ def collect(
 def fragment_of(
     selection: object, fragments: Fragments
 ) -> InlineFragmentNode | FragmentDefinitionNode | None:
-    """The fragment `selection` is or spreads; else None."""
+    """The fragment `selection` is or spreads; None for anything else, or a spread of a
+    fragment unknown or whose definition carries a directive."""
     if isinstance(selection, InlineFragmentNode):
         return selection
     if isinstance(selection, FragmentSpreadNode):
-        return fragments.get(selection.name.value)
+        fragment = fragments.get(selection.name.value)
+        return None if fragment is None or fragment.directives else fragment
     return None
 
 
@@ -116,8 +118,6 @@ def _collect(
             return False
         condition = inner.type_condition
         if condition is not None and condition.name.value != type_name:
-            return False
-        if isinstance(inner, FragmentDefinitionNode) and inner.directives:
             return False
         selections_of = inner.selection_set.selections
         if not _collect(selections_of, fragments, type_name, decided, into, spread):
