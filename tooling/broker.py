@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -69,11 +70,44 @@ class BrokerStartError(RuntimeError):
     """Kafka could not be started; the message names the cause and the fix."""
 
 
+# The lowest port free_port() picks: above the registered ports most services use.
+_LOWEST_PICKED = 10_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on `host` a moment ago."""
+    """A TCP port that was free on `host` a moment ago, for a part to bind soon after.
+
+    Picked at random below the kernel's range of ephemeral ports where there is room:
+    a port bind(0) gives is from that range, where any outgoing connection (a Kafka
+    client's, say) or another process's bind(0) may take it in the seconds before the
+    part binds it. Seen in a clean clone's run: a gateway's port taken by a node of the
+    other worker's cluster, whose /health then answered for it."""
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = _LOWEST_PICKED + secrets.randbelow(max(low - _LOWEST_PICKED, 1))
+        if port < low and _bindable(host, port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The lowest ephemeral port (Linux's ip_local_port_range; 32768 where unreadable)."""
+    try:
+        return int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def kafka_jars(environ: Mapping[str, str] = os.environ) -> Path:
