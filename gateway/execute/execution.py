@@ -35,10 +35,11 @@ from gateway.api.request import RequestContext
 from gateway.api.responses import format_missing, gateway_extensions
 from gateway.auth.bearer import Anonymous, Authenticator, Unauthenticated, authorization, refusal
 from gateway.cluster.routing import RoutingTable
-from gateway.execute.fastpath import FastPath, Replay
+from gateway.execute.fastpath import FastPath
 from gateway.execute.labels import OperationLabels
 from gateway.execute.limits import QueryLimits, Shape
 from gateway.execute.persisted import PersistedQueries
+from gateway.execute.replay import Replay
 from gateway.metrics import GatewayMetrics
 from gateway.model.principal import ANONYMOUS, Principal
 from runtime.graphql_http import (
