@@ -2,7 +2,9 @@
 graphql-core binds them (`gateway.execute.binding`) and checked as its resolver checks them
 (the principal's scope for the view, the keys, the limit, the window, `maxLag`; an
 `atLeast` token is left to execution). Where a resolver would answer otherwise than by
-reading (an error, a wait), `Doubt` is raised: execution answers the request."""
+reading, the request is left to execution: `Doubt` is raised, or the error the resolver's own
+check raises (a GatewayError or GraphQLError) is let through for the caller to catch.
+`Doubt` is also what the fast path raises wherever it cannot prove its answer equal."""
 
 from __future__ import annotations
 
@@ -19,11 +21,11 @@ from gateway.api.fields.keys import key_texts
 from gateway.api.request import RequestContext
 from gateway.execute.plans import Plan, Root
 from gateway.model import inputs
-from gateway.reads.protocol import (
-    ReadOptions,
-)
+from gateway.reads.protocol import ReadOptions
 
 __all__ = ["Asked", "Doubt", "entities_asked", "roots_asked"]
+
+_TYPENAME_READ = ReadOptions()  # of `__typename`, which reads nothing
 
 
 class Doubt(Exception):
@@ -107,9 +109,6 @@ def entities_asked(
         context.planner.check_keys(view, keys, counted=False)
         asked.append((Asked(entities[name], keys, options), indexes))
     return asked
-
-
-_TYPENAME_READ = ReadOptions()
 
 
 def _check_read(root: Root, arguments: Mapping[str, Any], context: RequestContext) -> None:

@@ -1,6 +1,6 @@
 """A request's variables and a field's arguments bound as graphql-core binds them
 (`get_variable_values`, `get_argument_values`), without its general machinery where the
-operation is simple; the fast path binds here (`gateway.execute.fastpath`), execution its own way.
+operation is simple; the fast path binds here (`gateway.execute.asked`), execution its own way.
 
 Variables: when every declaration is `String`, `Int`, a non-null one or a list of non-null
 ones, with no default value, a value graphql-core would keep as it is (a `str` for a

@@ -1,5 +1,5 @@
 """`@skip` and `@include` decided per request, so that a plan is derived once per outcome of
-a document's conditions (gateway.execute.fastpath), not once per request.
+a document's conditions (gateway.execute.plans), not once per request.
 
 `conditional_nodes` finds, once per operation, every field and fragment of its selections
 (and of the fragments it spreads) that carries a directive; `decide` tells, for one

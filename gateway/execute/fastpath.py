@@ -47,10 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import strawberry
-from graphql import (
-    GraphQLError,
-    Undefined,
-)
+from graphql import GraphQLError, Undefined
 
 from gateway.api.fields.entities import record_missing
 from gateway.api.request import RequestContext, per_key
@@ -77,6 +74,9 @@ __all__ = ["FastPath"]
 _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is full
 # (root field ident, key, count) -> the object execution makes of that count row
 _Made = dict[tuple[int, str, int], dict[str, Any]]
+# what a request whose keys the cache does not all hold has of it: nothing, so the read of
+# each view decides for itself whether to look (`Planner.lookup`)
+_NOT_LOOKED: Mapping[str, CacheHits] = {}
 
 
 class FastPath:
@@ -363,11 +363,6 @@ def _record_missing(
     failures = result.failures
     keyed = zip(asked.keys, result.partitions, map(failures.get, result.partitions), strict=True)
     context.add_missing_keys([asked.root.key], keyed)
-
-
-# what a request whose keys the cache does not all hold has of it: nothing, so the read of
-# each view decides for itself whether to look (`Planner.lookup`)
-_NOT_LOOKED: Mapping[str, CacheHits] = {}
 
 
 def _by_view(asked: Iterable[Asked]) -> dict[str, tuple[View, list[str]]]:

@@ -54,7 +54,8 @@ from schema import View
 
 __all__ = ["Leaf", "Plan", "Plans", "Root"]
 
-_ROOTS = count()  # names a root field in the memo for as long as the process lives
+# names a root field in the fast path's memo of made rows for as long as the process lives
+_ROOTS = count()
 _NO_PLAN = object()  # kept in a document's memo: an operation whose conditions are not plain
 _PLANS_PER_OPERATION = 8  # outcomes of an operation's conditions with a plan kept
 _ENTITIES = "_entities"
@@ -84,7 +85,7 @@ class Root:
     leaves: tuple[Leaf, ...]
     nullable_rows: bool  # whether an unknown key may be answered null
     arguments: Arguments | None
-    ident: int  # in the memo of made rows
+    ident: int  # names it in the fast path's memo of made rows (`_ROOTS`)
     top: bool = False  # the top-N of `view`, not a lookup
     ranked: bool = False  # a top-N by a result the request chooses (`by`): an aggregate view's
     windowed: bool = False  # a top-N of one window (`window`): a windowed view's

@@ -1,5 +1,5 @@
 """The fields a selection set asks of one object type, its fragments spread in place: what
-the fast path (gateway.execute.fastpath) plans from and the response writers
+the fast path plans from (gateway.execute.plans) and the response writers
 (gateway.execute.writer) are compiled from, where collecting them needs no more of
 graphql-core's merging than keeping a leaf asked twice once.
 
