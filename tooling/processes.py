@@ -109,6 +109,7 @@ class ManagedProcess:
         self.cwd = cwd  # the process's working directory (the launcher's when None)
         self._process: subprocess.Popen[bytes] | None = None
         self._log: BinaryIO | None = None
+        self._log_start = 0  # where this run's lines begin in the log
 
     @classmethod
     def of_command(
@@ -132,6 +133,7 @@ class ManagedProcess:
     def start(self) -> ManagedProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap()
+        self._log_start = self._log.seek(0, os.SEEK_END)  # a restart appends to the same log
         self._process = subprocess.Popen(
             self.args,
             env=self.env,
@@ -159,6 +161,15 @@ class ManagedProcess:
     def returncode(self) -> int | None:
         return self._process.poll() if self._process is not None else None
 
+    def log_of_this_run(self) -> str:
+        """What the process wrote to its log since its last start."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
@@ -167,10 +178,12 @@ class ManagedProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def wait_for_log(self, needle: str, timeout_s: float) -> None:
-        """Wait until the process has written `needle` to its log."""
+        """Wait until the process has written `needle` to its log in this run: a part
+        restarted on the same log (a pipeline after a kill) must not be taken as ready
+        for what its previous run wrote."""
 
         def seen() -> bool:
-            if needle in self.log_path.read_text(errors="replace"):
+            if needle in self.log_of_this_run():
                 return True
             return not self._check_alive()
 
