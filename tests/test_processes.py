@@ -1,6 +1,7 @@
-"""`ManagedProcess.wait_for_log` waits for a line of the process's current run: a part
-restarted on the log of its previous run (the pipeline after a SIGKILL) is not ready for
-what that run wrote."""
+"""How a test knows a part it started is ready: `ManagedProcess.wait_for_log` waits for a
+line of the process's current run (a part restarted on the log of its previous run, as the
+pipeline after a SIGKILL, is not ready for what that run wrote), and a cluster's wait for
+routable partitions fails at once when its gateway exited."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tooling.processes import ManagedProcess
+from tooling import localcluster
+from tooling.processes import ManagedProcess, ProcessFailed, wait_until
 
 
 def _shell(script: str, log: Path) -> ManagedProcess:
@@ -35,3 +37,15 @@ def test_a_restart_on_the_same_log_waits_for_its_own_line(tmp_path: Path) -> Non
         assert third.log_of_this_run() == "part: ready\n"
     finally:
         third.kill()
+
+
+def test_a_cluster_whose_gateway_exited_fails_at_once_naming_it(tmp_path: Path) -> None:
+    """LocalCluster waits for every partition to be routable by asking its gateway's port;
+    a gateway that died (its port taken, say) fails that wait at once, with its log."""
+    # the module, not the class: a test module holding LocalCluster is of the kafka tier
+    with localcluster.LocalCluster(tmp_path) as cluster:
+        gateway = _shell("echo 'address already in use'; exit 1", tmp_path / "gateway.log")
+        cluster.gateway = gateway.start()
+        wait_until(lambda: not gateway.running(), 10, "the gateway to exit")
+        with pytest.raises(ProcessFailed, match="address already in use"):
+            cluster.wait_routable(timeout_s=30)

@@ -150,6 +150,9 @@ class LocalCluster:
         health = f"http://127.0.0.1:{self.gateway_port}/health"
 
         def all_routable() -> bool:
+            # another process answering on a port the gateway could not bind never routes
+            assert self.gateway is not None, "start_gateway() first"
+            self.gateway.check_alive()
             try:
                 body = httpx.get(health, timeout=2.0).json()
             except (httpx.HTTPError, ValueError):
@@ -173,9 +176,11 @@ class LocalCluster:
         stopped: list[str] = []
         parts = [self.gateway, *reversed(self.nodes.values()), self.pipeline]
         for part in parts:
-            if part is not None and part.running():
-                part.stop()
+            if part is None:
+                continue
+            if part.running():
                 stopped.append(part.name)
+            part.stop()  # also closes the log of a part that exited on its own
         if self.broker is not None:
             self.broker.stop()
             stopped.append("broker")

@@ -149,7 +149,9 @@ class ManagedProcess:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def _check_alive(self) -> bool:
+    def check_alive(self) -> bool:
+        """True while the process runs; ProcessFailed, naming its log and its tail, once
+        it exited."""
         if not self.running():
             raise ProcessFailed(
                 f"{self.name} exited (code {self.returncode}) before it was ready; "
@@ -185,7 +187,7 @@ class ManagedProcess:
         def seen() -> bool:
             if needle in self.log_of_this_run():
                 return True
-            return not self._check_alive()
+            return not self.check_alive()
 
         wait_until(seen, timeout_s, f"{self.name} to log {needle!r} ({self.log_path})")
 
@@ -193,7 +195,7 @@ class ManagedProcess:
         """Wait until GET `url` answers 200."""
 
         def healthy() -> bool:
-            self._check_alive()
+            self.check_alive()
             try:
                 return httpx.get(url, timeout=1.0).status_code == 200
             except httpx.HTTPError:
