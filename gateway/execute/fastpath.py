@@ -77,6 +77,10 @@ _Made = dict[tuple[int, str, int], dict[str, Any]]
 # what a request whose keys the cache does not all hold has of it: nothing, so the read of
 # each view decides for itself whether to look (`Planner.lookup`)
 _NOT_LOOKED: Mapping[str, CacheHits] = {}
+_NOT_READ = LookupResult([], [])  # a read not made yet
+# the top-N a request asked, from the cache: by the id of its `Asked`, its value, view and
+# freshness
+_Kept = dict[int, tuple[list[Any], View, list[dict[str, Any]]]]
 
 
 class FastPath:
@@ -277,12 +281,6 @@ class FastPath:
         return {root.key: items}
 
 
-_NOT_READ = LookupResult([], [])
-# the top-N a request asked, from the cache: by the id of its `Asked`, its value, view and
-# freshness
-_Kept = dict[int, tuple[list[Any], View, list[dict[str, Any]]]]
-
-
 def _add_tops(kept: _Kept, context: RequestContext) -> None:
     """The top-N answered from memory, once the whole answer is: their freshness, and the
     cache's hits (not counted when found: execution may yet answer them, and count them)."""
@@ -312,6 +310,22 @@ async def _windows(asked: Asked, context: RequestContext) -> KeyRead[list[Window
     return await context.planner.windows(view, key, since, until, deadline, asked.options)
 
 
+async def _totals(asked: Asked, context: RequestContext) -> TotalsResult:
+    """A view's totals, read as their resolver reads them (`gateway.api.fields.totals`)."""
+    view = asked.root.view
+    assert view is not None
+    return await context.planner.totals(view, None, None, context.deadline, asked.options)
+
+
+async def _top(asked: Asked, context: RequestContext) -> TopResult:
+    """A top-N, read as its resolver reads it (`gateway.api.fields.count`, `.ranked`,
+    `.windowed`)."""
+    view = asked.root.view
+    assert view is not None
+    deadline, options = context.deadline, asked.options
+    return await context.planner.top(view, asked.limit, deadline, asked.window, options, asked.by)
+
+
 def _read_rows(result: LookupResult | TopResult | KeyRead[Any] | TotalsResult) -> list[Any]:
     """What a read found: a lookup's rows, a top-N's (rows, events or windows), a key's
     windows, the totals read; each becomes its field's object by the root's `convert`."""
@@ -322,25 +336,9 @@ def _read_rows(result: LookupResult | TopResult | KeyRead[Any] | TotalsResult) -
     return cast(list[CachedRow], result.rows)
 
 
-async def _totals(asked: Asked, context: RequestContext) -> TotalsResult:
-    """A view's totals, read as their resolver reads them (`gateway.api.fields.totals`)."""
-    view = asked.root.view
-    assert view is not None
-    return await context.planner.totals(view, None, None, context.deadline, asked.options)
-
-
 def _read_only(root: Root) -> bool:
     """Whether the cache never answers `root`: a key's windows, a view's totals."""
     return root.windows or root.totals
-
-
-async def _top(asked: Asked, context: RequestContext) -> TopResult:
-    """A top-N, read as its resolver reads it (`gateway.api.fields.count`, `.ranked`,
-    `.windowed`)."""
-    view = asked.root.view
-    assert view is not None
-    deadline, options = context.deadline, asked.options
-    return await context.planner.top(view, asked.limit, deadline, asked.window, options, asked.by)
 
 
 def _record_missing(
