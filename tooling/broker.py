@@ -83,10 +83,10 @@ def free_port(host: str = "127.0.0.1") -> int:
     client's, say) or another process's bind(0) may take it in the seconds before the
     part binds it. Seen in a clean clone's run: a gateway's port taken by a node of the
     other worker's cluster, whose /health then answered for it."""
-    low = _ephemeral_low()
-    for _ in range(100):
-        port = _LOWEST_PICKED + secrets.randbelow(max(low - _LOWEST_PICKED, 1))
-        if port < low and _bindable(host, port):
+    room = _ephemeral_low() - _LOWEST_PICKED
+    for _ in range(100 if room > 0 else 0):
+        port = _LOWEST_PICKED + secrets.randbelow(room)
+        if _bindable(host, port):
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
