@@ -25,8 +25,14 @@ from tooling.processes import wait_until
 
 T = TypeVar("T")
 P = 6
-# room for a test's whole changelog in the producer's queue (librdkafka's default: 100k)
-_PRODUCER = {"linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
+# As the pipeline's producer: idempotent, so a retry after a broker stall (a timed-out
+# request the broker had appended) writes no record twice. Room for a test's whole
+# changelog in the producer's queue (librdkafka's default: 100k).
+_PRODUCER = {
+    "linger.ms": 5,
+    "enable.idempotence": True,
+    "queue.buffering.max.messages": 1_000_000,
+}
 
 
 def unique_count_view() -> View:
