@@ -40,7 +40,7 @@ from schema import CATALOGUE, WORD_COUNTS, ValueFormat, View, load_catalogue
 from tooling import demodata
 from tooling.config import ToolingConfig
 from tooling.localcluster import LocalCluster
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 from tooling.registry import SchemaRegistry
 
 __all__ = ["catalogue_examples", "examples", "iso_minute", "run_demo"]
@@ -279,12 +279,13 @@ def _wait_visible(gateway_url: str, timeout_s: float = 180.0) -> None:
 
     def visible() -> bool:
         try:
-            body = httpx.post(gateway_url, json=query, timeout=5.0).json()
+            body = http.post(gateway_url, json=query).json()
         except (httpx.HTTPError, ValueError):
             return False
         return bool((body.get("data") or {}).get("wordCount"))
 
-    wait_until(visible, timeout_s, "the demo data to be visible through the gateway", 0.5)
+    with poll_client(timeout_s=5.0) as http:
+        wait_until(visible, timeout_s, "the demo data to be visible through the gateway", 0.5)
     _say(f"demo data: visible through the gateway after {time.monotonic() - started:.1f} s")
 
 

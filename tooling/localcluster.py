@@ -20,7 +20,7 @@ from runtime.topics import ensure_topics, statefed_topics
 from schema import load_catalogue
 from tooling.broker import KafkaBroker, free_port
 from tooling.config import ToolingConfig
-from tooling.processes import ManagedProcess, wait_until
+from tooling.processes import ManagedProcess, poll_client, wait_until
 
 __all__ = ["Broker", "LocalCluster"]
 
@@ -154,13 +154,14 @@ class LocalCluster:
             assert self.gateway is not None, "start_gateway() first"
             self.gateway.check_alive()
             try:
-                body = httpx.get(health, timeout=2.0).json()
+                body = http.get(health).json()
             except (httpx.HTTPError, ValueError):
                 return False
             return len(body.get("routable", [])) == self.partitions
 
         self.progress("cluster: waiting until every partition has a live owner")
-        wait_until(all_routable, timeout_s, f"all {self.partitions} partitions routable")
+        with poll_client(timeout_s=2.0) as http:
+            wait_until(all_routable, timeout_s, f"all {self.partitions} partitions routable")
         self.progress("cluster: every partition is served")
 
     def start_all(self, node_ids: tuple[str, ...] = ("n1", "n2")) -> None:

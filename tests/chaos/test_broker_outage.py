@@ -31,7 +31,7 @@ from tests.chaos.invariants import (
 )
 from tests.chaos.load import MULTI, POINT, Answer, QueryLoad, TruthProducer
 from tooling.broker import KafkaBroker
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -150,7 +150,7 @@ def _wait_counts_equal(
 
     def equal() -> bool:
         nonlocal last
-        body = httpx.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
+        body = http.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
         rows = (body.get("data") or {}).get("wordCounts") or []
         last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
         freshness = (body.get("extensions") or {}).get("freshness") or []
@@ -158,7 +158,8 @@ def _wait_counts_equal(
         return known and not body.get("errors") and last == {w: truth.get(w) for w in asked}
 
     try:
-        wait_until(equal, timeout_s, "every count to equal the ground truth", 0.5)
+        with poll_client(timeout_s=10.0) as http:
+            wait_until(equal, timeout_s, "every count to equal the ground truth", 0.5)
     except TimeoutError:
         differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
         raise AssertionError(f"(answer, truth) after quiescence: {differ}") from None

@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from node.changelog.materializer import SESSION_TIMEOUT_MS
@@ -35,7 +34,7 @@ from tests.chaos.invariants import (
 )
 from tests.chaos.load import MULTI, Answer, QueryLoad, TruthProducer
 from tooling.broker import free_port
-from tooling.processes import ManagedProcess, wait_until
+from tooling.processes import ManagedProcess, poll_client, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -89,13 +88,14 @@ def _wait_counts_equal(
 
     def equal() -> bool:
         nonlocal last
-        body = httpx.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
+        body = http.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
         rows = (body.get("data") or {}).get("wordCounts") or []
         last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
         return not body.get("errors") and last == {w: truth.get(w) for w in asked}
 
     try:
-        wait_until(equal, timeout_s, "every count to equal the ground truth", 0.5)
+        with poll_client(timeout_s=10.0) as http:
+            wait_until(equal, timeout_s, "every count to equal the ground truth", 0.5)
     except TimeoutError:
         differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
         raise AssertionError(f"(answer, truth) after quiescence: {differ}") from None

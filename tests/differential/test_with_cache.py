@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from runtime.produce import Record, Write, produce_records
 from tests.e2e.conftest import Cluster
 from tooling.broker import free_port
-from tooling.processes import ManagedProcess, wait_until
+from tooling.processes import ManagedProcess, poll_client, wait_until
 
 WORDS = 5
 CUSTOMERS = 3
@@ -229,14 +229,15 @@ def _settled(cluster: Cluster) -> None:
 
     def settled() -> bool:
         try:
-            body = httpx.get(health, timeout=2.0).json()
+            body = http.get(health).json()
         except (httpx.HTTPError, ValueError):
             return False
         nodes = body.get("nodes", [])
         running = [n for n in nodes if n["alive"] and n["state"] == "RUNNING" and n["active"]]
         return len(running) == len(NODES) and len(body.get("routable", [])) == body["partitions"]
 
-    wait_until(settled, REBALANCE_S, "every node to run and own partitions")
+    with poll_client(timeout_s=2.0) as http:
+        wait_until(settled, REBALANCE_S, "every node to run and own partitions")
 
 
 def _restart(cluster: Cluster, kind: str, indexes: list[int]) -> None:

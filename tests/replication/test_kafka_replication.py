@@ -26,7 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
@@ -45,7 +44,7 @@ from tests.replication.tokenwrites import TokenWrites
 from tooling.broker import KafkaBroker, KafkaCluster
 from tooling.config import ToolingConfig
 from tooling.localcluster import LocalCluster
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -260,13 +259,14 @@ def _wait_status(gateway: str, after_ms: float, until: float) -> float | None:
     after `after_ms` (wall clock); returns when (monotonic), or None if it did not."""
 
     def reported() -> bool:
-        body = httpx.post(gateway, json={"query": STATUS}, timeout=10.0).json()
+        body = http.post(gateway, json={"query": STATUS}).json()
         views = body["data"]["cluster"]["views"]
         stamp = next(v["statusUpdatedAt"] for v in views if v["name"] == "word_counts")
         return bool(stamp) and _ms(stamp) > after_ms
 
     try:
-        wait_until(reported, until - time.monotonic(), "a pipeline status", 0.5)
+        with poll_client(timeout_s=10.0) as http:
+            wait_until(reported, until - time.monotonic(), "a pipeline status", 0.5)
     except TimeoutError:
         return None
     return time.monotonic()
@@ -313,13 +313,14 @@ def _wait_counts_equal(
     def equal() -> bool:
         nonlocal last
         request = {"query": MULTI, "variables": {"ws": asked}}
-        body = httpx.post(gateway, json=request, timeout=10.0).json()
+        body = http.post(gateway, json=request).json()
         rows = (body.get("data") or {}).get("wordCounts") or []
         last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
         return not body.get("errors") and last == {w: truth.get(w) for w in asked}
 
     try:
-        wait_until(equal, timeout_s, "every count to equal the acknowledged writes", 0.5)
+        with poll_client(timeout_s=10.0) as http:
+            wait_until(equal, timeout_s, "every count to equal the acknowledged writes", 0.5)
     except TimeoutError:
         differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
         raise AssertionError(f"(answer, acknowledged) once the load stopped: {differ}") from None
