@@ -37,4 +37,15 @@ def test_a_port_in_use_is_not_picked(monkeypatch: pytest.MonkeyPatch) -> None:
         used = taken.getsockname()[1]
         picks = iter([used - broker._LOWEST_PICKED, free - broker._LOWEST_PICKED])
         monkeypatch.setattr(broker, "secrets", SimpleNamespace(randbelow=lambda _n: next(picks)))
+        monkeypatch.setattr(broker, "_GIVEN", set())  # `free` was given above
         assert free_port() == free
+
+
+def test_a_port_given_before_is_not_given_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts pick their ports before any binds: the second of two equal random picks
+    must not be handed out, though nothing has bound it yet."""
+    first, other = free_port(), free_port()
+    picks = iter([first - broker._LOWEST_PICKED, other - broker._LOWEST_PICKED])
+    monkeypatch.setattr(broker, "secrets", SimpleNamespace(randbelow=lambda _n: next(picks)))
+    monkeypatch.setattr(broker, "_GIVEN", {first})
+    assert free_port() == other

@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -73,6 +74,8 @@ class BrokerStartError(RuntimeError):
 # The lowest port free_port() picks: above the registered ports most services use.
 _LOWEST_PICKED = 10_000
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_GIVEN: set[int] = set()  # the ports free_port() gave in this process
+_GIVEN_LOCK = threading.Lock()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -82,15 +85,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     a port bind(0) gives is from that range, where any outgoing connection (a Kafka
     client's, say) or another process's bind(0) may take it in the seconds before the
     part binds it. Seen in a clean clone's run: a gateway's port taken by a node of the
-    other worker's cluster, whose /health then answered for it."""
+    other worker's cluster, whose /health then answered for it.
+
+    A port this process was given before is never given again: parts pick their ports
+    before any of them binds, and two random picks can meet (seen: a cluster's gateway
+    picked its broker's port, and polled the broker for its health)."""
     room = _ephemeral_low() - _LOWEST_PICKED
-    for _ in range(100 if room > 0 else 0):
-        port = _LOWEST_PICKED + secrets.randbelow(room)
-        if _bindable(host, port):
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    with _GIVEN_LOCK:
+        for _ in range(100 if room > 0 else 0):
+            port = _LOWEST_PICKED + secrets.randbelow(room)
+            if port not in _GIVEN and _bindable(host, port):
+                _GIVEN.add(port)
+                return port
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        _GIVEN.add(port)
+        return port
 
 
 def _ephemeral_low() -> int:
