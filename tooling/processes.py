@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -53,12 +55,20 @@ class ProcessFailed(RuntimeError):
     """A managed process exited or did not become ready; names the part and its log."""
 
 
+@functools.cache
+def client_tls() -> ssl.SSLContext:
+    """One TLS context for the HTTP clients of tests and tools. httpx builds one per client
+    unless given one, also for plain http:// URLs, and building one loads the CA bundle:
+    about 37 ms of CPU. Each call of `httpx.get` or `httpx.post` builds a client, so a
+    poll every 0.2 s that way kept a fifth of a core busy."""
+    return ssl.create_default_context()
+
+
 def poll_client(timeout_s: float) -> httpx.Client:
-    """An HTTP client for a loop of requests, to close after it (`with`). Each call of
-    `httpx.get` or `httpx.post` builds a client and its TLS context, about 37 ms of CPU
-    even for a plain http:// URL: a poll every 0.2 s that way keeps a fifth of a core busy.
-    The environment's proxy settings are ignored: the parts polled are on loopback."""
-    return httpx.Client(timeout=timeout_s, trust_env=False)
+    """An HTTP client for a loop of requests, to close after it (`with`), on the shared TLS
+    context. The environment's proxy settings are ignored: the parts polled are on
+    loopback."""
+    return httpx.Client(timeout=timeout_s, trust_env=False, verify=client_tls())
 
 
 def wait_until(

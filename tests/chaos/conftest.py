@@ -16,7 +16,7 @@ import pytest
 
 from tests.node.harness import settled
 from tooling.localcluster import LocalCluster
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 P = 6
 MAX_LAG = 1000
@@ -67,7 +67,7 @@ class ChaosCluster:
 
     def wait_stable(self, gateway: str, timeout_s: float = 120.0) -> float:
         """Poll until `stable`; returns when it was first seen (monotonic time)."""
-        with httpx.Client(timeout=5.0, trust_env=False) as http:
+        with poll_client(timeout_s=5.0) as http:
             try:
                 wait_until(lambda: self.stable(http, gateway), timeout_s, "a stable group")
             except TimeoutError as exc:

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaError, Message
 
 from runtime.produce import new_producer
 from schema import partition_for
+from tooling.processes import client_tls
 
 POINT = "query($w: String!, $m: Int) { wordCount(word: $w, maxLag: $m) { word count } }"
 MULTI = "query($ws: [String!]!, $m: Int) { wordCounts(words: $ws, maxLag: $m) { word count } }"
@@ -205,7 +206,7 @@ class QueryLoad:
         """One client: point lookups or 8-key lookups, for at most `max_s` seconds."""
         rng = random.Random(seed)
         until = time.monotonic() + max_s
-        async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
+        async with httpx.AsyncClient(timeout=30.0, trust_env=False, verify=client_tls()) as http:
             while not self.stop.is_set() and time.monotonic() < until:
                 asked = [rng.choice(self.words)] if kind == "point" else rng.sample(self.words, 8)
                 self.answers.append(await self._ask(http, kind, asked))

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from tooling.processes import client_tls
+
 READ = "query($w: String!, $t: String) { wordCount(word: $w, atLeast: $t) { word count } }"
 
 
@@ -47,7 +49,7 @@ class TokenSessions:
     async def run(self, max_s: float, at_least_reads: int) -> None:
         """Until `stop` is set and `at_least_reads` were made, or `max_s` passed."""
         until = time.monotonic() + max_s
-        async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
+        async with httpx.AsyncClient(timeout=30.0, trust_env=False, verify=client_tls()) as http:
             await asyncio.gather(
                 *(self._session(http, i, until, at_least_reads) for i in range(self.sessions))
             )

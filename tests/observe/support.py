@@ -9,8 +9,9 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from tooling.processes import poll_client
 
 PROMTOOL = "/usr/bin/promtool"
 PROMETHEUS = "/usr/bin/prometheus"
@@ -20,7 +21,8 @@ Samples = list[tuple[str, dict[str, str], float]]
 
 def scrape(base_url: str) -> tuple[str, Samples]:
     """The text of `base_url`/metrics (its content type checked) and its samples."""
-    response = httpx.get(f"{base_url}/metrics", timeout=5)
+    with poll_client(timeout_s=5.0) as http:
+        response = http.get(f"{base_url}/metrics")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain"), response.headers
     samples = [

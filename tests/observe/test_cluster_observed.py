@@ -32,7 +32,7 @@ from tests.observe.support import (
 )
 from tooling.broker import free_port
 from tooling.localcluster import LocalCluster
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -74,7 +74,8 @@ def _gateway(local: LocalCluster) -> str:
 
 def _ask(local: LocalCluster, words: list[str], headers: dict[str, str] | None = None) -> Any:
     body = {"query": LOOKUP, "variables": {"w": words}}
-    response = httpx.post(local.gateway_url, json=body, headers=headers, timeout=10)
+    with poll_client(timeout_s=10.0) as http:
+        response = http.post(local.gateway_url, json=body, headers=headers)
     assert response.status_code == 200, response.text
     return response
 
@@ -218,7 +219,8 @@ def test_a_real_prometheus_scrapes_the_gateway_and_a_node(
         def read(query: str) -> bool:
             assert prometheus.poll() is None, (tmp_path / "prometheus.log").read_text()
             try:
-                answer = httpx.get(api, params={"query": query}, timeout=5)
+                with poll_client(timeout_s=5.0) as http:
+                    answer = http.get(api, params={"query": query})
             except httpx.TransportError:
                 return False
             if answer.status_code == 503:  # listening, but its storage not yet ready

@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from tooling.processes import client_tls
+
 PRODUCE = 'mutation($k: String!) { produce(topic: "words", key: $k) { token } }'
 READ_AT = "query($w: String!, $t: String!) { wordCount(word: $w, atLeast: $t) { count } }"
 # what a read with a token may answer while the write is not visible yet: ask again
@@ -61,7 +63,7 @@ class TokenWrites:
         visible or `confirm_s` after the writers stopped."""
         until = time.monotonic() + max_s
         self._writing = WRITERS
-        async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
+        async with httpx.AsyncClient(timeout=30.0, trust_env=False, verify=client_tls()) as http:
             writers = [self._write(http, self.keys[i::WRITERS], i, until) for i in range(WRITERS)]
             confirmers = [self._confirm_all(http, until + confirm_s) for _ in range(CONFIRMERS)]
             await asyncio.gather(*writers, *confirmers)
