@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from tooling.broker import free_port
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,11 +51,12 @@ def _interrupted_gateway(tmp_path: Path, log_format: str) -> tuple[int, str, int
             assert process.poll() is None, f"the gateway exited:\n{log.read_text()}"
             try:
                 url = f"http://127.0.0.1:{port}/health"
-                return httpx.get(url, timeout=1, trust_env=False).status_code == 200
+                return http.get(url).status_code == 200
             except httpx.TransportError:
                 return False
 
-        wait_until(healthy, 60, "the gateway to answer /health", 0.1)
+        with poll_client(timeout_s=1.0) as http:
+            wait_until(healthy, 60, "the gateway to answer /health", 0.1)
         process.send_signal(signal.SIGINT)
         code = process.wait(30)
     finally:

@@ -38,7 +38,7 @@ from tests.gateway.fakes import (
     top_truth,
 )
 from tooling.broker import KafkaBroker, free_port
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 COUNTS = {f"word{i}": i % 13 + 1 for i in range(200)}
@@ -54,15 +54,16 @@ def poll_health(
         nonlocal health
         assert process.poll() is None, "the gateway process exited"
         try:
-            health = httpx.get(f"{url}/health", timeout=2, trust_env=False).json()
+            health = http.get(f"{url}/health").json()
         except httpx.TransportError:
             health = {}
         alive = {n["id"] for n in health.get("nodes", []) if n["alive"]}
         return health if health.get("routable") == list(range(p)) and want <= alive else None
 
-    return wait_until(
-        routed, 60, lambda: f"the gateway to route all {p} partitions: {health}", 0.05
-    )
+    with poll_client(timeout_s=2.0) as http:
+        return wait_until(
+            routed, 60, lambda: f"the gateway to route all {p} partitions: {health}", 0.05
+        )
 
 
 def poll_late_dropped(http: httpx.Client, view: str, want: int) -> list[dict[str, Any]]:

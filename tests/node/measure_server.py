@@ -26,7 +26,7 @@ from node.serve.server import NodeServer
 from schema import WORD_COUNTS
 from tests.node.measure_lookups import GATEWAY_HEADERS, LATEST, VIEWS, build_registry, lookups
 from tooling.broker import free_port
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 _LUA = Path(__file__).resolve().parents[1] / "bench" / "wrk_post.lua"
 _MARK = "BENCHJSON "
@@ -103,7 +103,10 @@ def main() -> None:
         )
         try:
             server = psutil.Process(child.pid)
-            wait_until(lambda: _answers(url) or child.poll() is not None, 60, "node server")
+            with poll_client(timeout_s=5.0) as http:
+                wait_until(
+                    lambda: _answers(http, url) or child.poll() is not None, 60, "node server"
+                )
             if child.poll() is not None:
                 raise SystemExit(f"the node server exited with {child.returncode}")
             _report(server, url, Path(root), args.connections, args.seconds)
@@ -112,9 +115,9 @@ def main() -> None:
             child.wait(30)
 
 
-def _answers(url: str) -> bool:
+def _answers(http: httpx.Client, url: str) -> bool:
     try:
-        return httpx.get(url.replace("/graphql", "/health"), timeout=5).status_code == 200
+        return http.get(url.replace("/graphql", "/health")).status_code == 200
     except httpx.HTTPError:
         return False
 

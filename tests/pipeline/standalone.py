@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pyspark
 
-from tooling.processes import ManagedProcess, ProcessFailed, wait_until
+from tooling.processes import ManagedProcess, ProcessFailed, poll_client, wait_until
 
 SPARK_HOME = Path(pyspark.__file__).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -54,12 +54,13 @@ def get_json(url: str, timeout_s: float = 90.0) -> Any:
 
     def answered() -> list[Any] | None:
         try:
-            response = httpx.get(url, timeout=10.0)
+            response = http.get(url)
         except httpx.HTTPError:
             return None
         return [response.json()] if response.status_code == 200 else None
 
-    return wait_until(answered, timeout_s, f"a JSON answer from {url}")[0]
+    with poll_client(timeout_s=10.0) as http:
+        return wait_until(answered, timeout_s, f"a JSON answer from {url}")[0]
 
 
 def _alive(process: ManagedProcess) -> bool:
