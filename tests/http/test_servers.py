@@ -18,6 +18,7 @@ from runtime.graphql_http import MAX_REQUEST_TARGET_BYTES
 from tests.http.audits import failed_audits, run_audits
 from tests.http.servers import ServedGateway, ServedNode, served_gateway, served_node
 from tooling.broker import KafkaBroker
+from tooling.processes import client_tls
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,7 +44,9 @@ def urls(gateway: ServedGateway, node: ServedNode) -> dict[str, str]:
 
 
 def post(url: str, body: Any, **headers: str) -> httpx.Response:
-    return httpx.post(url, json=body, headers=headers, trust_env=False, timeout=10)
+    return httpx.post(
+        url, json=body, headers=headers, trust_env=False, timeout=10, verify=client_tls()
+    )
 
 
 @pytest.mark.parametrize("server", ["gateway", "node"])

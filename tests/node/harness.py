@@ -21,7 +21,7 @@ from node.serve.server import NodeServer
 from runtime.clock import Clock, wall_clock_ms
 from schema import WORD_COUNTS, CountRow, View, encode_count, partition_for
 from tooling.broker import free_port
-from tooling.processes import wait_until
+from tooling.processes import client_tls, wait_until
 
 T = TypeVar("T")
 P = 6
@@ -102,7 +102,7 @@ class ThreadNode:
         self.thread = threading.Thread(
             target=self.server.run, name=f"uvicorn-{config.node_id}", daemon=True
         )
-        self.client = httpx.Client(base_url=config.url, timeout=5)
+        self.client = httpx.Client(base_url=config.url, timeout=5, verify=client_tls())
 
     def start(self) -> ThreadNode:
         self.thread.start()

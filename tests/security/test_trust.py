@@ -63,7 +63,7 @@ from schema import (
 from tests.gateway.fakes import FakeNode, Model, ServerThread, member
 from tests.node.harness import P, ThreadNode, node_config, produce_counts, unique_count_view
 from tooling.broker import KafkaBroker, free_port
-from tooling.processes import wait_until
+from tooling.processes import client_tls, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -328,7 +328,7 @@ def post(
     url: str, body: bytes, headers: dict[str, str] | None = None, target: str = "/graphql"
 ) -> httpx.Response:
     sent = {"content-type": "application/json", **(headers or {})}
-    return httpx.post(url + target, content=body, headers=sent, timeout=10)
+    return httpx.post(url + target, content=body, headers=sent, timeout=10, verify=client_tls())
 
 
 def signed_headers(
