@@ -23,6 +23,8 @@ from typing import BinaryIO, TypeVar
 
 import httpx
 
+from runtime.tls import client_context
+
 __all__ = [
     "ManagedProcess",
     "ProcessFailed",
@@ -61,7 +63,7 @@ def client_tls() -> ssl.SSLContext:
     unless given one, also for plain http:// URLs, and building one loads the CA bundle:
     about 37 ms of CPU. Each call of `httpx.get` or `httpx.post` builds a client, so a
     poll every 0.2 s that way kept a fifth of a core busy."""
-    return ssl.create_default_context()
+    return client_context(None)
 
 
 def poll_client(timeout_s: float) -> httpx.Client:
