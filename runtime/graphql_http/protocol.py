@@ -1,5 +1,5 @@
-"""uvicorn's httptools protocol, with a JSON 414 for request targets it cannot parse, and
-one write per response.
+"""uvicorn's httptools protocol, with a JSON 414 for request targets it cannot parse, one
+write per response, and no idle close of a connection whose request waits to be read.
 
 uvicorn writes a response's head and its body with one `transport.write` each, and uvloop
 sends each at once: two system calls and two TCP segments for every small answer, the
@@ -18,12 +18,24 @@ buffered whole) and answers `414` with the same JSON error the endpoint gives a 
 string over its own limit. The client may still be sending the rest of the target: closing
 with unread bytes would reset the connection and lose the answer, so the connection is
 half-closed and what follows is read and dropped for up to `_LINGER_S` (a lingering close,
-as Apache and nginx do). Pass it as uvicorn's `http=`.
+as Apache and nginx do).
+
+uvicorn closes a connection idle for `timeout_keep_alive` seconds from a timer. After the
+event loop has stood still for longer than that (the process paused by SIGSTOP or a
+debugger, a host that froze, a collection of a large heap) the timer fires before the loop
+has read what the client sent meanwhile, and closing with a request unread resets the
+connection: the client gets no answer. Here a connection with bytes waiting in its socket
+is not idle; the timer is set again and the read that follows answers the request.
+
+Pass it as uvicorn's `http=`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import struct
+import termios
 from typing import Any
 
 import orjson
@@ -42,6 +54,19 @@ _TOO_LONG = RequestError(
     414,
     "URI_TOO_LONG",
 )
+
+
+def _unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """How many bytes the client has sent that the event loop has not read yet (0 once the
+    socket is closed)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.fileno() < 0:
+        return 0
+    try:
+        waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return int(struct.unpack("i", waiting)[0])
 
 
 class _TargetTooLong(Exception):
@@ -87,8 +112,9 @@ class _Corked:
 
 
 class GraphQLHttpToolsProtocol(HttpToolsProtocol):
-    """HttpToolsProtocol answering a request target too long to parse with a JSON 414, and
-    sending each response in one write."""
+    """HttpToolsProtocol answering a request target too long to parse with a JSON 414,
+    sending each response in one write, and never closing as idle a connection whose next
+    request is waiting to be read."""
 
     _lingering = False
 
@@ -107,6 +133,14 @@ class GraphQLHttpToolsProtocol(HttpToolsProtocol):
         if isinstance(corked, _Corked):  # the whole response is held: send it now
             corked.flush()
         super().on_response_complete()
+
+    def timeout_keep_alive_handler(self) -> None:
+        if _unread_bytes(self.transport) > 0:  # a request came while the loop stood still
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
+            return
+        super().timeout_keep_alive_handler()
 
     def data_received(self, data: bytes) -> None:
         if not self._lingering:

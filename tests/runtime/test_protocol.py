@@ -1,10 +1,13 @@
 """The gateway's and the node's uvicorn protocol (`runtime.graphql_http.protocol`): the
-writes of one event-loop turn reach the socket as one, in order, before any close."""
+writes of one event-loop turn reach the socket as one, in order, before any close; a
+request waiting in the socket keeps its connection from being closed as idle."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -108,3 +111,46 @@ def test_a_whole_response_is_sent_before_what_the_app_does_after_it() -> None:
         received.set()
         server.should_exit = True
         thread.join(30)
+
+
+def test_a_request_sent_while_the_loop_stood_still_past_the_keep_alive_is_answered() -> None:
+    """The event loop stands still (in its I/O phase, as a SIGSTOP or a long collection can
+    catch it) for longer than the keep-alive timeout of an idle connection, and the client
+    sends its next request meanwhile: the timer fires first when the loop moves again, and
+    must not close the connection with the request unread (the client would get a reset)."""
+    frozen = threading.Event()
+    read_end, write_end = os.pipe()
+
+    def freeze() -> None:
+        os.read(read_end, 1)
+        frozen.set()
+        time.sleep(1.5)  # the freeze itself: longer than the 1 s keep-alive timeout
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if not frozen.is_set():
+            asyncio.get_running_loop().add_reader(read_end, freeze)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"answered"})
+
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=free_port(), loop="uvloop", http=GraphQLHttpToolsProtocol,
+        lifespan="off", log_config=None, access_log=False, timeout_keep_alive=1,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, 30, "the server to start")
+        url = f"http://127.0.0.1:{config.port}/"
+        with httpx.Client(timeout=10) as client:
+            assert client.get(url).content == b"answered"  # the connection is now idle
+            os.write(write_end, b"x")
+            assert frozen.wait(10), "the event loop did not run the freeze"
+            assert client.get(url).content == b"answered"  # on the same connection
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        os.close(read_end)
+        os.close(write_end)
