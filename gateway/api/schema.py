@@ -25,13 +25,20 @@ from strawberry.federation.schema import FederationAny
 from strawberry.schema.config import StrawberryConfig
 from strawberry.types.execution import ExecutionContext
 
-from gateway.api.fields import Entity, RowType, cluster_field, produce_field, resolve_entities
+from gateway.api.fields import (
+    Entity,
+    PageType,
+    RowType,
+    cluster_field,
+    produce_field,
+    resolve_entities,
+)
 from gateway.api.kinds import kind_of
 from gateway.api.responses import is_server_fault
 from runtime.valuetypes import SCALAR_MAP
 from schema import CATALOGUE, View
 
-__all__ = ["build_schema", "entities_of", "print_sdl", "row_types_of"]
+__all__ = ["build_schema", "entities_of", "page_types_of", "print_sdl", "row_types_of"]
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +48,15 @@ _RESERVED = {"cluster", "_entities", "_service"}
 
 class _Schema(strawberry.federation.Schema):
     def __init__(
-        self, entities: Mapping[str, Entity], row_types: Mapping[str, RowType], **kwargs: Any
+        self,
+        entities: Mapping[str, Entity],
+        row_types: Mapping[str, RowType],
+        page_types: Mapping[str, PageType],
+        **kwargs: Any,
     ) -> None:
         self._entities = dict(entities)  # by type name; read by the federation base class
         self._row_types = dict(row_types)  # the views' types that are no entity, by name
+        self._page_types = dict(page_types)  # history views' connections, by point field
         super().__init__(**kwargs)
 
     async def entities_resolver(  # type: ignore[override]
@@ -70,6 +82,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     subscriptions: dict[str, Any] = {}
     entities: dict[str, Entity] = {}
     row_types: dict[str, RowType] = {}
+    page_types: dict[str, PageType] = {}
     for view in views:
         built = kind_of(view).fields(view)
         _add(view, fields, built.fields, _RESERVED)
@@ -78,6 +91,8 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             entities[view.type_name] = built.entity
         if built.row_type is not None:
             row_types[view.type_name] = built.row_type
+        if built.page_type is not None:
+            page_types[view.point_field] = built.page_type
     fields["cluster"] = cluster_field(views)
     query = strawberry.type(type("Query", (), fields))
     mutation = strawberry.type(type("Mutation", (), {"produce": produce_field(views)}))
@@ -87,6 +102,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     schema = _Schema(
         entities,
         row_types,
+        page_types,
         query=query,
         mutation=mutation,
         subscription=subscription,
@@ -132,6 +148,13 @@ def row_types_of(schema: strawberry.Schema) -> Mapping[str, RowType]:
     type name (none for another schema)."""
     row_types: Mapping[str, RowType] = getattr(schema, "_row_types", {})
     return row_types
+
+
+def page_types_of(schema: strawberry.Schema) -> Mapping[str, PageType]:
+    """The history views' connection types, of a schema from `build_schema`, by the name of
+    the point field that answers one (none for another schema)."""
+    page_types: Mapping[str, PageType] = getattr(schema, "_page_types", {})
+    return page_types
 
 
 def print_sdl(catalogue: Iterable[View] = CATALOGUE) -> str:

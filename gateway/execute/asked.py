@@ -42,7 +42,10 @@ class Asked:
     limit: int = 0  # of a top-N
     by: str | None = None  # the result an aggregate view's top-N ranks by
     window: datetime | None = None  # the start of a windowed view's window
-    span: tuple[datetime | None, datetime | None] = (None, None)  # of a key's windows
+    # of a key's windows or events: `from` and `to`
+    span: tuple[datetime | None, datetime | None] = (None, None)
+    # of a key's events: `first`, `after` and `newestFirst`
+    page: tuple[int, str | None, bool] = (0, None, False)
 
 
 def roots_asked(
@@ -70,6 +73,9 @@ def roots_asked(
             asked.append(Asked(root, keys, options, span=span))
         elif root.totals:
             asked.append(Asked(root, [], options))
+        elif root.history:
+            keys, span = _keys(root, arguments, context), _times(root, arguments)
+            asked.append(Asked(root, keys, options, span=span, page=_page(root, arguments)))
         else:
             asked.append(Asked(root, _keys(root, arguments, context), options))
     return asked
@@ -146,6 +152,33 @@ def _span(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, da
         raise Doubt
     inputs.time_range(root.view, since, until)  # a GatewayError: execution reports it
     return since, until
+
+
+def _times(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """The `from` and `to` of a key's events, checked as `Planner.history` checks them
+    before it reads (as `_span`: a GatewayError, execution reports it)."""
+    assert root.view is not None
+    since, until = arguments.get("from"), arguments.get("to")
+    if not all(t is None or isinstance(t, datetime) for t in (since, until)):
+        raise Doubt
+    inputs.time_range(root.view, since, until)
+    return since, until
+
+
+def _page(root: Root, arguments: Mapping[str, Any]) -> tuple[int, str | None, bool]:
+    """The `first`, `after` and `newestFirst` of a key's events, checked as
+    `Planner.history` checks them before it reads (as `_times`)."""
+    assert root.view is not None
+    first, after = arguments.get("first"), arguments.get("after")
+    newest_first = arguments.get("newestFirst")
+    if not isinstance(first, int) or not isinstance(newest_first, bool):
+        raise Doubt
+    if after is not None and not isinstance(after, str):
+        raise Doubt
+    inputs.check_page_size(root.view, first)
+    if after is not None:
+        inputs.check_cursor(root.view, after)
+    return first, after, newest_first
 
 
 def _window(root: Root, arguments: Mapping[str, Any]) -> datetime | None:

@@ -24,9 +24,10 @@ before theirs complete. Otherwise (a top not kept, the cache off, a field accept
 each top-N is read as its resolver reads it (`Planner.top` with the same options and `by`:
 from the cache if kept, else merged from every partition's top, which the cache may keep
 for the next request), concurrently with the lookups, and a partition it could not read is
-the resolver's PARTITION_UNAVAILABLE error with the field's path. The windows of a key and a
-view's totals are read as their resolvers read them (`Planner.windows`, `Planner.totals`),
-never from the cache.
+the resolver's PARTITION_UNAVAILABLE error with the field's path. The windows of a key, a
+view's totals and a page of a key's events are read as their resolvers read them
+(`Planner.windows`, `Planner.totals`, `Planner.history`), never from the cache; the page
+becomes the connection the resolver makes of it, written by the root's compiled writer.
 
 `_entities` is read as its resolver reads it (`gateway.api.fields.entities`): every
 representation parsed and its view's scope checked (a doubt: execution reports it), then one
@@ -56,8 +57,9 @@ from gateway.execute.asked import Asked, Doubt, entities_asked, roots_asked
 from gateway.execute.binding import Unbound
 from gateway.execute.plans import Plan, Plans, Root
 from gateway.execute.replay import Replay, Result
+from gateway.execute.writer import Doubt as WriterDoubt
 from gateway.model.errors import GatewayError
-from gateway.model.rows import Event, Row, WindowCount
+from gateway.model.rows import Event, Page, Row, WindowCount
 from gateway.reads.protocol import (
     CachedRow,
     CacheHits,
@@ -195,6 +197,8 @@ class FastPath:
                     results[index] = await _windows(one, context)
                 elif one.root.totals:
                     results[index] = await _totals(one, context)
+                elif one.root.history:
+                    results[index] = await _history(one, context)
                 else:
                     results[index] = await _lookup(one, context, looked)
             except Exception as exc:  # execution reports it, from this very read
@@ -216,9 +220,12 @@ class FastPath:
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
                     return Replay(list(zip(reads, results, strict=True)))
+                if a.root.history:
+                    data[a.root.key] = _page(a.root, cast(KeyRead[Page], result))
+                    continue
                 rows = None if result is None else _read_rows(result)
                 data[a.root.key] = _value(a.root, rows, self._made)
-        except (Doubt, GraphQLError, GatewayError, TypeError, ValueError):
+        except (Doubt, WriterDoubt, GraphQLError, GatewayError, TypeError, ValueError):
             return Replay(list(zip(reads, results, strict=True)))
         _add_tops(kept, context)  # before the reads': a resolver from memory adds it first
         for index in done:
@@ -310,6 +317,24 @@ async def _windows(asked: Asked, context: RequestContext) -> KeyRead[list[Window
     return await context.planner.windows(view, key, since, until, deadline, asked.options)
 
 
+async def _history(asked: Asked, context: RequestContext) -> KeyRead[Page]:
+    """A page of a key's events, read as its resolver reads it (`gateway.api.fields.history`)."""
+    view = asked.root.view
+    assert view is not None
+    (since, until), (first, after, newest_first) = asked.span, asked.page
+    key, deadline, options = asked.keys[0], context.deadline, asked.options
+    return await context.planner.history(
+        view, key, since, until, first, after, deadline, options, newest_first
+    )
+
+
+def _page(root: Root, read: KeyRead[Page]) -> Any:
+    """What execution makes of the page of events read: the connection the resolver
+    returns, written by the root's writer (Doubt where it cannot prove it)."""
+    assert root.convert is not None and root.write is not None
+    return root.write(root.convert(read.value or Page.empty()))
+
+
 async def _totals(asked: Asked, context: RequestContext) -> TotalsResult:
     """A view's totals, read as their resolver reads them (`gateway.api.fields.totals`)."""
     view = asked.root.view
@@ -337,8 +362,8 @@ def _read_rows(result: LookupResult | TopResult | KeyRead[Any] | TotalsResult) -
 
 
 def _read_only(root: Root) -> bool:
-    """Whether the cache never answers `root`: a key's windows, a view's totals."""
-    return root.windows or root.totals
+    """Whether the cache never answers `root`: a key's windows or events, a view's totals."""
+    return root.windows or root.totals or root.history
 
 
 def _record_missing(

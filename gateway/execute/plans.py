@@ -5,8 +5,10 @@ it), `Plans.plan` derives a `Plan` when the operation is a query made only of po
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views), top-N (of count views, of aggregate views by any of their
 numeric results, of one window of windowed views), the windows of one key of windowed
-views, the `Totals` of count views and `__typename`, with arguments from literals or
-variables, selecting plain scalar fields and `__typename`, aliases allowed, its fields
+views, the `Totals` of count views, a page of one key's events of history views (its
+connection written by a writer compiled from its selection, `gateway.execute.writer`:
+plain fields of plain objects, without directives) and `__typename`, with arguments from
+literals or variables, selecting plain scalar fields and `__typename`, aliases allowed, its fields
 collected as graphql-core collects them (`gateway.execute.selections`: fragments on the very
 type they select from spread in place, a leaf asked twice once); or of federation's
 `_entities` alone, selecting `__typename` and fragments on the entity types of those views,
@@ -32,10 +34,12 @@ from graphql import (
     GraphQLScalarType,
     OperationDefinitionNode,
     OperationType,
+    get_named_type,
 )
 
+from gateway.api.fields import PageType
 from gateway.api.fields.totals import TOTALS_TYPE, totals_of
-from gateway.api.schema import entities_of, row_types_of
+from gateway.api.schema import entities_of, page_types_of, row_types_of
 from gateway.execute.binding import Arguments, Variables
 from gateway.execute.conditions import Conditional, conditional_nodes, decide
 from gateway.execute.selections import (
@@ -47,7 +51,7 @@ from gateway.execute.selections import (
     included,
     response_key,
 )
-from gateway.execute.writer import TYPENAME, reads_attribute
+from gateway.execute.writer import TYPENAME, Complete, complete, reads_attribute
 from gateway.reads.kinds import cacheable
 from runtime.graphql_http import Prepared
 from schema import View
@@ -91,6 +95,10 @@ class Root:
     windowed: bool = False  # a top-N of one window (`window`): a windowed view's
     windows: bool = False  # the windows of one key (`from`, `to`): a windowed view's
     totals: bool = False  # the `Totals` of `view`'s keys, added up from every partition
+    # a page of one key's events (a history view's): `convert` makes the connection of the
+    # page read, `write` what execution makes of that connection
+    history: bool = False
+    write: Complete | None = None
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, Root] | None = None
@@ -134,6 +142,7 @@ class Plans:
         self._tops: dict[str, View] = {}  # the top-N fields: count, aggregate, windowed
         self._windows: dict[str, View] = {}  # the windows-of-a-key fields of windowed views
         self._totals: dict[str, View] = {}  # the fields of a view's `Totals`
+        self._histories = page_types_of(schema)  # a page of a key's events, by field name
         # the entity types whose views the cache holds, by type name: `_entities` of them
         self.cached_entities = {
             name: entity for name, entity in self._entities.items() if cacheable(entity.view)
@@ -221,6 +230,8 @@ class Plans:
             )
         if name in self._totals:
             return self._totals_root(node, fragments, decided, self._totals[name])
+        if name in self._histories:
+            return self._history_root(node, fragments, self._histories[name])
         lookup = self._lookups.get(name)
         if lookup is None:
             return None
@@ -278,6 +289,21 @@ class Plans:
         return Root(
             response_key(node), view, False, totals_of, object_type.name, leaves, False,
             Arguments(field, node), next(_ROOTS), totals=True,
+        )  # fmt: skip
+
+    def _history_root(self, node: FieldNode, fragments: Fragments, page: PageType) -> Root | None:
+        """The root of a history view's point field (a page of one key's events) whose
+        selection a writer proves (`gateway.execute.writer`: plain fields, no directives)."""
+        query = self._schema.query_type
+        assert query is not None
+        field = query.fields[node.name.value]
+        write = complete(field.type, node.selection_set, fragments)
+        if write is None:
+            return None
+        type_name = get_named_type(field.type).name
+        return Root(
+            response_key(node), page.view, False, page.convert, type_name, (), False,
+            Arguments(field, node), next(_ROOTS), history=True, write=write,
         )  # fmt: skip
 
     def _entities_root(

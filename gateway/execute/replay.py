@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from gateway.execute.asked import Asked
-from gateway.model.rows import WindowCount
+from gateway.model.rows import Page, WindowCount
 from gateway.reads.protocol import (
     DEFAULT_READ,
     KeyRead,
@@ -28,8 +28,8 @@ __all__ = ["Replay", "Result"]
 # of one read, as `Replay` keeps it
 Result = LookupResult | TopResult | KeyRead[Any] | TotalsResult | Exception
 
-# a read the fast path made: of a view (by name), what (a lookup, a top-N, a key's windows)
-# and its arguments, and its options
+# a read the fast path made: of a view (by name), what (a lookup, a top-N, a key's windows
+# or events, totals) and its arguments, and its options
 _ReadKey = tuple[str, str, tuple[Any, ...], ReadOptions]
 
 
@@ -42,6 +42,8 @@ def _read_key(asked: Asked) -> _ReadKey:
         return (view.name, "windows", (asked.keys[0], *asked.span), asked.options)
     if asked.root.totals:
         return (view.name, "totals", (None, None), asked.options)
+    if asked.root.history:
+        return (view.name, "history", (asked.keys[0], *asked.span, *asked.page), asked.options)
     return (view.name, "lookup", tuple(asked.keys), asked.options)
 
 
@@ -63,8 +65,8 @@ class Replay:
 
 
 class _Replayed:
-    """A planner whose lookups, top-N and windows made already are answered from their
-    results; anything else is `reads`'."""
+    """A planner whose lookups, top-N, windows, totals and pages of events made already are
+    answered from their results; anything else is `reads`'."""
 
     def __init__(self, reads: Reads, left: dict[_ReadKey, list[Result]]) -> None:
         self._reads = reads
@@ -133,4 +135,25 @@ class _Replayed:
         if result is None:
             return await self._reads.totals(view, since, until, deadline, options)
         assert isinstance(result, TotalsResult)
+        return result
+
+    async def history(
+        self,
+        view: Any,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        first: int,
+        after: str | None,
+        deadline: float,
+        options: ReadOptions = DEFAULT_READ,
+        newest_first: bool = False,
+    ) -> KeyRead[Page]:
+        made = (key, since, until, first, after, newest_first)
+        result = self._made((view.name, "history", made, options))
+        if result is None:
+            return await self._reads.history(
+                view, key, since, until, first, after, deadline, options, newest_first
+            )
+        assert isinstance(result, KeyRead)
         return result

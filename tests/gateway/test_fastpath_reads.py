@@ -1,7 +1,8 @@
 """The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups,
-top-N and totals answered from the planner's reads without execution gives the bytes
-execution gives, over fake nodes failing each way a partition can fail (refused, an answer
-that is no GraphQL, a node that is not the owner, a partition nobody holds).
+top-N, totals and pages of a key's events answered from the planner's reads without
+execution gives the bytes execution gives, over fake nodes failing each way a partition
+can fail (refused, an answer that is no GraphQL, a node that is not the owner, a partition
+nobody holds).
 """
 
 from __future__ import annotations
@@ -19,11 +20,19 @@ from gateway.cluster.pipeline import StatusBoard
 from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
-from schema import partition_for
-from tests.gateway.fakes import WORDS, FakeNode, Model, table_for
+from schema import EventRow, partition_for
+from tests.gateway.fakes import BOOKING_HISTORY, WORDS, FakeNode, Model, table_for
 
 P = 4
+VIEWS = (WORDS, BOOKING_HISTORY)
 COUNTS = {f"w{i}": i + 1 for i in range(12)}
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+# events of customers named as words: the checks below find a query's partitions by them
+EVENTS = [EventRow(f"w{i % 3}", T0 + i * 1000, 0, i, {"trip": f"t{i}"}) for i in range(7)]
+PAGE = (
+    "edges { cursor node { customer trip eventTime __typename } } "
+    "pageInfo { hasNextPage endCursor }"
+)
 QUERIES = (
     '{ wordCount(word: "w0") { word count } }',
     '{ a: wordCounts(words: ["w1", "w2", "nope", "w3", "w1"]) { count __typename } }',
@@ -38,6 +47,13 @@ QUERIES = (
     '{ wordCount(word: "w2") { count } t: topWords(limit: 5, maxLag: 2) { word } __typename }',
     "{ wordCountTotals { keys count __typename } }",
     '{ t: wordCountTotals(maxLag: 1) { count } wordCounts(words: ["w3", "w7"]) { count } }',
+    f'{{ bookingHistory(customer: "w0") {{ {PAGE} }} }}',
+    f'{{ h: bookingHistory(customer: "w1", first: 1, newestFirst: true) {{ {PAGE} }} '
+    'wordCount(word: "w2") { count } }',
+    '{ bookingHistory(customer: "w2", from: "2026-01-01T00:00:02Z", to: "2026-01-01T00:00:06Z") '
+    "{ edges { node { trip } } } }",
+    '{ bookingHistory(customer: "w5") { ...P } } fragment P on BookingEventConnection '
+    "{ pageInfo { hasNextPage } edges { cursor } }",
 )
 # a slow node is left out: what the gateway learns of it (suspect, hedge delays) changes
 # from one request to the next, so two requests in a row differ whoever answers them
@@ -69,10 +85,12 @@ def _setup(fault: str) -> tuple[list[FakeNode], dict[str, Any], dict[str, httpx.
     """Two nodes, n0 and n1 (n1 failing as `fault` says), the routing claims, and the
     transports standing in for a failed n1."""
     model = Model.of_counts(COUNTS)
+    for event in EVENTS:
+        model.add_event(BOOKING_HISTORY, event)
     odd = [p for p in range(P) if p % 2]
     even = [p for p in range(P) if not p % 2]
-    n0 = FakeNode("n0", model, even, P)
-    n1 = FakeNode("n1", model, [] if fault == "not owner" else odd, P)
+    n0 = FakeNode("n0", model, even, P, VIEWS)
+    n1 = FakeNode("n1", model, [] if fault == "not owner" else odd, P, VIEWS)
     claims = {"n0": (n0.url(), even), "n1": (n1.url(), odd)}
     if fault == "unassigned":
         del claims["n1"]
@@ -100,8 +118,8 @@ async def _answers(
     config = dataclasses.replace(
         GatewayConfig(), cache=False, timeout_ms=10_000, retries=2, backoff_ms=1
     )
-    feed = RoutingFeed(table_for(claims, P, (WORDS,)))
-    app = GatewayApp(config, feed=feed, client=upstream, statuses=StatusBoard(), catalogue=(WORDS,))
+    feed = RoutingFeed(table_for(claims, P, VIEWS))
+    app = GatewayApp(config, feed=feed, client=upstream, statuses=StatusBoard(), catalogue=VIEWS)
     await app.startup()
     seen = []
     try:
@@ -157,47 +175,43 @@ def test_reads_answer_as_execution_does(fault: str) -> None:
         )
 
 
-def test_a_read_that_raised_is_not_made_again_by_execution() -> None:
-    """Execution answers from the fast path's read: the rejecting node is asked once per
-    request, whoever answers it."""
-    query = '{ wordCount(word: "w4") { word } }'  # in an odd partition, n1's
-    assert partition_for("w4", P) % 2
+def _read_once(query: str) -> bytes:
+    """The answer to `query` with n1 rejecting reads, the fast path on and off: equal, not
+    the fast path's, and n1 asked once per request (execution answered from the fast path's
+    read, never reading again)."""
     seen, extra = asyncio.run(_answers("rejected", [query]))
     (answered, status, _, content), (_, status_off, _, content_off) = seen
     assert not answered and (status, content) == (status_off, content_off)
     (rejecting,) = extra.values()
     assert rejecting.handler.requests == 2
+    return content
+
+
+def test_a_read_that_raised_is_not_made_again_by_execution() -> None:
+    assert partition_for("w4", P) % 2  # in an odd partition, n1's
+    _read_once('{ wordCount(word: "w4") { word } }')
 
 
 def test_an_entities_read_that_raised_is_not_made_again_by_execution() -> None:
-    query = '{ _entities(representations: [{__typename: "WordCount", word: "w4"}]) { __typename } }'
-    seen, extra = asyncio.run(_answers("rejected", [query]))
-    (answered, status, _, content), (_, status_off, _, content_off) = seen
-    assert not answered and (status, content) == (status_off, content_off)
-    (rejecting,) = extra.values()
-    assert rejecting.handler.requests == 2
+    _read_once(
+        '{ _entities(representations: [{__typename: "WordCount", word: "w4"}]) { __typename } }'
+    )
 
 
 def test_a_top_n_read_that_raised_is_not_made_again_by_execution() -> None:
-    """A top-N reads every partition: the rejecting node is asked once per request (the
-    lookup beside it is of n0's partition, answered)."""
-    query = '{ wordCount(word: "w2") { word } topWords(limit: 2) { word } }'
+    """A top-N reads every partition (the lookup beside it is of n0's partition, answered)."""
     assert not partition_for("w2", P) % 2
-    seen, extra = asyncio.run(_answers("rejected", [query]))
-    (answered, status, _, content), (_, status_off, _, content_off) = seen
-    assert not answered and (status, content) == (status_off, content_off)
+    content = _read_once('{ wordCount(word: "w2") { word } topWords(limit: 2) { word } }')
     codes = [e["extensions"]["code"] for e in orjson.loads(content)["errors"]]
     assert codes == ["BAD_USER_INPUT"], content
-    (rejecting,) = extra.values()
-    assert rejecting.handler.requests == 2
 
 
 def test_a_totals_read_that_raised_is_not_made_again_by_execution() -> None:
-    """Totals read every partition: the rejecting node is asked once per request."""
-    query = '{ wordCount(word: "w2") { word } wordCountTotals { count } }'
+    """Totals read every partition."""
     assert not partition_for("w2", P) % 2
-    seen, extra = asyncio.run(_answers("rejected", [query]))
-    (answered, status, _, content), (_, status_off, _, content_off) = seen
-    assert not answered and (status, content) == (status_off, content_off)
-    (rejecting,) = extra.values()
-    assert rejecting.handler.requests == 2
+    _read_once('{ wordCount(word: "w2") { word } wordCountTotals { count } }')
+
+
+def test_a_history_read_that_raised_is_not_made_again_by_execution() -> None:
+    """A page of the events of a customer in n1's partition."""
+    _read_once('{ bookingHistory(customer: "w4") { edges { cursor } } }')

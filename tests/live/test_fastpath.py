@@ -4,15 +4,16 @@ fed from a real broker: each one's answers equal those of the same gateway with 
 path switched off (status, headers and body, `extensions.freshness` included), and their
 data and errors equal each other's, for generated documents over every view kind it answers
 (count, latest and aggregate; a windowed view's windows of a key and top-N of a window; a
-count view's totals) of the shape it answers (aliases, several root fields, named and inline
-fragments on the type they select from, nested or not, `@skip` and `@include` by literals and
-variables, a leaf or a fragment asked twice, variables and literals, keys present and absent,
-unicode keys, POST and GET) and of shapes it must leave to execution (a condition that is no
-boolean, fragments on a union, one key of two selections, other fields, bad variables, bad
-keys, `atLeast`). Authentication, the scopes of views and CORS apply to its answers as to
-executed ones. A top-N, alone or beside lookups, is answered by it too: from the cache once
-the gateway keeps that top, else from the nodes' reads (with the cache off, or a field
-accepting no lag).
+count view's totals; a history view's page of a key's events) of the shape it answers
+(aliases, several root fields, named and inline fragments on the type they select from,
+nested or not, `@skip` and `@include` by literals and variables, a leaf or a fragment asked
+twice, variables and literals, keys present and absent, unicode keys, POST and GET) and of
+shapes it must leave to execution (a condition that is no boolean, fragments on a union,
+one key of two selections, other fields, bad variables, bad keys, `atLeast`, a page's
+selection under a condition, a page the read refuses). Authentication, the scopes of views
+and CORS apply to its answers as to executed ones. A top-N, alone or beside lookups, is
+answered by it too: from the cache once the gateway keeps that top, else from the nodes'
+reads (with the cache off, or a field accepting no lag).
 """
 
 from __future__ import annotations
@@ -107,7 +108,16 @@ HOSTS = dataclasses.replace(  # an aggregate view: a count and a distinct count 
 WINDOWS = dataclasses.replace(  # a windowed count view: one-minute windows per host
     view_by_name("host_access_per_minute"), name=f"f{_tag}_minutes", topic=f"f{_tag}.access"
 )
-VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS, HOSTS, WINDOWS)
+HISTORY = dataclasses.replace(  # a history view: a page of a customer's events
+    view_by_name("booking_history"), name=f"f{_tag}_history", topic=f"f{_tag}.bookings"
+)
+VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS, HOSTS, WINDOWS, HISTORY)
+# customer -> their trips, one event a second from EPOCH_MS (None: an event without a trip)
+TRIPS: dict[str, list[str | None]] = {
+    "c0": ["LIS-BER", "BER-OSL", None, "OSL-LIS"],
+    "клиент": ["BER-OSL", "OSL-BER"],
+    "c2": [None],
+}
 
 
 def _minute(minute: int, offset_ms: int = 0) -> str:
@@ -144,6 +154,15 @@ def _produce(bootstrap: str) -> None:
         row = EventRow(customer, EPOCH_MS + index * 1000, 0, index, fields)
         records.append((event_record_key(row), encode_event(row), partition_for(customer, P)))
     produce_changelog(bootstrap, BOOKINGS, records)
+    trip_events = []
+    for customer, trips in TRIPS.items():
+        for second, trip in enumerate(trips):
+            fields = {} if trip is None else {"trip": trip}
+            row = EventRow(customer, EPOCH_MS + second * 1000, 0, second, fields)
+            trip_events.append(
+                (event_record_key(row), encode_event(row), partition_for(customer, P))
+            )
+    produce_changelog(bootstrap, HISTORY, trip_events)
     aggregates = []
     for index, (host, (views, pages)) in enumerate(HOSTS_SEEN.items()):
         row = EventRow(host, EPOCH_MS + index, 0, index, {"views": views, "pages": pages})
@@ -397,9 +416,11 @@ def _read_arguments(draw: st.DrawFn, doc: _Doc) -> str:
 def _root(draw: st.DrawFn, doc: _Doc) -> str:
     """One root field the fast path answers, without an alias."""
     kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "windows", "totals"]
-    kind = draw(st.sampled_from([*kinds, "__typename"]))
+    kind = draw(st.sampled_from([*kinds, "history", "__typename"]))
     if kind == "__typename":
         return "__typename"
+    if kind == "history":
+        return draw(_history_root(doc))
     if kind == "totals":  # the keys and counts of every partition, added up
         arguments = draw(_read_arguments(doc)).removeprefix(", ")
         selection = draw(_wrapped(doc, draw(_selection(TOTALS_LEAVES)), "Totals"))
@@ -430,15 +451,68 @@ def _windows_root(draw: st.DrawFn, doc: _Doc) -> str:
     """The windows of one host (with windows or none), maybe from and to a minute, by
     literals or variables."""
     field = f"{WINDOWS.point_field}(host: {draw(_key_argument(doc, window_hosts))}"
-    minutes = sorted(draw(st.lists(st.integers(0, 2), min_size=2, max_size=2)))  # from <= to
-    for bound, minute in zip(("from", "to"), minutes, strict=True):
+    field += draw(_time_bounds(doc, [_minute(m) for m in range(3)]))
+    return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(WINDOW_LEAVES))}"
+
+
+@st.composite
+def _time_bounds(draw: st.DrawFn, doc: _Doc, times: list[str]) -> str:
+    """`from` and `to` arguments (from <= to, each maybe not given) of `times` (in order),
+    by literals or variables."""
+    chosen = sorted(draw(st.lists(st.integers(0, len(times) - 1), min_size=2, max_size=2)))
+    arguments = ""
+    for bound, index in zip(("from", "to"), chosen, strict=True):
         if draw(st.booleans()):  # not given
             continue
         if draw(st.booleans()):
-            field += f", {bound}: {doc.variable('DateTime', _minute(minute))}"
+            arguments += f", {bound}: {doc.variable('DateTime', times[index])}"
         else:
-            field += f', {bound}: "{_minute(minute)}"'
-    return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(WINDOW_LEAVES))}"
+            arguments += f', {bound}: "{times[index]}"'
+    return arguments
+
+
+PAGE_INFO_LEAVES = ("hasNextPage", "endCursor", "startCursor", "hasPreviousPage", "__typename")
+
+
+def _time(second: int) -> str:
+    """The time of the history view's event `second` (from EPOCH_MS), as DateTime."""
+    return datetime.fromtimestamp(EPOCH_MS / 1000 + second, UTC).isoformat()
+
+
+@st.composite
+def _history_root(draw: st.DrawFn, doc: _Doc) -> str:
+    """A page of one customer's events (with events or none): maybe `first`,
+    `newestFirst`, from and to a second, by literals or variables; selecting edges (their
+    cursor and node), pageInfo and `__typename` in any order, plain or in fragments on the
+    connection type."""
+    field = f"{HISTORY.point_field}(customer: {draw(_key_argument(doc, customer_keys))}"
+    if draw(st.booleans()):
+        first = draw(st.integers(1, 5))
+        field += f", first: {doc.variable('Int!', first) if draw(st.booleans()) else first}"
+    if draw(st.booleans()):
+        newest = draw(st.booleans())
+        literal = "true" if newest else "false"
+        field += (
+            f", newestFirst: {doc.variable('Boolean!', newest) if draw(st.booleans()) else literal}"
+        )
+    field += draw(_time_bounds(doc, [_time(second) for second in range(5)]))
+    node = draw(_selection(BOOKING_LEAVES, "n"))
+    parts = []
+    if draw(st.booleans()):
+        edge = "cursor node " + node if draw(st.booleans()) else "node " + node
+        parts.append(f"edges {{ {edge} }}")
+    if draw(st.booleans()):
+        parts.append(f"pageInfo {draw(_selection(PAGE_INFO_LEAVES, 'p'))}")
+    if not parts or draw(st.booleans()):
+        parts.append("__typename")
+    selection = "{ " + " ".join(draw(st.permutations(parts))) + " }"
+    connection = f"{HISTORY.type_name}Connection"
+    how = draw(st.sampled_from(["plain", "inline", "named"]))
+    if how == "inline":
+        selection = f"{{ ... on {connection} {selection} }}"
+    elif how == "named":
+        selection = f"{{ {doc.fragment(connection, selection)} }}"
+    return f"{field}{draw(_read_arguments(doc))}) {selection}"
 
 
 # a root field execution must answer: (variable type, value or _MISSING, the field)
@@ -465,6 +539,16 @@ BAD_ROOTS: dict[str, tuple[str, Any, str]] = {
         _minute(2),
         WINDOWS.point_field + '(host: "h0", from: {}, to: "' + _minute(0) + '") {{ count }}',
     ),
+    "a page of no events": (  # refused before any read, as the resolver refuses it
+        "Int!",
+        0,
+        HISTORY.point_field + '(customer: "c0", first: {}) {{ edges {{ cursor }} }}',
+    ),
+    "a cursor that is no cursor": (
+        "String",
+        "not a cursor",
+        HISTORY.point_field + '(customer: "c0", after: {}) {{ pageInfo {{ hasNextPage }} }}',
+    ),
 }
 # documents execution must answer though every root field is one the fast path answers
 SHAPES = (
@@ -475,6 +559,7 @@ SHAPES = (
     "other field",
     "one key of two selections",
     "a fragment on a union",
+    "a page's selection under a condition",
 )
 # documents of root fields the fast path answers, which it answers too
 FAST_SHAPES = (
@@ -521,6 +606,11 @@ def _shaped(shape: str, fields: str, doc: _Doc) -> tuple[str, str]:
     if shape == "one key of two selections":  # graphql-core merges their sub-selections
         twice = f'd: {COUNTS.point_field}(word: "w0") {{ word }}'
         return f"{{ {fields} {twice} {twice.replace('word }', 'count }')} }}", ""
+    if shape == "a page's selection under a condition":  # no writer for it
+        kept = doc.variable("Boolean!", True)
+        edges = f"edges @include(if: {kept}) {{ cursor }}"
+        page = f'c: {HISTORY.point_field}(customer: "c0") {{ {edges} }}'
+        return f"{{ {fields} {page} }}", ""
     if shape == "a leaf twice":  # one field, as validation made them
         return f"{{ {fields} t: __typename t: __typename }}", ""
     if shape == "two operations":  # the fast path answers the one named
@@ -1148,4 +1238,26 @@ def test_the_windows_of_a_key_are_the_truth(setup: Setup) -> None:
         "none": [],
     }, body
     partitions = {partition_for(host, P) for host in ("h0", "h 2", "h-none")}
+    assert sorted(e["partition"] for e in body["extensions"]["freshness"]) == sorted(partitions)
+
+
+def test_a_page_of_a_keys_events_is_the_truth(setup: Setup) -> None:
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    field = HISTORY.point_field
+    page = "edges { node { trip eventTime } } pageInfo { hasNextPage }"
+    request = Request(
+        f'{{ {field}(customer: "c0", first: 2, newestFirst: true) {{ {page} }} '
+        f'k: {field}(customer: "клиент", from: "{_time(1)}") {{ edges {{ node {{ trip }} }} }} '
+        f'none: {field}(customer: "c-none") {{ {page} }} }}',
+        {},
+        fast=True,
+    )
+    body = orjson.loads(_compare(setup.fast, request, headers)[2])
+    newest = [{"trip": "OSL-LIS", "eventTime": _time(3)}, {"trip": None, "eventTime": _time(2)}]
+    assert body["data"] == {
+        field: {"edges": [{"node": n} for n in newest], "pageInfo": {"hasNextPage": True}},
+        "k": {"edges": [{"node": {"trip": "OSL-BER"}}]},
+        "none": {"edges": [], "pageInfo": {"hasNextPage": False}},
+    }, body
+    partitions = {partition_for(c, P) for c in ("c0", "клиент", "c-none")}
     assert sorted(e["partition"] for e in body["extensions"]["freshness"]) == sorted(partitions)

@@ -3,12 +3,13 @@
 needs no code), `cluster`, and federation's `_entities` over the views' entity types."""
 
 from gateway.api.fields.cluster import cluster_field
-from gateway.api.fields.common import Entity, RowType, ViewFields
+from gateway.api.fields.common import Entity, PageType, RowType, ViewFields
 from gateway.api.fields.entities import resolve_entities
 from gateway.api.fields.produce import produce_field
 
 __all__ = [
     "Entity",
+    "PageType",
     "RowType",
     "ViewFields",
     "cluster_field",

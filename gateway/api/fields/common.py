@@ -17,7 +17,7 @@ from gateway.api.request import KeyResult, RequestContext
 from gateway.cluster.consistency import parse_token, wait_processed
 from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.model.errors import BadRequestError, ForbiddenError, RoutingError
-from gateway.model.rows import Event, Row
+from gateway.model.rows import Event, Page, Row
 from gateway.reads.protocol import KeyRead, ReadOptions
 from runtime.valuetypes import annotation
 from schema import View
@@ -29,6 +29,7 @@ __all__ = [
     "FieldSpec",
     "MaxLag",
     "PageInfo",
+    "PageType",
     "ViewFields",
     "WindowInput",
     "authorize",
@@ -72,15 +73,26 @@ class RowType:
 
 
 @dataclass(frozen=True)
+class PageType:
+    """A history view's connection type (a page of a key's events): `convert` makes an
+    instance from the page a read found."""
+
+    view: View
+    type: Any
+    convert: Callable[[Page], Any]
+
+
+@dataclass(frozen=True)
 class ViewFields:
     """What a kind's builder makes of a view: its Query fields, its entity if it has one
-    (else its row type, if it has one), and its Subscription fields
-    (`gateway.api.fields.live`)."""
+    (else its row type, if it has one), its connection type of a key's events if it has
+    one, and its Subscription fields (`gateway.api.fields.live`)."""
 
     fields: dict[str, Any]
     entity: Entity | None = None
     subscriptions: dict[str, Any] = field(default_factory=dict)
     row_type: RowType | None = None
+    page_type: PageType | None = None
 
 
 MaxLag = Annotated[

@@ -21,6 +21,7 @@ from gateway.api.fields.common import (
     FieldSpec,
     MaxLag,
     PageInfo,
+    PageType,
     ViewFields,
     authorize_view,
     event_type,
@@ -150,7 +151,7 @@ def history_fields(view: View) -> ViewFields:
         return make(node_type, event_values(view, event))
 
     return ViewFields(
-        {
+        fields={
             **scan_field(view, node_type, scanned, (edge_type, connection_type)),
             view.point_field: strawberry.field(
                 resolver=history,
@@ -168,4 +169,5 @@ def history_fields(view: View) -> ViewFields:
             ),
         },
         subscriptions=subscriptions,
+        page_type=PageType(view, connection_type, to_type),
     )
