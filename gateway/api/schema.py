@@ -29,6 +29,7 @@ from gateway.api.fields import (
     Entity,
     PageType,
     RowType,
+    TotalsType,
     cluster_field,
     produce_field,
     resolve_entities,
@@ -38,7 +39,14 @@ from gateway.api.responses import is_server_fault
 from runtime.valuetypes import SCALAR_MAP
 from schema import CATALOGUE, View
 
-__all__ = ["build_schema", "entities_of", "page_types_of", "print_sdl", "row_types_of"]
+__all__ = [
+    "build_schema",
+    "entities_of",
+    "page_types_of",
+    "print_sdl",
+    "row_types_of",
+    "totals_types_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +60,13 @@ class _Schema(strawberry.federation.Schema):
         entities: Mapping[str, Entity],
         row_types: Mapping[str, RowType],
         page_types: Mapping[str, PageType],
+        totals_types: Mapping[str, TotalsType],
         **kwargs: Any,
     ) -> None:
         self._entities = dict(entities)  # by type name; read by the federation base class
         self._row_types = dict(row_types)  # the views' types that are no entity, by name
         self._page_types = dict(page_types)  # history views' connections, by point field
+        self._totals_types = dict(totals_types)  # the views' totals, by totals field
         super().__init__(**kwargs)
 
     async def entities_resolver(  # type: ignore[override]
@@ -83,6 +93,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     entities: dict[str, Entity] = {}
     row_types: dict[str, RowType] = {}
     page_types: dict[str, PageType] = {}
+    totals_types: dict[str, TotalsType] = {}
     for view in views:
         built = kind_of(view).fields(view)
         _add(view, fields, built.fields, _RESERVED)
@@ -93,6 +104,8 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             row_types[view.type_name] = built.row_type
         if built.page_type is not None:
             page_types[view.point_field] = built.page_type
+        if built.totals_type is not None:
+            totals_types[view.totals_field] = built.totals_type
     fields["cluster"] = cluster_field(views)
     query = strawberry.type(type("Query", (), fields))
     mutation = strawberry.type(type("Mutation", (), {"produce": produce_field(views)}))
@@ -103,6 +116,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
         entities,
         row_types,
         page_types,
+        totals_types,
         query=query,
         mutation=mutation,
         subscription=subscription,
@@ -155,6 +169,13 @@ def page_types_of(schema: strawberry.Schema) -> Mapping[str, PageType]:
     the point field that answers one (none for another schema)."""
     page_types: Mapping[str, PageType] = getattr(schema, "_page_types", {})
     return page_types
+
+
+def totals_types_of(schema: strawberry.Schema) -> Mapping[str, TotalsType]:
+    """The views' totals, of a schema from `build_schema`, by the name of their field (none
+    for another schema)."""
+    totals_types: Mapping[str, TotalsType] = getattr(schema, "_totals_types", {})
+    return totals_types
 
 
 def print_sdl(catalogue: Iterable[View] = CATALOGUE) -> str:

@@ -72,7 +72,7 @@ def roots_asked(
             keys, span = _keys(root, arguments, context), _span(root, arguments)
             asked.append(Asked(root, keys, options, span=span))
         elif root.totals:
-            asked.append(Asked(root, [], options))
+            asked.append(Asked(root, [], options, span=_totals_span(root, arguments)))
         elif root.history:
             keys, span = _keys(root, arguments, context), _times(root, arguments)
             asked.append(Asked(root, keys, options, span=span, page=_page(root, arguments)))
@@ -152,6 +152,15 @@ def _span(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, da
         raise Doubt
     inputs.time_range(root.view, since, until)  # a GatewayError: execution reports it
     return since, until
+
+
+def _totals_span(
+    root: Root, arguments: Mapping[str, Any]
+) -> tuple[datetime | None, datetime | None]:
+    """The `from` and `to` of a windowed view's totals, checked as `_span` checks them;
+    none for another view's."""
+    assert root.view is not None
+    return (None, None) if root.view.window is None else _span(root, arguments)
 
 
 def _times(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:

@@ -26,8 +26,9 @@ from the cache if kept, else merged from every partition's top, which the cache 
 for the next request), concurrently with the lookups, and a partition it could not read is
 the resolver's PARTITION_UNAVAILABLE error with the field's path. The windows of a key, a
 view's totals and a page of a key's events are read as their resolvers read them
-(`Planner.windows`, `Planner.totals`, `Planner.history`), never from the cache; the page
-becomes the connection the resolver makes of it, written by the root's compiled writer.
+(`Planner.windows`, `Planner.totals`, `Planner.history`), never from the cache; a page, and
+the totals of aggregate and windowed views, become the objects their resolvers make of
+them, written by the root's compiled writer.
 
 `_entities` is read as its resolver reads it (`gateway.api.fields.entities`): every
 representation parsed and its view's scope checked (a doubt: execution reports it), then one
@@ -220,8 +221,8 @@ class FastPath:
                 result = by_root.get(id(a))
                 if isinstance(result, Exception):
                     return Replay(list(zip(reads, results, strict=True)))
-                if a.root.history:
-                    data[a.root.key] = _page(a.root, cast(KeyRead[Page], result))
+                if a.root.write is not None:
+                    data[a.root.key] = _written(a.root, result)
                     continue
                 rows = None if result is None else _read_rows(result)
                 data[a.root.key] = _value(a.root, rows, self._made)
@@ -328,18 +329,24 @@ async def _history(asked: Asked, context: RequestContext) -> KeyRead[Page]:
     )
 
 
-def _page(root: Root, read: KeyRead[Page]) -> Any:
-    """What execution makes of the page of events read: the connection the resolver
-    returns, written by the root's writer (Doubt where it cannot prove it)."""
+def _written(root: Root, result: Result | None) -> Any:
+    """What execution makes of a read whose field's objects hold objects (a page of a key's
+    events, an aggregate or windowed view's totals): the object its resolver makes of the
+    read, written by the root's writer (Doubt where it cannot prove it)."""
     assert root.convert is not None and root.write is not None
-    return root.write(root.convert(read.value or Page.empty()))
+    if isinstance(result, KeyRead):  # a page of a key's events
+        return root.write(root.convert(result.value or Page.empty()))
+    if not isinstance(result, TotalsResult):
+        raise Doubt
+    return root.write(root.convert(result))
 
 
 async def _totals(asked: Asked, context: RequestContext) -> TotalsResult:
     """A view's totals, read as their resolver reads them (`gateway.api.fields.totals`)."""
     view = asked.root.view
     assert view is not None
-    return await context.planner.totals(view, None, None, context.deadline, asked.options)
+    since, until = asked.span
+    return await context.planner.totals(view, since, until, context.deadline, asked.options)
 
 
 async def _top(asked: Asked, context: RequestContext) -> TopResult:

@@ -5,9 +5,10 @@ it), `Plans.plan` derives a `Plan` when the operation is a query made only of po
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views), top-N (of count views, of aggregate views by any of their
 numeric results, of one window of windowed views), the windows of one key of windowed
-views, the `Totals` of count views, a page of one key's events of history views (its
-connection written by a writer compiled from its selection, `gateway.execute.writer`:
-plain fields of plain objects, without directives) and `__typename`, with arguments from
+views, the `Totals` of count views, the totals of aggregate and windowed views and a page
+of one key's events of history views (these written by a writer compiled from their
+selection, `gateway.execute.writer`: plain fields of plain objects, without directives)
+and `__typename`, with arguments from
 literals or variables, selecting plain scalar fields and `__typename`, aliases allowed, its fields
 collected as graphql-core collects them (`gateway.execute.selections`: fragments on the very
 type they select from spread in place, a leaf asked twice once); or of federation's
@@ -37,9 +38,9 @@ from graphql import (
     get_named_type,
 )
 
-from gateway.api.fields import PageType
+from gateway.api.fields import PageType, TotalsType
 from gateway.api.fields.totals import TOTALS_TYPE, totals_of
-from gateway.api.schema import entities_of, page_types_of, row_types_of
+from gateway.api.schema import entities_of, page_types_of, row_types_of, totals_types_of
 from gateway.execute.binding import Arguments, Variables
 from gateway.execute.conditions import Conditional, conditional_nodes, decide
 from gateway.execute.selections import (
@@ -94,10 +95,10 @@ class Root:
     ranked: bool = False  # a top-N by a result the request chooses (`by`): an aggregate view's
     windowed: bool = False  # a top-N of one window (`window`): a windowed view's
     windows: bool = False  # the windows of one key (`from`, `to`): a windowed view's
-    totals: bool = False  # the `Totals` of `view`'s keys, added up from every partition
-    # a page of one key's events (a history view's): `convert` makes the connection of the
-    # page read, `write` what execution makes of that connection
-    history: bool = False
+    totals: bool = False  # the totals of `view`'s keys, added up from every partition
+    history: bool = False  # a page of one key's events (a history view's connection)
+    # of a root whose objects hold objects (a page of events, an aggregate or windowed
+    # view's totals): what execution makes of the object `convert` makes of the read
     write: Complete | None = None
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
@@ -142,6 +143,7 @@ class Plans:
         self._tops: dict[str, View] = {}  # the top-N fields: count, aggregate, windowed
         self._windows: dict[str, View] = {}  # the windows-of-a-key fields of windowed views
         self._totals: dict[str, View] = {}  # the fields of a view's `Totals`
+        self._other_totals = totals_types_of(schema)  # the others, by field name
         self._histories = page_types_of(schema)  # a page of a key's events, by field name
         # the entity types whose views the cache holds, by type name: `_entities` of them
         self.cached_entities = {
@@ -230,6 +232,8 @@ class Plans:
             )
         if name in self._totals:
             return self._totals_root(node, fragments, decided, self._totals[name])
+        if name in self._other_totals:
+            return self._written_totals_root(node, fragments, self._other_totals[name])
         if name in self._histories:
             return self._history_root(node, fragments, self._histories[name])
         lookup = self._lookups.get(name)
@@ -294,6 +298,26 @@ class Plans:
     def _history_root(self, node: FieldNode, fragments: Fragments, page: PageType) -> Root | None:
         """The root of a history view's point field (a page of one key's events) whose
         selection a writer proves (`gateway.execute.writer`: plain fields, no directives)."""
+        return self._written_root(node, fragments, page.view, page.convert, history=True)
+
+    def _written_totals_root(
+        self, node: FieldNode, fragments: Fragments, totals: TotalsType
+    ) -> Root | None:
+        """The root of the totals field of an aggregate view (a result's totals are an
+        object) or of a windowed view (a list of each window's), whose selection a writer
+        proves."""
+        return self._written_root(node, fragments, totals.view, totals.convert, totals=True)
+
+    def _written_root(
+        self,
+        node: FieldNode,
+        fragments: Fragments,
+        view: View,
+        convert: Callable[[Any], Any],
+        *,
+        history: bool = False,
+        totals: bool = False,
+    ) -> Root | None:
         query = self._schema.query_type
         assert query is not None
         field = query.fields[node.name.value]
@@ -302,8 +326,8 @@ class Plans:
             return None
         type_name = get_named_type(field.type).name
         return Root(
-            response_key(node), page.view, False, page.convert, type_name, (), False,
-            Arguments(field, node), next(_ROOTS), history=True, write=write,
+            response_key(node), view, False, convert, type_name, (), False,
+            Arguments(field, node), next(_ROOTS), totals=totals, history=history, write=write,
         )  # fmt: skip
 
     def _entities_root(

@@ -41,7 +41,7 @@ def _read_key(asked: Asked) -> _ReadKey:
     if asked.root.windows:
         return (view.name, "windows", (asked.keys[0], *asked.span), asked.options)
     if asked.root.totals:
-        return (view.name, "totals", (None, None), asked.options)
+        return (view.name, "totals", asked.span, asked.options)
     if asked.root.history:
         return (view.name, "history", (asked.keys[0], *asked.span, *asked.page), asked.options)
     return (view.name, "lookup", tuple(asked.keys), asked.options)

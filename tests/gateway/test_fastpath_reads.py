@@ -1,8 +1,8 @@
 """The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups,
-top-N, totals and pages of a key's events answered from the planner's reads without
-execution gives the bytes execution gives, over fake nodes failing each way a partition
-can fail (refused, an answer that is no GraphQL, a node that is not the owner, a partition
-nobody holds).
+top-N, totals (of count and windowed views) and pages of a key's events answered from the
+planner's reads without execution gives the bytes execution gives, over fake nodes failing
+each way a partition can fail (refused, an answer that is no GraphQL, a node that is not
+the owner, a partition nobody holds).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
 from schema import EventRow, partition_for
-from tests.gateway.fakes import BOOKING_HISTORY, WORDS, FakeNode, Model, table_for
+from tests.gateway.fakes import BOOKING_HISTORY, PER_MINUTE, WORDS, FakeNode, Model, table_for
 
 P = 4
-VIEWS = (WORDS, BOOKING_HISTORY)
+VIEWS = (WORDS, BOOKING_HISTORY, PER_MINUTE)
 COUNTS = {f"w{i}": i + 1 for i in range(12)}
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 # events of customers named as words: the checks below find a query's partitions by them
@@ -48,6 +48,9 @@ QUERIES = (
     "{ wordCountTotals { keys count __typename } }",
     '{ t: wordCountTotals(maxLag: 1) { count } wordCounts(words: ["w3", "w7"]) { count } }',
     f'{{ bookingHistory(customer: "w0") {{ {PAGE} }} }}',
+    "{ hostAccessWindowTotals { start end keys count __typename } }",
+    '{ t: hostAccessWindowTotals(from: "2026-01-01T00:01:00Z", maxLag: 2) { count } '
+    'wordCount(word: "w1") { word } }',
     f'{{ h: bookingHistory(customer: "w1", first: 1, newestFirst: true) {{ {PAGE} }} '
     'wordCount(word: "w2") { count } }',
     '{ bookingHistory(customer: "w2", from: "2026-01-01T00:00:02Z", to: "2026-01-01T00:00:06Z") '
@@ -87,6 +90,7 @@ def _setup(fault: str) -> tuple[list[FakeNode], dict[str, Any], dict[str, httpx.
     model = Model.of_counts(COUNTS)
     for event in EVENTS:
         model.add_event(BOOKING_HISTORY, event)
+    model.windows[PER_MINUTE.name] = {(f"w{i}", T0 + (i % 3) * 60_000): i + 1 for i in range(8)}
     odd = [p for p in range(P) if p % 2]
     even = [p for p in range(P) if not p % 2]
     n0 = FakeNode("n0", model, even, P, VIEWS)
@@ -215,3 +219,7 @@ def test_a_totals_read_that_raised_is_not_made_again_by_execution() -> None:
 def test_a_history_read_that_raised_is_not_made_again_by_execution() -> None:
     """A page of the events of a customer in n1's partition."""
     _read_once('{ bookingHistory(customer: "w4") { edges { cursor } } }')
+
+
+def test_a_windowed_totals_read_that_raised_is_not_made_again_by_execution() -> None:
+    _read_once('{ hostAccessWindowTotals(from: "2026-01-01T00:01:00Z") { count } }')

@@ -416,11 +416,19 @@ def _read_arguments(draw: st.DrawFn, doc: _Doc) -> str:
 def _root(draw: st.DrawFn, doc: _Doc) -> str:
     """One root field the fast path answers, without an alias."""
     kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "windows", "totals"]
-    kind = draw(st.sampled_from([*kinds, "history", "__typename"]))
+    more = ["host totals", "window totals", "history", "__typename"]
+    kind = draw(st.sampled_from([*kinds, *more]))
     if kind == "__typename":
         return "__typename"
     if kind == "history":
         return draw(_history_root(doc))
+    if kind == "host totals":
+        return draw(_host_totals_root(doc))
+    if kind == "window totals":  # per window, maybe from and to a minute
+        bounds = draw(_time_bounds(doc, [_minute(m) for m in range(3)]))
+        arguments = (bounds + draw(_read_arguments(doc))).removeprefix(", ")
+        selection = draw(_selection(WINDOW_TOTALS_LEAVES))
+        return f"{WINDOWS.totals_field}{f'({arguments})' if arguments else ''} {selection}"
     if kind == "totals":  # the keys and counts of every partition, added up
         arguments = draw(_read_arguments(doc)).removeprefix(", ")
         selection = draw(_wrapped(doc, draw(_selection(TOTALS_LEAVES)), "Totals"))
@@ -469,6 +477,27 @@ def _time_bounds(draw: st.DrawFn, doc: _Doc, times: list[str]) -> str:
         else:
             arguments += f', {bound}: "{times[index]}"'
     return arguments
+
+
+WINDOW_TOTALS_LEAVES = ("start", "end", "keys", "count", "__typename")
+RESULT_TOTALS_LEAVES = ("sum", "min", "max", "__typename")
+
+
+@st.composite
+def _host_totals_root(draw: st.DrawFn, doc: _Doc) -> str:
+    """The aggregate view's totals: its keys and each result's sum, min and max (objects in
+    an object), plain or in a fragment on its totals type."""
+    parts = []
+    for result in ("views", "pages"):
+        if draw(st.booleans()):
+            parts.append(f"{result} {draw(_selection(RESULT_TOTALS_LEAVES, result[0]))}")
+    if not parts or draw(st.booleans()):
+        parts.append(draw(st.sampled_from(["keys", "__typename"])))
+    selection = "{ " + " ".join(draw(st.permutations(parts))) + " }"
+    if draw(st.booleans()):
+        selection = f"{{ {doc.fragment(f'{HOSTS.type_name}Totals', selection)} }}"
+    arguments = draw(_read_arguments(doc)).removeprefix(", ")
+    return f"{HOSTS.totals_field}{f'({arguments})' if arguments else ''} {selection}"
 
 
 PAGE_INFO_LEAVES = ("hasNextPage", "endCursor", "startCursor", "hasPreviousPage", "__typename")
@@ -601,8 +630,11 @@ def _shaped(shape: str, fields: str, doc: _Doc) -> tuple[str, str]:
     if shape == "a fragment on a union":  # WordCount is one of the `_Entity` union
         union = "{ ... on _Entity { __typename } }"
         return f'{{ {fields} u: {COUNTS.point_field}(word: "w0") {union} }}', ""
-    if shape == "other field":  # an aggregate view's totals: objects in an object
-        return f"{{ {fields} {HOSTS.totals_field} {{ keys views {{ sum }} }} }}", ""
+    if shape == "other field":  # a key's event as of a time
+        return (
+            f'{{ {fields} o: {HISTORY.as_of_field}(customer: "c0", at: "{_time(2)}") {{ trip }} }}',
+            "",
+        )
     if shape == "one key of two selections":  # graphql-core merges their sub-selections
         twice = f'd: {COUNTS.point_field}(word: "w0") {{ word }}'
         return f"{{ {fields} {twice} {twice.replace('word }', 'count }')} }}", ""
@@ -653,7 +685,8 @@ TOP_FAULTS: dict[str, str] = {
     "atLeast token": 'topWords(limit: 2, atLeast: "x:0:1") { count }',
     "null limit": "topWords(limit: $l) { word }",
     "a field it does not plan beside it": (
-        f"topWords(limit: 2) {{ word }} {HOSTS.totals_field} {{ views {{ max }} }}"
+        f'topWords(limit: 2) {{ word }} {HISTORY.as_of_field}(customer: "c0", at: "{_time(1)}") '
+        "{ trip }"
     ),
     "a ranking it does not know": f"{HOSTS.top_field}(limit: 2, by: WORDS) {{ host }}",
     "a null ranking": f"{HOSTS.top_field}(limit: 2, by: $b) {{ host }}",

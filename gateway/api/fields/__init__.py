@@ -3,7 +3,7 @@
 needs no code), `cluster`, and federation's `_entities` over the views' entity types."""
 
 from gateway.api.fields.cluster import cluster_field
-from gateway.api.fields.common import Entity, PageType, RowType, ViewFields
+from gateway.api.fields.common import Entity, PageType, RowType, TotalsType, ViewFields
 from gateway.api.fields.entities import resolve_entities
 from gateway.api.fields.produce import produce_field
 
@@ -11,6 +11,7 @@ __all__ = [
     "Entity",
     "PageType",
     "RowType",
+    "TotalsType",
     "ViewFields",
     "cluster_field",
     "produce_field",

@@ -18,7 +18,7 @@ from gateway.cluster.consistency import parse_token, wait_processed
 from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.model.errors import BadRequestError, ForbiddenError, RoutingError
 from gateway.model.rows import Event, Page, Row
-from gateway.reads.protocol import KeyRead, ReadOptions
+from gateway.reads.protocol import KeyRead, ReadOptions, TotalsResult
 from runtime.valuetypes import annotation
 from schema import View
 
@@ -30,6 +30,7 @@ __all__ = [
     "MaxLag",
     "PageInfo",
     "PageType",
+    "TotalsType",
     "ViewFields",
     "WindowInput",
     "authorize",
@@ -83,16 +84,26 @@ class PageType:
 
 
 @dataclass(frozen=True)
+class TotalsType:
+    """A view's totals field: `convert` makes its value from the totals read."""
+
+    view: View
+    convert: Callable[[TotalsResult], Any]
+
+
+@dataclass(frozen=True)
 class ViewFields:
     """What a kind's builder makes of a view: its Query fields, its entity if it has one
-    (else its row type, if it has one), its connection type of a key's events if it has
-    one, and its Subscription fields (`gateway.api.fields.live`)."""
+    (else its row type, if it has one), its connection type of a key's events and its
+    totals field's type if it has them, and its Subscription fields
+    (`gateway.api.fields.live`)."""
 
     fields: dict[str, Any]
     entity: Entity | None = None
     subscriptions: dict[str, Any] = field(default_factory=dict)
     row_type: RowType | None = None
     page_type: PageType | None = None
+    totals_type: TotalsType | None = None
 
 
 MaxLag = Annotated[

@@ -90,7 +90,8 @@ def count_fields(view: View) -> ViewFields:
         f"{view.key_field} asc) of view {view.name}.",
     )
     fields.update(scan_field(view, row_type, to_type, counted=True))
-    fields.update(count_totals_field(view))
+    totals = count_totals_field(view)
+    fields.update(totals.fields)
     updates = KeySubscription(
         view,
         update_type(view, [("count", int | None, "Null: the key has no count.")], "a count"),
@@ -98,4 +99,6 @@ def count_fields(view: View) -> ViewFields:
     )
     subscriptions = key_subscription_fields(view, updates, True, "The count")
     subscriptions[view.top_field] = top_subscription_field(view, row_type, to_type)
-    return ViewFields(fields, Entity(view, row_type, to_type), subscriptions)
+    return ViewFields(
+        fields, Entity(view, row_type, to_type), subscriptions, totals_type=totals.type
+    )

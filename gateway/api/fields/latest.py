@@ -86,9 +86,12 @@ def latest_fields(view: View) -> ViewFields:
     fields = lookup_fields(view, latest_type, to_type, texts.one, texts.many)
     ranking = ranking_enum(view) if view.ranked_fields else None
     fields.update(scan_field(view, latest_type, to_type, ranking=ranking))
+    totals_type = None
     if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
         fields.update(ranked_top_field(view, latest_type, to_type))
-        fields.update(aggregate_totals_field(view))
+        totals = aggregate_totals_field(view)
+        fields.update(totals.fields)
+        totals_type = totals.type
     values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.row_fields]
     values.append((EVENT_TIME, datetime | None, "When the event happened; null: no event."))
     updates = KeySubscription(
@@ -97,4 +100,5 @@ def latest_fields(view: View) -> ViewFields:
     subscriptions = key_subscription_fields(view, updates, True, texts.row.capitalize())
     if view.ranked_fields:
         subscriptions.update(ranked_top_subscription(view, latest_type, to_type))
-    return ViewFields(fields, Entity(view, latest_type, to_type), subscriptions)
+    entity = Entity(view, latest_type, to_type)
+    return ViewFields(fields, entity, subscriptions, totals_type=totals_type)

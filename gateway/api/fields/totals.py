@@ -18,14 +18,16 @@ Floats, exact up to 2^53, since a sum may pass GraphQL Int's 32 bits.
 
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations.
 import math
+from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import strawberry
 
 from gateway.api.fields.common import (
     AtLeast,
     MaxLag,
+    TotalsType,
     authorize_view,
     given,
     make,
@@ -42,11 +44,13 @@ __all__ = [
     "TOTALS_TYPE",
     "ResultTotals",
     "Totals",
+    "TotalsField",
     "WindowTotals",
     "aggregate_totals_field",
     "count_totals_field",
     "totals_of",
     "window_totals_field",
+    "window_totals_of",
 ]
 
 
@@ -79,6 +83,13 @@ class ResultTotals:
     max: float | None
 
 
+class TotalsField(NamedTuple):
+    """A view's totals field, and how its value is made of the totals read."""
+
+    fields: dict[str, Any]
+    type: TotalsType
+
+
 def totals_of(result: TotalsResult) -> Totals:
     """The totals of a count view: its partitions' key counts and counts, added up."""
     keys = sum(p.keys for p in result.partials)
@@ -107,7 +118,7 @@ async def _read(
     return result
 
 
-def count_totals_field(view: View) -> dict[str, Any]:
+def count_totals_field(view: View) -> TotalsField:
     async def totals(
         info: strawberry.Info,
         max_lag: MaxLag = strawberry.UNSET,
@@ -119,14 +130,24 @@ def count_totals_field(view: View) -> dict[str, Any]:
         f"How many {view.keys_arg} view {view.name} holds and the sum of their counts, kept "
         "by each partition as it is written (no row is read)." + _PARTIAL
     )
-    return {
-        view.totals_field: strawberry.field(
-            resolver=totals, name=view.totals_field, description=description
-        )
-    }
+    return _totals_field(view, totals, description, totals_of)
 
 
-def window_totals_field(view: View) -> dict[str, Any]:
+def window_totals_of(result: TotalsResult) -> list[WindowTotals]:
+    """The totals of a windowed view: per window, its partitions' key counts and counts,
+    added up, in time order."""
+    merged: dict[tuple[datetime, datetime], tuple[int, int]] = {}
+    for p in result.partials:
+        assert p.start is not None and p.end is not None
+        keys, count = merged.get((p.start, p.end), (0, 0))
+        merged[(p.start, p.end)] = (keys + p.keys, count + p.count)
+    return [
+        WindowTotals(start=start, end=end, keys=keys, count=count)
+        for (start, end), (keys, count) in sorted(merged.items())
+    ]
+
+
+def window_totals_field(view: View) -> TotalsField:
     async def totals(
         info: strawberry.Info,
         since: Annotated[datetime | None, strawberry.argument(name="from")] = strawberry.UNSET,
@@ -134,26 +155,15 @@ def window_totals_field(view: View) -> dict[str, Any]:
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> list[WindowTotals]:
-        result = await _read(info, view, max_lag, at_least, given(since), given(until))
-        merged: dict[tuple[datetime, datetime], tuple[int, int]] = {}
-        for p in result.partials:
-            assert p.start is not None and p.end is not None
-            keys, count = merged.get((p.start, p.end), (0, 0))
-            merged[(p.start, p.end)] = (keys + p.keys, count + p.count)
-        return [
-            WindowTotals(start=start, end=end, keys=keys, count=count)
-            for (start, end), (keys, count) in sorted(merged.items())
-        ]
+        return window_totals_of(
+            await _read(info, view, max_lag, at_least, given(since), given(until))
+        )
 
     description = (
         f"Per window of view {view.name} with from <= start < to (open ends when omitted), in "
         f"time order: how many {view.keys_arg} it holds and the sum of their counts." + _PARTIAL
     )
-    return {
-        view.totals_field: strawberry.field(
-            resolver=totals, name=view.totals_field, description=description
-        )
-    }
+    return _totals_field(view, totals, description, window_totals_of)
 
 
 def _result_totals(view: View, name: str, partials: list[ResultTotal]) -> ResultTotals | None:
@@ -168,7 +178,7 @@ def _result_totals(view: View, name: str, partials: list[ResultTotal]) -> Result
     return ResultTotals(sum=total, min=min(least), max=max(greatest))
 
 
-def aggregate_totals_field(view: View) -> dict[str, Any]:
+def aggregate_totals_field(view: View) -> TotalsField:
     """The keys of an aggregate view and the totals of each numeric result."""
     results = view.ranked_fields
     totals_type = object_type(
@@ -181,12 +191,7 @@ def aggregate_totals_field(view: View) -> dict[str, Any]:
         ],
     )
 
-    async def totals(
-        info: strawberry.Info,
-        max_lag: MaxLag = strawberry.UNSET,
-        at_least: AtLeast = strawberry.UNSET,
-    ) -> totals_type:  # type: ignore[valid-type]
-        result = await _read(info, view, max_lag, at_least)
+    def aggregate_of(result: TotalsResult) -> Any:
         per_result: dict[str, list[ResultTotal]] = {name: [] for name in results}
         for partial in result.partials:
             for found in partial.results:
@@ -194,13 +199,23 @@ def aggregate_totals_field(view: View) -> dict[str, Any]:
         values = {name: _result_totals(view, name, per_result[name]) for name in results}
         return make(totals_type, {"keys": sum(p.keys for p in result.partials), **values})
 
+    async def totals(
+        info: strawberry.Info,
+        max_lag: MaxLag = strawberry.UNSET,
+        at_least: AtLeast = strawberry.UNSET,
+    ) -> totals_type:  # type: ignore[valid-type]
+        return aggregate_of(await _read(info, view, max_lag, at_least))
+
     description = (
         f"How many {view.keys_arg} view {view.name} holds, and per numeric result its sum, "
         "least and greatest value over them, kept by each partition as it is written (sums "
         "are doubles)." + _PARTIAL
     )
-    return {
-        view.totals_field: strawberry.field(
-            resolver=totals, name=view.totals_field, description=description
-        )
-    }
+    return _totals_field(view, totals, description, aggregate_of)
+
+
+def _totals_field(
+    view: View, resolver: Any, description: str, convert: Callable[[TotalsResult], Any]
+) -> TotalsField:
+    field = strawberry.field(resolver=resolver, name=view.totals_field, description=description)
+    return TotalsField({view.totals_field: field}, TotalsType(view, convert))

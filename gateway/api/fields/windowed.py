@@ -204,6 +204,7 @@ def windowed_fields(view: View) -> ViewFields:
     )
     subscriptions = key_subscription_fields(view, updates, False, "Each window")
     subscriptions[view.top_field] = top_subscription_field(view, window_type, to_type, ranking)
+    totals = window_totals_field(view)
     return ViewFields(
         {
             view.point_field: strawberry.field(
@@ -226,8 +227,9 @@ def windowed_fields(view: View) -> ViewFields:
                 ),
             ),
             **scan_field(view, window_type, to_type),
-            **window_totals_field(view),
+            **totals.fields,
         },
         subscriptions=subscriptions,
         row_type=RowType(view, window_type, to_type),
+        totals_type=totals.type,
     )
