@@ -29,6 +29,7 @@ from gateway.api.fields import (
     Entity,
     PageType,
     RowType,
+    ScanType,
     TotalsType,
     cluster_field,
     produce_field,
@@ -45,6 +46,7 @@ __all__ = [
     "page_types_of",
     "print_sdl",
     "row_types_of",
+    "scan_types_of",
     "totals_types_of",
 ]
 
@@ -61,12 +63,14 @@ class _Schema(strawberry.federation.Schema):
         row_types: Mapping[str, RowType],
         page_types: Mapping[str, PageType],
         totals_types: Mapping[str, TotalsType],
+        scan_types: Mapping[str, ScanType],
         **kwargs: Any,
     ) -> None:
         self._entities = dict(entities)  # by type name; read by the federation base class
         self._row_types = dict(row_types)  # the views' types that are no entity, by name
         self._page_types = dict(page_types)  # history views' connections, by point field
         self._totals_types = dict(totals_types)  # the views' totals, by totals field
+        self._scan_types = dict(scan_types)  # the views' scans, by scan field
         super().__init__(**kwargs)
 
     async def entities_resolver(  # type: ignore[override]
@@ -94,6 +98,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
     row_types: dict[str, RowType] = {}
     page_types: dict[str, PageType] = {}
     totals_types: dict[str, TotalsType] = {}
+    scan_types: dict[str, ScanType] = {}
     for view in views:
         built = kind_of(view).fields(view)
         _add(view, fields, built.fields, _RESERVED)
@@ -106,6 +111,8 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             page_types[view.point_field] = built.page_type
         if built.totals_type is not None:
             totals_types[view.totals_field] = built.totals_type
+        if built.scan_type is not None:
+            scan_types[view.scan_field] = built.scan_type
     fields["cluster"] = cluster_field(views)
     query = strawberry.type(type("Query", (), fields))
     mutation = strawberry.type(type("Mutation", (), {"produce": produce_field(views)}))
@@ -117,6 +124,7 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
         row_types,
         page_types,
         totals_types,
+        scan_types,
         query=query,
         mutation=mutation,
         subscription=subscription,
@@ -176,6 +184,13 @@ def totals_types_of(schema: strawberry.Schema) -> Mapping[str, TotalsType]:
     for another schema)."""
     totals_types: Mapping[str, TotalsType] = getattr(schema, "_totals_types", {})
     return totals_types
+
+
+def scan_types_of(schema: strawberry.Schema) -> Mapping[str, ScanType]:
+    """The views' scans, of a schema from `build_schema`, by the name of their field (none
+    for another schema)."""
+    scan_types: Mapping[str, ScanType] = getattr(schema, "_scan_types", {})
+    return scan_types
 
 
 def print_sdl(catalogue: Iterable[View] = CATALOGUE) -> str:

@@ -18,10 +18,11 @@ from graphql.execution.values import VariableValues
 from gateway.api.fields.common import Entity, authorize_view
 from gateway.api.fields.entities import parse_representation
 from gateway.api.fields.keys import key_texts
+from gateway.api.fields.scan import check_scan_bounds
 from gateway.api.request import RequestContext
 from gateway.execute.plans import Plan, Root
 from gateway.model import inputs
-from gateway.reads.protocol import ReadOptions
+from gateway.reads.protocol import ReadOptions, ScanAsk
 
 __all__ = ["Asked", "Doubt", "entities_asked", "roots_asked"]
 
@@ -46,6 +47,7 @@ class Asked:
     span: tuple[datetime | None, datetime | None] = (None, None)
     # of a key's events: `first`, `after` and `newestFirst`
     page: tuple[int, str | None, bool] = (0, None, False)
+    scan: ScanAsk | None = None  # of a view's scan
 
 
 def roots_asked(
@@ -73,6 +75,8 @@ def roots_asked(
             asked.append(Asked(root, keys, options, span=span))
         elif root.totals:
             asked.append(Asked(root, [], options, span=_totals_span(root, arguments)))
+        elif root.scan is not None:
+            asked.append(Asked(root, [], options, scan=_scan(root, arguments, context)))
         elif root.history:
             keys, span = _keys(root, arguments, context), _times(root, arguments)
             asked.append(Asked(root, keys, options, span=span, page=_page(root, arguments)))
@@ -161,6 +165,16 @@ def _totals_span(
     none for another view's."""
     assert root.view is not None
     return (None, None) if root.view.window is None else _span(root, arguments)
+
+
+def _scan(root: Root, arguments: Mapping[str, Any], context: RequestContext) -> ScanAsk:
+    """The page a scan's coerced `arguments` ask, checked as its resolver and `Planner.scan`
+    check it before they read (a GatewayError: execution reports it)."""
+    assert root.view is not None and root.scan is not None
+    ask = root.scan.ask(arguments)
+    check_scan_bounds(root.view, ask.scan_filter)
+    context.planner.check_scan(root.view, ask)
+    return ask
 
 
 def _times(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:

@@ -25,10 +25,10 @@ each top-N is read as its resolver reads it (`Planner.top` with the same options
 from the cache if kept, else merged from every partition's top, which the cache may keep
 for the next request), concurrently with the lookups, and a partition it could not read is
 the resolver's PARTITION_UNAVAILABLE error with the field's path. The windows of a key, a
-view's totals and a page of a key's events are read as their resolvers read them
-(`Planner.windows`, `Planner.totals`, `Planner.history`), never from the cache; a page, and
-the totals of aggregate and windowed views, become the objects their resolvers make of
-them, written by the root's compiled writer.
+view's totals, a page of a key's events and a page of a scan are read as their resolvers
+read them (`Planner.windows`, `Planner.totals`, `Planner.history`, `Planner.scan`), never
+from the cache; pages, and the totals of aggregate and windowed views, become the objects
+their resolvers make of them, written by the root's compiled writer.
 
 `_entities` is read as its resolver reads it (`gateway.api.fields.entities`): every
 representation parsed and its view's scope checked (a doubt: execution reports it), then one
@@ -66,6 +66,7 @@ from gateway.reads.protocol import (
     CacheHits,
     KeyRead,
     LookupResult,
+    ScanResult,
     TopResult,
     TotalsResult,
 )
@@ -200,6 +201,8 @@ class FastPath:
                     results[index] = await _totals(one, context)
                 elif one.root.history:
                     results[index] = await _history(one, context)
+                elif one.root.scan is not None:
+                    results[index] = await _scan(one, context)
                 else:
                     results[index] = await _lookup(one, context, looked)
             except Exception as exc:  # execution reports it, from this very read
@@ -336,9 +339,18 @@ def _written(root: Root, result: Result | None) -> Any:
     assert root.convert is not None and root.write is not None
     if isinstance(result, KeyRead):  # a page of a key's events
         return root.write(root.convert(result.value or Page.empty()))
+    if isinstance(result, ScanResult):
+        return root.write(root.convert(result.page))
     if not isinstance(result, TotalsResult):
         raise Doubt
     return root.write(root.convert(result))
+
+
+async def _scan(asked: Asked, context: RequestContext) -> ScanResult:
+    """A page of a view's scan, read as its resolver reads it (`gateway.api.fields.scan`)."""
+    view = asked.root.view
+    assert view is not None and asked.scan is not None
+    return await context.planner.scan(view, asked.scan, context.deadline, asked.options)
 
 
 async def _totals(asked: Asked, context: RequestContext) -> TotalsResult:
@@ -358,9 +370,11 @@ async def _top(asked: Asked, context: RequestContext) -> TopResult:
     return await context.planner.top(view, asked.limit, deadline, asked.window, options, asked.by)
 
 
-def _read_rows(result: LookupResult | TopResult | KeyRead[Any] | TotalsResult) -> list[Any]:
+def _read_rows(result: Result) -> list[Any]:
     """What a read found: a lookup's rows, a top-N's (rows, events or windows), a key's
     windows, the totals read; each becomes its field's object by the root's `convert`."""
+    if isinstance(result, Exception | ScanResult):
+        raise Doubt  # read and written otherwise (`_written`)
     if isinstance(result, KeyRead):
         return cast(list[CachedRow], result.value or [])
     if isinstance(result, TotalsResult):
@@ -369,14 +383,15 @@ def _read_rows(result: LookupResult | TopResult | KeyRead[Any] | TotalsResult) -
 
 
 def _read_only(root: Root) -> bool:
-    """Whether the cache never answers `root`: a key's windows or events, a view's totals."""
-    return root.windows or root.totals or root.history
+    """Whether the cache never answers `root`: a key's windows or events, a view's totals
+    or scan."""
+    return root.windows or root.totals or root.history or root.scan is not None
 
 
 def _record_missing(
     context: RequestContext,
     asked: Asked,
-    result: LookupResult | TopResult | KeyRead[Any] | TotalsResult,
+    result: LookupResult | TopResult | KeyRead[Any] | TotalsResult | ScanResult,
 ) -> None:
     """The field's PARTITION_UNAVAILABLE errors, as its resolver records them."""
     if isinstance(result, KeyRead):  # `record_key_read`: the field's, of its key
@@ -386,7 +401,7 @@ def _record_missing(
         return
     if not result.failures:
         return
-    if isinstance(result, TopResult | TotalsResult):  # `record_failures`: of no key
+    if isinstance(result, TopResult | TotalsResult | ScanResult):  # `record_failures`: of no key
         for partition, error in sorted(result.failures.items()):
             context.add_missing([asked.root.key], partition, error, ())
         return

@@ -5,10 +5,10 @@ it), `Plans.plan` derives a `Plan` when the operation is a query made only of po
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views), top-N (of count views, of aggregate views by any of their
 numeric results, of one window of windowed views), the windows of one key of windowed
-views, the `Totals` of count views, the totals of aggregate and windowed views and a page
-of one key's events of history views (these written by a writer compiled from their
-selection, `gateway.execute.writer`: plain fields of plain objects, without directives)
-and `__typename`, with arguments from
+views, the `Totals` of count views, the totals of aggregate and windowed views, a page of
+one key's events of history views and a page of every view's scan (these written by a
+writer compiled from their selection, `gateway.execute.writer`: plain fields of plain
+objects, without directives) and `__typename`, with arguments from
 literals or variables, selecting plain scalar fields and `__typename`, aliases allowed, its fields
 collected as graphql-core collects them (`gateway.execute.selections`: fragments on the very
 type they select from spread in place, a leaf asked twice once); or of federation's
@@ -38,9 +38,15 @@ from graphql import (
     get_named_type,
 )
 
-from gateway.api.fields import PageType, TotalsType
+from gateway.api.fields import PageType, ScanType, TotalsType
 from gateway.api.fields.totals import TOTALS_TYPE, totals_of
-from gateway.api.schema import entities_of, page_types_of, row_types_of, totals_types_of
+from gateway.api.schema import (
+    entities_of,
+    page_types_of,
+    row_types_of,
+    scan_types_of,
+    totals_types_of,
+)
 from gateway.execute.binding import Arguments, Variables
 from gateway.execute.conditions import Conditional, conditional_nodes, decide
 from gateway.execute.selections import (
@@ -97,6 +103,7 @@ class Root:
     windows: bool = False  # the windows of one key (`from`, `to`): a windowed view's
     totals: bool = False  # the totals of `view`'s keys, added up from every partition
     history: bool = False  # a page of one key's events (a history view's connection)
+    scan: ScanType | None = None  # a page of the whole view (its scan field's connection)
     # of a root whose objects hold objects (a page of events, an aggregate or windowed
     # view's totals): what execution makes of the object `convert` makes of the read
     write: Complete | None = None
@@ -145,6 +152,7 @@ class Plans:
         self._totals: dict[str, View] = {}  # the fields of a view's `Totals`
         self._other_totals = totals_types_of(schema)  # the others, by field name
         self._histories = page_types_of(schema)  # a page of a key's events, by field name
+        self._scans = scan_types_of(schema)  # a page of a whole view, by field name
         # the entity types whose views the cache holds, by type name: `_entities` of them
         self.cached_entities = {
             name: entity for name, entity in self._entities.items() if cacheable(entity.view)
@@ -236,6 +244,9 @@ class Plans:
             return self._written_totals_root(node, fragments, self._other_totals[name])
         if name in self._histories:
             return self._history_root(node, fragments, self._histories[name])
+        if name in self._scans:
+            scan = self._scans[name]
+            return self._written_root(node, fragments, scan.view, scan.convert, scan=scan)
         lookup = self._lookups.get(name)
         if lookup is None:
             return None
@@ -317,6 +328,7 @@ class Plans:
         *,
         history: bool = False,
         totals: bool = False,
+        scan: ScanType | None = None,
     ) -> Root | None:
         query = self._schema.query_type
         assert query is not None
@@ -327,7 +339,8 @@ class Plans:
         type_name = get_named_type(field.type).name
         return Root(
             response_key(node), view, False, convert, type_name, (), False,
-            Arguments(field, node), next(_ROOTS), totals=totals, history=history, write=write,
+            Arguments(field, node), next(_ROOTS), totals=totals, history=history, scan=scan,
+            write=write,
         )  # fmt: skip
 
     def _entities_root(

@@ -18,6 +18,8 @@ from gateway.reads.protocol import (
     LookupResult,
     ReadOptions,
     Reads,
+    ScanAsk,
+    ScanResult,
     TopResult,
     TotalsResult,
 )
@@ -26,10 +28,10 @@ __all__ = ["Replay", "Result"]
 
 
 # of one read, as `Replay` keeps it
-Result = LookupResult | TopResult | KeyRead[Any] | TotalsResult | Exception
+Result = LookupResult | TopResult | KeyRead[Any] | TotalsResult | ScanResult | Exception
 
 # a read the fast path made: of a view (by name), what (a lookup, a top-N, a key's windows
-# or events, totals) and its arguments, and its options
+# or events, totals, a scan) and its arguments, and its options
 _ReadKey = tuple[str, str, tuple[Any, ...], ReadOptions]
 
 
@@ -42,6 +44,8 @@ def _read_key(asked: Asked) -> _ReadKey:
         return (view.name, "windows", (asked.keys[0], *asked.span), asked.options)
     if asked.root.totals:
         return (view.name, "totals", asked.span, asked.options)
+    if asked.root.scan is not None:
+        return (view.name, "scan", (asked.scan,), asked.options)
     if asked.root.history:
         return (view.name, "history", (asked.keys[0], *asked.span, *asked.page), asked.options)
     return (view.name, "lookup", tuple(asked.keys), asked.options)
@@ -65,8 +69,8 @@ class Replay:
 
 
 class _Replayed:
-    """A planner whose lookups, top-N, windows, totals and pages of events made already are
-    answered from their results; anything else is `reads`'."""
+    """A planner whose lookups, top-N, windows, totals, pages of events and scans made
+    already are answered from their results; anything else is `reads`'."""
 
     def __init__(self, reads: Reads, left: dict[_ReadKey, list[Result]]) -> None:
         self._reads = reads
@@ -156,4 +160,13 @@ class _Replayed:
                 view, key, since, until, first, after, deadline, options, newest_first
             )
         assert isinstance(result, KeyRead)
+        return result
+
+    async def scan(
+        self, view: Any, ask: ScanAsk, deadline: float, options: ReadOptions = DEFAULT_READ
+    ) -> ScanResult:
+        result = self._made((view.name, "scan", (ask,), options))
+        if result is None:
+            return await self._reads.scan(view, ask, deadline, options)
+        assert isinstance(result, ScanResult)
         return result

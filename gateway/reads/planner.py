@@ -241,6 +241,9 @@ class Planner:
     def check_limit(self, view: View, limit: int) -> None:
         inputs.check_limit(view, limit, self._config.max_top_limit)
 
+    def check_scan(self, view: View, ask: ScanAsk) -> None:
+        self._scan_start(view, ask)
+
     async def lookup(
         self,
         view: View,

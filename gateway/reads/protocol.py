@@ -160,6 +160,10 @@ class Reads(Protocol):
     def check_limit(self, view: View, limit: int) -> None:
         """Reject a top-N `limit` out of bounds (`top` checks it too)."""
 
+    def check_scan(self, view: View, ask: ScanAsk) -> None:
+        """Reject a scan page no node could answer: its size, cursors and bounds (`scan`
+        checks them too, before it reads)."""
+
     async def lookup(
         self,
         view: View,

@@ -1,6 +1,6 @@
 """The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups,
-top-N, totals (of count and windowed views) and pages of a key's events answered from the
-planner's reads without execution gives the bytes execution gives, over fake nodes failing
+top-N, totals (of count and windowed views), pages of a key's events and scans answered
+from the planner's reads without execution gives the bytes execution gives, over fake nodes failing
 each way a partition can fail (refused, an answer that is no GraphQL, a node that is not
 the owner, a partition nobody holds).
 """
@@ -49,6 +49,12 @@ QUERIES = (
     '{ t: wordCountTotals(maxLag: 1) { count } wordCounts(words: ["w3", "w7"]) { count } }',
     f'{{ bookingHistory(customer: "w0") {{ {PAGE} }} }}',
     "{ hostAccessWindowTotals { start end keys count __typename } }",
+    "{ allWordCounts(first: 3) { edges { cursor node { word count } } pageInfo { hasNextPage "
+    "endCursor startCursor hasPreviousPage } } }",
+    '{ s: allWordCounts(last: 2, prefix: "w1") { edges { node { word } } } '
+    'wordCount(word: "w3") { count } }',
+    "{ allWordCounts(first: 4, order: COUNT) { edges { node { count } } __typename } }",
+    "{ allBookingHistory(first: 5) { edges { cursor node { customer trip } } } }",
     '{ t: hostAccessWindowTotals(from: "2026-01-01T00:01:00Z", maxLag: 2) { count } '
     'wordCount(word: "w1") { word } }',
     f'{{ h: bookingHistory(customer: "w1", first: 1, newestFirst: true) {{ {PAGE} }} '
@@ -164,7 +170,8 @@ def test_reads_answer_as_execution_does(fault: str) -> None:
         body = orjson.loads(fast[2])
         codes = [e["extensions"]["code"] for e in body.get("errors", [])]
         keys = [k for k in (*COUNTS, "nope") if f'"{k}"' in query]
-        every = "top" in query or "Totals" in query  # read from every partition
+        # read from every partition
+        every = any(f in query for f in ("top", "Totals", "allWordCounts", "allBookingHistory"))
         touched = {partition_for(k, P) for k in keys} | (set(range(P)) if every else set())
         rejected = fault == "rejected" and bool(touched & failing)
         assert answered is not rejected, f"{fault}: {query}: {body}"
@@ -223,3 +230,7 @@ def test_a_history_read_that_raised_is_not_made_again_by_execution() -> None:
 
 def test_a_windowed_totals_read_that_raised_is_not_made_again_by_execution() -> None:
     _read_once('{ hostAccessWindowTotals(from: "2026-01-01T00:01:00Z") { count } }')
+
+
+def test_a_scan_read_that_raised_is_not_made_again_by_execution() -> None:
+    _read_once("{ allWordCounts(first: 2) { edges { cursor } } }")

@@ -416,7 +416,7 @@ def _read_arguments(draw: st.DrawFn, doc: _Doc) -> str:
 def _root(draw: st.DrawFn, doc: _Doc) -> str:
     """One root field the fast path answers, without an alias."""
     kinds = ["count", "counts", "booking", "bookings", "host", "hosts", "windows", "totals"]
-    more = ["host totals", "window totals", "history", "__typename"]
+    more = ["host totals", "window totals", "history", "scan", "__typename"]
     kind = draw(st.sampled_from([*kinds, *more]))
     if kind == "__typename":
         return "__typename"
@@ -424,6 +424,8 @@ def _root(draw: st.DrawFn, doc: _Doc) -> str:
         return draw(_history_root(doc))
     if kind == "host totals":
         return draw(_host_totals_root(doc))
+    if kind == "scan":
+        return draw(_scan_root(doc))
     if kind == "window totals":  # per window, maybe from and to a minute
         bounds = draw(_time_bounds(doc, [_minute(m) for m in range(3)]))
         arguments = (bounds + draw(_read_arguments(doc))).removeprefix(", ")
@@ -500,6 +502,63 @@ def _host_totals_root(draw: st.DrawFn, doc: _Doc) -> str:
     return f"{HOSTS.totals_field}{f'({arguments})' if arguments else ''} {selection}"
 
 
+@st.composite
+def _scan_root(draw: st.DrawFn, doc: _Doc) -> str:
+    """A page of one view's scan, each kind's: `first` or `last` rows (or the default),
+    maybe a prefix (in key order), an order (count and windowed views) or a result to page
+    by (the aggregate view); selecting edges, pageInfo and `__typename` as a page of events
+    does (`_connection`)."""
+    view, leaves, orders = draw(
+        st.sampled_from(
+            [
+                (COUNTS, COUNT_LEAVES, ["KEY", "COUNT"]),
+                (BOOKINGS, BOOKING_LEAVES, []),
+                (HOSTS, HOST_LEAVES, ["VIEWS", "PAGES"]),
+                (WINDOWS, WINDOW_LEAVES, ["KEY", "START"]),
+                (HISTORY, BOOKING_LEAVES, []),
+            ]
+        )
+    )
+    arguments = []
+    size = draw(st.sampled_from([None, "first", "last"]))
+    if size is not None:
+        rows = draw(st.integers(1, 4))
+        arguments.append(f"{size}: {doc.variable('Int', rows) if draw(st.booleans()) else rows}")
+    order = draw(st.sampled_from([None, *orders]))
+    if order is not None:
+        arguments.append(f"{'by' if view is HOSTS else 'order'}: {order}")
+    if order in (None, "KEY") and draw(st.booleans()):  # prefixes bound the key order only
+        prefix = draw(st.sampled_from(["", "c", "h", "w", "к"]))
+        arguments.append(f"prefix: {doc.variable('String!', prefix)}")
+    inner = ", ".join(arguments) + draw(_read_arguments(doc))
+    inner = inner.removeprefix(", ")
+    selection = draw(_connection(doc, view, leaves))
+    return f"{view.scan_field}{f'({inner})' if inner else ''} {selection}"
+
+
+@st.composite
+def _connection(draw: st.DrawFn, doc: _Doc, view: View, leaves: tuple[str, ...]) -> str:
+    """A selection of `view`'s connection: edges (their cursor and node), pageInfo and
+    `__typename` in any order, plain or in fragments on the connection type."""
+    node = draw(_selection(leaves, "n"))
+    parts = []
+    if draw(st.booleans()):
+        edge = "cursor node " + node if draw(st.booleans()) else "node " + node
+        parts.append(f"edges {{ {edge} }}")
+    if draw(st.booleans()):
+        parts.append(f"pageInfo {draw(_selection(PAGE_INFO_LEAVES, 'p'))}")
+    if not parts or draw(st.booleans()):
+        parts.append("__typename")
+    selection = "{ " + " ".join(draw(st.permutations(parts))) + " }"
+    connection = f"{view.type_name}Connection"
+    how = draw(st.sampled_from(["plain", "inline", "named"]))
+    if how == "inline":
+        return f"{{ ... on {connection} {selection} }}"
+    if how == "named":
+        return f"{{ {doc.fragment(connection, selection)} }}"
+    return selection
+
+
 PAGE_INFO_LEAVES = ("hasNextPage", "endCursor", "startCursor", "hasPreviousPage", "__typename")
 
 
@@ -525,22 +584,7 @@ def _history_root(draw: st.DrawFn, doc: _Doc) -> str:
             f", newestFirst: {doc.variable('Boolean!', newest) if draw(st.booleans()) else literal}"
         )
     field += draw(_time_bounds(doc, [_time(second) for second in range(5)]))
-    node = draw(_selection(BOOKING_LEAVES, "n"))
-    parts = []
-    if draw(st.booleans()):
-        edge = "cursor node " + node if draw(st.booleans()) else "node " + node
-        parts.append(f"edges {{ {edge} }}")
-    if draw(st.booleans()):
-        parts.append(f"pageInfo {draw(_selection(PAGE_INFO_LEAVES, 'p'))}")
-    if not parts or draw(st.booleans()):
-        parts.append("__typename")
-    selection = "{ " + " ".join(draw(st.permutations(parts))) + " }"
-    connection = f"{HISTORY.type_name}Connection"
-    how = draw(st.sampled_from(["plain", "inline", "named"]))
-    if how == "inline":
-        selection = f"{{ ... on {connection} {selection} }}"
-    elif how == "named":
-        selection = f"{{ {doc.fragment(connection, selection)} }}"
+    selection = draw(_connection(doc, HISTORY, BOOKING_LEAVES))
     return f"{field}{draw(_read_arguments(doc))}) {selection}"
 
 
@@ -567,6 +611,21 @@ BAD_ROOTS: dict[str, tuple[str, Any, str]] = {
         "DateTime",
         _minute(2),
         WINDOWS.point_field + '(host: "h0", from: {}, to: "' + _minute(0) + '") {{ count }}',
+    ),
+    "a scan page past the largest": (  # refused before any read, as the resolver refuses it
+        "Int",
+        1 << 20,
+        COUNTS.scan_field + "(first: {}) {{ edges {{ cursor }} }}",
+    ),
+    "a scan cursor that is no cursor": (
+        "String",
+        "not a cursor",
+        COUNTS.scan_field + "(after: {}) {{ pageInfo {{ hasNextPage }} }}",
+    ),
+    "a prefix in the count order": (
+        "String!",
+        "w",
+        COUNTS.scan_field + "(order: COUNT, prefix: {}) {{ edges {{ cursor }} }}",
     ),
     "a page of no events": (  # refused before any read, as the resolver refuses it
         "Int!",

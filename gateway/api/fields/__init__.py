@@ -3,7 +3,14 @@
 needs no code), `cluster`, and federation's `_entities` over the views' entity types."""
 
 from gateway.api.fields.cluster import cluster_field
-from gateway.api.fields.common import Entity, PageType, RowType, TotalsType, ViewFields
+from gateway.api.fields.common import (
+    Entity,
+    PageType,
+    RowType,
+    ScanType,
+    TotalsType,
+    ViewFields,
+)
 from gateway.api.fields.entities import resolve_entities
 from gateway.api.fields.produce import produce_field
 
@@ -11,6 +18,7 @@ __all__ = [
     "Entity",
     "PageType",
     "RowType",
+    "ScanType",
     "TotalsType",
     "ViewFields",
     "cluster_field",

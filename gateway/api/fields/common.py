@@ -18,7 +18,8 @@ from gateway.cluster.consistency import parse_token, wait_processed
 from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.model.errors import BadRequestError, ForbiddenError, RoutingError
 from gateway.model.rows import Event, Page, Row
-from gateway.reads.protocol import KeyRead, ReadOptions, TotalsResult
+from gateway.model.scans import ScanPage
+from gateway.reads.protocol import KeyRead, ReadOptions, ScanAsk, TotalsResult
 from runtime.valuetypes import annotation
 from schema import View
 
@@ -30,6 +31,7 @@ __all__ = [
     "MaxLag",
     "PageInfo",
     "PageType",
+    "ScanType",
     "TotalsType",
     "ViewFields",
     "WindowInput",
@@ -92,10 +94,20 @@ class TotalsType:
 
 
 @dataclass(frozen=True)
+class ScanType:
+    """A view's scan field: `ask` reads the page its arguments ask (by their GraphQL
+    names), `convert` makes its connection from the page read."""
+
+    view: View
+    ask: Callable[[Mapping[str, Any]], ScanAsk]
+    convert: Callable[[ScanPage], Any]
+
+
+@dataclass(frozen=True)
 class ViewFields:
     """What a kind's builder makes of a view: its Query fields, its entity if it has one
-    (else its row type, if it has one), its connection type of a key's events and its
-    totals field's type if it has them, and its Subscription fields
+    (else its row type, if it has one), its connection type of a key's events, its totals
+    field's and its scan field's types if it has them, and its Subscription fields
     (`gateway.api.fields.live`)."""
 
     fields: dict[str, Any]
@@ -104,6 +116,7 @@ class ViewFields:
     row_type: RowType | None = None
     page_type: PageType | None = None
     totals_type: TotalsType | None = None
+    scan_type: ScanType | None = None
 
 
 MaxLag = Annotated[

@@ -89,7 +89,8 @@ def count_fields(view: View) -> ViewFields:
         description=f"The `limit` most counted {view.keys_arg} (count desc, then "
         f"{view.key_field} asc) of view {view.name}.",
     )
-    fields.update(scan_field(view, row_type, to_type, counted=True))
+    scan = scan_field(view, row_type, to_type, counted=True)
+    fields.update(scan.fields)
     totals = count_totals_field(view)
     fields.update(totals.fields)
     updates = KeySubscription(
@@ -99,6 +100,5 @@ def count_fields(view: View) -> ViewFields:
     )
     subscriptions = key_subscription_fields(view, updates, True, "The count")
     subscriptions[view.top_field] = top_subscription_field(view, row_type, to_type)
-    return ViewFields(
-        fields, Entity(view, row_type, to_type), subscriptions, totals_type=totals.type
-    )
+    entity = Entity(view, row_type, to_type)
+    return ViewFields(fields, entity, subscriptions, totals_type=totals.type, scan_type=scan.type)

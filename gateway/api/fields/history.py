@@ -150,9 +150,10 @@ def history_fields(view: View) -> ViewFields:
     def scanned(event: Any) -> Any:
         return make(node_type, event_values(view, event))
 
+    scan = scan_field(view, node_type, scanned, (edge_type, connection_type))
     return ViewFields(
         fields={
-            **scan_field(view, node_type, scanned, (edge_type, connection_type)),
+            **scan.fields,
             view.point_field: strawberry.field(
                 resolver=history,
                 name=view.point_field,
@@ -170,4 +171,5 @@ def history_fields(view: View) -> ViewFields:
         },
         subscriptions=subscriptions,
         page_type=PageType(view, connection_type, to_type),
+        scan_type=scan.type,
     )

@@ -85,7 +85,8 @@ def latest_fields(view: View) -> ViewFields:
 
     fields = lookup_fields(view, latest_type, to_type, texts.one, texts.many)
     ranking = ranking_enum(view) if view.ranked_fields else None
-    fields.update(scan_field(view, latest_type, to_type, ranking=ranking))
+    scan = scan_field(view, latest_type, to_type, ranking=ranking)
+    fields.update(scan.fields)
     totals_type = None
     if view.ranked_fields:  # an aggregate view's rows, ranked by their numeric results
         fields.update(ranked_top_field(view, latest_type, to_type))
@@ -101,4 +102,4 @@ def latest_fields(view: View) -> ViewFields:
     if view.ranked_fields:
         subscriptions.update(ranked_top_subscription(view, latest_type, to_type))
     entity = Entity(view, latest_type, to_type)
-    return ViewFields(fields, entity, subscriptions, totals_type=totals_type)
+    return ViewFields(fields, entity, subscriptions, totals_type=totals_type, scan_type=scan.type)

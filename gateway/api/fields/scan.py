@@ -21,9 +21,9 @@ the deep pages of its top-N).
 # No `from __future__ import annotations`: strawberry reads the resolvers' annotations,
 # which name types created at run time, so they must be real objects, not strings.
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import strawberry
 
@@ -31,6 +31,7 @@ from gateway.api.fields.common import (
     AtLeast,
     MaxLag,
     PageInfo,
+    ScanType,
     WindowInput,
     authorize_view,
     given,
@@ -55,7 +56,14 @@ from gateway.model.timestamps import ceil_ms, floor_ms
 from gateway.reads.protocol import ScanAsk
 from schema import KeyType, RecordKey, View
 
-__all__ = ["ScanOrder", "WindowScanOrder", "connection_types", "scan_field"]
+__all__ = [
+    "ScanField",
+    "ScanOrder",
+    "WindowScanOrder",
+    "check_scan_bounds",
+    "connection_types",
+    "scan_field",
+]
 
 
 @strawberry.enum(description="The order of a whole-view scan.")
@@ -97,7 +105,7 @@ def _window_filter(
     spec: ScanFilter,
     order: WindowScanOrder,
     starts: tuple[datetime | None, datetime | None],
-    window: WindowInput | None,
+    window: datetime | None,
 ) -> ScanFilter:
     """The filter of a windowed view's scan: window starts from startFrom and startTo (START)
     or from the one `window` (COUNT); BAD_USER_INPUT for arguments of another order."""
@@ -114,7 +122,7 @@ def _window_filter(
                 view.name, "order: COUNT needs a window, e.g. window: {start: ...}"
             )
         assert view.window is not None
-        start = floor_ms(inputs.window_start(view, window.start))
+        start = floor_ms(inputs.window_start(view, window))
         return ScanFilter(spec.prefix, spec.since, spec.until, start, start + view.window.hop_ms)
     return spec
 
@@ -180,7 +188,7 @@ def _bounds(view: View) -> str:
     return "`prefix`, `from` and `to` bound string keys only. "
 
 
-def _check_string_bounds(view: View, spec: ScanFilter) -> None:
+def check_scan_bounds(view: View, spec: ScanFilter) -> None:
     """`prefix`, `from` and `to` bound string keys; BadRequestError for other key types."""
     if view.key_type is not KeyType.STRING and spec.keyed:
         raise BadRequestError(
@@ -190,6 +198,45 @@ def _check_string_bounds(view: View, spec: ScanFilter) -> None:
         )
 
 
+class ScanField(NamedTuple):
+    """A view's scan field, and how it reads its arguments and makes its value."""
+
+    fields: dict[str, Any]
+    type: ScanType
+
+
+def _window_start(window: Any) -> datetime | None:
+    """The start of a `window` argument: a WindowInput (a resolver's), or the dict
+    graphql-core coerces it to (the fast path's)."""
+    if window is None:
+        return None
+    start: datetime = window["start"] if isinstance(window, dict) else window.start
+    return start
+
+
+def _ask_of(view: View, counted: bool, ranked: bool) -> Callable[[Mapping[str, Any]], ScanAsk]:
+    """The page a scan of `view` asks, from its arguments by their GraphQL names (a name
+    left out or null: None); BAD_USER_INPUT for arguments of another order."""
+
+    def ask(arguments: Mapping[str, Any]) -> ScanAsk:
+        get = arguments.get
+        spec = ScanFilter(get("prefix") or "", get("from"), get("to"))
+        page = (get("first"), get("after"), get("last"), get("before"))
+        if view.window is not None:
+            order = get("order") or WindowScanOrder.KEY
+            starts = (get("startFrom"), get("startTo"))
+            spec = _window_filter(view, spec, order, starts, _window_start(get("window")))
+            return ScanAsk(spec, *page, _WINDOW_ORDERS[order])
+        if ranked:
+            by = get("by")
+            return ScanAsk(spec, *page, KEY_ORDER if by is None else result_order(by.value))
+        if counted:
+            return ScanAsk(spec, *page, _ORDERS[get("order") or ScanOrder.KEY])
+        return ScanAsk(spec, *page)
+
+    return ask
+
+
 def scan_field(
     view: View,
     node_type: Any,
@@ -197,7 +244,7 @@ def scan_field(
     types: tuple[Any, Any] | None = None,
     counted: bool = False,
     ranking: Any = None,
-) -> dict[str, Any]:
+) -> ScanField:
     """`view.scan_field`: pages of the view's rows (gateway.model.rows.Scanned of the view's
     kind), each shown as `to_type(row)`, in the
     connection `types` (edge, connection), made here when None; `counted` (count views)
@@ -222,12 +269,14 @@ def scan_field(
     async def answer(info: strawberry.Info, ask: ScanAsk, max_lag: Any, at_least: Any) -> Any:
         context: RequestContext = info.context
         authorize_view(context, view)
-        _check_string_bounds(view, ask.scan_filter)
+        check_scan_bounds(view, ask.scan_filter)
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.scan(view, ask, context.deadline, options)
         context.add_freshness(view, result.freshness)
         record_failures(context, info, result.failures)
         return to_connection(result.page)
+
+    ask_of = _ask_of(view, counted, ranking is not None)
 
     async def scan(
         info: strawberry.Info,
@@ -241,9 +290,8 @@ def scan_field(
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> connection_type:  # type: ignore[valid-type]
-        spec = ScanFilter(prefix, given(since), given(until))
-        ask = ScanAsk(spec, given(first), given(after), given(last), given(before))
-        return await answer(info, ask, max_lag, at_least)
+        page = _page(first, after, last, before, prefix, since, until)
+        return await answer(info, ask_of(page), max_lag, at_least)
 
     async def scan_in_order(
         info: strawberry.Info,
@@ -258,9 +306,8 @@ def scan_field(
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> connection_type:  # type: ignore[valid-type]
-        spec = ScanFilter(prefix, given(since), given(until))
-        ask = ScanAsk(spec, given(first), given(after), given(last), given(before), _ORDERS[order])
-        return await answer(info, ask, max_lag, at_least)
+        page = _page(first, after, last, before, prefix, since, until)
+        return await answer(info, ask_of({**page, "order": order}), max_lag, at_least)
 
     async def scan_windows(
         info: strawberry.Info,
@@ -278,13 +325,10 @@ def scan_field(
         max_lag: MaxLag = strawberry.UNSET,
         at_least: AtLeast = strawberry.UNSET,
     ) -> connection_type:  # type: ignore[valid-type]
-        spec = ScanFilter(prefix, given(since), given(until))
-        starts = (given(start_from), given(start_to))
-        spec = _window_filter(view, spec, order, starts, given(window))
-        ask = ScanAsk(
-            spec, given(first), given(after), given(last), given(before), _WINDOW_ORDERS[order]
-        )
-        return await answer(info, ask, max_lag, at_least)
+        page = _page(first, after, last, before, prefix, since, until)
+        starts = {"startFrom": given(start_from), "startTo": given(start_to)}
+        arguments = {**page, "order": order, **starts, "window": given(window)}
+        return await answer(info, ask_of(arguments), max_lag, at_least)
 
     key = view.key_field
     resolver: Callable[..., Any] = scan_in_order if counted else scan
@@ -303,16 +347,13 @@ def scan_field(
             max_lag: MaxLag = strawberry.UNSET,
             at_least: AtLeast = strawberry.UNSET,
         ) -> connection_type:  # type: ignore[valid-type]
-            spec = ScanFilter(prefix, given(since), given(until))
-            chosen = given(by)
-            order = KEY_ORDER if chosen is None else result_order(chosen.value)
-            ask = ScanAsk(spec, given(first), given(after), given(last), given(before), order)
-            return await answer(info, ask, max_lag, at_least)
+            page = _page(first, after, last, before, prefix, since, until)
+            return await answer(info, ask_of({**page, "by": given(by)}), max_lag, at_least)
 
         resolver = scan_ranked
     if view.window is not None:
         resolver = scan_windows
-    return {
+    field = {
         view.scan_field: strawberry.field(
             resolver=resolver,
             name=view.scan_field,
@@ -344,4 +385,20 @@ def scan_field(
                 else ""
             ),
         )
+    }
+    return ScanField(field, ScanType(view, ask_of, to_connection))
+
+
+def _page(
+    first: Any, after: Any, last: Any, before: Any, prefix: str, since: Any, until: Any
+) -> dict[str, Any]:
+    """A resolver's page and key bounds, by their GraphQL names."""
+    return {
+        "first": given(first),
+        "after": given(after),
+        "last": given(last),
+        "before": given(before),
+        "prefix": prefix,
+        "from": given(since),
+        "to": given(until),
     }

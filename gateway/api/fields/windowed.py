@@ -205,6 +205,7 @@ def windowed_fields(view: View) -> ViewFields:
     subscriptions = key_subscription_fields(view, updates, False, "Each window")
     subscriptions[view.top_field] = top_subscription_field(view, window_type, to_type, ranking)
     totals = window_totals_field(view)
+    scan = scan_field(view, window_type, to_type)
     return ViewFields(
         {
             view.point_field: strawberry.field(
@@ -226,10 +227,11 @@ def windowed_fields(view: View) -> ViewFields:
                     else ""
                 ),
             ),
-            **scan_field(view, window_type, to_type),
+            **scan.fields,
             **totals.fields,
         },
         subscriptions=subscriptions,
         row_type=RowType(view, window_type, to_type),
         totals_type=totals.type,
+        scan_type=scan.type,
     )
