@@ -68,7 +68,7 @@ class _Schema(strawberry.federation.Schema):
     ) -> None:
         self._entities = dict(entities)  # by type name; read by the federation base class
         self._row_types = dict(row_types)  # the views' types that are no entity, by name
-        self._page_types = dict(page_types)  # history views' connections, by point field
+        self._page_types = dict(page_types)  # history views' fields of a key's events
         self._totals_types = dict(totals_types)  # the views' totals, by totals field
         self._scan_types = dict(scan_types)  # the views' scans, by scan field
         super().__init__(**kwargs)
@@ -107,8 +107,8 @@ def build_schema(catalogue: Iterable[View] = CATALOGUE) -> strawberry.Schema:
             entities[view.type_name] = built.entity
         if built.row_type is not None:
             row_types[view.type_name] = built.row_type
-        if built.page_type is not None:
-            page_types[view.point_field] = built.page_type
+        for page_type in built.page_types:
+            page_types[view.as_of_field if page_type.as_of else view.point_field] = page_type
         if built.totals_type is not None:
             totals_types[view.totals_field] = built.totals_type
         if built.scan_type is not None:
@@ -173,8 +173,8 @@ def row_types_of(schema: strawberry.Schema) -> Mapping[str, RowType]:
 
 
 def page_types_of(schema: strawberry.Schema) -> Mapping[str, PageType]:
-    """The history views' connection types, of a schema from `build_schema`, by the name of
-    the point field that answers one (none for another schema)."""
+    """What the history views' fields of a key's events make of a page, of a schema from
+    `build_schema`, by the name of the field (none for another schema)."""
     page_types: Mapping[str, PageType] = getattr(schema, "_page_types", {})
     return page_types
 

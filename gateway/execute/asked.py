@@ -77,6 +77,9 @@ def roots_asked(
             asked.append(Asked(root, [], options, span=_totals_span(root, arguments)))
         elif root.scan is not None:
             asked.append(Asked(root, [], options, scan=_scan(root, arguments, context)))
+        elif root.as_of:  # the newest event at or before `at`: one, newest first
+            keys, span = _keys(root, arguments, context), (None, _as_of_end(root, arguments))
+            asked.append(Asked(root, keys, options, span=span, page=(1, None, True)))
         elif root.history:
             keys, span = _keys(root, arguments, context), _times(root, arguments)
             asked.append(Asked(root, keys, options, span=span, page=_page(root, arguments)))
@@ -175,6 +178,16 @@ def _scan(root: Root, arguments: Mapping[str, Any], context: RequestContext) -> 
     check_scan_bounds(root.view, ask.scan_filter)
     context.planner.check_scan(root.view, ask)
     return ask
+
+
+def _as_of_end(root: Root, arguments: Mapping[str, Any]) -> datetime | None:
+    """The end of the events an `asOf` field reads (after `at`), as its resolver finds it
+    before it reads (a GatewayError: execution reports it)."""
+    assert root.view is not None
+    at = arguments.get("at")
+    if not isinstance(at, datetime):
+        raise Doubt
+    return inputs.as_of_end(root.view, at)
 
 
 def _times(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:

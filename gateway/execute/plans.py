@@ -22,7 +22,7 @@ document is executed (`gateway.execute.fastpath` answers a plan)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
 
@@ -38,7 +38,7 @@ from graphql import (
     get_named_type,
 )
 
-from gateway.api.fields import PageType, ScanType, TotalsType
+from gateway.api.fields import ScanType
 from gateway.api.fields.totals import TOTALS_TYPE, totals_of
 from gateway.api.schema import (
     entities_of,
@@ -103,6 +103,7 @@ class Root:
     windows: bool = False  # the windows of one key (`from`, `to`): a windowed view's
     totals: bool = False  # the totals of `view`'s keys, added up from every partition
     history: bool = False  # a page of one key's events (a history view's connection)
+    as_of: bool = False  # of a history view's field of a key's event as of a time (`at`)
     scan: ScanType | None = None  # a page of the whole view (its scan field's connection)
     # of a root whose objects hold objects (a page of events, an aggregate or windowed
     # view's totals): what execution makes of the object `convert` makes of the read
@@ -241,12 +242,17 @@ class Plans:
         if name in self._totals:
             return self._totals_root(node, fragments, decided, self._totals[name])
         if name in self._other_totals:
-            return self._written_totals_root(node, fragments, self._other_totals[name])
+            totals = self._other_totals[name]
+            root = self._written_root(node, fragments, decided, totals.view, totals.convert)
+            return None if root is None else replace(root, totals=True)
         if name in self._histories:
-            return self._history_root(node, fragments, self._histories[name])
+            page = self._histories[name]
+            root = self._written_root(node, fragments, decided, page.view, page.convert)
+            return None if root is None else replace(root, history=True, as_of=page.as_of)
         if name in self._scans:
             scan = self._scans[name]
-            return self._written_root(node, fragments, scan.view, scan.convert, scan=scan)
+            root = self._written_root(node, fragments, decided, scan.view, scan.convert)
+            return None if root is None else replace(root, scan=scan)
         lookup = self._lookups.get(name)
         if lookup is None:
             return None
@@ -306,41 +312,28 @@ class Plans:
             Arguments(field, node), next(_ROOTS), totals=True,
         )  # fmt: skip
 
-    def _history_root(self, node: FieldNode, fragments: Fragments, page: PageType) -> Root | None:
-        """The root of a history view's point field (a page of one key's events) whose
-        selection a writer proves (`gateway.execute.writer`: plain fields, no directives)."""
-        return self._written_root(node, fragments, page.view, page.convert, history=True)
-
-    def _written_totals_root(
-        self, node: FieldNode, fragments: Fragments, totals: TotalsType
-    ) -> Root | None:
-        """The root of the totals field of an aggregate view (a result's totals are an
-        object) or of a windowed view (a list of each window's), whose selection a writer
-        proves."""
-        return self._written_root(node, fragments, totals.view, totals.convert, totals=True)
-
     def _written_root(
         self,
         node: FieldNode,
         fragments: Fragments,
+        decided: Decided,
         view: View,
         convert: Callable[[Any], Any],
-        *,
-        history: bool = False,
-        totals: bool = False,
-        scan: ScanType | None = None,
     ) -> Root | None:
+        """The root of a field whose objects hold objects (a page of a key's events or a
+        key's event as of a time, the totals of an aggregate or windowed view, a page of a
+        scan), when a writer proves its selection (`gateway.execute.writer`); `convert`
+        makes its object of what it reads. The caller says which it is."""
         query = self._schema.query_type
         assert query is not None
         field = query.fields[node.name.value]
-        write = complete(field.type, node.selection_set, fragments)
+        write = complete(field.type, node.selection_set, fragments, decided)
         if write is None:
             return None
         type_name = get_named_type(field.type).name
         return Root(
             response_key(node), view, False, convert, type_name, (), False,
-            Arguments(field, node), next(_ROOTS), totals=totals, history=history, scan=scan,
-            write=write,
+            Arguments(field, node), next(_ROOTS), write=write,
         )  # fmt: skip
 
     def _entities_root(

@@ -4,9 +4,10 @@ makes of a value, written by a few prepared functions instead of an execution pe
 A writer is compiled once per document and operation (kept with the validated document, as
 the fast path's plan is) for a selection it can prove it writes as execution would:
 
-- fields without arguments or directives, fragment spreads and inline fragments on the
-  selected object type itself, without directives (on the fragments' definitions neither),
-  collected as graphql-core collects them (`gateway.execute.selections`);
+- fields without arguments, fragment spreads and inline fragments on the selected object
+  type itself (without directives on the fragments' definitions), collected as graphql-core
+  collects them (`gateway.execute.selections`), `@skip` and `@include` as the plan's
+  outcome decided them (none for a subscription's writer);
 - a response key given twice only by leaf fields (validation has made them the same field);
 - each field read by strawberry's resolver of a plain attribute, `__typename` by its type;
 - scalars and enums serialized by their own types, lists, nullable and non-null wrappers,
@@ -49,7 +50,7 @@ from graphql import (
 from graphql.pyutils import AwaitableOrValue
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
-from gateway.execute.selections import Fragments, collect, response_key
+from gateway.execute.selections import NOTHING_DECIDED, Decided, Fragments, collect, response_key
 
 __all__ = [
     "TYPENAME",
@@ -72,16 +73,19 @@ class Doubt(Exception):
 
 
 def complete(
-    output: Any, selection: SelectionSetNode | None, fragments: Fragments
+    output: Any,
+    selection: SelectionSetNode | None,
+    fragments: Fragments,
+    decided: Decided = NOTHING_DECIDED,
 ) -> Complete | None:
-    """The writer of a value of type `output` with `selection` (None for a leaf), or None
-    when it cannot be compiled."""
+    """The writer of a value of type `output` with `selection` (None for a leaf), what
+    `decided` leaves out left out, or None when it cannot be compiled."""
     if isinstance(output, GraphQLNonNull):
-        inner = _nullable(output.of_type, selection, fragments)
+        inner = _nullable(output.of_type, selection, fragments, decided)
         if inner is None:
             return None
         return _non_null(inner)
-    inner = _nullable(output, selection, fragments)
+    inner = _nullable(output, selection, fragments, decided)
     return None if inner is None else _or_null(inner)
 
 
@@ -106,15 +110,15 @@ def _or_null(inner: Complete) -> Complete:
 
 
 def _nullable(
-    output: Any, selection: SelectionSetNode | None, fragments: Fragments
+    output: Any, selection: SelectionSetNode | None, fragments: Fragments, decided: Decided
 ) -> Complete | None:
     if isinstance(output, GraphQLList):
-        item = complete(output.of_type, selection, fragments)
+        item = complete(output.of_type, selection, fragments, decided)
         return None if item is None else _list(item)
     if is_leaf_type(output):
         return _leaf(output.coerce_output_value) if selection is None else None
     if isinstance(output, GraphQLObjectType) and output.is_type_of is None and selection:
-        fields = _fields(output, selection, fragments)
+        fields = _fields(output, selection, fragments, decided)
         return None if fields is None else _object(fields)
     return None
 
@@ -149,15 +153,18 @@ def _object(fields: tuple[_Written, ...]) -> Complete:
 
 
 def _fields(
-    object_type: GraphQLObjectType, selection: SelectionSetNode, fragments: Fragments
+    object_type: GraphQLObjectType,
+    selection: SelectionSetNode,
+    fragments: Fragments,
+    decided: Decided,
 ) -> tuple[_Written, ...] | None:
     """The writers of `object_type`'s selected fields, in execution's order."""
-    collected = collect(selection.selections, fragments, object_type.name)
+    collected = collect(selection.selections, fragments, object_type.name, decided)
     if collected is None:
         return None
     written = []
     for node in collected:
-        field = _written(object_type, response_key(node), node, fragments)
+        field = _written(object_type, response_key(node), node, fragments, decided)
         if field is None:
             return None
         written.append(field)
@@ -165,7 +172,11 @@ def _fields(
 
 
 def _written(
-    object_type: GraphQLObjectType, key: str, node: FieldNode, fragments: Fragments
+    object_type: GraphQLObjectType,
+    key: str,
+    node: FieldNode,
+    fragments: Fragments,
+    decided: Decided,
 ) -> _Written | None:
     if node.arguments:
         return None
@@ -176,7 +187,7 @@ def _written(
     field = object_type.fields.get(name)
     if field is None or not reads_attribute(field):
         return None
-    write = complete(field.type, node.selection_set, fragments)
+    write = complete(field.type, node.selection_set, fragments, decided)
     if write is None:
         return None
     resolve = field.resolve

@@ -1,5 +1,6 @@
 """The fast path's reads (gateway.execute.fastpath, the cache off): a query of lookups,
-top-N, totals (of count and windowed views), pages of a key's events and scans answered
+top-N, totals (of count and windowed views), pages of a key's events, a key's event as of
+a time and scans answered
 from the planner's reads without execution gives the bytes execution gives, over fake nodes failing
 each way a partition can fail (refused, an answer that is no GraphQL, a node that is not
 the owner, a partition nobody holds).
@@ -55,6 +56,8 @@ QUERIES = (
     'wordCount(word: "w3") { count } }',
     "{ allWordCounts(first: 4, order: COUNT) { edges { node { count } } __typename } }",
     "{ allBookingHistory(first: 5) { edges { cursor node { customer trip } } } }",
+    '{ bookingHistoryAsOf(customer: "w1", at: "2026-01-01T00:00:04Z") { trip eventTime } '
+    'n: bookingHistoryAsOf(customer: "w2", at: "2025-01-01T00:00:00Z") { trip } }',
     '{ t: hostAccessWindowTotals(from: "2026-01-01T00:01:00Z", maxLag: 2) { count } '
     'wordCount(word: "w1") { word } }',
     f'{{ h: bookingHistory(customer: "w1", first: 1, newestFirst: true) {{ {PAGE} }} '

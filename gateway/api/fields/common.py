@@ -77,12 +77,13 @@ class RowType:
 
 @dataclass(frozen=True)
 class PageType:
-    """A history view's connection type (a page of a key's events): `convert` makes an
-    instance from the page a read found."""
+    """What a history view's field makes of the page of a key's events a read found
+    (`convert`): the connection of its point field, or the one event its `asOf` field
+    asks (`as_of`: the newest at or before `at`, or None)."""
 
     view: View
-    type: Any
     convert: Callable[[Page], Any]
+    as_of: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,15 +107,15 @@ class ScanType:
 @dataclass(frozen=True)
 class ViewFields:
     """What a kind's builder makes of a view: its Query fields, its entity if it has one
-    (else its row type, if it has one), its connection type of a key's events, its totals
-    field's and its scan field's types if it has them, and its Subscription fields
+    (else its row type, if it has one), what its fields of a key's events, its totals field
+    and its scan field make of their reads if it has them, and its Subscription fields
     (`gateway.api.fields.live`)."""
 
     fields: dict[str, Any]
     entity: Entity | None = None
     subscriptions: dict[str, Any] = field(default_factory=dict)
     row_type: RowType | None = None
-    page_type: PageType | None = None
+    page_types: tuple[PageType, ...] = ()
     totals_type: TotalsType | None = None
     scan_type: ScanType | None = None
 

@@ -85,6 +85,9 @@ def history_fields(view: View) -> ViewFields:
         )
         return make(connection_type, {"edges": edges, "pageInfo": info})
 
+    def newest(page: Page) -> Any:
+        return make(node_type, event_values(view, page.edges[0].event)) if page.edges else None
+
     key_arg = key_annotation(view)
 
     async def history(
@@ -133,8 +136,7 @@ def history_fields(view: View) -> ViewFields:
             view, text, None, until, 1, None, context.deadline, options, newest_first=True
         )
         record_key_read(context, info, view, read)
-        page = read.value or Page.empty()
-        return make(node_type, event_values(view, page.edges[0].event)) if page.edges else None
+        return newest(read.value or Page.empty())
 
     values: list[FieldSpec] = [(f.name, annotation(f.type) | None, None) for f in view.row_fields]
     values.append((EVENT_TIME, datetime, "When the event happened (UTC)."))
@@ -170,6 +172,6 @@ def history_fields(view: View) -> ViewFields:
             ),
         },
         subscriptions=subscriptions,
-        page_type=PageType(view, connection_type, to_type),
+        page_types=(PageType(view, to_type), PageType(view, newest, as_of=True)),
         scan_type=scan.type,
     )
