@@ -5,19 +5,20 @@ it), `Plans.plan` derives a `Plan` when the operation is a query made only of po
 multi-key lookups of the views the cache holds (`gateway.reads.kinds.cacheable`: count,
 latest and aggregate views), top-N (of count views, of aggregate views by any of their
 numeric results, of one window of windowed views), the windows of one key of windowed
-views, the `Totals` of count views, the totals of aggregate and windowed views, a page of
-one key's events of history views and a page of every view's scan (these written by a
-writer compiled from their selection, `gateway.execute.writer`: plain fields of plain
-objects, without directives) and `__typename`, with arguments from
-literals or variables, selecting plain scalar fields and `__typename`, aliases allowed, its fields
-collected as graphql-core collects them (`gateway.execute.selections`: fragments on the very
-type they select from spread in place, a leaf asked twice once); or of federation's
-`_entities` alone, selecting `__typename` and fragments on the entity types of those views,
-each of plain scalar fields (as routers ask it). `@skip` and `@include` are decided per request
-(`gateway.execute.conditions`): an operation has a plan per outcome of its conditions, for
-its first few outcomes. Fragments on an interface or a union, other directives, a condition
-that is no boolean, any other field, one response key of two sub-selections: no plan, the
-document is executed (`gateway.execute.fastpath` answers a plan)."""
+views, every view's totals, a page of one key's events or its event as of a time (history
+views), a page of every view's scan, and `__typename`, with arguments from literals or
+variables, aliases allowed. Lookups, top-N, windows and count views' totals select plain
+scalar fields and `__typename`; the other fields, whose objects hold objects, are written
+by a writer compiled from their selection (`gateway.execute.writer`). Fields are collected
+as graphql-core collects them (`gateway.execute.selections`: fragments on the type they
+select from, or on an interface or union it belongs to, spread in place, a leaf asked twice
+once). Or of federation's `_entities` alone, selecting `__typename` and fragments on the
+entity types of those views (or on `_Entity`), each of plain scalar fields (as routers ask
+it). `@skip` and `@include` are decided per request (`gateway.execute.conditions`): an
+operation has a plan per outcome of its conditions, for its first few outcomes. Other
+directives, a condition that is no boolean, any other field, one response key of two
+sub-selections: no plan, the document is executed (`gateway.execute.fastpath` answers a
+plan)."""
 
 from __future__ import annotations
 
@@ -52,10 +53,13 @@ from gateway.execute.conditions import Conditional, conditional_nodes, decide
 from gateway.execute.selections import (
     Decided,
     Fragments,
+    Members,
     collect,
     fragment_of,
     fragments_of,
     included,
+    meets,
+    members_of,
     response_key,
 )
 from gateway.execute.writer import TYPENAME, Complete, complete, reads_attribute
@@ -145,6 +149,7 @@ class Plans:
 
     def __init__(self, schema: strawberry.Schema, catalogue: Iterable[View]) -> None:
         self._schema = schema._schema
+        self._members = members_of(self._schema)  # of fragments on interfaces and unions
         self._entities = entities_of(schema)
         self._row_types = row_types_of(schema)  # of windowed views, which have no entity
         self._lookups: dict[str, _Lookup] = {}
@@ -206,7 +211,8 @@ class Plans:
         query = self._schema.query_type
         if operation.operation is not OperationType.QUERY or operation.directives or not query:
             return None
-        fields = collect(operation.selection_set.selections, fragments, query.name, decided)
+        selections = operation.selection_set.selections
+        fields = collect(selections, fragments, query.name, decided, self._members)
         if fields is None:
             return None
         if not fields:
@@ -285,7 +291,8 @@ class Plans:
         if object_type.name != view.type_name or object_type.is_type_of is not None:
             return None
         assert node.selection_set is not None
-        leaves = _leaves(object_type, node.selection_set.selections, fragments, decided)
+        selections = node.selection_set.selections
+        leaves = _leaves(object_type, selections, fragments, decided, self._members)
         if leaves is None:
             return None
         return Root(
@@ -304,7 +311,8 @@ class Plans:
         object_type = _totals_type(field.type)
         if node.selection_set is None or object_type is None:
             return None
-        leaves = _leaves(object_type, node.selection_set.selections, fragments, decided)
+        selections = node.selection_set.selections
+        leaves = _leaves(object_type, selections, fragments, decided, self._members)
         if leaves is None:
             return None
         return Root(
@@ -327,7 +335,7 @@ class Plans:
         query = self._schema.query_type
         assert query is not None
         field = query.fields[node.name.value]
-        write = complete(field.type, node.selection_set, fragments, decided)
+        write = complete(field.type, node.selection_set, fragments, decided, self._members)
         if write is None:
             return None
         type_name = get_named_type(field.type).name
@@ -340,8 +348,9 @@ class Plans:
         self, node: FieldNode, fragments: Fragments, decided: Decided
     ) -> Root | None:
         """The root of `_entities` when its selection is `__typename` and fragments (inline
-        or named) on entity types of views the cache holds, each of plain leaves (a type
-        without a fragment answers `{}`, or its `__typename`)."""
+        or named) on entity types of views the cache holds, on the `_Entity` union or
+        without a type condition, each of plain leaves (a type without a fragment answers
+        `{}`, or its `__typename`)."""
         query = self._schema.query_type
         assert query is not None
         field = query.fields.get(_ENTITIES)
@@ -361,16 +370,17 @@ class Plans:
             if fragment is None:
                 return None
             condition = fragment.type_condition
-            if condition is None or condition.name.value not in self.cached_entities:
+            name = None if condition is None else condition.name.value
+            if name is not None and name not in self.cached_entities and name not in self._members:
                 return None
-            selected += [(condition.name.value, f) for f in fragment.selection_set.selections]
+            selected += [(name, f) for f in fragment.selection_set.selections]
         per_type: dict[str, Root] = {}
         for type_name, entity in self.cached_entities.items():
             object_type = self._schema.get_type(type_name)
             if not isinstance(object_type, GraphQLObjectType):
                 return None
-            mine = [f for condition, f in selected if condition in (None, type_name)]
-            leaves = _leaves(object_type, mine, fragments, decided)
+            mine = [f for on, f in selected if on is None or meets(type_name, on, self._members)]
+            leaves = _leaves(object_type, mine, fragments, decided, self._members)
             if leaves is None:
                 return None
             per_type[type_name] = Root(
@@ -410,10 +420,12 @@ def _leaves(
     selections: Iterable[Any],
     fragments: Fragments,
     decided: Decided,
+    members: Members,
 ) -> tuple[Leaf, ...] | None:
-    """The selected fields of a row (fragments spread, what `decided` leaves out left
-    out) when they are plain scalar fields or `__typename`."""
-    fields = collect(selections, fragments, object_type.name, decided)
+    """The selected fields of a row (fragments spread, on interfaces and unions of
+    `members` too, what `decided` leaves out left out) when they are plain scalar fields or
+    `__typename`."""
+    fields = collect(selections, fragments, object_type.name, decided, members)
     if fields is None:
         return None
     leaves = []

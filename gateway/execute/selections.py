@@ -7,11 +7,11 @@ graphql-core collects a selection set's fields (`collect_fields`) by walking it 
 spreading named and inline fragments whose type condition the object's type meets (a named
 fragment once), leaving out what `@skip` or `@include` exclude, and merging every field of
 one response key into one. `collect` walks alike but only where the outcome is plain: a
-fragment's type condition, when it has one, must name the object type itself (not an
-interface or union it belongs to), a node with directives must be one the request's
-conditions decided (gateway.execute.conditions), and a response key given twice must be
-given by leaves only (validation has made them the same field). Anything else is None, and
-the document is executed.
+fragment's type condition, when it has one, must name the object type itself or an
+interface or union it belongs to (`members`), a node with directives must be one the
+request's conditions decided (gateway.execute.conditions), and a response key given twice
+must be given by leaves only (validation has made them the same field). Anything else is
+None, and the document is executed.
 """
 
 from __future__ import annotations
@@ -23,23 +23,40 @@ from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
+    GraphQLSchema,
     InlineFragmentNode,
+    is_abstract_type,
 )
 
 __all__ = [
     "NOTHING_DECIDED",
+    "NO_MEMBERS",
     "Decided",
     "Fragments",
+    "Members",
     "collect",
     "fragment_of",
     "fragments_of",
     "included",
+    "meets",
+    "members_of",
     "response_key",
 ]
 
 Fragments = Mapping[str, FragmentDefinitionNode]
 Decided = Mapping[int, bool]  # id of a selection node with directives -> whether included
 NOTHING_DECIDED: Decided = {}
+Members = Mapping[str, frozenset[str]]  # an interface's or union's name -> its object types
+NO_MEMBERS: Members = {}
+
+
+def members_of(schema: GraphQLSchema) -> Members:
+    """The object types of each interface and union of `schema` (their names), by name."""
+    return {
+        t.name: frozenset(o.name for o in schema.get_possible_types(t))
+        for t in schema.type_map.values()
+        if is_abstract_type(t)
+    }
 
 
 def fragments_of(definitions: Iterable[DefinitionNode]) -> Fragments:
@@ -57,13 +74,15 @@ def collect(
     fragments: Fragments,
     type_name: str,
     decided: Decided = NOTHING_DECIDED,
+    members: Members = NO_MEMBERS,
 ) -> list[FieldNode] | None:
     """The fields `selections` ask of an object of type `type_name`, one per response key
     in the order graphql-core collects them, fragments spread, what `decided` leaves out
-    left out; None unless every fragment is on that very type (or has no type condition),
-    every node with directives is `decided` and only leaves share a response key."""
+    left out; None unless every fragment is on that very type, an interface or union of
+    `members` it belongs to, or has no type condition, every node with directives is
+    `decided` and only leaves share a response key."""
     into: dict[str, FieldNode] = {}
-    if not _collect(selections, fragments, type_name, decided, into, set()):
+    if not _collect(selections, fragments, type_name, decided, members, into, set()):
         return None
     return list(into.values())
 
@@ -94,6 +113,7 @@ def _collect(
     fragments: Fragments,
     type_name: str,
     decided: Decided,
+    members: Members,
     into: dict[str, FieldNode],
     spread: set[str],
 ) -> bool:
@@ -117,9 +137,14 @@ def _collect(
         if inner is None:
             return False
         condition = inner.type_condition
-        if condition is not None and condition.name.value != type_name:
+        if condition is not None and not meets(type_name, condition.name.value, members):
             return False
         selections_of = inner.selection_set.selections
-        if not _collect(selections_of, fragments, type_name, decided, into, spread):
+        if not _collect(selections_of, fragments, type_name, decided, members, into, spread):
             return False
     return True
+
+
+def meets(type_name: str, condition: str, members: Members) -> bool:
+    """Whether an object of type `type_name` meets a fragment's type `condition`."""
+    return condition == type_name or type_name in members.get(condition, ())

@@ -5,19 +5,19 @@ A writer is compiled once per document and operation (kept with the validated do
 the fast path's plan is) for a selection it can prove it writes as execution would:
 
 - fields without arguments, fragment spreads and inline fragments on the selected object
-  type itself (without directives on the fragments' definitions), collected as graphql-core
-  collects them (`gateway.execute.selections`), `@skip` and `@include` as the plan's
-  outcome decided them (none for a subscription's writer);
+  type itself or an interface or union it belongs to (without directives on the fragments'
+  definitions), collected as graphql-core collects them (`gateway.execute.selections`),
+  `@skip` and `@include` as the plan's outcome decided them (none for a subscription's);
 - a response key given twice only by leaf fields (validation has made them the same field);
 - each field read by strawberry's resolver of a plain attribute, `__typename` by its type;
 - scalars and enums serialized by their own types, lists, nullable and non-null wrappers,
   object types without an `is_type_of` check.
 
-Anything else (an abstract type, a field with a resolver of its own, an argument, a
-directive): no writer, the operation is executed. A value the writer is in doubt about (a
-null where the type forbids it, an exception, a value that does not serialize, a list
-that is not one) raises `Doubt`, and the caller executes instead: execution then makes the
-errors and partial data of that value, the writer never has to.
+Anything else (a value of an abstract type, a field with a resolver of its own, an
+argument, a directive not decided): no writer, the operation is executed. A value the
+writer is in doubt about (a null where the type forbids it, an exception, a value that does
+not serialize, a list that is not one) raises `Doubt`, and the caller executes instead:
+execution then makes the errors and partial data of that value, the writer never has to.
 
 `event_writer` compiles a subscription operation's writer: each event of the source stream
 (the root field's resolver gives the event itself) becomes its response without graphql-core
@@ -50,7 +50,16 @@ from graphql import (
 from graphql.pyutils import AwaitableOrValue
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
-from gateway.execute.selections import NOTHING_DECIDED, Decided, Fragments, collect, response_key
+from gateway.execute.selections import (
+    NO_MEMBERS,
+    NOTHING_DECIDED,
+    Decided,
+    Fragments,
+    Members,
+    collect,
+    members_of,
+    response_key,
+)
 
 __all__ = [
     "TYPENAME",
@@ -77,15 +86,17 @@ def complete(
     selection: SelectionSetNode | None,
     fragments: Fragments,
     decided: Decided = NOTHING_DECIDED,
+    members: Members = NO_MEMBERS,
 ) -> Complete | None:
     """The writer of a value of type `output` with `selection` (None for a leaf), what
-    `decided` leaves out left out, or None when it cannot be compiled."""
+    `decided` leaves out left out, fragments on the interfaces and unions of `members`
+    spread, or None when it cannot be compiled."""
     if isinstance(output, GraphQLNonNull):
-        inner = _nullable(output.of_type, selection, fragments, decided)
+        inner = _nullable(output.of_type, selection, fragments, decided, members)
         if inner is None:
             return None
         return _non_null(inner)
-    inner = _nullable(output, selection, fragments, decided)
+    inner = _nullable(output, selection, fragments, decided, members)
     return None if inner is None else _or_null(inner)
 
 
@@ -110,15 +121,19 @@ def _or_null(inner: Complete) -> Complete:
 
 
 def _nullable(
-    output: Any, selection: SelectionSetNode | None, fragments: Fragments, decided: Decided
+    output: Any,
+    selection: SelectionSetNode | None,
+    fragments: Fragments,
+    decided: Decided,
+    members: Members,
 ) -> Complete | None:
     if isinstance(output, GraphQLList):
-        item = complete(output.of_type, selection, fragments, decided)
+        item = complete(output.of_type, selection, fragments, decided, members)
         return None if item is None else _list(item)
     if is_leaf_type(output):
         return _leaf(output.coerce_output_value) if selection is None else None
     if isinstance(output, GraphQLObjectType) and output.is_type_of is None and selection:
-        fields = _fields(output, selection, fragments, decided)
+        fields = _fields(output, selection, fragments, decided, members)
         return None if fields is None else _object(fields)
     return None
 
@@ -157,14 +172,15 @@ def _fields(
     selection: SelectionSetNode,
     fragments: Fragments,
     decided: Decided,
+    members: Members,
 ) -> tuple[_Written, ...] | None:
     """The writers of `object_type`'s selected fields, in execution's order."""
-    collected = collect(selection.selections, fragments, object_type.name, decided)
+    collected = collect(selection.selections, fragments, object_type.name, decided, members)
     if collected is None:
         return None
     written = []
     for node in collected:
-        field = _written(object_type, response_key(node), node, fragments, decided)
+        field = _written(object_type, response_key(node), node, fragments, decided, members)
         if field is None:
             return None
         written.append(field)
@@ -177,6 +193,7 @@ def _written(
     node: FieldNode,
     fragments: Fragments,
     decided: Decided,
+    members: Members,
 ) -> _Written | None:
     if node.arguments:
         return None
@@ -187,7 +204,7 @@ def _written(
     field = object_type.fields.get(name)
     if field is None or not reads_attribute(field):
         return None
-    write = complete(field.type, node.selection_set, fragments, decided)
+    write = complete(field.type, node.selection_set, fragments, decided, members)
     if write is None:
         return None
     resolve = field.resolve
@@ -261,7 +278,7 @@ def event_writer(
     if field is None or not _event_is_value(field):
         return None
     by_name = {fragment.name.value: fragment for fragment in fragments}
-    write = complete(field.type, node.selection_set, by_name)
+    write = complete(field.type, node.selection_set, by_name, members=members_of(schema))
     if write is None:
         return None
     return EventWriter(response_key(node), write, counts)

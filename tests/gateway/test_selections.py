@@ -1,7 +1,8 @@
-"""The fields a selection set asks, fragments spread and `@skip`/`@include` decided
-(gateway.execute.selections, gateway.execute.conditions): they are the response keys
-graphql-core's execution answers, in its order (a leaf asked twice once); what needs
-graphql-core's merging of sub-selections, or is not decided, is None."""
+"""The fields a selection set asks, fragments spread (on the type, or on a union it belongs
+to) and `@skip`/`@include` decided (gateway.execute.selections, gateway.execute.conditions):
+they are the response keys graphql-core's execution answers, in its order (a leaf asked
+twice once); what needs graphql-core's merging of sub-selections, or is not decided, is
+None."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from gateway.execute.conditions import MAX_CONDITIONS, conditional_nodes, decide
-from gateway.execute.selections import collect, fragments_of, response_key
+from gateway.execute.selections import collect, fragments_of, members_of, response_key
 
 _SCHEMA = build_schema(
     """
@@ -24,6 +25,7 @@ _SCHEMA = build_schema(
     """
 )
 _ROOT = {"a": 1, "b": 2, "c": 3}
+_MEMBERS = members_of(_SCHEMA)
 
 
 def _keys(
@@ -44,7 +46,7 @@ def _keys(
     outcomes = decide(nodes, operation, variables)
     assert outcomes is not None
     decided = {id(node): yes for node, yes in zip(nodes, outcomes, strict=True)}
-    fields = collect(operation.selection_set.selections, fragments, "Query", decided)
+    fields = collect(operation.selection_set.selections, fragments, "Query", decided, _MEMBERS)
     assert result.errors is None and result.data is not None
     return None if fields is None else [response_key(f) for f in fields], list(result.data)
 
@@ -58,7 +60,7 @@ _CONDITIONS = st.sampled_from(
 def _selections(draw: st.DrawFn, fragments: dict[str, str], depth: int = 0) -> str:
     parts = []
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["field", "field", "inline", "untyped", "named"]))
+        kind = draw(st.sampled_from(["field", "field", "inline", "untyped", "named", "union"]))
         condition = draw(_CONDITIONS)
         if kind == "field" or depth >= 2:
             alias = draw(st.sampled_from(["", "x: ", "y: "]))
@@ -67,6 +69,8 @@ def _selections(draw: st.DrawFn, fragments: dict[str, str], depth: int = 0) -> s
         inner = draw(_selections(fragments, depth + 1))
         if kind == "inline":
             parts.append(f"... on Query {condition} {{ {inner} }}")
+        elif kind == "union":  # Query is one of the union's types
+            parts.append(f"... on Both {condition} {{ {inner} }}")
         elif kind == "untyped":
             parts.append(f"... {condition} {{ {inner} }}")
         else:
@@ -100,8 +104,6 @@ def test_the_fields_are_the_keys_execution_answers_in_its_order(
 @pytest.mark.parametrize(
     "document",
     [
-        "{ ... on Both { __typename } }",  # on a union the type is one of
-        "{ ...U } fragment U on Both { __typename }",
         "{ a ...F } fragment F on Query @include(if: true) { b }",  # not allowed there
         "{ t { x } t { x } }",  # sub-selections of one key merged
         "{ t { x } ...F } fragment F on Query { t { x } }",
@@ -114,6 +116,16 @@ def test_what_needs_graphql_cores_merging_or_is_undecided_is_none(document: str)
     assert isinstance(operation, OperationDefinitionNode)
     fragments = fragments_of(ast.definitions)
     assert collect(operation.selection_set.selections, fragments, "Query") is None
+
+
+def test_a_fragment_on_a_union_is_spread_only_knowing_its_members() -> None:
+    ast = parse("{ a ... on Both { b } ...U } fragment U on Both { c }")
+    operation = ast.definitions[0]
+    assert isinstance(operation, OperationDefinitionNode)
+    selections, fragments = operation.selection_set.selections, fragments_of(ast.definitions)
+    fields = collect(selections, fragments, "Query", members=_MEMBERS)
+    assert [response_key(f) for f in fields or []] == ["a", "b", "c"]
+    assert collect(selections, fragments, "Query") is None  # whose types, it cannot know
 
 
 @pytest.mark.parametrize(

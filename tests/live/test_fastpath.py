@@ -6,14 +6,15 @@ data and errors equal each other's, for generated documents over every view kind
 (count, latest and aggregate; a windowed view's windows of a key and top-N of a window;
 every view's totals; a history view's page of a key's events and event as of a time; a
 page of every view's scan) of the shape it answers (aliases, several root fields, named
-and inline fragments on the type they select from, nested or not, `@skip` and `@include` by
-literals and variables, a leaf or a fragment asked twice, variables and literals, keys
-present and absent, unicode keys, POST and GET) and of shapes it must leave to execution
-(a condition that is no boolean, fragments on a union, one key of two selections, other
-fields, bad variables, bad keys, `atLeast`, a page the read refuses). Authentication, the
-scopes of views and CORS apply to its answers as to executed ones. A top-N, alone or beside
-lookups, is answered by it too: from the cache once the gateway keeps that top, else from
-the nodes' reads (with the cache off, or a field accepting no lag).
+and inline fragments on the type they select from or on a union it belongs to, nested or
+not, `@skip` and `@include` by literals and variables, a leaf or a fragment asked twice,
+variables and literals, keys present and absent, unicode keys, POST and GET) and of shapes
+it must leave to execution (a condition that is no boolean, one key of two selections,
+other fields, bad variables, bad keys, `atLeast`, a page the read refuses).
+Authentication, the scopes of views and CORS apply to its answers as to executed ones. A
+top-N, alone or beside lookups, is answered by it too: from the cache once the gateway
+keeps that top, else from the nodes' reads (with the cache off, or a field accepting no
+lag).
 """
 
 from __future__ import annotations
@@ -647,7 +648,6 @@ SHAPES = (
     "every root field left out",
     "other field",
     "one key of two selections",
-    "a fragment on a union",
 )
 # documents of root fields the fast path answers, which it answers too
 FAST_SHAPES = (
@@ -659,6 +659,7 @@ FAST_SHAPES = (
     "conditions",
     "a fragment spread twice",
     "a leaf twice",
+    "a fragment on a union",
 )
 
 
@@ -687,7 +688,7 @@ def _shaped(shape: str, fields: str, doc: _Doc) -> tuple[str, str]:
         conditions = " ".join(f"t{n}: __typename @include(if: true)" for n in range(17))
         return f"{{ {fields} {conditions} }}", ""
     if shape == "a fragment on a union":  # WordCount is one of the `_Entity` union
-        union = "{ ... on _Entity { __typename } }"
+        union = "{ ... on _Entity { __typename } count }"
         return f'{{ {fields} u: {COUNTS.point_field}(word: "w0") {union} }}', ""
     if shape == "other field":  # federation's own
         return f"{{ {fields} _service {{ __typename }} }}", ""
@@ -847,9 +848,7 @@ def _window_root(draw: st.DrawFn, doc: _Doc) -> str:
 ENTITY_FAULTS: dict[str, str] = {
     "a type that is no entity": "unknown type",
     "a representation without its key": "no key",
-    "a fragment on the union": "union fragment",
     "a condition on null": "null condition",
-    "a named fragment on the union": "named union fragment",
     "a lookup beside it": "lookup beside",
 }
 
@@ -865,7 +864,8 @@ def _object_literal(value: dict[str, str]) -> str:
 @st.composite
 def _entity_fragments(draw: st.DrawFn, doc: _Doc) -> list[str]:
     """The `_entities` selection's parts (inline fragments, or named ones defined in
-    `doc`); `__typename` may be asked twice of a type, which is one field."""
+    `doc`, on the entity types and on the `_Entity` union); `__typename` may be asked twice
+    of a type, which is one field."""
     parts = ["__typename"] if draw(st.booleans()) else []
     # aliases of their own per type: one response key of two types' fields must not clash
     typed = (
@@ -880,6 +880,11 @@ def _entity_fragments(draw: st.DrawFn, doc: _Doc) -> list[str]:
                 parts.append(doc.fragment(view.type_name, selection))
             else:
                 parts.append(f"... on {view.type_name} {selection}")
+    union = draw(st.sampled_from([None, "inline", "named"]))  # every entity type is one of it
+    if union == "inline":
+        parts.append("... on _Entity { u: __typename }")
+    elif union == "named":
+        parts.append(doc.fragment("_Entity", "{ u: __typename }"))
     if not parts:
         parts.append("__typename")
     return draw(st.permutations(parts))
@@ -906,12 +911,8 @@ def entities_requests(draw: st.DrawFn, fault: str = "") -> Request:
         representations.append(_representation(COUNTS.type_name, None, ""))
     doc = _Doc()
     parts = draw(_entity_fragments(doc))
-    if fault == "union fragment":
-        parts.append("... on _Entity { __typename }")
-    elif fault == "null condition":
+    if fault == "null condition":
         parts.append(f"t: __typename @include(if: {doc.variable('Boolean', None)})")
-    elif fault == "named union fragment":
-        parts.append(doc.fragment("_Entity", "{ t: __typename }"))
     if fault != "null condition" and draw(st.booleans()):  # a `__typename` a condition leaves out
         parts.append(f"t: __typename @skip(if: {doc.variable('Boolean!', True)})")
     if draw(st.booleans()):
