@@ -1,7 +1,8 @@
 """What each root field of a planned request asks (`Asked`): its arguments bound as
-graphql-core binds them (`gateway.execute.binding`) and checked as its resolver checks them
-(the principal's scope for the view, the keys, the limit, the window, `maxLag`; an
-`atLeast` token is left to execution). Where a resolver would answer otherwise than by
+graphql-core binds them (`gateway.execute.binding`) and checked as its resolver and the
+planner check them before they read (the principal's scope for the view, the keys, the
+limit, the window, time ranges, page sizes and cursors, a scan's bounds and order,
+`maxLag`; an `atLeast` token is left to execution). Where a resolver would answer otherwise than by
 reading, the request is left to execution: `Doubt` is raised, or the error the resolver's own
 check raises (a GatewayError or GraphQLError) is let through for the caller to catch.
 `Doubt` is also what the fast path raises wherever it cannot prove its answer equal."""
@@ -81,7 +82,7 @@ def roots_asked(
             keys, span = _keys(root, arguments, context), (None, _as_of_end(root, arguments))
             asked.append(Asked(root, keys, options, span=span, page=(1, None, True)))
         elif root.history:
-            keys, span = _keys(root, arguments, context), _times(root, arguments)
+            keys, span = _keys(root, arguments, context), _span(root, arguments)
             asked.append(Asked(root, keys, options, span=span, page=_page(root, arguments)))
         else:
             asked.append(Asked(root, _keys(root, arguments, context), options))
@@ -150,9 +151,10 @@ def _by(root: Root, arguments: Mapping[str, Any]) -> str | None:
 
 
 def _span(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
-    """The `from` and `to` of a key's windows (each None when not given or null), checked
-    as `Planner.windows` checks them before it reads: a resolver failing before its first
-    await makes execution drop its siblings' answers, so execution must answer it."""
+    """The `from` and `to` of a key's windows or events, or of a windowed view's totals
+    (each None when not given or null), checked as the planner checks them before it reads:
+    a resolver failing before its first await makes execution drop its siblings' answers,
+    so execution must answer it."""
     assert root.view is not None
     since, until = arguments.get("from"), arguments.get("to")
     if not all(t is None or isinstance(t, datetime) for t in (since, until)):
@@ -190,20 +192,9 @@ def _as_of_end(root: Root, arguments: Mapping[str, Any]) -> datetime | None:
     return inputs.as_of_end(root.view, at)
 
 
-def _times(root: Root, arguments: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
-    """The `from` and `to` of a key's events, checked as `Planner.history` checks them
-    before it reads (as `_span`: a GatewayError, execution reports it)."""
-    assert root.view is not None
-    since, until = arguments.get("from"), arguments.get("to")
-    if not all(t is None or isinstance(t, datetime) for t in (since, until)):
-        raise Doubt
-    inputs.time_range(root.view, since, until)
-    return since, until
-
-
 def _page(root: Root, arguments: Mapping[str, Any]) -> tuple[int, str | None, bool]:
     """The `first`, `after` and `newestFirst` of a key's events, checked as
-    `Planner.history` checks them before it reads (as `_times`)."""
+    `Planner.history` checks them before it reads (as `_span`)."""
     assert root.view is not None
     first, after = arguments.get("first"), arguments.get("after")
     newest_first = arguments.get("newestFirst")

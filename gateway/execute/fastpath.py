@@ -334,8 +334,9 @@ async def _history(asked: Asked, context: RequestContext) -> KeyRead[Page]:
 
 def _written(root: Root, result: Result | None) -> Any:
     """What execution makes of a read whose field's objects hold objects (a page of a key's
-    events, an aggregate or windowed view's totals): the object its resolver makes of the
-    read, written by the root's writer (Doubt where it cannot prove it)."""
+    events or its event as of a time, a page of a scan, an aggregate or windowed view's
+    totals): the object its resolver makes of the read, written by the root's writer (Doubt
+    where it cannot prove it)."""
     assert root.convert is not None and root.write is not None
     if isinstance(result, KeyRead):  # a page of a key's events
         return root.write(root.convert(result.value or Page.empty()))
