@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, Message
 
 from runtime.produce import new_producer
 from schema import partition_for
-from tooling.processes import client_tls
+from tooling.processes import client_tls, poll_client, wait_until
 
 POINT = "query($w: String!, $m: Int) { wordCount(word: $w, maxLag: $m) { word count } }"
 MULTI = "query($ws: [String!]!, $m: Int) { wordCounts(words: $ws, maxLag: $m) { word count } }"
@@ -211,3 +211,35 @@ class QueryLoad:
                 asked = [rng.choice(self.words)] if kind == "point" else rng.sample(self.words, 8)
                 self.answers.append(await self._ask(http, kind, asked))
                 await asyncio.sleep(pause_s)  # the load's pace, not a wait for a condition
+
+
+def wait_counts_equal(
+    gateway: str,
+    asked: list[str],
+    truth: dict[str, int],
+    timeout_s: float = 120.0,
+    lag_known: bool = False,
+    what: str = "truth",
+) -> float:
+    """Poll the gateway's multi-key lookup of `asked` until every count equals `truth` (a
+    word it lacks: null) without an error, and with `lag_known` every copy read knows its
+    lag again; returns when (monotonic time). AssertionError naming each (answer, `what`)
+    that still differs."""
+    last: dict[str, Any] = {}
+
+    def equal() -> bool:
+        nonlocal last
+        body = http.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
+        rows = (body.get("data") or {}).get("wordCounts") or []
+        last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
+        freshness = (body.get("extensions") or {}).get("freshness") or []
+        known = not lag_known or not any("lagUnknownSince" in entry for entry in freshness)
+        return known and not body.get("errors") and last == {w: truth.get(w) for w in asked}
+
+    try:
+        with poll_client(timeout_s=10.0) as http:
+            wait_until(equal, timeout_s, f"every count to equal the {what}", 0.5)
+    except TimeoutError:
+        differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
+        raise AssertionError(f"(answer, {what}) once the load stopped: {differ}") from None
+    return time.monotonic()

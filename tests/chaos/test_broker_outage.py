@@ -29,9 +29,9 @@ from tests.chaos.invariants import (
     promised_regressions,
     protocol_problems,
 )
-from tests.chaos.load import MULTI, POINT, Answer, QueryLoad, TruthProducer
+from tests.chaos.load import POINT, Answer, QueryLoad, TruthProducer, wait_counts_equal
 from tooling.broker import KafkaBroker
-from tooling.processes import poll_client, wait_until
+from tooling.processes import wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -79,7 +79,7 @@ def test_broker_sigstop_for_30_s_reads_answer_from_the_stores_then_converge_exac
         runner.join(60)
         final = truth.stop()
     assert not runner.is_alive(), "the query load did not stop"
-    exact = _wait_counts_equal(gateway, asked, final)
+    exact = wait_counts_equal(gateway, asked, final, lag_known=True)
     answers = load.answers
 
     share = _report(answers, "broker frozen", frozen, resumed)
@@ -139,31 +139,6 @@ def _watch_outage(gateway: str, word: str, frozen_wall_ms: float, until: float) 
             stale()
             time.sleep(0.5)  # the outage lasts OUTAGE_S: sampling it, not waiting for it
     return seen
-
-
-def _wait_counts_equal(
-    gateway: str, asked: list[str], truth: dict[str, int], timeout_s: float = 120.0
-) -> float:
-    """Wait until every count equals the ground truth, read from copies whose lag is known
-    again; returns when (monotonic time)."""
-    last: dict[str, Any] = {}
-
-    def equal() -> bool:
-        nonlocal last
-        body = http.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
-        rows = (body.get("data") or {}).get("wordCounts") or []
-        last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
-        freshness = (body.get("extensions") or {}).get("freshness") or []
-        known = not any("lagUnknownSince" in entry for entry in freshness)
-        return known and not body.get("errors") and last == {w: truth.get(w) for w in asked}
-
-    try:
-        with poll_client(timeout_s=10.0) as http:
-            wait_until(equal, timeout_s, "every count to equal the ground truth", 0.5)
-    except TimeoutError:
-        differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
-        raise AssertionError(f"(answer, truth) after quiescence: {differ}") from None
-    return time.monotonic()
 
 
 def _report(answers: list[Answer], what: str, start: float, end: float) -> float:

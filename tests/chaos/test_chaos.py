@@ -16,7 +16,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
@@ -32,9 +31,9 @@ from tests.chaos.invariants import (
     stale_strict_reads,
     unavailable_until,
 )
-from tests.chaos.load import MULTI, Answer, QueryLoad, TruthProducer
+from tests.chaos.load import Answer, QueryLoad, TruthProducer, wait_counts_equal
 from tooling.broker import free_port
-from tooling.processes import ManagedProcess, poll_client, wait_until
+from tooling.processes import ManagedProcess
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -77,28 +76,8 @@ def _run(
         runner.join(60)
         final = truth.stop()
     assert not runner.is_alive(), "the query load did not stop"
-    _wait_counts_equal(gateway, asked, final)
+    wait_counts_equal(gateway, asked, final)
     return [a for load in loads for a in load.answers], marks
-
-
-def _wait_counts_equal(
-    gateway: str, asked: list[str], truth: dict[str, int], timeout_s: float = 120.0
-) -> None:
-    last: dict[str, Any] = {}
-
-    def equal() -> bool:
-        nonlocal last
-        body = http.post(gateway, json={"query": MULTI, "variables": {"ws": asked}}).json()
-        rows = (body.get("data") or {}).get("wordCounts") or []
-        last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
-        return not body.get("errors") and last == {w: truth.get(w) for w in asked}
-
-    try:
-        with poll_client(timeout_s=10.0) as http:
-            wait_until(equal, timeout_s, "every count to equal the ground truth", 0.5)
-    except TimeoutError:
-        differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
-        raise AssertionError(f"(answer, truth) after quiescence: {differ}") from None
 
 
 def _pause(process: ManagedProcess, seconds: float) -> None:

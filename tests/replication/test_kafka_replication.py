@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -39,7 +38,7 @@ from tests.chaos.invariants import (
     promised_regressions,
     protocol_problems,
 )
-from tests.chaos.load import MULTI, Answer, QueryLoad, TruthProducer
+from tests.chaos.load import Answer, QueryLoad, TruthProducer, wait_counts_equal
 from tests.replication.tokenwrites import TokenWrites
 from tooling.broker import KafkaBroker, KafkaCluster
 from tooling.config import ToolingConfig
@@ -153,7 +152,7 @@ def test_a_sigkilled_broker_loses_no_acknowledged_write_and_reads_keep_answering
     _report(load.answers, writes, timeline, final)
     _assert_parts_running(local)
     chaos.wait_stable(gateway)
-    _wait_counts_equal(gateway, asked, final)
+    wait_counts_equal(gateway, asked, final, 90.0, what="acknowledged writes")
     # A gateway write that timed out in the election may still have landed (its outcome is
     # unknown to the writer): the topic itself is the truth of those keys, and it holds at
     # least every acknowledged write and at most every write attempted.
@@ -168,7 +167,7 @@ def test_a_sigkilled_broker_loses_no_acknowledged_write_and_reads_keep_answering
     timed_out = [why for _sent, _key, why in writes.failed if "_MSG_TIMED_OUT" in why]
     print(f"records beyond the writes attempted: {extra}; writes timed out: {len(timed_out)}")
     assert timed_out or not extra, f"(in the topic, attempted): more records: {extra}"
-    _wait_counts_equal(gateway, written, dict(landed))
+    wait_counts_equal(gateway, written, dict(landed), 90.0, what="acknowledged writes")
     for violations in (
         protocol_problems(load.answers),
         above_truth(load.answers),
@@ -302,28 +301,6 @@ def _records_per_key(bootstrap: str, topic: str, keys: set[str]) -> Counter[str]
         return found
     finally:
         consumer.close()
-
-
-def _wait_counts_equal(
-    gateway: str, asked: list[str], truth: dict[str, int], timeout_s: float = 90.0
-) -> None:
-    """Wait until every count equals `truth` (never written: null)."""
-    last: dict[str, Any] = {}
-
-    def equal() -> bool:
-        nonlocal last
-        request = {"query": MULTI, "variables": {"ws": asked}}
-        body = http.post(gateway, json=request).json()
-        rows = (body.get("data") or {}).get("wordCounts") or []
-        last = {w: (r or {}).get("count") for w, r in zip(asked, rows, strict=False)}
-        return not body.get("errors") and last == {w: truth.get(w) for w in asked}
-
-    try:
-        with poll_client(timeout_s=10.0) as http:
-            wait_until(equal, timeout_s, "every count to equal the acknowledged writes", 0.5)
-    except TimeoutError:
-        differ = {w: (last.get(w), truth.get(w)) for w in asked if last.get(w) != truth.get(w)}
-        raise AssertionError(f"(answer, acknowledged) once the load stopped: {differ}") from None
 
 
 def _assert_parts_running(local: LocalCluster) -> None:
