@@ -1172,15 +1172,24 @@ def test_a_top_n_from_the_fast_path_is_the_truth(setup: Setup) -> None:
         return setup.fast.fast_answers == before + 1 and cache.top_hits == hits + 2
 
     wait_until(counted_once, 30, "a fast answer of two tops counted as two top-N hits", 0.05)
-    # a top kept beside one never read (a limit no other test asks): the fast path reads
-    # both as their resolvers do, the kept one counted once, not also when it was first found
-    cache, before = fast_cache(setup), setup.fast.fast_answers
-    hits = cache.top_hits
-    fresh = Request(
-        "{ t2: topWords(limit: 2) { word } t40: topWords(limit: 40) { word } }", {}, True
-    )
-    assert _send(setup.fast, fresh, headers).status_code == 200
-    assert (setup.fast.fast_answers, cache.top_hits) == (before + 1, hits + 1)
+    # a top kept beside one never read (a limit no other test asks, a new one each try): the
+    # fast path reads both as their resolvers do, the kept one counted once, not also when
+    # it was first found. Tried again while the kept top is not current (on a busy machine
+    # the cache may doubt it for a moment); counted twice, it never passes
+    limits = iter(range(40, 1000))
+
+    def kept_counted_once() -> bool:
+        cache, before = fast_cache(setup), setup.fast.fast_answers
+        hits, limit = cache.top_hits, next(limits)
+        fresh = Request(
+            f"{{ t2: topWords(limit: 2) {{ word }} t: topWords(limit: {limit}) {{ word }} }}",
+            {},
+            True,
+        )
+        assert _send(setup.fast, fresh, headers).status_code == 200
+        return (setup.fast.fast_answers, cache.top_hits) == (before + 1, hits + 1)
+
+    wait_until(kept_counted_once, 30, "a kept top beside a new one counted as one hit", 0.05)
 
 
 POINT = Request('{ wordCount(word: "w0") { word count } }', {}, fast=True)
