@@ -42,7 +42,9 @@ def ask(
     node = FakeNode("n0", Model.of_counts({"kafka": 3}), range(P), P)
     extra = {node.url(): httpx.MockTransport(handler)} if handler else None
     upstream = client_for([node], extra)
-    config = config or GatewayConfig(timeout_ms=300, retries=0)
+    # a deadline no busy machine reaches: a first request took over 300 ms on a fresh clone
+    # and read as TIMEOUT before the node's fault; a test of the deadline passes its own
+    config = config or GatewayConfig(timeout_ms=10_000, retries=0)
     app = GatewayApp(config, feed=feed_for([node], P), client=upstream)
 
     async def scenario() -> httpx.Response:
@@ -205,7 +207,7 @@ def test_a_partition_error_names_the_node_by_id_not_url_nor_error_text(
 ) -> None:
     node_url = FakeNode("n0", Model(), range(P), P).url()
     # a node that answers is given a deadline no busy machine reaches (one took over 300 ms
-    # to hand back a 404 on CI, which read as TIMEOUT); only the hang needs it to end
+    # to hand back a 404 on CI, which read as TIMEOUT); only the hang needs a short one
     deadline_ms = 300 if handler is hang else 10_000
     response = ask(query, handler, config=GatewayConfig(timeout_ms=deadline_ms, retries=0))
     body = response.json()
