@@ -5,9 +5,11 @@ request waiting in the socket keeps its connection from being closed as idle."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -43,6 +45,25 @@ class _Transport:
 
     def get_extra_info(self, name: str) -> str:
         return f"info {name}"
+
+
+@contextlib.contextmanager
+def _serving(app: Any, **options: Any) -> Iterator[str]:
+    """`app` served by uvicorn with this protocol on a loopback port (its URL), in a thread
+    of this process, stopped on leaving."""
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=free_port(), loop="uvloop", http=GraphQLHttpToolsProtocol,
+        lifespan="off", log_config=None, access_log=False, **options,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, 30, "the server to start")
+        yield f"http://127.0.0.1:{config.port}/"
+    finally:
+        server.should_exit = True
+        thread.join(30)
 
 
 async def _turn() -> None:
@@ -93,24 +114,15 @@ def test_a_whole_response_is_sent_before_what_the_app_does_after_it() -> None:
         await send({"type": "http.response.body", "body": b"answered"})
         after.append(received.wait(10))  # the app's own work after answering
 
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=free_port(), loop="uvloop", http=GraphQLHttpToolsProtocol,
-        lifespan="off", log_config=None, access_log=False,
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started, 30, "the server to start")
-        answer = httpx.get(f"http://127.0.0.1:{config.port}/", timeout=5)
-        received.set()
-        assert answer.content == b"answered"
-        wait_until(lambda: bool(after), 10, "the app to finish")
-        assert after == [True]
-    finally:
-        received.set()
-        server.should_exit = True
-        thread.join(30)
+    with _serving(app) as url:
+        try:
+            answer = httpx.get(url, timeout=5)
+            received.set()
+            assert answer.content == b"answered"
+            wait_until(lambda: bool(after), 10, "the app to finish")
+            assert after == [True]
+        finally:
+            received.set()  # the app's thread waits no more, whatever failed
 
 
 def test_a_request_sent_while_the_loop_stood_still_past_the_keep_alive_is_answered() -> None:
@@ -134,23 +146,12 @@ def test_a_request_sent_while_the_loop_stood_still_past_the_keep_alive_is_answer
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"answered"})
 
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=free_port(), loop="uvloop", http=GraphQLHttpToolsProtocol,
-        lifespan="off", log_config=None, access_log=False, timeout_keep_alive=1,
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        wait_until(lambda: server.started, 30, "the server to start")
-        url = f"http://127.0.0.1:{config.port}/"
-        with httpx.Client(timeout=10) as client:
+        with _serving(app, timeout_keep_alive=1) as url, httpx.Client(timeout=10) as client:
             assert client.get(url).content == b"answered"  # the connection is now idle
             os.write(write_end, b"x")
             assert frozen.wait(10), "the event loop did not run the freeze"
             assert client.get(url).content == b"answered"  # on the same connection
     finally:
-        server.should_exit = True
-        thread.join(30)
         os.close(read_end)
         os.close(write_end)
