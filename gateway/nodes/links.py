@@ -3,7 +3,11 @@ its handshake signed like a node call (runtime.trust), its frames handed to the 
 they name.
 
 A follow registers a queue; the link's reader puts every frame of that follow in it, and
-`LOST` when the connection ends (the follow is then over: the hub follows again).
+`LOST` when the connection ends (the follow is then over: the hub follows again). After a
+frame marked `more` (a part of a snapshot of every key), the reader reads on only once the
+follower took every frame of that follow, or let it go: a partition's snapshot of a million
+rows is never held parsed all at once, a garbage collection walking it would pause the loop
+(up to 600 ms, measured), and the node's sending waits on the socket meanwhile.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from websockets.typing import Subprotocol
 from runtime.trust import NodeCallSigner
 from schema.feed import FEED_PATH, FEED_SUBPROTOCOL
 
-__all__ = ["LOST", "FeedLink", "LinkError", "feed_url"]
+__all__ = ["LOST", "FeedLink", "Frames", "LinkError", "feed_url"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,33 @@ _MAX_FRAME_BYTES = 64 << 20  # a snapshot of many keys comes in one frame
 
 class LinkError(Exception):
     """The node's feed could not be reached or refused the handshake; says which and why."""
+
+
+class Frames(asyncio.Queue[Mapping[str, Any]]):
+    """The frames of one follow, in order; `taken` waits until the follower took them all
+    (or `release` says it never will)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._emptied = asyncio.Event()
+        self._emptied.set()
+
+    def _put(self, item: Mapping[str, Any]) -> None:
+        super()._put(item)  # type: ignore[misc]  # asyncio.Queue's hook for subclasses
+        self._emptied.clear()
+
+    def _get(self) -> Mapping[str, Any]:
+        item: Mapping[str, Any] = super()._get()  # type: ignore[misc]
+        if self.empty():
+            self._emptied.set()
+        return item
+
+    def release(self) -> None:
+        """The follow is over: nothing waits for its frames to be taken any more."""
+        self._emptied.set()
+
+    async def taken(self) -> None:
+        await self._emptied.wait()
 
 
 def feed_url(node_url: str) -> tuple[str, str]:
@@ -61,7 +92,7 @@ class FeedLink:
         self._reader: asyncio.Task[None] | None = None
         self._opening = asyncio.Lock()
         self._ids = itertools.count(1)
-        self._follows: dict[int, asyncio.Queue[Mapping[str, Any]]] = {}
+        self._follows: dict[int, Frames] = {}
 
     @property
     def idle(self) -> bool:
@@ -95,11 +126,11 @@ class FeedLink:
             return None
         return ssl.create_default_context(cafile=None if self._ca is None else str(self._ca))
 
-    async def follow(self, frame: dict[str, Any]) -> tuple[int, asyncio.Queue[Mapping[str, Any]]]:
+    async def follow(self, frame: dict[str, Any]) -> tuple[int, Frames]:
         """Send a follow (its id set here); the queue its frames will come in."""
         await self.open()
         ident = next(self._ids)
-        queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
+        queue = Frames()
         self._follows[ident] = queue
         try:
             await self._send({**frame, "type": "follow", "id": ident})
@@ -110,7 +141,10 @@ class FeedLink:
 
     async def unfollow(self, ident: int) -> None:
         """Stop follow `ident`; frames of it still in flight are dropped."""
-        if self._follows.pop(ident, None) is not None and self._ws is not None:
+        queue = self._follows.pop(ident, None)
+        if queue is not None:
+            queue.release()
+        if queue is not None and self._ws is not None:
             with contextlib.suppress(LinkError):
                 await self._send({"type": "unfollow", "id": ident})
 
@@ -126,24 +160,30 @@ class FeedLink:
     async def _read(self, ws: ClientConnection) -> None:
         try:
             async for message in ws:
-                self._dispatch(message)
+                waiting = self._dispatch(message)
+                if waiting is not None:  # a part of a snapshot: one at a time
+                    await waiting.taken()
         except (OSError, WebSocketException) as exc:
             log.info("feed of node %s at %s ended: %s", self.node_id, self.url, exc)
         finally:
             self._lost(ws)
 
-    def _dispatch(self, message: str | bytes) -> None:
+    def _dispatch(self, message: str | bytes) -> Frames | None:
+        """Hand `message` to its follow; that follow's queue when the frame is a part of a
+        snapshot with more to come."""
         try:
             frame = orjson.loads(message)
         except orjson.JSONDecodeError:
             log.warning("node %s sent a feed frame that is no JSON: %.200r", self.node_id, message)
-            return
+            return None
         ident = frame.get("id") if isinstance(frame, dict) else None
         queue = self._follows.get(ident) if isinstance(ident, int) else None
         if queue is not None:
             queue.put_nowait(frame)
-        elif isinstance(frame, dict) and frame.get("type") == "error":
+            return queue if frame.get("more") is True else None
+        if isinstance(frame, dict) and frame.get("type") == "error":
             log.warning("node %s feed error: %.300s", self.node_id, frame.get("message"))
+        return None
 
     def _lost(self, ws: ClientConnection) -> None:
         if self._ws is ws:
@@ -151,6 +191,7 @@ class FeedLink:
         follows, self._follows = self._follows, {}
         for queue in follows.values():
             queue.put_nowait(LOST)
+            queue.release()
 
     async def close(self) -> None:
         ws, reader = self._ws, self._reader

@@ -56,7 +56,7 @@ import logging
 import math
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +85,7 @@ from gateway.reads.protocol import (
     ReadOptions,
     TopResult,
 )
-from gateway.reads.whole import WholeView, WholeViews, views_to_hold
+from gateway.reads.whole import WholePart, WholeView, WholeViews, views_to_hold
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
@@ -823,8 +823,12 @@ class GatewayCache:
     ) -> list[Change]:
         frame = {"partition": partition, "views": [view.name], "keys": keys, "from": None,
                  "snapshot": True}  # fmt: skip
-        docs, _ = await _snapshot_frames(link, frame, _FILL_TIMEOUT_S)
-        changes = [Change.from_json(doc) for doc in docs]
+        changes: list[Change] = []
+
+        async def take(docs: list[Any], _applied: Mapping[str, Any]) -> None:
+            changes.extend(Change.from_json(doc) for doc in docs)
+
+        await _snapshot_frames(link, frame, _FILL_TIMEOUT_S, take)
         return [c for c in changes if c.snapshot]
 
     # -- views held whole -----------------------------------------------------------------
@@ -897,44 +901,60 @@ class GatewayCache:
             part = self._whole.begin(whole, state.partition, generation)
             registered_at = state.applied[topic]
             try:
-                offset, snapshot = await self._snapshot_whole(link, state.partition, view, limit)
+                offset = await self._snapshot_whole(link, state, whole, part, limit, registered_at)
             except _TooLarge as exc:
                 self._let_go(whole, str(exc))
                 return
+            except _Behind as exc:  # a change between the two could be missing from both
+                log.info(
+                    "cache, partition %d: the snapshot of %s is from offset %d, below the %d "
+                    "the follow had reached: asking again", state.partition, view.name,
+                    exc.offset, registered_at,
+                )  # fmt: skip
+                continue
             except (LinkError, TimeoutError, FeedFrameError) as exc:
                 log.info(
                     "cache, partition %d: no snapshot of %s: %s", state.partition, view.name, exc
                 )
                 continue
             if whole.parts.get(state.partition) is not part or state.generation != generation:
-                return
-            if offset < registered_at:  # a change between the two could be missing from both
-                log.info(
-                    "cache, partition %d: the snapshot of %s is from offset %d, below the %d "
-                    "the follow had reached: asking again", state.partition, view.name, offset,
-                    registered_at,
-                )  # fmt: skip
-                continue
-            for start in range(0, len(snapshot), _WHOLE_SLICE):  # no long pause of the loop
-                if start:
-                    await asyncio.sleep(0)
-                    if whole.parts.get(state.partition) is not part:
-                        return
-                self._whole.take(whole, part, offset, snapshot[start : start + _WHOLE_SLICE])
+                return  # a load for a newer follow took over (it was cancelled)
             self._whole.loaded(whole, part, offset)
-            self.filled_by_snapshots += len(snapshot)
             self._evict()
             return
 
     async def _snapshot_whole(
-        self, link: FeedLink, partition: int, view: View, limit: int
-    ) -> tuple[int, list[Any]]:
-        """The offset of a snapshot of every key of `view` in `partition`, and its changes'
-        JSON (`WholeViews.take` reads them, a slice at a time)."""
-        frame = {"partition": partition, "views": [view.name], "keys": None, "from": None,
+        self,
+        link: FeedLink,
+        state: _Partition,
+        whole: WholeView,
+        part: WholePart,
+        limit: int,
+        registered_at: int,
+    ) -> int:
+        """Take a snapshot of every key of `whole`'s view in `state`'s partition into `part`,
+        a frame at a time as each comes (a partition of a million rows comes in hundreds: the
+        parsed changes of one are let go before the next, so a garbage collection never walks
+        a whole partition's of them); returns the offset it was read at. _Behind when that is
+        below `registered_at`, where the follow stood when the load registered."""
+        view = whole.view
+        topic = view.changelog_topic
+        frame = {"partition": state.partition, "views": [view.name], "keys": None, "from": None,
                  "snapshot": True, "limit": limit}  # fmt: skip
-        docs, applied = await _snapshot_frames(link, frame, _WHOLE_TIMEOUT_S)
-        return offsets_of(applied, "applied").get(view.changelog_topic, 0), docs
+
+        async def take(changes: list[Any], applied: Mapping[str, Any]) -> None:
+            offset = offsets_of(applied, "applied").get(topic, 0)
+            if offset < registered_at:
+                raise _Behind(offset)
+            for start in range(0, len(changes), _WHOLE_SLICE):  # no long pause of the loop
+                if whole.parts.get(state.partition) is not part:
+                    return  # superseded: `_load` sees it once the follow is let go
+                self._whole.take(whole, part, offset, changes[start : start + _WHOLE_SLICE])
+                await asyncio.sleep(0)
+            self.filled_by_snapshots += len(changes)
+
+        applied = await _snapshot_frames(link, frame, _WHOLE_TIMEOUT_S, take)
+        return offsets_of(applied, "applied").get(topic, 0)
 
     # -- entries --------------------------------------------------------------------------
 
@@ -992,28 +1012,40 @@ class _TooLarge(Exception):
     """A partition holds more rows of a view than a snapshot of every key may take."""
 
 
+class _Behind(Exception):
+    """A snapshot read below where the follow stood when its load registered."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(f"snapshot read at offset {offset}")
+        self.offset = offset
+
+
 async def _snapshot_frames(
-    link: FeedLink, frame: dict[str, Any], timeout_s: float
-) -> tuple[list[Any], Mapping[str, Any]]:
-    """The snapshot changes' JSON of the snapshot follow `frame` asks for (unfollowed then),
-    of every `changes` frame up to the one without `more`, and its `applied`; LinkError when
-    the follow ends first, _TooLarge when the node refuses its size."""
+    link: FeedLink,
+    frame: dict[str, Any],
+    timeout_s: float,
+    take: Callable[[list[Any], Mapping[str, Any]], Awaitable[None]],
+) -> Mapping[str, Any]:
+    """Hand `take` the snapshot changes' JSON of the snapshot follow `frame` asks for, and
+    its `applied`, a `changes` frame at a time up to the one without `more`; returns that
+    `applied` (the follow is let go then). LinkError when the follow ends first, TimeoutError
+    when no frame comes for `timeout_s`, _TooLarge when the node refuses its size."""
     ident, frames = await link.follow(frame)
-    docs: list[Any] = []
     try:
-        async with asyncio.timeout(timeout_s):
-            while True:
+        while True:
+            async with asyncio.timeout(timeout_s):
                 got = await frames.get()
-                kind = got.get("type")
-                if kind == "changes":
-                    docs.extend(got.get("changes") or [])
-                    if got.get("more") is not True:
-                        return docs, got.get("applied") or {}
-                    continue
-                if kind == "error" and got.get("tooLarge") is True:
-                    raise _TooLarge(str(got.get("message")))
-                if kind in ("lost", "gone", "error"):
-                    raise LinkError(f"snapshot follow ended: {got.get('message', kind)}")
+            kind = got.get("type")
+            if kind == "changes":
+                applied = got.get("applied") or {}
+                await take(got.get("changes") or [], applied)
+                if got.get("more") is not True:
+                    return applied
+                continue
+            if kind == "error" and got.get("tooLarge") is True:
+                raise _TooLarge(str(got.get("message")))
+            if kind in ("lost", "gone", "error"):
+                raise LinkError(f"snapshot follow ended: {got.get('message', kind)}")
     finally:
         await link.unfollow(ident)
 
