@@ -134,8 +134,9 @@ class FeedLink:
         self._follows[ident] = queue
         try:
             await self._send({**frame, "type": "follow", "id": ident})
-        except LinkError:
+        except BaseException:  # a LinkError, or the follower cancelled: nobody takes frames
             self._follows.pop(ident, None)
+            queue.release()
             raise
         return ident, queue
 
