@@ -918,7 +918,7 @@ class GatewayCache:
                 )
                 continue
             if whole.parts.get(state.partition) is not part or state.generation != generation:
-                return  # a load for a newer follow took over (it was cancelled)
+                return  # the follow ended, or a load for a newer one took over
             self._whole.loaded(whole, part, offset)
             self._evict()
             return
