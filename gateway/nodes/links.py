@@ -135,19 +135,23 @@ class FeedLink:
         try:
             await self._send({**frame, "type": "follow", "id": ident})
         except BaseException:  # a LinkError, or the follower cancelled: nobody takes frames
-            self._follows.pop(ident, None)
-            queue.release()
+            self._forget(ident)
             raise
         return ident, queue
 
     async def unfollow(self, ident: int) -> None:
         """Stop follow `ident`; frames of it still in flight are dropped."""
-        queue = self._follows.pop(ident, None)
-        if queue is not None:
-            queue.release()
-        if queue is not None and self._ws is not None:
+        if self._forget(ident) and self._ws is not None:
             with contextlib.suppress(LinkError):
                 await self._send({"type": "unfollow", "id": ident})
+
+    def _forget(self, ident: int) -> bool:
+        """Drop follow `ident`'s queue, freeing a reader waiting on it; whether it was there."""
+        queue = self._follows.pop(ident, None)
+        if queue is None:
+            return False
+        queue.release()
+        return True
 
     async def _send(self, frame: dict[str, Any]) -> None:
         ws = self._ws
