@@ -13,6 +13,7 @@ import pytest
 
 from gateway.nodes.links import FeedLink
 from runtime.trust import NodeCallSigner
+from tests.live.test_cache import settle
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -56,11 +57,6 @@ async def _no_connection() -> None:
     pass
 
 
-async def _settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
-
-
 def _changes(ident: int, rows: int, more: bool) -> dict[str, Any]:
     frame = {"type": "changes", "id": ident, "changes": [{"n": i} for i in range(rows)]}
     return {**frame, "applied": {"t": 5}, "snapshot": True, **({"more": True} if more else {})}
@@ -73,13 +69,13 @@ def test_the_next_frame_of_a_snapshot_is_read_once_the_last_was_taken() -> None:
         stream.send(_changes(ident, 3, more=True))
         stream.send(_changes(ident, 3, more=True))
         stream.send(_changes(ident, 2, more=False))
-        await _settle()
+        await settle()
         assert (stream.read, frames.qsize()) == (1, 1)  # the second waits on the socket
         await frames.get()
-        await _settle()
+        await settle()
         assert (stream.read, frames.qsize()) == (2, 1)
         await frames.get()
-        await _settle()
+        await settle()
         assert (stream.read, frames.qsize()) == (3, 1)  # the last: no wait after it
         stream.end()
         await reader
@@ -94,10 +90,10 @@ def test_a_follow_let_go_mid_snapshot_does_not_hold_the_reader() -> None:
         other, others = await _registered(link)
         stream.send(_changes(ident, 3, more=True))
         stream.send({"type": "progress", "id": other, "applied": {"t": 6}})
-        await _settle()
+        await settle()
         assert others.empty()  # behind the snapshot frame nobody took yet
         await link.unfollow(ident)
-        await _settle()
+        await settle()
         assert (await others.get())["type"] == "progress"
         stream.end()
         await reader
