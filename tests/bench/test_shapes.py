@@ -18,7 +18,7 @@ from tests.bench.answering import answering
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
 from tests.bench.peer_figures import Round
-from tests.bench.shapes import SHAPES, cell_figures, pauses_in, shape_bodies
+from tests.bench.shapes import SHAPES, BodiesFiles, cell_figures, pauses_in, shape_bodies
 
 DATA = Dataset(5000, 6)
 LUA = Path(__file__).with_name("wrk_pairs.lua")
@@ -37,6 +37,15 @@ def test_every_shape_asks_what_its_aliases_say() -> None:
     assert sum(b["variables"]["word"].startswith("absent") for b in absent) == len(absent) // 2
     assert all(("p0_0" in b["query"]) == b["variables"]["word"].startswith("absent")
                for b in absent)  # fmt: skip
+
+
+def test_a_shapes_bodies_go_into_files_its_runs_take_in_turn(tmp_path: Path) -> None:
+    load = CheckedLoad(tmp_path, WORD_COUNTS.key_field, script=LUA)
+    bodies = [orjson.dumps({"i": i}) for i in range(5)]
+    files = BodiesFiles(load, "uniform", bodies, per_file=2)
+    lines = [path.read_bytes().splitlines() for path in files.paths]
+    assert lines == [bodies[0:2], bodies[2:4], bodies[4:5]]  # every body once, in order
+    assert [files.next() for _ in range(4)] == [*files.paths, files.paths[0]]
 
 
 def _row(index: int, off: int = 0) -> dict[str, object]:
