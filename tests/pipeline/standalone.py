@@ -77,8 +77,12 @@ class StandaloneSpark:
         self.port = 0  # known once the master started
         self.webui_port = 0
         python_path = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+        # the master, the workers and the executors compile and collect as the driver
+        # does (SPARK_SUBMIT_OPTS, which tests/conftest.py sets for quick starts)
+        self.jvm_options = env.get("SPARK_SUBMIT_OPTS", "")
         self.env = {
             **env,
+            "SPARK_DAEMON_JAVA_OPTS": self.jvm_options,
             "SPARK_LOCAL_IP": HOST,
             # shuffle, block manager and RocksDB working files stay in the test's directory
             "SPARK_LOCAL_DIRS": str(base_dir / "local"),
@@ -140,11 +144,13 @@ class StandaloneSpark:
         return worker
 
     def submit(self, options: Sequence[str], env: Mapping[str, str]) -> ManagedProcess:
-        """`spark-submit --master <this cluster> <options> <statefed's application file>`."""
+        """`spark-submit --master <this cluster> <options> <statefed's application file>`, its
+        executors started with the driver's JVM options."""
         full_env = {**self.env, **env}
         command = [
             str(SPARK_HOME / "bin" / "spark-submit"),
             *("--master", self.url, "--deploy-mode", "client"),
+            *("--conf", f"spark.executor.extraJavaOptions={self.jvm_options}"),
             *options,
             app_path(full_env).strip(),
         ]
