@@ -250,16 +250,21 @@ def setup(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iter
             httpx.Client(base_url=fast_url, timeout=30) as fast_http,
             httpx.Client(base_url=off_url, timeout=30) as off_http,
         ):
-            for http in (fast_http, off_http):
-                settled_routes = functools.partial(_routes_settled, http, nodes)
-                wait_until(settled_routes, 120, "a settled group, routed by the gateway")
             ready = Setup(Gateway(fast_app, fast_http), Gateway(off_app, off_http), tokens, nodes)
+            _settle(ready, 120)
             _warm(ready)
             yield ready
     finally:
         for node in nodes:
             if node.thread.is_alive():
                 node.stop()
+
+
+def _settle(setup: Setup, timeout_s: float) -> None:
+    """Wait until both gateways route every partition to the copy its node serves."""
+    for gateway in (setup.fast, setup.off):
+        settled_routes = functools.partial(_routes_settled, gateway.http, setup.nodes)
+        wait_until(settled_routes, timeout_s, "a settled group, routed by both gateways")
 
 
 def _warm(setup: Setup) -> None:
@@ -1009,13 +1014,6 @@ _SETTINGS = settings(
 )
 
 
-def _settle(setup: Setup) -> None:
-    """Wait until both gateways route every partition to the copy its node serves."""
-    for gateway in (setup.fast, setup.off):
-        settled_routes = functools.partial(_routes_settled, gateway.http, setup.nodes)
-        wait_until(settled_routes, 60, "a settled group, routed by both gateways")
-
-
 def _check(setup: Setup, request: Request) -> None:
     """The fast path answers `request` as execution, and as a gateway without the cache.
 
@@ -1037,7 +1035,7 @@ def _check(setup: Setup, request: Request) -> None:
             break
         views = [g.http.get("/health").json()["nodes"] for g in (setup.fast, setup.off)]
         differences.append({"cache on": fast, "cache off": off, "nodes seen": views})
-        _settle(setup)
+        _settle(setup, 60)
     else:
         raise AssertionError(f"{request}: the gateways differed twice: {differences}")
     body = orjson.loads(content)
