@@ -36,6 +36,7 @@ from tests.bench.peer_gateways import PEERS, wait_answering
 from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
 from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
+from tests.bench.request_time import write_request_times
 from tests.bench.session import BenchError, BenchSession, samples_of
 from tooling.broker import free_port
 from tooling.processes import ManagedProcess, wait_until
@@ -349,6 +350,8 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
     )  # fmt: skip
     for row in rows:
         table.add(*row)
+    ours = [t for t in TARGETS if t in GATEWAYS]
+    write_request_times(section, cells, SHAPES, ours, PEERS, session.settings.point_connections)
     s = session.settings
     held = [
         f"{shape} {fmt_ratio(ratios[f'{shape}_c{c}_whole_x_cache_off'])} at {c}"
