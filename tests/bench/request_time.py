@@ -148,10 +148,21 @@ def write_request_times(
         "at 1 connection, the req/s at 32. Our gateway answers on one thread (its event "
         "loop), so at 32 connections its req/s is at most 1 / its CPU per request: the goal "
         "needs that CPU at most the goal's time a request, whatever the other core does. A "
-        "gateway that asks the node for a request takes "
-        "at least the node direct's time for it; at 1 connection that alone is longer than "
-        "the goal's time for "
-        + (", ".join(out_of_reach) or "no shape")
+        "gateway that asks the node for a request takes at least the node direct's time "
+        "for it; " + _reach_sentence(out_of_reach)
+    )
+
+
+def _reach_sentence(out_of_reach: Sequence[str]) -> str:
+    """What the node direct's time at 1 connection leaves of the goal, by shape."""
+    if not out_of_reach:
+        return (
+            "at 1 connection that alone was shorter than the goal's time on every shape "
+            "measured: there the goal leaves a gateway asking the node the difference."
+        )
+    return (
+        "at 1 connection that alone is longer than the goal's time for "
+        + ", ".join(out_of_reach)
         + ": there no gateway that asks the node for each request can meet the goal, only "
         "answers from memory can."
     )

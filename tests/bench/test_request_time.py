@@ -66,3 +66,11 @@ def test_the_node_directs_time_says_which_goals_a_proxy_can_reach() -> None:
         "0.700 + 0.000 (front 0.88 cores)",
     ]  # fmt: skip
     assert rows[3][2:] == ["-", "-", "-", "-"]  # "fast" was not measured at 32 connections
+
+
+def test_the_note_says_so_when_every_goal_is_within_the_node_directs_reach() -> None:
+    section = Section("shapes", "Shapes")
+    write_request_times(section, CELLS, ["fast"], ["gateway"], ["peer"], [1, 32])
+    assert section.figures["request_time"]["fast"]["reachable_asking_the_node"] is True
+    assert "shorter than the goal's time on every shape measured" in section.notes[-1]
+    assert "longer than the goal's time" not in section.notes[-1]
