@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,8 @@ GATEWAYS = ("gateway", "gateway_cache_off", "gateway_whole")
 _WHOLE_MB = 1024  # the cache of the gateway holding the view whole: 1M keys take ~300 MB
 # a router's API has no `_entities` (its subgraphs' field): the peers are not asked for them
 _NOT_ASKED = {"entities20": PEERS}
+# the shapes whose load the gateway with its defaults is profiled under
+_PROFILED = ("multi10", "uniform")
 _BODIES = 20_000  # bodies of the shapes of random keys (a run asks a few thousand of them)
 # wrk holds a file's bodies in one Lua table of its thread. Against a server answering in
 # 1 ms, a file of 1,000,000 bodies put wrk's p99 at 150-190 ms (2-3 ms from files of 20,000
@@ -260,7 +262,7 @@ def measure(session: BenchSession, report: Report) -> None:
                         runs.setdefault(f"{shape}_{target}_c{c}", []).append(
                             _run(session, targets, load, files[shape].next(), (shape, target, c))
                         )
-        profiles = _profile(session, load, targets, files["multi10"].next())
+        profiles = _profile(session, load, targets, files)
     finally:
         for process in reversed(started):
             process.stop()
@@ -271,9 +273,11 @@ def measure(session: BenchSession, report: Report) -> None:
     write_profiles(
         section,
         profiles,
-        f"Profile: py-spy at 250 Hz for {session.settings.profile_s:g} s of the gateway with "
-        f"its defaults under the `multi10` load at {max(session.settings.point_connections)} "
-        "connections (a separate run, not a measured one), sampling only the thread holding "
+        f"Profiles: py-spy at 250 Hz for {session.settings.profile_s:g} s of the gateway with "
+        f"its defaults under the `multi10` load, then the `uniform` one (whose keys the cache "
+        f"seldom holds: `gateway: cache` is what the cache costs a lookup it does not answer), "
+        f"at {max(session.settings.point_connections)} "
+        "connections (separate runs, not measured ones), sampling only the thread holding "
         "the GIL: the gateway's own CPU, without its Kafka readers waiting. Its stacks of "
         "coroutines are cut where a task resumes, so read the inclusive table as a floor; the "
         "self time by area adds up to the whole.",
@@ -281,18 +285,23 @@ def measure(session: BenchSession, report: Report) -> None:
 
 
 def _profile(
-    session: BenchSession, load: CheckedLoad, targets: Targets, bodies: Path
+    session: BenchSession, load: CheckedLoad, targets: Targets, files: Mapping[str, BodiesFiles]
 ) -> list[Profile]:
-    """Where the gateway's CPU goes on a multi-key request (issue 31's 0.25 ms goal)."""
+    """Where the gateway's CPU goes on a multi-key request (issue 31's 0.25 ms goal), and
+    on a lookup the cache seldom answers (`uniform`): what the cache costs when it misses."""
     py_spy = find_py_spy(session.settings.py_spy)
     pid = targets.front.get("gateway")
     if py_spy is None or pid is None:
         return []
     seconds = session.settings.profile_s
     recorder = ProfileRecorder(py_spy, session.settings.workdir / "profiles")
-    started = recorder.start("gateway (defaults), multi10", pid, seconds, gil=True)
-    load.run(targets.urls["gateway"], bodies, max(session.settings.point_connections), seconds + 1)
-    return [recorder.finish(started, seconds + 20)]
+    profiles = []
+    for shape in _PROFILED:
+        started = recorder.start(f"gateway (defaults), {shape}", pid, seconds, gil=True)
+        connections = max(session.settings.point_connections)
+        load.run(targets.urls["gateway"], files[shape].next(), connections, seconds + 1)
+        profiles.append(recorder.finish(started, seconds + 20))
+    return profiles
 
 
 def _asked(shape: str) -> list[str]:
