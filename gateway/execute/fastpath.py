@@ -62,6 +62,7 @@ from gateway.execute.writer import Doubt as WriterDoubt
 from gateway.model.errors import GatewayError
 from gateway.model.rows import Event, Page, Row, WindowCount
 from gateway.reads.protocol import (
+    SKIPPED,
     CachedRow,
     CacheHits,
     KeyRead,
@@ -79,7 +80,7 @@ _MEMO_ROWS = 16_384  # (root field, row) -> its leaves, kept until the memo is f
 # (root field ident, key, count) -> the object execution makes of that count row
 _Made = dict[tuple[int, str, int], dict[str, Any]]
 # what a request whose keys the cache does not all hold has of it: nothing, so the read of
-# each view decides for itself whether to look (`Planner.lookup`)
+# each view decides for itself whether to look (`Planner.lookup`; see `_not_held`)
 _NOT_LOOKED: Mapping[str, CacheHits] = {}
 _NOT_READ = LookupResult([], [])  # a read not made yet
 # the top-N a request asked, from the cache: by the id of its `Asked`, its value, view and
@@ -130,9 +131,10 @@ class FastPath:
         (counted as hits), else None having changed nothing, with what the cache answered
         of each view (by name): the reads of the rest start from it instead of asking the
         cache again."""
-        for a in asked:  # a key not held: no look answers it whole; each read decides
-            if a.root.view is not None and not a.root.top and not cache.holds(a.root.view, a.keys):
-                return None, _NOT_LOOKED
+        for a in asked:  # a key not held: no look answers it whole
+            view = a.root.view
+            if view is not None and not a.root.top and not cache.holds(view, a.keys):
+                return None, _not_held(asked, view)
         looked: dict[str, CacheHits] = {}
         try:
             wanted = _by_view(asked)
@@ -369,6 +371,16 @@ async def _top(asked: Asked, context: RequestContext) -> TopResult:
     assert view is not None
     deadline, options = context.deadline, asked.options
     return await context.planner.top(view, asked.limit, deadline, asked.window, options, asked.by)
+
+
+def _not_held(asked: list[Asked], view: View) -> Mapping[str, CacheHits]:
+    """What the reads of a request have of the cache when the keys of one lookup of `view`
+    are not all held: when that lookup is the only one of `view`, its read reads every key
+    without looking again (`SKIPPED`, as `Planner.lookup` would decide); otherwise each read
+    decides for itself."""
+    name = view.name
+    lookups = [a for a in asked if a.root.view is not None and a.root.view.name == name]
+    return {name: SKIPPED} if sum(not a.root.top for a in lookups) == 1 else _NOT_LOOKED
 
 
 def _read_rows(result: Result) -> list[Any]:

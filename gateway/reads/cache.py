@@ -318,7 +318,11 @@ class GatewayCache:
         if whole is not None and whole.complete:
             return True  # every key's row, or that it has none
         entries = self._entries
-        return all((name, key) in entries for key in keys)
+        # a loop, not all() of a generator (0.5 against 0.14 us for one key): every lookup
+        for key in keys:  # noqa: SIM110
+            if (name, key) not in entries:
+                return False
+        return True
 
     def passed(
         self,

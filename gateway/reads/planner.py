@@ -255,7 +255,7 @@ class Planner:
         """The rows of `keys` (count and latest views), asking each owning node once; the
         keys were checked with `check_keys` when the request asked for them. `looked`: what
         the cache answered of these keys (or more) already (`gateway.execute.fastpath`), so it
-        is not asked again."""
+        is not asked again; `SKIPPED` when it found them not all held."""
         partitions, keys_of = group_keys(keys, self._feed.current.partition_count(view), view)
         cache = self._cache
         if cache is None or not cache.cacheable(view) or self._no_lag(options):

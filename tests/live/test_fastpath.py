@@ -1300,15 +1300,21 @@ def test_a_lookup_of_a_key_the_cache_does_not_hold_reads_the_nodes_without_looki
 ) -> None:
     """A lookup of a key the cache holds and one it has never seen cannot be answered whole
     from memory: it does not look in the cache at all (a look would cost the gateway for no
-    saved node read), reads both keys from the nodes and counts as skipped."""
+    saved node read), asks the cache whether it holds the keys once, reads both keys from
+    the nodes and counts as skipped."""
     headers = {"authorization": f"Bearer {setup.tokens['all']}"}
     cache = fast_cache(setup)
     looks: list[list[str]] = []
-    look = cache.look
+    held: list[list[str]] = []
+    look, holds = cache.look, cache.holds
 
     def counted(view: Any, keys_of: Any, *args: Any) -> Any:
         looks.append(sorted(k for keys in keys_of.values() for k in keys))
         return look(view, keys_of, *args)
+
+    def counted_holds(view: Any, keys: Any) -> bool:
+        held.append(list(keys))
+        return holds(view, keys)
 
     def answered_from_memory() -> bool:
         before = cache.hits
@@ -1318,6 +1324,7 @@ def test_a_lookup_of_a_key_the_cache_does_not_hold_reads_the_nodes_without_looki
 
     wait_until(answered_from_memory, 10, "the key answered from the cache", 0.05)
     monkeypatch.setattr(cache, "look", counted)
+    monkeypatch.setattr(cache, "holds", counted_holds)
     unseen = f"unseen-{uuid.uuid4().hex}"
     query = f'{{ wordCounts(words: ["ключ", "{unseen}"]) {{ word count }} }}'
     hits, misses, skipped = cache.hits, cache.misses, cache.skipped
@@ -1325,6 +1332,7 @@ def test_a_lookup_of_a_key_the_cache_does_not_hold_reads_the_nodes_without_looki
     body = response.json()
     assert body["data"]["wordCounts"] == [{"word": "ключ", "count": 7}, None], body
     assert looks == [], looks
+    assert held == [["ключ", unseen]], held
     assert (cache.hits, cache.misses, cache.skipped) == (hits, misses, skipped + 1)
 
 
