@@ -84,10 +84,13 @@ class Output:
         return "\n".join(self.lines[-count:])
 
 
-def start(args: list[str], cwd: Path, bin_dir: Path | None = None) -> subprocess.Popen[str]:
+def start(
+    args: list[str], cwd: Path, bin_dir: Path | None = None, *, own_stderr: bool = False
+) -> subprocess.Popen[str]:
     """A process in its own process group (stopped with everything it starts), its
-    standard error in its output, with the environment of a fresh shell: no STATEFED_*,
-    and `bin_dir` first on the PATH (an activated virtualenv's)."""
+    standard error in its output (with `own_stderr`, in a pipe of its own, as a terminal
+    keeps apart what a command prints and its progress), with the environment of a fresh
+    shell: no STATEFED_*, and `bin_dir` first on the PATH (an activated virtualenv's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATEFED_")}
     if bin_dir is not None:
         env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
@@ -97,7 +100,7 @@ def start(args: list[str], cwd: Path, bin_dir: Path | None = None) -> subprocess
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE if own_stderr else subprocess.STDOUT,
         text=True,
         start_new_session=True,
     )

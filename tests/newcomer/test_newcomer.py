@@ -283,22 +283,26 @@ def test_readme_graphql_operation_answers_with_data(demo: str, example: Example)
 
 @pytest.mark.parametrize("command", STREAM_COMMANDS, ids=lambda c: f"line{c.line}")
 def test_readme_subscription_command_streams_data(demo: str, command: Example) -> None:
-    with start(["bash", "-c", command.text], ROOT) as process:
-        assert process.stdout is not None
-        output = Output(process.stdout)
+    # curl writing to a pipe, not a terminal, shows its progress meter on standard error:
+    # each update starts with a carriage return and ends with none, so in one stream the
+    # next line of events (`event: next`) would begin after the meter, and not be read
+    with start(["bash", "-c", command.text], ROOT, own_stderr=True) as process:
+        assert process.stdout is not None and process.stderr is not None
+        output, progress = Output(process.stdout), Output(process.stderr)
         try:
             _wait(
                 lambda: first_data_event(output.lines, command),
                 STREAM_S,
                 lambda: (
                     f"{command}\nno `next` event with data in {STREAM_S} s; "
-                    f"it printed:\n{output.tail()}"
+                    f"it printed:\n{output.tail()}\nand on standard error:\n{progress.tail(5)}"
                 ),
                 0.5,
             )
         finally:
             stop(process, signal.SIGTERM, 10.0)
             output.finish()
+            progress.finish()
 
 
 @pytest.mark.parametrize("example", SUBSCRIPTIONS, ids=lambda e: f"line{e.line}")
