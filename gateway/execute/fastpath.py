@@ -379,8 +379,10 @@ def _not_held(asked: list[Asked], view: View) -> Mapping[str, CacheHits]:
     without looking again (`SKIPPED`, as `Planner.lookup` would decide); otherwise each read
     decides for itself."""
     name = view.name
-    lookups = [a for a in asked if a.root.view is not None and a.root.view.name == name]
-    return {name: SKIPPED} if sum(not a.root.top for a in lookups) == 1 else _NOT_LOOKED
+    lookups = sum(
+        1 for a in asked if a.root.view is not None and a.root.view.name == name and not a.root.top
+    )
+    return {name: SKIPPED} if lookups == 1 else _NOT_LOOKED
 
 
 def _read_rows(result: Result) -> list[Any]:

@@ -295,10 +295,10 @@ def _profile(
         return []
     seconds = session.settings.profile_s
     recorder = ProfileRecorder(py_spy, session.settings.workdir / "profiles")
+    connections = max(session.settings.point_connections)
     profiles = []
     for shape in _PROFILED:
         started = recorder.start(f"gateway (defaults), {shape}", pid, seconds, gil=True)
-        connections = max(session.settings.point_connections)
         load.run(targets.urls["gateway"], files[shape].next(), connections, seconds + 1)
         profiles.append(recorder.finish(started, seconds + 20))
     return profiles
