@@ -14,7 +14,9 @@ Apollo Router's homepage and health check off, its path `/graphql`).
 
 Cosmo Router (Go) is not among them: the Go module proxy this project installs from refuses
 `github.com/wundergraph/cosmo/router` (403 for its version list, `@latest`, every tag tried
-and a commit), so no Makefile target can build it.
+and a commit), so no Makefile target can build it. Built once by hand from a snapshot of its
+repository, it was slower than Grafbase on every shape of the `shapes` step (RESULTS.md,
+"Cosmo Router, measured once beside Grafbase").
 """
 
 from __future__ import annotations
