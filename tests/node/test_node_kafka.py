@@ -164,6 +164,9 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
         assert {row["word"] for row in local["data"]["topWords"]} == {
             k for k in keys if partition_for(k, P) in held_a
         }
+    except BaseException:
+        a.stop()  # the block below stops `a` only after this one passed
+        raise
     finally:
         if b is not None:
             b.stop()
@@ -329,6 +332,9 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
         assert {p for p, role in roles if role == "STANDBY"} == set(held_b)
         assert a.app.materializer is not None
         read_as_active = a.app.materializer.records_read
+    except BaseException:
+        a.stop()  # the block below stops `a` only after this one passed
+        raise
     finally:
         if b is not None:
             b.stop()
@@ -390,6 +396,9 @@ def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies
             )
 
         held_b = wait_until(moved, 60, "cb to take its partitions", 0.05)
+    except BaseException:
+        a.stop()  # the block below stops `a` only after this one passed
+        raise
     finally:
         if b is not None:
             b.stop()
@@ -411,6 +420,23 @@ def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies
     # cooperative: only the partitions that move are revoked (the last line is ca's shutdown)
     assert revoked[0] == f"node ca: partitions {list(range(P))} assigned", revoked
     assert revoked[1] == f"node ca: partitions {held_b} revoked ({held_b} kept as standby copies)"
+
+
+def _proved_read(node: ThreadNode, asked: dict[str, Any]) -> dict[str, Any]:
+    """The answer of `node` to `asked`, a read with `readCurrent`. The proof waits at most
+    1 s (`node.reads.currency.MAX_WAIT_MS`); a copy that has not applied the write by then,
+    as on a machine busy with other tests, refuses the read as not current (what a gateway
+    asks another copy after), never answers without the write. So a refusal is read again."""
+
+    def answered() -> dict[str, Any] | None:
+        document: dict[str, Any] = node.client.post("/graphql", json=asked).json()
+        if document.get("data") is not None:
+            return document
+        reasons = [e["extensions"].get("reason") for e in document.get("errors", [])]
+        assert reasons == ["NOT_CURRENT"], document
+        return None
+
+    return wait_until(answered, 30, "the standby read proved current to be answered")
 
 
 def test_a_standby_read_proved_current_holds_every_write_acknowledged_before_it(
@@ -443,11 +469,14 @@ def test_a_standby_read_proved_current_holds_every_write_acknowledged_before_it(
         }
         for n in range(2, 12):
             produce_counts(broker.bootstrap, view, [CountRow(key, n, 0)])  # acknowledged
-            # asked right after: no polling, the proof waits for the write
-            document = a.client.post("/graphql", json=asked).json()
+            # asked right after: the proof waits for the write
+            document = _proved_read(a, asked)
             assert document["data"] == {"wordCount": {"count": n}}, document
             (fresh,) = document["extensions"]["freshness"]
             assert (fresh["node"], fresh["role"]) == ("pa", "STANDBY")
+    except BaseException:
+        a.stop()  # the block below stops `a` only after this one passed
+        raise
     finally:
         if b is not None:
             b.stop()
