@@ -1291,8 +1291,9 @@ def test_a_read_accepting_no_lag_is_proved_by_a_node_and_never_answered_from_mem
     assert cache.hits == hits, "a maxLag 0 read was answered from the cache"
     assert probe_rounds() > rounds, "no node proved its copy current"
     assert [e["lag"] for e in body["extensions"]["freshness"]] == [0]
-    ask("")
-    assert cache.hits == hits + 1  # the default read is answered from memory
+    # the default read is answered from memory again: at once, unless the machine is so busy
+    # that a feed heartbeat came late and the partition's keys are misses until the next one
+    wait_until(answered_from_memory, 10, "the key answered from the cache again", 0.05)
 
 
 def test_a_lookup_of_a_key_the_cache_does_not_hold_reads_the_nodes_without_looking(

@@ -431,6 +431,9 @@ def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
         b.stop()
         b = None
         feed.wait_for("gone", lambda: bool(feed.of(p, "gone")), 60)
+    except BaseException:
+        a.stop()  # the block below stops `a` only after this one passed
+        raise
     finally:
         feeds.close()
         if b is not None:
