@@ -35,7 +35,7 @@ import httpx
 import jwt
 import orjson
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from uvicorn.protocols.websockets import websockets_sansio_impl as uvicorn_websockets
 from websockets.asyncio import connection as websockets_connection
@@ -1040,6 +1040,11 @@ def _check(setup: Setup, request: Request) -> None:
         raise AssertionError(f"{request}: the gateways differed twice: {differences}")
     body = orjson.loads(content)
     if request.fast:
+        # a drawn document over the gateway's alias limit (a fragment spread twice counts
+        # its aliases twice) is refused alike by both gateways: not a request this test
+        # draws to be answered, so hypothesis discards it
+        codes = [e.get("extensions", {}).get("code") for e in body.get("errors", [])]
+        assume(codes != ["TOO_MANY_ALIASES"])
         assert status == 200 and "errors" not in body and body["data"], body
     elif request.fault in BAD_ROOTS:
         assert "errors" in body, body
