@@ -111,10 +111,18 @@ class ThreadNode:
         return self
 
     def stop(self) -> None:
+        """Stop the node; once stopped, again is a no-op (a `with` block's end may follow)."""
         self.client.close()
         self.server.should_exit = True
-        self.thread.join(30)
+        if self.thread.is_alive():
+            self.thread.join(30)
         assert not self.thread.is_alive(), f"node {self.config.node_id} did not stop"
+
+    def __enter__(self) -> ThreadNode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def health(self) -> dict[str, Any]:
         return health(self.client)

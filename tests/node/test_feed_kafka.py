@@ -396,52 +396,48 @@ def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
     broker: KafkaBroker, view: View, tmp_path: Path
 ) -> None:
     topic, group = view.changelog_topic, f"g-{view.name}"
-    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "fa", group), [view]).start()
-    b: ThreadNode | None = None
-    feeds = contextlib.ExitStack()
-    try:
-        wait_until(lambda: running(a, P), 30, "fa RUNNING with every partition")
-        feed = feeds.enter_context(open_feed(a.config.url))
-        for partition in range(P):
-            feed.follow(partition, partition, [view.name])
-        feed.wait_for("following all", lambda: len(feed.of_type("following")) == P)
-        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "fb", group), [view]).start()
+    with ThreadNode(node_config(broker.bootstrap, tmp_path, "fa", group), [view]).start() as a:
+        b: ThreadNode | None = None
+        feeds = contextlib.ExitStack()
+        try:
+            wait_until(lambda: running(a, P), 30, "fa RUNNING with every partition")
+            feed = feeds.enter_context(open_feed(a.config.url))
+            for partition in range(P):
+                feed.follow(partition, partition, [view.name])
+            feed.wait_for("following all", lambda: len(feed.of_type("following")) == P)
+            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "fb", group), [view]).start()
 
-        def moved() -> list[int] | None:
-            ha, hb = a.health(), b.health() if b else {}
-            if ha["state"] != "RUNNING" or hb.get("state") != "RUNNING" or not hb["active"]:
-                return None
-            return hb["active"] if set(hb["active"]) <= set(ha["standby"]) else None
+            def moved() -> list[int] | None:
+                ha, hb = a.health(), b.health() if b else {}
+                if ha["state"] != "RUNNING" or hb.get("state") != "RUNNING" or not hb["active"]:
+                    return None
+                return hb["active"] if set(hb["active"]) <= set(ha["standby"]) else None
 
-        moved_to_b = wait_until(moved, 60, "fb to take partitions, fa keeping them as standby")
-        p = moved_to_b[0]
-        # the copy fa let go goes on as its standby copy: the follow only sees the role change
-        feed.wait_for(
-            "progress to STANDBY",
-            lambda: any(f["role"] == "STANDBY" for f in feed.of(p, "progress")),
-        )
-        rows = [CountRow(k, 1, 5) for k in keys_in(p, 4)]
-        start = int(feed.of(p, "progress")[-1]["applied"][topic])
-        produce_counts(broker.bootstrap, view, rows)
-        feed.wait_for("changes on the standby", lambda: feed.applied(p, topic) >= start + len(rows))
-        assert feed.changes(p) == expected(view, rows, start)
-        assert feed.of(p, "gone") == []
+            moved_to_b = wait_until(moved, 60, "fb to take partitions, fa keeping them as standby")
+            p = moved_to_b[0]
+            # the copy fa let go goes on as its standby copy: the follow only sees the role change
+            feed.wait_for(
+                "progress to STANDBY",
+                lambda: any(f["role"] == "STANDBY" for f in feed.of(p, "progress")),
+            )
+            rows = [CountRow(k, 1, 5) for k in keys_in(p, 4)]
+            start = int(feed.of(p, "progress")[-1]["applied"][topic])
+            produce_counts(broker.bootstrap, view, rows)
+            feed.wait_for(
+                "changes on the standby", lambda: feed.applied(p, topic) >= start + len(rows)
+            )
+            assert feed.changes(p) == expected(view, rows, start)
+            assert feed.of(p, "gone") == []
 
-        # fb leaves: fa's materializer takes p over, closing its standby copy first
-        b.stop()
-        b = None
-        feed.wait_for("gone", lambda: bool(feed.of(p, "gone")), 60)
-    except BaseException:
-        a.stop()  # the block below stops `a` only after this one passed
-        raise
-    finally:
-        feeds.close()
-        if b is not None:
+            # fb leaves: fa's materializer takes p over, closing its standby copy first
             b.stop()
-    try:
+            b = None
+            feed.wait_for("gone", lambda: bool(feed.of(p, "gone")), 60)
+        finally:
+            feeds.close()
+            if b is not None:
+                b.stop()
         wait_until(lambda: running(a, P), 60, "fa RUNNING with every partition again")
-    finally:
-        a.stop()
 
 
 def test_a_history_record_written_again_is_no_new_change(

@@ -128,54 +128,51 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
     counts = {k: 1 + i % 3 for i, k in enumerate(keys)}
     produce_counts(broker.bootstrap, view, rows_for(keys, counts))
     group = f"g-{view.name}"
-    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "na", group), [view]).start()
-    b: ThreadNode | None = None
-    try:
-        wait_until(lambda: running_with(a, P), 30, "na RUNNING with every partition")
-        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "nb", group), [view]).start()
+    with ThreadNode(node_config(broker.bootstrap, tmp_path, "na", group), [view]).start() as a:
+        b: ThreadNode | None = None
+        try:
+            wait_until(lambda: running_with(a, P), 30, "na RUNNING with every partition")
+            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "nb", group), [view]).start()
 
-        def split() -> tuple[list[int], list[int]] | None:
-            ha, hb = a.health(), b.health() if b else {}
-            if ha["state"] != "RUNNING" or hb["state"] != "RUNNING":
-                return None
-            if sorted(ha["active"] + hb["active"]) != list(range(P)) or not hb["active"]:
-                return None
-            return ha["active"], hb["active"]
+            def split() -> tuple[list[int], list[int]] | None:
+                ha, hb = a.health(), b.health() if b else {}
+                if ha["state"] != "RUNNING" or hb["state"] != "RUNNING":
+                    return None
+                if sorted(ha["active"] + hb["active"]) != list(range(P)) or not hb["active"]:
+                    return None
+                return ha["active"], hb["active"]
 
-        held_a, held_b = wait_until(split, 40, "na and nb to split the partitions")
-        key_b = next(k for k in keys if partition_for(k, P) in held_b)
-        key_a = next(k for k in keys if partition_for(k, P) in held_a)
-        wait_until(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "nb serving its key")
-        assert a.counts([key_a]) == {key_a: counts[key_a]}
+            held_a, held_b = wait_until(split, 40, "na and nb to split the partitions")
+            key_b = next(k for k in keys if partition_for(k, P) in held_b)
+            key_a = next(k for k in keys if partition_for(k, P) in held_a)
+            wait_until(
+                lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "nb serving its key"
+            )
+            assert a.counts([key_a]) == {key_a: counts[key_a]}
 
-        refused = a.query("query($w: String!) { wordCount(word: $w) { count } }", {"w": key_b})
-        (error,) = refused["errors"]
-        assert error["extensions"] == {
-            "code": "NOT_OWNER",
-            "view": view.name,
-            "partition": partition_for(key_b, P),
-            "node": "na",
-        }
-        top = a.query(
-            "query($ps: [Int!]) { topWords(limit: 5, partitions: $ps) { word } }", {"ps": held_b}
-        )
-        assert top["errors"][0]["extensions"]["code"] == "NOT_OWNER"
-        local = a.query("{ topWords(limit: 100) { word count } }")
-        assert {row["word"] for row in local["data"]["topWords"]} == {
-            k for k in keys if partition_for(k, P) in held_a
-        }
-    except BaseException:
-        a.stop()  # the block below stops `a` only after this one passed
-        raise
-    finally:
-        if b is not None:
-            b.stop()
-    try:
+            refused = a.query("query($w: String!) { wordCount(word: $w) { count } }", {"w": key_b})
+            (error,) = refused["errors"]
+            assert error["extensions"] == {
+                "code": "NOT_OWNER",
+                "view": view.name,
+                "partition": partition_for(key_b, P),
+                "node": "na",
+            }
+            top = a.query(
+                "query($ps: [Int!]) { topWords(limit: 5, partitions: $ps) { word } }",
+                {"ps": held_b},
+            )
+            assert top["errors"][0]["extensions"]["code"] == "NOT_OWNER"
+            local = a.query("{ topWords(limit: 100) { word count } }")
+            assert {row["word"] for row in local["data"]["topWords"]} == {
+                k for k in keys if partition_for(k, P) in held_a
+            }
+        finally:
+            if b is not None:
+                b.stop()
         # nb left: na takes every partition over and answers nb's keys
         wait_until(lambda: running_with(a, P), 40, "na RUNNING with every partition again")
         wait_until(lambda: a.counts(keys) == counts, 15, "na serving every key")
-    finally:
-        a.stop()
 
 
 def members_of(broker: KafkaBroker, node_id: str) -> list[bytes | None]:
@@ -280,65 +277,69 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
     counts = {k: 1 + i % 3 for i, k in enumerate(keys)}
     produce_counts(broker.bootstrap, view, rows_for(keys, counts))
     group = f"g-{view.name}"
-    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "sa", group), [view]).start()
-    b: ThreadNode | None = None
-    try:
-        wait_until(lambda: running_with(a, P), 30, "sa RUNNING with every partition")
-        assert a.health()["standby"] == []  # one live node: no standbys
-        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "sb", group), [view]).start()
+    with ThreadNode(node_config(broker.bootstrap, tmp_path, "sa", group), [view]).start() as a:
+        b: ThreadNode | None = None
+        try:
+            wait_until(lambda: running_with(a, P), 30, "sa RUNNING with every partition")
+            assert a.health()["standby"] == []  # one live node: no standbys
+            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "sb", group), [view]).start()
 
-        def mirrored() -> tuple[list[int], list[int]] | None:
-            ha, hb = a.health(), b.health() if b else {}
-            if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
-                return None
-            if sorted(ha["active"] + hb["active"]) != list(range(P)):
-                return None
-            # with two nodes and one replica, each node is the standby of the other's partitions
-            if ha["standby"] != hb["active"] or hb["standby"] != ha["active"]:
-                return None
-            copies = ha["partitions"] + hb["partitions"]
-            if any(c["restoring"] or c["lag"] for c in copies):
-                return None
-            return ha["active"], hb["active"]
+            def mirrored() -> tuple[list[int], list[int]] | None:
+                ha, hb = a.health(), b.health() if b else {}
+                if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
+                    return None
+                if sorted(ha["active"] + hb["active"]) != list(range(P)):
+                    return None
+                # with two nodes and one replica, each node is the standby of the other's partitions
+                if ha["standby"] != hb["active"] or hb["standby"] != ha["active"]:
+                    return None
+                copies = ha["partitions"] + hb["partitions"]
+                if any(c["restoring"] or c["lag"] for c in copies):
+                    return None
+                return ha["active"], hb["active"]
 
-        _held_a, held_b = wait_until(mirrored, 60, "sa and sb to split and mirror the partitions")
-        key_b = next(k for k in keys if partition_for(k, P) in held_b)
-        wait_until(lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "sb serving its key")
-        # sa holds key_b's partition as a standby: it answers only when asked to
-        point = "query($w: String!) { wordCount(word: $w) { count } }"
-        refused = a.query(point, {"w": key_b})
-        assert refused["errors"][0]["extensions"]["code"] == "NOT_OWNER"
-        standby = {"query": point, "variables": {"w": key_b}, "extensions": {"readStandby": True}}
+            _held_a, held_b = wait_until(
+                mirrored, 60, "sa and sb to split and mirror the partitions"
+            )
+            key_b = next(k for k in keys if partition_for(k, P) in held_b)
+            wait_until(
+                lambda: b.counts([key_b]) == {key_b: counts[key_b]}, 15, "sb serving its key"
+            )
+            # sa holds key_b's partition as a standby: it answers only when asked to
+            point = "query($w: String!) { wordCount(word: $w) { count } }"
+            refused = a.query(point, {"w": key_b})
+            assert refused["errors"][0]["extensions"]["code"] == "NOT_OWNER"
+            standby = {
+                "query": point,
+                "variables": {"w": key_b},
+                "extensions": {"readStandby": True},
+            }
 
-        def standby_count() -> dict[str, Any]:
-            document: dict[str, Any] = a.client.post("/graphql", json=standby).json()
-            return document
+            def standby_count() -> dict[str, Any]:
+                document: dict[str, Any] = a.client.post("/graphql", json=standby).json()
+                return document
 
-        # a newer count written while sb is active reaches sa's standby copy
-        produce_counts(broker.bootstrap, view, [CountRow(key_b, 77, 0)])
-        answered = wait_until(
-            lambda: (d := standby_count())["data"]["wordCount"] == {"count": 77} and d,
-            15,
-            "sa's standby copy to apply the new count",
-        )
-        (fresh,) = answered["extensions"]["freshness"]
-        assert (fresh["role"], fresh["node"], fresh["lag"]) == ("STANDBY", "sa", 0)
-        roles = {
-            (p.partition, p.role.value)
-            for v in members_of(broker, "sa")[-1:]
-            if v is not None
-            for p in decode_member(v).partitions
-        }
-        assert {p for p, role in roles if role == "STANDBY"} == set(held_b)
-        assert a.app.materializer is not None
-        read_as_active = a.app.materializer.records_read
-    except BaseException:
-        a.stop()  # the block below stops `a` only after this one passed
-        raise
-    finally:
-        if b is not None:
-            b.stop()
-    try:
+            # a newer count written while sb is active reaches sa's standby copy
+            produce_counts(broker.bootstrap, view, [CountRow(key_b, 77, 0)])
+            answered = wait_until(
+                lambda: (d := standby_count())["data"]["wordCount"] == {"count": 77} and d,
+                15,
+                "sa's standby copy to apply the new count",
+            )
+            (fresh,) = answered["extensions"]["freshness"]
+            assert (fresh["role"], fresh["node"], fresh["lag"]) == ("STANDBY", "sa", 0)
+            roles = {
+                (p.partition, p.role.value)
+                for v in members_of(broker, "sa")[-1:]
+                if v is not None
+                for p in decode_member(v).partitions
+            }
+            assert {p for p, role in roles if role == "STANDBY"} == set(held_b)
+            assert a.app.materializer is not None
+            read_as_active = a.app.materializer.records_read
+        finally:
+            if b is not None:
+                b.stop()
         # sb left: sa's standby copies become active and have no tail to catch up
         wait_until(lambda: running_with(a, P), 40, "sa RUNNING with every partition again")
         health = a.health()
@@ -348,8 +349,6 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
         assert moved and all(p["restoreTotal"] == 0 for p in moved), health
         assert a.app.materializer.records_read == read_as_active
         wait_until(lambda: a.counts(keys) == {**counts, key_b: 77}, 15, "sa serving every key")
-    finally:
-        a.stop()
 
 
 def keys_in_every_partition(per_partition: int = 2) -> list[str]:
@@ -369,43 +368,37 @@ def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies
     counts = {k: 1 + i % 4 for i, k in enumerate(keys)}
     produce_counts(broker.bootstrap, view, rows_for(keys, counts))
     group = f"g-{view.name}"
-    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "ca", group), [view]).start()
-    b: ThreadNode | None = None
-    # what a read accepting no lag sends when the owner cannot answer: any copy, proved current
-    current = {"topic": view.changelog_topic, "partitions": list(range(P)), "waitMs": 1000}
-    lookup = {
-        "query": "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }",
-        "variables": {"ws": keys},
-        "extensions": {"readStandby": True, "readCurrent": current},
-    }
-    answers: list[dict[str, Any]] = []
-    try:
-        wait_until(lambda: running_with(a, P), 30, "ca RUNNING with every partition")
-        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "cb", group), [view]).start()
+    with ThreadNode(node_config(broker.bootstrap, tmp_path, "ca", group), [view]).start() as a:
+        b: ThreadNode | None = None
+        # what a read accepting no lag sends when the owner cannot answer: any copy, proved current
+        current = {"topic": view.changelog_topic, "partitions": list(range(P)), "waitMs": 1000}
+        lookup = {
+            "query": "query($ws: [String!]!) { wordCounts(words: $ws) { word count } }",
+            "variables": {"ws": keys},
+            "extensions": {"readStandby": True, "readCurrent": current},
+        }
+        answers: list[dict[str, Any]] = []
+        try:
+            wait_until(lambda: running_with(a, P), 30, "ca RUNNING with every partition")
+            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "cb", group), [view]).start()
 
-        def moved() -> list[int] | None:
-            # a joins the group and partitions move to it meanwhile: ca answers every key
-            answers.append(a.client.post("/graphql", json=lookup).json())
-            ha, hb = a.health(), b.health() if b else {}
-            if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
-                return None
-            return (
-                list(hb["active"])
-                if sorted(ha["active"] + hb["active"]) == list(range(P))
-                else None
-            )
+            def moved() -> list[int] | None:
+                # a joins the group and partitions move to it meanwhile: ca answers every key
+                answers.append(a.client.post("/graphql", json=lookup).json())
+                ha, hb = a.health(), b.health() if b else {}
+                if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
+                    return None
+                return (
+                    list(hb["active"])
+                    if sorted(ha["active"] + hb["active"]) == list(range(P))
+                    else None
+                )
 
-        held_b = wait_until(moved, 60, "cb to take its partitions", 0.05)
-    except BaseException:
-        a.stop()  # the block below stops `a` only after this one passed
-        raise
-    finally:
-        if b is not None:
-            b.stop()
-    try:
+            held_b = wait_until(moved, 60, "cb to take its partitions", 0.05)
+        finally:
+            if b is not None:
+                b.stop()
         wait_until(lambda: running_with(a, P), 40, "ca RUNNING with every partition again")
-    finally:
-        a.stop()
     expected = [{"word": k, "count": counts[k]} for k in keys]
     wrong = [d for d in answers if d.get("errors") or d["data"]["wordCounts"] != expected]
     assert not wrong, f"{len(wrong)} of {len(answers)} answers of ca failed, first: {wrong[:1]}"
@@ -445,42 +438,40 @@ def test_a_standby_read_proved_current_holds_every_write_acknowledged_before_it(
     keys = keys_in_every_partition(1)
     produce_counts(broker.bootstrap, view, rows_for(keys, dict.fromkeys(keys, 1)))
     group = f"g-{view.name}"
-    a = ThreadNode(node_config(broker.bootstrap, tmp_path, "pa", group), [view]).start()
-    b: ThreadNode | None = None
-    try:
-        wait_until(lambda: running_with(a, P), 30, "pa RUNNING with every partition")
-        b = ThreadNode(node_config(broker.bootstrap, tmp_path, "pb", group), [view]).start()
+    with ThreadNode(node_config(broker.bootstrap, tmp_path, "pa", group), [view]).start() as a:
+        b: ThreadNode | None = None
+        try:
+            wait_until(lambda: running_with(a, P), 30, "pa RUNNING with every partition")
+            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "pb", group), [view]).start()
 
-        def mirrored() -> list[int] | None:
-            ha, hb = a.health(), b.health() if b else {}
-            if hb.get("state") != "RUNNING" or not hb["active"] or ha["standby"] != hb["active"]:
-                return None
-            return None if any(c["restoring"] for c in ha["partitions"]) else list(hb["active"])
+            def mirrored() -> list[int] | None:
+                ha, hb = a.health(), b.health() if b else {}
+                if (
+                    hb.get("state") != "RUNNING"
+                    or not hb["active"]
+                    or ha["standby"] != hb["active"]
+                ):
+                    return None
+                return None if any(c["restoring"] for c in ha["partitions"]) else list(hb["active"])
 
-        held_b = wait_until(mirrored, 60, "pa to hold pb's partitions as standby copies")
-        key = next(k for k in keys if partition_for(k, P) in held_b)
-        partition = partition_for(key, P)
-        point = "query($w: String!) { wordCount(word: $w) { count } }"
-        current = {"topic": view.changelog_topic, "partitions": [partition], "waitMs": 1000}
-        asked = {
-            "query": point,
-            "variables": {"w": key},
-            "extensions": {"readStandby": True, "readCurrent": current},
-        }
-        for n in range(2, 12):
-            produce_counts(broker.bootstrap, view, [CountRow(key, n, 0)])  # acknowledged
-            # asked right after: the proof waits for the write
-            document = _proved_read(a, asked)
-            assert document["data"] == {"wordCount": {"count": n}}, document
-            (fresh,) = document["extensions"]["freshness"]
-            assert (fresh["node"], fresh["role"]) == ("pa", "STANDBY")
-    except BaseException:
-        a.stop()  # the block below stops `a` only after this one passed
-        raise
-    finally:
-        if b is not None:
-            b.stop()
-    try:
+            held_b = wait_until(mirrored, 60, "pa to hold pb's partitions as standby copies")
+            key = next(k for k in keys if partition_for(k, P) in held_b)
+            partition = partition_for(key, P)
+            point = "query($w: String!) { wordCount(word: $w) { count } }"
+            current = {"topic": view.changelog_topic, "partitions": [partition], "waitMs": 1000}
+            asked = {
+                "query": point,
+                "variables": {"w": key},
+                "extensions": {"readStandby": True, "readCurrent": current},
+            }
+            for n in range(2, 12):
+                produce_counts(broker.bootstrap, view, [CountRow(key, n, 0)])  # acknowledged
+                # asked right after: the proof waits for the write
+                document = _proved_read(a, asked)
+                assert document["data"] == {"wordCount": {"count": n}}, document
+                (fresh,) = document["extensions"]["freshness"]
+                assert (fresh["node"], fresh["role"]) == ("pa", "STANDBY")
+        finally:
+            if b is not None:
+                b.stop()
         wait_until(lambda: running_with(a, P), 40, "pa RUNNING with every partition again")
-    finally:
-        a.stop()
