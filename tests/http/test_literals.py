@@ -36,6 +36,7 @@ from schema import (
     view_by_name,
 )
 from tests.gateway.fakes import ServerThread, table_for
+from tooling.processes import poll_client
 
 FULL = (WORD_COUNTS, *DEMO_DOMAIN)
 P = 4
@@ -111,6 +112,15 @@ def gateways(nodes: Twins) -> Iterator[Twins]:
         ServerThread(app(False), lifespan="on") as off,
     ):
         yield Twins(f"{on.url}/graphql", f"{off.url}/graphql", normalizing._documents)
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    """One client for every request: a client of its own per drawn example built a TLS
+    context each time (loading the CA bundle, about 28 ms), more than half of the
+    differential's time."""
+    with poll_client(30) as http:
+        yield http
 
 
 # -- the queries --------------------------------------------------------------------------
@@ -250,19 +260,22 @@ _SETTINGS = settings(
 )
 
 
-def _compare(twins: Twins, queries: list[str], accept: str) -> list[tuple[int, Any]]:
+def _compare(
+    client: httpx.Client, twins: Twins, queries: list[str], accept: str
+) -> list[tuple[int, Any]]:
     """The answers to `queries`, each the same with normalization on and off."""
     answers = []
-    with httpx.Client(timeout=30) as client:
-        for query in queries:
-            on = _ask(client, twins.on, query, accept)
-            off = _ask(client, twins.off, query, accept)
-            assert on == off, query
-            answers.append(on)
+    for query in queries:
+        on = _ask(client, twins.on, query, accept)
+        off = _ask(client, twins.off, query, accept)
+        assert on == off, query
+        answers.append(on)
     return answers
 
 
-def _differential(twins: Twins, table: list[tuple[str, str, tuple[str, ...]]]) -> None:
+def _differential(
+    client: httpx.Client, twins: Twins, table: list[tuple[str, str, tuple[str, ...]]]
+) -> None:
     """Hypothesis over texts of `table`'s fields; at least a quarter of the texts must have
     been answered from a plan (the rest hold values that do not bind, or none)."""
     planned = twins.documents.planned
@@ -270,22 +283,22 @@ def _differential(twins: Twins, table: list[tuple[str, str, tuple[str, ...]]]) -
     @_SETTINGS
     @given(queries=texts(table), accept=_ACCEPT)
     def answers_equal(queries: list[str], accept: str) -> None:
-        _compare(twins, queries, accept)
+        _compare(client, twins, queries, accept)
 
     answers_equal()
     assert twins.documents.planned - planned >= EXAMPLES // 2
 
 
-def test_the_gateway_answers_literals_as_sent(gateways: Twins) -> None:
-    _differential(gateways, GATEWAY_FIELDS)
+def test_the_gateway_answers_literals_as_sent(client: httpx.Client, gateways: Twins) -> None:
+    _differential(client, gateways, GATEWAY_FIELDS)
 
 
-def test_a_node_answers_literals_as_sent(nodes: Twins) -> None:
-    _differential(nodes, NODE_FIELDS)
+def test_a_node_answers_literals_as_sent(client: httpx.Client, nodes: Twins) -> None:
+    _differential(client, nodes, NODE_FIELDS)
 
 
 def test_texts_differing_in_literals_share_a_plan_with_their_own_answers_and_locations(
-    gateways: Twins,
+    client: httpx.Client, gateways: Twins
 ) -> None:
     """Plain cases: one plan serving other values, an error located in the second text's
     own layout."""
@@ -296,7 +309,7 @@ def test_texts_differing_in_literals_share_a_plan_with_their_own_answers_and_loc
         '{ a: wordCount(word: "no such word, long") { count } b: topWords(limit: 0) { word } }',
     ]
     planned = gateways.documents.planned
-    answers = _compare(gateways, queries, "application/json")
+    answers = _compare(client, gateways, queries, "application/json")
     assert gateways.documents.planned == planned + 4
     assert answers[0][1]["data"] == {"wordCount": {"word": "kafka", "count": 5}}
     assert answers[1][1]["data"] == {"wordCount": {"word": "franz", "count": 3}}
@@ -324,7 +337,7 @@ def test_texts_differing_in_literals_share_a_plan_with_their_own_answers_and_loc
     ],
 )
 def test_a_literal_of_the_wrong_type_gets_the_validation_error_of_the_text(
-    gateways: Twins, good: str, bad: str
+    client: httpx.Client, gateways: Twins, good: str, bad: str
 ) -> None:
     """After a good text has built the plan, a bad value in the same place is refused as
     validation refuses the text sent: same status, message and location."""
@@ -335,7 +348,7 @@ def test_a_literal_of_the_wrong_type_gets_the_validation_error_of_the_text(
     ]
     planned = gateways.documents.planned
     for accept in ("application/json", "application/graphql-response+json"):
-        (_, ok), (status, refused) = _compare(gateways, queries, accept)
+        (_, ok), (status, refused) = _compare(client, gateways, queries, accept)
         assert "errors" not in ok, ok
         assert refused["errors"][0]["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
         # on the second line where located (a DateTime's own error has no location)
