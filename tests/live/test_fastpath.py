@@ -256,8 +256,7 @@ def setup(broker: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iter
             yield ready
     finally:
         for node in nodes:
-            if node.thread.is_alive():
-                node.stop()
+            node.stop()  # also one that never started: its client is closed
 
 
 def _settle(setup: Setup, timeout_s: float) -> None:

@@ -111,7 +111,8 @@ class ThreadNode:
         return self
 
     def stop(self) -> None:
-        """Stop the node; once stopped, again is a no-op (a `with` block's end may follow)."""
+        """Stop the node. Safe to call again (a `with` block's end may follow a stop) and on a
+        node that never started (its thread cannot be joined, its client is still closed)."""
         self.client.close()
         self.server.should_exit = True
         if self.thread.is_alive():
