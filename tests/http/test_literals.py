@@ -98,14 +98,14 @@ def gateways(nodes: Twins) -> Iterator[Twins]:
     """Two gateways over the node without normalization (what they send it is theirs). The
     gateway cache is off: a bare node endpoint has no change feed to fill it. Nor has it an
     end probe, so it proves no copy current and `maxLag: 0` reads fail alike on both: one
-    routing table, so their errors name the same `lastSeen`. With no retries they fail at
-    once: with the default five, each such read waited out their 1.5 s of backoffs on each
-    twin, for a proof that cannot come."""
+    routing table, so their errors name the same `lastSeen`. Their retries back off from
+    1 ms, not 50: each such read waited out 1.5 s of backoffs on each twin, for a proof that
+    cannot come; it still retries what a loaded machine might refuse once."""
     upstream = nodes.off.removesuffix("/graphql")
     table = table_for({"n1": (upstream, range(P))}, P, FULL)
 
     def app(normalize: bool) -> GatewayApp:
-        config = GatewayConfig(normalize_literals=normalize, cache=False, retries=0)
+        config = GatewayConfig(normalize_literals=normalize, cache=False, backoff_ms=1)
         return GatewayApp(config, feed=RoutingFeed(table), catalogue=FULL)
 
     normalizing = app(True)
