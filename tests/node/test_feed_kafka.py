@@ -397,7 +397,6 @@ def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
 ) -> None:
     topic, group = view.changelog_topic, f"g-{view.name}"
     with ThreadNode(node_config(broker.bootstrap, tmp_path, "fa", group), [view]).start() as a:
-        b: ThreadNode | None = None
         feeds = contextlib.ExitStack()
         try:
             wait_until(lambda: running(a, P), 30, "fa RUNNING with every partition")
@@ -405,10 +404,11 @@ def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
             for partition in range(P):
                 feed.follow(partition, partition, [view.name])
             feed.wait_for("following all", lambda: len(feed.of_type("following")) == P)
-            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "fb", group), [view]).start()
+            fb = node_config(broker.bootstrap, tmp_path, "fb", group)
+            b = feeds.enter_context(ThreadNode(fb, [view]).start())
 
             def moved() -> list[int] | None:
-                ha, hb = a.health(), b.health() if b else {}
+                ha, hb = a.health(), b.health()
                 if ha["state"] != "RUNNING" or hb.get("state") != "RUNNING" or not hb["active"]:
                     return None
                 return hb["active"] if set(hb["active"]) <= set(ha["standby"]) else None
@@ -431,12 +431,9 @@ def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
 
             # fb leaves: fa's materializer takes p over, closing its standby copy first
             b.stop()
-            b = None
             feed.wait_for("gone", lambda: bool(feed.of(p, "gone")), 60)
         finally:
             feeds.close()
-            if b is not None:
-                b.stop()
         wait_until(lambda: running(a, P), 60, "fa RUNNING with every partition again")
 
 

@@ -129,13 +129,11 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
     produce_counts(broker.bootstrap, view, rows_for(keys, counts))
     group = f"g-{view.name}"
     with ThreadNode(node_config(broker.bootstrap, tmp_path, "na", group), [view]).start() as a:
-        b: ThreadNode | None = None
-        try:
-            wait_until(lambda: running_with(a, P), 30, "na RUNNING with every partition")
-            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "nb", group), [view]).start()
+        wait_until(lambda: running_with(a, P), 30, "na RUNNING with every partition")
+        with ThreadNode(node_config(broker.bootstrap, tmp_path, "nb", group), [view]).start() as b:
 
             def split() -> tuple[list[int], list[int]] | None:
-                ha, hb = a.health(), b.health() if b else {}
+                ha, hb = a.health(), b.health()
                 if ha["state"] != "RUNNING" or hb["state"] != "RUNNING":
                     return None
                 if sorted(ha["active"] + hb["active"]) != list(range(P)) or not hb["active"]:
@@ -167,9 +165,6 @@ def test_two_nodes_split_the_partitions_and_refuse_foreign_keys(
             assert {row["word"] for row in local["data"]["topWords"]} == {
                 k for k in keys if partition_for(k, P) in held_a
             }
-        finally:
-            if b is not None:
-                b.stop()
         # nb left: na takes every partition over and answers nb's keys
         wait_until(lambda: running_with(a, P), 40, "na RUNNING with every partition again")
         wait_until(lambda: a.counts(keys) == counts, 15, "na serving every key")
@@ -278,14 +273,12 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
     produce_counts(broker.bootstrap, view, rows_for(keys, counts))
     group = f"g-{view.name}"
     with ThreadNode(node_config(broker.bootstrap, tmp_path, "sa", group), [view]).start() as a:
-        b: ThreadNode | None = None
-        try:
-            wait_until(lambda: running_with(a, P), 30, "sa RUNNING with every partition")
-            assert a.health()["standby"] == []  # one live node: no standbys
-            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "sb", group), [view]).start()
+        wait_until(lambda: running_with(a, P), 30, "sa RUNNING with every partition")
+        assert a.health()["standby"] == []  # one live node: no standbys
+        with ThreadNode(node_config(broker.bootstrap, tmp_path, "sb", group), [view]).start() as b:
 
             def mirrored() -> tuple[list[int], list[int]] | None:
-                ha, hb = a.health(), b.health() if b else {}
+                ha, hb = a.health(), b.health()
                 if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
                     return None
                 if sorted(ha["active"] + hb["active"]) != list(range(P)):
@@ -337,9 +330,6 @@ def test_standby_copies_follow_the_other_node_and_take_over_with_only_the_tail(
             assert {p for p, role in roles if role == "STANDBY"} == set(held_b)
             assert a.app.materializer is not None
             read_as_active = a.app.materializer.records_read
-        finally:
-            if b is not None:
-                b.stop()
         # sb left: sa's standby copies become active and have no tail to catch up
         wait_until(lambda: running_with(a, P), 40, "sa RUNNING with every partition again")
         health = a.health()
@@ -369,7 +359,6 @@ def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies
     produce_counts(broker.bootstrap, view, rows_for(keys, counts))
     group = f"g-{view.name}"
     with ThreadNode(node_config(broker.bootstrap, tmp_path, "ca", group), [view]).start() as a:
-        b: ThreadNode | None = None
         # what a read accepting no lag sends when the owner cannot answer: any copy, proved current
         current = {"topic": view.changelog_topic, "partitions": list(range(P)), "waitMs": 1000}
         lookup = {
@@ -378,14 +367,13 @@ def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies
             "extensions": {"readStandby": True, "readCurrent": current},
         }
         answers: list[dict[str, Any]] = []
-        try:
-            wait_until(lambda: running_with(a, P), 30, "ca RUNNING with every partition")
-            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "cb", group), [view]).start()
+        wait_until(lambda: running_with(a, P), 30, "ca RUNNING with every partition")
+        with ThreadNode(node_config(broker.bootstrap, tmp_path, "cb", group), [view]).start() as b:
 
             def moved() -> list[int] | None:
                 # a joins the group and partitions move to it meanwhile: ca answers every key
                 answers.append(a.client.post("/graphql", json=lookup).json())
-                ha, hb = a.health(), b.health() if b else {}
+                ha, hb = a.health(), b.health()
                 if ha["state"] != "RUNNING" or hb["state"] != "RUNNING" or not hb["active"]:
                     return None
                 return (
@@ -395,9 +383,6 @@ def test_a_joining_node_takes_only_the_partitions_that_move_and_their_old_copies
                 )
 
             held_b = wait_until(moved, 60, "cb to take its partitions", 0.05)
-        finally:
-            if b is not None:
-                b.stop()
         wait_until(lambda: running_with(a, P), 40, "ca RUNNING with every partition again")
     expected = [{"word": k, "count": counts[k]} for k in keys]
     wrong = [d for d in answers if d.get("errors") or d["data"]["wordCounts"] != expected]
@@ -439,13 +424,11 @@ def test_a_standby_read_proved_current_holds_every_write_acknowledged_before_it(
     produce_counts(broker.bootstrap, view, rows_for(keys, dict.fromkeys(keys, 1)))
     group = f"g-{view.name}"
     with ThreadNode(node_config(broker.bootstrap, tmp_path, "pa", group), [view]).start() as a:
-        b: ThreadNode | None = None
-        try:
-            wait_until(lambda: running_with(a, P), 30, "pa RUNNING with every partition")
-            b = ThreadNode(node_config(broker.bootstrap, tmp_path, "pb", group), [view]).start()
+        wait_until(lambda: running_with(a, P), 30, "pa RUNNING with every partition")
+        with ThreadNode(node_config(broker.bootstrap, tmp_path, "pb", group), [view]).start() as b:
 
             def mirrored() -> list[int] | None:
-                ha, hb = a.health(), b.health() if b else {}
+                ha, hb = a.health(), b.health()
                 if (
                     hb.get("state") != "RUNNING"
                     or not hb["active"]
@@ -471,7 +454,4 @@ def test_a_standby_read_proved_current_holds_every_write_acknowledged_before_it(
                 assert document["data"] == {"wordCount": {"count": n}}, document
                 (fresh,) = document["extensions"]["freshness"]
                 assert (fresh["node"], fresh["role"]) == ("pa", "STANDBY")
-        finally:
-            if b is not None:
-                b.stop()
         wait_until(lambda: running_with(a, P), 40, "pa RUNNING with every partition again")
