@@ -39,7 +39,7 @@ from tests.bench import (
 )
 from tests.bench.cpu import CpuMeter
 from tests.bench.report import Report
-from tests.bench.session import BenchSession
+from tests.bench.session import MIN_WAIT_S, BenchSession
 
 __all__ = ["MEASUREMENTS", "Step", "plan", "run_plan"]
 
@@ -122,8 +122,15 @@ def run_plan(session: BenchSession, report: Report, only: Collection[str] = ()) 
         try:
             step.run(session, report)
         except Exception as exc:
-            section.errors.append(_describe(exc))
-            session.progress(f"{step.name} failed: {_describe(exc)}")
+            error = _describe(exc)
+            if session.budget_spent():
+                error += (
+                    f"; the run's budget ({session.settings.budget_s:.0f} s) ran out during"
+                    f" this step, which cut its waits to {MIN_WAIT_S:.0f} s: measure it alone"
+                    f" with `python -m tests.bench --only {step.name}`"
+                )
+            section.errors.append(error)
+            session.progress(f"{step.name} failed: {error}")
         finally:
             section.seconds += time.monotonic() - began
             usage = meter.stop()

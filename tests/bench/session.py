@@ -36,6 +36,7 @@ from tooling.localcluster import LocalCluster
 from tooling.processes import ManagedProcess, wait_until
 
 __all__ = [
+    "MIN_WAIT_S",
     "Batches",
     "BenchError",
     "BenchSession",
@@ -59,6 +60,8 @@ GATEWAY_ENV = {"STATEFED_GATEWAY_MAX_LAG": "10000"}
 PIPELINE_ENV = {"STATEFED_PIPELINE_MODE": "real_time"}
 _BATCH_METRIC = "statefed_pipeline_batch_duration_seconds"
 _PHASE_METRIC = "statefed_pipeline_batch_phase_seconds"
+# the shortest wait a step gets once the budget is spent (`BenchSession.timeout_s`)
+MIN_WAIT_S = 10.0
 RESTORE_POLL_S = 0.2  # /health polls cost the node's GIL; 0.2 s is 2% of a 10 s restore
 
 
@@ -230,8 +233,14 @@ class BenchSession:
         return self.settings.budget_s - (time.monotonic() - self.started)
 
     def timeout_s(self, wanted: float) -> float:
-        """`wanted`, cut to what is left of the budget (at least 10 s): no wait overruns it."""
-        return max(10.0, min(wanted, self.remaining_s()))
+        """`wanted`, cut to what is left of the budget (at least `MIN_WAIT_S`): no wait
+        overruns it."""
+        return max(MIN_WAIT_S, min(wanted, self.remaining_s()))
+
+    def budget_spent(self) -> bool:
+        """Whether the waits are cut to `MIN_WAIT_S`: a step failing now may have failed
+        for want of time, not for what it measures."""
+        return self.remaining_s() <= MIN_WAIT_S
 
     def pids(self) -> dict[str, int]:
         """The running parts for the memory sampler: part name -> pid."""
