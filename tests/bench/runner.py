@@ -39,7 +39,7 @@ from tests.bench import (
 )
 from tests.bench.cpu import CpuMeter
 from tests.bench.report import Report
-from tests.bench.session import MIN_WAIT_S, BenchSession
+from tests.bench.session import BenchSession
 
 __all__ = ["MEASUREMENTS", "Step", "plan", "run_plan"]
 
@@ -106,6 +106,19 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:1500]}{at}"
 
 
+def _cut_by_budget(session: BenchSession, name: str) -> str:
+    """What to add to the error of step `name` when the budget cut one of its waits: it
+    may have failed for want of time, not for what it measures."""
+    cut = session.shortest_cut_s
+    if cut is None:
+        return ""
+    return (
+        f"; the run's budget ({session.settings.budget_s:.0f} s) was nearly spent and cut a"
+        f" wait of this step to {cut:.0f} s, so it may have failed for want of time:"
+        f" measure it with `python -m tests.bench --only {name}`"
+    )
+
+
 def run_plan(session: BenchSession, report: Report, only: Collection[str] = ()) -> None:
     """Run every step (of `only`, when given); a failing step is recorded, not raised."""
     for step in plan():
@@ -119,16 +132,11 @@ def run_plan(session: BenchSession, report: Report, only: Collection[str] = ()) 
             continue
         session.progress(f"== {step.name} ({session.remaining_s():.0f} s of budget left)")
         began, meter = time.monotonic(), CpuMeter()
+        session.begin_step()
         try:
             step.run(session, report)
         except Exception as exc:
-            error = _describe(exc)
-            if session.budget_spent():
-                error += (
-                    f"; the run's budget ({session.settings.budget_s:.0f} s) ran out during"
-                    f" this step, which cut its waits to {MIN_WAIT_S:.0f} s: measure it alone"
-                    f" with `python -m tests.bench --only {step.name}`"
-                )
+            error = _describe(exc) + _cut_by_budget(session, step.name)
             section.errors.append(error)
             session.progress(f"{step.name} failed: {error}")
         finally:

@@ -209,6 +209,8 @@ class BenchSession:
         self.pipeline_started: PipelineStart | None = None
         self.pipeline_error: str | None = None
         self.started = time.monotonic()
+        # the shortest wait of the current step that the budget cut (`timeout_s`), if any
+        self.shortest_cut_s: float | None = None
         self._probe = self.dataset.one_per_partition()
 
     # -- lifecycle ---------------------------------------------------------------
@@ -234,13 +236,16 @@ class BenchSession:
 
     def timeout_s(self, wanted: float) -> float:
         """`wanted`, cut to what is left of the budget (at least `MIN_WAIT_S`): no wait
-        overruns it."""
-        return max(MIN_WAIT_S, min(wanted, self.remaining_s()))
+        overruns it. A cut is remembered for the step (`shortest_cut_s`)."""
+        allowed = max(MIN_WAIT_S, min(wanted, self.remaining_s()))
+        if allowed < wanted:
+            cut = self.shortest_cut_s
+            self.shortest_cut_s = allowed if cut is None else min(cut, allowed)
+        return allowed
 
-    def budget_spent(self) -> bool:
-        """Whether the waits are cut to `MIN_WAIT_S`: a step failing now may have failed
-        for want of time, not for what it measures."""
-        return self.remaining_s() <= MIN_WAIT_S
+    def begin_step(self) -> None:
+        """A step starts: no wait of it was cut yet."""
+        self.shortest_cut_s = None
 
     def pids(self) -> dict[str, int]:
         """The running parts for the memory sampler: part name -> pid."""

@@ -1,10 +1,8 @@
-"""A failing step is recorded, and says so when the run's budget, not the step, cut it."""
+"""A failing step is recorded, and says so when the run's budget cut one of its waits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import cast
+from pathlib import Path
 
 import pytest
 
@@ -12,53 +10,59 @@ from tests.bench import runner
 from tests.bench.report import Report
 from tests.bench.runner import Step, run_plan
 from tests.bench.session import MIN_WAIT_S, BenchError, BenchSession
+from tests.bench.settings import BenchSettings
 
 
-@dataclass
-class _Session:
-    """What `run_plan` asks of a session: the time left and a progress line."""
+class _Session(BenchSession):
+    """What `run_plan` asks of a session, the session's own budget cuts included, with
+    the time left set by the test instead of the clock (and no cluster)."""
 
-    left_s: float
-    settings: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(budget_s=1330.0))
-    lines: list[str] = field(default_factory=list)
+    def __init__(self, left_s: float) -> None:  # BenchSession's would make a cluster's parts
+        self.settings = BenchSettings(workdir=Path("unused"))
+        self.left_s = left_s
+        self.shortest_cut_s = None
+        self.lines: list[str] = []
+        self.progress = self.lines.append
 
     def remaining_s(self) -> float:
         return self.left_s
 
-    def budget_spent(self) -> bool:
-        return self.left_s <= MIN_WAIT_S
 
-    def progress(self, line: str) -> None:
-        self.lines.append(line)
-
-
-def _errors(left_after_s: float, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The errors of a step started with 600 s left that fails with `left_after_s` left."""
+def _errors(left_at_wait_s: float, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The errors of a step that waits up to 120 s with `left_at_wait_s` of the budget
+    left, then fails."""
     session = _Session(600.0)
+    session.shortest_cut_s = 3.0  # a cut of an earlier step
 
     def counted_too_few(_: BenchSession, __: Report) -> None:
-        session.left_s = left_after_s
-        raise BenchError("the changelog counted 3,688 of 50,000 events after 10 s")
+        session.left_s = left_at_wait_s
+        waited = session.timeout_s(120.0)
+        raise BenchError(f"the changelog counted 3,688 of 50,000 events after {waited:.0f} s")
 
-    step = Step("aggregates", counted_too_few, estimate_s=120)
-    monkeypatch.setattr(runner, "plan", lambda: (step,))
+    monkeypatch.setattr(runner, "plan", lambda: (Step("aggregates", counted_too_few, 120),))
     report = Report()
-    run_plan(cast(BenchSession, session), report)
+    run_plan(session, report)
     return report.sections["aggregates"].errors
 
 
-def test_a_step_failing_once_the_budget_is_spent_says_so_and_how_to_run_it_alone(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("left_s", "cut_s"), [(-30.0, MIN_WAIT_S), (25.0, 25.0)])
+def test_a_step_whose_wait_the_budget_cut_says_so_and_how_to_measure_it(
+    left_s: float, cut_s: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    [error] = _errors(-30.0, monkeypatch)
-    assert error.startswith("BenchError: the changelog counted 3,688 of 50,000 events")
-    assert "the run's budget (1330 s) ran out during this step" in error
+    [error] = _errors(left_s, monkeypatch)
+    assert error.startswith(
+        f"BenchError: the changelog counted 3,688 of 50,000 events after {cut_s:.0f} s"
+    )
+    assert (
+        f"the run's budget (1330 s) was nearly spent and cut a wait of this step to {cut_s:.0f} s"
+        in error
+    )
     assert "python -m tests.bench --only aggregates" in error
 
 
-def test_a_step_failing_within_the_budget_is_recorded_as_it_failed(
+def test_a_step_failing_with_its_waits_whole_is_recorded_as_it_failed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     [error] = _errors(400.0, monkeypatch)
-    assert error.startswith("BenchError: the changelog counted 3,688 of 50,000 events")
+    assert error.startswith("BenchError: the changelog counted 3,688 of 50,000 events after 120 s")
     assert "budget" not in error
