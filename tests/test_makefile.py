@@ -38,13 +38,22 @@ def _plan(target: str, tmp_path: Path) -> list[str]:
     return done.stdout.splitlines()
 
 
-def _pip_installs(plan: list[str]) -> list[str]:
-    return [line for line in plan if "pip install" in line and "--upgrade pip" not in line]
+def _installs(plan: list[str]) -> list[str]:
+    """The plan's installs of statefed itself (uv's, into the venv)."""
+    return [line for line in plan if " pip install" in line and " -e " in line]
+
+
+def _uv_pip(tmp_path: Path) -> str:
+    venv = f"{tmp_path}/venv/bin"
+    return f"{venv}/uv pip install --quiet --native-tls --python {venv}/python"
 
 
 def test_make_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> None:
     plan = _plan("demo", tmp_path)
-    assert _pip_installs(plan) == [f"{tmp_path}/venv/bin/pip install --quiet -e ."]
+    assert _installs(plan) == [f"{_uv_pip(tmp_path)} -e ."]
+    uv = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert uv is not None, "the Makefile pins UV_VERSION"
+    assert f"{tmp_path}/venv/bin/pip install --quiet uv=={uv.group(1)}" in plan, "uv, pinned"
     assert any("dependency:copy-dependencies" in line for line in plan), "Kafka's jars"
     assert any("-m tooling.connector" in line for line in plan), "Spark's connector"
     assert not any("apicurio" in line for line in plan), "the demo does not use a registry yet"
@@ -54,8 +63,8 @@ def test_make_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> Non
 
 def test_make_test_and_make_check_install_the_dev_extras(tmp_path: Path) -> None:
     for target in ("test", "check"):
-        installs = _pip_installs(_plan(target, tmp_path))
-        assert f"{tmp_path}/venv/bin/pip install --quiet -e '.[dev]'" in installs, target
+        installs = _installs(_plan(target, tmp_path))
+        assert f"{_uv_pip(tmp_path)} -e '.[dev]'" in installs, target
 
 
 def test_make_install_fetches_the_pinned_schema_registry(tmp_path: Path) -> None:
