@@ -1,6 +1,7 @@
 """The conformance matrix, end to end on real parts: every value format (plain JSON, and
-JSON Schema, Avro and Protobuf through a real Schema Registry) with every key type (string,
-int, long, and a record of a string, a long and an int, written as compact JSON), each
+JSON Schema, Avro and Protobuf through a real Schema Registry), each with two key types, so
+that every key type (string, int, long, and a record of a string, a long and an int, written
+as compact JSON) comes with two formats (tests/conformance/views.py says why), each
 value carrying one field per schema shape (scalars, a 64-bit integer, a decimal, a
 timestamp, a date, an enum, lists of scalars, of enums and of records, a record nested in a
 record, optional fields and an optional record, names to sanitize, and a field v2 of the
