@@ -38,16 +38,21 @@ JVM_ARCHIVES := .cache/jvm
 JVM_STAMP    := $(JVM_ARCHIVES)/.trained
 
 # the runtime dependencies alone (what `make demo` needs), then the dev extras on top
-# (tests, linters, profilers: what `make test` and `make check` need). Installed by uv
-# (pip installs uv first): the same versions as pip resolves, in 45 s instead of 100 s
-# on a machine with empty caches (2 cores, December 2026). --native-tls: the system's
-# certificates, as pip is configured to use.
+# (tests, linters, profilers: what `make test` and `make check` need). uv installs them
+# (pip installs uv first): it resolved the same versions pip did, in 45 s instead of 100 s
+# on a machine with empty caches (2 cores, December 2026). --system-certs: the system's
+# certificates, as pip is configured to use. uv's stamp names its version, so a venv made
+# before uv (or with another uv) gets this one and its packages installed again.
 UV_VERSION := 0.13.8
-UV_PIP     := $(BIN)/uv pip install --quiet --native-tls --python $(BIN)/python
+UV_STAMP   := $(VENV)/.uv-$(UV_VERSION)
+UV_PIP     := $(BIN)/uv pip install --quiet --system-certs --python $(BIN)/python
 
-$(RUNTIME): pyproject.toml
+$(UV_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)
+	touch $(UV_STAMP)
+
+$(RUNTIME): pyproject.toml $(UV_STAMP)
 	$(UV_PIP) -e .
 	touch $(RUNTIME)
 

@@ -39,26 +39,46 @@ def _plan(target: str, tmp_path: Path) -> list[str]:
 
 
 def _installs(plan: list[str]) -> list[str]:
-    """The plan's installs of statefed itself (uv's, into the venv)."""
-    return [line for line in plan if " pip install" in line and " -e " in line]
+    """The plan's package installs, in order (pip's of uv, then uv's)."""
+    return [line for line in plan if "pip install" in line]
 
 
 def _uv_pip(tmp_path: Path) -> str:
     venv = f"{tmp_path}/venv/bin"
-    return f"{venv}/uv pip install --quiet --native-tls --python {venv}/python"
+    return f"{venv}/uv pip install --quiet --system-certs --python {venv}/python"
+
+
+def _uv_version() -> str:
+    pinned = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert pinned is not None, "the Makefile pins UV_VERSION"
+    return pinned.group(1)
 
 
 def test_make_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> None:
     plan = _plan("demo", tmp_path)
-    assert _installs(plan) == [f"{_uv_pip(tmp_path)} -e ."]
-    uv = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert uv is not None, "the Makefile pins UV_VERSION"
-    assert f"{tmp_path}/venv/bin/pip install --quiet uv=={uv.group(1)}" in plan, "uv, pinned"
+    assert _installs(plan) == [
+        f"{tmp_path}/venv/bin/pip install --quiet uv=={_uv_version()}",
+        f"{_uv_pip(tmp_path)} -e .",
+    ]
     assert any("dependency:copy-dependencies" in line for line in plan), "Kafka's jars"
     assert any("-m tooling.connector" in line for line in plan), "Spark's connector"
     assert not any("apicurio" in line for line in plan), "the demo does not use a registry yet"
     assert plan[-1] == f"{tmp_path}/venv/bin/statefed demo"
     assert not any("tooling.classdata" in line for line in plan), "no minute of training first"
+
+
+def test_a_venv_made_before_uv_gets_uv_and_its_packages_again(tmp_path: Path) -> None:
+    """A venv whose stamps predate uv (an earlier pip install) is installed again by uv,
+    the dev extras too, instead of calling a uv that is not there."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    for stamp in (".runtime", ".installed"):
+        (venv / stamp).touch()
+    assert _installs(_plan("test", tmp_path)) == [
+        f"{venv}/bin/pip install --quiet uv=={_uv_version()}",
+        f"{_uv_pip(tmp_path)} -e .",
+        f"{_uv_pip(tmp_path)} -e '.[dev]'",
+    ]
 
 
 def test_make_test_and_make_check_install_the_dev_extras(tmp_path: Path) -> None:
