@@ -1,13 +1,13 @@
-"""The conformance matrix, end to end on real parts: every value format (plain JSON, and
-JSON Schema, Avro and Protobuf through a real Schema Registry), each with two key types, so
-that every key type (string, int, long, and a record of a string, a long and an int, written
-as compact JSON) comes with two formats (tests/conformance/views.py says why), each
-value carrying one field per schema shape (scalars, a 64-bit integer, a decimal, a
-timestamp, a date, an enum, lists of scalars, of enums and of records, a record nested in a
-record, optional fields and an optional record, names to sanitize, and a field v2 of the
-schema adds). Every value queried back through the gateway, by a multi-key lookup (read
-from the nodes, then again from the gateway's cache), a point lookup and a scan, equals
-what was produced.
+"""The conformance matrix, end to end on real parts. Every value format (plain JSON, and
+JSON Schema, Avro and Protobuf through a real Schema Registry) comes with two key types, and
+every key type (string, int, long, and a record of a string, a long and an int, written as
+compact JSON) with two formats (tests/conformance/views.py says why). Each value carries
+one field per schema shape (scalars, a 64-bit integer, a decimal, a timestamp, a date, an
+enum, lists of scalars, of enums and of records, a record nested in a record, optional
+fields and an optional record, names to sanitize, and a field v2 of the schema adds).
+Every value queried back through the gateway, by a multi-key lookup (read from the nodes,
+then again from the gateway's cache), a point lookup and a scan, equals what was
+produced.
 
 Avro, JSON Schema and Protobuf values are written by Confluent's serializers
 (confluent-kafka) with the schema version each record names: half of each topic's records

@@ -72,11 +72,11 @@ def _view(value_format: ValueFormat, key_type: KeyType | RecordKey) -> View:
 
 
 # Each value format with two key types and each key type with two formats (format i with
-# key types i and i + 1), not all sixteen pairs: the key is read from the record's key and
-# the value from its value, and they meet only in the row, so a pair proves no more than
-# its two halves. Half the views is half the queries the matrix's one pipeline runs. The
-# record key, read by a Python UDF, comes with Avro (spark-avro) and with Protobuf (a UDF
-# of its own in the same plan).
+# key types i and (i + 1) mod 4), not all sixteen pairs: the key is read from the record's
+# key and the value from its value, and they meet only in the row, so a pair proves no
+# more than its two halves. Half the views is half the queries the matrix's one pipeline
+# runs. The record key, read by a Python UDF, comes with Avro (spark-avro) and with
+# Protobuf (a UDF of its own in the same plan).
 PAIRS: tuple[tuple[ValueFormat, KeyType | RecordKey], ...] = tuple(
     (value_format, KEY_TYPES[(i + step) % len(KEY_TYPES)])
     for i, value_format in enumerate(FORMATS)
