@@ -48,16 +48,17 @@ def _uv_pip(tmp_path: Path) -> str:
     return f"{venv}/uv pip install --quiet --system-certs --python {venv}/python"
 
 
-def _uv_version() -> str:
-    pinned = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert pinned is not None, "the Makefile pins UV_VERSION"
+def _pinned(name: str) -> str:
+    """The version the Makefile pins as `name` (`UV_VERSION`, ...)."""
+    pinned = re.search(rf"^{name} := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert pinned is not None, f"the Makefile pins {name}"
     return pinned.group(1)
 
 
 def test_make_demo_installs_only_the_runtime_dependencies(tmp_path: Path) -> None:
     plan = _plan("demo", tmp_path)
     assert _installs(plan) == [
-        f"{tmp_path}/venv/bin/pip install --quiet uv=={_uv_version()}",
+        f"{tmp_path}/venv/bin/pip install --quiet uv=={_pinned('UV_VERSION')}",
         f"{_uv_pip(tmp_path)} -e .",
     ]
     assert any("dependency:copy-dependencies" in line for line in plan), "Kafka's jars"
@@ -75,7 +76,7 @@ def test_a_venv_made_before_uv_gets_uv_and_its_packages_again(tmp_path: Path) ->
     for stamp in (".runtime", ".installed"):
         (venv / stamp).touch()
     assert _installs(_plan("test", tmp_path)) == [
-        f"{venv}/bin/pip install --quiet uv=={_uv_version()}",
+        f"{venv}/bin/pip install --quiet uv=={_pinned('UV_VERSION')}",
         f"{_uv_pip(tmp_path)} -e .",
         f"{_uv_pip(tmp_path)} -e '.[dev]'",
     ]
@@ -95,17 +96,13 @@ def test_make_install_fetches_the_pinned_schema_registry(tmp_path: Path) -> None
 
 
 def test_the_makefile_and_tooling_registry_pin_the_same_registry() -> None:
-    pinned = re.search(r"^REGISTRY_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert pinned is not None, "the Makefile pins REGISTRY_VERSION"
-    assert pinned.group(1) == REGISTRY_VERSION, "move them together"
+    assert _pinned("REGISTRY_VERSION") == REGISTRY_VERSION, "move them together"
 
 
 def test_make_apollo_router_builds_the_pinned_router_the_bench_runs(tmp_path: Path) -> None:
     """`make bench` asks for Apollo Router (a peer); the Makefile and the bench pin one
     version, built with its locked dependencies where the bench looks for it."""
-    pinned = re.search(r"^ROUTER_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert pinned is not None, "the Makefile pins ROUTER_VERSION"
-    assert pinned.group(1) == ROUTER_VERSION, "move them together"
+    assert _pinned("ROUTER_VERSION") == ROUTER_VERSION, "move them together"
     plan = _plan("apollo-router", tmp_path)
     build = f"cargo install apollo-router --version {ROUTER_VERSION} --locked"
     assert any(build in line and f"--root {tmp_path}/router" in line for line in plan), plan
