@@ -14,6 +14,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import inspect
 import struct
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -25,12 +26,16 @@ import httpx
 import orjson
 import uvicorn
 from graphql import (
+    DocumentNode,
+    ExecutionResult,
     FieldNode,
     GraphQLError,
     OperationDefinitionNode,
     build_schema,
+    execute,
     graphql,
     parse,
+    validate,
 )
 
 from gateway.cluster.pipeline import StatusBoard
@@ -306,6 +311,7 @@ class FakeNode:
         self.fields_asked: list[str] = []  # the root field of every request
         self.entities_asked: list[str] = []  # per `_entities` request, each type name asked
         self._schema = build_schema(node_sdl(catalogue))
+        self._documents: dict[str, DocumentNode] = {}  # valid query texts, parsed once
         self._topics = [view.changelog_topic for view in catalogue]
         self._root: dict[str, Callable[..., Any]] = {"_entities": self._entities}
         self._entity_views = {v.type_name: v for v in catalogue if v.kind in _ENTITIES}
@@ -664,14 +670,28 @@ class FakeNode:
 
     async def _graphql(self, request: dict[str, Any]) -> dict[str, Any]:
         context: dict[str, Any] = {"read": set()}
-        result = await graphql(
-            self._schema,
-            request["query"],
-            root_value=self._root,
-            variable_values=request.get("variables"),
-            context_value=context,
-        )
-        operation = parse(request["query"]).definitions[0]
+        query = request["query"]
+        document = self._document(query)
+        if document is None:  # not valid: graphql() says why, as a node would
+            result = await graphql(
+                self._schema,
+                query,
+                root_value=self._root,
+                variable_values=request.get("variables"),
+                context_value=context,
+            )
+            document = parse(query)
+        else:
+            executed = execute(
+                self._schema,
+                document,
+                root_value=self._root,
+                variable_values=request.get("variables"),
+                context_value=context,
+            )
+            result = await executed if inspect.isawaitable(executed) else executed
+            assert isinstance(result, ExecutionResult)
+        operation = document.definitions[0]
         assert isinstance(operation, OperationDefinitionNode)
         self.fields_asked.extend(
             s.name.value for s in operation.selection_set.selections if isinstance(s, FieldNode)
@@ -681,6 +701,20 @@ class FakeNode:
             doc["errors"] = [e.formatted for e in result.errors]
         doc["extensions"] = {"freshness": self.freshness(context["read"])}
         return doc
+
+    def _document(self, query: str) -> DocumentNode | None:
+        """`query` parsed and validated, once per text (the gateway sends few texts, many
+        times: parsing each again was most of a fake node's time); None when not valid."""
+        document = self._documents.get(query)
+        if document is None:
+            try:
+                document = parse(query)
+            except GraphQLError:
+                return None
+            if validate(self._schema, document):
+                return None
+            self._documents[query] = document
+        return document
 
 
 # -- routing, clients and the gateway over fake nodes -------------------------------------
