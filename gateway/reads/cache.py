@@ -335,10 +335,12 @@ class GatewayCache:
         was `read` from the nodes. Its keys are counted for admission, the partitions of
         admitted ones followed, and when every key is admitted they are filled, from `read`
         when it is exact: so a key is admitted at its `admit_after`-th ask and answered from
-        memory soon after. The keys of a multi-key lookup are counted one time in
-        `MULTI_KEY_COUNT_EVERY`, at random: such a lookup is worth filling only when its
-        keys are asked together again and again, which those draws count soon enough, and
-        counting ten keys on every request cost about 5% of the gateway's CPU."""
+        memory soon after. While the cache has room, keys not admitted yet are filled from
+        `read` too, when it is exact and their partitions are followed (`_fill_room`).
+        The keys of a multi-key lookup are counted one time in `MULTI_KEY_COUNT_EVERY`, at
+        random: such a lookup is worth filling only when its keys are asked together again
+        and again, which those draws count soon enough, and counting ten keys on every
+        request cost about 5% of the gateway's CPU."""
         self.skipped += 1
         if len(keys) > 1 and self._draw() * MULTI_KEY_COUNT_EVERY >= 1.0:
             return
@@ -354,10 +356,10 @@ class GatewayCache:
                     refused += 1
             if frequent:
                 self._follow(partition)
-        if refused:
-            admission.refused += refused
-        else:
+        if not refused:
             self.fill(view, keys_of, read, keys)
+        elif not self._fill_room(view, keys_of, read, keys):
+            admission.refused += refused
 
     def look(
         self, view: View, keys_of: Mapping[int, Sequence[str]], options: ReadOptions = DEFAULT_READ
@@ -563,6 +565,38 @@ class GatewayCache:
         for key in keys:
             self._put(view, state, key, read_entry(key, rows.get(key)), at)
         self.filled_from_reads += len(keys)
+        return True
+
+    def _fill_room(
+        self,
+        view: View,
+        keys_of: Mapping[int, Sequence[str]],
+        read: LookupResult,
+        keys: Sequence[str],
+    ) -> bool:
+        """While the cache has room, fill the keys of a lookup that admission did not admit
+        yet from the node `read` that missed them, when that read is exact and their
+        partitions are followed already (`_fill_from`): such a fill costs no second read,
+        starts no follow and evicts nothing, so a key missed once is answered from memory
+        when asked again. Once the cache is full, admission alone decides (`fill`). Whether
+        every key is held now."""
+        room = self._max_bytes - self._bytes - self._whole.bytes
+        whole = self._wholes.get(view.name)
+        if room <= 0 or self._stopped or (whole is not None and whole.complete):
+            return False
+        rows: dict[str, CachedRow] = {}
+        for partition, asked in keys_of.items():
+            state = self._partitions.get(partition)
+            if state is None or not state.live or state.link is None:
+                return False  # not followed: its keys are worth a follow once admitted
+            wanted = [k for k in asked if not self._held(view, state, k)]
+            if not wanted:
+                continue
+            rows = rows or dict(zip(keys, read.rows, strict=True))
+            size = sum(read_entry(k, rows.get(k))[1] for k in wanted)
+            if size > room or not self._fill_from(view, state, wanted, read, rows):
+                return False
+            room -= size
         return True
 
     def _fill_later(self, state: _Partition, view: View, keys: list[str]) -> None:

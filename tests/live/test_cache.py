@@ -23,7 +23,7 @@ from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import LOST
 from gateway.reads import cache as cache_module
 from gateway.reads.cache import MULTI_KEY_COUNT_EVERY, GatewayCache
-from gateway.reads.entries import ENTRY_OVERHEAD_BYTES
+from gateway.reads.entries import ENTRY_OVERHEAD_BYTES, read_entry
 from gateway.reads.kinds import to_row
 from gateway.reads.protocol import DEFAULT_READ, LookupResult, ReadOptions, TopResult
 from runtime.clock import wall_clock_ms
@@ -746,5 +746,40 @@ def test_a_miss_read_that_is_not_exact_or_passed_by_the_follow_fills_by_snapshot
             h.cache.fill(WORDS, h.ask([key]).missing, _read([key], [Row(key, 4)], **entry), [key])
             await asyncio.wait_for(h.hub.links["n1"].asked_for(True, 0), 5)
             assert h.ask([key]).missing == {0: [key]}  # not filled from the read
+
+    asyncio.run(scenario())
+
+
+def test_while_it_has_room_a_key_read_once_is_filled_from_its_exact_read() -> None:
+    """Admission decides once the cache is full. Until then a key read once is filled from
+    the node read that missed it, when that read is exact and the key's partition is
+    followed already: no second read, no follow, nothing evicted. A read that is not exact
+    fills nothing, and asks for no snapshot."""
+
+    async def scenario() -> None:
+        hot, once, late, other = (key_in(0, i) for i in range(4))
+        bound = sum(read_entry(k, Row(k, 1))[1] for k in (hot, once))
+        async with harness(max_bytes=bound, admit_after=3) as h:
+            for _ in range(3):  # admitted at its third ask: partition 0 followed
+                h.cache.passed(WORDS, {0: [hot]}, _read([hot], [Row(hot, 1)]), [hot])
+            await h.following(applied=5, other=3)
+            h.cache.passed(WORDS, {0: [hot]}, _read([hot], [Row(hot, 1)]), [hot])
+            h.cache.passed(WORDS, {0: [once]}, _read([once], [Row(once, 1)]), [once])
+            assert h.ask([hot, once]).rows == {hot: Row(hot, 1), once: Row(once, 1)}
+            assert h.cache.stats()["refused"] == 2  # `hot` at its first two asks
+            for _ in range(2):  # full: asked twice, not filled
+                h.cache.passed(WORDS, {0: [late]}, _read([late], [Row(late, 1)]), [late])
+            assert not h.cache.holds(WORDS, [late])
+            assert h.cache.stats()["refused"] == 4
+            assert h.cache.stats()["bytes"] <= bound
+        async with harness(admit_after=3) as h:
+            for _ in range(3):
+                h.cache.passed(WORDS, {0: [hot]}, _read([hot], [Row(hot, 1)]), [hot])
+            await h.following(applied=5, other=3)
+            batch_written = _read([other], [Row(other, 1)], positions={TOPIC: 6, OTHER: 3})
+            h.cache.passed(WORDS, {0: [other]}, batch_written, [other])
+            await settle()
+            assert not h.cache.holds(WORDS, [other])
+            assert not any(f["snapshot"] for f, _ in h.hub.links["n1"].follows.values())
 
     asyncio.run(scenario())
