@@ -212,6 +212,17 @@ def _shapes(report: Report) -> list[TargetResult]:
                 f"{shape}_defaults_x_cache_off_min",
             )
         )
+        results.append(
+            _at_most(
+                report,
+                f"{shape}: gateway defaults p99 <= cache off p99, at 1 and 32 connections",
+                1.0,
+                "x",
+                "shapes",
+                "ratios",
+                f"{shape}_p99_x_cache_off_max",
+            )
+        )
         if shape != "entities20":  # routers serve no `_entities`
             results.append(
                 _at_least(
@@ -225,6 +236,18 @@ def _shapes(report: Report) -> list[TargetResult]:
                     f"{shape}_defaults_x_fastest_peer_min",
                 )
             )
+            results.append(
+                _at_most(
+                    report,
+                    f"{shape}: gateway defaults p99 <= the faster peer's p99, at 1 and 32 "
+                    "connections",
+                    1.0,
+                    "x",
+                    "shapes",
+                    "ratios",
+                    f"{shape}_p99_x_fastest_peer_max",
+                )
+            )
     results.append(
         _at_most(
             report,
@@ -233,6 +256,16 @@ def _shapes(report: Report) -> list[TargetResult]:
             " pauses",
             "shapes",
             "loop_pauses_defaults",
+        )
+    )
+    results.append(
+        _at_most(
+            report,
+            "no event-loop pause > 20 ms in the gateway holding the view whole, every shape",
+            0,
+            " pauses",
+            "shapes",
+            "loop_pauses_whole",
         )
     )
     results.append(

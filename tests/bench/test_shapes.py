@@ -1,6 +1,6 @@
 """The shapes step's request bodies and its wrk script (`wrk_pairs.lua`), run against a
 small server: every answer is checked for as many rows as its aliases ask, each row the
-data set's count."""
+data set's count. And how issue 31's goals are judged from the step's cells."""
 
 from __future__ import annotations
 
@@ -18,7 +18,16 @@ from tests.bench.answering import answering
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
 from tests.bench.peer_figures import Round
-from tests.bench.shapes import SHAPES, BodiesFiles, cell_figures, pauses_in, shape_bodies
+from tests.bench.report import Report
+from tests.bench.shapes import (
+    SHAPES,
+    BodiesFiles,
+    cell_figures,
+    pauses_in,
+    shape_bodies,
+    shape_ratios,
+)
+from tests.bench.targets import evaluate
 
 DATA = Dataset(5000, 6)
 LUA = Path(__file__).with_name("wrk_pairs.lua")
@@ -97,3 +106,38 @@ def test_loop_pauses_are_the_wake_ups_of_the_gateways_lag_histogram_over_20_ms()
         metrics.loop_lag(seconds)
     assert pauses_in(exposition(metrics.registry).decode()) == (5, 3)
     assert pauses_in("") == (0, 0)  # no histogram yet
+
+
+def test_the_goals_are_judged_on_the_worse_connection_count_and_the_faster_peer() -> None:
+    def cell(rps: float, p99_ms: float) -> dict[str, float]:
+        return {"rps": rps, "p99_ms": p99_ms}
+
+    cells = {
+        "uniform_gateway_c1": cell(1200, 2.0),
+        "uniform_gateway_cache_off_c1": cell(1000, 2.5),
+        "uniform_grafbase_c1": cell(900, 1.0),
+        "uniform_apollo_router_c1": cell(700, 0.5),  # slower: not the peer held to
+        "uniform_gateway_c32": cell(3000, 30.0),
+        "uniform_gateway_cache_off_c32": cell(3300, 20.0),
+        "uniform_grafbase_c32": cell(2000, 40.0),
+    }
+    ratios = shape_ratios(cells, (1, 32))
+    assert ratios["uniform_defaults_x_cache_off_min"] == 3000 / 3300
+    assert ratios["uniform_p99_x_cache_off_max"] == 30.0 / 20.0
+    assert ratios["uniform_defaults_x_fastest_peer_min"] == 1200 / 900
+    assert ratios["uniform_p99_x_fastest_peer_max"] == 2.0 / 1.0
+    assert "zipf_defaults_x_cache_off_min" not in ratios  # not measured
+
+    report = Report()
+    figures = {"ratios": ratios, "loop_pauses_defaults": 0, "loop_pauses_whole": 3}
+    report.section("shapes", "shapes").figures.update(figures)
+    judged = {t.target: t for t in evaluate(report) if "uniform" in t.target or "pause" in t.target}
+    statuses = {target.split(": ", 1)[-1]: t.status for target, t in judged.items()}
+    assert statuses == {
+        "gateway defaults req/s >= cache off, at 1 and 32 connections": "FAIL",
+        "gateway defaults p99 <= cache off p99, at 1 and 32 connections": "FAIL",
+        "gateway defaults req/s >= 1.5 x the faster peer's, at 1 and 32 connections": "FAIL",
+        "gateway defaults p99 <= the faster peer's p99, at 1 and 32 connections": "FAIL",
+        "no event-loop pause > 20 ms in the gateway with its defaults, every shape": "PASS",
+        "no event-loop pause > 20 ms in the gateway holding the view whole, every shape": "FAIL",
+    }
