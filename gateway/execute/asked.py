@@ -141,10 +141,14 @@ def _check_read(root: Root, arguments: Mapping[str, Any], context: RequestContex
 
 def _by(root: Root, arguments: Mapping[str, Any]) -> str | None:
     """The result an aggregate view's top-N ranks by (its enum value's name of the result),
-    None for a count view's."""
+    None for a count view's, and for a windowed view's asked without `by` (or `by: null`),
+    which ranks by the windows' counts as its resolver does."""
     if not root.ranked:
         return None
-    by = getattr(arguments.get("by"), "value", arguments.get("by"))  # the enum's member
+    by = arguments.get("by")
+    if by is None and root.view is not None and root.view.window is not None:
+        return None
+    by = getattr(by, "value", by)  # the enum's member
     if not isinstance(by, str):
         raise Doubt
     return by

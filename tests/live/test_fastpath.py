@@ -3,18 +3,18 @@ one with the cache off (whose fast path answers from the nodes' reads), over two
 fed from a real broker: each one's answers equal those of the same gateway with the fast
 path switched off (status, headers and body, `extensions.freshness` included), and their
 data and errors equal each other's, for generated documents over every view kind it answers
-(count, latest and aggregate; a windowed view's windows of a key and top-N of a window;
-every view's totals; a history view's page of a key's events and event as of a time; a
-page of every view's scan) of the shape it answers (aliases, several root fields, named
-and inline fragments on the type they select from or on a union it belongs to, nested or
-not, `@skip` and `@include` by literals and variables, a leaf or a fragment asked twice,
-variables and literals, keys present and absent, unicode keys, POST and GET) and of shapes
-it must leave to execution (a condition that is no boolean, one key of two selections,
-other fields, bad variables, bad keys, `atLeast`, a page the read refuses).
-Authentication, the scopes of views and CORS apply to its answers as to executed ones. A
-top-N, alone or beside lookups, is answered by it too: from the cache once the gateway
-keeps that top, else from the nodes' reads (with the cache off, or a field accepting no
-lag).
+(count, latest and aggregate; a windowed count or windowed aggregate view's windows of a
+key and top-N of a window, the aggregate's by a result too; every view's totals; a history
+view's page of a key's events and event as of a time; a page of every view's scan) of the
+shape it answers (aliases, several root fields, named and inline fragments on the type they
+select from or on a union it belongs to, nested or not, `@skip` and `@include` by literals
+and variables, a leaf or a fragment asked twice, variables and literals, keys present and
+absent, unicode keys, POST and GET) and of shapes it must leave to execution (a condition
+that is no boolean, one key of two selections, other fields, bad variables, bad keys,
+`atLeast`, a page the read refuses). Authentication, the scopes of views and CORS apply to
+its answers as to executed ones. A top-N, alone or beside lookups, is answered by it too:
+from the cache once the gateway keeps that top, else from the nodes' reads (with the cache
+off, or a field accepting no lag).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import jwt
@@ -68,6 +68,7 @@ from tests.node.harness import (
     produce_counts,
     settled,
 )
+from tests.orders import HOURLY_BASKETS
 from tests.security.serving import serving
 from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
@@ -94,6 +95,19 @@ EPOCH_MS = 1_700_000_000_000
 MINUTE0 = (int(time.time() * 1000) // 60_000 - 60) * 60_000
 # host, minute (from MINUTE0) -> the window's count
 MINUTES = {("h0", 0): 3, ("хост", 0): 5, ("h 2", 0): 5, ("h0", 1): 2, ("h 2", 1): 4}
+# the first window of the windowed aggregate view: two hours ago, on the quarter hour its
+# hour-long windows start at
+QUARTER_MS, HOUR_MS = 900_000, 3_600_000
+QUARTER0 = (int(time.time() * 1000) // QUARTER_MS - 8) * QUARTER_MS
+# customer, quarter hour (from QUARTER0) -> the window's count and results (a basket of no
+# priced order is null)
+QUARTERS: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {
+    ("c0", 0): (2, {"basket": 12.5, "revenue": 25.0, "products": 2}),
+    ("клиент", 0): (2, {"basket": 7.25, "revenue": 14.5, "products": 1}),
+    ("c2", 0): (1, {"basket": None, "revenue": None, "products": 1}),
+    ("c0", 1): (3, {"basket": 10.0, "revenue": 30.0, "products": 3}),
+    ("клиент", 2): (1, {"basket": 0.1, "revenue": 0.1, "products": 1}),
+}
 
 _tag = uuid.uuid4().hex[:8]
 COUNTS = dataclasses.replace(WORD_COUNTS, name=f"f{_tag}_counts", topic=f"f{_tag}.words")
@@ -112,7 +126,15 @@ WINDOWS = dataclasses.replace(  # a windowed count view: one-minute windows per 
 HISTORY = dataclasses.replace(  # a history view: a page of a customer's events
     view_by_name("booking_history"), name=f"f{_tag}_history", topic=f"f{_tag}.bookings"
 )
-VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS, HOSTS, WINDOWS, HISTORY)
+assert HOURLY_BASKETS.window is not None
+BASKETS = dataclasses.replace(  # a windowed aggregate view: hourly results per customer
+    HOURLY_BASKETS,
+    name=f"f{_tag}_baskets",
+    topic=f"f{_tag}.orders",
+    # kept a day: 400 days of windows would price a key's windows past the cost limit
+    window=dataclasses.replace(HOURLY_BASKETS.window, retention_ms=24 * HOUR_MS),
+)
+VIEWS: tuple[View, ...] = (COUNTS, BOOKINGS, HOSTS, WINDOWS, HISTORY, BASKETS)
 # customer -> their trips, one event a second from EPOCH_MS (None: an event without a trip)
 TRIPS: dict[str, list[str | None]] = {
     "c0": ["LIS-BER", "BER-OSL", None, "OSL-LIS"],
@@ -125,6 +147,11 @@ def _minute(minute: int, offset_ms: int = 0) -> str:
     """The start of the windowed view's `minute`th window (from MINUTE0), as DateTime."""
     start = MINUTE0 + minute * 60_000 + offset_ms
     return datetime.fromtimestamp(start / 1000, UTC).isoformat()
+
+
+def _quarter(quarter: int) -> str:
+    """The start of the windowed aggregate view's `quarter`th window (from QUARTER0)."""
+    return datetime.fromtimestamp((QUARTER0 + quarter * QUARTER_MS) / 1000, UTC).isoformat()
 
 
 @dataclass
@@ -175,6 +202,14 @@ def _produce(bootstrap: str) -> None:
         window = WindowRow(host, start, start + 60_000, events, start + events)
         windows.append((window_record_key(window), encode_window(window), partition_for(host, P)))
     produce_changelog(bootstrap, WINDOWS, windows)
+    baskets = []
+    for (customer, quarter), (events, results) in QUARTERS.items():
+        start = QUARTER0 + quarter * QUARTER_MS
+        window = WindowRow(customer, start, start + HOUR_MS, events, start + events, results)
+        baskets.append(
+            (window_record_key(window), encode_window(window), partition_for(customer, P))
+        )
+    produce_changelog(bootstrap, BASKETS, baskets)
 
 
 def _gateway(config: GatewayConfig) -> tuple[GatewayApp, str]:
@@ -326,11 +361,32 @@ word_keys = st.sampled_from(ALL_WORDS)
 customer_keys = st.sampled_from(ALL_CUSTOMERS)
 host_keys = st.sampled_from(ALL_HOSTS)
 window_hosts = st.sampled_from((*dict.fromkeys(host for host, _ in MINUTES), "h-none"))
+basket_customers = st.sampled_from((*dict.fromkeys(c for c, _ in QUARTERS), "c-none"))
 COUNT_LEAVES = ("word", "count", "__typename")
 BOOKING_LEAVES = ("customer", "trip", "eventTime", "__typename")
 HOST_LEAVES = ("host", "views", "pages", "eventTime", "__typename")
 TOTALS_LEAVES = ("keys", "count", "__typename")
+WINDOW_LEAVES = ("host", "start", "end", "count", "__typename")
+BASKET_LEAVES = ("customer", "start", "end", "count", "basket", "revenue", "products", "__typename")
 aliases = st.one_of(st.none(), st.sampled_from(["a", "b", "_u", "x_1"]))
+
+
+class Windowed(NamedTuple):
+    """A windowed view as documents ask it: its keys (with windows, and one without), the
+    starts of its first windows (the last without any) and its windows' leaves."""
+
+    view: View
+    keys: st.SearchStrategy[str]
+    starts: list[str]
+    leaves: tuple[str, ...]
+
+
+windowed_views = st.sampled_from(
+    [
+        Windowed(WINDOWS, window_hosts, [_minute(m) for m in range(3)], WINDOW_LEAVES),
+        Windowed(BASKETS, basket_customers, [_quarter(q) for q in range(4)], BASKET_LEAVES),
+    ]
+)
 
 
 @st.composite
@@ -437,11 +493,12 @@ def _root(draw: st.DrawFn, doc: _Doc) -> str:
         field += f", at: {doc.variable('DateTime!', at) if draw(st.booleans()) else _literal(at)}"
         selection = draw(_wrapped(doc, draw(_selection(BOOKING_LEAVES)), HISTORY.type_name))
         return f"{field}{draw(_read_arguments(doc))}) {selection}"
-    if kind == "window totals":  # per window, maybe from and to a minute
-        bounds = draw(_time_bounds(doc, [_minute(m) for m in range(3)]))
+    if kind == "window totals":  # per window, maybe from and to a window's start
+        windowed = draw(windowed_views)
+        bounds = draw(_time_bounds(doc, windowed.starts))
         arguments = (bounds + draw(_read_arguments(doc))).removeprefix(", ")
         selection = draw(_selection(WINDOW_TOTALS_LEAVES))
-        return f"{WINDOWS.totals_field}{f'({arguments})' if arguments else ''} {selection}"
+        return f"{windowed.view.totals_field}{f'({arguments})' if arguments else ''} {selection}"
     if kind == "totals":  # the keys and counts of every partition, added up
         arguments = draw(_read_arguments(doc)).removeprefix(", ")
         selection = draw(_wrapped(doc, draw(_selection(TOTALS_LEAVES)), "Totals"))
@@ -469,11 +526,13 @@ def _root(draw: st.DrawFn, doc: _Doc) -> str:
 
 @st.composite
 def _windows_root(draw: st.DrawFn, doc: _Doc) -> str:
-    """The windows of one host (with windows or none), maybe from and to a minute, by
-    literals or variables."""
-    field = f"{WINDOWS.point_field}(host: {draw(_key_argument(doc, window_hosts))}"
-    field += draw(_time_bounds(doc, [_minute(m) for m in range(3)]))
-    return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(WINDOW_LEAVES))}"
+    """The windows of one key of a windowed view (with windows or none), maybe from and to a
+    window's start, by literals or variables."""
+    windowed = draw(windowed_views)
+    view = windowed.view
+    field = f"{view.point_field}({view.key_field}: {draw(_key_argument(doc, windowed.keys))}"
+    field += draw(_time_bounds(doc, windowed.starts))
+    return f"{field}{draw(_read_arguments(doc))}) {draw(_selection(windowed.leaves))}"
 
 
 @st.composite
@@ -526,6 +585,7 @@ def _scan_root(draw: st.DrawFn, doc: _Doc) -> str:
                 (BOOKINGS, BOOKING_LEAVES, []),
                 (HOSTS, HOST_LEAVES, ["VIEWS", "PAGES"]),
                 (WINDOWS, WINDOW_LEAVES, ["KEY", "START"]),
+                (BASKETS, BASKET_LEAVES, ["KEY", "START"]),
                 (HISTORY, BOOKING_LEAVES, []),
             ]
         )
@@ -829,21 +889,31 @@ def _ranked_root(draw: st.DrawFn, doc: _Doc) -> str:
     return root if alias is None else f"{alias}: {root}"
 
 
-WINDOW_LEAVES = ("host", "start", "end", "count", "__typename")
+BASKET_RANKING = f"{BASKETS.type_name}Ranking"
 
 
 @st.composite
 def _window_root(draw: st.DrawFn, doc: _Doc) -> str:
-    """One top-N of one window of the windowed view (a minute with windows, or none),
-    by a literal or a variable, maybe aliased: read from the nodes, never kept."""
-    start = _minute(draw(st.integers(0, 2)))
+    """One top-N of one window of a windowed view (a window with keys, or none), by a
+    literal or a variable, the windowed aggregate view's by a result or by its count (no
+    `by`, or `by: null`), maybe aliased: read from the nodes, never kept."""
+    windowed = draw(windowed_views)
+    start = draw(st.sampled_from(windowed.starts))
     if draw(st.booleans()):
         window = doc.variable("WindowInput!", {"start": start})
     else:
         window = f'{{start: "{start}"}}'
-    inner = f"limit: {draw(st.integers(1, 4))}, window: {window}" + draw(_read_arguments(doc))
+    inner = f"limit: {draw(st.integers(1, 4))}, window: {window}"
+    if windowed.view is BASKETS:
+        by = draw(st.sampled_from(["BASKET", "REVENUE", "PRODUCTS", "null", None]))
+        if by == "null":
+            inner += ", by: null"
+        elif by is not None:
+            ranking = doc.variable(BASKET_RANKING + "!", by) if draw(st.booleans()) else by
+            inner += f", by: {ranking}"
+    inner += draw(_read_arguments(doc))
     alias = draw(aliases)
-    root = f"{WINDOWS.top_field}({inner}) {draw(_selection(WINDOW_LEAVES))}"
+    root = f"{windowed.view.top_field}({inner}) {draw(_selection(windowed.leaves))}"
     return root if alias is None else f"{alias}: {root}"
 
 
@@ -1362,6 +1432,33 @@ def test_the_windows_of_a_key_are_the_truth(setup: Setup) -> None:
     }, body
     partitions = {partition_for(host, P) for host in ("h0", "h 2", "h-none")}
     assert sorted(e["partition"] for e in body["extensions"]["freshness"]) == sorted(partitions)
+
+
+def test_the_windows_of_a_key_show_their_results(setup: Setup) -> None:
+    headers = {"authorization": f"Bearer {setup.tokens['all']}"}
+    field, top, window = BASKETS.point_field, BASKETS.top_field, f'{{start: "{_quarter(0)}"}}'
+    request = Request(
+        f'{{ {field}(customer: "c0") {{ start count basket revenue products }} '
+        f'c2: {field}(customer: "c2", from: "{_quarter(0)}") {{ end basket revenue }} '
+        f"p: {top}(limit: 3, window: {window}, by: PRODUCTS) {{ customer products }} "
+        f"b: {top}(limit: 3, window: {window}, by: BASKET) {{ customer basket }} }}",
+        {},
+        fast=True,
+    )
+    body = orjson.loads(_compare(setup.fast, request, headers)[2])
+    assert body["data"] == {
+        field: [
+            {"start": _quarter(0), "count": 2, "basket": 12.5, "revenue": 25.0, "products": 2},
+            {"start": _quarter(1), "count": 3, "basket": 10.0, "revenue": 30.0, "products": 3},
+        ],
+        "c2": [{"end": _quarter(4), "basket": None, "revenue": None}],
+        "p": [
+            {"customer": "c0", "products": 2},
+            {"customer": "c2", "products": 1},
+            {"customer": "клиент", "products": 1},
+        ],
+        "b": [{"customer": "c0", "basket": 12.5}, {"customer": "клиент", "basket": 7.25}],
+    }, body
 
 
 def test_a_page_of_a_keys_events_is_the_truth(setup: Setup) -> None:
