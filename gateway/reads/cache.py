@@ -337,10 +337,10 @@ class GatewayCache:
         when it is exact: so a key is admitted at its `admit_after`-th ask and answered from
         memory soon after. While the cache has room, keys not admitted yet are filled from
         `read` too, when it is exact and their partitions are followed (`_fill_room`).
-        The keys of a multi-key lookup are counted one time in `MULTI_KEY_COUNT_EVERY`, at
-        random: such a lookup is worth filling only when its keys are asked together again
-        and again, which those draws count soon enough, and counting ten keys on every
-        request cost about 5% of the gateway's CPU."""
+        The keys of a multi-key lookup are counted (and filled) one time in
+        `MULTI_KEY_COUNT_EVERY`, at random: such a lookup is worth filling only when its
+        keys are asked together again and again, which those draws count soon enough, and
+        counting ten keys on every request cost about 5% of the gateway's CPU."""
         self.skipped += 1
         if len(keys) > 1 and self._draw() * MULTI_KEY_COUNT_EVERY >= 1.0:
             return
@@ -543,29 +543,42 @@ class GatewayCache:
         rows: Mapping[str, CachedRow],
     ) -> bool:
         """Fill `keys` of `state`'s partition from the node read that missed them, when
-        that read is exact and the follow brings every change after it: the followed copy
-        answered it as ACTIVE; it wrote no batch meanwhile (its positions, which cover a
-        batch being written, are what it had applied), so its rows are exact as of its
-        position; and the follow has not passed that position (a change between could have
-        gone by). Else False: a snapshot fills them."""
+        that read is exact (`_exact_at`). Else False: a snapshot fills them."""
+        at = self._exact_at(view, state, read)
+        if at is None:
+            return False
+        self._put_read(view, state, {key: read_entry(key, rows.get(key)) for key in keys}, at)
+        return True
+
+    def _exact_at(self, view: View, state: _Partition, read: LookupResult) -> int | None:
+        """The position of `view`'s topic at which the node `read` holds the rows of
+        `state`'s partition exactly, and the follow brings every change after it: the
+        followed copy answered it as ACTIVE; it wrote no batch meanwhile (its positions,
+        which cover a batch being written, are what it had applied), so its rows are exact as
+        of its position; and the follow has not passed that position (a change between could
+        have gone by). Else None."""
         topic = view.changelog_topic
         entry = next((e for e in read.freshness if e.get("partition") == state.partition), None)
         if entry is None or state.partition in read.failures:
-            return False
+            return None
         positions, applied = entry.get("positions"), entry.get("appliedOffset")
         if entry.get("node") != state.node or entry.get("role") != "ACTIVE":
-            return False
+            return None
         if not isinstance(positions, dict) or not all(
             isinstance(o, int) for o in positions.values()
         ):
-            return False
+            return None
         at = positions.get(topic, 0)
         if sum(positions.values()) != applied or state.applied.get(topic, 0) > at:
-            return False
-        for key in keys:
-            self._put(view, state, key, read_entry(key, rows.get(key)), at)
-        self.filled_from_reads += len(keys)
-        return True
+            return None
+        return at
+
+    def _put_read(
+        self, view: View, state: _Partition, made: Mapping[str, tuple[Entry, int]], at: int
+    ) -> None:
+        for key, entry in made.items():
+            self._put(view, state, key, entry, at)
+        self.filled_from_reads += len(made)
 
     def _fill_room(
         self,
@@ -575,16 +588,17 @@ class GatewayCache:
         keys: Sequence[str],
     ) -> bool:
         """While the cache has room, fill the keys of a lookup that admission did not admit
-        yet from the node `read` that missed them, when that read is exact and their
-        partitions are followed already (`_fill_from`): such a fill costs no second read,
-        starts no follow and evicts nothing, so a key missed once is answered from memory
-        when asked again. Once the cache is full, admission alone decides (`fill`). Whether
-        every key is held now."""
+        yet from the node `read` that missed them, when that read is exact for each of their
+        partitions and those are followed already (`_exact_at`): such a fill costs no second
+        read, starts no follow and evicts nothing, so a key missed once is answered from
+        memory when asked again. All of the lookup's keys or none, as `fill` fills. Once
+        the cache is full, admission alone decides (`fill`). Whether every key is held now."""
         room = self._max_bytes - self._bytes - self._whole.bytes
         whole = self._wholes.get(view.name)
         if room <= 0 or self._stopped or (whole is not None and whole.complete):
             return False
         rows: dict[str, CachedRow] = {}
+        fills: list[tuple[_Partition, dict[str, tuple[Entry, int]], int]] = []
         for partition, asked in keys_of.items():
             state = self._partitions.get(partition)
             if state is None or not state.live or state.link is None:
@@ -592,11 +606,17 @@ class GatewayCache:
             wanted = [k for k in asked if not self._held(view, state, k)]
             if not wanted:
                 continue
-            rows = rows or dict(zip(keys, read.rows, strict=True))
-            size = sum(read_entry(k, rows.get(k))[1] for k in wanted)
-            if size > room or not self._fill_from(view, state, wanted, read, rows):
+            at = self._exact_at(view, state, read)
+            if at is None:
                 return False
-            room -= size
+            rows = rows or dict(zip(keys, read.rows, strict=True))
+            made = {key: read_entry(key, rows.get(key)) for key in wanted}
+            room -= sum(size for _, size in made.values())
+            if room < 0:
+                return False
+            fills.append((state, made, at))
+        for state, made, at in fills:
+            self._put_read(view, state, made, at)
         return True
 
     def _fill_later(self, state: _Partition, view: View, keys: list[str]) -> None:

@@ -750,6 +750,13 @@ def test_a_miss_read_that_is_not_exact_or_passed_by_the_follow_fills_by_snapshot
     asyncio.run(scenario())
 
 
+class _Counting(random.Random):
+    """Draws that count every multi-key lookup's keys (`MULTI_KEY_COUNT_EVERY`)."""
+
+    def random(self) -> float:
+        return 0.0
+
+
 def test_while_it_has_room_a_key_read_once_is_filled_from_its_exact_read() -> None:
     """Admission decides once the cache is full. Until then a key read once is filled from
     the node read that missed it, when that read is exact and the key's partition is
@@ -772,7 +779,7 @@ def test_while_it_has_room_a_key_read_once_is_filled_from_its_exact_read() -> No
             assert not h.cache.holds(WORDS, [late])
             assert h.cache.stats()["refused"] == 4
             assert h.cache.stats()["bytes"] <= bound
-        async with harness(admit_after=3) as h:
+        async with harness(admit_after=3, rng=_Counting()) as h:
             for _ in range(3):
                 h.cache.passed(WORDS, {0: [hot]}, _read([hot], [Row(hot, 1)]), [hot])
             await h.following(applied=5, other=3)
@@ -781,5 +788,14 @@ def test_while_it_has_room_a_key_read_once_is_filled_from_its_exact_read() -> No
             await settle()
             assert not h.cache.holds(WORDS, [other])
             assert not any(f["snapshot"] for f, _ in h.hub.links["n1"].follows.values())
+            # all of a lookup's keys or none: the partition of `elsewhere` is not followed
+            elsewhere = key_in(1)
+            both = _read([once], [Row(once, 1)])
+            both.freshness.append({**both.freshness[0], "partition": 1})
+            both.rows.append(Row(elsewhere, 2))
+            both.partitions.append(1)
+            h.cache.passed(WORDS, {0: [once], 1: [elsewhere]}, both, [once, elsewhere])
+            assert not h.cache.holds(WORDS, [once])
+            assert h.cache.stats()["refused"] == 5  # `hot` twice, `other`, then both keys
 
     asyncio.run(scenario())
