@@ -335,10 +335,12 @@ def shape_ratios(
                 ratios[f"{at}_whole_x_cache_off"] = whole["rps"] / off["rps"]
             if defaults and off:
                 ratios[f"{at}_defaults_x_cache_off"] = defaults["rps"] / off["rps"]
-                ratios[f"{at}_p99_x_cache_off"] = defaults["p99_ms"] / off["p99_ms"]
+                if off["p99_ms"]:
+                    ratios[f"{at}_p99_x_cache_off"] = defaults["p99_ms"] / off["p99_ms"]
             if defaults and fastest:
                 ratios[f"{at}_defaults_x_fastest_peer"] = defaults["rps"] / fastest["rps"]
-                ratios[f"{at}_p99_x_fastest_peer"] = defaults["p99_ms"] / fastest["p99_ms"]
+                if fastest["p99_ms"]:
+                    ratios[f"{at}_p99_x_fastest_peer"] = defaults["p99_ms"] / fastest["p99_ms"]
         for name, worst, suffix in _WORST:
             each = [ratios.get(f"{shape}_c{c}_{name}") for c in connections]
             found = [r for r in each if r is not None]

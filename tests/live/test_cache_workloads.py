@@ -202,7 +202,7 @@ def uniform(rng: random.Random) -> Callable[[], str]:
 
 def zipf(rng: random.Random) -> Callable[[], str]:
     """Zipf with exponent 1 over the keys in a shuffled order (the hot keys spread over the
-    partitions): the 400 hottest take about 74% of the draws."""
+    partitions): the 200 hottest, as many as the cache holds, take about 72% of the draws."""
     order = KEYS[:]
     rng.shuffle(order)
     weights = list(itertools.accumulate(1 / rank for rank in range(1, len(order) + 1)))

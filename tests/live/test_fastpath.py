@@ -1434,18 +1434,27 @@ def test_the_windows_of_a_key_are_the_truth(setup: Setup) -> None:
     assert sorted(e["partition"] for e in body["extensions"]["freshness"]) == sorted(partitions)
 
 
-def test_the_windows_of_a_key_show_their_results(setup: Setup) -> None:
+def test_a_keys_windows_show_their_results_and_a_top_ranks_by_one_or_by_count(
+    setup: Setup,
+) -> None:
     headers = {"authorization": f"Bearer {setup.tokens['all']}"}
     field, top, window = BASKETS.point_field, BASKETS.top_field, f'{{start: "{_quarter(0)}"}}'
     request = Request(
         f'{{ {field}(customer: "c0") {{ start count basket revenue products }} '
         f'c2: {field}(customer: "c2", from: "{_quarter(0)}") {{ end basket revenue }} '
         f"p: {top}(limit: 3, window: {window}, by: PRODUCTS) {{ customer products }} "
-        f"b: {top}(limit: 3, window: {window}, by: BASKET) {{ customer basket }} }}",
+        f"b: {top}(limit: 3, window: {window}, by: BASKET) {{ customer basket }} "
+        f"c: {top}(limit: 3, window: {window}) {{ customer count }} "
+        f"n: {top}(limit: 3, window: {window}, by: null) {{ customer count }} }}",
         {},
         fast=True,
     )
     body = orjson.loads(_compare(setup.fast, request, headers)[2])
+    by_count = [
+        {"customer": "c0", "count": 2},
+        {"customer": "клиент", "count": 2},
+        {"customer": "c2", "count": 1},
+    ]
     assert body["data"] == {
         field: [
             {"start": _quarter(0), "count": 2, "basket": 12.5, "revenue": 25.0, "products": 2},
@@ -1458,6 +1467,8 @@ def test_the_windows_of_a_key_show_their_results(setup: Setup) -> None:
             {"customer": "клиент", "products": 1},
         ],
         "b": [{"customer": "c0", "basket": 12.5}, {"customer": "клиент", "basket": 7.25}],
+        "c": by_count,  # without `by`, or `by: null`: by count, then key
+        "n": by_count,
     }, body
 
 
