@@ -221,58 +221,61 @@ def _run(
     max_bytes: int,
     whole: tuple[str, ...] = (),
 ) -> Run:
+    """LOOKUPS lookups drawn by `draw` through a cache of `max_bytes`, and what it did."""
     truth = Truth()
     node = TruthNode("n0", truth.model, range(P), P)
     node.truth = truth
-    next_key = draw(random.Random(31))
-    changed = draw(random.Random(32))
 
     async def scenario() -> Run:
         feed = feed_for([node], P, (WORDS,))
-        cache = GatewayCache(
-            cast(FeedHub, TruthHub(truth)),
-            feed,
-            (WORDS,),
-            max_bytes,
-            admit_after,
-            random.Random(7),
-            whole=whole,
-        )
+        hub = cast(FeedHub, TruthHub(truth))
+        cache = GatewayCache(hub, feed, (WORDS,), max_bytes, admit_after, random.Random(7), whole)
         await cache.start()
-        loop = asyncio.get_running_loop()
         try:
             async with client_for([node]) as client:
-                config = GatewayConfig()
-                planner = Planner(
-                    feed, Upstream(HttpxCaller(client)), config, (WORDS,), cache=cache
-                )
+                upstream = Upstream(HttpxCaller(client))
+                planner = Planner(feed, upstream, GatewayConfig(), (WORDS,), cache=cache)
                 if whole:
                     await _loaded(cache, truth)
-                most, beat, half = 0, loop.time(), 0
-                for step in range(LOOKUPS):
-                    if step == LOOKUPS // 2:
-                        half = cache.stats()["hits"]
-                    key = next_key()
-                    result = await planner.lookup(WORDS, [key], planner.deadline())
-                    row = result.rows[0]
-                    assert row is None or isinstance(row, Row)
-                    got = None if row is None else row.count
-                    assert got == truth.counts.get(key), (step, key, got, truth.counts.get(key))
-                    most = max(most, cache.stats()["bytes"])
-                    assert most <= max_bytes, (step, most, max_bytes)
-                    if step % CHANGE_EVERY == 0:
-                        truth.change(changed())
-                        await asyncio.sleep(0)  # the feed's frame comes between requests
-                    if loop.time() - beat > BEAT_S:
-                        truth.beat()
-                        beat = loop.time()
-                stats = cache.stats()
+                return await _lookups(planner, cache, truth, draw, max_bytes)
         finally:
             await cache.stop()
-        filled = stats["filled_from_reads"] + stats["filled_by_snapshots"]
-        return Run(LOOKUPS, stats["hits"], stats["hits"] - half, filled, most)
 
     return asyncio.run(scenario())
+
+
+async def _lookups(
+    planner: Planner,
+    cache: GatewayCache,
+    truth: Truth,
+    draw: Callable[[random.Random], Callable[[], str]],
+    max_bytes: int,
+) -> Run:
+    """The lookups, each answer checked against the truth and the bound after it, a change
+    every CHANGE_EVERY lookups and the feed's heartbeats meanwhile."""
+    next_key, changed = draw(random.Random(31)), draw(random.Random(32))
+    loop = asyncio.get_running_loop()
+    most, beat, half = 0, loop.time(), 0
+    for step in range(LOOKUPS):
+        if step == LOOKUPS // 2:
+            half = cache.stats()["hits"]
+        key = next_key()
+        result = await planner.lookup(WORDS, [key], planner.deadline())
+        row = result.rows[0]
+        assert row is None or isinstance(row, Row)
+        got = None if row is None else row.count
+        assert got == truth.counts.get(key), (step, key, got, truth.counts.get(key))
+        most = max(most, cache.stats()["bytes"])
+        assert most <= max_bytes, (step, most, max_bytes)
+        if step % CHANGE_EVERY == 0:
+            truth.change(changed())
+            await asyncio.sleep(0)  # the feed's frame comes between requests
+        if loop.time() - beat > BEAT_S:
+            truth.beat()
+            beat = loop.time()
+    stats = cache.stats()
+    filled = stats["filled_from_reads"] + stats["filled_by_snapshots"]
+    return Run(LOOKUPS, stats["hits"], stats["hits"] - half, filled, most)
 
 
 async def _loaded(cache: GatewayCache, truth: Truth) -> None:
