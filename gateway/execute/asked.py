@@ -141,12 +141,12 @@ def _check_read(root: Root, arguments: Mapping[str, Any], context: RequestContex
 
 def _by(root: Root, arguments: Mapping[str, Any]) -> str | None:
     """The result an aggregate view's top-N ranks by (its enum value's name of the result),
-    None for a count view's, and for a windowed view's asked without `by` (or `by: null`),
-    which ranks by the windows' counts as its resolver does."""
+    None for a count view's, and for a top-N of one window asked without `by` (or `by:
+    null`, its default), which ranks by the windows' counts as its resolver does."""
     if not root.ranked:
         return None
     by = arguments.get("by")
-    if by is None and root.view is not None and root.view.window is not None:
+    if by is None and root.windowed:
         return None
     by = getattr(by, "value", by)  # the enum's member
     if not isinstance(by, str):

@@ -515,13 +515,12 @@ class GatewayCache:
         `read` (of `keys`, its rows in their order) answered exactly, from the followed
         copy, is filled from that read's rows at once (`_fill_from`); the others in the
         background, by a snapshot."""
-        whole = self._wholes.get(view.name)
-        if self._stopped or not self.cacheable(view) or (whole is not None and whole.complete):
+        if self._fills_nothing(view):
             return
         fills: list[tuple[_Partition, list[str]]] = []
         for partition, asked in missing.items():
-            state = self._partitions.get(partition)
-            if state is None or not state.live or state.link is None:
+            state = self._followed(partition)
+            if state is None:
                 return  # the lookup would miss this partition next time all the same
             wanted = [k for k in asked if not self._held(view, state, k)]
             if not all(self._admits(view, k) for k in wanted):
@@ -533,6 +532,17 @@ class GatewayCache:
                 continue
             if read is None or not self._fill_from(view, state, wanted, read, rows):
                 self._fill_later(state, view, wanted)
+
+    def _fills_nothing(self, view: View) -> bool:
+        """Whether no lookup of `view` is filled now: the cache stopped, the view is not
+        cached, or it is held whole (every key's row already)."""
+        whole = self._wholes.get(view.name)
+        return self._stopped or not self.cacheable(view) or (whole is not None and whole.complete)
+
+    def _followed(self, partition: int) -> _Partition | None:
+        """`partition`'s state while its follow is live on a linked copy: fills come from it."""
+        state = self._partitions.get(partition)
+        return None if state is None or not state.live or state.link is None else state
 
     def _fill_from(
         self,
@@ -594,14 +604,13 @@ class GatewayCache:
         memory when asked again. All of the lookup's keys or none, as `fill` fills. Once
         the cache is full, admission alone decides (`fill`). Whether every key is held now."""
         room = self._max_bytes - self._bytes - self._whole.bytes
-        whole = self._wholes.get(view.name)
-        if room <= 0 or self._stopped or (whole is not None and whole.complete):
+        if room <= 0 or self._fills_nothing(view):
             return False
-        rows: dict[str, CachedRow] = {}
+        rows = dict(zip(keys, read.rows, strict=True))
         fills: list[tuple[_Partition, dict[str, tuple[Entry, int]], int]] = []
         for partition, asked in keys_of.items():
-            state = self._partitions.get(partition)
-            if state is None or not state.live or state.link is None:
+            state = self._followed(partition)
+            if state is None:
                 return False  # not followed: its keys are worth a follow once admitted
             wanted = [k for k in asked if not self._held(view, state, k)]
             if not wanted:
@@ -609,7 +618,6 @@ class GatewayCache:
             at = self._exact_at(view, state, read)
             if at is None:
                 return False
-            rows = rows or dict(zip(keys, read.rows, strict=True))
             made = {key: read_entry(key, rows.get(key)) for key in wanted}
             room -= sum(size for _, size in made.values())
             if room < 0:

@@ -136,9 +136,12 @@ class Truth:
 
 
 class TruthNode(FakeNode):
-    """The fake node, its reads positioned where the truth's changelogs stand."""
+    """The fake node holding every partition of the truth, its reads positioned where the
+    truth's changelogs stand."""
 
-    truth: Truth
+    def __init__(self, truth: Truth) -> None:
+        super().__init__("n0", truth.model, range(P), P)
+        self.truth = truth
 
     def freshness(self, read: Any) -> list[dict[str, Any]]:
         offsets = self.truth.offsets
@@ -223,8 +226,7 @@ def _run(
 ) -> Run:
     """LOOKUPS lookups drawn by `draw` through a cache of `max_bytes`, and what it did."""
     truth = Truth()
-    node = TruthNode("n0", truth.model, range(P), P)
-    node.truth = truth
+    node = TruthNode(truth)
 
     async def scenario() -> Run:
         feed = feed_for([node], P, (WORDS,))
