@@ -426,27 +426,36 @@ def test_past_its_retries_a_read_waits_for_an_owner_while_routing_is_stale() -> 
 
 def test_routing_tables_coming_fast_do_not_use_up_the_retries_before_their_backoffs() -> None:
     """While nodes rebalance, every heartbeat brings a newer table and ends a retry round
-    early: the read still waits out its backoffs (50 + 100 + 200 ms here) for an owner."""
+    early: the read still waits out its backoffs (200 + 400 + 800 ms here) for an owner.
+    Here a newer table answers each of its first ten refreshes, more than its 3 retries."""
     nodes = three_nodes()
     owned = {n.node_id: (n.url(), n.held) for n in nodes}
     survivors = {k: v for k, v in owned.items() if k != "n2"}
     beat = wall_clock_ms()
     feed = RoutingFeed(table_for(survivors, P, heartbeat_ms=beat))
-    # the cache off: it would follow the partitions over the fake nodes' unresolvable URLs
-    config = GatewayConfig(retries=3, backoff_ms=50, timeout_ms=10_000, cache=False)
+    heartbeats = 10
+    refreshes = [0]
 
-    async def heartbeats_then_an_owner() -> None:
-        for i in range(1, 21):  # a newer table every 10 ms for 200 ms, n2's still unowned
-            await asyncio.sleep(0.01)
-            feed.publish(table_for(survivors, P, heartbeat_ms=beat + i))
-        feed.publish(table_for(owned, P, heartbeat_ms=beat + 100))
+    def a_heartbeat() -> None:  # n2's partitions still unowned
+        refreshes[0] += 1
+        if refreshes[0] <= heartbeats:
+            feed.publish(table_for(survivors, P, heartbeat_ms=beat + refreshes[0]))
+
+    feed.on_refresh(a_heartbeat)
+    # the cache off: it would follow the partitions over the fake nodes' unresolvable URLs
+    config = GatewayConfig(retries=3, backoff_ms=200, timeout_ms=10_000, cache=False)
 
     async def scenario() -> dict[str, Any]:
         async with running_gateway(nodes, P, config, feed) as http:
-            publishing = asyncio.create_task(heartbeats_then_an_owner())
-            body = (await post_query(http, "{ topWords(limit: 60) { word count } }"))[1]
-            await publishing
-            return body
+            asked = asyncio.create_task(post_query(http, "{ topWords(limit: 60) { word count } }"))
+            deadline = time.monotonic() + 5.0
+            while refreshes[0] <= heartbeats:
+                assert not asked.done(), f"the read gave up after {refreshes[0]} tables"
+                assert time.monotonic() < deadline, f"{refreshes[0]} refreshes in 5 s"
+                await asyncio.sleep(0.01)  # a poll of the condition above
+            assert not asked.done(), "the read gave up before its backoffs' time"
+            feed.publish(table_for(owned, P, heartbeat_ms=beat + 100))  # n2's are handed over
+            return (await asked)[1]
 
     body = asyncio.run(scenario())
     assert "errors" not in body, body
