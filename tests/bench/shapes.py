@@ -5,8 +5,8 @@ the memory it needs), the Hive, Apollo and Grafbase gateways and the node direct
 The shapes: several keys in one field (`wordCounts` of 10), a point lookup beside a top-N
 (two root fields), router `_entities` batches of 20 representations, point lookups with
 half the keys absent, point lookups drawn by Zipf over every key of the data set, and point
-lookups over every key of the data set in a shuffled order (each once per cycle, not a
-cycle of 2,000). Each shape is loaded with wrk at 1 and 32 connections, every answer
+lookups over every key of the data set in a shuffled order (no key asked twice by one
+target, not a cycle of 2,000). Each shape is loaded with wrk at 1 and 32 connections, every answer
 checked by `wrk_pairs.lua` (every row against the data set's count, and as many rows as
 asked), and the gateways' event-loop pauses are read from their
 `statefed_gateway_event_loop_lag_seconds` histogram over each run: the runs whose loop
@@ -127,8 +127,8 @@ def shape_bodies(shape: str, dataset: Dataset, rng: random.Random) -> list[bytes
 
 
 class BodiesFiles:
-    """A shape's bodies in files of at most _FILE_BODIES, handed out in turn: runs one
-    after another of the uniform shape over 1,000,000 keys ask different keys."""
+    """A shape's bodies in files of at most `per_file`, each target taking them in turn:
+    while a target has no more runs than there are files, its runs ask different bodies."""
 
     def __init__(
         self, load: CheckedLoad, shape: str, bodies: list[bytes], per_file: int = _FILE_BODIES
@@ -137,12 +137,24 @@ class BodiesFiles:
             load.bodies_file(f"{shape}-{start // per_file}", bodies[start : start + per_file])
             for start in range(0, len(bodies), per_file)
         ]
-        self._turn = 0
+        self._turns: dict[str, int] = {}
 
-    def next(self) -> Path:
-        path = self.paths[self._turn % len(self.paths)]
-        self._turn += 1
-        return path
+    def next(self, target: str) -> Path:
+        """The file of `target`'s next run."""
+        turn = self._turns.get(target, 0)
+        self._turns[target] = turn + 1
+        return self.paths[turn % len(self.paths)]
+
+
+def bodies_files(load: CheckedLoad, shape: str, bodies: list[bytes], runs: int) -> BodiesFiles:
+    """`shape`'s files for targets of `runs` runs each. The `uniform` shape's are at least
+    `runs`, so no run of a target asks a key that one of its runs before asked: with the
+    cache filling every miss while it has room, a key asked again would be a hit, and the
+    shape would no longer be a lookup of keys never asked."""
+    per_file = _FILE_BODIES
+    if shape == "uniform":
+        per_file = min(per_file, -(-len(bodies) // runs))
+    return BodiesFiles(load, shape, bodies, per_file)
 
 
 def _pauses(url: str) -> tuple[float, float]:
@@ -238,7 +250,9 @@ def measure(session: BenchSession, report: Report) -> None:
         script=Path(__file__).with_name("wrk_pairs.lua"),
     )
     rng = random.Random(31)
-    files = {s: BodiesFiles(load, s, shape_bodies(s, dataset, rng)) for s in SHAPES}
+    # a target's runs: a warm-up, the measured ones, the defaults' profile
+    per_target = 2 + session.settings.shapes_rounds * len(session.settings.point_connections)
+    files = {s: bodies_files(load, s, shape_bodies(s, dataset, rng), per_target) for s in SHAPES}
     probe = shape_bodies("half_absent", dataset, random.Random(1))[1]
     started: list[ManagedProcess] = []
     runs: dict[str, list[tuple[Round, float | None]]] = {}
@@ -254,13 +268,21 @@ def measure(session: BenchSession, report: Report) -> None:
         top = max(session.settings.point_connections)
         for shape in SHAPES:
             for target in _asked(shape):  # a warm-up each: documents parsed, connections open
-                load.run(targets.urls[target], files[shape].next(), top, session.settings.warmup_s)
+                load.run(
+                    targets.urls[target], files[shape].next(target), top, session.settings.warmup_s
+                )
         for number in range(1, session.settings.shapes_rounds + 1):  # every cell, then again
             for shape in SHAPES:
                 for c in session.settings.point_connections:
                     for target in in_turn(_asked(shape), number):
                         runs.setdefault(f"{shape}_{target}_c{c}", []).append(
-                            _run(session, targets, load, files[shape].next(), (shape, target, c))
+                            _run(
+                                session,
+                                targets,
+                                load,
+                                files[shape].next(target),
+                                (shape, target, c),
+                            )
                         )
         profiles = _profile(session, load, targets, files)
     finally:
@@ -299,7 +321,7 @@ def _profile(
     profiles = []
     for shape in _PROFILED:
         started = recorder.start(f"gateway (defaults), {shape}", pid, seconds, gil=True)
-        load.run(targets.urls["gateway"], files[shape].next(), connections, seconds + 1)
+        load.run(targets.urls["gateway"], files[shape].next("gateway"), connections, seconds + 1)
         profiles.append(recorder.finish(started, seconds + 20))
     return profiles
 
@@ -412,9 +434,10 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
         "`wordCounts` of 10 random keys; `wordCount` + `topWords(limit: 5)`; `_entities` of "
         "20 representations; `wordCount` with every other key absent; `wordCount` drawn by "
         "Zipf (s = 1) over every key of the data set; `wordCount` over every key of the data set, "
-        "shuffled, each once per cycle (the peers, Hive, Apollo and Grafbase, are not asked for "
-        "`_entities`: a router does not serve its subgraphs' `_entities`). Every answer is "
-        "checked (wrk_pairs.lua): as many rows as asked, each the data set's count. Loop "
+        "shuffled, no key asked twice by one target (the peers, Hive, Apollo and Grafbase, "
+        "are not asked for `_entities`: a router does not serve its subgraphs' `_entities`). "
+        "Every answer is checked (wrk_pairs.lua): as many rows as asked, each the data set's "
+        "count. Loop "
         "pauses: the gateway's wake-ups (every 10 ms) that came more than 20 ms late during "
         "the rounds; on a machine the load saturates they include the gateway waiting for a "
         "core, so read them against the cache-off gateway's."

@@ -22,6 +22,7 @@ from tests.bench.report import Report
 from tests.bench.shapes import (
     SHAPES,
     BodiesFiles,
+    bodies_files,
     cell_figures,
     pauses_in,
     shape_bodies,
@@ -48,13 +49,24 @@ def test_every_shape_asks_what_its_aliases_say() -> None:
                for b in absent)  # fmt: skip
 
 
-def test_a_shapes_bodies_go_into_files_its_runs_take_in_turn(tmp_path: Path) -> None:
+def test_a_shapes_bodies_go_into_files_each_target_takes_in_turn(tmp_path: Path) -> None:
     load = CheckedLoad(tmp_path, WORD_COUNTS.key_field, script=LUA)
     bodies = [orjson.dumps({"i": i}) for i in range(5)]
     files = BodiesFiles(load, "uniform", bodies, per_file=2)
     lines = [path.read_bytes().splitlines() for path in files.paths]
     assert lines == [bodies[0:2], bodies[2:4], bodies[4:5]]  # every body once, in order
-    assert [files.next() for _ in range(4)] == [*files.paths, files.paths[0]]
+    taken = [(target, files.next(target)) for _ in range(4) for target in ("a", "b")]
+    assert [path for target, path in taken if target == "a"] == [*files.paths, files.paths[0]]
+    assert [path for target, path in taken if target == "b"] == [*files.paths, files.paths[0]]
+
+
+def test_a_target_asks_no_key_of_the_uniform_shape_twice_in_its_runs(tmp_path: Path) -> None:
+    load = CheckedLoad(tmp_path, WORD_COUNTS.key_field, script=LUA)
+    bodies = shape_bodies("uniform", DATA, random.Random(3))
+    files = bodies_files(load, "uniform", bodies, runs=6)
+    asked = [files.next("gateway").read_bytes().splitlines() for _ in range(6)]
+    assert sorted(b for run in asked for b in run) == sorted(bodies)  # each key in one run
+    assert len(bodies_files(load, "zipf", bodies, runs=6).paths) == 1  # a file while it can
 
 
 def _row(index: int, off: int = 0) -> dict[str, object]:
