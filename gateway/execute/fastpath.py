@@ -479,14 +479,17 @@ def _object(root: Root, row: CachedRow, made: _Made) -> dict[str, Any] | None:
 
 
 def _made(root: Root, row: Row | Event) -> dict[str, Any]:
-    assert root.convert is not None
-    source = root.convert(row)
+    if root.values is not None:  # each leaf reads its field's value there (`Root.values`)
+        fields, source = root.values(row), None
+    else:
+        assert root.convert is not None
+        fields, source = None, root.convert(row)
     values: dict[str, Any] = {}
     for leaf in root.leaves:
         if leaf.resolve is None:
             values[leaf.key] = root.type_name
             continue
-        value = leaf.resolve(source, None)
+        value = leaf.resolve(source, None) if fields is None else fields[leaf.name]
         if value is None:
             if leaf.non_null:
                 raise Doubt

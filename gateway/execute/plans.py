@@ -38,8 +38,11 @@ from graphql import (
     OperationType,
     get_named_type,
 )
+from strawberry.schema.schema_converter import GraphQLCoreConverter
+from strawberry.types.field import StrawberryField
 
 from gateway.api.fields import ScanType
+from gateway.api.fields.common import Entity, RowType, attribute
 from gateway.api.fields.totals import TOTALS_TYPE, totals_of
 from gateway.api.schema import (
     entities_of,
@@ -79,12 +82,13 @@ _ENTITIES = "_entities"
 @dataclass(frozen=True, slots=True)
 class Leaf:
     """A selected field of a row's object: its resolver and serializer (none for
-    `__typename`), and whether its type forbids null."""
+    `__typename`), whether its type forbids null, and its field's name."""
 
     key: str  # the response key (alias or name)
     resolve: Callable[..., Any] | None
     serialize: Callable[[Any], Any] | None
     non_null: bool
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,10 @@ class Root:
     # federation's `_entities` (the plan's only root): a root per entity type the cache
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, Root] | None = None
+    # a row -> the values by field name of the object `convert` makes of it, when every
+    # leaf is proved to read its field's value there (`_reads_values`): the object itself
+    # need not be made
+    values: Callable[[Any], Mapping[str, Any] | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +306,7 @@ class Plans:
         return Root(
             response_key(node), view, many, entity.convert, object_type.name, leaves,
             nullable_rows, Arguments(field, node), next(_ROOTS), top, top and "by" in field.args,
-            top and "window" in field.args, windows,
+            top and "window" in field.args, windows, values=_values(entity, object_type, leaves),
         )  # fmt: skip
 
     def _totals_root(
@@ -385,7 +393,7 @@ class Plans:
                 return None
             per_type[type_name] = Root(
                 response_key(node), entity.view, False, entity.convert, type_name, leaves, True,
-                None, next(_ROOTS),
+                None, next(_ROOTS), values=_values(entity, object_type, leaves),
             )  # fmt: skip
         return Root(
             response_key(node), None, True, None, query.name, (), True, Arguments(field, node),
@@ -434,7 +442,7 @@ def _leaves(
         if leaf.arguments or leaf.selection_set is not None:
             return None
         if name == TYPENAME:
-            leaves.append(Leaf(response_key(leaf), None, None, True))
+            leaves.append(Leaf(response_key(leaf), None, None, True, name))
             continue
         field = object_type.fields.get(name)
         if field is None or not reads_attribute(field):
@@ -444,5 +452,30 @@ def _leaves(
             output = output.of_type
         if not isinstance(output, GraphQLScalarType):
             return None
-        leaves.append(Leaf(response_key(leaf), field.resolve, output.coerce_output_value, non_null))
+        serialize = output.coerce_output_value
+        leaves.append(Leaf(response_key(leaf), field.resolve, serialize, non_null, name))
     return tuple(leaves)
+
+
+def _values(
+    entity: Entity | RowType, object_type: GraphQLObjectType, leaves: tuple[Leaf, ...]
+) -> Callable[[Any], Mapping[str, Any] | None] | None:
+    """The entity's values of a row (`Entity.values`) when each of `leaves` reads there
+    what its resolver reads of the object `convert` makes: each field is strawberry's
+    plain attribute `attribute(name)`, which `make` set from the values, read with
+    `getattr`; else None (the object is made and its fields resolved)."""
+    if not isinstance(entity, Entity):
+        return None
+    for leaf in leaves:
+        if leaf.resolve is None:  # `__typename`
+            continue
+        definition = object_type.fields[leaf.name].extensions.get(
+            GraphQLCoreConverter.DEFINITION_BACKREF
+        )
+        if not isinstance(definition, StrawberryField) or not definition.is_basic_field:
+            return None
+        if definition.python_name != attribute(leaf.name):
+            return None
+        if definition.default_resolver is not getattr:
+            return None
+    return entity.values

@@ -17,7 +17,7 @@ from gateway.api.request import KeyResult, RequestContext
 from gateway.cluster.consistency import parse_token, wait_processed
 from gateway.cluster.readtoken import ReadPositions, is_read_token
 from gateway.model.errors import BadRequestError, ForbiddenError, RoutingError
-from gateway.model.rows import Event, Page, Row
+from gateway.model.rows import Event, Page
 from gateway.model.scans import ScanPage
 from gateway.reads.protocol import KeyRead, ReadOptions, ScanAsk, TotalsResult
 from runtime.valuetypes import annotation
@@ -35,6 +35,7 @@ __all__ = [
     "TotalsType",
     "ViewFields",
     "WindowInput",
+    "attribute",
     "authorize",
     "authorize_view",
     "duration_text",
@@ -58,11 +59,17 @@ FieldSpec = tuple[str, Any, str | None]  # GraphQL name, annotation, description
 @dataclass(frozen=True)
 class Entity:
     """A view's type as a federation entity, `@key(fields: "<key field>")`: `convert` makes
-    an instance from what a lookup of the key found."""
+    an instance from what a lookup of the key found, `make(type, values(found))` (None
+    where `values` gives None): what the instance's plain fields read, by GraphQL name,
+    without making it."""
 
     view: View
     type: Any
-    convert: Callable[[Row | Event], Any]
+    values: Callable[[Any], dict[str, Any] | None]
+
+    def convert(self, row: Any) -> Any:
+        values = self.values(row)
+        return None if values is None else make(self.type, values)
 
 
 @dataclass(frozen=True)
@@ -215,7 +222,8 @@ class PageInfo:
     )
 
 
-def _attribute(name: str) -> str:
+def attribute(name: str) -> str:
+    """The attribute that holds field `name` of an instance `make` made."""
     # GraphQL names from the catalogue may be Python keywords (`from`): prefix them
     return f"f_{name}"
 
@@ -233,8 +241,8 @@ def object_type(
         raise ValueError(f"view {view.name}: type {name} would repeat a field: {names}")
     namespace: dict[str, Any] = {"__annotations__": {}}
     for field_name, field_annotation, field_description in fields:
-        namespace["__annotations__"][_attribute(field_name)] = field_annotation
-        namespace[_attribute(field_name)] = strawberry.field(
+        namespace["__annotations__"][attribute(field_name)] = field_annotation
+        namespace[attribute(field_name)] = strawberry.field(
             name=field_name, description=field_description
         )
     return strawberry.type(
@@ -244,7 +252,7 @@ def object_type(
 
 def make(object_class: Any, values: Mapping[str, Any]) -> Any:
     """An instance of a class from `object_type`, from values by GraphQL field name."""
-    return object_class(**{_attribute(name): value for name, value in values.items()})
+    return object_class(**{attribute(name): value for name, value in values.items()})
 
 
 def event_type(view: View, name: str, description: str, directives: Sequence[object] = ()) -> Any:

@@ -23,7 +23,6 @@ from gateway.api.fields.common import (
     ViewFields,
     authorize_view,
     entity_key,
-    make,
     object_type,
     read_options,
     record_failures,
@@ -55,11 +54,16 @@ def count_fields(view: View) -> ViewFields:
         [entity_key(view)],
     )
 
-    def to_type(row: Row | Event | Ranked | None) -> Any:
+    def values_of(row: Row | Event | Ranked | None) -> dict[str, Any] | None:
         if row is None:
             return None
         assert isinstance(row, Row)
-        return make(row_type, {**key_values(view, row.key), "count": row.count})
+        values = key_values(view, row.key)
+        values["count"] = row.count
+        return values
+
+    entity = Entity(view, row_type, values_of)
+    to_type = entity.convert
 
     async def top(
         info: strawberry.Info,
@@ -100,5 +104,4 @@ def count_fields(view: View) -> ViewFields:
     )
     subscriptions = key_subscription_fields(view, updates, True, "The count")
     subscriptions[view.top_field] = top_subscription_field(view, row_type, to_type)
-    entity = Entity(view, row_type, to_type)
     return ViewFields(fields, entity, subscriptions, totals_type=totals.type, scan_type=scan.type)

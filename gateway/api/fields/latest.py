@@ -25,7 +25,6 @@ from gateway.api.fields.common import (
     entity_key,
     event_type,
     event_values,
-    make,
 )
 from gateway.api.fields.live import (
     KeySubscription,
@@ -77,11 +76,14 @@ def latest_fields(view: View) -> ViewFields:
     texts = _texts(view)
     latest_type = event_type(view, view.type_name, texts.type, [entity_key(view)])
 
-    def to_type(event: Row | Event | None) -> Any:
+    def values_of(event: Row | Event | None) -> dict[str, Any] | None:
         if event is None:
             return None
         assert isinstance(event, Event)
-        return make(latest_type, event_values(view, event))
+        return event_values(view, event)
+
+    entity = Entity(view, latest_type, values_of)
+    to_type = entity.convert
 
     fields = lookup_fields(view, latest_type, to_type, texts.one, texts.many)
     ranking = ranking_enum(view) if view.ranked_fields else None
@@ -101,5 +103,4 @@ def latest_fields(view: View) -> ViewFields:
     subscriptions = key_subscription_fields(view, updates, True, texts.row.capitalize())
     if view.ranked_fields:
         subscriptions.update(ranked_top_subscription(view, latest_type, to_type))
-    entity = Entity(view, latest_type, to_type)
     return ViewFields(fields, entity, subscriptions, totals_type=totals_type, scan_type=scan.type)
