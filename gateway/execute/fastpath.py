@@ -11,11 +11,12 @@ each root field's keys are read as its resolver reads them (`Reads.lookup` with 
 `ReadOptions`, concurrently, so the coalescer sends them as execution's), from what the cache
 answered (`looked`: it is not asked again), and a partition that could not be read becomes
 the same PARTITION_UNAVAILABLE error with the field's path, recorded in the order the reads
-complete, as the resolvers record it. The rows become the objects the lookup fields return
-(each view's entity type), whose leaves are read by the fields' own resolvers and serialized
-by their own types; what a root field makes of a row depends on the row's value alone, so it
-is kept for hashable rows (count rows; a latest view's events are made each time) in one
-bounded memo.
+complete, as the resolvers record it. A row's leaves are read from its entity's values
+(`Entity.values`) where the plan proved each is a plain attribute read by getattr, else from
+the object the lookup field returns (each view's entity type) by the fields' own resolvers,
+and serialized by their own types. What a root field makes of a row depends on the row's
+value alone, so it is kept for hashable rows (count rows; a latest view's events are made
+each time) in one bounded memo.
 
 A top-N is answered from the cache when every top-N of the request is kept there
 (`GatewayCache.top`, the planner's own test of a kept top; only count views' are kept),
@@ -479,25 +480,28 @@ def _object(root: Root, row: CachedRow, made: _Made) -> dict[str, Any] | None:
 
 
 def _made(root: Root, row: Row | Event) -> dict[str, Any]:
-    if root.values is not None:  # each leaf reads its field's value there (`Root.values`)
-        fields, source = root.values(row), None
+    """The response object of `row` (a row found) under `root`: its leaves by response key."""
+    if root.values is not None:  # each leaf is proved to read its field's value there
+        by_name = root.values(row)
+        read = [None if leaf.resolve is None else by_name[leaf.name] for leaf in root.leaves]
     else:
         assert root.convert is not None
-        fields, source = None, root.convert(row)
-    values: dict[str, Any] = {}
-    for leaf in root.leaves:
+        source = root.convert(row)
+        read = [
+            None if leaf.resolve is None else leaf.resolve(source, None) for leaf in root.leaves
+        ]
+    answer: dict[str, Any] = {}
+    for leaf, value in zip(root.leaves, read, strict=True):
         if leaf.resolve is None:
-            values[leaf.key] = root.type_name
-            continue
-        value = leaf.resolve(source, None) if fields is None else fields[leaf.name]
-        if value is None:
+            answer[leaf.key] = root.type_name
+        elif value is None:
             if leaf.non_null:
                 raise Doubt
-            values[leaf.key] = None
-            continue
-        assert leaf.serialize is not None
-        serialized = leaf.serialize(value)
-        if serialized is None or serialized is Undefined:
-            raise Doubt
-        values[leaf.key] = serialized
-    return values
+            answer[leaf.key] = None
+        else:
+            assert leaf.serialize is not None
+            serialized = leaf.serialize(value)
+            if serialized is None or serialized is Undefined:
+                raise Doubt
+            answer[leaf.key] = serialized
+    return answer

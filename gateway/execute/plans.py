@@ -41,8 +41,7 @@ from graphql import (
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.types.field import StrawberryField
 
-from gateway.api.fields import ScanType
-from gateway.api.fields.common import Entity, RowType, attribute
+from gateway.api.fields import Entity, RowType, ScanType, attribute
 from gateway.api.fields.totals import TOTALS_TYPE, totals_of
 from gateway.api.schema import (
     entities_of,
@@ -120,9 +119,9 @@ class Root:
     # holds, by type name, whose leaves are what the selection asks of that type
     entities: Mapping[str, Root] | None = None
     # a row -> the values by field name of the object `convert` makes of it, when every
-    # leaf is proved to read its field's value there (`_reads_values`): the object itself
+    # leaf is proved to read its field's value there (`_values_reader`): the object itself
     # need not be made
-    values: Callable[[Any], Mapping[str, Any] | None] | None = None
+    values: Callable[[Any], Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,7 +305,8 @@ class Plans:
         return Root(
             response_key(node), view, many, entity.convert, object_type.name, leaves,
             nullable_rows, Arguments(field, node), next(_ROOTS), top, top and "by" in field.args,
-            top and "window" in field.args, windows, values=_values(entity, object_type, leaves),
+            top and "window" in field.args, windows,
+            values=_values_reader(entity, object_type, leaves),
         )  # fmt: skip
 
     def _totals_root(
@@ -393,7 +393,7 @@ class Plans:
                 return None
             per_type[type_name] = Root(
                 response_key(node), entity.view, False, entity.convert, type_name, leaves, True,
-                None, next(_ROOTS), values=_values(entity, object_type, leaves),
+                None, next(_ROOTS), values=_values_reader(entity, object_type, leaves),
             )  # fmt: skip
         return Root(
             response_key(node), None, True, None, query.name, (), True, Arguments(field, node),
@@ -457,13 +457,11 @@ def _leaves(
     return tuple(leaves)
 
 
-def _values(
+def _values_reader(
     entity: Entity | RowType, object_type: GraphQLObjectType, leaves: tuple[Leaf, ...]
-) -> Callable[[Any], Mapping[str, Any] | None] | None:
-    """The entity's values of a row (`Entity.values`) when each of `leaves` reads there
-    what its resolver reads of the object `convert` makes: each field is strawberry's
-    plain attribute `attribute(name)`, which `make` set from the values, read with
-    `getattr`; else None (the object is made and its fields resolved)."""
+) -> Callable[[Any], Mapping[str, Any]] | None:
+    """`entity.values` when each of `leaves` is a plain attribute `make` sets from those
+    values, read with `getattr`; else None (the object is made and its fields resolved)."""
     if not isinstance(entity, Entity):
         return None
     for leaf in leaves:

@@ -10,6 +10,7 @@ from gateway.api.fields.common import (
     ScanType,
     TotalsType,
     ViewFields,
+    attribute,
 )
 from gateway.api.fields.entities import resolve_entities
 from gateway.api.fields.produce import produce_field
@@ -21,6 +22,7 @@ __all__ = [
     "ScanType",
     "TotalsType",
     "ViewFields",
+    "attribute",
     "cluster_field",
     "produce_field",
     "resolve_entities",

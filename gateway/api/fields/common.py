@@ -58,18 +58,16 @@ FieldSpec = tuple[str, Any, str | None]  # GraphQL name, annotation, description
 
 @dataclass(frozen=True)
 class Entity:
-    """A view's type as a federation entity, `@key(fields: "<key field>")`: `convert` makes
-    an instance from what a lookup of the key found, `make(type, values(found))` (None
-    where `values` gives None): what the instance's plain fields read, by GraphQL name,
-    without making it."""
+    """A view's type as a federation entity, `@key(fields: "<key field>")`. `values(row)`:
+    the instance's field values by GraphQL name, of a row found; `convert` makes the
+    instance from them (None for no row)."""
 
     view: View
     type: Any
-    values: Callable[[Any], dict[str, Any] | None]
+    values: Callable[[Any], dict[str, Any]]
 
     def convert(self, row: Any) -> Any:
-        values = self.values(row)
-        return None if values is None else make(self.type, values)
+        return None if row is None else make(self.type, self.values(row))
 
 
 @dataclass(frozen=True)

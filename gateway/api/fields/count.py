@@ -54,9 +54,7 @@ def count_fields(view: View) -> ViewFields:
         [entity_key(view)],
     )
 
-    def values_of(row: Row | Event | Ranked | None) -> dict[str, Any] | None:
-        if row is None:
-            return None
+    def values_of(row: Row | Event | Ranked) -> dict[str, Any]:
         assert isinstance(row, Row)
         values = key_values(view, row.key)
         values["count"] = row.count

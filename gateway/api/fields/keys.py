@@ -67,7 +67,8 @@ def key_fields(view: View) -> list[FieldSpec]:
 
 def key_values(view: View, text: str) -> dict[str, Any]:
     """The key whose key text is `text`, by the names of `key_fields(view)`."""
-    if view.key_type is KeyType.STRING:  # the key text is the key (every row of most views)
+    # a string key's text is the key: skip `from_text`'s call for every row of most views
+    if view.key_type is KeyType.STRING:
         return {view.key_field: text}
     if isinstance(view.key_type, RecordKey):
         return view.key_type.from_text(text)

@@ -76,9 +76,7 @@ def latest_fields(view: View) -> ViewFields:
     texts = _texts(view)
     latest_type = event_type(view, view.type_name, texts.type, [entity_key(view)])
 
-    def values_of(event: Row | Event | None) -> dict[str, Any] | None:
-        if event is None:
-            return None
+    def values_of(event: Row | Event) -> dict[str, Any]:
         assert isinstance(event, Event)
         return event_values(view, event)
 
