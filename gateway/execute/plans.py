@@ -38,8 +38,6 @@ from graphql import (
     OperationType,
     get_named_type,
 )
-from strawberry.schema.schema_converter import GraphQLCoreConverter
-from strawberry.types.field import StrawberryField
 
 from gateway.api.fields import Entity, RowType, ScanType, attribute
 from gateway.api.fields.totals import TOTALS_TYPE, totals_of
@@ -67,6 +65,7 @@ from gateway.execute.selections import (
 from gateway.execute.writer import TYPENAME, Complete, complete, reads_attribute
 from gateway.reads.kinds import cacheable
 from runtime.graphql_http import Prepared
+from runtime.plainfields import plain_attribute
 from schema import View
 
 __all__ = ["Leaf", "Plan", "Plans", "Root"]
@@ -467,13 +466,6 @@ def _values_reader(
     for leaf in leaves:
         if leaf.resolve is None:  # `__typename`
             continue
-        definition = object_type.fields[leaf.name].extensions.get(
-            GraphQLCoreConverter.DEFINITION_BACKREF
-        )
-        if not isinstance(definition, StrawberryField) or not definition.is_basic_field:
-            return None
-        if definition.python_name != attribute(leaf.name):
-            return None
-        if definition.default_resolver is not getattr:
+        if plain_attribute(object_type.fields[leaf.name]) != attribute(leaf.name):
             return None
     return entity.values

@@ -38,10 +38,10 @@ from graphql import (
     parse,
     print_ast,
 )
-from strawberry.schema.schema_converter import GraphQLCoreConverter
 
 from node.subgraph.fields import Entity, ReadContext
 from node.subgraph.kinds import Selection, kind_of
+from runtime.plainfields import plain_attribute
 from schema import View
 
 __all__ = ["FastLookups", "Lookup"]
@@ -167,20 +167,18 @@ def _document(view: View, selection: Selection) -> str:
 
 def _lookup(entity: Entity, graphql_type: GraphQLObjectType, selection: Selection) -> Lookup | None:
     """The lookup of `entity`, or None when a selected field is not a plain leaf read from
-    an attribute (a resolver of its own: execution answers)."""
+    an attribute (`plain_attribute`; else execution answers)."""
     leaves = []
     for alias, name in selection:
         field = graphql_type.fields.get(name)
         if field is None:
             return None
-        definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+        python_name = plain_attribute(field)
         nullable = not isinstance(field.type, GraphQLNonNull)
         leaf_type = field.type if nullable else field.type.of_type  # type: ignore[attr-defined]
-        if definition is None or definition.base_resolver is not None:
+        if python_name is None or not is_leaf_type(leaf_type):
             return None
-        if not is_leaf_type(leaf_type):
-            return None
-        leaves.append(_Leaf(alias, definition.python_name, leaf_type.coerce_output_value, nullable))
+        leaves.append(_Leaf(alias, python_name, leaf_type.coerce_output_value, nullable))
     view = entity.view
     read = entity.read if entity.rows is None else entity.rows
     return Lookup(view.type_name, view.key_field, read, tuple(leaves))
