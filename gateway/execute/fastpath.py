@@ -481,27 +481,26 @@ def _object(root: Root, row: CachedRow, made: _Made) -> dict[str, Any] | None:
 
 def _made(root: Root, row: Row | Event) -> dict[str, Any]:
     """The response object of `row` (a row found) under `root`: its leaves by response key."""
-    if root.values is not None:  # each leaf is proved to read its field's value there
-        by_name = root.values(row)
-        read = [None if leaf.resolve is None else by_name[leaf.name] for leaf in root.leaves]
-    else:
+    # each leaf is proved to read its field's value in `root.values` where it is set
+    by_name = None if root.values is None else root.values(row)
+    source = None
+    if by_name is None:
         assert root.convert is not None
         source = root.convert(row)
-        read = [
-            None if leaf.resolve is None else leaf.resolve(source, None) for leaf in root.leaves
-        ]
     answer: dict[str, Any] = {}
-    for leaf, value in zip(root.leaves, read, strict=True):
+    for leaf in root.leaves:
         if leaf.resolve is None:
             answer[leaf.key] = root.type_name
-        elif value is None:
+            continue
+        value = leaf.resolve(source, None) if by_name is None else by_name[leaf.name]
+        if value is None:
             if leaf.non_null:
                 raise Doubt
             answer[leaf.key] = None
-        else:
-            assert leaf.serialize is not None
-            serialized = leaf.serialize(value)
-            if serialized is None or serialized is Undefined:
-                raise Doubt
-            answer[leaf.key] = serialized
+            continue
+        assert leaf.serialize is not None
+        serialized = leaf.serialize(value)
+        if serialized is None or serialized is Undefined:
+            raise Doubt
+        answer[leaf.key] = serialized
     return answer
