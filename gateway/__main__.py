@@ -7,7 +7,8 @@ from gateway.edge.server import run_gateway
 from runtime.config import ConfigError
 
 try:
-    config = GatewayConfig.from_env(os.environ)
-except ConfigError as exc:  # e.g. a non-loopback address without STATEFED_GATEWAY_AUTH
+    # e.g. a non-loopback address without STATEFED_GATEWAY_AUTH, or worker processes on a
+    # port something already answers on
+    run_gateway(GatewayConfig.from_env(os.environ))
+except ConfigError as exc:
     raise SystemExit(f"statefed gateway: {exc}") from None
-run_gateway(config)

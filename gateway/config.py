@@ -55,6 +55,20 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     port: int = setting(
         "STATEFED_GATEWAY_PORT", 8100, low=1, high=65535, doc="port the gateway serves on"
     )
+    processes: int = setting(
+        "STATEFED_GATEWAY_PROCESSES",
+        1,
+        low=1,
+        high=64,
+        doc=(
+            "gateway processes answering on the one port (each binds it with "
+            "`SO_REUSEPORT`; the kernel spreads connections over them): one event loop "
+            "uses one core, so more than 1 helps on a machine with cores to spare. Each "
+            "process holds its own cache and automatic persisted queries; `/metrics` "
+            "answers for all of them (see [Gateway capacity]"
+            "(operations.md#gateway-capacity))"
+        ),
+    )
     timeout_ms: int = setting(
         "STATEFED_GATEWAY_TIMEOUT_MS",
         5000,

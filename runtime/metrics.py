@@ -40,7 +40,7 @@ import socket
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from http import HTTPStatus
 from itertools import accumulate
 from pathlib import Path
@@ -176,12 +176,23 @@ class MetricsGuard:
 
     async def serve(self, scope: Scope, send: Send, registry: CollectorRegistry) -> None:
         """Answer `GET /metrics` with the registry's metrics, or with the refusal."""
+
+        async def metrics() -> bytes:
+            return exposition(registry)
+
+        await self.serve_with(scope, send, metrics)
+
+    async def serve_with(
+        self, scope: Scope, send: Send, metrics: Callable[[], Awaitable[bytes]]
+    ) -> None:
+        """Answer `GET /metrics` with what `metrics` gathers (the text format), or with the
+        refusal, before gathering anything."""
         try:
             self.check(scope["headers"])
         except RequestError as exc:
             await send_json(send, exc.status, exc.body(), headers=exc.headers)
             return
-        await send_metrics(send, registry)
+        await send_body(send, 200, await metrics(), _CONTENT_TYPE)
 
 
 def _bearer(headers: Headers) -> bytes | None:

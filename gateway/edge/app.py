@@ -48,6 +48,7 @@ from gateway.edge.operations import Operations
 from gateway.edge.slots import Slots
 from gateway.edge.sse import STREAM_PATH, GraphQLEventStream
 from gateway.edge.statuspage import STATUS_JSON_PATH, STATUS_PAGE_HEADERS, STATUS_PATH, status_page
+from gateway.edge.workermetrics import WorkerMetrics
 from gateway.edge.ws import GraphQLWebSocket
 from gateway.execute.execution import GatewayEndpoint
 from gateway.execute.limits import QueryLimits
@@ -104,7 +105,9 @@ class GatewayApp:
     STATEFED_GATEWAY_PRODUCE is on; it is then yours to close). `clock` is the gateway's
     time: membership ages, health, produce's eventTime bounds and rate, re-reads of a JWKS
     (`gateway.auth.keys`). `schema` serves that schema instead of the catalogue's (tests of the
-    subscription transports). `metrics` holds the app's Prometheus registry (`/metrics`).
+    subscription transports). `metrics` holds the app's Prometheus registry (`/metrics`);
+    `workers` makes it one of several worker processes whose `/metrics` answers for all of
+    them (`gateway.edge.workermetrics`).
     """
 
     def __init__(
@@ -118,8 +121,10 @@ class GatewayApp:
         clock: Callable[[], int] = wall_clock_ms,
         producer: EventProducer | None = None,
         schema: strawberry.Schema | None = None,
+        workers: WorkerMetrics | None = None,
     ) -> None:
         self.config = config
+        self._workers = workers
         self._catalogue = tuple(catalogue)
         self._check_whole_views()
         self._schema = schema or build_schema(self._catalogue)
@@ -251,6 +256,8 @@ class GatewayApp:
         if self.config.produce:
             producer = self._producer or EventProducer(self.config.kafka, self.config.timeout_s)
         self._loop_lag.start()
+        if self._workers is not None:
+            await self._workers.start(self.metrics.registry)
         self._runtime = _Runtime(
             feed, planner, reader, statuses, status_reader, connections, producer, hub, cache
         )
@@ -260,6 +267,8 @@ class GatewayApp:
         if runtime is None:
             return
         await self._loop_lag.stop()
+        if self._workers is not None:
+            await self._workers.stop()
         if runtime.cache is not None:
             await runtime.cache.stop()
         if runtime.hub is not None:
@@ -304,7 +313,10 @@ class GatewayApp:
             elif path == STATUS_JSON_PATH and method in ("GET", "HEAD"):
                 await self._status(scope, send)
             elif path == METRICS_PATH and method in ("GET", "HEAD"):
-                await self._metrics_guard.serve(scope, send, self.metrics.registry)
+                if self._workers is None:
+                    await self._metrics_guard.serve(scope, send, self.metrics.registry)
+                else:
+                    await self._metrics_guard.serve_with(scope, send, self._workers.gather)
             elif path.startswith(STATIC_PREFIX) and method in ("GET", "HEAD"):
                 await self._static(send, path.removeprefix(STATIC_PREFIX))
             elif path == "/" and method in ("GET", "HEAD"):

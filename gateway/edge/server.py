@@ -1,4 +1,6 @@
-"""Running the gateway: uvicorn with uvloop and httptools, one worker."""
+"""Running the gateway: uvicorn with uvloop and httptools, in one process or, with
+STATEFED_GATEWAY_PROCESSES > 1, in that many worker processes on the port
+(`gateway.edge.supervisor`)."""
 
 from __future__ import annotations
 
@@ -8,24 +10,31 @@ import os
 import signal
 import socket
 from collections.abc import Iterable
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
 from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
+from gateway.edge.supervisor import supervise
+from gateway.edge.workermetrics import WorkerMetrics
 from runtime.graphql_http import GraphQLHttpToolsProtocol
 from runtime.logs import configure_logging
 from runtime.otel import start_otel
 from runtime.tracing import install_spans
 from schema import CATALOGUE, View
 
-__all__ = ["run_gateway", "uvicorn_config"]
+__all__ = ["run_gateway", "run_worker", "uvicorn_config"]
 
 log = logging.getLogger(__name__)
 
 
 class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, worker: str = "") -> None:
+        super().__init__(config)
+        self.worker = worker  # " (worker i of n)" in its ready line, or ""
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         # SIGTERM and SIGINT (Ctrl-C) ask for the clean shutdown that follows: then exit 0
@@ -43,7 +52,7 @@ class _Server(uvicorn.Server):
         gc.freeze()
         scheme = "https" if self.config.is_ssl else "http"
         url = f"{scheme}://{self.config.host}:{self.config.port}/graphql"
-        log.info("statefed gateway: ready on %s", url)
+        log.info("statefed gateway: ready on %s%s", url, self.worker)
 
 
 def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
@@ -77,20 +86,78 @@ def uvicorn_config(app: GatewayApp) -> uvicorn.Config:
 
 def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) -> None:
     """Serve the gateway over `catalogue` until SIGTERM or SIGINT, then stop the readers and
-    clients; returns normally after either."""
+    clients; returns normally after either. With `config.processes` > 1, run that many
+    worker processes of the built-in catalogue instead (`gateway.edge.supervisor`)."""
     configure_logging("gateway", config.log_format, config.log_level)
     # the ready and stopped lines show at every level (a person or a script waits for them),
     # as log lines so that they are JSON in JSON mode
     log.setLevel(logging.INFO)
+    if config.processes == 1:
+        _serve(_Server(uvicorn_config(GatewayApp(config, catalogue=catalogue))), config)
+        return
+    if tuple(catalogue) != CATALOGUE:
+        raise ValueError(
+            "run_gateway: worker processes serve the built-in catalogue only; run one "
+            "process (STATEFED_GATEWAY_PROCESSES=1) to serve another"
+        )
+    code = supervise(config)
+    if code != 0:
+        raise SystemExit(code)
+    log.info("statefed gateway: stopped")
+
+
+def run_worker(config: GatewayConfig, index: int, count: int, directory: Path) -> None:
+    """Serve as worker `index` of `count` (`gateway.edge.worker`): the port bound with
+    SO_REUSEPORT, the other workers' metrics gathered through `directory`."""
+    configure_logging("gateway", config.log_format, config.log_level)
+    log.setLevel(logging.INFO)
+    try:
+        sock = _reuse_port_socket(config.host, config.port)
+    except OSError as exc:
+        log.error(
+            "statefed gateway: worker %d could not bind %s:%d (%s): a process without "
+            "SO_REUSEPORT, or of another user, holds it; stop it or choose another "
+            "STATEFED_GATEWAY_PORT",
+            index,
+            config.host,
+            config.port,
+            exc,
+        )
+        raise SystemExit(1) from None
+    workers = WorkerMetrics(directory, index, count)
+    app = GatewayApp(config, workers=workers)
+    _serve(_Server(uvicorn_config(app), f" (worker {index} of {count})"), config, [sock])
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port with SO_REUSEPORT, for uvicorn to listen on; OSError
+    when the address cannot be bound (a process without SO_REUSEPORT, or of another user,
+    holds the port)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _serve(
+    server: _Server, config: GatewayConfig, sockets: list[socket.socket] | None = None
+) -> None:
     spans = start_otel("gateway", os.environ)
     install_spans(spans)
-    server = _Server(uvicorn_config(GatewayApp(config, catalogue=catalogue)))
     try:
-        server.run()
+        server.run(sockets=sockets)
     finally:
         if spans is not None:
             spans.shutdown()
     if not server.started:  # uvicorn has logged why
         log.error("statefed gateway: could not start on %s:%d", config.host, config.port)
         raise SystemExit(1)
-    log.info("statefed gateway: stopped")
+    log.info("statefed gateway: stopped%s", server.worker)

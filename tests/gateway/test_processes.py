@@ -1,0 +1,133 @@
+"""The gateway as several worker processes on one port (STATEFED_GATEWAY_PROCESSES), run
+as `python -m gateway` over the real broker: both workers answer, `/metrics` answers for
+both, and the parent's handle stops them all, also when one of them is lost."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+from runtime.topics import ensure_topics, statefed_topics
+from schema import CATALOGUE
+from tooling.broker import KafkaBroker, free_port
+from tooling.processes import poll_client, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+VIEWS = {"query": "{ cluster { views { name } } }"}
+_REQUESTS = "statefed_gateway_request_duration_seconds"
+
+
+@contextmanager
+def _gateway(broker: KafkaBroker, log: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m gateway` with two worker processes, stopped (SIGKILL, with its workers)
+    if the test left it running."""
+    ensure_topics(broker.bootstrap, statefed_topics(4))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "STATEFED_BOOTSTRAP": broker.bootstrap,
+        "STATEFED_GATEWAY_PORT": str(port),
+        "STATEFED_GATEWAY_PROCESSES": "2",
+    }
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gateway"], cwd=REPO, env=env, stdout=out, stderr=out
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            for child in psutil.Process(process.pid).children(recursive=True):
+                child.kill()
+            process.kill()
+            process.wait(10)
+
+
+def _per_worker(text: str, root_field: str) -> dict[str, float]:
+    """Requests of `root_field` counted by each worker, from a scrape."""
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == f"{_REQUESTS}_count" and s.labels.get("root_field") == root_field:
+                counts[s.labels["worker"]] = counts.get(s.labels["worker"], 0.0) + s.value
+    return counts
+
+
+def _wait_for_both_workers(url: str, process: subprocess.Popen[bytes], log: Path) -> list[int]:
+    """Wait until a scrape shows both workers' series; the workers' pids."""
+
+    def both() -> bool:
+        assert process.poll() is None, log.read_text()
+        try:
+            text = http.get(f"{url}/metrics").text
+        except httpx.TransportError:
+            return False
+        return 'worker="0"' in text and 'worker="1"' in text
+
+    with poll_client(timeout_s=2.0) as http:
+        wait_until(both, 60, lambda: f"both workers in /metrics: {log.read_text()[-2000:]}")
+    workers = psutil.Process(process.pid).children()
+    assert len(workers) == 2
+    return [w.pid for w in workers]
+
+
+def test_two_workers_share_the_port_and_stop_with_the_parent(
+    broker: KafkaBroker, tmp_path: Path
+) -> None:
+    port, log = free_port(), tmp_path / "gateway.log"
+    url = f"http://127.0.0.1:{port}"
+    with _gateway(broker, log, port) as process:
+        pids = _wait_for_both_workers(url, process, log)
+        answers = []
+        for _ in range(64):  # a connection each: the kernel picks a worker per connection
+            with httpx.Client(base_url=url, trust_env=False, timeout=10) as http:
+                answers.append(http.post("/graphql", json=VIEWS))
+        scrape = httpx.get(f"{url}/metrics", timeout=10).text
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+    output = log.read_text()
+    assert code == 0, output
+    names = [{"name": v.name} for v in CATALOGUE]
+    assert all(a.status_code == 200 for a in answers)
+    assert all(a.json()["data"]["cluster"]["views"] == names for a in answers)
+    counted = _per_worker(scrape, "cluster")
+    assert set(counted) == {"0", "1"} and all(n > 0 for n in counted.values()), counted
+    assert sum(counted.values()) == 64
+    for index in (0, 1):
+        assert f"ready on {url}/graphql (worker {index} of 2)" in output
+        assert f"stopped (worker {index} of 2)" in output
+    assert output.rstrip().endswith("statefed gateway: stopped")
+    assert not any(psutil.pid_exists(pid) for pid in pids)
+
+
+def test_a_lost_worker_stops_the_gateway(broker: KafkaBroker, tmp_path: Path) -> None:
+    port, log = free_port(), tmp_path / "gateway.log"
+    with _gateway(broker, log, port) as process:
+        pids = _wait_for_both_workers(f"http://127.0.0.1:{port}", process, log)
+        os.kill(pids[1], signal.SIGKILL)
+        code = process.wait(30)
+    output = log.read_text()
+    assert code == 1, output
+    assert f"(pid {pids[1]}) exited with status -9; stopping the others" in output
+    assert not any(psutil.pid_exists(pid) for pid in pids)
+
+
+def test_workers_refuse_a_port_something_answers_on(broker: KafkaBroker, tmp_path: Path) -> None:
+    """SO_REUSEPORT would let them join another gateway's workers there."""
+    port, log = free_port(), tmp_path / "gateway.log"
+    with socket.create_server(("127.0.0.1", port)), _gateway(broker, log, port) as process:
+        code = process.wait(30)
+    output = log.read_text()
+    assert code != 0
+    assert "STATEFED_GATEWAY_PORT" in output
+    assert f"something already answers on 127.0.0.1:{port}" in output
