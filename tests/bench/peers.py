@@ -96,10 +96,18 @@ def _check_sample(
 
 
 def _cpu_s(pid: int | None) -> float:
+    """CPU seconds of process `pid` and its live children (a gateway's worker processes)."""
     if pid is None:
         return 0.0
-    t = psutil.Process(pid).cpu_times()
-    return float(t.user + t.system)
+    process = psutil.Process(pid)
+    total = 0.0
+    for one in (process, *process.children(recursive=True)):
+        try:
+            t = one.cpu_times()
+        except psutil.NoSuchProcess:  # a child that exited meanwhile
+            continue
+        total += t.user + t.system
+    return total
 
 
 class Targets:

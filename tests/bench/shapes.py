@@ -56,8 +56,9 @@ __all__ = [
 NAME = "shapes"
 TITLE = "Shapes: multi-key, two root fields, _entities, absent keys, Zipf and uniform access"
 SHAPES = ("multi10", "point_top5", "entities20", "half_absent", "zipf", "uniform")
-TARGETS = ("gateway", "gateway_cache_off", "gateway_whole", *PEERS, "node")
-GATEWAYS = ("gateway", "gateway_cache_off", "gateway_whole")
+TARGETS = ("gateway", "gateway_2p", "gateway_cache_off", "gateway_whole", *PEERS, "node")
+GATEWAYS = ("gateway", "gateway_2p", "gateway_cache_off", "gateway_whole")
+_PROCESSES = 2  # the worker processes of `gateway_2p` (STATEFED_GATEWAY_PROCESSES)
 _WHOLE_MB = 1024  # the cache of the gateway holding the view whole: 1M keys take ~300 MB
 # a router's API has no `_entities` (its subgraphs' field): the peers are not asked for them
 _NOT_ASKED = {"entities20": PEERS}
@@ -164,13 +165,31 @@ def _pauses(url: str) -> tuple[float, float]:
 
 def pauses_in(text: str) -> tuple[float, float]:
     """`_pauses` of a Prometheus text exposition, from the loop-lag histogram's buckets."""
-    buckets = {
-        float(sample.labels["le"]): sample.value
-        for sample in samples_of(text, _LAG_METRIC)
-        if sample.name == f"{_LAG_METRIC}_bucket"
-    }
+    buckets: dict[float, float] = {}  # summed over a gateway's worker processes
+    for sample in samples_of(text, _LAG_METRIC):
+        if sample.name == f"{_LAG_METRIC}_bucket":
+            le = float(sample.labels["le"])
+            buckets[le] = buckets.get(le, 0.0) + sample.value
     total = buckets.get(math.inf, 0.0)
     return total, total - buckets.get(_PAUSE_S, 0.0)
+
+
+def _start_gateway_2p(
+    session: BenchSession, probe: bytes, started: list[ManagedProcess]
+) -> tuple[str, int | None]:
+    """A gateway of the cluster with its defaults but for STATEFED_GATEWAY_PROCESSES: URL
+    and the pid of its parent (its CPU is counted with its workers')."""
+    port = free_port()
+    env = session.cluster.env(
+        STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_PROCESSES=str(_PROCESSES)
+    )
+    log = session.settings.workdir / "shapes" / f"gateway-2p-{port}.log"
+    process = ManagedProcess("gateway of 2 processes", ["gateway"], env, log).start()
+    started.append(process)
+    url = f"http://127.0.0.1:{port}/graphql"
+    wait_answering(process, url, probe, session.timeout_s(60))
+    session.progress(f"shapes: a gateway of {_PROCESSES} processes serving on {url}")
+    return url, process.pid
 
 
 def _start_gateway_whole(
@@ -260,6 +279,7 @@ def measure(session: BenchSession, report: Report) -> None:
         targets = Targets(node, node_url)
         gateway = session.cluster.gateway
         targets.add("gateway", session.gateway_url, gateway.pid if gateway else None)
+        targets.add("gateway_2p", *_start_gateway_2p(session, probe, started))
         targets.add("gateway_cache_off", *start_gateway_cache_off(session, probe, started))
         targets.add("gateway_whole", *_start_gateway_whole(session, probe, started))
         for peer, (url, pid) in start_peers(session, node_url, probe, started).items():
@@ -350,11 +370,18 @@ def shape_ratios(
         for c in connections:
             got = {t: cells.get(f"{shape}_{t}_c{c}") for t in TARGETS}
             defaults, off, whole = got["gateway"], got["gateway_cache_off"], got["gateway_whole"]
+            two = got["gateway_2p"]
             peers = [p for p in (got[x] for x in PEERS) if p]
             fastest = max(peers, key=lambda p: p["rps"], default=None)
             at = f"{shape}_c{c}"
             if whole and off:
                 ratios[f"{at}_whole_x_cache_off"] = whole["rps"] / off["rps"]
+            if two and defaults:
+                ratios[f"{at}_two_processes_x_defaults"] = two["rps"] / defaults["rps"]
+                if defaults["p99_ms"]:
+                    ratios[f"{at}_two_processes_p99_x_defaults"] = (
+                        two["p99_ms"] / defaults["p99_ms"]
+                    )
             if defaults and off:
                 ratios[f"{at}_defaults_x_cache_off"] = defaults["rps"] / off["rps"]
                 if off["p99_ms"]:
@@ -404,7 +431,7 @@ def _write(section: Section, cells: dict[str, dict[str, Any]], session: BenchSes
     table = section.table(
         "shape", "conns", *(f"{t} req/s (p99)" for t in TARGETS),
         "defaults x cache off", "defaults x faster peer",
-        "loop pauses > 20 ms (defaults / off / whole)",
+        "loop pauses > 20 ms (defaults / 2p / off / whole)",
     )  # fmt: skip
     for row in rows:
         table.add(*row)

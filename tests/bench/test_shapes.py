@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gateway.edge.workermetrics import merge_expositions
 from gateway.metrics import GatewayMetrics
 from runtime.metrics import exposition
 from schema import WORD_COUNTS
@@ -118,6 +119,12 @@ def test_loop_pauses_are_the_wake_ups_of_the_gateways_lag_histogram_over_20_ms()
         metrics.loop_lag(seconds)
     assert pauses_in(exposition(metrics.registry).decode()) == (5, 3)
     assert pauses_in("") == (0, 0)  # no histogram yet
+    other = GatewayMetrics()
+    other.loop_lag(0.5)
+    workers = merge_expositions(
+        {0: exposition(metrics.registry).decode(), 1: exposition(other.registry).decode()}
+    )
+    assert pauses_in(workers.decode()) == (6, 4)  # a gateway's workers together
 
 
 def test_the_goals_are_judged_on_the_worse_connection_count_and_the_faster_peer() -> None:
