@@ -36,6 +36,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_BOOTSTRAP": "kafka:9092",
         "STATEFED_GATEWAY_HOST": "0.0.0.0",
         "STATEFED_GATEWAY_PORT": "9000",
+        "STATEFED_GATEWAY_PROCESSES": "3",
         "STATEFED_GATEWAY_TIMEOUT_MS": "750",
         "STATEFED_GATEWAY_RETRIES": "0",
         "STATEFED_GATEWAY_BACKOFF_MS": "20",
@@ -105,7 +106,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     # the Kafka client settings are a family of variables (STATEFED_KAFKA_*, runtime.kafka)
     kafka = {"kafka_properties"}
     assert {f.name for f in dataclasses.fields(GatewayConfig)} == set(GatewayConfig.ENV) | kafka
-    assert config.bootstrap == "kafka:9092" and config.port == 9000
+    assert config.bootstrap == "kafka:9092" and config.port == 9000 and config.processes == 3
     assert config.timeout_ms == 750 and config.retries == 0 and config.log_level == "warning"
     assert config.log_format == "json"  # and the gateway's own level wins over every part's
     assert config.url == "https://0.0.0.0:9000"
