@@ -1,17 +1,24 @@
 """`python -m gateway.edge.worker INDEX COUNT DIR`: one of the gateway's worker processes,
 started by `gateway.edge.supervisor` (not by hand) and configured from the environment as
-its parent was."""
+its parent was. A worker whose parent is gone (SIGKILLed: it could not stop its workers)
+stops itself, so no worker outlives its gateway."""
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from gateway.config import GatewayConfig
 from gateway.edge.server import run_worker
 from runtime.config import ConfigError
+
+log = logging.getLogger("gateway.edge.server")
+_PARENT_POLL_S = 0.5
 
 
 def main(argv: Sequence[str]) -> int:
@@ -20,8 +27,17 @@ def main(argv: Sequence[str]) -> int:
         config = GatewayConfig.from_env(os.environ)
     except ConfigError as exc:
         raise SystemExit(f"statefed gateway: {exc}") from None
+    threading.Thread(target=_stop_without, args=(os.getppid(),), daemon=True).start()
     run_worker(config, index, count, directory)
     return 0
+
+
+def _stop_without(parent: int) -> None:
+    """SIGTERM this worker (a clean stop) once `parent` is no longer its parent."""
+    while os.getppid() == parent:
+        threading.Event().wait(_PARENT_POLL_S)
+    log.warning("statefed gateway: the supervisor (pid %d) is gone; this worker stops", parent)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 if __name__ == "__main__":

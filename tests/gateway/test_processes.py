@@ -131,3 +131,25 @@ def test_workers_refuse_a_port_something_answers_on(broker: KafkaBroker, tmp_pat
     assert code != 0
     assert "STATEFED_GATEWAY_PORT" in output
     assert f"something already answers on 127.0.0.1:{port}" in output
+
+
+def test_workers_stop_when_their_supervisor_is_killed(broker: KafkaBroker, tmp_path: Path) -> None:
+    """A SIGKILLed supervisor cannot stop its workers: each sees it gone and stops itself."""
+    port, log = free_port(), tmp_path / "gateway.log"
+    with _gateway(broker, log, port) as process:
+        pids = _wait_for_both_workers(f"http://127.0.0.1:{port}", process, log)
+        process.kill()
+        process.wait(10)
+        wait_until(
+            lambda: not any(_running(pid) for pid in pids),
+            30,
+            lambda: f"the workers {pids} to stop: {log.read_text()[-2000:]}",
+        )
+    assert log.read_text().count("is gone; this worker stops") == 2
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
