@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def main(argv: Sequence[str]) -> int:
 def _stop_without(parent: int) -> None:
     """SIGTERM this worker (a clean stop) once `parent` is no longer its parent."""
     while os.getppid() == parent:
-        threading.Event().wait(_PARENT_POLL_S)
+        time.sleep(_PARENT_POLL_S)
     log.warning("statefed gateway: the supervisor (pid %d) is gone; this worker stops", parent)
     os.kill(os.getpid(), signal.SIGTERM)
 
