@@ -88,10 +88,7 @@ def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) ->
     """Serve the gateway over `catalogue` until SIGTERM or SIGINT, then stop the readers and
     clients; returns normally after either. With `config.processes` > 1, run that many
     worker processes of the built-in catalogue instead (`gateway.edge.supervisor`)."""
-    configure_logging("gateway", config.log_format, config.log_level)
-    # the ready and stopped lines show at every level (a person or a script waits for them),
-    # as log lines so that they are JSON in JSON mode
-    log.setLevel(logging.INFO)
+    _configure_logging(config)
     if config.processes == 1:
         _serve(_Server(uvicorn_config(GatewayApp(config, catalogue=catalogue))), config)
         return
@@ -109,8 +106,7 @@ def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) ->
 def run_worker(config: GatewayConfig, index: int, count: int, directory: Path) -> None:
     """Serve as worker `index` of `count` (`gateway.edge.worker`): the port bound with
     SO_REUSEPORT, the other workers' metrics gathered through `directory`."""
-    configure_logging("gateway", config.log_format, config.log_level)
-    log.setLevel(logging.INFO)
+    _configure_logging(config)
     try:
         sock = _reuse_port_socket(config.host, config.port)
     except OSError as exc:
@@ -127,6 +123,13 @@ def run_worker(config: GatewayConfig, index: int, count: int, directory: Path) -
     workers = WorkerMetrics(directory, index, count)
     app = GatewayApp(config, workers=workers)
     _serve(_Server(uvicorn_config(app), f" (worker {index} of {count})"), config, [sock])
+
+
+def _configure_logging(config: GatewayConfig) -> None:
+    configure_logging("gateway", config.log_format, config.log_level)
+    # the ready and stopped lines show at every level (a person or a script waits for them),
+    # as log lines so that they are JSON in JSON mode
+    log.setLevel(logging.INFO)
 
 
 def _reuse_port_socket(host: str, port: int) -> socket.socket:

@@ -37,6 +37,7 @@ __all__ = [
     "Targets",
     "literal_body",
     "measure",
+    "start_gateway",
     "start_gateway_cache_off",
     "start_peers",
     "write",
@@ -263,19 +264,31 @@ def _write_ratios(section: Section, cells: dict[CellKey, Cell], ratios: dict[str
         )
 
 
+def start_gateway(
+    session: BenchSession,
+    probe: bytes,
+    started: list[ManagedProcess],
+    label: str,
+    **env: str,
+) -> tuple[str, int | None]:
+    """Another gateway of the cluster, `env` on top of its defaults: URL and pid, once it
+    answers `probe`. Its log is `<workdir>/gateways/<label>-<port>.log`."""
+    port = free_port()
+    environment = session.cluster.env(STATEFED_GATEWAY_PORT=str(port), **env)
+    log = session.settings.workdir / "gateways" / f"{label.replace(' ', '-')}-{port}.log"
+    process = ManagedProcess(f"gateway {label}", ["gateway"], environment, log).start()
+    started.append(process)
+    url = f"http://127.0.0.1:{port}/graphql"
+    wait_answering(process, url, probe, session.timeout_s(60))
+    session.progress(f"a gateway {label} serving on {url}")
+    return url, process.pid
+
+
 def start_gateway_cache_off(
     session: BenchSession, probe: bytes, started: list[ManagedProcess]
 ) -> tuple[str, int | None]:
     """A second gateway of the cluster with STATEFED_GATEWAY_CACHE=false: URL and pid."""
-    port = free_port()
-    env = session.cluster.env(STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_CACHE="false")
-    log = session.settings.workdir / "peers" / f"gateway-cache-off-{port}.log"
-    process = ManagedProcess("gateway cache off", ["gateway"], env, log).start()
-    started.append(process)
-    url = f"http://127.0.0.1:{port}/graphql"
-    wait_answering(process, url, probe, session.timeout_s(60))
-    session.progress(f"peers: a gateway with its cache off serving on {url}")
-    return url, process.pid
+    return start_gateway(session, probe, started, "cache off", STATEFED_GATEWAY_CACHE="false")
 
 
 def start_peers(

@@ -33,13 +33,12 @@ import orjson
 from tests.bench.checked_load import CheckedLoad
 from tests.bench.dataset import Dataset
 from tests.bench.peer_figures import Round, in_turn, join_rounds
-from tests.bench.peer_gateways import PEERS, wait_answering
-from tests.bench.peers import Targets, start_gateway_cache_off, start_peers
+from tests.bench.peer_gateways import PEERS
+from tests.bench.peers import Targets, start_gateway, start_gateway_cache_off, start_peers
 from tests.bench.profile import Profile, ProfileRecorder, find_py_spy, write_profiles
 from tests.bench.report import Report, Section, fmt_ms, fmt_num, fmt_ratio
 from tests.bench.request_time import write_request_times
 from tests.bench.session import BenchError, BenchSession, samples_of
-from tooling.broker import free_port
 from tooling.processes import ManagedProcess, wait_until
 
 __all__ = [
@@ -174,49 +173,28 @@ def pauses_in(text: str) -> tuple[float, float]:
     return total, total - buckets.get(_PAUSE_S, 0.0)
 
 
-def _start_gateway_2p(
-    session: BenchSession, probe: bytes, started: list[ManagedProcess]
-) -> tuple[str, int | None]:
-    """A gateway of the cluster with its defaults but for STATEFED_GATEWAY_PROCESSES: URL
-    and the pid of its parent (its CPU is counted with its workers')."""
-    port = free_port()
-    env = session.cluster.env(
-        STATEFED_GATEWAY_PORT=str(port), STATEFED_GATEWAY_PROCESSES=str(_PROCESSES)
-    )
-    log = session.settings.workdir / "shapes" / f"gateway-2p-{port}.log"
-    process = ManagedProcess("gateway of 2 processes", ["gateway"], env, log).start()
-    started.append(process)
-    url = f"http://127.0.0.1:{port}/graphql"
-    wait_answering(process, url, probe, session.timeout_s(60))
-    session.progress(f"shapes: a gateway of {_PROCESSES} processes serving on {url}")
-    return url, process.pid
-
-
 def _start_gateway_whole(
     session: BenchSession, probe: bytes, started: list[ManagedProcess]
 ) -> tuple[str, int | None]:
     """A gateway of the cluster holding the data set's view whole: URL and pid, once it
     answers every key of it from memory."""
-    port, view = free_port(), session.dataset.view.name
-    env = session.cluster.env(
-        STATEFED_GATEWAY_PORT=str(port),
+    view = session.dataset.view.name
+    url, pid = start_gateway(
+        session,
+        probe,
+        started,
+        "holding the view whole",
         STATEFED_GATEWAY_CACHE_WHOLE_VIEWS=view,
         STATEFED_GATEWAY_CACHE_MB=str(_WHOLE_MB),
     )
-    log = session.settings.workdir / "shapes" / f"gateway-whole-{port}.log"
-    process = ManagedProcess("gateway holding the view whole", ["gateway"], env, log).start()
-    started.append(process)
-    url = f"http://127.0.0.1:{port}/graphql"
-    wait_answering(process, url, probe, session.timeout_s(60))
-    health = url.replace("/graphql", "/health")
+    health, logs = url.replace("/graphql", "/health"), session.settings.workdir / "gateways"
     wait_until(
         lambda: httpx.get(health, timeout=10).json()["cache"]["whole_views"] == 1,
         session.timeout_s(300),
-        f"the gateway on {url} to hold {view} whole (see {log})",
+        f"the gateway on {url} to hold {view} whole (its log: {logs})",
         0.5,
     )
-    session.progress(f"shapes: a gateway holding {view} whole serving on {url}")
-    return url, process.pid
+    return url, pid
 
 
 def _run(
@@ -279,7 +257,16 @@ def measure(session: BenchSession, report: Report) -> None:
         targets = Targets(node, node_url)
         gateway = session.cluster.gateway
         targets.add("gateway", session.gateway_url, gateway.pid if gateway else None)
-        targets.add("gateway_2p", *_start_gateway_2p(session, probe, started))
+        targets.add(
+            "gateway_2p",
+            *start_gateway(
+                session,
+                probe,
+                started,
+                f"of {_PROCESSES} processes",
+                STATEFED_GATEWAY_PROCESSES=str(_PROCESSES),
+            ),
+        )
         targets.add("gateway_cache_off", *start_gateway_cache_off(session, probe, started))
         targets.add("gateway_whole", *_start_gateway_whole(session, probe, started))
         for peer, (url, pid) in start_peers(session, node_url, probe, started).items():
