@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
+import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE
 from tooling.broker import KafkaBroker, free_port
-from tooling.processes import poll_client, wait_until
+from tooling.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 VIEWS = {"query": "{ cluster { views { name } } }"}
@@ -28,9 +31,11 @@ _REQUESTS = "statefed_gateway_request_duration_seconds"
 
 
 @contextmanager
-def _gateway(broker: KafkaBroker, log: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m gateway` with two worker processes, stopped (SIGKILL, with its workers)
-    if the test left it running."""
+def _gateway(
+    broker: KafkaBroker, log: Path, port: int, **settings: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m gateway` with two worker processes (and `settings`), stopped (SIGKILL,
+    with its workers) if the test left it running."""
     ensure_topics(broker.bootstrap, statefed_topics(4))
     env = {
         **os.environ,
@@ -38,6 +43,7 @@ def _gateway(broker: KafkaBroker, log: Path, port: int) -> Iterator[subprocess.P
         "STATEFED_BOOTSTRAP": broker.bootstrap,
         "STATEFED_GATEWAY_PORT": str(port),
         "STATEFED_GATEWAY_PROCESSES": "2",
+        **settings,
     }
     with open(log, "wb") as out:
         process = subprocess.Popen(
@@ -63,7 +69,9 @@ def _per_worker(text: str, root_field: str) -> dict[str, float]:
     return counts
 
 
-def _wait_for_both_workers(url: str, process: subprocess.Popen[bytes], log: Path) -> list[int]:
+def _wait_for_both_workers(
+    url: str, process: subprocess.Popen[bytes], log: Path, verify: ssl.SSLContext | bool = True
+) -> list[int]:
     """Wait until a scrape shows both workers' series; the workers' pids."""
 
     def both() -> bool:
@@ -74,7 +82,7 @@ def _wait_for_both_workers(url: str, process: subprocess.Popen[bytes], log: Path
             return False
         return 'worker="0"' in text and 'worker="1"' in text
 
-    with poll_client(timeout_s=2.0) as http:
+    with httpx.Client(timeout=2.0, trust_env=False, verify=verify) as http:
         wait_until(both, 60, lambda: f"both workers in /metrics: {log.read_text()[-2000:]}")
     workers = psutil.Process(process.pid).children()
     assert len(workers) == 2
@@ -108,6 +116,39 @@ def test_two_workers_share_the_port_and_stop_with_the_parent(
         assert f"stopped (worker {index} of 2)" in output
     assert output.rstrip().endswith("statefed gateway: stopped")
     assert not any(psutil.pid_exists(pid) for pid in pids)
+
+
+def test_every_worker_serves_https_with_the_gateway_certificate(
+    broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """The certificate applies to the socket each worker binds: a client trusting the CA is
+    answered by both workers, and plain HTTP is refused."""
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    cert, key = tmp_path / "server.pem", tmp_path / "server.key"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    port, log = free_port(), tmp_path / "gateway.log"
+    url = f"https://127.0.0.1:{port}"
+    tls = {"STATEFED_GATEWAY_TLS_CERT": str(cert), "STATEFED_GATEWAY_TLS_KEY": str(key)}
+    with _gateway(broker, log, port, **tls) as process:
+        _wait_for_both_workers(url, process, log, trusting)
+        answers = []
+        for _ in range(32):  # a connection each: the kernel picks a worker per connection
+            with httpx.Client(base_url=url, verify=trusting, trust_env=False, timeout=10) as http:
+                answers.append(http.post("/graphql", json=VIEWS).status_code)
+        scrape = httpx.get(f"{url}/metrics", verify=trusting, trust_env=False, timeout=10).text
+        with pytest.raises(httpx.TransportError):
+            httpx.post(f"http://127.0.0.1:{port}/graphql", json=VIEWS, trust_env=False, timeout=10)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+    assert code == 0, log.read_text()
+    assert answers == [200] * 32
+    counted = _per_worker(scrape, "cluster")
+    assert set(counted) == {"0", "1"} and sum(counted.values()) == 32, counted
+    assert f"ready on {url}/graphql (worker 1 of 2)" in log.read_text()
 
 
 def test_a_lost_worker_stops_the_gateway(broker: KafkaBroker, tmp_path: Path) -> None:
