@@ -66,11 +66,11 @@ def client_tls() -> ssl.SSLContext:
     return client_context(None)
 
 
-def poll_client(timeout_s: float) -> httpx.Client:
+def poll_client(timeout_s: float, verify: ssl.SSLContext | None = None) -> httpx.Client:
     """An HTTP client for a loop of requests, to close after it (`with`), on the shared TLS
-    context. The environment's proxy settings are ignored: the parts polled are on
-    loopback."""
-    return httpx.Client(timeout=timeout_s, trust_env=False, verify=client_tls())
+    context (or `verify`: one trusting a test's own CA). The environment's proxy settings
+    are ignored: the parts polled are on loopback."""
+    return httpx.Client(timeout=timeout_s, trust_env=False, verify=verify or client_tls())
 
 
 def wait_until(

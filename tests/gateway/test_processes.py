@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CATALOGUE
+from tests.security.pems import write_pems
 from tooling.broker import KafkaBroker, free_port
-from tooling.processes import wait_until
+from tooling.processes import poll_client, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 VIEWS = {"query": "{ cluster { views { name } } }"}
@@ -70,7 +70,7 @@ def _per_worker(text: str, root_field: str) -> dict[str, float]:
 
 
 def _wait_for_both_workers(
-    url: str, process: subprocess.Popen[bytes], log: Path, verify: ssl.SSLContext | bool = True
+    url: str, process: subprocess.Popen[bytes], log: Path, verify: ssl.SSLContext | None = None
 ) -> list[int]:
     """Wait until a scrape shows both workers' series; the workers' pids."""
 
@@ -82,7 +82,7 @@ def _wait_for_both_workers(
             return False
         return 'worker="0"' in text and 'worker="1"' in text
 
-    with httpx.Client(timeout=2.0, trust_env=False, verify=verify) as http:
+    with poll_client(timeout_s=2.0, verify=verify) as http:
         wait_until(both, 60, lambda: f"both workers in /metrics: {log.read_text()[-2000:]}")
     workers = psutil.Process(process.pid).children()
     assert len(workers) == 2
@@ -123,22 +123,17 @@ def test_every_worker_serves_https_with_the_gateway_certificate(
 ) -> None:
     """The certificate applies to the socket each worker binds: a client trusting the CA is
     answered by both workers, and plain HTTP is refused."""
-    ca = trustme.CA()
-    issued = ca.issue_cert("127.0.0.1")
-    cert, key = tmp_path / "server.pem", tmp_path / "server.key"
-    issued.cert_chain_pems[0].write_to_path(str(cert))
-    issued.private_key_pem.write_to_path(str(key))
-    trusting = ssl.create_default_context()
-    ca.configure_trust(trusting)
+    pems = write_pems(tmp_path)
+    trusting = ssl.create_default_context(cafile=str(pems.ca))
     port, log = free_port(), tmp_path / "gateway.log"
     url = f"https://127.0.0.1:{port}"
-    tls = {"STATEFED_GATEWAY_TLS_CERT": str(cert), "STATEFED_GATEWAY_TLS_KEY": str(key)}
+    tls = {"STATEFED_GATEWAY_TLS_CERT": str(pems.cert), "STATEFED_GATEWAY_TLS_KEY": str(pems.key)}
     with _gateway(broker, log, port, **tls) as process:
         _wait_for_both_workers(url, process, log, trusting)
         answers = []
         for _ in range(32):  # a connection each: the kernel picks a worker per connection
-            with httpx.Client(base_url=url, verify=trusting, trust_env=False, timeout=10) as http:
-                answers.append(http.post("/graphql", json=VIEWS).status_code)
+            with poll_client(10, trusting) as http:
+                answers.append(http.post(f"{url}/graphql", json=VIEWS).status_code)
         scrape = httpx.get(f"{url}/metrics", verify=trusting, trust_env=False, timeout=10).text
         with pytest.raises(httpx.TransportError):
             httpx.post(f"http://127.0.0.1:{port}/graphql", json=VIEWS, trust_env=False, timeout=10)

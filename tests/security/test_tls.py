@@ -8,12 +8,9 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
-import trustme
 
 from gateway.config import GatewayConfig
 from node.changelog.partitions import PartitionRegistry
@@ -24,30 +21,17 @@ from node.storage.changes import ChangeBatch
 from runtime.config import ConfigError
 from schema import WORD_COUNTS, CountRow, Role
 from tests.node.memory_store import MemoryStore
+from tests.security.pems import Pems, write_pems
 from tests.security.serving import gateway_served, serving
 from tooling.broker import free_port
 
 QUERY = '{ wordCount(word: "kafka") { count } }'
 
 
-@dataclass(frozen=True)
-class Pems:
-    ca: Path
-    cert: Path
-    key: Path
-
-
 @pytest.fixture(scope="module")
 def pems(tmp_path_factory: pytest.TempPathFactory) -> Pems:
     """A CA and a certificate it signed for 127.0.0.1 (gateway and node share it)."""
-    folder = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    issued = ca.issue_cert("127.0.0.1")
-    paths = Pems(folder / "ca.pem", folder / "server.pem", folder / "server.key")
-    ca.cert_pem.write_to_path(str(paths.ca))
-    issued.cert_chain_pems[0].write_to_path(str(paths.cert))
-    issued.private_key_pem.write_to_path(str(paths.key))
-    return paths
+    return write_pems(tmp_path_factory.mktemp("tls"))
 
 
 @contextlib.contextmanager
