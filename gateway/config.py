@@ -534,9 +534,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
             "fills it; when the cache is full, a key must also have been asked more often "
             "than the row it would evict. While it has room, a key asked fewer times is "
             "filled from the node read that missed it, when that read is exact and its "
-            "partition followed (one such miss in eight while few lookups hit). `1` fills "
-            "every miss (plain LRU), which costs a second read per key read once (see "
-            "[Cache](querying.md#cache))"
+            "partition followed. `1` fills every miss (plain LRU), which costs a second read "
+            "per key read once (see [Cache](querying.md#cache))"
         ),
     )
     cache_whole_views: tuple[str, ...] = setting(

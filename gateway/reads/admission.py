@@ -28,11 +28,11 @@ against 1.1 us for every lookup counted).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 
 from runtime.bitfilter import BitFilter
 
-__all__ = ["ROOM_FILLS_PAY_AT", "ROOM_FILL_EVERY", "Admission", "FrequencySketch", "RoomFills"]
+__all__ = ["Admission", "FrequencySketch"]
 
 _DEPTH = 4  # counters per key (`_slots` is unrolled for four)
 _MAX_COUNT = 15
@@ -42,11 +42,6 @@ _HALF = bytes(i >> 1 for i in range(256))  # the halving of every counter value
 _PER_ITEM = 16  # counters per item the sketch is sized for
 _MIN_WIDTH = 1 << 10
 _MAX_WIDTH = 1 << 24
-# while the cache has room, every refused miss is filled from its read once at least this share
-# of the keys looked up lately was answered from memory; below it, one in `ROOM_FILL_EVERY`
-ROOM_FILLS_PAY_AT = 0.05
-ROOM_FILL_EVERY = 8
-_RECENT_KEYS = 1024  # keys looked up after which both counts are halved
 
 
 class FrequencySketch:
@@ -158,39 +153,3 @@ class Admission:
     def _count(self, item: tuple[str, str]) -> int:
         """How often `item` was asked lately: the sketch's count and the doorkeeper's bit."""
         return self._sketch.count(item) + self._door.has(item)
-
-
-class RoomFills:
-    """Whether to fill a miss admission refused while the cache has room (what
-    `GatewayCache._fill_room` does from the node read that missed it).
-
-    Such a fill costs no second read, but it is not free (about 5 us a lookup on the bench's
-    uniform shape, half of what the cache cost a lookup it did not answer), and it pays only
-    when the key is asked again while held. So the fills are judged by what they bring: while
-    at least `ROOM_FILLS_PAY_AT` of the keys looked up lately were answered from memory every
-    refused miss is filled; below it, one in `ROOM_FILL_EVERY` at random, enough to notice
-    when access turns skewed again. "Lately" is a count of keys and hits halved every
-    `_RECENT_KEYS` keys; until that first halving (a fresh cache, which has answered nothing
-    yet) every refused miss is filled."""
-
-    def __init__(self, draw: Callable[[], float]) -> None:
-        """`draw`: uniform in [0, 1), seeded to replay the cache's choices."""
-        self._draw = draw
-        self._hits = 0
-        self._keys = 0
-        self._judged = False  # a first `_RECENT_KEYS` keys seen
-
-    def count(self, keys: int, hits: int = 0) -> None:
-        """`keys` more keys looked up, `hits` of them answered from memory."""
-        self._hits += hits
-        self._keys += keys
-        if self._keys >= _RECENT_KEYS:
-            self._hits >>= 1
-            self._keys >>= 1
-            self._judged = True
-
-    def due(self) -> bool:
-        """Whether to fill this refused miss (if it fits)."""
-        if not self._judged or self._hits >= ROOM_FILLS_PAY_AT * self._keys:
-            return True
-        return self._draw() * ROOM_FILL_EVERY < 1.0

@@ -38,9 +38,7 @@ with the cache off and costs the cache nothing more than counting its keys (`pas
 Admission (`gateway.reads.admission`): the keys of lookups are counted in a frequency sketch
 (those of a multi-key lookup that did not look one time in `MULTI_KEY_COUNT_EVERY`); a key is
 filled only once it was asked `admit_after` times lately (3 by default) and, when the cache is
-full, only if it was asked more often than the least recently used row it would evict.
-While the cache has room, a key not admitted yet is filled from the exact node read that
-missed it, as long as lately enough lookups were hits for such fills to pay (`RoomFills`). A
+full, only if it was asked more often than the least recently used row it would evict. A
 partition is followed once one of its keys is admitted (or a top-N read wants it). So a key
 read once costs one node read, as with the cache off, and a one-off scan of many keys does
 not push out the rows asked again and again.
@@ -67,7 +65,7 @@ from gateway.cluster.routing import NodeInfo, RoutingFeed
 from gateway.model.rows import Ranked, ranked_count
 from gateway.nodes.hub import FeedHub
 from gateway.nodes.links import FeedLink, LinkError
-from gateway.reads.admission import Admission, RoomFills
+from gateway.reads.admission import Admission
 from gateway.reads.entries import (
     AS_OF,
     ENTRY_OVERHEAD_BYTES,
@@ -248,7 +246,6 @@ class GatewayCache:
         self._max_bytes = max_bytes
         self._admission = Admission(max(1, max_bytes // _TYPICAL_ENTRY_BYTES), admit_after)
         self._draw = (rng or random.Random()).random
-        self._room_fills = RoomFills(self._draw)
         self.skipped = 0  # lookups read from the nodes without looking: not every key held
         # whether reads avoid a node now (gateway.nodes.hedging; the planner sets it)
         self.suspect: Callable[[str], bool] = _never
@@ -339,14 +336,12 @@ class GatewayCache:
         admitted ones followed, and when every key is admitted they are filled, from `read`
         when it is exact: so a key is admitted at its `admit_after`-th ask and answered from
         memory soon after. While the cache has room, keys not admitted yet are filled from
-        `read` too, when it is exact and their partitions are followed (`_fill_room`), and
-        lately such fills paid (`RoomFills`: else one refused miss in eight).
+        `read` too, when it is exact and their partitions are followed (`_fill_room`).
         The keys of a multi-key lookup are counted (and filled) one time in
         `MULTI_KEY_COUNT_EVERY`, at random: such a lookup is worth filling only when its
         keys are asked together again and again, which those draws count soon enough, and
         counting ten keys on every request cost about 5% of the gateway's CPU."""
         self.skipped += 1
-        self._room_fills.count(len(keys))
         if len(keys) > 1 and self._draw() * MULTI_KEY_COUNT_EVERY >= 1.0:
             return
         admission = self._admission
@@ -363,7 +358,7 @@ class GatewayCache:
                 self._follow(partition)
         if not refused:
             self.fill(view, keys_of, read, keys)
-        elif not self._room_fills.due() or not self._fill_room(view, keys_of, read, keys):
+        elif not self._fill_room(view, keys_of, read, keys):
             admission.refused += refused
 
     def look(
@@ -400,12 +395,10 @@ class GatewayCache:
         if whole is None or not whole.complete:  # a whole view's rows are not in the LRU
             self._touch(view, keys)
         self.hits += len(keys)
-        self._room_fills.count(len(keys), len(keys))
 
     def missed(self, keys: int) -> None:
         """`keys` found missing by `look` were read from the nodes."""
         self.misses += keys
-        self._room_fills.count(keys)
 
     def _usable(self, partition: int, topic: str, options: ReadOptions) -> _Partition | None:
         state = self._partitions.get(partition)

@@ -13,13 +13,7 @@ from collections.abc import Iterable, Iterator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.reads.admission import (
-    ROOM_FILL_EVERY,
-    ROOM_FILLS_PAY_AT,
-    Admission,
-    FrequencySketch,
-    RoomFills,
-)
+from gateway.reads.admission import Admission, FrequencySketch
 
 VIEW = "word_counts"
 
@@ -159,36 +153,3 @@ def test_first_asks_set_a_doorkeeper_bit_and_only_keys_asked_again_reach_the_ske
         asks += 1
     # checked at once: a first ask after the halving could set k8's bit again (shared bit)
     assert not admission._door.has((VIEW, "k8"))  # cleared with the halving
-
-
-def _room_fills(seed: int = 1) -> RoomFills:
-    return RoomFills(random.Random(seed).random)
-
-
-def test_a_fresh_cache_fills_every_refused_miss_while_it_has_room() -> None:
-    fills = _room_fills()
-    for _ in range(1000):  # below the first halving: nothing judged yet
-        fills.count(1)
-        assert fills.due()
-
-
-def test_with_few_hits_lately_one_refused_miss_in_eight_is_filled() -> None:
-    fills = _room_fills()
-    for i in range(2_000):  # past the first halving
-        fills.count(1, hits=int(i % 50 == 0))  # 2% of the keys answered from memory
-    due = 0
-    for i in range(40_000):
-        fills.count(1, hits=int(i % 50 == 0))
-        due += fills.due()
-    assert 40_000 / ROOM_FILL_EVERY * 0.85 < due < 40_000 / ROOM_FILL_EVERY * 1.15, due
-
-
-def test_once_enough_lookups_hit_again_every_refused_miss_is_filled() -> None:
-    fills = _room_fills()
-    for _ in range(5_000):
-        fills.count(1)  # uniform access: no hit
-    assert not all(fills.due() for _ in range(100))
-    for i in range(5_000):  # skewed again: a tenth hit, twice the share at which fills pay
-        fills.count(1, hits=int(i % 10 == 0))
-    assert ROOM_FILLS_PAY_AT < 0.1
-    assert all(fills.due() for _ in range(100))
