@@ -187,11 +187,12 @@ def _start_gateway_whole(
         STATEFED_GATEWAY_CACHE_WHOLE_VIEWS=view,
         STATEFED_GATEWAY_CACHE_MB=str(_WHOLE_MB),
     )
-    health, logs = url.replace("/graphql", "/health"), session.settings.workdir / "gateways"
+    health = url.replace("/graphql", "/health")
+    log = started[-1].log_path  # of the process start_gateway just started
     wait_until(
         lambda: httpx.get(health, timeout=10).json()["cache"]["whole_views"] == 1,
         session.timeout_s(300),
-        f"the gateway on {url} to hold {view} whole (its log: {logs})",
+        f"the gateway on {url} to hold {view} whole (its log: {log})",
         0.5,
     )
     return url, pid
