@@ -227,6 +227,40 @@ def test_a_view_held_whole_misses_while_its_follow_is_down_and_is_loaded_again()
     asyncio.run(scenario())
 
 
+def test_lookups_of_a_view_held_whole_count_no_key_for_admission_until_it_misses() -> None:
+    """A view held whole admits no row one by one: its lookups leave admission's counts
+    alone (counting them cost 12% of the gateway's CPU on ten-key lookups). Once a follow
+    ends, the view misses there and its lookups count again, as any view's."""
+
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name], admit_after=3) as h:
+            counted: list[str] = []
+            asked = h.cache._admission.asked
+
+            def recording(view: str, key: str) -> bool:
+                counted.append(key)
+                return asked(view, key)
+
+            h.cache._admission.asked = recording  # type: ignore[method-assign]
+            held, absent = key_in(0), key_in(1)
+            for partition in range(P):
+                await h.following(applied=5, partition=partition)
+                await load(h, partition, {held: 2} if partition == 0 else {}, offset=5)
+            for _ in range(3):
+                assert h.ask([held, absent]).rows == {held: Row(held, 2), absent: None}
+            assert counted == []
+            link = h.hub.links["n1"]
+            follow = next(
+                i for i, (f, _) in link.follows.items() if not f["snapshot"] and f["partition"] == 0
+            )
+            link.follows[follow][1].put_nowait(LOST)
+            await settle()
+            assert h.ask([held]).missing == {0: [held]}
+            assert counted == [held]
+
+    asyncio.run(scenario())
+
+
 def test_a_load_cut_short_by_the_follow_ending_is_done_again_on_the_next_follow() -> None:
     async def scenario() -> None:
         async with harness(whole=[WORDS.name]) as h:
