@@ -86,9 +86,12 @@ class _Batch:
 
     def forsaken(self, _answer: object = None) -> None:
         """Cancel the call once every waiter has its answer or gave up (a waiter's
-        done-callback)."""
-        if self.task is not None and all(w.answer.done() for w in self.waiters):
-            self.task.cancel()
+        done-callback). Once the call has answered there is nothing to cancel: the
+        callbacks of the waiters it settled return at once, instead of each looking at
+        every waiter (a batch of 32 looked 1,024 times)."""
+        task = self.task
+        if task is not None and not task.done() and all(w.answer.done() for w in self.waiters):
+            task.cancel()
 
 
 _BatchKey = tuple[str, str, str, bytes]  # node id, node URL, view, extensions
