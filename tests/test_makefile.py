@@ -115,3 +115,19 @@ def test_make_install_trains_the_class_data_archives_after_the_parts(tmp_path: P
     assert training > max(i for i, line in enumerate(plan) if "tar xzf" in line), "the registry"
     assert training > max(i for i, line in enumerate(plan) if "-m tooling.connector" in line)
     assert f"mkdir -p {tmp_path}/jvm" in plan
+
+
+def test_make_test_makes_the_parts_beside_the_unit_tier_and_before_the_others(
+    tmp_path: Path,
+) -> None:
+    """The unit tier needs the venv alone: `install`'s other parts are made beside it (in
+    the background of the same shell line), and waited for before the tiers that use them.
+    The dry run itself runs nothing: the line does not name $(MAKE)."""
+    plan = _plan("test", tmp_path)
+    beside = next(i for i, line in enumerate(plan) if " install > " in line)
+    assert plan[beside].rstrip(" \\").endswith("& installing=$!;"), plan[beside]
+    unit = next(i for i, line in enumerate(plan) if "pytest -m unit" in line)
+    waited = next(i for i, line in enumerate(plan) if "wait $installing" in line)
+    parts = next(i for i, line in enumerate(plan) if 'pytest -m "kafka or spark"' in line)
+    assert beside < unit < waited < parts, plan
+    assert not (tmp_path / "kafka").exists(), "make -n test fetched Kafka's jars"
