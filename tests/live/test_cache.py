@@ -117,6 +117,14 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+def _position(applied: int, other: int, end: int | None) -> dict[str, Any]:
+    """What a follow's `following` and `progress` frames say of the copy: ACTIVE, RUNNING,
+    its applied offsets (TOPIC, OTHER) and the end offsets (TOPIC's `end` if given)."""
+    return {"id": 1, "role": "ACTIVE", "state": "RUNNING",
+            "applied": {TOPIC: applied, OTHER: other},
+            "end": {TOPIC: applied if end is None else end, OTHER: other}}  # fmt: skip
+
+
 class Harness:
     def __init__(self, cache: GatewayCache, hub: FakeHub, feed: RoutingFeed) -> None:
         self.cache, self.hub, self.feed = cache, hub, feed
@@ -142,10 +150,7 @@ class Harness:
         """Let the cache's follow of `partition` start on `node`: its `following` frame."""
         link = self.hub.links.setdefault(node, FakeLink(node))
         _, queue = await link.asked_for(False, partition)
-        frame = {"id": 1, "role": "ACTIVE", "state": "RUNNING",
-                 "applied": {TOPIC: applied, OTHER: other},
-                 "end": {TOPIC: applied if end is None else end, OTHER: other}}  # fmt: skip
-        queue.put_nowait({"type": "following", **frame})
+        queue.put_nowait({"type": "following", **_position(applied, other, end)})
         await self.heartbeat(queue, applied, other, end)
         return queue
 
@@ -158,10 +163,7 @@ class Harness:
     ) -> None:
         """The owner's heartbeat on the follow `queue` (sent every 0.5 s, changed or not):
         its keys answer only within FEED_SILENCE_S of one."""
-        frame = {"id": 1, "role": "ACTIVE", "state": "RUNNING",
-                 "applied": {TOPIC: applied, OTHER: other},
-                 "end": {TOPIC: applied if end is None else end, OTHER: other}}  # fmt: skip
-        queue.put_nowait({"type": "progress", **frame, "leased": True})
+        queue.put_nowait({"type": "progress", **_position(applied, other, end), "leased": True})
         await settle()
 
     async def fill(
