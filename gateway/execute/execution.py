@@ -32,7 +32,7 @@ from graphql import (
 from strawberry.execution import optimized_is_awaitable
 
 from gateway.api.request import RequestContext
-from gateway.api.responses import format_missing, gateway_extensions
+from gateway.api.responses import format_missing, gateway_extensions, in_answer_order
 from gateway.auth.bearer import Anonymous, Authenticator, Unauthenticated, authorization, refusal
 from gateway.cluster.routing import RoutingTable
 from gateway.execute.fastpath import FastPath
@@ -223,7 +223,8 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
     def finish(self, body: dict[str, Any], context: RequestContext) -> None:
         if context.missing:
             errors = body.setdefault("errors", [])
-            errors.extend(format_missing(m) for m in context.missing)
+            missing = in_answer_order(context.missing, body.get("data"))
+            errors.extend(format_missing(m) for m in missing)
         body["extensions"] = context.extensions()
 
     async def without_query(self, scope: Scope, send: Send, media: MediaType | None) -> None:

@@ -93,6 +93,14 @@ class _Rejecting:
         return httpx.Response(200, content=REJECTED)
 
 
+async def _garbage_lookups_first(request: httpx.Request) -> httpx.Response:
+    """No GraphQL from n1, later for every read but the lookup of `w1`: the read of the
+    field asked first ends last."""
+    if b"w1" not in request.content:
+        await asyncio.sleep(0.05)
+    return _garbage(request)
+
+
 def _setup(fault: str) -> tuple[list[FakeNode], dict[str, Any], dict[str, httpx.BaseTransport]]:
     """Two nodes, n0 and n1 (n1 failing as `fault` says), the routing claims, and the
     transports standing in for a failed n1."""
@@ -112,6 +120,8 @@ def _setup(fault: str) -> tuple[list[FakeNode], dict[str, Any], dict[str, httpx.
         extra[n1.url()] = httpx.MockTransport(_refuse)
     if fault == "garbage":
         extra[n1.url()] = httpx.MockTransport(_garbage)
+    if fault == "garbage, lookups first":
+        extra[n1.url()] = httpx.MockTransport(_garbage_lookups_first)
     if fault == "rejected":
         extra[n1.url()] = httpx.MockTransport(_Rejecting())
     return [n0, n1], claims, extra
@@ -237,3 +247,20 @@ def test_a_windowed_totals_read_that_raised_is_not_made_again_by_execution() -> 
 
 def test_a_scan_read_that_raised_is_not_made_again_by_execution() -> None:
     _read_once("{ allWordCounts(first: 2) { edges { cursor } } }")
+
+
+def test_errors_come_in_the_order_of_the_fields_whichever_read_ends_first() -> None:
+    """The root fields' reads run concurrently; the errors of the partitions they could not
+    read follow the fields' order in the query, then the partitions', on both paths."""
+    query = (
+        '{ t: hostAccessWindowTotals(from: "2026-01-01T00:01:00Z", maxLag: 2) { count } '
+        'wordCount(word: "w1") { word } }'
+    )
+    assert partition_for("w1", P) % 2  # in an odd partition, n1's
+    seen, _ = asyncio.run(_answers("garbage, lookups first", [query]))
+    (answered, *fast), (executed, *full) = seen
+    assert answered and not executed
+    assert fast == full
+    errors = orjson.loads(fast[2])["errors"]
+    places = [(e["path"], e["extensions"]["partition"]) for e in errors]
+    assert places == [(["t"], 1), (["t"], 3), (["wordCount"], partition_for("w1", P))], places
