@@ -55,7 +55,7 @@ P = 4
 MINUTE = 60_000
 BASE = 28_333_333 * MINUTE  # an aligned window start in November 2023
 KEYS = ["a", "b", "kafka", "0", ""]
-EXAMPLES = 60  # per root field, valid and invalid queries: 10-30 s in all on 2 cores
+EXAMPLES = 60  # per root field, valid and invalid queries: 23-72 s a run on 2 cores (2026-12)
 JWT_EXAMPLES = 40  # the same again with authentication on: only the admission differs
 READ_SCOPE = "statefed:read"
 
