@@ -216,6 +216,27 @@ def test_once_prints_one_table_and_exits() -> None:
     assert "13/39" in done.stdout
 
 
+def test_without_a_terminal_it_prints_once_and_exits() -> None:
+    # redirected into a pipe or a file, a live view would print nothing until interrupted
+    env = child_env(COLUMNS="120")
+    for forcing in ("FORCE_COLOR", "TTY_COMPATIBLE"):  # rich would take the pipe for a terminal
+        env.pop(forcing, None)
+    with gateway(RoutingFeed(BEFORE)) as url:
+        done = subprocess.run(
+            statefed("status", "--url", url),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, done.stderr
+    cells = rows(done.stdout)
+    assert ["node-a", "RESTORING", "yes"] in [c[:3] for c in cells]
+    assert ["word_counts", "COUNT", "12"] in [c[:3] for c in cells]
+    assert len(FRAME.findall(done.stdout)) == 1  # one table, not a redraw
+
+
 def test_once_names_the_url_setting_when_no_gateway_answers(unused_port: int) -> None:
     done = subprocess.run(
         statefed("status", "--once", "--url", f"http://127.0.0.1:{unused_port}"),

@@ -127,7 +127,11 @@ def _parser() -> argparse.ArgumentParser:
         if command == "schema":
             _schema_arguments(p)
         if command == "status":
-            p.add_argument("--once", action="store_true", help="print the status once and exit")
+            p.add_argument(
+                "--once",
+                action="store_true",
+                help="print the status once and exit (as when the output is not a terminal)",
+            )
         if command == "fields":
             p.add_argument("subject", help="the subject, e.g. orders-value")
             p.add_argument("--version", type=int, help="a version of the subject (the newest)")

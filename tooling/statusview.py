@@ -1,5 +1,5 @@
 """`statefed status`: the gateway's `/status.json` as a live terminal view (rich), or as
-one printed table with `--once`.
+one printed table with `--once` or when its output is not a terminal.
 
 The view shows the same as the gateway's `/status` page: nodes, the partition map (each
 partition's ACTIVE and STANDBY copies, lag, a progress bar while a copy restores), the
@@ -135,10 +135,12 @@ def _views(body: dict[str, Any]) -> Table:
 def show_status(
     url: str, token: str | None, *, once: bool, console: Console, interval_s: float = 1.0
 ) -> None:
-    """Print one status (`once`), or redraw it every `interval_s` until interrupted; a
-    failed read is shown in the live view and tried again."""
+    """Print one status (`once`, or when `console` is not a terminal: redrawn into a pipe
+    or a file, a live view would show nothing until interrupted), or redraw it every
+    `interval_s` until interrupted; a failed read is shown in the live view and tried
+    again."""
     with httpx.Client(timeout=_TIMEOUT_S) as client:
-        if once:
+        if once or not console.is_terminal:
             console.print(status_view(fetch_status(client, url, token)))
             return
         # Ctrl-C ends the loop between two reads: raised as KeyboardInterrupt inside the
