@@ -38,6 +38,7 @@ from runtime.config import ConfigError
 
 __all__ = [
     "FIXED_KEYS",
+    "KAFKA_CLIENT_LOGGER",
     "ErrorTrap",
     "KafkaClientConfig",
     "KafkaConnectionError",
@@ -48,7 +49,8 @@ __all__ = [
     "redacted",
 ]
 
-log = logging.getLogger(__name__)
+KAFKA_CLIENT_LOGGER = __name__  # where the clients' log lines go (`ErrorTrap.log`)
+log = logging.getLogger(KAFKA_CLIENT_LOGGER)
 
 CONFIG_VARIABLE = "STATEFED_KAFKA_CONFIG"
 BOOTSTRAP_VARIABLE = "STATEFED_BOOTSTRAP"

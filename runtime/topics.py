@@ -377,7 +377,8 @@ def _create(admin: AdminClient, bootstrap: str, new: list[NewTopic], timeout_s: 
 
 
 def partition_count(kafka: str | KafkaSettings, topic: str, timeout_s: float = 10.0) -> int:
-    """The partition count of `topic` from the broker's metadata."""
+    """The partition count of `topic` from the broker's metadata: KafkaConnectionError when
+    the cluster does not answer, TopicError when the topic is not there."""
     settings = KafkaSettings.of(kafka)
     # Ask for all topics: a metadata request naming a missing topic makes a broker with
     # auto.create.topics.enable (Kafka's default) create it, with its default partition
@@ -385,7 +386,7 @@ def partition_count(kafka: str | KafkaSettings, topic: str, timeout_s: float = 1
     _, metadata = _metadata(settings, timeout_s)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None or not found.partitions:
-        raise RuntimeError(
+        raise TopicError(
             f"topic {topic} has no partitions on {settings.bootstrap}: create it first "
             "(`statefed broker` creates every statefed topic; against your own Kafka, run "
             "`statefed topics`)"

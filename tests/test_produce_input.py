@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import logging
 import sys
 from typing import Any
 
@@ -12,6 +13,7 @@ import orjson
 import pytest
 
 from pipeline.records import MAX_EVENT_MS as PIPELINES_MAX_EVENT_MS
+from runtime.kafka import KAFKA_CLIENT_LOGGER
 from schema import CATALOGUE, KeyType, ValueFormat
 from tooling.cli import main
 from tooling.produceinput import (
@@ -135,6 +137,20 @@ def test_the_command_refuses_before_producing_anything(
         "booking_history read it as a JSON object"
     )
     assert str(refused.value.code).endswith("; nothing was produced")
+
+
+def test_the_command_names_the_settings_when_no_kafka_answers(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("kafka\n"))
+    monkeypatch.setattr(logging.getLogger(KAFKA_CLIENT_LOGGER), "propagate", True)
+    with pytest.raises(SystemExit) as refused:  # nothing listens at this bootstrap
+        main(["produce", "--bootstrap", "127.0.0.1:9"])
+    message = str(refused.value.code)
+    assert message.startswith("statefed produce: no metadata from Kafka at 127.0.0.1:9 ")
+    assert "STATEFED_BOOTSTRAP" in message and message.endswith("; nothing was produced")
+    # one message, not the Kafka client's line per reconnect (about one every 100 ms)
+    assert "rdkafka" not in capfd.readouterr().err
 
 
 def test_the_command_says_values_are_taken(capsys: pytest.CaptureFixture[str]) -> None:

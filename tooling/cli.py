@@ -8,6 +8,7 @@ flag, an exported variable and a compose file's `environment:` are the same thin
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.config import ConfigError
-from runtime.kafka import KafkaConnectionError
+from runtime.kafka import KAFKA_CLIENT_LOGGER, KafkaConnectionError
 from runtime.signals import set_from_handler
 from schema import View, load_catalogue
 from tooling.config import ToolingConfig
@@ -248,6 +249,7 @@ def _topics(env: dict[str, str], dry_run: bool) -> None:
     from runtime.topics import TopicError, create_planned, inspect_plan, topic_plan
 
     config = ToolingConfig.from_env(env)
+    _quiet_kafka_client_logs()
     try:
         plan = topic_plan(
             _catalogue(env), config.partitions, config.topics_replication, config.topics_min_isr
@@ -336,9 +338,21 @@ def _gateway(env: dict[str, str]) -> None:
 _TOKENS_SHOWN = 20  # consistency tokens printed per key, for a few keys typed by hand
 
 
+def _quiet_kafka_client_logs() -> None:
+    """Keep the Kafka clients' log lines off a one-shot command's output: while a broker
+    is unreachable librdkafka logs a line per reconnect (about 290 in `statefed topics`'
+    15 s), and the command's own error already names the cause its clients reported
+    (`runtime.kafka.ErrorTrap`) and the settings to check."""
+    clients = logging.getLogger(KAFKA_CLIENT_LOGGER)
+    if not clients.handlers:
+        clients.addHandler(logging.NullHandler())
+    clients.propagate = False
+
+
 def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
     from runtime.clock import wall_clock_ms
-    from runtime.produce import produce_records
+    from runtime.produce import ProduceError, new_producer, produce_records
+    from runtime.topics import TopicError, partition_count
     from tooling.demodata import skewed_words
     from tooling.produceinput import (
         KeyedValue,
@@ -366,7 +380,16 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
             f"{', '.join(read)})",
             file=sys.stderr,
         )
-    writes = produce_records(kafka, args.topic, records)
+    _quiet_kafka_client_logs()
+    try:  # a cluster that does not answer, or a topic it lacks, fails in seconds, not in 30
+        partition_count(kafka, args.topic)
+    except (KafkaConnectionError, TopicError) as exc:
+        raise SystemExit(f"statefed produce: {exc}; nothing was produced") from exc
+    producer = new_producer(kafka, {"logger": logging.getLogger(KAFKA_CLIENT_LOGGER)})
+    try:
+        writes = produce_records(kafka, args.topic, records, producer)
+    except ProduceError as exc:
+        raise SystemExit(f"statefed produce: {exc}") from exc
     print(f"produced {len(writes)} records to {args.topic} on {kafka.bootstrap}")
     newest = {w.key: w for w in sorted(writes, key=lambda w: w.offset)}  # a key: one partition
     if len(newest) <= _TOKENS_SHOWN:

@@ -34,3 +34,14 @@ def test_produce_prints_each_keys_newest_token(
     # a fresh topic: kafka was written twice, franz once (after kafka's first, if together)
     same = partition_for("kafka", 4) == partition_for("franz", 4)
     assert offsets == {"kafka": 2 if same else 1, "franz": 1 if same else 0}
+
+
+def test_produce_to_a_topic_the_cluster_lacks_names_it_and_produces_nothing(
+    broker: KafkaBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("kafka\n"))
+    with pytest.raises(SystemExit) as refused:
+        main(["produce", "--topic", "cli-produce-absent", "--bootstrap", broker.bootstrap])
+    message = str(refused.value.code)
+    assert message.startswith("statefed produce: topic cli-produce-absent has no partitions on ")
+    assert "statefed topics" in message and message.endswith("; nothing was produced")
