@@ -198,14 +198,20 @@ def test_the_live_view_shows_the_map_and_follows_its_change() -> None:
         assert terminal.process.returncode == 0  # Ctrl-C ends it quietly
 
 
+def piped(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`command` run to its end with its output captured: a pipe, which rich does not take
+    for a terminal (unless FORCE_COLOR or TTY_COMPATIBLE say so: they are left out)."""
+    forcing = ("FORCE_COLOR", "TTY_COMPATIBLE")
+    env = {k: v for k, v in env.items() if k not in forcing}
+    return subprocess.run(
+        command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+    )
+
+
 def test_once_prints_one_table_and_exits() -> None:
     with gateway(RoutingFeed(BEFORE)) as url:
-        done = subprocess.run(
-            statefed("status", "--once"),
-            env=child_env(STATEFED_GATEWAY_URL=url, COLUMNS="120"),
-            capture_output=True,
-            text=True,
-            timeout=60,
+        done = piped(
+            statefed("status", "--once"), child_env(STATEFED_GATEWAY_URL=url, COLUMNS="120")
         )
     assert done.returncode == 0, done.stderr
     cells = rows(done.stdout)
@@ -218,18 +224,8 @@ def test_once_prints_one_table_and_exits() -> None:
 
 def test_without_a_terminal_it_prints_once_and_exits() -> None:
     # redirected into a pipe or a file, a live view would print nothing until interrupted
-    env = child_env(COLUMNS="120")
-    for forcing in ("FORCE_COLOR", "TTY_COMPATIBLE"):  # rich would take the pipe for a terminal
-        env.pop(forcing, None)
     with gateway(RoutingFeed(BEFORE)) as url:
-        done = subprocess.run(
-            statefed("status", "--url", url),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = piped(statefed("status", "--url", url), child_env(COLUMNS="120"))
     assert done.returncode == 0, done.stderr
     cells = rows(done.stdout)
     assert ["node-a", "RESTORING", "yes"] in [c[:3] for c in cells]
@@ -238,12 +234,8 @@ def test_without_a_terminal_it_prints_once_and_exits() -> None:
 
 
 def test_once_names_the_url_setting_when_no_gateway_answers(unused_port: int) -> None:
-    done = subprocess.run(
-        statefed("status", "--once", "--url", f"http://127.0.0.1:{unused_port}"),
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = piped(
+        statefed("status", "--once", "--url", f"http://127.0.0.1:{unused_port}"), child_env()
     )
     assert done.returncode == 1
     assert "statefed status: cannot reach" in done.stderr and "STATEFED_GATEWAY_URL" in done.stderr
