@@ -137,6 +137,7 @@ class ChangelogEnds:
             _low, ends[partition] = self._consumer.get_watermark_offsets(
                 placed, timeout=self.timeout_s
             )
+        self._consumer.poll(0)  # hand its log lines over (`runtime.kafka.ClientLog`)
         return ends
 
     def close(self) -> None:

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,10 @@ from confluent_kafka import KafkaError, KafkaException
 from runtime.config import ConfigError
 
 __all__ = [
+    "CLIENT_LOG",
     "FIXED_KEYS",
     "KAFKA_CLIENT_LOGGER",
+    "ClientLog",
     "ErrorTrap",
     "KafkaClientConfig",
     "KafkaConnectionError",
@@ -59,6 +63,9 @@ _FILE_SUFFIX = "_FILE"
 _HIDDEN = "***"
 # librdkafka property names; values of these are secrets
 _SECRET = re.compile(r"password|secret|jaas|token|oauthbearer\.config|\.pem$", re.IGNORECASE)
+# a client's instance number in its log lines (`rdkafka#consumer-3`)
+_INSTANCE = re.compile(r"#(consumer|producer)-\d+")
+_KINDS_KEPT = 256  # kinds of log line remembered before those not seen for a while go
 
 # set per client by statefed (docs/operations.md, "Kafka client settings"); a user value
 # would break it
@@ -101,6 +108,76 @@ class KafkaConnectionError(RuntimeError):
     """A client could not reach Kafka or was refused; the message names what to check."""
 
 
+class ClientLog:
+    """librdkafka's log lines as records of the `runtime.kafka` logger, so they reach the
+    part's log format (text or JSON) rather than stderr, with repeats held back: while a
+    broker is down each client logs a failed connection every few hundred milliseconds.
+    A line of the same kind (level, facility, client and broker thread) as one shown less
+    than `every_s` ago is counted, not shown; the next one shown says how many were held.
+
+    It is the `logger` of every client `KafkaSettings.client` configures. A client hands
+    its lines over when it is polled (`poll`, `consume`, `flush`); lines of a client
+    closed before that are dropped with it."""
+
+    def __init__(
+        self,
+        logger: logging.Logger = log,
+        every_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()  # clients are polled from several threads
+        self._shown: dict[tuple[object, ...], tuple[float, int]] = {}  # kind -> (at, held)
+
+    @property
+    def kinds(self) -> int:
+        """How many kinds of line are remembered (bounded: old ones are forgotten)."""
+        return len(self._shown)
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        """The `logging.Logger.log` librdkafka's lines arrive through (its `message` is
+        `"%s [%s] %s"`: facility, client name, text)."""
+        if not self._logger.isEnabledFor(level):
+            return
+        text = message % args if args else message
+        held = self._held_before(_kind(level, text))
+        if held is None:
+            return
+        if held:
+            text += f" ({held} more like it in the last {self._every_s:.0f} s not shown)"
+        self._logger.log(level, "%s", text)
+
+    def _held_before(self, kind: tuple[object, ...]) -> int | None:
+        """How many lines of `kind` were held since it was last shown; None: hold this one."""
+        now = self._clock()
+        with self._lock:
+            at, held = self._shown.get(kind, (None, 0))
+            if at is not None and now - at < self._every_s:
+                self._shown[kind] = (at, held + 1)
+                return None
+            if len(self._shown) >= _KINDS_KEPT:
+                self._forget_before(now - self._every_s)
+            self._shown[kind] = (now, 0)
+            return held
+
+    def _forget_before(self, oldest: float) -> None:
+        # clients come and go (readers open a new one after each failure): drop old kinds
+        self._shown = {kind: seen for kind, seen in self._shown.items() if seen[0] >= oldest}
+
+
+def _kind(level: int, text: str) -> tuple[object, ...]:
+    """What makes two lines alike: level, facility, client and broker thread, the text up
+    to the first `]:` (`FAIL [rdkafka#consumer-1] [thrd:host:9092/bootstrap]: ...`), less
+    the client's instance number (a reader that retries opens a new client each time)."""
+    head, _, _ = text.partition("]:")
+    return (level, _INSTANCE.sub(r"#\1", head))
+
+
+CLIENT_LOG = ClientLog()  # the process's one: a kind repeats across threads and clients
+
+
 class ErrorTrap:
     """A client's `error_cb` and `logger` that keeps what tells most about a failure: a TLS
     or authentication error over the transport errors that follow it. librdkafka reports a
@@ -114,8 +191,9 @@ class ErrorTrap:
         self._keep(error)
 
     def log(self, level: int, message: str, *args: object) -> None:
-        """The `logging.Logger.log` librdkafka's log lines arrive through."""
-        log.log(level, message, *args)
+        """The `logging.Logger.log` librdkafka's log lines arrive through (passed on to
+        `CLIENT_LOG`)."""
+        CLIENT_LOG.log(level, message, *args)
         text = message % args if args else message
         if _is_security(None, text):
             self._keep(text)
@@ -249,8 +327,10 @@ class KafkaSettings:
         self, fixed: Mapping[str, Any] | None = None, defaults: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """A client's configuration: `defaults`, then the user's properties, then `fixed`
-        (what the client needs to be correct, which nothing overrides)."""
+        (what the client needs to be correct, which nothing overrides). Its log lines go
+        to `CLIENT_LOG` unless `fixed` names another `logger`."""
         return {
+            "logger": CLIENT_LOG,
             **(defaults or {}),
             **self.properties.mapping,
             **(fixed or {}),

@@ -28,6 +28,7 @@ from pipeline.config import PipelineConfig
 from pipeline.job import source_options
 from pipeline.sink import batch_producer_config
 from pipeline.statuslog import status_producer_config
+from runtime.kafka import CLIENT_LOG
 from runtime.produce import producer_config
 from runtime.topics import admin_config
 from schema import CATALOGUE
@@ -113,6 +114,14 @@ def test_sasl_settings_reach_every_client(clients: dict[str, Mapping[str, Any]])
         for name, config in clients.items()
         if {k: config.get(k) for k in SASL} != SASL
     }
+    assert not wrong, wrong
+
+
+def test_every_client_logs_through_the_parts_logging(
+    clients: dict[str, Mapping[str, Any]],
+) -> None:
+    # librdkafka's own lines would reach stderr past the log format (not JSON in JSON mode)
+    wrong = {name for name, config in clients.items() if config.get("logger") is not CLIENT_LOG}
     assert not wrong, wrong
 
 

@@ -692,7 +692,6 @@ class Materializer(Replicator):
                 "enable.auto.commit": True,
                 "auto.offset.reset": "earliest",
                 "enable.partition.eof": True,  # how a restore knows it reached the end
-                "logger": logging.getLogger("node.kafka"),
             },
             defaults={
                 "client.id": self.config.node_id,

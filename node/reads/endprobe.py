@@ -70,7 +70,6 @@ class EndProbe:
                 "group.id": f"{self.config.group_id}-probe-{node_id}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,  # the event that carries a partition's end
-                "logger": logging.getLogger("node.kafka"),
             },
             # a fetch at the end waits this long for records before it answers: the latency
             # of a probe, paid only while a probe runs

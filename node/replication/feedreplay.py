@@ -63,7 +63,6 @@ class Replay:
                         "enable.auto.commit": False,
                         "enable.partition.eof": True,
                         "auto.offset.reset": "earliest",
-                        "logger": logging.getLogger("node.kafka"),
                     },
                     defaults={"client.id": f"{config.node_id}-feed", "fetch.wait.max.ms": 100},
                 )

@@ -82,7 +82,6 @@ class MembershipPublisher:
     def producer_config(self) -> dict[str, object]:
         """The membership producer's librdkafka configuration."""
         return self.config.kafka.client(
-            fixed={"logger": logging.getLogger("node.kafka")},
             defaults={"client.id": f"{self.config.node_id}-members", "linger.ms": 0},
         )
 

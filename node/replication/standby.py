@@ -143,7 +143,6 @@ class StandbyReplicator(Replicator):
                 "group.id": f"{self.config.group_id}-standby-{self.config.node_id}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,  # how a restore knows it reached the end
-                "logger": logging.getLogger("node.kafka"),
             },
             defaults={"client.id": f"{self.config.node_id}-standby", "fetch.wait.max.ms": 100},
         )

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError
 
 from runtime.config import ConfigError
 from runtime.kafka import (
+    CLIENT_LOG,
     KafkaProperties,
     KafkaSettings,
     connection_hint,
@@ -101,6 +102,7 @@ def test_a_client_gets_defaults_then_the_user_settings_then_its_fixed_ones() -> 
     )
     config = kafka.client(fixed={"acks": "all"}, defaults={"linger.ms": 5, "client.id": "c"})
     assert config == {
+        "logger": CLIENT_LOG,
         "bootstrap.servers": "k:9093",
         "client.id": "c",
         "linger.ms": "50",
