@@ -68,6 +68,7 @@ from runtime.config import ConfigError
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
 from runtime.looplag import LoopLag
 from runtime.metrics import METRICS_PATH, MetricsGuard
+from runtime.startup import log_start_failure
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import CATALOGUE, View
 
@@ -288,7 +289,7 @@ class GatewayApp:
                 try:
                     await self.startup()
                 except Exception as exc:
-                    log.exception("gateway start-up failed")
+                    log_start_failure(log, "gateway start-up failed", exc)
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})

@@ -38,6 +38,7 @@ from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_json
 from runtime.kafka import KafkaConnectionError, KafkaSettings
 from runtime.metrics import METRICS_PATH, MetricsGuard
+from runtime.startup import log_start_failure
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, RequestVerifier
 from schema import CATALOGUE, Role, View
@@ -198,7 +199,8 @@ class NodeApp:
                 try:
                     await asyncio.to_thread(self.start)
                 except Exception as exc:
-                    log.exception("node %s failed to start", self.config.node_id)
+                    what = f"node {self.config.node_id} failed to start"
+                    log_start_failure(log, what, exc, explained=(TopologyError,))
                     await asyncio.to_thread(self.stop)
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
