@@ -385,7 +385,7 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
         partition_count(kafka, args.topic)
     except (KafkaConnectionError, TopicError) as exc:
         raise SystemExit(f"statefed produce: {exc}; nothing was produced") from exc
-    producer = new_producer(kafka, {"logger": logging.getLogger(KAFKA_CLIENT_LOGGER)})
+    producer = new_producer(kafka)  # its lines go to the `runtime.kafka` logger, quieted
     try:
         writes = produce_records(kafka, args.topic, records, producer)
     except ProduceError as exc:
