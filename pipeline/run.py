@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -49,7 +48,7 @@ _RESTARTABLE = (QueryFailedError, SourceError, DeliveryError, KafkaConnectionErr
 def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) -> None:
     """Run every query of the catalogue until SIGTERM or SIGINT, then stop queries and Spark.
 
-    Prints `statefed pipeline: ready (<n> queries)` to stderr once every query started. A
+    Logs `statefed pipeline: ready (<n> queries)` once every query started. A
     query that fails (e.g. a Python worker that did not connect back on a loaded machine)
     restarts the queries from their checkpoints, up to RESTARTS times in a row; then its
     error is raised. While the broker does not answer, the pipeline waits for it instead.
@@ -57,6 +56,9 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     reading the new version (`pipeline.wire`), and is not counted.
     """
     configure_logging("pipeline", config.log_format, config.log_level)
+    # the lines of starting and stopping show at every level (a person or a script waits
+    # for `ready`), as log lines so that they are JSON in JSON mode
+    log.setLevel(logging.INFO)
     stop = threading.Event()
     health = HealthFile(config.health_file)
     health.clear()  # a file left by an earlier run says nothing about this one
@@ -129,11 +131,7 @@ def run_with_restarts(
             with start_queries(spark, config, catalogue, metrics=metrics, strays=strays) as running:
                 if not ready:
                     ready = True
-                    print(
-                        f"statefed pipeline: ready ({len(running.queries)} queries)",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    log.info("statefed pipeline: ready (%d queries)", len(running.queries))
                 running.wait(stop, alive=health.beat)
                 log.info("stopping %d queries", len(running.queries))
                 return

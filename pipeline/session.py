@@ -23,6 +23,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
+from pipeline.jvmlogs import log4j_options
 from runtime.classdata import archive_options
 from runtime.environment import environment
 
@@ -162,8 +163,10 @@ def _start_driver_jvm(config: PipelineConfig, realtime_slots: int) -> None:
         "SPARK_LOCAL_IP": config.driver_host,
     }
     launch = {key: os.environ.get(key, value) for key, value in launch.items()}
-    # the stack and the class-data archive before the user's options (a later -Xss wins)
+    # the stack, the class-data archive and the log format before the user's options
+    # (a later -Xss or -Dlog4j2.configurationFile wins)
     options = [_STACK, *archive_options("spark", config.jvm_archives)]
+    options += log4j_options(config.log_format, config.spark_log_level, os.environ)
     options.append(os.environ.get("SPARK_SUBMIT_OPTS", ""))
     launch["SPARK_SUBMIT_OPTS"] = " ".join(options).strip()
     with environment(launch):

@@ -37,6 +37,8 @@ from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
+# the JVM's own warning at start, before logging is set up (Spark adds the module)
+_JVM_LAUNCHER = "WARNING: Using incubator modules"
 
 
 class Lines:
@@ -184,9 +186,14 @@ def _check_metrics(url: str, bootstrap: str, view: View) -> None:
 
 
 def _check_json_logs(lines: list[str]) -> None:
-    """The process's Python log lines are JSON of the pipeline part (the JVM's are not)."""
-    logged: list[dict[str, Any]] = [orjson.loads(line) for line in lines if line.startswith("{")]
+    """The process's log lines, Python's and the driver JVM's (Spark's, through log4j2),
+    are JSON of the pipeline part; only the JVM's launcher writes a line of its own."""
+    launcher = [line for line in lines if line.startswith(_JVM_LAUNCHER)]
+    assert len(launcher) <= 1, launcher
+    logged: list[dict[str, Any]] = [orjson.loads(line) for line in lines if line not in launcher]
     assert any(line["logger"] == "pipeline.job" for line in logged), lines[-20:]
+    assert any(line["logger"].startswith("org.apache.spark.") for line in logged), lines[-20:]
+    assert any(line["message"].startswith("statefed pipeline: ready (") for line in logged)
     assert {line["part"] for line in logged} == {"pipeline"}
 
 
