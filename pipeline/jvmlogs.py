@@ -5,11 +5,11 @@ JVM (and, with a local master, the executors in it). With Spark's default config
 those lines have a format of their own, and a failed batch writes a multi-line stack
 trace: in a `STATEFED_LOG_FORMAT=json` stream they were most of the lines, none JSON.
 When `statefed pipeline` starts the JVM it names one of `log4j2/*.properties` here, which
-write the Python parts' line (text) or object (JSON) at Spark's log level
-(`STATEFED_SPARK_LOG_LEVEL`). A log4j2 configuration of the user's wins: one named by
-`-Dlog4j2.configurationFile` in SPARK_SUBMIT_OPTS (later options win) or a
-`log4j2.properties` in SPARK_CONF_DIR; under spark-submit the JVM runs already, with
-whatever it was given.
+write the Python parts' line (text) or object (JSON), at WARN until the session runs and
+at `STATEFED_SPARK_LOG_LEVEL` from then on (`pipeline.session.build_session`). A log4j2
+configuration of the user's wins: one named by `-Dlog4j2.configurationFile` in
+SPARK_SUBMIT_OPTS (later options win) or a `log4j2.properties` in SPARK_CONF_DIR; under
+spark-submit the JVM runs already, with whatever it was given.
 """
 
 from __future__ import annotations
@@ -20,17 +20,12 @@ from pathlib import Path
 __all__ = ["CONFIGURATIONS", "log4j_options"]
 
 CONFIGURATIONS = Path(__file__).parent / "log4j2"
-_LEVEL_PROPERTY = "statefed.spark.level"  # the root level, read by the configurations
 
 
-def log4j_options(log_format: str, spark_log_level: str, environ: Mapping[str, str]) -> list[str]:
-    """The JVM options that make the driver's log4j2 write `log_format` lines at
-    `spark_log_level`; none when `environ`'s SPARK_CONF_DIR holds a log4j2 configuration."""
+def log4j_options(log_format: str, environ: Mapping[str, str]) -> list[str]:
+    """The JVM options that make the driver's log4j2 write `log_format` lines; none when
+    `environ`'s SPARK_CONF_DIR holds a log4j2 configuration."""
     conf_dir = environ.get("SPARK_CONF_DIR", "").strip()
     if conf_dir and any(Path(conf_dir).glob("log4j2*")):
         return []
-    configuration = CONFIGURATIONS / f"{log_format}.properties"
-    return [
-        f"-Dlog4j2.configurationFile={configuration}",
-        f"-D{_LEVEL_PROPERTY}={spark_log_level.upper()}",
-    ]
+    return [f"-Dlog4j2.configurationFile={CONFIGURATIONS / f'{log_format}.properties'}"]

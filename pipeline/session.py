@@ -166,7 +166,7 @@ def _start_driver_jvm(config: PipelineConfig, realtime_slots: int) -> None:
     # the stack, the class-data archive and the log format before the user's options
     # (a later -Xss or -Dlog4j2.configurationFile wins)
     options = [_STACK, *archive_options("spark", config.jvm_archives)]
-    options += log4j_options(config.log_format, config.spark_log_level, os.environ)
+    options += log4j_options(config.log_format, os.environ)
     options.append(os.environ.get("SPARK_SUBMIT_OPTS", ""))
     launch["SPARK_SUBMIT_OPTS"] = " ".join(options).strip()
     with environment(launch):
