@@ -21,6 +21,7 @@ with the librdkafka keys to use instead. Values of secret keys are never shown: 
 logs and error messages go through `redacted`. `connection_hint` turns a client's
 failure into the settings to check. `KafkaSettings.connector_options` translates the
 settings for Spark's official Kafka connector, whose Java client spells some differently.
+Every client's log lines go through `ClientLog`, into the part's log format, repeats held.
 """
 
 from __future__ import annotations
