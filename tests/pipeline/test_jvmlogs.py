@@ -2,8 +2,8 @@
 configurations run in a real JVM with Spark's own log4j2 jars, a warning and an error
 with a stack trace, each line JSON in JSON mode and the Python parts' line in text mode;
 lines that ask nothing of the operator (no native code, no adaptive execution in
-streaming) are hidden, and a batch falling behind is told
-once a minute, not once a batch."""
+streaming) are hidden, and a batch falling behind, or a source's failed attempt to ask a
+broker, is told once a minute, not each time."""
 
 from __future__ import annotations
 
@@ -37,6 +37,12 @@ public class LogLines {
         Logger batches = LogManager.getLogger(streaming + "MicroBatchExecution");
         batches.warn("Disabling AQE since AQE is not supported in stateful workloads.");
         batches.warn("another warning of the query");
+        String kafka = "org.apache.spark.sql.kafka010.";
+        Logger offsets = LogManager.getLogger(kafka + "KafkaOffsetReaderAdmin");
+        for (int attempt = 1; attempt <= 3; attempt++) {
+            offsets.warn("Error in attempt " + attempt + " getting Kafka offsets: ",
+                new IllegalStateException("Timed out waiting for a node assignment"));
+        }
         String trigger = "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor";
         for (int batch = 1; batch <= 5; batch++) {
             LogManager.getLogger(trigger).warn("Current batch is falling behind: " + batch);
@@ -66,6 +72,7 @@ def test_json_mode_writes_every_line_as_an_object_of_the_pipeline_part(tmp_path:
         ("warning", 'a "quoted" word\nand a second line'),
         ("error", "the batch failed"),
         ("warning", "another warning of the query"),
+        ("warning", "Error in attempt 1 getting Kafka offsets: "),
         ("warning", "Current batch is falling behind: 1"),
     ]
     for line in lines:
@@ -86,6 +93,8 @@ def test_text_mode_writes_the_python_parts_line_then_the_trace(tmp_path: Path) -
     assert re.fullmatch(line % ("ERROR", "the batch failed"), lines[2])
     assert lines[3] == "java.lang.IllegalStateException: broker gone"
     assert any("at LogLines.main" in rest for rest in lines[4:])
+    attempts = [line for line in lines if "getting Kafka offsets" in line]
+    assert len(attempts) == 1 and "Error in attempt 1" in attempts[0]
     behind = [line for line in lines if "falling behind" in line]
     assert len(behind) == 1 and behind[0].endswith(
         "ProcessingTimeExecutor: Current batch is falling behind: 1"
