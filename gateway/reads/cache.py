@@ -759,6 +759,7 @@ class GatewayCache:
 
     async def _run(self, state: _Partition) -> None:
         attempt = 0
+        unreachable = False  # said since the last follow began: the retries go to debug
         while True:
             node = await self._owner(state.partition, attempt)
             try:
@@ -768,9 +769,12 @@ class GatewayCache:
                      "keys": None, "from": None, "snapshot": False, "heartbeat": True}
                 )  # fmt: skip
             except LinkError as exc:
-                log.info("cache, partition %d: %s", state.partition, exc)
+                level = logging.DEBUG if unreachable else logging.INFO
+                log.log(level, "cache, partition %d: %s", state.partition, exc)
+                unreachable = True
                 attempt += 1
                 continue
+            unreachable = False
             state.begin(node.node_id, link, frames)
             self._load_wholes(state)
             try:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import dataclasses
 import gc
+import logging
 import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from gateway.cluster.consistency import AppliedAtLeast
 from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
 from gateway.model.rows import Event, Ranked, Row
 from gateway.nodes.hub import FeedHub
-from gateway.nodes.links import LOST
+from gateway.nodes.links import LOST, LinkError
 from gateway.reads import cache as cache_module
 from gateway.reads.cache import MULTI_KEY_COUNT_EVERY, GatewayCache
 from gateway.reads.entries import ENTRY_OVERHEAD_BYTES, read_entry
@@ -72,8 +73,12 @@ class FakeLink:
     )
     unfollowed: list[int] = field(default_factory=list)
     asked: asyncio.Event = field(default_factory=asyncio.Event)
+    refusals: int = 0  # follows refused before one is taken: the node's feed unreachable
 
     async def follow(self, frame: dict[str, Any]) -> tuple[int, asyncio.Queue[Mapping[str, Any]]]:
+        if self.refusals:
+            self.refusals -= 1
+            raise LinkError(f"node {self.node_id}: feed unreachable (Connection refused)")
         ident = len(self.follows) + 1
         queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
         self.follows[ident] = (frame, queue)
@@ -354,6 +359,27 @@ def test_the_owner_moving_restoring_or_the_link_lost_makes_misses() -> None:
             assert h.ask([key]).missing == {0: [key]}
 
     asyncio.run(scenario())
+
+
+def test_a_feed_that_does_not_answer_is_said_once_a_run_and_its_retries_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        async with harness() as h:
+            h.hub.links["n1"] = FakeLink("n1", refusals=3)
+            h.ask([key_in(0)])
+            queue = await h.following(applied=5)  # the fourth follow is taken
+            queue.put_nowait(LOST)
+            h.hub.links["n1"].refusals = 2  # the node restarts
+            await settle()
+            await h.following(applied=5)
+
+    with caplog.at_level(logging.DEBUG, "gateway.reads.cache"):
+        asyncio.run(scenario())
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "unreachable" in r.message]
+    line = "cache, partition 0: node n1: feed unreachable (Connection refused)"
+    info, debug = (logging.INFO, line), (logging.DEBUG, line)
+    assert said == [info, debug, debug, info, debug]
 
 
 def test_entries_are_evicted_least_recently_used_first_past_the_bound() -> None:
