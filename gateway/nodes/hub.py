@@ -162,15 +162,19 @@ class FeedStream:
 
     async def _run(self) -> None:
         attempt = 0
+        unreachable = False  # said since the last follow began: the retries go to debug
         while True:
             node = await self._choose(attempt)
             try:
                 await self._follow(node)
             except LinkError as exc:
-                log.info("view %s partition %d: %s", self.view.name, self.partition, exc)
+                level = logging.DEBUG if unreachable else logging.INFO
+                log.log(level, "view %s partition %d: %s", self.view.name, self.partition, exc)
+                unreachable = True
                 self._shun(node)
                 attempt += 1
                 continue
+            unreachable = False
             moved = await self._pump()
             await self._leave()
             if moved == "overflow":

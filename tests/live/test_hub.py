@@ -6,6 +6,7 @@ offset once; a slow reader; signed handshakes."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for
 from schema.feed import Change
 from tests.gateway.fakes import WORDS
 from tests.live.fake_feed import Changelog, FakeFeedNode, count_row, wait_for
+from tooling.broker import free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -550,3 +552,33 @@ def test_a_watcher_that_raises_leaves_the_shared_follow_to_the_others() -> None:
             await n1.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_copy_whose_feed_does_not_answer_is_said_once_and_its_retries_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def unreachable() -> list[int]:
+        return [r.levelno for r in caplog.records if "feed unreachable" in r.getMessage()]
+
+    async def scenario() -> None:
+        refused = MemberRecord(
+            node_id="n1",
+            url=f"http://127.0.0.1:{free_port()}",  # nothing listens: refused
+            state=NodeState.RUNNING,
+            heartbeat_ms=wall_clock_ms(),
+            heartbeat_interval_ms=1000,
+            partitions=(PartitionStatus(0, Role.ACTIVE, 10, 10),),
+        )
+        hub = FeedHub(RoutingFeed(table(refused)), NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 0, None, after=2):
+                await wait_for(lambda: len(unreachable()) >= 3, 30, "three refused follows")
+        finally:
+            await hub.stop()
+
+    with caplog.at_level(logging.DEBUG, "gateway.nodes.hub"):
+        asyncio.run(scenario())
+    said = unreachable()
+    assert said[0] == logging.INFO
+    assert set(said[1:]) == {logging.DEBUG}
