@@ -4,42 +4,30 @@ says what to check, not a traceback (nothing listens at the port given)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tooling.broker import free_port
-
-REPO = Path(__file__).resolve().parents[2]
+from tooling.processes import ManagedProcess, wait_until
 
 
 def test_a_node_that_reaches_no_kafka_says_what_to_check_in_one_line(tmp_path: Path) -> None:
     bootstrap = f"127.0.0.1:{free_port()}"  # refused
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
         "STATEFED_BOOTSTRAP": bootstrap,
         "STATEFED_NODE_ID": "n1",
         "STATEFED_NODE_PORT": str(free_port()),
         "STATEFED_STATE_DIR": str(tmp_path / "state"),
         "STATEFED_LOG_FORMAT": "text",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tooling.cli", "node"],
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    node = ManagedProcess("node n1", ["node"], env, tmp_path / "node.log").start()
     try:
-        _, output = process.communicate(timeout=60)  # the metadata request gives up in 10 s
+        # the metadata request gives up in 10 s
+        wait_until(lambda: not node.running(), 60, "the node to exit")
+        output = node.log_of_this_run()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-    assert process.returncode != 0, output
+        node.stop()
+    assert node.returncode != 0, output
     failed = [line for line in output.splitlines() if "node n1 failed to start" in line]
     assert len(failed) == 1, output
     assert f"node n1 failed to start: no metadata from Kafka at {bootstrap}" in failed[0]
