@@ -12,21 +12,14 @@ from gateway.subscriptions.tokens import ResumeToken
 from gateway.subscriptions.updates import KeyUpdate, _Merge
 from schema import WORD_COUNTS
 from schema.feed import Change
+from tests.clocks import HandClock
 
 MAX_WAIT_S = 0.1
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> HandClock:
+    return HandClock()
 
 
 def batch(*changes: tuple[str, int]) -> FeedBatch:
@@ -41,11 +34,11 @@ def drain(merge: _Merge) -> list[tuple[str, int]]:
     return [(u.key, u.offset) for u in taken]
 
 
-def merge(clock: Clock, conflate: bool = True, bound: int = 1000) -> _Merge:
+def merge(clock: HandClock, conflate: bool = True, bound: int = 1000) -> _Merge:
     return _Merge(WORD_COUNTS, None, conflate, bound, MAX_WAIT_S, clock)
 
 
-def test_a_subscriber_that_keeps_up_gets_every_change(clock: Clock) -> None:
+def test_a_subscriber_that_keeps_up_gets_every_change(clock: HandClock) -> None:
     pending = merge(clock)
     pending.accept(0, batch(("a", 1), ("a", 2), ("b", 3)), True)
     clock.now += MAX_WAIT_S / 2  # waited less than the max
@@ -53,7 +46,7 @@ def test_a_subscriber_that_keeps_up_gets_every_change(clock: Clock) -> None:
     assert drain(pending) == [("a", 1), ("a", 2), ("b", 3), ("a", 4)]
 
 
-def test_a_subscriber_behind_gets_each_keys_newest_row(clock: Clock) -> None:
+def test_a_subscriber_behind_gets_each_keys_newest_row(clock: HandClock) -> None:
     pending = merge(clock)
     pending.accept(0, batch(("a", 1), ("b", 2)), True)
     clock.now += 2 * MAX_WAIT_S
@@ -68,7 +61,7 @@ def test_a_subscriber_behind_gets_each_keys_newest_row(clock: Clock) -> None:
 
 
 def test_the_token_of_a_subscriber_behind_never_skips_a_waiting_change(
-    clock: Clock,
+    clock: HandClock,
 ) -> None:
     pending = merge(clock)
     pending.accept(0, batch(("a", 10), ("b", 11)), True)
@@ -80,7 +73,7 @@ def test_the_token_of_a_subscriber_behind_never_skips_a_waiting_change(
     assert ResumeToken.parse(WORD_COUNTS.name, update.token).offsets == {0: 12}
 
 
-def test_a_history_subscription_gets_every_event_however_late(clock: Clock) -> None:
+def test_a_history_subscription_gets_every_event_however_late(clock: HandClock) -> None:
     pending = merge(clock, conflate=False, bound=4)
     pending.accept(0, batch(("a", 1), ("a", 2)), True)
     clock.now += 10 * MAX_WAIT_S
@@ -91,7 +84,7 @@ def test_a_history_subscription_gets_every_event_however_late(clock: Clock) -> N
         pending.accept(0, batch(("a", 9)), True)
 
 
-def test_nothing_is_accepted_once_a_subscription_failed(clock: Clock) -> None:
+def test_nothing_is_accepted_once_a_subscription_failed(clock: HandClock) -> None:
     """A history subscriber past its bound ends; what arrives later is not delivered before
     the error nor moves its token past the events it lost."""
     pending = merge(clock, conflate=False, bound=2)

@@ -17,18 +17,11 @@ from node.serve.graphql_http import GraphQLEndpoint
 from node.storage.store import ChangeBatch, LevelDBStore
 from node.subgraph.schema import build_subgraph
 from schema import WORD_COUNTS, CountRow, Role, partition_for
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clocks import HandClock
 
 
 def test_turns_within_the_term_keep_the_lease() -> None:
-    clock = Clock()
+    clock = HandClock(100.0)
     lease = Lease(2.0, clock)
     for _ in range(10):
         clock.now += 1.9
@@ -37,7 +30,7 @@ def test_turns_within_the_term_keep_the_lease() -> None:
 
 
 def test_a_gap_longer_than_the_term_lapses_it_before_the_holder_turns_again() -> None:
-    clock = Clock()
+    clock = HandClock(100.0)
     lease = Lease(2.0, clock)
     clock.now += 2.5  # paused: the serving threads see it first
     assert not lease.held()
@@ -49,7 +42,7 @@ def test_a_gap_longer_than_the_term_lapses_it_before_the_holder_turns_again() ->
 
 
 def test_only_an_answer_to_a_request_sent_after_the_lapse_confirms_it() -> None:
-    clock = Clock()
+    clock = HandClock(100.0)
     lease = Lease(2.0, clock)
     sent_before = clock.now
     clock.now += 3.0
@@ -74,9 +67,9 @@ QUERY = "query($w: String!) { wordCount(word: $w) { count } }"
 
 
 @pytest.fixture
-def held(tmp_path: Path) -> Iterator[tuple[PartitionRegistry, Lease, Clock]]:
-    """Partition 0 ACTIVE and partition 1 STANDBY on a node whose lease runs on `Clock`."""
-    clock = Clock()
+def held(tmp_path: Path) -> Iterator[tuple[PartitionRegistry, Lease, HandClock]]:
+    """Partition 0 ACTIVE and partition 1 STANDBY on a node whose lease runs on `HandClock`."""
+    clock = HandClock(100.0)
     lease = Lease(2.0, clock)
     registry = PartitionRegistry("n1", lease)
     registry.set_partition_counts({WORD_COUNTS.changelog_topic: P})
@@ -102,7 +95,7 @@ def _word_in(partition: int) -> str:
 
 
 def test_a_lapsed_lease_refuses_active_reads_with_its_reason_and_standby_reads_go_on(
-    held: tuple[PartitionRegistry, Lease, Clock],
+    held: tuple[PartitionRegistry, Lease, HandClock],
 ) -> None:
     registry, lease, clock = held
     endpoint = GraphQLEndpoint(build_subgraph((WORD_COUNTS,)), registry)
@@ -127,7 +120,7 @@ def test_an_apply_loop_stuck_for_longer_than_its_bound_lets_the_lease_lapse(
 ) -> None:
     """The watchdog renews the lease only while the materializer's apply loop turns: a loop
     stuck (its copies stopped applying) lapses it though the process runs on."""
-    clock = Clock()
+    clock = HandClock(100.0)
     materializer = Materializer(
         NodeConfig(state_dir=tmp_path), [WORD_COUNTS], PartitionRegistry("n1")
     )

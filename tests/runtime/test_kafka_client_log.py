@@ -9,27 +9,20 @@ import logging
 import pytest
 
 from runtime.kafka import ClientLog
+from tests.clocks import HandClock
 
 # how confluent-kafka hands a client's line over: facility, client name, text
 FORMAT = "%s [%s] %s"
 REFUSED = "[thrd:127.0.0.1:1/bootstrap]: 127.0.0.1:1/bootstrap: Connect failed: refused"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> HandClock:
+    return HandClock()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def client_log(clock: Clock) -> ClientLog:
+def client_log(clock: HandClock) -> ClientLog:
     logger = logging.getLogger("tests.kafka_client_log")
     logger.setLevel(logging.DEBUG)
     return ClientLog(logger, every_s=60.0, clock=clock)
@@ -40,7 +33,7 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
 
 
 def test_a_line_repeated_within_the_minute_is_held_and_counted_on_the_next_shown(
-    client_log: ClientLog, clock: Clock, caplog: pytest.LogCaptureFixture
+    client_log: ClientLog, clock: HandClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.DEBUG, "tests.kafka_client_log"):
         for _ in range(50):
@@ -80,7 +73,7 @@ def test_other_kinds_of_line_are_shown_and_a_new_instance_of_a_client_is_the_sam
 
 
 def test_lines_below_the_loggers_level_are_neither_shown_nor_counted(
-    clock: Clock, caplog: pytest.LogCaptureFixture
+    clock: HandClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     logger = logging.getLogger("tests.kafka_client_log.quiet")
     logger.setLevel(logging.WARNING)
@@ -92,7 +85,7 @@ def test_lines_below_the_loggers_level_are_neither_shown_nor_counted(
 
 
 def test_kinds_not_seen_for_a_minute_are_forgotten_once_many_are_kept(
-    client_log: ClientLog, clock: Clock, caplog: pytest.LogCaptureFixture
+    client_log: ClientLog, clock: HandClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.DEBUG, "tests.kafka_client_log"):
         for number in range(1000):  # clients with a name of their own each
