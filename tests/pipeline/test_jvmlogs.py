@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.jvmlogs import CONFIGURATIONS, log4j_options
+from pipeline.jvmlogs import CONFIGURATION, log4j_options
 from tooling.connector import spark_jars
 from tooling.java import find_java
 
@@ -108,7 +108,7 @@ def test_text_mode_writes_the_python_parts_line_then_the_trace(tmp_path: Path) -
 def test_a_configuration_in_spark_conf_dir_is_left_to_spark(
     tmp_path: Path, log_format: str
 ) -> None:
-    assert (CONFIGURATIONS / f"{log_format}.properties").is_file()
+    assert CONFIGURATION.is_file()
     assert log4j_options(log_format, {"SPARK_CONF_DIR": str(tmp_path)}) != []
     (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
     assert log4j_options(log_format, {"SPARK_CONF_DIR": str(tmp_path)}) == []

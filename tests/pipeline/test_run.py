@@ -195,7 +195,7 @@ def _check_json_logs(lines: list[str]) -> None:
     assert any(line["logger"] == "pipeline.job" for line in logged), lines[-20:]
     spark = [line for line in logged if line["logger"].startswith("org.apache.spark.")]
     assert len(spark) > 100, lines[-20:]
-    # what asks nothing of the operator is not said (pipeline/log4j2/json.properties)
+    # what asks nothing of the operator is not said (pipeline/log4j2.properties)
     hidden = ("adaptive.enabled is not supported", "Disabling AQE", "native-hadoop")
     assert not [line for line in logged if any(h in line["message"] for h in hidden)]
     assert any(line["message"].startswith("statefed pipeline: ready (") for line in logged)
