@@ -30,6 +30,7 @@ __all__ = [
     "SIZE",
     "Entry",
     "change_entry",
+    "least_size",
     "packed",
     "read_entry",
     "unpacked",
@@ -51,9 +52,14 @@ def packed(row: Row | Event | None) -> tuple[Any, ...]:
     return (row.event_time, _NAMES.setdefault(names, names), *row.values.values())
 
 
+def least_size(key: str) -> int:
+    """The estimated size of an entry of `key` before its row: the fixed overhead and the key."""
+    return ENTRY_OVERHEAD_BYTES + 2 * len(key)
+
+
 def change_entry(view: View, key: str, row: Mapping[str, Any] | None) -> tuple[Entry, int]:
     """A changelog row (of a change or a snapshot) as an entry holds it, and its size."""
-    size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
+    size = least_size(key)
     if row is not None:
         size += len(orjson.dumps(row))
     return packed(None if row is None else to_row(view, key, row)), size
@@ -63,7 +69,7 @@ def read_entry(key: str, row: CachedRow) -> tuple[Entry, int]:
     """A row a node read answered as an entry holds it, and its size (as a changelog
     row's: its packed values as JSON)."""
     held = packed(row)
-    size = ENTRY_OVERHEAD_BYTES + 2 * len(key)
+    size = least_size(key)
     if held:
         size += len(orjson.dumps(held, default=str))
     return held, size
