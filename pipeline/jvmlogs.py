@@ -7,10 +7,10 @@ trace: in a `STATEFED_LOG_FORMAT=json` stream they were most of the lines, none 
 When `statefed pipeline` starts the JVM it names `log4j2.properties` here and the format:
 log4j2 then writes the Python parts' line (text) or object (JSON), at WARN until the
 session runs and at `STATEFED_SPARK_LOG_LEVEL` from then on
-(`pipeline.session.build_session`). A log4j2
-configuration of the user's wins: one named by `-Dlog4j2.configurationFile` in
-SPARK_SUBMIT_OPTS (later options win) or a `log4j2.properties` in SPARK_CONF_DIR; under
-spark-submit the JVM runs already, with whatever it was given.
+(`pipeline.session.build_session`). A log4j2 configuration of the user's wins: one named
+by `-Dlog4j2.configurationFile` in SPARK_SUBMIT_OPTS (later options win) or a
+`log4j2.properties` in SPARK_CONF_DIR; under spark-submit the JVM runs already, with
+whatever it was given.
 """
 
 from __future__ import annotations

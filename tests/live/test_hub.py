@@ -561,15 +561,9 @@ def test_a_copy_whose_feed_does_not_answer_is_said_once_and_its_retries_at_debug
         return [r.levelno for r in caplog.records if "feed unreachable" in r.getMessage()]
 
     async def scenario() -> None:
-        refused = MemberRecord(
-            node_id="n1",
-            url=f"http://127.0.0.1:{free_port()}",  # nothing listens: refused
-            state=NodeState.RUNNING,
-            heartbeat_ms=wall_clock_ms(),
-            heartbeat_interval_ms=1000,
-            partitions=(PartitionStatus(0, Role.ACTIVE, 10, 10),),
-        )
-        hub = FeedHub(RoutingFeed(table(refused)), NodeCallSigner(None), max_lag=100)
+        refused = FakeFeedNode("n1", Changelog(WORDS, P), [0])
+        refused.port = free_port()  # never started: nothing listens, the follow is refused
+        hub = FeedHub(RoutingFeed(table(record(refused, [0]))), NodeCallSigner(None), max_lag=100)
         await hub.start()
         try:
             async with hub.follow(WORDS, 0, None, after=2):
