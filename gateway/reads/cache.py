@@ -574,27 +574,44 @@ class GatewayCache:
         which cover a batch being written, are what it had applied), so its rows are exact as
         of its position; and the follow has not passed that position (a change between could
         have gone by). Else None."""
-        topic = view.changelog_topic
-        entry = next((e for e in read.freshness if e.get("partition") == state.partition), None)
-        if entry is None or state.partition in read.failures:
+        # plain loops, not generators: this runs for every miss filled while the cache has room
+        partition = state.partition
+        for entry in read.freshness:
+            if entry.get("partition") == partition:
+                break
+        else:
             return None
-        positions, applied = entry.get("positions"), entry.get("appliedOffset")
+        if partition in read.failures:
+            return None
         if entry.get("node") != state.node or entry.get("role") != "ACTIVE":
             return None
-        if not isinstance(positions, dict) or not all(
-            isinstance(o, int) for o in positions.values()
-        ):
+        positions = entry.get("positions")
+        if not isinstance(positions, dict):
             return None
+        total = 0
+        for offset in positions.values():
+            if not isinstance(offset, int):
+                return None
+            total += offset
+        topic = view.changelog_topic
         at = positions.get(topic, 0)
-        if sum(positions.values()) != applied or state.applied.get(topic, 0) > at:
+        if total != entry.get("appliedOffset") or state.applied.get(topic, 0) > at:
             return None
         return at
 
     def _put_read(
         self, view: View, state: _Partition, made: Mapping[str, tuple[Entry, int]], at: int
     ) -> None:
-        for key, entry in made.items():
-            self._put(view, state, key, entry, at)
+        """Hold the entries `made` of a node read exact at `at`, of keys not held now (both
+        callers keep only those): no newer entry of this generation to keep, as `_put`
+        must check for a change or a snapshot row."""
+        entries, name = self._entries, view.name
+        for key, row in made.items():
+            older = entries.get((name, key))  # of an earlier generation: its place and size
+            self._set(
+                view, key, (state.generation, 0, 0 if older is None else older[SIZE]), row, at
+            )
+        self._evict()
         self.filled_from_reads += len(made)
 
     def _fill_room(
