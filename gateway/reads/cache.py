@@ -605,12 +605,8 @@ class GatewayCache:
         """Hold the entries `made` of a node read exact at `at`, of keys not held now (both
         callers keep only those): no newer entry of this generation to keep, as `_put`
         must check for a change or a snapshot row."""
-        entries, name = self._entries, view.name
         for key, row in made.items():
-            older = entries.get((name, key))  # of an earlier generation: its place and size
-            self._set(
-                view, key, (state.generation, 0, 0 if older is None else older[SIZE]), row, at
-            )
+            self._place(view, state, key, row, at)
         self._evict()
         self.filled_from_reads += len(made)
 
@@ -1062,9 +1058,16 @@ class GatewayCache:
         current = self._current(view, state, key)
         if current is not None and current[AS_OF] >= as_of:
             return  # the follow already brought it further
+        self._place(view, state, key, made, as_of)
+        self._evict()
+
+    def _place(
+        self, view: View, state: _Partition, key: str, made: tuple[Entry, int], as_of: int
+    ) -> None:
+        """Set `key`'s entry to `made`, of `state`'s follow generation, in the LRU place of
+        the entry it replaces (of any generation: its size is given back), else last."""
         entry = self._entries.get((view.name, key), (state.generation, 0, 0))
         self._set(view, key, (state.generation, *entry[1:]), made, as_of)
-        self._evict()
 
     def _set(self, view: View, key: str, entry: Entry, made: tuple[Entry, int], as_of: int) -> None:
         """Replace `entry` (kept in its place in the LRU order, or added last) with the
