@@ -12,6 +12,7 @@ missing topics. `statefed topics` prints the inspection, one line per topic.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
     ResourceType,
+    TopicMetadata,
 )
 
 from runtime.kafka import ErrorTrap, KafkaConnectionError, KafkaSettings
@@ -54,6 +56,7 @@ DEADLETTER_RETENTION_MS = 7 * 24 * 3600 * 1000
 _COMPACT, _DELETE, _COMPACT_DELETE = "compact", "delete", "compact,delete"
 _REPLICATION_OPTION = "--replication-factor / STATEFED_TOPICS_REPLICATION_FACTOR"
 _MIN_ISR_OPTION = "--min-insync-replicas / STATEFED_TOPICS_MIN_INSYNC_REPLICAS"
+_METADATA_POLL_S = 0.05  # between metadata requests while a created topic is not shown
 
 
 class TopicError(RuntimeError):
@@ -368,12 +371,40 @@ def ensure_topics(
 
 
 def _create(admin: AdminClient, bootstrap: str, new: list[NewTopic], timeout_s: float) -> None:
+    """Create `new` and return once the broker's metadata shows each with its partitions."""
     for topic, future in admin.create_topics(new, request_timeout=timeout_s).items():
         try:
             future.result(timeout_s)
         except Exception as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise TopicError(f"creating topic {topic} on {bootstrap} failed: {exc}") from exc
+    _await_metadata(admin, bootstrap, [t.topic for t in new], timeout_s)
+
+
+def _await_metadata(
+    admin: AdminClient, bootstrap: str, topics: Sequence[str], timeout_s: float
+) -> None:
+    """Wait until the metadata a client gets shows every one of `topics` with partitions.
+    A creation is answered once the controller has it, and a broker may answer metadata
+    without the topic for a moment after: a part started right after (a node reading the
+    partition count) would find the topic missing."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topics_seen = admin.list_topics(timeout=max(0.1, deadline - time.monotonic())).topics
+        hidden = [t for t in topics if not _has_partitions(topics_seen.get(t))]
+        if not hidden:
+            return
+        if time.monotonic() >= deadline:
+            raise TopicError(
+                f"topics {', '.join(hidden)} were created on {bootstrap}, but its metadata "
+                f"showed no partitions of them within {timeout_s} s: check the brokers' "
+                "logs, then run the command again (it leaves existing topics as they are)"
+            )
+        time.sleep(_METADATA_POLL_S)
+
+
+def _has_partitions(topic: TopicMetadata | None) -> bool:
+    return topic is not None and topic.error is None and bool(topic.partitions)
 
 
 def partition_count(kafka: str | KafkaSettings, topic: str, timeout_s: float = 10.0) -> int:
@@ -385,7 +416,7 @@ def partition_count(kafka: str | KafkaSettings, topic: str, timeout_s: float = 1
     # count, and a count made up that way would route keys wrong.
     _, metadata = _metadata(settings, timeout_s)
     found = metadata.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
+    if found is None or not _has_partitions(found):
         raise TopicError(
             f"topic {topic} has no partitions on {settings.bootstrap}: create it first "
             "(`statefed broker` creates every statefed topic; against your own Kafka, run "
