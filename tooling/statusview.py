@@ -80,13 +80,21 @@ def _nodes(body: dict[str, Any]) -> Table:
         table.add_row(
             node["id"],
             node["state"],
-            "yes" if node["alive"] else "NO",
+            _liveness(node),
             f"{node['heartbeat_age_ms'] / 1000:.1f} s",
             " ".join(map(str, node["active"])),
             " ".join(map(str, node["standby"])),
-            style=None if node["alive"] else "red",
+            style=None if node["alive"] and not node.get("suspect") else "red",
         )
     return table
+
+
+def _liveness(node: dict[str, Any]) -> str:
+    """yes, NO, or "suspect": alive, but not asked (missed heartbeats or calls left without
+    an answer; a gateway older than the field reports no suspicion)."""
+    if not node["alive"]:
+        return "NO"
+    return "suspect" if node.get("suspect") else "yes"
 
 
 def _partitions(body: dict[str, Any]) -> Table:

@@ -9,7 +9,7 @@ one number the status page plots. Everything here is pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Literal
 
 from gateway.cluster.pipeline import DeadLetterSummary, StatusBoard
@@ -33,8 +33,11 @@ def unassigned(table: RoutingTable) -> list[int]:
     return [p for p in range(table.max_partition_count() or 0) if not table.claims.get(p)]
 
 
-def node_entries(table: RoutingTable, now_ms: int, *, urls: bool) -> list[dict[str, Any]]:
-    """Every known node, by id: state, liveness, heartbeat age, partitions by role (and its
+def node_entries(
+    table: RoutingTable, now_ms: int, *, urls: bool, suspects: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """Every known node, by id: state, liveness, whether reads avoid it (`suspects`: missed
+    heartbeats or calls left without an answer), heartbeat age, partitions by role (and its
     URL when `urls`)."""
     return [
         {
@@ -42,6 +45,7 @@ def node_entries(table: RoutingTable, now_ms: int, *, urls: bool) -> list[dict[s
             **({"url": node.url} if urls else {}),
             "state": node.state.value,
             "alive": node.alive,
+            "suspect": node.alive and node.node_id in suspects,
             "heartbeat_age_ms": max(0, now_ms - node.heartbeat_ms),
             "active": node.active(),
             "standby": node.standby(),
@@ -51,7 +55,11 @@ def node_entries(table: RoutingTable, now_ms: int, *, urls: bool) -> list[dict[s
 
 
 def status_body(
-    table: RoutingTable, board: StatusBoard, catalogue: Sequence[View], now_ms: int
+    table: RoutingTable,
+    board: StatusBoard,
+    catalogue: Sequence[View],
+    now_ms: int,
+    suspects: Collection[str] = (),
 ) -> dict[str, Any]:
     """GET /status.json: nodes, the partition map (each partition's ACTIVE and STANDBY
     copies with lag and restore progress), pipeline progress per view, dead letters, and
@@ -65,7 +73,7 @@ def status_body(
         "partition_count": table.max_partition_count(),
         "unassigned": unassigned(table),
         "findings": _findings(table, views, dead, now_ms),
-        "nodes": node_entries(table, now_ms, urls=True),
+        "nodes": node_entries(table, now_ms, urls=True, suspects=suspects),
         "partitions": _partition_map(table),
         "views": views,
         "dead_letters": {"total": dead.total, "recent": list(dead.recent)},

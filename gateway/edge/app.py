@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -367,7 +367,9 @@ class GatewayApp:
                 principal = ANONYMOUS
             urls = principal.may(self.config.operator_scope)
         runtime = self._started()
-        body = health_body(runtime.feed.current, self._clock(), urls=urls)
+        table = runtime.feed.current
+        suspects = runtime.planner.suspects(table)
+        body = health_body(table, self._clock(), urls=urls, suspects=suspects)
         if runtime.cache is not None:
             fast = self._graphql.fast_path
             body["cache"] = {**runtime.cache.stats(), "fast": fast.answered if fast else 0}
@@ -390,7 +392,9 @@ class GatewayApp:
                     "FORBIDDEN",
                 )
         runtime = self._started()
-        body = status_body(runtime.feed.current, runtime.statuses, self._catalogue, self._clock())
+        table = runtime.feed.current
+        suspects = runtime.planner.suspects(table)
+        body = status_body(table, runtime.statuses, self._catalogue, self._clock(), suspects)
         await send_json(send, 200, body, headers=((b"cache-control", b"no-store"),))
 
     def _figures(self) -> list[Metric]:
@@ -465,9 +469,12 @@ def _log_authentication(config: GatewayConfig) -> None:
         log.warning("authentication is off: every caller is anonymous (STATEFED_GATEWAY_AUTH)")
 
 
-def health_body(table: RoutingTable, now_ms: int, *, urls: bool = True) -> dict[str, Any]:
+def health_body(
+    table: RoutingTable, now_ms: int, *, urls: bool = True, suspects: Collection[str] = ()
+) -> dict[str, Any]:
     """GET /health: P, the partitions with a live ACTIVE owner, and the known nodes (with
-    their URLs when `urls`); `routing_stale_since_ms` while membership is stalled."""
+    their URLs when `urls`, and whether reads avoid them: `suspects`);
+    `routing_stale_since_ms` while membership is stalled."""
     count = table.max_partition_count()
     routable = table.routable(count) if count else []
     return {
@@ -476,5 +483,5 @@ def health_body(table: RoutingTable, now_ms: int, *, urls: bool = True) -> dict[
         "routable": routable,
         "routing_version": table.version,
         "routing_stale_since_ms": table.stale_since_ms,
-        "nodes": node_entries(table, now_ms, urls=urls),
+        "nodes": node_entries(table, now_ms, urls=urls, suspects=suspects),
     }

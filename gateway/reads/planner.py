@@ -219,6 +219,17 @@ class Planner:
     def _suspect_now(self, node_id: str) -> bool:
         return self._watch.suspect(node_id, asyncio.get_running_loop().time())
 
+    def suspects(self, table: RoutingTable, now: float | None = None) -> set[str]:
+        """The nodes reads avoid at `now` (the event loop's clock, by default its time):
+        those that missed heartbeats (the routing table's judgement) and those that left
+        calls without an answer (the watch's)."""
+        at = asyncio.get_running_loop().time() if now is None else now
+        return {
+            node_id
+            for node_id, node in table.nodes.items()
+            if node.suspect or self._watch.suspect(node_id, at)
+        }
+
     @property
     def watch(self) -> NodeWatch:
         """What the planner learnt of each node (hedge delays, suspects, hedges started)."""
@@ -659,11 +670,7 @@ class Planner:
         prove it); with `hedged`, each owner's request with
         the standby requests that may race it. Also the partitions nobody can be asked for,
         and those of suspect owners without a standby."""
-        suspects = {
-            node_id
-            for node_id, node in table.nodes.items()
-            if node.suspect or self._watch.suspect(node_id, now)
-        }
+        suspects = self.suspects(table, now)
         plan = _Plan()
         routes: dict[tuple[str, bool], Route] = {}
         bound = max_lag if max_lag > 0 else sys.maxsize

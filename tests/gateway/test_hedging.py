@@ -240,6 +240,36 @@ def test_a_suspect_node_s_partitions_go_straight_to_a_standby() -> None:
     assert len(n0.asked_at) == 1 and n0.cancelled == 1
 
 
+def suspects_in_health(
+    nodes: Sequence[CopyNode],
+    config: GatewayConfig,
+    requests: Sequence[tuple[str, dict[str, Any]]],
+    feed: RoutingFeed | None = None,
+) -> dict[str, bool]:
+    """node id -> `suspect` of the gateway's /health after `requests` were answered."""
+
+    async def scenario() -> dict[str, bool]:
+        async with running_gateway(nodes, P, config, feed or feed_of(nodes)) as http:
+            for query, variables in requests:
+                await post_query(http, query, variables)
+            health = (await http.get("/health")).json()
+        return {node["id"]: node["suspect"] for node in health["nodes"]}
+
+    return asyncio.run(scenario())
+
+
+def test_health_names_the_nodes_reads_avoid() -> None:
+    """A node suspect from calls left without an answer, or from missed heartbeats, is
+    alive in /health (its heartbeats are recent) and `suspect`: what the reads do."""
+    n0 = CopyNode("n0", {0, 1}, slow_s=SLOW_S)
+    n1 = CopyNode("n1", {2, 3}, {0, 1})
+    config = GatewayConfig(suspect_calls=1, hedge_min_ms=10, hedge_max_ms=100)
+    assert suspects_in_health([n0, n1], config, []) == {"n0": False, "n1": False}
+    assert suspects_in_health([n0, n1], config, [lookup_all()]) == {"n0": True, "n1": False}
+    late = feed_of([n0, n1], {"n0": wall_clock_ms() - 2500})
+    assert suspects_in_health([n0, n1], HEDGED, [], late) == {"n0": True, "n1": False}
+
+
 # -- the watch alone: delays and suspicion over explicit times -----------------------------
 
 

@@ -226,11 +226,14 @@ def _token(secret: bytes, scope: str) -> str:
 
 def _routes_settled(http: httpx.Client, nodes: list[ThreadNode]) -> bool:
     """The nodes have settled and the gateway routes each partition to its active copy: its
-    answers then name ACTIVE copies only."""
+    answers then name ACTIVE copies only. A node the gateway holds suspect (calls it left
+    without an answer, for a second) is not asked yet: not settled."""
     healths = [node.health() for node in nodes]
     if not settled(healths, P):
         return False
     body = http.get("/health").json()
+    if any(n["suspect"] for n in body["nodes"]):
+        return False
     routed = {n["id"]: sorted(n["active"]) for n in body["nodes"] if n["alive"]}
     return routed == {h["node_id"]: sorted(h["active"]) for h in healths}
 

@@ -151,11 +151,16 @@
 
   // -- tables ---------------------------------------------------------------------------
 
+  function nodeBadge(n) {
+    if (!n.alive) return badge("problem", "DEAD");
+    if (n.suspect) return badge("warning", "SUSPECT");
+    return badge(n.state === "RUNNING" ? "ok" : "notice", n.state);
+  }
+
   function drawNodes(nodes) {
     fill("nodes", nodes.map((n) => row([
       n.id,
-      cellOf(n.alive ? badge(n.state === "RUNNING" ? "ok" : "notice", n.state)
-        : badge("problem", "DEAD"), n.alive ? "alive" : "dead"),
+      cellOf(nodeBadge(n), !n.alive ? "dead" : n.suspect ? "suspect" : "alive"),
       age(n.heartbeat_age_ms), n.active.join(" ") || "–", n.standby.join(" ") || "–",
     ], { "data-node": n.id })), "No node is known yet: start one (statefed node).");
   }
