@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from gateway.cluster.consistency import AppliedAtLeast
+from gateway.cluster.routing import RoutingTable
 from gateway.model.cursors import KEY_ORDER, ScanFilter
 from gateway.model.errors import RoutingError
 from gateway.model.principal import ANONYMOUS
@@ -149,6 +150,10 @@ class KeyRead(Generic[T]):
 
 class Reads(Protocol):
     """The reads a request's resolvers ask for (implemented by `gateway.reads.planner.Planner`)."""
+
+    def suspects(self, table: RoutingTable, now: float | None = None) -> set[str]:
+        """The nodes of `table` reads avoid now: missed heartbeats or calls left without an
+        answer."""
 
     def check_keys(self, view: View, keys: Sequence[str], *, counted: bool = True) -> None:
         """Reject what no node could answer; lookups take keys checked here (`counted`: no

@@ -246,21 +246,27 @@ def suspects_in_health(
     requests: Sequence[tuple[str, dict[str, Any]]],
     feed: RoutingFeed | None = None,
 ) -> dict[str, bool]:
-    """node id -> `suspect` of the gateway's /health after `requests` were answered."""
+    """node id -> `suspect` of the gateway's /health after `requests` were answered (the
+    `cluster` field saying the same)."""
 
     async def scenario() -> dict[str, bool]:
         async with running_gateway(nodes, P, config, feed or feed_of(nodes)) as http:
             for query, variables in requests:
                 await post_query(http, query, variables)
             health = (await http.get("/health")).json()
-        return {node["id"]: node["suspect"] for node in health["nodes"]}
+            cluster = (await post_query(http, "{ cluster { nodes { id suspect } } }"))[1]
+        in_health = {node["id"]: node["suspect"] for node in health["nodes"]}
+        in_cluster = {node["id"]: node["suspect"] for node in cluster["data"]["cluster"]["nodes"]}
+        assert in_health == in_cluster
+        return in_health
 
     return asyncio.run(scenario())
 
 
-def test_health_names_the_nodes_reads_avoid() -> None:
+def test_health_and_cluster_name_the_nodes_reads_avoid() -> None:
     """A node suspect from calls left without an answer, or from missed heartbeats, is
-    alive in /health (its heartbeats are recent) and `suspect`: what the reads do."""
+    alive in /health and `cluster` (its heartbeats are recent) and `suspect`: what the
+    reads do."""
     n0 = CopyNode("n0", {0, 1}, slow_s=SLOW_S)
     n1 = CopyNode("n1", {2, 3}, {0, 1})
     config = GatewayConfig(suspect_calls=1, hedge_min_ms=10, hedge_max_ms=100)

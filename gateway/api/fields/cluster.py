@@ -59,6 +59,11 @@ class ClusterNode:
     node_url: strawberry.Private[str]
     state: NodeStateEnum  # type: ignore[valid-type]
     alive: bool = strawberry.field(description="Heartbeat newer than 3 heartbeat intervals.")
+    suspect: bool = strawberry.field(
+        description="Alive, but not asked for now: its heartbeat is 2 intervals behind the "
+        "other nodes', or it left calls without an answer; its partitions are read from "
+        "standbys within maxLag, or fail at once with PARTITION_UNAVAILABLE (SUSPECT)."
+    )
     heartbeat_age_ms: int
     active: list[int]
     standby: list[int]
@@ -165,6 +170,7 @@ def cluster_field(catalogue: Sequence[View]) -> Any:
         table = context.feed.current
         now = context.clock()
         nodes = sorted(table.nodes.values(), key=lambda n: n.node_id)
+        suspects = context.planner.suspects(table)
         count = table.max_partition_count()
         return Cluster(
             routing_version=table.version,
@@ -176,6 +182,7 @@ def cluster_field(catalogue: Sequence[View]) -> Any:
                     node_url=n.url,
                     state=NodeStateEnum[n.state.name],
                     alive=n.alive,
+                    suspect=n.alive and n.node_id in suspects,
                     heartbeat_age_ms=max(0, now - n.heartbeat_ms),
                     active=n.active(),
                     standby=n.standby(),
