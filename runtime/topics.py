@@ -390,8 +390,11 @@ def _await_metadata(
     partition count) would find the topic missing."""
     deadline = time.monotonic() + timeout_s
     while True:
-        topics_seen = admin.list_topics(timeout=max(0.1, deadline - time.monotonic())).topics
-        hidden = [t for t in topics if not _has_partitions(topics_seen.get(t))]
+        try:
+            seen = admin.list_topics(timeout=max(0.1, deadline - time.monotonic())).topics
+        except KafkaException:  # no metadata within the time left: nothing shown yet
+            seen = {}
+        hidden = [t for t in topics if not _has_partitions(seen.get(t))]
         if not hidden:
             return
         if time.monotonic() >= deadline:

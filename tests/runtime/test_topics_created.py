@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
 from runtime import topics
@@ -25,6 +26,7 @@ class LaggingAdmin:
 
     def __init__(self, hidden: int) -> None:
         self.hidden = hidden
+        self.unanswered = False  # a request that does not show every created topic raises
         self.created: dict[str, int] = {}  # topic -> partitions
         self.requests_since: dict[str, int] = {}  # topic -> metadata requests since created
 
@@ -48,6 +50,8 @@ class LaggingAdmin:
                 shown[topic] = SimpleNamespace(
                     error=None, partitions=dict.fromkeys(range(partitions))
                 )
+        if self.unanswered and len(shown) < len(self.created):
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
         return SimpleNamespace(topics=shown)
 
     def shown(self, topic: str) -> bool:
@@ -87,3 +91,11 @@ def test_a_created_topic_the_metadata_never_shows_is_an_error_naming_it(
     admin.hidden = 1_000_000
     with pytest.raises(TopicError, match=r"topics t\.words were created on 127\.0\.0\.1:9, but"):
         ensure_topics(BOOTSTRAP, {"t.words": 4}, timeout_s=0.3)
+
+
+def test_metadata_requests_unanswered_after_a_creation_are_asked_again(
+    admin: LaggingAdmin,
+) -> None:
+    admin.unanswered = True
+    ensure_topics(BOOTSTRAP, {"t.words": 4})
+    assert admin.shown("t.words")
