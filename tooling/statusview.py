@@ -77,14 +77,15 @@ def status_view(body: dict[str, Any]) -> Group:
 def _nodes(body: dict[str, Any]) -> Table:
     table = Table("node", "state", "alive", "heartbeat age", "active", "standby", title="Nodes")
     for node in body["nodes"]:
+        liveness = _liveness(node)
         table.add_row(
             node["id"],
             node["state"],
-            _liveness(node),
+            liveness,
             f"{node['heartbeat_age_ms'] / 1000:.1f} s",
             " ".join(map(str, node["active"])),
             " ".join(map(str, node["standby"])),
-            style=None if node["alive"] and not node.get("suspect") else "red",
+            style=None if liveness == "yes" else "red",
         )
     return table
 
