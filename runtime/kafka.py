@@ -109,12 +109,35 @@ class KafkaConnectionError(RuntimeError):
     """A client could not reach Kafka or was refused; the message names what to check."""
 
 
+Schedule = Callable[[float, Callable[[], None]], None]
+
+
+def _daemon_timer(delay_s: float, call: Callable[[], None]) -> None:
+    """`call` on a thread of its own after `delay_s` (a daemon: it never holds up an exit)."""
+    timer = threading.Timer(delay_s, call)
+    timer.daemon = True
+    timer.start()
+
+
+@dataclass
+class _Seen:
+    """A kind of line: when one was last shown, how many were held since, the last held."""
+
+    at: float
+    held: int = 0
+    level: int = logging.INFO
+    last: str = ""
+
+
 class ClientLog:
     """librdkafka's log lines as records of the `runtime.kafka` logger, so they reach the
     part's log format (text or JSON) rather than stderr, with repeats held back: while a
     broker is down each client logs a failed connection every few hundred milliseconds.
     A line of the same kind (level, facility, client and broker thread) as one shown less
     than `every_s` ago is counted, not shown; the next one shown says how many were held.
+    When none comes, the last line held is shown once `every_s` have passed since the
+    one shown, with the count (`schedule` runs that check: a timer thread), so a burst
+    that ends is summed up too.
 
     It is the `logger` of every client `KafkaSettings.client` configures. A client hands
     its lines over when it is polled (`poll`, `consume`, `flush`); lines of a client
@@ -125,12 +148,14 @@ class ClientLog:
         logger: logging.Logger = log,
         every_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        schedule: Schedule = _daemon_timer,
     ) -> None:
         self._logger = logger
         self._every_s = every_s
         self._clock = clock
+        self._schedule = schedule
         self._lock = threading.Lock()  # clients are polled from several threads
-        self._shown: dict[tuple[object, ...], tuple[float, int]] = {}  # kind -> (at, held)
+        self._shown: dict[tuple[object, ...], _Seen] = {}
 
     @property
     def kinds(self) -> int:
@@ -143,29 +168,49 @@ class ClientLog:
         if not self._logger.isEnabledFor(level):
             return
         text = message % args if args else message
-        held = self._held_before(_kind(level, text))
+        held = self._held_before(_kind(level, text), level, text)
         if held is None:
             return
         if held:
             text += f" ({held} more like it in the last {self._every_s:.0f} s not shown)"
         self._logger.log(level, "%s", text)
 
-    def _held_before(self, kind: tuple[object, ...]) -> int | None:
+    def _held_before(self, kind: tuple[object, ...], level: int, text: str) -> int | None:
         """How many lines of `kind` were held since it was last shown; None: hold this one."""
         now = self._clock()
         with self._lock:
-            at, held = self._shown.get(kind, (None, 0))
-            if at is not None and now - at < self._every_s:
-                self._shown[kind] = (at, held + 1)
+            seen = self._shown.get(kind)
+            if seen is not None and now - seen.at < self._every_s:
+                seen.held, seen.level, seen.last = seen.held + 1, level, text
+                if seen.held == 1:  # the first held since it was shown: sum them up later
+                    since = seen.at
+                    self._schedule(since + self._every_s - now, lambda: self._sum_up(kind, since))
                 return None
             if len(self._shown) >= _KINDS_KEPT:
                 self._forget_before(now - self._every_s)
-            self._shown[kind] = (now, 0)
-            return held
+            self._shown[kind] = _Seen(now)
+            return 0 if seen is None else seen.held
+
+    def _sum_up(self, kind: tuple[object, ...], since: float) -> None:
+        """Show the last line of `kind` held since one was shown at `since`, with the
+        count, unless a line of `kind` was shown after that one."""
+        with self._lock:
+            seen = self._shown.get(kind)
+            if seen is None or seen.at != since or not seen.held:
+                return
+            self._shown[kind] = _Seen(self._clock())
+        self._logger.log(
+            seen.level,
+            "%s (the last of %d like it held back in the last %.0f s)",
+            seen.last,
+            seen.held,
+            self._every_s,
+        )
 
     def _forget_before(self, oldest: float) -> None:
-        # clients come and go (readers open a new one after each failure): drop old kinds
-        self._shown = {kind: seen for kind, seen in self._shown.items() if seen[0] >= oldest}
+        # clients come and go (readers open a new one after each failure): drop old kinds,
+        # but not those with lines held, which `_sum_up` still has to show
+        self._shown = {k: s for k, s in self._shown.items() if s.at >= oldest or s.held}
 
 
 def _kind(level: int, text: str) -> tuple[object, ...]:
