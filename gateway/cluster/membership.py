@@ -34,6 +34,7 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from gateway.cluster.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
 from runtime.kafka import KafkaSettings
+from runtime.retrylog import RetryLog
 from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
 from runtime.watermarks import watermarks
@@ -212,6 +213,7 @@ class MembershipReader:
         self._topic = topic
         self._poll_s = poll_s
         self._secret = secret
+        self._retries = RetryLog(log, topic)
         self._stopping = threading.Event()
         self._poked = threading.Event()
         self._thread: threading.Thread | None = None
@@ -267,17 +269,13 @@ class MembershipReader:
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                self._follow(self._start_offset())
+                start = self._start_offset()
+                self._retries.read()
+                self._follow(start)
             except Exception as exc:  # broker down or topic missing: log, wait, start over
                 if self._stopping.is_set():
                     break  # told to stop while the broker did not answer: nothing to say
-                log.warning(
-                    "reading %s failed (%s: %s); retrying in %s s",
-                    self._topic,
-                    exc,
-                    self._kafka.hint(exc),
-                    _RETRY_S,
-                )
+                self._retries.failed(exc, self._kafka.hint(exc), _RETRY_S)
                 self._stopping.wait(_RETRY_S)
 
     def _start_offset(self) -> int:

@@ -23,6 +23,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from runtime.kafka import KafkaSettings
+from runtime.retrylog import RetryLog
 from runtime.watermarks import watermarks
 from schema import DEADLETTER_TOPIC, PIPELINE_TOPIC, ViewStatus, decode_status
 
@@ -123,6 +124,7 @@ class PipelineStatusReader:
         self._topic = topic
         self._deadletter_topic = deadletter_topic
         self._poll_s = poll_s
+        self._retries = RetryLog(log, topic)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -161,13 +163,7 @@ class PipelineStatusReader:
             except Exception as exc:  # broker down or topic missing: log, wait, start over
                 if self._stopping.is_set():
                     break  # told to stop while the broker did not answer: nothing to say
-                log.warning(
-                    "reading %s failed (%s: %s); retrying in %s s",
-                    self._topic,
-                    exc,
-                    self._kafka.hint(exc),
-                    _RETRY_S,
-                )
+                self._retries.failed(exc, self._kafka.hint(exc), _RETRY_S)
                 self._stopping.wait(_RETRY_S)
             finally:
                 consumer.close()
@@ -180,6 +176,7 @@ class PipelineStatusReader:
             except KafkaException as exc:  # statuses are read all the same
                 log.warning("dead letters not shown: %s: %s", self._deadletter_topic, exc)
         consumer.assign(partitions)
+        self._retries.read()
         while not self._stopping.is_set():
             self._apply(consumer.consume(500, self._poll_s))
 
