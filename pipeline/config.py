@@ -43,7 +43,9 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
         Path(".statefed/checkpoints"),
         doc=(
             "Spark checkpoints: `<dir>/<view>/`, `<dir>/deadletter/<topic>/`; on "
-            "a cluster, one directory every executor sees at the same path"
+            "a cluster, one directory every executor sees at the same path. A local "
+            "Spark keeps its scratch files in `<dir>/spark-local/` (the working copies of "
+            "its state stores, as large as the state), emptied at each start and stop"
         ),
     )
     spark_master: str | None = setting(

@@ -18,7 +18,7 @@ from pipeline.errors import DeliveryError, PipelineConfigError, QueryFailedError
 from pipeline.health import HealthFile
 from pipeline.job import session_slots, start_queries
 from pipeline.metrics import PipelineMetrics
-from pipeline.session import build_session
+from pipeline.session import build_session, clear_scratch
 from pipeline.wire import is_version, newer_schema_id
 from runtime.kafka import KafkaConnectionError
 from runtime.logs import configure_logging
@@ -76,6 +76,7 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
         finally:
             health.clear()
             spark.stop()
+            clear_scratch(config)
     finally:
         if server is not None:
             server.stop()

@@ -16,8 +16,10 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -31,7 +33,9 @@ __all__ = [
     "ENFORCED",
     "ROCKSDB_PROVIDER",
     "build_session",
+    "clear_scratch",
     "default_settings",
+    "scratch_dir",
     "session_settings",
     "spark_master",
 ]
@@ -57,6 +61,8 @@ _STACK = "-Xss16m"
 
 # the task slots of statefed's local Spark besides those of the Real-Time Mode queries
 LOCAL_SLOTS = 2
+# Spark's local directory of a local pipeline, in its checkpoint directory (`scratch_dir`)
+SCRATCH = "spark-local"
 
 
 def spark_master(config: PipelineConfig, realtime_slots: int = 0) -> str:
@@ -76,7 +82,7 @@ def default_settings(
     None of these changes results: the state store provider and the shuffle partitions
     of a query are kept in its checkpoint, which Spark follows over the session's values.
     """
-    local = {} if config.spark_master else _local_settings()
+    local = {} if config.spark_master else _local_settings(config)
     return local | {
         "spark.master": spark_master(config, realtime_slots),
         "spark.app.name": app_name,
@@ -95,11 +101,45 @@ def default_settings(
     }
 
 
-def _local_settings() -> dict[str, str]:
+def _local_settings(config: PipelineConfig) -> dict[str, str]:
     """Of statefed's local Spark: batch work (a DataFrame of local rows) keeps the
     parallelism of `LOCAL_SLOTS`, whatever slots the Real-Time Mode queries add (Spark's
-    default is one partition per slot: 90 tiny tasks in the pipeline tests' session)."""
-    return {"spark.default.parallelism": str(LOCAL_SLOTS)}
+    default is one partition per slot: 90 tiny tasks in the pipeline tests' session); its
+    scratch files go to `scratch_dir`."""
+    return {
+        "spark.default.parallelism": str(LOCAL_SLOTS),
+        "spark.local.dir": str(scratch_dir(config)),
+    }
+
+
+def scratch_dir(config: PipelineConfig) -> Path:
+    """Where a local pipeline's Spark keeps its scratch files (`spark.local.dir`): the
+    working copies of its RocksDB state stores, as large as the state, and its block
+    manager's files. Spark's default, the system's temporary directory, kept the state
+    stores' copies after every run, a clean stop included: one directory of 25 MB and more
+    a run, and as much as the state a run of a large one. In the checkpoint directory,
+    which no other pipeline may share, a run empties what an earlier one left
+    (`clear_scratch`)."""
+    return (config.checkpoint_dir / SCRATCH).absolute()
+
+
+def _fresh_scratch(config: PipelineConfig) -> Path:
+    """`scratch_dir`, emptied of what a run killed before its Spark stopped left there.
+    The driver JVM statefed starts takes it as its temporary directory too: Spark's
+    launcher left an empty directory a run in the system's, and its Kafka clients their
+    native libraries."""
+    clear_scratch(config)
+    scratch = scratch_dir(config)
+    scratch.mkdir(parents=True, exist_ok=True)
+    return scratch
+
+
+def clear_scratch(config: PipelineConfig) -> None:
+    """Remove `scratch_dir` and what is in it (before `statefed pipeline` starts its
+    driver JVM, and once the pipeline's Spark has stopped); the state is in the
+    checkpoints."""
+    if not config.spark_master:
+        shutil.rmtree(scratch_dir(config), ignore_errors=True)
 
 
 def session_settings(
@@ -114,6 +154,9 @@ def session_settings(
     and `ENFORCED`."""
     users = {k: v for k, v in spark_conf.items() if _LAUNCHER_VALUES.get(k) != v}
     defaults = default_settings(config, app_name, python, realtime_slots)
+    if not users.get("spark.master", defaults["spark.master"]).startswith("local"):
+        # spark-submit to a cluster: the scratch directories are its workers' to set
+        defaults.pop("spark.local.dir", None)
     for key in sorted(defaults.keys() & users.keys()):
         if users[key] != defaults[key]:
             log.info("Spark setting %s=%s kept (statefed's: %s)", key, users[key], defaults[key])
@@ -166,6 +209,8 @@ def _start_driver_jvm(config: PipelineConfig, realtime_slots: int) -> None:
     # the stack, the class-data archive and the log format before the user's options
     # (a later -Xss or -Dlog4j2.configurationFile wins)
     options = [_STACK, *archive_options("spark", config.jvm_archives)]
+    if not config.spark_master:
+        options.append(f"-Djava.io.tmpdir={_fresh_scratch(config)}")
     options += log4j_options(config.log_format, os.environ)
     options.append(os.environ.get("SPARK_SUBMIT_OPTS", ""))
     launch["SPARK_SUBMIT_OPTS"] = " ".join(options).strip()

@@ -300,6 +300,9 @@ class KafkaBroker:
             "-Xms64m",
             "-XX:+UseSerialGC",  # two cores: no parallel GC threads beside the tests
             "-Djava.awt.headless=true",
+            # its temporary files (the compression codecs' native libraries, left at every
+            # start) in the data directory, emptied at each start, not the system's
+            f"-Djava.io.tmpdir={self.data_dir / 'tmp'}",
             *jvm_options("kafka"),
             f"-Dlog4j2.configurationFile={log4j}",
             "-cp",
@@ -308,6 +311,8 @@ class KafkaBroker:
 
     def _write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.data_dir / "tmp", ignore_errors=True)
+        (self.data_dir / "tmp").mkdir()
         (self.data_dir / "log4j2.properties").write_text(
             "rootLogger.level = WARN\n"
             "rootLogger.appenderRef.stdout.ref = STDOUT\n"

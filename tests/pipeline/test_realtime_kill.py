@@ -3,11 +3,14 @@ runs count, latest and aggregate views in both modes over one orders topic, is S
 while it writes, and restarts from its checkpoints. What a node keeps of each changelog
 (a count key's greatest count, an event row's most advanced position) is then the same
 in both modes, and the counts are the events produced: the replayed records of Real-Time
-Mode's at-least-once output change nothing, and nothing is counted twice or lost."""
+Mode's at-least-once output change nothing, and nothing is counted twice or lost. The
+working copies of the state stores stay in the pipeline's scratch directory: the restart
+removes those of the killed run, and the clean stop its own."""
 
 from __future__ import annotations
 
 import functools
+import os
 import random
 from collections import Counter
 from pathlib import Path
@@ -15,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.session import SCRATCH
 from runtime.topics import ensure_topics, statefed_topics
 from schema import CountRow, EventRow, View
 from tests.pipeline.realtime_views import CATALOGUE, PAIRS, SPEC, TOPIC, decoded, differences
@@ -91,10 +95,15 @@ def test_both_modes_keep_the_same_rows_through_a_driver_sigkill(
     broker: KafkaBroker, tmp_path: Path
 ) -> None:
     ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, CATALOGUE))
+    scratch, java_tmp = tmp_path / "checkpoints" / SCRATCH, tmp_path / "java-tmp"
+    java_tmp.mkdir()
+    java_options = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={java_tmp}"
     env = {
         "STATEFED_BOOTSTRAP": broker.bootstrap,
         "STATEFED_CATALOGUE": SPEC,
         "STATEFED_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+        # Spark's own default for its scratch files: the JVM's temporary directory
+        "SPARK_SUBMIT_OPTS": java_options,
         "STATEFED_TRIGGER_MS": "200",
         "STATEFED_DELIVERY_TIMEOUT_MS": "20000",
         # no Real-Time Mode checkpoint completes before the kill (checked below): its
@@ -131,8 +140,11 @@ def test_both_modes_keep_the_same_rows_through_a_driver_sigkill(
         first.kill()
     finally:
         first.stop()
+    killed = _state_stores(scratch)
+    assert killed, f"no state store's working copy in {scratch}"
     second = pipeline()
     try:
+        assert not [path for path in killed if path.exists()], "the killed run's copies stayed"
         produce(400, 20_000)
         _wait_equal(kept, produced)
         statuses = StatusReader(broker.bootstrap, [rt.name for rt, _mb in PAIRS])
@@ -152,6 +164,13 @@ def test_both_modes_keep_the_same_rows_through_a_driver_sigkill(
         second.stop()
         for log in kept.values():
             log.close()
+    assert not scratch.exists(), "the stopped run's scratch directory stayed"
+    assert not _state_stores(java_tmp), f"state stores' working copies in {java_tmp}"
+
+
+def _state_stores(directory: Path) -> list[Path]:
+    """The working copies of Spark's RocksDB state stores under `directory`."""
+    return list(directory.rglob("StateStoreId*")) if directory.exists() else []
 
 
 def _written(kept: dict[str, Kept], before: dict[str, int], records: int) -> bool:

@@ -37,6 +37,20 @@ def test_with_nothing_set_by_spark_every_default_and_the_enforced_settings_apply
     assert settings["spark.pyspark.python"] == "/opt/python"
 
 
+def test_a_local_pipelines_scratch_files_go_to_its_checkpoint_directory(tmp_path: Path) -> None:
+    local = PipelineConfig(checkpoint_dir=tmp_path / "checkpoints")
+    settings = session_settings(local, _conf())
+    assert settings["spark.local.dir"] == str(tmp_path / "checkpoints" / "spark-local")
+    # on a cluster the executors' own directories are the workers' to set
+    cluster = PipelineConfig(checkpoint_dir=tmp_path, spark_master="spark://m:7077")
+    assert "spark.local.dir" not in session_settings(cluster, _conf())
+    submitted = session_settings(local, _conf({"spark.master": "spark://m:7077"}))
+    assert "spark.local.dir" not in submitted
+    # a directory of Spark's configuration wins
+    given = session_settings(local, _conf({"spark.local.dir": "/var/spark"}))
+    assert "spark.local.dir" not in given
+
+
 def test_what_spark_sets_is_left_alone() -> None:
     spark_conf = _conf(
         {
