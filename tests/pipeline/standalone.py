@@ -78,10 +78,15 @@ class StandaloneSpark:
         self.webui_port = 0
         python_path = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
         # the master, the workers and the executors compile and collect as the driver
-        # does (SPARK_SUBMIT_OPTS, which tests/conftest.py sets for quick starts)
-        self.jvm_options = env.get("SPARK_SUBMIT_OPTS", "")
+        # does (SPARK_SUBMIT_OPTS, which tests/conftest.py sets for quick starts), and
+        # keep their temporary files (RocksDB's native library, 15 MB) in the test's
+        # directory
+        java_tmp = base_dir / "java-tmp"
+        java_tmp.mkdir(parents=True, exist_ok=True)
+        self.jvm_options = f"{env.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={java_tmp}"
         self.env = {
             **env,
+            "SPARK_SUBMIT_OPTS": self.jvm_options,
             "SPARK_DAEMON_JAVA_OPTS": self.jvm_options,
             "SPARK_LOCAL_IP": HOST,
             # shuffle, block manager and RocksDB working files stay in the test's directory
