@@ -1,10 +1,12 @@
 """`python -m gateway.edge.worker INDEX COUNT DIR`: one of the gateway's worker processes,
 started by `gateway.edge.supervisor` (not by hand) and configured from the environment as
 its parent was. A worker whose parent is gone (SIGKILLed: it could not stop its workers)
-stops itself, so no worker outlives its gateway."""
+stops itself, so no worker outlives its gateway, and the last of them to stop removes the
+workers' directory, which the parent would have."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -28,8 +30,12 @@ def main(argv: Sequence[str]) -> int:
         config = GatewayConfig.from_env(os.environ)
     except ConfigError as exc:
         raise SystemExit(f"statefed gateway: {exc}") from None
-    threading.Thread(target=_stop_without, args=(os.getppid(),), daemon=True).start()
-    run_worker(config, index, count, directory)
+    parent = os.getppid()
+    threading.Thread(target=_stop_without, args=(parent,), daemon=True).start()
+    run_worker(config, index, count, directory)  # removes this worker's socket at its end
+    if os.getppid() != parent:
+        with contextlib.suppress(OSError):  # not empty: another worker is still stopping
+            directory.rmdir()
     return 0
 
 

@@ -170,10 +170,13 @@ def test_workers_refuse_a_port_something_answers_on(broker: KafkaBroker, tmp_pat
 
 
 def test_workers_stop_when_their_supervisor_is_killed(broker: KafkaBroker, tmp_path: Path) -> None:
-    """A SIGKILLed supervisor cannot stop its workers: each sees it gone and stops itself."""
+    """A SIGKILLed supervisor cannot stop its workers: each sees it gone and stops itself,
+    and the last one removes the workers' directory the supervisor made."""
     port, log = free_port(), tmp_path / "gateway.log"
     with _gateway(broker, log, port) as process:
         pids = _wait_for_both_workers(f"http://127.0.0.1:{port}", process, log)
+        directory = Path(psutil.Process(pids[0]).cmdline()[-1])  # `worker INDEX COUNT DIR`
+        assert directory.is_dir()
         process.kill()
         process.wait(10)
         wait_until(
@@ -182,6 +185,7 @@ def test_workers_stop_when_their_supervisor_is_killed(broker: KafkaBroker, tmp_p
             lambda: f"the workers {pids} to stop: {log.read_text()[-2000:]}",
         )
     assert log.read_text().count("is gone; this worker stops") == 2
+    assert not directory.exists(), f"{directory} is left: {list(directory.iterdir())}"
 
 
 def _running(pid: int) -> bool:
