@@ -38,8 +38,8 @@ class RetryLog:
         if hint != self._hint:
             self._hint = hint
             self._logger.warning(
-                "reading %s failed (%s: %s); retrying every %s s (the retries that fail "
-                "alike are logged at debug level)",
+                "reading %s failed (%s: %s); retrying %s s after each failure (the retries "
+                "that fail alike are logged at debug level)",
                 self._topic,
                 error,
                 hint,

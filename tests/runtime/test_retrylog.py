@@ -36,8 +36,8 @@ def test_an_outage_is_a_warning_its_retries_debug_lines_and_its_end_an_info(
     assert said(caplog) == [
         (
             logging.WARNING,
-            f"reading statefed.members failed (all brokers down: {BROKER}); retrying every "
-            "1.0 s (the retries that fail alike are logged at debug level)",
+            f"reading statefed.members failed (all brokers down: {BROKER}); retrying 1.0 s "
+            "after each failure (the retries that fail alike are logged at debug level)",
         ),
         (
             logging.DEBUG,
