@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -24,7 +25,7 @@ from gateway.writes.producer import EventProducer
 from runtime.topics import ensure_topics
 from schema import DEMO_DOMAIN, WORD_COUNTS, View, partition_for
 from tests.gateway.fakes import FakeNode, Model, codes, running_gateway
-from tests.security.recording import RecordingProducer
+from tests.security.recording import Produced, RecordingProducer
 from tooling.broker import KafkaBroker
 
 P = 2
@@ -174,6 +175,70 @@ def test_the_bound_ahead_is_configurable() -> None:
     ahead, now = produced(config, ("words", NOW_MS + 1), ("words", NOW_MS))
     assert codes(ahead) == ["BAD_USER_INPUT"]
     assert "errors" not in now, now
+
+
+PRODUCE_VALUE = """mutation($t: String!, $k: String!, $v: JSON, $at: DateTime) {
+  produce(topic: $t, key: $k, value: $v, eventTime: $at) { offset }
+}"""
+
+
+def produced_values(
+    *writes: tuple[dict[str, Any], int | None],
+) -> tuple[list[dict[str, Any]], list[Produced]]:
+    """The answers to producing each (value, eventTime) to `pageviews` (whose views read the
+    event time from the value's `timestamp`), and what reached the producer."""
+    producer = RecordingProducer()
+
+    async def scenario() -> list[dict[str, Any]]:
+        async with gateway(ON, producer=producer) as http:
+            answers = []
+            for value, at_ms in writes:
+                at = None if at_ms is None else from_ms(at_ms).isoformat()
+                variables = {"t": "pageviews", "k": "graphql.org", "v": value, "at": at}
+                body = {"query": PRODUCE_VALUE, "variables": variables}
+                answers.append((await http.post("/graphql", json=body)).json())
+            return answers
+
+    answers = asyncio.run(scenario())
+    return answers, producer.snapshot()
+
+
+def test_an_event_time_in_the_value_is_bounded_as_event_time_is() -> None:
+    assert WINDOWED.event_time_field == "timestamp"
+    answers, written = produced_values(
+        ({"timestamp": NOW_MS + YEAR_MS, "path": "/"}, None),
+        ({"timestamp": NOW_MS - RETENTION_MS - 1, "path": "/"}, None),
+        ({"timestamp": NOW_MS - 1000, "path": "/"}, None),
+    )
+    ahead, too_old, taken = answers
+    assert codes(ahead) == ["BAD_USER_INPUT"]
+    assert "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS" in ahead["errors"][0]["message"]
+    assert codes(too_old) == ["BAD_USER_INPUT"]
+    assert "errors" not in taken, taken
+    # only the write within the bounds reached Kafka, stamped with the value's time
+    assert [(w.timestamp_ms, orjson.loads(w.value)) for w in written] == [
+        (NOW_MS - 1000, {"timestamp": NOW_MS - 1000, "path": "/"})
+    ]
+
+
+def test_an_event_time_given_twice_must_agree_and_be_whole_milliseconds() -> None:
+    answers, written = produced_values(
+        ({"timestamp": NOW_MS - 1000}, NOW_MS),
+        ({"timestamp": "2026-01-01T00:00:00Z"}, None),
+        ({"timestamp": 1.5}, None),
+        ({"timestamp": float(NOW_MS)}, NOW_MS),
+    )
+    differ, text, fraction, agree = answers
+    assert codes(differ) == ["BAD_USER_INPUT"]
+    message = differ["errors"][0]["message"]
+    assert f"value.timestamp {NOW_MS - 1000}, eventTime {NOW_MS} ms" in message
+    for refused in (text, fraction):
+        assert codes(refused) == ["BAD_USER_INPUT"]
+        assert "value.timestamp is the event time" in refused["errors"][0]["message"]
+    assert "errors" not in agree, agree
+    assert [(w.timestamp_ms, orjson.loads(w.value)) for w in written] == [
+        (NOW_MS, {"timestamp": NOW_MS})
+    ]
 
 
 def test_the_limiter_gives_each_principal_its_own_bucket_and_refills_with_time() -> None:

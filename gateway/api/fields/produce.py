@@ -67,7 +67,7 @@ def produce_field(catalogue: Iterable[View]) -> Any:
         config = context.config
         inputs.check_keys(views[0], [key], 1, config.max_key_bytes)
         now = context.clock()
-        moment = _event_time(views[0], given(event_time), now)
+        moment = _event_time(views, given(value), given(event_time), now)
         check_event_time(views, moment, now, config.produce_max_ahead_ms)
         body = _value(views, given(value), moment)
         if context.produce_rate is not None:  # last: a refused write spends no token
@@ -98,23 +98,60 @@ def _check_writable(topic: str, views: list[View]) -> None:
             )
 
 
-def _event_time(view: View, moment: datetime | None, now_ms: int) -> int:
-    if moment is None:
-        return now_ms
-    if moment.tzinfo is None:
-        raise BadRequestError(view.name, "eventTime needs a UTC offset, e.g. 2026-01-01T00:00:00Z")
-    return floor_ms(moment.astimezone(UTC))
+def _event_time(views: list[View], value: Any, moment: datetime | None, now_ms: int) -> int:
+    """The write's event time: `eventTime`, or the event-time field a view reads from the
+    value when the value carries it, or now. Given both ways, they must agree: the time the
+    views read is the one the bounds check."""
+    stated = _times_in_value(views, value)
+    if moment is not None:
+        if moment.tzinfo is None:
+            raise BadRequestError(
+                views[0].name, "eventTime needs a UTC offset, e.g. 2026-01-01T00:00:00Z"
+            )
+        stated["eventTime"] = floor_ms(moment.astimezone(UTC))
+    if len(set(stated.values())) > 1:
+        given_as = ", ".join(f"{name} {ms}" for name, ms in stated.items())
+        raise BadRequestError(
+            views[0].name,
+            f"the event time is given twice and differs ({given_as} ms): give it once, as "
+            "eventTime or in the value",
+        )
+    return next(iter(stated.values()), now_ms)
+
+
+def _times_in_value(views: list[View], value: Any) -> dict[str, int]:
+    """The event times the value carries, by field (`value.<field>`), of the views that
+    read the time from the value: each a whole number of epoch milliseconds."""
+    times: dict[str, int] = {}
+    if not isinstance(value, Mapping):
+        return times
+    for view in views:
+        field = view.event_time_field
+        if field is None or field not in value:
+            continue
+        ms = value[field]
+        if isinstance(ms, float) and ms.is_integer():
+            ms = int(ms)
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+            raise BadRequestError(
+                view.name,
+                f"value.{field} is the event time of view {view.name}: epoch milliseconds as "
+                f"a whole number, not {orjson.dumps(value[field]).decode()}; or leave it out "
+                "and give eventTime",
+            )
+        times[f"value.{field}"] = ms
+    return times
 
 
 def _value(views: list[View], value: Any, event_ms: int) -> bytes:
-    """The record value: the JSON object given, plus the event-time field of the views that
-    read the time from the value; empty when no view decodes the value."""
+    """The record value: the JSON object given, with the event-time field of the views that
+    read the time from the value set to `event_ms`; empty when no view decodes the value."""
     if value is not None and not isinstance(value, Mapping):
         raise BadRequestError(views[0].name, "value must be a JSON object of the view's fields")
     document = dict(value or {})
     for view in views:
         if view.event_time_field is not None:
-            document.setdefault(view.event_time_field, event_ms)
+            document[view.event_time_field] = event_ms
     decodes = any(v.value_fields or v.event_time_field for v in views)
     if not document and not decodes:
         return b""
