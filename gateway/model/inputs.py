@@ -27,6 +27,8 @@ __all__ = [
     "check_representations",
     "check_scan",
     "time_range",
+    "too_many_keys",
+    "too_many_representations",
     "top_window",
     "window_start",
 ]
@@ -49,7 +51,7 @@ def check_keys(view: View, keys: Sequence[str], max_keys: int | None, max_key_by
     """Reject empty keys, keys that are no UTF-8 or longer than `max_key_bytes` of it, and
     more than `max_keys` keys (None: the caller bounds how many)."""
     if max_keys is not None and len(keys) > max_keys:
-        raise BadRequestError(view.name, f"at most {max_keys} {view.keys_arg} per request")
+        raise too_many_keys(view, max_keys)
     for index, key in enumerate(keys):
         where = f" (position {index})" if len(keys) > 1 else ""
         if not key:
@@ -63,10 +65,20 @@ def check_keys(view: View, keys: Sequence[str], max_keys: int | None, max_key_by
             )
 
 
+def too_many_keys(view: View, max_keys: int) -> BadRequestError:
+    """The error of a lookup of more than `max_keys` keys of `view`."""
+    return BadRequestError(view.name, f"at most {max_keys} {view.keys_arg} per request")
+
+
 def check_representations(count: int, max_count: int) -> None:
     """Reject an `_entities` call with more than `max_count` representations."""
     if count > max_count:
-        raise TooManyRepresentationsError(count, max_count, "STATEFED_GATEWAY_MAX_ENTITIES")
+        raise too_many_representations(count, max_count)
+
+
+def too_many_representations(count: int, max_count: int) -> TooManyRepresentationsError:
+    """The error of an `_entities` call with `count` representations, over `max_count`."""
+    return TooManyRepresentationsError(count, max_count, "STATEFED_GATEWAY_MAX_ENTITIES")
 
 
 def check_limit(view: View, limit: int, max_limit: int) -> None:
