@@ -142,6 +142,9 @@ class StandbyReplicator(Replicator):
                 # assign() only: never joined, but librdkafka wants a group id
                 "group.id": f"{self.config.group_id}-standby-{self.config.node_id}",
                 "enable.auto.commit": False,
+                # a stored offset the changelog's retention deleted restarts from the first
+                # record left, as the Materializer does, not past every record to the end
+                "auto.offset.reset": "earliest",
                 "enable.partition.eof": True,  # how a restore knows it reached the end
             },
             defaults={"client.id": f"{self.config.node_id}-standby", "fetch.wait.max.ms": 100},

@@ -10,12 +10,15 @@ from typing import Any
 import httpx
 import pytest
 
+from node.changelog.materializer import Materializer
 from node.changelog.partitions import PartitionRegistry
-from node.replication.standby import standby_placement
+from node.config import NodeConfig
+from node.replication.standby import StandbyReplicator, standby_placement
 from node.serve.graphql_http import GraphQLEndpoint
 from node.storage.store import ChangeBatch, LevelDBStore
 from node.subgraph.schema import build_subgraph
 from schema import (
+    CATALOGUE,
     WORD_COUNTS,
     CountRow,
     MemberRecord,
@@ -56,6 +59,16 @@ def test_dead_nodes_hold_nothing_and_one_node_has_no_standbys() -> None:
 def test_two_claimants_mid_rebalance_resolve_to_the_smaller_id() -> None:
     members = {"a": member("a", [0]), "b": member("b", [0]), "c": member("c", [])}
     assert standby_placement(members, 1, NOW) == {0: ("b",)}
+
+
+def test_a_standby_resets_an_offset_retention_deleted_to_the_earliest_as_the_active_does() -> None:
+    # a stored offset older than the changelog's first record (retention deleted it)
+    # resets as the active copy's does: reset to the end, a standby would skip every
+    # record in between, and the copy promoted from it would lack them for good
+    config = NodeConfig()
+    standby = StandbyReplicator(config, CATALOGUE, PartitionRegistry("a")).consumer_config()
+    active = Materializer(config, CATALOGUE, PartitionRegistry("b")).consumer_config()
+    assert standby["auto.offset.reset"] == active["auto.offset.reset"] == "earliest"
 
 
 @pytest.fixture
