@@ -40,6 +40,22 @@ DEADLETTER_TOPIC = "statefed.deadletter"
 _DECODE_ERRORS = (orjson.JSONDecodeError, KeyError, TypeError, ValueError)
 
 
+def _document(value: bytes) -> dict[str, Any]:
+    """A changelog value's JSON object, whose "key" is text."""
+    doc = orjson.loads(value)
+    if not isinstance(doc, dict):
+        raise TypeError("it is not a JSON object")
+    if not isinstance(doc["key"], str):
+        raise TypeError('its "key" is not text')
+    return doc
+
+
+def _undecodable(kind: str, value: bytes, exc: Exception) -> ValueError:
+    """The error for a `kind` changelog value that `exc` showed to be of the wrong shape."""
+    why = f"it has no {exc} field" if isinstance(exc, KeyError) else str(exc)
+    return ValueError(f"undecodable {kind} changelog value {value[:200]!r}: {why}")
+
+
 @dataclass(frozen=True)
 class CountRow:
     """Events seen for one key, and the newest event time among them (ms since epoch)."""
@@ -81,10 +97,10 @@ def encode_count(row: CountRow) -> bytes:
 
 def decode_count(value: bytes) -> CountRow:
     try:
-        doc = orjson.loads(value)
+        doc = _document(value)
         return CountRow(doc["key"], int(doc["count"]), int(doc["last_event_ms"]))
     except _DECODE_ERRORS as exc:
-        raise ValueError(f"undecodable count changelog value {value[:200]!r}") from exc
+        raise _undecodable("count", value, exc) from exc
 
 
 def window_record_key(row: WindowRow) -> bytes:
@@ -106,7 +122,7 @@ def encode_window(row: WindowRow) -> bytes:
 
 def decode_window(value: bytes) -> WindowRow:
     try:
-        doc = orjson.loads(value)
+        doc = _document(value)
         fields = doc.get("fields", {})  # absent from windows written before windowed aggregates
         if not isinstance(fields, dict):
             raise TypeError("fields is not an object")
@@ -119,7 +135,7 @@ def decode_window(value: bytes) -> WindowRow:
             fields,
         )
     except _DECODE_ERRORS as exc:
-        raise ValueError(f"undecodable window changelog value {value[:200]!r}") from exc
+        raise _undecodable("window", value, exc) from exc
 
 
 def event_record_key(row: EventRow) -> bytes:
@@ -140,7 +156,7 @@ def encode_event(row: EventRow) -> bytes:
 
 def decode_event(value: bytes) -> EventRow:
     try:
-        doc = orjson.loads(value)
+        doc = _document(value)
         fields = doc["fields"]
         if not isinstance(fields, dict):
             raise TypeError("fields is not an object")
@@ -152,4 +168,4 @@ def decode_event(value: bytes) -> EventRow:
             fields,
         )
     except _DECODE_ERRORS as exc:
-        raise ValueError(f"undecodable event changelog value {value[:200]!r}") from exc
+        raise _undecodable("event", value, exc) from exc

@@ -40,6 +40,8 @@ EventPosition = tuple[int, int, int]
 _NO_EVENTS: Mapping[tuple[str, str], EventPosition] = {}
 _NO_COUNTS: Mapping[tuple[str, str], int] = {}
 _NO_FIELDS: Mapping[tuple[str, str, EventPosition], Mapping[str, Any]] = {}
+# the range of the signed 64-bit times a store keeps (node.storage.layout: ">q")
+_MIN_INT, _MAX_INT = -(2**63), 2**63 - 1
 
 
 def position(row: EventRow) -> EventPosition:
@@ -96,6 +98,11 @@ class Effect(NamedTuple):
 
 def _check_uint(view: str, key: str, what: str, value: int) -> None:
     if not 0 <= value <= MAX_UINT:
+        raise SerializationError(f"view {view}: key {key!r} has {what} {value}")
+
+
+def _check_int(view: str, key: str, what: str, value: int) -> None:
+    if not _MIN_INT <= value <= _MAX_INT:
         raise SerializationError(f"view {view}: key {key!r} has {what} {value}")
 
 
@@ -160,6 +167,7 @@ class ChangeBatch:
         count is a replay of at-least-once output, not news."""
         _check_key(view, row.key)
         _check_uint(view, row.key, "count", row.count)
+        _check_int(view, row.key, "last event time", row.last_event_ms)
         current = self.counts.get((view, row.key))
         if current is not None and row.count < current.count:
             return
@@ -187,6 +195,8 @@ class ChangeBatch:
         _check_key(view, row.key)
         _check_uint(view, row.key, "count", row.count)
         _check_uint(view, row.key, "window start", row.start_ms)
+        _check_int(view, row.key, "window end", row.end_ms)
+        _check_int(view, row.key, "last event time", row.last_event_ms)
         if row.end_ms <= row.start_ms:
             raise SerializationError(
                 f"view {view}: key {row.key!r} has a window ending at {row.end_ms}, "

@@ -25,7 +25,7 @@ from schema import (
     window_record_key,
 )
 
-WINDOWED, LATEST, HISTORY = DEMO_DOMAIN[1:4]
+WINDOWED, LATEST, HISTORY, AGGREGATE = DEMO_DOMAIN[1:5]
 
 
 def apply(view: View, key: bytes, value: bytes | None) -> ChangeBatch:
@@ -33,6 +33,11 @@ def apply(view: View, key: bytes, value: bytes | None) -> ChangeBatch:
     message = Message(topic=view.changelog_topic, partition=0, offset=0, key=key, value=value)
     KINDS[view.kind].apply(batch, view, message)
     return batch
+
+
+def _event(start: bytes) -> bytes:
+    """An event changelog value that starts with `start` (its "key") and is whole after."""
+    return start + b' "event_ms": 1, "source_partition": 0, "source_offset": 0, "fields": {}}'
 
 
 def test_every_kind_is_served_and_only_windows_expire() -> None:
@@ -87,6 +92,29 @@ def test_history_records_and_tombstones() -> None:
             HISTORY,
             b"c",
             b'{"key": "c", "event_ms": 1, "source_partition": 0, "source_offset": 0, "fields": []}',
+        ),
+        # valid JSON of the wrong shape: no object, or a "key" that is no text
+        (WORD_COUNTS, b"k", b'{"key": 5, "count": 1, "last_event_ms": 1}'),
+        (WORD_COUNTS, b"k", b'{"key": null, "count": 1, "last_event_ms": 1}'),
+        (WORD_COUNTS, b"k", b'"not an object"'),
+        (WINDOWED, pack("k", 0), b"[1, 2]"),
+        (
+            WINDOWED,
+            pack("k", 0),
+            b'{"key": 5, "start_ms": 0, "end_ms": 1, "count": 1, "last_event_ms": 0}',
+        ),
+        (LATEST, b"c", b"[1, 2]"),
+        (LATEST, b"c", _event(b'{"key": 5,')),
+        (HISTORY, pack("c", 1, 0, 0), b"null"),
+        (HISTORY, pack("c", 1, 0, 0), _event(b'{"key": null,')),
+        (AGGREGATE, b"c", _event(b'{"key": [],')),
+        # integers beyond the store's signed 64-bit times
+        (WORD_COUNTS, b"k", b'{"key": "k", "count": 1, "last_event_ms": 1e30}'),
+        (WINDOWED, pack("k", 0), encode_window(WindowRow("k", 0, 2**63, 1, 0))),
+        (
+            WINDOWED,
+            pack("k", 0),
+            b'{"key": "k", "start_ms": 0, "end_ms": 1, "count": 1, "last_event_ms": -1e30}',
         ),
     ],
 )

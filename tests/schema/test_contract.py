@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 import pytest
 
 import schema
@@ -17,7 +20,9 @@ from schema import (
     View,
     ViewKind,
     decode_count,
+    decode_event,
     decode_member,
+    decode_window,
     encode_count,
     encode_member,
     view_by_name,
@@ -102,6 +107,25 @@ def test_count_row_round_trip() -> None:
 def test_undecodable_count_names_the_value() -> None:
     with pytest.raises(ValueError, match="undecodable count"):
         decode_count(b"{not json")
+
+
+@pytest.mark.parametrize(
+    ("decode", "value", "why"),
+    [
+        (decode_count, b'{"key": 5, "count": 1, "last_event_ms": 1}', 'its "key" is not text'),
+        (decode_count, b'{"key": null, "count": 1, "last_event_ms": 1}', 'its "key" is not text'),
+        (decode_count, b'"not an object"', "it is not a JSON object"),
+        (decode_count, b'{"key": "k", "count": 1}', "it has no 'last_event_ms' field"),
+        (decode_window, b"[1, 2]", "it is not a JSON object"),
+        (decode_event, b"[1, 2]", "it is not a JSON object"),
+        (decode_event, b'{"key": "c", "event_ms": 1}', "it has no 'fields' field"),
+    ],
+)
+def test_undecodable_changelog_values_say_what_is_wrong(
+    decode: Callable[[bytes], object], value: bytes, why: str
+) -> None:
+    with pytest.raises(ValueError, match=f"undecodable .* changelog value .*: {re.escape(why)}$"):
+        decode(value)
 
 
 def test_member_round_trip_and_liveness() -> None:
