@@ -19,6 +19,7 @@ opaque to clients, and the exclusive start of the next page in the page's order.
 
 import base64
 import binascii
+import struct
 from datetime import datetime
 from operator import methodcaller
 from typing import Annotated, Any
@@ -56,7 +57,7 @@ def decode_cursor(view: View, cursor: str) -> EventPosition:
         event_ms, partition, offset = unpack(packed)
         if not all(isinstance(part, int) for part in (event_ms, partition, offset)):
             raise ValueError("not three integers")
-    except (binascii.Error, ValueError, IndexError) as exc:
+    except (binascii.Error, ValueError, IndexError, struct.error) as exc:  # struct: cut short
         shown = cursor if len(cursor) <= 40 else cursor[:40] + "..."
         raise BadRequestError(
             view.name, f"after {shown!r} is no cursor of this view (use pageInfo.endCursor)"
