@@ -7,7 +7,8 @@ so partition p of every view is on one node, in one LevelDB store. Cooperative: 
 revokes only the partitions that move, in a first round, and assigns them in a second;
 the others keep being applied and served. On assign it opens the stores and seeks to their
 stored offsets (the group's committed offsets are never trusted), reports RESTORING
-until every partition reaches the high watermark of a fetch, then RUNNING; each
+until every partition reaches the high watermark of a fetch, then RUNNING (reaching it
+stores it as the offset, past offsets that hold no record, as a record would); each
 partition's restore progress (records done / to do) goes to the registry, and its start
 and finish (records, rate) to the log. On revoke (or loss) it hands the open stores to the
 standby replicator, which keeps them current as STANDBY copies until the new owner runs
@@ -360,6 +361,8 @@ class Replicator:
             error = message.error()
             if error is not None:
                 self._on_message_error(message, error)
+                if error.code() == KafkaError._PARTITION_EOF:
+                    self._pass_to_end(message, batches)
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
@@ -390,6 +393,30 @@ class Replicator:
         for partition, batch in batches.items():
             if batch is not None:
                 self._write(partition, batch)
+
+    def _pass_to_end(self, eof: Message, batches: dict[int, ChangeBatch | None]) -> None:
+        """A fetch reached the end of a changelog at offset `eof.offset()`: librdkafka
+        queues a partition's records and its EOF in fetch order, so every record before the
+        end is in this poll's batch or an earlier one. Offsets up to the end that hold no
+        record (retention deleted them, compaction removed them) are passed in the batch,
+        as a record after them would pass them; else the copy would wait for the end
+        forever (restoring, or behind by a phantom lag)."""
+        topic, partition, end = eof.topic(), eof.partition(), eof.offset()
+        if topic not in self._appliers or partition is None or end is None:
+            return  # not a changelog (the standby's membership topic)
+        batch = batches.get(partition)
+        applied = batch.offsets.get(topic) if batch is not None else None
+        if applied is None:
+            applied = self._positions.get((topic, partition), end)
+        if applied >= end:
+            return  # the usual end: just after the last record
+        if batch is None:
+            if partition in batches:
+                return  # skipped in this poll: read again by its next holder or a retry
+            batch = batches[partition] = self._batch_for(partition)
+            if batch is None:
+                return
+        batch.advance(topic, end)
 
     def _note_fetched(self, messages: list[Message]) -> None:
         """Trust the end offsets of a partition attached earlier once a fetch came back for
