@@ -118,26 +118,25 @@ class WholeViews:
 
     def take(self, whole: WholeView, part: WholePart, offset: int, snapshot: Sequence[Any]) -> None:
         """Rows of the snapshot of every key of `part`, read at changelog `offset` (its
-        changes' JSON; FeedFrameError names one that is not a change)."""
-        view, generation, added = whole.view, part.generation, 0
+        changes' JSON; FeedFrameError names one that is not a change: the rows before it
+        stay, counted, until the part is lost)."""
+        view, generation = whole.view, part.generation
         for doc in snapshot:
             change = Change.from_json(doc)
             if change.snapshot:
                 made = change_entry(view, change.key, change.row)
-                added += part.put(generation, change.key, made, offset)
-        self.bytes += added
+                self._put(part, generation, change.key, made, offset)
 
     def loaded(self, whole: WholeView, part: WholePart, offset: int) -> None:
         """The whole snapshot of `part`, read at `offset`, was taken: the changes seen
         meanwhile at or after that offset replace its rows, and the partition answers."""
-        part.floor, added = offset, 0
+        part.floor = offset
         for key, seen in part.seen.items():
             if seen.offset >= part.floor:
                 made = change_entry(whole.view, key, seen.row)
-                added += part.put(part.generation, key, made, seen.offset + 1)
+                self._put(part, part.generation, key, made, seen.offset + 1)
         part.seen = {}
         part.loaded = True
-        self.bytes += added
         whole.recount()
 
     def changed(self, whole: WholeView, partition: int, generation: int, change: Change) -> None:
@@ -153,10 +152,20 @@ class WholeViews:
         current = part.rows.get(change.key)
         if current is None or change.offset >= current[AS_OF]:
             made = change_entry(whole.view, change.key, change.row)
-            self.bytes += part.put(generation, change.key, made, change.offset + 1)
+            self._put(part, generation, change.key, made, change.offset + 1)
+
+    def _put(
+        self, part: WholePart, generation: int, key: str, made: tuple[Entry, int], as_of: int
+    ) -> None:
+        """`part.put`, counted at once: a row in a part is in `bytes` whatever fails after
+        it, as `lose` takes the part's bytes back whole."""
+        self.bytes += part.put(generation, key, made, as_of)
 
     def drop(self, whole: WholeView) -> None:
-        """Hold `whole` no more (its rows outgrew the bound): it is cached key by key."""
+        """Hold `whole` no more (its rows outgrew the bound): it is cached key by key. Once:
+        a view dropped already is left as it is."""
+        if self.views.get(whole.view.name) is not whole:
+            return
         for partition in list(whole.parts):
             self.lose(whole, partition)
         del self.views[whole.view.name]

@@ -15,7 +15,7 @@ import pytest
 
 from gateway.model.rows import Row
 from gateway.nodes.links import LOST
-from gateway.reads.entries import ENTRY_OVERHEAD_BYTES
+from gateway.reads.entries import ENTRY_OVERHEAD_BYTES, change_entry
 from tests.live.fake_feed import count_row
 from tests.live.test_cache import (
     TOPIC,
@@ -327,3 +327,61 @@ def test_a_view_not_cached_cannot_be_held_whole() -> None:
                 pass
 
     asyncio.run(scenario())
+
+
+def test_rows_taken_before_a_bad_change_in_a_snapshot_frame_are_counted_until_let_go() -> None:
+    """A snapshot frame whose second change is no change: the load asks again, the rows of
+    the first attempt are let go, and the bytes counted are those of the rows held (they
+    drifted below, even negative, letting the cache grow past its bound)."""
+
+    async def scenario() -> None:
+        key, bad_key = key_in(0, 0), key_in(0, 1)
+        async with harness(whole=[WORDS.name]) as h:
+            await empty_partition_loaded(h, 1)
+            await h.following(applied=5, partition=0)
+            ident, queue = await h.hub.links["n1"].asked_for(True, 0)
+            good = change(WORDS.name, key, 5, count_row(key, 3), snapshot=True)
+            bad = {**change(WORDS.name, bad_key, 5, None, snapshot=True), "row": [1]}
+            queue.put_nowait({"type": "changes", "id": ident, "changes": [good, bad],
+                              "applied": {TOPIC: 5}, "snapshot": True})  # fmt: skip
+            await settle()
+            again, _ = await asyncio.wait_for(_asked_again(h, ident), 5)
+            assert again != ident
+            assert h.cache.stats()["bytes"] == 0  # the first attempt's row let go
+            await load(h, 0, {key: 3}, offset=5)
+            assert h.ask([key]).rows == {key: Row(key, 3)}
+            size = change_entry(WORDS, key, count_row(key, 3))[1]
+            assert h.cache.stats()["bytes"] == size
+
+    asyncio.run(scenario())
+
+
+async def _asked_again(h: Harness, ident: int) -> tuple[int, Any]:
+    """The snapshot follow of partition 0 asked after the follow `ident`."""
+    while True:
+        found = await h.hub.links["n1"].asked_for(True, 0)
+        if found[0] != ident:
+            return found
+        await asyncio.sleep(0.01)
+
+
+def test_two_partitions_too_large_let_the_view_go_once(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        async with harness(whole=[WORDS.name]) as h:
+            snapshots = []
+            for partition in range(P):
+                await h.following(applied=5, partition=partition)
+                snapshots.append(await h.hub.links["n1"].asked_for(True, partition))
+            for partition, (ident, queue) in enumerate(snapshots):
+                message = f"partition {partition} on node n1 holds more than 5242 rows"
+                queue.put_nowait(
+                    {"type": "error", "id": ident, "message": message, "tooLarge": True}
+                )
+            await settle()
+            assert h.cache._whole.views == {}
+
+    with caplog.at_level(logging.WARNING, "gateway.reads.cache"):
+        asyncio.run(scenario())
+    let_go = [r for r in caplog.records if "whole no more" in r.getMessage()]
+    assert len(let_go) == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
