@@ -106,17 +106,13 @@ class Coalescer:
         post: Post,
         max_keys: int = DEFAULT_MAX_KEYS,
         on_batch: Callable[[int], None] | None = None,
-        on_freshness: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
-        """`on_batch` is told how many lookups each node request carries; `on_freshness`
-        gets the freshness entries of each node reply read, once for all the lookups it
-        answers, before any of them has its answer."""
+        """`on_batch` is told how many lookups each node request carries."""
         if max_keys < 1:
             raise ValueError(f"max_keys must be at least 1, got {max_keys}")
         self._post = post
         self._max_keys = max_keys
         self._on_batch = on_batch
-        self._on_freshness = on_freshness
         self._open: dict[_BatchKey, _Batch] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -274,10 +270,7 @@ class Coalescer:
         def read(data: Any) -> Rows:
             return batch.queries.read_lookup(data, asked=len(keys))
 
-        rows = read_answer(read, reply, view, where)
-        if self._on_freshness is not None:
-            self._on_freshness(reply.freshness)
-        return rows, reply.freshness
+        return read_answer(read, reply, view, where), reply.freshness
 
 
 def _expire(answer: asyncio.Future[Any]) -> None:

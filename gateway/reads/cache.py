@@ -21,10 +21,11 @@ An entry answers only while its partition's follow is live on the RUNNING ACTIVE
 routing table names now (not suspect, not restoring, membership not stalled and no
 lagUnknownSince reported: the feed does not carry it), with no frame waiting to be handled,
 has reached the entry's `as_of` and at least the applied offsets node reads of the
-partition reported through this gateway (so a hit never answers older than a read before
-it), and the read's `atLeast` is met. Anything else is a miss, answered by the nodes. When
-the follow ends (a lost connection, `gone`, the owner moved) the partition's entries are
-dropped at once (a generation count) and the follow starts over on the new owner.
+partition reported through this gateway (reads of every kind, on any copy: so a hit never
+answers older than a read before it), and the read's `atLeast` is met. Anything else is a
+miss, answered by the nodes. When the follow ends (a lost connection, `gone`, the owner
+moved) the partition's entries are dropped at once (a generation count) and the follow
+starts over on the new owner.
 
 Top-N: a count view's merged top is kept per (view, limit) when every partition's follow
 vouched for the read from start to end and no change seen meanwhile could alter it; it is
@@ -397,7 +398,11 @@ class GatewayCache:
         return CacheHits(rows, freshness, missing)
 
     def took(self, view: View, keys: Collection[str]) -> None:
-        """`keys` of `view`, found by `look`, were answered: hits, kept longest."""
+        """`keys` of `view`, found by `look`, were answered: hits, kept longest (those still
+        held). The rows looked are answered even when their entries went since: each was
+        current, with the follow's freshness, at the look, a moment within the request, as a
+        node read answered then would be; a later eviction or lost follow does not make that
+        answer wrong, it only keeps later lookups from the entries."""
         whole = self._wholes.get(view.name)
         if whole is None or not whole.complete:  # a whole view's rows are not in the LRU
             self._touch(view, keys)
@@ -467,10 +472,16 @@ class GatewayCache:
         return found
 
     def _touch(self, view: View, keys: Iterable[str]) -> None:
-        """Keep `keys` of `view` longest (the LRU order)."""
+        """Keep `keys` of `view` longest (the LRU order); a key no longer held is skipped:
+        other tasks ran since the look (an eviction, a lost follow; or the view, held whole
+        when looked, is no more, and its keys were never entries)."""
         entries = self._entries
+        name = view.name
         for key in keys:
-            entries.move_to_end((view.name, key))
+            try:
+                entries.move_to_end((name, key))
+            except KeyError:
+                continue
 
     async def reach(
         self, view: View, partitions: Iterable[int], at_least: AppliedAtLeast, until: float
@@ -501,12 +512,16 @@ class GatewayCache:
                     return
 
     def observe(self, freshness: Iterable[Mapping[str, Any]]) -> None:
-        """Node reads answered with `freshness`: a hit must not answer older than them."""
+        """Node reads answered with `freshness` (the planner tells every one): a hit must not
+        answer older than them. Whatever copy answered counts: a STANDBY's appliedOffset
+        sums the same changelog partitions' offsets as the owner's, and an offset is the same
+        record on every copy, so a standby (hedged to, or read while the owner cannot be) that
+        is ahead of the follow showed the client rows the follow has not reached."""
         for entry in freshness:
             state = self._partitions.get(entry.get("partition", -1))
             applied = entry.get("appliedOffset")
-            if state is not None and entry.get("role") == "ACTIVE" and isinstance(applied, int):
-                state.observed = max(state.observed, applied)
+            if state is not None and isinstance(applied, int) and applied > state.observed:
+                state.observed = applied
 
     def fill(
         self,
@@ -972,8 +987,7 @@ class GatewayCache:
             log.exception(
                 "cache, partition %d: loading %s failed", state.partition, whole.view.name
             )
-            if self._wholes.get(whole.view.name) is whole:
-                self._let_go(whole, "loading it failed")
+            self._let_go(whole, "loading it failed")
 
     async def _load(self, state: _Partition, whole: WholeView) -> None:
         """Load the rows of `whole` in `state`'s partition from a snapshot of every key,
@@ -1088,6 +1102,9 @@ class GatewayCache:
             self._bytes -= dropped[SIZE]
 
     def _let_go(self, whole: WholeView, why: str = "") -> None:
+        """Hold `whole` no more; once only (two partitions' loads may both find it too large)."""
+        if self._wholes.get(whole.view.name) is not whole:
+            return
         log.warning(
             "the gateway cache holds view %s whole no more: %s; it is cached key by key. "
             "Raise STATEFED_GATEWAY_CACHE_MB, or take %s out of STATEFED_GATEWAY_CACHE_WHOLE_VIEWS",

@@ -205,11 +205,9 @@ class Planner:
         self._feed = feed
         self._cache = cache
         self._upstream = upstream
-        # key lookups go through the coalescer, which wraps the upstream's calls; the cache
-        # sees the freshness of each node reply there, once for all the lookups it answers
-        # (a later hit must not answer older than any of them)
-        observe = None if cache is None else cache.observe
-        self._lookups = Coalescer(upstream.post, on_batch=on_batch, on_freshness=observe)
+        # key lookups go through the coalescer, which wraps the upstream's calls (the cache
+        # sees their freshness as every read's: `_attempt`)
+        self._lookups = Coalescer(upstream.post, on_batch=on_batch)
         self._config = config
         self._watch = watch or NodeWatch(config)
         self._queries = {view.name: view_queries(view) for view in catalogue}
@@ -361,7 +359,6 @@ class Planner:
         finally:
             if reading is not None:
                 cache.top_read(reading, result)
-        cache.observe(result.freshness)
         return result
 
     async def _read_top(
@@ -779,7 +776,8 @@ class Planner:
             self._watch.unanswered(node_id, now)
 
     async def _attempt(self, ask: Ask[T], route: Route, timed: bool) -> Result[T]:
-        """`ask` for `route`, its failures returned; what the node did is told to the watch."""
+        """`ask` for `route`, its failures returned; what the node did is told to the watch,
+        and the freshness it answered with to the cache."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         node_id = route.node.node_id
@@ -795,6 +793,10 @@ class Planner:
             self._watch.answered(node_id, None)
             return exc
         self._watch.answered(node_id, loop.time() - started if timed else None)
+        if self._cache is not None:
+            # every node read comes back here, whatever its kind or copy: a later hit must not
+            # answer older than what any of them showed a client (a lookup, a total, a scan...)
+            self._cache.observe(piece.freshness)
         return piece
 
 
