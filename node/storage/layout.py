@@ -15,11 +15,17 @@ Every key is a tuple made by `schema.keycodec.pack`, so byte order is tuple orde
 ("hist", view, key, event_ms, partition, offset)  -> JSON fields
 ("offset", topic)                                 -> >Q    next offset to read
 ("total", view)                                   -> >QQ   keys, sum of counts (count views)
-("wtotal", view, start_ms)                        -> >QQq  keys, sum of counts, end_ms
+("wtotal", view, start_ms, end_ms)                -> >QQ   keys, sum of counts (per window)
 ("atotal", view)                                  -> JSON  keys, each numeric result's exact sum
 ("meta", "totals")                                -> b"1"  the totals are kept (see store)
 ("meta", "wstart")                                -> b"1"  the "wstart" index is kept
+("meta", "wtotals")                               -> b"1"  window totals are per (start, end)
 ```
+
+A window total is named by the window's start and end: the windows of every key share
+them in tumbling and hopping views, but the sessions of two keys may start at the same
+instant and end apart, and each such span has a total of its own. (Stores written before
+held one total per start, with the last end written; `LevelDBStore.open` recounts them.)
 
 A scan (`ScanSpan`) walks the rows of one view in the order of their key's tail after
 the (kind, view) head: by key for count and latest rows, by (key, window start) for
@@ -71,6 +77,7 @@ __all__ = [
     "FORMAT_KEY",
     "TOTALS_KEY",
     "WINDOW_STARTS_KEY",
+    "WINDOW_TOTALS_KEY",
     "AggregateTotal",
     "CountKeys",
     "ResultTotal",
@@ -95,7 +102,6 @@ __all__ = [
     "decode_total",
     "decode_window",
     "decode_window_top",
-    "decode_window_total",
     "encode_aggregate_total",
     "encode_count",
     "encode_event",
@@ -104,7 +110,6 @@ __all__ = [
     "encode_total",
     "encode_window",
     "encode_window_index",
-    "encode_window_total",
     "event_key",
     "event_prefix",
     "events_prefix",
@@ -129,20 +134,22 @@ __all__ = [
     "window_top_prefix",
     "window_total_key",
     "window_total_prefix",
+    "window_total_span",
 ]
 
 FORMAT = b"1"
 FORMAT_KEY = pack("meta", "format")
 TOTALS_KEY = pack("meta", "totals")
 WINDOW_STARTS_KEY = pack("meta", "wstart")
+WINDOW_TOTALS_KEY = pack("meta", "wtotals")
 
 _COUNT = struct.Struct(">Qq")
 _WINDOW = struct.Struct(">Qqq")
 _LATEST = struct.Struct(">QQQ")
 _OFFSET = struct.Struct(">Q")
 _TOTAL = struct.Struct(">QQ")
-_WINDOW_TOTAL = struct.Struct(">QQq")
 _UINT = _OFFSET
+_PACKED_UINT = len(pack_uint(0))  # a packed integer key part: its type tag and 8 bytes
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -555,13 +562,19 @@ def total_key(view: str) -> bytes:
     return pack("total", view)
 
 
-def window_total_key(view: str, start_ms: int) -> bytes:
-    return pack("wtotal", view, start_ms)
+def window_total_key(view: str, start_ms: int, end_ms: int) -> bytes:
+    return _head("wtotal", view) + pack_uint(start_ms) + pack_uint(end_ms)
 
 
 def window_total_prefix(view: str, *start_ms: int) -> bytes:
-    """The totals of every window of `view`, or the one starting at `start_ms`."""
+    """The totals of every window of `view`, or of those starting at `start_ms`."""
     return pack("wtotal", view, *start_ms)
+
+
+def window_total_span(total_key: bytes, cut: int) -> tuple[int, int]:
+    """The (start, end) of the window whose total is stored under `total_key`, read after
+    its `cut` bytes of (kind, view) head."""
+    return int_at(total_key, cut), int_at(total_key, cut + _PACKED_UINT)
 
 
 def encode_total(total: Total) -> bytes:
@@ -571,16 +584,6 @@ def encode_total(total: Total) -> bytes:
 def decode_total(value: bytes) -> Total:
     keys, count = _TOTAL.unpack(value)
     return Total(keys, count)
-
-
-def encode_window_total(total: Total, end_ms: int) -> bytes:
-    return _WINDOW_TOTAL.pack(total.keys, total.count, end_ms)
-
-
-def decode_window_total(value: bytes) -> tuple[Total, int]:
-    """A window's total and the window's end."""
-    keys, count, end_ms = _WINDOW_TOTAL.unpack(value)
-    return Total(keys, count), end_ms
 
 
 # A sum of doubles kept exactly: a whole number of the smallest step between doubles

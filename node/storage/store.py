@@ -224,7 +224,8 @@ class PartitionStore(abc.ABC):
         self, view: str, since_ms: int | None, until_ms: int | None, horizon_ms: int
     ) -> list[tuple[int, int, layout.Total]]:
         """(start, end, total) of each unexpired window of `view` with since <= start <
-        until, by start."""
+        until, by start then end: the keys whose window is exactly [start, end) (sessions
+        of several keys may share a start and end apart: a total each)."""
 
     @abc.abstractmethod
     def offsets(self) -> dict[str, int]:
@@ -327,6 +328,7 @@ class LevelDBStore(PartitionStore):
             )
         for marker, build in (
             (layout.TOTALS_KEY, _count_totals),
+            (layout.WINDOW_TOTALS_KEY, _count_window_totals),
             (layout.WINDOW_STARTS_KEY, _index_starts),
         ):
             if db.get(marker) is None:
@@ -546,36 +548,30 @@ class LevelDBStore(PartitionStore):
     def _write_windows(self, db: plyvel.DB, wb: plyvel.WriteBatch, batch: ChangeBatch) -> None:
         self._windowless.difference_update(view for view, _, _ in batch.windows)
         old_rows = self._old_rows_by_view(db, layout.window_prefix)
-        changes: dict[tuple[str, int], tuple[layout.Total, int]] = {}
+        changes: dict[tuple[str, int, int], layout.Total] = {}
         for (view, key, start_ms), row in batch.windows.items():
             row_key = layout.window_key(view, key, start_ms)
             old = old_rows(view)(row_key)
-            change, end_ms = layout.Total(), None
             ranked = batch.ranked.get(view, ())
+            horizon = batch.horizons.get(view)
             if old is not None:
                 old_window = layout.decode_window(view, key, start_ms, old)
                 wb.delete(layout.window_top_key(view, start_ms, old_window.count, key))
                 _rerank_window(wb, view, ranked, old_window, None)
-                change, end_ms = layout.Total(-1, -old_window.count), old_window.end_ms
-            horizon = batch.horizons.get(view)
-            expired = horizon is not None and (row.end_ms if row else end_ms or 0) <= horizon
-            if row is not None and not expired:
-                change, end_ms = change + layout.Total(1, row.count), row.end_ms
-            if end_ms is not None and not expired:  # an expired window's total is purged
-                known, _ = changes.get((view, start_ms), (layout.Total(), end_ms))
-                changes[(view, start_ms)] = (known + change, end_ms)
+                _change_window_total(changes, view, old_window, horizon, -1)
             start_key = layout.window_start_key(view, start_ms, key)
-            if row is None or expired:
+            if row is None or (horizon is not None and row.end_ms <= horizon):
                 wb.delete(row_key)
                 wb.delete(start_key)
                 continue
+            _change_window_total(changes, view, row, horizon, 1)
             wb.put(row_key, layout.encode_window(row))
             indexed = layout.encode_window_index(row)
             wb.put(layout.window_top_key(view, start_ms, row.count, key), indexed)
             wb.put(start_key, indexed)
             _rerank_window(wb, view, ranked, None, row)
-        for (view, start_ms), (change, end_ms) in changes.items():
-            _add_total(db, wb, layout.window_total_key(view, start_ms), change, end_ms)
+        for (view, start_ms, end_ms), change in changes.items():
+            _add_total(db, wb, layout.window_total_key(view, start_ms, end_ms), change)
 
     def _purge_windows(
         self, db: plyvel.DB, wb: plyvel.WriteBatch, horizons: dict[str, int]
@@ -602,9 +598,11 @@ class LevelDBStore(PartitionStore):
                         wb.delete(layout.window_key(view, row.key, start_ms))
                         wb.delete(layout.window_start_key(view, start_ms, row.key))
             totals = layout.window_total_prefix(view)
-            with db.iterator(start=totals, stop=layout.window_total_prefix(view, horizon)) as kept:
-                for total_key, value in kept:
-                    if layout.decode_window_total(value)[1] <= horizon:
+            with db.iterator(
+                start=totals, stop=layout.window_total_prefix(view, horizon), include_value=False
+            ) as kept:
+                for total_key in kept:
+                    if layout.window_total_span(total_key, len(totals))[1] <= horizon:
                         wb.delete(total_key)
             if not held and self._holds_no_total(db, view):
                 self._windowless.add(view)  # until one of its windows is written
@@ -870,9 +868,9 @@ class LevelDBStore(PartitionStore):
         found = []
         with db.iterator(start=start, stop=stop) as entries:
             for total_key, value in entries:
-                total, end_ms = layout.decode_window_total(value)
+                start_ms, end_ms = layout.window_total_span(total_key, len(base))
                 if end_ms > horizon_ms:
-                    found.append((layout.int_at(total_key, len(base)), end_ms, total))
+                    found.append((start_ms, end_ms, layout.decode_total(value)))
         return found
 
     def offsets(self) -> dict[str, int]:
@@ -1065,55 +1063,68 @@ def _with_results(
     return filled
 
 
-def _add_total(
-    db: plyvel.DB,
-    wb: plyvel.WriteBatch,
-    key: bytes,
-    change: layout.Total,
-    end_ms: int | None = None,
+def _change_window_total(
+    changes: dict[tuple[str, int, int], layout.Total],
+    view: str,
+    window: WindowRow,
+    horizon: int | None,
+    sign: int,
 ) -> None:
-    """Add `change` to the total stored under `key` (a window's when `end_ms` is given)."""
+    """Add (`sign` 1) or remove (-1) `window` in the change of its (start, end)'s total;
+    not if it ends at or before the batch's `horizon`: the purge deletes that total."""
+    if horizon is not None and window.end_ms <= horizon:
+        return
+    span = (view, window.start_ms, window.end_ms)
+    changes[span] = changes.get(span, layout.Total()) + layout.Total(sign, sign * window.count)
+
+
+def _add_total(db: plyvel.DB, wb: plyvel.WriteBatch, key: bytes, change: layout.Total) -> None:
+    """Add `change` to the total stored under `key` (a view's or a window's)."""
     if change == layout.Total():
         return
     stored = db.get(key)
-    if stored is None:
-        total = change
-    elif end_ms is None:
-        total = layout.decode_total(stored) + change
-    else:
-        total = layout.decode_window_total(stored)[0] + change
+    total = change if stored is None else layout.decode_total(stored) + change
     if total.keys <= 0:
         wb.delete(key)
-    elif end_ms is None:
-        wb.put(key, layout.encode_total(total))
     else:
-        wb.put(key, layout.encode_window_total(total, end_ms))
+        wb.put(key, layout.encode_total(total))
 
 
 def _count_totals(db: plyvel.DB) -> None:
-    """Write the totals of every count view and window from their rows, once: a store made
-    before totals were kept (a new store has no rows, and only gets the marker)."""
-    totals: dict[bytes, tuple[layout.Total, int | None]] = {}
+    """Write the totals of every count view from their rows, once: a store made before
+    totals were kept (a new store has no rows, and only gets the marker)."""
+    totals: dict[bytes, layout.Total] = {}
     with db.iterator(prefix=pack("row")) as rows:
         for stored_key, value in rows:
             _, view, _key = unpack(stored_key)
             view_total = layout.total_key(str(view))
             count = layout.Total(1, layout.decode_count(str(view), "", value).count)
-            totals[view_total] = (totals.get(view_total, (layout.Total(), None))[0] + count, None)
+            totals[view_total] = totals.get(view_total, layout.Total()) + count
+    with db.write_batch(transaction=True) as wb:
+        for stored, total in totals.items():
+            wb.put(stored, layout.encode_total(total))
+        wb.put(layout.TOTALS_KEY, b"1")
+
+
+def _count_window_totals(db: plyvel.DB) -> None:
+    """Write the totals of every window, per (start, end), from the rows, once: a store
+    made before totals were kept, or when they were kept per start with one end (wrong
+    for sessions that share a start), which are deleted."""
+    totals: dict[bytes, layout.Total] = {}
     with db.iterator(prefix=pack("win")) as rows:
         for stored_key, value in rows:
             _, view, window_of, start_ms = unpack(stored_key)
             window = layout.decode_window(str(view), str(window_of), int(start_ms), value)
-            total_key = layout.window_total_key(str(view), int(start_ms))
-            known = totals.get(total_key, (layout.Total(), window.end_ms))[0]
-            totals[total_key] = (known + layout.Total(1, window.count), window.end_ms)
+            total_key = layout.window_total_key(str(view), window.start_ms, window.end_ms)
+            one = layout.Total(1, window.count)
+            totals[total_key] = totals.get(total_key, layout.Total()) + one
     with db.write_batch(transaction=True) as wb:
-        for stored, (total, end_ms) in totals.items():
-            encoded = layout.encode_total(total)
-            if end_ms is not None:
-                encoded = layout.encode_window_total(total, end_ms)
-            wb.put(stored, encoded)
-        wb.put(layout.TOTALS_KEY, b"1")
+        with db.iterator(prefix=pack("wtotal"), include_value=False) as stale:
+            for total_key in stale:
+                wb.delete(total_key)
+        for stored, total in totals.items():
+            wb.put(stored, layout.encode_total(total))
+        wb.put(layout.WINDOW_TOTALS_KEY, b"1")
 
 
 def _index_starts(db: plyvel.DB) -> None:

@@ -25,6 +25,9 @@ def test_keys_are_the_documented_tuples(view: str, key: str, start_ms: int, coun
         "wtop", view, start_ms, MAX_UINT - count, key
     )
     assert layout.latest_key(view, key) == pack("latest", view, key)
+    total_key = layout.window_total_key(view, start_ms, count)
+    assert total_key == pack("wtotal", view, start_ms, count)
+    assert layout.window_total_span(total_key, len(pack("wtotal", view))) == (start_ms, count)
     assert layout.count_keys(view, [key, "k"]) == [pack("row", view, k) for k in (key, "k")]
     assert layout.latest_keys(view, [key, "k"]) == [pack("latest", view, k) for k in (key, "k")]
     at = (start_ms, count, start_ms)
