@@ -16,10 +16,17 @@ text/event-stream` and the token (header `X-GraphQL-Event-Stream-Token`, or quer
 with the token and an `extensions.operationId` (202; 400 without one, 409 when it runs
 already) and their results arrive on the stream as `next`/`complete` events carrying that
 id; DELETE with the token and `?operationId=` stops one (200). A reservation belongs to the
-principal that made it (any other is told 404), is forgotten when its stream closes (its
-operations stop), and one never opened is dropped after `_UNCLAIMED_S`. Errors before
-execution are the operation's `next` and `complete` on the stream, so the client hands them
-to the subscriber instead of retrying.
+principal that made it (any other is told 404) and is forgotten when its stream closes (its
+operations stop). Errors before execution are the operation's `next` and `complete` on the
+stream, so the client hands them to the subscriber instead of retrying.
+
+Operations run only on an open stream (409 before it opens, as the graphql-sse client never
+sends one earlier): a subscription takes its slots (`gateway.edge.slots`) only while a
+connection is there to carry it, as on a WebSocket, so reservations nobody opens cannot hold
+the slots other clients need. A reservation not opened within `_UNCLAIMED_S` is dropped, and
+at most STATEFED_GATEWAY_MAX_SUBSCRIPTIONS wait to be opened (the oldest is dropped for a new
+one: a flood of PUTs then ages out the flood, not a client between its PUT and its GET).
+They wait in creation order, so a PUT looks only at those it drops and one more.
 
 Events wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER per stream; a comment line every
 `_HEARTBEAT_S` keeps proxies from closing an idle stream.
@@ -31,6 +38,7 @@ import asyncio
 import contextlib
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +60,9 @@ __all__ = ["STREAM_PATH", "TOKEN_HEADER", "GraphQLEventStream"]
 STREAM_PATH = "/graphql/stream"
 TOKEN_HEADER = b"x-graphql-event-stream-token"
 _HEARTBEAT_S = 12.0
-_UNCLAIMED_S = 30.0  # a reservation not opened within this is dropped
+# a reservation not opened within this is dropped: a client opens it one round trip after
+# its PUT
+_UNCLAIMED_S = 10.0
 _HEAD = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -126,10 +136,66 @@ class _Reservation:
 
     subject: str
     events: asyncio.Queue[bytes | object]
-    created: float = field(default_factory=time.monotonic)
+    expires: float  # dropped then, unless opened
     open: bool = False
+    closed: bool = False  # forgotten: its stream closed, or it expired unopened
     ops: dict[str, _Running] = field(default_factory=dict)
     slots: Slots.Connection = field(default_factory=Slots.Connection)
+
+
+class _Reservations:
+    """The reservations by token. Those not opened yet wait in creation order, so that
+    expiry drops them from the front: at most `limit` wait, each at most `unclaimed_s` by
+    `clock`. `examined` counts the reservations expiry looked at."""
+
+    def __init__(self, limit: int, unclaimed_s: float, clock: Callable[[], float]) -> None:
+        self._limit = limit
+        self.unclaimed_s = unclaimed_s
+        self._clock = clock
+        self._by_token: dict[str, _Reservation] = {}
+        self._waiting: OrderedDict[str, _Reservation] = OrderedDict()
+        self.examined = 0
+
+    @property
+    def waiting(self) -> int:
+        """How many reservations wait to be opened."""
+        return len(self._waiting)
+
+    def make(self, subject: str, send_buffer: int) -> str:
+        """A new reservation's token, after the expired (and the oldest over the limit) are
+        dropped."""
+        now = self._clock()
+        while self._waiting:
+            token, oldest = next(iter(self._waiting.items()))
+            self.examined += 1
+            if oldest.expires > now and len(self._waiting) < self._limit:
+                break
+            self.forget(token)
+        token = secrets.token_urlsafe(24)
+        events: asyncio.Queue[bytes | object] = asyncio.Queue(send_buffer)
+        reservation = _Reservation(subject, events, now + self.unclaimed_s)
+        self._by_token[token] = self._waiting[token] = reservation
+        return token
+
+    def get(self, token: str) -> _Reservation | None:
+        """The reservation of `token`, None when there is none or it expired unopened."""
+        reservation = self._by_token.get(token)
+        if reservation is None or reservation.open or reservation.expires > self._clock():
+            return reservation
+        self.forget(token)
+        return None
+
+    def opened(self, token: str) -> None:
+        self._by_token[token].open = True
+        self._waiting.pop(token, None)
+
+    def forget(self, token: str) -> _Reservation | None:
+        """The reservation of `token`, no longer known (None when it was not)."""
+        self._waiting.pop(token, None)
+        reservation = self._by_token.pop(token, None)
+        if reservation is not None:
+            reservation.closed = True
+        return reservation
 
 
 @dataclass(frozen=True)
@@ -148,7 +214,8 @@ class _Request:
 
 class GraphQLEventStream:
     """The ASGI handler of `/graphql/stream`: runs operations with `operations` for
-    principals of `authenticator`, POST bodies up to `max_body_bytes`."""
+    principals of `authenticator`, POST bodies up to `max_body_bytes`; reservations not
+    opened within `unclaimed_s` of `clock` are dropped."""
 
     def __init__(
         self,
@@ -157,12 +224,15 @@ class GraphQLEventStream:
         *,
         max_body_bytes: int,
         send_buffer: int,
+        unclaimed_s: float = _UNCLAIMED_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._operations = operations
         self._authenticator = authenticator
         self._max_body_bytes = max_body_bytes
         self._send_buffer = send_buffer
-        self._reservations: dict[str, _Reservation] = {}
+        # as many may wait to be opened as subscriptions may run: each is for one at least
+        self.reservations = _Reservations(operations.slots.total, unclaimed_s, clock)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = _read(scope)
@@ -225,19 +295,18 @@ class GraphQLEventStream:
     # -- single connection ---------------------------------------------------------------
 
     async def _reserve(self, principal: Principal, send: Send) -> None:
-        now = time.monotonic()
-        for token, old in list(self._reservations.items()):
-            if not old.open and now - old.created > _UNCLAIMED_S:
-                await self._forget(token)
-        token = secrets.token_urlsafe(24)
-        events: asyncio.Queue[bytes | object] = asyncio.Queue(self._send_buffer)
-        self._reservations[token] = _Reservation(principal.subject, events)
+        token = self.reservations.make(principal.subject, self._send_buffer)
         await send_body(send, 201, token.encode(), b"text/plain; charset=utf-8")
 
     def _reservation(self, request: _Request, principal: Principal) -> _Reservation:
-        reservation = self._reservations.get(request.token or "")
+        reservation = self.reservations.get(request.token or "")
         if reservation is None or reservation.subject != principal.subject:
-            raise RequestError("no such stream: reserve one with PUT", 404, "NOT_FOUND")
+            raise RequestError(
+                f"no such stream (or it was not opened within {self.reservations.unclaimed_s:g} "
+                "s): reserve one with PUT, then open it at once",
+                404,
+                "NOT_FOUND",
+            )
         return reservation
 
     async def _open(
@@ -245,7 +314,7 @@ class GraphQLEventStream:
     ) -> None:
         if reservation.open:
             raise RequestError("the stream is open already", 409, "CONFLICT")
-        reservation.open = True
+        self.reservations.opened(token)
         try:
             await _stream(reservation.events, receive, send)
         finally:
@@ -257,13 +326,21 @@ class GraphQLEventStream:
         ident = (operation.extensions or {}).get("operationId")
         if not isinstance(ident, str) or not ident:
             raise RequestError("the operation needs a string extensions.operationId")
+        if not reservation.open:
+            raise RequestError(
+                "the stream of this reservation is not open: open it (GET with Accept: "
+                "text/event-stream and the token) first, then send its operations",
+                409,
+                "CONFLICT",
+            )
         if ident in reservation.ops:
             raise RequestError(f"operation {ident} runs already", 409, "CONFLICT")
         started = await self._begin(operation, principal, reservation.slots)
-        if ident in reservation.ops:  # sent twice at once
+        refusal = _late_refusal(reservation, ident)
+        if refusal is not None:
             if isinstance(started, Stream):
                 await started.aclose()
-            raise RequestError(f"operation {ident} runs already", 409, "CONFLICT")
+            raise refusal
 
         async def done() -> None:
             if reservation.ops.get(ident) is running:
@@ -281,7 +358,7 @@ class GraphQLEventStream:
             await running.stop()
 
     async def _forget(self, token: str) -> None:
-        reservation = self._reservations.pop(token, None)
+        reservation = self.reservations.forget(token)
         if reservation is None:
             return
         running = list(reservation.ops.values())
@@ -311,6 +388,22 @@ class GraphQLEventStream:
             return await self._operations.start(operation, principal, connection)
         except TooManySubscriptions as exc:
             return Refused(exc.errors())
+
+
+def _late_refusal(reservation: _Reservation, ident: str) -> RequestError | None:
+    """Why an operation that has just started on `reservation` must not run after all: its
+    stream closed meanwhile (it would hold its slot with nobody reading), or its id was sent
+    twice at once."""
+    if reservation.closed:
+        return RequestError(
+            "the stream closed while the operation started: reserve another with PUT, open it "
+            "and send the operation again",
+            404,
+            "NOT_FOUND",
+        )
+    if ident in reservation.ops:
+        return RequestError(f"operation {ident} runs already", 409, "CONFLICT")
+    return None
 
 
 async def _stream(events: asyncio.Queue[bytes | object], receive: Receive, send: Send) -> None:

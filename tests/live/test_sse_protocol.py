@@ -69,15 +69,17 @@ def test_a_reservation_is_opened_once_and_runs_operations_by_id(http: httpx.Clie
     token = reserved.text
     assert http.get(PATH, headers={**STREAM, TOKEN: "made-up"}).status_code == 404
     body = {"query": "subscription { countdown(start: 1) }", "extensions": {"operationId": "c"}}
-    # sent before the stream is open: its events wait for it
-    assert http.post(PATH, json=body, headers={TOKEN: token}).status_code == 202
-    assert http.post(PATH, json=body, headers={TOKEN: token}).status_code in (202, 409)
+    # sent before the stream is open: refused, it would run with nobody to read it
+    early = http.post(PATH, json=body, headers={TOKEN: token})
+    assert early.status_code == 409 and "not open" in early.json()["errors"][0]["message"]
     no_id = http.post(PATH, json={"query": "{ hello }"}, headers={TOKEN: token})
     assert no_id.status_code == 400 and "operationId" in no_id.json()["errors"][0]["message"]
     assert http.delete(PATH, headers={TOKEN: token}).status_code == 400  # no operationId
     with http.stream("GET", PATH, params={"token": token}, headers=STREAM) as opened:
         assert opened.status_code == 200
         assert http.get(PATH, headers={**STREAM, TOKEN: token}).status_code == 409
+        assert http.post(PATH, json=body, headers={TOKEN: token}).status_code == 202
+        assert http.post(PATH, json=body, headers={TOKEN: token}).status_code in (202, 409)
         seen: list[tuple[str, str]] = []
         text = ""
         for chunk in opened.iter_text():
