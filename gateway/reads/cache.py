@@ -23,9 +23,13 @@ lagUnknownSince reported: the feed does not carry it), with no frame waiting to 
 has reached the entry's `as_of` and at least the applied offsets node reads of the
 partition reported through this gateway (reads of every kind, on any copy: so a hit never
 answers older than a read before it), and the read's `atLeast` is met. Anything else is a
-miss, answered by the nodes. When the follow ends (a lost connection, `gone`, the owner
-moved) the partition's entries are dropped at once (a generation count) and the follow
-starts over on the new owner.
+miss, answered by the nodes. When the follow ends (a lost connection, `gone`, the table
+names another owner) the partition's entries are dropped at once (a generation count) and
+the follow starts over on the new owner. An owner that stays but cannot vouch for a while
+(suspect, restoring, lagUnknownSince, membership stalled) keeps its follow: the copy's feed
+goes on without a gap (a new copy ends it with `gone`), so its entries stay exact, misses
+until it is fit again; ending it on every new routing table (one a heartbeat) would drop
+them and load that struggling node with snapshots again and again.
 
 Top-N: a count view's merged top is kept per (view, limit) when every partition's follow
 vouched for the read from start to end and no change seen meanwhile could alter it; it is
@@ -416,11 +420,7 @@ class GatewayCache:
         state = self._partitions.get(partition)
         if state is None or not state.live or state.frames is None or not state.frames.empty():
             return None
-        version = self._routing.current.version
-        if state.checked_version != version:
-            state.owned = self._owns(state, partition)
-            state.checked_version = version
-        if not state.owned or state.node is None or self.suspect(state.node):
+        if not self._vouches(state):
             return None
         if asyncio.get_running_loop().time() - state.heard > FEED_SILENCE_S:
             return None  # the owner fell silent (frozen?) or its lease lapsed
@@ -433,6 +433,15 @@ class GatewayCache:
             ):
                 return None
         return state
+
+    def _vouches(self, state: _Partition) -> bool:
+        """Whether the followed copy may vouch for its entries now: the routing table names
+        it the fit owner (`_owns`, judged once per table) and reads do not avoid its node."""
+        version = self._routing.current.version
+        if state.checked_version != version:
+            state.owned = self._owns(state, state.partition)
+            state.checked_version = version
+        return state.owned and state.node is not None and not self.suspect(state.node)
 
     def _owns(self, state: _Partition, partition: int) -> bool:
         """Whether the routing table names the followed copy the RUNNING owner, and nothing
@@ -488,7 +497,7 @@ class GatewayCache:
     ) -> None:
         """Wait, woken by the feed, until the live follows of `partitions` have reached what
         `at_least` needs of `view`, or loop time `until`; at once for a partition whose
-        follow is not live (the nodes wait for it then)."""
+        follow is not live or whose owner cannot vouch (the nodes wait for it then)."""
         if at_least.topic != view.changelog_topic:
             return
         loop = asyncio.get_running_loop()
@@ -501,6 +510,7 @@ class GatewayCache:
                 and state is not None
                 and state.live
                 and state.applied.get(at_least.topic, 0) < need
+                and self._vouches(state)
             ):
                 remaining = until - loop.time()
                 if remaining <= 0:
@@ -844,12 +854,19 @@ class GatewayCache:
             elif kind == "changes":
                 self._changes(state, frame)
             elif kind == "routing":
-                if not self._owns(state, state.partition):
+                if self._moved(state):
                     return "moved"
             elif kind in ("lost", "gone", "error"):
                 if kind != "lost":
                     log.info("node %s on the cache's feed: %s", state.node, frame)
                 return str(kind)
+
+    def _moved(self, state: _Partition) -> bool:
+        """Whether the routing table names another node the owner of `state`'s partition.
+        The same node unfit to vouch (`_owns`), or no owner named for now, keeps the follow:
+        its entries are misses meanwhile (`_usable`), and its copy's feed stays exact."""
+        owner = self._routing.current.owner(state.partition)
+        return owner is not None and owner.node_id != state.node
 
     def _changes(self, state: _Partition, frame: Mapping[str, Any]) -> None:
         raw = frame.get("changes")
@@ -910,10 +927,11 @@ class GatewayCache:
                 log.info(
                     "cache, partition %d: no snapshot of %s: %s", state.partition, view.name, exc
                 )
-                state.fills.pop(view.name, None)
-                return
+                if state.generation == generation:
+                    state.fills.pop(view.name, None)
+                    return
             if state.generation != generation:
-                return
+                continue  # the follow ended: the keys a new one waits for are asked on its link
             state.fills.pop(view.name, None)  # keys missed meanwhile are asked again
             if not snapshot or snapshot[0].offset < registered_at:
                 continue

@@ -876,3 +876,38 @@ def test_while_it_has_room_a_key_read_once_is_filled_from_its_exact_read() -> No
             assert h.cache.stats()["refused"] == 5  # `hot` twice, `other`, then both keys
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("outcome", ["answered", "failed"])
+def test_keys_a_new_follow_waits_for_are_asked_once_the_old_follows_snapshot_ends(
+    outcome: str,
+) -> None:
+    """A snapshot asked for before the owner moved, answered or failed after: the keys the
+    new follow registered meanwhile are asked on the new owner (they were dropped, or
+    waited for a fill task that would never come, while the old one was alive)."""
+
+    async def scenario() -> None:
+        async with harness() as h:
+            before, after = key_in(0, 0), key_in(0, 1)
+            h.ask([before, after])
+            await h.following(applied=5)
+            h.cache.fill(WORDS, {0: [before]})
+            _, old = await h.hub.links["n1"].asked_for(True, 0)
+            h.feed.publish(table(record("n1", []), record("n2", range(P))))
+            await h.following("n2", applied=5)
+            h.cache.fill(WORDS, {0: [after]})
+            await settle()
+            if outcome == "failed":
+                old.put_nowait(LOST)
+            else:
+                row = change(WORDS.name, before, 5, count_row(before, 1), snapshot=True)
+                old.put_nowait({"type": "changes", "id": 2, "changes": [row], "snapshot": True})
+            ident, queue = await asyncio.wait_for(h.hub.links["n2"].asked_for(True, 0), 5)
+            assert h.hub.links["n2"].follows[ident][0]["keys"] == [after]
+            row = change(WORDS.name, after, 5, count_row(after, 4), snapshot=True)
+            queue.put_nowait({"type": "changes", "id": ident, "changes": [row], "snapshot": True})
+            await settle()
+            assert h.ask([after]).rows == {after: Row(after, 4)}
+            assert h.ask([before]).missing == {0: [before]}  # n1's row is not n2's follow's
+
+    asyncio.run(scenario())
