@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from gateway.cors import origins_problem
 from runtime import shared_settings as shared
 from runtime.config import ConfigError, EnvConfig, setting, settings_group
+from runtime.hosts import HostPolicy, hosts_problem
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.logs import LOG_LEVELS
 from runtime.tls import check_ca, check_pair
@@ -314,6 +315,18 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         ),
         shown_default="empty",
     )
+    allowed_hosts: tuple[str, ...] = setting(
+        "STATEFED_GATEWAY_ALLOWED_HOSTS",
+        (),
+        parse=_comma_separated,
+        doc=(
+            "comma-separated host names clients reach the gateway by, besides IP addresses, "
+            "`localhost` and `*.localhost` (always answered); a request whose `Host` names "
+            "another is refused (HTTP 421) while authentication is off, and with `jwt` when "
+            "this is set; `*` = any (see [DNS rebinding](security.md#dns-rebinding))"
+        ),
+        shown_default="empty",
+    )
     # how far past the gateway's clock a produced eventTime may be: a future event moves the
     # pipeline's watermark, and every real event of a windowed view would then be late
     produce_max_ahead_ms: int = setting(
@@ -596,6 +609,9 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         problem = origins_problem(self.cors_origins)
         if problem is not None:
             raise self.config_error("STATEFED_GATEWAY_CORS_ORIGINS", problem)
+        problem = hosts_problem(self.allowed_hosts)
+        if problem is not None:
+            raise self.config_error("STATEFED_GATEWAY_ALLOWED_HOSTS", problem)
         env = GatewayConfig.ENV
         check_pair(self.tls_cert, self.tls_key, (env["tls_cert"], env["tls_key"]))
         check_ca(self.node_ca, env["node_ca"])
@@ -642,6 +658,16 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
                     "must be a file path or an https URL (http on loopback only), "
                     f"got {self.jwks!r}",
                 )
+
+    def host_policy(self) -> HostPolicy:
+        """The `Host` values the gateway answers (runtime.hosts): checked while
+        authentication is off, and with it when STATEFED_GATEWAY_ALLOWED_HOSTS lists names."""
+        return HostPolicy(
+            self.allowed_hosts,
+            "STATEFED_GATEWAY_ALLOWED_HOSTS",
+            part="gateway",
+            required=not self.authenticates,
+        )
 
     @property
     def authenticates(self) -> bool:

@@ -9,10 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from node.errors import ConfigError
 from runtime import shared_settings as shared
 from runtime.config import EnvConfig, setting, settings_group
+from runtime.hosts import HostPolicy, hosts_problem
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.tls import check_pair
 
@@ -25,6 +27,10 @@ _AUTH_MODES = ("cluster", "none")
 
 def _without_slash(raw: str) -> str:
     return raw.rstrip("/")
+
+
+def _comma_separated(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 def _is_loopback(host: str) -> bool:
@@ -120,6 +126,19 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
             "`cluster`: `/graphql` answers only calls signed with the cluster "
             "secret (required beyond loopback); `none`: it answers anyone"
         ),
+    )
+    allowed_hosts: tuple[str, ...] = setting(
+        "STATEFED_NODE_ALLOWED_HOSTS",
+        (),
+        parse=_comma_separated,
+        doc=(
+            "comma-separated host names callers reach the node by, besides IP addresses, "
+            "`localhost`, `*.localhost` and the host of `STATEFED_NODE_URL` (always "
+            "answered); a request whose `Host` names another is refused (HTTP 421) while "
+            "the node answers without the cluster secret, and with it when this is set; "
+            "`*` = any (see [DNS rebinding](security.md#dns-rebinding))"
+        ),
+        shown_default="empty",
     )
     metrics_token_file: Path | None = shared.metrics_token_file()
     # query limits applied to every caller (runtime.graphql_http.limits); the defaults admit
@@ -247,6 +266,9 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
                 "STATEFED_NODE_URL",
                 f"must be an http(s) base URL without a trailing '/', got {self.url!r}",
             )
+        problem = hosts_problem(self.allowed_hosts)
+        if problem is not None:
+            raise ConfigError("STATEFED_NODE_ALLOWED_HOSTS", problem)
         check_pair(
             self.tls_cert,
             self.tls_key,
@@ -274,6 +296,18 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     def checks_calls(self) -> bool:
         """Whether /graphql answers only calls signed with the cluster secret."""
         return self.auth == "cluster" and self.cluster_secret_file is not None
+
+    def host_policy(self) -> HostPolicy:
+        """The `Host` values the node answers (runtime.hosts): checked while it answers
+        without the cluster secret, and with it when STATEFED_NODE_ALLOWED_HOSTS lists names;
+        the host of its URL, which the gateway and the other nodes call it by, always."""
+        return HostPolicy(
+            self.allowed_hosts,
+            "STATEFED_NODE_ALLOWED_HOSTS",
+            part="node",
+            required=not self.checks_calls,
+            also=(urlsplit(self.url).hostname or "",),
+        )
 
     @classmethod
     def env_values(cls, environ: Mapping[str, str]) -> dict[str, Any]:

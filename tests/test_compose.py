@@ -353,6 +353,35 @@ def test_prometheus_scrapes_every_part_where_it_serves_metrics(tmp_path: Path) -
     assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
 
 
+def test_every_part_answers_the_host_prometheus_and_the_gateway_call_it_by() -> None:
+    """The anonymous gateway checks `Host` against DNS rebinding (runtime.hosts): its scrape
+    target's name is listed, so no scrape gets 421; the nodes run with the cluster secret, so
+    they check nothing, and would answer their own URLs' hosts anyway."""
+    scraped = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    targets = [
+        target
+        for job in scraped["scrape_configs"]
+        for static in job["static_configs"]
+        for target in static["targets"]
+    ]
+    policies = {}
+    for name, service in _statefed_services().items():
+        command, env = service["command"][0], _environment(service)
+        if command == "gateway":
+            policies[name] = GatewayConfig.from_env(env).host_policy()
+            assert policies[name].enforced, "the anonymous gateway checks Host"
+            assert policies[name].allows(b"localhost:8100"), "GraphiQL, from this host"
+        elif command == "node":
+            node = NodeConfig.from_env(env)
+            policies[name] = node.host_policy()
+            assert not policies[name].enforced, "nodes with the secret check no Host"
+            assert policies[name].allows(urlsplit(node.url).netloc.encode())
+    assert {t.split(":")[0] for t in targets} >= set(policies)
+    for target in targets:
+        policy = policies.get(target.split(":")[0])
+        assert policy is None or policy.allows(target.encode()), target
+
+
 def test_the_grafana_dashboard_asks_prometheus_for_metrics_the_parts_export(
     tmp_path: Path,
 ) -> None:

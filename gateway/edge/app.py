@@ -5,9 +5,10 @@
 A plain ASGI app (no web framework): `/graphql` is the shared GraphQL-over-HTTP layer
 (`gateway.execute.execution`), every route behind the CORS allowlist (`gateway.cors`); WebSockets
 to `/graphql` speak graphql-transport-ws (`gateway.edge.ws`), `/graphql/stream` GraphQL over
-Server-Sent Events (`gateway.edge.sse`). The
-lifespan starts the membership and pipeline status readers and the connections to the
-nodes and stops them; nothing is opened before start-up.
+Server-Sent Events (`gateway.edge.sse`). With authentication off (or
+STATEFED_GATEWAY_ALLOWED_HOSTS set) every request and handshake first passes the `Host` check
+against DNS rebinding (runtime.hosts). The lifespan starts the membership and pipeline status
+readers and the connections to the nodes and stops them; nothing is opened before start-up.
 With STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed
 with it and only nodes whose membership records it verifies are routed to (runtime.trust).
 With STATEFED_METRICS_TOKEN_FILE, start-up reads the bearer token `/metrics` then needs
@@ -66,6 +67,7 @@ from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
 from runtime.config import ConfigError
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
+from runtime.hosts import HostCheck
 from runtime.looplag import LoopLag
 from runtime.metrics import METRICS_PATH, MetricsGuard
 from runtime.startup import log_start_failure
@@ -180,6 +182,7 @@ class GatewayApp:
             max_body_bytes=config.max_body_bytes,
             send_buffer=config.live_send_buffer,
         )
+        self._entrance = HostCheck.around(self._route, config.host_policy())
 
     @property
     def feed(self) -> RoutingFeed | None:
@@ -187,6 +190,9 @@ class GatewayApp:
         return self._runtime.feed if self._runtime else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._entrance(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self._serve(scope, receive, send)
         elif scope["type"] == "websocket":

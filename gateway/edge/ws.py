@@ -6,6 +6,9 @@ gateway's own nor on the CORS allowlist (STATEFED_GATEWAY_CORS_ORIGINS): a brows
 WebSocket to any site with that site's cookies and no CORS check, so without this a page of
 another origin could use a visitor's ambient credentials (cross-site WebSocket hijacking).
 Clients that send no `Origin` (not browsers) carry no ambient credentials and are let in.
+"The gateway's own" is an Origin of http(s):// and the handshake's `Host`, which a page that
+rebound its domain to the gateway's address matches too: that `Host` is refused before this,
+by the check against DNS rebinding (runtime.hosts, at the app's entrance).
 A client that does not offer the `graphql-transport-ws` subprotocol is closed with 4406.
 
 Then, per the protocol: `connection_init` within STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS (else
@@ -42,6 +45,7 @@ from gateway.edge.operations import Operations, Refused, Single, request_refusal
 from gateway.edge.slots import Slots, TooManySubscriptions
 from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, Send
+from runtime.graphql_http.asgi import refuse_websocket
 from runtime.graphql_http.response import internal_error
 
 __all__ = ["PROTOCOL", "CloseCode", "GraphQLWebSocket", "origin_allowed"]
@@ -112,7 +116,7 @@ class GraphQLWebSocket:
             return
         refusal = self._refusal(scope)
         if refusal is not None:
-            await _refuse_handshake(scope, send, *refusal)
+            await refuse_websocket(scope, send, refusal)
             return
         if PROTOCOL not in scope.get("subprotocols", ()):
             await send({"type": "websocket.accept"})
@@ -122,14 +126,17 @@ class GraphQLWebSocket:
         connection = _Connection(self, scope, receive, send)
         await connection.run()
 
-    def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+    def _refusal(self, scope: Scope) -> RequestError | None:
         if scope["path"] != self._path:
-            return 404, f"no WebSocket endpoint at {scope['path']}: use {self._path}"
+            message = f"no WebSocket endpoint at {scope['path']}: use {self._path}"
+            return RequestError(message, 404, "NOT_FOUND")
         headers = dict(scope["headers"])
         if not origin_allowed(self._cors, headers.get(b"origin"), headers.get(b"host")):
-            return 403, (
+            return RequestError(
                 "the page's origin may not open WebSockets to the gateway: add it to "
-                "STATEFED_GATEWAY_CORS_ORIGINS"
+                "STATEFED_GATEWAY_CORS_ORIGINS",
+                403,
+                "FORBIDDEN",
             )
         return None
 
@@ -351,16 +358,3 @@ def _parse(text: str) -> dict[str, Any]:
 def _close_message(code: int, reason: str) -> dict[str, Any]:
     cut = reason.encode()[:_MAX_REASON_BYTES].decode("utf-8", "ignore")
     return {"type": "websocket.close", "code": code, "reason": cut}
-
-
-async def _refuse_handshake(scope: Scope, send: Send, status: int, message: str) -> None:
-    """Refuse a handshake with `status` and a JSON error where the server can send a body
-    (uvicorn's websocket.http.response extension), else a bare 403."""
-    if "websocket.http.response" not in scope.get("extensions", {}):
-        await send({"type": "websocket.close", "code": 1008})
-        return
-    code = "FORBIDDEN" if status == 403 else "NOT_FOUND"
-    body = orjson.dumps({"errors": [{"message": message, "extensions": {"code": code}}]})
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
-    await send({"type": "websocket.http.response.body", "body": body})

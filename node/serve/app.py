@@ -1,6 +1,9 @@
 """The node's ASGI app: `/graphql` (POST, or GET for queries), `GET /health`, `GET /metrics`
 (Prometheus, node.serve.metrics), the `/feed` WebSocket of the change feed
-(node.replication.feedsocket), and a lifespan that runs the node.
+(node.replication.feedsocket), and a lifespan that runs the node. Without the cluster secret
+(or with STATEFED_NODE_ALLOWED_HOSTS set) every request and handshake first passes the `Host`
+check against DNS rebinding (runtime.hosts): IP addresses, localhost, the host of its URL and
+the names listed.
 
 Constructing the app opens nothing. Lifespan startup reads the cluster secret (when
 STATEFED_CLUSTER_SECRET_FILE names one: from then on `/graphql` answers only calls the gateway
@@ -36,6 +39,7 @@ from node.subgraph.schema import build_subgraph
 from node.times import iso_ms
 from runtime.clock import Clock, wall_clock_ms
 from runtime.graphql_http import Receive, RequestError, Scope, Send, send_json
+from runtime.hosts import HostCheck
 from runtime.kafka import KafkaConnectionError, KafkaSettings
 from runtime.metrics import METRICS_PATH, MetricsGuard
 from runtime.startup import log_start_failure
@@ -109,8 +113,12 @@ class NodeApp:
         self._stopped = False
         # called from the materializer thread when it dies; run_node stops the server
         self.on_fatal: Callable[[BaseException], None] | None = None
+        self._entrance = HostCheck.around(self._route, config.host_policy())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._entrance(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self._http(scope, receive, send)
         elif scope["type"] == "websocket":

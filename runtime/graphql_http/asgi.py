@@ -10,7 +10,16 @@ import orjson
 from runtime.graphql_http.media import MediaType
 from runtime.graphql_http.request import RequestError
 
-__all__ = ["Headers", "Receive", "Scope", "Send", "read_body", "send_body", "send_json"]
+__all__ = [
+    "Headers",
+    "Receive",
+    "Scope",
+    "Send",
+    "read_body",
+    "refuse_websocket",
+    "send_body",
+    "send_json",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -78,3 +87,22 @@ async def send_json(
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def refuse_websocket(scope: Scope, send: Send, error: RequestError) -> None:
+    """Refuse a WebSocket handshake, before accepting it, with `error`'s status and JSON body
+    where the server can send one (the `websocket.http.response` extension, uvicorn's), else
+    with a close, which the server answers with HTTP 403."""
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    body = orjson.dumps(error.body())
+    headers = [
+        (b"content-type", MediaType.JSON.content_type),
+        (b"content-length", str(len(body)).encode()),
+        *error.headers,
+    ]
+    await send(
+        {"type": "websocket.http.response.start", "status": error.status, "headers": headers}
+    )
+    await send({"type": "websocket.http.response.body", "body": body})

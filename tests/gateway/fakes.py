@@ -885,7 +885,7 @@ async def running_gateway(
     await app.startup()
     try:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             yield http
     finally:
         await app.shutdown()

@@ -284,7 +284,7 @@ def test_lifespan_protocol_starts_and_stops() -> None:
         app = GatewayApp(GatewayConfig(), feed=RoutingFeed(), client=httpx.AsyncClient())
         transport = httpx.ASGITransport(app=app)
         seen: list[Any] = []
-        async with httpx.AsyncClient(transport=transport, base_url="http://g.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             seen.append((await http.get("/health")).status_code)
             inbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
             outbox: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue()
@@ -369,7 +369,7 @@ def test_graphiql_starts_with_a_query_the_catalogue_can_answer() -> None:
         await app.startup()
         try:
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://g.test") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 return (await http.get("/graphql")).text
         finally:
             await app.shutdown()

@@ -39,7 +39,7 @@ STANDBY = (3,)
 VIEW = WORD_COUNTS
 WORDS = {f"w{i}": i + 1 for i in range(80)}
 QUERIES = view_queries(VIEW)
-URL = "http://n1.test"
+URL = "http://n1.localhost"
 NODE = NodeInfo("n1", URL, NodeState.RUNNING, 0, True, ())
 READ_STANDBY = {"readStandby": True}
 

@@ -65,6 +65,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_INTROSPECTION": "Off",
         "STATEFED_GATEWAY_PRODUCE": "yes",
         "STATEFED_GATEWAY_CORS_ORIGINS": "https://app.example, http://127.0.0.1:5173",
+        "STATEFED_GATEWAY_ALLOWED_HOSTS": "gateway, statefed.example",
         "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS": "1000",
         "STATEFED_GATEWAY_PRODUCE_RATE": "7",
         "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
@@ -126,6 +127,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert (config.max_cost, config.max_key_bytes, config.max_body_bytes) == (123456, 64, 65536)
     assert config.introspection is False and config.produce is True
     assert config.cors_origins == ("https://app.example", "http://127.0.0.1:5173")
+    assert config.allowed_hosts == ("gateway", "statefed.example")
     assert (config.produce_max_ahead_ms, config.produce_rate) == (1000, 7)
     assert config.cluster_secret_file == Path("/run/secrets/cluster")
     assert config.authenticates and config.jwks == "https://issuer.example/jwks.json"

@@ -108,7 +108,9 @@ def test_a_killed_nodes_keys_are_answered_from_standbys(
             await app.startup()
             try:
                 transport = httpx.ASGITransport(app=app)
-                async with httpx.AsyncClient(transport=transport, base_url="http://gw") as http:
+                async with httpx.AsyncClient(
+                    transport=transport, base_url="http://localhost"
+                ) as http:
 
                     async def routed() -> bool:
                         doc = (await http.get("/health")).json()

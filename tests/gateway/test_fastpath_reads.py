@@ -147,7 +147,7 @@ async def _answers(
     seen = []
     try:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             endpoint = app._graphql
             fast = endpoint.fast_path
             assert fast is not None

@@ -52,7 +52,7 @@ async def _lookups(words: list[str]) -> int:
     assert fast is not None
     try:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
 
             async def ask(batch: list[str]) -> None:
                 body = {"query": query, "variables": {"w": batch}}

@@ -314,7 +314,7 @@ def test_a_document_is_analyzed_once() -> None:
         await app.startup()
         try:
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://g.test") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 for _ in range(3):
                     await http.post("/graphql", json={"query": "{ cluster { unassigned } }"})
         finally:

@@ -45,6 +45,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
             "STATEFED_STANDBY_REPLICAS": "2",
             "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
             "STATEFED_NODE_AUTH": "cluster",
+            "STATEFED_NODE_ALLOWED_HOSTS": "node-1.svc,statefed-node-1",
             "STATEFED_NODE_MAX_DEPTH": "9",
             "STATEFED_NODE_MAX_ALIASES": "7",
             "STATEFED_NODE_MAX_COST": "1234",
@@ -63,6 +64,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.bootstrap == "kafka:9092"
     assert (config.node_id, config.host, config.port) == ("n1", "10.0.0.5", 9000)
     assert config.url == "https://n1.internal:9000"
+    assert config.allowed_hosts == ("node-1.svc", "statefed-node-1")
     assert config.state_dir == Path("/var/lib/statefed")
     assert (config.max_depth, config.max_aliases, config.max_cost) == (9, 7, 1234)
     assert (config.max_tokens, config.max_body_bytes, config.introspection) == (800, 4096, True)

@@ -474,7 +474,7 @@ def test_http_graphql_and_health(registry: PartitionRegistry, tmp_path: Path) ->
 
 async def http_graphql_and_health(app: NodeApp) -> None:
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://node") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as client:
         word = next(iter(HELD_WORDS))
         response = await client.post(
             "/graphql",
@@ -506,7 +506,7 @@ def test_http_malformed_requests_are_bad_request(
 
 async def http_malformed_request(app: NodeApp, body: bytes, status: int) -> None:
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://node") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as client:
         json = {"content-type": "application/json"}
         response = await client.post("/graphql", content=body, headers=json)
         assert response.status_code == status

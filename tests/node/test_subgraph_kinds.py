@@ -482,7 +482,7 @@ def test_every_kind_over_http(registry: PartitionRegistry, clock: Clock, tmp_pat
 
 async def every_kind_over_http(app: NodeApp) -> None:
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://node") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as client:
 
         async def post(query: str, variables: dict[str, Any]) -> Any:
             response = await client.post("/graphql", json={"query": query, "variables": variables})

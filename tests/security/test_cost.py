@@ -155,7 +155,7 @@ def node_answers(
 
     async def scenario() -> list[dict[str, Any]]:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://node.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as http:
             return [(await http.post("/graphql", json={"query": q})).json() for q in queries]
 
     return asyncio.run(scenario()), registry.reads
@@ -237,7 +237,7 @@ def test_every_document_the_gateway_sends_passes_a_node_s_default_limits() -> No
 
     async def scenario() -> list[dict[str, Any]]:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://node.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as http:
             headers = {"content-type": "application/json"}
             return [
                 (await http.post("/graphql", content=b, headers=headers)).json() for b in bodies

@@ -51,7 +51,7 @@ def ask(
         await app.startup()
         try:
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://gw.test") as http:
+            async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
                 return await http.post("/graphql", json={"query": query}, headers=headers)
         finally:
             await app.shutdown()
@@ -110,7 +110,7 @@ def test_a_fault_outside_execution_is_a_500_internal_error(
         assert app._runtime is not None
         app._runtime.feed = BrokenFeed()  # type: ignore[assignment]
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
             return await http.post("/graphql", json={"query": TOP})
 
     response = asyncio.run(scenario())
@@ -143,7 +143,7 @@ def test_a_node_fault_is_internal_error_too(caplog: pytest.LogCaptureFixture) ->
 
     async def scenario() -> httpx.Response:
         transport = httpx.ASGITransport(app=endpoint)
-        async with httpx.AsyncClient(transport=transport, base_url="http://node.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as http:
             return await http.post("/graphql", json={"query": LOOKUP})
 
     response = asyncio.run(scenario())

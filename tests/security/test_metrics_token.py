@@ -51,7 +51,7 @@ def gateway(config: GatewayConfig) -> AbstractAsyncContextManager[httpx.AsyncCli
 
 
 def node_client(app: NodeApp) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://node.test")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")
 
 
 async def scrapes(http: httpx.AsyncClient) -> dict[str, httpx.Response]:
