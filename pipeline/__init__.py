@@ -12,6 +12,7 @@ from pipeline.errors import (
     PipelineConfigError,
     PipelineError,
     QueryFailedError,
+    RecordTooLargeError,
     SourceError,
 )
 from pipeline.health import HealthFile, check_health
@@ -26,6 +27,7 @@ __all__ = [
     "PipelineConfigError",
     "PipelineError",
     "QueryFailedError",
+    "RecordTooLargeError",
     "RunningPipeline",
     "SourceError",
     "build_session",

@@ -5,6 +5,7 @@ PipelineError                  anything the pipeline raises on purpose
 │                              (runtime.config.ConfigError, a ValueError)
 ├── SourceError                an input topic cannot be read (the topic, the settings)
 ├── DeliveryError              a changelog or dead-letter record was not delivered
+│   └── RecordTooLargeError    one over the producer's message.max.bytes (topic, key, size)
 └── QueryFailedError           a streaming query terminated with an error (view, query)
 """
 
@@ -17,6 +18,7 @@ __all__ = [
     "PipelineConfigError",
     "PipelineError",
     "QueryFailedError",
+    "RecordTooLargeError",
     "SourceError",
 ]
 
@@ -40,3 +42,8 @@ class DeliveryError(PipelineError):
 
 class QueryFailedError(PipelineError):
     """A streaming query stopped with an error; the message names the query and its view."""
+
+
+class RecordTooLargeError(DeliveryError):
+    """A record is larger than the producer may send: no replay delivers it. The message
+    names the topic, the key, the size and the settings to raise."""

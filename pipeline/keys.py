@@ -122,7 +122,9 @@ def _record_reader(record_key: RecordKey) -> Callable[[bytes | None], dict[str, 
             return {"text": None, "reason": None}  # key_reason says: no key
         try:
             key = record_key.deserialize(bytes(data))
-        except ValueError as exc:
+        # RecursionError: a key nested nearly as deep as Python's limit may pass json.loads
+        # and exceed it in a message; either way a key, never a failed batch
+        except (ValueError, RecursionError) as exc:
             return {"text": None, "reason": f"{refused} ({exc})"}
         return {"text": record_key.text(key), "reason": None}
 

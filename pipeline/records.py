@@ -6,7 +6,8 @@ record timestamp; the `value_fields` are decoded from the value (a missing field
 a JSON object, or a value of the view's Schema Registry subject (`pipeline.wire`: Avro or
 JSON Schema). A record
 without a usable key, value or event time cannot be placed in the view; it goes to the
-dead-letter topic with the reason from `reject_reason`.
+dead-letter topic with the reason from `reject_reason`. So does one whose Float field is a
+NaN or an infinity (`not_finite`), as a key of one does (`pipeline.keys`).
 
 A record with a null value is a tombstone, never a dead letter: a view that deletes
 (`Decoding.tombstones`, latest) takes it as a deletion at its Kafka timestamp, a view that
@@ -22,6 +23,7 @@ cannot be told); every view of such a topic decodes the value's header to tell t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -63,6 +65,7 @@ __all__ = [
     "bad_event_time",
     "keyed_events",
     "missing_event_time",
+    "not_finite",
     "reject_reason",
     "rejected_records",
 ]
@@ -94,6 +97,14 @@ _STORED_SCALARS: dict[FieldType, Callable[[Column], Column]] = {
 def missing_event_time(field: str) -> str:
     """The reason of a JSON value without its event time field (or with null there)."""
     return f"missing event time field {field!r}"
+
+
+def not_finite(field: str) -> str:
+    """The reason of a value whose Float field is a NaN or an infinity."""
+    return (
+        f"value field {field!r} is a NaN or an infinity, which GraphQL's Float cannot "
+        f"carry (a sum, an average or a maximum of it would stay one for good)"
+    )
 
 
 def bad_event_time(field: str) -> str:
@@ -252,12 +263,26 @@ def reject_reason(decoding: Decoding, parsed: Column, key_read: Column | None = 
     if decoding.group_by:
         no_group = _group_text(decoding, parsed).isNull()
         value_reasons.append(F.when(no_group, F.lit(group_reason(decoding.group_by))))
+    value_reasons.extend(_not_finite(decoding, parsed))
     of_value = F.when(~_tombstone(), F.coalesce(*value_reasons))
     if decoding.deletes:  # a deletion happens at its Kafka timestamp
         of_value = of_value.when(_tombstone(), no_timestamp)
     reason = F.coalesce(of_key, of_value)
     foreign = _foreign(decoding)
     return reason if foreign is None else F.when(~foreign, reason)
+
+
+def _not_finite(decoding: Decoding, parsed: Column) -> list[Column]:
+    """The reason of each Float value field that is a NaN or an infinity (the text "NaN"
+    or "Infinity" in JSON, an Avro or Protobuf double), or null. Int and Long fields
+    cannot be one: their casts make such text null."""
+    reasons = []
+    for value_field in decoding.value_fields:
+        if value_field.type is FieldType.FLOAT:
+            stored = _stored(parsed[value_field.in_value], value_field.type)
+            bad = F.isnan(stored) | (F.abs(stored) == F.lit(math.inf))
+            reasons.append(F.when(bad, F.lit(not_finite(value_field.name))))
+    return reasons
 
 
 def _foreign(decoding: Decoding) -> Column | None:

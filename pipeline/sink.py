@@ -2,6 +2,10 @@
 
 A failed micro-batch is replayed by Spark from its checkpoint; the records it writes are
 absolute values, so the records that did get through the first time are harmless.
+
+A record larger than the producer's `message.max.bytes` (or the topic's
+`max.message.bytes`) fails its batch on every replay: its error names the topic, the
+key, the size and both settings, never dropping the record.
 """
 
 from __future__ import annotations
@@ -9,13 +13,16 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from pipeline.errors import DeliveryError
+from pipeline.errors import DeliveryError, RecordTooLargeError
 from runtime.kafka import KafkaSettings
 from runtime.produce import producer_config
 
-__all__ = ["BatchProducer", "batch_producer_config"]
+__all__ = ["BatchProducer", "batch_producer_config", "too_large"]
+
+_DEFAULT_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes
+_SHOWN_KEY_BYTES = 100
 
 
 def batch_producer_config(
@@ -29,13 +36,27 @@ def batch_producer_config(
     ) | {"client.id": client_id}
 
 
+def too_large(topic: str, key: bytes | None, size: int, limit: int) -> str:
+    """What to do about a record of `size` bytes that the producer (whose
+    `message.max.bytes` is `limit`) or the topic refused."""
+    shown = None if key is None else key[:_SHOWN_KEY_BYTES]
+    return (
+        f"a record of {size} bytes to topic {topic} (key {shown!r}) is over what Kafka "
+        f"takes (the producer's message.max.bytes is {limit}): raise the topic's "
+        f"max.message.bytes and the pipeline's STATEFED_KAFKA_MESSAGE_MAX_BYTES above "
+        f"{size}, or make the record smaller"
+    )
+
+
 class BatchProducer:
     """A producer used batch by batch: `send` records, then `flush_or_raise` per batch."""
 
     def __init__(self, kafka: str | KafkaSettings, client_id: str, timeout_s: float = 30.0) -> None:
         self.kafka = KafkaSettings.of(kafka)
         self.timeout_s = timeout_s
-        self._producer = Producer(batch_producer_config(self.kafka, client_id, timeout_s))
+        config = batch_producer_config(self.kafka, client_id, timeout_s)
+        self.max_message_bytes = int(str(config.get("message.max.bytes", _DEFAULT_MAX_BYTES)))
+        self._producer = Producer(config)
         self._failures: list[str] = []  # the first few, for the message
         # next offset per (topic, partition) after the newest acknowledged record; written
         # by delivery reports, read by the status poller's thread
@@ -45,7 +66,8 @@ class BatchProducer:
         self._sent = 0
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, partition: int = -1) -> None:
-        """Queue one record; `partition` -1 lets the producer's partitioner choose."""
+        """Queue one record; `partition` -1 lets the producer's partitioner choose.
+        `RecordTooLargeError` when it is larger than the producer may send."""
         while True:
             try:
                 self._producer.produce(
@@ -55,6 +77,14 @@ class BatchProducer:
             except BufferError:
                 # the local queue is full: serve delivery reports until there is room
                 self._producer.poll(0.1)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise
+                self._discard()  # the batch fails here: none of it may land after its replay
+                size = len(key or b"") + len(value or b"")
+                raise RecordTooLargeError(
+                    too_large(topic, key, size, self.max_message_bytes)
+                ) from exc
         self._sent += 1
 
     def delivered(self, topic: str) -> dict[int, int]:
@@ -73,25 +103,35 @@ class BatchProducer:
             return
         self._failed += 1
         if len(self._failures) < 5:
-            where = f"topic {message.topic()} partition {message.partition()}"
-            self._failures.append(f"{where} key {message.key()!r}: {error}")
+            key, topic = message.key(), message.topic() or ""
+            if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # the topic's limit is lower
+                size = len(key or b"") + len(message.value() or b"")
+                self._failures.append(
+                    f"{error}: {too_large(topic, key, size, self.max_message_bytes)}"
+                )
+                return
+            where = f"topic {topic} partition {message.partition()}"
+            shown = None if key is None else key[:_SHOWN_KEY_BYTES]
+            self._failures.append(f"{where} key {shown!r}: {error}")
 
     def flush_or_raise(self, what: str) -> int:
         """Wait until every queued record is acknowledged; raise `DeliveryError` naming
         `what` (e.g. the view and batch) if any was not. Returns the records sent."""
         left = self._producer.flush(self.timeout_s)
         failed, failures, sent = self._failed, self._failures, self._sent
-        if left:
-            # drop what is still queued so it cannot land after the replayed batch
-            self._producer.purge()
-            self._producer.poll(0)
-        self._failures, self._failed, self._sent = [], 0, 0
+        self._discard()  # what is still queued must not land after the replayed batch
         if left or failed:
             raise DeliveryError(
                 f"{what}: {failed} of {sent} records failed and {left} were unacknowledged "
                 f"after {self.timeout_s} s on {self.kafka.bootstrap}: {'; '.join(failures)}"
             )
         return sent
+
+    def _discard(self) -> None:
+        """Drop the records still queued and forget the batch's counts."""
+        self._producer.purge()
+        self._producer.poll(0)  # their delivery reports, before the counts are reset
+        self._failures, self._failed, self._sent = [], 0, 0
 
     def close(self) -> None:
         self._producer.flush(self.timeout_s)

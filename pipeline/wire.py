@@ -5,7 +5,7 @@ then the payload in the subject's format (Avro binary, JSON text, or Protobuf's 
 indexes and message). At start the pipeline reads every version of a view's subject
 (`registered_versions`). A value not in the wire format is rejected with a reason saying
 so, and so is a value whose id is no version of the subject then, unless the id is newer
-than all of them.
+than all of them (and below 2^31, as every registry's ids are).
 
 A newer id is likely a version registered while the pipeline runs: the batch holding it
 fails with `newer_schema_id`'s error before anything of it is written, and the pipeline
@@ -47,6 +47,7 @@ REASON_NOT_WIRE_FORMAT = (
     "value is not in the Confluent wire format (a zero byte, then a 4-byte schema id)"
 )
 _HEADER_BYTES = 5
+_MAX_ID = 2**31 - 1  # registries' ids are Java ints: a larger one is never a version
 _NEWER = "statefed: schema id {id} is newer than every version of subject {subject!r}"
 _NEWER_PATTERN = re.compile(
     r"statefed: schema id (\d+) is newer than every version of subject '(.*?)'"
@@ -120,8 +121,12 @@ def unknown_schema_id(subject: str) -> str:
 
 
 def schema_id() -> Column:
-    """The value's schema id (null for a value shorter than its header)."""
-    return F.conv(F.hex(F.substring(F.col("value"), 2, 4)), 16, 10).cast("int")
+    """The schema id of a value in the wire format, as a bigint (null for any other value).
+
+    Its 4 bytes are read unsigned: an id past 2^31-1 (no registry's, whose ids are Java
+    ints) would fail a cast to int in ANSI mode, and so every replay of its batch."""
+    digits = F.hex(F.substring(F.col("value"), 2, 4))
+    return F.when(_framed(), F.conv(digits, 16, 10).cast("bigint"))
 
 
 def payload() -> Column:
@@ -164,8 +169,9 @@ def _framed() -> Column:
 
 
 def _newer(ids: list[int], strays: frozenset[int]) -> Column:
-    """Whether a value's id is newer than every one of `ids` and none of `strays`."""
-    newer = schema_id() > max(ids)
+    """Whether a value's id is newer than every one of `ids` and none of `strays`, and
+    one a registry could give."""
+    newer = (schema_id() > max(ids)) & (schema_id() <= _MAX_ID)
     return newer & ~schema_id().isin(*sorted(strays)) if strays else newer
 
 

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.deadletter import dead_letters, encode_dead_letter
+from pipeline.errors import RecordTooLargeError
 from pipeline.kinds import KindPlan
 from pipeline.sink import BatchProducer
 from schema import DEADLETTER_TOPIC, View
@@ -45,10 +46,16 @@ class ChangelogWriter:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.toArrow()
+        what = f"view {self.view.name} batch {batch_id}"
         for record in self.plan.changelog(rows):
             partition = self._partition_of(record.entity_key)
-            self.producer.send(self.view.changelog_topic, record.key, record.value, partition)
-        sent = self.producer.flush_or_raise(f"view {self.view.name} batch {batch_id}")
+            try:
+                self.producer.send(self.view.changelog_topic, record.key, record.value, partition)
+            except RecordTooLargeError as exc:  # e.g. a history or aggregate row grown large
+                raise RecordTooLargeError(
+                    f"{what}, key {record.entity_key[:100]!r}: {exc}"
+                ) from exc
+        sent = self.producer.flush_or_raise(what)
         log.debug(
             "view %s batch %d: %d rows to %s",
             self.view.name,

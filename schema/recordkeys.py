@@ -104,10 +104,14 @@ class RecordKey:
             key = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"key is not JSON: {exc}") from None
+        except RecursionError:  # e.g. a thousand `[`: no key nests, and it must not crash
+            raise ValueError(f"key is not JSON: nested too deeply: {data[:80]!r}") from None
         if not isinstance(key, dict):
             raise ValueError(f"key is not a JSON object: {data[:80]!r}")
         if self.serialize(key) != data:
-            raise ValueError(f"key is not compact JSON with fields {list(self.names)}: {data!r}")
+            raise ValueError(
+                f"key is not compact JSON with fields {list(self.names)}: {data[:200]!r}"
+            )
         return key
 
     def text(self, key: Mapping[str, Any]) -> str:

@@ -106,7 +106,10 @@ def test_spark_computes_the_key_text_of_a_record_key_the_serving_layer_does(
         rb'{"shop":"\u00e9","seq":1,"lane":1}',  # an escape Jackson does not write
         b"[1]",
         b"",
+        b"[" * 10_000,  # nested past Python's recursion limit
+        b'{"shop":' + b"[" * 10_000,
     ],
+    ids=lambda data: repr(data[:40]),
 )
 def test_a_record_key_written_otherwise_is_rejected(spark: SparkSession, data: bytes) -> None:
     frame = spark.createDataFrame([(data,)], "key binary")

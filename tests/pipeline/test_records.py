@@ -21,6 +21,7 @@ from pipeline.records import (
     bad_event_time,
     keyed_events,
     missing_event_time,
+    not_finite,
     rejected_records,
 )
 from schema import EnumOf, FieldType, ListOf, RecordOf, ValueField
@@ -113,6 +114,41 @@ def test_each_unusable_value_gets_its_reason(spark: SparkSession) -> None:
     assert keyed_events(raw, BOOKINGS).count() == 0
     got = {r["value"]: r["reason"] for r in rejected_records(raw, [BOOKINGS]).collect()}
     assert got == cases
+
+
+NUMBERS = Decoding(
+    value_fields=(
+        ValueField("price", FieldType.FLOAT),
+        ValueField("seats", FieldType.INT),
+        ValueField("total", FieldType.LONG),
+    )
+)
+
+
+def test_a_float_field_that_is_not_finite_is_a_dead_letter_an_int_or_long_cannot_be_one(
+    spark: SparkSession,
+) -> None:
+    not_finite_values = [
+        b'{"price": "NaN"}',
+        b'{"price": "Infinity", "seats": 1}',
+        b'{"price": "-Infinity"}',
+        b'{"price": "inf"}',
+    ]
+    fine = [
+        b'{"price": 1.5, "seats": "NaN", "total": "Infinity"}',
+        # Spark's reader gives a bare NaN or 1e400 as quoted text: no number, so null
+        b'{"price": NaN, "seats": Infinity, "total": -Infinity}',
+        b'{"price": 1e400}',
+    ]
+    raw = _valued(spark, *not_finite_values, *fine)
+    got = {r["value"]: r["reason"] for r in rejected_records(raw, [NUMBERS]).collect()}
+    assert got == dict.fromkeys(not_finite_values, not_finite("price"))
+    events = [e["fields"].asDict() for e in keyed_events(raw, NUMBERS).collect()]
+    assert events == [
+        {"price": 1.5, "seats": None, "total": None},
+        {"price": None, "seats": None, "total": None},
+        {"price": None, "seats": None, "total": None},
+    ]
 
 
 def test_a_tombstone_is_no_dead_letter_a_deletion_where_views_delete_skipped_elsewhere(

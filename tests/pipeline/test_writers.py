@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from pipeline import DeliveryError
+from pipeline import DeliveryError, RecordTooLargeError
+from pipeline.deadletter import KEPT_BYTES
 from pipeline.kinds import count
 from pipeline.sink import BatchProducer
-from pipeline.writers import ChangelogWriter
+from pipeline.writers import ChangelogWriter, DeadLetterWriter
 from schema import CountRow, View, partition_for
-from tests.pipeline.support import PARTITIONS, ChangelogReader
+from tests.pipeline.support import PARTITIONS, ChangelogReader, DeadLetterReader
 from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
 
@@ -69,3 +72,49 @@ def test_a_rejected_record_fails_the_batch_and_the_next_batch_starts_clean(
             producer.flush_or_raise("bad batch")
         producer.send(count_view.changelog_topic, b"k", b"v", partition=0)
         assert producer.flush_or_raise("good batch") == 1
+
+
+def test_a_changelog_row_over_the_producers_limit_fails_naming_view_key_size_and_fix(
+    spark: SparkSession, count_view: View
+) -> None:
+    # produce() refuses it at once: no broker needed
+    producer = BatchProducer(f"127.0.0.1:{free_port()}", "test-writer-large", timeout_s=1.0)
+    writer = ChangelogWriter(count_view, count.PLAN, producer, PARTITIONS)
+    rows = spark.createDataFrame(
+        [("k" * 1_100_000, 1, 1_700_000_000_000)], "key string, count long, last_event_ms long"
+    )
+    expected = (
+        f"view {count_view.name} batch 3, key '{'k' * 100}': a record of 2200\\d+ bytes to "
+        f"topic {count_view.changelog_topic} .* message.max.bytes is 1000000\\): raise the "
+        f"topic's max.message.bytes and the pipeline's STATEFED_KAFKA_MESSAGE_MAX_BYTES"
+    )
+    with pytest.raises(RecordTooLargeError, match=expected):
+        writer(rows, 3)
+    producer.close()
+
+
+def test_a_dead_letter_of_a_record_over_the_limit_is_written_cut_saying_so(
+    spark: SparkSession, broker: KafkaBroker, count_view: View
+) -> None:
+    value = b"v" * 2_000_000
+    when = datetime(2026, 1, 2, tzinfo=UTC)
+    batch = spark.createDataFrame(
+        [(b"k", value, count_view.topic, 0, 5, when, "value is not a JSON object")],
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, reason string",
+    )
+    letters = DeadLetterReader(broker.bootstrap, count_view.topic)
+    try:
+        with BatchProducer(broker.bootstrap, "test-writer-dead") as producer:
+            DeadLetterWriter(count_view.topic, producer)(batch, 0)
+
+        def written() -> bool:
+            letters.poll()
+            return bool(letters.letters)
+
+        wait_until(written, 30, "the dead letter", interval_s=0)
+    finally:
+        letters.close()
+    (letter,) = letters.letters
+    assert (letter.key, letter.value) == (b"k", value[:KEPT_BYTES])
+    assert (letter.value_size, letter.truncated, letter.offset) == (2_000_000, True, 5)

@@ -81,6 +81,8 @@ def test_the_partition_is_murmur2_of_the_bytes(key: dict[str, Any], partitions: 
         (b'{"shop":1,"seq":1,"lane":1}', "'shop'"),
         (b"[1]", "not a JSON object"),
         (b"\xff", "not JSON"),
+        (b"[" * 10_000, "nested too deeply"),  # json.loads: a RecursionError
+        (b'{"shop":' + b"[" * 10_000, "nested too deeply"),
     ],
 )
 def test_bytes_written_otherwise_are_refused_saying_why(data: bytes, why: str) -> None:
