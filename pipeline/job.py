@@ -34,7 +34,7 @@ from pipeline.protobuf import ProtobufSchemas
 from pipeline.records import Decoding, keyed_events, rejected_records
 from pipeline.sink import BatchProducer
 from pipeline.starting import start_initialized, start_together
-from pipeline.status import ChangelogEnds, StatusPoller, ViewTracker
+from pipeline.status import ChangelogEnds, StatusPoller, ViewTracker, changelog_ends
 from pipeline.statuslog import StatusPublisher, read_last_statuses
 from pipeline.where import where_applied
 from pipeline.wire import RegisteredSchemas
@@ -395,7 +395,11 @@ def _start_view(
     plan = plan_for(view)
     require_topic(config, view.topic, f"view {view.name}")
     partitions = partition_count(config.kafka, view.changelog_topic)
+    # read before this run writes: every status names what earlier runs wrote too (their
+    # last status may be lost with a killed driver, or beyond a gateway's tail)
+    written = changelog_ends(config.kafka, view.changelog_topic)
     producer = make_producer(config, f"statefed-pipeline-{view.name}")
+    producer.delivered_from(view.changelog_topic, written)
     tracker.changelog_offsets = functools.partial(producer.delivered, view.changelog_topic)
     events = where_applied(keyed_events(read_topic(spark, config, view.topic), decoding), view)
     writer = (

@@ -11,6 +11,7 @@ key, the size and both settings, never dropping the record.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from types import TracebackType
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -89,17 +90,26 @@ class BatchProducer:
 
     def delivered(self, topic: str) -> dict[int, int]:
         """`{partition: next offset}` of `topic` after the newest record this producer got
-        acknowledged (partitions it never wrote to are absent)."""
+        acknowledged, or its `delivered_from` if later (partitions with neither are absent)."""
         with self._delivered_lock:
             return {p: o for (t, p), o in self._delivered.items() if t == topic}
+
+    def delivered_from(self, topic: str, ends: Mapping[int, int]) -> None:
+        """Count `topic`'s records before `ends` (`{partition: end offset}`, read before
+        this producer wrote there) as delivered: an earlier run's, which its own statuses
+        may never have named (a driver killed before publishing its last one)."""
+        for partition, offset in ends.items():
+            self._advance((topic, partition), offset)
+
+    def _advance(self, placed: tuple[str, int], offset: int) -> None:
+        with self._delivered_lock:
+            if offset > self._delivered.get(placed, 0):
+                self._delivered[placed] = offset
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
             placed = (message.topic() or "", message.partition() or 0)
-            offset = (message.offset() or 0) + 1
-            with self._delivered_lock:
-                if offset > self._delivered.get(placed, 0):
-                    self._delivered[placed] = offset
+            self._advance(placed, (message.offset() or 0) + 1)
             return
         self._failed += 1
         if len(self._failures) < 5:

@@ -7,12 +7,16 @@ the input topic), and `late_dropped`, the total of Spark's `numRowsDroppedByWate
 since the view's checkpoint began (the total before this run is read back from the status
 topic at start; see kinds/windowed_count.py for what Spark counts). Spark records a
 batch's progress after its sink (the changelog writer) returned, so a status never runs
-ahead of the changelog. A Real-Time Mode query reports a progress per checkpoint, after
-its Kafka sink flushed the checkpoint's records; that sink reports no offsets, so the
-status names the changelog's ends read then (`ChangelogEnds`). Polling, not a
-`StreamingQueryListener`: PySpark converts each listener event with dozens of py4j calls
-from the callback thread (measured 0.7 s per event on 2 busy cores, which stalled the
-listener bus), while `lastProgress` is one JSON document.
+ahead of the changelog. Its changelog offsets are those the view's producer got
+acknowledged, starting from the changelog's ends when the query started: each status
+names what earlier runs wrote too, whose own last status may be lost (a driver killed
+after its batch committed) or beyond the tail a gateway reads. A Real-Time Mode query
+reports a progress per checkpoint, after its Kafka sink flushed the checkpoint's records;
+that sink reports no offsets, so the status names the changelog's ends read then
+(`ChangelogEnds`). Polling, not a `StreamingQueryListener`: PySpark converts each
+listener event with dozens of py4j calls from the callback thread (measured 0.7 s per
+event on 2 busy cores, which stalled the listener bus), while `lastProgress` is one JSON
+document.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ __all__ = [
     "Publisher",
     "StatusPoller",
     "ViewTracker",
+    "changelog_ends",
     "dropped_by_watermark",
     "executed",
     "new_progress",
@@ -94,8 +99,8 @@ class ViewTracker:
     late_dropped: int = 0
     clock: Clock = wall_clock_ms
     last_batch: int | None = None
-    # the changelog offsets acknowledged so far (the view's producer); read after Spark
-    # reported the batch, so they cover every row the batch wrote
+    # the changelog offsets acknowledged so far (the view's producer, from the changelog's
+    # ends at start); read after Spark reported the batch, so they cover its every row
     changelog_offsets: Callable[[], dict[int, int]] = dict
 
     def on_progress(self, progress: StreamingQueryProgress) -> ViewStatus:
@@ -144,6 +149,15 @@ class ChangelogEnds:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+def changelog_ends(kafka: str | KafkaSettings, topic: str) -> dict[int, int]:
+    """`{partition: end offset}` of `topic` read once (`ChangelogEnds`)."""
+    ends = ChangelogEnds(kafka, topic)
+    try:
+        return ends()
+    finally:
+        ends.close()
 
 
 def _ends_config(kafka: KafkaSettings) -> dict[str, object]:

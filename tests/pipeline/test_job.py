@@ -20,8 +20,12 @@ from tests.pipeline.support import (
     PARTITIONS,
     ChangelogReader,
     DeadLetterReader,
+    Record,
+    StatusReader,
+    end_offsets_of,
     pipeline_config,
     produce,
+    produce_records,
 )
 from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
@@ -66,6 +70,45 @@ def test_counts_are_exact_partitioned_and_survive_a_restart(
         assert changelog.latest["kafka"].last_event_ms > 0
     finally:
         changelog.close()
+
+
+def test_after_a_restart_every_status_names_what_the_earlier_run_wrote(
+    spark: SparkSession, broker: KafkaBroker, count_view: View, tmp_path: Path
+) -> None:
+    """The earlier run's last status may never have been published (its driver killed
+    after the batch committed) or be out of a gateway's reach: a status of the next run
+    names every changelog partition written before it, and nothing not yet written."""
+    config = pipeline_config(broker, tmp_path / "checkpoints")
+    vocabulary = [f"w{i}" for i in range(60)]  # every partition of the changelog
+    produce(broker.bootstrap, count_view.topic, (w.encode() for w in vocabulary))
+    changelog = ChangelogReader(broker.bootstrap, count_view.changelog_topic)
+    statuses = StatusReader(broker.bootstrap, [count_view.name])
+    try:
+        with start_queries(spark, config, [count_view]) as running:
+            changelog.wait_for(Counter(vocabulary))
+            running.check()
+        written = end_offsets_of(broker.bootstrap, count_view.changelog_topic)
+        assert all(written.values()), written
+        # one record: the restarted run writes one changelog partition only
+        ((partition, offset),) = produce_records(
+            broker.bootstrap, count_view.topic, [Record(b"w0", b"1")]
+        )
+        with start_queries(spark, config, [count_view]) as running:
+            ends = {partition: offset + 1}
+            statuses.wait_for_offsets(count_view.name, ends)
+            running.check()
+        after = end_offsets_of(broker.bootstrap, count_view.changelog_topic)
+    finally:
+        changelog.close()
+        statuses.close()
+    restarted = [s for s in statuses.statuses if s.source_offsets.get(partition, 0) > offset]
+    assert restarted
+    for status in restarted:
+        assert {p: status.changelog_offsets.get(p, 0) >= e for p, e in written.items()} == (
+            dict.fromkeys(written, True)
+        ), (status, written)
+        assert all(o <= after[p] for p, o in status.changelog_offsets.items()), (status, after)
+    assert restarted[-1].changelog_offsets == after
 
 
 def test_bad_records_go_to_the_dead_letter_topic_and_the_rest_still_counts(
