@@ -7,7 +7,8 @@ a JSON object, or a value of the view's Schema Registry subject (`pipeline.wire`
 JSON Schema). A record
 without a usable key, value or event time cannot be placed in the view; it goes to the
 dead-letter topic with the reason from `reject_reason`. So does one whose Float field is a
-NaN or an infinity (`not_finite`), as a key of one does (`pipeline.keys`).
+NaN or an infinity (`not_finite`), as a key of one does (`pipeline.keys`), and an Avro
+value whose text in a field read as text is not UTF-8 (`not_utf8`).
 
 A record with a null value is a tombstone, never a dead letter: a view that deletes
 (`Decoding.tombstones`, latest) takes it as a deletion at its Kafka timestamp, a view that
@@ -23,7 +24,9 @@ cannot be told); every view of such a topic decodes the value's header to tell t
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -66,6 +69,7 @@ __all__ = [
     "keyed_events",
     "missing_event_time",
     "not_finite",
+    "not_utf8",
     "reject_reason",
     "rejected_records",
 ]
@@ -92,6 +96,7 @@ _STORED_SCALARS: dict[FieldType, Callable[[Column], Column]] = {
     ),
     FieldType.DATE: lambda text: text.try_cast("date").cast("string"),
 }
+_TEXT_STORED = (FieldType.STRING, FieldType.DECIMAL)  # stored as the decoded text itself
 
 
 def missing_event_time(field: str) -> str:
@@ -104,6 +109,14 @@ def not_finite(field: str) -> str:
     return (
         f"value field {field!r} is a NaN or an infinity, which GraphQL's Float cannot "
         f"carry (a sum, an average or a maximum of it would stay one for good)"
+    )
+
+
+def not_utf8(field: str) -> str:
+    """The reason of an Avro value whose field read as text holds bytes that are not UTF-8."""
+    return (
+        f"value field {field!r} holds text that is not UTF-8 (Avro bytes, or a string "
+        f"its producer did not encode as Avro requires)"
     )
 
 
@@ -264,6 +277,7 @@ def reject_reason(decoding: Decoding, parsed: Column, key_read: Column | None = 
         no_group = _group_text(decoding, parsed).isNull()
         value_reasons.append(F.when(no_group, F.lit(group_reason(decoding.group_by))))
     value_reasons.extend(_not_finite(decoding, parsed))
+    value_reasons.extend(_not_utf8(decoding, parsed))
     of_value = F.when(~_tombstone(), F.coalesce(*value_reasons))
     if decoding.deletes:  # a deletion happens at its Kafka timestamp
         of_value = of_value.when(_tombstone(), no_timestamp)
@@ -283,6 +297,47 @@ def _not_finite(decoding: Decoding, parsed: Column) -> list[Column]:
             bad = F.isnan(stored) | (F.abs(stored) == F.lit(math.inf))
             reasons.append(F.when(bad, F.lit(not_finite(value_field.name))))
     return reasons
+
+
+def _not_utf8(decoding: Decoding, parsed: Column) -> list[Column]:
+    """The reason of each value field holding text that is not UTF-8, or null. Spark's Avro
+    decoder checks no string, and casts bytes to text unchecked; the changelog writer's
+    Arrow batch would then fail to decode on every replay. JSON text is checked whole
+    (`_value_reason`), and Protobuf's comes from Python: no field of theirs can be one."""
+    registered = decoding.registered
+    if registered is None or registered.fields_as_text:
+        return []
+    reasons = []
+    for value_field in decoding.value_fields:
+        if _holds_text(value_field.type):
+            stored = _stored(parsed[value_field.in_value], value_field.type)
+            bad = _bad_text(stored, value_field.type)
+            reasons.append(F.when(bad, F.lit(not_utf8(value_field.name))))
+    return reasons
+
+
+def _holds_text(value_type: ValueType) -> bool:
+    """Whether a value of `value_type` is stored with its decoded text as it is (a Date's
+    text is made anew, numbers are no text)."""
+    if isinstance(value_type, ListOf):
+        return _holds_text(value_type.item)
+    if isinstance(value_type, RecordOf):
+        return any(_holds_text(f.type) for f in value_type.fields)
+    return isinstance(value_type, EnumOf) or value_type in _TEXT_STORED
+
+
+def _bad_text(stored: Column, value_type: ValueType) -> Column:
+    """Whether `stored` (as `_stored` gives it) holds text that is not UTF-8; never null."""
+    if isinstance(value_type, ListOf):
+        item = value_type.item
+        return F.coalesce(F.exists(stored, lambda v: _bad_text(v, item)), F.lit(False))
+    if isinstance(value_type, RecordOf):
+        fields = [f for f in value_type.fields if _holds_text(f.type)]
+        checks = (_bad_text(stored[f.name], f.type) for f in fields)
+        return functools.reduce(operator.or_, checks, F.lit(False))
+    if _holds_text(value_type):
+        return F.coalesce(~F.is_valid_utf8(stored), F.lit(False))
+    return F.lit(False)
 
 
 def _foreign(decoding: Decoding) -> Column | None:

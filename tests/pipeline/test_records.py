@@ -4,12 +4,14 @@ Spark session."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from pipeline import PipelineConfig
+from pipeline.avro import AvroSchemas
 from pipeline.job import read_topic
 from pipeline.records import (
     REASON_BAD_UTF8,
@@ -22,8 +24,10 @@ from pipeline.records import (
     keyed_events,
     missing_event_time,
     not_finite,
+    not_utf8,
     rejected_records,
 )
+from pipeline.wire import Version
 from schema import EnumOf, FieldType, ListOf, RecordOf, ValueField
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
@@ -235,3 +239,77 @@ def test_nested_and_logical_types_are_stored_as_the_changelog_keeps_them(
             "orderId": None,  # past 32 bits: no GraphQL Int, so stored as missing
         },
     ]
+
+
+NOTE_SCHEMA = {
+    "type": "record",
+    "name": "Note",
+    "fields": [
+        {"name": "trip", "type": "string"},
+        {"name": "note", "type": "bytes"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {
+            "name": "stop",
+            "type": {
+                "type": "record",
+                "name": "Stop",
+                "fields": [{"name": "city", "type": "string"}],
+            },
+        },
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2},
+        },
+    ],
+}
+NOTES = Decoding(
+    value_fields=(
+        ValueField("trip"),
+        ValueField("note"),  # Avro bytes, read as a String
+        ValueField("tags", ListOf(FieldType.STRING)),
+        ValueField("stop", RecordOf("Stop", (ValueField("city"),))),
+        ValueField("price", FieldType.DECIMAL),  # Avro bytes too, but a decimal's
+    ),
+    registered=AvroSchemas("notes-value", (Version(7, json.dumps(NOTE_SCHEMA), 1),)),
+)
+
+
+def _avro_bytes(data: bytes) -> bytes:
+    """An Avro string or bytes: its length (a zigzag varint, one byte below 64), the bytes."""
+    assert len(data) < 64
+    return bytes([2 * len(data)]) + data
+
+
+def _note(trip: bytes, note: bytes, tags: list[bytes], city: bytes = b"Porto") -> bytes:
+    """A `Note` in the wire format, with any bytes where Avro wants UTF-8 (no encoder
+    writes them, but nothing stops a producer of its own)."""
+    block = (bytes([2 * len(tags)]) + b"".join(map(_avro_bytes, tags)) if tags else b"") + b"\0"
+    price = _avro_bytes((1250).to_bytes(2, "big"))  # 12.50
+    fields = _avro_bytes(trip) + _avro_bytes(note) + block + _avro_bytes(city) + price
+    return b"\0" + (7).to_bytes(4, "big") + fields
+
+
+def test_avro_text_that_is_not_utf8_is_a_dead_letter_naming_the_field(
+    spark: SparkSession,
+) -> None:
+    good = _note(b"LIS", b"window seat", [b"a"])
+    bad = {
+        _note(b"\xc3\x28", b"ok", []): not_utf8("trip"),  # Spark's Avro decoder checks none
+        _note(b"LIS", b"\xff\xfe", []): not_utf8("note"),  # Avro bytes, read as a String
+        _note(b"LIS", b"ok", [b"a", b"\xff"]): not_utf8("tags"),
+        _note(b"LIS", b"ok", [], city=b"\xed\xa0\x80"): not_utf8("stop"),  # a surrogate
+    }
+    raw = _valued(spark, good, *bad)
+    # as the changelog writer collects a batch: invalid UTF-8 would raise here, every replay
+    events = keyed_events(raw, NOTES).toArrow().to_pylist()
+    assert [e["fields"] for e in events] == [
+        {
+            "trip": "LIS",
+            "note": "window seat",
+            "tags": ["a"],
+            "stop": {"city": "Porto"},
+            "price": "12.50",
+        }
+    ]
+    got = {r["value"]: r["reason"] for r in rejected_records(raw, [NOTES]).collect()}
+    assert got == bad
