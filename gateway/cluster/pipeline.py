@@ -67,8 +67,9 @@ class StatusBoard:
         return True
 
     def put(self, status: ViewStatus) -> None:
-        """Make `status` the view's newest; changelog offsets only grow (a restarted
-        pipeline reports only the partitions it wrote to since)."""
+        """Make `status` the view's newest; changelog offsets only grow (a pipeline of
+        before 7 December 2026, once restarted, reported only the partitions it wrote to
+        since; later ones report every partition written before too)."""
         with self._lock:
             before = self._latest.get(status.view)
             if before is not None:
