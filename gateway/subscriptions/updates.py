@@ -1,18 +1,22 @@
 """The updates of one key subscription: the changes of its keys, merged from one feed stream
 per partition, each delivered once, with the resume token that covers what was delivered.
 
-The rule, per subscription: a snapshot row sets covered[entry] to its offset; a change at
-offset o is delivered iff o >= token[p] and o >= covered[entry]; then covered[entry] =
-o + 1 (an entry is a key's row, or one window or event of it). Updates wait in `pending`
-until the subscriber takes them, every change while the subscriber keeps up. A row
-subscription (count, latest, windows) whose oldest waiting update has waited longer than
-`max_wait_s` is behind: a new row of an entry then replaces the one waiting for it, so
-a reader that cannot take every change gets each entry's newest row, never an ever older
-backlog. Past `bound` waiting updates, a row subscription keeps only the newest row of
-each entry, a history subscription ends with SlowSubscriberError (every event once),
-resumable with its token. The pending update of the lowest offset goes first, so the token
-of every message, per partition the lowest offset not delivered yet, never skips a change
-nor repeats one.
+The rule, per subscription: reached[p] starts at the token's offset and is then the
+`applied` offset of p's last batch (every change below it was received); a snapshot row sets
+covered[entry] to its offset; a change at offset o is delivered iff o >= reached[p] and
+o >= covered[entry]; then covered[entry] = o + 1 (an entry is a key's row, or one window or
+event of it). Once reached[p] passes covered[entry] the entry is forgotten: the first rule
+covers it, and a history subscription's entries (one per event) do not pile up. Updates wait
+in `pending` until the subscriber takes them, every change while the subscriber keeps up. A
+row subscription (count, latest, windows) whose oldest waiting update has waited longer than
+`max_wait_s` is behind: a new row of an entry then replaces the one waiting for it, so a
+reader that cannot take every change gets each entry's newest row, never an ever older
+backlog. Past `bound` waiting updates, a row subscription keeps only the newest row of each
+entry (each window of a key is an entry of its own, so that many may wait). A history
+subscription ends with SlowSubscriberError instead (every event once), its token then past
+every event held, so resuming from the last update's token gets the rest. The pending
+update of the lowest offset goes first, so the token of every message, per partition the
+lowest offset not delivered yet, never skips a change nor repeats one.
 
 Each partition's changes come first from a follow of the subscription's own (its snapshot,
 or the replay from its token), then, once that follow has delivered every change below the
@@ -83,7 +87,7 @@ class _Merge:
         self.clock = clock
         self.floor: dict[int, int] = dict(token.offsets) if token is not None else {}
         self.reached: dict[int, int] = dict(self.floor)
-        self.covered: dict[Entry, int] = {}
+        self.covered: dict[int, dict[Entry, int]] = {}  # per partition, above reached
         self.conflate = conflate
         self.bound = bound
         self.max_wait_s = max_wait_s
@@ -101,38 +105,43 @@ class _Merge:
         self.wake.set()
 
     def accept(self, partition: int, batch: FeedBatch, empty_snapshots: bool) -> None:
+        """Hold what `batch` brings that was not delivered yet. SlowSubscriberError when a
+        history subscription is past `bound`: its token then stops at the change not held."""
         if self.failure:
             return  # ended: what came after the failure is not delivered
         now = self.clock()
+        seen = self.reached.get(partition, 0)
+        covered = self.covered.setdefault(partition, {})
         for change in batch.changes:
             entry: Entry = (change.key, change.at)
             if change.snapshot:
-                self.covered[entry] = change.offset
+                covered[entry] = change.offset
                 if change.row is None and not empty_snapshots:
                     continue
             else:
-                if change.offset < self.floor.get(partition, 0):
+                if change.offset < max(seen, covered.get(entry, 0)):
                     continue
-                if change.offset < self.covered.get(entry, 0):
-                    continue
-                self.covered[entry] = change.offset + 1
+                covered[entry] = change.offset + 1
                 if change.row is None and not self.conflate:
                     continue  # a history event removed by retention: nothing to show
+            if not self.conflate and len(self.pending) >= self.bound:
+                # every change of the partition below this one is held or was skipped: the
+                # tokens of those held pass them, and a resume starts at this one
+                self.reached[partition] = max(seen, change.offset)
+                raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
             self._hold(entry, _Pending(change, partition, batch.freshness, now))
-        self.reached[partition] = max(batch.applied, self.reached.get(partition, 0))
+        reached = self.reached[partition] = max(batch.applied, seen)
+        self.covered[partition] = {e: o for e, o in covered.items() if o > reached}
         self.wake.set()
 
     def _hold(self, entry: Entry, pending: _Pending) -> None:
         """Keep every change while the subscriber keeps up; a row subscription that is
-        behind keeps the newest row of `entry` only; past `bound` waiting, a row
-        subscription keeps only the newest row of each entry, an event subscription fails."""
+        behind keeps the newest row of `entry` only, and past `bound` waiting conflates."""
         if self.conflate and self._behind(pending.since):
             superseded = self.newest.get(entry)
             if superseded is not None:
                 del self.pending[superseded]
         if len(self.pending) >= self.bound:
-            if not self.conflate:
-                raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
             self._conflate(entry)
         self._serial += 1
         self.pending[self._serial] = pending
@@ -144,15 +153,17 @@ class _Merge:
         return oldest is not None and now - oldest.since > self.max_wait_s
 
     def _conflate(self, entry: Entry) -> None:
-        """Drop what waits for `entry` (a newer row of it comes); if nothing does, merge
-        every key's waiting rows to its newest, so the subscription stays bounded."""
-        held = [slot for slot, p in self.pending.items() if _entry(p.change) == entry]
-        if not held:
+        """Make room for a row of `entry`: drop what waits for `entry`; if nothing does, each
+        entry's older rows. Rows of distinct entries all stay (a snapshot of a key's windows
+        is one row a window), so the queue can pass `bound` by the entries waiting."""
+        dropped = [slot for slot, p in self.pending.items() if _entry(p.change) == entry]
+        if not dropped:
             newest = set(self.newest.values())
-            held = [slot for slot in self.pending if slot not in newest]
-        for slot in held:
-            del self.pending[slot]
-        self.newest.pop(entry, None)
+            dropped = [slot for slot in self.pending if slot not in newest]
+        for slot in dropped:
+            gone = _entry(self.pending.pop(slot).change)
+            if self.newest.get(gone) == slot:
+                del self.newest[gone]
 
     def take(self) -> KeyUpdate | None:
         if not self.pending:

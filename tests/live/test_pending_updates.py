@@ -1,8 +1,12 @@
 """What waits for a subscriber (gateway.subscriptions.updates `_Merge`), on a clock of the
 test's: every change while the subscriber keeps up; once an update has waited past the
-subscription's max wait, each key's newest row only; a history subscription every event."""
+subscription's max wait, each key's newest row only; a history subscription every event;
+past the bound each key's newest row, or a history subscription's end with every later event
+once from its last token; and nothing kept of what the subscription's offset passed."""
 
 from __future__ import annotations
+
+import tracemalloc
 
 import pytest
 
@@ -97,3 +101,93 @@ def test_nothing_is_accepted_once_a_subscription_failed(clock: HandClock) -> Non
     assert drain(pending) == [("a", 1), ("a", 2)]
     assert pending.failure == [failed.value]
     assert ResumeToken.parse(WORD_COUNTS.name, pending.token()).offsets == {0: 3}
+
+
+def history(*offsets: int) -> FeedBatch:
+    """Events of key a, each an entry of its own (its position), as a history view has."""
+    found = tuple(Change(WORD_COUNTS.name, "a", o, {"count": o}, (o,)) for o in offsets)
+    return FeedBatch(found, max(offsets) + 1, {"partition": 0})
+
+
+def resume_offset(update: KeyUpdate) -> int:
+    return ResumeToken.parse(WORD_COUNTS.name, update.token).offsets[0]
+
+
+FEED = (history(1, 2), history(3, 4, 5), history(6), history(7, 8, 9))
+
+
+@pytest.mark.parametrize("bound", range(1, 9))
+def test_a_history_subscriber_past_its_bound_resumes_with_every_later_event_once(
+    clock: HandClock, bound: int
+) -> None:
+    """Wherever the bound falls in a batch, each update's token is past its event, so
+    resuming from the last token taken gets every later event, none twice."""
+    slow = merge(clock, conflate=False, bound=bound)
+    with pytest.raises(SlowSubscriberError) as failed:
+        for fed in FEED:
+            slow.accept(0, fed, True)
+    slow.fail(failed.value)
+    taken: list[KeyUpdate] = []
+    while (update := slow.take()) is not None:
+        assert resume_offset(update) > update.offset, update
+        taken.append(update)
+    token = ResumeToken.parse(WORD_COUNTS.name, taken[-1].token)
+    resumed = _Merge(WORD_COUNTS, token, False, 1000, MAX_WAIT_S, clock)
+    for fed in FEED:  # the replay from the token, and again what came before it
+        resumed.accept(0, fed, True)
+    offsets = [u.offset for u in taken] + [o for _k, o in drain(resumed)]
+    assert offsets == list(range(1, 10))
+
+
+def test_a_history_subscriber_that_keeps_up_remembers_no_event(clock: HandClock) -> None:
+    """What dedupes an event (its entry, its position) is forgotten once the subscription's
+    offset passes it: a subscription's memory does not grow with the events it got."""
+    pending = merge(clock, conflate=False)
+
+    def keep_up(offsets: range) -> None:
+        for offset in offsets:
+            pending.accept(0, history(offset), True)
+            assert pending.take() is not None
+
+    keep_up(range(1000))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        keep_up(range(1000, 21_000))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 500_000  # one entry per event kept: over 5 MB
+
+
+def test_a_replay_of_what_was_received_is_not_delivered_again(clock: HandClock) -> None:
+    """A follow that moved to another copy may send again what the subscription received:
+    its offset (the batch's applied) skips it, forgotten entries too."""
+    pending = merge(clock, conflate=False)
+    pending.accept(0, history(1, 2), True)
+    pending.accept(0, history(3), True)
+    assert drain(pending) == [("a", 1), ("a", 2), ("a", 3)]
+    pending.accept(0, history(2, 3, 4), True)
+    assert drain(pending) == [("a", 4)]
+    snapshot = Change(WORD_COUNTS.name, "b", 10, {"count": 9}, snapshot=True)
+    rows = merge(clock)
+    rows.accept(0, FeedBatch((snapshot,), 10, {}), True)
+    rows.accept(0, batch(("b", 9), ("b", 10)), True)  # 9 is in the snapshot's row
+    assert drain(rows) == [("b", 9), ("b", 10)]  # the snapshot row shows offset 9
+
+
+def window(key: str, start: int, offset: int) -> FeedBatch:
+    found = (Change(WORD_COUNTS.name, key, offset, {"count": 1}, (start,)),)
+    return FeedBatch(found, offset + 1, {"partition": 0})
+
+
+def test_more_keys_than_the_bound_each_keep_their_newest_row(clock: HandClock) -> None:
+    """Past the bound, a subscription of more keys than the bound still gets each key's
+    newest row: one row per key waits, never more."""
+    pending = merge(clock, bound=4)
+    keys = [f"k{i}" for i in range(10)]
+    for round_ in range(3):
+        for i, key in enumerate(keys):  # not behind: the bound alone conflates
+            pending.accept(0, window(key, 0, 100 * round_ + i), True)
+            assert len(pending.pending) <= len(keys)
+    assert sorted(drain(pending)) == [(key, 200 + i) for i, key in enumerate(keys)]
