@@ -178,13 +178,20 @@ class FeedStream:
             moved = await self._pump()
             await self._leave()
             if moved == "overflow":
-                self._drained.clear()
-                await self._drained.wait()
+                await self._caught_up()
             elif moved in ("lost", "gone", "error"):
                 self._shun(node)
                 attempt += 1
             else:
                 attempt = 0
+
+    async def _caught_up(self) -> None:
+        """Wait until the reader has taken every batch held. Judged by the queue, not by a
+        cleared `_drained`: a reader that never pauses may have emptied it (and said so)
+        while the unfollow was being sent."""
+        while not self._out.empty():
+            self._drained.clear()
+            await self._drained.wait()
 
     async def _choose(self, attempt: int) -> NodeInfo:
         """The copy to follow; waits for the routing table to offer one."""

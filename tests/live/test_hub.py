@@ -10,12 +10,14 @@ import logging
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trustme
 
-from gateway.cluster.routing import RoutingFeed, RoutingTable, build_routing_table
+from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
 from gateway.nodes.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream
+from gateway.nodes.links import FeedLink, Frames
 from runtime.clock import wall_clock_ms
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for
@@ -312,6 +314,78 @@ def test_a_slow_reader_costs_bounded_memory_and_still_gets_every_change_once() -
         finally:
             await hub.stop()
             await n1.stop()
+
+    asyncio.run(scenario())
+
+
+class BurstLink(FeedLink):
+    """A node's feed that answers each follow with every change of `log` from the offset
+    asked (from 0 when from now), queued at once as a replay after a failover comes: the
+    hub takes it without pausing. Its unfollow yields, as the send does while the
+    connection is closing or its writes are paused."""
+
+    def __init__(self, log: Changelog, partition: int) -> None:
+        super().__init__("n1", "http://127.0.0.1:1", NodeCallSigner(None))
+        self.log = log
+        self.partition = partition
+        self.asked: list[dict[str, Any]] = []
+
+    async def follow(self, frame: dict[str, Any]) -> tuple[int, Frames]:
+        self.asked.append(frame)
+        topic = self.log.view.changelog_topic
+        start = (frame["from"] or {}).get(topic, 0)
+        frames = Frames()
+        frames.put_nowait({"type": "following", "id": 1, "from": {topic: start}})
+        for change in self.log.of(self.partition)[start:]:
+            applied = {topic: change.offset + 1}
+            frames.put_nowait(
+                {"type": "changes", "id": 1, "changes": [change.to_json()], "applied": applied}
+            )
+        return 1, frames
+
+    async def unfollow(self, ident: int) -> None:
+        await asyncio.sleep(0)  # the send waits for the connection to drain
+
+
+class LinkedHub(FeedHub):
+    """A hub that reaches every node over `link` (`FeedHub.link` is where it makes links)."""
+
+    def __init__(self, link: FeedLink, routing: RoutingFeed, stream_batches: int) -> None:
+        super().__init__(routing, NodeCallSigner(None), 100, stream_batches=stream_batches)
+        self._link = link
+
+    def link(self, node: NodeInfo) -> FeedLink:
+        return self._link
+
+
+def test_a_shared_follow_that_overflows_follows_again_once_its_reader_caught_up() -> None:
+    """The shared follow's reader never pauses between batches: while the hub sends the
+    unfollow of a follow that overflowed, it empties the stream. The hub must see that and
+    follow again from where the stream reached, not wait for the reader forever."""
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        for n in range(1, 11):
+            log.append(key, count_row(key, n))
+        link = BurstLink(log, 0)
+        node = FakeFeedNode("n1", log, range(P))  # never started: only its record is used
+        hub = LinkedHub(link, RoutingFeed(table(record(node, [0, 1]))), stream_batches=4)
+        await hub.start()
+        seen: list[int] = []
+
+        def take(batch: FeedBatch | Exception) -> None:
+            assert isinstance(batch, FeedBatch), batch
+            seen.extend(c.offset for c in batch.changes)
+
+        try:
+            async with hub.watch(WORDS, 0, None, take):
+                await wait_for(lambda: len(seen) >= 10, 5, "every change of the burst")
+                assert seen == list(range(10))
+                topic = WORDS.changelog_topic
+                assert [f["from"] for f in link.asked] == [None, {topic: 4}, {topic: 8}]
+        finally:
+            await hub.stop()
 
     asyncio.run(scenario())
 
