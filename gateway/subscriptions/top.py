@@ -7,7 +7,9 @@ Every partition is followed from now (no keys), by one follow per view, partitio
 maxLag that all top-N subscriptions share (`FeedHub.watch`). A change can alter the top
 only when it is of a row in the top, or the top is short, or it ranks at least as high as
 the top's last row: its count, or its value of the result ranked by (and, for a windowed
-view, it is of the window asked for). Each update
+view, it is of the window asked for). A change that comes while the top is being read is
+judged again against the rows that read returns: a ranked value can go down, so the new
+top may hold (or end above) a key whose change the old top made look irrelevant. Each update
 carries the offsets the followed partitions had reached before the read, as a resume token (a
 resubscription simply reads the top anew), and the freshness of the read.
 """
@@ -32,6 +34,8 @@ from schema.feed import Change
 
 __all__ = ["TopUpdate", "top_updates"]
 
+_HELD = 1024  # changes held for judging against a running read's rows; past that, read again
+
 
 @dataclass(frozen=True)
 class TopUpdate:
@@ -51,6 +55,19 @@ class _Watch:
         self.changed = asyncio.Event()
         self.changed.set()  # the first read
         self.failure: Exception | None = None
+        self._held: list[Change] | None = None  # while a read runs: the changes not judged yet
+
+    def reading(self) -> None:
+        """A read of the top starts: changes that do not alter `rows` wait for its rows."""
+        self._held = []
+
+    def read(self, rows: list[Ranked]) -> None:
+        """The read returned `rows`: a change seen meanwhile that could alter them (the read
+        may not hold it) asks for another read."""
+        held, self._held = self._held, None
+        self.rows = rows
+        if held and any(self.matters(c) for c in held):
+            self.changed.set()
 
     def matters(self, change: Change) -> bool:
         if self.window_ms is not None and change.at[:1] != (self.window_ms,):
@@ -78,8 +95,15 @@ class _Watch:
         if isinstance(batch, Exception):  # the subscriber gets it with its next update
             self.failure = batch
             self.changed.set()
-        elif any(self.matters(c) for c in batch.changes):
-            self.changed.set()
+            return
+        held = self._held
+        for change in batch.changes:
+            if self.changed.is_set():
+                return  # a read is due: it comes after these changes
+            if self.matters(change) or (held is not None and len(held) >= _HELD):
+                self.changed.set()
+            elif held is not None:
+                held.append(change)
 
 
 async def top_updates(
@@ -113,9 +137,11 @@ async def top_updates(
             if watch.failure is not None:
                 raise watch.failure
             reached = {s.partition: s.reached for s in streams if s.reached is not None}
+            watch.reading()
             result = await reads.top(view, limit, loop.time() + timeout_s, window, options, by)
-            if result.rows != watch.rows:
-                watch.rows = result.rows
+            fresh = result.rows != watch.rows
+            watch.read(result.rows)
+            if fresh:
                 pushed_at = loop.time()
                 token = ResumeToken(view.name, reached).text()
                 yield TopUpdate(result.rows, token, result.freshness)
