@@ -17,10 +17,14 @@ from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.logs import LOG_LEVELS
 from runtime.tls import check_ca, check_pair
 
-__all__ = ["AUTH_MODES", "GatewayConfig", "is_loopback"]
+__all__ = ["AUTH_MODES", "CLUSTER_AUTH_MODES", "GatewayConfig", "is_loopback"]
 
 AUTH_MODES = ("jwt", "anonymous")
+# the values of the nodes' STATEFED_NODE_AUTH, meaning the same on the gateway's side
+CLUSTER_AUTH_MODES = ("cluster", "none")
 _AUTH = "STATEFED_GATEWAY_AUTH"
+_CLUSTER_AUTH = "STATEFED_GATEWAY_CLUSTER_AUTH"
+_CLUSTER_SECRET = "STATEFED_CLUSTER_SECRET_FILE"
 _JWKS = "STATEFED_GATEWAY_JWKS"
 _SECRET = "STATEFED_GATEWAY_JWT_SECRET_FILE"
 
@@ -51,7 +55,10 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     host: str = setting(
         "STATEFED_GATEWAY_HOST",
         "127.0.0.1",
-        doc="address the gateway serves on; beyond loopback it needs `STATEFED_GATEWAY_AUTH`",
+        doc=(
+            "address the gateway serves on; beyond loopback it needs `STATEFED_GATEWAY_AUTH` "
+            "and `STATEFED_CLUSTER_SECRET_FILE` (or `STATEFED_GATEWAY_CLUSTER_AUTH=none`)"
+        ),
     )
     port: int = setting(
         "STATEFED_GATEWAY_PORT", 8100, low=1, high=65535, doc="port the gateway serves on"
@@ -344,6 +351,19 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         doc="produced records a second per principal, and the burst size",
     )
     cluster_secret_file: Path | None = shared.cluster_secret_file()
+    cluster_auth: str = setting(
+        _CLUSTER_AUTH,
+        "cluster",
+        parse=str.lower,
+        choices=CLUSTER_AUTH_MODES,
+        doc=(
+            "`cluster`: node calls are signed and only nodes whose membership records "
+            "the cluster secret verifies are routed to (the secret is required beyond "
+            "loopback); `none`: without the secret, unsigned membership records are "
+            "accepted beyond loopback too (see [Trust between the "
+            "parts](security.md#trust-between-the-parts))"
+        ),
+    )
     metrics_token_file: Path | None = shared.metrics_token_file()
     max_tokens: int = setting(
         "STATEFED_GATEWAY_MAX_TOKENS",
@@ -493,6 +513,19 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         high=1_000_000,
         doc="the same, per WebSocket or SSE connection",
     )
+    # an HTTP connection runs one request at a time; a WebSocket multiplexes operations
+    max_operations_per_connection: int = setting(
+        "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION",
+        100,
+        low=1,
+        high=1_000_000,
+        doc=(
+            "operations one WebSocket runs at once: queries and mutations until answered, "
+            "subscriptions until their stream starts (then their own limits count them); one "
+            "more is answered with an `error` message `TOO_MANY_OPERATIONS` and the "
+            "connection stays open"
+        ),
+    )
     # graphql-ws's default
     live_init_timeout_ms: int = setting(
         "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS",
@@ -617,13 +650,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         check_ca(self.node_ca, env["node_ca"])
         if self.auth is not None and self.auth not in AUTH_MODES:
             raise ConfigError(_AUTH, f"must be jwt or anonymous, got {self.auth!r}")
-        if self.auth is None and not is_loopback(self.host):
-            raise ConfigError(
-                _AUTH,
-                f"is unset but the gateway serves on {self.host} (STATEFED_GATEWAY_HOST), "
-                f"not a loopback address: set {_AUTH}=jwt with {_JWKS} or {_SECRET}, or "
-                f"{_AUTH}=anonymous to serve every caller without a token on purpose",
-            )
+        self._check_beyond_loopback()
         if self.trusted_documents is not None and not self.trusted_documents.is_file():
             raise ConfigError(
                 "STATEFED_GATEWAY_TRUSTED_DOCUMENTS",
@@ -635,6 +662,28 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         elif self.jwks is not None or self.jwt_secret_file is not None:
             given = _JWKS if self.jwks is not None else _SECRET
             raise ConfigError(given, f"is set but {_AUTH} is not jwt: set {_AUTH}=jwt or unset it")
+
+    def _check_beyond_loopback(self) -> None:
+        """Served where others reach it, the gateway needs its callers' authentication asked
+        for, and the cluster secret unless told to accept unsigned membership (as a node)."""
+        if is_loopback(self.host):
+            return
+        if self.auth is None:
+            raise ConfigError(
+                _AUTH,
+                f"is unset but the gateway serves on {self.host} (STATEFED_GATEWAY_HOST), "
+                f"not a loopback address: set {_AUTH}=jwt with {_JWKS} or {_SECRET}, or "
+                f"{_AUTH}=anonymous to serve every caller without a token on purpose",
+            )
+        if self.cluster_auth == "cluster" and self.cluster_secret_file is None:
+            raise ConfigError(
+                _CLUSTER_SECRET,
+                f"is not set, and the gateway serves on {self.host!r} (STATEFED_GATEWAY_HOST), "
+                "beyond loopback: anyone who can write to the membership topic could route "
+                "reads to a node of theirs. Make the cluster's secret once (`head -c 48 "
+                "/dev/urandom | base64 > cluster.secret`) and give its path to the gateway and "
+                f"every node, or set {_CLUSTER_AUTH}=none to accept unsigned membership records",
+            )
 
     def _check_jwt(self) -> None:
         if (self.jwks is None) == (self.jwt_secret_file is None):

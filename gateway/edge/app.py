@@ -10,7 +10,8 @@ STATEFED_GATEWAY_ALLOWED_HOSTS set) every request and handshake first passes the
 against DNS rebinding (runtime.hosts). The lifespan starts the membership and pipeline status
 readers and the connections to the nodes and stops them; nothing is opened before start-up.
 With STATEFED_CLUSTER_SECRET_FILE, start-up reads the cluster secret: node calls are signed
-with it and only nodes whose membership records it verifies are routed to (runtime.trust).
+with it and only nodes whose membership records it verifies are routed to (runtime.trust);
+beyond loopback the configuration requires it unless STATEFED_GATEWAY_CLUSTER_AUTH=none.
 With STATEFED_METRICS_TOKEN_FILE, start-up reads the bearer token `/metrics` then needs
 (runtime.metrics); without it `/metrics` is open, as `/health` is, whatever the
 authentication of GraphQL: Prometheus sends a fixed token, not a JWT.
@@ -175,6 +176,7 @@ class GatewayApp:
             cors,
             init_timeout_s=config.live_init_timeout_ms / 1000,
             send_buffer=config.live_send_buffer,
+            max_operations=config.max_operations_per_connection,
         )
         self._events = GraphQLEventStream(
             operations,
@@ -208,11 +210,7 @@ class GatewayApp:
         await self._authenticator.start()
         _log_authentication(self.config)
         self._metrics_guard.load()
-        secret = None
-        if self.config.cluster_secret_file is not None:
-            secret = ClusterSecret.read(self.config.cluster_secret_file)
-        else:
-            log.info("no STATEFED_CLUSTER_SECRET_FILE: node calls and membership are not signed")
+        secret = _read_cluster_secret(self.config)
         feed = self._feed or RoutingFeed()
         reader = None
         if self._feed is None:
@@ -460,6 +458,22 @@ def _default_query(catalogue: Sequence[View]) -> str:
     first, *others = view_examples(catalogue)
     commented = ["".join(f"# {line}\n" for line in query.splitlines()) for query in others]
     return _GUIDE + first + "".join(f"\n{query}" for query in commented)
+
+
+def _read_cluster_secret(config: GatewayConfig) -> ClusterSecret | None:
+    """The cluster secret, or None (logged): on loopback, or beyond it with
+    STATEFED_GATEWAY_CLUSTER_AUTH=none (the configuration refuses it otherwise)."""
+    if config.cluster_secret_file is not None:
+        return ClusterSecret.read(config.cluster_secret_file)
+    if config.cluster_auth == "none":
+        log.warning(
+            "no STATEFED_CLUSTER_SECRET_FILE, STATEFED_GATEWAY_CLUSTER_AUTH=none: node calls are "
+            "not signed and unsigned membership records are routed to (serving on %s)",
+            config.host,
+        )
+    else:
+        log.info("no STATEFED_CLUSTER_SECRET_FILE: node calls and membership are not signed")
+    return None
 
 
 def _log_authentication(config: GatewayConfig) -> None:

@@ -23,6 +23,14 @@ subscription a `next` per event until its source ends (`complete`) or the client
 `complete` (its source is stopped); errors before execution are one `error` message.
 `ping` is answered with `pong` (echoing its payload).
 
+An HTTP connection runs one request at a time; a WebSocket multiplexes, so it runs at most
+STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION operations at once: a query or mutation until
+it is answered, a subscription until its stream starts (from then on the subscription limits,
+`gateway.edge.slots`, count it). One more is answered with an `error` message,
+TOO_MANY_OPERATIONS naming the limit and the setting, and the connection stays open: the
+protocol keeps close codes for broken messages, and `error` for an operation refused before
+it runs.
+
 Outgoing messages wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER messages per
 connection: a subscription whose client does not read stops being pulled (and its source
 conflates, `gateway.subscriptions`), instead of the gateway buffering without bound.
@@ -48,11 +56,13 @@ from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, S
 from runtime.graphql_http.asgi import refuse_websocket
 from runtime.graphql_http.response import internal_error
 
-__all__ = ["PROTOCOL", "CloseCode", "GraphQLWebSocket", "origin_allowed"]
+__all__ = ["PROTOCOL", "TOO_MANY_OPERATIONS", "CloseCode", "GraphQLWebSocket", "origin_allowed"]
 
 log = logging.getLogger(__name__)
 
 PROTOCOL = "graphql-transport-ws"
+TOO_MANY_OPERATIONS = "TOO_MANY_OPERATIONS"
+_MAX_OPERATIONS = "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION"
 _CLOSE_WAIT_S = 5.0  # for the close frame to go out behind what is buffered
 _MAX_REASON_BYTES = 123  # a close frame's reason (RFC 6455 5.5)
 
@@ -90,8 +100,8 @@ def origin_allowed(policy: CorsPolicy, origin: bytes | None, host: bytes | None)
 
 class GraphQLWebSocket:
     """The ASGI handler of WebSocket scopes: `path` speaks graphql-transport-ws, running
-    operations with `operations` for principals of `authenticator`; handshakes are checked
-    against `cors`."""
+    operations with `operations` for principals of `authenticator`, at most `max_operations`
+    at once per connection; handshakes are checked against `cors`."""
 
     def __init__(
         self,
@@ -101,6 +111,7 @@ class GraphQLWebSocket:
         *,
         init_timeout_s: float,
         send_buffer: int,
+        max_operations: int,
         path: str = "/graphql",
     ) -> None:
         self.operations = operations
@@ -108,6 +119,7 @@ class GraphQLWebSocket:
         self._cors = cors
         self.init_timeout_s = init_timeout_s
         self.send_buffer = send_buffer
+        self.max_operations = max_operations
         self._path = path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -155,6 +167,10 @@ class _Connection:
         self._outbox: asyncio.Queue[str | _Close] = asyncio.Queue(server.send_buffer)
         self._closing: _Close | None = None
         self._ops: dict[str, asyncio.Task[None]] = {}
+        # the operations of `_ops` that count against max_operations: not yet answered (a
+        # query, a mutation) or not yet streaming (a subscription); by task, not id, as a
+        # completed id may be sent again before its cancelled task has ended
+        self._busy: set[asyncio.Task[None]] = set()
         self._slots = Slots.Connection()
         self._reader: asyncio.Task[None] | None = None
 
@@ -202,7 +218,7 @@ class _Connection:
         elif kind == "pong":
             return
         elif kind == "subscribe":
-            self._subscribe(message)
+            await self._subscribe(message)
         elif kind == "complete":
             task = self._ops.pop(message["id"], None)
             if task is not None:
@@ -233,7 +249,7 @@ class _Connection:
                 ) from None
             raise _Close(CloseCode.FORBIDDEN, f"Forbidden: {exc.description}") from None
 
-    def _subscribe(self, message: dict[str, Any]) -> None:
+    async def _subscribe(self, message: dict[str, Any]) -> None:
         if not self._acknowledged:
             raise _Close(CloseCode.UNAUTHORIZED, "Unauthorized")
         ident = message["id"]
@@ -250,7 +266,14 @@ class _Connection:
             )
         except RequestError as exc:
             raise _Close(CloseCode.BAD_REQUEST, str(exc)) from None
-        self._ops[ident] = asyncio.create_task(self._operate(ident, request))
+        limit = self._server.max_operations
+        if len(self._busy) >= limit:
+            await self._put({"id": ident, "type": "error", "payload": _too_many_operations(limit)})
+            return
+        task = self._ops[ident] = asyncio.create_task(self._operate(ident, request))
+        self._busy.add(task)
+        # a done callback, not a `finally`: a task cancelled before it first runs runs none
+        task.add_done_callback(self._busy.discard)
 
     # -- operations ---------------------------------------------------------------------
 
@@ -286,6 +309,9 @@ class _Connection:
         if isinstance(started, Single):
             await self._put({"id": ident, "type": "next", "payload": started.body})
         else:
+            task = asyncio.current_task()
+            assert task is not None
+            self._busy.discard(task)  # streaming: its slot counts it from now on
             try:
                 async for body in started:
                     await self._put({"id": ident, "type": "next", "payload": body})
@@ -330,6 +356,16 @@ class _Connection:
         await asyncio.sleep(self._server.init_timeout_s)
         if not self._initialised:
             self._close(_Close(CloseCode.INIT_TIMEOUT, "Connection initialisation timeout"))
+
+
+def _too_many_operations(limit: int) -> list[dict[str, Any]]:
+    """The GraphQL error refusing an operation over the connection's limit."""
+    message = (
+        f"this connection already runs {limit} operations, the most it may at once "
+        f"({_MAX_OPERATIONS}): wait for one to complete, or open another connection"
+    )
+    extensions = {"code": TOO_MANY_OPERATIONS, "limit": limit, "variable": _MAX_OPERATIONS}
+    return [{"message": message, "extensions": extensions}]
 
 
 def _parse(text: str) -> dict[str, Any]:

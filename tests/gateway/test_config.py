@@ -27,6 +27,8 @@ def test_defaults() -> None:
     assert config.metrics_token_file is None  # /metrics open, as /health is
     assert config.cors_origins == ()
     assert (config.produce_max_ahead_ms, config.produce_rate) == (300_000, 100)
+    assert config.cluster_auth == "cluster"  # the secret is required beyond loopback
+    assert config.max_operations_per_connection == 100
 
 
 def test_every_variable_is_read(tmp_path: Path) -> None:
@@ -69,6 +71,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_PRODUCE_MAX_AHEAD_MS": "1000",
         "STATEFED_GATEWAY_PRODUCE_RATE": "7",
         "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",
+        "STATEFED_GATEWAY_CLUSTER_AUTH": "None",
         "STATEFED_GATEWAY_MAX_TOKENS": "700",
         "STATEFED_GATEWAY_NORMALIZE_LITERALS": "off",
         "STATEFED_GATEWAY_TLS_CERT": str(pem),
@@ -83,6 +86,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "STATEFED_GATEWAY_OPERATOR_SCOPE": "ops",
         "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS": "9",
         "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS_PER_CONNECTION": "3",
+        "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION": "7",
         "STATEFED_GATEWAY_LIVE_INIT_TIMEOUT_MS": "250",
         "STATEFED_GATEWAY_LIVE_SEND_BUFFER": "16",
         "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE": "9",
@@ -130,6 +134,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     assert config.allowed_hosts == ("gateway", "statefed.example")
     assert (config.produce_max_ahead_ms, config.produce_rate) == (1000, 7)
     assert config.cluster_secret_file == Path("/run/secrets/cluster")
+    assert config.cluster_auth == "none"
     assert config.authenticates and config.jwks == "https://issuer.example/jwks.json"
     assert (config.jwt_issuer, config.jwt_audience, config.jwt_leeway_s) == (
         "https://issuer.example/",
@@ -138,6 +143,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
     )
     assert (config.produce_scope, config.operator_scope) == ("write", "ops")
     assert (config.max_subscriptions, config.max_subscriptions_per_connection) == (9, 3)
+    assert config.max_operations_per_connection == 7
     assert (config.live_init_timeout_ms, config.live_send_buffer) == (250, 16)
     assert config.subscription_queue == 9
     assert (config.apq, config.apq_mb, config.trusted_documents) == (False, 3, pem)
@@ -175,6 +181,8 @@ def test_introspection_flag(raw: str, value: bool) -> None:
         ("STATEFED_GATEWAY_MAX_BODY_BYTES", "100"),
         ("STATEFED_GATEWAY_INTROSPECTION", "maybe"),
         ("STATEFED_GATEWAY_AUTH", "basic"),
+        ("STATEFED_GATEWAY_CLUSTER_AUTH", "open"),
+        ("STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION", "0"),
         ("STATEFED_GATEWAY_JWT_LEEWAY_S", "-1"),
         ("STATEFED_GATEWAY_APQ_MB", "0"),
         ("STATEFED_GATEWAY_TRUSTED_DOCUMENTS", "/no/such/manifest.json"),

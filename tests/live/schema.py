@@ -1,13 +1,14 @@
 """A tiny schema for the transport tests: a finite `countdown` (and `steps`, its objects),
 endless `ticks`, a `flood` as fast as it is taken, a subscription that needs a scope, one that
-names its caller, and `running` (how many subscription generators are alive now), so a test
-sees a source stop."""
+names its caller, `running` (how many subscription generators are alive now), so a test
+sees a source stop, and a `gated` query that is answered only once a test opens the `Gate`."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import os
+import threading
 from collections.abc import AsyncGenerator
 
 import strawberry
@@ -16,7 +17,7 @@ from strawberry.types import Info
 from gateway.api.fields.common import authorize
 from gateway.api.request import RequestContext
 
-__all__ = ["SCHEMA", "SECRET_SCOPE", "Flooded", "Running"]
+__all__ = ["SCHEMA", "SECRET_SCOPE", "Flooded", "Gate", "Running"]
 
 SECRET_SCOPE = "secret:read"
 _TICK_S = 0.02  # the pace of `ticks`, so an endless source does not flood a test client
@@ -34,11 +35,29 @@ class Flooded:
     events = 0
 
 
+class Gate:
+    """Holds `gated` queries in flight until a test opens it; `waiting` counts those held (read
+    by the tests in the server's process)."""
+
+    opened = threading.Event()
+    waiting = 0
+
+
 @strawberry.type
 class Query:
     @strawberry.field
     def running(self) -> int:
         return Running.count
+
+    @strawberry.field
+    async def gated(self) -> str:
+        Gate.waiting += 1
+        try:
+            while not Gate.opened.is_set():  # the test's thread opens it
+                await asyncio.sleep(_TICK_S)
+        finally:
+            Gate.waiting -= 1
+        return "through"
 
     @strawberry.field
     def hello(self, name: str = "world") -> str:

@@ -1,7 +1,8 @@
 """The graphql-transport-ws protocol's rules at the gateway, message by message with the
 websockets client library against the gateway app under uvicorn: the handshake's Origin and
 subprotocol, ping/pong, the close codes (4400, 4401, 4406, 4408, 4409, 4429), the total
-subscription limit across connections, and sources stopped when a client goes away."""
+subscription limit across connections, the limit of operations at once per connection, and
+sources stopped when a client goes away."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
 from gateway.config import GatewayConfig
-from tests.live.schema import Flooded, Running
+from tests.live.schema import Flooded, Gate, Running
 from tests.live.serving import served
 from tooling.processes import wait_until
 
 PROTOCOL = Subprotocol("graphql-transport-ws")
 LISTED = "https://app.example"
 TICKS = {"query": "subscription { ticks }"}
+GATED = {"query": "{ gated }"}
+MAX_OPERATIONS = "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION"
 RECEIVE_S = 10.0
 
 
@@ -39,6 +42,25 @@ def base() -> Iterator[str]:
     )
     with served(config) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def capped() -> Iterator[str]:
+    """A gateway whose WebSockets run at most 2 operations at once (set as an operator sets
+    it)."""
+    with served(GatewayConfig.from_env({MAX_OPERATIONS: "2"})) as url:
+        yield url
+
+
+@pytest.fixture
+def gate() -> Iterator[None]:
+    """`gated` queries are held until the test opens the gate (or ends)."""
+    Gate.opened.clear()
+    try:
+        yield
+    finally:
+        Gate.opened.set()
+    wait_until(lambda: Gate.waiting == 0, 10, lambda: f"{Gate.waiting} gated queries still held")
 
 
 def ws(base: str, path: str = "/graphql") -> str:
@@ -288,3 +310,87 @@ def test_events_are_written_by_the_compiled_writer_unless_it_cannot_prove_them(
     assert between["executed"] == before.get("executed", 0)
     assert after["executed"] - between["executed"] == 3
     assert after["written"] == between["written"]
+
+
+async def message_of(socket: ClientConnection, ident: str) -> dict[str, Any]:
+    """The next message for `ident`, past those of other operations (ticks keep coming)."""
+    async with asyncio.timeout(RECEIVE_S):
+        while (message := await receive(socket))["id"] != ident:
+            pass
+    return message
+
+
+async def answered(socket: ClientConnection, idents: set[str]) -> dict[str, Any]:
+    """The `data` of each of `idents`' `next`, once each has completed."""
+    payloads: dict[str, Any] = {}
+    done: set[str] = set()
+    while done != idents:
+        message = await receive(socket)
+        assert message["id"] in idents and message["type"] in ("next", "complete"), message
+        if message["type"] == "next":
+            payloads[message["id"]] = message["payload"]["data"]
+        else:
+            done.add(message["id"])
+    return payloads
+
+
+@pytest.mark.usefixtures("gate")
+def test_operations_over_the_connection_limit_are_refused_with_an_error(capped: str) -> None:
+    """Queries and mutations in flight on one WebSocket are capped: one more gets an `error`
+    naming the limit and its setting, the connection stays open, and a place frees when an
+    operation is answered or the client completes it."""
+    echo = {"query": 'mutation { echo(text: "x") }'}
+
+    async def scenario() -> None:
+        async with opened(capped) as socket:
+            for ident in ("1", "2"):
+                await send(socket, {"id": ident, "type": "subscribe", "payload": GATED})
+            wait_until(lambda: Gate.waiting == 2, 10, "two gated queries in flight")
+            await send(socket, {"id": "3", "type": "subscribe", "payload": echo})
+            refused = await receive(socket)
+            assert (refused["id"], refused["type"]) == ("3", "error")
+            (error,) = refused["payload"]
+            assert error["extensions"] == {
+                "code": "TOO_MANY_OPERATIONS",
+                "limit": 2,
+                "variable": MAX_OPERATIONS,
+            }
+            assert MAX_OPERATIONS in error["message"]
+            await send(socket, {"id": "1", "type": "complete"})  # the client gives one up
+            wait_until(lambda: Gate.waiting == 1, 10, "the completed query to stop")
+            await send(socket, {"id": "3", "type": "subscribe", "payload": echo})  # id free
+            assert await answered(socket, {"3"}) == {"3": {"echo": "x"}}
+            await send(socket, {"id": "4", "type": "subscribe", "payload": GATED})
+            wait_until(lambda: Gate.waiting == 2, 10, "two gated queries in flight again")
+            await send(socket, {"id": "5", "type": "subscribe", "payload": echo})
+            assert (await receive(socket))["type"] == "error"
+            Gate.opened.set()
+            assert await answered(socket, {"2", "4"}) == {
+                ident: {"gated": "through"} for ident in ("2", "4")
+            }
+            await send(socket, {"id": "5", "type": "subscribe", "payload": echo})
+            assert await answered(socket, {"5"}) == {"5": {"echo": "x"}}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.usefixtures("gate")
+def test_running_subscriptions_leave_the_operation_limit_to_queries(capped: str) -> None:
+    """A subscription counts against the operation limit only until its stream starts; from
+    then on the subscription limits count it."""
+
+    async def scenario() -> None:
+        async with opened(capped) as socket:
+            for ident in ("a", "b"):
+                await send(socket, {"id": ident, "type": "subscribe", "payload": TICKS})
+                assert (await message_of(socket, ident))["type"] == "next"
+            for ident in ("1", "2"):
+                await send(socket, {"id": ident, "type": "subscribe", "payload": GATED})
+            wait_until(lambda: Gate.waiting == 2, 10, "two gated queries in flight")
+            await send(socket, {"id": "3", "type": "subscribe", "payload": GATED})
+            refused = await message_of(socket, "3")
+            assert refused["type"] == "error"
+            assert refused["payload"][0]["extensions"]["code"] == "TOO_MANY_OPERATIONS"
+
+    asyncio.run(scenario())
+    wait_until(lambda: Running.count == 0, 10, lambda: f"{Running.count} sources still running")

@@ -526,7 +526,11 @@ def test_a_non_loopback_gateway_needs_auth_asked_for(host: str) -> None:
         "STATEFED_GATEWAY_JWT_SECRET_FILE",
     ):
         assert variable in message
-    anonymous = {"STATEFED_GATEWAY_HOST": host, "STATEFED_GATEWAY_AUTH": "anonymous"}
+    anonymous = {
+        "STATEFED_GATEWAY_HOST": host,
+        "STATEFED_GATEWAY_AUTH": "anonymous",
+        "STATEFED_CLUSTER_SECRET_FILE": "/run/secrets/cluster",  # also needed there
+    }
     assert GatewayConfig.from_env(anonymous).auth == "anonymous"
 
 
