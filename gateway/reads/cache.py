@@ -24,12 +24,13 @@ has reached the entry's `as_of` and at least the applied offsets node reads of t
 partition reported through this gateway (reads of every kind, on any copy: so a hit never
 answers older than a read before it), and the read's `atLeast` is met. Anything else is a
 miss, answered by the nodes. When the follow ends (a lost connection, `gone`, the table
-names another owner) the partition's entries are dropped at once (a generation count) and
-the follow starts over on the new owner. An owner that stays but cannot vouch for a while
-(suspect, restoring, lagUnknownSince, membership stalled) keeps its follow: the copy's feed
-goes on without a gap (a new copy ends it with `gone`), so its entries stay exact, misses
-until it is fit again; ending it on every new routing table (one a heartbeat) would drop
-them and load that struggling node with snapshots again and again.
+names another owner) the partition's entries are never answered again (a generation count:
+they leave memory as the LRU evicts them) and the follow starts over on the new owner. An
+owner that stays but cannot vouch for a while (suspect, restoring, lagUnknownSince,
+membership stalled) keeps its follow: the copy's feed goes on without a gap (a new copy ends
+it with `gone`), so its entries stay exact, misses until it is fit again; ending it on every
+new routing table (one a heartbeat) would drop them and load that struggling node with
+snapshots again and again.
 
 Top-N: a count view's merged top is kept per (view, limit) when every partition's follow
 vouched for the read from start to end and no change seen meanwhile could alter it; it is
