@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from runtime.clock import Clock, wall_clock_ms
@@ -151,11 +152,38 @@ class ChangelogEnds:
             self._consumer = None
 
 
-def changelog_ends(kafka: str | KafkaSettings, topic: str) -> dict[int, int]:
-    """`{partition: end offset}` of `topic` read once (`ChangelogEnds`)."""
+# what a broker answers while a partition's leader is being elected (a topic just created,
+# a broker restarting): asked again until the deadline
+_TRANSIENT = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+_RETRY_S = 0.1
+
+
+def changelog_ends(
+    kafka: str | KafkaSettings, topic: str, timeout_s: float = 30.0
+) -> dict[int, int]:
+    """`{partition: end offset}` of `topic` read once (`ChangelogEnds`), asked again while
+    the broker answers with a transient error, for up to `timeout_s`."""
     ends = ChangelogEnds(kafka, topic)
+    deadline = time.monotonic() + timeout_s
     try:
-        return ends()
+        while True:
+            try:
+                return ends()
+            except KafkaException as exc:
+                error = exc.args[0]
+                transient = error.code() in _TRANSIENT or error.retriable()
+                if not transient or time.monotonic() + _RETRY_S > deadline:
+                    raise
+                log.debug("changelog %s: reading its end offsets again: %s", topic, error)
+                time.sleep(_RETRY_S)
     finally:
         ends.close()
 

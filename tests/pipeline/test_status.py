@@ -6,8 +6,10 @@ import uuid
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
+from pipeline import status
 from pipeline.status import StatusPoller, ViewTracker, new_progress, source_offsets
 from pipeline.statuslog import StatusPublisher, read_last_statuses
 from runtime.topics import ensure_topics
@@ -152,3 +154,54 @@ def test_the_last_status_of_each_view_is_read_back_across_chunks(broker: KafkaBr
     found = read_last_statuses(broker.bootstrap, [a, b, never])
     assert found == {a: ViewStatus(a, 2, 10, 4, {0: 2}), b: ViewStatus(b, 1499, 20, 1, {})}
     assert read_last_statuses(broker.bootstrap, []) == {}
+
+
+class _ElectingEnds:
+    """`ChangelogEnds` of a topic whose partition leaders are still being elected: the
+    first `failures` reads fail as a broker answers then, with `error`."""
+
+    reads = 0
+    closed = 0
+
+    def __init__(self, kafka: object, topic: str) -> None:
+        self.topic = topic
+
+    def __call__(self) -> dict[int, int]:
+        type(self).reads += 1
+        if type(self).reads <= self.failures:
+            raise KafkaException(KafkaError(self.error, "Broker: Not leader for partition"))
+        return {0: 7, 1: 0}
+
+    def close(self) -> None:
+        type(self).closed += 1
+
+    failures = 2
+    error = KafkaError.NOT_LEADER_FOR_PARTITION
+
+
+def test_the_changelog_ends_at_start_are_read_again_while_leaders_are_elected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Read right after the topics were created, a partition may have no leader yet: the
+    pipeline asked once and failed to start (seen in CI)."""
+    monkeypatch.setattr(status, "ChangelogEnds", _ElectingEnds)
+    monkeypatch.setattr(_ElectingEnds, "reads", 0)
+    monkeypatch.setattr(_ElectingEnds, "closed", 0)
+    assert status.changelog_ends("127.0.0.1:9", "statefed.v.changelog") == {0: 7, 1: 0}
+    assert (_ElectingEnds.reads, _ElectingEnds.closed) == (3, 1)
+
+
+def test_the_changelog_ends_at_start_give_up_on_a_lasting_or_other_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(status, "ChangelogEnds", _ElectingEnds)
+    monkeypatch.setattr(_ElectingEnds, "reads", 0)
+    monkeypatch.setattr(_ElectingEnds, "failures", 1_000_000)
+    with pytest.raises(KafkaException):
+        status.changelog_ends("127.0.0.1:9", "statefed.v.changelog", timeout_s=0.3)
+    reads = _ElectingEnds.reads
+    assert 2 <= reads <= 5  # asked every 0.1 s until the deadline
+    monkeypatch.setattr(_ElectingEnds, "error", KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException):
+        status.changelog_ends("127.0.0.1:9", "statefed.v.changelog", timeout_s=30)
+    assert _ElectingEnds.reads == reads + 1  # not asked again
