@@ -12,8 +12,6 @@ import dataclasses
 import hmac
 import logging
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -43,6 +41,7 @@ from tests.gateway.fakes import (
     fake_nodes,
     feed_for,
 )
+from tests.security.startup import start_gateway
 
 P = 4
 ISSUER = "https://issuer.test/"
@@ -535,20 +534,7 @@ def test_a_non_loopback_gateway_needs_auth_asked_for(host: str) -> None:
 
 
 def test_the_gateway_process_refuses_to_start_on_a_public_address_without_auth() -> None:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("STATEFED_")},
-        "PYTHONPATH": str(ROOT),
-        "STATEFED_GATEWAY_HOST": "0.0.0.0",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "gateway"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = start_gateway({"STATEFED_GATEWAY_HOST": "0.0.0.0"})
     assert done.returncode == 1
     assert "STATEFED_GATEWAY_AUTH" in done.stderr and "loopback" in done.stderr
     assert "Traceback" not in done.stderr

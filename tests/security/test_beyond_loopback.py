@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +17,7 @@ from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
 from node.config import NodeConfig
 from runtime.config import ConfigError
+from tests.security.startup import start_gateway
 
 ROOT = Path(__file__).parents[2]
 SECRET = "STATEFED_CLUSTER_SECRET_FILE"
@@ -71,21 +69,7 @@ def test_the_gateway_and_a_node_start_in_the_same_places(host: str, opt_out: boo
 
 
 def test_the_gateway_process_refuses_to_start_beyond_loopback_without_the_secret() -> None:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("STATEFED_")},
-        **ANONYMOUS,
-        "PYTHONPATH": str(ROOT),
-        "STATEFED_GATEWAY_HOST": "0.0.0.0",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "gateway"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = start_gateway({**ANONYMOUS, "STATEFED_GATEWAY_HOST": "0.0.0.0"})
     assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"statefed gateway: {SECRET}: is not set")
