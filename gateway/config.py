@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from gateway.cors import origins_problem
 from runtime import shared_settings as shared
-from runtime.config import ConfigError, EnvConfig, setting, settings_group
+from runtime.config import ConfigError, EnvConfig, comma_separated, setting, settings_group
 from runtime.hosts import HostPolicy, hosts_problem
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.logs import LOG_LEVELS
@@ -38,10 +38,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
-
-
-def _comma_separated(raw: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 @dataclass(frozen=True)
@@ -313,7 +309,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     cors_origins: tuple[str, ...] = setting(
         "STATEFED_GATEWAY_CORS_ORIGINS",
         (),
-        parse=_comma_separated,
+        parse=comma_separated,
         doc=(
             "comma-separated exact origins whose pages may read answers "
             "(`https://app.example.com,http://127.0.0.1:5173`); empty = no CORS "
@@ -325,7 +321,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     allowed_hosts: tuple[str, ...] = setting(
         "STATEFED_GATEWAY_ALLOWED_HOSTS",
         (),
-        parse=_comma_separated,
+        parse=comma_separated,
         doc=(
             "comma-separated host names clients reach the gateway by, besides IP addresses, "
             "`localhost` and `*.localhost` (always answered); a request whose `Host` names "
@@ -587,7 +583,7 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
     cache_whole_views: tuple[str, ...] = setting(
         "STATEFED_GATEWAY_CACHE_WHOLE_VIEWS",
         (),
-        parse=_comma_separated,
+        parse=comma_separated,
         doc=(
             "comma-separated count, latest or aggregate views the cache holds whole: every "
             "key's row, loaded from the nodes and kept by their feeds, so a lookup of any "

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from node.errors import ConfigError
 from runtime import shared_settings as shared
-from runtime.config import EnvConfig, setting, settings_group
+from runtime.config import EnvConfig, comma_separated, setting, settings_group
 from runtime.hosts import HostPolicy, hosts_problem
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.tls import check_pair
@@ -27,10 +27,6 @@ _AUTH_MODES = ("cluster", "none")
 
 def _without_slash(raw: str) -> str:
     return raw.rstrip("/")
-
-
-def _comma_separated(raw: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 def _is_loopback(host: str) -> bool:
@@ -130,7 +126,7 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
     allowed_hosts: tuple[str, ...] = setting(
         "STATEFED_NODE_ALLOWED_HOSTS",
         (),
-        parse=_comma_separated,
+        parse=comma_separated,
         doc=(
             "comma-separated host names callers reach the node by, besides IP addresses, "
             "`localhost`, `*.localhost` and the host of `STATEFED_NODE_URL` (always "

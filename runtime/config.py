@@ -27,7 +27,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-__all__ = ["ConfigError", "Declaration", "EnvConfig", "declarations", "setting", "settings_group"]
+__all__ = [
+    "ConfigError",
+    "Declaration",
+    "EnvConfig",
+    "comma_separated",
+    "declarations",
+    "setting",
+    "settings_group",
+]
 
 _T = TypeVar("_T")
 _C = TypeVar("_C", bound="EnvConfig")
@@ -110,6 +118,11 @@ def _kind(default: object) -> type:
         if isinstance(default, kind):
             return kind
     return object
+
+
+def comma_separated(raw: str) -> tuple[str, ...]:
+    """A setting's comma-separated list: the parts stripped, the empty ones left out."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
 def _parse_bool(raw: str) -> bool:
