@@ -129,7 +129,7 @@ class BatchProducer:
         `what` (e.g. the view and batch) if any was not. Returns the records sent."""
         left = self._producer.flush(self.timeout_s)
         failed, failures, sent = self._failed, self._failures, self._sent
-        self._discard()  # what is still queued must not land after the replayed batch
+        self._discard(queued=left > 0)  # what is queued must not land after the replay
         if left or failed:
             raise DeliveryError(
                 f"{what}: {failed} of {sent} records failed and {left} were unacknowledged "
@@ -137,10 +137,11 @@ class BatchProducer:
             )
         return sent
 
-    def _discard(self) -> None:
-        """Drop the records still queued and forget the batch's counts."""
-        self._producer.purge()
-        self._producer.poll(0)  # their delivery reports, before the counts are reset
+    def _discard(self, queued: bool = True) -> None:
+        """Drop the records still queued (when some may be) and forget the batch's counts."""
+        if queued:
+            self._producer.purge()
+            self._producer.poll(0)  # their delivery reports, before the counts are reset
         self._failures, self._failed, self._sent = [], 0, 0
 
     def close(self) -> None:
