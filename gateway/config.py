@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,12 +11,12 @@ from urllib.parse import urlsplit
 from gateway.cors import origins_problem
 from runtime import shared_settings as shared
 from runtime.config import ConfigError, EnvConfig, comma_separated, setting, settings_group
-from runtime.hosts import HostPolicy, hosts_problem
+from runtime.hosts import HostPolicy, hosts_problem, is_loopback
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.logs import LOG_LEVELS
 from runtime.tls import check_ca, check_pair
 
-__all__ = ["AUTH_MODES", "CLUSTER_AUTH_MODES", "GatewayConfig", "is_loopback"]
+__all__ = ["AUTH_MODES", "CLUSTER_AUTH_MODES", "GatewayConfig"]
 
 AUTH_MODES = ("jwt", "anonymous")
 # the values of the nodes' STATEFED_NODE_AUTH, meaning the same on the gateway's side
@@ -27,17 +26,6 @@ _CLUSTER_AUTH = "STATEFED_GATEWAY_CLUSTER_AUTH"
 _CLUSTER_SECRET = "STATEFED_CLUSTER_SECRET_FILE"
 _JWKS = "STATEFED_GATEWAY_JWKS"
 _SECRET = "STATEFED_GATEWAY_JWT_SECRET_FILE"
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine reaches: 127.0.0.0/8, ::1 and localhost."""
-    name = host.strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import socket
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ from urllib.parse import urlsplit
 from node.errors import ConfigError
 from runtime import shared_settings as shared
 from runtime.config import EnvConfig, comma_separated, setting, settings_group
-from runtime.hosts import HostPolicy, hosts_problem
+from runtime.hosts import HostPolicy, hosts_problem, is_loopback
 from runtime.kafka import KafkaClientConfig, KafkaProperties
 from runtime.tls import check_pair
 
@@ -27,15 +26,6 @@ _AUTH_MODES = ("cluster", "none")
 
 def _without_slash(raw: str) -> str:
     return raw.rstrip("/")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
 
 
 @dataclass(frozen=True)
@@ -279,7 +269,7 @@ class NodeConfig(KafkaClientConfig, EnvConfig):
         if (
             self.auth == "cluster"
             and self.cluster_secret_file is None
-            and not _is_loopback(self.host)
+            and not is_loopback(self.host)
         ):
             raise ConfigError(
                 "STATEFED_CLUSTER_SECRET_FILE",

@@ -13,7 +13,6 @@ precedence, so spark-defaults.conf still wins.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import shutil
@@ -28,6 +27,7 @@ from pipeline.config import PipelineConfig
 from pipeline.jvmlogs import log4j_options
 from runtime.classdata import archive_options
 from runtime.environment import environment
+from runtime.hosts import is_loopback
 
 __all__ = [
     "ENFORCED",
@@ -234,21 +234,12 @@ def _warn_without_stack() -> None:
 def _warn_if_unreachable(settings: Mapping[str, str]) -> None:
     """Executors on other hosts cannot connect back to a driver on a loopback address."""
     master, host = settings.get("spark.master", ""), settings.get("spark.driver.host", "")
-    if not master.startswith("spark://") or not _is_loopback(host):
+    if not master.startswith("spark://") or not is_loopback(host):
         return
     addresses = master.removeprefix("spark://").split(",")
-    if not all(_is_loopback(a.rsplit(":", 1)[0]) for a in addresses):
+    if not all(is_loopback(a.rsplit(":", 1)[0]) for a in addresses):
         log.warning(
             "the driver listens on %s, which executors on other hosts cannot reach: set "
             "STATEFED_SPARK_DRIVER_HOST (or spark.driver.host) to an address they can",
             host,
         )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

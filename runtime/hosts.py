@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from runtime.graphql_http import RequestError, Scope, send_json
 from runtime.graphql_http.asgi import Receive, Send, refuse_websocket
 
-__all__ = ["HostCheck", "HostPolicy", "hosts_problem"]
+__all__ = ["HostCheck", "HostPolicy", "hosts_problem", "is_loopback"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,20 @@ _HOST = re.compile(r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9_.-]+))(?::[0-9
 _LISTED = re.compile(r"[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?\.?")
 _MAX_SHOWN = 100  # characters of a refused Host named in the error
 _MAX_REMEMBERED = 64  # allowed Host values kept, so a repeated one is not parsed again
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for an address only this machine reaches: 127.0.0.0/8, ::1 (bracketed or not)
+    and `localhost`. A host name is False: it may resolve to anything."""
+    if host is None:
+        return False
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def hosts_problem(names: Sequence[str]) -> str | None:

@@ -31,9 +31,10 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from gateway.api.kinds import kind_of
-from gateway.config import GatewayConfig, is_loopback
+from gateway.config import GatewayConfig
 from gateway.model.timestamps import from_ms, iso
 from runtime.clock import wall_clock_ms
+from runtime.hosts import is_loopback
 from runtime.produce import Record, new_producer, produce_records
 from runtime.signals import set_from_handler
 from schema import CATALOGUE, WORD_COUNTS, ValueFormat, View, load_catalogue

@@ -14,12 +14,12 @@ own registry.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 from pathlib import Path
 from types import TracebackType
 
+from runtime.hosts import is_loopback
 from tooling.broker import free_port
 from tooling.java import JavaNotFound, find_java, jvm_options
 from tooling.processes import ManagedProcess, ProcessFailed
@@ -97,7 +97,7 @@ class SchemaRegistry:
         port: int = 0,
         directory: Path | None = None,
     ) -> None:
-        if not ipaddress.ip_address(host).is_loopback:
+        if not is_loopback(host):
             raise ValueError(f"the local Schema Registry listens on loopback only, not {host}")
         self.host = host
         self.port = port or free_port(host)

@@ -19,7 +19,6 @@ and fails the run.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import shutil
 import sys
@@ -32,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
+
+from runtime.hosts import is_loopback
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page, Playwright, Route, ViewportSize
@@ -103,7 +104,7 @@ class Traffic:
 
     def route(self, route: Route) -> None:
         url = route.request.url
-        if _is_loopback(urlsplit(url).hostname):
+        if is_loopback(urlsplit(url).hostname):
             route.continue_()
         else:
             self.refused.append(url)
@@ -117,18 +118,9 @@ class Traffic:
             raise ScreenshotError(f"{what} threw: {self.page_errors}")
 
 
-def _is_loopback(host: str | None) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return host is not None and ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_gateway(url: str) -> None:
     """Fail unless `url` is a loopback address where a gateway answers."""
-    if not _is_loopback(urlsplit(url).hostname):
+    if not is_loopback(urlsplit(url).hostname):
         raise ScreenshotError(f"{url} is not a loopback address: this tool only talks to loopback")
     try:
         response = httpx.get(f"{url}/status.json", timeout=5.0, trust_env=False)

@@ -26,11 +26,12 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from gateway.auth.keys import REFETCH_INTERVAL_MS, KeySetError
-from gateway.config import GatewayConfig, is_loopback
+from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
 from gateway.edge.statuspage import status_page
 from runtime.clock import wall_clock_ms
 from runtime.config import ConfigError
+from runtime.hosts import is_loopback
 from schema import View
 from tests.gateway.fakes import (
     HOSTS,

@@ -24,7 +24,7 @@ from node.config import NodeConfig
 from node.errors import ConfigError as NodeConfigError
 from node.serve.app import NodeApp
 from runtime.config import ConfigError
-from runtime.hosts import HostPolicy
+from runtime.hosts import HostPolicy, is_loopback
 from schema import CATALOGUE
 from schema.feed import FEED_PATH
 from tests.gateway.fakes import ServerThread
@@ -365,3 +365,15 @@ def test_the_policy_of_each_mode() -> None:
     policy = HostPolicy(("App.Example",), "X", part="gateway", required=False)
     assert policy.enforced and policy.allows(b"app.example:443")
     assert not policy.allows(b"app.example.evil:443")
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost", "LOCALHOST"]
+)
+def test_loopback_addresses_are_loopback(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::", "[::]", "example.com", "", None])
+def test_other_addresses_and_host_names_are_not(host: str | None) -> None:
+    assert not is_loopback(host)
