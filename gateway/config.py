@@ -461,7 +461,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         high=1_000_000,
         doc=(
             "updates waiting for one subscriber; past it a row subscription keeps"
-            " only the newest row of each key, a history subscription ends with "
+            " only the newest row of each key (and window), a history subscription, or"
+            " a windowed one with that many new windows waiting, ends with "
             "`SUBSCRIBER_TOO_SLOW` (see "
             "[Subscriptions](querying.md#subscriptions))"
         ),

@@ -12,9 +12,12 @@ row subscription (count, latest, windows) whose oldest waiting update has waited
 `max_wait_s` is behind: a new row of an entry then replaces the one waiting for it, so a
 reader that cannot take every change gets each entry's newest row, never an ever older
 backlog. Past `bound` waiting updates, a row subscription keeps only the newest row of each
-entry (each window of a key is an entry of its own, so that many may wait). A history
-subscription ends with SlowSubscriberError instead (every event once), its token then past
-every event held, so resuming from the last update's token gets the rest. The pending
+entry: one row per key always fits, but each window of a key is an entry of its own, so a
+windowed subscriber that takes nothing would hold a row for every window that changes; past
+max(`bound`, its number of keys) changes waiting besides its snapshot rows (bounded by the
+windows a node keeps), it ends with SlowSubscriberError. A history subscription ends so as
+soon as `bound` updates wait (every event once). Either way its token is then past every
+update held, so resuming from the last update's token gets the rest. The pending
 update of the lowest offset goes first, so the token of every message, per partition the
 lowest offset not delivered yet, never skips a change nor repeats one.
 
@@ -82,6 +85,8 @@ class _Merge:
         bound: int,
         max_wait_s: float,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        keys: int,
     ) -> None:
         self.view = view
         self.clock = clock
@@ -93,6 +98,8 @@ class _Merge:
         self.max_wait_s = max_wait_s
         self.pending: dict[Slot, _Pending] = {}  # in arrival order
         self.newest: dict[Entry, Slot] = {}  # each entry's newest waiting update
+        self.snapshot_rows = 0  # of the waiting updates
+        self.changes_bound = max(bound, keys)  # waiting changes of a row subscription
         self._serial = 0
         self.wake = asyncio.Event()
         self.failure: list[BaseException] = []  # what ended it, after the updates before
@@ -124,28 +131,46 @@ class _Merge:
                 covered[entry] = change.offset + 1
                 if change.row is None and not self.conflate:
                     continue  # a history event removed by retention: nothing to show
-            if not self.conflate and len(self.pending) >= self.bound:
+            if not self._hold(entry, _Pending(change, partition, batch.freshness, now)):
                 # every change of the partition below this one is held or was skipped: the
                 # tokens of those held pass them, and a resume starts at this one
                 self.reached[partition] = max(seen, change.offset)
                 raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
-            self._hold(entry, _Pending(change, partition, batch.freshness, now))
         reached = self.reached[partition] = max(batch.applied, seen)
         self.covered[partition] = {e: o for e, o in covered.items() if o > reached}
         self.wake.set()
 
-    def _hold(self, entry: Entry, pending: _Pending) -> None:
+    def _hold(self, entry: Entry, pending: _Pending) -> bool:
         """Keep every change while the subscriber keeps up; a row subscription that is
-        behind keeps the newest row of `entry` only, and past `bound` waiting conflates."""
+        behind keeps the newest row of `entry` only, and past `bound` waiting conflates.
+        False, holding nothing, when the subscription is too far behind (see the module)."""
         if self.conflate and self._behind(pending.since):
             superseded = self.newest.get(entry)
             if superseded is not None:
-                del self.pending[superseded]
+                self._pop(superseded)
         if len(self.pending) >= self.bound:
+            if not self.conflate:
+                return False
             self._conflate(entry)
+            changes = len(self.pending) - self.snapshot_rows
+            if not pending.change.snapshot and changes >= self.changes_bound:
+                return False
         self._serial += 1
         self.pending[self._serial] = pending
         self.newest[entry] = self._serial
+        if pending.change.snapshot:
+            self.snapshot_rows += 1
+        return True
+
+    def _pop(self, slot: Slot) -> _Pending:
+        """Take the waiting update `slot` out."""
+        held = self.pending.pop(slot)
+        entry = _entry(held.change)
+        if self.newest.get(entry) == slot:
+            del self.newest[entry]
+        if held.change.snapshot:
+            self.snapshot_rows -= 1
+        return held
 
     def _behind(self, now: float) -> bool:
         """Whether the oldest waiting update has waited longer than `max_wait_s`."""
@@ -161,9 +186,7 @@ class _Merge:
             newest = set(self.newest.values())
             dropped = [slot for slot in self.pending if slot not in newest]
         for slot in dropped:
-            gone = _entry(self.pending.pop(slot).change)
-            if self.newest.get(gone) == slot:
-                del self.newest[gone]
+            self._pop(slot)
 
     def take(self) -> KeyUpdate | None:
         if not self.pending:
@@ -172,10 +195,8 @@ class _Merge:
             slot = next(iter(self.pending))
         else:
             slot = min(self.pending, key=lambda s: _shown_offset(self.pending[s].change))
-        held = self.pending.pop(slot)
+        held = self._pop(slot)
         change = held.change
-        if self.newest.get(_entry(change)) == slot:
-            del self.newest[_entry(change)]
         return KeyUpdate(
             change.key,
             change.at,
@@ -225,7 +246,7 @@ async def key_updates(
     by_partition: dict[int, list[str]] = {}
     for key in dict.fromkeys(keys):
         by_partition.setdefault(view.partition_of(key, partitions), []).append(key)
-    merge = _Merge(view, token, conflate, bound, max_wait_s)
+    merge = _Merge(view, token, conflate, bound, max_wait_s, keys=len(set(keys)))
     async with contextlib.AsyncExitStack() as stack:
         sources = []
         for partition, asked in sorted(by_partition.items()):

@@ -38,8 +38,8 @@ def drain(merge: _Merge) -> list[tuple[str, int]]:
     return [(u.key, u.offset) for u in taken]
 
 
-def merge(clock: HandClock, conflate: bool = True, bound: int = 1000) -> _Merge:
-    return _Merge(WORD_COUNTS, None, conflate, bound, MAX_WAIT_S, clock)
+def merge(clock: HandClock, conflate: bool = True, bound: int = 1000, keys: int = 1) -> _Merge:
+    return _Merge(WORD_COUNTS, None, conflate, bound, MAX_WAIT_S, clock, keys=keys)
 
 
 def test_a_subscriber_that_keeps_up_gets_every_change(clock: HandClock) -> None:
@@ -132,7 +132,7 @@ def test_a_history_subscriber_past_its_bound_resumes_with_every_later_event_once
         assert resume_offset(update) > update.offset, update
         taken.append(update)
     token = ResumeToken.parse(WORD_COUNTS.name, taken[-1].token)
-    resumed = _Merge(WORD_COUNTS, token, False, 1000, MAX_WAIT_S, clock)
+    resumed = _Merge(WORD_COUNTS, token, False, 1000, MAX_WAIT_S, clock, keys=1)
     for fed in FEED:  # the replay from the token, and again what came before it
         resumed.accept(0, fed, True)
     offsets = [u.offset for u in taken] + [o for _k, o in drain(resumed)]
@@ -184,10 +184,58 @@ def window(key: str, start: int, offset: int) -> FeedBatch:
 def test_more_keys_than_the_bound_each_keep_their_newest_row(clock: HandClock) -> None:
     """Past the bound, a subscription of more keys than the bound still gets each key's
     newest row: one row per key waits, never more."""
-    pending = merge(clock, bound=4)
     keys = [f"k{i}" for i in range(10)]
+    pending = merge(clock, bound=4, keys=len(keys))
     for round_ in range(3):
         for i, key in enumerate(keys):  # not behind: the bound alone conflates
             pending.accept(0, window(key, 0, 100 * round_ + i), True)
             assert len(pending.pending) <= len(keys)
     assert sorted(drain(pending)) == [(key, 200 + i) for i, key in enumerate(keys)]
+
+
+def test_a_windowed_subscriber_that_takes_nothing_ends_past_its_bound_and_resumes(
+    clock: HandClock,
+) -> None:
+    """Each new window of a key is an entry of its own: a subscriber that takes nothing
+    would hold one row per window for good. Past the bound it ends instead, with every row
+    held, and its last token resumes at the first window it did not get."""
+    slow = merge(clock, bound=4, keys=1)
+    with pytest.raises(SlowSubscriberError):
+        for offset in range(1, 100):
+            slow.accept(0, window("a", 60 * offset, offset), True)
+            assert len(slow.pending) <= 4
+    assert offset == 5  # the first window past the bound
+    slow.fail(SlowSubscriberError(WORD_COUNTS.name, 4, "X"))
+    taken = drain(slow)
+    assert taken == [("a", 1), ("a", 2), ("a", 3), ("a", 4)]
+    token = ResumeToken.parse(WORD_COUNTS.name, slow.token())
+    assert token.offsets == {0: 5}
+
+
+def test_a_windowed_snapshot_larger_than_the_bound_is_held_whole_with_changes_after_it(
+    clock: HandClock,
+) -> None:
+    """A snapshot's rows (one per window a node keeps) do not count toward the bound: all
+    of them wait, then up to the bound of changes of other windows."""
+    pending = merge(clock, bound=4, keys=1)
+    rows = tuple(
+        Change(WORD_COUNTS.name, "a", 11, {"count": 1}, (60 * w,), snapshot=True) for w in range(10)
+    )
+    pending.accept(0, FeedBatch(rows, 11, {"partition": 0}), True)
+    for offset in range(11, 15):  # four changes of new windows
+        pending.accept(0, window("a", 60 * offset, offset), True)
+    assert len(pending.pending) == 14
+    with pytest.raises(SlowSubscriberError):
+        pending.accept(0, window("a", 60 * 15, 15), True)
+    assert len(drain(pending)) == 14
+
+
+def test_a_key_subscriber_that_takes_nothing_never_ends(clock: HandClock) -> None:
+    """Without windows one row per key waits at most, so a row subscription of keys alone
+    never ends for being slow, however many keys and changes."""
+    keys = [f"k{i}" for i in range(10)]
+    pending = merge(clock, bound=4, keys=len(keys))
+    for offset in range(1, 500):  # the last, 490..499, one for each key
+        pending.accept(0, batch((keys[offset % len(keys)], offset)), True)
+    assert len(pending.pending) <= len(keys)
+    assert sorted(drain(pending)) == sorted((k, 490 + i) for i, k in enumerate(keys))
