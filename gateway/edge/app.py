@@ -49,7 +49,13 @@ from gateway.edge.graphiql import STATIC_PREFIX, StaticAssets, graphiql_page
 from gateway.edge.operations import Operations
 from gateway.edge.slots import Slots
 from gateway.edge.sse import STREAM_PATH, GraphQLEventStream
-from gateway.edge.statuspage import STATUS_JSON_PATH, STATUS_PAGE_HEADERS, STATUS_PATH, status_page
+from gateway.edge.statuspage import (
+    STATUS_JSON_PATH,
+    STATUS_PAGE_HEADERS,
+    STATUS_PAGE_POLICY,
+    STATUS_PATH,
+    status_page,
+)
 from gateway.edge.workermetrics import WorkerMetrics
 from gateway.edge.ws import GraphQLWebSocket
 from gateway.execute.execution import GatewayEndpoint
@@ -67,7 +73,15 @@ from gateway.writes.policy import RateLimiter
 from gateway.writes.producer import EventProducer
 from runtime.clock import wall_clock_ms
 from runtime.config import ConfigError
-from runtime.graphql_http import Receive, RequestError, Scope, Send, send_body, send_json
+from runtime.graphql_http import (
+    Receive,
+    RequestError,
+    Scope,
+    Send,
+    send_body,
+    send_json,
+    send_page,
+)
 from runtime.hosts import HostCheck
 from runtime.looplag import LoopLag
 from runtime.metrics import METRICS_PATH, MetricsGuard
@@ -78,8 +92,6 @@ from schema import CATALOGUE, View
 __all__ = ["GatewayApp", "health_body"]
 
 log = logging.getLogger(__name__)
-
-_HTML = b"text/html; charset=utf-8"
 
 
 @dataclass
@@ -314,7 +326,7 @@ class GatewayApp:
             if path == "/health" and method in ("GET", "HEAD"):
                 await self._health(scope, send)
             elif path == STATUS_PATH and method in ("GET", "HEAD"):
-                await send_body(send, 200, status_page(), _HTML, STATUS_PAGE_HEADERS)
+                await send_page(send, status_page(), STATUS_PAGE_POLICY, STATUS_PAGE_HEADERS)
             elif path == STATUS_JSON_PATH and method in ("GET", "HEAD"):
                 await self._status(scope, send)
             elif path == METRICS_PATH and method in ("GET", "HEAD"):

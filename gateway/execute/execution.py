@@ -52,7 +52,7 @@ from runtime.graphql_http import (
     RequestError,
     Scope,
     Send,
-    send_body,
+    send_page,
 )
 from runtime.tracing import Span
 from schema import View
@@ -61,7 +61,6 @@ __all__ = ["GatewayEndpoint"]
 
 _SHAPES_PER_DOCUMENT = 16  # operation names whose shape is kept with a document
 _UNMEASURED = object()
-_HTML = b"text/html; charset=utf-8"
 _STREAMS_ONLY = (
     "a subscription's updates cannot come in one JSON answer: subscribe over a WebSocket "
     "(graphql-transport-ws) or GraphQL over SSE (Accept: text/event-stream)"
@@ -228,7 +227,7 @@ class GatewayEndpoint(GraphQLHTTP[RequestContext]):
         body["extensions"] = context.extensions()
 
     async def without_query(self, scope: Scope, send: Send, media: MediaType | None) -> None:
-        await send_body(send, 200, self._page, _HTML)
+        await send_page(send, self._page)
 
 
 def _partitions(table: RoutingTable, view: View) -> int:

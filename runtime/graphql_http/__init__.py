@@ -3,7 +3,7 @@ checks, documents parsed (with a token limit) and validated once, the query limi
 before validation, status codes per the GraphQL over HTTP spec,
 and the uvicorn protocol that keeps long GET requests answered in JSON."""
 
-from runtime.graphql_http.asgi import Receive, Scope, Send, send_body, send_json
+from runtime.graphql_http.asgi import Receive, Scope, Send, send_body, send_json, send_page
 from runtime.graphql_http.documents import DocumentCache, Prepared
 from runtime.graphql_http.endpoint import Answer, GraphQLHTTP
 from runtime.graphql_http.limits import (
@@ -58,5 +58,6 @@ __all__ = [
     "parse_limited",
     "send_body",
     "send_json",
+    "send_page",
     "weigh",
 ]

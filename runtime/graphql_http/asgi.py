@@ -1,4 +1,9 @@
-"""The little of ASGI the GraphQL endpoints need: types, a bounded body read, responses."""
+"""The little of ASGI the GraphQL endpoints need: types, a bounded body read, responses.
+
+No answer may be sniffed into another type (`nosniff`: a JSON body taken for a script or a
+page), and no page may be framed by another site (clickjacking: GraphiQL in a hidden frame
+runs mutations for whoever clicks in it).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ __all__ = [
     "refuse_websocket",
     "send_body",
     "send_json",
+    "send_page",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -26,6 +32,10 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Headers = Sequence[tuple[bytes, bytes]]
+
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
+_HTML = b"text/html; charset=utf-8"
+_NO_FRAMING = b"frame-ancestors 'none'"
 
 
 async def read_body(receive: Receive, declared: bytes | None, limit: int, hint: str) -> bytes:
@@ -59,6 +69,7 @@ async def send_body(
             "headers": [
                 (b"content-type", content_type),
                 (b"content-length", str(len(body)).encode()),
+                _NOSNIFF,
                 *headers,
             ],
         }
@@ -82,11 +93,21 @@ async def send_json(
             "headers": [
                 (b"content-type", media.content_type),
                 (b"content-length", str(len(body)).encode()),
+                _NOSNIFF,
                 *headers,
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def send_page(
+    send: Send, page: bytes, policy: bytes = _NO_FRAMING, headers: Headers = ()
+) -> None:
+    """An HTML page that no other site may frame: `policy`, its Content-Security-Policy,
+    keeps `frame-ancestors 'none'`, and `X-Frame-Options` says the same to older browsers."""
+    framing = ((b"content-security-policy", policy), (b"x-frame-options", b"DENY"))
+    await send_body(send, 200, page, _HTML, (*framing, *headers))
 
 
 async def refuse_websocket(scope: Scope, send: Send, error: RequestError) -> None:
@@ -100,6 +121,7 @@ async def refuse_websocket(scope: Scope, send: Send, error: RequestError) -> Non
     headers = [
         (b"content-type", MediaType.JSON.content_type),
         (b"content-length", str(len(body)).encode()),
+        _NOSNIFF,
         *error.headers,
     ]
     await send(

@@ -222,6 +222,32 @@ def test_the_status_page_asks_for_its_assets_by_content_and_they_are_served() ->
         assert response.status_code == 200 and response.content == content, url
 
 
+def test_no_page_may_be_framed_and_no_answer_may_be_sniffed() -> None:
+    """Clickjacking: GraphiQL in another site's hidden frame would run mutations (produce)
+    for whoever clicks in it. GraphiQL's own policy is `frame-ancestors` alone: its inline
+    script and style would break under a script-src."""
+
+    async def check(http: httpx.AsyncClient) -> dict[str, httpx.Response]:
+        return {
+            "graphiql": await http.get("/graphql", headers={"accept": "text/html"}),
+            "status": await http.get("/status"),
+            "answer": await http.post("/graphql", json={"query": "{ __typename }"}),
+            "health": await http.get("/health"),
+            "asset": await http.get("/static/graphiql.min.js"),
+            "refusal": await http.get("/nope"),
+        }
+
+    answers = with_gateway(check)
+    assert answers["graphiql"].headers["content-security-policy"] == "frame-ancestors 'none'"
+    for name in ("graphiql", "status"):
+        page = answers[name]
+        assert page.headers["content-type"].startswith("text/html"), name
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"], name
+        assert page.headers["x-frame-options"] == "DENY", name
+    for name, answer in answers.items():
+        assert answer.headers["x-content-type-options"] == "nosniff", name
+
+
 def test_health_and_cluster() -> None:
     async def check(http: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, Any]]:
         health = (await http.get("/health")).json()

@@ -5,6 +5,7 @@ plain GET) never runs a mutation: POST bodies are JSON only, refused before they
 and GET runs queries only. CORS: only pages of the allowlist read answers; preflights are
 answered with the allowlist's headers. Plain HTTP first, then in headless Chromium with a
 real gateway and pages served from two other loopback origins, one of them listed.
+Clickjacking: no other origin may frame GraphiQL (`frame-ancestors 'none'`).
 """
 
 from __future__ import annotations
@@ -440,3 +441,20 @@ def test_the_listed_origin_reads_answers_and_writes(site: Site) -> None:
     wrote = fetch(site.listed, site.gateway.url, MUTATION)
     assert wrote["status"] == 200 and wrote["body"]["data"]["produce"]["token"]
     assert [r.key for r in site.producer.snapshot()] == ["csrf"]
+
+
+FRAME = """url => new Promise(resolve => {
+  const frame = document.createElement('iframe');
+  frame.onload = () => resolve(null);
+  frame.src = url;
+  document.body.appendChild(frame);
+})"""
+
+
+def test_another_origin_cannot_frame_graphiql(site: Site) -> None:
+    # a hidden frame of GraphiQL would run the mutations its visitor is tricked into clicking
+    with site.unlisted.expect_response(site.gateway.url) as answered:
+        site.unlisted.evaluate(FRAME, site.gateway.url)
+    assert answered.value.status == 200  # served, and the browser would not show it
+    (frame,) = site.unlisted.main_frame.child_frames
+    assert frame.locator("#graphiql").count() == 0
