@@ -5,9 +5,11 @@ checked before its body is read or its document parsed: the signature with a key
 `gateway.auth.keys` (the algorithm fixed by the key, never by the token alone), the issuer and
 audience configured, `exp` (required), `nbf` and `iat` with STATEFED_GATEWAY_JWT_LEEWAY_S
 of clock skew, and a string `sub`. The principal is `sub` with the scopes of the `scope`
-claim (space-separated) and of `scp` (a list, or space-separated too). A request without a
-usable token is refused with `Unauthenticated`, which `refusal` turns into the HTTP 401
-the client gets. Otherwise (anonymous) every request is `ANONYMOUS`.
+claim (space-separated) and of `scp` (a list, or space-separated too), and the second from
+which the token stops verifying (`expires_at`: `exp` plus the leeway, on PyJWT's clock, the
+wall clock); a subscription it authorized ends then, with SUBSCRIPTION_EXPIRED. A request
+without a usable token is refused with `Unauthenticated`, which `refusal` turns into the HTTP
+401 the client gets. Otherwise (anonymous) every request is `ANONYMOUS`.
 
 Descriptions of refused tokens are fixed texts: nothing read from a token is echoed into
 the `WWW-Authenticate` header.
@@ -37,6 +39,7 @@ from gateway.model.principal import ANONYMOUS, Principal
 from runtime.graphql_http import RequestError
 
 __all__ = [
+    "SUBSCRIPTION_EXPIRED",
     "UNAUTHENTICATED",
     "Anonymous",
     "Authenticator",
@@ -48,9 +51,12 @@ __all__ = [
 ]
 
 UNAUTHENTICATED = "UNAUTHENTICATED"
+_EXPIRED = "the token has expired"
+# the message (code UNAUTHENTICATED) ending a subscription whose token expired while it ran
+SUBSCRIPTION_EXPIRED = f"invalid bearer token: {_EXPIRED}; subscribe again with a fresh token"
 _REQUIRED_CLAIMS = ["exp", "sub", "iss", "aud"]
 _REFUSED: tuple[tuple[type[PyJWTError], str], ...] = (
-    (ExpiredSignatureError, "the token has expired"),
+    (ExpiredSignatureError, _EXPIRED),
     (ImmatureSignatureError, "the token is not valid yet"),  # nbf, or iat, in the future
     (InvalidIssuedAtError, "the token's iat is not a number"),
     (InvalidAudienceError, "the token is for another audience"),
@@ -112,7 +118,9 @@ class JwtAuthenticator:
         if key is None:
             raise Unauthenticated("the token's key id is unknown")
         claims = self._verify(token, key.key, key.algorithms)
-        return Principal(claims["sub"], _scopes(claims), authenticated=True)
+        # PyJWT refuses a token once int(exp) <= now - leeway: the same second, exactly
+        expires_at = int(claims["exp"]) + self._leeway_s
+        return Principal(claims["sub"], _scopes(claims), authenticated=True, expires_at=expires_at)
 
     def _verify(self, token: str, key: Any, algorithms: tuple[str, ...]) -> dict[str, Any]:
         try:

@@ -8,9 +8,10 @@ document is validated, and a query or mutation runs through the endpoint's own `
 subscription runs graphql-core's subscribe steps on the same schema and becomes a `Stream` of
 response bodies, after it has taken a slot (`gateway.edge.slots`): each event is written by
 the operation's compiled writer (`gateway.execute.writer`) where it has one, else executed as
-graphql-core's `subscribe` executes it. Every error is formatted
-as `/graphql` formats it: `extensions.code`, server faults masked and logged under the
-operation's id.
+graphql-core's `subscribe` executes it. A subscription authorized by a token with an
+expiry ends when that token stops verifying (`Principal.expires_at`), with one UNAUTHENTICATED
+error: one timer per subscription, nothing per event. Every error is formatted as `/graphql`
+formats it: `extensions.code`, server faults masked and logged under the operation's id.
 
 The transports only speak their protocol; what they need of the server is this module's
 `Operations`, built over any `GraphQLHTTP` endpoint and the strawberry schema it serves (the
@@ -19,8 +20,10 @@ gateway's, or a test's).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from inspect import isawaitable
 from typing import Any
@@ -40,6 +43,7 @@ from graphql import (
 from graphql.execution.executor_throwing_on_incremental import ExecutorThrowingOnIncremental
 from graphql.pyutils import AwaitableOrValue
 
+from gateway.auth.bearer import SUBSCRIPTION_EXPIRED, UNAUTHENTICATED
 from gateway.edge.slots import Slot, Slots
 from gateway.execute.writer import EventCounts, EventWriter, event_writer
 from gateway.model.principal import Principal
@@ -70,9 +74,9 @@ class Single:
 
 
 class Stream:
-    """A running subscription: its response bodies, one per event, until the source ends.
-    `aclose` stops the source (the resolver's generator runs its `finally`) and frees the
-    slot; a transport calls it whichever way the stream ends."""
+    """A running subscription: its response bodies, one per event, until the source ends or
+    (`pump`) its token expires. `aclose` stops the source (the resolver's generator runs its
+    `finally`) and frees the slot; a transport calls it whichever way the stream ends."""
 
     def __init__(
         self, source: AsyncIterator[ExecutionResult], slot: Slot, operations: Operations
@@ -81,6 +85,7 @@ class Stream:
         self._slot = slot
         self._operations = operations
         self.request_id = ""
+        self.expires_at: int | None = None  # of the principal's token (wall-clock second)
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._bodies()
@@ -94,6 +99,30 @@ class Stream:
                 exc if isinstance(exc, GraphQLError) else GraphQLError(str(exc), original_error=exc)
             )
             yield {"errors": self._operations.format([error], self.request_id)}
+
+    async def pump(self, emit: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        """`emit` each body until the source ends, or until the token expires: then the
+        source is stopped and one UNAUTHENTICATED error body is the last."""
+        timeout = asyncio.timeout_at(self._deadline())  # one timer (loop.call_at), or none
+        try:
+            async with timeout:
+                async for body in self:
+                    await emit(body)
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            await self.aclose()  # now: the error may wait for a slow reader
+            error = GraphQLError(SUBSCRIPTION_EXPIRED)
+            await emit(
+                {"errors": self._operations.format([error], self.request_id, UNAUTHENTICATED)}
+            )
+
+    def _deadline(self) -> float | None:
+        """The loop time at which the token expires, None when it does not: its wall-clock
+        second (PyJWT's clock, `gateway.auth.bearer`) taken onto the loop's clock once."""
+        if self.expires_at is None:
+            return None
+        return asyncio.get_running_loop().time() + (self.expires_at - time.time())
 
     async def aclose(self) -> None:
         try:
@@ -168,6 +197,7 @@ class Operations:
             return Refused(self.format(source.errors or (), rid))
         stream = Stream(source, slot, self)
         stream.request_id = rid
+        stream.expires_at = principal.expires_at
         return stream
 
     async def _subscribe(

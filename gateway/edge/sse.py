@@ -20,6 +20,10 @@ principal that made it (any other is told 404) and is forgotten when its stream 
 operations stop). Errors before execution are the operation's `next` and `complete` on the
 stream, so the client hands them to the subscriber instead of retrying.
 
+A subscription ends when the token of the request that started it expires (`exp` plus the
+leeway): its last `next` carries one UNAUTHENTICATED error, then `complete`. A single
+connection's stream stays open; operations sent on it with a fresh token run.
+
 Operations run only on an open stream (409 before it opens, as the graphql-sse client never
 sends one earlier): a subscription takes its slots (`gateway.edge.slots`) only while a
 connection is there to carry it, as on a WebSocket, so reservations nobody opens cannot hold
@@ -113,8 +117,7 @@ class _Running:
             elif isinstance(started, Single):
                 await self._emit(_event("next", self._wrap(started.body)))
             else:
-                async for body in started:
-                    await self._emit(_event("next", self._wrap(body)))
+                await started.pump(lambda body: self._emit(_event("next", self._wrap(body))))
         finally:
             if self._stream is not None:
                 await self._stream.aclose()

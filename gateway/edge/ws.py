@@ -19,8 +19,12 @@ token). `connection_ack` follows. `subscribe` before the ack is 4401, with an id
 running 4409, any message the protocol does not define 4400. Each `subscribe` is checked
 against the token again (an expired one closes with 4403) and runs through
 `gateway.edge.operations`: a query or mutation answers one `next` and `complete`; a
-subscription a `next` per event until its source ends (`complete`) or the client sends
-`complete` (its source is stopped); errors before execution are one `error` message.
+subscription a `next` per event until its source ends (`complete`), the client sends
+`complete` (its source is stopped), or the connection's token expires (`exp` plus the leeway:
+a `next` with one UNAUTHENTICATED error, then `complete`); errors before execution are one
+`error` message. The protocol authenticates only in connection_init, so a connection whose
+token expired stays open but runs nothing more: its next `subscribe` closes it with 4403, and
+the client reconnects with a fresh token.
 `ping` is answered with `pong` (echoing its payload).
 
 An HTTP connection runs one request at a time; a WebSocket multiplexes, so it runs at most
@@ -313,8 +317,9 @@ class _Connection:
             assert task is not None
             self._busy.discard(task)  # streaming: its slot counts it from now on
             try:
-                async for body in started:
-                    await self._put({"id": ident, "type": "next", "payload": body})
+                await started.pump(
+                    lambda body: self._put({"id": ident, "type": "next", "payload": body})
+                )
             finally:
                 await started.aclose()
         await self._put({"id": ident, "type": "complete"})

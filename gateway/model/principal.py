@@ -14,6 +14,8 @@ class Principal:
     subject: str
     scopes: frozenset[str] = field(default_factory=frozenset)
     authenticated: bool = False
+    # the Unix second (wall clock) from which its token no longer verifies; None: never
+    expires_at: int | None = None
 
     def may(self, scope: str | None) -> bool:
         """True when no scope is needed, or the principal holds `scope`."""

@@ -2,7 +2,8 @@
 distinct connections mode and in its single connection mode (`singleConnection: true`),
 against the gateway app under uvicorn serving the test schema: events stream and complete,
 queries answer once, errors before execution reach the subscriber, stopping a subscription
-stops its source, tokens are checked, the per-connection limit holds."""
+stops its source, tokens are checked (a subscription ends when its token expires), the
+per-connection limit holds."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import httpx
 import jwt
 import pytest
 
+from gateway.auth.bearer import SUBSCRIPTION_EXPIRED
 from gateway.config import GatewayConfig
 from tests.live.clients import Step, run
 from tests.live.serving import running_sources, served
+from tests.live.tokens import new_issuer
 
 MODES = pytest.mark.parametrize("single", [False, True], ids=["distinct", "single"])
 ISSUER = "https://issuer.test/"
@@ -122,3 +125,25 @@ def test_the_authorization_header_admits_and_none_is_401(tmp_path: Path, single:
         assert httpx.get(url, headers={**stolen, "accept": "text/event-stream"}).status_code == 404
         body = {"query": "{ hello }", "extensions": {"operationId": "1"}}
         assert httpx.post(url, json=body, headers=stolen).status_code == 404
+
+
+@MODES
+def test_a_subscription_ends_when_its_token_expires(tmp_path: Path, single: bool) -> None:
+    leeway_s = 1
+    issuer = new_issuer(tmp_path, jwt_leeway_s=leeway_s)
+    # a few seconds: Node must start and connect while the token is still valid
+    exp = int(time.time()) + 5
+    token = issuer.token(exp=exp)
+    with served(issuer.config) as base:
+        # `take` only bounds the wait: ticks come at most every 20 ms, so 1000 take 20 s
+        steps = [Step("subscription { ticks }", take=1000)]
+        (ticks,) = run(
+            "graphql-sse", base + "/graphql/stream", steps, token=token, single_connection=single
+        )["steps"]
+    *events, last = ticks["results"]
+    assert events and all(set(event) == {"data"} for event in events)
+    assert last == {
+        "errors": [{"message": SUBSCRIPTION_EXPIRED, "extensions": {"code": "UNAUTHENTICATED"}}]
+    }
+    assert ticks["completed"] and ticks["error"] is None
+    assert time.time() >= exp + leeway_s

@@ -1,23 +1,33 @@
 """The GraphQL over SSE protocol's rules at the gateway, request by request with httpx against
 the gateway app under uvicorn: reservations and their tokens, refusals of malformed
-requests with the right status, the body limit and CSRF rules of `/graphql`, and the CORS
-preflight of the single connection mode's PUT and DELETE."""
+requests with the right status, the body limit and CSRF rules of `/graphql`, the CORS
+preflight of the single connection mode's PUT and DELETE, and subscriptions ended when their
+token expires."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from gateway.auth.bearer import SUBSCRIPTION_EXPIRED
 from gateway.config import GatewayConfig
 from tests.live.serving import served
+from tests.live.tokens import new_issuer
 from tooling.processes import wait_until
 
 LISTED = "https://app.example"
 STREAM = {"accept": "text/event-stream"}
 TOKEN = "x-graphql-event-stream-token"
 PATH = "/graphql/stream"
+TICKS = "subscription { ticks }"
+LEEWAY_S = 1
+EXPIRED = {"message": SUBSCRIPTION_EXPIRED, "extensions": {"code": "UNAUTHENTICATED"}}
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +46,20 @@ def events(body: str) -> list[tuple[str, str]]:
             fields = dict(line.split(":", 1) for line in lines)
             found.append((fields["event"].strip(), fields.get("data", "").strip()))
     return found
+
+
+def read_until(chunks: Iterator[str], last: tuple[str, str], within_s: float) -> list[Any]:
+    """The payloads of the `next` events read from `chunks` until `last` arrives, which must
+    come within `within_s`."""
+    deadline = time.monotonic() + within_s
+    text = ""
+    for chunk in chunks:
+        text += chunk
+        found = events(text)
+        if last in found:
+            return [json.loads(data) for kind, data in found if kind == "next"]
+        assert time.monotonic() < deadline, f"no {last} within {within_s} s"
+    raise AssertionError(f"the stream ended before {last}")
 
 
 def test_a_get_streams_a_subscription_and_a_mutation_by_get_is_405(http: httpx.Client) -> None:
@@ -116,3 +140,44 @@ def test_the_single_connection_mode_is_allowed_by_cors_preflights(http: httpx.Cl
         assert TOKEN in preflight.headers["access-control-allow-headers"]
     put = http.put(PATH, headers={"origin": LISTED})
     assert put.headers["access-control-allow-origin"] == LISTED
+
+
+def test_a_distinct_connections_subscription_ends_when_its_token_expires(tmp_path: Path) -> None:
+    issuer = new_issuer(tmp_path, jwt_leeway_s=LEEWAY_S)
+    exp = int(time.time()) + 2
+    headers = {**STREAM, **issuer.bearer(exp=exp)}
+    with (
+        served(issuer.config) as base,
+        httpx.Client(base_url=base) as http,
+        http.stream("GET", PATH, params={"query": TICKS}, headers=headers) as answer,
+    ):
+        assert answer.status_code == 200
+        *ticks, last = read_until(answer.iter_text(), ("complete", ""), 2 + LEEWAY_S + 10)
+    assert time.time() >= exp + LEEWAY_S - 0.1  # not before the leeway ran out
+    assert ticks and all(set(tick) == {"data"} for tick in ticks)
+    assert last == {"errors": [EXPIRED]}
+
+
+def test_a_single_connections_subscription_ends_when_its_token_expires(tmp_path: Path) -> None:
+    """The operation ends; its stream stays open, and runs what is sent with a fresh token."""
+    issuer = new_issuer(tmp_path, jwt_leeway_s=LEEWAY_S)
+    exp = int(time.time()) + 2
+    expiring, fresh = issuer.bearer(exp=exp), issuer.bearer()
+    with served(issuer.config) as base, httpx.Client(base_url=base) as http:
+        token = http.put(PATH, headers=expiring).text
+        with http.stream("GET", PATH, headers={**STREAM, **expiring, TOKEN: token}) as opened:
+            chunks = opened.iter_text()
+            body = {"query": TICKS, "extensions": {"operationId": "t"}}
+            assert http.post(PATH, json=body, headers={**expiring, TOKEN: token}).status_code == 202
+            read = read_until(chunks, ("complete", '{"id":"t"}'), 2 + LEEWAY_S + 10)
+            assert time.time() >= exp + LEEWAY_S - 0.1  # not before the leeway ran out
+            *ticks, last = [payload["payload"] for payload in read]
+            assert ticks and all(set(tick) == {"data"} for tick in ticks)
+            assert last == {"errors": [EXPIRED]}
+            hello = {"query": "{ hello }", "extensions": {"operationId": "h"}}
+            assert (
+                http.post(PATH, json=hello, headers={**expiring, TOKEN: token}).status_code == 401
+            )
+            assert http.post(PATH, json=hello, headers={**fresh, TOKEN: token}).status_code == 202
+            (answered,) = read_until(chunks, ("complete", '{"id":"h"}'), 10)
+            assert answered["payload"]["data"] == {"hello": "hello world"}

@@ -1,29 +1,26 @@
 """graphql-transport-ws at the gateway, driven by the real clients in Node (graphql-ws and
 Apollo Client's GraphQLWsLink) against the gateway app under uvicorn serving the test schema:
 subscriptions stream every event and complete, queries and mutations answer once, a client's
-`complete` stops the source, the limits refuse one subscription too many, and tokens in
-connection_init's payload are checked."""
+`complete` stops the source, the limits refuse one subscription too many, tokens in
+connection_init's payload are checked, and a subscription ends when its token expires."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import jwt
 import pytest
 
+from gateway.auth.bearer import SUBSCRIPTION_EXPIRED
 from gateway.config import GatewayConfig
 from tests.http.servers import served_gateway
 from tests.live.clients import Step, run
 from tests.live.schema import SECRET_SCOPE
 from tests.live.serving import running_sources, served
+from tests.live.tokens import Issuer, new_issuer
 
-ISSUER = "https://issuer.test/"
-AUDIENCE = "statefed-gateway"
 COUNTDOWN = "subscription($n: Int!) { countdown(start: $n) }"
 
 
@@ -38,27 +35,9 @@ def gateway() -> Iterator[str]:
         yield base
 
 
-@dataclasses.dataclass(frozen=True)
-class Issuer:
-    secret: bytes
-    config: GatewayConfig
-
-    def token(self, **changes: Any) -> str:
-        now = int(time.time())
-        claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": "alice", "iat": now, "exp": now + 300}
-        claims.update(changes)
-        return jwt.encode({k: v for k, v in claims.items() if v is not None}, self.secret, "HS256")
-
-
 @pytest.fixture(scope="module")
 def issuer(tmp_path_factory: pytest.TempPathFactory) -> Issuer:
-    secret = os.urandom(32).hex().encode()
-    path: Path = tmp_path_factory.mktemp("jwt") / "secret"
-    path.write_bytes(secret)
-    config = GatewayConfig(
-        auth="jwt", jwt_secret_file=path, jwt_issuer=ISSUER, jwt_audience=AUDIENCE
-    )
-    return Issuer(secret, config)
+    return new_issuer(tmp_path_factory.mktemp("jwt"))
 
 
 def values(step: dict[str, Any], field: str) -> list[Any]:
@@ -152,6 +131,27 @@ def test_no_token_is_4401_and_a_refused_one_4403(issuer: Issuer, client: str) ->
         refused = run(client, url, [Step("{ hello }")], token=expired)
         assert refused["closes"] == [{"code": 4403, "reason": "Forbidden: the token has expired"}]
         assert refused["steps"][0]["error"] is not None and not refused["steps"][0]["results"]
+
+
+def test_a_subscription_ends_when_its_token_expires(issuer: Issuer) -> None:
+    """The client gets the error and the subscription completes once `exp` and the leeway
+    have passed; what the client sends next with that token is refused (4403)."""
+    leeway_s = 1
+    # a few seconds: Node must start and connect while the token is still valid
+    exp = int(time.time()) + 5
+    token = issuer.token(exp=exp)
+    with served(dataclasses.replace(issuer.config, jwt_leeway_s=leeway_s)) as base:
+        # `take` only bounds the wait: ticks come at most every 20 ms, so 1000 take 20 s
+        steps = [Step("subscription { ticks }", take=1000), Step("{ hello }")]
+        ticks, hello = run("graphql-ws", ws_url(base), steps, token=token)["steps"]
+    *events, last = ticks["results"]
+    assert events and all(set(event) == {"data"} for event in events)
+    assert last == {
+        "errors": [{"message": SUBSCRIPTION_EXPIRED, "extensions": {"code": "UNAUTHENTICATED"}}]
+    }
+    assert ticks["completed"] and ticks["error"] is None
+    assert time.time() >= exp + leeway_s
+    assert hello["error"] == {"code": 4403, "reason": "Forbidden: the token has expired"}
 
 
 def test_the_gateways_own_schema_answers_over_the_websocket() -> None:

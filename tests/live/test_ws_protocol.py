@@ -1,13 +1,15 @@
 """The graphql-transport-ws protocol's rules at the gateway, message by message with the
 websockets client library against the gateway app under uvicorn: the handshake's Origin and
 subprotocol, ping/pong, the close codes (4400, 4401, 4406, 4408, 4409, 4429), the total
-subscription limit across connections, the limit of operations at once per connection, and
-sources stopped when a client goes away."""
+subscription limit across connections, the limit of operations at once per connection,
+sources stopped when a client goes away, and subscriptions ended when the connection's token
+expires."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,9 +20,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.typing import Origin, Subprotocol
 
+from gateway.auth.bearer import SUBSCRIPTION_EXPIRED
 from gateway.config import GatewayConfig
 from tests.live.schema import Flooded, Gate, Running
 from tests.live.serving import served
+from tests.live.tokens import Issuer, new_issuer
 from tooling.processes import wait_until
 
 PROTOCOL = Subprotocol("graphql-transport-ws")
@@ -29,6 +33,7 @@ TICKS = {"query": "subscription { ticks }"}
 GATED = {"query": "{ gated }"}
 MAX_OPERATIONS = "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION"
 RECEIVE_S = 10.0
+LEEWAY_S = 1
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +57,14 @@ def capped() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Issuer]]:
+    """A gateway verifying the issuer's tokens with LEEWAY_S of clock skew."""
+    issuer = new_issuer(tmp_path_factory.mktemp("jwt"), jwt_leeway_s=LEEWAY_S)
+    with served(issuer.config) as url:
+        yield url, issuer
+
+
 @pytest.fixture
 def gate() -> Iterator[None]:
     """`gated` queries are held until the test opens the gate (or ends)."""
@@ -69,13 +82,14 @@ def ws(base: str, path: str = "/graphql") -> str:
 
 @asynccontextmanager
 async def opened(
-    base: str, *, origin: str | None = None, init: bool = True
+    base: str, *, origin: str | None = None, init: bool = True, token: str | None = None
 ) -> AsyncIterator[ClientConnection]:
     async with connect(
         ws(base), subprotocols=[PROTOCOL], origin=None if origin is None else Origin(origin)
     ) as socket:
         if init:
-            await send(socket, {"type": "connection_init"})
+            payload = None if token is None else {"Authorization": f"Bearer {token}"}
+            await send(socket, {"type": "connection_init", "payload": payload})
             assert await receive(socket) == {"type": "connection_ack"}
         yield socket
 
@@ -394,3 +408,37 @@ def test_running_subscriptions_leave_the_operation_limit_to_queries(capped: str)
 
     asyncio.run(scenario())
     wait_until(lambda: Running.count == 0, 10, lambda: f"{Running.count} sources still running")
+
+
+def test_the_connections_token_expiring_ends_its_subscriptions_and_refuses_more(
+    signed: tuple[str, Issuer],
+) -> None:
+    """Each subscription gets one UNAUTHENTICATED `next` then `complete` once `exp` and the
+    leeway have passed; the connection stays open, but a `subscribe` on it is then 4403."""
+    base, issuer = signed
+
+    async def scenario() -> None:
+        exp = int(time.time()) + 2
+        async with opened(base, token=issuer.token(exp=exp)) as socket:
+            for ident in ("a", "b"):
+                await send(socket, {"id": ident, "type": "subscribe", "payload": TICKS})
+            ends: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+            while any(len(end) < 2 for end in ends.values()):
+                message = await receive(socket)
+                if message["type"] == "next" and "data" in message["payload"]:
+                    assert time.time() < exp + LEEWAY_S + RECEIVE_S, "it outlived its token"
+                else:
+                    ends[message["id"]].append(message)
+            assert time.time() >= exp + LEEWAY_S - 0.1  # not before the leeway ran out
+            error = {"message": SUBSCRIPTION_EXPIRED, "extensions": {"code": "UNAUTHENTICATED"}}
+            for ident, end in ends.items():
+                assert end == [
+                    {"id": ident, "type": "next", "payload": {"errors": [error]}},
+                    {"id": ident, "type": "complete"},
+                ]
+            await send(socket, {"type": "ping"})
+            assert await receive(socket) == {"type": "pong"}
+            await send(socket, {"id": "c", "type": "subscribe", "payload": TICKS})
+            assert await closed(socket) == (4403, "Forbidden: the token has expired")
+
+    asyncio.run(scenario())
