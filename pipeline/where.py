@@ -9,27 +9,51 @@ comparisons are null: the event is not held (`amount > 10` drops it; say
 
 The predicate is analysed when the view's query is built, so one that does not parse, names
 something that is no value field, or is no boolean fails the pipeline's start, naming the
-view.
+view. So does one for which Spark casts text to another type, by CAST or implicitly
+(`product > 5` on a String casts `product` to bigint, as do `product + 1` and
+`abs(product)`): in ANSI mode the first event whose text does not cast fails the query
+(CAST_INVALID_INPUT), at every replay. The casts are read from Spark's analysed predicate;
+only those that cannot fail pass: `try_cast`, a constant that casts (`quantity > '5'`), and
+a Date field to a date, whose text `pipeline.records` wrote from a date. A Decimal's and an
+enum's text is the producer's, unchecked, so it is refused as a String's is.
 """
 
 from __future__ import annotations
 
-from pyspark.errors import AnalysisException
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from py4j.protocol import Py4JJavaError
+from pyspark import SparkContext
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from pipeline.errors import PipelineError
-from schema import View
+from schema import FieldType, View
 
 __all__ = ["where_applied"]
 
 _EVENT = "_event"  # never a value field's name: those start with a lowercase letter
+# a function Spark runs as another expression (to_date as a cast): its `replacement()`
+_REPLACEABLE = "org.apache.spark.sql.catalyst.expressions.RuntimeReplaceable"
+
+_JavaObject = Any  # a py4j proxy of a Catalyst plan or expression
+
+
+class _Cast(NamedTuple):
+    """A cast Spark would run at every event: what it casts (SQL), from which type, to which."""
+
+    text: str
+    source: str
+    target: str
 
 
 def where_applied(events: DataFrame, view: View) -> DataFrame:
     """The keyed `events` (`pipeline.records.keyed_events`) for which `view.where` holds;
     all of them when it is None. PipelineError naming the view and the fix when the
-    predicate cannot be evaluated over the view's value fields."""
+    predicate cannot be evaluated over the view's value fields, or casts text that may not
+    cast."""
     if view.where is None:
         return events
     fields = [F.col("fields").getField(f.name).alias(f.name) for f in view.value_fields]
@@ -39,7 +63,6 @@ def where_applied(events: DataFrame, view: View) -> DataFrame:
         if "deleted" in columns:
             predicate = F.col(f"{_EVENT}.deleted") | predicate
         held = events.select(F.struct(*columns).alias(_EVENT), *fields).where(predicate)
-        return held.select(f"{_EVENT}.*")
     except AnalysisException as exc:  # a ParseException too: it is one
         names = ", ".join(f.name for f in view.value_fields) or "none"
         raise PipelineError(
@@ -48,7 +71,96 @@ def where_applied(events: DataFrame, view: View) -> DataFrame:
             f"(declared: {names}) and must be a boolean: fix the view's where or its "
             f"value_fields"
         ) from exc
+    casts = _failing_casts(held, view)
+    if casts:
+        raise PipelineError(_cast_refusal(view, casts))
+    return held.select(f"{_EVENT}.*")
 
 
 def _first_line(exc: Exception) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _failing_casts(held: DataFrame, view: View) -> list[_Cast]:
+    """The distinct casts of text in `held`'s analysed where that can fail at an event."""
+    dates = {f.name for f in view.value_fields if f.type is FieldType.DATE}
+    jvm = SparkContext._jvm
+    assert jvm is not None  # `held` was analysed in it
+    replaceable = jvm.java.lang.Class.forName(_REPLACEABLE)
+    found = (
+        _Cast(operand.sql(), operand.dataType().simpleString(), cast.dataType().simpleString())
+        for cast, operand in _text_casts(_condition(held), replaceable, {})
+        if _may_fail(cast, operand, dates)
+    )
+    return list(dict.fromkeys(found))
+
+
+def _condition(held: DataFrame) -> _JavaObject:
+    """The analysed condition of `held`'s Filter (beneath the Project Spark adds when the
+    where takes a column of the input)."""
+    plan = held._jdf.queryExecution().analyzed()
+    while plan.getClass().getSimpleName() != "Filter":
+        plan = plan.children().apply(0)
+    return plan.condition()
+
+
+def _text_casts(
+    expression: _JavaObject, replaceable: _JavaObject, shared: dict[int, _JavaObject]
+) -> Iterator[tuple[_JavaObject, _JavaObject]]:
+    """Each cast in ANSI mode of text to another type in `expression`, with its operand:
+    for a reference to a common expression (BETWEEN's operand), the expression (`shared`)."""
+    kind = expression.getClass().getSimpleName()
+    if kind == "With":
+        shared |= {d.id().id(): d.child() for d in _items(expression.defs())}
+    elif kind == "Cast" and _throws_on_text(expression):
+        operand = expression.child()
+        while operand.getClass().getSimpleName() == "CommonExpressionRef":
+            operand = shared[operand.id().id()]
+        yield expression, operand
+    if replaceable.isInstance(expression):
+        children = [expression.replacement()]  # what runs: to_date(x) is a cast of x
+    else:
+        children = _items(expression.children())
+    for child in children:
+        yield from _text_casts(child, replaceable, shared)
+
+
+def _items(seq: _JavaObject) -> list[_JavaObject]:
+    """The items of a Scala Seq."""
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def _throws_on_text(cast: _JavaObject) -> bool:
+    """Whether `cast` is of text to another type in ANSI mode (not try_cast, not legacy)."""
+    text = _is_text(cast.child().dataType()) and not _is_text(cast.dataType())
+    return text and cast.evalMode().toString() == "ANSI"
+
+
+def _is_text(data_type: _JavaObject) -> bool:
+    return data_type.getClass().getSimpleName().rstrip("$") == "StringType"  # collated too
+
+
+def _may_fail(cast: _JavaObject, operand: _JavaObject, dates: set[str]) -> bool:
+    """Whether `cast` of `operand` can fail at some event: a constant's is tried now; a
+    Date field's text to a date cannot fail; anything else can."""
+    if cast.child().foldable():
+        try:
+            cast.eval(None)
+        except (Py4JJavaError, PySparkException):
+            return True
+        return False
+    of_date = operand.getClass().getSimpleName() == "AttributeReference" and operand.name() in dates
+    return not (of_date and cast.dataType().typeName() == "date")
+
+
+def _cast_refusal(view: View, casts: list[_Cast]) -> str:
+    listed = ", ".join(f"{c.text} ({c.source}) to {c.target}" for c in casts)
+    first = casts[0]
+    return (
+        f"view {view.name}: where {view.where!r} makes Spark cast {listed} at every event, "
+        f"which fails the query at the first value that does not cast (CAST_INVALID_INPUT), "
+        f"at every replay: compare text with a quoted string (a Date with DATE "
+        f"'2026-01-31') and a number with a number, write try_cast({first.text} AS "
+        f"{first.target.upper()}) (null where it does not cast: the event is left out), or "
+        f"declare the field's type a number (FieldType.INT, LONG or FLOAT)"
+    )

@@ -27,7 +27,10 @@ from runtime.topics import ensure_topics, statefed_topics
 from schema import (
     Aggregate,
     AggregateFunction,
+    EnumOf,
     EventRow,
+    FieldType,
+    ValueField,
     View,
     WindowRow,
     decode_event,
@@ -182,6 +185,97 @@ def test_a_where_that_cannot_be_evaluated_names_the_view_and_its_fields(
         assert message.startswith(f"view paid_orders: where {where!r} cannot be evaluated")
         assert detail.lower() in message.lower()
         assert "declared: amount, quantity, product, status" in message
+
+
+# PAID_ORDERS's fields (amount: Float, quantity: Int, product and status: String) and one
+# of each other type whose stored form differs, as keyed_events stores them
+_TYPED_FIELDS = (
+    *PAID_ORDERS.value_fields,
+    ValueField("paid", FieldType.BOOLEAN),
+    ValueField("price", FieldType.DECIMAL),
+    ValueField("day", FieldType.DATE),
+    ValueField("at", FieldType.TIMESTAMP),
+    ValueField("channel", EnumOf("Channel", ("WEB", "SHOP"))),
+)
+_TYPED_EVENTS = (
+    "key string, event_ms long, partition int, offset long, fields struct<amount: double, "
+    "quantity: bigint, product: string, status: string, paid: boolean, price: string, "
+    "day: string, at: bigint, channel: string>"
+)
+
+
+def _typed_where(spark: SparkSession, where: str) -> None:
+    """`where_applied` of a view of `_TYPED_FIELDS` with `where`: the query is built only."""
+    view = dataclasses.replace(PAID_ORDERS, value_fields=_TYPED_FIELDS, where=where)
+    where_applied(spark.createDataFrame([], _TYPED_EVENTS), view)
+
+
+def test_a_where_casting_text_is_refused_before_any_event(spark: SparkSession) -> None:
+    """Spark's analysis lets `product > 5` through as `CAST(product AS BIGINT) > 5`; every
+    value not a number would fail the query (CAST_INVALID_INPUT) at every replay."""
+    where = "status = 'PAID' AND product > 5"
+    with pytest.raises(PipelineError) as raised:
+        _typed_where(spark, where)
+    assert str(raised.value) == (
+        f"view paid_orders: where {where!r} makes Spark cast product (string) to bigint at "
+        f"every event, which fails the query at the first value that does not cast "
+        f"(CAST_INVALID_INPUT), at every replay: compare text with a quoted string (a Date "
+        f"with DATE '2026-01-31') and a number with a number, write try_cast(product AS "
+        f"BIGINT) (null where it does not cast: the event is left out), or declare the "
+        f"field's type a number (FieldType.INT, LONG or FLOAT)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "casts"),
+    [
+        ("5 < product", "product (string) to bigint"),
+        ("product IN (1, 2)", "product (string) to bigint"),
+        ("product BETWEEN 1 AND 9", "product (string) to bigint"),
+        ("product + 1 > 5", "product (string) to bigint"),
+        ("abs(product) > 1", "product (string) to double"),
+        ("CAST(product AS INT) > 1", "product (string) to int"),
+        ("to_date(product) < DATE '2026-01-01'", "product (string) to date"),
+        ("year(product) = 2026", "product (string) to date"),
+        ("product = true", "product (string) to boolean"),
+        ("product = 1 OR 2 < product OR status = 3", "product (string) to bigint, status "),
+        ("paid = 'maybe'", "'maybe' (string) to boolean"),  # a constant is tried
+        ("quantity > 'abc'", "'abc' (string) to bigint"),
+        ("amount > 'x' AND quantity = '5'", "'x' (string) to double at"),
+        ("channel = 1", "channel (string) to bigint"),  # an enum's text is unchecked
+        ("price > 10", "price (string) to bigint"),  # so is a Decimal's
+        ("CAST(price AS DECIMAL(10, 2)) > 1", "price (string) to decimal(10,2)"),
+        ("day > 20260101", "day (string) to bigint"),
+        # a date past year 294247 is no timestamp
+        ("day < TIMESTAMP '2026-02-01 00:00:00'", "day (string) to timestamp"),
+    ],
+)
+def test_a_where_casting_text_that_may_not_cast_names_each_cast_once(
+    spark: SparkSession, where: str, casts: str
+) -> None:
+    with pytest.raises(PipelineError) as raised:
+        _typed_where(spark, where)
+    assert str(raised.value).startswith(
+        f"view paid_orders: where {where!r} makes Spark cast {casts}"
+    )
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "product = 'x'",
+        "quantity > 5",
+        "try_cast(product AS INT) > 5",
+        "amount > 10 AND status IN ('PAID', 'SHIPPED')",
+        "quantity > '5' AND paid = 'true' AND amount < '1e3'",  # constants that cast
+        "day > DATE '2026-01-01' AND day BETWEEN DATE '2026-01-01' AND DATE '2026-12-31'",
+        "day >= '2026-01-01' AND year(day) = 2026 AND to_date(day) IS NOT NULL",
+        "try_cast(price AS DECIMAL(38, 18)) > 10 AND price = '12.50' AND channel = 'WEB'",
+        "at > 1767225600000 AND paid AND NOT paid = false AND length(product) > 3",
+    ],
+)
+def test_a_where_whose_casts_cannot_fail_is_applied(spark: SparkSession, where: str) -> None:
+    _typed_where(spark, where)
 
 
 class _Rows:
