@@ -13,10 +13,11 @@ row subscription (count, latest, windows) whose oldest waiting update has waited
 reader that cannot take every change gets each entry's newest row, never an ever older
 backlog. Past `bound` waiting updates, a row subscription keeps only the newest row of each
 entry: one row per key always fits, but each window of a key is an entry of its own, so a
-windowed subscriber that takes nothing would hold a row for every window that changes; past
-max(`bound`, its number of keys) changes waiting besides its snapshot rows (bounded by the
-windows a node keeps), it ends with SlowSubscriberError. A history subscription ends so as
-soon as `bound` updates wait (every event once). Either way its token is then past every
+windowed subscriber that takes nothing would hold a row for every window that changes; once
+it is behind with max(`bound`, its number of keys) changes waiting besides its snapshot rows
+(bounded by the windows a node keeps), it ends with SlowSubscriberError (one batch may bring
+more distinct windows than that: a reader keeping up takes them). A history subscription
+ends so as soon as `bound` updates wait (every event once). Either way its token is then past every
 update held, so resuming from the last update's token gets the rest. The pending
 update of the lowest offset goes first, so the token of every message, per partition the
 lowest offset not delivered yet, never skips a change nor repeats one.
@@ -135,7 +136,8 @@ class _Merge:
                 # every change of the partition below this one is held or was skipped: the
                 # tokens of those held pass them, and a resume starts at this one
                 self.reached[partition] = max(seen, change.offset)
-                raise SlowSubscriberError(self.view.name, self.bound, _QUEUE)
+                limit = self.changes_bound if self.conflate else self.bound
+                raise SlowSubscriberError(self.view.name, limit, _QUEUE)
         reached = self.reached[partition] = max(batch.applied, seen)
         self.covered[partition] = {e: o for e, o in covered.items() if o > reached}
         self.wake.set()
@@ -153,7 +155,8 @@ class _Merge:
                 return False
             self._conflate(entry)
             changes = len(self.pending) - self.snapshot_rows
-            if not pending.change.snapshot and changes >= self.changes_bound:
+            over = not pending.change.snapshot and changes >= self.changes_bound
+            if over and self._behind(pending.since):  # not one large batch: a stalled reader
                 return False
         self._serial += 1
         self.pending[self._serial] = pending

@@ -202,6 +202,7 @@ def test_a_windowed_subscriber_that_takes_nothing_ends_past_its_bound_and_resume
     slow = merge(clock, bound=4, keys=1)
     with pytest.raises(SlowSubscriberError):
         for offset in range(1, 100):
+            clock.now += 2 * MAX_WAIT_S  # each batch finds the one before still waiting
             slow.accept(0, window("a", 60 * offset, offset), True)
             assert len(slow.pending) <= 4
     assert offset == 5  # the first window past the bound
@@ -223,11 +224,28 @@ def test_a_windowed_snapshot_larger_than_the_bound_is_held_whole_with_changes_af
     )
     pending.accept(0, FeedBatch(rows, 11, {"partition": 0}), True)
     for offset in range(11, 15):  # four changes of new windows
+        clock.now += 2 * MAX_WAIT_S
         pending.accept(0, window("a", 60 * offset, offset), True)
     assert len(pending.pending) == 14
+    clock.now += 2 * MAX_WAIT_S
     with pytest.raises(SlowSubscriberError):
         pending.accept(0, window("a", 60 * 15, 15), True)
     assert len(drain(pending)) == 14
+
+
+def test_one_batch_of_more_windows_than_the_bound_is_held_whole(clock: HandClock) -> None:
+    """A batch is taken in whole before the subscriber can take any of it (a catch-up, an
+    event of a view of many hopping windows): its distinct windows all wait, however many,
+    as long as the subscriber keeps up between batches."""
+    pending = merge(clock, bound=4, keys=1)
+    for round_ in range(3):
+        changes = tuple(
+            Change(WORD_COUNTS.name, "a", 100 * round_ + w, {"count": 1}, (60 * w,))
+            for w in range(10)
+        )
+        pending.accept(0, FeedBatch(changes, 100 * round_ + 10, {"partition": 0}), True)
+        assert len(drain(pending)) == 10
+        clock.now += 2 * MAX_WAIT_S  # a while later, with nothing waiting
 
 
 def test_a_key_subscriber_that_takes_nothing_never_ends(clock: HandClock) -> None:
