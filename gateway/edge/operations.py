@@ -54,6 +54,8 @@ from runtime.graphql_http.response import PARSE_FAILED, VALIDATION_FAILED, forma
 __all__ = ["Operations", "Refused", "Single", "Started", "Stream", "request_refusal"]
 
 _UNSEEN = object()
+# a Unix second beyond any token's life (year 33658): a larger `exp` is taken as this one
+_FAR_FUTURE_S = 10**12
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +124,8 @@ class Stream:
         second (PyJWT's clock, `gateway.auth.bearer`) taken onto the loop's clock once."""
         if self.expires_at is None:
             return None
-        return asyncio.get_running_loop().time() + (self.expires_at - time.time())
+        expires_at = min(self.expires_at, _FAR_FUTURE_S)  # PyJWT takes an `exp` of any size
+        return asyncio.get_running_loop().time() + (expires_at - time.time())
 
     async def aclose(self) -> None:
         try:

@@ -158,6 +158,22 @@ def test_a_distinct_connections_subscription_ends_when_its_token_expires(tmp_pat
     assert last == {"errors": [EXPIRED]}
 
 
+def test_a_token_expiring_beyond_any_clock_streams_as_one_without_expiry(
+    tmp_path: Path,
+) -> None:
+    """PyJWT takes an `exp` of any size; one past what a float holds is no error."""
+    issuer = new_issuer(tmp_path, jwt_leeway_s=LEEWAY_S)
+    headers = {**STREAM, **issuer.bearer(exp=10**400)}
+    query = {"query": "subscription { countdown(start: 1) }"}
+    with served(issuer.config) as base, httpx.Client(base_url=base) as http:
+        answer = http.get(PATH, params=query, headers=headers)
+    assert events(answer.text) == [
+        ("next", '{"data":{"countdown":1}}'),
+        ("next", '{"data":{"countdown":0}}'),
+        ("complete", ""),
+    ]
+
+
 def test_a_single_connections_subscription_ends_when_its_token_expires(tmp_path: Path) -> None:
     """The operation ends; its stream stays open, and runs what is sent with a fresh token."""
     issuer = new_issuer(tmp_path, jwt_leeway_s=LEEWAY_S)
