@@ -37,6 +37,7 @@ class EventProducer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._closed = False  # by `close`: no producer starts again
 
     async def produce(self, topic: str, key: str, value: bytes, timestamp_ms: int) -> Token:
         """Write one record and wait for the broker's acknowledgement; ProduceError when it
@@ -78,6 +79,8 @@ class EventProducer:
 
     def _started(self) -> Producer:
         with self._lock:
+            if self._closed:  # a producer started now would have no thread to serve it
+                raise ProduceError("the gateway is shutting down: write through another one")
             if self._producer is None:
                 self._producer = Producer(self.producer_config())
                 self._thread = threading.Thread(
@@ -91,9 +94,11 @@ class EventProducer:
             producer.poll(_POLL_S)
 
     def close(self) -> None:
-        """Deliver what is queued (within the timeout), then stop."""
+        """Deliver what is queued (within the timeout), then stop; a write asked after
+        this is refused at once."""
         with self._lock:
             producer, thread, self._producer = self._producer, self._thread, None
+            self._closed = True
         if producer is None or thread is None:
             return
         producer.flush(self.timeout_s)
