@@ -111,10 +111,10 @@ prometheus:  ## Prometheus and promtool, which the metrics tests scrape and chec
 wrk:  ## wrk, the benchmark's load generator (and the test of its answer-checking script)
 	command -v wrk >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y wrk)
 
-# Three phases. The unit tier on four workers: its tests wait a third of their time (on
-# timeouts, subprocesses, browsers), and on 2 cores four workers fill those waits (a working
-# tree, December 2026: 2:39 on four, 3:03 on three, 3:32 on two; 70% of the CPU busy on
-# two). The kafka and spark tiers on three workers, a test
+# Three phases. The unit tier on two workers: alone its tests wait a third of their time
+# (timeouts, subprocesses, browsers), so `test-unit` runs it on four (a working tree,
+# December 2026: 2:39 on four, 3:03 on three, 3:32 on two), but in `make test` the rest of
+# `install` fills those waits (a fresh clone: 4:00 on four against 3:39 on two). The kafka and spark tiers on three workers, a test
 # file per worker (each worker has its own session broker): their parts mostly wait on
 # the broker and on rebalances (on 2 cores: 5:34 on three workers, 6:47 on two, 5:41 on
 # four, one user CPU-second per second, when measured), and their bounds held on a shared
@@ -139,7 +139,7 @@ INSTALL_LOG := .cache/install.log
 test: $(STAMP) browser prometheus wrk  ## the whole suite (unit and end-to-end on real parts)
 	mkdir -p $(dir $(INSTALL_LOG))
 	$(INSTALLER) > $(INSTALL_LOG) 2>&1 & installing=$$!; \
-	$(BIN)/pytest -m unit -n 4; unit=$$?; \
+	$(BIN)/pytest -m unit -n 2; unit=$$?; \
 	wait $$installing; installed=$$?; cat $(INSTALL_LOG); \
 	if test $$installed -ne 0; then \
 	  echo "make test: make install failed beside the unit tier (its output is above and in $(INSTALL_LOG)); fix what it names, then run make test again"; \
