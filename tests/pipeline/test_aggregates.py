@@ -221,8 +221,9 @@ def test_a_where_casting_text_is_refused_before_any_event(spark: SparkSession) -
         f"every event, which fails the query at the first value that does not cast "
         f"(CAST_INVALID_INPUT), at every replay: compare text with a quoted string (a Date "
         f"with DATE '2026-01-31') and a number with a number, write try_cast(product AS "
-        f"BIGINT) (null where it does not cast: the event is left out), or declare the "
-        f"field's type a number (FieldType.INT, LONG or FLOAT)"
+        f"BIGINT) (null where it does not cast: the event is left out; try_to_timestamp "
+        f"for a parse with a format), or declare the field's type a number (FieldType.INT, "
+        f"LONG or FLOAT)"
     )
 
 
@@ -248,6 +249,11 @@ def test_a_where_casting_text_is_refused_before_any_event(spark: SparkSession) -
         ("day > 20260101", "day (string) to bigint"),
         # a date past year 294247 is no timestamp
         ("day < TIMESTAMP '2026-02-01 00:00:00'", "day (string) to timestamp"),
+        # parses of text with a format fail in ANSI mode as casts do
+        ("to_timestamp(product, 'yyyy-MM-dd') IS NULL", "product (string) to timestamp"),
+        ("to_date(status, 'yyyy-MM-dd') IS NULL", "status (string) to timestamp"),
+        ("unix_timestamp(product, 'yyyy') > 5", "product (string) to bigint"),
+        ("day = '1' OR " * 300 + "product > 5", "product (string) to bigint"),  # deep
     ],
 )
 def test_a_where_casting_text_that_may_not_cast_names_each_cast_once(
@@ -272,6 +278,8 @@ def test_a_where_casting_text_that_may_not_cast_names_each_cast_once(
         "day >= '2026-01-01' AND year(day) = 2026 AND to_date(day) IS NOT NULL",
         "try_cast(price AS DECIMAL(38, 18)) > 10 AND price = '12.50' AND channel = 'WEB'",
         "at > 1767225600000 AND paid AND NOT paid = false AND length(product) > 3",
+        "crc32(product) % 10 = 0 AND md5(status) <> 'x'",  # text to bytes cannot fail
+        "try_to_timestamp(product, 'yyyy-MM-dd') IS NOT NULL",
     ],
 )
 def test_a_where_whose_casts_cannot_fail_is_applied(spark: SparkSession, where: str) -> None:
