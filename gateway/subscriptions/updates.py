@@ -17,8 +17,8 @@ windowed subscriber that takes nothing would hold a row for every window that ch
 it is behind with max(`bound`, its number of keys) changes waiting besides its snapshot rows
 (bounded by the windows a node keeps), it ends with SlowSubscriberError (one batch may bring
 more distinct windows than that: a reader keeping up takes them). A history subscription
-ends so as soon as `bound` updates wait (every event once). Either way its token is then past every
-update held, so resuming from the last update's token gets the rest. The pending
+ends as soon as `bound` updates wait (every event once). Either way its token is then past
+every update held, so resuming from the last update's token gets the rest. The pending
 update of the lowest offset goes first, so the token of every message, per partition the
 lowest offset not delivered yet, never skips a change nor repeats one.
 
