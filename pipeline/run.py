@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 import time
@@ -14,7 +15,13 @@ from confluent_kafka import KafkaException
 from pyspark.sql import SparkSession
 
 from pipeline.config import PipelineConfig
-from pipeline.errors import DeliveryError, PipelineConfigError, QueryFailedError, SourceError
+from pipeline.errors import (
+    DeliveryError,
+    PipelineConfigError,
+    QueryFailedError,
+    RecordTooLargeError,
+    SourceError,
+)
 from pipeline.health import HealthFile
 from pipeline.job import session_slots, start_queries
 from pipeline.metrics import PipelineMetrics
@@ -43,6 +50,9 @@ BROKER_ANSWER_S = 5.0  # how long the broker may take to answer after a failure
 BROKER_POLL_S = 1.0
 # what a query or its start fails with when Kafka misbehaves (config errors are not retried)
 _RESTARTABLE = (QueryFailedError, SourceError, DeliveryError, KafkaConnectionError, KafkaException)
+# a changelog record over Kafka's limit, as a failed query's text carries it (from the
+# writer's Python traceback): the replay of its batch makes the same record again
+_TOO_LARGE = re.compile(r"RecordTooLargeError: ([^\n]+)")
 
 
 def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) -> None:
@@ -51,7 +61,8 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     Logs `statefed pipeline: ready (<n> queries)` once every query started. A
     query that fails (e.g. a Python worker that did not connect back on a loaded machine)
     restarts the queries from their checkpoints, up to RESTARTS times in a row; then its
-    error is raised. While the broker does not answer, the pipeline waits for it instead.
+    error is raised (a changelog record over Kafka's limit at once). While the broker does
+    not answer, the pipeline waits for it instead.
     A value of a schema version registered since the start restarts the queries at once,
     reading the new version (`pipeline.wire`), and is not counted.
     """
@@ -138,6 +149,7 @@ def run_with_restarts(
                 return
         except _RESTARTABLE as exc:
             health.clear()
+            _raise_if_too_large(exc)
             if time.monotonic() - started >= HEALTHY_RUN_S:
                 failures = 0
             if _new_schema_version(config, exc, strays):
@@ -152,6 +164,14 @@ def run_with_restarts(
             log.warning("%s; restarting the queries (%d of %d)", exc, failures, RESTARTS)
             metrics.restarted()
             stop.wait(RESTART_BACKOFF_S * failures)
+
+
+def _raise_if_too_large(failure: Exception) -> None:
+    """RecordTooLargeError at once when `failure` is a record over Kafka's limit: every
+    restart would replay the batch that makes it, so none is tried."""
+    found = _TOO_LARGE.search(str(failure))
+    if found is not None:
+        raise RecordTooLargeError(found.group(1)) from failure
 
 
 def _new_schema_version(

@@ -1,0 +1,66 @@
+"""The pipeline's restart loop (`pipeline.run.run_with_restarts`) with the queries' start
+replaced by a stand-in that fails as Spark's queries do: a changelog record over Kafka's
+limit ends the pipeline at once, naming the record (each restart would replay the batch
+that makes it); another failure is restarted."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from pipeline import PipelineConfig, run
+from pipeline.errors import QueryFailedError, RecordTooLargeError
+from pipeline.health import HealthFile
+from pipeline.metrics import PipelineMetrics
+from pipeline.sink import too_large
+
+TOO_LARGE = too_large("statefed.word_counts.changelog", b"k", 2_000_000, 1_000_000)
+# how a query's failure carries the writer's exception: its Python traceback in the text
+SPARK_TEXT = (
+    "streaming query statefed.word_counts stopped: [FOREACH_BATCH_USER_FUNCTION_ERROR] An "
+    "error occurred in the user provided function in foreach batch sink.\nTraceback (most "
+    'recent call last):\n  File "pipeline/writer.py", line 80, in __call__\n'
+    f"pipeline.errors.RecordTooLargeError: {TOO_LARGE}\n\tat py4j.Protocol.getReturnValue"
+)
+
+
+class _Starts:
+    """`start_queries` failing with `failures` in turn, then setting `stop`."""
+
+    def __init__(self, stop: threading.Event, *failures: Exception) -> None:
+        self.stop = stop
+        self.failures = list(failures)
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if not self.failures:
+            self.stop.set()
+        raise self.failures.pop(0) if self.failures else QueryFailedError("stopped")
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, *failures: Exception) -> tuple[_Starts, PipelineMetrics]:
+    stop, metrics = threading.Event(), PipelineMetrics()
+    starts = _Starts(stop, *failures)
+    monkeypatch.setattr(run, "start_queries", starts)
+    monkeypatch.setattr(run, "broker_answers", lambda *args: True)
+    monkeypatch.setattr(run, "RESTART_BACKOFF_S", 0.0)
+    config = PipelineConfig.from_env({})
+    run.run_with_restarts(None, config, (), stop, HealthFile(None), metrics)  # type: ignore[arg-type]
+    return starts, metrics
+
+
+def test_a_record_over_kafkas_limit_ends_the_pipeline_at_once_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(RecordTooLargeError) as raised:
+        _run(monkeypatch, QueryFailedError(SPARK_TEXT))
+    assert str(raised.value) == TOO_LARGE
+    assert isinstance(raised.value.__cause__, QueryFailedError)
+
+
+def test_another_failure_restarts_the_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    starts, _metrics = _run(monkeypatch, QueryFailedError("a Python worker did not connect"))
+    assert starts.calls == 2  # failed, restarted (and stopped)
