@@ -1,20 +1,30 @@
-"""The pipeline's restart loop (`pipeline.run.run_with_restarts`) with the queries' start
-replaced by a stand-in that fails as Spark's queries do: a changelog record over Kafka's
-limit ends the pipeline at once, naming the record (each restart would replay the batch
-that makes it); another failure is restarted."""
+"""The pipeline's restart loop (`pipeline.run.run_with_restarts`): a changelog record over
+Kafka's limit ends the pipeline at once, naming the record (each restart would replay the
+batch that makes it), on Spark and a broker, and with the queries' start replaced by a
+stand-in that fails as Spark's queries do; another failure is restarted."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import uuid
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from pyspark.sql import SparkSession
 
 from pipeline import PipelineConfig, run
 from pipeline.errors import QueryFailedError, RecordTooLargeError
 from pipeline.health import HealthFile
 from pipeline.metrics import PipelineMetrics
 from pipeline.sink import too_large
+from runtime.kafka import KafkaProperties
+from runtime.topics import ensure_topics, statefed_topics
+from schema import DEMO_DOMAIN, ValueField, ViewKind
+from tests.pipeline.support import PARTITIONS, pipeline_config, produce
+from tooling.broker import KafkaBroker
 
 TOO_LARGE = too_large("statefed.word_counts.changelog", b"k", 2_000_000, 1_000_000)
 # how a query's failure carries the writer's exception: its Python traceback in the text
@@ -64,3 +74,22 @@ def test_a_record_over_kafkas_limit_ends_the_pipeline_at_once_naming_it(
 def test_another_failure_restarts_the_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     starts, _metrics = _run(monkeypatch, QueryFailedError("a Python worker did not connect"))
     assert starts.calls == 2  # failed, restarted (and stopped)
+
+
+def test_a_row_over_the_producers_limit_stops_the_pipeline_without_a_restart(
+    spark: SparkSession, broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """A latest view's row of 5,000 bytes, with the producer's limit at 2,000."""
+    topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
+    latest = next(v for v in DEMO_DOMAIN if v.kind is ViewKind.LATEST)
+    view = dataclasses.replace(
+        latest, name=f"big_{uuid.uuid4().hex[:8]}", topic=topic, value_fields=(ValueField("trip"),)
+    )
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, [view]))
+    limit = KafkaProperties.from_env({"STATEFED_KAFKA_MESSAGE_MAX_BYTES": "2000"})
+    config = dataclasses.replace(pipeline_config(broker, tmp_path), kafka_properties=limit)
+    value = {"trip": "x" * 5000, view.event_time_field: 1_767_225_600_000}
+    produce(broker.bootstrap, topic, [b"c1"], orjson.dumps(value))
+    metrics = PipelineMetrics()
+    with pytest.raises(RecordTooLargeError, match=r"record of \d+ bytes .*b'c1'"):
+        run.run_with_restarts(spark, config, (view,), threading.Event(), HealthFile(None), metrics)
