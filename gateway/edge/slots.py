@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TOO_MANY_SUBSCRIPTIONS", "Slot", "Slots", "TooManySubscriptions"]
+__all__ = ["TOO_MANY_SUBSCRIPTIONS", "Slot", "Slots", "TooManySubscriptions", "over_limit"]
 
 TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
 _TOTAL = "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS"
@@ -28,12 +28,14 @@ class TooManySubscriptions(Exception):
 
     def errors(self) -> list[dict[str, Any]]:
         """The GraphQL errors refusing the subscription."""
-        extensions = {
-            "code": TOO_MANY_SUBSCRIPTIONS,
-            "limit": self.limit,
-            "variable": self.variable,
-        }
-        return [{"message": str(self), "extensions": extensions}]
+        return over_limit(str(self), TOO_MANY_SUBSCRIPTIONS, self.limit, self.variable)
+
+
+def over_limit(message: str, code: str, limit: int, variable: str) -> list[dict[str, Any]]:
+    """The GraphQL errors refusing an operation over a connection's limit: `code`, the
+    `limit` and the `variable` that sets it in its extensions."""
+    extensions = {"code": code, "limit": limit, "variable": variable}
+    return [{"message": message, "extensions": extensions}]
 
 
 class Slot:

@@ -54,7 +54,7 @@ import orjson
 from gateway.auth.bearer import Authenticator, Unauthenticated, authorization
 from gateway.cors import CorsPolicy
 from gateway.edge.operations import Operations, Refused, Single, request_refusal
-from gateway.edge.slots import Slots, TooManySubscriptions
+from gateway.edge.slots import Slots, TooManySubscriptions, over_limit
 from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, Send
 from runtime.graphql_http.asgi import refuse_websocket
@@ -369,8 +369,7 @@ def _too_many_operations(limit: int) -> list[dict[str, Any]]:
         f"this connection already runs {limit} operations, the most it may at once "
         f"({_MAX_OPERATIONS}): wait for one to complete, or open another connection"
     )
-    extensions = {"code": TOO_MANY_OPERATIONS, "limit": limit, "variable": _MAX_OPERATIONS}
-    return [{"message": message, "extensions": extensions}]
+    return over_limit(message, TOO_MANY_OPERATIONS, limit, _MAX_OPERATIONS)
 
 
 def _parse(text: str) -> dict[str, Any]:
