@@ -9,10 +9,11 @@ comparisons are null: the event is not held (`amount > 10` drops it; say
 
 The predicate is analysed when the view's query is built, so one that does not parse, names
 something that is no value field, or is no boolean fails the pipeline's start, naming the
-view. So does one for which Spark casts text to another type, by CAST or implicitly
-(`product > 5` on a String casts `product` to bigint, as do `product + 1` and
-`abs(product)`): in ANSI mode the first event whose text does not cast fails the query
-(CAST_INVALID_INPUT), at every replay. The casts are read from Spark's analysed predicate;
+view. So does one for which Spark casts text to another type than bytes, by CAST or
+implicitly (`product > 5` on a String casts `product` to bigint, as do `product + 1` and
+`abs(product)`), or parses text with a format (`to_timestamp(product, 'yyyy')`, `to_date`,
+`unix_timestamp`): in ANSI mode the first event whose text does not cast or parse fails the
+query (CAST_INVALID_INPUT), at every replay. They are read from Spark's analysed predicate;
 only those that cannot fail pass: `try_cast`, a constant that casts (`quantity > '5'`), and
 a Date field to a date, whose text `pipeline.records` wrote from a date. A Decimal's and an
 enum's text is the producer's, unchecked, so it is refused as a String's is.
