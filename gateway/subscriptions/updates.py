@@ -17,10 +17,12 @@ windowed subscriber that takes nothing would hold a row for every window that ch
 it is behind with max(`bound`, its number of keys) changes waiting besides its snapshot rows
 (bounded by the windows a node keeps), it ends with SlowSubscriberError (one batch may bring
 more distinct windows than that: a reader keeping up takes them). A history subscription
-ends as soon as `bound` updates wait (every event once). Either way its token is then past
-every update held, so resuming from the last update's token gets the rest. The pending
-update of the lowest offset goes first, so the token of every message, per partition the
-lowest offset not delivered yet, never skips a change nor repeats one.
+ends as soon as `bound` updates wait (every event once), but its own follow (the replay from
+its token) hands on a batch only when it fits in `bound`: a subscriber far behind catches
+up at its own pace, and only live events it cannot keep up with end it. Either way its
+token is then past every update held, so resuming from the last update's token gets the
+rest. The pending update of the lowest offset goes first, so the token of every message, per
+partition the lowest offset not delivered yet, never skips a change nor repeats one.
 
 Each partition's changes come first from a follow of the subscription's own (its snapshot,
 or the replay from its token), then, once that follow has delivered every change below the
@@ -102,7 +104,8 @@ class _Merge:
         self.snapshot_rows = 0  # of the waiting updates
         self.changes_bound = max(bound, keys)  # waiting changes of a row subscription
         self._serial = 0
-        self.wake = asyncio.Event()
+        self.wake = asyncio.Event()  # an update arrived, or the subscription ended
+        self.taken = asyncio.Event()  # the subscriber took an update, or it ended
         self.failure: list[BaseException] = []  # what ended it, after the updates before
 
     def fail(self, exc: BaseException) -> None:
@@ -111,6 +114,17 @@ class _Merge:
         if not self.failure:
             self.failure.append(exc)
         self.wake.set()
+        self.taken.set()
+
+    async def room_for(self, changes: int) -> None:
+        """Wait until `changes` more updates fit in `bound` beside those waiting (or none
+        waits), or the subscription ended. A history subscription's own follow (its replay
+        from a token) waits here, so a subscriber far behind takes its replay at its own
+        pace instead of ending past its bound: the follow holds the node's batches
+        meanwhile, and past its own bound stops and starts again where it was."""
+        while self.pending and len(self.pending) + changes > self.bound and not self.failure:
+            self.taken.clear()
+            await self.taken.wait()
 
     def accept(self, partition: int, batch: FeedBatch, empty_snapshots: bool) -> None:
         """Hold what `batch` brings that was not delivered yet. SlowSubscriberError when a
@@ -199,6 +213,7 @@ class _Merge:
         else:
             slot = min(self.pending, key=lambda s: _shown_offset(self.pending[s].change))
         held = self._pop(slot)
+        self.taken.set()
         change = held.change
         return KeyUpdate(
             change.key,
@@ -294,6 +309,7 @@ class _Source:
         self.held: list[FeedBatch] = []  # shared batches before the hand-over
         self.joined_at: int | None = None  # from this offset on the shared follow delivers
         self.stopping: asyncio.Task[None] | None = None  # the own follow's end
+        self.in_hand: FeedBatch | None = None  # an own batch waiting for room in the merge
 
     def start(self, own: FeedStream) -> None:
         self.own = own
@@ -302,6 +318,10 @@ class _Source:
     async def _pump(self, own: FeedStream) -> None:
         try:
             async for batch in own:
+                if not self.merge.conflate:  # every event counts: the reader sets the pace
+                    self.in_hand = batch
+                    await self.merge.room_for(len(batch.changes))
+                    self.in_hand = None
                 self._accept(batch)
                 self._join()
                 if self.joined_at is not None:
@@ -336,7 +356,9 @@ class _Source:
         own, shared = self.own, self.shared
         if own is None or shared is None or self.shared_from is None or self.joined_at is not None:
             return
-        if own.held or own.reached is None or own.reached < self.shared_from:
+        if self.in_hand is not None or own.held or own.reached is None:
+            return
+        if own.reached < self.shared_from:
             return
         self.joined_at = own.reached
         shared.settle()

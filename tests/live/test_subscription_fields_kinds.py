@@ -16,6 +16,7 @@ from gateway.api.responses import gateway_extensions
 from gateway.model.rows import Event, Ranked, Row, WindowCount
 from gateway.model.timestamps import floor_ms, from_ms
 from gateway.reads.protocol import DEFAULT_READ, ReadOptions, TopResult
+from gateway.subscriptions.tokens import ResumeToken
 from runtime.ranking import is_rankable, merge_top, value_rank
 from schema import View
 from tests.gateway.fakes import BOOKING_HISTORY, HOSTS, PER_MINUTE
@@ -156,6 +157,37 @@ def test_a_history_subscriber_too_slow_for_its_queue_is_ended_with_the_way_to_re
             assert "subscribe again with `after` set to the token" in error.message
             with pytest.raises(StopAsyncIteration):  # the subscription is over
                 await anext(results)  # type: ignore[arg-type]
+
+    asyncio.run(scenario())
+
+
+def test_a_history_subscriber_far_behind_gets_its_whole_replay_at_its_own_pace() -> None:
+    """Resumed from a token far behind, the replay comes to the subscription in batches that
+    together pass its bound: each batch waits until it fits, so the subscriber gets every
+    event in order instead of SUBSCRIBER_TOO_SLOW after the first `bound`."""
+    events, step, bound = 60, 5, 10
+
+    async def scenario() -> None:
+        async with cluster(BOOKING_HISTORY) as running:
+            running.config = dataclasses.replace(running.config, subscription_queue=bound)
+            log = running.logs[BOOKING_HISTORY.name]
+            (customer,) = keys_in(0, 1, "c")
+            for n in range(events):
+                log.append(customer, event_row(customer, n), (T0 + n, 0, n))
+            n1 = await running.node("n1", BOOKING_HISTORY)
+            n1.replay_step = step  # the replay comes `step` offsets a round, as node frames
+            running.route(record(n1, [0, 1]))
+            token = ResumeToken(BOOKING_HISTORY.name, {p: 0 for p in range(P)}).text()
+            results = await open_subscription(running, HISTORY, {"c": customer, "after": token})
+            first = await take(results, 1)
+            for _round in range(events // step - 1):  # the rest, before the subscriber reads
+                await running.publish()
+            streams = running.hub.streams()  # the shared follow's, and the replay's
+            await wait_for(
+                lambda: all(s.reached == events for s in streams), 10, "the whole replay in"
+            )
+            got = first + await take(results, events - 1)
+            assert [d["bookingHistory"]["offset"] for d in got] == list(range(events))
 
     asyncio.run(scenario())
 
