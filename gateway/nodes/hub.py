@@ -515,14 +515,17 @@ class FeedHub:
         after: int | None = None,
         snapshot: bool = False,
         max_lag: int | None = None,
+        batches: int | None = None,
     ) -> AsyncIterator[FeedStream]:
         """A stream of `partition`'s changes of `view` (of `keys` only, when given) from
         changelog offset `after` (None: from now; with `snapshot` and keys, first the keys'
-        current rows), followed on the best copy within `max_lag` (None: the hub's)."""
+        current rows), followed on the best copy within `max_lag` (None: the hub's), holding
+        up to `batches` for its reader (None: the hub's)."""
         if self._stopped:
             raise FeedClosedError("the gateway is shutting down")
         lag = self.max_lag if max_lag is None else max_lag
-        stream = FeedStream(self, view, partition, keys, after, snapshot, lag, self._stream_batches)
+        held = self._stream_batches if batches is None else batches
+        stream = FeedStream(self, view, partition, keys, after, snapshot, lag, held)
         self._streams.add(stream)
         stream.start()
         try:

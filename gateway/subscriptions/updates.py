@@ -17,17 +17,21 @@ windowed subscriber that takes nothing would hold a row for every window that ch
 it is behind with max(`bound`, its number of keys) changes waiting besides its snapshot rows
 (bounded by the windows a node keeps), it ends with SlowSubscriberError (one batch may bring
 more distinct windows than that: a reader keeping up takes them). A history subscription
-ends as soon as `bound` updates wait (every event once), but its own follow (the replay from
-its token) hands on a batch only when it fits in `bound`: a subscriber far behind catches
-up at its own pace, and only live events it cannot keep up with end it. Either way its
-token is then past every update held, so resuming from the last update's token gets the
-rest. The pending update of the lowest offset goes first, so the token of every message, per
-partition the lowest offset not delivered yet, never skips a change nor repeats one.
+gets every event, paced by its reader while it reads from its own follow (below): a batch
+of that follow waits until it fits in `bound` (or nothing waits), so a subscriber far behind
+catches up at its own pace, holding a few batches (`_OWN_BATCHES`) however far behind it
+is. Once it shares the partition's follow, which cannot wait for one subscriber, it ends as
+soon as `bound` updates wait. Either way its token is then past every update held, so
+resuming from the last update's token gets the rest. The pending update of the lowest
+offset goes first, so the token of every message, per partition the lowest offset not
+delivered yet, never skips a change nor repeats one.
 
 Each partition's changes come first from a follow of the subscription's own (its snapshot,
 or the replay from its token), then, once that follow has delivered every change below the
 offset from which the partition's shared follow (`FeedHub.watch_keys`) holds them all,
-from the shared follow: a thousand subscribers cost a node one follow per partition.
+from the shared follow: a thousand subscribers cost a node one follow per partition. A
+history subscription hands over only when the shared follow's waiting events fit in its
+bound; until then its own follow goes on, paced.
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ _QUEUE = "STATEFED_GATEWAY_SUBSCRIPTION_QUEUE"
 # shared batches a subscription keeps while its own follow catches up; past it the next
 # batch is a new start (its `start` says from where the shared follow holds every change)
 _HELD_BATCHES = 256
+# batches a history subscription's own follow holds while its reader takes what waits: past
+# them the follow stops, and starts again where it was once they are taken (a reader that
+# stalls holds these, not a node's whole replay)
+_OWN_BATCHES = 8
 Entry = tuple[str, tuple[int, ...]]  # a key, and which of its rows (window, event): () = the key's
 Slot = int  # a waiting update's place in arrival order
 
@@ -116,19 +124,27 @@ class _Merge:
         self.wake.set()
         self.taken.set()
 
+    def has_room(self, changes: int) -> bool:
+        """Whether `changes` more updates fit in `bound` beside those waiting."""
+        return len(self.pending) + changes <= self.bound
+
     async def room_for(self, changes: int) -> None:
         """Wait until `changes` more updates fit in `bound` beside those waiting (or none
         waits), or the subscription ended. A history subscription's own follow (its replay
         from a token) waits here, so a subscriber far behind takes its replay at its own
         pace instead of ending past its bound: the follow holds the node's batches
         meanwhile, and past its own bound stops and starts again where it was."""
-        while self.pending and len(self.pending) + changes > self.bound and not self.failure:
+        while self.pending and not self.has_room(changes) and not self.failure:
             self.taken.clear()
             await self.taken.wait()
 
-    def accept(self, partition: int, batch: FeedBatch, empty_snapshots: bool) -> None:
+    def accept(
+        self, partition: int, batch: FeedBatch, empty_snapshots: bool, paced: bool = False
+    ) -> None:
         """Hold what `batch` brings that was not delivered yet. SlowSubscriberError when a
-        history subscription is past `bound`: its token then stops at the change not held."""
+        history subscription is past `bound`: its token then stops at the change not held.
+        A `paced` batch (one `room_for` let in) is held whole: it came when it fit, or when
+        nothing waited, so the updates waiting stay under `bound` plus one batch."""
         if self.failure:
             return  # ended: what came after the failure is not delivered
         now = self.clock()
@@ -146,7 +162,7 @@ class _Merge:
                 covered[entry] = change.offset + 1
                 if change.row is None and not self.conflate:
                     continue  # a history event removed by retention: nothing to show
-            if not self._hold(entry, _Pending(change, partition, batch.freshness, now)):
+            if not self._hold(entry, _Pending(change, partition, batch.freshness, now), paced):
                 # every change of the partition below this one is held or was skipped: the
                 # tokens of those held pass them, and a resume starts at this one
                 self.reached[partition] = max(seen, change.offset)
@@ -156,7 +172,7 @@ class _Merge:
         self.covered[partition] = {e: o for e, o in covered.items() if o > reached}
         self.wake.set()
 
-    def _hold(self, entry: Entry, pending: _Pending) -> bool:
+    def _hold(self, entry: Entry, pending: _Pending, paced: bool = False) -> bool:
         """Keep every change while the subscriber keeps up; a row subscription that is
         behind keeps the newest row of `entry` only, and past `bound` waiting conflates.
         False, holding nothing, when the subscription is too far behind (see the module)."""
@@ -164,7 +180,7 @@ class _Merge:
             superseded = self.newest.get(entry)
             if superseded is not None:
                 self._pop(superseded)
-        if len(self.pending) >= self.bound:
+        if len(self.pending) >= self.bound and not paced:
             if not self.conflate:
                 return False
             self._conflate(entry)
@@ -274,7 +290,15 @@ async def key_updates(
             )
             after = merge.floor.get(partition)
             own = await stack.enter_async_context(
-                hub.follow(view, partition, asked, after, snapshot and after is None, max_lag)
+                hub.follow(
+                    view,
+                    partition,
+                    asked,
+                    after,
+                    snapshot and after is None,
+                    max_lag,
+                    batches=None if conflate else _OWN_BATCHES,
+                )
             )
             source.start(own)
             sources.append(source)
@@ -318,11 +342,12 @@ class _Source:
     async def _pump(self, own: FeedStream) -> None:
         try:
             async for batch in own:
-                if not self.merge.conflate:  # every event counts: the reader sets the pace
+                paced = not self.merge.conflate  # every event counts: the reader sets the pace
+                if paced:
                     self.in_hand = batch
                     await self.merge.room_for(len(batch.changes))
                     self.in_hand = None
-                self._accept(batch)
+                self._accept(batch, paced)
                 self._join()
                 if self.joined_at is not None:
                     return
@@ -360,6 +385,8 @@ class _Source:
             return
         if own.reached < self.shared_from:
             return
+        if not self.merge.conflate and not self.merge.has_room(self._held_from(own.reached)):
+            return  # the shared follow's events would not fit: the own follow goes on, paced
         self.joined_at = own.reached
         shared.settle()
         held, self.held = self.held, []
@@ -369,11 +396,15 @@ class _Source:
             self.task.cancel()  # what the own follow still brings is the shared follow's
         self.stopping = asyncio.get_running_loop().create_task(own.stop())
 
-    def _accept(self, batch: FeedBatch) -> None:
+    def _held_from(self, offset: int) -> int:
+        """How many changes of the held shared batches are at `offset` or after."""
+        return sum(1 for batch in self.held for change in batch.changes if change.offset >= offset)
+
+    def _accept(self, batch: FeedBatch, paced: bool = False) -> None:
         if self.merge.failure:
             return
         try:
-            self.merge.accept(self.partition, batch, self.empty_snapshots)
+            self.merge.accept(self.partition, batch, self.empty_snapshots, paced)
         except Exception as exc:  # a history subscriber too slow: it ends, the others go on
             self.merge.fail(exc)
 

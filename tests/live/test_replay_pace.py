@@ -76,15 +76,7 @@ def test_a_replay_batch_waits_for_room_then_the_hand_over_loses_nothing() -> Non
         # has nothing more queued, but the batch in hand is not delivered yet
         source.take_shared(events(3 * STEP, 1))
         assert source.joined_at is None
-        taken: list[int] = []
-        while len(taken) < 3 * STEP + 1:
-            update = merge.take()
-            if update is None:
-                merge.wake.clear()
-                await asyncio.wait_for(merge.wake.wait(), 5)
-                continue
-            taken.append(update.offset)
-        assert taken == list(range(3 * STEP + 1))
+        assert await take(merge, 3 * STEP + 1) == list(range(3 * STEP + 1))
         assert source.joined_at == 3 * STEP  # handed over once the batch went on
         assert not merge.failure
         assert source.stopping is not None
@@ -92,3 +84,61 @@ def test_a_replay_batch_waits_for_room_then_the_hand_over_loses_nothing() -> Non
         assert own.stopped
 
     asyncio.run(scenario())
+
+
+def test_a_replay_batch_larger_than_the_bound_is_held_whole() -> None:
+    async def scenario() -> None:
+        merge = history_merge()
+        source = _Source(0, merge, empty_snapshots=True)
+        own = OwnFollow()
+        source.shared = SharedWatch()  # type: ignore[assignment]
+        source.start(own)  # type: ignore[arg-type]
+        own.put(0, BOUND + STEP)  # a node frame holds up to 500 changes
+        own.put(BOUND + STEP, STEP)
+        taken = await take(merge, BOUND + 2 * STEP)
+        assert taken == list(range(BOUND + 2 * STEP))
+        assert not merge.failure
+        assert source.task is not None
+        source.task.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_the_hand_over_waits_until_the_shared_follows_events_fit() -> None:
+    """A replay that filled the bound: a live event of the shared follow would not fit, so
+    the own follow, paced, delivers it too, and hands over once there is room."""
+
+    async def scenario() -> None:
+        merge = history_merge()
+        source = _Source(0, merge, empty_snapshots=True)
+        own = OwnFollow()
+        source.shared = SharedWatch()  # type: ignore[assignment]
+        source.start(own)  # type: ignore[arg-type]
+        own.put(0, STEP)
+        own.put(STEP, STEP)
+        await wait_for(lambda: own.held == 0 and len(merge.pending) == BOUND, 5, "the replay")
+        source.take_shared(events(BOUND, 1))  # live: the shared follow began at BOUND
+        assert source.joined_at is None
+        assert not merge.failure
+        own.put(BOUND, 1)  # the own follow, live too, brings it as well
+        assert await take(merge, BOUND + 1) == list(range(BOUND + 1))
+        await wait_for(lambda: source.joined_at is not None, 5, "the hand-over")
+        source.take_shared(events(BOUND + 1, 2))
+        assert await take(merge, 2) == [BOUND + 1, BOUND + 2]
+        assert not merge.failure
+
+    asyncio.run(scenario())
+
+
+async def take(merge: _Merge, count: int) -> list[int]:
+    """The offsets of the next `count` updates, waiting for each."""
+    taken: list[int] = []
+    while len(taken) < count:
+        update = merge.take()
+        if update is None:
+            assert not merge.failure, merge.failure
+            merge.wake.clear()
+            await asyncio.wait_for(merge.wake.wait(), 5)
+            continue
+        taken.append(update.offset)
+    return taken
