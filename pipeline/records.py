@@ -6,8 +6,9 @@ record timestamp; the `value_fields` are decoded from the value (a missing field
 a JSON object, or a value of the view's Schema Registry subject (`pipeline.wire`: Avro or
 JSON Schema). A record
 without a usable key, value or event time cannot be placed in the view; it goes to the
-dead-letter topic with the reason from `reject_reason`. So does one whose Float field is a
-NaN or an infinity (`not_finite`), as a key of one does (`pipeline.keys`), and an Avro
+dead-letter topic with the reason from `reject_reason`. So does one whose Float field (or a
+Float in a list or record field) is a NaN or an infinity (`not_finite`), as a key of one
+does (`pipeline.keys`), and an Avro
 value whose text in a field read as text is not UTF-8 (`not_utf8`).
 
 A record with a null value is a tombstone, never a dead letter: a view that deletes
@@ -287,16 +288,39 @@ def reject_reason(decoding: Decoding, parsed: Column, key_read: Column | None = 
 
 
 def _not_finite(decoding: Decoding, parsed: Column) -> list[Column]:
-    """The reason of each Float value field that is a NaN or an infinity (the text "NaN"
-    or "Infinity" in JSON, an Avro or Protobuf double), or null. Int and Long fields
-    cannot be one: their casts make such text null."""
+    """The reason of each value field holding a Float that is a NaN or an infinity (the
+    text "NaN" or "Infinity" in JSON, an Avro or Protobuf double), in a list or record too
+    (the changelog's JSON would hold null there), or null. Int and Long fields cannot be
+    one: their casts make such text null."""
     reasons = []
     for value_field in decoding.value_fields:
-        if value_field.type is FieldType.FLOAT:
-            stored = _stored(parsed[value_field.in_value], value_field.type)
-            bad = F.isnan(stored) | (F.abs(stored) == F.lit(math.inf))
+        if _holds_float(value_field.type):
+            bad = _bad_float(_stored_field(decoding, parsed, value_field), value_field.type)
             reasons.append(F.when(bad, F.lit(not_finite(value_field.name))))
     return reasons
+
+
+def _holds_float(value_type: ValueType) -> bool:
+    if isinstance(value_type, ListOf):
+        return _holds_float(value_type.item)
+    if isinstance(value_type, RecordOf):
+        return any(_holds_float(f.type) for f in value_type.fields)
+    return value_type is FieldType.FLOAT
+
+
+def _bad_float(stored: Column, value_type: ValueType) -> Column:
+    """Whether `stored` (as `_stored` gives it) holds a NaN or an infinity; never null."""
+    if isinstance(value_type, ListOf):
+        item = value_type.item
+        return F.coalesce(F.exists(stored, lambda v: _bad_float(v, item)), F.lit(False))
+    if isinstance(value_type, RecordOf):
+        fields = [f for f in value_type.fields if _holds_float(f.type)]
+        checks = (_bad_float(stored[f.name], f.type) for f in fields)
+        return functools.reduce(operator.or_, checks, F.lit(False))
+    if value_type is FieldType.FLOAT:
+        bad = F.isnan(stored) | (F.abs(stored) == F.lit(math.inf))
+        return F.coalesce(bad, F.lit(False))
+    return F.lit(False)
 
 
 def _not_utf8(decoding: Decoding, parsed: Column) -> list[Column]:
@@ -372,6 +396,11 @@ def _stored(value: Column, value_type: ValueType) -> Column:
 
 
 def _field(decoding: Decoding, parsed: Column, value_field: ValueField) -> Column:
+    """One value field, stored, under its name."""
+    return _stored_field(decoding, parsed, value_field).alias(value_field.name)
+
+
+def _stored_field(decoding: Decoding, parsed: Column, value_field: ValueField) -> Column:
     """One value field, stored: a JSON value's nested fields are parsed from its text."""
     value = parsed[value_field.in_value]
     as_text = decoding.registered is None or decoding.registered.fields_as_text
@@ -380,7 +409,7 @@ def _field(decoding: Decoding, parsed: Column, value_field: ValueField) -> Colum
     if as_text and isinstance(value_field.type, RecordOf):  # from_json makes a struct of
         parsed_record = F.from_json(value, _text_schema(value_field.type))  # nulls of "5"
         value = F.when(F.ltrim(value).startswith("{"), parsed_record)
-    return _stored(value, value_field.type).alias(value_field.name)
+    return _stored(value, value_field.type)
 
 
 def _fields(decoding: Decoding, parsed: Column) -> Column:

@@ -155,6 +155,38 @@ def test_a_float_field_that_is_not_finite_is_a_dead_letter_an_int_or_long_cannot
     ]
 
 
+LEG = RecordOf("Leg", (ValueField("city"), ValueField("fare", FieldType.FLOAT)))
+NESTED_NUMBERS = Decoding(
+    value_fields=(
+        ValueField("fares", ListOf(FieldType.FLOAT)),
+        ValueField("leg", LEG),
+        ValueField("legs", ListOf(LEG)),
+        ValueField("seats", ListOf(FieldType.INT)),
+    )
+)
+
+
+def test_a_float_that_is_not_finite_in_a_list_or_record_is_a_dead_letter_naming_the_field(
+    spark: SparkSession,
+) -> None:
+    """The changelog's JSON cannot hold one either: it would read as null."""
+    cases = {
+        b'{"fares": [1.5, "NaN"]}': not_finite("fares"),
+        b'{"leg": {"city": "Porto", "fare": "Infinity"}}': not_finite("leg"),
+        b'{"legs": [{"fare": 2.0}, {"fare": "-Infinity"}]}': not_finite("legs"),
+    }
+    fine = b'{"fares": [1.5, null], "leg": {"fare": 3}, "legs": [null], "seats": ["NaN"]}'
+    raw = _valued(spark, *cases, fine)
+    got = {r["value"]: r["reason"] for r in rejected_records(raw, [NESTED_NUMBERS]).collect()}
+    assert got == cases
+    events = [
+        e["fields"].asDict(recursive=True) for e in keyed_events(raw, NESTED_NUMBERS).collect()
+    ]
+    assert events == [
+        {"fares": [1.5, None], "leg": {"city": None, "fare": 3.0}, "legs": [None], "seats": [None]}
+    ]
+
+
 def test_a_tombstone_is_no_dead_letter_a_deletion_where_views_delete_skipped_elsewhere(
     spark: SparkSession,
 ) -> None:
