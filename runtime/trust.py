@@ -7,7 +7,8 @@ and every node. With it:
 - every gateway -> node call carries `statefed-signature: v1=<unix ms>.<hex>`, an
   HMAC-SHA256 under the secret over the method, the request target, the timestamp, the
   `statefed-caller` and `statefed-request-id` headers and the body. A node accepts it
-  within `MAX_SKEW_MS` of its own clock, so a captured call cannot be replayed later;
+  within `MAX_SKEW_MS` of its own clock, so a captured call cannot be replayed later,
+  and a change feed handshake only once by each node (`RequestVerifier.once`);
 - every membership record (and tombstone) a node publishes carries the same header
   (`schema.MEMBER_SIGNATURE_HEADER`) over the node id, the timestamp and the value; the
   gateway routes only to nodes whose records verify.
@@ -217,6 +218,7 @@ class RequestVerifier:
         self._secret = secret
         self._clock = clock
         self._max_skew_ms = max_skew_ms
+        self._used: dict[bytes, int] = {}  # MAC -> signed ms, of the calls `once` admitted
 
     def stamp(self, signature: bytes | None) -> Stamp:
         """The call's stamp; SignatureError when it has none, or its time is too far from now."""
@@ -241,6 +243,22 @@ class RequestVerifier:
     ) -> None:
         if not self._secret.request_matches(stamp, method, target, caller, request_id, body):
             raise SignatureError("its signature is not of this cluster's secret")
+
+    def once(self, stamp: Stamp) -> None:
+        """Admit a verified call's signature once: SignatureError when a call with it was
+        admitted before. For calls that open a session (the change feed's handshake), so
+        that one captured within its time window cannot open another; the gateway signs
+        each with a request id of its own. A signature is remembered while its time is
+        within the window (older ones `stamp` refuses anyway)."""
+        oldest = self._clock() - self._max_skew_ms
+        while self._used:
+            first = next(iter(self._used))
+            if self._used[first] >= oldest:
+                break
+            del self._used[first]
+        if stamp.mac in self._used:
+            raise SignatureError("its signature was used before (a replayed call)")
+        self._used[stamp.mac] = int(stamp.ms)
 
 
 def encode_callers(callers: Sequence[str]) -> bytes:

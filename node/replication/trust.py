@@ -1,7 +1,9 @@
 """The node's door: with the cluster secret, `/graphql` and the `/feed` WebSocket
 handshake answer only calls the gateway signed (runtime.trust); any other call gets 401
 with `WWW-Authenticate` and one UNAUTHENTICATED error, and never reaches GraphQL. A
-handshake is signed like a GET of its target with an empty body.
+handshake is signed like a GET of its target with an empty body, and is admitted once by
+this node process: a captured one replayed to it within the signature's time window cannot
+open another session (the signature names no node: another node would admit it once).
 
 The signature's presence, shape and time are checked before the body is read; the body is
 then read (within the endpoint's limit), checked against the signature and handed to the
@@ -80,6 +82,7 @@ class CallGuard:
             stamp = self.verifier.stamp(signature)
             target = _target(scope)
             self.verifier.verify(stamp, b"GET", target, caller or b"", request_id or b"", b"")
+            self.verifier.once(stamp)  # a handshake opens a session: never replayed
         except SignatureError as exc:
             raise _refused(scope, caller, request_id, exc) from exc
         log.debug("handshake %s from caller %s", _shown(request_id), _shown(caller))

@@ -24,6 +24,9 @@ import orjson
 import pytest
 import uvicorn
 from confluent_kafka import Producer
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+from websockets.typing import Subprotocol
 
 from gateway.cluster.membership import MemberDirectory
 from gateway.cluster.pipeline import StatusBoard
@@ -32,6 +35,7 @@ from gateway.config import GatewayConfig
 from gateway.edge.app import GatewayApp
 from gateway.edge.server import uvicorn_config
 from gateway.nodes.coalesce import Coalescer
+from gateway.nodes.links import feed_url
 from gateway.nodes.transport import HttpxCaller
 from gateway.nodes.upstream import Upstream
 from gateway.reads.kinds import view_queries
@@ -49,6 +53,7 @@ from runtime.trust import (
     NodeCallSigner,
     RequestVerifier,
     SignatureError,
+    Stamp,
     encode_callers,
 )
 from schema import (
@@ -60,6 +65,7 @@ from schema import (
     View,
     encode_member,
 )
+from schema.feed import FEED_SUBPROTOCOL
 from tests.gateway.fakes import FakeNode, Model, ServerThread, member
 from tests.node.harness import P, ThreadNode, node_config, produce_counts, unique_count_view
 from tooling.broker import KafkaBroker, free_port
@@ -140,6 +146,25 @@ def test_callers_are_escaped_and_bounded() -> None:
     many = encode_callers([f"user-{i}" for i in range(MAX_CALLERS + 5)] + ["x" * 10_000])
     assert many.endswith(b",+6")
     assert len(encode_callers(["é" * 10_000])) <= 128
+
+
+def test_a_session_signature_is_admitted_once_and_remembered_only_within_its_window() -> None:
+    secret, now = other_secret(), [10_000_000]
+    verifier = RequestVerifier(secret, clock=lambda: now[0], max_skew_ms=60_000)
+
+    def stamp(request_id: bytes) -> Stamp:
+        signature = secret.sign_request(b"GET", b"/feed", b"g", request_id, b"", now[0])
+        return verifier.stamp(signature)
+
+    first = stamp(b"g-1")
+    verifier.once(first)
+    now[0] += 30_000
+    verifier.once(stamp(b"g-2"))
+    with pytest.raises(SignatureError, match="used before"):
+        verifier.once(first)  # 30 s on: still within its window
+    now[0] += 31_000
+    verifier.once(stamp(b"g-3"))
+    assert len(verifier._used) == 2  # the first, past its window, is forgotten
 
 
 def test_a_call_without_a_signature_is_refused_before_its_body_is_read() -> None:
@@ -405,6 +430,34 @@ def test_a_call_signed_with_the_secret_is_answered(cluster: Cluster) -> None:
 
     data = wait_until(answered, 30, "the node to answer a signed call")
     assert data["wordCount"] == {"word": word, "count": count}
+
+
+def test_a_signed_feed_handshake_opens_one_session_replayed_it_is_refused(
+    cluster: Cluster,
+) -> None:
+    """A captured handshake replayed within its 60 s would open a feed session of its own."""
+    uri, target = feed_url(cluster.node_url)
+
+    async def handshake(headers: dict[str, str]) -> None:
+        subprotocols = [Subprotocol(FEED_SUBPROTOCOL)]
+        async with connect(
+            uri, subprotocols=subprotocols, additional_headers=headers, proxy=None
+        ) as opened:
+            assert opened.subprotocol == FEED_SUBPROTOCOL
+
+    signer = NodeCallSigner(cluster.secret)
+
+    def signed() -> dict[str, str]:
+        pairs = signer.headers(b"GET", target.encode(), b"", ())
+        return {name.decode(): value.decode() for name, value in pairs}
+
+    captured = signed()
+    asyncio.run(handshake(captured))
+    with pytest.raises(InvalidStatus) as replayed:
+        asyncio.run(handshake(captured))
+    assert replayed.value.response.status_code == 401
+    for _ in range(2):  # the gateway's handshakes, each signed anew, still open
+        asyncio.run(handshake(signed()))
 
 
 def test_health_stays_readable_and_shows_no_secret(cluster: Cluster) -> None:
