@@ -1,13 +1,13 @@
 """Subscriptions end to end on the real broker and real nodes (their `/feed`, node.changelog.feed):
 a gateway reading membership pushes every change of the subscribed keys, keeps doing so from the
 standby copies when the node owning half of them is SIGKILLed, and a subscriber that resumes with a
-token from before the kill gets every later change of its keys, none twice.  Needs the nodes' change
-feed (issue 15, node side): until that is merged, the nodes answer no WebSocket at `/feed` and this
-test fails waiting for the first rows."""
+token from before the kill gets every later change of its keys, none twice; and a history
+subscription resumed from 3,000 events back gets its replay from a real node at its own pace."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import signal
 import uuid
@@ -25,13 +25,14 @@ from gateway.edge.app import GatewayApp
 from gateway.model.principal import ANONYMOUS
 from gateway.subscriptions.tokens import ResumeToken
 from runtime.topics import ensure_topics, statefed_topics
-from schema import CountRow, partition_for
+from schema import DEMO_DOMAIN, CountRow, EventRow, encode_event, event_record_key, partition_for
 from tests.gateway.test_failover_kafka import _mirrored
 from tests.node.harness import (
     P,
     ThreadNode,
     health,
     node_config,
+    produce_changelog,
     produce_counts,
     spawn_node,
     unique_count_view,
@@ -204,3 +205,72 @@ def _showing(subscriber: Subscriber, truth: dict[str, int]) -> Any:
         return newest if newest == truth else None
 
     return showing
+
+
+HISTORY = """subscription($c: String!, $after: String) {
+  bookingHistory(customer: $c, after: $after) { offset token }
+}"""
+EVENTS, BOUND = 3_000, 100  # a node replays in frames of up to 500 events
+
+
+def test_a_history_subscriber_resumed_far_back_gets_every_event_once_from_a_real_node(
+    broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """A token 3,000 events back, 30 times the subscription's bound: the node's replay
+    comes at the subscriber's pace, every event once, in order, without SUBSCRIBER_TOO_SLOW."""
+    tag = uuid.uuid4().hex[:8]
+    history = dataclasses.replace(DEMO_DOMAIN[3], name=f"t{tag}_history", topic=f"t{tag}.b")
+    ensure_topics(broker.bootstrap, statefed_topics(P, [history]))
+    customer = f"c-{tag}"
+    partition = partition_for(customer, P)
+    events = [
+        EventRow(customer, 1_700_000_000_000 + n, 0, n, {"trip": f"e{n}"}) for n in range(EVENTS)
+    ]
+    records = [(event_record_key(e), encode_event(e), partition) for e in events]
+    produce_changelog(broker.bootstrap, history, records)
+    config = node_config(broker.bootstrap, tmp_path, f"hr-{tag[:4]}", f"g-{history.name}")
+    node = ThreadNode(config, [history]).start()
+    try:
+        wait_until(
+            lambda: node.health()["state"] == "RUNNING" and len(node.health()["active"]) == P,
+            40,
+            "the node RUNNING with every partition",
+        )
+        app = GatewayApp(
+            GatewayConfig(bootstrap=broker.bootstrap, timeout_ms=3000, subscription_queue=BOUND),
+            statuses=StatusBoard(),
+            catalogue=(history,),
+        )
+        token = ResumeToken(history.name, dict.fromkeys(range(P), 0)).text()
+
+        async def scenario() -> list[int]:
+            await app.startup()
+            try:
+                await wait_until_async(
+                    _routed(app), 30, "the gateway to route every partition", 0.1
+                )
+                started = subscribe(
+                    app._schema._schema,
+                    parse(HISTORY),
+                    context_value=app._context(ANONYMOUS),
+                    variable_values={"c": customer, "after": token},
+                )
+                results = await started if inspect.isawaitable(started) else started
+                assert not isinstance(results, ExecutionResult), results
+                offsets = []
+                async with asyncio.timeout(60):
+                    async for result in results:
+                        assert result.errors is None, result.errors
+                        assert result.data is not None
+                        offsets.append(result.data["bookingHistory"]["offset"])
+                        if len(offsets) == EVENTS:
+                            break
+                await results.aclose()  # type: ignore[attr-defined]
+                return offsets
+            finally:
+                await app.shutdown()
+
+        offsets = asyncio.run(scenario())
+    finally:
+        node.stop()
+    assert offsets == list(range(EVENTS))
