@@ -16,7 +16,11 @@ implicitly (`product > 5` on a String casts `product` to bigint, as do `product 
 query (CAST_INVALID_INPUT), at every replay. They are read from Spark's analysed predicate;
 only those that cannot fail pass: `try_cast`, a constant that casts (`quantity > '5'`), and
 a Date field to a date, whose text `pipeline.records` wrote from a date. A Decimal's and an
-enum's text is the producer's, unchecked, so it is refused as a String's is.
+enum's text is the producer's, unchecked, so it is refused as a String's is. A division
+(`/`, `div`, `%`, `pmod`) by anything but a constant other than zero is refused alike: in
+ANSI mode the first event whose divisor is 0 fails the query (DIVIDE_BY_ZERO);
+`try_divide` and `try_mod` pass. Other failures of ANSI arithmetic (an overflow of a
+Long, a cast of a number to a narrower one) are left to Spark.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ _REPLACEABLE = "org.apache.spark.sql.catalyst.expressions.RuntimeReplaceable"
 _JavaObject = Any  # a py4j proxy of a Catalyst plan or expression
 # Catalyst's parses of text as a time with a format, failing in ANSI mode where it cannot
 _TIME_PARSES = frozenset({"GetTimestamp", "ToUnixTimestamp", "UnixTimestamp"})
+# Catalyst's divisions, failing in ANSI mode where the divisor is zero (DIVIDE_BY_ZERO)
+_DIVISIONS = frozenset({"Divide", "IntegralDivide", "Remainder", "Pmod"})
 
 
 class _Cast(NamedTuple):
@@ -78,12 +84,14 @@ def where_applied(events: DataFrame, view: View) -> DataFrame:
             f"value_fields"
         ) from exc
     try:
-        casts = _failing_casts(held, view)
+        casts, divisions = _failing_casts(held, view), _failing_divisions(held)
     except Py4JJavaError as exc:  # a plan this check does not know: Spark judges it alone
         log.warning("view %s: the where's casts could not be checked: %s", view.name, exc)
-        casts = []
+        casts, divisions = [], []
     if casts:
         raise PipelineError(_cast_refusal(view, casts))
+    if divisions:
+        raise PipelineError(_division_refusal(view, divisions))
     return held.select(f"{_EVENT}.*")
 
 
@@ -106,6 +114,15 @@ def _failing_casts(held: DataFrame, view: View) -> list[_Cast]:
     return list(dict.fromkeys(found))
 
 
+def _failing_divisions(held: DataFrame) -> list[str]:
+    """The distinct divisions (SQL) in `held`'s analysed where that can divide by zero."""
+    jvm = SparkContext._jvm
+    assert jvm is not None  # `held` was analysed in it
+    replaceable = jvm.java.lang.Class.forName(_REPLACEABLE)
+    found = (str(d.sql()) for d in _divisions(_condition(held), replaceable))
+    return list(dict.fromkeys(found))
+
+
 def _condition(held: DataFrame) -> _JavaObject:
     """The analysed condition of `held`'s Filter (beneath the Project Spark adds when the
     where takes a column of the input)."""
@@ -119,25 +136,54 @@ def _text_parses(
     condition: _JavaObject, replaceable: _JavaObject
 ) -> Iterator[tuple[_JavaObject, _JavaObject]]:
     """Each expression in `condition` that reads text as another type and fails where it
-    cannot (`_parses_text`), with the text it reads: for a reference to a common expression
-    (BETWEEN's operand), that expression. Walked with a stack of its own: a where of a
+    cannot (`_parses_text`), with the text it reads."""
+    for expression, kind, shared in _walk(condition, replaceable):
+        operand = _parses_text(expression, kind)
+        if operand is not None:
+            yield expression, _shared(operand, shared)
+
+
+def _divisions(condition: _JavaObject, replaceable: _JavaObject) -> Iterator[_JavaObject]:
+    """Each division in `condition` (/, div, %, pmod) that fails the query where its divisor
+    is zero (ANSI mode, not try_divide) and whose divisor is not a constant other than zero."""
+    for expression, kind, shared in _walk(condition, replaceable):
+        if kind in _DIVISIONS and expression.evalMode().toString() == "ANSI":
+            divisor = _shared(expression.right(), shared)
+            if not divisor.foldable() or _is_zero(divisor.eval(None)):
+                yield expression
+
+
+def _is_zero(value: object) -> bool:
+    """Whether a constant divisor, as py4j gives it (a Spark Decimal as an object), is 0."""
+    return value is not None and float(str(value)) == 0.0
+
+
+def _walk(
+    condition: _JavaObject, replaceable: _JavaObject
+) -> Iterator[tuple[_JavaObject, str, dict[int, _JavaObject]]]:
+    """Every expression of `condition` as Spark runs it (a function replaced by what it runs
+    as: to_date(x) is a cast of x), its class's name, and the common expressions met so far
+    (what BETWEEN's references point to). Walked with a stack of its own: a where of a
     thousand ORs is as deep."""
     shared: dict[int, _JavaObject] = {}
     stack = [condition]
     while stack:
         expression = stack.pop()
-        kind = expression.getClass().getSimpleName()
+        kind = str(expression.getClass().getSimpleName())
         if kind == "With":
             shared |= {d.id().id(): d.child() for d in _items(expression.defs())}
-        operand = _parses_text(expression, kind)
-        if operand is not None:
-            while operand.getClass().getSimpleName() == "CommonExpressionRef":
-                operand = shared[operand.id().id()]
-            yield expression, operand
+        yield expression, kind, shared
         if replaceable.isInstance(expression):
-            stack.append(expression.replacement())  # what runs: to_date(x) is a cast of x
+            stack.append(expression.replacement())
         else:
             stack.extend(reversed(_items(expression.children())))
+
+
+def _shared(operand: _JavaObject, shared: dict[int, _JavaObject]) -> _JavaObject:
+    """`operand`, or for a reference to a common expression, that expression."""
+    while operand.getClass().getSimpleName() == "CommonExpressionRef":
+        operand = shared[operand.id().id()]
+    return operand
 
 
 def _items(seq: _JavaObject) -> list[_JavaObject]:
@@ -192,4 +238,13 @@ def _cast_refusal(view: View, casts: list[_Cast]) -> str:
         f"{first.target.upper()}) (null where it does not cast: the event is left out; "
         f"try_to_timestamp for a parse with a format), or declare the field's type a "
         f"number (FieldType.INT, LONG or FLOAT)"
+    )
+
+
+def _division_refusal(view: View, divisions: list[str]) -> str:
+    return (
+        f"view {view.name}: where {view.where!r} divides at every event ({', '.join(divisions)})"
+        f", which fails the query at the first event whose divisor is 0 (DIVIDE_BY_ZERO), at "
+        f"every replay: write try_divide(a, b) (null where b is 0: the event is left out) or "
+        f"try_mod(a, b), or multiply instead (a > 10 * b for a / b > 10, with b > 0)"
     )

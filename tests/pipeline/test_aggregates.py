@@ -267,6 +267,30 @@ def test_a_where_casting_text_that_may_not_cast_names_each_cast_once(
 
 
 @pytest.mark.parametrize(
+    ("where", "divisions"),
+    [
+        ("amount / quantity > 10", "(amount / CAST(quantity AS DOUBLE))"),
+        ("quantity div quantity = 1", "(quantity div quantity)"),
+        ("quantity % quantity = 0 OR pmod(quantity, 0) = 1", "(quantity % quantity), pmod("),
+        ("amount / 0 > 1", "(amount / CAST(0 AS DOUBLE))"),  # a constant zero
+        ("amount / quantity BETWEEN 1 AND 2", "(amount / CAST(quantity AS DOUBLE))"),
+        ("quantity BETWEEN 1 / quantity AND 2", "(CAST(1 AS DOUBLE) / CAST(quantity AS "),
+    ],
+)
+def test_a_where_that_may_divide_by_zero_is_refused_before_any_event(
+    spark: SparkSession, where: str, divisions: str
+) -> None:
+    """In ANSI mode an event whose divisor is 0 fails the query (DIVIDE_BY_ZERO), at every
+    replay."""
+    with pytest.raises(PipelineError) as raised:
+        _typed_where(spark, where)
+    assert str(raised.value).startswith(
+        f"view paid_orders: where {where!r} divides at every event ({divisions}"
+    )
+    assert "try_divide(a, b)" in str(raised.value)
+
+
+@pytest.mark.parametrize(
     "where",
     [
         "product = 'x'",
@@ -280,6 +304,8 @@ def test_a_where_casting_text_that_may_not_cast_names_each_cast_once(
         "at > 1767225600000 AND paid AND NOT paid = false AND length(product) > 3",
         "crc32(product) % 10 = 0 AND md5(status) <> 'x'",  # text to bytes cannot fail
         "try_to_timestamp(product, 'yyyy-MM-dd') IS NOT NULL",
+        "try_divide(amount, quantity) > 10 AND try_mod(quantity, quantity) = 0",
+        "amount / 2.5 > 1 AND quantity div 2 = 1 AND quantity % -3 = 0",  # constant divisors
     ],
 )
 def test_a_where_whose_casts_cannot_fail_is_applied(spark: SparkSession, where: str) -> None:
