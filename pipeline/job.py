@@ -368,7 +368,9 @@ def _decodings(
                 reader, known_strays = f"view {view.name}", strays.get(view.subject, frozenset())
                 schemas[subject] = fetch(config.registry_url, view.subject, reader, known_strays)
             registered = schemas[subject]
-        decodings[view.name] = Decoding.of(view, registered, tombstones=plan_for(view).deletes)
+        decodings[view.name] = Decoding.of(
+            view, registered, plan_for(view).deletes, config.max_ahead_ms
+        )
     return decodings
 
 

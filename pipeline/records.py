@@ -11,6 +11,11 @@ Float in a list or record field) is a NaN or an infinity (`not_finite`), as a ke
 does (`pipeline.keys`), and an Avro
 value whose text in a field read as text is not UTF-8 (`not_utf8`).
 
+An event time field more than `Decoding.max_ahead_ms` after its record's Kafka timestamp
+(`event_time_ahead`) is a dead letter too: it would move a windowed view's watermark past
+every event to come. It is judged against the record's own timestamp, so the view, the
+dead-letter query and every replay judge a record alike.
+
 A record with a null value is a tombstone, never a dead letter: a view that deletes
 (`Decoding.tombstones`, latest) takes it as a deletion at its Kafka timestamp, a view that
 reads values skips it, and a view that ignores values counts it as any record.
@@ -67,6 +72,7 @@ __all__ = [
     "REASON_NO_TIMESTAMP",
     "Decoding",
     "bad_event_time",
+    "event_time_ahead",
     "keyed_events",
     "missing_event_time",
     "not_finite",
@@ -126,6 +132,15 @@ def bad_event_time(field: str) -> str:
     return f"event time field {field!r} is not an integer of ms since the epoch"
 
 
+def event_time_ahead(field: str, max_ahead_ms: int) -> str:
+    """The reason of an event time too far after its record's Kafka timestamp."""
+    return (
+        f"event time field {field!r} is more than {max_ahead_ms} ms after the record's Kafka "
+        f"timestamp: it would move windowed views' watermark past every event to come, and "
+        f"win its key in latest views for good (the bound is STATEFED_PIPELINE_MAX_AHEAD_MS)"
+    )
+
+
 @dataclass(frozen=True)
 class Decoding:
     """Where a view's event time comes from and which value fields it keeps; `avro` holds
@@ -140,6 +155,8 @@ class Decoding:
     shared: bool = False  # the topic carries other types, which are skipped (SubjectStrategy)
     # the value fields whose values are the key instead of the record's (schema.groups)
     group_by: tuple[ValueField, ...] = ()
+    # how far after its Kafka record's timestamp an event time field may be (None: any)
+    max_ahead_ms: int | None = None
 
     @classmethod
     def of(
@@ -147,6 +164,7 @@ class Decoding:
         view: View,
         registered: RegisteredSchemas | None = None,
         tombstones: bool = False,
+        max_ahead_ms: int | None = None,
     ) -> Decoding:
         """The decoding of `view`; SourceError naming the view, the field and the subject
         when the newest schema lacks a field the view reads, or has a field of another
@@ -160,6 +178,7 @@ class Decoding:
             view.key_type,
             view.shares_topic,
             tuple(by_name[name] for name in view.group_by),
+            max_ahead_ms,
         )
         if registered is not None:
             names = registered.field_names()
@@ -269,11 +288,15 @@ def reject_reason(decoding: Decoding, parsed: Column, key_read: Column | None = 
     if field is None:
         value_reasons.append(no_timestamp)
     else:
-        value_reasons.append(
-            F.when(parsed[field].isNull(), F.lit(missing_event_time(field))).when(
-                _event_ms(decoding, parsed).isNull(), F.lit(bad_event_time(field))
-            )
+        event_ms = _event_ms(decoding, parsed)
+        of_time = F.when(parsed[field].isNull(), F.lit(missing_event_time(field))).when(
+            event_ms.isNull(), F.lit(bad_event_time(field))
         )
+        ahead = decoding.max_ahead_ms
+        if ahead is not None:  # the record's own timestamp: the same at every replay
+            too_far = event_ms > F.unix_millis(F.col("timestamp")) + F.lit(ahead)
+            of_time = of_time.when(too_far, F.lit(event_time_ahead(field, ahead)))
+        value_reasons.append(of_time)
     if decoding.group_by:
         no_group = _group_text(decoding, parsed).isNull()
         value_reasons.append(F.when(no_group, F.lit(group_reason(decoding.group_by))))

@@ -21,6 +21,7 @@ from pipeline.records import (
     REASON_NO_TIMESTAMP,
     Decoding,
     bad_event_time,
+    event_time_ahead,
     keyed_events,
     missing_event_time,
     not_finite,
@@ -118,6 +119,25 @@ def test_each_unusable_value_gets_its_reason(spark: SparkSession) -> None:
     assert keyed_events(raw, BOOKINGS).count() == 0
     got = {r["value"]: r["reason"] for r in rejected_records(raw, [BOOKINGS]).collect()}
     assert got == cases
+
+
+def test_an_event_time_too_far_after_its_records_timestamp_is_a_dead_letter(
+    spark: SparkSession,
+) -> None:
+    """Measured from the record's own Kafka timestamp, not the pipeline's clock: a view and
+    the dead-letter query (and every replay) judge a record alike."""
+    ahead = dataclasses.replace(BOOKINGS, max_ahead_ms=60_000)
+    at = int(WHEN.timestamp() * 1000)
+    on_the_bound, past_it = (b'{"timestamp": %d}' % (at + ms) for ms in (60_000, 60_001))
+    long_ago = b'{"timestamp": %d}' % (at - 86_400_000)
+    raw = _valued(spark, on_the_bound, past_it, long_ago)
+    got = {r["value"]: r["reason"] for r in rejected_records(raw, [ahead]).collect()}
+    assert got == {past_it: event_time_ahead("timestamp", 60_000)}
+    assert sorted(e["event_ms"] for e in keyed_events(raw, ahead).collect()) == [
+        at - 86_400_000,
+        at + 60_000,
+    ]
+    assert keyed_events(raw, BOOKINGS).count() == 3  # unbounded: every one
 
 
 NUMBERS = Decoding(
