@@ -17,17 +17,18 @@ query (CAST_INVALID_INPUT), at every replay. They are read from Spark's analysed
 only those that cannot fail pass: `try_cast`, a constant that casts (`quantity > '5'`), and
 a Date field to a date, whose text `pipeline.records` wrote from a date. A Decimal's and an
 enum's text is the producer's, unchecked, so it is refused as a String's is. A division
-(`/`, `div`, `%`, `pmod`) by anything but a constant other than zero is refused alike: in
-ANSI mode the first event whose divisor is 0 fails the query (DIVIDE_BY_ZERO);
-`try_divide` and `try_mod` pass. Other failures of ANSI arithmetic (an overflow of a
+(`/`, `div`, `%`, `pmod`) by anything but a constant other than zero or `nullif(x, 0)` is
+refused alike: in ANSI mode the first event whose divisor is 0 fails the query
+(DIVIDE_BY_ZERO, REMAINDER_BY_ZERO); `try_divide` and `try_mod` pass, and nothing inside a
+`try_` function's TryEval is refused. Other failures of ANSI arithmetic (an overflow of a
 Long, a cast of a number to a narrower one) are left to Spark.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark import SparkContext
@@ -47,10 +48,16 @@ _EVENT = "_event"  # never a value field's name: those start with a lowercase le
 _REPLACEABLE = "org.apache.spark.sql.catalyst.expressions.RuntimeReplaceable"
 
 _JavaObject = Any  # a py4j proxy of a Catalyst plan or expression
+_Found = TypeVar("_Found")
 # Catalyst's parses of text as a time with a format, failing in ANSI mode where it cannot
 _TIME_PARSES = frozenset({"GetTimestamp", "ToUnixTimestamp", "UnixTimestamp"})
 # Catalyst's divisions, failing in ANSI mode where the divisor is zero (DIVIDE_BY_ZERO)
 _DIVISIONS = frozenset({"Divide", "IntegralDivide", "Remainder", "Pmod"})
+_FAILS = object()  # a constant that does not evaluate
+# numbers whose value other than 0 is no 0 as a double
+_EXACT_IN_DOUBLE = frozenset(
+    {"ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DecimalType"}
+)
 
 
 class _Cast(NamedTuple):
@@ -83,16 +90,23 @@ def where_applied(events: DataFrame, view: View) -> DataFrame:
             f"(declared: {names}) and must be a boolean: fix the view's where or its "
             f"value_fields"
         ) from exc
-    try:
-        casts, divisions = _failing_casts(held, view), _failing_divisions(held)
-    except Py4JJavaError as exc:  # a plan this check does not know: Spark judges it alone
-        log.warning("view %s: the where's casts could not be checked: %s", view.name, exc)
-        casts, divisions = [], []
+    casts = _checked(view, "casts", lambda: _failing_casts(held, view))
     if casts:
         raise PipelineError(_cast_refusal(view, casts))
+    divisions = _checked(view, "divisions", lambda: _failing_divisions(held))
     if divisions:
         raise PipelineError(_division_refusal(view, divisions))
     return held.select(f"{_EVENT}.*")
+
+
+def _checked(view: View, what: str, check: Callable[[], list[_Found]]) -> list[_Found]:
+    """What `check` finds; nothing, with a warning, for a plan it cannot read (Spark then
+    judges the where alone)."""
+    try:
+        return check()
+    except Py4JJavaError as exc:
+        log.warning("view %s: the where's %s could not be checked: %s", view.name, what, exc)
+        return []
 
 
 def _first_line(exc: Exception) -> str:
@@ -147,15 +161,47 @@ def _divisions(condition: _JavaObject, replaceable: _JavaObject) -> Iterator[_Ja
     """Each division in `condition` (/, div, %, pmod) that fails the query where its divisor
     is zero (ANSI mode, not try_divide) and whose divisor is not a constant other than zero."""
     for expression, kind, shared in _walk(condition, replaceable):
-        if kind in _DIVISIONS and expression.evalMode().toString() == "ANSI":
-            divisor = _shared(expression.right(), shared)
-            if not divisor.foldable() or _is_zero(divisor.eval(None)):
-                yield expression
+        if kind not in _DIVISIONS or expression.evalMode().toString() != "ANSI":
+            continue
+        if not _never_zero(_shared(expression.right(), shared)):
+            yield expression
+
+
+def _never_zero(divisor: _JavaObject) -> bool:
+    """Whether `divisor` cannot be 0: a constant other than zero (null included), or
+    nullif(x, 0), also as a double."""
+    while _widened(divisor):
+        divisor = divisor.child()
+    if divisor.getClass().getSimpleName() == "NullIf":
+        zero = divisor.right()
+        return bool(zero.foldable()) and _is_zero(_constant(zero))
+    if not divisor.foldable():
+        return False
+    value = _constant(divisor)
+    return value is not _FAILS and not _is_zero(value)
+
+
+def _widened(expression: _JavaObject) -> bool:
+    """Whether `expression` casts a number to a double, which is 0 only where it is (how
+    Spark divides an integer by `/`)."""
+    if expression.getClass().getSimpleName() != "Cast":
+        return False
+    source = _type_name(expression.child().dataType())
+    return _type_name(expression.dataType()) == "DoubleType" and source in _EXACT_IN_DOUBLE
+
+
+def _constant(expression: _JavaObject) -> object:
+    """The value of a constant expression, as py4j gives it, or _FAILS if it does not
+    evaluate (CAST('x' AS INT))."""
+    try:
+        return expression.eval(None)
+    except (Py4JJavaError, PySparkException):
+        return _FAILS
 
 
 def _is_zero(value: object) -> bool:
-    """Whether a constant divisor, as py4j gives it (a Spark Decimal as an object), is 0."""
-    return value is not None and float(str(value)) == 0.0
+    """Whether a constant, as py4j gives it (a Spark Decimal as an object), is 0."""
+    return value is not None and value is not _FAILS and float(str(value)) == 0.0
 
 
 def _walk(
@@ -173,6 +219,8 @@ def _walk(
         if kind == "With":
             shared |= {d.id().id(): d.child() for d in _items(expression.defs())}
         yield expression, kind, shared
+        if kind == "TryEval":
+            continue  # what fails inside is null (try_divide of text, try_mod)
         if replaceable.isInstance(expression):
             stack.append(expression.replacement())
         else:
@@ -244,7 +292,8 @@ def _cast_refusal(view: View, casts: list[_Cast]) -> str:
 def _division_refusal(view: View, divisions: list[str]) -> str:
     return (
         f"view {view.name}: where {view.where!r} divides at every event ({', '.join(divisions)})"
-        f", which fails the query at the first event whose divisor is 0 (DIVIDE_BY_ZERO), at "
-        f"every replay: write try_divide(a, b) (null where b is 0: the event is left out) or "
-        f"try_mod(a, b), or multiply instead (a > 10 * b for a / b > 10, with b > 0)"
+        f", which fails the query at the first event whose divisor is 0 (DIVIDE_BY_ZERO, "
+        f"REMAINDER_BY_ZERO), at every replay: write try_divide(a, b) or try_mod(a, b) (null "
+        f"where b is 0: the event is left out), divide by nullif(b, 0), or multiply instead "
+        f"(b > 0 AND a > 10 * b for a / b > 10)"
     )

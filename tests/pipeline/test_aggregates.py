@@ -275,6 +275,9 @@ def test_a_where_casting_text_that_may_not_cast_names_each_cast_once(
         ("amount / 0 > 1", "(amount / CAST(0 AS DOUBLE))"),  # a constant zero
         ("amount / quantity BETWEEN 1 AND 2", "(amount / CAST(quantity AS DOUBLE))"),
         ("quantity BETWEEN 1 / quantity AND 2", "(CAST(1 AS DOUBLE) / CAST(quantity AS "),
+        # a constant divisor that does not evaluate is no constant other than zero
+        ("amount / (1 / 0) > 1", "(amount / ("),
+        ("quantity / nullif(quantity, 1) > 1", "(CAST(quantity AS DOUBLE) / CAST(nullif("),
     ],
 )
 def test_a_where_that_may_divide_by_zero_is_refused_before_any_event(
@@ -306,6 +309,8 @@ def test_a_where_that_may_divide_by_zero_is_refused_before_any_event(
         "try_to_timestamp(product, 'yyyy-MM-dd') IS NOT NULL",
         "try_divide(amount, quantity) > 10 AND try_mod(quantity, quantity) = 0",
         "amount / 2.5 > 1 AND quantity div 2 = 1 AND quantity % -3 = 0",  # constant divisors
+        "amount / nullif(quantity, 0) > 10 AND quantity % nullif(quantity, 0.0) = 0",
+        "try_divide(amount, product) > 1 AND try_mod(product, quantity) = 0",  # TryEval
     ],
 )
 def test_a_where_whose_casts_cannot_fail_is_applied(spark: SparkSession, where: str) -> None:
