@@ -99,18 +99,7 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
             "trigger interval of the dead-letter queries (slower, to leave the cores to the views)"
         ),
     )
-    max_ahead_ms: int = setting(
-        "STATEFED_PIPELINE_MAX_AHEAD_MS",
-        3_600_000,
-        low=0,
-        high=10 * 365 * 86_400_000,
-        doc=(
-            "how far after its Kafka record's timestamp a view's event time field may be "
-            "(1 hour): a record past it is a dead letter, as it would move windowed views' "
-            "watermark past every event to come (raise it for a topic whose event times "
-            "are meant to lie ahead of their records)"
-        ),
-    )
+    max_ahead_ms: int = shared.event_time_max_ahead_ms()
     shuffle_partitions: int = setting(
         "STATEFED_SPARK_SHUFFLE_PARTITIONS",
         2,

@@ -12,6 +12,7 @@ from runtime.logs import LOG_FORMATS, LOG_LEVELS
 __all__ = [
     "bootstrap",
     "cluster_secret_file",
+    "event_time_max_ahead_ms",
     "jvm_archives",
     "log_format",
     "log_level",
@@ -100,4 +101,21 @@ def jvm_archives() -> Path | None:
             "instead of loading them (see [JVM start-up](operations.md#jvm-start-up))"
         ),
         shown_default="the checkout's `.cache/jvm`",
+    )
+
+
+def event_time_max_ahead_ms() -> int:
+    """The pipeline's bound, which `statefed produce` checks before it writes."""
+    return setting(
+        "STATEFED_PIPELINE_MAX_AHEAD_MS",
+        3_600_000,
+        low=0,
+        high=10 * 365 * 86_400_000,
+        doc=(
+            "how far after its Kafka record's timestamp a view's event time field may be "
+            "(1 hour): a record past it is a dead letter, as it would move windowed views' "
+            "watermark past every event to come (raise it for a topic whose event times "
+            "are meant to lie ahead of their records); `statefed produce` refuses such "
+            "a time before it writes"
+        ),
     )

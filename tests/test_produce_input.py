@@ -25,6 +25,7 @@ from tooling.produceinput import (
 )
 
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+AHEAD_MS = 3_600_000  # STATEFED_PIPELINE_MAX_AHEAD_MS's default
 
 
 def test_keys_take_the_shared_value_and_a_key_json_line_its_own() -> None:
@@ -57,7 +58,7 @@ def test_input_that_is_no_json_is_refused_naming_where(
 
 def test_a_topic_whose_views_ignore_the_value_takes_any_value_or_none() -> None:
     keyed = [KeyedValue("kafka"), KeyedValue("franz", '"text"'), KeyedValue("x", "[1]")]
-    records = records_for("words", CATALOGUE, keyed, NOW_MS)
+    records = records_for("words", CATALOGUE, keyed, NOW_MS, AHEAD_MS)
     assert [(r.key, r.value) for r in records] == [
         ("kafka", b""),
         ("franz", b'"text"'),
@@ -66,7 +67,7 @@ def test_a_topic_whose_views_ignore_the_value_takes_any_value_or_none() -> None:
 
 
 def test_a_topic_no_view_reads_takes_any_value() -> None:
-    (record,) = records_for("elsewhere", CATALOGUE, [KeyedValue("k", "3")], NOW_MS)
+    (record,) = records_for("elsewhere", CATALOGUE, [KeyedValue("k", "3")], NOW_MS, AHEAD_MS)
     assert record.value == b"3"
 
 
@@ -76,7 +77,7 @@ def test_a_json_object_gets_the_views_event_time_when_it_has_none() -> None:
         KeyedValue("c002", '{"trip": "GVA-OPO", "timestamp": 1767225000000}'),
         KeyedValue("c003", '{"timestamp": 1767225000000.0}'),  # whole ms as a JSON float
     ]
-    records = records_for("bookings", CATALOGUE, keyed, NOW_MS)
+    records = records_for("bookings", CATALOGUE, keyed, NOW_MS, AHEAD_MS)
     assert [orjson.loads(r.value or b"") for r in records] == [
         {"trip": "ZRH-LIS", "timestamp": NOW_MS},
         {"trip": "GVA-OPO", "timestamp": 1767225000000},
@@ -98,12 +99,30 @@ def test_a_topic_whose_views_read_the_value_refuses_what_is_no_object(
     topic: str, value: str | None, says: str
 ) -> None:
     with pytest.raises(ProduceInputError) as refused:
-        records_for(topic, CATALOGUE, [KeyedValue("c001", value)], NOW_MS)
+        records_for(topic, CATALOGUE, [KeyedValue("c001", value)], NOW_MS, AHEAD_MS)
     message = str(refused.value)
     assert message.startswith(f"topic {topic}: ") and says in message
     assert "event time 'timestamp' in ms since the epoch, now when left out)" in message
     field = "trip" if topic == "bookings" else "path"  # what fits, to copy
     assert f"""--value '{{"{field}": "text"}}' or a line KEY={{"{field}": "text"}}""" in message
+
+
+def test_an_event_time_past_the_pipelines_bound_is_refused_before_anything_is_written() -> None:
+    """The record's Kafka timestamp is about now: the pipeline would dead-letter it."""
+    on_the_bound = f'{{"path": "/", "timestamp": {NOW_MS + AHEAD_MS}}}'
+    (record,) = records_for(
+        "pageviews", CATALOGUE, [KeyedValue("a.org", on_the_bound)], NOW_MS, AHEAD_MS
+    )
+    assert record.key == "a.org"
+    past_it = f'{{"path": "/", "timestamp": {NOW_MS + AHEAD_MS + 1}}}'
+    with pytest.raises(ProduceInputError) as refused:
+        records_for("pageviews", CATALOGUE, [KeyedValue("a.org", past_it)], NOW_MS, AHEAD_MS)
+    assert str(refused.value) == (
+        f"topic pageviews: key 'a.org' has event time 'timestamp' = {NOW_MS + AHEAD_MS + 1}, "
+        f"more than {AHEAD_MS} ms after now ({NOW_MS}): the pipeline would make it a dead "
+        f"letter, as it would move view host_access's watermark past every event to come (the "
+        f"bound is STATEFED_PIPELINE_MAX_AHEAD_MS)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -112,7 +131,7 @@ def test_a_topic_whose_views_read_the_value_refuses_what_is_no_object(
 def test_an_event_time_the_pipeline_cannot_place_is_refused(moment: str) -> None:
     value = f'{{"path": "/", "timestamp": {moment}}}'
     with pytest.raises(ProduceInputError) as refused:
-        records_for("pageviews", CATALOGUE, [KeyedValue("graphql.org", value)], NOW_MS)
+        records_for("pageviews", CATALOGUE, [KeyedValue("graphql.org", value)], NOW_MS, AHEAD_MS)
     assert str(refused.value) == (
         f"topic pageviews: key 'graphql.org' has event time 'timestamp' = {moment}, but view "
         f"host_access needs a number of whole ms since the epoch, 0 to {MAX_EVENT_MS - 1} "
@@ -172,4 +191,4 @@ def test_a_topic_read_as_other_keys_or_values_is_refused_before_producing(
 ) -> None:
     views = [dataclasses.replace(v, **change) if v.topic == "bookings" else v for v in CATALOGUE]
     with pytest.raises(ProduceInputError, match=said):
-        records_for("bookings", views, [KeyedValue("c001", '{"trip": "x"}')], NOW_MS)
+        records_for("bookings", views, [KeyedValue("c001", '{"trip": "x"}')], NOW_MS, AHEAD_MS)

@@ -362,7 +362,8 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
         records_for,
     )
 
-    kafka = ToolingConfig.from_env(env).kafka
+    config = ToolingConfig.from_env(env)
+    kafka = config.kafka
     catalogue = _catalogue(env)
     try:
         if args.count is not None:
@@ -370,7 +371,7 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
             keyed = [KeyedValue(k, value) for k in skewed_words(args.count, seed=args.seed)]
         else:
             keyed = read_keys(sys.stdin, args.value)
-        records = records_for(args.topic, catalogue, keyed, wall_clock_ms())
+        records = records_for(args.topic, catalogue, keyed, wall_clock_ms(), config.max_ahead_ms)
     except ProduceInputError as exc:
         raise SystemExit(f"statefed produce: {exc}; nothing was produced") from exc
     read = sorted({v.topic for v in catalogue})

@@ -39,6 +39,7 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
         ),
         shown_default="the built-in one",
     )
+    max_ahead_ms: int = shared.event_time_max_ahead_ms()  # `statefed produce` checks it
     partitions: int = setting(
         "STATEFED_PARTITIONS", 6, low=1, doc="partitions of each input and changelog topic"
     )

@@ -99,7 +99,11 @@ def read_keys(lines: Iterable[str], value: str | None = None) -> list[KeyedValue
 
 
 def records_for(
-    topic: str, views: Sequence[View], keyed: Iterable[KeyedValue], now_ms: int
+    topic: str,
+    views: Sequence[View],
+    keyed: Iterable[KeyedValue],
+    now_ms: int,
+    max_ahead_ms: int,
 ) -> list[Record]:
     """The records of `keyed` for `topic`, read by `views`; ProduceInputError (naming the
     topic, the key and the value expected) for the first one a view would not accept, or
@@ -115,7 +119,7 @@ def records_for(
         if not decoding:
             value = b"" if item.json is None else item.json.encode("utf-8")
         else:
-            value = _json_object(topic, decoding, item, now_ms)
+            value = _json_object(topic, decoding, item, now_ms, max_ahead_ms)
         records.append(Record(item.key, value))
     return records
 
@@ -138,7 +142,9 @@ def _check_writable(topic: str, views: Sequence[View]) -> None:
             )
 
 
-def _json_object(topic: str, views: Sequence[View], item: KeyedValue, now_ms: int) -> bytes:
+def _json_object(
+    topic: str, views: Sequence[View], item: KeyedValue, now_ms: int, max_ahead_ms: int
+) -> bytes:
     document = None if item.json is None else orjson.loads(item.json)
     if not isinstance(document, dict):
         given = "no value" if item.json is None else f"the value {item.json}"
@@ -155,6 +161,13 @@ def _json_object(topic: str, views: Sequence[View], item: KeyedValue, now_ms: in
                 f"topic {topic}: key {item.key!r} has event time {field!r} = "
                 f"{orjson.dumps(moment).decode()}, but view {view.name} needs a number of whole "
                 f"ms since the epoch, 0 to {MAX_EVENT_MS - 1} (leave it out for now)"
+            )
+        if moment > now_ms + max_ahead_ms:  # the record's timestamp is about now
+            raise ProduceInputError(
+                f"topic {topic}: key {item.key!r} has event time {field!r} = {moment}, more "
+                f"than {max_ahead_ms} ms after now ({now_ms}): the pipeline would make it a "
+                f"dead letter, as it would move view {view.name}'s watermark past every event "
+                f"to come (the bound is STATEFED_PIPELINE_MAX_AHEAD_MS)"
             )
     return orjson.dumps(document)
 
