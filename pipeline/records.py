@@ -324,25 +324,43 @@ def _not_finite(decoding: Decoding, parsed: Column) -> list[Column]:
 
 
 def _holds_float(value_type: ValueType) -> bool:
-    if isinstance(value_type, ListOf):
-        return _holds_float(value_type.item)
-    if isinstance(value_type, RecordOf):
-        return any(_holds_float(f.type) for f in value_type.fields)
-    return value_type is FieldType.FLOAT
+    return _holds(value_type, lambda leaf: leaf is FieldType.FLOAT)
 
 
 def _bad_float(stored: Column, value_type: ValueType) -> Column:
     """Whether `stored` (as `_stored` gives it) holds a NaN or an infinity; never null."""
+    return _any_leaf(
+        stored, value_type, _holds_float, lambda v: F.isnan(v) | (F.abs(v) == F.lit(math.inf))
+    )
+
+
+def _holds(value_type: ValueType, leaf: Callable[[ValueType], bool]) -> bool:
+    """Whether `value_type`, or a list's item or a record's field in it, is a `leaf`."""
+    if isinstance(value_type, ListOf):
+        return _holds(value_type.item, leaf)
+    if isinstance(value_type, RecordOf):
+        return any(_holds(f.type, leaf) for f in value_type.fields)
+    return leaf(value_type)
+
+
+def _any_leaf(
+    stored: Column,
+    value_type: ValueType,
+    holds: Callable[[ValueType], bool],
+    bad: Callable[[Column], Column],
+) -> Column:
+    """Whether any value in `stored` (as `_stored` gives it) of a type `holds` says leads to
+    one is `bad`, through lists and records; never null."""
     if isinstance(value_type, ListOf):
         item = value_type.item
-        return F.coalesce(F.exists(stored, lambda v: _bad_float(v, item)), F.lit(False))
+        found = F.exists(stored, lambda v: _any_leaf(v, item, holds, bad))
+        return F.coalesce(found, F.lit(False))
     if isinstance(value_type, RecordOf):
-        fields = [f for f in value_type.fields if _holds_float(f.type)]
-        checks = (_bad_float(stored[f.name], f.type) for f in fields)
+        fields = [f for f in value_type.fields if holds(f.type)]
+        checks = (_any_leaf(stored[f.name], f.type, holds, bad) for f in fields)
         return functools.reduce(operator.or_, checks, F.lit(False))
-    if value_type is FieldType.FLOAT:
-        bad = F.isnan(stored) | (F.abs(stored) == F.lit(math.inf))
-        return F.coalesce(bad, F.lit(False))
+    if holds(value_type):
+        return F.coalesce(bad(stored), F.lit(False))
     return F.lit(False)
 
 
@@ -366,25 +384,12 @@ def _not_utf8(decoding: Decoding, parsed: Column) -> list[Column]:
 def _holds_text(value_type: ValueType) -> bool:
     """Whether a value of `value_type` is stored with its decoded text as it is (a Date's
     text is made anew, numbers are no text)."""
-    if isinstance(value_type, ListOf):
-        return _holds_text(value_type.item)
-    if isinstance(value_type, RecordOf):
-        return any(_holds_text(f.type) for f in value_type.fields)
-    return isinstance(value_type, EnumOf) or value_type in _TEXT_STORED
+    return _holds(value_type, lambda leaf: isinstance(leaf, EnumOf) or leaf in _TEXT_STORED)
 
 
 def _bad_text(stored: Column, value_type: ValueType) -> Column:
     """Whether `stored` (as `_stored` gives it) holds text that is not UTF-8; never null."""
-    if isinstance(value_type, ListOf):
-        item = value_type.item
-        return F.coalesce(F.exists(stored, lambda v: _bad_text(v, item)), F.lit(False))
-    if isinstance(value_type, RecordOf):
-        fields = [f for f in value_type.fields if _holds_text(f.type)]
-        checks = (_bad_text(stored[f.name], f.type) for f in fields)
-        return functools.reduce(operator.or_, checks, F.lit(False))
-    if _holds_text(value_type):
-        return F.coalesce(~F.is_valid_utf8(stored), F.lit(False))
-    return F.lit(False)
+    return _any_leaf(stored, value_type, _holds_text, lambda v: ~F.is_valid_utf8(v))
 
 
 def _foreign(decoding: Decoding) -> Column | None:

@@ -56,18 +56,21 @@ def events(first: int, count: int) -> FeedBatch:
     return FeedBatch(found, first + count, {"partition": 0}, start=first)
 
 
-def history_merge() -> _Merge:
+def started() -> tuple[_Merge, _Source, OwnFollow]:
+    """A history subscription's merge, and its source of partition 0 reading an own follow
+    the test feeds (on the running loop)."""
     token = ResumeToken(BOOKING_HISTORY.name, {0: 0})
-    return _Merge(BOOKING_HISTORY, token, False, BOUND, 0.1, keys=1)
+    merge = _Merge(BOOKING_HISTORY, token, False, BOUND, 0.1, keys=1)
+    source = _Source(0, merge, empty_snapshots=True)
+    own = OwnFollow()
+    source.shared = SharedWatch()  # type: ignore[assignment]
+    source.start(own)  # type: ignore[arg-type]
+    return merge, source, own
 
 
 def test_a_replay_batch_waits_for_room_then_the_hand_over_loses_nothing() -> None:
     async def scenario() -> None:
-        merge = history_merge()
-        source = _Source(0, merge, empty_snapshots=True)
-        own = OwnFollow()
-        source.shared = SharedWatch()  # type: ignore[assignment]
-        source.start(own)  # type: ignore[arg-type]
+        merge, source, own = started()
         for first in range(0, 3 * STEP, STEP):
             own.put(first, STEP)
         await wait_for(lambda: source.in_hand is not None, 5, "the third batch to wait")
@@ -88,11 +91,7 @@ def test_a_replay_batch_waits_for_room_then_the_hand_over_loses_nothing() -> Non
 
 def test_a_replay_batch_larger_than_the_bound_is_held_whole() -> None:
     async def scenario() -> None:
-        merge = history_merge()
-        source = _Source(0, merge, empty_snapshots=True)
-        own = OwnFollow()
-        source.shared = SharedWatch()  # type: ignore[assignment]
-        source.start(own)  # type: ignore[arg-type]
+        merge, source, own = started()
         own.put(0, BOUND + STEP)  # a node frame holds up to 500 changes
         own.put(BOUND + STEP, STEP)
         taken = await take(merge, BOUND + 2 * STEP)
@@ -109,11 +108,7 @@ def test_the_hand_over_waits_until_the_shared_follows_events_fit() -> None:
     the own follow, paced, delivers it too, and hands over once there is room."""
 
     async def scenario() -> None:
-        merge = history_merge()
-        source = _Source(0, merge, empty_snapshots=True)
-        own = OwnFollow()
-        source.shared = SharedWatch()  # type: ignore[assignment]
-        source.start(own)  # type: ignore[arg-type]
+        merge, source, own = started()
         own.put(0, STEP)
         own.put(STEP, STEP)
         await wait_for(lambda: own.held == 0 and len(merge.pending) == BOUND, 5, "the replay")

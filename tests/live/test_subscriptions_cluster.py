@@ -124,15 +124,7 @@ def test_subscribers_get_every_change_once_across_a_node_kill_and_a_resume(
         )
 
         async def open_subscription(after: str | None = None) -> Subscriber:
-            started = subscribe(
-                app._schema._schema,
-                parse(SUBSCRIBE),
-                context_value=app._context(ANONYMOUS),
-                variable_values={"ws": keys, "after": after},
-            )
-            results = await started if inspect.isawaitable(started) else started
-            assert not isinstance(results, ExecutionResult), results
-            return Subscriber(results)
+            return Subscriber(await _subscribe(app, SUBSCRIBE, {"ws": keys, "after": after}))
 
         async def scenario() -> tuple[Subscriber, Subscriber, str]:
             await app.startup()
@@ -188,6 +180,21 @@ def test_subscribers_get_every_change_once_across_a_node_kill_and_a_resume(
     for update in resumed.updates:
         assert update["offset"] >= covered.get(partition_for(update["word"], P), 0), update
     print(f"live: {len(live.updates)} updates, resumed from {token}: {len(resumed.updates)}")
+
+
+async def _subscribe(
+    app: GatewayApp, query: str, variables: dict[str, Any]
+) -> AsyncIterator[ExecutionResult]:
+    """The results of a subscription run on the gateway's schema, as an anonymous caller."""
+    started = subscribe(
+        app._schema._schema,
+        parse(query),
+        context_value=app._context(ANONYMOUS),
+        variable_values=variables,
+    )
+    results = await started if inspect.isawaitable(started) else started
+    assert not isinstance(results, ExecutionResult), results
+    return results
 
 
 def _routed(app: GatewayApp) -> Any:
@@ -249,14 +256,7 @@ def test_a_history_subscriber_resumed_far_back_gets_every_event_once_from_a_real
                 await wait_until_async(
                     _routed(app), 30, "the gateway to route every partition", 0.1
                 )
-                started = subscribe(
-                    app._schema._schema,
-                    parse(HISTORY),
-                    context_value=app._context(ANONYMOUS),
-                    variable_values={"c": customer, "after": token},
-                )
-                results = await started if inspect.isawaitable(started) else started
-                assert not isinstance(results, ExecutionResult), results
+                results = await _subscribe(app, HISTORY, {"c": customer, "after": token})
                 offsets = []
                 async with asyncio.timeout(60):
                     async for result in results:
