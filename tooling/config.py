@@ -95,7 +95,10 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
     demo_dir: Path = setting(
         "STATEFED_DEMO_DIR",
         Path(".statefed/demo"),
-        doc="state, checkpoints and logs of `statefed demo` (wiped at its start)",
+        doc=(
+            "state, checkpoints and logs of `statefed demo`, emptied at its start (one "
+            "holding files no demo wrote is refused)"
+        ),
     )
     # `statefed topics`: 3 is the production norm (a 1-broker cluster needs 1, and says so)
     topics_replication: int = setting(

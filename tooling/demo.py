@@ -47,6 +47,11 @@ from tooling.registry import SchemaRegistry
 __all__ = ["catalogue_examples", "examples", "iso_minute", "run_demo"]
 
 _MINUTE_MS = 60_000
+_MARK = ".statefed-demo"  # in a directory the demo empties at each start
+# what a demo writes in its directory (tooling.localcluster, the registry beside it)
+_DEMO_NAMES = frozenset(
+    {"broker", "broker.log", "checkpoints", "pipeline.log", "state", "gateway.log", "registry"}
+)
 
 
 def examples(now_ms: int) -> str:
@@ -121,13 +126,35 @@ def _access(env: dict[str, str]) -> str:
     )
 
 
+def _wipe(base: Path) -> None:
+    """Empty `base` for a new demo, and mark it as the demo's; SystemExit when it holds
+    anything else than an earlier demo's files (`--dir .` must not delete a project)."""
+    if base.exists():
+        foreign = sorted(e.name for e in base.iterdir() if not _demo_wrote(e.name))
+        if foreign and not (base / _MARK).exists():
+            raise SystemExit(
+                f"statefed demo: {base} holds files the demo did not write "
+                f"({', '.join(foreign[:5])}), and the demo empties its directory at each start: "
+                f"name a new or empty one with --dir or STATEFED_DEMO_DIR"
+            )
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
+    (base / _MARK).write_text("statefed demo: emptied at each start of the demo\n")
+
+
+def _demo_wrote(name: str) -> bool:
+    """Whether `name` in a demo directory is one a demo writes (an earlier one's, made
+    before the directory was marked)."""
+    return name in _DEMO_NAMES or (name.startswith("node-") and name.endswith(".log"))
+
+
 def run_demo(env: dict[str, str]) -> None:
     base, port, broker_port, partitions = _settings(env)
     catalogue = load_catalogue(ToolingConfig.from_env(env).catalogue)
     # Each demo starts from a clean directory: the broker's topics, the pipeline's
     # checkpoints and the node stores of an earlier demo would be produced into again
     # from the start, counting the demo data twice.
-    shutil.rmtree(base, ignore_errors=True)
+    _wipe(base)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: set_from_handler(stop))
     # Ctrl-C stops the demo even when it was started from a shell that ignores SIGINT for
