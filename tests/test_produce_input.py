@@ -39,6 +39,35 @@ def test_keys_take_the_shared_value_and_a_key_json_line_its_own() -> None:
     assert read_keys(["a b\n"]) == [KeyedValue("a"), KeyedValue("b")]
 
 
+def test_a_line_whose_text_after_the_equals_sign_is_no_value_is_keys_holding_it() -> None:
+    """A value is a JSON object, array or string; a URL's query or base64's padding is
+    part of a key, not split off as a value."""
+    lines = ["\ufeffurl?x=1 dGVzdA==\n", "a=true b=\n", 'c={"n": 1}\n']
+    assert read_keys(lines) == [
+        KeyedValue("url?x=1"),
+        KeyedValue("dGVzdA=="),
+        KeyedValue("a=true"),
+        KeyedValue("b="),
+        KeyedValue("c", '{"n": 1}'),
+    ]
+
+
+def test_the_command_refuses_no_keys_and_a_count_below_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n"))
+    with pytest.raises(SystemExit) as refused:
+        main(["produce", "--bootstrap", "127.0.0.1:9"])
+    assert str(refused.value.code) == (
+        "statefed produce: no keys on stdin: give keys separated by spaces or lines, or "
+        "KEY=JSON lines, or --count N for generated words; nothing was produced"
+    )
+    with pytest.raises(SystemExit) as usage:
+        main(["produce", "--count", "0"])
+    assert usage.value.code == 2
+    assert "'0' is not a whole number of at least 1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("lines", "value", "names"),
     [
@@ -176,7 +205,7 @@ def test_the_command_says_values_are_taken(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         main(["produce", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "--value JSON JSON value of every key (a stdin line KEY=JSON gives that key" in text
+    assert "--value JSON JSON value of every key (a stdin line KEY=JSON, a JSON object," in text
 
 
 @pytest.mark.parametrize(

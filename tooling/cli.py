@@ -84,7 +84,11 @@ _FLAGS: dict[str, list[tuple[str, str, str]]] = {
         ("--port", "STATEFED_GATEWAY_PORT", "gateway port (8100)"),
         ("--broker-port", "STATEFED_BROKER_PORT", "Kafka's port, on 127.0.0.1 (9092)"),
         ("--partitions", "STATEFED_PARTITIONS", "partitions of each input topic (6)"),
-        ("--dir", "STATEFED_DEMO_DIR", "where the demo keeps state and logs (.statefed/demo)"),
+        (
+            "--dir",
+            "STATEFED_DEMO_DIR",
+            "where the demo keeps state and logs, emptied at each start (.statefed/demo)",
+        ),
     ],
     "schema": [_COMMON[1]],
     "fields": [
@@ -107,7 +111,8 @@ _HELP = {
     "init": "start a project of your own: a catalogue of views, a demo producer, the steps",
 }
 _VALUE_HELP = (
-    "JSON value of every key (a stdin line KEY=JSON gives that key its own). A topic whose "
+    "JSON value of every key (a stdin line KEY=JSON, a JSON object, array or string, gives "
+    "that key its own; any other '=' is part of a key). A topic whose "
     "views read the value needs a JSON object, e.g. for bookings "
     """'{"trip": "ZRH-LIS"}'; an event time field of the views defaults to now"""
 )
@@ -122,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument(flag, dest=env, metavar=flag.strip("-").upper(), help=f"{text} [{env}]")
         if command == "produce":
             p.add_argument("--topic", default="words", help="topic to produce to (words)")
-            p.add_argument("--count", type=int, help="generate this many skewed words")
+            p.add_argument("--count", type=_positive, help="generate this many skewed words")
             p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
             p.add_argument("--value", metavar="JSON", help=_VALUE_HELP)
         if command == "schema":
@@ -160,10 +165,10 @@ def _schema_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
         metavar="PATH",
-        help="write to this file instead of printing, or into this directory: gateway.graphql "
-        "and Apollo Client's possibleTypes.json (node.graphql with --node)",
+        help="write to this file instead of printing, or into this directory (one that exists, "
+        "or a path ending in /, made if missing): gateway.graphql and Apollo Client's "
+        "possibleTypes.json (node.graphql with --node)",
     )
     parser.add_argument(
         "--breaking",
@@ -172,6 +177,17 @@ def _schema_arguments(parser: argparse.ArgumentParser) -> None:
         help="print each breaking change since the SDL in this file (e.g. your committed one) "
         "and exit 1 if there is one; additions are not breaking",
     )
+
+
+def _positive(text: str) -> int:
+    """An argument that must be a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return number
 
 
 def _environment(args: argparse.Namespace) -> dict[str, str]:
@@ -371,6 +387,11 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
             keyed = [KeyedValue(k, value) for k in skewed_words(args.count, seed=args.seed)]
         else:
             keyed = read_keys(sys.stdin, args.value)
+            if not keyed:
+                raise ProduceInputError(
+                    "no keys on stdin: give keys separated by spaces or lines, or KEY=JSON "
+                    "lines, or --count N for generated words"
+                )
         records = records_for(args.topic, catalogue, keyed, wall_clock_ms(), config.max_ahead_ms)
     except ProduceInputError as exc:
         raise SystemExit(f"statefed produce: {exc}; nothing was produced") from exc
@@ -442,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(130) from None
 
 
-def _schema(env: dict[str, str], node: bool, out: Path | None, breaking: Path | None) -> None:
+def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | None) -> None:
     """The schema files of the catalogue STATEFED_CATALOGUE names, as `make schema` writes
     the built-in catalogue's into schema/; with `breaking`, what breaks since that SDL."""
     from gateway.api.schema import print_sdl as gateway_sdl
@@ -467,7 +488,13 @@ def _schema(env: dict[str, str], node: bool, out: Path | None, breaking: Path | 
     if out is None:
         sys.stdout.write(sdl)
         return
-    written = {out / name: text for name, text in files.items()} if out.is_dir() else {out: sdl}
+    path, directory = Path(out), out.endswith(("/", os.sep)) or Path(out).is_dir()
+    if directory:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SystemExit(f"statefed schema: cannot make {path}: {exc.strerror}") from exc
+    written = {path / name: text for name, text in files.items()} if directory else {path: sdl}
     for path, text in written.items():
         try:
             path.write_text(text, encoding="utf-8")

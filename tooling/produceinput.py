@@ -67,6 +67,9 @@ class KeyedValue:
     json: str | None = None
 
 
+_JSON_VALUE_STARTS = ("{", "[", '"')  # the values of a line KEY=JSON
+
+
 def parse_value(text: str, where: str) -> str:
     """`text` when it is JSON, else ProduceInputError naming `where` it came from."""
     try:
@@ -81,11 +84,16 @@ def parse_value(text: str, where: str) -> str:
 
 def read_keys(lines: Iterable[str], value: str | None = None) -> list[KeyedValue]:
     """The keys of `lines`: whitespace-separated keys, each with `value`, or a line
-    `KEY=JSON`, that key with its own value."""
+    `KEY=JSON`, that key with its own value: a JSON object, array or string (what a view
+    can read), so a line `url?x=1` or `dGVzdA==` is a key holding '='."""
     shared = None if value is None else parse_value(value, "--value")
     found: list[KeyedValue] = []
     for number, line in enumerate(lines, start=1):
+        if number == 1:
+            line = line.removeprefix("\ufeff")  # a byte order mark some editors write
         key, equals, text = line.strip().partition("=")
+        if equals and not text.strip().startswith(_JSON_VALUE_STARTS):
+            equals = ""  # no value: '=' is part of a key
         if equals and key and not any(c.isspace() for c in key):
             found.append(KeyedValue(key, parse_value(text.strip(), f"line {number}, key {key!r}")))
         elif equals:

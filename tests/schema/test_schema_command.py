@@ -52,6 +52,17 @@ def test_writes_the_sdl_and_possible_types_into_a_directory(
     assert "  songPlays(song: String!)" in (out / "mine.graphql").read_text()
 
 
+def test_a_directory_named_with_a_trailing_slash_is_made_and_written_into(
+    workdir: WorkingDirectory,
+) -> None:
+    """`--out graphql/` as docs/views.md writes it, before the directory exists: not a file
+    named graphql."""
+    workdir.write("myviews", PLAYS)
+    out = workdir.path / "graphql"
+    main(["schema", "--catalogue", "myviews", "--out", f"{out}/"])
+    assert sorted(path.name for path in out.iterdir()) == ["gateway.graphql", "possibleTypes.json"]
+
+
 def test_without_a_catalogue_it_prints_the_built_in_sdl(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
