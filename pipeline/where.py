@@ -117,12 +117,9 @@ def _failing_casts(held: DataFrame, view: View) -> list[_Cast]:
     """The distinct casts and parses of text in `held`'s analysed where that can fail at an
     event."""
     dates = {f.name for f in view.value_fields if f.type is FieldType.DATE}
-    jvm = SparkContext._jvm
-    assert jvm is not None  # `held` was analysed in it
-    replaceable = jvm.java.lang.Class.forName(_REPLACEABLE)
     found = (
         _Cast(operand.sql(), operand.dataType().simpleString(), parse.dataType().simpleString())
-        for parse, operand in _text_parses(_condition(held), replaceable)
+        for parse, operand in _text_parses(*_predicate(held))
         if _may_fail(parse, operand, dates)
     )
     return list(dict.fromkeys(found))
@@ -130,11 +127,16 @@ def _failing_casts(held: DataFrame, view: View) -> list[_Cast]:
 
 def _failing_divisions(held: DataFrame) -> list[str]:
     """The distinct divisions (SQL) in `held`'s analysed where that can divide by zero."""
+    found = (str(d.sql()) for d in _divisions(*_predicate(held)))
+    return list(dict.fromkeys(found))
+
+
+def _predicate(held: DataFrame) -> tuple[_JavaObject, _JavaObject]:
+    """`held`'s analysed where (`_condition`), and the class of the functions Spark runs as
+    another expression, which `_walk` follows to what runs."""
     jvm = SparkContext._jvm
     assert jvm is not None  # `held` was analysed in it
-    replaceable = jvm.java.lang.Class.forName(_REPLACEABLE)
-    found = (str(d.sql()) for d in _divisions(_condition(held), replaceable))
-    return list(dict.fromkeys(found))
+    return _condition(held), jvm.java.lang.Class.forName(_REPLACEABLE)
 
 
 def _condition(held: DataFrame) -> _JavaObject:

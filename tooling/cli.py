@@ -488,13 +488,14 @@ def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | N
     if out is None:
         sys.stdout.write(sdl)
         return
-    path, directory = Path(out), out.endswith(("/", os.sep)) or Path(out).is_dir()
+    target = Path(out)
+    directory = out.endswith(("/", os.sep)) or target.is_dir()
     if directory:
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            target.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise SystemExit(f"statefed schema: cannot make {path}: {exc.strerror}") from exc
-    written = {path / name: text for name, text in files.items()} if directory else {path: sdl}
+            raise SystemExit(f"statefed schema: cannot make {target}: {exc.strerror}") from exc
+    written = {target / name: text for name, text in files.items()} if directory else {target: sdl}
     for path, text in written.items():
         try:
             path.write_text(text, encoding="utf-8")

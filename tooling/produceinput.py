@@ -92,11 +92,11 @@ def read_keys(lines: Iterable[str], value: str | None = None) -> list[KeyedValue
         if number == 1:
             line = line.removeprefix("\ufeff")  # a byte order mark some editors write
         key, equals, text = line.strip().partition("=")
-        if equals and not text.strip().startswith(_JSON_VALUE_STARTS):
-            equals = ""  # no value: '=' is part of a key
-        if equals and key and not any(c.isspace() for c in key):
+        # KEY=JSON only where a value follows the '='; elsewhere it is part of a key
+        paired = bool(equals) and text.strip().startswith(_JSON_VALUE_STARTS)
+        if paired and key and not any(c.isspace() for c in key):
             found.append(KeyedValue(key, parse_value(text.strip(), f"line {number}, key {key!r}")))
-        elif equals:
+        elif paired:
             raise ProduceInputError(
                 f"line {number}: {line.strip()!r} is neither keys nor KEY=JSON (one key, no "
                 "spaces, before the first '=')"
