@@ -147,6 +147,13 @@ def test_the_official_connector_gets_the_settings_as_kafka_options(env: dict[str
     assert 'password="hunter2"' in options["kafka.sasl.jaas.config"]
 
 
+def test_a_micro_batch_source_is_not_held_by_the_brokers_fetch_wait(env: dict[str, str]) -> None:
+    # its offset lookups queue behind a fetch the broker holds for the wait: 500 ms by default
+    config = PipelineConfig.from_env(env)
+    assert source_options(config, "words")["kafka.fetch.max.wait.ms"] == "10"
+    assert "kafka.fetch.max.wait.ms" not in source_options(config, "words", realtime=True)
+
+
 def test_no_configuration_shows_the_password(env: dict[str, str]) -> None:
     for config in (
         NodeConfig.from_env(env),
