@@ -61,6 +61,8 @@ _STACK = "-Xss16m"
 
 # the task slots of statefed's local Spark besides those of the Real-Time Mode queries
 LOCAL_SLOTS = 2
+# generated classes Spark keeps compiled: about 16 a query, so room for 60 queries
+CODEGEN_CACHE_ENTRIES = 1000
 # Spark's local directory of a local pipeline, in its checkpoint directory (`scratch_dir`)
 SCRATCH = "spark-local"
 
@@ -92,6 +94,9 @@ def default_settings(
         "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        # the compiled classes Spark keeps (100 by default): the demo's nine queries use
+        # about 150, and at 100 every micro-batch compiled some again (10% of Spark's CPU)
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         # Real-Time Mode checkpoints no more often than this (Spark's default: 5 s)
         "spark.sql.streaming.realTimeMode.minBatchDuration": f"{config.realtime_checkpoint_ms}ms",
         "spark.ui.enabled": "true" if config.spark_ui else "false",
