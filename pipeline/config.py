@@ -45,7 +45,8 @@ class PipelineConfig(KafkaClientConfig, EnvConfig):
             "Spark checkpoints: `<dir>/<view>/`, `<dir>/deadletter/<topic>/`; on "
             "a cluster, one directory every executor sees at the same path. A local "
             "Spark keeps its scratch files in `<dir>/spark-local/` (the working copies of "
-            "its state stores, as large as the state), emptied at each start and stop"
+            "its state stores, as large as the state), emptied at each start and stop. "
+            "One pipeline at a time: a second on the same directory is refused"
         ),
     )
     spark_master: str | None = setting(

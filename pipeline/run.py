@@ -14,6 +14,7 @@ from types import FrameType
 from confluent_kafka import KafkaException
 from pyspark.sql import SparkSession
 
+from pipeline.checkpointlock import checkpoint_lock
 from pipeline.config import PipelineConfig
 from pipeline.errors import (
     DeliveryError,
@@ -70,6 +71,12 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
     # the lines of starting and stopping show at every level (a person or a script waits
     # for `ready`), as log lines so that they are JSON in JSON mode
     log.setLevel(logging.INFO)
+    # before anything is touched: a second pipeline on these checkpoints is refused whole
+    with checkpoint_lock(config.checkpoint_dir):
+        _run(config, catalogue)
+
+
+def _run(config: PipelineConfig, catalogue: Sequence[View]) -> None:
     stop = threading.Event()
     health = HealthFile(config.health_file)
     health.clear()  # a file left by an earlier run says nothing about this one

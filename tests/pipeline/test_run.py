@@ -83,6 +83,27 @@ class Lines:
 
 
 @pytest.mark.timeout(300)
+def _second_pipeline_is_refused(
+    env: dict[str, str], first: int, health: Path, queries: int
+) -> None:
+    """A second pipeline on the running one's checkpoints stops before its Spark starts,
+    naming the first, and leaves the first's health file alone."""
+    second = subprocess.run(
+        [sys.executable, "-m", "pipeline"],
+        cwd=REPO,
+        env={**env, "STATEFED_PIPELINE_METRICS_PORT": "0"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode != 0
+    assert f"STATEFED_CHECKPOINT_DIR: {env['STATEFED_CHECKPOINT_DIR']} is in use" in second.stderr
+    assert f"pid {first} on" in second.stderr
+    assert "starting the Spark session" not in second.stderr
+    assert _healthy(health, queries)
+
+
 def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
     broker: KafkaBroker, tmp_path: Path
 ) -> None:
@@ -141,6 +162,7 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         for name, log in logs.items():
             log.wait_until(functools.partial(_has_key, log, tag), f"{name} to hold the event")
         _check_metrics(f"http://127.0.0.1:{port}", broker.bootstrap, view)
+        _second_pipeline_is_refused(env, process.pid, health, queries)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
         lines.wait_for("pipeline stopped", 5)

@@ -1,0 +1,50 @@
+"""One pipeline per checkpoint directory: `checkpoint_lock` holds an exclusive lock on a
+file in it while the pipeline runs.
+
+Two pipelines on one directory would both run every query from the same checkpoints and
+write every batch's changelog records twice. Spark refuses a second run of a query only
+inside one session, and statefed has Spark write checkpoint files through Hadoop's
+FileSystem API (`pipeline.session`), whose rename that must not overwrite checks first
+and then renames. So the second pipeline is refused at start, naming the first. The lock
+is the operating system's (`flock`): it ends with the process however the process ends,
+SIGKILL included, so a pipeline that died leaves nothing to clean up.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pipeline.errors import PipelineConfigError
+
+__all__ = ["LOCK_NAME", "checkpoint_lock"]
+
+LOCK_NAME = ".statefed-pipeline.lock"
+
+
+@contextmanager
+def checkpoint_lock(directory: Path) -> Iterator[None]:
+    """Hold `directory`'s lock (the directory is made if missing); PipelineConfigError
+    naming the holder if another process holds it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / LOCK_NAME).open("a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "a process that has not said which"
+            raise PipelineConfigError(
+                "STATEFED_CHECKPOINT_DIR",
+                f"{directory} is in use by another pipeline ({holder}); two pipelines on "
+                f"one directory would write every change twice: stop that one first, or "
+                f"give this one a directory of its own",
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        handle.flush()
+        yield
