@@ -3,11 +3,12 @@ file in it while the pipeline runs.
 
 Two pipelines on one directory would both run every query from the same checkpoints and
 write every batch's changelog records twice. Spark refuses a second run of a query only
-inside one session, and statefed has Spark write checkpoint files through Hadoop's
-FileSystem API (`pipeline.session`), whose rename that must not overwrite checks first
-and then renames. So the second pipeline is refused at start, naming the first. The lock
-is the operating system's (`flock`): it ends with the process however the process ends,
-SIGKILL included, so a pipeline that died leaves nothing to clean up.
+inside one session; across processes, a checkpoint file that must not be overwritten is
+checked for and then renamed into place, so both pipelines would go on. So the second is
+refused at start, naming the first. The lock is the operating system's (`flock`): it ends
+with the pipeline's Python process however that ends, SIGKILL included, so a pipeline
+that died leaves nothing to clean up. On NFS, `flock` holds across hosts only where the
+mount has locking (not `nolock` or `local_lock`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,16 @@ LOCK_NAME = ".statefed-pipeline.lock"
 def checkpoint_lock(directory: Path) -> Iterator[None]:
     """Hold `directory`'s lock (the directory is made if missing); PipelineConfigError
     naming the holder if another process holds it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / LOCK_NAME).open("a+", encoding="utf-8") as handle:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = (directory / LOCK_NAME).open("a+", encoding="utf-8")
+    except OSError as exc:
+        raise PipelineConfigError(
+            "STATEFED_CHECKPOINT_DIR",
+            f"cannot make or lock {directory / LOCK_NAME}: {exc.strerror or exc}; give the "
+            f"pipeline a directory it can write",
+        ) from exc
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

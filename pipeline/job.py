@@ -157,7 +157,9 @@ def source_options(config: PipelineConfig, topic: str, realtime: bool = False) -
     options = {
         # A leader that dies would hold the driver's offset lookups for the Java client's
         # 60 s API timeout; Spark retries a failed lookup with a fresh client, so fail fast.
-        # The user's own settings (connector_options) win over these and the fetch wait.
+        # The user's own settings (connector_options) win over these two. The fetch wait
+        # is the Java client's key alone (librdkafka's is another), so no user setting
+        # reaches it.
         "kafka.request.timeout.ms": "5000",
         "kafka.default.api.timeout.ms": "10000",
         **({} if realtime else {"kafka.fetch.max.wait.ms": str(MICRO_BATCH_FETCH_WAIT_MS)}),
@@ -305,6 +307,14 @@ def checkpoint_mode(config: PipelineConfig, view: View, wanted: PipelineMode) ->
         f"cannot resume in another: delete it (the view is computed anew from "
         f"STATEFED_STARTING_OFFSETS), or set pipeline_mode={other.name}",
     )
+
+
+def _checkpoint_location(checkpoint: Path) -> str:
+    """Spark's `checkpointLocation` of the directory `checkpoint`: on the file system of its
+    path (`file:`), never on Hadoop's default one (`fs.defaultFS`, perhaps HDFS), where
+    statefed's lock, scratch files and commit checks would not be, and whose rename the
+    checkpoint file manager statefed sets (`pipeline.session`) does not suit."""
+    return f"file:{checkpoint.absolute()}"
 
 
 def _checkpoint(config: PipelineConfig, view: View, mode: PipelineMode) -> Path:
@@ -468,7 +478,7 @@ def _start_realtime_view(
         .outputMode("update")
         .options(**sink_options(config, view))
         .queryName(name)
-        .option("checkpointLocation", str(checkpoint.absolute()))
+        .option("checkpointLocation", _checkpoint_location(checkpoint))
     )
     every = f"{interval_ms} milliseconds"
     writer = writer.trigger(realTime=every)  # type: ignore[call-overload]  # not in 4.3's stubs
@@ -512,7 +522,7 @@ def _start(
     checkpoint: Path,
     producer: BatchProducer,
 ) -> StreamingQuery:
-    writer = writer.queryName(name).option("checkpointLocation", str(checkpoint.absolute()))
+    writer = writer.queryName(name).option("checkpointLocation", _checkpoint_location(checkpoint))
     if trigger_ms:
         writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
     try:

@@ -77,6 +77,7 @@ def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) 
 
 
 def _run(config: PipelineConfig, catalogue: Sequence[View]) -> None:
+    """`run_pipeline` once its checkpoint directory is locked: metrics, Spark, the queries."""
     stop = threading.Event()
     health = HealthFile(config.health_file)
     health.clear()  # a file left by an earlier run says nothing about this one

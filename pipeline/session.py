@@ -61,6 +61,7 @@ _STACK = "-Xss16m"
 
 # the task slots of statefed's local Spark besides those of the Real-Time Mode queries
 LOCAL_SLOTS = 2
+# Spark's checkpoint file manager on Hadoop's FileSystem API (see `default_settings`)
 FILE_SYSTEM_CHECKPOINTS = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )

@@ -82,7 +82,6 @@ class Lines:
         return wait_until(next_match, timeout_s, last_lines, interval_s=0)
 
 
-@pytest.mark.timeout(300)
 def _second_pipeline_is_refused(
     env: dict[str, str], first: int, health: Path, queries: int
 ) -> None:
@@ -104,6 +103,7 @@ def _second_pipeline_is_refused(
     assert _healthy(health, queries)
 
 
+@pytest.mark.timeout(300)
 def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
     broker: KafkaBroker, tmp_path: Path
 ) -> None:
