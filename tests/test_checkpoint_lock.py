@@ -67,6 +67,6 @@ def test_the_directory_is_made_and_taken_again_after_a_clean_end(tmp_path: Path)
 
 def test_a_directory_that_cannot_be_made_is_named(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory", encoding="utf-8")
-    with pytest.raises(PipelineConfigError, match=r"^STATEFED_CHECKPOINT_DIR: cannot make"):
-        with checkpoint_lock(tmp_path / "file" / "checkpoints"):
-            pass
+    refused = pytest.raises(PipelineConfigError, match=r"^STATEFED_CHECKPOINT_DIR: cannot make")
+    with refused, checkpoint_lock(tmp_path / "file" / "checkpoints"):
+        pass
