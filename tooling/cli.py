@@ -455,12 +455,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     # every part's configuration error derives from ConfigError; an unreachable Kafka says
     # which settings to check
     except (ConfigError, KafkaConnectionError) as exc:
-        raise SystemExit(f"statefed {args.command}: {exc}") from exc
+        raise SystemExit(f"statefed {args.command}: {_as_typed(exc, args)}") from exc
+    # a message of a handler's that does not name the command (the catalogue's errors)
+    except SystemExit as exc:
+        if isinstance(exc.code, str) and not exc.code.startswith("statefed "):
+            raise SystemExit(f"statefed {args.command}: {exc.code}") from exc
+        raise
     # Ctrl-C where no server handles it (a server stops cleanly and returns): while a part
     # starts, or while produce reads stdin
     except KeyboardInterrupt:
         print(f"statefed {args.command}: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+
+
+def _as_typed(error: Exception, args: argparse.Namespace) -> str:
+    """`error`'s text, naming the flag where the variable it names was given as one
+    (`--partitions abc` is about --partitions, not about an unset STATEFED_PARTITIONS)."""
+    if isinstance(error, ConfigError):
+        for flag, variable, _ in _FLAGS[args.command]:
+            if variable == error.variable and getattr(args, variable, None) is not None:
+                return f"{flag} ({variable}): {error.problem}"
+    return str(error)
 
 
 def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | None) -> None:
