@@ -117,8 +117,9 @@ def produce_records(
     if remaining or failures:
         kafka = KafkaSettings.of(bootstrap)
         raise ProduceError(
-            f"producing to {topic} on {kafka.bootstrap}: {remaining} records undelivered "
-            f"after 30 s, {len(failures)} failed (first: {failures[:3]}): {kafka.hint()}"
+            f"producing to {topic} on {kafka.bootstrap}: {len(writes)} records delivered, "
+            f"{remaining} undelivered after 30 s, {len(failures)} failed (first: "
+            f"{failures[:3]}): {kafka.hint()}"
         )
     return writes
 
