@@ -485,6 +485,11 @@ def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | N
     from gateway.execute.possibletypes import print_possible_types
     from node.subgraph.schema import print_sdl as node_sdl
 
+    if breaking is not None and out is not None:
+        raise SystemExit(
+            "statefed schema: --breaking compares and writes nothing, so --out would be "
+            "ignored: run it without --out, then with --out alone to write the files"
+        )
     catalogue = _catalogue(env)
     try:
         if node:

@@ -81,3 +81,14 @@ def test_an_unwritable_out_is_named(workdir: WorkingDirectory) -> None:
     out = workdir.path / "missing" / "gateway.graphql"
     with pytest.raises(SystemExit, match=f"statefed schema: cannot write {out}"):
         main(["schema", "--catalogue", "myviews", "--out", str(out)])
+
+
+def test_breaking_with_out_is_refused_rather_than_writing_nothing(
+    workdir: WorkingDirectory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = workdir.path / "graphql"
+    with pytest.raises(
+        SystemExit, match=r"^statefed schema: --breaking compares and writes nothing"
+    ):
+        main(["schema", "--breaking", "schema/gateway.graphql", "--out", f"{out}/"])
+    assert not out.exists()
