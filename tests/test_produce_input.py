@@ -6,7 +6,11 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import os
+import pty
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -24,6 +28,7 @@ from tooling.produceinput import (
     records_for,
 )
 
+REPO = Path(__file__).resolve().parents[1]
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 AHEAD_MS = 3_600_000  # STATEFED_PIPELINE_MAX_AHEAD_MS's default
 
@@ -62,10 +67,32 @@ def test_the_command_refuses_no_keys_and_a_count_below_one(
         "statefed produce: no keys on stdin: give keys separated by spaces or lines, or "
         "KEY=JSON lines, or --count N for generated words; nothing was produced"
     )
+    assert "type keys" not in capsys.readouterr().err  # a pipe is not asked
     with pytest.raises(SystemExit) as usage:
         main(["produce", "--count", "0"])
     assert usage.value.code == 2
     assert "'0' is not a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_a_person_at_a_terminal_is_told_what_to_type() -> None:
+    primary, terminal = pty.openpty()
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-m", "tooling.cli", "produce", "--bootstrap", "127.0.0.1:9"],
+            cwd=REPO,
+            stdin=terminal,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as process:
+            assert process.stderr is not None
+            os.write(primary, b"\x04")  # Ctrl-D at once: no keys
+            asked, said = process.stderr.readline(), process.stderr.read()
+            assert process.wait(timeout=30) == 1
+    finally:
+        os.close(primary)
+        os.close(terminal)
+    assert asked.startswith("statefed produce: type keys, or KEY=JSON lines, then Ctrl-D")
+    assert "no keys on stdin" in said
 
 
 @pytest.mark.parametrize(

@@ -386,6 +386,12 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
             value = None if args.value is None else parse_value(args.value, "--value")
             keyed = [KeyedValue(k, value) for k in skewed_words(args.count, seed=args.seed)]
         else:
+            if sys.stdin.isatty():  # a person at a terminal, not a pipe: say what to type
+                print(
+                    "statefed produce: type keys, or KEY=JSON lines, then Ctrl-D to produce "
+                    "them (or pipe them in; --count N generates words)",
+                    file=sys.stderr,
+                )
             keyed = read_keys(sys.stdin, args.value)
             if not keyed:
                 raise ProduceInputError(
