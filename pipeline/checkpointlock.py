@@ -19,6 +19,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from pipeline.errors import PipelineConfigError
 
@@ -43,6 +44,7 @@ def checkpoint_lock(directory: Path) -> Iterator[None]:
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _say_holder(handle)
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "a process that has not said which"
@@ -52,8 +54,19 @@ def checkpoint_lock(directory: Path) -> Iterator[None]:
                 f"one directory would write every change twice: stop that one first, or "
                 f"give this one a directory of its own",
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        handle.flush()
+        except OSError as exc:  # no locks on this file system (NFS without them), disk full
+            raise PipelineConfigError(
+                "STATEFED_CHECKPOINT_DIR",
+                f"cannot lock {directory / LOCK_NAME}: {exc.strerror or exc}; give the "
+                f"pipeline a directory on a file system with locks (NFS: a mount with "
+                f"locking) and room to write",
+            ) from exc
         yield
+
+
+def _say_holder(handle: IO[str]) -> None:
+    """Write who holds the lock into its file, for the message a second pipeline gets."""
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    handle.flush()

@@ -314,7 +314,7 @@ def _checkpoint_location(checkpoint: Path) -> str:
     path (`file:`), never on Hadoop's default one (`fs.defaultFS`, perhaps HDFS), where
     statefed's lock, scratch files and commit checks would not be, and whose rename the
     checkpoint file manager statefed sets (`pipeline.session`) does not suit."""
-    return f"file:{checkpoint.absolute()}"
+    return f"file://{checkpoint.absolute()}"  # file:///x; a path of //x stays one too
 
 
 def _checkpoint(config: PipelineConfig, view: View, mode: PipelineMode) -> Path:

@@ -84,15 +84,19 @@ def test_a_person_at_a_terminal_is_told_what_to_type() -> None:
             stderr=subprocess.PIPE,
             text=True,
         ) as process:
-            assert process.stderr is not None
             os.write(primary, b"\x04")  # Ctrl-D at once: no keys
-            asked, said = process.stderr.readline(), process.stderr.read()
-            assert process.wait(timeout=30) == 1
+            try:
+                _, said = process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise
     finally:
         os.close(primary)
         os.close(terminal)
+    asked, _, refused = said.partition("\n")
     assert asked.startswith("statefed produce: type keys, or KEY=JSON lines, then Ctrl-D")
-    assert "no keys on stdin" in said
+    assert "no keys on stdin" in refused
+    assert process.returncode == 1
 
 
 @pytest.mark.parametrize(

@@ -386,6 +386,8 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
             value = None if args.value is None else parse_value(args.value, "--value")
             keyed = [KeyedValue(k, value) for k in skewed_words(args.count, seed=args.seed)]
         else:
+            if args.value is not None:
+                parse_value(args.value, "--value")  # refused before anyone types
             if sys.stdin.isatty():  # a person at a terminal, not a pipe: say what to type
                 print(
                     "statefed produce: type keys, or KEY=JSON lines, then Ctrl-D to produce "
@@ -491,11 +493,13 @@ def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | N
     from gateway.execute.possibletypes import print_possible_types
     from node.subgraph.schema import print_sdl as node_sdl
 
-    if breaking is not None and out is not None:
-        raise SystemExit(
+    if breaking is not None and out is not None:  # a usage error: argparse's status, 2
+        print(
             "statefed schema: --breaking compares and writes nothing, so --out would be "
-            "ignored: run it without --out, then with --out alone to write the files"
+            "ignored: run it without --out, then with --out alone to write the files",
+            file=sys.stderr,
         )
+        raise SystemExit(2)
     catalogue = _catalogue(env)
     try:
         if node:

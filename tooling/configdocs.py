@@ -221,8 +221,9 @@ Every part reads its variables with the same reader (`runtime.config`) and valid
 at start-up: a variable that is unset or empty (`VAR=`) keeps its default; surrounding
 whitespace is ignored; booleans are `true`/`false`, `1`/`0`, `yes`/`no` or `on`/`off`;
 durations are milliseconds (`_MS`). An invalid value stops the part with an error that
-starts with the variable's name and says what it accepts, e.g.
-`STATEFED_NODE_PORT: must be an integer in 1..65535, got 'x'`.
+names the variable and says what it accepts, e.g.
+`statefed node: STATEFED_NODE_PORT: must be an integer in 1..65535, got 'x'` (`--port
+(STATEFED_NODE_PORT): ...` where the value was given as that flag).
 
 The topic pages explain the settings in context: [Querying](querying.md),
 [Operations](operations.md), [Security](security.md).
