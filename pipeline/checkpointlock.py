@@ -38,7 +38,7 @@ def checkpoint_lock(directory: Path) -> Iterator[None]:
     except OSError as exc:
         raise PipelineConfigError(
             "STATEFED_CHECKPOINT_DIR",
-            f"cannot make or lock {directory / LOCK_NAME}: {exc.strerror or exc}; give the "
+            f"cannot make or open {directory / LOCK_NAME}: {exc.strerror or exc}; give the "
             f"pipeline a directory it can write",
         ) from exc
     with handle:
