@@ -382,19 +382,18 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
     kafka = config.kafka
     catalogue = _catalogue(env)
     try:
+        # refused before anything is generated or typed
+        value = None if args.value is None else parse_value(args.value, "--value")
         if args.count is not None:
-            value = None if args.value is None else parse_value(args.value, "--value")
             keyed = [KeyedValue(k, value) for k in skewed_words(args.count, seed=args.seed)]
         else:
-            if args.value is not None:
-                parse_value(args.value, "--value")  # refused before anyone types
             if sys.stdin.isatty():  # a person at a terminal, not a pipe: say what to type
                 print(
                     "statefed produce: type keys, or KEY=JSON lines, then Ctrl-D to produce "
                     "them (or pipe them in; --count N generates words)",
                     file=sys.stderr,
                 )
-            keyed = read_keys(sys.stdin, args.value)
+            keyed = read_keys(sys.stdin, value)
             if not keyed:
                 raise ProduceInputError(
                     "no keys on stdin: give keys separated by spaces or lines, or KEY=JSON "
