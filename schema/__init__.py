@@ -1,7 +1,7 @@
 """The statefed contract: view catalogue, partitioner, key codec and record formats."""
 
 from schema.aggregates import Aggregate, AggregateFunction
-from schema.catalogue import load_catalogue
+from schema.catalogue import CatalogueError, load_catalogue
 from schema.changelog import (
     DEADLETTER_TOPIC,
     CountRow,
@@ -86,6 +86,7 @@ __all__ = [
     "WORD_COUNTS",
     "Aggregate",
     "AggregateFunction",
+    "CatalogueError",
     "CountRow",
     "EnumOf",
     "EventRow",

@@ -14,48 +14,65 @@ import importlib
 import os
 import re
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from types import ModuleType
 
 from schema.views import CATALOGUE, View
 
-__all__ = ["load_catalogue"]
+__all__ = ["CatalogueError", "load_catalogue"]
 
 _SETTING = "STATEFED_CATALOGUE"
 _SPEC = re.compile(r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?::(?P<name>[A-Za-z_]\w*))?$")
 
 
+class CatalogueError(ValueError):
+    """STATEFED_CATALOGUE names no catalogue that loads: `spec` is what it said, `problem`
+    what is wrong with it and how to fix that."""
+
+    def __init__(self, spec: str, problem: str) -> None:
+        super().__init__(f"{_SETTING}={spec!r}: {problem}")
+        self.spec = spec
+        self.problem = problem
+
+
 def load_catalogue(spec: str | None) -> tuple[View, ...]:
     """The catalogue named by `spec` (`package.module:NAME`, NAME defaulting to CATALOGUE),
     or the built-in one when `spec` is empty: operators declare their own views without
-    changing statefed. Raises ValueError naming the module, the setting and the fix."""
+    changing statefed. Raises CatalogueError naming the module and the fix."""
     if not spec:
         return CATALOGUE
     match = _SPEC.match(spec)
     # `myviews.py:CATALOGUE` names the file, not the module (a submodule `py` of `myviews`)
     if match is None or match["module"].endswith(".py"):
-        raise ValueError(
-            f"{_SETTING}={spec!r}: expected `package.module:NAME`, e.g. `myviews:CATALOGUE` "
-            f"for a sequence of schema.View named CATALOGUE in myviews.py"
+        raise CatalogueError(
+            spec,
+            "expected `package.module:NAME`, e.g. `myviews:CATALOGUE` "
+            "for a sequence of schema.View named CATALOGUE in myviews.py",
         )
     module_name, name = match["module"], match["name"] or "CATALOGUE"
     module = _import(spec, module_name)
     where = f"module {module_name!r} ({module.__file__})"
     if not hasattr(module, name):
-        raise ValueError(
-            f"{_SETTING}={spec!r}: {where} has no {name!r}: define it as a sequence of "
-            f"schema.View, or name the one it has as `{module_name}:NAME`"
+        raise CatalogueError(
+            spec,
+            f"{where} has no {name!r}: define it as a sequence of "
+            f"schema.View, or name the one it has as `{module_name}:NAME`",
         )
     value = getattr(module, name)
     catalogue = tuple(value) if isinstance(value, Sequence) else ()
     if not catalogue or not all(isinstance(view, View) for view in catalogue):
-        raise ValueError(
-            f"{_SETTING}={spec!r}: {name} of {where} must be a non-empty sequence of "
-            f"schema.View, not {type(value).__name__}"
+        raise CatalogueError(
+            spec,
+            f"{name} of {where} must be a non-empty sequence of "
+            f"schema.View, not {type(value).__name__}",
         )
-    names = [view.name for view in catalogue]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{_SETTING}={spec!r} names a view twice: {sorted(names)}")
+    names = Counter(view.name for view in catalogue)
+    twice = sorted(name for name, count in names.items() if count > 1)
+    if twice:
+        raise CatalogueError(
+            spec, f"names a view twice: {twice} (each view needs a name of its own)"
+        )
     return catalogue
 
 
@@ -67,20 +84,21 @@ def _import(spec: str, module_name: str) -> ModuleType:
         missing = exc.name or ""
         if module_name == missing or module_name.startswith(f"{missing}."):
             path = module_name.replace(".", os.sep) + ".py"
-            raise ValueError(
-                f"{_SETTING}={spec!r}: no module {module_name!r} in the working directory "
+            raise CatalogueError(
+                spec,
+                f"no module {module_name!r} in the working directory "
                 f"({os.getcwd()}) or on the Python path: run statefed in the directory that "
                 f"holds {path}, or add that directory to PYTHONPATH (for every part: "
-                f"pipeline, nodes and gateway)"
+                f"pipeline, nodes and gateway)",
             ) from exc
-        raise ValueError(
-            f"{_SETTING}={spec!r}: module {module_name!r} imports {missing!r}, which is not "
-            f"installed: install it where statefed runs"
+        raise CatalogueError(
+            spec,
+            f"module {module_name!r} imports {missing!r}, which is not "
+            f"installed: install it where statefed runs",
         ) from exc
     except Exception as exc:  # the user's code: a syntax error, a View it declares wrongly
-        raise ValueError(
-            f"{_SETTING}={spec!r}: importing module {module_name!r} failed: "
-            f"{type(exc).__name__}: {exc}"
+        raise CatalogueError(
+            spec, f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
 
 

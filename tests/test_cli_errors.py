@@ -35,3 +35,12 @@ def test_a_catalogue_that_does_not_load_is_said_by_the_command(
     said = str(stopped.value)
     assert said.startswith("statefed topics: STATEFED_CATALOGUE='no_such_module_here:VIEWS': ")
     assert said.count("statefed topics:") == 1
+
+
+def test_a_catalogue_given_as_a_flag_is_named_by_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STATEFED_CATALOGUE", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        main(["topics", "--catalogue", "no_such_module_here:VIEWS", "--dry-run"])
+    said = str(stopped.value)
+    assert said.startswith("statefed topics: --catalogue 'no_such_module_here:VIEWS': no module ")
+    assert "STATEFED_CATALOGUE=" not in said

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from runtime.config import ConfigError
 from runtime.kafka import KAFKA_CLIENT_LOGGER, KafkaConnectionError
 from runtime.signals import set_from_handler
-from schema import View, load_catalogue
+from schema import CatalogueError, View, load_catalogue
 from tooling.config import ToolingConfig
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ _COMMON = [
     ("--bootstrap", "STATEFED_BOOTSTRAP", "Kafka bootstrap servers (127.0.0.1:9092)"),
     ("--catalogue", "STATEFED_CATALOGUE", "views to serve, `package.module:NAME` (built-in)"),
 ]
+_CATALOGUE_FLAG, _CATALOGUE, _ = _COMMON[1]
 _FLAGS: dict[str, list[tuple[str, str, str]]] = {
     "broker": [
         ("--host", "STATEFED_BROKER_HOST", "loopback address to listen on (127.0.0.1)"),
@@ -255,10 +256,9 @@ def _registry(env: dict[str, str]) -> None:
 
 
 def _catalogue(env: dict[str, str]) -> tuple[View, ...]:
-    try:
-        return load_catalogue(ToolingConfig.from_env(env).catalogue)
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from exc
+    """The views STATEFED_CATALOGUE names; a CatalogueError (main names the command and
+    the flag) when they do not load."""
+    return load_catalogue(ToolingConfig.from_env(env).catalogue)
 
 
 def _topics(env: dict[str, str], dry_run: bool) -> None:
@@ -461,9 +461,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         handlers[args.command](env)
     # every part's configuration error derives from ConfigError; an unreachable Kafka says
     # which settings to check
-    except (ConfigError, KafkaConnectionError) as exc:
+    except (ConfigError, CatalogueError, KafkaConnectionError) as exc:
         raise SystemExit(f"statefed {args.command}: {_as_typed(exc, args)}") from exc
-    # a message of a handler's that does not name the command (the catalogue's errors)
+    # a message of a handler's that does not name the command
     except SystemExit as exc:
         if isinstance(exc.code, str) and not exc.code.startswith("statefed "):
             raise SystemExit(f"statefed {args.command}: {exc.code}") from exc
@@ -482,6 +482,8 @@ def _as_typed(error: Exception, args: argparse.Namespace) -> str:
         for flag, variable, _ in _FLAGS[args.command]:
             if variable == error.variable and getattr(args, variable, None) is not None:
                 return f"{flag} ({variable}): {error.problem}"
+    if isinstance(error, CatalogueError) and getattr(args, _CATALOGUE, None) is not None:
+        return f"{_CATALOGUE_FLAG} {error.spec!r}: {error.problem}"
     return str(error)
 
 

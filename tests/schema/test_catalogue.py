@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from schema import CATALOGUE, load_catalogue
+from schema import CATALOGUE, CatalogueError, load_catalogue
 from tests.schema.usercatalogue import PLAYS, WorkingDirectory
 
 
@@ -82,8 +82,9 @@ def test_the_name_must_hold_views(workdir: WorkingDirectory, source: str, found:
 
 def test_a_view_named_twice_is_refused(workdir: WorkingDirectory) -> None:
     workdir.write("twice", PLAYS + "CATALOGUE = CATALOGUE * 2\n")
-    with pytest.raises(ValueError, match="names a view twice"):
+    with pytest.raises(CatalogueError, match="names a view twice") as refused:
         load_catalogue("twice")
+    assert refused.value.problem.startswith("names a view twice: ['song_plays'] ")
 
 
 @pytest.mark.parametrize("spec", ["myviews.py", ":CATALOGUE", ".myviews", "my-views:X", "a:b:c"])

@@ -72,7 +72,7 @@ def test_without_a_catalogue_it_prints_the_built_in_sdl(
 
 
 def test_a_catalogue_it_cannot_import_is_named(workdir: WorkingDirectory) -> None:
-    with pytest.raises(SystemExit, match=r"STATEFED_CATALOGUE='theirviews': no module"):
+    with pytest.raises(SystemExit, match=r"^statefed schema: --catalogue 'theirviews': no module"):
         main(["schema", "--catalogue", "theirviews"])
 
 
