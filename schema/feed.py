@@ -1,7 +1,8 @@
 """The change feed between a node and the gateway: what the node applied, per follow.
 
-The gateway opens one WebSocket per node at `FEED_PATH` (subprotocol `FEED_SUBPROTOCOL`,
-the handshake signed with the cluster secret like a node call) and sends JSON text frames;
+The gateway opens one WebSocket per node at `FEED_PATH?node=<node id>` (`feed_query`;
+subprotocol `FEED_SUBPROTOCOL`, the handshake signed with the cluster secret like a node
+call, so its signature names the node it was made for) and sends JSON text frames;
 the node answers with JSON text frames. One connection carries any number of *follows*,
 each a stream of one partition's changes of some views (optionally of some keys only),
 from given changelog offsets, in offset order per changelog topic.
@@ -53,11 +54,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
-__all__ = ["FEED_PATH", "FEED_SUBPROTOCOL", "Change", "FeedFrameError", "offsets_of"]
+__all__ = [
+    "FEED_NODE_PARAMETER",
+    "FEED_PATH",
+    "FEED_SUBPROTOCOL",
+    "Change",
+    "FeedFrameError",
+    "feed_query",
+    "offsets_of",
+]
 
 FEED_PATH = "/feed"
 FEED_SUBPROTOCOL = "statefed-feed.v1"
+FEED_NODE_PARAMETER = "node"  # the query parameter naming the node a handshake is for
+
+
+def feed_query(node_id: str) -> str:
+    """The query string of a handshake with node `node_id`'s feed (no `?`)."""
+    return f"{FEED_NODE_PARAMETER}={quote(node_id, safe='')}"
 
 
 class FeedFrameError(ValueError):

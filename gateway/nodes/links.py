@@ -28,7 +28,7 @@ from websockets.exceptions import WebSocketException
 from websockets.typing import Subprotocol
 
 from runtime.trust import NodeCallSigner
-from schema.feed import FEED_PATH, FEED_SUBPROTOCOL
+from schema.feed import FEED_PATH, FEED_SUBPROTOCOL, feed_query
 
 __all__ = ["LOST", "FeedLink", "Frames", "LinkError", "feed_url"]
 
@@ -70,12 +70,13 @@ class Frames(asyncio.Queue[Mapping[str, Any]]):
         await self._emptied.wait()
 
 
-def feed_url(node_url: str) -> tuple[str, str]:
-    """The feed's ws(s) URL of a node served at `node_url`, and its request target."""
+def feed_url(node_url: str, node_id: str) -> tuple[str, str]:
+    """The feed's ws(s) URL of node `node_id` served at `node_url`, and its request target
+    (what the handshake's signature covers: it names the node, which admits no other's)."""
     parts = urlsplit(node_url)
     scheme = "wss" if parts.scheme == "https" else "ws"
-    path = parts.path.rstrip("/") + FEED_PATH
-    return urlunsplit((scheme, parts.netloc, path, "", "")), path
+    path, query = parts.path.rstrip("/") + FEED_PATH, feed_query(node_id)
+    return urlunsplit((scheme, parts.netloc, path, query, "")), f"{path}?{query}"
 
 
 class FeedLink:
@@ -104,7 +105,7 @@ class FeedLink:
         async with self._opening:
             if self._ws is not None:
                 return
-            uri, target = feed_url(self.url)
+            uri, target = feed_url(self.url, self.node_id)
             headers = self._signer.headers(b"GET", target.encode(), b"", ())
             try:
                 self._ws = await connect(

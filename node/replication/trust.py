@@ -1,9 +1,11 @@
 """The node's door: with the cluster secret, `/graphql` and the `/feed` WebSocket
 handshake answer only calls the gateway signed (runtime.trust); any other call gets 401
 with `WWW-Authenticate` and one UNAUTHENTICATED error, and never reaches GraphQL. A
-handshake is signed like a GET of its target with an empty body, and is admitted once by
-this node process: a captured one replayed to it within the signature's time window cannot
-open another session (the signature names no node: another node would admit it once).
+handshake is signed like a GET of its target with an empty body, and its target names the
+node it is for (`?node=<id>`, schema.feed): it is admitted by that node only, once, and
+only if signed since this node process started. So a captured one replayed within the
+signature's time window opens no other session: not on this node, not on another, not on
+this node restarted.
 
 The signature's presence, shape and time are checked before the body is read; the body is
 then read (within the endpoint's limit), checked against the signature and handed to the
@@ -15,6 +17,7 @@ call would drown an INFO log at thousands of calls a second).
 from __future__ import annotations
 
 import logging
+from urllib.parse import parse_qs
 
 from runtime.graphql_http import Receive, RequestError, Scope
 from runtime.graphql_http.asgi import Message, read_body
@@ -25,6 +28,7 @@ from runtime.trust import (
     RequestVerifier,
     SignatureError,
 )
+from schema.feed import FEED_NODE_PARAMETER
 
 __all__ = ["CallGuard"]
 
@@ -36,11 +40,14 @@ _BODYLESS = ("GET", "HEAD")
 
 
 class CallGuard:
-    """Admits calls to `/graphql` and `/feed`: every call when open (`required` False), else
-    only those signed with the cluster secret, once `arm` gave it the verifier (503 until then).
-    Bodies are read up to `max_body_bytes`."""
+    """Admits calls to node `node_id`'s `/graphql` and `/feed`: every call when open
+    (`required` False), else only those signed with the cluster secret, once `arm` gave it
+    the verifier (503 until then). Bodies are read up to `max_body_bytes`."""
 
-    def __init__(self, required: bool, max_body_bytes: int, limit_hint: str = "") -> None:
+    def __init__(
+        self, node_id: str, required: bool, max_body_bytes: int, limit_hint: str = ""
+    ) -> None:
+        self.node_id = node_id
         self.required = required
         self.verifier: RequestVerifier | None = None
         self.max_body_bytes = max_body_bytes
@@ -82,10 +89,22 @@ class CallGuard:
             stamp = self.verifier.stamp(signature)
             target = _target(scope)
             self.verifier.verify(stamp, b"GET", target, caller or b"", request_id or b"", b"")
+            self._check_named(scope)
             self.verifier.once(stamp)  # a handshake opens a session: never replayed
         except SignatureError as exc:
             raise _refused(scope, caller, request_id, exc) from exc
         log.debug("handshake %s from caller %s", _shown(request_id), _shown(caller))
+
+    def _check_named(self, scope: Scope) -> None:
+        """SignatureError unless the handshake's (signed) target names this node."""
+        query = scope.get("query_string", b"").decode("latin-1")
+        named = parse_qs(query).get(FEED_NODE_PARAMETER, [])
+        if named != [self.node_id]:
+            shown = "no node" if not named else f"node {', '.join(named)!r:.200}"
+            raise SignatureError(
+                f"it was signed for {shown}, not for this node {self.node_id!r} (a replayed "
+                f"handshake, or a gateway older than this node: upgrade gateways first)"
+            )
 
     def _unchecked(self, scope: Scope) -> None:
         """Admit a call while no verifier is armed: 503 while one is required. The headers

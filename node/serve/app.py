@@ -98,7 +98,10 @@ class NodeApp:
         self.metrics_guard = MetricsGuard(config.metrics_token_file)
         self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock, config)
         self.guard = CallGuard(
-            config.checks_calls, self.graphql.max_body_bytes, self.graphql.limit_hint
+            config.node_id,
+            config.checks_calls,
+            self.graphql.max_body_bytes,
+            self.graphql.limit_hint,
         )
         self.feed = ChangeFeed(config.feed_buffer_mb << 20, self.catalogue)
         self.feed_endpoint = FeedEndpoint(

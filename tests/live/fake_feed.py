@@ -29,7 +29,7 @@ from runtime.trust import (
     SignatureError,
 )
 from schema import View, partition_for
-from schema.feed import FEED_PATH, FEED_SUBPROTOCOL, Change
+from schema.feed import FEED_PATH, FEED_SUBPROTOCOL, Change, feed_query
 
 
 @dataclass
@@ -133,7 +133,8 @@ class FakeFeedNode:
         return whole if self.applied is None else min(whole, self.applied.get(partition, 0))
 
     def _admit(self, connection: ServerConnection, request: Request) -> Response | None:
-        if request.path != FEED_PATH:
+        path, _, query = request.path.partition("?")
+        if path != FEED_PATH:
             return connection.respond(404, "no such path\n")
         if self._verifier is None:
             return None
@@ -143,11 +144,13 @@ class FakeFeedNode:
             self._verifier.verify(
                 stamp,
                 b"GET",
-                FEED_PATH.encode(),
+                request.path.encode(),
                 _header(headers, CALLER_HEADER) or b"",
                 _header(headers, REQUEST_ID_HEADER) or b"",
                 b"",
             )
+            if query != feed_query(self.node_id):
+                raise SignatureError(f"signed for {query!r}, not for node {self.node_id}")
         except SignatureError:
             self.refused += 1
             return connection.respond(401, "unsigned\n")

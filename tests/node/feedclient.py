@@ -13,36 +13,40 @@ import orjson
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
+from node.config import NodeConfig
 from runtime.trust import ClusterSecret, NodeCallSigner
-from schema.feed import FEED_PATH, FEED_SUBPROTOCOL, Change
+from schema.feed import FEED_PATH, FEED_SUBPROTOCOL, Change, feed_query
 
 Frame = dict[str, Any]
 
 
-def feed_url(node_url: str) -> str:
-    return "ws" + node_url.removeprefix("http") + FEED_PATH
+def feed_target(node: NodeConfig) -> str:
+    """The request target of a handshake with `node`'s feed, which its signature covers."""
+    return f"{FEED_PATH}?{feed_query(node.node_id)}"
 
 
 @contextlib.contextmanager
 def open_feed(
-    node_url: str,
+    node: NodeConfig,
     secret: ClusterSecret | None = None,
     subprotocol: str = FEED_SUBPROTOCOL,
     receive_buffer: int | None = None,
 ) -> Iterator[FeedClient]:
-    """A connection to the node's feed, its handshake signed with `secret` when given;
+    """A connection to `node`'s feed, its handshake signed with `secret` when given;
     `receive_buffer` shrinks the socket's buffer (a slow reader backs up sooner)."""
     sock = None
+    target = feed_target(node)
     if receive_buffer is not None:
-        host, port = urllib.parse.urlsplit(node_url).hostname, urllib.parse.urlsplit(node_url).port
+        parts = urllib.parse.urlsplit(node.url)
+        host, port = parts.hostname, parts.port
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         sock.connect((host, port))
     headers = []
     if secret is not None:
-        headers = NodeCallSigner(secret).headers(b"GET", FEED_PATH.encode(), b"", ["test"])
+        headers = NodeCallSigner(secret).headers(b"GET", target.encode(), b"", ["test"])
     with connect(
-        feed_url(node_url),
+        "ws" + node.url.removeprefix("http") + target,
         subprotocols=[Subprotocol(subprotocol)],
         additional_headers=[(name.decode(), value.decode()) for name, value in headers],
         proxy=None,

@@ -103,14 +103,14 @@ def test_follows_from_zero_and_from_now_get_each_change_once_in_offset_order(
         wait_until(lambda: running(node, P), 30, "f1 RUNNING with every partition")
         # unsigned, or without the feed's subprotocol: refused before any follow
         with pytest.raises(InvalidStatus) as refused:
-            feeds.enter_context(open_feed(config.url))
+            feeds.enter_context(open_feed(config))
         assert refused.value.response.status_code == 401
         assert b"UNAUTHENTICATED" in refused.value.response.body
         with pytest.raises(InvalidStatus) as refused:
-            feeds.enter_context(open_feed(config.url, secret, subprotocol="graphql-transport-ws"))
+            feeds.enter_context(open_feed(config, secret, subprotocol="graphql-transport-ws"))
         assert refused.value.response.status_code == 400
 
-        feed = feeds.enter_context(open_feed(config.url, secret))
+        feed = feeds.enter_context(open_feed(config, secret))
         feed.follow(1, partition, [view.name], **{"from": {topic: 0}})
         feed.wait_for("the head", lambda: feed.applied(1, topic) >= len(head))
         (following,) = feed.of(1, "following")
@@ -165,7 +165,7 @@ def test_a_follow_older_than_the_ring_is_replayed_from_kafka_without_gap_or_dupl
     feeds = contextlib.ExitStack()
     try:
         wait_until(lambda: running(node, P), 60, "f2 RUNNING with every partition")
-        feed = feeds.enter_context(open_feed(config.url))
+        feed = feeds.enter_context(open_feed(config))
         # a follow from now keeps the ring of the partition filled while the head comes
         feed.follow(9, partition, [view.name])
         feed.wait_for("following 9", lambda: bool(feed.of(9, "following")))
@@ -225,7 +225,7 @@ def test_a_follow_of_a_partition_applied_unfollowed_replays_each_change_once_fro
         generation, _seq = node.app.feed.end_seq(partition)
         assert node.app.feed.first(partition, generation, topic) == len(head)
 
-        feed = feeds.enter_context(open_feed(config.url))
+        feed = feeds.enter_context(open_feed(config))
         some = {r.key for r in head[::3]}
         feed.follow(1, partition, [view.name], **{"from": {topic: 15}})
         feed.follow(2, partition, [view.name], keys=sorted(some), **{"from": {topic: 0}})
@@ -265,7 +265,7 @@ def test_a_follow_too_slow_for_the_ring_falls_back_to_replay_without_gap_or_dupl
     try:
         wait_until(lambda: running(node, P), 30, "f4 RUNNING with every partition")
         # a reader that stops reading: a 4 KiB socket buffer backs its frames up at once
-        feed = feeds.enter_context(open_feed(config.url, receive_buffer=4096))
+        feed = feeds.enter_context(open_feed(config, receive_buffer=4096))
         feed.follow(1, partition, [view.name])
         feed.wait_for("following", lambda: bool(feed.of(1, "following")))
         # ~5 MB of changes (600-character keys): far more than the ~170 KB ring of a partition
@@ -310,7 +310,7 @@ def test_a_snapshot_follow_and_its_changes_equal_the_store_while_records_stream_
         wait_until(lambda: running(node, P), 30, "f3 RUNNING with every partition")
         streamer.start()
         wait_until(lambda: written[0] > 5 * len(keys), 30, "records streaming")
-        feed = feeds.enter_context(open_feed(config.url))
+        feed = feeds.enter_context(open_feed(config))
         feed.follow(1, partition, [view.name], keys=keys, snapshot=True)
         feed.wait_for("the snapshot", lambda: bool(feed.of(1, "changes")))
         stop.set()
@@ -361,7 +361,7 @@ def test_a_snapshot_of_every_key_holds_each_row_of_the_partition_up_to_its_limit
     feeds = contextlib.ExitStack()
     try:
         wait_until(lambda: running(node, P), 30, "f4 RUNNING with every partition")
-        feed = feeds.enter_context(open_feed(config.url))
+        feed = feeds.enter_context(open_feed(config))
         feed.follow(1, partition, [view.name], keys=None, snapshot=True, limit=len(keys))
         feed.follow(2, partition, [view.name], keys=None, snapshot=True, limit=len(keys) - 1)
         feed.wait_for("the snapshot", lambda: len(feed.of(1, "changes")) >= 3)
@@ -400,7 +400,7 @@ def test_standby_copies_serve_follows_and_a_copy_let_go_says_gone(
         feeds = contextlib.ExitStack()
         try:
             wait_until(lambda: running(a, P), 30, "fa RUNNING with every partition")
-            feed = feeds.enter_context(open_feed(a.config.url))
+            feed = feeds.enter_context(open_feed(a.config))
             for partition in range(P):
                 feed.follow(partition, partition, [view.name])
             feed.wait_for("following all", lambda: len(feed.of_type("following")) == P)
@@ -459,7 +459,7 @@ def test_a_history_record_written_again_is_no_new_change(
     topic = history.changelog_topic
     try:
         wait_until(lambda: running(node, P), 30, "h1 RUNNING with every partition")
-        with open_feed(config.url, ClusterSecret.read(secret_file)) as feed:
+        with open_feed(config, ClusterSecret.read(secret_file)) as feed:
             feed.follow(1, 1, [history.name], **{"from": {topic: 0}})
             feed.wait_for("the first three events", lambda: feed.applied(1, topic) >= 3)
             produce_changelog(broker.bootstrap, history, [records[0], records[1], records[3]])

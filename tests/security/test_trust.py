@@ -168,7 +168,7 @@ def test_a_session_signature_is_admitted_once_and_remembered_only_within_its_win
 
 
 def test_a_call_without_a_signature_is_refused_before_its_body_is_read() -> None:
-    guard = CallGuard(True, 1 << 20)
+    guard = CallGuard("n1", True, 1 << 20)
     guard.arm(RequestVerifier(other_secret()))
 
     async def receive() -> Any:
@@ -432,32 +432,73 @@ def test_a_call_signed_with_the_secret_is_answered(cluster: Cluster) -> None:
     assert data["wordCount"] == {"word": word, "count": count}
 
 
+def _handshake(uri: str, headers: dict[str, str]) -> None:
+    """Open a feed session at `uri` with these handshake headers, then close it."""
+
+    async def opened() -> None:
+        subprotocols = [Subprotocol(FEED_SUBPROTOCOL)]
+        async with connect(
+            uri, subprotocols=subprotocols, additional_headers=headers, proxy=None
+        ) as session:
+            assert session.subprotocol == FEED_SUBPROTOCOL
+
+    asyncio.run(opened())
+
+
+def _refused_handshake(uri: str, headers: dict[str, str], why: str) -> None:
+    with pytest.raises(InvalidStatus) as refused:
+        _handshake(uri, headers)
+    response = refused.value.response
+    assert response.status_code == 401
+    assert why in response.body.decode(), response.body
+
+
+def _signed_for(signer: NodeCallSigner, node: NodeConfig) -> tuple[str, dict[str, str]]:
+    """The URL of `node`'s feed and a handshake the gateway would sign for it now."""
+    uri, target = feed_url(node.url, node.node_id)
+    pairs = signer.headers(b"GET", target.encode(), b"", ())
+    return uri, {name.decode(): value.decode() for name, value in pairs}
+
+
 def test_a_signed_feed_handshake_opens_one_session_replayed_it_is_refused(
     cluster: Cluster,
 ) -> None:
     """A captured handshake replayed within its 60 s would open a feed session of its own."""
-    uri, target = feed_url(cluster.node_url)
-
-    async def handshake(headers: dict[str, str]) -> None:
-        subprotocols = [Subprotocol(FEED_SUBPROTOCOL)]
-        async with connect(
-            uri, subprotocols=subprotocols, additional_headers=headers, proxy=None
-        ) as opened:
-            assert opened.subprotocol == FEED_SUBPROTOCOL
-
     signer = NodeCallSigner(cluster.secret)
-
-    def signed() -> dict[str, str]:
-        pairs = signer.headers(b"GET", target.encode(), b"", ())
-        return {name.decode(): value.decode() for name, value in pairs}
-
-    captured = signed()
-    asyncio.run(handshake(captured))
-    with pytest.raises(InvalidStatus) as replayed:
-        asyncio.run(handshake(captured))
-    assert replayed.value.response.status_code == 401
+    uri, captured = _signed_for(signer, cluster.node.config)
+    _handshake(uri, captured)
+    _refused_handshake(uri, captured, "used before")
     for _ in range(2):  # the gateway's handshakes, each signed anew, still open
-        asyncio.run(handshake(signed()))
+        _handshake(*_signed_for(signer, cluster.node.config))
+
+
+def test_a_handshake_opens_no_session_on_another_node_nor_on_its_node_restarted(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The signature covers the node's id (`?node=` of the target) and its time: replayed
+    within its 60 s, a handshake made for one node opens no session on another node of the
+    cluster, nor on its own node once that restarted."""
+    signer = NodeCallSigner(cluster.secret)
+    secret_file = str(cluster.node.config.cluster_secret_file)
+    other = node_config(
+        cluster.bootstrap, tmp_path, f"other-{uuid.uuid4().hex[:6]}",
+        f"g-other-{uuid.uuid4().hex[:6]}", **{SECRET_VARIABLE: secret_file},
+    )  # fmt: skip
+    _, for_first = _signed_for(signer, cluster.node.config)
+    with ThreadNode(other, [cluster.view]).start():
+        other_uri, _ = _signed_for(signer, other)
+        # at its own target the signature does not match; at the one signed, the node named
+        _refused_handshake(other_uri, for_first, "UNAUTHENTICATED")
+        first_target = other_uri.replace(
+            f"node={other.node_id}", f"node={cluster.node.config.node_id}"
+        )
+        _refused_handshake(first_target, for_first, "not for this node")
+        used, unused = _signed_for(signer, other), _signed_for(signer, other)
+        _handshake(*used)
+    with ThreadNode(other, [cluster.view]).start():  # the same node, restarted
+        for uri, headers in (used, unused):
+            _refused_handshake(uri, headers, "before this node started")
+        _handshake(*_signed_for(signer, other))
 
 
 def test_health_stays_readable_and_shows_no_secret(cluster: Cluster) -> None:
