@@ -1,6 +1,6 @@
 """Where the live step's latency goes: a tap on the nodes' change feeds.
 
-`python -m tests.bench.feedtap --follow NODE_URL PARTITION KEYS_FILE [...] --out FILE`
+`python -m tests.bench.feedtap --follow NODE_ID NODE_URL PARTITION KEYS_FILE [...] --out FILE`
 follows, on each given node, one partition's changes of `word_counts` for the keys of
 KEYS_FILE (the node's `/feed` through the gateway's own link, gateway.nodes.links,
 signed with STATEFED_CLUSTER_SECRET_FILE when set), and records each change's `count` (the live step
@@ -53,14 +53,14 @@ async def _tap(link: FeedLink, partition: int, keys: list[str], out: list[list[i
             raise RuntimeError(f"node {link.url} partition {partition}: {frame}")
 
 
-async def _run(follows: list[tuple[str, int, list[str]]], out_path: Path) -> None:
+async def _run(follows: list[tuple[str, str, int, list[str]]], out_path: Path) -> None:
     out: list[list[int]] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     signer = _signer()
-    links = {url: FeedLink(f"node at {url}", url, signer) for url, _, _ in follows}
-    tasks = [loop.create_task(_tap(links[url], p, keys, out)) for url, p, keys in follows]
+    links = {url: FeedLink(node_id, url, signer) for node_id, url, _, _ in follows}
+    tasks = [loop.create_task(_tap(links[url], p, keys, out)) for _, url, p, keys in follows]
     stopping = loop.create_task(stop.wait())
     await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)
     failed = [task.exception() for task in tasks if task.done() and task.exception()]
@@ -75,20 +75,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--follow",
-        nargs=3,
+        nargs=4,
         action="append",
-        metavar=("NODE_URL", "PARTITION", "KEYS_FILE"),
+        metavar=("NODE_ID", "NODE_URL", "PARTITION", "KEYS_FILE"),
         required=True,
-        help="a node, one of its partitions and a file of keys (one per line)",
+        help="a node (its id and URL), one of its partitions and a file of keys (one per line)",
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     follows = []
-    for url, partition, keys_file in args.follow:
+    for node_id, url, partition, keys_file in args.follow:
         if not url.startswith(("http://127.0.0.1", "http://localhost")):
             parser.error(f"benchmark traffic goes to loopback only, not to {url}")
         keys = [line for line in Path(keys_file).read_text().splitlines() if line]
-        follows.append((url, int(partition), keys))
+        follows.append((node_id, url, int(partition), keys))
     asyncio.run(_run(follows, args.out))
 
 

@@ -382,8 +382,9 @@ class _FeedTap:
         for partition, chosen in sorted(sampled.items()):
             keys_path = base / f"tap-{partition}.txt"
             keys_path.write_text("\n".join(chosen) + "\n")
-            url = session.cluster.node_urls[owners[partition]]
-            args += ["--follow", url, str(partition), str(keys_path)]
+            owner = owners[partition]
+            url = session.cluster.node_urls[owner]
+            args += ["--follow", owner, url, str(partition), str(keys_path)]
         self.process = bench_process("feedtap", "tests.bench.feedtap", args, base / "feedtap.log")
 
     def start(self) -> None:
