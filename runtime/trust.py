@@ -8,8 +8,7 @@ and every node. With it:
   HMAC-SHA256 under the secret over the method, the request target, the timestamp, the
   `statefed-caller` and `statefed-request-id` headers and the body. A node accepts it
   within `MAX_SKEW_MS` of its own clock, so a captured call cannot be replayed later,
-  and a change feed handshake only once by each node process, and only if signed since
-  it started (`RequestVerifier.once`);
+  and a change feed handshake only once by each node (`RequestVerifier.once`);
 - every membership record (and tombstone) a node publishes carries the same header
   (`schema.MEMBER_SIGNATURE_HEADER`) over the node id, the timestamp and the value; the
   gateway routes only to nodes whose records verify.
@@ -220,7 +219,6 @@ class RequestVerifier:
         self._clock = clock
         self._max_skew_ms = max_skew_ms
         self._used: dict[bytes, int] = {}  # MAC -> signed ms, of the calls `once` admitted
-        self._since_ms = clock()  # this verifier's (its process's) start: `once` admits later
 
     def stamp(self, signature: bytes | None) -> Stamp:
         """The call's stamp; SignatureError when it has none, or its time is too far from now."""
@@ -248,16 +246,10 @@ class RequestVerifier:
 
     def once(self, stamp: Stamp) -> None:
         """Admit a verified call's signature once: SignatureError when a call with it was
-        admitted before, or when it was signed before this verifier was made (an earlier
-        process of the node may have admitted it). For calls that open a session (the
-        change feed's handshake), so that one captured within its time window cannot open
-        another; the gateway signs each with a request id of its own. A signature is
-        remembered while its time is within the window (older ones `stamp` refuses)."""
-        if int(stamp.ms) < self._since_ms:
-            raise SignatureError(
-                f"it was signed {self._since_ms - int(stamp.ms)} ms before this node started "
-                "(a replayed call, or the gateway's clock is behind the node's)"
-            )
+        admitted before. For calls that open a session (the change feed's handshake), so
+        that one captured within its time window cannot open another; the gateway signs
+        each with a request id of its own. A signature is remembered while its time is
+        within the window (older ones `stamp` refuses anyway)."""
         oldest = self._clock() - self._max_skew_ms
         while self._used:
             first = next(iter(self._used))

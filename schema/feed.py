@@ -1,8 +1,9 @@
 """The change feed between a node and the gateway: what the node applied, per follow.
 
-The gateway opens one WebSocket per node at `FEED_PATH?node=<node id>` (`feed_query`;
-subprotocol `FEED_SUBPROTOCOL`, the handshake signed with the cluster secret like a node
-call, so its signature names the node it was made for) and sends JSON text frames;
+The gateway opens one WebSocket per node at `FEED_PATH?node=<node id>&boot=<incarnation>`
+(`feed_query`: the node process its membership record announces; subprotocol
+`FEED_SUBPROTOCOL`, the handshake signed with the cluster secret like a node call, so its
+signature names the node process it was made for) and sends JSON text frames;
 the node answers with JSON text frames. One connection carries any number of *follows*,
 each a stream of one partition's changes of some views (optionally of some keys only),
 from given changelog offsets, in offset order per changelog topic.
@@ -57,6 +58,7 @@ from typing import Any
 from urllib.parse import quote
 
 __all__ = [
+    "FEED_INCARNATION_PARAMETER",
     "FEED_NODE_PARAMETER",
     "FEED_PATH",
     "FEED_SUBPROTOCOL",
@@ -68,12 +70,16 @@ __all__ = [
 
 FEED_PATH = "/feed"
 FEED_SUBPROTOCOL = "statefed-feed.v1"
-FEED_NODE_PARAMETER = "node"  # the query parameter naming the node a handshake is for
+# the query parameters naming the node, and its process, a handshake is for
+FEED_NODE_PARAMETER = "node"
+FEED_INCARNATION_PARAMETER = "boot"
 
 
-def feed_query(node_id: str) -> str:
-    """The query string of a handshake with node `node_id`'s feed (no `?`)."""
-    return f"{FEED_NODE_PARAMETER}={quote(node_id, safe='')}"
+def feed_query(node_id: str, incarnation: str) -> str:
+    """The query string (no `?`) of a handshake with the feed of node `node_id`'s process
+    `incarnation` (its membership record's)."""
+    node, boot = quote(node_id, safe=""), quote(incarnation, safe="")
+    return f"{FEED_NODE_PARAMETER}={node}&{FEED_INCARNATION_PARAMETER}={boot}"
 
 
 class FeedFrameError(ValueError):

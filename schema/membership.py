@@ -83,6 +83,9 @@ class MemberRecord:
     heartbeat_ms: int
     heartbeat_interval_ms: int
     partitions: tuple[PartitionStatus, ...] = field(default_factory=tuple)
+    # random per node process: a feed handshake names it, so a restarted node (a new
+    # incarnation) admits none made for the process before it ("" from older nodes)
+    incarnation: str = ""
 
     def active_partitions(self) -> list[int]:
         return sorted(p.partition for p in self.partitions if p.role is Role.ACTIVE)
@@ -116,6 +119,7 @@ def encode_member(record: MemberRecord) -> bytes:
                 }
                 for p in record.partitions
             ],
+            "incarnation": record.incarnation,
         }
     )
 
@@ -144,6 +148,7 @@ def decode_member(value: bytes) -> MemberRecord:
                 )
                 for p in doc["partitions"]
             ),
+            incarnation=str(doc.get("incarnation", "")),  # added later: older nodes lack it
         )
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"undecodable membership record {value[:200]!r}") from exc

@@ -91,6 +91,7 @@ class NodeInfo:
     alive: bool
     partitions: tuple[PartitionStatus, ...]
     suspect: bool = False  # missed heartbeats (SUSPECT_AFTER_HEARTBEATS)
+    incarnation: str = ""  # the node process the record is of ("" from older nodes)
     graphql_url: str = field(init=False)
     _restoring: frozenset[int] = field(init=False, repr=False, compare=False)
 
@@ -316,6 +317,7 @@ def build_routing_table(
             heartbeat_ms=record.heartbeat_ms,
             alive=node_id in alive,
             partitions=record.partitions,
+            incarnation=record.incarnation,
             suspect=node_id in alive
             and liveness.between_ms(record.heartbeat_ms, newest)
             > SUSPECT_AFTER_HEARTBEATS * record.heartbeat_interval_ms,

@@ -475,7 +475,7 @@ class FeedHub:
         self._stream_batches = stream_batches
         self._signer = signer
         self._ca = ca
-        self._links: dict[tuple[str, str], FeedLink] = {}
+        self._links: dict[tuple[str, str, str], FeedLink] = {}  # (node id, URL, incarnation)
         self._streams: set[FeedStream] = set()
         self._watched: dict[tuple[str, int, int], _Watched] = {}
         self._watcher: asyncio.Task[None] | None = None
@@ -498,11 +498,13 @@ class FeedHub:
             await link.close()
 
     def link(self, node: NodeInfo) -> FeedLink:
-        """The link to `node`'s feed (made on first use; a node at a new URL gets a new one)."""
-        found = self._links.get((node.node_id, node.url))
+        """The link to `node`'s feed (made on first use; a node at a new URL, or restarted,
+        gets a new one: its handshake names the node process)."""
+        key = (node.node_id, node.url, node.incarnation)
+        found = self._links.get(key)
         if found is None:
-            found = self._links[(node.node_id, node.url)] = FeedLink(
-                node.node_id, node.url, self._signer, self._ca
+            found = self._links[key] = FeedLink(
+                node.node_id, node.url, self._signer, self._ca, node.incarnation
             )
         return found
 
@@ -607,9 +609,12 @@ class FeedHub:
             await self._prune(table)
 
     async def _prune(self, table: RoutingTable) -> None:
-        """Close the idle links of nodes the table no longer names (or names elsewhere)."""
-        for (node_id, url), link in list(self._links.items()):
-            node = table.nodes.get(node_id)
-            if link.idle and (node is None or node.url != url or not node.alive):
-                del self._links[(node_id, url)]
+        """Close the idle links of nodes the table no longer names (or names elsewhere, or
+        as another process)."""
+        for key, link in list(self._links.items()):
+            node = table.nodes.get(key[0])
+            if link.idle and (
+                node is None or (node.node_id, node.url, node.incarnation) != key or not node.alive
+            ):
+                del self._links[key]
                 await link.close()

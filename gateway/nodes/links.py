@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import WebSocketException
+from websockets.exceptions import InvalidStatus, WebSocketException
 from websockets.typing import Subprotocol
 
 from runtime.trust import NodeCallSigner
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 LOST: dict[str, Any] = {"type": "lost"}  # put in a follow's queue when its connection ended
 _OPEN_TIMEOUT_S = 10.0
 _MAX_FRAME_BYTES = 64 << 20  # a snapshot of many keys comes in one frame
+_SHOWN_REFUSAL_CHARS = 300  # of a refusal's body, in the error
 
 
 class LinkError(Exception):
@@ -70,23 +71,31 @@ class Frames(asyncio.Queue[Mapping[str, Any]]):
         await self._emptied.wait()
 
 
-def feed_url(node_url: str, node_id: str) -> tuple[str, str]:
-    """The feed's ws(s) URL of node `node_id` served at `node_url`, and its request target
-    (what the handshake's signature covers: it names the node, which admits no other's)."""
+def feed_url(node_url: str, node_id: str, incarnation: str) -> tuple[str, str]:
+    """The feed's ws(s) URL of node `node_id`'s process `incarnation` served at `node_url`,
+    and its request target (what the handshake's signature covers: it names the node
+    process, which admits no other's)."""
     parts = urlsplit(node_url)
     scheme = "wss" if parts.scheme == "https" else "ws"
-    path, query = parts.path.rstrip("/") + FEED_PATH, feed_query(node_id)
+    path, query = parts.path.rstrip("/") + FEED_PATH, feed_query(node_id, incarnation)
     return urlunsplit((scheme, parts.netloc, path, query, "")), f"{path}?{query}"
 
 
 class FeedLink:
-    """The gateway's connection to the feed of node `node_id` at `url`."""
+    """The gateway's connection to the feed of node `node_id` at `url` (its process
+    `incarnation`)."""
 
     def __init__(
-        self, node_id: str, url: str, signer: NodeCallSigner, ca: Path | None = None
+        self,
+        node_id: str,
+        url: str,
+        signer: NodeCallSigner,
+        ca: Path | None = None,
+        incarnation: str = "",
     ) -> None:
         self.node_id = node_id
         self.url = url
+        self.incarnation = incarnation  # the node process, as its membership record says
         self._signer = signer
         self._ca = ca
         self._ws: ClientConnection | None = None
@@ -105,7 +114,7 @@ class FeedLink:
         async with self._opening:
             if self._ws is not None:
                 return
-            uri, target = feed_url(self.url, self.node_id)
+            uri, target = feed_url(self.url, self.node_id, self.incarnation)
             headers = self._signer.headers(b"GET", target.encode(), b"", ())
             try:
                 self._ws = await connect(
@@ -118,6 +127,12 @@ class FeedLink:
                     max_size=_MAX_FRAME_BYTES,
                     compression=None,
                 )
+            except InvalidStatus as exc:  # the node answered, and said why it refused
+                body = exc.response.body.decode("utf-8", "replace")[:_SHOWN_REFUSAL_CHARS]
+                raise LinkError(
+                    f"node {self.node_id}: feed handshake refused with HTTP "
+                    f"{exc.response.status_code}: {body}"
+                ) from exc
             except (OSError, TimeoutError, WebSocketException) as exc:
                 raise LinkError(f"node {self.node_id}: feed unreachable ({exc})") from exc
             self._reader = asyncio.get_running_loop().create_task(self._read(self._ws))

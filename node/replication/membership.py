@@ -51,8 +51,10 @@ class MembershipPublisher:
         *,
         clock: Callable[[], float] = time.time,
         secret: ClusterSecret | None = None,
+        incarnation: str = "",
     ):
         self.config = config
+        self.incarnation = incarnation  # this node process's (NodeApp's), in every record
         self.registry = registry
         self._clock = clock
         self._secret = secret
@@ -77,6 +79,7 @@ class MembershipPublisher:
             heartbeat_ms=int(self._clock() * 1000),
             heartbeat_interval_ms=self.config.heartbeat_ms,
             partitions=tuple(self.registry.statuses()),
+            incarnation=self.incarnation,
         )
 
     def producer_config(self) -> dict[str, object]:

@@ -2,8 +2,9 @@
 handshake answer only calls the gateway signed (runtime.trust); any other call gets 401
 with `WWW-Authenticate` and one UNAUTHENTICATED error, and never reaches GraphQL. A
 handshake is signed like a GET of its target with an empty body, and its target names the
-node it is for (`?node=<id>`, schema.feed): it is admitted by that node only, once, and
-only if signed since this node process started. So a captured one replayed within the
+node and the node process it is for (`?node=<id>&boot=<incarnation>`, schema.feed; the
+incarnation is random per process, announced in the node's membership record): it is
+admitted by that process only, and once. So a captured one replayed within the
 signature's time window opens no other session: not on this node, not on another, not on
 this node restarted.
 
@@ -28,7 +29,7 @@ from runtime.trust import (
     RequestVerifier,
     SignatureError,
 )
-from schema.feed import FEED_NODE_PARAMETER
+from schema.feed import FEED_INCARNATION_PARAMETER, FEED_NODE_PARAMETER
 
 __all__ = ["CallGuard"]
 
@@ -40,14 +41,21 @@ _BODYLESS = ("GET", "HEAD")
 
 
 class CallGuard:
-    """Admits calls to node `node_id`'s `/graphql` and `/feed`: every call when open
-    (`required` False), else only those signed with the cluster secret, once `arm` gave it
-    the verifier (503 until then). Bodies are read up to `max_body_bytes`."""
+    """Admits calls to `/graphql` and `/feed` of node `node_id`'s process `incarnation`:
+    every call when open (`required` False), else only those signed with the cluster
+    secret, once `arm` gave it the verifier (503 until then). Bodies are read up to
+    `max_body_bytes`."""
 
     def __init__(
-        self, node_id: str, required: bool, max_body_bytes: int, limit_hint: str = ""
+        self,
+        node_id: str,
+        incarnation: str,
+        required: bool,
+        max_body_bytes: int,
+        limit_hint: str = "",
     ) -> None:
         self.node_id = node_id
+        self.incarnation = incarnation
         self.required = required
         self.verifier: RequestVerifier | None = None
         self.max_body_bytes = max_body_bytes
@@ -96,14 +104,23 @@ class CallGuard:
         log.debug("handshake %s from caller %s", _shown(request_id), _shown(caller))
 
     def _check_named(self, scope: Scope) -> None:
-        """SignatureError unless the handshake's (signed) target names this node."""
-        query = scope.get("query_string", b"").decode("latin-1")
-        named = parse_qs(query).get(FEED_NODE_PARAMETER, [])
-        if named != [self.node_id]:
-            shown = "no node" if not named else f"node {', '.join(named)!r:.200}"
+        """SignatureError unless the handshake's (signed) target names this node process."""
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        node = query.get(FEED_NODE_PARAMETER, [])
+        if not node:
             raise SignatureError(
-                f"it was signed for {shown}, not for this node {self.node_id!r} (a replayed "
-                f"handshake, or a gateway older than this node: upgrade gateways first)"
+                "it names no node (a gateway older than this node: upgrade gateways first)"
+            )
+        if node != [self.node_id]:
+            raise SignatureError(
+                f"it was made for node {', '.join(node)!r:.200}, not for this node "
+                f"{self.node_id!r} (a replayed handshake)"
+            )
+        if query.get(FEED_INCARNATION_PARAMETER, []) != [self.incarnation]:
+            raise SignatureError(
+                f"it was made for another process of node {self.node_id!r} (a replayed "
+                f"handshake, or one made before this node restarted: the gateway tries "
+                f"again once it reads this node's new membership record)"
             )
 
     def _unchecked(self, scope: Scope) -> None:
@@ -148,8 +165,8 @@ def _refused(
         exc,
     )
     return RequestError(
-        f"this node answers only the gateway: the call is not signed with the "
-        f"cluster's secret ({exc})",
+        f"this node answers only calls the gateway signed with the cluster's secret: "
+        f"refused, {exc}",
         401,
         UNAUTHENTICATED,
         _CHALLENGE,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -97,8 +98,11 @@ class NodeApp:
         self.metrics = NodeMetrics(self.registry, self.catalogue)
         self.metrics_guard = MetricsGuard(config.metrics_token_file)
         self.graphql = GraphQLEndpoint(build_subgraph(self.catalogue), self.registry, clock, config)
+        # this process, as its membership records and the feed's handshakes name it
+        self.incarnation = secrets.token_hex(8)
         self.guard = CallGuard(
             config.node_id,
+            self.incarnation,
             config.checks_calls,
             self.graphql.max_body_bytes,
             self.graphql.limit_hint,
@@ -160,6 +164,7 @@ class NodeApp:
         document: dict[str, Any] = {
             "node_id": self.config.node_id,
             "url": self.config.url,
+            "incarnation": self.incarnation,  # this process's, as its membership records say
             "state": self.registry.state.value,
             "active": self.registry.partitions(Role.ACTIVE),
             "standby": self.registry.partitions(Role.STANDBY),
@@ -247,7 +252,9 @@ class NodeApp:
             handoff=self.standby,
             feed=self.feed,
         )
-        self.publisher = MembershipPublisher(self.config, self.registry, secret=self.secret)
+        self.publisher = MembershipPublisher(
+            self.config, self.registry, secret=self.secret, incarnation=self.incarnation
+        )
         self.probe = EndProbe(self.config)
         self.probe.start()
         self.graphql.probe = self.probe

@@ -20,6 +20,7 @@ import signal
 import time
 from pathlib import Path
 
+import httpx
 import orjson
 
 from gateway.nodes.links import FeedLink
@@ -34,6 +35,11 @@ _SECRET = "STATEFED_CLUSTER_SECRET_FILE"
 def _signer() -> NodeCallSigner:
     secret_file = os.environ.get(_SECRET)
     return NodeCallSigner(ClusterSecret.read(Path(secret_file)) if secret_file else None)
+
+
+def _incarnation(node_url: str) -> str:
+    """The node process serving at `node_url` (its /health says), which a handshake names."""
+    return str(httpx.get(f"{node_url}/health", timeout=10).json()["incarnation"])
 
 
 async def _tap(link: FeedLink, partition: int, keys: list[str], out: list[list[int]]) -> None:
@@ -59,7 +65,10 @@ async def _run(follows: list[tuple[str, str, int, list[str]]], out_path: Path) -
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     signer = _signer()
-    links = {url: FeedLink(node_id, url, signer) for node_id, url, _, _ in follows}
+    links = {
+        url: FeedLink(node_id, url, signer, incarnation=_incarnation(url))
+        for node_id, url, _, _ in follows
+    }
     tasks = [loop.create_task(_tap(links[url], p, keys, out)) for _, url, p, keys in follows]
     stopping = loop.create_task(stop.wait())
     await asyncio.wait([stopping, *tasks], return_when=asyncio.FIRST_COMPLETED)

@@ -87,6 +87,7 @@ class FakeFeedNode:
         replay_step: int | None = None,
     ) -> None:
         self.node_id = node_id
+        self.incarnation = f"{node_id}-1"  # the process its membership record names
         self.replay_step = replay_step
         self.log = log
         self.partitions = set(partitions)
@@ -149,7 +150,7 @@ class FakeFeedNode:
                 _header(headers, REQUEST_ID_HEADER) or b"",
                 b"",
             )
-            if query != feed_query(self.node_id):
+            if query != feed_query(self.node_id, self.incarnation):
                 raise SignatureError(f"signed for {query!r}, not for node {self.node_id}")
         except SignatureError:
             self.refused += 1

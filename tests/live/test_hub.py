@@ -54,6 +54,7 @@ def record(
     return MemberRecord(
         node_id=node.node_id,
         url=node.url,
+        incarnation=node.incarnation,
         state=NodeState.RUNNING,
         heartbeat_ms=wall_clock_ms(),
         heartbeat_interval_ms=1000,

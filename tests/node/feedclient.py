@@ -9,6 +9,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import orjson
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
@@ -16,13 +17,16 @@ from websockets.typing import Subprotocol
 from node.config import NodeConfig
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema.feed import FEED_PATH, FEED_SUBPROTOCOL, Change, feed_query
+from tooling.processes import client_tls
 
 Frame = dict[str, Any]
 
 
 def feed_target(node: NodeConfig) -> str:
-    """The request target of a handshake with `node`'s feed, which its signature covers."""
-    return f"{FEED_PATH}?{feed_query(node.node_id)}"
+    """The request target of a handshake with the feed of `node`'s running process (its
+    incarnation read from its /health), which the handshake's signature covers."""
+    health = httpx.get(f"{node.url}/health", timeout=10, verify=client_tls()).json()
+    return f"{FEED_PATH}?{feed_query(node.node_id, health['incarnation'])}"
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ async def _receive() -> Any:
 def test_an_open_guard_admits_calls_and_logs_them_only_at_debug(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    guard = CallGuard("n1", False, 1 << 20)
+    guard = CallGuard("n1", "n1-1", False, 1 << 20)
     with caplog.at_level(logging.INFO, logger="node.replication.trust"):
         assert asyncio.run(guard.admit(_SCOPE, _receive)) is _receive
     assert caplog.records == []
@@ -40,7 +40,7 @@ def test_an_open_guard_admits_calls_and_logs_them_only_at_debug(
 
 
 def test_a_guard_that_needs_the_secret_refuses_calls_until_it_is_armed() -> None:
-    guard = CallGuard("n1", True, 1 << 20)
+    guard = CallGuard("n1", "n1-1", True, 1 << 20)
     with pytest.raises(RequestError) as refused:
         asyncio.run(guard.admit(_SCOPE, _receive))
     assert refused.value.status == 503

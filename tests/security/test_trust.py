@@ -2,7 +2,7 @@
 gateway signed with the cluster secret, the gateway names its callers to them, and routes
 only to nodes whose membership records are signed.
 
-The cluster tests run a real node (uvicorn, LevelDB, the embedded broker) and a real gateway
+The cluster tests run a real node (uvicorn, LevelDB, Apache Kafka) and a real gateway
 (uvicorn with the production settings) given the same secret file.
 """
 
@@ -13,6 +13,7 @@ import base64
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -168,7 +169,7 @@ def test_a_session_signature_is_admitted_once_and_remembered_only_within_its_win
 
 
 def test_a_call_without_a_signature_is_refused_before_its_body_is_read() -> None:
-    guard = CallGuard("n1", True, 1 << 20)
+    guard = CallGuard("n1", "n1-1", True, 1 << 20)
     guard.arm(RequestVerifier(other_secret()))
 
     async def receive() -> Any:
@@ -453,9 +454,12 @@ def _refused_handshake(uri: str, headers: dict[str, str], why: str) -> None:
     assert why in response.body.decode(), response.body
 
 
-def _signed_for(signer: NodeCallSigner, node: NodeConfig) -> tuple[str, dict[str, str]]:
-    """The URL of `node`'s feed and a handshake the gateway would sign for it now."""
-    uri, target = feed_url(node.url, node.node_id)
+def _signed_for(
+    signer: NodeCallSigner, node: NodeConfig, node_id: str, incarnation: str
+) -> tuple[str, dict[str, str]]:
+    """The URL of `node`'s feed as a handshake made now for node `node_id`'s process
+    `incarnation` names it, and that handshake's headers, signed as the gateway signs."""
+    uri, target = feed_url(node.url, node_id, incarnation)
     pairs = signer.headers(b"GET", target.encode(), b"", ())
     return uri, {name.decode(): value.decode() for name, value in pairs}
 
@@ -464,41 +468,68 @@ def test_a_signed_feed_handshake_opens_one_session_replayed_it_is_refused(
     cluster: Cluster,
 ) -> None:
     """A captured handshake replayed within its 60 s would open a feed session of its own."""
-    signer = NodeCallSigner(cluster.secret)
-    uri, captured = _signed_for(signer, cluster.node.config)
+    signer, node = NodeCallSigner(cluster.secret), cluster.node.config
+    incarnation = cluster.node.health()["incarnation"]
+    uri, captured = _signed_for(signer, node, node.node_id, incarnation)
     _handshake(uri, captured)
     _refused_handshake(uri, captured, "used before")
     for _ in range(2):  # the gateway's handshakes, each signed anew, still open
-        _handshake(*_signed_for(signer, cluster.node.config))
+        _handshake(*_signed_for(signer, node, node.node_id, incarnation))
 
 
-def test_a_handshake_opens_no_session_on_another_node_nor_on_its_node_restarted(
-    cluster: Cluster, tmp_path: Path
+def test_a_handshake_made_for_another_node_or_another_process_of_it_is_refused(
+    cluster: Cluster,
 ) -> None:
-    """The signature covers the node's id (`?node=` of the target) and its time: replayed
-    within its 60 s, a handshake made for one node opens no session on another node of the
-    cluster, nor on its own node once that restarted."""
-    signer = NodeCallSigner(cluster.secret)
-    secret_file = str(cluster.node.config.cluster_secret_file)
-    other = node_config(
-        cluster.bootstrap, tmp_path, f"other-{uuid.uuid4().hex[:6]}",
-        f"g-other-{uuid.uuid4().hex[:6]}", **{SECRET_VARIABLE: secret_file},
-    )  # fmt: skip
-    _, for_first = _signed_for(signer, cluster.node.config)
-    with ThreadNode(other, [cluster.view]).start():
-        other_uri, _ = _signed_for(signer, other)
-        # at its own target the signature does not match; at the one signed, the node named
-        _refused_handshake(other_uri, for_first, "UNAUTHENTICATED")
-        first_target = other_uri.replace(
-            f"node={other.node_id}", f"node={cluster.node.config.node_id}"
-        )
-        _refused_handshake(first_target, for_first, "not for this node")
-        used, unused = _signed_for(signer, other), _signed_for(signer, other)
-        _handshake(*used)
-    with ThreadNode(other, [cluster.view]).start():  # the same node, restarted
-        for uri, headers in (used, unused):
-            _refused_handshake(uri, headers, "before this node started")
-        _handshake(*_signed_for(signer, other))
+    """The signed target names the node and its process (`?node=<id>&boot=<incarnation>`,
+    the incarnation random per process and announced in its membership records): a
+    handshake captured for another node of the cluster, or for this node before it
+    restarted, opens no session here however soon it is replayed."""
+    signer, node = NodeCallSigner(cluster.secret), cluster.node.config
+    incarnation = cluster.node.health()["incarnation"]
+    # the gateway knows the process from the node's membership record
+    assert cluster.gateway.feed is not None
+    assert cluster.gateway.feed.current.nodes[node.node_id].incarnation == incarnation
+    another_node = _signed_for(signer, node, "another-node", incarnation)
+    _refused_handshake(*another_node, "not for this node")
+    for before_a_restart in ("0123456789abcdef", ""):
+        replayed = _signed_for(signer, node, node.node_id, before_a_restart)
+        _refused_handshake(*replayed, "another process of node")
+    # as an older gateway signs it: no node named
+    old_style = {k.decode(): v.decode() for k, v in signer.headers(b"GET", b"/feed", b"", ())}
+    _refused_handshake(another_node[0].partition("?")[0], old_style, "upgrade gateways first")
+    _handshake(*_signed_for(signer, node, node.node_id, incarnation))
+
+
+def _events(lines: Iterator[str], deadline_s: float) -> Iterator[Any]:
+    """The data of each event of an SSE stream; a failure once `deadline_s` passed without
+    one (checked at each line: the gateway sends a comment line every 12 s at least)."""
+    deadline = time.monotonic() + deadline_s
+    for line in lines:
+        if line.startswith("data: "):
+            yield orjson.loads(line[6:])
+            deadline = time.monotonic() + deadline_s
+        assert time.monotonic() < deadline, f"no event within {deadline_s} s"
+
+
+def test_a_subscription_gets_its_change_over_the_feed_the_gateway_signed_for_the_node(
+    cluster: Cluster,
+) -> None:
+    """The gateway's own feed handshake, signed for the node it calls, opens: a change
+    written after the subscription started reaches it."""
+    word = f"fresh-{uuid.uuid4().hex[:6]}"  # a key of its own: the module's counts stay
+    body = {
+        "query": "subscription($w: String!) { wordCount(word: $w) { word count } }",
+        "variables": {"w": word},
+    }
+    headers = {"accept": "text/event-stream"}
+    url = f"{cluster.gateway_url}/graphql/stream"
+    with httpx.stream("POST", url, json=body, headers=headers, timeout=30) as response:
+        assert response.status_code == 200, response.read()
+        events = _events(response.iter_lines(), 20)
+        none_yet = {"data": {"wordCount": {"word": word, "count": None}}}
+        assert next(events) == none_yet  # followed from now: no count yet
+        produce_counts(cluster.bootstrap, cluster.view, [CountRow(word, 7, 0)])
+        assert next(events) == {"data": {"wordCount": {"word": word, "count": 7}}}
 
 
 def test_health_stays_readable_and_shows_no_secret(cluster: Cluster) -> None:
