@@ -8,7 +8,8 @@ and every node. With it:
   HMAC-SHA256 under the secret over the method, the request target, the timestamp, the
   `statefed-caller` and `statefed-request-id` headers and the body. A node accepts it
   within `MAX_SKEW_MS` of its own clock, so a captured call cannot be replayed later,
-  and a change feed handshake only once by each node (`RequestVerifier.once`);
+  and a change feed handshake only once by each node process (`RequestVerifier.once`;
+  the handshake names the process, node.replication.trust);
 - every membership record (and tombstone) a node publishes carries the same header
   (`schema.MEMBER_SIGNATURE_HEADER`) over the node id, the timestamp and the value; the
   gateway routes only to nodes whose records verify.

@@ -116,7 +116,12 @@ class CallGuard:
                 f"it was made for node {', '.join(node)!r:.200}, not for this node "
                 f"{self.node_id!r} (a replayed handshake)"
             )
-        if query.get(FEED_INCARNATION_PARAMETER, []) != [self.incarnation]:
+        incarnation = query.get(FEED_INCARNATION_PARAMETER, [])
+        if not incarnation:
+            raise SignatureError(
+                "it names no node process (a gateway older than this node: upgrade gateways first)"
+            )
+        if incarnation != [self.incarnation]:
             raise SignatureError(
                 f"it was made for another process of node {self.node_id!r} (a replayed "
                 f"handshake, or one made before this node restarted: the gateway tries "

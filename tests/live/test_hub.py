@@ -6,6 +6,7 @@ offset once; a slow reader; signed handshakes."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import ssl
 from collections.abc import Callable, Sequence
@@ -416,6 +417,38 @@ def test_the_handshake_is_signed_with_the_cluster_secret_and_unsigned_is_refused
         finally:
             await signed.stop()
             await unsigned.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_restarted_node_is_followed_once_the_gateway_reads_its_new_incarnation() -> None:
+    """A handshake names the node process its membership record announced: while the
+    gateway's table still holds the process before a restart, the node refuses it; once the
+    new record is read, the hub makes a link for the new process, drops the old one, and
+    the follow gets its changes."""
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        log.append(key, count_row(key, 1))
+        (n1,) = await nodes(log, ("n1", {"secret": SECRET}))
+        n1.incarnation = "n1-2"  # restarted: the table below still names n1-1
+        stale = dataclasses.replace(record(n1, [0, 1]), incarnation="n1-1")
+        feed = RoutingFeed(table(stale))
+        hub = FeedHub(feed, NodeCallSigner(SECRET), max_lag=100)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 0, None, after=0) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: n1.refused >= 1, 10, "the stale handshake refused")
+                assert reader.changes == []
+                feed.publish(table(record(n1, [0, 1])))  # the restarted node's record
+                await wait_for(lambda: reader.offsets() == [0], 10, "the follow of n1-2")
+                assert [key[2] for key in hub._links] == ["n1-2"]
+                await reader.close()
+        finally:
+            await hub.stop()
             await n1.stop()
 
     asyncio.run(scenario())

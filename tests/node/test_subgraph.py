@@ -472,6 +472,16 @@ def test_http_graphql_and_health(registry: PartitionRegistry, tmp_path: Path) ->
     asyncio.run(http_graphql_and_health(node_app(registry, tmp_path)))
 
 
+def test_each_node_process_draws_an_incarnation_of_its_own(
+    registry: PartitionRegistry, tmp_path: Path
+) -> None:
+    """A restarted node is another process: feed handshakes made for the one before it
+    name another incarnation (node.replication.trust)."""
+    first, restarted = node_app(registry, tmp_path), node_app(registry, tmp_path)
+    assert len(first.incarnation) == 16 and first.incarnation != restarted.incarnation
+    assert first.guard.incarnation == first.incarnation
+
+
 async def http_graphql_and_health(app: NodeApp) -> None:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as client:
@@ -488,6 +498,7 @@ async def http_graphql_and_health(app: NodeApp) -> None:
         health = await client.get("/health")
         assert health.status_code == 200
         assert health.json()["node_id"] == "n1"
+        assert health.json()["incarnation"] == app.incarnation
         assert health.json()["state"] == "STARTING"
         assert health.json()["active"] == list(HELD)
         assert health.json()["standby"] == []

@@ -139,6 +139,7 @@ def test_member_round_trip_and_liveness() -> None:
             PartitionStatus(0, Role.ACTIVE, 5, 7),
             PartitionStatus(3, Role.STANDBY, 9, 9),
         ),
+        incarnation="5f0c1e2d3b4a6978",
     )
     assert decode_member(encode_member(record)) == record
     assert record.active_partitions() == [0]
@@ -160,7 +161,9 @@ def test_member_restore_progress_is_optional_on_the_wire() -> None:
         b' "heartbeat_interval_ms": 1000, "partitions": [{"partition": 0, "role": "ACTIVE",'
         b' "applied_offset": 4, "end_offset": 6}]}'
     )
-    (status,) = decode_member(old).partitions
+    older = decode_member(old)
+    assert older.incarnation == ""  # nor the process it is: its feed checks no incarnation
+    (status,) = older.partitions
     assert status == PartitionStatus(0, Role.ACTIVE, 4, 6)
     assert (status.restoring, status.restore_done, status.restore_total) == (False, 0, 0)
     assert status.store_error is None
