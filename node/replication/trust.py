@@ -107,19 +107,15 @@ class CallGuard:
         """SignatureError unless the handshake's (signed) target names this node process."""
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         node = query.get(FEED_NODE_PARAMETER, [])
-        if not node:
+        incarnation = query.get(FEED_INCARNATION_PARAMETER, [])
+        if not node or not incarnation:
             raise SignatureError(
-                "it names no node (a gateway older than this node: upgrade gateways first)"
+                "it names no node process (a gateway older than this node: upgrade gateways first)"
             )
         if node != [self.node_id]:
             raise SignatureError(
                 f"it was made for node {', '.join(node)!r:.200}, not for this node "
                 f"{self.node_id!r} (a replayed handshake)"
-            )
-        incarnation = query.get(FEED_INCARNATION_PARAMETER, [])
-        if not incarnation:
-            raise SignatureError(
-                "it names no node process (a gateway older than this node: upgrade gateways first)"
             )
         if incarnation != [self.incarnation]:
             raise SignatureError(
