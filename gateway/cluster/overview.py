@@ -38,11 +38,11 @@ def node_entries(
 ) -> list[dict[str, Any]]:
     """Every known node, by id: state, liveness, whether reads avoid it (`suspects`: missed
     heartbeats or calls left without an answer), heartbeat age, partitions by role (and its
-    URL when `urls`)."""
+    URL and process incarnation, which its feed handshakes name, when `urls`)."""
     return [
         {
             "id": node.node_id,
-            **({"url": node.url} if urls else {}),
+            **({"url": node.url, "incarnation": node.incarnation} if urls else {}),
             "state": node.state.value,
             "alive": node.alive,
             "suspect": node.alive and node.node_id in suspects,

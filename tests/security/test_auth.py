@@ -398,9 +398,10 @@ def test_health_shows_node_urls_to_operators_only(
     for headers in ({}, {"authorization": "Bearer nonsense"}, _bearer(sign(keys["rsa"]))):
         shown = nodes(headers)
         assert [(n["id"], n["state"]) for n in shown] == [("n0", "RUNNING"), ("n1", "RUNNING")]
-        assert all("url" not in n for n in shown)
+        assert all("url" not in n and "incarnation" not in n for n in shown)
     operator = nodes(_bearer(sign(keys["rsa"], scope="statefed:operator")))
     assert [n["url"] for n in operator] == ["http://n0.test", "http://n1.test"]
+    assert all("incarnation" in n for n in operator)  # to compare with a node's /health
 
 
 def _bearer(token: str) -> dict[str, str]:
