@@ -419,7 +419,8 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
         writes = produce_records(kafka, args.topic, records, producer)
     except ProduceError as exc:
         raise SystemExit(f"statefed produce: {exc}") from exc
-    print(f"produced {len(writes)} records to {args.topic} on {kafka.bootstrap}")
+    records_word = "record" if len(writes) == 1 else "records"
+    print(f"produced {len(writes)} {records_word} to {args.topic} on {kafka.bootstrap}")
     newest = {w.key: w for w in sorted(writes, key=lambda w: w.offset)}  # a key: one partition
     if len(newest) <= _TOKENS_SHOWN:
         for key, write in newest.items():

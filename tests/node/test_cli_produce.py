@@ -34,6 +34,9 @@ def test_produce_prints_each_keys_newest_token(
     # a fresh topic: kafka was written twice, franz once (after kafka's first, if together)
     same = partition_for("kafka", 4) == partition_for("franz", 4)
     assert offsets == {"kafka": 2 if same else 1, "franz": 1 if same else 0}
+    monkeypatch.setattr(sys, "stdin", io.StringIO("flink\n"))
+    main(["produce", "--topic", topic, "--bootstrap", broker.bootstrap])
+    assert f"produced 1 record to {topic} " in capsys.readouterr().out
 
 
 def test_produce_to_a_topic_the_cluster_lacks_names_it_and_produces_nothing(
