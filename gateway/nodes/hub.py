@@ -500,7 +500,7 @@ class FeedHub:
     def link(self, node: NodeInfo) -> FeedLink:
         """The link to `node`'s feed (made on first use; a node at a new URL, or restarted,
         gets a new one: its handshake names the node process)."""
-        key = (node.node_id, node.url, node.incarnation)
+        key = _link_key(node)
         found = self._links.get(key)
         if found is None:
             found = self._links[key] = FeedLink(
@@ -613,8 +613,11 @@ class FeedHub:
         as another process)."""
         for key, link in list(self._links.items()):
             node = table.nodes.get(key[0])
-            if link.idle and (
-                node is None or (node.node_id, node.url, node.incarnation) != key or not node.alive
-            ):
+            if link.idle and (node is None or _link_key(node) != key or not node.alive):
                 del self._links[key]
                 await link.close()
+
+
+def _link_key(node: NodeInfo) -> tuple[str, str, str]:
+    """What a feed link is made for: the node, where it serves, and which process of it."""
+    return node.node_id, node.url, node.incarnation

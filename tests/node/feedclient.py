@@ -14,19 +14,20 @@ import orjson
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
+from gateway.nodes.links import feed_url
 from node.config import NodeConfig
 from runtime.trust import ClusterSecret, NodeCallSigner
-from schema.feed import FEED_PATH, FEED_SUBPROTOCOL, Change, feed_query
+from schema.feed import FEED_SUBPROTOCOL, Change
 from tooling.processes import client_tls
 
 Frame = dict[str, Any]
 
 
-def feed_target(node: NodeConfig) -> str:
-    """The request target of a handshake with the feed of `node`'s running process (its
-    incarnation read from its /health), which the handshake's signature covers."""
+def _feed_url(node: NodeConfig) -> tuple[str, str]:
+    """The feed URL of `node`'s running process (its incarnation read from its /health) and
+    the request target the handshake's signature covers, as the gateway makes them."""
     health = httpx.get(f"{node.url}/health", timeout=10, verify=client_tls()).json()
-    return f"{FEED_PATH}?{feed_query(node.node_id, health['incarnation'])}"
+    return feed_url(node.url, node.node_id, health["incarnation"])
 
 
 @contextlib.contextmanager
@@ -39,7 +40,7 @@ def open_feed(
     """A connection to `node`'s feed, its handshake signed with `secret` when given;
     `receive_buffer` shrinks the socket's buffer (a slow reader backs up sooner)."""
     sock = None
-    target = feed_target(node)
+    uri, target = _feed_url(node)
     if receive_buffer is not None:
         parts = urllib.parse.urlsplit(node.url)
         host, port = parts.hostname, parts.port
@@ -50,7 +51,7 @@ def open_feed(
     if secret is not None:
         headers = NodeCallSigner(secret).headers(b"GET", target.encode(), b"", ["test"])
     with connect(
-        "ws" + node.url.removeprefix("http") + target,
+        uri,
         subprotocols=[Subprotocol(subprotocol)],
         additional_headers=[(name.decode(), value.decode()) for name, value in headers],
         proxy=None,
