@@ -12,11 +12,12 @@ each partition's order through retries and writes every record once. It needs
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from runtime.kafka import KafkaSettings
 
@@ -24,6 +25,7 @@ __all__ = [
     "ProduceError",
     "Record",
     "Write",
+    "max_bytes",
     "new_producer",
     "produce_keys",
     "produce_records",
@@ -32,7 +34,7 @@ __all__ = [
 
 
 class ProduceError(RuntimeError):
-    """A record could not be delivered; names the topic and key."""
+    """Records were not delivered; names the topic, the keys and how many were."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,15 @@ def producer_config(
         },
         defaults={"linger.ms": 5},
     )
+
+
+_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's default message.max.bytes
+
+
+def max_bytes(kafka: str | KafkaSettings, settings: Mapping[str, Any] | None = None) -> int:
+    """The largest record (key and value) a producer of this configuration sends."""
+    configured = producer_config(kafka, settings).get("message.max.bytes", _MESSAGE_MAX_BYTES)
+    return int(configured)
 
 
 def new_producer(kafka: str | KafkaSettings, settings: Mapping[str, Any] | None = None) -> Producer:
@@ -99,29 +110,73 @@ def produce_records(
     records: Iterable[Record],
     producer: Producer | None = None,
 ) -> list[Write]:
-    """Produce `records` in order and wait until every one is delivered."""
+    """Produce `records` in order and wait until every one is delivered. ProduceError when
+    any is not: it names the keys not delivered, in the order given, and how many were, so
+    that only those are produced again."""
     client = producer if producer is not None else new_producer(bootstrap)
     writes: list[Write] = []
-    failures: list[str] = []
+    pending: dict[int, str] = {}  # index in `records` -> key, until its delivery report
+    failed: dict[int, tuple[str, str]] = {}  # index -> key, why
 
-    def delivered(err: KafkaError | None, msg: Message) -> None:
-        key = (msg.key() or b"").decode("utf-8", "replace")
+    def delivered(index: int, err: KafkaError | None, msg: Message) -> None:
+        key = pending.pop(index, "")
         if err is not None:
-            failures.append(f"{key!r}: {err}")
+            failed[index] = (key, err.str())
         else:
             writes.append(Write(topic, key, int(msg.partition() or 0), int(msg.offset() or 0)))
 
-    for record in records:
-        _produce(client, topic, record, delivered)
-    remaining = client.flush(30)
-    if remaining or failures:
+    refused: tuple[str, str] | None = None  # the key the client would not take, and why
+    for index, record in enumerate(records):
+        pending[index] = record.key
+        try:
+            _produce(client, topic, record, functools.partial(delivered, index))
+        except (KafkaException, UnicodeError) as exc:  # too large, no such partition, ...
+            pending.pop(index)
+            error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+            refused = (record.key, error.str() if isinstance(error, KafkaError) else str(error))
+            break
+    client.flush(30)  # those queued before a refusal are delivered (or reported) too
+    if pending or failed or refused is not None:
         kafka = KafkaSettings.of(bootstrap)
-        raise ProduceError(
-            f"producing to {topic} on {kafka.bootstrap}: {len(writes)} records delivered, "
-            f"{remaining} undelivered after 30 s, {len(failures)} failed (first: "
-            f"{failures[:3]}): {kafka.hint()}"
-        )
+        raise ProduceError(_undelivered(topic, kafka, len(writes), pending, failed, refused))
     return writes
+
+
+_SHOWN_KEYS = 20  # keys a failure lists by name
+
+
+def _undelivered(
+    topic: str,
+    kafka: KafkaSettings,
+    delivered: int,
+    pending: Mapping[int, str],
+    failed: Mapping[int, tuple[str, str]],
+    refused: tuple[str, str] | None,
+) -> str:
+    """What a failed produce says: what was delivered, what was not and why, what to do."""
+    missing = sorted(
+        [
+            *((i, f"{key!r} ({why})") for i, (key, why) in failed.items()),
+            *((i, f"{key!r} (no answer in 30 s)") for i, key in pending.items()),
+        ]
+    )
+    shown = [text for _, text in missing[:_SHOWN_KEYS]]
+    if len(missing) > _SHOWN_KEYS:
+        shown.append(f"and {len(missing) - _SHOWN_KEYS} more")
+    parts = [f"producing to {topic} on {kafka.bootstrap}: {delivered} records delivered"]
+    if missing:
+        parts.append(f"{len(missing)} not delivered: {', '.join(shown)}")
+    if refused is not None:
+        key, why = refused
+        parts.append(f"key {key!r} refused before sending ({why}): it and what follows unsent")
+    advice = (
+        "Produce again only those: the others are in the topic, and count views would count "
+        "them twice"
+    )
+    if missing:  # the broker refused them, or did not answer: where it is, how to reach it
+        first_failure = next(iter(failed.values()), ("", None))[1]
+        advice += f"; {kafka.hint(first_failure)}"
+    return f"{'; '.join(parts)}. {advice}"
 
 
 def _produce(

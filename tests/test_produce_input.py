@@ -252,3 +252,38 @@ def test_a_topic_read_as_other_keys_or_values_is_refused_before_producing(
     views = [dataclasses.replace(v, **change) if v.topic == "bookings" else v for v in CATALOGUE]
     with pytest.raises(ProduceInputError, match=said):
         records_for("bookings", views, [KeyedValue("c001", '{"trip": "x"}')], NOW_MS, AHEAD_MS)
+
+
+def test_a_key_in_another_encoding_is_refused_naming_its_bytes_before_producing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # what a UTF-8 reader of stdin makes of Latin-1 input: the byte as a lone surrogate
+    latin1 = b"kafka caf\xe9\n".decode("utf-8", "surrogateescape")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(latin1))
+    with pytest.raises(SystemExit) as refused:  # nothing listens there: nothing is sent
+        main(["produce", "--bootstrap", "127.0.0.1:9"])
+    message = str(refused.value.code)
+    assert message.startswith(
+        "statefed produce: topic words: key b'caf\\xe9' is not UTF-8 text, and keys are "
+    )
+    assert "iconv" in message and message.endswith("; nothing was produced")
+
+
+def test_a_record_over_the_producers_limit_is_refused_naming_the_setting_before_producing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('small\nbig={"v": "' + "x" * 2_000 + '"}\n'))
+    monkeypatch.setenv("STATEFED_KAFKA_MESSAGE_MAX_BYTES", "1500")
+    with pytest.raises(SystemExit) as refused:
+        main(["produce", "--topic", "elsewhere", "--bootstrap", "127.0.0.1:9"])
+    message = str(refused.value.code)
+    assert message.startswith(
+        "statefed produce: topic elsewhere: key 'big' makes a record of 2,012 bytes, over the "
+        "1,500 the producer sends (message.max.bytes)"
+    )
+    assert "STATEFED_KAFKA_MESSAGE_MAX_BYTES" in message
+    assert message.endswith("; nothing was produced")
+    records = records_for(
+        "elsewhere", CATALOGUE, [KeyedValue("k", '"' + "x" * 1_497 + '"')], NOW_MS, AHEAD_MS, 1_500
+    )
+    assert len(records[0].value or b"") == 1_499  # 1,500 bytes with its key: at the limit, taken

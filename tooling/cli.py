@@ -367,7 +367,7 @@ def _quiet_kafka_client_logs() -> None:
 
 def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
     from runtime.clock import wall_clock_ms
-    from runtime.produce import ProduceError, new_producer, produce_records
+    from runtime.produce import ProduceError, max_bytes, new_producer, produce_records
     from runtime.topics import TopicError, partition_count
     from tooling.demodata import skewed_words
     from tooling.produceinput import (
@@ -399,7 +399,9 @@ def _produce(env: dict[str, str], args: argparse.Namespace) -> None:
                     "no keys on stdin: give keys separated by spaces or lines, or KEY=JSON "
                     "lines, or --count N for generated words"
                 )
-        records = records_for(args.topic, catalogue, keyed, wall_clock_ms(), config.max_ahead_ms)
+        records = records_for(
+            args.topic, catalogue, keyed, wall_clock_ms(), config.max_ahead_ms, max_bytes(kafka)
+        )
     except ProduceInputError as exc:
         raise SystemExit(f"statefed produce: {exc}; nothing was produced") from exc
     read = sorted({v.topic for v in catalogue})

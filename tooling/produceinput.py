@@ -112,10 +112,12 @@ def records_for(
     keyed: Iterable[KeyedValue],
     now_ms: int,
     max_ahead_ms: int,
+    max_bytes: int | None = None,
 ) -> list[Record]:
     """The records of `keyed` for `topic`, read by `views`; ProduceInputError (naming the
     topic, the key and the value expected) for the first one a view would not accept, or
-    when the views read keys or values this command does not write."""
+    when the views read keys or values this command does not write, for a key that is not
+    UTF-8 text, and for a record of more than `max_bytes` (the producer's limit)."""
     _check_writable(topic, [v for v in views if v.topic == topic])
     decoding = [
         v for v in views if v.topic == topic and (v.event_time_field is not None or v.value_fields)
@@ -124,12 +126,33 @@ def records_for(
     for item in keyed:
         if not item.key:
             raise ProduceInputError(f"topic {topic}: an empty key, which no lookup can read")
+        key = _utf8(topic, item.key)
         if not decoding:
             value = b"" if item.json is None else item.json.encode("utf-8")
         else:
             value = _json_object(topic, decoding, item, now_ms, max_ahead_ms)
+        if max_bytes is not None and len(key) + len(value) > max_bytes:
+            raise ProduceInputError(
+                f"topic {topic}: key {item.key!r} makes a record of {len(key) + len(value):,} "
+                f"bytes, over the {max_bytes:,} the producer sends (message.max.bytes): send "
+                "a smaller value, or raise STATEFED_KAFKA_MESSAGE_MAX_BYTES and the topic's "
+                "max.message.bytes"
+            )
         records.append(Record(item.key, value))
     return records
+
+
+def _utf8(topic: str, key: str) -> bytes:
+    """The key's UTF-8 bytes; ProduceInputError for text that came in another encoding (the
+    bytes a UTF-8 reader could not decode stand in it as lone surrogates)."""
+    try:
+        return key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = key.encode("utf-8", "surrogateescape")
+        raise ProduceInputError(
+            f"topic {topic}: key {raw!r} is not UTF-8 text, and keys are written as UTF-8: "
+            "convert the input first (e.g. `iconv -f latin1 -t utf-8`)"
+        ) from exc
 
 
 def _check_writable(topic: str, views: Sequence[View]) -> None:

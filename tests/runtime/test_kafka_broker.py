@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, TopicPartition
 from node.serve.app import changelog_partition_counts
 from runtime.config import ConfigError
 from runtime.kafka import KafkaConnectionError, KafkaProperties, KafkaSettings
-from runtime.produce import Record, new_producer, produce_records, producer_config
+from runtime.produce import ProduceError, Record, new_producer, produce_records, producer_config
 from runtime.topics import ensure_topics, partition_count
 from schema import CATALOGUE, MEMBERS_TOPIC
 from tooling.broker import KafkaBroker
@@ -66,6 +66,24 @@ def test_an_idempotent_producer_writes_each_record_once_in_order(broker: KafkaBr
     assert [w.offset for w in writes] == list(range(len(records)))
     assert [w.key for w in writes] == [r.key for r in records]
     assert _values(broker.bootstrap, topic, len(records)) == [r.value for r in records]
+
+
+def test_a_record_over_the_producers_limit_stops_a_produce_once_the_ones_before_land(
+    broker: KafkaBroker,
+) -> None:
+    topic = f"test.produce.too-large-{uuid.uuid4().hex[:8]}"
+    ensure_topics(broker.bootstrap, {topic: 1})
+    records = [Record("a", b"1"), Record("b", b"2"), Record("big", b"x" * 5_000), Record("c", b"3")]
+    producer = new_producer(broker.bootstrap, {"message.max.bytes": 2_000})
+    try:
+        with pytest.raises(ProduceError) as failed:
+            produce_records(broker.bootstrap, topic, records, producer)
+    finally:
+        producer.close()
+    message = str(failed.value)
+    assert message.startswith(f"producing to {topic} on {broker.bootstrap}: 2 records delivered;")
+    assert "key 'big' refused before sending (" in message and "Produce again only" in message
+    assert _values(broker.bootstrap, topic, 2) == [b"1", b"2"]
 
 
 def _values(bootstrap: str, topic: str, count: int) -> list[bytes]:
