@@ -479,10 +479,13 @@ class FeedHub:
         self._streams: set[FeedStream] = set()
         self._watched: dict[tuple[str, int, int], _Watched] = {}
         self._watcher: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()  # pruned links closing meanwhile
         self._stopped = False
 
     async def start(self) -> None:
-        self._watcher = asyncio.get_running_loop().create_task(self._watch())
+        # from the table current now: a change published before the task runs is told too
+        version = self.routing.current.version
+        self._watcher = asyncio.get_running_loop().create_task(self._watch(version))
 
     async def stop(self) -> None:
         """End every stream and close the links."""
@@ -496,6 +499,9 @@ class FeedHub:
         links, self._links = self._links, {}
         for link in links.values():
             await link.close()
+        for closing in list(self._closing):  # a node that never answers the close
+            closing.cancel()
+        await asyncio.gather(*self._closing, return_exceptions=True)
 
     def link(self, node: NodeInfo) -> FeedLink:
         """The link to `node`'s feed (made on first use; a node at a new URL, or restarted,
@@ -599,23 +605,35 @@ class FeedHub:
         """The streams open now."""
         return tuple(self._streams)
 
-    async def _watch(self) -> None:
-        version = self.routing.current.version
+    async def _watch(self, version: int) -> None:
+        """Tell every stream of each routing change after `version`, and close the links it
+        leaves idle; a failure is logged and the next change told all the same."""
         while True:
             table = await self.routing.newer(version)
             version = table.version
-            for stream in list(self._streams):
-                stream.note(_ROUTING)
-            await self._prune(table)
+            try:
+                for stream in list(self._streams):
+                    stream.note(_ROUTING)
+                self._prune(table)
+            except Exception:  # a bug: the streams must still hear of the changes to come
+                log.exception("routing table %d: telling the feed streams failed", version)
 
-    async def _prune(self, table: RoutingTable) -> None:
+    def _prune(self, table: RoutingTable) -> None:
         """Close the idle links of nodes the table no longer names (or names elsewhere, or
-        as another process)."""
+        as another process), each in a task of its own: a node that does not answer the
+        close (up to its timeout) holds back no routing change."""
         for key, link in list(self._links.items()):
             node = table.nodes.get(key[0])
             if link.idle and (node is None or _link_key(node) != key or not node.alive):
                 del self._links[key]
-                await link.close()
+                closing = asyncio.get_running_loop().create_task(link.close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closed)
+
+    def _closed(self, closing: asyncio.Task[None]) -> None:
+        self._closing.discard(closing)
+        if not closing.cancelled() and closing.exception() is not None:
+            log.warning("closing a feed link failed: %s", closing.exception())
 
 
 def _link_key(node: NodeInfo) -> tuple[str, str, str]:

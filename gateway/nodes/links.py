@@ -100,42 +100,65 @@ class FeedLink:
         self._ca = ca
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._opening = asyncio.Lock()
+        # the one attempt to connect in progress: every follow waiting for the link shares
+        # it, and its LinkError, rather than trying again one after another (each up to
+        # _OPEN_TIMEOUT_S against a node that does not answer)
+        self._connecting: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         self._follows: dict[int, Frames] = {}
 
     @property
     def idle(self) -> bool:
         """No follow on it, and none being started."""
-        return not self._follows and not self._opening.locked()
+        return not self._follows and self._connecting is None
 
     async def open(self) -> None:
         """Connect unless connected; LinkError naming the node when that fails."""
-        async with self._opening:
-            if self._ws is not None:
-                return
-            uri, target = feed_url(self.url, self.node_id, self.incarnation)
-            headers = self._signer.headers(b"GET", target.encode(), b"", ())
-            try:
-                self._ws = await connect(
-                    uri,
-                    subprotocols=[Subprotocol(FEED_SUBPROTOCOL)],
-                    additional_headers=[(k.decode(), v.decode()) for k, v in headers],
-                    ssl=self._ssl(uri),
-                    proxy=None,
-                    open_timeout=_OPEN_TIMEOUT_S,
-                    max_size=_MAX_FRAME_BYTES,
-                    compression=None,
-                )
-            except InvalidStatus as exc:  # the node answered, and said why it refused
-                body = exc.response.body.decode("utf-8", "replace")[:_SHOWN_REFUSAL_CHARS]
-                raise LinkError(
-                    f"node {self.node_id}: feed handshake refused with HTTP "
-                    f"{exc.response.status_code}: {body}"
-                ) from exc
-            except (OSError, TimeoutError, WebSocketException) as exc:
-                raise LinkError(f"node {self.node_id}: feed unreachable ({exc})") from exc
-            self._reader = asyncio.get_running_loop().create_task(self._read(self._ws))
+        if self._ws is not None:
+            return
+        if self._connecting is None:
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            self._connecting.add_done_callback(self._connected)
+        attempt = self._connecting
+        try:  # a waiter cancelled (its follower gone) leaves the attempt to the others
+            await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            waiter = asyncio.current_task()
+            if attempt.cancelled() and waiter is not None and not waiter.cancelling():
+                raise LinkError(f"node {self.node_id}: feed link closed while connecting") from None
+            raise
+
+    def _connected(self, attempt: asyncio.Task[None]) -> None:
+        """The attempt is over: the next `open` after a failure tries again."""
+        if self._connecting is attempt:
+            self._connecting = None
+        if not attempt.cancelled():
+            attempt.exception()  # its waiters were told; no "never retrieved" warning
+
+    async def _connect(self) -> None:
+        uri, target = feed_url(self.url, self.node_id, self.incarnation)
+        headers = self._signer.headers(b"GET", target.encode(), b"", ())
+        try:
+            ws = await connect(
+                uri,
+                subprotocols=[Subprotocol(FEED_SUBPROTOCOL)],
+                additional_headers=[(k.decode(), v.decode()) for k, v in headers],
+                ssl=self._ssl(uri),
+                proxy=None,
+                open_timeout=_OPEN_TIMEOUT_S,
+                max_size=_MAX_FRAME_BYTES,
+                compression=None,
+            )
+        except InvalidStatus as exc:  # the node answered, and said why it refused
+            body = exc.response.body.decode("utf-8", "replace")[:_SHOWN_REFUSAL_CHARS]
+            raise LinkError(
+                f"node {self.node_id}: feed handshake refused with HTTP "
+                f"{exc.response.status_code}: {body}"
+            ) from exc
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise LinkError(f"node {self.node_id}: feed unreachable ({exc})") from exc
+        self._ws = ws
+        self._reader = asyncio.get_running_loop().create_task(self._read(ws))
 
     def _ssl(self, uri: str) -> ssl.SSLContext | None:
         if not uri.startswith("wss:"):
@@ -144,11 +167,11 @@ class FeedLink:
 
     async def follow(self, frame: dict[str, Any]) -> tuple[int, Frames]:
         """Send a follow (its id set here); the queue its frames will come in."""
-        await self.open()
         ident = next(self._ids)
         queue = Frames()
-        self._follows[ident] = queue
+        self._follows[ident] = queue  # from now on the link is not idle: the hub keeps it
         try:
+            await self.open()
             await self._send({**frame, "type": "follow", "id": ident})
         except BaseException:  # a LinkError, or the follower cancelled: nobody takes frames
             self._forget(ident)
@@ -215,6 +238,8 @@ class FeedLink:
             queue.release()
 
     async def close(self) -> None:
+        if self._connecting is not None:  # its waiters get a LinkError
+            self._connecting.cancel()
         ws, reader = self._ws, self._reader
         if ws is not None:
             await ws.close()

@@ -1,6 +1,8 @@
 """The feed link's reader (gateway.nodes.links), against an in-memory stream of frames: a
 frame of a snapshot marked `more` is followed by the next read only once its follower took
-it, or let the follow go; a follow whose start was cancelled is not left registered."""
+it, or let the follow go; a follow whose start was cancelled is not left registered; follows
+waiting for a link to a node that does not answer share one attempt to connect (against a
+real socket on loopback that never answers the handshake)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.nodes.links import FeedLink
+from gateway.nodes import links
+from gateway.nodes.links import FeedLink, LinkError
 from runtime.trust import NodeCallSigner
 from tests.live.test_cache import settle
 
@@ -119,5 +122,71 @@ def test_a_follow_cancelled_while_it_was_being_sent_is_not_left_registered() -> 
         with pytest.raises(asyncio.CancelledError):
             await follow
         assert link.idle  # no queue left for frames nobody would take
+
+    asyncio.run(scenario())
+
+
+class _Silent:
+    """A TCP server on loopback that accepts connections and never answers; counts them."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self._held: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def _accept(self, _: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        self._held.append(writer)
+
+    async def stop(self) -> None:
+        for writer in self._held:
+            writer.close()
+        self._server.close()
+        await self._server.wait_closed()
+
+
+def test_follows_waiting_on_a_node_that_does_not_answer_share_one_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(links, "_OPEN_TIMEOUT_S", 1.0)
+
+    async def scenario() -> None:
+        node = _Silent()
+        link = FeedLink("n1", await node.start(), NodeCallSigner(None))
+        try:
+            follows = [link.follow({"partition": p}) for p in range(4)]
+            outcomes = await asyncio.gather(*follows, return_exceptions=True)
+            assert all(isinstance(o, LinkError) for o in outcomes), outcomes
+            assert "feed unreachable" in str(outcomes[0])
+            # one attempt for all: one after another, each waited out its own timeout
+            assert node.accepted == 1
+            assert link.idle  # no follow left registered, no attempt left running
+        finally:
+            await link.close()
+            await node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_closing_a_link_while_it_connects_fails_its_waiters_with_a_link_error() -> None:
+    async def scenario() -> None:
+        node = _Silent()
+        link = FeedLink("n1", await node.start(), NodeCallSigner(None))
+        try:
+            follow = asyncio.get_running_loop().create_task(link.follow({"partition": 0}))
+            deadline = asyncio.get_running_loop().time() + 10
+            while node.accepted == 0:  # the attempt reached the node
+                assert asyncio.get_running_loop().time() < deadline, "no connection attempt"
+                await asyncio.sleep(0.01)
+            await link.close()
+            with pytest.raises(LinkError, match="closed while connecting"):
+                await follow
+            assert link.idle
+        finally:
+            await node.stop()
 
     asyncio.run(scenario())

@@ -454,6 +454,39 @@ def test_a_restarted_node_is_followed_once_the_gateway_reads_its_new_incarnation
     asyncio.run(scenario())
 
 
+class _SlowToClose(FeedLink):
+    """A link whose close never ends, as to a node that does not answer it."""
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+def test_a_link_slow_to_close_holds_back_no_later_routing_change() -> None:
+    """A routing change closes the idle links of nodes that left; a close the node never
+    answers does not keep the hub from the next change (nor from stopping)."""
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        n1, n2 = await nodes(log, ("n1", {}), ("n2", {}))
+        feed = RoutingFeed(table(record(n1, [0]), record(n2, [1])))
+        hub = FeedHub(feed, NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            for node in (n1, n2):
+                key = (node.node_id, node.url, node.incarnation)
+                hub._links[key] = _SlowToClose(node.node_id, node.url, NodeCallSigner(None))
+            feed.publish(table(record(n2, [0, 1])))  # n1 left: its link's close hangs
+            await wait_for(lambda: len(hub._links) == 1, 10, "n1's link pruned")
+            feed.publish(table())  # n2 left too
+            await wait_for(lambda: not hub._links, 10, "n2's link pruned after n1's")
+        finally:
+            await hub.stop()
+            await n1.stop()
+            await n2.stop()
+
+    asyncio.run(scenario())
+
+
 def test_stopping_the_hub_ends_its_streams_with_an_error_to_resume_from() -> None:
     async def scenario() -> None:
         log = Changelog(WORDS, P)
