@@ -90,10 +90,13 @@ def test_a_node_read_of_any_kind_or_copy_that_saw_more_than_the_follow_makes_a_m
         async with harness() as h:
             key = key_in(0)
             h.ask([key])
-            await h.following(applied=5, other=3)
+            follow = await h.following(applied=5, other=3)
             await h.fill([key], {key: count_row(key, 4)}, offset=5)
             node = Copy(role)
             async with planned(h, node) as planner:
+                # on a busy machine the steps above can outlast FEED_SILENCE_S (then every
+                # key misses, as it should): the owner's next heartbeat
+                await h.heartbeat(follow)
                 hit = await planner.lookup(WORDS, [key], planner.deadline())
                 assert hit.rows == [Row(key, 4)] and node.requests == 0
                 assert [f["appliedOffset"] for f in hit.freshness] == [8]
@@ -117,8 +120,9 @@ def test_a_lookup_answers_the_rows_it_looked_even_when_their_entries_were_evicte
         bound = change_entry(WORDS, looked_key, count_row(looked_key, 1))[1] + 10  # one entry
         async with harness(max_bytes=bound) as h:
             h.ask([looked_key])
-            await h.following(applied=5)
+            follow = await h.following(applied=5)
             await h.fill([looked_key], {looked_key: count_row(looked_key, 1)}, offset=5)
+            await h.heartbeat(follow)  # however long the steps above took
             looked = h.cache.look(WORDS, {0: [looked_key]})
             assert looked.rows == {looked_key: Row(looked_key, 1)}
             await h.fill([other], {other: count_row(other, 2)}, offset=5)
@@ -144,6 +148,7 @@ def test_a_lookup_answers_an_absent_key_it_looked_in_a_view_held_whole_that_is_n
             follows = [await h.following(applied=5, partition=p) for p in range(P)]
             for partition in range(P):
                 await load(h, partition, {}, offset=5)
+            await h.heartbeat(follows[0])  # however long the steps above took
             looked = h.cache.look(WORDS, {0: [absent]})
             assert looked.rows == {absent: None} and looked.missing == {}
             follows[1].put_nowait(LOST)  # the view is held whole no more
