@@ -9,12 +9,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from runtime.topics import ensure_topics
 from tests.classdata import assert_maps_its_archive
 from tooling.broker import BrokerStartError, KafkaBroker, free_port
+from tooling.cli import main
+from tooling.processes import wait_until
 
 
 @pytest.fixture
@@ -115,3 +118,35 @@ def test_a_broker_on_a_data_directory_keeps_its_topics_across_a_restart(
     with broker:  # the same ports and directory, started again: not formatted anew
         topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
         assert len(topics.topics["kept"].partitions) == 2
+
+
+def test_the_command_exits_naming_the_code_when_its_kafka_dies(tmp_path: Path) -> None:
+    """`statefed broker` serves until Ctrl-C: a Kafka that dies meanwhile (killed, out of
+    memory) ends it with status 1 and the end of Kafka's output, not a silent wait."""
+    command = [sys.executable, "-m", "tooling.cli", "broker", "--port", str(free_port())]
+    command += ["--dir", str(tmp_path / "kafka")]
+    output = tmp_path / "stderr.txt"
+    with output.open("w") as stderr:
+        process = subprocess.Popen(command, stderr=stderr)
+    try:
+        wait_until(lambda: "ready" in output.read_text(), 90, f"statefed broker ({output})")
+        (kafka,) = psutil.Process(process.pid).children()
+        kafka.kill()
+        process.wait(30)
+    finally:
+        process.kill()
+        process.wait(10)
+    said = output.read_text()
+    assert process.returncode == 1, said
+    assert "statefed broker: Kafka on 127.0.0.1:" in said and " exited with code -9" in said
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.9.9.9", "kafka.example"])
+def test_the_command_refuses_an_address_beyond_loopback_before_starting(host: str) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["broker", "--host", host, "--port", str(free_port())])
+    message = str(refused.value.code)
+    assert message.startswith(
+        f"statefed broker: --host (STATEFED_BROKER_HOST): must be a loopback address "
+        f"(127.0.0.1, ::1 or localhost), got '{host}': the local broker is plaintext"
+    )

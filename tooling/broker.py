@@ -383,6 +383,14 @@ class KafkaBroker:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def exited(self) -> str | None:
+        """None while the broker runs (or was never started); once it exited on its own,
+        what to tell its user: the exit code and the end of its output."""
+        process = self._process
+        if process is None or process.poll() is None:
+            return None
+        return f"Kafka on {self.bootstrap} exited with code {process.returncode}{self._log_hint()}"
+
     def pause(self) -> None:
         """Freeze the broker (SIGSTOP): connections stay open and nothing answers, like a
         broker host that hangs. `resume()` undoes it; a paused broker is resumed on `stop`."""

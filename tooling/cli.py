@@ -199,21 +199,37 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def _wait_for_signal(ready: str) -> None:
-    """Say `ready` on stderr, then wait for Ctrl-C or SIGTERM: whoever waits for the line
-    may signal at once."""
+_WATCH_S = 1.0  # how often a command serving a JVM checks it still runs
+
+
+def _wait_for_signal(ready: str, exited: Callable[[], str | None]) -> None:
+    """Say `ready` on stderr, then wait for Ctrl-C or SIGTERM (whoever waits for the line
+    may signal at once); exit with `exited()`'s report, status 1, if what the command
+    serves ends on its own meanwhile."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: set_from_handler(stop))
     print(ready, file=sys.stderr)
-    stop.wait()
+    while not stop.wait(_WATCH_S):
+        report = exited()
+        if report is not None:
+            raise SystemExit(report)
 
 
 def _broker(env: dict[str, str]) -> None:
+    from runtime.hosts import is_loopback
     from runtime.topics import ensure_topics, statefed_topics
     from tooling.broker import BrokerStartError, KafkaBroker
 
     config = ToolingConfig.from_env(env)
+    if not is_loopback(config.broker_host):
+        raise ToolingConfig.config_error(
+            "STATEFED_BROKER_HOST",
+            f"must be a loopback address (127.0.0.1, ::1 or localhost), got "
+            f"{config.broker_host!r}: the local broker is plaintext without authentication, "
+            "so anyone who reached it could read and write every topic; for other hosts run "
+            "a Kafka cluster of your own (docs/operations.md, The local broker)",
+        )
     broker = KafkaBroker(
         host=config.broker_host,
         port=config.broker_port,
@@ -229,7 +245,8 @@ def _broker(env: dict[str, str]) -> None:
         ensure_topics(broker.bootstrap, statefed_topics(config.partitions, _catalogue(env)))
         _wait_for_signal(
             f"statefed broker: Apache Kafka ready on {broker.bootstrap}, data in "
-            f"{config.broker_dir}, log in {broker.log_path}"
+            f"{config.broker_dir}, log in {broker.log_path}",
+            broker.exited,
         )
     finally:
         broker.stop()
@@ -248,7 +265,8 @@ def _registry(env: dict[str, str]) -> None:
     try:
         _wait_for_signal(
             f"statefed registry: Apicurio Registry {REGISTRY_VERSION} ready; clients use "
-            f"{registry.url} (Confluent's API), log in {registry.log_path}"
+            f"{registry.url} (Confluent's API), log in {registry.log_path}",
+            registry.exited,
         )
     finally:
         registry.stop()

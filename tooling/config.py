@@ -46,7 +46,10 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
     broker_host: str = setting(
         "STATEFED_BROKER_HOST",
         "127.0.0.1",
-        doc="where `statefed broker` listens (a loopback address)",
+        doc=(
+            "where `statefed broker` listens: a loopback address (127.0.0.1, ::1, "
+            "localhost); others are refused, as the local broker has no authentication"
+        ),
     )
     broker_port: int = setting(
         "STATEFED_BROKER_PORT",

@@ -119,6 +119,17 @@ class SchemaRegistry:
     def running(self) -> bool:
         return self._process is not None and self._process.running()
 
+    def exited(self) -> str | None:
+        """None while the registry runs (or was never started); once it exited on its own,
+        what to tell its user: the exit code and the end of its log."""
+        process = self._process
+        if process is None or process.running():
+            return None
+        return (
+            f"Apicurio Registry on {self.host}:{self.port} exited with code "
+            f"{process.returncode}; the end of its log {self.log_path}:\n{process.log_tail()}"
+        )
+
     def start(self, timeout_s: float = 60.0) -> None:
         """Start the JVM and wait until Confluent's API answers (GET /subjects gives 200);
         a start that fails leaves nothing running."""
