@@ -89,7 +89,8 @@ def setting(
     is given; `low`/`high` bound numbers inclusively, `choices` lists the accepted strings.
     `doc` says what it means to a user; `shown_default` is the default the configuration
     reference shows instead of `default` when the real one is derived at run time."""
-    kind = _kind(default)
+    # an optional number (default None, parsed as int or float) is bounded and named as one
+    kind = parse if default is None and parse in (int, float) else _kind(default)
     spec = Declaration(
         variable,
         default,
@@ -226,6 +227,8 @@ def _expected(spec: Declaration) -> str:
 
 def _problem(spec: Declaration, value: object) -> str | None:
     """What is wrong with `value` for `spec`, or None when it is acceptable."""
+    if value is None and spec.default is None:  # an optional setting left unset
+        return None
     if spec.kind in _KIND_NAMES:
         if not _in_bounds(spec, value):
             return f"{_expected(spec)}, got {value!r}"

@@ -124,3 +124,18 @@ def test_protobuf_recursion_wrappers_and_unsigned_longs() -> None:
 def test_a_proto_that_does_not_compile_is_named_by_its_subject_and_id() -> None:
     with pytest.raises(SourceError, match=r"subject 'nodes-value', id 3, does not compile"):
         derive("PROTOBUF", "message {", "nodes-value", 3)
+
+
+@pytest.mark.parametrize(
+    ("schema_type", "text", "said"),
+    [
+        ("AVRO", '"string"', 'an Avro record\'s fields, and the schema is "string"'),
+        ("AVRO", '["null", "string"]', 'and the schema is ["null", "string"]'),
+        ("JSON", "true", "a JSON Schema object's fields, and the schema is true"),
+        ("PROTOBUF", 'syntax = "proto3";\n', "a Protobuf message's fields, and the schema is a"),
+    ],
+)
+def test_a_schema_with_no_fields_to_read_says_so(schema_type: str, text: str, said: str) -> None:
+    with pytest.raises(ValueError, match="value fields are read from ") as refused:
+        derive(schema_type, text, "plain-value", 1)
+    assert said in str(refused.value) and "names no value_fields" in str(refused.value)

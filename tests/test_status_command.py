@@ -241,6 +241,32 @@ def test_once_names_the_url_setting_when_no_gateway_answers(unused_port: int) ->
     assert "statefed status: cannot reach" in done.stderr and "STATEFED_GATEWAY_URL" in done.stderr
 
 
+def test_once_says_when_what_answers_is_no_statefed_gateway(
+    unused_port: int, tmp_path: Path
+) -> None:
+    # a web server of something else at the URL: 200, and a page, not a status
+    (tmp_path / "status.json").write_text("<html><body>another server</body></html>")
+    command = [sys.executable, "-m", "http.server", str(unused_port), "--bind", "127.0.0.1"]
+    server = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{unused_port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until the server answers
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the web server did not answer"
+                time.sleep(0.05)
+        done = piped(statefed("status", "--once", "--url", url), child_env())
+    finally:
+        server.kill()
+        server.wait(10)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"statefed status: {url}/status.json answered 200 with no ")
+    assert "Traceback" not in done.stderr and "STATEFED_GATEWAY_URL" in done.stderr
+
+
 @pytest.fixture
 def unused_port() -> int:
     from tests.gateway.fakes import free_port

@@ -128,8 +128,14 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument(flag, dest=env, metavar=flag.strip("-").upper(), help=f"{text} [{env}]")
         if command == "produce":
             p.add_argument("--topic", default="words", help="topic to produce to (words)")
-            p.add_argument("--count", type=_positive, help="generate this many skewed words")
-            p.add_argument("--seed", type=int, default=0, help="seed of the generated words")
+            p.add_argument(
+                "--count",
+                type=_positive,
+                help="generate this many skewed words instead of reading stdin",
+            )
+            p.add_argument(
+                "--seed", type=int, default=0, help="seed of the words --count generates (0)"
+            )
             p.add_argument("--value", metavar="JSON", help=_VALUE_HELP)
         if command == "schema":
             _schema_arguments(p)
@@ -218,7 +224,7 @@ def _wait_for_signal(ready: str, exited: Callable[[], str | None]) -> None:
 
 def _broker(env: dict[str, str]) -> None:
     from runtime.hosts import is_loopback
-    from runtime.topics import ensure_topics, statefed_topics
+    from runtime.topics import TopicError, ensure_topics, statefed_topics
     from tooling.broker import BrokerStartError, KafkaBroker
 
     config = ToolingConfig.from_env(env)
@@ -242,7 +248,10 @@ def _broker(env: dict[str, str]) -> None:
     except BrokerStartError as exc:
         raise SystemExit(f"statefed broker: {exc}") from exc
     try:
-        ensure_topics(broker.bootstrap, statefed_topics(config.partitions, _catalogue(env)))
+        try:
+            ensure_topics(broker.bootstrap, statefed_topics(config.partitions, _catalogue(env)))
+        except TopicError as exc:
+            raise SystemExit(f"statefed broker: {exc}") from exc
         _wait_for_signal(
             f"statefed broker: Apache Kafka ready on {broker.bootstrap}, data in "
             f"{config.broker_dir}, log in {broker.log_path}",
@@ -323,13 +332,16 @@ def _pipeline(env: dict[str, str], check_health: bool, print_app_path: bool) -> 
         # next to this module; importing it would make an import cycle (it imports this)
         print(Path(__file__).resolve().with_name("sparkapp.py"))
         return
-    from pipeline import PipelineConfig, run_pipeline
+    from pipeline import PipelineConfig, PipelineError, run_pipeline
 
     config = PipelineConfig.from_env(env)
     if check_health:
         _check_pipeline_health(config)
         return
-    run_pipeline(config, _catalogue(env))
+    try:
+        run_pipeline(config, _catalogue(env))
+    except PipelineError as exc:  # its message names the cause and what to change
+        raise SystemExit(f"statefed pipeline: {exc}") from exc
 
 
 def _check_pipeline_health(config: PipelineConfig) -> None:
@@ -350,16 +362,20 @@ def _check_pipeline_health(config: PipelineConfig) -> None:
 
 def _node(env: dict[str, str]) -> None:
     from node.config import NodeConfig
+    from node.errors import NodeError
     from node.serve.server import run_node
     from tooling.restoreview import restore_progress
 
     config = NodeConfig.from_env(env)
-    # the bars are for a person watching a terminal; in JSON mode every line is a log line
-    if not sys.stderr.isatty() or config.log_format == "json":
-        run_node(config, _catalogue(env))
-        return
-    with restore_progress(config.url):  # progress bars for a person watching the terminal
-        run_node(config, _catalogue(env))
+    try:
+        # the bars are for a person watching a terminal; in JSON mode every line is a log
+        if not sys.stderr.isatty() or config.log_format == "json":
+            run_node(config, _catalogue(env))
+            return
+        with restore_progress(config.url):  # progress bars for a person watching
+            run_node(config, _catalogue(env))
+    except NodeError as exc:  # the failure was logged with its traceback where it happened
+        raise SystemExit(f"statefed node: {exc}") from exc
 
 
 def _gateway(env: dict[str, str]) -> None:

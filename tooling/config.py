@@ -117,6 +117,7 @@ class ToolingConfig(KafkaClientConfig, EnvConfig):
         "STATEFED_TOPICS_MIN_INSYNC_REPLICAS",
         None,
         parse=int,
+        low=1,
         doc="`min.insync.replicas` of every topic `statefed topics` creates",
         shown_default="replication factor - 1, at least 1",
     )

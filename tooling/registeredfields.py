@@ -267,13 +267,28 @@ def derive(schema_type: str, schema: str, subject: str = "", schema_id: int = 0)
     and `schema_id` name it in errors (SourceError: a .proto that does not compile)."""
     skipped: list[str] = []
     if schema_type == "AVRO":
-        fields = _avro_fields("", json.loads(schema), {}, skipped)
+        document = json.loads(schema)
+        if not isinstance(document, dict) or document.get("type") != "record":
+            raise ValueError(_no_fields("an Avro record", json.dumps(document)[:200]))
+        fields = _avro_fields("", document, {}, skipped)
     elif schema_type == "JSON":
-        fields = _json_fields("", json.loads(schema).get("properties", {}), skipped)
+        document = json.loads(schema)
+        if not isinstance(document, dict):
+            raise ValueError(_no_fields("a JSON Schema object", json.dumps(document)[:200]))
+        fields = _json_fields("", document.get("properties", {}), skipped)
     else:
-        first = messages_of(descriptor_set(subject, schema_id, schema))[0]
-        fields = _proto_fields("", first, (first.full_name,), skipped)
+        messages = messages_of(descriptor_set(subject, schema_id, schema))
+        if not messages:
+            raise ValueError(_no_fields("a Protobuf message", "a .proto file without one"))
+        fields = _proto_fields("", messages[0], (messages[0].full_name,), skipped)
     return Derived(fields, skipped)
+
+
+def _no_fields(wanted: str, found: str) -> str:
+    return (
+        f"value fields are read from {wanted}'s fields, and the schema is {found}: a view of "
+        "this subject reads the whole value, and names no value_fields"
+    )
 
 
 # --- Python source ------------------------------------------------------------------------

@@ -51,7 +51,15 @@ def fetch_status(client: httpx.Client, url: str, token: str | None) -> dict[str,
         )
     if response.status_code != 200:
         raise StatusUnavailable(f"{target} answered {response.status_code}: {_message(response)}")
-    body: dict[str, Any] = response.json()
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or "nodes" not in body:
+        raise StatusUnavailable(
+            f"{target} answered 200 with no statefed status ({response.text[:100]!r}): is a "
+            "statefed gateway there? Set --url or STATEFED_GATEWAY_URL"
+        )
     return body
 
 

@@ -97,15 +97,16 @@ def run_gateway(config: GatewayConfig, catalogue: Iterable[View] = CATALOGUE) ->
     """Serve the gateway over `catalogue` until SIGTERM or SIGINT, then stop the readers and
     clients; returns normally after either. With `config.processes` > 1, run that many
     worker processes of the built-in catalogue instead (`gateway.edge.supervisor`)."""
+    if config.processes > 1 and tuple(catalogue) != CATALOGUE:
+        raise config.config_error(
+            "STATEFED_GATEWAY_PROCESSES",
+            f"is {config.processes}, and worker processes serve the built-in catalogue "
+            "only: set it to 1 to serve another",
+        )
     _configure_logging(config)
     if config.processes == 1:
         _serve(_Server(uvicorn_config(GatewayApp(config, catalogue=catalogue))), config)
         return
-    if tuple(catalogue) != CATALOGUE:
-        raise ValueError(
-            "run_gateway: worker processes serve the built-in catalogue only; run one "
-            "process (STATEFED_GATEWAY_PROCESSES=1) to serve another"
-        )
     code = supervise(config)
     if code != 0:
         raise SystemExit(code)
