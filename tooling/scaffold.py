@@ -62,7 +62,8 @@ PRODUCE = '''\
 Any producer of yours works the same: key = the customer, value = a JSON object with the
 fields views.py reads. A librdkafka client (Python, Go, .NET, Node) must set
 `partitioner: murmur2_random`, which places keys as Kafka's Java producer does and as
-statefed routes them; its own default does not.
+statefed routes them; its own default does not. `enable.idempotence` keeps a retried
+record from landing twice (a count view would count it twice).
 """
 
 import json
@@ -80,7 +81,19 @@ CUSTOMERS = 50
 def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     bootstrap = os.environ.get("STATEFED_BOOTSTRAP", "127.0.0.1:9092")
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "partitioner": "murmur2_random",
+            "enable.idempotence": True,
+        }
+    )
+    refused: list[str] = []
+
+    def delivered(err, msg) -> None:  # the broker's answer, for each order
+        if err is not None:
+            refused.append(f"{msg.key().decode()}: {err.str()}")
+
     now_ms = int(time.time() * 1000)
     rng = random.Random()
     for _ in range(count):
@@ -90,11 +103,21 @@ def main() -> None:
             "item": rng.choice(ITEMS),
             "amount": round(rng.uniform(3, 120), 2),
         }
-        producer.produce("orders", json.dumps(order).encode(), customer.encode())
+        value = json.dumps(order).encode()
+        while True:
+            try:
+                producer.produce("orders", value, customer.encode(), on_delivery=delivered)
+                break
+            except BufferError:  # the client's queue is full: let it send, then again
+                producer.poll(0.1)
         producer.poll(0)
     left = producer.flush(30)
-    if left:
-        raise SystemExit(f"{left} orders not delivered in 30 s: is Kafka up at {bootstrap}?")
+    if left or refused:
+        raise SystemExit(
+            f"{count - left - len(refused)} of {count} orders delivered; {len(refused)} "
+            f"refused (first: {refused[:1]}), {left} unanswered in 30 s: is Kafka up at "
+            f"{bootstrap}, with a topic orders (statefed topics creates it)?"
+        )
     print(f"{count} orders produced to topic orders at {bootstrap}")
 
 
