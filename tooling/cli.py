@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from runtime.config import ConfigError
 from runtime.kafka import KAFKA_CLIENT_LOGGER, KafkaConnectionError
@@ -573,19 +573,21 @@ def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | N
 
 
 def _breaking(baseline: Path, sdl: str) -> None:
-    """Exit 1 naming each breaking change from the SDL in `baseline` to `sdl`."""
+    """Exit 1 naming each breaking change from the SDL in `baseline` to `sdl`; exit 2 when
+    `baseline` holds no SDL to compare with (so that CI tells a broken baseline from a
+    breaking change)."""
     from graphql import GraphQLError
 
     from tooling.breaking import breaking_changes
 
     try:
         before = baseline.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SystemExit(f"statefed schema: cannot read {baseline}: {exc.strerror}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        _unusable_baseline(f"cannot read {baseline}: {getattr(exc, 'strerror', None) or exc}")
     try:
         changes = breaking_changes(baseline.name, before, sdl)
-    except GraphQLError as exc:
-        raise SystemExit(f"statefed schema: {baseline} holds no GraphQL SDL: {exc}") from exc
+    except (GraphQLError, TypeError) as exc:  # TypeError: a type it names is not defined
+        _unusable_baseline(f"{baseline} holds no valid GraphQL SDL: {exc}")
     for change in changes:
         print(change)
     if changes:
@@ -594,6 +596,11 @@ def _breaking(baseline: Path, sdl: str) -> None:
             f"written against it may fail; change the catalogue back, or tell them"
         )
     print(f"statefed schema: no breaking change since {baseline}", file=sys.stderr)
+
+
+def _unusable_baseline(problem: str) -> NoReturn:
+    print(f"statefed schema: {problem}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _fields(env: dict[str, str], subject: str, version: int | None) -> None:

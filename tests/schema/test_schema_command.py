@@ -94,3 +94,27 @@ def test_breaking_with_out_is_refused_rather_than_writing_nothing(
         "statefed schema: --breaking compares and writes nothing"
     )
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("baseline", "said"),
+    [
+        ("type Query { a: Foo }\n", "holds no valid GraphQL SDL: "),  # a type never defined
+        ("this is not SDL\n", "holds no valid GraphQL SDL: Syntax Error"),
+        (None, "cannot read "),
+    ],
+)
+def test_a_baseline_that_is_no_sdl_exits_2_not_as_a_breaking_change(
+    workdir: WorkingDirectory,
+    capsys: pytest.CaptureFixture[str],
+    baseline: str | None,
+    said: str,
+) -> None:
+    path = workdir.path / "old.graphql"
+    if baseline is not None:
+        path.write_text(baseline)
+    with pytest.raises(SystemExit) as refused:
+        main(["schema", "--breaking", str(path)])
+    assert refused.value.code == 2  # CI tells it from a breaking change (1)
+    err = capsys.readouterr().err
+    assert err.startswith("statefed schema: ") and said in err and str(path) in err
