@@ -358,16 +358,19 @@ def create_planned(
 
 def ensure_topics(
     kafka: str | KafkaSettings, topics: dict[str, int], timeout_s: float = 15.0
-) -> None:
+) -> dict[str, int]:
     """Create the missing ones of `topics` (replication 1, the cluster's default configs:
-    not compacted on a Kafka as shipped); existing topics are left as they are. For tests
-    and the local broker (`statefed broker`): production topics come from `statefed
-    topics` (`topic_plan`)."""
+    not compacted on a Kafka as shipped); existing topics are left as they are. Returns
+    the existing ones whose partition count differs from the one asked, with their own.
+    For tests and the local broker (`statefed broker`): production topics come from
+    `statefed topics` (`topic_plan`)."""
     settings = KafkaSettings.of(kafka)
     admin, metadata = _metadata(settings, timeout_s)
     missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in metadata.topics]
     if missing:
         _create(admin, settings.bootstrap, missing, timeout_s)
+    existing = {t: len(metadata.topics[t].partitions) for t in topics if t in metadata.topics}
+    return {t: n for t, n in existing.items() if n != topics[t]}
 
 
 def _create(admin: AdminClient, bootstrap: str, new: list[NewTopic], timeout_s: float) -> None:

@@ -249,9 +249,18 @@ def _broker(env: dict[str, str]) -> None:
         raise SystemExit(f"statefed broker: {exc}") from exc
     try:
         try:
-            ensure_topics(broker.bootstrap, statefed_topics(config.partitions, _catalogue(env)))
+            planned = statefed_topics(config.partitions, _catalogue(env))
+            kept = ensure_topics(broker.bootstrap, planned)
         except TopicError as exc:
             raise SystemExit(f"statefed broker: {exc}") from exc
+        for topic, partitions in sorted(kept.items()):
+            print(
+                f"statefed broker: warning: topic {topic} keeps its {partitions} partitions "
+                f"from an earlier start in {config.broker_dir}, not {planned[topic]}: statefed "
+                "changes no topic's partition count (its keys would move to other "
+                "partitions); start with another --dir for new topics",
+                file=sys.stderr,
+            )
         _wait_for_signal(
             f"statefed broker: Apache Kafka ready on {broker.bootstrap}, data in "
             f"{config.broker_dir}, log in {broker.log_path}",

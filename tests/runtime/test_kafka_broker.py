@@ -86,6 +86,15 @@ def test_a_record_over_the_producers_limit_stops_a_produce_once_the_ones_before_
     assert _values(broker.bootstrap, topic, 2) == [b"1", b"2"]
 
 
+def test_ensure_topics_names_the_existing_topics_whose_partition_count_differs(
+    broker: KafkaBroker,
+) -> None:
+    kept, fresh = (f"test.ensure.{name}-{uuid.uuid4().hex[:8]}" for name in ("kept", "fresh"))
+    assert ensure_topics(broker.bootstrap, {kept: 2}) == {}
+    assert ensure_topics(broker.bootstrap, {kept: 4, fresh: 3}) == {kept: 2}
+    assert ensure_topics(broker.bootstrap, {kept: 2, fresh: 3}) == {}
+
+
 def _values(bootstrap: str, topic: str, count: int) -> list[bytes]:
     """The values of the first `count` records of partition 0 of `topic`, in offset order."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}"})
