@@ -150,3 +150,13 @@ def test_the_command_refuses_an_address_beyond_loopback_before_starting(host: st
         f"statefed broker: --host (STATEFED_BROKER_HOST): must be a loopback address "
         f"(127.0.0.1, ::1 or localhost), got '{host}': the local broker is plaintext"
     )
+
+
+def test_the_command_names_a_data_directory_it_cannot_make(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as refused:
+        main(["broker", "--dir", str(blocker / "kafka"), "--port", str(free_port())])
+    assert str(refused.value.code).startswith(
+        f"statefed broker: cannot make {blocker / 'kafka'} (Not a directory): choose another "
+    )

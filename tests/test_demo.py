@@ -62,6 +62,17 @@ def test_the_demo_refuses_a_directory_holding_files_it_did_not_write(tmp_path: P
     assert (project / "views.py").read_text() == "VIEWS = ()\n"
 
 
+def test_the_demo_refuses_a_file_named_as_its_directory(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# mine\n")
+    with pytest.raises(SystemExit) as refused:
+        main(["demo", "--dir", str(readme)])
+    assert str(refused.value.code).startswith(
+        f"statefed demo: {readme} is a file, and the demo needs a directory"
+    )
+    assert readme.read_text() == "# mine\n"
+
+
 def test_an_earlier_demos_directory_or_a_marked_one_is_emptied_and_marked(tmp_path: Path) -> None:
     earlier = tmp_path / "earlier"  # written before demos marked their directory
     (earlier / "checkpoints" / "word_counts").mkdir(parents=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from runtime.classdata import archive_path
+from runtime.config import ConfigError
 from tooling.java import JavaNotFound, find_java, jvm_options
 
 
@@ -35,6 +36,12 @@ def test_options_are_split_as_a_shell_splits_words(tmp_path: Path) -> None:
     }
     assert jvm_options("kafka", environ) == ["-Xss4m", "-Da=b c", "-XX:TieredStopAtLevel=1"]
     assert jvm_options("kafka", {"STATEFED_JVM_ARCHIVES": str(tmp_path)}) == []
+
+
+def test_options_a_shell_cannot_split_are_named_with_the_variable(tmp_path: Path) -> None:
+    environ = {"STATEFED_JVM_OPTIONS": '-Dx="a', "STATEFED_JVM_ARCHIVES": str(tmp_path)}
+    with pytest.raises(ConfigError, match=r"^STATEFED_JVM_OPTIONS: cannot be split into words"):
+        jvm_options("kafka", environ)
 
 
 def test_a_parts_archive_comes_first_once_it_is_written(tmp_path: Path) -> None:

@@ -242,7 +242,13 @@ def _broker(env: dict[str, str]) -> None:
         data_dir=config.broker_dir,
         log_path=config.broker_dir / "kafka.log",
     )
-    config.broker_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        config.broker_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(
+            f"statefed broker: cannot make {config.broker_dir} ({exc.strerror}): choose "
+            "another --dir (STATEFED_BROKER_DIR)"
+        ) from exc
     try:
         broker.start()
     except BrokerStartError as exc:

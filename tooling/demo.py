@@ -129,6 +129,11 @@ def _access(env: dict[str, str]) -> str:
 def _wipe(base: Path) -> None:
     """Empty `base` for a new demo, and mark it as the demo's; SystemExit when it holds
     anything else than an earlier demo's files (`--dir .` must not delete a project)."""
+    if base.exists() and not base.is_dir():
+        raise SystemExit(
+            f"statefed demo: {base} is a file, and the demo needs a directory: name a new or "
+            "empty one with --dir or STATEFED_DEMO_DIR"
+        )
     if base.exists():
         foreign = sorted(e.name for e in base.iterdir() if not _demo_wrote(e.name))
         if foreign and not (base / _MARK).exists():

@@ -48,4 +48,12 @@ def jvm_options(part: str, environ: Mapping[str, str] = os.environ) -> list[str]
     """The options of `part`'s JVM (`runtime.classdata.PARTS`): its class-data archive,
     when written, then `STATEFED_JVM_OPTIONS` split as a shell splits words."""
     config = ToolingConfig.from_env(environ)
-    return [*archive_options(part, config.jvm_archives), *shlex.split(config.jvm_options or "")]
+    try:
+        words = shlex.split(config.jvm_options or "")
+    except ValueError as exc:  # an unclosed quote
+        raise ToolingConfig.config_error(
+            "STATEFED_JVM_OPTIONS",
+            f"cannot be split into words as a shell would ({exc}): close its quotes, got "
+            f"{config.jvm_options!r}",
+        ) from exc
+    return [*archive_options(part, config.jvm_archives), *words]
