@@ -508,7 +508,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
             "operations one WebSocket runs at once: queries and mutations until answered, "
             "subscriptions until their stream starts (then their own limits count them); one "
             "more is answered with an `error` message `TOO_MANY_OPERATIONS` and the "
-            "connection stays open"
+            "connection stays open. On an SSE stream (single connection mode), results its "
+            "client has not taken yet: one more is refused with HTTP 429"
         ),
     )
     # graphql-ws's default

@@ -195,6 +195,7 @@ class GatewayApp:
             self._authenticator,
             max_body_bytes=config.max_body_bytes,
             send_buffer=config.live_send_buffer,
+            max_operations=config.max_operations_per_connection,
         )
         self._entrance = HostCheck.around(self._route, config.host_policy())
 

@@ -11,9 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TOO_MANY_SUBSCRIPTIONS", "Slot", "Slots", "TooManySubscriptions", "over_limit"]
+__all__ = [
+    "MAX_OPERATIONS",
+    "TOO_MANY_OPERATIONS",
+    "TOO_MANY_SUBSCRIPTIONS",
+    "Slot",
+    "Slots",
+    "TooManySubscriptions",
+    "over_limit",
+]
 
 TOO_MANY_SUBSCRIPTIONS = "TOO_MANY_SUBSCRIPTIONS"
+# operations at once on one WebSocket or SSE stream (gateway.edge.ws, gateway.edge.sse)
+TOO_MANY_OPERATIONS = "TOO_MANY_OPERATIONS"
+MAX_OPERATIONS = "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION"
 _TOTAL = "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS"
 _PER_CONNECTION = "STATEFED_GATEWAY_MAX_SUBSCRIPTIONS_PER_CONNECTION"
 

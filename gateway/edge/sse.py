@@ -33,13 +33,18 @@ one: a flood of PUTs then ages out the flood, not a client between its PUT and i
 They wait in creation order, so a PUT looks only at those it drops and one more.
 
 Events wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER per stream; a comment line every
-`_HEARTBEAT_S` keeps proxies from closing an idle stream.
+`_HEARTBEAT_S` keeps proxies from closing an idle stream. A client that takes nothing of its
+stream for `_STALLED_S` is dropped (its operations stop, its slots are freed), and a
+single connection runs at most STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION operations
+that are not streaming subscriptions at once (a query's result waits there until the
+stream takes it): one more is refused with HTTP 429, TOO_MANY_OPERATIONS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -52,18 +57,24 @@ import orjson
 
 from gateway.auth.bearer import Authenticator, Unauthenticated, authorization, refusal
 from gateway.edge.operations import Operations, Refused, Single, Started, Stream
-from gateway.edge.slots import Slots, TooManySubscriptions
+from gateway.edge.slots import MAX_OPERATIONS, TOO_MANY_OPERATIONS, Slots, TooManySubscriptions
 from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, Send, send_json
 from runtime.graphql_http.asgi import read_body, send_body
 from runtime.graphql_http.csrf import check_request
-from runtime.graphql_http.request import decode_body, decode_query_string
+from runtime.graphql_http.request import decode_body, decode_query_string, request_id
+from runtime.graphql_http.response import internal_error
 
 __all__ = ["STREAM_PATH", "TOKEN_HEADER", "GraphQLEventStream"]
+
+log = logging.getLogger(__name__)
 
 STREAM_PATH = "/graphql/stream"
 TOKEN_HEADER = b"x-graphql-event-stream-token"
 _HEARTBEAT_S = 12.0
+# a stream whose client takes nothing for this long (its connection's window shut: it
+# reads nothing, or the network is gone without a reset) is ended: two heartbeats' time
+_STALLED_S = 2 * _HEARTBEAT_S
 # a reservation not opened within this is dropped: a client opens it one round trip after
 # its PUT
 _UNCLAIMED_S = 10.0
@@ -103,6 +114,11 @@ class _Running:
         self._after = after
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def streaming(self) -> bool:
+        """A subscription's stream (its slots count it), not a result waiting to be sent."""
+        return self._stream is not None
+
     def start(self) -> _Running:
         self._task = asyncio.create_task(self._deliver(self._started))
         return self
@@ -118,6 +134,10 @@ class _Running:
                 await self._emit(_event("next", self._wrap(started.body)))
             else:
                 await started.pump(lambda body: self._emit(_event("next", self._wrap(body))))
+        except Exception:  # a fault of ours: the client hears of it, and the stream ends
+            ident = started.request_id if isinstance(started, Stream) else request_id(None)
+            log.exception("internal error, SSE operation %s %s", self._ident, ident)
+            await self._emit(_event("next", self._wrap({"errors": [internal_error(ident)]})))
         finally:
             if self._stream is not None:
                 await self._stream.aclose()
@@ -227,6 +247,7 @@ class GraphQLEventStream:
         *,
         max_body_bytes: int,
         send_buffer: int,
+        max_operations: int = 100,
         unclaimed_s: float = _UNCLAIMED_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -234,6 +255,7 @@ class GraphQLEventStream:
         self._authenticator = authenticator
         self._max_body_bytes = max_body_bytes
         self._send_buffer = send_buffer
+        self._max_operations = max_operations
         # as many may wait to be opened as subscriptions may run: each is for one at least
         self.reservations = _Reservations(operations.slots.total, unclaimed_s, clock)
 
@@ -338,6 +360,15 @@ class GraphQLEventStream:
             )
         if ident in reservation.ops:
             raise RequestError(f"operation {ident} runs already", 409, "CONFLICT")
+        busy = sum(1 for running in reservation.ops.values() if not running.streaming)
+        if busy >= self._max_operations:  # results the stream has not taken yet
+            raise RequestError(
+                f"this stream already has {busy} operations whose results it has not taken, "
+                f"the most it may ({MAX_OPERATIONS}): read the stream, wait for one to "
+                "complete, or open another",
+                429,
+                TOO_MANY_OPERATIONS,
+            )
         started = await self._begin(operation, principal, reservation.slots)
         refusal = _late_refusal(reservation, ident)
         if refusal is not None:
@@ -427,6 +458,10 @@ async def _stream(events: asyncio.Queue[bytes | object], receive: Receive, send:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+class _Stalled(Exception):
+    """The client took nothing of its stream for `_STALLED_S`."""
+
+
 async def _write(events: asyncio.Queue[bytes | object], send: Send) -> None:
     while True:
         # not asyncio.wait_for: on Python 3.11 it returns the event instead of raising when
@@ -439,7 +474,12 @@ async def _write(events: asyncio.Queue[bytes | object], send: Send) -> None:
         if event is _END:
             return
         assert isinstance(event, bytes)
-        await send({"type": "http.response.body", "body": event, "more_body": True})
+        try:  # the server waits while the client's window is shut: not for ever
+            async with asyncio.timeout(_STALLED_S):
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+        except TimeoutError:
+            log.info("an SSE client took nothing of its stream for %g s: ended", _STALLED_S)
+            raise _Stalled from None
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -54,7 +54,13 @@ import orjson
 from gateway.auth.bearer import Authenticator, Unauthenticated, authorization
 from gateway.cors import CorsPolicy
 from gateway.edge.operations import Operations, Refused, Single, request_refusal
-from gateway.edge.slots import Slots, TooManySubscriptions, over_limit
+from gateway.edge.slots import (
+    MAX_OPERATIONS,
+    TOO_MANY_OPERATIONS,
+    Slots,
+    TooManySubscriptions,
+    over_limit,
+)
 from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, Send
 from runtime.graphql_http.asgi import refuse_websocket
@@ -65,8 +71,6 @@ __all__ = ["PROTOCOL", "TOO_MANY_OPERATIONS", "CloseCode", "GraphQLWebSocket", "
 log = logging.getLogger(__name__)
 
 PROTOCOL = "graphql-transport-ws"
-TOO_MANY_OPERATIONS = "TOO_MANY_OPERATIONS"
-_MAX_OPERATIONS = "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION"
 _CLOSE_WAIT_S = 5.0  # for the close frame to go out behind what is buffered
 _MAX_REASON_BYTES = 123  # a close frame's reason (RFC 6455 5.5)
 
@@ -367,9 +371,9 @@ def _too_many_operations(limit: int) -> list[dict[str, Any]]:
     """The GraphQL error refusing an operation over the connection's limit."""
     message = (
         f"this connection already runs {limit} operations, the most it may at once "
-        f"({_MAX_OPERATIONS}): wait for one to complete, or open another connection"
+        f"({MAX_OPERATIONS}): wait for one to complete, or open another connection"
     )
-    return over_limit(message, TOO_MANY_OPERATIONS, limit, _MAX_OPERATIONS)
+    return over_limit(message, TOO_MANY_OPERATIONS, limit, MAX_OPERATIONS)
 
 
 def _parse(text: str) -> dict[str, Any]:

@@ -14,10 +14,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import pytest
 
 from gateway.cluster.pipeline import StatusBoard
 from gateway.cluster.routing import RoutingFeed
 from gateway.config import GatewayConfig
+from gateway.edge import sse
 from gateway.edge.app import GatewayApp
 from gateway.edge.sse import GraphQLEventStream
 from tests.clocks import HandClock
@@ -100,9 +102,11 @@ class Opened:
 
 
 @asynccontextmanager
-async def opened(app: App, token: str) -> AsyncIterator[Opened]:
+async def opened(app: App, token: str, stalled: bool = False) -> AsyncIterator[Opened]:
     """A GET opening the stream of `token`, read as it comes (httpx's ASGI transport answers
-    only once the app is done); the client goes away on leaving."""
+    only once the app is done); the client goes away on leaving. A `stalled` client takes
+    nothing after the stream's first line: each later send waits, as on a connection whose
+    window is shut."""
     messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     gone = asyncio.Event()
     asked = False
@@ -131,7 +135,14 @@ async def opened(app: App, token: str) -> AsyncIterator[Opened]:
         "server": ("127.0.0.1", 8100),
     }
 
+    bodies = 0
+
     async def send(message: MutableMapping[str, Any]) -> None:
+        nonlocal bodies
+        if message["type"] == "http.response.body":
+            bodies += 1
+            if stalled and bodies > 1:
+                await asyncio.Event().wait()
         messages.put_nowait(dict(message))
 
     answering = asyncio.create_task(app(scope, receive, send))
@@ -298,5 +309,49 @@ def test_a_put_looks_only_at_the_reservations_it_drops_and_one_more() -> None:
                 before = reservations.examined
                 await http.put(PATH)
                 assert (reservations.examined - before, reservations.waiting) == (1, 303)
+
+    asyncio.run(scenario())
+
+
+def test_a_stream_nobody_reads_takes_at_most_max_operations_results_then_refuses_more() -> None:
+    """Each query's result waits for the stream to take it: a client that sends queries and
+    reads nothing would otherwise make the gateway hold every result and its task."""
+
+    async def scenario() -> None:
+        async with gateway(live_send_buffer=1, max_operations_per_connection=2) as (app, http):
+            token = (await http.put(PATH)).text
+            async with opened(app, token, stalled=True) as stream:
+                assert stream.status == 200
+                statuses = []
+                for ident in range(10):
+                    hello = subscription(str(ident), '{ hello(name: "sse") }')
+                    posted = await http.post(PATH, json=hello, headers={TOKEN: token})
+                    statuses.append(posted.status_code)
+                    await asyncio.sleep(0)  # the operation's task runs as far as it can
+                reservation = app._events.reservations.get(token)
+                assert reservation is not None and len(reservation.ops) <= 2
+                assert statuses.count(429) >= 6, statuses
+                extensions = posted.json()["errors"][0]["extensions"]
+                assert extensions["code"] == "TOO_MANY_OPERATIONS"
+                assert "STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION" in message(posted)
+
+    asyncio.run(scenario())
+
+
+def test_a_stream_whose_client_takes_nothing_is_ended_and_its_operations_stopped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sse, "_STALLED_S", 0.2)
+
+    async def scenario() -> None:
+        async with gateway(live_send_buffer=1) as (app, http):
+            token = (await http.put(PATH)).text
+            async with opened(app, token, stalled=True):
+                posted = await http.post(PATH, json=subscription("t"), headers={TOKEN: token})
+                assert posted.status_code == 202
+                async with asyncio.timeout(10):  # the stalled stream ends, its ticks stop
+                    while app._events.reservations.get(token) is not None:
+                        await asyncio.sleep(0.05)
+                assert app._operations.slots.running == 0
 
     asyncio.run(scenario())
