@@ -115,9 +115,7 @@ class FeedStream:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await _cancelled(self._task)
         await self._leave()
 
     @property
@@ -443,9 +441,17 @@ class _Watched:
 
     async def stop(self) -> None:
         if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+            await _cancelled(self.task)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and wait until it ended. Not `await task` under a suppressed
+    CancelledError: that would also swallow a cancellation of the caller itself (a client
+    gone while its subscription tears down), which then ran on as if never cancelled."""
+    if task.done():  # nothing to wait for (asyncio.wait would still yield once)
+        return
+    task.cancel()
+    await asyncio.wait({task})
 
 
 def _call(watcher: Callable[[FeedBatch | Exception], None], item: FeedBatch | Exception) -> None:
@@ -491,9 +497,7 @@ class FeedHub:
         """End every stream and close the links."""
         self._stopped = True
         if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
+            await _cancelled(self._watcher)
         for stream in list(self._streams):
             stream.end(FeedClosedError("the gateway is shutting down: resume with your token"))
         links, self._links = self._links, {}

@@ -282,7 +282,6 @@ async def key_updates(
         by_partition.setdefault(view.partition_of(key, partitions), []).append(key)
     merge = _Merge(view, token, conflate, bound, max_wait_s, keys=len(set(keys)))
     async with contextlib.AsyncExitStack() as stack:
-        sources = []
         for partition, asked in sorted(by_partition.items()):
             source = _Source(partition, merge, empty_snapshots)
             source.shared = await stack.enter_async_context(
@@ -301,8 +300,8 @@ async def key_updates(
                 )
             )
             source.start(own)
-            sources.append(source)
-        stack.callback(_cancel, [s.task for s in sources if s.task is not None])
+            # at once: a follow of a later partition that fails must not leave it running
+            stack.callback(_cancel, [source.task] if source.task is not None else [])
         while True:
             update = merge.take()
             if update is not None:

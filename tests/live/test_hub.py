@@ -17,7 +17,7 @@ import pytest
 import trustme
 
 from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
-from gateway.nodes.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream
+from gateway.nodes.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream, _cancelled
 from gateway.nodes.links import FeedLink, Frames
 from runtime.clock import wall_clock_ms
 from runtime.trust import ClusterSecret, NodeCallSigner
@@ -717,3 +717,39 @@ def test_a_copy_whose_feed_does_not_answer_is_said_once_and_its_retries_at_debug
     said = unreachable()
     assert said[0] == logging.INFO
     assert set(said[1:]) == {logging.DEBUG}
+
+
+def test_stopping_a_follow_keeps_a_cancellation_of_the_one_stopping_it() -> None:
+    """A subscription tearing down its follows may itself be cancelled meanwhile (its
+    client went away): the cancellation must reach it, not be swallowed with the follow's."""
+
+    async def scenario() -> None:
+        cleaned, started = asyncio.Event(), asyncio.Event()
+
+        async def follow() -> None:
+            try:
+                started.set()
+                await asyncio.Event().wait()
+            finally:  # an unfollow sent to the node: takes a moment
+                await asyncio.sleep(0.05)
+                cleaned.set()
+
+        followed = asyncio.get_running_loop().create_task(follow())
+        await started.wait()
+        after_stop: list[str] = []
+
+        async def teardown() -> None:
+            await _cancelled(followed)
+            after_stop.append("ran on")  # only if its own cancellation was swallowed
+
+        stopping = asyncio.get_running_loop().create_task(teardown())
+        async with asyncio.timeout(5):  # until teardown waits for the follow's cleanup
+            while not followed.cancelling():
+                await asyncio.sleep(0)
+        stopping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stopping
+        await cleaned.wait()
+        assert after_stop == [] and followed.cancelled()
+
+    asyncio.run(scenario())
