@@ -313,11 +313,13 @@ class Replicator:
         )
 
     def _open(self, partition: int, store: PartitionStore) -> StoreWriteError | None:
-        """Open `store`; a damaged one is moved aside and opened empty. Returns the error
-        of a store that cannot be written now (a full disk) instead of raising it."""
+        """Open `store`; a damaged one (found at open, or by reading its offsets, which
+        `_hold` needs) is moved aside and opened empty. Returns the error of a store that
+        cannot be written now (a full disk) instead of raising it."""
         try:
             try:
                 store.open()
+                store.offsets()
             except StoreDamagedError as exc:
                 self._set_aside(partition, exc, store.set_aside())
                 store.open()
@@ -568,8 +570,11 @@ class Replicator:
         prove it takes writes; returns its stored offsets, from which it goes on."""
         store = self._stores[partition]
         if damage is not None:
-            # restoring before the store is emptied: no read may find it empty meanwhile
+            # restoring before the store is emptied: no read may find it empty meanwhile;
+            # and a restore of ours, so that a retry after a failure below (a full disk)
+            # still ends it once the changelog's end is reached
             self.registry.restart_restore(partition, {})
+            self._restores[partition] = _Restore(time.monotonic(), dict.fromkeys(self.views, 0))
             moved_to = self.registry.exclusive(partition, lambda held: held.set_aside())
             if moved_to is not None:
                 self._set_aside(partition, damage, moved_to)

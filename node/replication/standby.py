@@ -30,6 +30,7 @@ from node.changelog.feed import ChangeFeed
 from node.changelog.materializer import Replicator, StoreFactory
 from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
+from node.errors import StoreDamagedError
 from node.storage.store import PartitionStore
 from runtime.clock import Clock, wall_clock_ms
 from runtime.trust import ClusterSecret, SignatureError, member_signature
@@ -124,6 +125,15 @@ class StandbyReplicator(Replicator):
         with self._lock:
             consumer = self._consumer
             if consumer is None or self._stop.is_set():
+                return False
+            try:
+                store.offsets()  # what _hold starts from
+            except (
+                StoreDamagedError
+            ) as exc:  # closed by the Materializer; set aside when next opened
+                log.warning(
+                    "node %s: not adopting partition %d: %s", self.config.node_id, partition, exc
+                )
                 return False
             stale = self._assigned.pop(partition, None)  # claimed, not reconciled yet
             if stale:

@@ -284,7 +284,11 @@ class LevelDBStore(PartitionStore):
             damage = _table_damage(db, self.path)
             if damage is not None:
                 raise StoreDamagedError(f"partition store {self.path} is damaged: {damage}")
+            # its first reads: a table block failing its checksum shows here (sizes intact)
             self._check_format(db)
+        except plyvel.CorruptionError as exc:
+            db.close()
+            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
         except BaseException:
             db.close()
             raise
@@ -878,10 +882,13 @@ class LevelDBStore(PartitionStore):
         offset_prefix = layout.offset_prefix()
         cut = len(offset_prefix)
         result: dict[str, int] = {}
-        with db.iterator(prefix=offset_prefix) as entries:
-            for key, value in entries:
-                (topic,) = unpack(key[cut:])
-                result[str(topic)] = layout.decode_offset(value)
+        try:
+            with db.iterator(prefix=offset_prefix) as entries:
+                for key, value in entries:
+                    (topic,) = unpack(key[cut:])
+                    result[str(topic)] = layout.decode_offset(value)
+        except plyvel.CorruptionError as exc:
+            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
         return result
 
 

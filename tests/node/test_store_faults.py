@@ -144,3 +144,36 @@ def test_a_write_on_a_full_disk_fails_whole_and_the_store_resumes_after_space_re
             assert store.offsets() == {"t.changelog": (before + 4) * 300}
             rows = store.get_many("words", [f"k{i:05d}" for i in range(300)])
             assert rows == [CountRow(f"k{i:05d}", before + 3, 0) for i in range(300)]
+
+
+def rotten_blocks(path: Path) -> str:
+    """Damage a disk can do without changing a size: a byte flipped every 512 bytes of
+    every table's data (its index and footer, the last 10%, left whole), so reading any of
+    its blocks fails LevelDB's checksum."""
+    names = []
+    for table in sorted(path.glob("*.ldb")):
+        data = bytearray(table.read_bytes())
+        for at in range(0, len(data) * 9 // 10, 512):
+            data[at] ^= 0xFF
+        table.write_bytes(bytes(data))
+        names.append(table.name)
+    return ", ".join(names)
+
+
+def test_a_table_block_failing_its_checksum_is_damage_found_at_open_and_set_aside(
+    tmp_path: Path,
+) -> None:
+    """Sizes, seal and log intact: the first read of the store's own keys at open finds the
+    damage, which must be StoreDamagedError (moved aside, rebuilt), not LevelDB's own error,
+    which stopped the node."""
+    path = tmp_path / "partition-5"
+    store_with_files(path)
+    (path / SEAL).unlink()  # the seal would not vouch for changed bytes either way
+    rotten_blocks(path)
+    store = LevelDBStore(path, cache_mb=1)
+    with pytest.raises(StoreDamagedError, match=f"{path} is damaged: .*[Cc]orrupt"):
+        store.open()
+    assert store.closed
+    store.set_aside()
+    with store:
+        assert store.offsets() == {}
