@@ -368,6 +368,10 @@ class Replicator:
                 continue
             topic, partition, offset = message.topic(), message.partition(), message.offset()
             assert topic is not None and partition is not None and offset is not None
+            if offset < self._positions.get((topic, partition), 0):
+                # applied already: a poll fetched it for an earlier holder of the copy (a
+                # standby's fetch before it adopted the revoked active store)
+                continue
             batch = batches.get(partition)
             if batch is None:
                 if partition in batches:
@@ -450,6 +454,7 @@ class Replicator:
         try:
             changes = self._stores[partition].apply(batch)
         except _STORE_FAULTS as exc:
+            self.registry.not_applied(partition)
             self._fault(partition, exc)  # nothing of the batch was written
             return
         self._faults.pop(partition, None)

@@ -300,6 +300,14 @@ class PartitionRegistry:
             if copy is not None:
                 _raise(copy.visible, offsets)
 
+    def not_applied(self, partition: int) -> None:
+        """The batch `applying` announced was not written (a store fault writes nothing):
+        reads see, and report, only what the store holds."""
+        with self._lock:
+            copy = self._copies.get(partition)
+            if copy is not None:
+                copy.visible = dict(copy.applied)
+
     def record_applied(self, partition: int, offsets: Mapping[str, int]) -> None:
         with self._lock:
             copy = self._copies.get(partition)

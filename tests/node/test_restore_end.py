@@ -170,3 +170,41 @@ def test_the_end_is_not_passed_while_the_records_before_it_are_not_written(
     store.full = False
     assert store.offsets() == {}
     replicator._close_stores([0])
+
+
+@pytest.mark.parametrize("kind", REPLICATORS)
+def test_records_below_the_applied_position_are_not_applied_again(
+    kind: type[Replicator], tmp_path: Path
+) -> None:
+    """A poll may hold records fetched for an earlier holder of the copy (a standby's
+    fetch before it adopted the revoked active store, applied up to 6 there): applying
+    them again would move the stored offset back, and a window's row with it."""
+    store = LevelDBStore(tmp_path / "partition-0").open()
+    ahead = ChangeBatch(offsets={COUNTS: 6, WINDOWED: 0})
+    ahead.put_count(WORD_COUNTS.name, CountRow("k", 6, 1_700_000_000_000))
+    store.apply(ahead)
+    replicator, _ = attached(kind, store)
+
+    apply_polls(replicator, [[record(n, "k", n + 1) for n in range(2, 5)]], {COUNTS: 6})
+
+    assert store.offsets()[COUNTS] == 6
+    assert replicator._positions[(COUNTS, 0)] == 6
+    assert store.get(WORD_COUNTS.name, "k") == CountRow("k", 6, 1_700_000_000_000)
+    replicator._close_stores([0])
+
+
+def test_a_write_that_failed_leaves_reads_reporting_only_what_the_store_holds(
+    tmp_path: Path,
+) -> None:
+    """Reads report the positions of a batch from when it is about to be written (a read
+    meanwhile may see it); when the write fails, nothing of it is there to see."""
+    store = FailingStore(tmp_path / "partition-0").open()
+    replicator, _ = attached(Materializer, store)
+    apply_polls(replicator, [[record(0, "k", 1), eof(COUNTS, 1), eof(WINDOWED, 0)]], {COUNTS: 1})
+    store.full = True
+    apply_polls(replicator, [[record(n, "k", n + 1) for n in range(1, 4)]], {COUNTS: 4})
+    found = replicator.registry.read_at(0, lambda held: None, (replicator.role,))
+    assert found is not None
+    assert found[2][COUNTS] == 1  # not 4: the failed batch's
+    store.full = False
+    replicator._close_stores([0])
