@@ -442,7 +442,7 @@ def sink_options(config: PipelineConfig, view: View) -> dict[str, str]:
     acknowledged by all replicas within STATEFED_DELIVERY_TIMEOUT_MS and sent at once
     (the Java producer wants its request timeout within the delivery timeout), then the
     user's Kafka settings as `kafka.<key>` (TLS, SASL), which win."""
-    return {
+    options = {
         "kafka.acks": "all",
         "kafka.linger.ms": "0",
         "kafka.delivery.timeout.ms": str(config.delivery_timeout_ms),
@@ -450,6 +450,12 @@ def sink_options(config: PipelineConfig, view: View) -> dict[str, str]:
         **config.kafka.connector_options(),
         "topic": view.changelog_topic,
     }
+    # librdkafka's record limit (STATEFED_KAFKA_MESSAGE_MAX_BYTES) is max.request.size to
+    # the Java producer, which ignores a message.max.bytes
+    limit = options.pop("kafka.message.max.bytes", None)
+    if limit is not None:
+        options.setdefault("kafka.max.request.size", limit)
+    return options
 
 
 def _start_realtime_view(

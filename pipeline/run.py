@@ -52,8 +52,9 @@ BROKER_POLL_S = 1.0
 # what a query or its start fails with when Kafka misbehaves (config errors are not retried)
 _RESTARTABLE = (QueryFailedError, SourceError, DeliveryError, KafkaConnectionError, KafkaException)
 # a changelog record over Kafka's limit, as a failed query's text carries it (from the
-# writer's Python traceback): the replay of its batch makes the same record again
-_TOO_LARGE = re.compile(r"RecordTooLargeError: ([^\n]+)")
+# writer's Python traceback, or Real-Time Mode's Java producer): the replay of its batch
+# makes the same record again
+_TOO_LARGE = re.compile(r"RecordTooLarge(?:Error|Exception): ([^\n]+)")
 
 
 def run_pipeline(config: PipelineConfig, catalogue: Sequence[View] = CATALOGUE) -> None:

@@ -64,6 +64,7 @@ class BatchProducer:
         self._delivered: dict[tuple[str, int], int] = {}
         self._delivered_lock = threading.Lock()
         self._failed = 0
+        self._too_large = 0  # of them refused by the broker as over the topic's limit
         self._sent = 0
 
     def send(self, topic: str, key: bytes | None, value: bytes | None, partition: int = -1) -> None:
@@ -112,6 +113,8 @@ class BatchProducer:
             self._advance(placed, (message.offset() or 0) + 1)
             return
         self._failed += 1
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            self._too_large += 1
         if len(self._failures) < 5:
             key, topic = message.key(), message.topic() or ""
             if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # the topic's limit is lower
@@ -126,10 +129,15 @@ class BatchProducer:
 
     def flush_or_raise(self, what: str) -> int:
         """Wait until every queued record is acknowledged; raise `DeliveryError` naming
-        `what` (e.g. the view and batch) if any was not. Returns the records sent."""
+        `what` (e.g. the view and batch) if any was not, `RecordTooLargeError` when the
+        broker refused one as over the topic's limit (no replay delivers it). Returns the
+        records sent."""
         left = self._producer.flush(self.timeout_s)
         failed, failures, sent = self._failed, self._failures, self._sent
+        too_large = self._too_large
         self._discard(queued=left > 0)  # what is queued must not land after the replay
+        if too_large:  # the broker refused it: no replay makes it smaller
+            raise RecordTooLargeError(f"{what}: {'; '.join(failures)}")
         if left or failed:
             raise DeliveryError(
                 f"{what}: {failed} of {sent} records failed and {left} were unacknowledged "
@@ -142,7 +150,7 @@ class BatchProducer:
         if queued:
             self._producer.purge()
             self._producer.poll(0)  # their delivery reports, before the counts are reset
-        self._failures, self._failed, self._sent = [], 0, 0
+        self._failures, self._failed, self._too_large, self._sent = [], 0, 0, 0
 
     def close(self) -> None:
         self._producer.flush(self.timeout_s)

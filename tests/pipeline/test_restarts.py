@@ -71,6 +71,23 @@ def test_a_record_over_kafkas_limit_ends_the_pipeline_at_once_naming_it(
     assert isinstance(raised.value.__cause__, QueryFailedError)
 
 
+def test_a_record_real_time_modes_java_producer_refuses_as_too_large_ends_it_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    java = (
+        "The message is 2000088 bytes when serialized which is larger than 1048576, which "
+        "is the value of the max.request.size configuration."
+    )
+    text = (
+        "streaming query statefed.word_counts stopped: org.apache.spark.SparkException: "
+        "Writing job aborted\nCaused by: org.apache.kafka.common.errors."
+        f"RecordTooLargeException: {java}\n\tat org.apache.kafka.clients.producer"
+    )
+    with pytest.raises(RecordTooLargeError) as raised:
+        _run(monkeypatch, QueryFailedError(text))
+    assert str(raised.value) == java
+
+
 def test_another_failure_restarts_the_queries(monkeypatch: pytest.MonkeyPatch) -> None:
     starts, _metrics = _run(monkeypatch, QueryFailedError("a Python worker did not connect"))
     assert starts.calls == 2  # failed, restarted (and stopped)

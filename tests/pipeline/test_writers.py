@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import DataFrame, SparkSession
 
-from pipeline import DeliveryError, RecordTooLargeError
+from pipeline import DeliveryError, PipelineConfig, RecordTooLargeError
 from pipeline.deadletter import KEPT_BYTES
+from pipeline.job import sink_options
 from pipeline.kinds import count
 from pipeline.sink import BatchProducer
 from pipeline.writers import ChangelogWriter, DeadLetterWriter
-from schema import CountRow, View, partition_for
+from schema import DEMO_DOMAIN, CountRow, View, partition_for
 from tests.pipeline.support import PARTITIONS, ChangelogReader, DeadLetterReader
 from tooling.broker import KafkaBroker, free_port
 from tooling.processes import wait_until
@@ -91,6 +93,32 @@ def test_a_changelog_row_over_the_producers_limit_fails_naming_view_key_size_and
     with pytest.raises(RecordTooLargeError, match=expected):
         writer(rows, 3)
     producer.close()
+
+
+def test_a_record_the_topic_refuses_as_too_large_is_not_a_delivery_error_to_replay(
+    broker: KafkaBroker,
+) -> None:
+    """The producer's limit is above the topic's: the broker refuses the record, and no
+    replay would deliver it, so the batch fails with RecordTooLargeError (the pipeline
+    stops at once, naming the settings) rather than a DeliveryError it restarts for."""
+    topic = f"test-writer-topic-limit-{free_port()}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    created = admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})])
+    created[topic].result(10)
+    with BatchProducer(broker.bootstrap, "test-writer-topic-limit", timeout_s=10.0) as producer:
+        producer.send(topic, b"k", b"v" * 10_000, partition=0)
+        with pytest.raises(RecordTooLargeError, match=f"batch 9: .* to topic {topic} "):
+            producer.flush_or_raise("batch 9")
+        producer.send(topic, b"k", b"v", partition=0)  # the next batch starts clean
+        assert producer.flush_or_raise("batch 10") == 1
+
+
+def test_sink_options_give_the_java_producer_the_record_limit_by_its_own_name() -> None:
+    config = PipelineConfig.from_env({"STATEFED_KAFKA_MESSAGE_MAX_BYTES": "3000000"})
+    options = sink_options(config, DEMO_DOMAIN[0])
+    assert options["kafka.max.request.size"] == "3000000"
+    assert "kafka.message.max.bytes" not in options
+    assert "kafka.max.request.size" not in sink_options(PipelineConfig.from_env({}), DEMO_DOMAIN[0])
 
 
 def test_a_dead_letter_of_a_record_over_the_limit_is_written_cut_saying_so(
