@@ -280,8 +280,8 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         "STATEFED_GATEWAY_INTROSPECTION",
         True,
         doc=(
-            "`__schema` and `__type` (GraphiQL and schema tools need them; "
-            "`__typename` always works; see "
+            "`__schema`, `__type` and `_service` (GraphiQL, schema tools and routers "
+            "composing from `_service` need them; `__typename` always works; see "
             "[Introspection](querying.md#introspection))"
         ),
     )

@@ -96,7 +96,8 @@ class QueryLimits:
         self._config = config
         self._schema = schema
         self._prices = _prices(config, catalogue)
-        self._limits = Limits.of(config, GatewayConfig.ENV, "gateway")
+        # `_service { sdl }` prints the whole schema: hidden with introspection
+        self._limits = Limits.of(config, GatewayConfig.ENV, "gateway", schema_roots=("_service",))
 
     def analyze(self, document: DocumentNode, operation: OperationDefinitionNode) -> Shape:
         """The shape of one operation of a parsed (not yet validated) document."""

@@ -27,7 +27,7 @@ QueryLimitError                    the document exceeds a configured limit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -114,9 +114,10 @@ class QueryTooCostlyError(QueryLimitError):
 class IntrospectionDisabledError(QueryLimitError):
     code = "INTROSPECTION_DISABLED"
 
-    def __init__(self, variable: str, server: str) -> None:
+    def __init__(self, variable: str, server: str, schema_roots: Iterable[str] = ()) -> None:
+        names = ", ".join(["__schema", "__type", *sorted(schema_roots)])
         super().__init__(
-            f"introspection (__schema, __type) is turned off on this {server}; __typename works",
+            f"introspection ({names}) is turned off on this {server}; __typename works",
             actual=1,
             limit=0,
             variable=variable,
@@ -387,9 +388,18 @@ class Limits:
     introspection: bool
     variables: Mapping[str, str]
     server: str
+    # root fields that print the schema too, refused with introspection (the gateway's
+    # `_service`; a node's stays open to the routers that compose from it)
+    schema_roots: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, config: LimitSettings, env: Mapping[str, str], server: str) -> Limits:
+    def of(
+        cls,
+        config: LimitSettings,
+        env: Mapping[str, str],
+        server: str,
+        schema_roots: Iterable[str] = (),
+    ) -> Limits:
         """The limits of a server's config, named in messages by the variables `env` maps
         its fields to (the config's `ENV`)."""
         names = ("max_depth", "max_aliases", "max_cost", "introspection")
@@ -400,14 +410,26 @@ class Limits:
             introspection=config.introspection,
             variables={name: env[name] for name in names},
             server=server,
+            schema_roots=frozenset(schema_roots),
         )
 
     def refusals(self, measure: Measure) -> list[GraphQLError]:
         """One error per limit of depth, aliases and introspection `measure` exceeds."""
         refused: list[GraphQLError] = []
-        if measure.introspection and not self.introspection:
-            error = IntrospectionDisabledError(self.variables["introspection"], self.server)
-            refused.append(error.graphql(measure.introspection))
+        shown = [
+            *measure.introspection,
+            *(
+                n
+                for nodes in measure.roots.values()
+                for n in nodes
+                if n.name.value in self.schema_roots
+            ),
+        ]
+        if shown and not self.introspection:
+            error = IntrospectionDisabledError(
+                self.variables["introspection"], self.server, self.schema_roots
+            )
+            refused.append(error.graphql(shown))
         if measure.depth > self.max_depth:
             depth = "more than 200" if measure.too_nested else str(measure.depth)
             too_deep = QueryTooDeepError(

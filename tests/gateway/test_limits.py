@@ -327,10 +327,11 @@ def test_a_document_is_analyzed_once() -> None:
 
 def test_introspection_can_be_turned_off_but_typename_still_works() -> None:
     config = GatewayConfig.from_env({"STATEFED_GATEWAY_INTROSPECTION": "false"})
-    schema, type_, typename = ask(
+    schema, type_, service, typename = ask(
         [
             "{ __schema { queryType { name } } }",
             'query { ...T } fragment T on Query { __type(name: "WordCount") { name } }',
+            "{ _service { sdl } }",  # federation's: the whole SDL
             '{ __typename wordCount(word: "kafka") { __typename count } }',
         ],
         config,
@@ -338,6 +339,7 @@ def test_introspection_can_be_turned_off_but_typename_still_works() -> None:
     error = refused(schema, "INTROSPECTION_DISABLED", "STATEFED_GATEWAY_INTROSPECTION")
     assert error["extensions"] == {"code": "INTROSPECTION_DISABLED"}
     refused(type_, "INTROSPECTION_DISABLED", "STATEFED_GATEWAY_INTROSPECTION")
+    refused(service, "INTROSPECTION_DISABLED", "STATEFED_GATEWAY_INTROSPECTION")
     assert typename["data"] == {
         "__typename": "Query",
         "wordCount": {"__typename": "WordCount", "count": 5},
