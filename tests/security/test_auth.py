@@ -387,6 +387,21 @@ def test_node_urls_need_the_operator_scope(
     assert urls == ["http://n0.test", "http://n1.test"]
 
 
+def test_store_errors_need_the_operator_scope(
+    client: httpx.Client, keys: dict[str, SigningKey]
+) -> None:
+    """A store error's text may name the node's files: like a node's URL, operators only."""
+    query = "{ cluster { partitions { partition storeError } } }"
+    body = ask(client, query, sign(keys["rsa"])).json()
+    partitions = body["data"]["cluster"]["partitions"]
+    assert partitions and all(p["storeError"] is None for p in partitions)
+    assert set(codes(body)) == {"FORBIDDEN"} and len(body["errors"]) == len(partitions)
+    assert body["errors"][0]["path"] == ["cluster", "partitions", 0, "storeError"]
+    operator = sign(keys["rsa"], scope="statefed:operator")
+    shown = ask(client, query, operator).json()
+    assert "errors" not in shown and len(shown["data"]["cluster"]["partitions"]) == len(partitions)
+
+
 def test_health_shows_node_urls_to_operators_only(
     client: httpx.Client, keys: dict[str, SigningKey]
 ) -> None:

@@ -48,6 +48,15 @@ def _node_url(root: Any, info: strawberry.Info) -> str | None:
     return cast(str, root.node_url)
 
 
+def _store_error(root: Any, info: strawberry.Info) -> str | None:
+    context: RequestContext = info.context
+    if context.config.authenticates:  # its text may name the node's files
+        authorize(
+            context, context.config.operator_scope, f"partition {root.partition}'s store error"
+        )
+    return cast(str | None, root.store_error_text)
+
+
 @strawberry.type(description="A node, as its newest membership record describes it.")
 class ClusterNode:
     id: str
@@ -88,9 +97,13 @@ class ClusterPartition:
         description="Since when the node has not known this copy's lag (the broker did not "
         "answer it): endOffset and lag are as of then. Null while the lag is known."
     )
+    store_error_text: strawberry.Private[str | None]
     store_error: str | None = strawberry.field(
+        resolver=_store_error,
         description="Why the copy's store cannot be written now (e.g. a full disk): the "
-        "node has paused applying it and retries; null when it can."
+        "node has paused applying it and retries; null when it can. With authentication "
+        "on, null (and a FORBIDDEN error at this path) unless the token has the operator "
+        "scope.",
     )
 
 
@@ -152,7 +165,7 @@ def _partitions(table: RoutingTable) -> list[ClusterPartition]:
             restore_done=p.restore_done,
             restore_total=p.restore_total,
             lag_unknown_since=_from_ms(p.lag_unknown_since_ms),
-            store_error=p.store_error,
+            store_error_text=p.store_error,
         )
         for node_id, p in live_copies(table)
     ]
