@@ -93,6 +93,7 @@ class StandbyReplicator(Replicator):
         )
         self._wall_ms = wall_ms
         self._secret = secret  # with it, only signed membership records count
+        self._signed_ms: dict[str, int] = {}  # the newest signed time read per node
         # held by the thread while it touches stores, and by claim(): one handle per store
         self._lock = threading.RLock()
         self._claimed: set[int] = set()
@@ -193,7 +194,9 @@ class StandbyReplicator(Replicator):
             value = message.value()
             if self._secret is not None:
                 try:
-                    self._secret.verify_member(node_id, value, member_signature(message.headers()))
+                    signed_ms = self._secret.verify_member(
+                        node_id, value, member_signature(message.headers())
+                    )
                 except SignatureError as exc:
                     log.warning(
                         "node %s: membership record of node %s ignored: %s",
@@ -202,6 +205,10 @@ class StandbyReplicator(Replicator):
                         exc,
                     )
                     continue
+                # a replayed older record or tombstone undoes no newer one (as the gateway)
+                if signed_ms < self._signed_ms.get(node_id, 0):
+                    continue
+                self._signed_ms[node_id] = signed_ms
             if value is None:
                 self._members.pop(node_id, None)
                 continue

@@ -24,7 +24,7 @@ import httpx
 import orjson
 import pytest
 import uvicorn
-from confluent_kafka import Producer
+from confluent_kafka import Message, Producer
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 from websockets.typing import Subprotocol
@@ -40,8 +40,10 @@ from gateway.nodes.links import feed_url
 from gateway.nodes.transport import HttpxCaller
 from gateway.nodes.upstream import Upstream
 from gateway.reads.kinds import view_queries
+from node.changelog.partitions import PartitionRegistry
 from node.config import NodeConfig
 from node.errors import ConfigError as NodeConfigError
+from node.replication.standby import StandbyReplicator
 from node.replication.trust import CallGuard
 from node.serve.app import NodeApp
 from runtime.clock import wall_clock_ms
@@ -216,6 +218,34 @@ def test_a_membership_record_counts_only_when_signed_with_the_secret(
     assert directory.records == {}
     # without a secret (loopback dev mode) records count as before
     assert MemberDirectory().apply(b"forged", record("forged"))
+
+
+def test_a_nodes_standby_reader_keeps_the_newest_signed_record_of_each_node(
+    tmp_path: Path,
+) -> None:
+    """Standby placement reads membership too: someone who can write to the topic must
+    not make it forget a live node by replaying an older signed tombstone or record."""
+    secret = other_secret()
+    now = wall_clock_ms()
+    config = NodeConfig(node_id="n9", state_dir=tmp_path)
+    standby = StandbyReplicator(config, [], PartitionRegistry("n9"), secret=secret)
+
+    def message(node_id: str, beat: int | None, signed_ms: int) -> Message:
+        value = (
+            None if beat is None else encode_member(member(node_id, "http://n1.test", [0], beat))
+        )
+        header = (MEMBER_SIGNATURE_HEADER, secret.sign_member(node_id, value, signed_ms))
+        return Message(
+            topic=MEMBERS_TOPIC, partition=0, offset=0, key=node_id.encode(), value=value,
+            headers=[header],
+        )  # fmt: skip
+
+    standby._read_members([message("n1", now, now)])
+    standby._read_members([message("n1", None, now - 5000)])  # a replayed tombstone
+    standby._read_members([message("n1", now - 5000, now - 5000)])  # a replayed record
+    assert standby._members["n1"].heartbeat_ms == now
+    standby._read_members([message("n1", None, now + 1)])  # the node's own, newer
+    assert "n1" not in standby._members
 
 
 def test_coalesced_lookups_name_every_caller_in_one_signed_call() -> None:
