@@ -104,20 +104,31 @@ class ViewTracker:
     # ends at start); read after Spark reported the batch, so they cover its every row
     changelog_offsets: Callable[[], dict[int, int]] = dict
 
-    def on_progress(self, progress: StreamingQueryProgress) -> ViewStatus:
-        self.late_dropped += dropped_by_watermark(progress)
-        self.last_batch = int(progress.batchId)
+    def status_of(self, progress: StreamingQueryProgress) -> ViewStatus:
+        """The status of the batch `progress` reports, the tracker left as it was (`took`
+        moves it on once the status is published: one that failed is made again)."""
+        changelog_offsets = self.changelog_offsets()  # may fail: the broker does not answer
         offsets: dict[int, int] = {}
         for source in progress.sources:
             offsets.update(source_offsets(source.endOffset, self.topic))
         return ViewStatus(
             view=self.view,
-            batch_id=self.last_batch,
+            batch_id=int(progress.batchId),
             updated_ms=self.clock(),
-            late_dropped=self.late_dropped,
+            late_dropped=self.late_dropped + dropped_by_watermark(progress),
             source_offsets=offsets,
-            changelog_offsets=self.changelog_offsets(),
+            changelog_offsets=changelog_offsets,
         )
+
+    def took(self, status: ViewStatus) -> None:
+        """`status` was published: the next batch's follows it."""
+        self.late_dropped, self.last_batch = status.late_dropped, status.batch_id
+
+    def on_progress(self, progress: StreamingQueryProgress) -> ViewStatus:
+        """The status of the batch `progress` reports, taken."""
+        status = self.status_of(progress)
+        self.took(status)
+        return status
 
 
 class ChangelogEnds:
@@ -245,8 +256,9 @@ class StatusPoller:
         """Publish what every watched query did since the last poll."""
         for query, tracker in list(self._watched):
             for progress in new_progress(query, tracker.last_batch):
-                status = tracker.on_progress(progress)
-                self.publisher.publish(status)
+                status = tracker.status_of(progress)
+                self.publisher.publish(status)  # if either fails, the next poll makes it again
+                tracker.took(status)
                 if self.on_batch is not None:
                     self.on_batch(progress, status)
 

@@ -142,6 +142,31 @@ def test_the_poller_publishes_each_batch_once_in_order() -> None:
     poller.stop()  # never started: nothing to join
 
 
+def test_a_status_that_could_not_be_made_or_published_is_made_again_at_the_next_poll() -> None:
+    """Real-Time Mode reads its changelog's ends for each status: while the broker does
+    not answer, that batch's status must come at the next poll, its late rows counted once,
+    not be skipped for the next batch's."""
+    published = Collected()
+    poller = StatusPoller(published)
+    answers: list[dict[int, int] | Exception] = [KafkaException(KafkaError(1)), {0: 3}]
+
+    def ends() -> dict[int, int]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    query = Query(_progress(4, [2], '{"words": {"0": 9}}'))
+    tracker = ViewTracker("v", "words", late_dropped=1, clock=lambda: 1, changelog_offsets=ends)
+    poller.watch(query, tracker)
+    with pytest.raises(KafkaException):
+        poller.poll()
+    assert published.statuses == [] and tracker.last_batch is None
+    poller.poll()
+    assert published.statuses == [ViewStatus("v", 4, 1, 3, {0: 9}, changelog_offsets={0: 3})]
+    assert (tracker.last_batch, tracker.late_dropped) == (4, 3)
+
+
 def test_the_last_status_of_each_view_is_read_back_across_chunks(broker: KafkaBroker) -> None:
     ensure_topics(broker.bootstrap, {PIPELINE_TOPIC: 1})
     tag = uuid.uuid4().hex[:8]
