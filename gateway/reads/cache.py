@@ -159,6 +159,9 @@ class _Partition:
         self.freshness: dict[str, Any] = {"partition": partition}
         self.applied_sum = 0
         self.observed = 0  # the highest appliedOffset node reads of it reported
+        # and the highest position of each view's topic they reported: the rows a lookup
+        # answers are its topic's, whatever the other topics' offsets add up to
+        self.observed_at: dict[str, int] = {}
         self.heard = -math.inf  # loop time of the last heartbeat sent with the lease held
         self.fills: dict[str, _Fill] = {}  # by view name
         self.filling: dict[str, asyncio.Task[None]] = {}
@@ -427,6 +430,8 @@ class GatewayCache:
             return None  # the owner fell silent (frozen?) or its lease lapsed
         if state.applied_sum < state.observed:
             return None
+        if state.applied.get(topic, 0) < state.observed_at.get(topic, 0):
+            return None  # a read showed rows of this topic the follow has not reached
         if options.at_least is not None:
             wanted = dict(options.at_least.offsets).get(partition)
             if options.at_least.topic != topic or (
@@ -530,9 +535,17 @@ class GatewayCache:
         is ahead of the follow showed the client rows the follow has not reached."""
         for entry in freshness:
             state = self._partitions.get(entry.get("partition", -1))
+            if state is None:
+                continue
             applied = entry.get("appliedOffset")
-            if state is not None and isinstance(applied, int) and applied > state.observed:
+            if isinstance(applied, int) and applied > state.observed:
                 state.observed = applied
+            positions = entry.get("positions")
+            if not isinstance(positions, dict):
+                continue
+            for topic, position in positions.items():  # a batch being written included
+                if isinstance(position, int) and position > state.observed_at.get(topic, 0):
+                    state.observed_at[topic] = position
 
     def fill(
         self,

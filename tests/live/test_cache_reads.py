@@ -110,6 +110,41 @@ def test_a_node_read_of_any_kind_or_copy_that_saw_more_than_the_follow_makes_a_m
     asyncio.run(scenario())
 
 
+class AheadOnTheTopic(Copy):
+    """A copy whose read is ahead of the follow on the view's changelog (6 > 5) though
+    behind it on the sum over every changelog of the partition (7 < 8): a standby hedged
+    to, or the owner mid-write, showing rows the follow has not reached."""
+
+    def freshness(self, read: Iterable[int]) -> list[dict[str, Any]]:
+        return [
+            {**entry, "appliedOffset": 7, "positions": {WORDS.changelog_topic: 6}}
+            for entry in super().freshness(read)
+        ]
+
+
+def test_a_node_read_ahead_on_the_views_topic_makes_a_miss_whatever_the_sum() -> None:
+    """A hit never answers older than a read before it: judged on the rows' own topic,
+    not on offsets summed over topics the lookup does not read."""
+
+    async def scenario() -> None:
+        async with harness() as h:
+            key, other = key_in(0), key_in(0, 1)
+            h.ask([key])
+            follow = await h.following(applied=5, other=3)
+            await h.fill([key], {key: count_row(key, 4)}, offset=5)
+            node = AheadOnTheTopic()
+            async with planned(h, node) as planner:
+                await h.heartbeat(follow)
+                hit = await planner.lookup(WORDS, [key], planner.deadline())
+                assert hit.rows == [Row(key, 4)] and node.requests == 0
+                await planner.lookup(WORDS, [other], planner.deadline())  # read at 6
+                assert node.requests == 1
+                after = await planner.lookup(WORDS, [key], planner.deadline())
+            assert node.requests == 2 and after.rows == [None]  # read again, not the hit
+
+    asyncio.run(scenario())
+
+
 def test_a_lookup_answers_the_rows_it_looked_even_when_their_entries_were_evicted_since() -> None:
     """The fast path looks, then other fields' handlers run before the planner answers what
     it looked: a fill may evict the looked entry meanwhile. Its row was current at the look
