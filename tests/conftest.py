@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 from xdist.remote import Producer
 
 from tests.scheduling import OPTION, SCOPES, LongestFirst
@@ -46,6 +47,12 @@ _FOLDER_TIERS: dict[str, str] = {
     "test_kafka_clients.py": "kafka",
 }
 TIERS = ("unit", "kafka", "spark", "cluster", "chaos")
+
+# Hypothesis fails an example slower than 200 ms by default: a wall-clock bound, and a
+# loaded 2-core machine exceeds it (277 ms once, a property of tests/gateway that takes 13
+# ms alone). The tests assert behaviour; speed goals are the benchmark's.
+settings.register_profile("statefed", deadline=None)
+settings.load_profile("statefed")
 # a module that imports one of these starts real parts of its own
 _STARTERS = ("KafkaBroker", "KafkaCluster", "LocalCluster", "SchemaRegistry")
 
