@@ -110,7 +110,10 @@ def _decode(view: View, text: str) -> dict[str, dict[int, int]]:
             raise BadRequestError(view.name, problem)
         decoded[topic] = {}
         for partition, offset in offsets.items():
-            if not partition.isdigit() or type(offset) is not int or offset < 0:
+            # ASCII digits only: str.isdigit() takes '²', which int() refuses
+            if not (partition.isascii() and partition.isdigit()):
+                raise BadRequestError(view.name, problem)
+            if type(offset) is not int or offset < 0:
                 raise BadRequestError(view.name, problem)
             decoded[topic][int(partition)] = offset
     return decoded

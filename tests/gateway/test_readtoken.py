@@ -48,8 +48,22 @@ def test_merging_keeps_the_newer_position_of_each_partition() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["r1.", "r1.not-base64!", "r1.WzFd", "r1.eyJ0Ijp7IngiOjF9fQ", "r1.eyJ0Ijp7IjAiOi0xfX0"],
-    ids=["empty", "not-base64", "a-list", "partition-not-a-number", "negative-offset"],
+    [
+        "r1.",
+        "r1.not-base64!",
+        "r1.WzFd",
+        "r1.eyJ0Ijp7IngiOjF9fQ",
+        "r1.eyJ0Ijp7IjAiOi0xfX0",
+        "r1.eyJ0IjogeyLCsiI6IDF9fQ",  # {"t": {"²": 1}}: a digit to str.isdigit(), not to int()
+    ],
+    ids=[
+        "empty",
+        "not-base64",
+        "a-list",
+        "partition-not-a-number",
+        "negative-offset",
+        "partition-a-superscript-digit",
+    ],
 )
 def test_a_token_no_gateway_gave_is_a_bad_request_naming_the_fix(text: str) -> None:
     with pytest.raises(BadRequestError, match=r"pass back extensions\.readToken"):
