@@ -114,9 +114,11 @@ class FeedStream:
         self._task = asyncio.get_running_loop().create_task(self._guarded())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await _cancelled(self._task)
-        await self._leave()
+        try:
+            if self._task is not None:
+                await _cancelled(self._task)
+        finally:  # also when the caller is cancelled meanwhile: the node stops sending
+            await self._leave()
 
     @property
     def held(self) -> int:
@@ -448,10 +450,11 @@ async def _cancelled(task: asyncio.Task[None]) -> None:
     """Cancel `task` and wait until it ended. Not `await task` under a suppressed
     CancelledError: that would also swallow a cancellation of the caller itself (a client
     gone while its subscription tears down), which then ran on as if never cancelled."""
-    if task.done():  # nothing to wait for (asyncio.wait would still yield once)
-        return
-    task.cancel()
-    await asyncio.wait({task})
+    if not task.done():  # (asyncio.wait would yield once even for a task that ended)
+        task.cancel()
+        await asyncio.wait({task})
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a feed task failed", exc_info=task.exception())
 
 
 def _call(watcher: Callable[[FeedBatch | Exception], None], item: FeedBatch | Exception) -> None:

@@ -719,6 +719,38 @@ def test_a_copy_whose_feed_does_not_answer_is_said_once_and_its_retries_at_debug
     assert set(said[1:]) == {logging.DEBUG}
 
 
+def test_a_follow_stopped_by_a_caller_cancelled_meanwhile_still_leaves_the_node() -> None:
+    """The caller's cancellation goes on (above), and the node is still told to stop
+    sending: its frames would otherwise pile up in a queue nobody reads, and a snapshot
+    part would hold every other follow on the link."""
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (key,) = keys_in(0, 1)
+        log.append(key, count_row(key, 1))
+        (n1,) = await nodes(log, ("n1", {}))
+        hub = FeedHub(RoutingFeed(table(record(n1, [0, 1]))), NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 0, None, after=0) as stream:
+                await wait_for(stream.following.is_set, 10, "the follow started")
+                (link,) = hub._links.values()
+                assert not link.idle
+                stopping = asyncio.get_running_loop().create_task(stream.stop())
+                async with asyncio.timeout(5):  # until it waits for the follow's task
+                    while stream._task is None or not stream._task.done():
+                        await asyncio.sleep(0)
+                stopping.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await stopping
+                assert link.idle  # unfollowed all the same
+        finally:
+            await hub.stop()
+            await n1.stop()
+
+    asyncio.run(scenario())
+
+
 def test_stopping_a_follow_keeps_a_cancellation_of_the_one_stopping_it() -> None:
     """A subscription tearing down its follows may itself be cancelled meanwhile (its
     client went away): the cancellation must reach it, not be swallowed with the follow's."""
