@@ -33,11 +33,12 @@ one: a flood of PUTs then ages out the flood, not a client between its PUT and i
 They wait in creation order, so a PUT looks only at those it drops and one more.
 
 Events wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER per stream; a comment line every
-`_HEARTBEAT_S` keeps proxies from closing an idle stream. A client that takes nothing of its
-stream for `_STALLED_S` is dropped (its operations stop, its slots are freed), and a
-single connection runs at most STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION operations
-that are not streaming subscriptions at once (a query's result waits there until the
-stream takes it): one more is refused with HTTP 429, TOO_MANY_OPERATIONS.
+`_HEARTBEAT_S` keeps proxies from closing an idle stream. A stream the server cannot write
+to for `_STALLED_S` (its client stopped reading, and the connection's buffers are full) is
+dropped: its operations stop, its slots are freed. A single connection runs at most
+STATEFED_GATEWAY_MAX_OPERATIONS_PER_CONNECTION operations that are not streaming
+subscriptions at once (a query running, or its result waiting for the stream to take it):
+one more is refused with HTTP 429, TOO_MANY_OPERATIONS.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ class _Reservation:
     closed: bool = False  # forgotten: its stream closed, or it expired unopened
     ops: dict[str, _Running] = field(default_factory=dict)
     slots: Slots.Connection = field(default_factory=Slots.Connection)
+    starting: int = 0  # operations being started (a query runs then): not in `ops` yet
 
 
 class _Reservations:
@@ -360,8 +362,9 @@ class GraphQLEventStream:
             )
         if ident in reservation.ops:
             raise RequestError(f"operation {ident} runs already", 409, "CONFLICT")
-        busy = sum(1 for running in reservation.ops.values() if not running.streaming)
-        if busy >= self._max_operations:  # results the stream has not taken yet
+        busy = reservation.starting
+        busy += sum(1 for running in reservation.ops.values() if not running.streaming)
+        if busy >= self._max_operations:  # running, or results the stream has not taken
             raise RequestError(
                 f"this stream already has {busy} operations whose results it has not taken, "
                 f"the most it may ({MAX_OPERATIONS}): read the stream, wait for one to "
@@ -369,7 +372,11 @@ class GraphQLEventStream:
                 429,
                 TOO_MANY_OPERATIONS,
             )
-        started = await self._begin(operation, principal, reservation.slots)
+        reservation.starting += 1
+        try:
+            started = await self._begin(operation, principal, reservation.slots)
+        finally:
+            reservation.starting -= 1
         refusal = _late_refusal(reservation, ident)
         if refusal is not None:
             if isinstance(started, Stream):

@@ -350,8 +350,10 @@ def test_a_stream_whose_client_takes_nothing_is_ended_and_its_operations_stopped
                 posted = await http.post(PATH, json=subscription("t"), headers={TOKEN: token})
                 assert posted.status_code == 202
                 async with asyncio.timeout(10):  # the stalled stream ends, its ticks stop
-                    while app._events.reservations.get(token) is not None:
+                    while (
+                        app._events.reservations.get(token) is not None
+                        or app._operations.slots.running
+                    ):
                         await asyncio.sleep(0.05)
-                assert app._operations.slots.running == 0
 
     asyncio.run(scenario())
