@@ -579,7 +579,9 @@ class Replicator:
             # and a restore of ours, so that a retry after a failure below (a full disk)
             # still ends it once the changelog's end is reached
             self.registry.restart_restore(partition, {})
-            self._restores[partition] = _Restore(time.monotonic(), dict.fromkeys(self.views, 0))
+            emptied = dict.fromkeys(self.views, 0)
+            self._restores[partition] = _Restore(time.monotonic(), emptied)
+            self._positions.update({(t, partition): 0 for t in self.views})
             moved_to = self.registry.exclusive(partition, lambda held: held.set_aside())
             if moved_to is not None:
                 self._set_aside(partition, damage, moved_to)

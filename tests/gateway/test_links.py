@@ -162,7 +162,7 @@ def test_follows_waiting_on_a_node_that_does_not_answer_share_one_attempt(
             outcomes = await asyncio.gather(*follows, return_exceptions=True)
             assert all(isinstance(o, LinkError) for o in outcomes), outcomes
             assert "feed unreachable" in str(outcomes[0])
-            # one attempt for all: one after another, each waited out its own timeout
+            # one attempt for all (each its own, one after another, before)
             assert node.accepted == 1
             assert link.idle  # no follow left registered, no attempt left running
         finally:
