@@ -129,9 +129,8 @@ class StandbyReplicator(Replicator):
                 return False
             try:
                 store.offsets()  # what _hold starts from
-            except (
-                StoreDamagedError
-            ) as exc:  # closed by the Materializer; set aside when next opened
+            except StoreDamagedError as exc:
+                # the Materializer closes it; its next open sets it aside
                 log.warning(
                     "node %s: not adopting partition %d: %s", self.config.node_id, partition, exc
                 )

@@ -278,17 +278,17 @@ class LevelDBStore(PartitionStore):
             raise self._write_error("create", exc) from exc
         damage = _damage_while_closed(self.path)
         if damage is not None:
-            raise StoreDamagedError(f"partition store {self.path} is damaged: {damage}")
+            raise self._damaged(damage)
         db = self._open_db()
         try:
             damage = _table_damage(db, self.path)
             if damage is not None:
-                raise StoreDamagedError(f"partition store {self.path} is damaged: {damage}")
+                raise self._damaged(damage)
             # its first reads: a table block failing its checksum shows here (sizes intact)
             self._check_format(db)
         except plyvel.CorruptionError as exc:
             db.close()
-            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
+            raise self._damaged(exc) from exc
         except BaseException:
             db.close()
             raise
@@ -309,7 +309,7 @@ class LevelDBStore(PartitionStore):
                 bloom_filter_bits=10,
             )
         except plyvel.CorruptionError as exc:
-            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
+            raise self._damaged(exc) from exc
         except plyvel.IOError as exc:
             if _disk_full(exc):
                 raise self._write_error("open", exc) from exc
@@ -396,6 +396,10 @@ class LevelDBStore(PartitionStore):
             return True  # let the reopen say what is wrong
         return free >= logs + _REOPEN_MARGIN_BYTES
 
+    def _damaged(self, what: object) -> StoreDamagedError:
+        """The error of damage found in the store's files: moved aside and rebuilt."""
+        return StoreDamagedError(f"partition store {self.path} is damaged: {what}")
+
     def _write_error(self, action: str, exc: BaseException) -> StoreWriteError:
         """The error of a failed write (or open, which writes), naming the free space."""
         if not _disk_full(exc):
@@ -433,7 +437,7 @@ class LevelDBStore(PartitionStore):
         try:
             before = self._write(db, batch)
         except plyvel.CorruptionError as exc:
-            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
+            raise self._damaged(exc) from exc
         except plyvel.IOError as exc:
             self._write_failed = True
             raise self._write_error("write", exc) from exc
@@ -888,7 +892,7 @@ class LevelDBStore(PartitionStore):
                     (topic,) = unpack(key[cut:])
                     result[str(topic)] = layout.decode_offset(value)
         except plyvel.CorruptionError as exc:
-            raise StoreDamagedError(f"partition store {self.path} is damaged: {exc}") from exc
+            raise self._damaged(exc) from exc
         return result
 
 
