@@ -113,11 +113,11 @@ class BatchProducer:
             self._advance(placed, (message.offset() or 0) + 1)
             return
         self._failed += 1
-        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-            self._too_large += 1
+        refused_as_large = error.code() == KafkaError.MSG_SIZE_TOO_LARGE  # the topic's limit
+        self._too_large += int(refused_as_large)
         if len(self._failures) < 5:
             key, topic = message.key(), message.topic() or ""
-            if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # the topic's limit is lower
+            if refused_as_large:
                 size = len(key or b"") + len(message.value() or b"")
                 self._failures.append(
                     f"{error}: {too_large(topic, key, size, self.max_message_bytes)}"

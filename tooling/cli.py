@@ -547,12 +547,10 @@ def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | N
     from node.subgraph.schema import print_sdl as node_sdl
 
     if breaking is not None and out is not None:  # a usage error: argparse's status, 2
-        print(
-            "statefed schema: --breaking compares and writes nothing, so --out would be "
-            "ignored: run it without --out, then with --out alone to write the files",
-            file=sys.stderr,
+        _schema_refusal(
+            "--breaking compares and writes nothing, so --out would be ignored: run it "
+            "without --out, then with --out alone to write the files"
         )
-        raise SystemExit(2)
     catalogue = _catalogue(env)
     try:
         if node:
@@ -598,11 +596,11 @@ def _breaking(baseline: Path, sdl: str) -> None:
     try:
         before = baseline.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        _unusable_baseline(f"cannot read {baseline}: {getattr(exc, 'strerror', None) or exc}")
+        _schema_refusal(f"cannot read {baseline}: {getattr(exc, 'strerror', None) or exc}")
     try:
         changes = breaking_changes(baseline.name, before, sdl)
     except (GraphQLError, TypeError) as exc:  # TypeError: a type it names is not defined
-        _unusable_baseline(f"{baseline} holds no valid GraphQL SDL: {exc}")
+        _schema_refusal(f"{baseline} holds no valid GraphQL SDL: {exc}")
     for change in changes:
         print(change)
     if changes:
@@ -613,7 +611,9 @@ def _breaking(baseline: Path, sdl: str) -> None:
     print(f"statefed schema: no breaking change since {baseline}", file=sys.stderr)
 
 
-def _unusable_baseline(problem: str) -> NoReturn:
+def _schema_refusal(problem: str) -> NoReturn:
+    """Exit 2 saying `problem`: a usage error, or a baseline that is no SDL (1 is for a
+    breaking change)."""
     print(f"statefed schema: {problem}", file=sys.stderr)
     raise SystemExit(2)
 

@@ -413,23 +413,25 @@ class Limits:
             schema_roots=frozenset(schema_roots),
         )
 
+    def _schema_roots_of(self, measure: Measure) -> list[FieldNode]:
+        """The root fields of `measure` that print the schema (`schema_roots`)."""
+        return [
+            node
+            for nodes in measure.roots.values()
+            for node in nodes
+            if node.name.value in self.schema_roots
+        ]
+
     def refusals(self, measure: Measure) -> list[GraphQLError]:
         """One error per limit of depth, aliases and introspection `measure` exceeds."""
         refused: list[GraphQLError] = []
-        shown = [
-            *measure.introspection,
-            *(
-                n
-                for nodes in measure.roots.values()
-                for n in nodes
-                if n.name.value in self.schema_roots
-            ),
-        ]
-        if shown and not self.introspection:
-            error = IntrospectionDisabledError(
-                self.variables["introspection"], self.server, self.schema_roots
-            )
-            refused.append(error.graphql(shown))
+        if not self.introspection:
+            shown = [*measure.introspection, *self._schema_roots_of(measure)]
+            if shown:
+                error = IntrospectionDisabledError(
+                    self.variables["introspection"], self.server, self.schema_roots
+                )
+                refused.append(error.graphql(shown))
         if measure.depth > self.max_depth:
             depth = "more than 200" if measure.too_nested else str(measure.depth)
             too_deep = QueryTooDeepError(
