@@ -218,7 +218,7 @@ def start_queries(
     `producer` makes each query's producer (a seam: tests inject one that cannot deliver);
     `clock` stamps the status records (ms since the epoch; default: the wall clock);
     `metrics` is told of every batch and dead letter; `strays` are the schema ids, by
-    subject, newer than its versions but known to be none (`pipeline.wire`).
+    subject, known to be none of its versions (`pipeline.wire`).
     """
     views = list(catalogue)
     decodings = _decodings(config, views, strays or {})

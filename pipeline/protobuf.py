@@ -243,7 +243,7 @@ class ProtobufSchemas:
 
     subject: str
     writers: Versions
-    strays: frozenset[int] = frozenset()  # ids newer than `writers` known to be no version
+    strays: frozenset[int] = frozenset()  # ids known to be no version
 
     @classmethod
     def fetch(

@@ -27,7 +27,7 @@ from pipeline.health import HealthFile
 from pipeline.job import session_slots, start_queries
 from pipeline.metrics import PipelineMetrics
 from pipeline.session import build_session, clear_scratch
-from pipeline.wire import is_version, newer_schema_id
+from pipeline.wire import is_version, unseen_schema_id
 from runtime.kafka import KafkaConnectionError
 from runtime.logs import configure_logging
 from runtime.metrics import MetricsGuard, MetricsServer
@@ -186,13 +186,13 @@ def _raise_if_too_large(failure: Exception) -> None:
 def _new_schema_version(
     config: PipelineConfig, failure: Exception, strays: dict[str, frozenset[int]]
 ) -> bool:
-    """If `failure` is a value whose schema id is newer than its subject's versions at the
+    """If `failure` is a value whose schema id was none of its subject's versions at the
     start, return True: the restart reads the subject anew. An id that is still no version
     of the subject is added to its `strays`: its values become dead letters."""
-    newer = newer_schema_id(failure)
-    if newer is None:
+    unseen = unseen_schema_id(failure)
+    if unseen is None:
         return False
-    subject, schema_id = newer
+    subject, schema_id = unseen
     try:
         registered = is_version(config.registry_url, subject, schema_id)
     except SourceError as exc:

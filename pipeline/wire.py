@@ -4,15 +4,17 @@ A value is a zero byte, the 4-byte big-endian id of its writer schema in the reg
 then the payload in the subject's format (Avro binary, JSON text, or Protobuf's message
 indexes and message). At start the pipeline reads every version of a view's subject
 (`registered_versions`). A value not in the wire format is rejected with a reason saying
-so, and so is a value whose id is no version of the subject then, unless the id is newer
-than all of them (and below 2^31, as every registry's ids are).
+so, and so is a value whose id is past 2^31-1 (registries' ids are Java ints).
 
-A newer id is likely a version registered while the pipeline runs: the batch holding it
-fails with `newer_schema_id`'s error before anything of it is written, and the pipeline
-restarts its queries from their checkpoints (`pipeline.run`), reading the subject's
-versions anew. If the id is still no version of the subject then (a stray: another
-subject's, or no schema at all), it is passed as one of the subject's `strays` from then
-on, and its records go to the dead letters.
+Any other id that is no version of the subject then may be a version registered while the
+pipeline runs. It need not be newer than the others: a registry gives a schema it already
+holds under another subject that schema's id. The batch holding it fails with
+`unseen_schema_id`'s error before anything of it is written, and the pipeline restarts its
+queries from their checkpoints (`pipeline.run`), reading the subject's versions anew. If
+the id is still no version of the subject then (a stray: another subject's, or no schema at
+all), it is passed as one of the subject's `strays` from then on, and its records go to the
+dead letters (or are skipped, on a topic of several types): one restart per stray id and
+pipeline process.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ __all__ = [
     "foreign_value",
     "framing_reason",
     "is_version",
-    "newer_schema_id",
     "payload",
     "registered_versions",
     "schema_id",
     "unknown_schema_id",
+    "unseen_schema_id",
 ]
 
 REASON_NOT_WIRE_FORMAT = (
@@ -48,9 +50,9 @@ REASON_NOT_WIRE_FORMAT = (
 )
 _HEADER_BYTES = 5
 _MAX_ID = 2**31 - 1  # registries' ids are Java ints: a larger one is never a version
-_NEWER = "statefed: schema id {id} is newer than every version of subject {subject!r}"
-_NEWER_PATTERN = re.compile(
-    r"statefed: schema id (\d+) is newer than every version of subject '(.*?)'"
+_UNSEEN = "statefed: schema id {id} is no version of subject {subject!r} read at the start"
+_UNSEEN_PATTERN = re.compile(
+    r"statefed: schema id (\d+) is no version of subject '(.*?)' read at the start"
 )
 
 
@@ -81,7 +83,7 @@ class RegisteredSchemas(Protocol):
 
     @property
     def strays(self) -> frozenset[int]:
-        """Ids newer than `writers` known to be no version of the subject."""
+        """Ids known to be no version of the subject (asked since the start)."""
         ...
 
     @property
@@ -136,29 +138,28 @@ def payload() -> Column:
 
 def framing_reason(registered: RegisteredSchemas) -> Column:
     """Why a non-null value is not a value of `registered`'s subject (not framed, or an id
-    none of its writers has), or null; for an id newer than all of them and not one of its
-    strays, the error of `newer_schema_id` (see the module's docs)."""
+    none of its writers has), or null; for an id no one asked the registry about yet, the
+    error of `unseen_schema_id` (see the module's docs)."""
     subject = registered.subject
     unknown = F.concat(F.lit(unknown_schema_id(subject)), schema_id().cast("string"))
     ids = [version.id for version in registered.writers]
-    newer = _newer(ids, registered.strays)
-    before, after = _NEWER.split("{id}")
+    before, after = _UNSEEN.split("{id}")
     message = F.concat(
         F.lit(before), schema_id().cast("string"), F.lit(after.format(subject=subject))
     )
     return (
         F.when(~_framed(), F.lit(REASON_NOT_WIRE_FORMAT))
-        .when(~schema_id().isin(*ids) & newer, F.raise_error(message).cast("string"))
+        .when(_unseen(ids, registered.strays), F.raise_error(message).cast("string"))
         .when(~schema_id().isin(*ids), unknown)
     )
 
 
 def foreign_value(registered: RegisteredSchemas) -> Column:
-    """Whether a value is framed with the id of no version of the subject that is not
-    newer than them all (or is a known stray): on a topic of several types
-    (`SubjectStrategy`), a value of another type."""
+    """Whether a value is framed with the id of no version of the subject, known to be
+    none (a stray, or past 2^31-1): on a topic of several types (`SubjectStrategy`), a
+    value of another type."""
     ids = [version.id for version in registered.writers]
-    return _framed() & ~schema_id().isin(*ids) & ~_newer(ids, registered.strays)
+    return _framed() & ~schema_id().isin(*ids) & ~_unseen(ids, registered.strays)
 
 
 def _framed() -> Column:
@@ -168,17 +169,17 @@ def _framed() -> Column:
     )
 
 
-def _newer(ids: list[int], strays: frozenset[int]) -> Column:
-    """Whether a value's id is newer than every one of `ids` and none of `strays`, and
-    one a registry could give."""
-    newer = (schema_id() > max(ids)) & (schema_id() <= _MAX_ID)
-    return newer & ~schema_id().isin(*sorted(strays)) if strays else newer
+def _unseen(ids: list[int], strays: frozenset[int]) -> Column:
+    """Whether a framed value's id is none of `ids` nor of `strays`, and one a registry
+    could give."""
+    unseen = _framed() & ~schema_id().isin(*ids) & (schema_id() <= _MAX_ID)
+    return unseen & ~schema_id().isin(*sorted(strays)) if strays else unseen
 
 
-def newer_schema_id(error: BaseException | str) -> tuple[str, int] | None:
-    """(subject, schema id) when `error` is the error of a value whose id is newer than
-    every version of its subject at the pipeline's start, else None."""
-    found = _NEWER_PATTERN.search(str(error))
+def unseen_schema_id(error: BaseException | str) -> tuple[str, int] | None:
+    """(subject, schema id) when `error` is the error of a value whose id was no version of
+    its subject at the pipeline's start and is no known stray, else None."""
+    found = _UNSEEN_PATTERN.search(str(error))
     return None if found is None else (found.group(2), int(found.group(1)))
 
 

@@ -4,6 +4,7 @@ pipeline runs): dead letters with the documented reason, never a failed batch.""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -22,7 +23,13 @@ from pipeline.job import read_topic
 from pipeline.jsonschema import JsonSchemas
 from pipeline.protobuf import ProtobufSchemas, descriptor_pool_of, descriptor_set
 from pipeline.records import Decoding, keyed_events, not_finite, rejected_records
-from pipeline.wire import REASON_NOT_WIRE_FORMAT, RegisteredSchemas, Version, unknown_schema_id
+from pipeline.wire import (
+    REASON_NOT_WIRE_FORMAT,
+    RegisteredSchemas,
+    Version,
+    unknown_schema_id,
+    unseen_schema_id,
+)
 from schema import FieldType, ValueField
 
 SUBJECT = "bookings-value"
@@ -126,6 +133,25 @@ def test_on_a_shared_topic_an_id_past_an_int_is_another_type_skipped(
     reasons = {r["value"]: r["reason"] for r in rejected_records(raw, [decoding]).collect()}
     assert reasons == dict.fromkeys(NOT_FRAMED, REASON_NOT_WIRE_FORMAT)
     assert keyed_events(raw, decoding).count() == 0
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own topic", "shared topic"])
+def test_an_id_lower_than_the_versions_asks_the_registry_once_and_a_stray_is_rejected(
+    spark: SparkSession, shared: bool
+) -> None:
+    """An id below the subject's (a registry reuses another subject's id for the same schema)
+    may be a version registered since the start: the batch fails naming it, for the
+    pipeline to ask; once known to be no version, a dead letter (skipped on a shared topic)."""
+    registered = AvroSchemas(SUBJECT, (Version(ID, AVRO, 1),))
+    lower = b"\x00" + (ID - 4).to_bytes(4, "big") + b"\x02"
+    raw = _values(spark, [lower])
+    with pytest.raises(Exception) as failed:  # Spark's error, raised by the JVM
+        rejected_records(raw, [_decoding(registered, shared)]).collect()
+    assert unseen_schema_id(failed.value) == (SUBJECT, ID - 4)
+    strayed = _decoding(dataclasses.replace(registered, strays=frozenset({ID - 4})), shared)
+    reasons = [r["reason"] for r in rejected_records(raw, [strayed]).collect()]
+    assert reasons == ([] if shared else [unknown_schema_id(SUBJECT) + str(ID - 4)])
+    assert keyed_events(raw, strayed).count() == 0
 
 
 @pytest.mark.parametrize("value_format", list(FORMATS))
