@@ -34,6 +34,13 @@ Node to gateway:
      "leased": true}
     {"type": "gone", "id": 7, "reason": "..."}   # the node stopped holding the partition
     {"type": "error", "id": 7 | null, "message": "...", "tooLarge": true}  # past `limit`
+    {"type": "error", "id": 7, "message": "...", "refused": true}  # see below
+
+An `error` with `"refused": true` answers a follow this node takes from no one: views it
+does not serve (another catalogue, mid rolling upgrade), or a field it cannot read. Following
+it again, here or on another copy of the same catalogue, gets the same answer. Any other
+`error` ends the follow for a reason of the moment (a snapshot of a copy restoring, a
+changelog the replay could not read).
 
 A follow with `"heartbeat": true` gets a `progress` frame about every half second even
 when nothing changed: a position heartbeat. `leased` is false while the node's lease has

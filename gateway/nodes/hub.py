@@ -6,13 +6,16 @@ partition's changes of a view. The hub picks the copy to follow: the RUNNING ACT
 of the routing table, else a STANDBY copy at most `max_lag` records behind. On `gone`, a
 lost connection, or an owner change in the routing table it follows again on the new copy
 FROM THE OFFSETS THE STREAM HAS REACHED (no snapshot), and drops any change below them:
-each changelog offset reaches the stream once, across any number of failovers. A reader
-that falls behind by more than `STREAM_BATCHES` batches makes the stream stop following
-and follow again from its offsets once the reader has caught up (the node replays from the
-changelog), so a slow subscriber costs no unbounded memory.
+each changelog offset reaches the stream once, across any number of failovers. A node
+that refuses the follow itself (an `error` frame with `refused`: a view it does not serve)
+ends the stream with a NodeProtocolError instead, as following again would get the same
+answer. A reader that falls behind by more than `STREAM_BATCHES` batches makes the
+stream stop following and follow again from its offsets once the reader has caught up (the
+node replays from the changelog), so a slow subscriber costs no unbounded memory.
 
 ```
-FeedClosedError   the hub stopped (gateway shutdown): the stream ends
+FeedClosedError     the hub stopped (gateway shutdown): the stream ends
+NodeProtocolError   a node refused the follow (gateway.model.errors): the stream ends
 ```
 """
 
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable
+from gateway.model.errors import NodeProtocolError
 from gateway.nodes.links import FeedLink, LinkError
 from runtime.trust import NodeCallSigner
 from schema import NodeState, View
@@ -177,6 +181,9 @@ class FeedStream:
             unreachable = False
             moved = await self._pump()
             await self._leave()
+            if moved == "refused":
+                self.end(self._refused(node))
+                return
             if moved == "overflow":
                 await self._caught_up()
             elif moved in ("lost", "gone", "error"):
@@ -205,6 +212,17 @@ class FeedStream:
                 return node
             if not await feed.newer_within(table.version, _RETRY_S[-1]):
                 self._avoid.clear()  # nothing new: copies that failed may be back
+
+    def _refused(self, node: NodeInfo) -> NodeProtocolError:
+        """The error ending a stream whose follow `node` refused (its answer is logged)."""
+        return NodeProtocolError(
+            self.view.name,
+            "the node refused to follow the view's changes: it serves another catalogue or "
+            "version than the gateway (the gateway's log has its answer); subscribe again "
+            "once every node serves the view",
+            partitions=[self.partition],
+            node=node.node_id,
+        )
 
     def _shun(self, node: NodeInfo) -> None:
         """Avoid `node` until it publishes a record newer than the one its follow used."""
@@ -272,6 +290,9 @@ class FeedStream:
                 elif kind == "routing":
                     if self._better_copy(followed.copy):
                         return "moved"
+                elif kind == "error" and frame.get("refused") is True:
+                    log.warning("node %s refused a follow: %s", followed.copy.node, frame)
+                    return "refused"
                 elif kind in ("lost", "gone", "error"):
                     if kind != "lost":
                         log.info("node %s on its feed: %s", followed.copy.node, frame)

@@ -243,8 +243,10 @@ class _Connection:
         frame_id = doc.get("id")
         try:
             follow = self.endpoint.parse_follow(doc)
-        except FeedFrameError as exc:
-            await self.send_doc({"type": "error", "id": frame_id, "message": str(exc)})
+        except FeedFrameError as exc:  # no copy of this node would take it: `refused`
+            await self.send_doc(
+                {"type": "error", "id": frame_id, "message": str(exc), "refused": True}
+            )
             return
         if follow.id in self.tasks:
             message = f"follow {follow.id} is running: unfollow it first or take another id"

@@ -71,7 +71,8 @@ class FakeFeedNode:
     replay every follow from offset 0 (a node the gateway must dedupe). A follow asking for
     heartbeats gets a `progress` frame every `HEARTBEAT_S`, its lease held. With
     `replay_step`, a follow from an offset gets at most that many offsets of the changelog
-    per publish (a copy replaying from Kafka, behind the live follows)."""
+    per publish (a copy replaying from Kafka, behind the live follows). With `serves`, a
+    follow of any other view is refused, as a node of another catalogue refuses it."""
 
     HEARTBEAT_S = 0.2
 
@@ -85,8 +86,10 @@ class FakeFeedNode:
         ignore_from: bool = False,
         tls: ssl.SSLContext | None = None,
         replay_step: int | None = None,
+        serves: Iterable[str] | None = None,
     ) -> None:
         self.node_id = node_id
+        self.serves = None if serves is None else set(serves)
         self.incarnation = f"{node_id}-1"  # the process its membership record names
         self.replay_step = replay_step
         self.log = log
@@ -174,6 +177,10 @@ class FakeFeedNode:
         self.follows_asked.append(frame)
         partition = frame["partition"]
         topic = self.log.view.changelog_topic
+        if self.serves is not None and not set(frame["views"]) <= self.serves:
+            refusal = {"type": "error", "id": frame["id"], "refused": True}
+            await _send(connection, {**refusal, "message": "views this node serves: none"})
+            return
         if partition not in self.partitions:
             await _send(connection, {"type": "gone", "id": frame["id"], "reason": "not held"})
             return

@@ -17,6 +17,7 @@ import pytest
 import trustme
 
 from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
+from gateway.model.errors import NodeProtocolError
 from gateway.nodes.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream, _cancelled
 from gateway.nodes.links import FeedLink, Frames
 from runtime.clock import wall_clock_ms
@@ -783,5 +784,36 @@ def test_stopping_a_follow_keeps_a_cancellation_of_the_one_stopping_it() -> None
             await stopping
         await cleaned.wait()
         assert after_stop == [] and followed.cancelled()
+
+    asyncio.run(scenario())
+
+
+def test_a_follow_a_node_refuses_ends_the_stream_naming_view_partition_and_node() -> None:
+    """A node of another catalogue (mid rolling upgrade) refuses the follow of a view it does
+    not serve: the stream ends with the error, instead of following again without end."""
+
+    async def scenario() -> None:
+        log = Changelog(WORDS, P)
+        (n1,) = await nodes(log, ("n1", {"serves": ()}))
+        hub = FeedHub(RoutingFeed(table(record(n1, [0, 1]))), NodeCallSigner(None), max_lag=100)
+        await hub.start()
+        try:
+            async with hub.follow(WORDS, 1, None, after=0) as stream:
+                reader = Reader(stream)
+                await wait_for(lambda: reader.error is not None, 10, "the stream's end")
+                await reader.close()
+            assert isinstance(reader.error, NodeProtocolError)
+            assert reader.error.extensions() == {
+                "code": "PARTITION_UNAVAILABLE",
+                "reason": "PROTOCOL_ERROR",
+                "view": WORDS.name,
+                "partitions": [1],
+                "node": "n1",
+            }
+            assert "refused to follow" in str(reader.error)
+            assert len(n1.follows_asked) == 1  # not asked again
+        finally:
+            await hub.stop()
+            await n1.stop()
 
     asyncio.run(scenario())

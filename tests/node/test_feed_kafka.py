@@ -144,6 +144,8 @@ def test_follows_from_zero_and_from_now_get_each_change_once_in_offset_order(
         assert view.name in feed.of(3, "error")[0]["message"]
         assert "names its limit" in feed.of(4, "error")[0]["message"]
         assert "follow 1 is running" in feed.of(1, "error")[0]["message"]
+        # follows no copy of this catalogue takes say so; a clash of ids is the sender's
+        assert [feed.of(n, "error")[0].get("refused") for n in (3, 4, 1)] == [True, True, None]
         assert feed.of(5, "gone")[0]["reason"] == "the node does not hold it"
     finally:
         feeds.close()
