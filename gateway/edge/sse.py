@@ -32,7 +32,8 @@ at most STATEFED_GATEWAY_MAX_SUBSCRIPTIONS wait to be opened (the oldest is drop
 one: a flood of PUTs then ages out the flood, not a client between its PUT and its GET).
 They wait in creation order, so a PUT looks only at those it drops and one more.
 
-Events wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER per stream; a comment line every
+Events wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER events and 1 MiB per stream
+(`gateway.edge.outbox`); a comment line every
 `_HEARTBEAT_S` keeps proxies from closing an idle stream. A stream the server cannot write
 to for `_STALLED_S` (its client stopped reading, and the connection's buffers are full) is
 dropped: its operations stop, its slots are freed. A single connection runs at most
@@ -58,6 +59,7 @@ import orjson
 
 from gateway.auth.bearer import Authenticator, Unauthenticated, authorization, refusal
 from gateway.edge.operations import Operations, Refused, Single, Started, Stream
+from gateway.edge.outbox import Outbox
 from gateway.edge.slots import MAX_OPERATIONS, TOO_MANY_OPERATIONS, Slots, TooManySubscriptions
 from gateway.model.principal import Principal
 from runtime.graphql_http import GraphQLRequest, Receive, RequestError, Scope, Send, send_json
@@ -159,7 +161,7 @@ class _Reservation:
     """A single connection mode stream: who reserved it, its events, its operations."""
 
     subject: str
-    events: asyncio.Queue[bytes | object]
+    events: Outbox[bytes | object]
     expires: float  # dropped then, unless opened
     open: bool = False
     closed: bool = False  # forgotten: its stream closed, or it expired unopened
@@ -197,7 +199,7 @@ class _Reservations:
                 break
             self.forget(token)
         token = secrets.token_urlsafe(24)
-        events: asyncio.Queue[bytes | object] = asyncio.Queue(send_buffer)
+        events: Outbox[bytes | object] = Outbox(send_buffer, _size)
         reservation = _Reservation(subject, events, now + self.unclaimed_s)
         self._by_token[token] = self._waiting[token] = reservation
         return token
@@ -312,7 +314,7 @@ class GraphQLEventStream:
         operation = await self._operation(request, scope, receive)
         # started before the answer begins: a malformed request still gets its HTTP error
         started = await self._begin(operation, principal, Slots.Connection())
-        events: asyncio.Queue[bytes | object] = asyncio.Queue(self._send_buffer)
+        events: Outbox[bytes | object] = Outbox(self._send_buffer, _size)
         running = _Running(started, events.put, None, lambda: events.put(_END)).start()
         try:
             await _stream(events, receive, send)
@@ -447,7 +449,7 @@ def _late_refusal(reservation: _Reservation, ident: str) -> RequestError | None:
     return None
 
 
-async def _stream(events: asyncio.Queue[bytes | object], receive: Receive, send: Send) -> None:
+async def _stream(events: Outbox[bytes | object], receive: Receive, send: Send) -> None:
     """Answer with the event stream: `events` as they come (a comment when none came for
     `_HEARTBEAT_S`), until `_END` or the client goes away."""
     await send({"type": "http.response.start", "status": 200, "headers": _HEAD})
@@ -469,7 +471,12 @@ class _Stalled(Exception):
     """The client took nothing of its stream for `_STALLED_S`."""
 
 
-async def _write(events: asyncio.Queue[bytes | object], send: Send) -> None:
+def _size(event: bytes | object) -> int:
+    """An event's size in the send buffer: its bytes (`_END`: none)."""
+    return len(event) if isinstance(event, bytes) else 0
+
+
+async def _write(events: Outbox[bytes | object], send: Send) -> None:
     while True:
         # not asyncio.wait_for: on Python 3.11 it returns the event instead of raising when
         # cancelled as the event arrives, and this loop then outlived its stream's end

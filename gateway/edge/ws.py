@@ -35,9 +35,11 @@ TOO_MANY_OPERATIONS naming the limit and the setting, and the connection stays o
 protocol keeps close codes for broken messages, and `error` for an operation refused before
 it runs.
 
-Outgoing messages wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER messages per
-connection: a subscription whose client does not read stops being pulled (and its source
-conflates, `gateway.subscriptions`), instead of the gateway buffering without bound.
+Outgoing messages wait in a buffer of STATEFED_GATEWAY_LIVE_SEND_BUFFER messages and 1 Mi
+characters per connection (`gateway.edge.outbox`): a subscription whose client does not read stops
+being pulled (and its source conflates, `gateway.subscriptions`), and a client sending
+pings it does not read the pongs of stops being read, instead of the gateway buffering
+without bound.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ import orjson
 from gateway.auth.bearer import Authenticator, Unauthenticated, authorization
 from gateway.cors import CorsPolicy
 from gateway.edge.operations import Operations, Refused, Single, request_refusal
+from gateway.edge.outbox import Outbox
 from gateway.edge.slots import (
     MAX_OPERATIONS,
     TOO_MANY_OPERATIONS,
@@ -172,7 +175,7 @@ class _Connection:
         self._token: bytes | None = None
         self._initialised = False
         self._acknowledged = False
-        self._outbox: asyncio.Queue[str | _Close] = asyncio.Queue(server.send_buffer)
+        self._outbox: Outbox[str | _Close] = Outbox(server.send_buffer, _size)
         self._closing: _Close | None = None
         self._ops: dict[str, asyncio.Task[None]] = {}
         # the operations of `_ops` that count against max_operations: not yet answered (a
@@ -347,9 +350,7 @@ class _Connection:
         if self._closing is not None:
             return
         self._closing = close
-        while not self._outbox.empty():
-            self._outbox.get_nowait()
-        self._outbox.put_nowait(close)
+        self._outbox.close(close)
         if self._reader is not None and self._reader is not asyncio.current_task():
             self._reader.cancel()
 
@@ -365,6 +366,11 @@ class _Connection:
         await asyncio.sleep(self._server.init_timeout_s)
         if not self._initialised:
             self._close(_Close(CloseCode.INIT_TIMEOUT, "Connection initialisation timeout"))
+
+
+def _size(item: str | _Close) -> int:
+    """An outgoing message's size in the send buffer: its characters."""
+    return len(item) if isinstance(item, str) else 0
 
 
 def _too_many_operations(limit: int) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.edge.sse import _write
+from gateway.edge.outbox import Outbox
+from gateway.edge.sse import _size, _write
 
 
 def test_a_writer_cancelled_as_an_event_arrives_ends() -> None:
@@ -16,7 +17,7 @@ def test_a_writer_cancelled_as_an_event_arrives_ends() -> None:
 
 
 async def _cancel_as_an_event_arrives() -> None:
-    events: asyncio.Queue[bytes | object] = asyncio.Queue()
+    events: Outbox[bytes | object] = Outbox(10, _size)
     sent: list[Any] = []
 
     async def send(message: Any) -> None:
@@ -24,7 +25,7 @@ async def _cancel_as_an_event_arrives() -> None:
 
     writer = asyncio.create_task(_write(events, send))
     await asyncio.sleep(0)  # the writer waits for an event
-    events.put_nowait(b"data: 1\n\n")
+    await events.put(b"data: 1\n\n")  # fits: no turn of the loop passes
     writer.cancel()  # in the same turn: the event and the cancellation race
     async with asyncio.timeout(2):
         await asyncio.gather(writer, return_exceptions=True)

@@ -17,6 +17,7 @@ import pytest
 
 from gateway.auth.bearer import SUBSCRIPTION_EXPIRED
 from gateway.config import GatewayConfig
+from tests.live.schema import Flooded, Running
 from tests.live.serving import served
 from tests.live.tokens import new_issuer
 from tooling.processes import wait_until
@@ -140,6 +141,32 @@ def test_the_single_connection_mode_is_allowed_by_cors_preflights(http: httpx.Cl
         assert TOKEN in preflight.headers["access-control-allow-headers"]
     put = http.put(PATH, headers={"origin": LISTED})
     assert put.headers["access-control-allow-origin"] == LISTED
+
+
+def test_large_events_for_a_client_not_reading_are_held_back_by_their_bytes() -> None:
+    """Room for 1,000 events is not room for 1,000 of 256 KiB: the stream's buffer holds
+    about 1 MiB, then the source waits."""
+    size = 256 * 1024
+    query = "subscription($n: Int!) { flood(size: $n) }"
+    params = {"query": query, "variables": json.dumps({"n": size})}
+
+    def settled(last: list[int]) -> int | None:
+        last.append(Flooded.events)  # the same count twice in a row: the source waits
+        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
+
+    with (
+        served(GatewayConfig(live_send_buffer=1000)) as base,
+        httpx.Client(base_url=base, timeout=30) as client,
+    ):
+        before = Flooded.events
+        with client.stream("GET", PATH, params=params, headers=STREAM) as answer:
+            assert answer.status_code == 200
+            next(answer.iter_bytes())  # the stream began; nothing more is read
+            counts: list[int] = []
+            held = wait_until(lambda: settled(counts), 30, "the flood to be held back", 0.5)
+            # 1 MiB of the stream's buffer and the sockets' buffers
+            assert held - before < 100, f"{held - before} events of 256 KiB, none read"
+    wait_until(lambda: Running.count == 0, 10, "the flood to stop once its client left")
 
 
 def test_a_distinct_connections_subscription_ends_when_its_token_expires(tmp_path: Path) -> None:

@@ -51,6 +51,13 @@ def base() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def roomy() -> Iterator[str]:
+    """A gateway holding up to 1,000 messages per connection for a client not reading."""
+    with served(GatewayConfig(live_send_buffer=1000)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def capped() -> Iterator[str]:
     """A gateway whose WebSockets run at most 2 operations at once (set as an operator sets
     it)."""
@@ -266,6 +273,41 @@ def test_a_client_that_does_not_read_holds_its_source_back(base: str) -> None:
             # what fits in the send buffer (4), the sockets' buffers and the client's queue
             assert held < 500, f"{held} events of 64 KiB produced for a client not reading"
             for _ in range(held + 10):  # reading again lets the source run on
+                await receive(socket)
+            assert Flooded.events > held
+
+    asyncio.run(scenario())
+    wait_until(lambda: Running.count == 0, 10, "the flood to stop once its client left")
+
+
+def test_large_messages_for_a_client_not_reading_are_held_back_by_their_bytes(
+    roomy: str,
+) -> None:
+    """Room for 1,000 messages is not room for 1,000 of 256 KiB: the send buffer holds
+    about 1 MiB, then the source waits."""
+    size = 256 * 1024
+    flood = {"query": "subscription($n: Int!) { flood(size: $n) }", "variables": {"n": size}}
+
+    def settled(last: list[int]) -> int | None:
+        last.append(Flooded.events)
+        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
+
+    async def scenario() -> None:
+        async with connect(
+            ws(roomy), subprotocols=[PROTOCOL], max_queue=1, close_timeout=0.5
+        ) as socket:
+            await send(socket, {"type": "connection_init"})
+            assert await receive(socket) == {"type": "connection_ack"}
+            before = Flooded.events
+            await send(socket, {"id": "f", "type": "subscribe", "payload": flood})
+            assert len((await receive(socket))["payload"]["data"]["flood"]) == size
+            counts: list[int] = []
+            held = wait_until(lambda: settled(counts), 30, "the flood to be held back", 0.5)
+            # 1 MiB of the send buffer, the sockets' buffers and the client's queue
+            assert held - before < 100, (
+                f"{held - before} events of 256 KiB for a client not reading"
+            )
+            for _ in range(held - before + 10):
                 await receive(socket)
             assert Flooded.events > held
 
