@@ -111,7 +111,7 @@ _OUTSIDE: dict[type, tuple[tuple[str, str, str, str], ...]] = {
     ToolingConfig: (
         (
             "STATEFED_BROKER_JARS",
-            f"`.cache/kafka/{KAFKA_VERSION}`",
+            f"the checkout's `.cache/kafka/{KAFKA_VERSION}`",
             "a path",
             "Apache Kafka's jars the local broker runs from (`make kafka` puts them there)",
         ),
@@ -166,6 +166,8 @@ def _default(declaration: Declaration) -> str:
         return "unset"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
+    if isinstance(value, tuple | list | frozenset) and not value:
+        return "none"
     return f"`{value}`"
 
 

@@ -10,6 +10,8 @@ It writes three files into DIR and overwrites none:
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 __all__ = ["FILES", "ScaffoldError", "scaffold"]
@@ -138,9 +140,11 @@ export STATEFED_CATALOGUE=views:CATALOGUE
 statefed demo
 ```
 
-**2.** In a second shell, in this directory, produce orders:
+**2.** In a second shell, in this directory, produce orders (the first line activates
+statefed's virtual environment, where the producer's Kafka client is):
 
 ```sh
+source <activate>
 python produce.py
 ```
 
@@ -164,6 +168,11 @@ class ScaffoldError(RuntimeError):
     """The project could not be written; the message says why and what to do."""
 
 
+def _activate() -> str:
+    """The activation script of the Python environment statefed runs in (its `.venv`)."""
+    return shlex.quote(str(Path(sys.prefix) / "bin" / "activate"))
+
+
 def scaffold(directory: Path) -> list[Path]:
     """Write FILES into `directory` (made if missing); ScaffoldError, before writing
     anything, if one of them is there already."""
@@ -178,6 +187,6 @@ def scaffold(directory: Path) -> list[Path]:
     written = []
     for name, text in FILES.items():
         path = directory / name
-        path.write_text(text)
+        path.write_text(text.replace("<activate>", _activate()))
         written.append(path)
     return written
