@@ -130,9 +130,9 @@ class Admission:
             return True
         item = (view, key)
         sketch = self._sketch
-        if self._door.add(item):  # a first ask since the last halving
+        if self._door.add(item):  # a first ask since the last halving: asked that often before
             sketch.tick()
-            count = 1
+            count = sketch.count(item) + 1
         else:
             count = sketch.add(item) + 1
         if sketch.halvings != self._halvings:  # the doorkeeper starts again with the halving

@@ -56,7 +56,6 @@ entry's size: key and row JSON plus a fixed overhead); at most MAX_TOPS tops.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 import math
@@ -289,9 +288,11 @@ class GatewayCache:
             tasks.extend(state.filling.values())
         for task in tasks:
             task.cancel()
+        if tasks:  # not `await task` under a suppressed CancelledError: the caller's own
+            await asyncio.wait(tasks)  # cancellation would be swallowed with the tasks'
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if not task.cancelled() and task.exception() is not None:
+                log.error("cache: a task had failed", exc_info=task.exception())
         self._entries.clear()
         self._bytes = 0
 
@@ -352,6 +353,7 @@ class GatewayCache:
         keys are asked together again and again, which those draws count soon enough, and
         counting ten keys on every request cost about 5% of the gateway's CPU."""
         self.skipped += 1
+        self.misses += len(keys)
         if len(keys) > 1 and self._draw() * MULTI_KEY_COUNT_EVERY >= 1.0:
             return
         admission = self._admission
@@ -534,9 +536,13 @@ class GatewayCache:
         record on every copy, so a standby (hedged to, or read while the owner cannot be) that
         is ahead of the follow showed the client rows the follow has not reached."""
         for entry in freshness:
-            state = self._partitions.get(entry.get("partition", -1))
-            if state is None:
+            partition = entry.get("partition")
+            if not isinstance(partition, int) or partition < 0:
                 continue
+            # kept from before the follow starts: the read that admits a key starts it
+            state = self._partitions.get(partition)
+            if state is None:
+                state = self._partitions[partition] = _Partition(partition)
             applied = entry.get("appliedOffset")
             if isinstance(applied, int) and applied > state.observed:
                 state.observed = applied
@@ -560,8 +566,11 @@ class GatewayCache:
         would cost the fills, and the looks, for no saving. A partition the lookup's node
         `read` (of `keys`, its rows in their order) answered exactly, from the followed
         copy, is filled from that read's rows at once (`_fill_from`); the others in the
-        background, by a snapshot."""
+        background, by a snapshot. While the cache has room, an exact `read` fills them
+        whether admitted or not (`_fill_room`), as it fills a lookup that did not look."""
         if self._fills_nothing(view):
+            return
+        if read is not None and self._fill_room(view, missing, read, keys):
             return
         fills: list[tuple[_Partition, list[str]]] = []
         for partition, asked in missing.items():
@@ -569,7 +578,7 @@ class GatewayCache:
             if state is None:
                 return  # the lookup would miss this partition next time all the same
             wanted = [k for k in asked if not self._held(view, state, k)]
-            if not all(self._admits(view, k) for k in wanted):
+            if not all([self._admits(view, k) for k in wanted]):  # each refusal counted
                 return
             fills.append((state, wanted))
         rows = {} if read is None else dict(zip(keys, read.rows, strict=True))
@@ -699,7 +708,7 @@ class GatewayCache:
             # a fresh context: the fill serves no one request, so its node calls must
             # not carry the request id and trace of the lookup that happened to start it
             state.filling[view.name] = asyncio.get_running_loop().create_task(
-                self._fill(state, view), context=contextvars.Context()
+                self._guard_fill(state, view), context=contextvars.Context()
             )
 
     # -- top-N ------------------------------------------------------------------------------
@@ -924,6 +933,13 @@ class GatewayCache:
 
     # -- filling --------------------------------------------------------------------------
 
+    async def _guard_fill(self, state: _Partition, view: View) -> None:
+        try:
+            await self._fill(state, view)
+        except Exception:  # a bug, or a row it cannot read: the keys stay misses
+            log.exception("cache, partition %d: filling %s failed", state.partition, view.name)
+            state.fills.pop(view.name, None)
+
     async def _fill(self, state: _Partition, view: View) -> None:
         """Snapshot the keys waiting in `state.fills[view]` until none wait."""
         while not self._stopped:
@@ -949,15 +965,15 @@ class GatewayCache:
             state.fills.pop(view.name, None)  # keys missed meanwhile are asked again
             if not snapshot or snapshot[0].offset < registered_at:
                 continue
-            self.filled_by_snapshots += len(snapshot)
             for change in snapshot:
                 seen = pending.seen.get(change.key)
                 if seen is not None and seen.offset >= change.offset:
                     made = change_entry(view, change.key, seen.row)
-                    self._put(view, state, change.key, made, seen.offset + 1)
+                    placed = self._put(view, state, change.key, made, seen.offset + 1)
                 else:
                     made = change_entry(view, change.key, change.row)
-                    self._put(view, state, change.key, made, change.offset)
+                    placed = self._put(view, state, change.key, made, change.offset)
+                self.filled_by_snapshots += placed
 
     async def _snapshot(
         self, link: FeedLink, partition: int, view: View, keys: list[str]
@@ -1100,12 +1116,15 @@ class GatewayCache:
 
     def _put(
         self, view: View, state: _Partition, key: str, made: tuple[Entry, int], as_of: int
-    ) -> None:
+    ) -> bool:
+        """Hold `made` as `key`'s entry as of `as_of`, unless the follow brought it further;
+        whether it was placed."""
         current = self._current(view, state, key)
         if current is not None and current[AS_OF] >= as_of:
-            return  # the follow already brought it further
+            return False  # the follow already brought it further
         self._place(view, state, key, made, as_of)
         self._evict()
+        return True
 
     def _place(
         self, view: View, state: _Partition, key: str, made: tuple[Entry, int], as_of: int

@@ -153,3 +153,18 @@ def test_first_asks_set_a_doorkeeper_bit_and_only_keys_asked_again_reach_the_ske
         asks += 1
     # checked at once: a first ask after the halving could set k8's bit again (shared bit)
     assert not admission._door.has((VIEW, "k8"))  # cleared with the halving
+
+
+def test_a_key_asked_often_stays_frequent_at_its_first_ask_after_a_halving() -> None:
+    """The halving clears the doorkeeper: a popular key's next ask is its first since then,
+    but the sketch still holds its count (halved), so it is still asked often enough."""
+    admission = Admission(10, admit_after=2)
+    for _ in range(8):
+        admission.asked(VIEW, "hot")
+    halvings = admission._sketch.halvings
+    others = 0
+    while admission._sketch.halvings == halvings:  # other keys' asks, up to the halving
+        admission.asked(VIEW, f"other-{others}")
+        others += 1
+    assert admission.asked(VIEW, "hot")
+    assert admission.admits(VIEW, "hot", None)
