@@ -43,7 +43,7 @@ from graphql import (
     get_variable_values,
 )
 from graphql.execution.values import VariableValues
-from graphql.language import ListValueNode, ValueNode
+from graphql.language import ListValueNode, ObjectValueNode, ValueNode
 
 
 class Unbound(Exception):
@@ -217,9 +217,12 @@ def _given(field: GraphQLField, node: FieldNode) -> tuple[_Given, ...] | None:
 
 
 def _has_variable(value: ValueNode) -> bool:
+    """Whether `value` holds a variable anywhere: in a list, or a field of an object."""
     if isinstance(value, VariableNode):
         return True
-    return isinstance(value, ListValueNode) and any(_has_variable(v) for v in value.values)
+    if isinstance(value, ListValueNode):
+        return any(_has_variable(v) for v in value.values)
+    return isinstance(value, ObjectValueNode) and any(_has_variable(f.value) for f in value.fields)
 
 
 def _literal(value: ValueNode, definition: GraphQLArgument) -> Any:

@@ -168,7 +168,10 @@ class FastPath:
             assert root.view is not None
             if cache is None or a.by is not None or a.window is not None:  # never kept
                 return None
-            partitions = context.feed.current.partition_count(root.view)
+            try:
+                partitions = context.feed.current.partition_count(root.view)
+            except GatewayError:  # not read yet: its resolver reads it, and says so
+                return None
             found = cache.top(root.view, a.limit, partitions, a.options, counted=False)
             if found is None:
                 return None

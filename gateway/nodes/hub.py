@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable
-from gateway.model.errors import NodeProtocolError
 from gateway.nodes.links import FeedLink, LinkError
+from gateway.nodes.reply import refused_follow
 from runtime.trust import NodeCallSigner
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
@@ -182,7 +182,7 @@ class FeedStream:
             moved = await self._pump()
             await self._leave()
             if moved == "refused":
-                self.end(self._refused(node))
+                self.end(refused_follow(self.view.name, self.partition, node.node_id))
                 return
             if moved == "overflow":
                 await self._caught_up()
@@ -212,17 +212,6 @@ class FeedStream:
                 return node
             if not await feed.newer_within(table.version, _RETRY_S[-1]):
                 self._avoid.clear()  # nothing new: copies that failed may be back
-
-    def _refused(self, node: NodeInfo) -> NodeProtocolError:
-        """The error ending a stream whose follow `node` refused (its answer is logged)."""
-        return NodeProtocolError(
-            self.view.name,
-            "the node refused to follow the view's changes: it serves another catalogue or "
-            "version than the gateway (the gateway's log has its answer); subscribe again "
-            "once every node serves the view",
-            partitions=[self.partition],
-            node=node.node_id,
-        )
 
     def _shun(self, node: NodeInfo) -> None:
         """Avoid `node` until it publishes a record newer than the one its follow used."""

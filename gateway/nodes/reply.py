@@ -33,6 +33,7 @@ __all__ = [
     "other_partitions",
     "past_deadline",
     "read_answer",
+    "refused_follow",
     "transport_failure",
 ]
 
@@ -121,6 +122,19 @@ def read_answer(read: Callable[[Any], T], reply: NodeReply, view: str, where: di
 def other_partitions(view: str, where: dict[str, Any]) -> NodeProtocolError:
     """An answer about other partitions than the call asked for."""
     return NodeProtocolError(view, "answered slices of other partitions than asked", **where)
+
+
+def refused_follow(view: str, partition: int, node: str) -> NodeProtocolError:
+    """A follow of `view`'s changes the node refused (a view it does not serve); its answer
+    is for the log (`gateway.nodes.hub`), not the client."""
+    return NodeProtocolError(
+        view,
+        "the node refused to follow the view's changes: it serves another catalogue or "
+        "version than the gateway (the gateway's log has its answer); subscribe again once "
+        "every node serves the view",
+        partitions=[partition],
+        node=node,
+    )
 
 
 def for_waiter(
