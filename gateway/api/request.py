@@ -76,12 +76,14 @@ class RequestContext:
 
     def add_freshness(self, view: View, entries: Sequence[Mapping[str, Any]]) -> None:
         """The freshness of copies read for `view`; their positions of its changelog go to
-        the answer's read token, and leave the entries the client sees."""
+        the answer's read token, and leave (with the offsets applied, the cache's) the
+        entries the client sees."""
         self.positions.add_entries(view.changelog_topic, entries)
         for entry in entries:
             ident = (entry.get("partition"), entry.get("node"), entry.get("role"))
             shown = dict(entry)
             shown.pop("positions", None)
+            shown.pop("applied", None)
             self.freshness[ident] = shown
 
     def extensions(self) -> dict[str, Any]:

@@ -618,10 +618,11 @@ class GatewayCache:
     def _exact_at(self, view: View, state: _Partition, read: LookupResult) -> int | None:
         """The position of `view`'s topic at which the node `read` holds the rows of
         `state`'s partition exactly, and the follow brings every change after it: the
-        followed copy answered it as ACTIVE; it wrote no batch meanwhile (its positions,
-        which cover a batch being written, are what it had applied), so its rows are exact as
-        of its position; and the follow has not passed that position (a change between could
-        have gone by). Else None."""
+        followed copy answered it as ACTIVE; it wrote no batch of the topic meanwhile (its
+        position, which covers a batch being written, is what it had applied of the topic:
+        `applied`, per topic; a node that does not report it, the sum of its positions is
+        its appliedOffset), so its rows are exact as of its position; and the follow has
+        not passed that position (a change between could have gone by). Else None."""
         # plain loops, not generators: this runs for every miss filled while the cache has room
         partition = state.partition
         for entry in read.freshness:
@@ -636,14 +637,15 @@ class GatewayCache:
         positions = entry.get("positions")
         if not isinstance(positions, dict):
             return None
-        total = 0
-        for offset in positions.values():
-            if not isinstance(offset, int):
-                return None
-            total += offset
         topic = view.changelog_topic
         at = positions.get(topic, 0)
-        if total != entry.get("appliedOffset") or state.applied.get(topic, 0) > at:
+        applied = entry.get("applied")
+        if isinstance(applied, dict):
+            if applied.get(topic) != at:
+                return None
+        elif _summed(positions) != entry.get("appliedOffset"):
+            return None
+        if not isinstance(at, int) or state.applied.get(topic, 0) > at:
             return None
         return at
 
@@ -1217,6 +1219,17 @@ async def _snapshot_frames(
                 raise LinkError(f"snapshot follow ended: {got.get('message', kind)}")
     finally:
         await link.unfollow(ident)
+
+
+def _summed(positions: Mapping[str, Any]) -> int | None:
+    """The sum of `positions` (None when one is no offset): a node that reports no applied
+    offsets per topic is exact when it equals its appliedOffset."""
+    total = 0
+    for offset in positions.values():
+        if not isinstance(offset, int):
+            return None
+        total += offset
+    return total
 
 
 def _matters(rows: Sequence[Ranked], limit: int, change: Change) -> bool:

@@ -406,9 +406,10 @@ class PartitionRegistry:
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
         proved: Mapping[str, int] | None = None,
-    ) -> tuple[T, PartitionStatus, dict[str, int]] | None:
+    ) -> tuple[T, PartitionStatus, dict[str, int], dict[str, int]] | None:
         """As `read`, with the positions (next offset per changelog topic) the read
-        reflects: at least those of every row it may have seen."""
+        reflects: at least those of every row it may have seen; and the offsets applied
+        then (below the positions while a batch is being written)."""
         with self._lock:
             started = self._start_read(partition, roles, proved)
             if started is None:
@@ -419,7 +420,7 @@ class PartitionRegistry:
             except READ_DAMAGE as exc:
                 self._found_damaged(partition, copy, exc)
                 return None
-            return value, status, dict(copy.visible)
+            return value, status, dict(copy.visible), dict(copy.applied)
 
     def _found_damaged(self, partition: int, copy: _Copy, exc: Exception) -> None:
         """A read of `copy` found its store damaged (under the lock): no read of it until

@@ -638,6 +638,7 @@ class FakeNode:
                 "appliedOffset": 100 + p,
                 "lag": 0,
                 "positions": dict.fromkeys(self._topics, 100 + p),
+                "applied": dict.fromkeys(self._topics, 100 + p),
             }
             for p in sorted(read)
         ]

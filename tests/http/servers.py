@@ -44,7 +44,7 @@ class CountingRegistry(PartitionRegistry):
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
         proved: Mapping[str, int] | None = None,
-    ) -> tuple[T, PartitionStatus, dict[str, int]] | None:
+    ) -> tuple[T, PartitionStatus, dict[str, int], dict[str, int]] | None:
         self.reads += 1
         return super().read_at(partition, reader, roles, proved)
 

@@ -1,6 +1,7 @@
 """The gateway cache (gateway.reads.cache) where it went wrong before: a fill that fails
 on a row it cannot read, a node read seen before the partition was followed, the misses
-of lookups that did not look, and a key missed again while the cache has room."""
+of lookups that did not look, a key missed again while the cache has room, and reads
+filled from in a catalogue of several views."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from gateway.model.rows import Row
 from gateway.reads.protocol import LookupResult
 from tests.live.fake_feed import count_row
-from tests.live.test_cache import WORDS, _read, change, harness, key_in, settle
+from tests.live.test_cache import TOPIC, WORDS, _read, change, harness, key_in, settle
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -98,5 +99,34 @@ def test_a_key_missed_again_is_filled_from_its_read_while_the_cache_has_room() -
             assert missed == {0: [key]}
             h.cache.fill(WORDS, missed, _read([key], [Row(key, 5)]), [key])
             assert h.ask([key]).rows == {key: Row(key, 5)}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("applied", "filled"),
+    [({TOPIC: 5}, True), ({TOPIC: 4}, False)],  # a batch of the view's topic being written
+    ids=["exact", "mid-batch"],
+)
+def test_a_read_reporting_its_topic_applied_fills_in_a_catalogue_of_several_views(
+    applied: dict[str, int], filled: bool
+) -> None:
+    """A node reports the position of the view's topic only, and appliedOffset sums every
+    changelog of the partition (TOPIC 5 + OTHER 3): compared with that sum the read never
+    looked exact, so no read was ever filled from with several views. With the applied
+    offset of the view's topic beside its position, an exact read fills, one written
+    meanwhile does not."""
+
+    async def scenario() -> None:
+        async with harness() as h:
+            key = key_in(0)
+            h.ask([key])
+            await h.following(applied=5, other=3)
+            read = _read([key], [Row(key, 4)], positions={TOPIC: 5}, applied=applied)
+            h.cache.fill(WORDS, h.ask([key]).missing, read, [key])
+            await settle()
+            snapshots = [f for f, _ in h.hub.links["n1"].follows.values() if f["snapshot"]]
+            assert (snapshots == []) is filled
+            assert (h.ask([key]).missing == {}) is filled
 
     asyncio.run(scenario())

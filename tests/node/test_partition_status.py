@@ -94,6 +94,7 @@ def test_a_read_reports_positions_that_cover_a_batch_being_written(tmp_path: Pat
         found = registry.read_at(0, lambda store: None)
         assert found is not None
         assert (found[1].applied_offset, found[2]) == (14, {"t": 12, "u": 4})
+        assert found[3] == {"t": 10, "u": 4}  # what the store held: the batch is not in yet
         registry.record_applied(0, {"t": 12, "u": 5})
         found = registry.read_at(0, lambda store: None)
         assert found is not None and found[2] == {"t": 12, "u": 5}

@@ -108,6 +108,7 @@ def test_standby_copies_answer_only_when_asked(endpoint: GraphQLEndpoint) -> Non
             "appliedOffset": 10,
             "lag": 2,
             "positions": {WORD_COUNTS.changelog_topic: 10},
+            "applied": {WORD_COUNTS.changelog_topic: 10},
         }
     ]
     top = endpoint.execute("{ topWords(limit: 5, partitions: [0, 1]) { word } }", roles=standby)

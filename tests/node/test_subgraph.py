@@ -172,6 +172,7 @@ def test_freshness_names_each_partition_read(endpoint: GraphQLEndpoint) -> None:
             "appliedOffset": 100 + partition,
             "lag": 5,
             "positions": {VIEW.changelog_topic: 100 + partition},
+            "applied": {VIEW.changelog_topic: 100 + partition},  # no batch being written
         }
     ]
 

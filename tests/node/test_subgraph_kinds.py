@@ -325,6 +325,7 @@ def test_latest_of_a_customer(endpoint: GraphQLEndpoint) -> None:
             "lag": 0,
             # the position of the changelog of the view read, not of every view
             "positions": {LATEST.changelog_topic: 10 + partition_for(customer, P)},
+            "applied": {LATEST.changelog_topic: 10 + partition_for(customer, P)},
         }
     ]
     unknown = held("nobody", 10)[0]

@@ -131,7 +131,7 @@ class BrokenRegistry(PartitionRegistry):
         reader: Callable[[PartitionStore], T],
         roles: Collection[Role] = (Role.ACTIVE,),
         proved: Mapping[str, int] | None = None,
-    ) -> tuple[T, PartitionStatus, dict[str, int]] | None:
+    ) -> tuple[T, PartitionStatus, dict[str, int], dict[str, int]] | None:
         raise SerializationError(f"partition {partition}: bad value in {SECRET}")
 
 

@@ -28,7 +28,11 @@ class ReadContext:
     `proved`: per partition the offsets (per topic) its copy was proved current at
     (node.reads.currency); such a copy is read even while it restores. `positions`: per
     partition read, the next offset of the changelog of each view read there that its reads
-    reflect (the freshness entry's `positions`, from which the gateway builds read tokens)."""
+    reflect (the freshness entry's `positions`, from which the gateway builds read tokens).
+    `applied`: per partition read, the least offset of each of those changelogs its copy had
+    applied at one of the reads: equal to the position when every read of it saw no batch
+    being written, so its rows are exactly those of that position (the gateway's cache
+    fills from such reads)."""
 
     registry: PartitionRegistry
     clock: Clock = wall_clock_ms
@@ -36,6 +40,7 @@ class ReadContext:
     proved: dict[int, dict[str, int]] = field(default_factory=dict)
     freshness: dict[int, PartitionStatus] = field(default_factory=dict)
     positions: dict[int, dict[str, int]] = field(default_factory=dict)
+    applied: dict[int, dict[str, int]] = field(default_factory=dict)
     executed: bool = False
     _now_ms: int | None = field(default=None, init=False, repr=False)
 
@@ -77,12 +82,14 @@ class ReadContext:
         result = self.registry.read_at(partition, reader, self.roles, self.proved.get(partition))
         if result is None:
             return None
-        value, status, positions = result
+        value, status, positions, applied = result
         self.freshness.setdefault(partition, status)
         # the position of the view's changelog only: the gateway's read token needs no other
         topic = view.changelog_topic
         seen = self.positions.setdefault(partition, {})
         seen[topic] = max(seen.get(topic, 0), positions.get(topic, 0))
+        done = self.applied.setdefault(partition, {})
+        done[topic] = min(done.get(topic, seen[topic]), applied.get(topic, 0))
         return (value,)
 
     def holds(self, partition: int) -> bool:
@@ -93,13 +100,23 @@ class ReadContext:
         """One entry per partition read; `lagUnknownSince` only while the lag is unknown
         (the broker does not answer): `lag` is then the last one known, as of that time."""
         return [
-            _freshness(partition, self.node_id, s, self.positions.get(partition, {}))
+            _freshness(
+                partition,
+                self.node_id,
+                s,
+                self.positions.get(partition, {}),
+                self.applied.get(partition, {}),
+            )
             for partition, s in sorted(self.freshness.items())
         ]
 
 
 def _freshness(
-    partition: int, node_id: str, status: PartitionStatus, positions: dict[str, int]
+    partition: int,
+    node_id: str,
+    status: PartitionStatus,
+    positions: dict[str, int],
+    applied: dict[str, int],
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "partition": partition,
@@ -108,6 +125,7 @@ def _freshness(
         "appliedOffset": status.applied_offset,
         "lag": status.lag,
         "positions": positions,
+        "applied": applied,
     }
     if status.lag_unknown_since_ms is not None:
         entry["lagUnknownSince"] = iso_ms(status.lag_unknown_since_ms)
