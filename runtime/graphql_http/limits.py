@@ -508,12 +508,15 @@ class Size:
 
 
 def size_of(value: Any) -> int:
-    """The size a value asks for: a list's length, an integer itself, else 1 (null, or a
-    value the schema will refuse with BAD_USER_INPUT anyway)."""
+    """The size a value asks for: a list's length, an integer itself (a whole float too, as
+    `1e4` or `10000.0` in JSON variables, which GraphQL's Int takes), else 1 (null, or a value
+    the schema will refuse with BAD_USER_INPUT anyway)."""
     if isinstance(value, list | tuple):
         return len(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return 1
 
 

@@ -5,6 +5,7 @@ by its own limits."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -144,10 +145,12 @@ class CountingRegistry(PartitionRegistry):
 
 
 def node_answers(
-    queries: list[str], environ: dict[str, str] | None = None
+    queries: list[str],
+    environ: dict[str, str] | None = None,
+    variables: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """The bodies a real node app answers `queries` with, called directly (no gateway), and
-    the reads its fields made."""
+    """The bodies a real node app answers `queries` (with `variables`) with, called directly
+    (no gateway), and the reads its fields made."""
     config = NodeConfig.from_env({"STATEFED_NODE_ID": "n1", **(environ or {})})
     registry = CountingRegistry("n1")
     registry.set_partition_counts({v.changelog_topic: P for v in (WORDS, BOOKING_HISTORY)})
@@ -156,7 +159,11 @@ def node_answers(
     async def scenario() -> list[dict[str, Any]]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://node.localhost") as http:
-            return [(await http.post("/graphql", json={"query": q})).json() for q in queries]
+            bodies = []
+            for query in queries:
+                body = {"query": query, "variables": variables or {}}
+                bodies.append((await http.post("/graphql", json=body)).json())
+            return bodies
 
     return asyncio.run(scenario()), registry.reads
 
@@ -191,6 +198,21 @@ def test_a_node_refuses_deep_aliased_costly_and_long_documents_from_any_caller()
     assert "STATEFED_NODE_MAX_TOKENS" in bodies[4]["errors"][0]["message"]
     assert codes(bodies[5]) == ["NOT_OWNER"]  # the one document within the limits is read
     assert reads == 1
+
+
+@pytest.mark.parametrize("limit", ["10000", "10000.0", "1e4"])
+def test_a_size_in_a_variable_costs_what_it_asks_however_the_number_is_written(
+    limit: str,
+) -> None:
+    """GraphQL's Int takes a whole float (`1e4` is 10000 in JSON): priced as 1, fifty top-N of
+    10,000 rows each passed a limit of 100,000."""
+    tops = " ".join(f"a{i}: topWords(limit: $n) {{ word }}" for i in range(50))
+    query = f"query($n: Int!) {{ {tops} }}"
+    assert NodeConfig.from_env({"STATEFED_NODE_ID": "n1"}).max_cost < 50 * 10_000
+    (body,), reads = node_answers([query], variables={"n": json.loads(limit)})
+    assert codes(body) == ["QUERY_TOO_COSTLY"]
+    assert body["errors"][0]["extensions"]["actual"] == 50 * 10_000
+    assert reads == 0
 
 
 def test_a_node_has_introspection_off_by_default() -> None:
