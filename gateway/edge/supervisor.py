@@ -22,14 +22,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
 from gateway.config import GatewayConfig
 from runtime.config import ConfigError
+from runtime.signals import set_from_handler
 
-__all__ = ["supervise"]
+__all__ = ["stop_handler", "supervise"]
 
 log = logging.getLogger("gateway.edge.server")  # the gateway's own lines, as run_gateway's
 
@@ -38,18 +39,24 @@ _STOP_DEADLINE_S = 15.0
 _POLL_S = 0.2
 
 
+def stop_handler(stopping: threading.Event) -> Callable[[int, FrameType | None], None]:
+    """The SIGTERM/SIGINT handler setting `stopping`: through `set_from_handler`, as the main
+    thread may be inside `stopping.wait` holding its lock when the signal comes."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        set_from_handler(stopping)
+
+    return stop
+
+
 def supervise(config: GatewayConfig) -> int:
     """Run `config.processes` workers on the configured port until SIGTERM or SIGINT, or
     until one exits; stop them all and answer the parent's exit status (0 after a signal
     when every worker stopped cleanly, else 1)."""
     _refuse_a_taken_port(config)
     stopping = threading.Event()
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stop)
+        signal.signal(signum, stop_handler(stopping))
     directory = Path(tempfile.mkdtemp(prefix="statefed-gateway-"))  # mode 0700
     workers: list[subprocess.Popen[bytes]] = []
     try:

@@ -131,7 +131,12 @@ def _utc(view: View, name: str, moment: datetime) -> datetime:
         raise BadRequestError(
             view.name, f"{name} {moment.isoformat()} needs a UTC offset (e.g. ...T12:00:00Z)"
         )
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as exc:  # year 1 at +14:00, year 9999 at -14:00
+        raise BadRequestError(
+            view.name, f"{name} {moment.isoformat()} is outside the years 1 to 9999 in UTC"
+        ) from exc
 
 
 def window_start(view: View, start: datetime) -> datetime:

@@ -44,4 +44,7 @@ def parse_utc(text: str) -> datetime:
     moment = datetime.fromisoformat(text)
     if moment.tzinfo is None:
         raise ValueError(f"{text!r} has no UTC offset")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError(f"{text!r} is outside the years 1 to 9999 in UTC") from exc

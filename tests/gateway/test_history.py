@@ -256,3 +256,12 @@ def test_an_unavailable_owner_gives_an_empty_page_and_an_error_naming_the_key() 
     assert error["extensions"]["partition"] == partition_for("ann", P)
     assert "'ann'" in error["message"] and error["path"] == ["bookingHistory"]
     assert owner.requests == 0
+
+
+@pytest.mark.parametrize("at", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_as_of_a_time_outside_the_years_utc_holds_is_refused_naming_at(at: str) -> None:
+    """Year 1 at +14:00 is before the first instant UTC holds: an internal error before."""
+    body, nodes = run(AS_OF, {"c": "ann", "at": at})
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert "outside the years 1 to 9999 in UTC" in body["errors"][0]["message"]
+    assert sum(n.requests for n in nodes) == 0

@@ -105,3 +105,8 @@ def test_what_cannot_be_a_cursor_is_bad_user_input(cursor: str) -> None:
     with pytest.raises(BadRequestError) as raised:
         check_cursor(PER_MINUTE, cursor)
     assert raised.value.extensions() == {"code": "BAD_USER_INPUT", "view": PER_MINUTE.name}
+
+
+def test_parse_utc_refuses_a_time_outside_the_years_utc_holds() -> None:
+    with pytest.raises(ValueError, match="outside the years 1 to 9999"):
+        parse_utc("0001-01-01T00:00:00+14:00")

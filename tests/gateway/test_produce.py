@@ -68,3 +68,18 @@ def test_a_topic_read_with_typed_keys_or_registry_values_is_refused(change: dict
     body = asyncio.run(scenario())
     assert codes(body) == ["BAD_USER_INPUT"]
     assert "writes string keys and JSON values only" in body["errors"][0]["message"]
+
+
+def test_an_event_time_outside_the_years_utc_holds_is_refused() -> None:
+    mutation = """mutation($e: DateTime) {
+      produce(topic: "words", key: "kafka", eventTime: $e) { token }
+    }"""
+    node = FakeNode("n1", Model.of_counts({}), range(P), P)
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway([node], P, config=GatewayConfig(produce=True)) as http:
+            return (await post_query(http, mutation, {"e": "0001-01-01T00:00:00+14:00"}))[1]
+
+    body = asyncio.run(scenario())
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert "outside the years 1 to 9999 in UTC" in body["errors"][0]["message"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -26,6 +27,7 @@ from schema import (
     DEMO_DOMAIN,
     WORD_COUNTS,
     EventRow,
+    KeyType,
     Role,
     WindowRow,
     pack,
@@ -502,3 +504,42 @@ async def every_kind_over_http(app: NodeApp) -> None:
         history = await post(HISTORY_QUERY, {"c": customer, "n": 100})
         nodes = [edge["node"] for edge in history["bookingHistory"]["edges"]]
         assert nodes == history_json(customer)
+
+
+# -- arguments a node cannot read -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '{ hostAccessWindows(host: "h", from: "0001-01-01T00:00:00+14:00") { count } }',
+        '{ hostAccessWindows(host: "h", to: "9999-12-31T23:59:59-14:00") { count } }',
+        '{ bookingHistory(customer: "c", from: "0001-01-01T00:00:00+14:00") { edges { cursor } } }',
+        '{ topHostsPerMinute(limit: 3, window: {start: "0001-01-01T00:00:00+14:00"}) { host } }',
+    ],
+)
+def test_a_time_outside_the_years_utc_can_hold_is_bad_user_input(
+    endpoint: GraphQLEndpoint, query: str
+) -> None:
+    """Year 1 at +14:00 is before the first instant a UTC datetime holds: it was an internal
+    error (and a traceback in the log at every request)."""
+    error = only_error(endpoint.execute(query))
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "outside the years 1 to 9999 in UTC" in error["message"]
+
+
+def test_a_key_that_is_no_key_text_of_the_views_key_type_is_bad_user_input(
+    clock: Clock,
+) -> None:
+    """An int-keyed view's keys are hex key texts: anything else was an internal error."""
+    view = dataclasses.replace(WORD_COUNTS, key_type=KeyType.INT)
+    registry = PartitionRegistry("n1")
+    registry.set_partition_counts({view.changelog_topic: P})
+    endpoint = GraphQLEndpoint(build_subgraph((view,)), registry, clock)
+    for query in (
+        '{ wordCount(word: "abc") { count } }',
+        '{ wordCounts(words: ["abc"]) { count } }',
+    ):
+        error = only_error(endpoint.execute(query))
+        assert error["extensions"]["code"] == "BAD_USER_INPUT"
+        assert "is no key text of a int key" in error["message"], error

@@ -108,7 +108,12 @@ def _event_time(views: list[View], value: Any, moment: datetime | None, now_ms: 
             raise BadRequestError(
                 views[0].name, "eventTime needs a UTC offset, e.g. 2026-01-01T00:00:00Z"
             )
-        stated["eventTime"] = floor_ms(moment.astimezone(UTC))
+        try:
+            stated["eventTime"] = floor_ms(moment.astimezone(UTC))
+        except OverflowError as exc:
+            raise BadRequestError(
+                views[0].name, "eventTime is outside the years 1 to 9999 in UTC"
+            ) from exc
     if len(set(stated.values())) > 1:
         given_as = ", ".join(f"{name} {ms}" for name, ms in stated.items())
         raise BadRequestError(

@@ -78,6 +78,15 @@ def read_each(
     return {p: context.read(view, p, readers[p], None) for p in chosen}
 
 
+def _partition_of(view: View, key: str, partitions: int) -> int:
+    """The partition of `key`; BAD_USER_INPUT when it is no key text of the view's key type
+    (an int key's hex digits, say): a caller's mistake, not the node's."""
+    try:
+        return view.partition_of(key, partitions)
+    except ValueError as exc:
+        raise BadRequestError(view.name, f"{view.key_field}: {exc}") from exc
+
+
 def _partition_count(view: View, context: ReadContext) -> int:
     return context.registry.partition_count(view.changelog_topic)
 
@@ -87,7 +96,7 @@ def read_key(
 ) -> T:
     """`reader` on the partition of `key`; NOT_OWNER when this node does not hold it."""
     check_key(view, key)
-    partition = view.partition_of(key, _partition_count(view, context))
+    partition = _partition_of(view, key, _partition_count(view, context))
     return context.read(view, partition, reader, key)
 
 
@@ -105,7 +114,7 @@ def read_keys(
     by_partition: dict[int, list[int]] = {}
     for index, key in enumerate(keys):
         check_key(view, key)
-        by_partition.setdefault(view.partition_of(key, partition_count), []).append(index)
+        by_partition.setdefault(_partition_of(view, key, partition_count), []).append(index)
     if len(by_partition) > 1:  # one partition: its read says whether it is held
         foreign = [p for p in by_partition if not context.holds(p)]
         if foreign:
