@@ -23,6 +23,8 @@ Durations are integers of milliseconds with an `_ms` suffix in the field and var
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -133,10 +135,25 @@ def _parse_bool(raw: str) -> bool:
     return value
 
 
+def _parse_int(raw: str) -> int:
+    """ASCII digits with an optional sign: not int()'s other digits, `_` or spaces."""
+    if re.fullmatch(r"[+-]?[0-9]+", raw.strip()) is None:
+        raise ValueError(raw)
+    return int(raw)
+
+
+def _parse_float(raw: str) -> float:
+    """A finite number (not nan or inf)."""
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(raw)
+    return value
+
+
 _PARSERS: dict[type, Callable[[str], object]] = {
     bool: _parse_bool,
-    int: int,
-    float: float,
+    int: _parse_int,
+    float: _parse_float,
     Path: Path,
 }
 _KIND_NAMES = {

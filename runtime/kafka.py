@@ -268,8 +268,8 @@ def parse_properties(text: str, origin: str = CONFIG_VARIABLE) -> dict[str, str]
             continue
         line, pending = pending + line, ""
         key, value = _split(line)
-        if not key:
-            raise ConfigError(origin, f"line {first}: {line!r} is not key=value")
+        if not key:  # its text is not shown: it may be a secret's line
+            raise ConfigError(origin, f"line {first} is not key=value (or key: value)")
         properties[key] = value
     if pending:
         raise ConfigError(origin, "the last line ends in '\\' but nothing follows")
@@ -335,6 +335,12 @@ def _read(path: Path, variable: str) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(variable, f"cannot read {str(path)!r}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            variable,
+            f"{str(path)!r} is no UTF-8 text (a Java keystore? librdkafka reads PEM files: "
+            "name one in ssl.ca.location, ssl.certificate.location, ssl.key.location)",
+        ) from exc
 
 
 def _check_key(key: str, origin: str) -> None:

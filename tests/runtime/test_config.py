@@ -51,6 +51,9 @@ def test_values_are_stripped_and_parsed_by_type() -> None:
     ("variable", "raw", "message"),
     [
         ("T_COUNT", "ten", "must be an integer in 1..10, got 'ten'"),
+        ("T_COUNT", "٨", "must be an integer in 1..10, got '٨'"),  # int() takes it
+        ("T_COUNT", "1_0", "must be an integer in 1..10, got '1_0'"),
+        ("T_RATIO", "nan", "must be a number in 0.0..1.0, got 'nan'"),
         ("T_COUNT", "11", "must be an integer in 1..10, got 11"),
         ("T_RATIO", "2", "must be a number in 0.0..1.0, got 2.0"),
         ("T_FLAG", "maybe", "must be true or false (also 1/0, yes/no, on/off), got 'maybe'"),

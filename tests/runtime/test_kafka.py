@@ -48,7 +48,7 @@ def test_the_properties_file_format() -> None:
 
 
 def test_a_line_that_is_no_property_is_refused_with_its_number() -> None:
-    with pytest.raises(ConfigError, match=r"STATEFED_KAFKA_CONFIG: line 2: 'oops'"):
+    with pytest.raises(ConfigError, match=r"STATEFED_KAFKA_CONFIG: line 2 is not key=value"):
         parse_properties("a=b\noops\n")
 
 
@@ -76,6 +76,18 @@ def test_a_secret_comes_from_a_file(tmp_path: Path) -> None:
         KafkaProperties.from_env({"STATEFED_KAFKA_SASL_PASSWORD_FILE": str(tmp_path / "empty")})
     with pytest.raises(ConfigError, match="STATEFED_KAFKA_SASL_PASSWORD_FILE: cannot read"):
         KafkaProperties.from_env({"STATEFED_KAFKA_SASL_PASSWORD_FILE": str(tmp_path / "none")})
+    keystore = tmp_path / "client.jks"
+    keystore.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02")
+    with pytest.raises(ConfigError, match=r"STATEFED_KAFKA_CONFIG: .* is no UTF-8 text"):
+        KafkaProperties.from_env({"STATEFED_KAFKA_CONFIG": str(keystore)})
+
+
+def test_a_line_that_is_not_key_value_is_named_by_its_number_never_shown(tmp_path: Path) -> None:
+    file = tmp_path / "client.properties"
+    file.write_text("security.protocol=SASL_SSL\nsasl.password  hunter2\n")
+    with pytest.raises(ConfigError, match="line 2 is not key=value") as caught:
+        KafkaProperties.from_env({"STATEFED_KAFKA_CONFIG": str(file)})
+    assert "hunter2" not in str(caught.value)
 
 
 def test_java_only_keys_are_refused_with_the_librdkafka_keys_to_use(tmp_path: Path) -> None:
