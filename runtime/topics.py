@@ -293,6 +293,14 @@ def _compare(
     if replication < spec.replication:
         notes.append(f"has replication factor {replication} (asked {spec.replication})")
     have = configs.get(spec.name, {})
+    isr = have.get("min.insync.replicas", "")
+    if isr.isdigit() and int(isr) > replication:
+        problems.append(
+            f"min.insync.replicas is {isr} but the topic has {replication} replica(s): every "
+            "write that waits for the replicas (acks=all) fails; fix it with `kafka-configs.sh "
+            f"--alter --entity-type topics --entity-name {spec.name} --add-config "
+            f"min.insync.replicas={replication}`"
+        )
     for key, want in spec.configs.items():
         problem, note = _config_difference(spec, key, want, have.get(key))
         problems += [problem] if problem else []
@@ -306,19 +314,38 @@ def _config_difference(
     """(problem, note) of one config of an existing topic."""
     if got is None:
         return None, f"{key}: the broker does not report it (asked {want})"
+    if key == "retention.ms" and spec.role == "changelog":
+        return _retention_difference(spec, want, got)
     if key != "cleanup.policy":
         return None, None if got == want else f"{key} is {got} (asked {want}); kept as is"
     if _policies(got) == _policies(want):
         return None, None
-    if _COMPACT in _policies(want) - _policies(got):
+    added, missing = _policies(got) - _policies(want), _policies(want) - _policies(got)
+    if _COMPACT in missing or _DELETE in added:
         return (
             f"cleanup.policy is {got}, not {want}: on real Kafka a {spec.role} topic that "
-            "is not compacted loses the state it holds once retention passes; fix it with "
+            "deletes by age loses the state it holds once retention passes; fix it with "
             f"`kafka-configs.sh --alter --entity-type topics --entity-name {spec.name} "
             f"--add-config cleanup.policy=[{want}]`",
             None,
         )
     return None, f"cleanup.policy is {got} (asked {want}); kept as is"
+
+
+def _retention_difference(spec: TopicSpec, want: str, got: str) -> tuple[str | None, str | None]:
+    """A windowed changelog's retention: shorter than the view's, windows it still serves
+    go from Kafka (a restore or a new standby would miss them)."""
+    if got == want:
+        return None, None
+    if got.lstrip("-").isdigit() and want.isdigit() and 0 <= int(got) < int(want):
+        return (
+            f"retention.ms is {got}, shorter than the view's {want}: windows the view still "
+            "serves leave the changelog, and a store rebuilt from it misses them; fix it with "
+            f"`kafka-configs.sh --alter --entity-type topics --entity-name {spec.name} "
+            f"--add-config retention.ms={want}`",
+            None,
+        )
+    return None, f"retention.ms is {got} (asked {want}); kept as is"
 
 
 def _policies(value: str) -> set[str]:

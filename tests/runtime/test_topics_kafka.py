@@ -147,6 +147,37 @@ def test_a_changelog_that_is_not_compacted_is_refused(
     assert "cleanup.policy is delete, not compact" in out and "loses the state" in out
 
 
+@pytest.mark.parametrize(
+    ("windowed", "config", "problem"),
+    [
+        (False, {"cleanup.policy": "compact,delete"}, "cleanup.policy is compact,delete, not"),
+        (True, {"retention.ms": "60000"}, "retention.ms is 60000, shorter than the view's"),
+        (False, {"min.insync.replicas": "2"}, "min.insync.replicas is 2 but the topic has 1"),
+    ],
+    ids=["deleted by age", "shorter retention", "more in-sync replicas than replicas"],
+)
+def test_a_changelog_that_would_lose_state_or_refuse_writes_is_refused(
+    kafka: KafkaBroker,
+    capsys: pytest.CaptureFixture[str],
+    windowed: bool,
+    config: dict[str, str],
+    problem: str,
+) -> None:
+    """Warnings before: a compacted changelog also deleted by age, a windowed one kept for
+    less than the view's retention (both lose state a restore needs), and one whose writes
+    all fail (acks=all with fewer replicas than min.insync.replicas)."""
+    view = next(v for v in VIEWS if (v.window is not None) is windowed)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    new = [NewTopic(view.changelog_topic, 2, 1, config=config)]
+    for future in admin.create_topics(new).values():
+        future.result(10)
+    with pytest.raises(SystemExit, match="nothing was created"):
+        _run(kafka, "--partitions", "2", "--replication-factor", "1")
+    out = capsys.readouterr().out
+    assert f"exists differs {view.changelog_topic}" in out
+    assert problem in out and "kafka-configs.sh --alter" in out
+
+
 def test_a_windowed_changelog_compacted_but_not_deleted_is_only_a_warning(
     kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
