@@ -49,3 +49,29 @@ def test_a_cluster_whose_gateway_exited_fails_at_once_naming_it(tmp_path: Path) 
         wait_until(lambda: not gateway.running(), 10, "the gateway to exit")
         with pytest.raises(ProcessFailed, match="address already in use"):
             cluster.wait_routable(timeout_s=30)
+
+
+def test_a_part_that_exited_on_its_own_has_its_children_stopped_with_it(tmp_path: Path) -> None:
+    """A part whose own process died (a pipeline's Python OOM-killed) leaves its children
+    (Spark's JVM) in its process group: asking whether it runs must not reap it, or its
+    stop could no longer name the group, and the children would outlive it."""
+    pid_file = tmp_path / "child.pid"
+    part = _shell(f"sleep 60 & echo $! > {pid_file}; exit 3", tmp_path / "part.log").start()
+    try:
+        wait_until(lambda: not part.running(), 10, "the part's own process to exit")
+        assert part.returncode == 3
+        child = int(pid_file.read_text())
+        assert _alive(child)  # still running, in the part's process group
+    finally:
+        part.stop()
+    wait_until(lambda: not _alive(child), 10, "the part's child to be stopped with it")
+    assert part.returncode == 3
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (not a zombie: an orphan is reaped by init)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

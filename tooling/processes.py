@@ -167,7 +167,7 @@ class ManagedProcess:
         return self
 
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._process is not None and self.returncode is None
 
     def check_alive(self) -> bool:
         """True while the process runs; ProcessFailed, naming its log and its tail, once
@@ -181,7 +181,15 @@ class ManagedProcess:
 
     @property
     def returncode(self) -> int | None:
-        return self._process.poll() if self._process is not None else None
+        """The exit status once the process exited (-N: killed by signal N), else None.
+        Read without reaping it: an unreaped leader's pid keeps naming its process group,
+        so `stop` can still end the children it left (`_exit_status`)."""
+        process = self._process
+        if process is None:
+            return None
+        if process.returncode is not None:
+            return process.returncode
+        return _exit_status(process.pid)
 
     def log_of_this_run(self) -> str:
         """What the process wrote to its log since its last start."""
@@ -257,8 +265,9 @@ class ManagedProcess:
         if process.returncode is None:
             if sig == signal.SIGKILL:
                 _kill_group(process.pid)
-            else:
-                process.send_signal(sig)  # the part shuts its own children down
+            else:  # not Popen.send_signal, which reaps an exited leader first
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, sig)  # the part shuts its own children down
                 self._signal_group(signal.SIGCONT)  # a paused part must run to act on it
             if not _exited_unreaped(process.pid, timeout_s):
                 _kill_group(process.pid)
@@ -269,6 +278,20 @@ class ManagedProcess:
             self._log.close()
             self._log = None
         return process.returncode
+
+
+def _exit_status(pid: int) -> int | None:
+    """The exit status of child `pid` once it exited (-N: killed by signal N), else None;
+    it is left unreaped (a zombie), so its pid stays its own."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped by someone else: gone, its status unknown
+        return -1
+    if info is None:
+        return None
+    if info.si_code == os.CLD_EXITED:
+        return info.si_status
+    return -info.si_status
 
 
 def _exited_unreaped(pid: int, timeout_s: float) -> bool:
