@@ -75,3 +75,30 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+class _InterruptedStop(ManagedProcess):
+    """A part whose clean stop is interrupted by a second Ctrl-C."""
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_while_stopping_kills_every_part_left_and_says_which(tmp_path: Path) -> None:
+    """The demo's stop (LocalCluster.stop) went no further than a second Ctrl-C: the parts
+    after it were left to the parent-death signal, unreported. A part that had exited is
+    reported as such."""
+    cluster = localcluster.LocalCluster(tmp_path)
+    gateway = _InterruptedStop.of_command("gateway", ["sleep", "60"], {}, tmp_path / "g.log")
+    cluster.gateway = gateway.start()
+    cluster.nodes = {n: _shell("exec sleep 60", tmp_path / f"{n}.log").start() for n in "ab"}
+    pipeline = cluster.pipeline = _shell("exit 3", tmp_path / "pipeline.log").start()
+    wait_until(lambda: not pipeline.running(), 10, "the pipeline to exit")
+    try:
+        stopped = cluster.stop()
+    finally:
+        for part in (gateway, *cluster.nodes.values()):
+            part.kill()
+    assert stopped == ["gateway", "part", "part", "part (had exited: 3)"]
+    assert not gateway.running()
+    assert not any(part.running() for part in cluster.nodes.values())

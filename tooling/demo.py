@@ -161,7 +161,9 @@ def run_demo(env: dict[str, str]) -> None:
     # from the start, counting the demo data twice.
     _wipe(base)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: set_from_handler(stop))
+    # SIGTERM stops it as Ctrl-C does, also while the parts start (minutes, some waits);
+    # the event is for the loops that wait on it
+    signal.signal(signal.SIGTERM, lambda *_: _interrupt(stop))
     # Ctrl-C stops the demo even when it was started from a shell that ignores SIGINT for
     # its background jobs (Python then keeps it ignored): raise KeyboardInterrupt again
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -200,12 +202,18 @@ def run_demo(env: dict[str, str]) -> None:
         _say(f"demo failed: {exc}")
         raise SystemExit(1) from exc
     finally:
-        _say("stopping ...")
+        _say("stopping ... (Ctrl-C again kills what is left)")
         stopped = cluster.stop()
         if registry is not None and registry.running:
             registry.stop()
             stopped.append("Schema Registry")
         _say(f"stopped {', '.join(stopped) or 'nothing'}")
+
+
+def _interrupt(stop: threading.Event) -> None:
+    """The demo's SIGTERM handler: stop as Ctrl-C does."""
+    set_from_handler(stop)
+    raise KeyboardInterrupt
 
 
 def _registry(

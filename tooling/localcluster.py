@@ -173,15 +173,25 @@ class LocalCluster:
         self.wait_routable()
 
     def stop(self) -> list[str]:
-        """Stop every part, newest first; returns what was stopped."""
+        """Stop every part, newest first; returns what was stopped (a part that had exited
+        on its own says so). A Ctrl-C meanwhile kills the parts left instead of waiting for
+        their clean stop, and a part that fails to stop is killed: every part is ended."""
         stopped: list[str] = []
         parts = [self.gateway, *reversed(self.nodes.values()), self.pipeline]
+        hurry = False
         for part in parts:
             if part is None:
                 continue
-            if part.running():
-                stopped.append(part.name)
-            part.stop()  # also closes the log of a part that exited on its own
+            code = part.returncode
+            try:
+                part.kill() if hurry else part.stop()  # also closes an exited part's log
+            except KeyboardInterrupt:
+                hurry = True
+                part.kill()
+            except Exception as exc:  # a part stuck past its stop's waits: killed
+                self.progress(f"{part.name}: did not stop ({exc}); killing it")
+                part.kill()
+            stopped.append(part.name if code is None else f"{part.name} (had exited: {code})")
         if self.broker is not None:
             self.broker.stop()
             stopped.append("broker")
