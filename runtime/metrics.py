@@ -151,6 +151,15 @@ class MetricsGuard:
         self._digest = hashlib.sha256(read_token(self.token_file)).digest()
         log.info("/metrics answers only scrapes with the bearer token of %s", TOKEN_VARIABLE)
 
+    def admits(self, headers: Headers) -> bool:
+        """Whether a request with these headers may see what `/metrics` shows (and a
+        node's `/health` details): always when no token is set."""
+        try:
+            self.check(headers)
+        except RequestError:
+            return False
+        return True
+
     def check(self, headers: Headers) -> None:
         """Admit a scrape with these request headers; RequestError 401 without the token."""
         if self.token_file is None:

@@ -152,6 +152,8 @@ class NodeApp:
             self.metrics.answered(time.perf_counter() - started)
         elif path == "/health" and scope["method"] in ("GET", "HEAD"):
             status, document = self.health()
+            if not self.metrics_guard.admits(scope["headers"]):
+                document = _without_details(document)
             await send_json(send, status, document)
         elif path == METRICS_PATH and scope["method"] in ("GET", "HEAD"):
             await self.metrics_guard.serve(scope, send, self.metrics.registry)
@@ -159,7 +161,8 @@ class NodeApp:
             await send_json(send, 404, {"error": f"no route {scope['method']} {path}"})
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        """HTTP status and body of `GET /health`."""
+        """HTTP status and body of `GET /health`, with every detail (see
+        `_without_details`)."""
         statuses = self.registry.statuses()
         document: dict[str, Any] = {
             "node_id": self.config.node_id,
@@ -320,3 +323,24 @@ class NodeApp:
         self.failure = exc
         if self.on_fatal is not None:
             self.on_fatal(exc)
+
+
+_HIDDEN = "hidden: send the metrics token (STATEFED_METRICS_TOKEN_FILE) to see it"
+
+
+def _without_details(document: dict[str, Any]) -> dict[str, Any]:
+    """`/health` for a caller without the metrics token, when one is set: states, roles,
+    offsets and counts, not the text of failures and store errors nor where damaged stores
+    were moved, which name the node's files."""
+    shown = dict(document)
+    shown["partitions"] = [
+        {**p, "storeError": None if p.get("storeError") is None else _HIDDEN}
+        for p in document.get("partitions", [])
+    ]
+    shown["storeErrors"] = [{**e, "error": _HIDDEN} for e in document.get("storeErrors", [])]
+    shown["storesSetAside"] = [
+        {**a, "reason": _HIDDEN, "movedTo": None} for a in document.get("storesSetAside", [])
+    ]
+    if "error" in shown:
+        shown["error"] = _HIDDEN
+    return shown
