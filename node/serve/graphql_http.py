@@ -211,7 +211,7 @@ class GraphQLEndpoint(GraphQLHTTP[ReadContext]):
                 self.fast_answered += 1
                 context.executed = True
                 return Outcome(data, None)
-            context.freshness.clear()  # execution reads anew, and reports what it read
+            context.forget_reads()  # execution reads anew, and reports what it read
         return self._run(prepared, operation, request.variables, context)
 
     def _lookup(self, prepared: Prepared) -> Lookup | None:

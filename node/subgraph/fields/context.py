@@ -92,6 +92,13 @@ class ReadContext:
         done[topic] = min(done.get(topic, seen[topic]), applied.get(topic, 0))
         return (value,)
 
+    def forget_reads(self) -> None:
+        """Report nothing of the reads so far: their answer is dropped (a fast lookup that
+        execution answers instead), and what execution reads is reported."""
+        self.freshness.clear()
+        self.positions.clear()
+        self.applied.clear()
+
     def holds(self, partition: int) -> bool:
         """Whether this request may read `partition` here."""
         return self.registry.holds(partition, self.roles, self.proved.get(partition))
