@@ -48,9 +48,19 @@ def die_with_parent() -> None:
     from a thread that outlives them (a part started from `asyncio.to_thread` dies when the
     executor's worker thread exits).
     """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl on Linux, looked up once in the parent: a lookup in the forked child
+    (dlopen) could wait for a loader lock another thread of the parent held at the fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+
+
+_PRCTL = _prctl()
 
 
 class ProcessFailed(RuntimeError):
