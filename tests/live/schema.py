@@ -34,6 +34,13 @@ class Flooded:
 
     events = 0
 
+    @classmethod
+    def settled(cls, last: list[int]) -> int | None:
+        """The count once it is the same twice in a row, `last` keeping the counts seen:
+        the flood's source waits for its client."""
+        last.append(cls.events)
+        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
+
 
 class Gate:
     """Holds `gated` queries in flight until a test opens it; `waiting` counts those held (read

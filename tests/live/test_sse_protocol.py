@@ -150,10 +150,6 @@ def test_large_events_for_a_client_not_reading_are_held_back_by_their_bytes() ->
     query = "subscription($n: Int!) { flood(size: $n) }"
     params = {"query": query, "variables": json.dumps({"n": size})}
 
-    def settled(last: list[int]) -> int | None:
-        last.append(Flooded.events)  # the same count twice in a row: the source waits
-        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
-
     with (
         served(GatewayConfig(live_send_buffer=1000)) as base,
         httpx.Client(base_url=base, timeout=30) as client,
@@ -163,7 +159,7 @@ def test_large_events_for_a_client_not_reading_are_held_back_by_their_bytes() ->
             assert answer.status_code == 200
             next(answer.iter_bytes())  # the stream began; nothing more is read
             counts: list[int] = []
-            held = wait_until(lambda: settled(counts), 30, "the flood to be held back", 0.5)
+            held = wait_until(lambda: Flooded.settled(counts), 30, "the flood to be held back", 0.5)
             # 1 MiB of the stream's buffer and the sockets' buffers
             assert held - before < 100, f"{held - before} events of 256 KiB, none read"
     wait_until(lambda: Running.count == 0, 10, "the flood to stop once its client left")

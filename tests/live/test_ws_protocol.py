@@ -254,10 +254,6 @@ def test_a_client_that_does_not_read_holds_its_source_back(base: str) -> None:
     size = 64 * 1024
     flood = {"query": "subscription($n: Int!) { flood(size: $n) }", "variables": {"n": size}}
 
-    def settled(last: list[int]) -> int | None:
-        last.append(Flooded.events)  # the same count twice in a row: the source waits
-        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
-
     async def scenario() -> None:
         # close_timeout: megabytes are still in flight when the client leaves; do not wait
         # for the gateway's close frame behind them
@@ -269,7 +265,7 @@ def test_a_client_that_does_not_read_holds_its_source_back(base: str) -> None:
             await send(socket, {"id": "f", "type": "subscribe", "payload": flood})
             assert len((await receive(socket))["payload"]["data"]["flood"]) == size
             counts: list[int] = []
-            held = wait_until(lambda: settled(counts), 30, "the flood to be held back", 0.5)
+            held = wait_until(lambda: Flooded.settled(counts), 30, "the flood to be held back", 0.5)
             # what fits in the send buffer (4), the sockets' buffers and the client's queue
             assert held < 500, f"{held} events of 64 KiB produced for a client not reading"
             for _ in range(held + 10):  # reading again lets the source run on
@@ -288,10 +284,6 @@ def test_large_messages_for_a_client_not_reading_are_held_back_by_their_bytes(
     size = 256 * 1024
     flood = {"query": "subscription($n: Int!) { flood(size: $n) }", "variables": {"n": size}}
 
-    def settled(last: list[int]) -> int | None:
-        last.append(Flooded.events)
-        return last[-1] if len(last) > 1 and last[-1] == last[-2] else None
-
     async def scenario() -> None:
         async with connect(
             ws(roomy), subprotocols=[PROTOCOL], max_queue=1, close_timeout=0.5
@@ -302,7 +294,7 @@ def test_large_messages_for_a_client_not_reading_are_held_back_by_their_bytes(
             await send(socket, {"id": "f", "type": "subscribe", "payload": flood})
             assert len((await receive(socket))["payload"]["data"]["flood"]) == size
             counts: list[int] = []
-            held = wait_until(lambda: settled(counts), 30, "the flood to be held back", 0.5)
+            held = wait_until(lambda: Flooded.settled(counts), 30, "the flood to be held back", 0.5)
             # 1 MiB of the send buffer, the sockets' buffers and the client's queue
             assert held - before < 100, (
                 f"{held - before} events of 256 KiB for a client not reading"
