@@ -160,3 +160,34 @@ def test_the_command_names_a_data_directory_it_cannot_make(tmp_path: Path) -> No
     assert str(refused.value.code).startswith(
         f"statefed broker: cannot make {blocker / 'kafka'} (Not a directory): choose another "
     )
+
+
+def test_sigterm_while_the_command_starts_its_kafka_stops_the_jvm_cleanly(tmp_path: Path) -> None:
+    """Python's default SIGTERM ended `statefed broker` without its `finally`, so the JVM it
+    was starting died by the parent-death signal's SIGKILL (an unclean stop of a data
+    directory that is kept); it is now stopped cleanly, and the command exits."""
+    command = [sys.executable, "-m", "tooling.cli", "broker", "--port", str(free_port())]
+    command += ["--dir", str(tmp_path / "kafka")]
+    output = tmp_path / "stderr.txt"
+    with output.open("w") as stderr:
+        process = subprocess.Popen(command, stderr=stderr)
+    try:
+        log = tmp_path / "kafka" / "kafka.log"
+        wait_until(lambda: log.exists() and log.stat().st_size > 0, 60, "Kafka to start")
+        kafka = _jvm_of(process.pid)
+        assert kafka is not None and "ready" not in output.read_text()  # still starting
+        process.terminate()
+        process.wait(60)
+    finally:
+        process.kill()
+        process.wait(10)
+    said = output.read_text()
+    # its `finally` ran (the JVM stopped by its handle), not Python's default end by SIGTERM
+    assert process.returncode == 130 and "statefed broker: interrupted" in said, said
+    assert not kafka.is_running() or kafka.status() == psutil.STATUS_ZOMBIE
+
+
+def _jvm_of(pid: int) -> psutil.Process | None:
+    """The Java child of process `pid`, once it runs."""
+    children = psutil.Process(pid).children()
+    return next((c for c in children if "java" in c.name()), None)

@@ -222,6 +222,13 @@ def _wait_for_signal(ready: str, exited: Callable[[], str | None]) -> None:
             raise SystemExit(report)
 
 
+def _interrupt_on_sigterm() -> None:
+    """Until `_wait_for_signal` takes over: SIGTERM interrupts as Ctrl-C does, so a JVM
+    being started is stopped cleanly rather than left to the parent-death signal's SIGKILL
+    (Python's default for SIGTERM ends it without running any `finally`)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def _broker(env: dict[str, str]) -> None:
     from runtime.hosts import is_loopback
     from runtime.topics import TopicError, ensure_topics, statefed_topics
@@ -249,11 +256,12 @@ def _broker(env: dict[str, str]) -> None:
             f"statefed broker: cannot make {config.broker_dir} ({exc.strerror}): choose "
             "another --dir (STATEFED_BROKER_DIR)"
         ) from exc
+    _interrupt_on_sigterm()
     try:
-        broker.start()
-    except BrokerStartError as exc:
-        raise SystemExit(f"statefed broker: {exc}") from exc
-    try:
+        try:
+            broker.start()
+        except BrokerStartError as exc:
+            raise SystemExit(f"statefed broker: {exc}") from exc
         try:
             planned = statefed_topics(config.partitions, _catalogue(env))
             kept = ensure_topics(broker.bootstrap, planned)
@@ -282,6 +290,7 @@ def _registry(env: dict[str, str]) -> None:
 
     config = ToolingConfig.from_env(env)
     registry = SchemaRegistry(config.registry_dir, port=config.registry_port)
+    _interrupt_on_sigterm()  # the registry cleans up after a start it did not finish
     try:
         registry.start()
     except RegistryStartError as exc:
