@@ -337,8 +337,15 @@ def _topics(env: dict[str, str], dry_run: bool) -> None:
         after = [c for c in inspect_plan(config.kafka, plan) if c.spec.name in created]
     except (TopicError, KafkaConnectionError) as exc:
         raise SystemExit(f"statefed topics: {exc}") from exc
-    # what the broker did not apply of what was asked (e.g. a config it ignores)
+    # what the broker did not apply of what was asked (e.g. a config it ignores), or a topic
+    # another client created meanwhile (auto-creation), which Kafka then kept
     _print_checks([c for c in after if c.action != "exists ok"], prefix="created, but ")
+    later = [p for c in after for p in c.problems]
+    if later:
+        raise SystemExit(
+            f"statefed topics: {len(later)} problem(s) above in topics as the broker has them "
+            "now (another client may have created them first): fix them as said"
+        )
     print(f"created {len(created)} topic(s) on {config.bootstrap}")
 
 

@@ -203,3 +203,29 @@ def test_a_replication_factor_above_the_broker_count_is_refused(
     assert "replication factor 3 needs at least 3 brokers" in message and "has 1" in message
     assert "--replication-factor" in message and "STATEFED_TOPICS_REPLICATION_FACTOR" in message
     assert not _plan_lines(capsys.readouterr().out)
+
+
+def test_a_topic_another_client_creates_between_the_check_and_the_creation_is_checked(
+    kafka: KafkaBroker, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client auto-creating a changelog (the broker's defaults: deleted by age) just after
+    statefed topics looked: Kafka answers TOPIC_ALREADY_EXISTS and keeps that topic; the
+    command said it created everything and exited 0."""
+    from runtime import topics
+
+    view = VIEWS[0]
+    create = topics.create_planned
+
+    def first_another_client(kafka_: object, checks: object, timeout_s: float = 15.0) -> None:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        new = [NewTopic(view.changelog_topic, 2, 1, config={"cleanup.policy": "delete"})]
+        for future in admin.create_topics(new).values():
+            future.result(10)
+        create(kafka_, checks, timeout_s)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(topics, "create_planned", first_another_client)
+    with pytest.raises(SystemExit, match="another client may have created them first"):
+        _run(kafka, "--partitions", "2", "--replication-factor", "1")
+    out = capsys.readouterr().out
+    assert f"created, but exists differs {view.changelog_topic}" in out
+    assert "cleanup.policy is delete, not compact" in out
