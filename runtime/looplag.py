@@ -10,7 +10,6 @@ wake-ups a second.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 __all__ = ["LoopLag"]
@@ -29,10 +28,9 @@ class LoopLag:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is not None:  # not `await task` under a suppressed CancelledError: that
+            task.cancel()  # would swallow a cancellation of the one stopping it too
+            await asyncio.wait({task})
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -243,6 +243,7 @@ class FeedLink:
         ws, reader = self._ws, self._reader
         if ws is not None:
             await ws.close()
-        if reader is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
+        if reader is not None:  # ends with the connection
+            await asyncio.wait({reader})
+            if not reader.cancelled() and reader.exception() is not None:
+                log.warning("node %s feed reader failed", self.node_id, exc_info=reader.exception())

@@ -31,3 +31,28 @@ def test_a_blocked_loop_shows_as_a_late_wake_up_and_stop_ends_the_task() -> None
 
     late = asyncio.run(scenario())
     assert max(late) >= 0.19, late
+
+
+def test_stopping_keeps_a_cancellation_of_the_one_stopping_it() -> None:
+    """A shutdown cancelled while it stops the measurement must end cancelled, not go on as
+    if it had not been (its cancellation swallowed with the measuring task's)."""
+
+    async def scenario() -> list[str]:
+        lag = LoopLag(lambda _late: None)
+        lag.start()
+        after: list[str] = []
+
+        async def teardown() -> None:
+            await lag.stop()
+            after.append("ran on")
+
+        stopping = asyncio.get_running_loop().create_task(teardown())
+        await asyncio.sleep(0)  # it waits for the measuring task to end
+        stopping.cancel()
+        try:
+            await stopping
+        except asyncio.CancelledError:
+            after.append("cancelled")
+        return after
+
+    assert asyncio.run(scenario()) == ["cancelled"]
