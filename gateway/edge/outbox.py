@@ -5,8 +5,10 @@ read them, bounded both in number (STATEFED_GATEWAY_LIVE_SEND_BUFFER) and in siz
 Counting messages alone let a client hold a lot of the gateway's memory with a few large
 messages it never read (64 pongs echoing pings of 1 MiB each, or big subscription results).
 A message that does not fit makes its writer wait until the client has read enough; one
-larger than `MAX_BYTES` goes in alone, once the buffer is empty. Once closed, the buffer
-holds only the item that closed it, and writers' messages are dropped.
+larger than `MAX_BYTES` goes in alone, once the buffer is empty. Writers go in the order
+they came: a large message waiting for room is not passed by small ones that would fit
+(it would wait for ever while they keep coming). Once closed, the buffer holds only the
+item that closed it, and writers' messages are dropped.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Outbox(Generic[T]):
         self._max_bytes = max_bytes
         self._closed = False
         self._changed = asyncio.Event()
+        self._turn = asyncio.Lock()  # writers in the order they came (a Lock is fair)
 
     @property
     def held_bytes(self) -> int:
@@ -44,13 +47,14 @@ class Outbox(Generic[T]):
     async def put(self, item: T) -> None:
         """Add `item` once it fits; drop it if the outbox is closed by then."""
         size = self._size(item)
-        while not self._closed and not self._fits(size):
-            self._changed.clear()
-            await self._changed.wait()
-        if not self._closed:
-            self._items.append((item, size))
-            self._bytes += size
-            self._changed.set()
+        async with self._turn:  # uncontended: taken without a turn of the loop
+            while not self._closed and not self._fits(size):
+                self._changed.clear()
+                await self._changed.wait()
+            if not self._closed:
+                self._items.append((item, size))
+                self._bytes += size
+                self._changed.set()
 
     async def get(self) -> T:
         """The oldest item, once there is one."""

@@ -75,3 +75,23 @@ def test_closing_drops_what_waits_and_lets_blocked_writers_go() -> None:
         getter.cancel()
 
     asyncio.run(scenario())
+
+
+def test_a_large_message_waiting_for_room_is_not_passed_by_small_ones() -> None:
+    """Small messages that would fit kept overtaking a large one waiting for room, which
+    then waited for as long as they kept coming."""
+
+    async def scenario() -> None:
+        outbox: Outbox[str] = Outbox(messages=100, size=len, max_bytes=10)
+        await outbox.put(_message("a", 5))
+        large = asyncio.create_task(outbox.put(_message("large", 8)))
+        assert await _blocked(large)
+        small = asyncio.create_task(outbox.put(_message("b", 3)))
+        assert await _blocked(small)  # it would fit, but the large one came first
+        assert await _next(outbox) == "a"
+        await asyncio.wait_for(large, 1)
+        assert await _next(outbox) == "large"
+        await asyncio.wait_for(small, 1)
+        assert await _next(outbox) == "b"
+
+    asyncio.run(scenario())
