@@ -302,19 +302,20 @@ def _compare(
             f"min.insync.replicas={replication}`"
         )
     for key, want in spec.configs.items():
-        problem, note = _config_difference(spec, key, want, have.get(key))
+        problem, note = _config_difference(spec, key, want, have.get(key), have)
         problems += [problem] if problem else []
         notes += [note] if note else []
     return problems, notes
 
 
 def _config_difference(
-    spec: TopicSpec, key: str, want: str, got: str | None
+    spec: TopicSpec, key: str, want: str, got: str | None, have: Mapping[str, str]
 ) -> tuple[str | None, str | None]:
-    """(problem, note) of one config of an existing topic."""
+    """(problem, note) of one config of an existing topic, whose configs are `have`."""
     if got is None:
         return None, f"{key}: the broker does not report it (asked {want})"
-    if key == "retention.ms" and spec.role == "changelog":
+    deletes = _DELETE in _policies(have.get("cleanup.policy", _DELETE))
+    if key == "retention.ms" and spec.role == "changelog" and deletes:
         return _retention_difference(spec, want, got)
     if key != "cleanup.policy":
         return None, None if got == want else f"{key} is {got} (asked {want}); kept as is"

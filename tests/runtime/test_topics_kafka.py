@@ -151,7 +151,11 @@ def test_a_changelog_that_is_not_compacted_is_refused(
     ("windowed", "config", "problem"),
     [
         (False, {"cleanup.policy": "compact,delete"}, "cleanup.policy is compact,delete, not"),
-        (True, {"retention.ms": "60000"}, "retention.ms is 60000, shorter than the view's"),
+        (
+            True,
+            {"cleanup.policy": "compact,delete", "retention.ms": "60000"},
+            "retention.ms is 60000, shorter than the view's",
+        ),
         (False, {"min.insync.replicas": "2"}, "min.insync.replicas is 2 but the topic has 1"),
     ],
     ids=["deleted by age", "shorter retention", "more in-sync replicas than replicas"],
@@ -183,13 +187,15 @@ def test_a_windowed_changelog_compacted_but_not_deleted_is_only_a_warning(
 ) -> None:
     view = next(v for v in VIEWS if v.window is not None)
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    new = [NewTopic(view.changelog_topic, 2, 1, config={"cleanup.policy": "compact"})]
+    compacted = {"cleanup.policy": "compact", "retention.ms": "60000"}  # never deletes by age
+    new = [NewTopic(view.changelog_topic, 2, 1, config=compacted)]
     for future in admin.create_topics(new).values():
         future.result(10)
     _run(kafka, "--partitions", "2", "--replication-factor", "1")
     out = capsys.readouterr().out
     assert f"exists differs {view.changelog_topic}" in out
     assert "warning: cleanup.policy is compact (asked compact,delete); kept as is" in out
+    assert "warning: retention.ms is 60000" in out
     assert MEMBERS_TOPIC in _existing(kafka)
 
 
