@@ -96,9 +96,9 @@ def test_a_ctrl_c_while_stopping_kills_every_part_left_and_says_which(tmp_path: 
     wait_until(lambda: not pipeline.running(), 10, "the pipeline to exit")
     try:
         stopped = cluster.stop()
+        assert stopped == ["gateway", "part", "part", "part (had exited: 3)"]
+        assert not gateway.running()
+        assert not any(part.running() for part in cluster.nodes.values())
     finally:
         for part in (gateway, *cluster.nodes.values()):
             part.kill()
-    assert stopped == ["gateway", "part", "part", "part (had exited: 3)"]
-    assert not gateway.running()
-    assert not any(part.running() for part in cluster.nodes.values())

@@ -202,11 +202,14 @@ def run_demo(env: dict[str, str]) -> None:
         _say(f"demo failed: {exc}")
         raise SystemExit(1) from exc
     finally:
-        _say("stopping ... (Ctrl-C again kills what is left)")
+        _say("stopping ... (Ctrl-C again ends what is left at once)")
         stopped = cluster.stop()
         if registry is not None and registry.running:
-            registry.stop()
-            stopped.append("Schema Registry")
+            try:
+                registry.stop()
+                stopped.append("Schema Registry")
+            except KeyboardInterrupt:  # it ends with this process (parent-death signal)
+                stopped.append("Schema Registry (interrupted)")
         _say(f"stopped {', '.join(stopped) or 'nothing'}")
 
 

@@ -175,7 +175,9 @@ class LocalCluster:
     def stop(self) -> list[str]:
         """Stop every part, newest first; returns what was stopped (a part that had exited
         on its own says so). A Ctrl-C meanwhile kills the parts left instead of waiting for
-        their clean stop, and a part that fails to stop is killed: every part is ended."""
+        their clean stop, and a part that fails to stop is killed: every part is ended (a
+        broker interrupted while it stops is left to end with this process, by the
+        parent-death signal)."""
         stopped: list[str] = []
         parts = [self.gateway, *reversed(self.nodes.values()), self.pipeline]
         hurry = False
@@ -193,8 +195,11 @@ class LocalCluster:
                 part.kill()
             stopped.append(part.name if code is None else f"{part.name} (had exited: {code})")
         if self.broker is not None:
-            self.broker.stop()
-            stopped.append("broker")
+            try:
+                self.broker.stop()
+                stopped.append("broker")
+            except KeyboardInterrupt:
+                stopped.append("broker (interrupted: it ends with this process)")
             self.broker = None
         return stopped
 

@@ -199,7 +199,7 @@ class ManagedProcess:
             return None
         if process.returncode is not None:
             return process.returncode
-        return _exit_status(process.pid)
+        return _exit_status(process)
 
     def log_of_this_run(self) -> str:
         """What the process wrote to its log since its last start."""
@@ -290,13 +290,16 @@ class ManagedProcess:
         return process.returncode
 
 
-def _exit_status(pid: int) -> int | None:
-    """The exit status of child `pid` once it exited (-N: killed by signal N), else None;
-    it is left unreaped (a zombie), so its pid stays its own."""
+def _exit_status(process: subprocess.Popen[bytes]) -> int | None:
+    """The exit status of `process` once it exited (-N: killed by signal N), else None; it
+    is left unreaped (a zombie), so its pid stays its own. Reaped by someone else, its pid
+    may name another process now: it is marked ended (status 0, as Popen marks it then),
+    so that nothing signals that pid again."""
     try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:  # reaped by someone else: gone, its status unknown
-        return -1
+        info = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        process.returncode = 0
+        return 0
     if info is None:
         return None
     if info.si_code == os.CLD_EXITED:
