@@ -4,6 +4,7 @@ PipelineError                  anything the pipeline raises on purpose
 ├── PipelineConfigError        a STATEFED_* variable or a data source option is invalid
 │                              (runtime.config.ConfigError, a ValueError)
 ├── SourceError                an input topic cannot be read (the topic, the settings)
+│   └── RegistryUnavailableError the Schema Registry did not answer
 ├── DeliveryError              a changelog or dead-letter record was not delivered
 │   └── RecordTooLargeError    one over the producer's message.max.bytes (topic, key, size)
 └── QueryFailedError           a streaming query terminated with an error (view, query)
@@ -19,6 +20,7 @@ __all__ = [
     "PipelineError",
     "QueryFailedError",
     "RecordTooLargeError",
+    "RegistryUnavailableError",
     "SourceError",
 ]
 
@@ -34,6 +36,10 @@ class PipelineConfigError(PipelineError, runtime.config.ConfigError):
 
 class SourceError(PipelineError):
     """An input topic cannot be read; the message names the topic and the settings to check."""
+
+
+class RegistryUnavailableError(SourceError):
+    """The Schema Registry did not answer (refused, timed out, no such host)."""
 
 
 class DeliveryError(PipelineError):

@@ -21,6 +21,7 @@ from pipeline.errors import (
     PipelineConfigError,
     QueryFailedError,
     RecordTooLargeError,
+    RegistryUnavailableError,
     SourceError,
 )
 from pipeline.health import HealthFile
@@ -49,6 +50,7 @@ RESTART_BACKOFF_S = 2.0
 HEALTHY_RUN_S = 60.0
 BROKER_ANSWER_S = 5.0  # how long the broker may take to answer after a failure
 BROKER_POLL_S = 1.0
+REGISTRY_POLL_S = 2.0  # how often a registry that did not answer is asked again
 # what a query or its start fails with when Kafka misbehaves (config errors are not retried)
 _RESTARTABLE = (QueryFailedError, SourceError, DeliveryError, KafkaConnectionError, KafkaException)
 # a changelog record over Kafka's limit, as a failed query's text carries it (from the
@@ -161,7 +163,7 @@ def run_with_restarts(
             _raise_if_too_large(exc)
             if time.monotonic() - started >= HEALTHY_RUN_S:
                 failures = 0
-            if _new_schema_version(config, exc, strays):
+            if _new_schema_version(config, exc, strays, stop):
                 metrics.restarted()
                 continue
             if _waited_for_broker(config, stop, exc):
@@ -184,20 +186,27 @@ def _raise_if_too_large(failure: Exception) -> None:
 
 
 def _new_schema_version(
-    config: PipelineConfig, failure: Exception, strays: dict[str, frozenset[int]]
+    config: PipelineConfig,
+    failure: Exception,
+    strays: dict[str, frozenset[int]],
+    stop: threading.Event,
 ) -> bool:
     """If `failure` is a value whose schema id was none of its subject's versions at the
     start, return True: the restart reads the subject anew. An id that is still no version
-    of the subject is added to its `strays`: its values become dead letters."""
+    of the subject is added to its `strays`: its values become dead letters. While the
+    registry does not answer, it waits for it (not counted as a restart), as for the
+    broker: a stray value during a registry outage must not stop the pipeline."""
     unseen = unseen_schema_id(failure)
     if unseen is None:
         return False
     subject, schema_id = unseen
     try:
-        registered = is_version(config.registry_url, subject, schema_id)
-    except SourceError as exc:
+        registered = _ask_registry(config, subject, schema_id, stop)
+    except SourceError as exc:  # it answered, but not with the subject's versions
         log.warning("%s; cannot ask the registry whether it is a new version: %s", failure, exc)
         return False  # a failure like any other: counted, retried
+    if registered is None:
+        return True  # stopping: the loop ends
     if registered:
         log.info(
             "subject %r has a new version (schema id %d): restarting the queries to read it",
@@ -213,6 +222,30 @@ def _new_schema_version(
         )
         strays[subject] = strays.get(subject, frozenset()) | {schema_id}
     return True
+
+
+def _ask_registry(
+    config: PipelineConfig, subject: str, schema_id: int, stop: threading.Event
+) -> bool | None:
+    """Whether `schema_id` is a version of `subject`, once the registry answers; None when
+    `stop` came first. SourceError when it answers without the subject's versions."""
+    said = False
+    while not stop.is_set():
+        try:
+            return is_version(config.registry_url, subject, schema_id)
+        except RegistryUnavailableError as exc:
+            if not said:
+                log.warning(
+                    "schema id %d of subject %r: cannot ask the registry whether it is a new "
+                    "version (%s); waiting for it, then restarting the queries (not counted "
+                    "as a restart)",
+                    schema_id,
+                    subject,
+                    exc,
+                )
+                said = True
+            stop.wait(REGISTRY_POLL_S)
+    return None
 
 
 def _waited_for_broker(config: PipelineConfig, stop: threading.Event, failure: Exception) -> bool:

@@ -27,7 +27,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient, SchemaRegistry
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from pipeline.errors import SourceError
+from pipeline.errors import RegistryUnavailableError, SourceError
 from pipeline.shapes import Shape
 
 __all__ = [
@@ -223,7 +223,7 @@ def _registered(registry_url: str, subject: str, reader: str) -> list[Any]:
             ) from exc
         raise SourceError(f"{reader}: the Schema Registry at {registry_url} failed: {exc}") from exc
     except Exception as exc:  # the client's transport: refused, timed out, no such host
-        raise SourceError(
+        raise RegistryUnavailableError(
             f"{reader} needs the Schema Registry at {registry_url}, which did not answer: "
             f"start it (`statefed registry`) or set STATEFED_REGISTRY_URL "
             f"({type(exc).__name__}: {exc})"
