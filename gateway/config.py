@@ -530,8 +530,9 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         low=1,
         high=100_000,
         doc=(
-            "messages waiting to be sent per connection (and at most 1 MiB of them, "
-            "or one larger message); a client that does not read makes its "
+            "messages waiting to be sent per connection (and at most 1 MiB of them, a "
+            "WebSocket's counted in characters, or one larger message); a client that "
+            "does not read makes its "
             "subscriptions wait instead of the gateway buffering more"
         ),
     )

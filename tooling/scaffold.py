@@ -140,8 +140,8 @@ export STATEFED_CATALOGUE=views:CATALOGUE
 statefed demo
 ```
 
-**2.** In a second shell, in this directory, produce orders (the first line activates
-statefed's virtual environment, where the producer's Kafka client is):
+**2.** In a second shell, in this directory, produce orders with the Python statefed runs
+in (where the producer's Kafka client is):
 
 ```sh
 source <activate>
@@ -168,9 +168,13 @@ class ScaffoldError(RuntimeError):
     """The project could not be written; the message says why and what to do."""
 
 
-def _activate() -> str:
-    """The activation script of the Python environment statefed runs in (its `.venv`)."""
-    return shlex.quote(str(Path(sys.prefix) / "bin" / "activate"))
+def _with_activation(text: str) -> str:
+    """`text` with its `source <activate>` line naming the activation script of the virtual
+    environment statefed runs in (its `.venv`), or without that line outside one."""
+    script = Path(sys.prefix) / "bin" / "activate"
+    if not script.exists():
+        return text.replace("source <activate>\n", "")
+    return text.replace("<activate>", shlex.quote(str(script)))
 
 
 def scaffold(directory: Path) -> list[Path]:
@@ -187,6 +191,6 @@ def scaffold(directory: Path) -> list[Path]:
     written = []
     for name, text in FILES.items():
         path = directory / name
-        path.write_text(text.replace("<activate>", _activate()))
+        path.write_text(_with_activation(text))
         written.append(path)
     return written
