@@ -526,3 +526,13 @@ async def http_malformed_request(app: NodeApp, body: bytes, status: int) -> None
         get = await client.get("/graphql")  # GET takes queries, and this one has none
         assert get.status_code == 400
         assert get.json()["errors"][0]["extensions"] == {"code": "BAD_REQUEST"}
+
+
+def test_a_partition_named_by_two_slices_is_bad_user_input(endpoint: GraphQLEndpoint) -> None:
+    """Two slices of one partition (from two positions) were merged silently, the last
+    one kept: which the caller meant cannot be told."""
+    held = sorted(HELD)[0]
+    twice = [{"partition": held}, {"partition": held, "after": None}]
+    (error,) = endpoint.execute(_SCAN, {"s": twice, "n": 2, "b": False})["errors"]
+    assert error["extensions"] == {"code": "BAD_USER_INPUT"}
+    assert f"slices name partition {held} twice" in error["message"]

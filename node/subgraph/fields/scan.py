@@ -204,6 +204,10 @@ def scan_field(
         horizon_ms = -1 if horizon is None else horizon(context)
         readers = {}
         for piece in slices:
+            if piece.partition in readers:  # one slice per partition: which was meant?
+                raise BadRequestError(
+                    view.name, f"slices name partition {piece.partition} twice: one slice each"
+                )
             after = None if piece.after is None else decode_position(view, piece.after)
             readers[piece.partition] = reader(scanned, span_of(after), first, horizon_ms)
         found = read_each(view, context, readers)
