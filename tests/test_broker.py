@@ -120,14 +120,20 @@ def test_a_broker_on_a_data_directory_keeps_its_topics_across_a_restart(
         assert len(topics.topics["kept"].partitions) == 2
 
 
-def test_the_command_exits_naming_the_code_when_its_kafka_dies(tmp_path: Path) -> None:
-    """`statefed broker` serves until Ctrl-C: a Kafka that dies meanwhile (killed, out of
-    memory) ends it with status 1 and the end of Kafka's output, not a silent wait."""
+def _command(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """`statefed broker` started on a free port and a directory of `tmp_path`, and the file
+    its stderr goes to; the caller stops it."""
     command = [sys.executable, "-m", "tooling.cli", "broker", "--port", str(free_port())]
     command += ["--dir", str(tmp_path / "kafka")]
     output = tmp_path / "stderr.txt"
     with output.open("w") as stderr:
-        process = subprocess.Popen(command, stderr=stderr)
+        return subprocess.Popen(command, stderr=stderr), output
+
+
+def test_the_command_exits_naming_the_code_when_its_kafka_dies(tmp_path: Path) -> None:
+    """`statefed broker` serves until Ctrl-C: a Kafka that dies meanwhile (killed, out of
+    memory) ends it with status 1 and the end of Kafka's output, not a silent wait."""
+    process, output = _command(tmp_path)
     try:
         wait_until(lambda: "ready" in output.read_text(), 90, f"statefed broker ({output})")
         (kafka,) = psutil.Process(process.pid).children()
@@ -166,11 +172,7 @@ def test_sigterm_while_the_command_starts_its_kafka_stops_the_jvm_cleanly(tmp_pa
     """Python's default SIGTERM ended `statefed broker` without its `finally`, so the JVM it
     was starting died by the parent-death signal's SIGKILL (an unclean stop of a data
     directory that is kept); it is now stopped cleanly, and the command exits."""
-    command = [sys.executable, "-m", "tooling.cli", "broker", "--port", str(free_port())]
-    command += ["--dir", str(tmp_path / "kafka")]
-    output = tmp_path / "stderr.txt"
-    with output.open("w") as stderr:
-        process = subprocess.Popen(command, stderr=stderr)
+    process, output = _command(tmp_path)
     try:
         log = tmp_path / "kafka" / "kafka.log"
         wait_until(lambda: log.exists() and log.stat().st_size > 0, 60, "Kafka to start")
