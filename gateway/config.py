@@ -553,8 +553,9 @@ class GatewayConfig(KafkaClientConfig, EnvConfig):
         low=1,
         high=1 << 20,
         doc=(
-            "memory the cached rows may take (estimated per entry: key, row JSON "
-            "and 200 bytes); least recently used rows are evicted past it"
+            "memory the cached rows may take (estimated per entry: 200 bytes, twice "
+            "the key's length and the row's JSON); least recently used rows are "
+            "evicted past it"
         ),
     )
     cache_admit_after: int = setting(
