@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from node.errors import BadRequestError
+from runtime.moments import in_utc
 from schema import View
 
 __all__ = ["ceil_ms", "from_ms", "iso_ms", "time_range", "window_start_ms"]
@@ -33,16 +34,10 @@ def ceil_ms(moment: datetime) -> int:
 
 
 def _utc(view: View, name: str, moment: datetime) -> datetime:
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise BadRequestError(
-            view.name, f"{name} {moment.isoformat()} needs a UTC offset (e.g. ...T12:00:00Z)"
-        )
     try:
-        return moment.astimezone(UTC)
-    except OverflowError as exc:  # year 1 at +14:00, year 9999 at -14:00
-        raise BadRequestError(
-            view.name, f"{name} {moment.isoformat()} is outside the years 1 to 9999 in UTC"
-        ) from exc
+        return in_utc(name, moment)
+    except ValueError as exc:
+        raise BadRequestError(view.name, str(exc)) from exc
 
 
 def time_range(

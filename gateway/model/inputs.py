@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from gateway.model.errors import BadRequestError, TooManyRepresentationsError
 from gateway.model.timestamps import EPOCH, ceil_ms, floor_ms, from_ms
+from runtime.moments import in_utc
 from schema import View
 
 __all__ = [
@@ -127,16 +128,10 @@ def check_page_size(view: View, first: int) -> None:
 
 
 def _utc(view: View, name: str, moment: datetime) -> datetime:
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise BadRequestError(
-            view.name, f"{name} {moment.isoformat()} needs a UTC offset (e.g. ...T12:00:00Z)"
-        )
     try:
-        return moment.astimezone(UTC)
-    except OverflowError as exc:  # year 1 at +14:00, year 9999 at -14:00
-        raise BadRequestError(
-            view.name, f"{name} {moment.isoformat()} is outside the years 1 to 9999 in UTC"
-        ) from exc
+        return in_utc(name, moment)
+    except ValueError as exc:
+        raise BadRequestError(view.name, str(exc)) from exc
 
 
 def window_start(view: View, start: datetime) -> datetime:
