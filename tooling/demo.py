@@ -22,7 +22,6 @@ import random
 import shutil
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -36,7 +35,6 @@ from gateway.model.timestamps import from_ms, iso
 from runtime.clock import wall_clock_ms
 from runtime.hosts import is_loopback
 from runtime.produce import Record, new_producer, produce_records
-from runtime.signals import set_from_handler
 from schema import CATALOGUE, WORD_COUNTS, ValueFormat, View, load_catalogue
 from tooling import demodata
 from tooling.config import ToolingConfig
@@ -160,13 +158,11 @@ def run_demo(env: dict[str, str]) -> None:
     # checkpoints and the node stores of an earlier demo would be produced into again
     # from the start, counting the demo data twice.
     _wipe(base)
-    stop = threading.Event()
-    # SIGTERM stops it as Ctrl-C does, also while the parts start (minutes, some waits);
-    # the event is for the loops that wait on it
-    signal.signal(signal.SIGTERM, lambda *_: _interrupt(stop))
     # Ctrl-C stops the demo even when it was started from a shell that ignores SIGINT for
-    # its background jobs (Python then keeps it ignored): raise KeyboardInterrupt again
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # its background jobs (Python then keeps it ignored): raise KeyboardInterrupt again; and
+    # SIGTERM stops it as Ctrl-C does, also while the parts start (minutes)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
     # the demo writes through the gateway (see `examples`): on, unless the caller said otherwise;
     # and a read waits up to 15 s for a write (`atLeast`): on one machine with every part,
     # the pipeline's queries take several seconds a micro-batch (measured 4-6 s on 2 cores)
@@ -182,7 +178,7 @@ def run_demo(env: dict[str, str]) -> None:
         if registry is not None:
             _say(f"Schema Registry: starting (Apicurio) on {registry.url}")
             registry.start()
-        _start(cluster, catalogue, registry, stop)
+        _start(cluster, catalogue, registry)
         _say_what_is_open(env)
         _produce_initial(cluster.bootstrap, topics)
         if WORD_COUNTS in catalogue:
@@ -195,7 +191,7 @@ def run_demo(env: dict[str, str]) -> None:
             f"Kafka: {cluster.bootstrap}. Logs: {base}/*.log. Ctrl-C stops everything.\n",
             flush=True,
         )
-        _trickle(cluster.bootstrap, topics, stop)
+        _trickle(cluster.bootstrap, topics)
     except KeyboardInterrupt:
         pass
     except Exception as exc:
@@ -211,12 +207,6 @@ def run_demo(env: dict[str, str]) -> None:
             except KeyboardInterrupt:  # it ends with this process (parent-death signal)
                 stopped.append("Schema Registry (interrupted)")
         _say(f"stopped {', '.join(stopped) or 'nothing'}")
-
-
-def _interrupt(stop: threading.Event) -> None:
-    """The demo's SIGTERM handler: stop as Ctrl-C does."""
-    set_from_handler(stop)
-    raise KeyboardInterrupt
 
 
 def _registry(
@@ -247,7 +237,6 @@ def _start(
     cluster: LocalCluster,
     catalogue: tuple[View, ...],
     registry: SchemaRegistry | None,
-    stop: threading.Event,
 ) -> None:
     """Every part; the pipeline only once the views' subjects are registered."""
     cluster.start_broker()
@@ -255,15 +244,13 @@ def _start(
         cluster.start_node(node_id)
     cluster.start_gateway()
     if registry is not None:
-        _wait_for_subjects(registry.url, _subjects(catalogue), cluster.bootstrap, stop)
+        _wait_for_subjects(registry.url, _subjects(catalogue), cluster.bootstrap)
     cluster.start_pipeline()
     cluster.wait_routable()
 
 
-def _wait_for_subjects(
-    url: str, subjects: list[str], bootstrap: str, stop: threading.Event
-) -> None:
-    """Until every subject is registered (KeyboardInterrupt once `stop` is set)."""
+def _wait_for_subjects(url: str, subjects: list[str], bootstrap: str) -> None:
+    """Until every subject is registered (Ctrl-C or SIGTERM interrupts it)."""
     with SchemaRegistryClient({"url": url}) as client:
 
         def missing() -> list[str]:
@@ -278,8 +265,7 @@ def _wait_for_subjects(
                 f"then"
             )
         while missing():
-            if stop.wait(1.0):
-                raise KeyboardInterrupt
+            time.sleep(1.0)  # a person registers them: polled once a second
 
 
 def _say_what_is_open(env: dict[str, str]) -> None:
@@ -333,11 +319,12 @@ def _wait_visible(gateway_url: str, timeout_s: float = 180.0) -> None:
     _say(f"demo data: visible through the gateway after {time.monotonic() - started:.1f} s")
 
 
-def _trickle(bootstrap: str, topics: set[str], stop: threading.Event) -> None:
-    """A few events a second, so what GraphiQL shows moves."""
+def _trickle(bootstrap: str, topics: set[str]) -> None:
+    """A few events a second, so what GraphiQL shows moves, until Ctrl-C or SIGTERM."""
     producer = new_producer(bootstrap)
     rng = random.Random(2)
     tick = 0
-    while not stop.wait(1.0):
+    while True:
+        time.sleep(1.0)  # the pace of the trickle
         tick += 1
         _produce(bootstrap, demodata.trickle(tick, rng, wall_clock_ms()), topics, producer)
