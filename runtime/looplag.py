@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from runtime.tasks import cancelled
+
 __all__ = ["LoopLag"]
 
 
@@ -28,9 +30,8 @@ class LoopLag:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:  # not `await task` under a suppressed CancelledError: that
-            task.cancel()  # would swallow a cancellation of the one stopping it too
-            await asyncio.wait({task})
+        if task is not None:
+            await cancelled([task], "the loop lag measurement")
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -33,6 +33,7 @@ from typing import Any
 from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable
 from gateway.nodes.links import FeedLink, LinkError
 from gateway.nodes.reply import refused_follow
+from runtime.tasks import cancelled
 from runtime.trust import NodeCallSigner
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
@@ -120,7 +121,7 @@ class FeedStream:
     async def stop(self) -> None:
         try:
             if self._task is not None:
-                await _cancelled(self._task)
+                await cancelled([self._task], "the feed hub")
         finally:  # also when the caller is cancelled meanwhile: the node stops sending
             await self._leave()
 
@@ -453,18 +454,7 @@ class _Watched:
 
     async def stop(self) -> None:
         if self.task is not None:
-            await _cancelled(self.task)
-
-
-async def _cancelled(task: asyncio.Task[None]) -> None:
-    """Cancel `task` and wait until it ended. Not `await task` under a suppressed
-    CancelledError: that would also swallow a cancellation of the caller itself (a client
-    gone while its subscription tears down), which then ran on as if never cancelled."""
-    if not task.done():  # (asyncio.wait would yield once even for a task that ended)
-        task.cancel()
-        await asyncio.wait({task})
-    if not task.cancelled() and task.exception() is not None:
-        log.error("a feed task failed", exc_info=task.exception())
+            await cancelled([self.task], "the feed hub")
 
 
 def _call(watcher: Callable[[FeedBatch | Exception], None], item: FeedBatch | Exception) -> None:
@@ -510,7 +500,7 @@ class FeedHub:
         """End every stream and close the links."""
         self._stopped = True
         if self._watcher is not None:
-            await _cancelled(self._watcher)
+            await cancelled([self._watcher], "the feed hub")
         for stream in list(self._streams):
             stream.end(FeedClosedError("the gateway is shutting down: resume with your token"))
         links, self._links = self._links, {}

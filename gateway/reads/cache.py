@@ -92,6 +92,7 @@ from gateway.reads.protocol import (
     TopResult,
 )
 from gateway.reads.whole import WholePart, WholeView, WholeViews, views_to_hold
+from runtime.tasks import cancelled
 from schema import NodeState, View
 from schema.feed import Change, FeedFrameError, offsets_of
 
@@ -286,13 +287,7 @@ class GatewayCache:
         tasks = [t for t in (self._watcher, self._holder, *self._tasks.values()) if t is not None]
         for state in self._partitions.values():
             tasks.extend(state.filling.values())
-        for task in tasks:
-            task.cancel()
-        if tasks:  # not `await task` under a suppressed CancelledError: the caller's own
-            await asyncio.wait(tasks)  # cancellation would be swallowed with the tasks'
-        for task in tasks:
-            if not task.cancelled() and task.exception() is not None:
-                log.error("cache: a task had failed", exc_info=task.exception())
+        await cancelled(tasks, "the gateway cache")
         self._entries.clear()
         self._bytes = 0
 

@@ -18,9 +18,10 @@ import trustme
 
 from gateway.cluster.routing import NodeInfo, RoutingFeed, RoutingTable, build_routing_table
 from gateway.model.errors import NodeProtocolError
-from gateway.nodes.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream, _cancelled
+from gateway.nodes.hub import FeedBatch, FeedClosedError, FeedHub, FeedStream
 from gateway.nodes.links import FeedLink, Frames
 from runtime.clock import wall_clock_ms
+from runtime.tasks import cancelled
 from runtime.trust import ClusterSecret, NodeCallSigner
 from schema import MemberRecord, NodeState, PartitionStatus, Role, partition_for
 from schema.feed import Change
@@ -772,7 +773,7 @@ def test_stopping_a_follow_keeps_a_cancellation_of_the_one_stopping_it() -> None
         after_stop: list[str] = []
 
         async def teardown() -> None:
-            await _cancelled(followed)
+            await cancelled([followed], "the test")
             after_stop.append("ran on")  # only if its own cancellation was swallowed
 
         stopping = asyncio.get_running_loop().create_task(teardown())
