@@ -40,6 +40,13 @@ def _run(kafka: KafkaBroker, *args: str) -> None:
     main(["topics", "--bootstrap", kafka.bootstrap, "--catalogue", CATALOGUE_SPEC, *args])
 
 
+def _create(kafka: KafkaBroker, topic: str, config: dict[str, str]) -> None:
+    """`topic` made beforehand with 2 partitions and `config`, as another client would."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 2, 1, config=config)]).values():
+        future.result(10)
+
+
 def _plan_lines(out: str) -> dict[str, tuple[str, ...]]:
     lines = {}
     for line in out.splitlines():
@@ -136,10 +143,7 @@ def test_a_changelog_that_is_not_compacted_is_refused(
     kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     view = VIEWS[0]
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    new = [NewTopic(view.changelog_topic, 2, 1, config={"cleanup.policy": "delete"})]
-    for future in admin.create_topics(new).values():
-        future.result(10)
+    _create(kafka, view.changelog_topic, {"cleanup.policy": "delete"})
     with pytest.raises(SystemExit, match="nothing was created"):
         _run(kafka, "--partitions", "2", "--replication-factor", "1")
     out = capsys.readouterr().out
@@ -171,10 +175,7 @@ def test_a_changelog_that_would_lose_state_or_refuse_writes_is_refused(
     less than the view's retention (both lose state a restore needs), and one whose writes
     all fail (acks=all with fewer replicas than min.insync.replicas)."""
     view = next(v for v in VIEWS if (v.window is not None) is windowed)
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    new = [NewTopic(view.changelog_topic, 2, 1, config=config)]
-    for future in admin.create_topics(new).values():
-        future.result(10)
+    _create(kafka, view.changelog_topic, config)
     with pytest.raises(SystemExit, match="nothing was created"):
         _run(kafka, "--partitions", "2", "--replication-factor", "1")
     out = capsys.readouterr().out
@@ -186,11 +187,8 @@ def test_a_windowed_changelog_compacted_but_not_deleted_is_only_a_warning(
     kafka: KafkaBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     view = next(v for v in VIEWS if v.window is not None)
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     compacted = {"cleanup.policy": "compact", "retention.ms": "60000"}  # never deletes by age
-    new = [NewTopic(view.changelog_topic, 2, 1, config=compacted)]
-    for future in admin.create_topics(new).values():
-        future.result(10)
+    _create(kafka, view.changelog_topic, compacted)
     _run(kafka, "--partitions", "2", "--replication-factor", "1")
     out = capsys.readouterr().out
     assert f"exists differs {view.changelog_topic}" in out
@@ -223,10 +221,7 @@ def test_a_topic_another_client_creates_between_the_check_and_the_creation_is_ch
     create = topics.create_planned
 
     def first_another_client(kafka_: object, checks: object, timeout_s: float = 15.0) -> None:
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        new = [NewTopic(view.changelog_topic, 2, 1, config={"cleanup.policy": "delete"})]
-        for future in admin.create_topics(new).values():
-            future.result(10)
+        _create(kafka, view.changelog_topic, {"cleanup.policy": "delete"})
         create(kafka_, checks, timeout_s)  # type: ignore[arg-type]
 
     monkeypatch.setattr(topics, "create_planned", first_another_client)
