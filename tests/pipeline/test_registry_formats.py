@@ -323,6 +323,27 @@ def _wait_for_a_letter(letters: DeadLetterReader, what: str) -> None:
     wait_until(lettered, 90, what, interval_s=0)
 
 
+def _v1_views(broker: KafkaBroker, topic: str) -> list[View]:
+    """The latest and history views of `topic` reading v1's fields only, their topics made."""
+    v1_fields = (ValueField("trip"), ValueField("seats", FieldType.INT))
+    views = [dataclasses.replace(view, value_fields=v1_fields) for view in _views(topic)]
+    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
+    return views
+
+
+def _first_v1_record(
+    broker: KafkaBroker,
+    client: SchemaRegistryClient,
+    schema: str,
+    topic: str,
+    history_log: RecordLog,
+) -> None:
+    """The first booking, written with v1 `schema`, through the running queries: they run."""
+    first = [Record(b"c1", _avro(client, schema, topic, WRITTEN[0][1]), KAFKA_TIME)]
+    produce_records(broker.bootstrap, topic, first)
+    history_log.wait_until(lambda: len(history_log.records) == 1, "the v1 record")
+
+
 def test_a_version_registered_while_running_is_read_and_a_stray_id_becomes_a_dead_letter(
     spark: SparkSession, broker: KafkaBroker, registry: SchemaRegistry, tmp_path: Path
 ) -> None:
@@ -332,20 +353,14 @@ def test_a_version_registered_while_running_is_read_and_a_stray_id_becomes_a_dea
     is none restarts them too (the same restart, if it fails the batch first), then is a
     dead letter."""
     topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
-    v1_fields = (ValueField("trip"), ValueField("seats", FieldType.INT))
-    latest, history = views = [
-        dataclasses.replace(view, value_fields=v1_fields) for view in _views(topic)
-    ]
-    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
+    latest, history = views = _v1_views(broker, topic)
     history_log = RecordLog(broker.bootstrap, history.changelog_topic)
     letters = DeadLetterReader(broker.bootstrap, topic)
     try:
         with SchemaRegistryClient({"url": registry.url}) as client:
             client.register_schema(latest.subject, Schema(V1, "AVRO"))
             with _restarting(spark, broker, registry, tmp_path / "cp", views) as metrics:
-                first = [Record(b"c1", _avro(client, V1, topic, WRITTEN[0][1]), KAFKA_TIME)]
-                produce_records(broker.bootstrap, topic, first)
-                history_log.wait_until(lambda: len(history_log.records) == 1, "the v1 record")
+                _first_v1_record(broker, client, V1, topic, history_log)
                 client.register_schema(latest.subject, Schema(V2, "AVRO"))
                 v2 = [
                     Record(c.encode(), _avro(client, V2, topic, v), KAFKA_TIME)
@@ -373,11 +388,7 @@ def test_a_version_reusing_an_older_id_of_another_subject_is_read(
     topic = f"test.{uuid.uuid4().hex[:10]}.bookings"
     # schemas of this test only: the module's registry gives others' ids to the same text
     v1, v2 = (json.dumps({**json.loads(schema), "doc": topic}) for schema in (V1, V2))
-    v1_fields = (ValueField("trip"), ValueField("seats", FieldType.INT))
-    latest, history = views = [
-        dataclasses.replace(view, value_fields=v1_fields) for view in _views(topic)
-    ]
-    ensure_topics(broker.bootstrap, statefed_topics(PARTITIONS, views))
+    latest, history = views = _v1_views(broker, topic)
     history_log = RecordLog(broker.bootstrap, history.changelog_topic)
     letters = DeadLetterReader(broker.bootstrap, topic)
     try:
@@ -385,9 +396,7 @@ def test_a_version_reusing_an_older_id_of_another_subject_is_read(
             older = client.register_schema(f"{topic}.archive-value", Schema(v2, "AVRO"))
             newer = client.register_schema(latest.subject, Schema(v1, "AVRO"))
             with _restarting(spark, broker, registry, tmp_path / "cp", views) as metrics:
-                first = [Record(b"c1", _avro(client, v1, topic, WRITTEN[0][1]), KAFKA_TIME)]
-                produce_records(broker.bootstrap, topic, first)
-                history_log.wait_until(lambda: len(history_log.records) == 1, "the v1 record")
+                _first_v1_record(broker, client, v1, topic, history_log)
                 assert client.register_schema(latest.subject, Schema(v2, "AVRO")) == older < newer
                 records = [
                     Record(c.encode(), _avro(client, v2, topic, v), KAFKA_TIME)
