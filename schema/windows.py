@@ -26,7 +26,9 @@ class WindowSpec:
     passed its end (the pipeline keeps it open until no event can join it).
 
     Events up to `grace_ms` late (behind the newest event time seen) still count; windows
-    that ended more than `retention_ms` ago are removed and never returned.
+    that ended more than `retention_ms` ago are removed and never returned, so the
+    retention is at least the grace (more than it for sessions, written once the grace
+    has passed their end).
     """
 
     size_ms: int = 0
@@ -52,6 +54,10 @@ class WindowSpec:
                 f"retention_ms must be > 0 and at least size_ms, got {self.retention_ms}: "
                 "how long windows are kept after they end"
             )
+        if self.retention_ms < self.grace_ms or (
+            self.session and self.retention_ms == self.grace_ms
+        ):
+            return self._retention_within_grace()
         if self.slide_ms is not None and not (
             0 < self.slide_ms <= self.size_ms and self.size_ms % self.slide_ms == 0
         ):
@@ -62,6 +68,19 @@ class WindowSpec:
                 f"windows"
             )
         return None
+
+    def _retention_within_grace(self) -> str:
+        if self.session:
+            return (
+                f"retention_ms must be more than grace_ms ({self.grace_ms}), got "
+                f"{self.retention_ms}: a session is written once the grace has passed its "
+                "end, so one kept no longer than the grace is removed as it arrives"
+            )
+        return (
+            f"retention_ms must be at least grace_ms ({self.grace_ms}), got "
+            f"{self.retention_ms}: late events change a window until the grace has passed "
+            "its end, so one removed sooner loses them"
+        )
 
     @property
     def session(self) -> bool:

@@ -74,6 +74,14 @@ def test_a_slide_that_does_not_divide_the_size_is_refused_with_an_example(slide:
         (WindowSpec(size_ms=HOUR), "retention_ms must be > 0 and at least size_ms, got 0"),
         (WindowSpec(gap_ms=1), "retention_ms must be > 0 and at least size_ms, got 0"),
         (WindowSpec(size_ms=1, grace_ms=-1, retention_ms=1), "size_ms and grace_ms must be"),
+        (
+            WindowSpec(size_ms=60_000, grace_ms=HOUR, retention_ms=HOUR - 1),
+            f"retention_ms must be at least grace_ms ({HOUR}), got {HOUR - 1}: late events",
+        ),
+        (
+            WindowSpec(gap_ms=60_000, grace_ms=HOUR, retention_ms=HOUR),
+            f"retention_ms must be more than grace_ms ({HOUR}), got {HOUR}: a session is",
+        ),
     ],
 )
 def test_a_window_without_a_size_or_gap_is_refused_naming_the_view(
