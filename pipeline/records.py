@@ -416,7 +416,8 @@ def _stored(value: Column, value_type: ValueType) -> Column:
     if isinstance(value_type, FieldType):
         return _STORED_SCALARS[value_type](value.cast("string"))
     if isinstance(value_type, EnumOf):
-        return value.cast("string")
+        text = value.cast("string")
+        return F.when(text.isin(*value_type.symbols), text)  # another text: no value of it
     if isinstance(value_type, ListOf):
         return F.transform(value, lambda item: _stored(item, value_type.item))
     fields = (_stored(value[f.in_value], f.type).alias(f.name) for f in value_type.fields)
