@@ -47,6 +47,9 @@ class Replay:
         self.stall_s = stall_s
         self._apply = kind_of(view).apply
         self._consumer: Consumer | None = None
+        # what a read consumed at or past its `until`: the next read's first (the consumer
+        # has moved past them; on a compacted changelog a consume can reach past `until`)
+        self._held: list[Message] = []
         self._latest: dict[str, EventPosition] = {}  # the latest event seen per key
         self._counts: dict[str, int] = {}  # the count kept per key (the greatest seen)
         # a follow cancelled mid-read closes the replay from another worker thread
@@ -74,7 +77,8 @@ class Replay:
     def read(self, until: int, max_records: int = 1000) -> list[Effect]:
         """The changes of the records from `position` up to `until` (exclusive), at most
         `max_records` of them read; advances `position`, past offsets with no record too
-        (a compacted changelog), as a record above them or the partition's end shows.
+        (a compacted changelog), as a record above them or the partition's end shows; the
+        records consumed past `until` are the next read's.
         ReplayError when no record comes for `stall_s`."""
         with self._lock:
             return self._read(until, max_records)
@@ -86,13 +90,14 @@ class Replay:
         while self.position < until:
             # consume(n) waits for n records: ask for what is left of the range
             wanted = min(max_records, until - self.position)
-            messages = consumer.consume(wanted, 0.5)
+            messages, self._held = self._held or consumer.consume(wanted, 0.5), []
             end = self._end(messages)
             records = [m for m in messages if m.error() is None]
-            for message in records:
+            for index, message in enumerate(records):
                 offset = message.offset()
                 assert offset is not None
-                if offset >= until:  # none is left before it; the ring holds it already
+                if offset >= until:  # none is left before it; a later read takes it
+                    self._held = records[index:]
                     self.position = until
                     break
                 self._decode(batch, message, offset)
