@@ -362,10 +362,10 @@ class MembershipReader:
 
 
 def _fingerprint(table: RoutingTable) -> tuple[object, ...]:
-    """What makes two tables different for routing and for the cluster view."""
-    nodes = tuple(
-        sorted((n.node_id, n.heartbeat_ms, n.alive, n.state) for n in table.nodes.values())
-    )
+    """What makes two tables different for routing and for the cluster view: every node as
+    its newest record describes it (a node's records of one millisecond may differ in its
+    partitions: a revoke publishes ACTIVE, then STANDBY), the counts and the staleness."""
+    nodes = tuple(sorted(table.nodes.values(), key=lambda node: node.node_id))
     return (nodes, tuple(sorted(table.partition_counts.items())), table.stale_since_ms)
 
 

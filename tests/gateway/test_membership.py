@@ -135,6 +135,46 @@ def test_reader_builds_routing_from_members_and_drops_tombstoned_nodes(
     producer.close()
 
 
+def test_a_nodes_record_of_the_same_millisecond_with_other_partitions_is_routed(
+    broker: KafkaBroker,
+) -> None:
+    """A revoke can publish a node's records ACTIVE, then STANDBY, in one millisecond: the
+    second one changes the routing although the node's heartbeat time does not."""
+    topic, name, node = unique("gw_members_ms"), unique("gwm"), unique("node_a")
+    view = View(name, f"{name}_in", ViewKind.COUNT, "word", "Word", "w", "ws", "tw")
+    ensure_topics(broker.bootstrap, {topic: 1})
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    beat = wall_clock_ms()
+
+    def publish(active: list[int]) -> None:
+        record = member(node, "http://127.0.0.1:1", active, beat, 60_000)
+        producer.produce(topic, key=node.encode(), value=encode_member(record))
+        producer.flush(10)
+
+    async def scenario() -> None:
+        feed = RoutingFeed()
+        reader = MembershipReader(
+            broker.bootstrap,
+            feed,
+            lookback_ms=10_000,
+            catalogue=[view],
+            partition_counts=lambda: {name: 2},
+            topic=topic,
+        )
+        reader.start(asyncio.get_running_loop())
+        try:
+            publish([0, 1])
+            await wait_for(feed, lambda t: claimants(t, 0) == [node])
+            publish([1])
+            table = await wait_for(feed, lambda t: claimants(t, 0) == [])
+            assert claimants(table, 1) == [node]
+        finally:
+            await asyncio.to_thread(reader.stop)
+
+    asyncio.run(scenario())
+    producer.close()
+
+
 def test_views_whose_partition_count_is_unknown_are_asked_again(broker: KafkaBroker) -> None:
     ready, late = (unique("gwr"), unique("gwl"))
     views = [View(n, f"{n}_in", ViewKind.COUNT, "w", "W", "w", "ws", "tw") for n in (ready, late)]
