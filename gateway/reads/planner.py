@@ -253,6 +253,35 @@ class Planner:
     def check_scan(self, view: View, ask: ScanAsk) -> None:
         self._scan_start(view, ask)
 
+    def check_top(self, view: View, limit: int, window: datetime | None) -> datetime | None:
+        """The window a top-N of `limit` reads (None: no windows), checked."""
+        self.check_limit(view, limit)
+        return inputs.top_window(view, window)
+
+    def check_windows(
+        self, view: View, key: str, since: datetime | None, until: datetime | None
+    ) -> inputs.TimeRange:
+        """The time range a read of `key`'s windows or events reads, checked with the key."""
+        self.check_keys(view, [key])
+        return inputs.time_range(view, since, until)
+
+    def check_history(
+        self,
+        view: View,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        first: int,
+        after: str | None,
+    ) -> inputs.TimeRange:
+        """The time range a page of `key`'s history reads, checked with the page's size and
+        cursor."""
+        span = self.check_windows(view, key, since, until)
+        inputs.check_page_size(view, first)
+        if after is not None:
+            inputs.check_cursor(view, after)
+        return span
+
     async def lookup(
         self,
         view: View,
@@ -343,8 +372,7 @@ class Planner:
     ) -> TopResult:
         """The global top `limit` rows (of one window for a windowed view; by the numeric
         field `by` for an aggregate view), merged from every partition's local top."""
-        self.check_limit(view, limit)
-        start = inputs.top_window(view, window)
+        start = self.check_top(view, limit, window)
         count = self._feed.current.partition_count(view)
         cache = self._cache
         if cache is None or start is not None or by is not None or self._no_lag(options):
@@ -403,8 +431,7 @@ class Planner:
         options: ReadOptions = DEFAULT_READ,
     ) -> KeyRead[list[WindowCount]]:
         """The windows of `key` with since <= start < until, in time order, from its owner."""
-        self.check_keys(view, [key])
-        span = inputs.time_range(view, since, until)
+        span = self.check_windows(view, key, since, until)
         queries = self._queries[view.name]
         body = queries.windows_body(key, span)
         return await self._key_read(view, key, body, queries.read_windows, deadline, options)
@@ -423,11 +450,7 @@ class Planner:
     ) -> KeyRead[Page]:
         """One page of `key`'s events with since <= event time < until, from its owner:
         oldest first, or newest first."""
-        self.check_keys(view, [key])
-        span = inputs.time_range(view, since, until)
-        inputs.check_page_size(view, first)
-        if after is not None:
-            inputs.check_cursor(view, after)
+        span = self.check_history(view, key, since, until, first, after)
         queries = self._queries[view.name]
         body = queries.history_body(key, span, first, after, newest_first)
         return await self._key_read(view, key, body, queries.read_page, deadline, options)

@@ -13,6 +13,7 @@ from gateway.cluster.consistency import AppliedAtLeast
 from gateway.cluster.routing import RoutingTable
 from gateway.model.cursors import KEY_ORDER, ScanFilter
 from gateway.model.errors import RoutingError
+from gateway.model.inputs import TimeRange
 from gateway.model.principal import ANONYMOUS
 from gateway.model.rows import Event, Page, PartialTotal, Ranked, Row, WindowCount
 from gateway.model.scans import ScanPage
@@ -168,6 +169,28 @@ class Reads(Protocol):
     def check_scan(self, view: View, ask: ScanAsk) -> None:
         """Reject a scan page no node could answer: its size, cursors and bounds (`scan`
         checks them too, before it reads)."""
+
+    def check_top(self, view: View, limit: int, window: datetime | None) -> datetime | None:
+        """Reject a top-N no node could answer: its limit and window (`top` checks them
+        too); the window's start."""
+
+    def check_windows(
+        self, view: View, key: str, since: datetime | None, until: datetime | None
+    ) -> TimeRange:
+        """Reject a read of a key's windows no node could answer (`windows` checks it
+        too); its time range."""
+
+    def check_history(
+        self,
+        view: View,
+        key: str,
+        since: datetime | None,
+        until: datetime | None,
+        first: int,
+        after: str | None,
+    ) -> TimeRange:
+        """Reject a page of a key's history no node could answer (`history` checks it
+        too); its time range."""
 
     async def lookup(
         self,

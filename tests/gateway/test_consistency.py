@@ -14,7 +14,7 @@ from gateway.cluster.pipeline import StatusBoard
 from gateway.config import GatewayConfig
 from gateway.model.errors import BadRequestError, ConsistencyTimeoutError
 from schema import WORD_COUNTS, ViewStatus, partition_for
-from tests.gateway.fakes import LaggingNode, codes, post_query, running_gateway
+from tests.gateway.fakes import FULL, LaggingNode, codes, post_query, running_gateway
 
 P = 4
 TOPIC = WORD_COUNTS.changelog_topic
@@ -181,3 +181,42 @@ def test_a_scan_with_a_token_asks_every_partition_to_have_caught_up() -> None:
     behind = asyncio.run(scenario("words:0:5"))
     assert set(codes(behind)) == {"CONSISTENCY_TIMEOUT"}
     assert behind["data"]["allWordCounts"]["edges"] == []
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        'topWords(limit: -1, atLeast: "words:0:5") { word }',
+        'topHostsByPages(limit: 0, atLeast: "pageviews:0:5") { host }',
+        'topHostsPerMinute(limit: 5, window: {start: "2026-01-01T00:00:01Z"},'
+        ' atLeast: "pageviews:0:5") { host }',
+        'hostAccessWindows(host: "", atLeast: "pageviews:0:5") { count }',
+        'hostAccessWindowTotals(from: "2026-01-02T00:00:00Z", to: "2026-01-01T00:00:00Z",'
+        ' atLeast: "pageviews:0:5") { count }',
+        'bookingHistory(customer: "c", first: 0, atLeast: "bookings:0:5") { edges { cursor } }',
+        'bookingHistory(customer: "c", after: "not a cursor!", atLeast: "bookings:0:5")'
+        " { edges { cursor } }",
+        'bookingHistoryAsOf(customer: "", at: "2026-01-01T00:00:00Z", atLeast: "bookings:0:5")'
+        " { trip }",
+        'allWordCounts(first: 0, atLeast: "words:0:5") { edges { cursor } }',
+    ],
+)
+def test_arguments_no_node_could_answer_are_refused_before_the_wait_for_a_write(
+    field: str,
+) -> None:
+    """A write the pipeline has not processed makes a read wait up to its deadline; a read
+    that would be refused anyway is refused at once, as lookups are."""
+    node = LaggingNode(40, COUNTS, P)
+    config = GatewayConfig(timeout_ms=10_000, retries=0)
+
+    async def scenario() -> tuple[dict[str, Any], float]:
+        gateway = running_gateway([node], P, config=config, statuses=StatusBoard(), catalogue=FULL)
+        async with gateway as http:
+            started = asyncio.get_running_loop().time()
+            body = (await post_query(http, f"{{ {field} }}"))[1]
+            return body, asyncio.get_running_loop().time() - started
+
+    body, took_s = asyncio.run(scenario())
+    assert codes(body) == ["BAD_USER_INPUT"], body
+    assert took_s < config.timeout_s / 5  # refused, not waited out
+    assert node.requests == 0

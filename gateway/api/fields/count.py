@@ -71,6 +71,7 @@ def count_fields(view: View) -> ViewFields:
     ) -> list[row_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
         authorize_view(context, view)
+        context.planner.check_top(view, limit, None)  # before atLeast's wait
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.top(view, limit, context.deadline, options=options)
         context.add_freshness(view, result.freshness)

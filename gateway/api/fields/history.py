@@ -103,8 +103,10 @@ def history_fields(view: View) -> ViewFields:
     ) -> connection_type:  # type: ignore[valid-type]
         context: RequestContext = info.context
         authorize_view(context, view)
-        options = await read_options(context, view, max_lag, at_least)
         (text,) = key_texts(view, [entity])
+        # before atLeast's wait
+        context.planner.check_history(view, text, given(since), given(until), first, given(after))
+        options = await read_options(context, view, max_lag, at_least)
         read = await context.planner.history(
             view,
             text,
@@ -128,10 +130,11 @@ def history_fields(view: View) -> ViewFields:
     ) -> node_type | None:  # type: ignore[valid-type]
         context: RequestContext = info.context
         authorize_view(context, view)
-        options = await read_options(context, view, max_lag, at_least)
         (text,) = key_texts(view, [entity])
         # the newest event with eventTime <= at: one newest-first event below the end
         until = inputs.as_of_end(view, at)
+        context.planner.check_windows(view, text, None, until)  # before atLeast's wait
+        options = await read_options(context, view, max_lag, at_least)
         read = await context.planner.history(
             view, text, None, until, 1, None, context.deadline, options, newest_first=True
         )

@@ -68,6 +68,7 @@ def ranked_top_field(view: View, row_type: Any, to_type: Callable[[Any], Any]) -
     ) -> list[row_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
         authorize_view(context, view)
+        context.planner.check_top(view, limit, None)  # before atLeast's wait
         options = await read_options(context, view, max_lag, at_least)
         field: str = by.value  # type: ignore[attr-defined]
         result = await context.planner.top(view, limit, context.deadline, options=options, by=field)

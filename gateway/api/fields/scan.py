@@ -270,6 +270,7 @@ def scan_field(
         context: RequestContext = info.context
         authorize_view(context, view)
         check_scan_bounds(view, ask.scan_filter)
+        context.planner.check_scan(view, ask)  # before atLeast's wait
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.scan(view, ask, context.deadline, options)
         context.add_freshness(view, result.freshness)

@@ -36,6 +36,7 @@ from gateway.api.fields.common import (
     record_failures,
 )
 from gateway.api.request import RequestContext
+from gateway.model import inputs
 from gateway.model.rows import ResultTotal
 from gateway.reads.protocol import TotalsResult
 from schema import AggregateFunction, View
@@ -111,6 +112,8 @@ async def _read(
 ) -> TotalsResult:
     context: RequestContext = info.context
     authorize_view(context, view)
+    if view.window is not None:
+        inputs.time_range(view, since, until)  # before atLeast's wait
     options = await read_options(context, view, max_lag, at_least)
     result = await context.planner.totals(view, since, until, context.deadline, options)
     context.add_freshness(view, result.freshness)

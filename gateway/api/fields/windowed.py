@@ -123,8 +123,9 @@ def windowed_fields(view: View) -> ViewFields:
     ) -> list[window_type]:  # type: ignore[valid-type]
         context: RequestContext = info.context
         authorize_view(context, view)
-        options = await read_options(context, view, max_lag, at_least)
         (text,) = key_texts(view, [entity])
+        context.planner.check_windows(view, text, given(since), given(until))  # before the wait
+        options = await read_options(context, view, max_lag, at_least)
         read = await context.planner.windows(
             view, text, given(since), given(until), context.deadline, options
         )
@@ -141,6 +142,7 @@ def windowed_fields(view: View) -> ViewFields:
     ) -> list[Any]:
         context: RequestContext = info.context
         authorize_view(context, view)
+        context.planner.check_top(view, limit, window.start)  # before atLeast's wait
         options = await read_options(context, view, max_lag, at_least)
         result = await context.planner.top(
             view, limit, context.deadline, window.start, options, by=by
