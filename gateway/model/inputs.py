@@ -170,7 +170,10 @@ def time_range(view: View, since: datetime | None, until: datetime | None) -> Ti
     end = None if until is None else _utc(view, "to", until)
     if start is not None and end is not None and start > end:
         raise BadRequestError(view.name, f"from {start.isoformat()} is after to {end.isoformat()}")
-    return TimeRange(_whole_ms(start), _whole_ms(end))
+    if _past_last_ms(start):  # no event time is this late: nothing is inside
+        last = from_ms(_MAX_MS - 1)
+        return TimeRange(last, last)
+    return TimeRange(_whole_ms(start), None if _past_last_ms(end) else _whole_ms(end))
 
 
 def as_of_end(view: View, at: datetime) -> datetime | None:
@@ -182,6 +185,11 @@ def as_of_end(view: View, at: datetime) -> datetime | None:
 
 def _whole_ms(moment: datetime | None) -> datetime | None:
     return None if moment is None else from_ms(max(0, ceil_ms(moment)))
+
+
+def _past_last_ms(moment: datetime | None) -> bool:
+    """Whether `moment` is inside the last ms a datetime holds: an end there is no end."""
+    return moment is not None and ceil_ms(moment) >= _MAX_MS
 
 
 def check_cursor(view: View, cursor: str) -> None:

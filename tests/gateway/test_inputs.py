@@ -83,6 +83,15 @@ def test_time_range_rounds_up_and_raises_to_the_epoch(a: datetime, b: datetime) 
             time_range(PER_MINUTE, high, low)
 
 
+def test_a_bound_inside_the_last_millisecond_there_is_reads_to_the_end() -> None:
+    last = datetime.max.replace(tzinfo=UTC)  # 9999-12-31T23:59:59.999999Z
+    inside = last - timedelta(microseconds=400)  # rounds up past every datetime
+    assert time_range(PER_MINUTE, None, inside).until is None  # every event is before it
+    empty = time_range(PER_MINUTE, inside, None)  # no event is at or after it
+    assert empty.since == empty.until == from_ms(floor_ms(last))
+    assert time_range(PER_MINUTE, last, last) == empty
+
+
 def test_open_ranges_stay_open() -> None:
     span = time_range(PER_MINUTE, None, None)
     assert span.since is None and span.until is None
