@@ -30,12 +30,20 @@ _MAX_BUCKETS = 10_000  # principals remembered before full (idle) buckets are dr
 
 
 def check_event_time(views: Sequence[View], event_ms: int, now_ms: int, max_ahead_ms: int) -> None:
-    """BadRequestError when `event_ms` is too far ahead of `now_ms`, or older than every
-    windowed view of the topic (`views`, all reading it) keeps."""
+    """BadRequestError when `event_ms` is not after the epoch (a Kafka timestamp of 0 is
+    "now" to the producer, and the pipeline reads no earlier time), too far ahead of
+    `now_ms`, or older than every windowed view of the topic (`views`, all reading it)
+    keeps."""
+    if event_ms < 1:
+        raise BadRequestError(
+            views[0].name,
+            f"eventTime {_shown(event_ms)} is not after 1970-01-01T00:00:00Z: Kafka "
+            "timestamps and the views' event times are milliseconds since then",
+        )
     if event_ms > now_ms + max_ahead_ms:
         raise BadRequestError(
             views[0].name,
-            f"eventTime {from_ms(event_ms).isoformat()} is more than {max_ahead_ms} ms ahead "
+            f"eventTime {_shown(event_ms)} is more than {max_ahead_ms} ms ahead "
             f"of the gateway's clock ({from_ms(now_ms).isoformat()}; set by {_AHEAD_VARIABLE}):"
             " a future event would make every real event of the windowed views late",
         )
@@ -48,10 +56,18 @@ def check_event_time(views: Sequence[View], event_ms: int, now_ms: int, max_ahea
     if event_ms < oldest:
         raise BadRequestError(
             keeper.name,
-            f"eventTime {from_ms(event_ms).isoformat()} is older than the view keeps windows "
+            f"eventTime {_shown(event_ms)} is older than the view keeps windows "
             f"(retention {keeper.window.retention_ms} ms, so nothing before "
             f"{from_ms(oldest).isoformat()}): the event would be dropped",
         )
+
+
+def _shown(event_ms: int) -> str:
+    """`event_ms` in ISO 8601, or as milliseconds where no date holds it."""
+    try:
+        return from_ms(event_ms).isoformat()
+    except OverflowError:
+        return f"{event_ms} ms since the epoch"
 
 
 class RateLimiter:

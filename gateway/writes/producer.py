@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from gateway.cluster.consistency import Token
 from gateway.model.errors import ProduceError
 from runtime.kafka import KafkaSettings
-from runtime.produce import producer_config
+from runtime.produce import max_bytes, producer_config
 
 __all__ = ["EventProducer"]
 
@@ -48,7 +48,7 @@ class EventProducer:
         def on_delivery(error: KafkaError | None, message: Message) -> None:
             if error is not None:  # the broker's address and error text are for the log
                 log.warning("producing to topic %s on %s failed: %s", topic, self.bootstrap, error)
-                failure = ProduceError(f"producing to topic {topic} failed: {error.name()}")
+                failure = ProduceError(_failed(topic, error))
                 loop.call_soon_threadsafe(_settle, delivered, failure)
             else:
                 token = Token(topic, message.partition() or 0, message.offset() or 0)
@@ -65,17 +65,22 @@ class EventProducer:
             raise ProduceError(f"producing to topic {topic} failed ({reason}); retry") from exc
         return await delivered
 
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record (key and value) the producer sends."""
+        return max_bytes(self.kafka, self._settings())
+
     def producer_config(self) -> dict[str, object]:
         """The librdkafka configuration of the producer behind the mutation."""
-        return producer_config(
-            self.kafka,
-            {
-                "linger.ms": 0,  # one event at a time: do not wait for more
-                "acks": "all",
-                "message.timeout.ms": int(self.timeout_s * 1000),
-                "log_level": 3,
-            },
-        )
+        return producer_config(self.kafka, self._settings())
+
+    def _settings(self) -> dict[str, object]:
+        return {
+            "linger.ms": 0,  # one event at a time: do not wait for more
+            "acks": "all",
+            "message.timeout.ms": int(self.timeout_s * 1000),
+            "log_level": 3,
+        }
 
     def _started(self) -> Producer:
         with self._lock:
@@ -104,6 +109,18 @@ class EventProducer:
         producer.flush(self.timeout_s)
         self._stop.set()
         thread.join()
+
+
+def _failed(topic: str, error: KafkaError) -> str:
+    """What a client is told of a write the broker did not acknowledge. A timed-out write
+    may still have landed (the broker wrote it, its answer did not come in time), so a
+    blind retry may write it twice."""
+    if error.code() == KafkaError._MSG_TIMED_OUT:
+        return (
+            f"producing to topic {topic} timed out: the event may have been written all the "
+            "same; read the view before writing it again"
+        )
+    return f"producing to topic {topic} failed: {error.name()}"
 
 
 def _settle(future: asyncio.Future[Token], outcome: Token | ProduceError) -> None:

@@ -24,7 +24,8 @@ def _write(producer: EventProducer) -> None:
 
 def test_a_write_after_a_close_is_refused_naming_the_shutdown() -> None:
     producer = EventProducer(NOBODY, TIMEOUT_S)
-    with pytest.raises(ProduceError, match="failed"):  # started, then timed out
+    # started, then timed out: a write the broker may have taken all the same
+    with pytest.raises(ProduceError, match="timed out: the event may have been written all"):
         _write(producer)
     producer.close()
     with pytest.raises(ProduceError, match="the gateway is shutting down"):

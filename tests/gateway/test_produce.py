@@ -13,7 +13,7 @@ import pytest
 
 from gateway.config import GatewayConfig
 from schema import KeyType, ValueFormat
-from tests.gateway.fakes import WORDS, FakeNode, Model, codes, post_query, running_gateway
+from tests.gateway.fakes import FULL, WORDS, FakeNode, Model, codes, post_query, running_gateway
 
 P = 2
 PRODUCE = """mutation($t: String!, $k: String!, $v: JSON) {
@@ -83,3 +83,40 @@ def test_an_event_time_outside_the_years_utc_holds_is_refused() -> None:
     body = asyncio.run(scenario())
     assert codes(body) == ["BAD_USER_INPUT"]
     assert "outside the years 1 to 9999 in UTC" in body["errors"][0]["message"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        # a time in the value past every date: named in milliseconds, not a traceback
+        (
+            'topic: "bookings", key: "c", value: {timestamp: 99999999999999999}',
+            "eventTime 99999999999999999 ms since the epoch is more than",
+        ),
+        ('topic: "bookings", key: "c", eventTime: "1960-01-01T00:00:00Z"', "is not after 1970"),
+        # a Kafka timestamp of 0 is "now" to the producer
+        ('topic: "words", key: "k", eventTime: "1970-01-01T00:00:00Z"', "is not after 1970"),
+        (
+            'topic: "words", key: "k", value: {n: 123456789012345678901234567890}',
+            "value cannot be written as JSON: Integer exceeds 64-bit range",
+        ),
+        # over the producer's message.max.bytes, under the request body's limit: never sent
+        (
+            f'topic: "words", key: "k", value: {{s: "{"x" * 1_000_050}"}}',
+            "larger than the 1000000 the gateway's producer sends",
+        ),
+    ],
+)
+def test_a_write_no_view_could_use_or_the_producer_would_refuse_is_refused(
+    arguments: str, problem: str
+) -> None:
+    node = FakeNode("n1", Model.of_counts({}), range(P), P)
+
+    async def scenario() -> dict[str, Any]:
+        config = GatewayConfig(produce=True)
+        async with running_gateway([node], P, config=config, catalogue=FULL) as http:
+            return (await post_query(http, f"mutation {{ produce({arguments}) {{ token }} }}"))[1]
+
+    body = asyncio.run(scenario())
+    assert codes(body) == ["BAD_USER_INPUT"], body
+    assert problem in body["errors"][0]["message"]

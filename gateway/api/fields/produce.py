@@ -70,6 +70,7 @@ def produce_field(catalogue: Iterable[View]) -> Any:
         moment = _event_time(views, given(value), given(event_time), now)
         check_event_time(views, moment, now, config.produce_max_ahead_ms)
         body = _value(views, given(value), moment)
+        _check_size(views[0], key, body, context.producer.max_record_bytes)
         if context.produce_rate is not None:  # last: a refused write spends no token
             context.produce_rate.take(context.principal.subject)
         token = await context.producer.produce(topic, key, body, moment)
@@ -160,4 +161,18 @@ def _value(views: list[View], value: Any, event_ms: int) -> bytes:
     decodes = any(v.value_fields or v.event_time_field for v in views)
     if not document and not decodes:
         return b""
-    return orjson.dumps(document)
+    try:
+        return orjson.dumps(document)
+    except orjson.JSONEncodeError as exc:  # an integer past 64 bits, which JSON readers lose
+        raise BadRequestError(views[0].name, f"value cannot be written as JSON: {exc}") from exc
+
+
+def _check_size(view: View, key: str, body: bytes, max_bytes: int) -> None:
+    """BadRequestError for a record larger than the producer sends (it never would)."""
+    size = len(key.encode()) + len(body)
+    if size > max_bytes:
+        raise BadRequestError(
+            view.name,
+            f"the record is {size} bytes (key and value), larger than the {max_bytes} the "
+            "gateway's producer sends (message.max.bytes): write a smaller value",
+        )
