@@ -8,19 +8,41 @@ on every request, are `runtime.metrics.LoopHistogram`s (no lock). Read at scrape
 gateway keeps anyway: cache hits and misses, open subscriptions, hedged reads. Root field labels are
 bounded by the schema (`gateway.execute.labels`), node ids from membership and error codes from the
 gateway's own set, each bounded (`runtime.metrics.bounded`).
+
+A labelled counter is exported from before its first increment where its labels are known,
+at 0: Prometheus takes a series' first sample as where it began, so `increase()` and `rate()`
+would not see an increment that made the series appear. The error codes of the gateway's
+own errors, of the query limits and of GraphQL over HTTP are counted from the start; a node's
+call failures, of either reason, from the gateway's first call to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gateway.model.errors import GatewayError
+from runtime.graphql_http import (
+    BAD_USER_INPUT,
+    INTERNAL_SERVER_ERROR,
+    QueryLimitError,
+    RequestError,
+)
+from runtime.graphql_http.response import PARSE_FAILED, VALIDATION_FAILED
 from runtime.metrics import Collected, LoopHistogram, LoopHistogramChild, bounded
 
-__all__ = ["GatewayMetrics", "runtime_figures"]
+__all__ = [
+    "GatewayMetrics",
+    "NodeCallFailure",
+    "known_error_codes",
+    "runtime_figures",
+]
+
+NodeCallFailure = Literal["timeout", "unavailable"]
+_NODE_CALL_FAILURES: tuple[NodeCallFailure, ...] = ("timeout", "unavailable")
 
 # seconds: a cached point read is ~1 ms, a fan-out tens, the default deadline 5 s
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -38,6 +60,7 @@ class GatewayMetrics:
         # histogram children (labels() costs more than an observation): both sets bounded
         self._by_operation: dict[tuple[str, str], LoopHistogramChild] = {}
         self._by_node: dict[str, LoopHistogramChild] = {}
+        self._failures_by_node: dict[str, dict[NodeCallFailure, Counter]] = {}
         self._nodes: set[str] = set()
         self._codes: set[str] = set()
         self._requests = LoopHistogram(
@@ -82,6 +105,8 @@ class GatewayMetrics:
         ).labels()
         self._figures: list[Callable[[], Iterable[Metric]]] = []
         self.registry.register(Collected(self._collect))
+        for code in known_error_codes():
+            self._errors.labels(bounded(code, self._codes))
 
     def loop_lag(self, seconds: float) -> None:
         self._loop_lag.observe(seconds)
@@ -110,8 +135,22 @@ class GatewayMetrics:
                 self._by_node[node_id] = child
         child.observe(seconds)
 
-    def node_failed(self, node_id: str, reason: str) -> None:
-        self._node_failures.labels(bounded(node_id, self._nodes, _MAX_NODES), reason).inc()
+    def node_known(self, node_id: str) -> None:
+        """The gateway is about to call the node: its failures are counted from 0."""
+        self._failures_of(node_id)
+
+    def node_failed(self, node_id: str, reason: NodeCallFailure) -> None:
+        self._failures_of(node_id)[reason].inc()
+
+    def _failures_of(self, node_id: str) -> dict[NodeCallFailure, Counter]:
+        """The node's failure counters, one per reason, made at 0 the first time."""
+        children = self._failures_by_node.get(node_id)
+        if children is None:
+            label = bounded(node_id, self._nodes, _MAX_NODES)
+            children = {r: self._node_failures.labels(label, r) for r in _NODE_CALL_FAILURES}
+            if label == node_id:
+                self._failures_by_node[node_id] = children
+        return children
 
     def coalesced(self, lookups: int) -> None:
         self._coalesced.observe(lookups)
@@ -123,6 +162,27 @@ class GatewayMetrics:
     def _collect(self) -> Iterable[Metric]:
         for figures in list(self._figures):
             yield from figures()
+
+
+def known_error_codes() -> list[str]:
+    """The `extensions.code`s the gateway answers with that it knows of in advance: those of
+    its own errors (`gateway.model.errors`, also per partition), of the query limits, of
+    GraphQL over HTTP (parse, validation, bad input, internal) and of a refused request."""
+    codes = _codes_below(GatewayError) | _codes_below(QueryLimitError)
+    codes |= {PARSE_FAILED, VALIDATION_FAILED, BAD_USER_INPUT, INTERNAL_SERVER_ERROR}
+    codes.add(RequestError.BAD_REQUEST)
+    return sorted(codes)
+
+
+def _codes_below(root: type[Exception]) -> set[str]:
+    """The `code` and `partition_code` of `root` and of every class derived from it."""
+    codes: set[str] = set()
+    for name in ("code", "partition_code"):
+        if hasattr(root, name):
+            codes.add(getattr(root, name))
+    for derived in root.__subclasses__():
+        codes |= _codes_below(derived)
+    return codes
 
 
 def runtime_figures(

@@ -77,6 +77,11 @@ class DeadLetterWriter:
         self.topic = topic
         self.producer = producer
         self.on_sent = on_sent  # told how many dead letters each batch wrote (metrics)
+        if on_sent is not None:
+            # 0 before any batch: the topic's counter is exported from the start, so its first
+            # dead letter is an increase Prometheus sees (it takes a series' first sample as
+            # where the series began)
+            on_sent(topic, 0)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.select(

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import httpx
 
 from gateway.cluster.routing import NodeInfo
-from gateway.metrics import GatewayMetrics
+from gateway.metrics import GatewayMetrics, NodeCallFailure
 from gateway.nodes.reply import NodeReply, decode_reply, past_deadline, transport_failure
 from gateway.nodes.transport import Headers, NodeTransportError
 from runtime.tracing import Span, outgoing_headers
@@ -66,18 +66,21 @@ class Upstream:
         callers: Sequence[str] = (),
     ) -> NodeReply:
         """The node's reply to `body`, asked for `callers` (principal subjects; none: the
-        gateway's own call)."""
+        gateway's own call). Past the deadline already, nothing is sent, and the timeout is
+        not counted as a failure of the node's."""
         where: dict[str, Any] = {"partitions": partitions, "node": node.node_id, "keys": keys}
         url = node.graphql_url
         headers = self._signer.headers(b"POST", self._target(url), body, callers)
         loop = asyncio.get_running_loop()
         started = loop.time()
+        if deadline <= started:
+            raise past_deadline(view, where)
+        if self._metrics is not None:
+            self._metrics.node_known(node.node_id)
         try:
             # the client request's id and trace go along (a new span per call), for the logs
             with Span("node call", node=node.node_id, view=view):
                 headers.extend(outgoing_headers())
-                if deadline <= started:
-                    raise TimeoutError
                 status, content = await self._caller.post(url, body, headers, deadline=deadline)
         except TimeoutError as exc:  # NodeTransportTimeoutError: the deadline passed
             self._failed(node.node_id, "timeout")
@@ -89,7 +92,7 @@ class Upstream:
             self._metrics.node_answered(node.node_id, loop.time() - started)
         return decode_reply(status, content, view, where)
 
-    def _failed(self, node_id: str, reason: str) -> None:
+    def _failed(self, node_id: str, reason: NodeCallFailure) -> None:
         if self._metrics is not None:
             self._metrics.node_failed(node_id, reason)
 

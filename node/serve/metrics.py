@@ -6,7 +6,8 @@ else is read from the partition registry when Prometheus scrapes, so the materia
 apply loop does no work for metrics: per view, partition and role the applied offset, the
 end offset and the lag (a STANDBY copy's lag is the standby lag); per partition and role the
 lag `cluster` and `/health` show, the restore progress and whether the store fails writes;
-the store reads and failed writes counted by the registry; the node's state.
+the store reads and failed writes counted by the registry (per partition, from 0 for each
+partition held, so the first failure is an increase Prometheus sees); the node's state.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ class NodeMetrics:
             "Failed writes (or reopens) of a partition's store, while applying is paused",
             labels=["partition"],
         )
-        for partition, count in sorted(dict(self._partitions.store_errors).items()):
-            errors.add_metric([str(partition)], count)
+        counted = dict(self._partitions.store_errors)  # a copy: the apply loop adds to it
+        for partition in sorted(counted.keys() | self._partitions.partitions()):
+            errors.add_metric([str(partition)], counted.get(partition, 0))
         yield errors
         state = GaugeMetricFamily(
             "statefed_node_state", "1 for the node's current state", labels=["state"]

@@ -7,7 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.schema import build_schema
 from gateway.execute.labels import OperationLabels
-from gateway.metrics import GatewayMetrics
+from gateway.metrics import GatewayMetrics, known_error_codes
 from runtime.metrics import bounded, exposition
 
 
@@ -45,3 +45,21 @@ def test_error_codes_beyond_the_bound_count_as_other() -> None:
     assert len(codes) == 65 and "other" in codes
     known: set[str] = set()
     assert [bounded(v, known, limit=2) for v in ("a", "b", "c", "a")] == ["a", "b", "other", "a"]
+
+
+def test_the_gateways_own_error_codes_are_exported_at_0_from_the_start() -> None:
+    """`rate()` takes a series' first sample as its start: a counter that appeared with the
+    first error of its code would show no rate for it."""
+    codes = known_error_codes()
+    assert {
+        *("PARTITION_UNAVAILABLE", "CONSISTENCY_TIMEOUT", "ROUTING_NOT_READY", "FORBIDDEN"),
+        *("GRAPHQL_PARSE_FAILED", "GRAPHQL_VALIDATION_FAILED", "BAD_USER_INPUT"),
+        *("INTERNAL_SERVER_ERROR", "QUERY_TOO_COSTLY", "BAD_REQUEST"),
+    } <= set(codes)
+    metrics = GatewayMetrics()
+    name = "statefed_gateway_errors_total"
+    assert {
+        c: metrics.registry.get_sample_value(name, {"code": c}) for c in codes
+    } == dict.fromkeys(codes, 0.0)
+    metrics.errors([{"extensions": {"code": "PARTITION_UNAVAILABLE"}}])
+    assert metrics.registry.get_sample_value(name, {"code": "PARTITION_UNAVAILABLE"}) == 1

@@ -9,6 +9,7 @@ import httpx
 import orjson
 import pytest
 
+from gateway.metrics import GatewayMetrics
 from gateway.model.errors import (
     BadRequestError,
     NodeProtocolError,
@@ -124,3 +125,53 @@ def test_a_node_rejecting_the_arguments_is_the_clients_mistake() -> None:
     ) as raised:
         call(answer(200, {"data": None, "errors": [error]}))
     assert raised.value.extensions() == {"code": "BAD_USER_INPUT", "view": "word_counts"}
+
+
+def _failures(metrics: GatewayMetrics, reason: str) -> float | None:
+    name = "statefed_gateway_node_call_failures_total"
+    return metrics.registry.get_sample_value(name, {"node": "n1", "reason": reason})
+
+
+def _post(
+    metrics: GatewayMetrics, handler: Callable[[httpx.Request], httpx.Response], in_s: float
+) -> RoutingError | None:
+    """One call to node n1 through `handler`, due `in_s` seconds from now: its error."""
+    node = table_for({"n1": ("http://n1.test", [2])}, 4).nodes["n1"]
+
+    async def scenario() -> RoutingError | None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            upstream = Upstream(HttpxCaller(client), metrics=metrics)
+            deadline = asyncio.get_running_loop().time() + in_s
+            try:
+                await upstream.post(
+                    node, b"{}", view="word_counts", partitions=[2], deadline=deadline
+                )
+            except RoutingError as exc:
+                return exc
+            return None
+
+    return asyncio.run(scenario())
+
+
+def test_a_nodes_failures_of_either_reason_are_exported_at_0_from_its_first_call() -> None:
+    """`increase()` takes a series' first sample as its start: a counter that appeared with
+    the node's first timeout would show no increase for it."""
+    metrics = GatewayMetrics()
+    assert _post(metrics, answer(200, {"data": {"r": [None]}}), 5) is None
+    assert _failures(metrics, "timeout") == _failures(metrics, "unavailable") == 0
+    assert isinstance(_post(metrics, time_out, 5), NodeTimeoutError)
+    assert isinstance(_post(metrics, refuse, 5), NodeUnavailableError)
+    assert _failures(metrics, "timeout") == _failures(metrics, "unavailable") == 1
+
+
+def test_a_call_past_its_deadline_is_not_sent_nor_counted_against_the_node() -> None:
+    metrics, sent = GatewayMetrics(), []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, content=b'{"data": {"r": [null]}}')
+
+    error = _post(metrics, handler, -0.001)
+    assert isinstance(error, NodeTimeoutError) and "deadline" in str(error)
+    assert not sent
+    assert not _failures(metrics, "timeout")
