@@ -59,7 +59,17 @@ class JsonFormatter(logging.Formatter):
         line["message"] = record.getMessage()
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(line, default=str).decode()
+        try:
+            return orjson.dumps(line, default=str).decode()
+        except orjson.JSONEncodeError:
+            # a lone surrogate (a file name or header decoded with surrogateescape) is no
+            # UTF-8: written as its escape, the record is still one JSON line
+            return orjson.dumps(_escaped(line)).decode()
+
+
+def _escaped(line: dict[str, Any]) -> dict[str, str]:
+    """`line`'s values as text, each lone surrogate written as its escape (`\\udcff`)."""
+    return {k: str(v).encode("utf-8", "backslashreplace").decode("utf-8") for k, v in line.items()}
 
 
 class _UvicornName(logging.Filter):

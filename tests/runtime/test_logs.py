@@ -41,6 +41,24 @@ def test_a_json_line_carries_the_traceback() -> None:
     assert "ValueError: broken store" in line["exception"] and "node" not in line
 
 
+def test_a_lone_surrogate_is_written_as_its_escape_in_one_json_line() -> None:
+    """A file name or header decoded with surrogateescape is no UTF-8, which orjson refuses:
+    the line would be lost and a traceback printed instead."""
+    name = b"words-\xff.json".decode("utf-8", "surrogateescape")
+    try:
+        raise OSError(f"cannot read {name}")
+    except OSError:
+        record = logging.LogRecord(
+            "x", logging.ERROR, __file__, 1, "bad %s", (name,), sys.exc_info()
+        )
+    text = JsonFormatter("node", "n1").format(record)
+    assert "\n" not in text
+    line = json.loads(text)
+    assert line["message"] == "bad words-\\udcff.json"
+    assert "OSError: cannot read words-\\udcff.json" in line["exception"]
+    assert line["part"] == "node" and line["level"] == "error"
+
+
 def test_configure_logging_leaves_an_embedding_programs_logging_alone() -> None:
     root = logging.getLogger()
     assert root.handlers  # pytest's own capture handlers
