@@ -62,8 +62,13 @@ BOOTSTRAP_VARIABLE = "STATEFED_BOOTSTRAP"
 _PREFIX = "STATEFED_KAFKA_"
 _FILE_SUFFIX = "_FILE"
 _HIDDEN = "***"
-# librdkafka property names; values of these are secrets
-_SECRET = re.compile(r"password|secret|jaas|token|oauthbearer\.config|\.pem$", re.IGNORECASE)
+# librdkafka property names whose values are secrets: passwords (sasl.password,
+# ssl.key.password, ssl.keystore.password) and passphrases
+# (sasl.oauthbearer.assertion.private.key.passphrase), client secrets, OAUTHBEARER's
+# unsecured-JWT config, and PEMs (ssl.key.pem, ...assertion.private.key.pem)
+_SECRET = re.compile(
+    r"password|passphrase|secret|jaas|token|oauthbearer\.config|\.pem$", re.IGNORECASE
+)
 # a client's instance number in its log lines (`rdkafka#consumer-3`)
 _INSTANCE = re.compile(r"#(consumer|producer)-\d+")
 _KINDS_KEPT = 256  # kinds of log line remembered before those not seen for a while go

@@ -138,6 +138,32 @@ def test_secrets_are_hidden_in_repr_and_redacted() -> None:
     assert hidden == {"sasl.oauthbearer.client.secret": "***", "sasl.username": "u"}
 
 
+# librdkafka 2.16's properties whose values are secrets (its CONFIGURATION.md), and some
+# whose values are not
+_SECRETS = (
+    "sasl.password",
+    "ssl.key.password",
+    "ssl.keystore.password",
+    "ssl.key.pem",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+    "sasl.oauthbearer.assertion.private.key.pem",
+)
+_NOT_SECRETS = (
+    "sasl.username",
+    "sasl.mechanism",
+    "ssl.key.location",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.assertion.private.key.file",
+)
+
+
+def test_every_secret_librdkafka_property_is_redacted() -> None:
+    hidden = redacted(dict.fromkeys(_SECRETS + _NOT_SECRETS, "value"))
+    assert hidden == {**dict.fromkeys(_SECRETS, "***"), **dict.fromkeys(_NOT_SECRETS, "value")}
+
+
 def test_the_official_connector_gets_java_names() -> None:
     kafka = KafkaSettings(
         "k:9093",
