@@ -3,8 +3,9 @@ runs here). The file is valid Compose; every statefed service runs a real subcom
 settings its part reads and accepts; every long-running service has a health check; the
 containers are not root; the state lives on volumes, shared where Spark needs it; Kafka
 replicates; every published port is on this host's loopback only; the image bakes in the
-Kafka connector of the pinned Spark; Prometheus scrapes every part where it serves /metrics,
-and the Grafana dashboard asks it only for metrics the parts export, in valid PromQL."""
+Kafka connector of the pinned Spark; the brokers run the Kafka the tests run; Prometheus
+scrapes every part where it serves /metrics, and the Grafana dashboard asks it only for
+metrics the parts export, in valid PromQL; Grafana lets no one sign in."""
 
 from __future__ import annotations
 
@@ -232,6 +233,17 @@ def _brokers() -> dict[str, dict[str, str]]:
     }
 
 
+def _makefile_kafka_version() -> str:
+    pin = re.search(r"^KAFKA_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert pin, "the Makefile pins no KAFKA_VERSION"
+    return pin.group(1)
+
+
+def test_the_brokers_run_the_kafka_version_the_makefile_pins_for_every_test() -> None:
+    images = {str(_services()[name]["image"]) for name in _brokers()}
+    assert images == {f"apache/kafka:{_makefile_kafka_version()}"}
+
+
 def test_kafka_keeps_its_log_on_a_volume_per_broker() -> None:
     volumes = []
     for name, env in _brokers().items():
@@ -300,6 +312,20 @@ def test_every_published_port_is_on_this_hosts_loopback_only() -> None:
         "prometheus": ["127.0.0.1:9090:9090"],
         "grafana": ["127.0.0.1:3000:3000"],
     }
+
+
+def test_grafana_lets_anonymous_viewers_in_and_no_one_sign_in() -> None:
+    """docs/operations.md says Grafana has no login: anonymous viewers only. With the login
+    form or basic auth on, its built-in admin's default password (admin/admin) would open it
+    to anyone on this host, as an admin."""
+    grafana = _environment(_services()["grafana"])
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert grafana["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert grafana["GF_AUTH_DISABLE_LOGIN_FORM"] == "true"
+    assert grafana["GF_AUTH_BASIC_ENABLED"] == "false"
+    assert not {v for v in grafana if v.startswith("GF_SECURITY_ADMIN_")}
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    assert "anonymous viewers only" in operations
 
 
 def _bound_address(port: str | int | dict[str, Any]) -> str | None:
@@ -421,6 +447,38 @@ def test_the_grafana_dashboard_asks_prometheus_for_metrics_the_parts_export(
     grafana = _services()["grafana"]
     assert "./grafana/dashboards:/var/lib/grafana/dashboards:ro" in grafana["volumes"]
     assert _dependencies(grafana) == {"prometheus": "service_healthy"}
+
+
+def test_the_dashboards_input_rate_falls_to_0_when_the_pipeline_goes_idle(
+    tmp_path: Path,
+) -> None:
+    """promtool evaluates the panel's expression over a view that read 40 records a second
+    for two minutes, then nothing."""
+    (panel,) = [
+        p for p in json.loads(DASHBOARD.read_text())["panels"] if "input rows" in p["title"]
+    ]
+    (expression,) = [t["expr"] for t in panel["targets"]]
+    (tmp_path / "empty.yml").write_text("groups: []\n")
+    series = 'statefed_pipeline_input_rows_total{view="v", instance="pipeline:9400"}'
+
+    def sample(at: str, value: float) -> dict[str, Any]:
+        return {
+            "expr": expression,
+            "eval_time": at,
+            "exp_samples": [{"labels": '{view="v"}', "value": value}],
+        }
+
+    steps = {"interval": "15s", "input_series": [{"series": series, "values": "0+600x8 4800x20"}]}
+    tests = {
+        "rule_files": ["empty.yml"],
+        "evaluation_interval": "15s",
+        "tests": [{**steps, "promql_expr_test": [sample("1m", 40), sample("5m", 0)]}],
+    }
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
+    checked = subprocess.run(
+        [PROMTOOL, "test", "rules", str(tmp_path / "tests.yml")], capture_output=True, timeout=60
+    )
+    assert checked.returncode == 0, (checked.stdout + checked.stderr).decode()
 
 
 def _exported_metric_names() -> set[str]:
