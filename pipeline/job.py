@@ -34,6 +34,7 @@ from pipeline.protobuf import ProtobufSchemas
 from pipeline.records import Decoding, keyed_events, rejected_records
 from pipeline.sink import BatchProducer
 from pipeline.starting import start_initialized, start_together
+from pipeline.stateshape import check_state_shape, has_commits
 from pipeline.status import ChangelogEnds, StatusPoller, ViewTracker, changelog_ends
 from pipeline.statuslog import StatusPublisher, read_last_statuses
 from pipeline.where import where_applied
@@ -289,7 +290,7 @@ def checkpoint_mode(config: PipelineConfig, view: View, wanted: PipelineMode) ->
     switch a checkpoint), and one that names a mode is a `PipelineConfigError` naming the
     checkpoint to delete: the view is then computed anew from STATEFED_STARTING_OFFSETS."""
     other = PipelineMode.MICRO_BATCH if wanted is PipelineMode.REAL_TIME else PipelineMode.REAL_TIME
-    if not _has_commits(_checkpoint(config, view, other)):
+    if not has_commits(_checkpoint(config, view, other)):
         return wanted
     if view.pipeline_mode is PipelineMode.AUTO:
         log.info(
@@ -349,7 +350,7 @@ def _trackers(config: PipelineConfig, views: list[View], clock: Clock) -> dict[s
     resuming = [
         v.name
         for v in views
-        if plan_for(v).drops_late and _has_commits(config.checkpoint_dir / v.name)
+        if plan_for(v).drops_late and has_commits(config.checkpoint_dir / v.name)
     ]
     last = read_last_statuses(config.kafka, resuming, config.read_timeout_ms / 1000)
     return {
@@ -358,11 +359,6 @@ def _trackers(config: PipelineConfig, views: list[View], clock: Clock) -> dict[s
         )
         for v in views
     }
-
-
-def _has_commits(checkpoint: Path) -> bool:
-    commits = checkpoint / "commits"
-    return commits.is_dir() and any(commits.iterdir())
 
 
 # how the schemas of each registry format are read from the Schema Registry
@@ -432,6 +428,7 @@ def _start_view(
     )
     name = f"statefed.{view.name}"
     checkpoint = _checkpoint(config, view, PipelineMode.MICRO_BATCH)
+    check_state_shape(view, checkpoint)
     query = _start(writer, config.trigger_ms, name, checkpoint, producer)
     log.info("query %s started: %s -> %s", name, view.topic, view.changelog_topic)
     return query, producer, tracker
@@ -478,6 +475,7 @@ def _start_realtime_view(
     events = where_applied(keyed_events(raw, decoding), view)
     name = f"statefed.{view.name}"
     checkpoint = _checkpoint(config, view, PipelineMode.REAL_TIME)
+    check_state_shape(view, checkpoint)
     writer = (
         plan.records(plan.aggregate(events, view))
         .writeStream.format("kafka")
