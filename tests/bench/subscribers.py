@@ -113,7 +113,7 @@ async def _read(socket: ClientConnection, samples: Samples) -> None:
                 if row["count"] is not None:  # None: the key's first update, no row yet
                     samples.ident.append(ident)
                     samples.count.append(row["count"])
-                    samples.offset.append(row["offset"])
+                    samples.offset.append(int(row["offset"]))  # a Long: a string of digits
                     samples.arrival_us.append(arrival)
                     samples.newest[ident] = row["count"]
             elif kind == "ping":

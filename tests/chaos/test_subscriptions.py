@@ -177,13 +177,18 @@ def _resume_problems(
     for ident, (query, variables, _) in group.items():
         if query != COUNT:
             continue
-        after = newest[ident]["offset"]
+        after = _offset(newest[ident])
         control = clients.data(f"single-{variables['k']}", "wordCount")
-        wanted = [(u["offset"], u["count"]) for u in control if u["offset"] > after]
-        got = [(u["offset"], u["count"]) for u in clients.data(f"{ident}-again", "wordCount")]
+        wanted = [(_offset(u), u["count"]) for u in control if _offset(u) > after]
+        got = [(_offset(u), u["count"]) for u in clients.data(f"{ident}-again", "wordCount")]
         if got != wanted:
             problems.append(f"{ident} after offset {after}: got {got}, connected got {wanted}")
     return problems
+
+
+def _offset(update: dict[str, Any]) -> int:
+    """The changelog offset of `update`: a Long, a string of decimal digits in the answer."""
+    return int(update["offset"])
 
 
 def _changelog_offsets(bootstrap: str, topic: str, keys: set[str]) -> dict[str, list[int]]:
@@ -225,7 +230,7 @@ def _missed_rounds(clients: Subscribers, plan: Plan, records: dict[str, list[int
     for ident, (query, variables, _) in plan.subscriptions.items():
         if query != COUNT:
             continue
-        first, *later = [u["offset"] for u in clients.data(ident, "wordCount")]
+        first, *later = [_offset(u) for u in clients.data(ident, "wordCount")]
         wanted = [o for o in records.get(variables["k"], []) if o > first]
         if later != wanted:
             missed = sorted(set(wanted) - set(later))
@@ -251,7 +256,7 @@ def _count_problems(who: str, updates: dict[str, list[Any]], truth: dict[str, in
     truth, or without the role of the copy they came from."""
     problems = []
     for word, of_key in updates.items():
-        offsets = [u["offset"] for u in of_key]
+        offsets = [_offset(u) for u in of_key]
         counts = [u["count"] or 0 for u in of_key]
         if offsets != sorted(set(offsets)) or counts != sorted(counts):
             problems.append(f"{who} {word}: offsets {offsets}, counts {counts}")
@@ -292,13 +297,13 @@ def _history_problems(who: str, updates: list[Any], produced: list[str]) -> list
     start = produced.index(trips[0])
     if trips != produced[start:]:
         extra = [t for t in dict.fromkeys(trips) if trips.count(t) > 1][:5]
-        at = {t: [u["offset"] for u in updates if u["trip"] == t] for t in extra}
+        at = {t: [_offset(u) for u in updates if u["trip"] == t] for t in extra}
         missing = sorted(set(produced[start:]) - set(trips))[:5]
         return [
             f"{who}: repeated {extra} (at offsets {at}), missing {missing} of "
             f"{len(produced) - start}"
         ]
-    offsets = [u["offset"] for u in updates]
+    offsets = [_offset(u) for u in updates]
     return [] if offsets == sorted(set(offsets)) else [f"{who}: offsets {offsets}"]
 
 

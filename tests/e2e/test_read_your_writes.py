@@ -5,6 +5,7 @@ iterations), while reads without it may not. Also the mutation's and the token's
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -66,6 +67,7 @@ def test_the_token_names_where_the_write_landed(cluster: Cluster) -> None:
     cluster.truth.update(["ryw-token"])
     produced = body["data"]["produce"]
     assert produced["topic"] == "words"
+    assert re.fullmatch(r"[0-9]+", produced["offset"]), produced  # a Long: a string of digits
     assert produced["token"] == f"words:{produced['partition']}:{produced['offset']}"
     read = cluster.data(READ, {"w": "ryw-token", "t": produced["token"]})
     assert read["wordCount"] == {"count": 1}

@@ -12,6 +12,7 @@ read token: it gets every change since that answer, none the answer held."""
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -78,15 +79,23 @@ class Rounds:
         return token
 
 
+def _long(value: Any) -> int:
+    """A Long of an answer (an offset, a lag): a string of decimal digits, as an int."""
+    assert isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value), value
+    return int(value)
+
+
 def _check_update(update: dict[str, Any], key: str, partitions: int, nodes: set[str]) -> None:
-    """What every update carries: its offset, a token, the freshness of its copy."""
-    assert isinstance(update["offset"], int) and update["offset"] >= 0, update
+    """What every update carries: its offset, a token, the freshness of its copy (offsets
+    and lag as Longs: strings of decimal digits)."""
+    assert _long(update["offset"]) >= 0, update
     assert isinstance(update["token"], str) and update["token"], update
     freshness = update["freshness"]
     assert freshness["partition"] == partition_for(key, partitions), update
     assert freshness["node"] in nodes and freshness["role"] == "ACTIVE", update
-    assert freshness["appliedOffset"] > update["offset"], update  # the next offset it applied
-    assert isinstance(freshness["lag"], int) and freshness["lag"] >= 0, update
+    # the next offset it applied
+    assert _long(freshness["appliedOffset"]) > _long(update["offset"]), update
+    assert _long(freshness["lag"]) >= 0, update
 
 
 def test_real_clients_see_values_move_and_resume_with_their_token(
@@ -176,7 +185,7 @@ def test_real_clients_see_values_move_and_resume_with_their_token(
             (counts_before + counts_after, words[client]),
             (events_before + events_after, customers[client]),
         ):
-            offsets = [u["offset"] for u in updates]
+            offsets = [int(u["offset"]) for u in updates]
             assert offsets == sorted(set(offsets)), (client, key, offsets)
             for update in updates:
                 _check_update(update, key, partitions, nodes)

@@ -52,9 +52,9 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
             "partition": 0,
             "node": "n0",
             "role": "ACTIVE",
-            "appliedOffset": 40,
-            "endOffset": 100,
-            "lag": 60,
+            "appliedOffset": "40",
+            "endOffset": "100",
+            "lag": "60",
             "restoring": True,
             "restoreDone": 30,
             "restoreTotal": 90,
@@ -64,9 +64,9 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
             "partition": 1,
             "node": "n0",
             "role": "STANDBY",
-            "appliedOffset": 70,
-            "endOffset": 75,
-            "lag": 5,
+            "appliedOffset": "70",
+            "endOffset": "75",
+            "lag": "5",
             "restoring": False,
             "restoreDone": 0,
             "restoreTotal": 0,
@@ -76,12 +76,37 @@ def test_cluster_shows_states_roles_lag_and_restore_progress() -> None:
             "partition": 1,
             "node": "n1",
             "role": "ACTIVE",
-            "appliedOffset": 75,
-            "endOffset": 75,
-            "lag": 0,
+            "appliedOffset": "75",
+            "endOffset": "75",
+            "lag": "0",
             "restoring": False,
             "restoreDone": 0,
             "restoreTotal": 0,
             "storeError": None,
         },
+    ]
+
+
+def test_offsets_and_lag_past_32_bits_are_longs() -> None:
+    far = 2**40  # records of a partition a 32-bit Int cannot count
+    members = {
+        "n0": _record("n0", NodeState.RUNNING, PartitionStatus(0, Role.ACTIVE, far, far + 2**33))
+    }
+    feed = RoutingFeed(build_routing_table(members, {"word_counts": P}, wall_clock_ms()))
+    nodes = fake_nodes(Model.of_counts({}), P, 1)
+    query = "{ cluster { partitions { partition appliedOffset endOffset lag } } }"
+
+    async def scenario() -> dict[str, Any]:
+        async with running_gateway(nodes, P, feed=feed) as http:
+            return (await post_query(http, query))[1]
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body, body
+    assert body["data"]["cluster"]["partitions"] == [
+        {
+            "partition": 0,
+            "appliedOffset": str(far),
+            "endOffset": str(far + 2**33),
+            "lag": str(2**33),
+        }
     ]

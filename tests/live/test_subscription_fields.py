@@ -158,20 +158,20 @@ def test_a_key_subscription_starts_with_the_current_row_then_gets_every_change()
             (first,) = await take(results, 1)
             update = first["wordCount"]
             # read at applied offset 2: it holds the records up to offset 1
-            assert (update["word"], update["count"], update["offset"]) == (key, 2, 1)
+            assert (update["word"], update["count"], update["offset"]) == (key, 2, "1")
             assert update["freshness"] == {
                 "partition": 0,
                 "node": "n1",
                 "role": "ACTIVE",
-                "appliedOffset": 2,
-                "lag": 0,
+                "appliedOffset": "2",
+                "lag": "0",
             }
             assert ResumeToken.parse(WORDS.name, update["token"]).offsets == {0: 2}
             log.append(other, count_row(other, 1))
             log.append(key, count_row(key, 3))
             await running.publish()
             (second,) = await take(results, 1)
-            assert (second["wordCount"]["count"], second["wordCount"]["offset"]) == (3, 3)
+            assert (second["wordCount"]["count"], second["wordCount"]["offset"]) == (3, "3")
             assert ResumeToken.parse(WORDS.name, second["wordCount"]["token"]).offsets == {0: 4}
             await results.aclose()  # type: ignore[union-attr]
             await wait_for(lambda: n1.follows_open() == 0, 10, "the follow to end")
@@ -196,7 +196,7 @@ def test_an_unknown_key_starts_with_null_and_several_keys_span_partitions() -> N
             assert {k: update["wordCounts"][k] for k in ("word", "count", "offset")} == {
                 "word": b,
                 "count": 1,
-                "offset": 0,
+                "offset": "0",
             }
             await results.aclose()  # type: ignore[union-attr]
 
@@ -224,12 +224,12 @@ def test_resuming_with_a_token_misses_nothing_and_repeats_nothing_across_a_failo
             got = [d["wordCount"] for d in await take(resumed, 1)]
             while got[-1]["count"] != 3:  # 2 may be conflated away: the newest row counts
                 got.extend(d["wordCount"] for d in await take(resumed, 1))
-            assert [(u["count"], u["offset"]) for u in got] in ([(2, 1), (3, 2)], [(3, 2)])
+            assert [(u["count"], u["offset"]) for u in got] in ([(2, "1"), (3, "2")], [(3, "2")])
             assert got[-1]["freshness"]["node"] == "n2"
             log.append(key, count_row(key, 4))
             await running.publish()
             (last,) = await take(resumed, 1)
-            assert (last["wordCount"]["count"], last["wordCount"]["offset"]) == (4, 3)
+            assert (last["wordCount"]["count"], last["wordCount"]["offset"]) == (4, "3")
             assert n2.follows_asked[0]["from"] == {WORDS.changelog_topic: 1}
             assert n2.follows_asked[0]["snapshot"] is False
             await resumed.aclose()  # type: ignore[union-attr]
@@ -255,7 +255,7 @@ def test_a_slow_subscriber_gets_the_newest_row_per_key_and_a_token_that_skips_no
             # updates remain
             await wait_for(lambda: delivered(running, 3), 10, "all three in")
             got = [d["wordCounts"] for d in await take(results, 2)]
-            assert [(u["word"], u["count"], u["offset"]) for u in got] == [(b, 1, 1), (a, 2, 2)]
+            assert [(u["word"], u["count"], u["offset"]) for u in got] == [(b, 1, "1"), (a, 2, "2")]
             # b's update said: resume from 2 (a's pending change), a's: from 3
             assert [ResumeToken.parse(WORDS.name, u["token"]).offsets for u in got] == [
                 {0: 2},
@@ -280,7 +280,7 @@ def test_below_its_bound_a_subscriber_that_catches_up_gets_every_row() -> None:
             await running.publish()
             await wait_for(lambda: delivered(running, 3), 10, "all three in")
             got = [d["wordCount"] for d in await take(results, 3)]
-            assert [(u["count"], u["offset"]) for u in got] == [(1, 0), (2, 1), (3, 2)]
+            assert [(u["count"], u["offset"]) for u in got] == [(1, "0"), (2, "1"), (3, "2")]
             await results.aclose()  # type: ignore[union-attr]
 
     asyncio.run(scenario())
@@ -303,7 +303,7 @@ def test_a_latest_subscription_shows_the_events_fields() -> None:
                 "customer": customer,
                 "trip": None,
                 "eventTime": None,
-                "offset": -1,
+                "offset": "-1",
             }
             row = {
                 "key": customer,

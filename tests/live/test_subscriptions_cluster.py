@@ -72,8 +72,8 @@ class Subscriber:
 
     def offsets_by_key(self) -> dict[str, list[int]]:
         found: dict[str, list[int]] = {}
-        for update in self.updates:
-            found.setdefault(update["word"], []).append(update["offset"])
+        for update in self.updates:  # an offset is a Long: a string of decimal digits
+            found.setdefault(update["word"], []).append(int(update["offset"]))
         return found
 
     async def close(self) -> None:
@@ -178,7 +178,7 @@ def test_subscribers_get_every_change_once_across_a_node_kill_and_a_resume(
     # the resumed subscription started after the token: no first rows, only later changes
     covered = ResumeToken.parse(view.name, token, P).offsets
     for update in resumed.updates:
-        assert update["offset"] >= covered.get(partition_for(update["word"], P), 0), update
+        assert int(update["offset"]) >= covered.get(partition_for(update["word"], P), 0), update
     print(f"live: {len(live.updates)} updates, resumed from {token}: {len(resumed.updates)}")
 
 
@@ -262,7 +262,7 @@ def test_a_history_subscriber_resumed_far_back_gets_every_event_once_from_a_real
                     async for result in results:
                         assert result.errors is None, result.errors
                         assert result.data is not None
-                        offsets.append(result.data["bookingHistory"]["offset"])
+                        offsets.append(int(result.data["bookingHistory"]["offset"]))
                         if len(offsets) == EVENTS:
                             break
                 await results.aclose()  # type: ignore[attr-defined]

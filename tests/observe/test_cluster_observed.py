@@ -142,11 +142,11 @@ def test_the_nodes_lag_gauges_equal_what_cluster_says(local: LocalCluster) -> No
     def equal() -> bool:
         body = httpx.post(local.gateway_url, json={"query": CLUSTER}, timeout=10).json()
         copies = [c for c in body["data"]["cluster"]["partitions"] if c["node"] == "n1"]
-        said = {
+        said = {  # offsets and lag are Longs: strings of decimal digits
             (("partition", str(c["partition"])), ("role", c["role"])): (
-                c["lag"],
-                c["appliedOffset"],
-                c["endOffset"],
+                int(c["lag"]),
+                int(c["appliedOffset"]),
+                int(c["endOffset"]),
             )
             for c in copies
         }

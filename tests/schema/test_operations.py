@@ -121,9 +121,9 @@ def test_the_shape_check_reads_enums_unions_and_aliases() -> None:
                     "partition": 0,
                     "node": "n1",
                     "role": "ACTIVE",
-                    "appliedOffset": 5,
-                    "endOffset": 5,
-                    "lag": 0,
+                    "appliedOffset": "5",
+                    "endOffset": "5",
+                    "lag": "0",
                 }
             ],
             "unassigned": [3, 4, 5],

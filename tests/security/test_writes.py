@@ -17,6 +17,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from gateway.cluster.consistency import Token
 from gateway.config import GatewayConfig
 from gateway.model.errors import RateLimitedError
 from gateway.model.timestamps import from_ms
@@ -147,8 +148,30 @@ def test_an_event_a_year_ahead_is_refused_and_never_reaches_the_topic(
     partition = partition_for(key, P)
     assert first["partition"] == last["partition"] == partition
     # offsets of a partition are consecutive: nothing was written between the two writes
-    assert last["offset"] == first["offset"] + 1
-    assert high_watermark(broker.bootstrap, view.topic, partition) == last["offset"] + 1
+    # (offsets are Longs: strings of decimal digits)
+    first_offset, last_offset = int(first["offset"]), int(last["offset"])
+    assert last_offset == first_offset + 1
+    assert high_watermark(broker.bootstrap, view.topic, partition) == last_offset + 1
+
+
+class FarProducer(RecordingProducer):
+    """A RecordingProducer whose partitions hold more records than a 32-bit Int counts."""
+
+    async def produce(self, topic: str, key: str, value: bytes, timestamp_ms: int) -> Token:
+        token = await super().produce(topic, key, value, timestamp_ms)
+        return dataclasses.replace(token, offset=token.offset + 2**40)
+
+
+def test_an_offset_past_32_bits_is_answered_as_a_long() -> None:
+    async def scenario() -> dict[str, Any]:
+        async with gateway(ON, producer=FarProducer()) as http:
+            return await produce(http, "words", "kafka")
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body, body  # an Int would fail the field after the write
+    produced = body["data"]["produce"]
+    assert produced["offset"] == str(2**40)  # a Long: a string of decimal digits
+    assert produced["token"] == f"words:{produced['partition']}:{2**40}"
 
 
 def test_an_event_within_the_bound_ahead_is_taken() -> None:

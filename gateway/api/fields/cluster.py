@@ -15,6 +15,7 @@ from gateway.api.request import RequestContext
 from gateway.cluster.overview import live_copies, unassigned
 from gateway.cluster.routing import RoutingTable
 from gateway.model.timestamps import from_ms
+from runtime.valuetypes import Long
 from schema import NodeState, Role, View, ViewKind
 
 __all__ = ["cluster_field"]
@@ -83,9 +84,9 @@ class ClusterPartition:
     partition: int
     node: str
     role: RoleEnum  # type: ignore[valid-type]
-    applied_offset: int
-    end_offset: int
-    lag: int
+    applied_offset: Long
+    end_offset: Long
+    lag: Long
     restoring: bool = strawberry.field(
         description="Catching up since the node got this copy (on assignment or restart)."
     )
@@ -158,9 +159,9 @@ def _partitions(table: RoutingTable) -> list[ClusterPartition]:
             partition=p.partition,
             node=node_id,
             role=RoleEnum[p.role.name],
-            applied_offset=p.applied_offset,
-            end_offset=p.end_offset,
-            lag=p.lag,
+            applied_offset=Long(p.applied_offset),
+            end_offset=Long(p.end_offset),
+            lag=Long(p.lag),
             restoring=p.restoring,
             restore_done=p.restore_done,
             restore_total=p.restore_total,

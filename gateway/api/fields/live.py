@@ -41,6 +41,7 @@ from gateway.reads.protocol import ReadOptions
 from gateway.subscriptions.tokens import ResumeToken
 from gateway.subscriptions.top import TopUpdate, top_updates
 from gateway.subscriptions.updates import KeyUpdate, key_updates
+from runtime.valuetypes import Long
 from schema import View, field_value
 
 __all__ = [
@@ -86,10 +87,10 @@ class Freshness:
     partition: int
     node: str | None
     role: str | None
-    applied_offset: int | None = strawberry.field(
+    applied_offset: Long | None = strawberry.field(
         description="The next changelog offset the copy had applied."
     )
-    lag: int | None = strawberry.field(description="Changelog records the copy was behind.")
+    lag: Long | None = strawberry.field(description="Changelog records the copy was behind.")
 
 
 def freshness_of(entry: Mapping[str, Any]) -> Freshness:
@@ -121,7 +122,7 @@ def update_type(view: View, fields: Sequence[FieldSpec], what: str) -> Any:
             ),
             (
                 "offset",
-                int,
+                Long,
                 "The changelog offset of the change; for a first row, of the last record it "
                 "can hold (-1: none).",
             ),

@@ -22,6 +22,7 @@ from gateway.model import inputs
 from gateway.model.errors import BadRequestError, ProduceDisabledError
 from gateway.model.timestamps import floor_ms
 from gateway.writes.policy import check_event_time
+from runtime.valuetypes import Long
 from schema import KeyType, ValueFormat, View
 
 __all__ = ["Produced", "produce_field"]
@@ -34,7 +35,9 @@ __all__ = ["Produced", "produce_field"]
 class Produced:
     topic: str
     partition: int
-    offset: int
+    offset: Long = strawberry.field(
+        description="A 64-bit offset, as a string of decimal digits (a Long)."
+    )
     token: str
 
 
@@ -75,7 +78,7 @@ def produce_field(catalogue: Iterable[View]) -> Any:
             context.produce_rate.take(context.principal.subject)
         token = await context.producer.produce(topic, key, body, moment)
         return Produced(
-            topic=topic, partition=token.partition, offset=token.offset, token=str(token)
+            topic=topic, partition=token.partition, offset=Long(token.offset), token=str(token)
         )
 
     return strawberry.mutation(
