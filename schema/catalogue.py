@@ -5,7 +5,9 @@ The module is imported from the working directory or the Python path, so a `myvi
 in the directory `statefed` runs in needs no PYTHONPATH. Every part imports it this way:
 nodes, gateway and the pipeline's driver (under spark-submit, the directory it runs in).
 The pipeline's executors never import it: its plans are Spark expressions, and its
-foreachBatch writers run on the driver.
+foreachBatch writers run on the driver. Here, where every part's catalogue passes, the
+views' GraphQL names are checked against each other (`schema.names`), so that a clash is
+refused at start rather than making a broken schema.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from types import ModuleType
 
+from schema.names import check_catalogue
 from schema.views import CATALOGUE, View
 
 __all__ = ["CatalogueError", "load_catalogue"]
@@ -73,6 +76,10 @@ def load_catalogue(spec: str | None) -> tuple[View, ...]:
         raise CatalogueError(
             spec, f"names a view twice: {twice} (each view needs a name of its own)"
         )
+    try:
+        check_catalogue(catalogue)
+    except ValueError as exc:  # two views' GraphQL names clash: the schemas cannot be built
+        raise CatalogueError(spec, str(exc)) from exc
     return catalogue
 
 

@@ -56,6 +56,11 @@ class KeyField:
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"key field {self.name!r} is no GraphQL name ({_NAME.pattern})")
+        if self.name.startswith("__"):
+            raise ValueError(
+                f"key field {self.name!r} starts with '__', which GraphQL keeps for its own "
+                f"names (__typename): rename it"
+            )
         if self.type not in _PART_TYPES:
             raise ValueError(
                 f"key field {self.name!r} is a {self.type.value}: a record key's fields are "

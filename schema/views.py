@@ -22,6 +22,7 @@ from schema.aggregates import (
 from schema.fieldtypes import ValueField
 from schema.groups import check_group_by
 from schema.keytypes import KeyType
+from schema.names import ViewNames, check_view_names, view_names
 from schema.recordkeys import RecordKey
 from schema.windows import WindowSpec
 
@@ -108,6 +109,7 @@ class _KindShape:
     window: bool = False  # a `window`
     aggregates: bool = False  # `aggregates`; only such a view may take `group_by`
     events: bool = False  # rows are events showing the `value_fields`
+    pages: bool = False  # a key's events are read in pages, and as of a time (`<point>AsOf`)
 
 
 # the one place the contract says what each kind needs
@@ -115,7 +117,7 @@ _SHAPES: dict[ViewKind, _KindShape] = {
     ViewKind.COUNT: _KindShape(many=True, top=True),
     ViewKind.WINDOWED_COUNT: _KindShape(top=True, window=True),
     ViewKind.LATEST: _KindShape(many=True, events=True),
-    ViewKind.HISTORY: _KindShape(events=True),
+    ViewKind.HISTORY: _KindShape(events=True, pages=True),
     ViewKind.AGGREGATE: _KindShape(many=True, top=True, aggregates=True),
     ViewKind.WINDOWED_AGGREGATE: _KindShape(top=True, window=True, aggregates=True),
 }
@@ -233,6 +235,7 @@ class View:
             raise ValueError(
                 f"view {self.name}: where must be a predicate, or None for every event"
             )
+        check_view_names(self)
 
     def _check_aggregates(self) -> None:
         if _SHAPES[self.kind].aggregates:
@@ -287,6 +290,19 @@ class View:
             tuple(f.name for f in self.row_fields if f.type in RANKED_TYPES)
             if self.aggregates
             else ()
+        )
+
+    @functools.cached_property
+    def graphql_names(self) -> ViewNames:
+        """The GraphQL types and root fields the view puts in the gateway's and the node's
+        schemas, and the arguments of its key's lookups (`schema.names`)."""
+        shape = _SHAPES[self.kind]
+        return view_names(
+            self,
+            many=shape.many,
+            top=shape.top,
+            counted=not (shape.events or shape.aggregates or shape.window),
+            pages=shape.pages,
         )
 
     @property

@@ -576,8 +576,15 @@ def _schema(env: dict[str, str], node: bool, out: str | None, breaking: Path | N
                 "gateway.graphql": gateway_sdl(catalogue),
                 "possibleTypes.json": print_possible_types(catalogue),
             }
-    except ValueError as exc:  # e.g. two views defining the same field
-        raise SystemExit(f"statefed schema: {exc}") from exc
+    # load_catalogue refuses the clashes it knows of; whatever else strawberry or
+    # graphql-core refuse to build (their own exception types, texts of several lines) is
+    # still one line naming the command, never a traceback
+    except Exception as exc:
+        problem = " ".join(str(exc).split())
+        raise SystemExit(
+            f"statefed schema: the schema of this catalogue cannot be built: "
+            f"{type(exc).__name__}: {problem}"
+        ) from exc
     sdl = next(iter(files.values()))
     if breaking is not None:
         _breaking(breaking, sdl)
