@@ -140,15 +140,17 @@ def test_a_bad_representation_fails_alone() -> None:
         {"__typename": "LastBooking", "customer": ""},
         "w02",
         {"__typename": "HostAccess", "host": "b.example"},
+        {"__typename": "WordCount", "word": "x" * 5000},  # longer than a key may be
     ]
     body = resolve(nodes, representations)
     entities = body["data"]["_entities"]
     assert entities[0] == expected(model, representations[0])
     assert entities[5] == expected(model, representations[5])
-    assert entities[1:5] == [None] * 4
+    assert entities[1:5] == [None] * 4 and entities[6] is None
     errors = {tuple(e["path"]): e for e in body["errors"]}
-    assert sorted(errors) == [("_entities", i) for i in range(1, 5)]
-    assert codes(body) == ["BAD_USER_INPUT"] * 4
+    assert sorted(errors) == [("_entities", i) for i in (1, 2, 3, 4, 6)]
+    assert codes(body) == ["BAD_USER_INPUT"] * 5
+    assert "5000 bytes of UTF-8" in errors[("_entities", 6)]["message"]
     assert errors[("_entities", 1)]["extensions"]["representation"] == 1
     assert "no entity type 'HostAccessWindow'" in errors[("_entities", 1)]["message"]
     assert "'word'" in errors[("_entities", 2)]["message"]

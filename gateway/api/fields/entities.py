@@ -68,13 +68,12 @@ async def resolve_entities(
         try:
             name, key = parse_representation(entities, index, representation)
             authorize_view(context, entities[name].view)
+            # a key no node could answer fails its own representation, not the batch
+            context.planner.check_keys(entities[name].view, [key], counted=False)
         except GatewayError as exc:
             results[index] = exc
             continue
         wanted.setdefault(name, []).append((index, key))
-    for name, items in wanted.items():
-        keys = [key for _, key in items]
-        context.planner.check_keys(entities[name].view, keys, counted=False)
     options = ReadOptions(caller=context.principal.subject)
     loaded = await asyncio.gather(
         *(
