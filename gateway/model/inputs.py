@@ -22,6 +22,7 @@ __all__ = [
     "as_of_end",
     "check_cursor",
     "check_key_bound",
+    "check_key_range",
     "check_keys",
     "check_limit",
     "check_page_size",
@@ -120,6 +121,13 @@ def check_key_bound(view: View, name: str, value: str | None, max_key_bytes: int
             f"{name} is {size} bytes of UTF-8, at most {max_key_bytes} "
             "(STATEFED_GATEWAY_MAX_KEY_BYTES)",
         )
+
+
+def check_key_range(view: View, since: str | None, until: str | None) -> None:
+    """A scan's `from` at or before its `to`, as a time range's bounds are (in code points,
+    the order of their UTF-8 bytes: the scan's)."""
+    if since is not None and until is not None and since > until:
+        raise BadRequestError(view.name, f"from {since[:40]!r} is after to {until[:40]!r}")
 
 
 def check_page_size(view: View, first: int) -> None:

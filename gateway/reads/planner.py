@@ -496,6 +496,7 @@ class Planner:
         spec = ask.scan_filter
         for name, value in (("prefix", spec.prefix), ("from", spec.since), ("to", spec.until)):
             inputs.check_key_bound(view, name, value, self._config.max_key_bytes)
+        inputs.check_key_range(view, spec.since, spec.until)
         if ask.order != cursors.KEY_ORDER and spec.keyed:
             raise BadRequestError(
                 view.name, f"prefix, from and to apply to the key order only, not {ask.order}"

@@ -199,6 +199,7 @@ def test_a_scan_with_a_token_asks_every_partition_to_have_caught_up() -> None:
         'bookingHistoryAsOf(customer: "", at: "2026-01-01T00:00:00Z", atLeast: "bookings:0:5")'
         " { trip }",
         'allWordCounts(first: 0, atLeast: "words:0:5") { edges { cursor } }',
+        'allWordCounts(from: "b", to: "a", atLeast: "words:0:5") { edges { cursor } }',
     ],
 )
 def test_arguments_no_node_could_answer_are_refused_before_the_wait_for_a_write(
