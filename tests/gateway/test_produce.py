@@ -14,6 +14,8 @@ import pytest
 from gateway.config import GatewayConfig
 from schema import KeyType, ValueFormat
 from tests.gateway.fakes import FULL, WORDS, FakeNode, Model, codes, post_query, running_gateway
+from tests.orders import ORDER_VIEWS
+from tests.security.recording import RecordingProducer
 
 P = 2
 PRODUCE = """mutation($t: String!, $k: String!, $v: JSON) {
@@ -120,3 +122,23 @@ def test_a_write_no_view_could_use_or_the_producer_would_refuse_is_refused(
     body = asyncio.run(scenario())
     assert codes(body) == ["BAD_USER_INPUT"], body
     assert problem in body["errors"][0]["message"]
+
+
+def test_a_topic_whose_typed_keys_are_made_of_its_values_fields_takes_writes() -> None:
+    """A grouped view's key is its group fields' values (STATUS_LINES: a record of a status
+    and an Int quantity): it reads no record key, so the mutation's string key suits it."""
+    node = FakeNode("n1", Model.of_counts({}), range(P), P)
+    producer = RecordingProducer()
+    value = {"timestamp": 1_767_225_600_000, "status": "PAID", "quantity": 2, "amount": 5.0}
+
+    async def scenario() -> dict[str, Any]:
+        config = GatewayConfig(produce=True)
+        async with running_gateway(
+            [node], P, config=config, catalogue=ORDER_VIEWS, producer=producer
+        ) as http:
+            variables = {"t": "orders", "k": "c1", "v": value}
+            return (await post_query(http, PRODUCE, variables))[1]
+
+    body = asyncio.run(scenario())
+    assert "errors" not in body, body
+    assert [(r.topic, r.key) for r in producer.records] == [("orders", "c1")]

@@ -91,9 +91,11 @@ def produce_field(catalogue: Iterable[View]) -> Any:
 
 def _check_writable(topic: str, views: list[View]) -> None:
     """BadRequestError when a view reads `topic` with typed keys or registry values: the
-    mutation writes UTF-8 keys and JSON values, which that view would dead-letter."""
+    mutation writes UTF-8 keys and JSON values, which that view would dead-letter. A
+    grouped view's key is made of its value's fields: it reads no record key."""
     for view in views:
-        if view.key_type is not KeyType.STRING or view.value_format is not ValueFormat.JSON:
+        typed_key = view.key_type is not KeyType.STRING and not view.group_by
+        if typed_key or view.value_format is not ValueFormat.JSON:
             raise BadRequestError(
                 view.name,
                 f"topic {topic!r} is read with {view.key_type.value} keys and "
