@@ -5,11 +5,13 @@ schema/baseline/."""
 from __future__ import annotations
 
 from graphql import (
+    DangerousChangeType,
     GraphQLSchema,
     ObjectTypeDefinitionNode,
     StringValueNode,
     build_ast_schema,
     find_breaking_changes,
+    find_dangerous_changes,
     parse,
 )
 
@@ -39,11 +41,21 @@ def _entity_keys(sdl: str) -> dict[str, list[str]]:
 
 def breaking_changes(name: str, before: str, after: str) -> list[str]:
     """The breaking changes from SDL `before` to `after`, one line each:
-    `<name>: <TYPE>: <description>`. Besides graphql-core's, a changed or removed entity
-    key (which a supergraph's query plans depend on) is breaking; additions never are."""
+    `<name>: <TYPE>: <description>`. Besides graphql-core's, a changed argument default
+    and a changed or removed entity key (which a supergraph's query plans depend on) are
+    breaking; additions never are."""
+    old, new = schema_of(before), schema_of(after)
     changes = [
         f"{name}: {change.type.name}: {change.description}"
-        for change in find_breaking_changes(schema_of(before), schema_of(after))
+        for change in find_breaking_changes(old, new)
+    ]
+    # a default changed under a client that leaves the argument out changes its answers
+    # (an aggregate view's `by` default is its first numeric result: reordered, a top-N
+    # ranks by another one); graphql-core calls it dangerous, not breaking
+    changes += [
+        f"{name}: {change.type.name}: {change.description}"
+        for change in find_dangerous_changes(old, new)
+        if change.type is DangerousChangeType.ARG_DEFAULT_VALUE_CHANGE
     ]
     now = _entity_keys(after)
     for type_name, keys in sorted(_entity_keys(before).items()):

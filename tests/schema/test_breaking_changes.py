@@ -70,6 +70,13 @@ def test_breaking_changes_are_found_and_named() -> None:
     assert 'gateway: ENTITY_KEY_REMOVED: WordCount @key(fields: "word") was removed.' in changes
     added = before.replace("  topWords(", "  newField: Int\n  topWords(")
     assert breaking_changes("gateway", before, added) == []  # additions are not breaking
+    # a client leaving the argument out gets other answers (an aggregate view's `by`)
+    ranked = before.replace("by: HostPagesRanking! = VIEWS", "by: HostPagesRanking! = PAGES")
+    assert breaking_changes("gateway", before, ranked) == [
+        f"gateway: ARG_DEFAULT_VALUE_CHANGE: {root}.topHostsByPages(by:) has changed "
+        "defaultValue from VIEWS to PAGES."
+        for root in ("Query", "Subscription")
+    ]
 
 
 def test_acknowledgements_skip_comments_and_blanks(tmp_path: Path) -> None:
