@@ -39,6 +39,8 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_MAX_TOPIC = 249  # Kafka's longest topic name
+_TOPIC = re.compile(rf"^[a-zA-Z0-9._-]{{1,{_MAX_TOPIC}}}$")
 _FIELD = re.compile(r"^[a-z][A-Za-z0-9]*$")
 _SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # an OAuth scope-token (RFC 6749 3.3)
 _TYPE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -189,6 +191,7 @@ class View:
             raise ValueError(f"view name {self.name!r} must match {_NAME.pattern}")
         if not _TYPE.match(self.type_name):
             raise ValueError(f"view {self.name}: type_name {self.type_name!r} is no type name")
+        self._check_topics()
         for field in (self.key_field, self.point_field, *self._kind_fields()):
             if not _FIELD.match(field):
                 raise ValueError(f"view {self.name}: {field!r} is no GraphQL field name")
@@ -236,6 +239,21 @@ class View:
                 f"view {self.name}: where must be a predicate, or None for every event"
             )
         check_view_names(self)
+
+    def _check_topics(self) -> None:
+        """The input and changelog topics' names are names Kafka takes."""
+        if not _TOPIC.match(self.topic) or self.topic in (".", ".."):
+            raise ValueError(
+                f"view {self.name}: topic {self.topic!r} is no Kafka topic name: 1 to "
+                f"{_MAX_TOPIC} of the letters a-z and A-Z, digits, '.', '_' and '-'"
+            )
+        if len(self.changelog_topic) > _MAX_TOPIC:
+            raise ValueError(
+                f"view {self.name}: the view's name is too long for its changelog topic "
+                f"{self.changelog_topic!r} ({len(self.changelog_topic)} characters, Kafka "
+                f"takes {_MAX_TOPIC}): shorten it to {_MAX_TOPIC - len('statefed..changelog')}"
+                " characters or fewer"
+            )
 
     def _check_aggregates(self) -> None:
         if _SHAPES[self.kind].aggregates:

@@ -18,6 +18,7 @@ from gateway.api.schema import build_schema
 from node.subgraph.schema import build_subgraph
 from schema import (
     CATALOGUE,
+    WORD_COUNTS,
     Aggregate,
     AggregateFunction,
     CatalogueError,
@@ -560,3 +561,22 @@ def test_statefed_schema_says_any_failure_to_build_in_one_line(
         "statefed schema: the schema of this catalogue cannot be built: "
         "GraphQLError: Invalid Schema. Errors: ❌ something ❌ else"
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"topic": ""}, "topic '' is no Kafka topic name"),
+        ({"topic": "my orders"}, "topic 'my orders' is no Kafka topic name"),
+        ({"topic": ".."}, "topic '..' is no Kafka topic name"),
+        ({"topic": "t" * 250}, "is no Kafka topic name: 1 to 249 of the letters"),
+        ({"name": "v" * 231}, "too long for its changelog topic"),
+    ],
+)
+def test_a_topic_kafka_would_refuse_is_refused_when_the_view_is_declared(
+    change: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        dataclasses.replace(WORD_COUNTS, **change)
+    longest = dataclasses.replace(WORD_COUNTS, name="v" * 230, topic="t" * 249)
+    assert len(longest.changelog_topic) == 249
