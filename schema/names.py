@@ -24,14 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
-from schema.aggregates import EVENT_TIME
+from schema.aggregates import EVENT_TIME, Aggregate
 from schema.fieldtypes import EnumOf, FieldType, ListOf, RecordOf, ValueField, ValueType
+from schema.keytypes import KeyType
 from schema.recordkeys import RecordKey
-
-if TYPE_CHECKING:
-    from schema.views import View
+from schema.windows import WindowSpec
 
 __all__ = [
     "RESERVED_QUERY_FIELDS",
@@ -69,6 +68,43 @@ _PAGE_ARGUMENTS = ("from", "to", "first", "after", "newestFirst", "at")
 # the fields statefed puts in a view's types besides the key's and the values'
 _WINDOW_FIELDS = ("start", "end", "count")
 _UPDATE_FIELDS = ("deleted", "offset", "token", "freshness")
+
+
+class View(Protocol):
+    """What of a view (`schema.views.View`, which runs these checks) its names come from."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type_name(self) -> str: ...
+    @property
+    def key_field(self) -> str: ...
+    @property
+    def key_type(self) -> KeyType | RecordKey: ...
+    @property
+    def point_field(self) -> str: ...
+    @property
+    def many_field(self) -> str: ...
+    @property
+    def top_field(self) -> str: ...
+    @property
+    def window(self) -> WindowSpec | None: ...
+    @property
+    def aggregates(self) -> tuple[Aggregate, ...]: ...
+    @property
+    def key_names(self) -> tuple[str, ...]: ...
+    @property
+    def row_fields(self) -> tuple[ValueField, ...]: ...
+    @property
+    def ranked_fields(self) -> tuple[str, ...]: ...
+    @property
+    def scan_field(self) -> str: ...
+    @property
+    def as_of_field(self) -> str: ...
+    @property
+    def totals_field(self) -> str: ...
+    @property
+    def graphql_names(self) -> ViewNames: ...
 
 
 class TypeName(NamedTuple):

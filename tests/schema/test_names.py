@@ -577,6 +577,6 @@ def test_a_topic_kafka_would_refuse_is_refused_when_the_view_is_declared(
     change: dict[str, str], problem: str
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(problem)):
-        dataclasses.replace(WORD_COUNTS, **change)
+        dataclasses.replace(WORD_COUNTS, **change)  # type: ignore[arg-type]
     longest = dataclasses.replace(WORD_COUNTS, name="v" * 230, topic="t" * 249)
     assert len(longest.changelog_topic) == 249
