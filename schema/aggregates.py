@@ -41,6 +41,8 @@ RANKED_TYPES = _NUMBERS
 # what MIN and MAX compare as stored (schema.fieldtypes): numbers, ms since the epoch, ISO
 # dates and text all order as their values do; a decimal's text does not
 _ORDERED = (*_NUMBERS, FieldType.TIMESTAMP, FieldType.DATE, FieldType.STRING)
+# what COUNT_DISTINCT tells apart as stored: not a decimal's text (1.0 and 1.00 are one)
+_DISTINCT = tuple(t for t in FieldType if t is not FieldType.DECIMAL)
 
 
 class AggregateFunction(enum.Enum):
@@ -54,14 +56,14 @@ class AggregateFunction(enum.Enum):
     COUNT_DISTINCT = "count_distinct"  # the distinct values of the field: exact
 
 
-# the types each function takes (None: any scalar or enum)
-_TAKES: dict[AggregateFunction, tuple[FieldType, ...] | None] = {
-    AggregateFunction.COUNT: None,
-    AggregateFunction.SUM: _NUMBERS,
-    AggregateFunction.MIN: _ORDERED,
-    AggregateFunction.MAX: _ORDERED,
-    AggregateFunction.AVG: _NUMBERS,
-    AggregateFunction.COUNT_DISTINCT: None,
+# the scalar types each function takes, and whether it takes enums
+_TAKES: dict[AggregateFunction, tuple[tuple[FieldType, ...], bool]] = {
+    AggregateFunction.COUNT: (tuple(FieldType), True),
+    AggregateFunction.SUM: (_NUMBERS, False),
+    AggregateFunction.MIN: (_ORDERED, False),
+    AggregateFunction.MAX: (_ORDERED, False),
+    AggregateFunction.AVG: (_NUMBERS, False),
+    AggregateFunction.COUNT_DISTINCT: (_DISTINCT, True),
 }
 
 
@@ -131,11 +133,16 @@ def check_aggregates(
 
 
 def _check_type(view: str, aggregate: Aggregate, of_type: ValueType) -> None:
-    takes = _TAKES[aggregate.function]
-    scalar = isinstance(of_type, FieldType | EnumOf)
-    if (takes is None and scalar) or (takes is not None and of_type in takes):
+    scalars, enums = _TAKES[aggregate.function]
+    if of_type in scalars or (enums and isinstance(of_type, EnumOf)):
         return
-    allowed = "a scalar or an enum" if takes is None else ", ".join(t.value for t in takes)
+    if len(scalars) == len(FieldType):
+        allowed = "a scalar or an enum"
+    elif len(scalars) == len(FieldType) - 1:
+        (left_out,) = set(FieldType) - set(scalars)
+        allowed = f"a scalar but {left_out.value} (its text, unchecked), or an enum"
+    else:
+        allowed = ", ".join(t.value for t in scalars)
     raise ValueError(
         f"view {view}: aggregate {aggregate.name} takes the {aggregate.function.value} of "
         f"{aggregate.of}, a {type_text(of_type)}; {aggregate.function.value} takes {allowed}"

@@ -101,18 +101,22 @@ def test_an_aggregate_needs_its_field_unless_it_counts_events() -> None:
         Aggregate("Total", F.COUNT)
 
 
-def test_distinct_counts_take_any_scalar_or_enum_but_no_list() -> None:
+def test_distinct_counts_take_any_scalar_but_a_decimal_or_an_enum_but_no_list() -> None:
     fields = (
         ValueField("tier", EnumOf("Tier", ("GOLD", "SILVER"))),
         ValueField("tags", ListOf(FieldType.STRING)),
+        ValueField("price", FieldType.DECIMAL),
     )
     tiers = Aggregate("tiers", F.COUNT_DISTINCT, "tier")
     view = dataclasses.replace(CUSTOMER_ORDERS, value_fields=fields, aggregates=(tiers,))
     assert view.row_fields == (ValueField("tiers", FieldType.INT),)
-    with pytest.raises(ValueError, match="takes a scalar or an enum"):
-        dataclasses.replace(
-            view, aggregates=(tiers, Aggregate("tagSets", F.COUNT_DISTINCT, "tags"))
-        )
+    for other in ("tags", "price"):  # a decimal is its text: 1.0 and 1.00 would be two
+        with pytest.raises(ValueError, match="takes a scalar but Decimal .* or an enum"):
+            dataclasses.replace(
+                view, aggregates=(tiers, Aggregate("others", F.COUNT_DISTINCT, other))
+            )
+    counted = Aggregate("priced", F.COUNT, "price")  # a count of events with a price
+    assert dataclasses.replace(view, aggregates=(counted,)).aggregates == (counted,)
 
 
 def test_a_view_grouped_by_fields_is_keyed_by_them() -> None:
