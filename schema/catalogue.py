@@ -7,7 +7,8 @@ nodes, gateway and the pipeline's driver (under spark-submit, the directory it r
 The pipeline's executors never import it: its plans are Spark expressions, and its
 foreachBatch writers run on the driver. Here, where every part's catalogue passes, the
 views' GraphQL names are checked against each other (`schema.names`), so that a clash is
-refused at start rather than making a broken schema.
+refused at start rather than making a broken schema, and so are the ways views of one
+topic read it (`schema.sharedtopics`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from schema.names import check_catalogue
+from schema.sharedtopics import check_shared_topics
 from schema.views import CATALOGUE, View
 
 __all__ = ["CatalogueError", "load_catalogue"]
@@ -77,8 +79,9 @@ def load_catalogue(spec: str | None) -> tuple[View, ...]:
             spec, f"names a view twice: {twice} (each view needs a name of its own)"
         )
     try:
-        check_catalogue(catalogue)
-    except ValueError as exc:  # two views' GraphQL names clash: the schemas cannot be built
+        check_catalogue(catalogue)  # two views' GraphQL names clash: no schema can be built
+        check_shared_topics(catalogue)  # two views read one topic's records differently
+    except ValueError as exc:
         raise CatalogueError(spec, str(exc)) from exc
     return catalogue
 

@@ -91,3 +91,22 @@ def test_a_view_named_twice_is_refused(workdir: WorkingDirectory) -> None:
 def test_a_malformed_setting_shows_the_expected_form(spec: str) -> None:
     with pytest.raises(ValueError, match=r"expected `package.module:NAME`, e.g. `myviews:"):
         load_catalogue(spec)
+
+
+def test_views_reading_one_topic_differently_are_refused_when_it_loads(
+    workdir: WorkingDirectory,
+) -> None:
+    longs = """
+from schema import KeyType, View, ViewKind
+
+CATALOGUE.append(
+    View("song_plays_by_id", "plays", ViewKind.COUNT, "id", "SongIdPlays", "songIdPlays",
+         "songIdPlayCounts", "topSongIds", key_type=KeyType.LONG)
+)
+"""
+    workdir.write("mixed", PLAYS + longs)
+    with pytest.raises(CatalogueError) as refused:
+        load_catalogue("mixed")
+    assert refused.value.problem.startswith(
+        "views song_plays and song_plays_by_id both read topic 'plays', with other record keys"
+    )
