@@ -24,7 +24,14 @@ from pipeline.wire import Version, Versions, framing_reason, payload, registered
 
 __all__ = ["AvroSchemas", "not_decoded"]
 
-_TIMESTAMPS = ("timestamp-millis", "timestamp-micros", "local-timestamp-millis")
+# the logical types Spark decodes as a timestamp: a local one (TIMESTAMP_NTZ) as its wall-clock
+# time in UTC, the session's zone (`pipeline.session`), which is the instant its number holds
+_TIMESTAMPS = (
+    "timestamp-millis",
+    "timestamp-micros",
+    "local-timestamp-millis",
+    "local-timestamp-micros",
+)
 
 
 def not_decoded(subject: str) -> str:

@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 
 import schema
+from pipeline.avro import AvroSchemas
 from pipeline.errors import SourceError
+from pipeline.jsonschema import JsonSchemas
+from pipeline.shapes import mismatches
+from pipeline.wire import Version
 from schema import EnumOf, FieldType, ListOf, RecordOf, ValueField
 from tests.conformance.test_matrix import _PROTO, _avro_schema, _json_schema
 from tests.conformance.views import FIELDS
@@ -87,7 +91,7 @@ def test_names_that_collide_enums_graphql_cannot_name_and_empty_records_are_hand
     assert derived.skipped == [
         "orderId: its GraphQL name 'orderId' is another field's",
         "meta: no field to show",
-        "ref: a $ref (not followed yet)",
+        "ref: a $ref '#/$defs/Other' that names nothing in the schema",
     ]
 
 
@@ -139,3 +143,111 @@ def test_a_schema_with_no_fields_to_read_says_so(schema_type: str, text: str, sa
     with pytest.raises(ValueError, match="value fields are read from ") as refused:
         derive(schema_type, text, "plain-value", 1)
     assert said in str(refused.value) and "names no value_fields" in str(refused.value)
+
+
+NOT_INCLUDED = {"type": "null", "title": "Not included"}  # as Confluent's Java serializer writes
+# a Java object with a nested class and optional fields, as KafkaJsonSchemaSerializer registers
+# it: an optional field is a oneOf of that null and its type, a nested object a $ref
+GENERATED_JSON = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Order",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "note": {"oneOf": [NOT_INCLUDED, {"type": "string"}]},
+        "qty": {"type": "integer"},
+        "shipTo": {"oneOf": [NOT_INCLUDED, {"$ref": "#/definitions/Address"}]},
+        "billTo": {"$ref": "#/definitions/Address"},
+        "stops": {"type": "array", "items": {"$ref": "#/$defs/Stop"}},
+        "parent": {"oneOf": [NOT_INCLUDED, {"$ref": "#"}]},
+        "tree": {"$ref": "#/definitions/Node"},
+        "loop": {"$ref": "#/definitions/Loop"},
+        "elsewhere": {"$ref": "address.json"},
+    },
+    "required": ["qty"],
+    "definitions": {
+        "Address": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"city": {"oneOf": [NOT_INCLUDED, {"type": "string"}]}},
+        },
+        "Node": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "next": {"$ref": "#/definitions/Node"}},
+        },
+        "Loop": {"$ref": "#/definitions/Round"},
+        "Round": {"$ref": "#/definitions/Loop"},
+    },
+    "$defs": {"Stop": {"type": "object", "properties": {"minutes": {"type": "integer"}}}},
+}
+ADDRESS = RecordOf("Address", (ValueField("city"),))
+
+
+def test_json_schema_optional_fields_and_refs_are_followed() -> None:
+    derived = derive("JSON", json.dumps(GENERATED_JSON))
+    assert derived.fields == (
+        ValueField("note"),
+        ValueField("qty", FieldType.LONG),
+        ValueField("shipTo", ADDRESS),
+        ValueField("billTo", ADDRESS),
+        ValueField("stops", ListOf(RecordOf("Stop", (ValueField("minutes", FieldType.LONG),)))),
+        ValueField("tree", RecordOf("Node", (ValueField("name"),))),
+    )
+    assert derived.skipped == [
+        "tree.next: a recursive record (the $ref '#/definitions/Node')",
+        "parent: a recursive record (the $ref '#')",
+        "loop: a cycle of $refs (#/definitions/Loop -> #/definitions/Round -> #/definitions/Loop)",
+        "elsewhere: a $ref to another schema ('address.json'), not read",
+    ]
+
+
+AVRO_NAMES = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "com.acme",
+    "fields": [
+        {
+            "name": "billTo",
+            "type": {
+                "type": "record",
+                "name": "com.acme.Address",
+                "fields": [{"name": "city", "type": "string"}],
+            },
+        },
+        {"name": "shipTo", "type": "Address"},  # com.acme.Address, by the enclosing namespace
+        {
+            "name": "status",
+            "type": {"type": "enum", "name": "Status", "namespace": "x", "symbols": ["OPEN"]},
+        },
+        {"name": "was", "type": ["null", "x.Status"]},
+        {"name": "at", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "atMicros", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+    ],
+}
+
+
+def test_avro_names_resolve_in_their_namespace_and_local_timestamps_are_times() -> None:
+    status = EnumOf("Status", ("OPEN",))
+    assert derive("AVRO", json.dumps(AVRO_NAMES)).fields == (
+        ValueField("billTo", ADDRESS),
+        ValueField("shipTo", ADDRESS),
+        ValueField("status", status),
+        ValueField("was", status),
+        ValueField("at", FieldType.TIMESTAMP),
+        ValueField("atMicros", FieldType.TIMESTAMP),
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema_type", "document", "registered"),
+    [
+        ("JSON", GENERATED_JSON, JsonSchemas),
+        ("AVRO", AVRO_NAMES, AvroSchemas),
+    ],
+)
+def test_the_printed_fields_pass_the_pipelines_check(
+    schema_type: str, document: dict[str, Any], registered: type[JsonSchemas | AvroSchemas]
+) -> None:
+    text = json.dumps(document)
+    fields = derive(schema_type, text).fields
+    assert mismatches(fields, registered("s", (Version(1, text, 1),)).shape()) == []

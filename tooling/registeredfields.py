@@ -9,7 +9,8 @@ the new SDL against the last one (docs/views.md, "Schema changes").
 
 Names in the schema that GraphQL cannot take are given as `source`, with the GraphQL name
 `schema.graphql_name` makes. What no value field can show (an Avro map, a union of several
-types, a Protobuf map or bytes) is left out, and named in a comment.
+types, a Protobuf map or bytes, a recursive record, a JSON Schema `$ref` to another subject's
+schema) is left out, and named in a comment. Names are resolved as `pipeline.shapes` does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from pipeline.protobuf import SCALAR_MESSAGES, descriptor_set, messages_of
+from pipeline.shapes import avro_full_name, avro_named, json_schema_target, json_schema_variants
 from schema import (
     EnumOf,
     FieldType,
@@ -86,53 +88,68 @@ _AVRO_SCALARS = {
 _AVRO_LOGICAL = {
     "timestamp-millis": FieldType.TIMESTAMP,
     "timestamp-micros": FieldType.TIMESTAMP,
+    # Spark decodes these as a TIMESTAMP_NTZ, whose text reads as that wall-clock time in UTC
+    # (the pipeline's session zone): the instant whose ms since the epoch the value holds
+    "local-timestamp-millis": FieldType.TIMESTAMP,
+    "local-timestamp-micros": FieldType.TIMESTAMP,
     "date": FieldType.DATE,
     "decimal": FieldType.DECIMAL,
 }
 
 
-def _avro_type(path: str, declared: Any, named: dict[str, Found], skipped: list[str]) -> Found:
-    """The value type of an Avro type (`named`: the records and enums met so far)."""
+def _avro_type(
+    path: str, declared: Any, named: dict[str, Found], namespace: str, skipped: list[str]
+) -> Found:
+    """The value type of an Avro type defined within `namespace` (`named`: the records and
+    enums met so far, by full name)."""
     if isinstance(declared, list):
         branches = [b for b in declared if b != "null"]
         if len(branches) != 1:
             return "a union of several types"
-        return _avro_type(path, branches[0], named, skipped)
+        return _avro_type(path, branches[0], named, namespace, skipped)
     if isinstance(declared, str):
         if declared in _AVRO_SCALARS:
             return _AVRO_SCALARS[declared]
-        found = named.get(declared) or named.get(declared.rsplit(".", 1)[-1])
+        found = avro_named(declared, namespace, named)
         return found if found is not None else f"the type {declared!r}"
     logical = _AVRO_LOGICAL.get(declared.get("logicalType", ""))
     if logical is not None:
         return logical
     kind = declared.get("type")
     if kind == "record":
-        named[declared["name"]] = "a recursive record"  # until its fields are known
-        record = _record(declared["name"], _avro_fields(path, declared, named, skipped))
-        named[declared["name"]] = record
+        full_name, fields = _avro_record(path, declared, named, namespace, skipped)
+        named[full_name] = record = _record(_short(full_name), fields)
         return record
     if kind == "enum":
-        enum = _enum(declared["name"], tuple(declared["symbols"]))
-        named[declared["name"]] = enum
+        full_name = avro_full_name(declared, namespace)
+        named[full_name] = enum = _enum(_short(full_name), tuple(declared["symbols"]))
         return enum
     if kind == "array":
-        item = _avro_type(f"{path}[]", declared["items"], named, skipped)
+        item = _avro_type(f"{path}[]", declared["items"], named, namespace, skipped)
         return item if isinstance(item, str) else ListOf(item)
     if isinstance(kind, str) and kind in _AVRO_SCALARS:
         return _AVRO_SCALARS[kind]
     return f"an Avro {kind}"
 
 
-def _avro_fields(
-    path: str, record: Any, named: dict[str, Found], skipped: list[str]
-) -> tuple[ValueField, ...]:
+def _short(full_name: str) -> str:
+    return full_name.rpartition(".")[2]
+
+
+def _avro_record(
+    path: str, record: Any, named: dict[str, Found], namespace: str, skipped: list[str]
+) -> tuple[str, tuple[ValueField, ...]]:
+    """The full name of a record defined within `namespace`, and its value fields (defined
+    within its own namespace)."""
+    full_name = avro_full_name(record, namespace)
+    named[full_name] = "a recursive record"  # until its fields are known
+    inner = full_name.rpartition(".")[0]
     entries = []
     for declared in record["fields"]:
         where = f"{path}{declared['name']}"
-        found = _avro_type(f"{where}.", declared["type"], named, skipped)
+        found = _avro_type(f"{where}.", declared["type"], named, inner, skipped)
         entries.append((where, declared["name"], found))
-    return _collect(entries, skipped)
+    return full_name, _collect(entries, skipped)
 
 
 # --- JSON Schema --------------------------------------------------------------------------
@@ -146,17 +163,29 @@ _JSON_SCALARS = {
 }
 
 
-def _json_type(path: str, name: str, declared: Any, skipped: list[str]) -> Found:
+@dataclass(frozen=True)
+class _JsonDocument:
+    """The schema whose `$ref`s are followed, and the `$ref`s followed to reach a part of it
+    (one met again there is a recursive record)."""
+
+    schema: Any
+    within: tuple[str, ...] = ()
+
+
+def _json_type(
+    path: str, name: str, declared: Any, document: _JsonDocument, skipped: list[str]
+) -> Found:
+    """The value type of a JSON Schema; `name` names a record or an enum it makes."""
     if not isinstance(declared, dict):
         return "no schema"
-    if "$ref" in declared:
-        return "a $ref (not followed yet)"
-    for combined in ("oneOf", "anyOf"):
-        if combined in declared:
-            branches = [b for b in declared[combined] if b != {"type": "null"}]
-            if len(branches) != 1:
-                return f"a {combined} of several types"
-            return _json_type(path, name, branches[0], skipped)
+    if isinstance(declared.get("$ref"), str):
+        return _json_ref(path, name, declared["$ref"], document, skipped)
+    variants = json_schema_variants(declared)
+    if variants is not None:
+        combined, branches = variants
+        if len(branches) != 1:
+            return f"a {combined} of several types"
+        return _json_type(path, name, branches[0], document, skipped)
     types = declared.get("type")
     types = [t for t in (types if isinstance(types, list) else [types]) if t != "null"]
     if "enum" in declared and all(isinstance(s, str) for s in declared["enum"]):
@@ -167,21 +196,38 @@ def _json_type(path: str, name: str, declared: Any, skipped: list[str]) -> Found
         return "a value of several types"
     if types == ["object"]:
         properties = declared.get("properties", {})
-        return _record(name, _json_fields(f"{path}.", properties, skipped))
+        return _record(name, _json_fields(f"{path}.", properties, document, skipped))
     if types == ["array"]:
-        item = _json_type(f"{path}[]", name, declared.get("items"), skipped)
+        item = _json_type(f"{path}[]", name, declared.get("items"), document, skipped)
         return item if isinstance(item, str) else ListOf(item)
     if types == ["string"] and declared.get("format") in _JSON_FORMATS:
         return _JSON_FORMATS[declared["format"]]
     return _JSON_SCALARS.get(str(types[0]), f"a JSON {types[0]}")
 
 
+def _json_ref(path: str, name: str, ref: str, document: _JsonDocument, skipped: list[str]) -> Found:
+    """The value type of the schema `ref` names in the document, as a record or an enum
+    named after its definition (`#/definitions/Address`: Address)."""
+    try:
+        found = json_schema_target(document.schema, ref)
+    except ValueError as exc:
+        return str(exc)
+    if found is None:
+        return f"a $ref to another schema ({ref!r}), not read"
+    last, target = found
+    if last in document.within:
+        return f"a recursive record (the $ref {last!r})"
+    inner = _JsonDocument(document.schema, (*document.within, last))
+    defined = last.rpartition("/")[2] or name
+    return _json_type(path, defined, target, inner, skipped)
+
+
 def _json_fields(
-    prefix: str, properties: dict[str, Any], skipped: list[str]
+    prefix: str, properties: dict[str, Any], document: _JsonDocument, skipped: list[str]
 ) -> tuple[ValueField, ...]:
     entries = []
     for source, declared in properties.items():
-        found = _json_type(f"{prefix}{source}", source, declared, skipped)
+        found = _json_type(f"{prefix}{source}", source, declared, document, skipped)
         entries.append((f"{prefix}{source}", source, found))
     return _collect(entries, skipped)
 
@@ -270,12 +316,13 @@ def derive(schema_type: str, schema: str, subject: str = "", schema_id: int = 0)
         document = json.loads(schema)
         if not isinstance(document, dict) or document.get("type") != "record":
             raise ValueError(_no_fields("an Avro record", json.dumps(document)[:200]))
-        fields = _avro_fields("", document, {}, skipped)
+        _, fields = _avro_record("", document, {}, "", skipped)
     elif schema_type == "JSON":
         document = json.loads(schema)
         if not isinstance(document, dict):
             raise ValueError(_no_fields("a JSON Schema object", json.dumps(document)[:200]))
-        fields = _json_fields("", document.get("properties", {}), skipped)
+        root = _JsonDocument(document, ("#",))  # a `$ref` to "#" is the value itself
+        fields = _json_fields("", document.get("properties", {}), root, skipped)
     else:
         messages = messages_of(descriptor_set(subject, schema_id, schema))
         if not messages:
