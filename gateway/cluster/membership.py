@@ -18,6 +18,11 @@ time the broker answered the reader (`FeedWatch`): a record, or, when every node
 quiet for a heartbeat, a probe of the topic's offsets. While probes go unanswered the
 table keeps the liveness of that time and says since when it is stale; once the broker
 answers again, the silence of the outage is not counted against any node.
+
+The partition count of each view comes from the broker's metadata, asked between polls
+while a view's changelog topic is missing (not created yet, or the broker not answering):
+one request a round, waiting no longer than a probe, so membership is read and probed on
+meanwhile; a view found missing is warned about once.
 """
 
 from __future__ import annotations
@@ -27,15 +32,15 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import ClusterMetadata
 
 from gateway.cluster.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
 from runtime.kafka import KafkaSettings
 from runtime.retrylog import RetryLog
-from runtime.topics import partition_count
 from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
 from runtime.watermarks import watermarks
 from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
@@ -46,7 +51,8 @@ log = logging.getLogger(__name__)
 
 _FETCH_WAIT_MS = 100  # how long membership news may wait in the broker
 _RETRY_S = 1.0
-# how long a probe waits for the broker before the feed counts as stalled
+# how long a probe waits for the broker before the feed counts as stalled, and a request
+# for the partition counts (membership is not read meanwhile)
 _ANSWER_TIMEOUT_S = 1.0
 _CONNECT_TIMEOUT_MS = 5000
 # the longest wait between connection attempts; librdkafka's default (10 s) let a reader
@@ -208,12 +214,13 @@ class MembershipReader:
         self._feed = feed
         self._lookback_ms = lookback_ms
         self._views = tuple(catalogue)
-        self._partition_counts = partition_counts or self._counts_from_metadata
+        self._partition_counts = partition_counts
         self._clock = clock
         self._topic = topic
         self._poll_s = poll_s
         self._secret = secret
         self._retries = RetryLog(log, topic)
+        self._missing_said: set[str] = set()  # views whose missing topic was warned about
         self._stopping = threading.Event()
         self._poked = threading.Event()
         self._thread: threading.Thread | None = None
@@ -232,16 +239,6 @@ class MembershipReader:
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 log.error("membership reader did not stop within %s s", timeout_s)
-
-    def _counts_from_metadata(self) -> dict[str, int]:
-        """P of every view whose changelog topic exists; the others are asked again later."""
-        counts: dict[str, int] = {}
-        for view in self._views:
-            try:
-                counts[view.name] = partition_count(self._kafka, view.changelog_topic)
-            except Exception as exc:  # not created yet: that view says ROUTING_NOT_READY
-                log.warning("view %s: partition count not available yet: %s", view.name, exc)
-        return counts
 
     def consumer_config(self) -> dict[str, object]:
         """The librdkafka configuration of the consumers reading membership."""
@@ -302,7 +299,7 @@ class MembershipReader:
         published: tuple[object, ...] | None = None
         while not self._stopping.is_set():
             if len(counts) < len(self._views) and time.monotonic() >= counts_due:
-                counts.update(self._read_counts())
+                counts.update(self._read_counts(consumer, counts))
                 counts_due = time.monotonic() + _RETRY_S
             messages = consumer.consume(500, 0 if self._poked.is_set() else self._poll_s)
             self._poked.clear()
@@ -346,12 +343,43 @@ class MembershipReader:
             return False
         return True
 
-    def _read_counts(self) -> dict[str, int]:
+    def _read_counts(self, consumer: Consumer, known: Mapping[str, int]) -> dict[str, int]:
+        """P of the views not in `known` whose changelog topic has partitions now; the
+        others are asked again next round (their queries say ROUTING_NOT_READY)."""
+        missing = [view for view in self._views if view.name not in known]
         try:
-            return dict(self._partition_counts())
-        except Exception as exc:  # topics not created yet: queries say ROUTING_NOT_READY
-            log.warning("partition counts not available yet: %s", exc)
+            if self._partition_counts is not None:
+                found = dict(self._partition_counts())
+            else:  # all topics: naming a missing one could make the broker create it
+                found = _changelog_counts(consumer.list_topics(timeout=_ANSWER_TIMEOUT_S), missing)
+        except Exception as exc:  # the broker did not answer: the probes tell of that
+            log.debug("membership: partition counts not read: %s", exc)
             return {}
+        self._say_missing([view for view in missing if view.name not in found])
+        counts = {view.name: found[view.name] for view in missing if view.name in found}
+        for name in self._missing_said & counts.keys():
+            self._missing_said.discard(name)
+            log.info("view %s: partition count %d read, its queries are routed", name, counts[name])
+        return counts
+
+    def _say_missing(self, views: Sequence[View]) -> None:
+        """A WARNING the first time a view's changelog topic is found missing, then debug."""
+        for view in views:
+            if view.name in self._missing_said:
+                log.debug(
+                    "view %s: changelog topic %s still missing", view.name, view.changelog_topic
+                )
+                continue
+            self._missing_said.add(view.name)
+            log.warning(
+                "view %s: changelog topic %s not found on %s (or without partitions): its "
+                "queries say ROUTING_NOT_READY until it is created (`statefed topics`); "
+                "looked for again every %s s, said at debug level",
+                view.name,
+                view.changelog_topic,
+                self._kafka.bootstrap,
+                _RETRY_S,
+            )
 
     def _publish(self, table: RoutingTable) -> None:
         assert self._loop is not None
@@ -367,6 +395,16 @@ def _fingerprint(table: RoutingTable) -> tuple[object, ...]:
     partitions: a revoke publishes ACTIVE, then STANDBY), the counts and the staleness."""
     nodes = tuple(sorted(table.nodes.values(), key=lambda node: node.node_id))
     return (nodes, tuple(sorted(table.partition_counts.items())), table.stale_since_ms)
+
+
+def _changelog_counts(metadata: ClusterMetadata, views: Iterable[View]) -> dict[str, int]:
+    """P of each of `views` whose changelog topic `metadata` shows with partitions."""
+    counts: dict[str, int] = {}
+    for view in views:
+        topic = metadata.topics.get(view.changelog_topic)
+        if topic is not None and topic.error is None and topic.partitions:
+            counts[view.name] = len(topic.partitions)
+    return counts
 
 
 def _quiet_ms(directory: MemberDirectory) -> int:
