@@ -6,7 +6,8 @@ Reading starts `tail_records` before the end of the topic, not at its beginning:
 compacted (as `statefed topics` creates it), the topic's active segment is never
 compacted (up to a week of statuses by default), and a start at the beginning would
 read through it. A view whose last status is older than the tail (or that has none yet)
-shows no status.
+shows no status. A dead-letter topic that cannot be read (missing, or a broker hiccup)
+does not hold statuses up: it is tried again every `_RETRY_S` while statuses are read.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
@@ -126,6 +128,7 @@ class PipelineStatusReader:
         self._deadletter_topic = deadletter_topic
         self._poll_s = poll_s
         self._retries = RetryLog(log, topic)
+        self._dead_retries = RetryLog(log, deadletter_topic or DEADLETTER_TOPIC)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -170,16 +173,27 @@ class PipelineStatusReader:
                 consumer.close()
 
     def _follow(self, consumer: Consumer) -> None:
-        partitions = [self._tail_of(consumer, self._topic)]
-        if self._deadletter_topic is not None:
-            try:
-                partitions.append(self._tail_of(consumer, self._deadletter_topic))
-            except KafkaException as exc:  # statuses are read all the same
-                log.warning("dead letters not shown: %s: %s", self._deadletter_topic, exc)
-        consumer.assign(partitions)
+        consumer.assign([self._tail_of(consumer, self._topic)])
         self._retries.read()
+        # when to add the dead-letter topic to what is read; None: added, or none to add
+        dead_letters_due = None if self._deadletter_topic is None else 0.0
         while not self._stopping.is_set():
+            if dead_letters_due is not None and time.monotonic() >= dead_letters_due:
+                dead_letters_due = self._read_dead_letters(consumer)
             self._apply(consumer.consume(500, self._poll_s))
+
+    def _read_dead_letters(self, consumer: Consumer) -> float | None:
+        """Add the dead-letter topic's tail to what `consumer` reads: None when done, else
+        when to try again (statuses are read meanwhile)."""
+        assert self._deadletter_topic is not None
+        try:
+            partition = self._tail_of(consumer, self._deadletter_topic)
+        except KafkaException as exc:
+            self._dead_retries.failed(exc, self._kafka.hint(exc), _RETRY_S)
+            return time.monotonic() + _RETRY_S
+        consumer.incremental_assign([partition])
+        self._dead_retries.read()
+        return None
 
     def _tail_of(self, consumer: Consumer, topic: str) -> TopicPartition:
         partition = TopicPartition(topic, 0)

@@ -1,10 +1,13 @@
 """The gateway's membership and pipeline status readers through failed attempts: the
 first said at warning, the retries at debug, the read that works again at info
-(runtime.retrylog), and each attempt made again."""
+(runtime.retrylog), and each attempt made again (the dead-letter topic's too, while
+statuses are read)."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +17,7 @@ from gateway.cluster import membership, pipeline
 from gateway.cluster.membership import MembershipReader
 from gateway.cluster.pipeline import PipelineStatusReader, StatusBoard
 from gateway.cluster.routing import RoutingFeed
+from schema import DEADLETTER_TOPIC, PIPELINE_TOPIC
 
 REFUSED = "127.0.0.1:1"  # nothing listens: no attempt of these tests reaches a broker
 
@@ -86,4 +90,50 @@ def test_the_status_reader_warns_once_then_says_when_it_reads_again(
         (logging.WARNING, "reading statefed.pipeline failed"),
         (logging.DEBUG, "reading statefed.pipeline failed again"),
         (logging.INFO, "reading statefed.pipeline again, after 2 failed attempts"),
+    ]
+
+
+class AssignedConsumer:
+    """The status reader's consumer, without a broker: what it was told to read; it stops
+    `reader` once the dead-letter topic is read too, or after `timeout_s`."""
+
+    def __init__(self, reader: PipelineStatusReader, timeout_s: float = 5.0) -> None:
+        self.topics: list[str] = []
+        self._reader = reader
+        self._deadline = time.monotonic() + timeout_s
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        self.topics = [p.topic for p in partitions]
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.topics += [p.topic for p in partitions]
+
+    def consume(self, _count: int, timeout: float) -> list[object]:
+        if DEADLETTER_TOPIC in self.topics or time.monotonic() > self._deadline:
+            self._reader.stop()
+        threading.Event().wait(timeout)
+        return []
+
+
+def test_the_status_reader_reads_dead_letters_once_their_topic_answers_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    reader = PipelineStatusReader(REFUSED, StatusBoard(), tail_records=10, poll_s=0.01)
+    failures = iter([down(), down()])  # a hiccup as the reader starts: statuses answer
+
+    def tail_of(_consumer: object, topic: str) -> TopicPartition:
+        failure = next(failures, None) if topic == DEADLETTER_TOPIC else None
+        if failure is not None:
+            raise failure
+        return TopicPartition(topic, 0, 0)
+
+    monkeypatch.setattr(reader, "_tail_of", tail_of)
+    consumer = AssignedConsumer(reader)
+    with caplog.at_level(logging.DEBUG, "gateway.cluster.pipeline"):
+        reader._follow(consumer)  # type: ignore[arg-type]
+    assert consumer.topics == [PIPELINE_TOPIC, DEADLETTER_TOPIC]
+    assert levels(caplog, "gateway.cluster.pipeline") == [
+        (logging.WARNING, "reading statefed.deadletter failed"),
+        (logging.DEBUG, "reading statefed.deadletter failed again"),
+        (logging.INFO, "reading statefed.deadletter again, after 2 failed attempts"),
     ]
