@@ -72,7 +72,7 @@ def status_body(
         "routing_stale_since_ms": table.stale_since_ms,
         "partition_count": table.max_partition_count(),
         "unassigned": unassigned(table),
-        "findings": _findings(table, views, dead, now_ms),
+        "findings": _findings(table, views, dead, now_ms, suspects),
         "nodes": node_entries(table, now_ms, urls=True, suspects=suspects),
         "partitions": _partition_map(table),
         "views": views,
@@ -160,14 +160,18 @@ def _view_entry(view: View, board: StatusBoard, now_ms: int) -> dict[str, Any]:
 
 
 def _findings(
-    table: RoutingTable, views: Sequence[dict[str, Any]], dead: DeadLetterSummary, now_ms: int
+    table: RoutingTable,
+    views: Sequence[dict[str, Any]],
+    dead: DeadLetterSummary,
+    now_ms: int,
+    suspects: Collection[str],
 ) -> list[dict[str, str]]:
     """What an operator should look at, as `{"level", "text"}`, problems first, then
     warnings, then notices (normal work such as a restore, or history such as dead
     letters); an empty list when all is well."""
     found: list[tuple[_Level, str]] = [
         *_routing_findings(table, now_ms),
-        *_node_findings(table, now_ms),
+        *_node_findings(table, now_ms, suspects),
         *_copy_findings(table, now_ms),
         *_pipeline_findings(views, dead),
     ]
@@ -202,8 +206,13 @@ def _routing_findings(table: RoutingTable, now_ms: int) -> list[tuple[_Level, st
     return found
 
 
-def _node_findings(table: RoutingTable, now_ms: int) -> list[tuple[_Level, str]]:
+def _node_findings(
+    table: RoutingTable, now_ms: int, suspects: Collection[str]
+) -> list[tuple[_Level, str]]:
+    """Dead nodes, and live ones reads avoid: late with their heartbeats, or among
+    `suspects` (calls left without an answer)."""
     found: list[tuple[_Level, str]] = []
+    avoided = "suspect, its partitions are read from standbys where they can be"
     for node in sorted(table.nodes.values(), key=lambda n: n.node_id):
         age = _duration(now_ms - node.heartbeat_ms)
         if not node.alive:
@@ -214,9 +223,12 @@ def _node_findings(table: RoutingTable, now_ms: int) -> list[tuple[_Level, str]]
             found.append(
                 (
                     "warning",
-                    f"node {node.node_id} is late with its heartbeats (last {age} "
-                    "ago): suspect, its partitions are read from standbys where they can be",
+                    f"node {node.node_id} is late with its heartbeats (last {age} ago): {avoided}",
                 )
+            )
+        elif node.node_id in suspects:
+            found.append(
+                ("warning", f"node {node.node_id} left calls in a row without an answer: {avoided}")
             )
     return found
 

@@ -240,6 +240,24 @@ def test_findings_name_what_is_wrong_problems_first() -> None:
     ]
 
 
+def test_a_node_reads_avoid_for_its_unanswered_calls_is_a_finding_as_it_is_suspect() -> None:
+    table = table_of(
+        record("n0", NOW - 100, *(PartitionStatus(p, Role.ACTIVE, 5, 5) for p in range(P))),
+        record("n1", NOW - 200, *(PartitionStatus(p, Role.STANDBY, 5, 5) for p in range(P))),
+        record("n2", NOW - 90_000),  # dead: no suspect, whatever its calls did
+    )
+    body = status_body(table, StatusBoard(), (), NOW, suspects={"n0", "n2"})
+    assert [n["id"] for n in body["nodes"] if n["suspect"]] == ["n0"]
+    assert body["findings"] == [
+        {
+            "level": "warning",
+            "text": "node n0 left calls in a row without an answer: suspect, its partitions "
+            "are read from standbys where they can be",
+        },
+        {"level": "warning", "text": "node n2 not heard for 1 min: dead, serves nothing"},
+    ]
+
+
 def test_a_stale_routing_table_and_an_unknown_partition_count_are_findings() -> None:
     stale = dataclasses.replace(table_of(), stale_since_ms=NOW - 125_000)
     assert status_body(stale, StatusBoard(), (), NOW)["findings"][0] == {
