@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from confluent_kafka import Message
 
 from node.changelog.materializer import Materializer
 from node.changelog.partitions import PartitionRegistry
@@ -17,14 +21,17 @@ from node.replication.standby import StandbyReplicator, standby_placement
 from node.serve.graphql_http import GraphQLEndpoint
 from node.storage.store import ChangeBatch, LevelDBStore
 from node.subgraph.schema import build_subgraph
+from runtime.trust import MEMBER_SIGNATURE_HEADER, ClusterSecret
 from schema import (
     CATALOGUE,
+    MEMBERS_TOPIC,
     WORD_COUNTS,
     CountRow,
     MemberRecord,
     NodeState,
     PartitionStatus,
     Role,
+    encode_member,
     partition_for,
 )
 
@@ -69,6 +76,42 @@ def test_a_standby_resets_an_offset_retention_deleted_to_the_earliest_as_the_act
     standby = StandbyReplicator(config, CATALOGUE, PartitionRegistry("a")).consumer_config()
     active = Materializer(config, CATALOGUE, PartitionRegistry("b")).consumer_config()
     assert standby["auto.offset.reset"] == active["auto.offset.reset"] == "earliest"
+
+
+def test_unsigned_membership_records_are_warned_about_once_per_node_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A node without the secret publishes a record every heartbeat: one warning says so
+    (as the gateway's), not one per heartbeat."""
+    secret = ClusterSecret(base64.b64encode(os.urandom(48)))
+    standby = StandbyReplicator(
+        NodeConfig(node_id="n9"), [], PartitionRegistry("n9"), secret=secret
+    )
+
+    def unsigned(node_id: str, beat: int) -> Message:
+        value = encode_member(member(node_id, [0], beat))
+        return Message(
+            topic=MEMBERS_TOPIC, partition=0, offset=0, key=node_id.encode(), value=value
+        )
+
+    def signed(node_id: str, beat: int) -> Message:
+        value = encode_member(member(node_id, [0], beat))
+        header = (MEMBER_SIGNATURE_HEADER, secret.sign_member(node_id, value, beat))
+        return Message(
+            topic=MEMBERS_TOPIC, partition=0, offset=0, key=node_id.encode(), value=value,
+            headers=[header],
+        )  # fmt: skip
+
+    with caplog.at_level(logging.WARNING, "node.replication.standby"):
+        for beat in range(NOW, NOW + 5000, 1000):
+            standby._read_members([unsigned("rogue", beat), unsigned("stray", beat)])
+        standby._read_members([signed("stray", NOW + 5000)])  # given the secret at last
+        standby._read_members([unsigned("stray", NOW + 6000)])  # and without it again
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    # once each, and once more for a node id that signed in between
+    assert [sum(n in m for m in warned) for n in ("rogue", "stray")] == [1, 2]
+    assert len(warned) == 3
+    assert set(standby._members) == {"stray"}
 
 
 @pytest.fixture
