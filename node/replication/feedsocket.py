@@ -230,14 +230,24 @@ class _Connection:
             await self.send_doc({"type": "error", "id": None, "message": "a frame is JSON text"})
             return
         kind = doc.get("type") if isinstance(doc, dict) else None
-        frame_id = doc.get("id") if isinstance(doc, dict) else None
         if kind == "follow":
             await self._start(doc)
-        elif kind == "unfollow" and frame_id in self.tasks:
-            self.tasks[frame_id].cancel()
-        elif kind != "unfollow":
+        elif kind == "unfollow":
+            await self._stop(doc.get("id"))
+        else:
             message = f"unknown frame type {kind!r:.100}: follow or unfollow"
             await self.send_doc({"type": "error", "id": None, "message": message})
+
+    async def _stop(self, follow_id: object) -> None:
+        """End the follow an `unfollow` names (one that ended already: nothing to do); an
+        id no follow can have is refused, the connection goes on."""
+        if not isinstance(follow_id, int) or isinstance(follow_id, bool):
+            message = f"an unfollow's id must be the int id of a follow, not {follow_id!r:.100}"
+            await self.send_doc({"type": "error", "id": None, "message": message})
+            return
+        task = self.tasks.get(follow_id)
+        if task is not None:
+            task.cancel()
 
     async def _start(self, doc: dict[str, object]) -> None:
         frame_id = doc.get("id")
