@@ -3,17 +3,24 @@
 
 Each value is decoded with the schema its id names and resolved to the newest version of
 the subject (Avro's schema resolution: a field the writer lacks takes the reader's
-default), so records of every version read as one struct.
+default), so records of every version read as one struct. A version the newest cannot
+resolve (under a FORWARD or NONE rule of the registry: a field added without a default, a
+type changed) is said at start, and its records are dead letters naming both versions and
+why; Apache Avro's own compatibility checker judges it, as the registry does.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import avro.errors
+import avro.schema
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
@@ -21,6 +28,8 @@ from pyspark.sql.avro.functions import from_avro
 from pipeline.errors import SourceError
 from pipeline.shapes import Shape, avro_shape
 from pipeline.wire import Version, Versions, framing_reason, payload, registered_versions, schema_id
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AvroSchemas", "not_decoded"]
 
@@ -54,7 +63,10 @@ class AvroSchemas:
         """Every version of `subject` (see `pipeline.wire.registered_versions`), and the
         ids known to be no version of it (`pipeline.wire`)."""
         versions = registered_versions(registry_url, subject, "AVRO", "Avro", reader)
-        return cls(subject, versions, strays)
+        schemas = cls(subject, versions, strays)
+        for reason in schemas.unresolved.values():
+            log.warning("subject %r: records of %s go to the dead letters", subject, reason)
+        return schemas
 
     @property
     def newest(self) -> Version:
@@ -102,14 +114,45 @@ class AvroSchemas:
             )
         return decoded
 
+    @functools.cached_property
+    def unresolved(self) -> dict[int, str]:
+        """The versions the newest cannot resolve, by schema id: what is wrong, said."""
+        newest = self.newest
+        found: dict[int, str] = {}
+        try:
+            reader = avro.schema.parse(newest.schema)
+            writers = [(w, avro.schema.parse(w.schema)) for w in self.writers[:-1]]
+        except avro.errors.AvroException as exc:  # Spark's from_avro will say what it lacks
+            log.warning(
+                "subject %r: versions not checked against the newest: %s", self.subject, exc
+            )
+            return found
+        for writer, parsed in writers:
+            result = ReaderWriterCompatibilityChecker().get_compatibility(reader, parsed)
+            if result.compatibility is not SchemaCompatibilityType.compatible:
+                kinds = ", ".join(sorted(i.value for i in result.incompatibilities))
+                what = "; ".join(sorted(result.messages))
+                found[writer.id] = (
+                    f"version {writer.number} (schema id {writer.id}), which the newest, "
+                    f"version {newest.number}, cannot read ({kinds}: {what}): give the new "
+                    f"field a default, or keep the subject's compatibility BACKWARD"
+                )
+        return found
+
     def reject_reason(self, decoded: Column) -> Column:
         """Why a non-null value cannot be read, or null; `decoded` is its `decoded()`."""
         garbled = F.lit(True)
         for name in self.field_names():
             garbled = garbled & decoded[name].isNull()
         bad_bytes = F.concat(F.lit(not_decoded(self.subject)), schema_id().cast("string"))
+        unresolved = F.lit(None)
+        for schema, reason in self.unresolved.items():
+            unresolved = F.when(schema_id() == schema, F.lit(f"value of {reason}")).otherwise(
+                unresolved
+            )
         return F.coalesce(
             framing_reason(self),
+            unresolved,
             F.when(garbled & F.lit(self._has_required_field()), bad_bytes),
         )
 

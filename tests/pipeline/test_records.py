@@ -365,3 +365,33 @@ def test_avro_text_that_is_not_utf8_is_a_dead_letter_naming_the_field(
     ]
     got = {r["value"]: r["reason"] for r in rejected_records(raw, [NOTES]).collect()}
     assert got == bad
+
+
+def _trip(schema_id: int, trip: bytes, *more: bytes) -> bytes:
+    """A record of a trip (and any further strings) in the wire format, as schema `schema_id`."""
+    fields = b"".join(_avro_bytes(text) for text in (trip, *more))
+    return b"\0" + schema_id.to_bytes(4, "big") + fields
+
+
+def test_a_version_the_newest_cannot_read_is_a_dead_letter_naming_both_and_why(
+    spark: SparkSession,
+) -> None:
+    """Under a FORWARD or NONE rule a new version may add a field without a default: the
+    records written before it cannot be read as it (Avro's resolution needs the default)."""
+    trips = {"type": "record", "name": "Trip", "fields": [{"name": "trip", "type": "string"}]}
+    gated = {**trips, "fields": [*trips["fields"], {"name": "gate", "type": "string"}]}
+    registered = AvroSchemas(
+        "trips-value", (Version(7, json.dumps(trips), 1), Version(8, json.dumps(gated), 2))
+    )
+    decoding = Decoding(value_fields=(ValueField("trip"),), registered=registered)
+    older, newer = _trip(7, b"LIS"), _trip(8, b"OPO", b"A1")
+    raw = _valued(spark, older, newer)
+    assert [e["fields"]["trip"] for e in keyed_events(raw, decoding).collect()] == ["OPO"]
+    assert [(r["value"], r["reason"]) for r in rejected_records(raw, [decoding]).collect()] == [
+        (
+            older,
+            "value of version 1 (schema id 7), which the newest, version 2, cannot read "
+            "(reader_field_missing_default_value: gate): give the new field a default, or "
+            "keep the subject's compatibility BACKWARD",
+        )
+    ]
