@@ -19,6 +19,14 @@ quiet for a heartbeat, a probe of the topic's offsets. While probes go unanswere
 table keeps the liveness of that time and says since when it is stale; once the broker
 answers again, the silence of the outage is not counted against any node.
 
+Heartbeat times are the nodes' clocks', and silence is judged on the gateway's: a node's
+clock a few seconds behind would make it dead, one ahead would make every other node
+suspect. So a record read live (written after the reader started) tells how far the
+node's clock is from the gateway's: the least of `received - heartbeat` over its last
+records (`ClockOffsets`: the skew plus the fastest delivery), and its heartbeat is taken
+on the gateway's clock, shifted by that. A backlog read late (after a pause of the
+gateway) keeps its records' times: the least offset is not raised by their delay.
+
 The partition count of each view comes from the broker's metadata, asked between polls
 while a view's changelog topic is missing (not created yet, or the broker not answering):
 one request a round, waiting no longer than a probe, so membership is read and probed on
@@ -28,6 +36,8 @@ meanwhile; a view found missing is warned about once.
 from __future__ import annotations
 
 import asyncio
+import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -60,6 +70,27 @@ _CONNECT_TIMEOUT_MS = 5000
 _RECONNECT_MAX_MS = 1000
 _DEFAULT_HEARTBEAT_MS = 1000  # how quiet the feed may be before a probe, with no records
 _MAX_WARNED = 1024  # node ids whose forged records were reported; then reported again
+_OFFSETS_KEPT = 16  # a node's latest clock offsets: a clock set back counts after these
+
+
+class ClockOffsets:
+    """How far each node's clock is behind the gateway's, from the records read live."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, collections.deque[int]] = {}
+
+    def heard(self, node_id: str, heartbeat_ms: int, received_ms: int) -> None:
+        """A record of `node_id` stamped `heartbeat_ms` arrived at `received_ms`."""
+        seen = self._seen.setdefault(node_id, collections.deque(maxlen=_OFFSETS_KEPT))
+        seen.append(received_ms - heartbeat_ms)
+
+    def on_gateway_clock(self, node_id: str, heartbeat_ms: int) -> int:
+        """`heartbeat_ms` of the node's clock on the gateway's (as is, until one is heard)."""
+        seen = self._seen.get(node_id)
+        return heartbeat_ms + min(seen) if seen else heartbeat_ms
+
+    def forget(self, node_id: str) -> None:
+        self._seen.pop(node_id, None)
 
 
 class MemberDirectory:
@@ -67,13 +98,21 @@ class MemberDirectory:
     with `secret`, only from records signed with it."""
 
     def __init__(self, secret: ClusterSecret | None = None) -> None:
-        self.records: dict[str, MemberRecord] = {}
+        self.records: dict[str, MemberRecord] = {}  # heartbeats on the gateway's clock
+        self.offsets = ClockOffsets()
         self._secret = secret
         self._signed_ms: dict[str, int] = {}  # when the record held for a node was signed
         self._warned: set[str] = set()  # one warning per forging node id, not per heartbeat
 
-    def apply(self, key: bytes | None, value: bytes | None, headers: KafkaHeaders = None) -> bool:
-        """Apply one record of the members topic; a null value (tombstone) means the node left."""
+    def apply(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        headers: KafkaHeaders = None,
+        received_ms: int | None = None,
+    ) -> bool:
+        """Apply one record of the members topic; a null value (tombstone) means the node
+        left. `received_ms`: when a record read live arrived (None: one of the backlog)."""
         if key is None:
             log.warning("membership record without a key ignored")
             return False
@@ -87,7 +126,10 @@ class MemberDirectory:
         except ValueError as exc:
             log.warning("membership record of node %s ignored: %s", node_id, exc)
             return False
-        self.records[node_id] = record
+        if received_ms is not None:
+            self.offsets.heard(node_id, record.heartbeat_ms, received_ms)
+        heartbeat_ms = self.offsets.on_gateway_clock(node_id, record.heartbeat_ms)
+        self.records[node_id] = dataclasses.replace(record, heartbeat_ms=heartbeat_ms)
         return True
 
     def _authentic(self, node_id: str, value: bytes | None, headers: KafkaHeaders) -> bool:
@@ -125,6 +167,7 @@ class MemberDirectory:
         ]
         for node_id in stale:
             del self.records[node_id]
+            self.offsets.forget(node_id)
         for node_id, signed_ms in list(self._signed_ms.items()):
             if node_id not in self.records and now_ms - signed_ms > keep_ms:
                 del self._signed_ms[node_id]
@@ -286,12 +329,16 @@ class MembershipReader:
     def _follow(self, start: int) -> None:
         consumer = self._consumer()
         try:
+            # records from the end at the start on are read live: their arrival is news
+            _, live_from = consumer.get_watermark_offsets(
+                TopicPartition(self._topic, 0), timeout=_CONNECT_TIMEOUT_MS / 1000
+            )
             consumer.assign([TopicPartition(self._topic, 0, start)])
-            self._publish_changes(consumer)
+            self._publish_changes(consumer, live_from)
         finally:
             consumer.close()
 
-    def _publish_changes(self, consumer: Consumer) -> None:
+    def _publish_changes(self, consumer: Consumer, live_from: int) -> None:
         directory = MemberDirectory(self._secret)
         watch = FeedWatch(self._clock())
         counts: dict[str, int] = {}
@@ -303,7 +350,7 @@ class MembershipReader:
                 counts_due = time.monotonic() + _RETRY_S
             messages = consumer.consume(500, 0 if self._poked.is_set() else self._poll_s)
             self._poked.clear()
-            if self._apply(directory, messages):
+            if self._apply(directory, messages, live_from):
                 watch.answered(self._clock())
             elif watch.probe_due(self._clock(), _quiet_ms(directory)):
                 if self._broker_answers(consumer):
@@ -318,8 +365,9 @@ class MembershipReader:
                 published = fingerprint
                 self._publish(table)
 
-    def _apply(self, directory: MemberDirectory, messages: list[Message]) -> int:
-        """Apply a poll's records; returns how many arrived (news from the broker)."""
+    def _apply(self, directory: MemberDirectory, messages: list[Message], live_from: int) -> int:
+        """Apply a poll's records, those from `live_from` on as read live; returns how many
+        arrived (news from the broker)."""
         records = 0
         for message in messages:
             error = message.error()
@@ -329,7 +377,10 @@ class MembershipReader:
                 log.warning("membership topic %s: %s", self._topic, error)
                 continue
             records += 1
-            directory.apply(message.key(), message.value(), message.headers())
+            offset = message.offset()
+            live = offset is not None and offset >= live_from
+            received_ms = self._clock() if live else None
+            directory.apply(message.key(), message.value(), message.headers(), received_ms)
         return records
 
     def _broker_answers(self, consumer: Consumer) -> bool:

@@ -192,6 +192,37 @@ def test_directory_applies_records_and_tombstones() -> None:
     assert not directory.apply(b"a", None)
 
 
+def _heartbeats(directory: MemberDirectory, node: str, skew_ms: int, until_ms: int) -> None:
+    """`node`'s heartbeats of 1 s up to `until_ms` on the gateway's clock, each read live
+    20 ms after it was sent, stamped by a clock `skew_ms` ahead of the gateway's."""
+    for sent in range(until_ms - 5_000, until_ms + 1, 1_000):
+        record = encode_member(member(node, f"http://{node}:1", [0], sent + skew_ms))
+        assert directory.apply(node.encode(), record, received_ms=sent + 20)
+
+
+@pytest.mark.parametrize("skew_ms", [-3_500, -60_000, 2_500])
+def test_a_node_whose_clock_is_off_is_alive_and_makes_no_other_suspect(skew_ms: int) -> None:
+    directory = MemberDirectory()
+    _heartbeats(directory, "off", skew_ms, NOW)
+    _heartbeats(directory, "on", 0, NOW)
+    table = build_routing_table(directory.records, {}, NOW + 100)
+    for node in ("off", "on"):
+        assert table.nodes[node].alive and not table.nodes[node].suspect, table.nodes[node]
+        assert table.nodes[node].heartbeat_ms == NOW + 20  # on the gateway's clock
+    assert not build_routing_table(directory.records, {}, NOW + 4_000).nodes["off"].alive
+
+
+def test_a_backlog_read_late_keeps_its_nodes_silence() -> None:
+    """Records of a node that died while the gateway was paused, read once it woke: their
+    delay is not taken for the node's clock."""
+    directory = MemberDirectory()
+    _heartbeats(directory, "died", -3_500, NOW)
+    late = encode_member(member("died", "http://died:1", [0], NOW + 1_000 - 3_500))
+    directory.apply(b"died", late, received_ms=NOW + 30_000)  # read after a 30 s pause
+    assert directory.records["died"].heartbeat_ms == NOW + 1_020
+    assert not build_routing_table(directory.records, {}, NOW + 30_000).nodes["died"].alive
+
+
 def test_directory_prunes_only_dead_nodes_past_the_lookback() -> None:
     directory = MemberDirectory()
     directory.apply(b"dead", encode_member(member("dead", "u", [], NOW - 20_000)))
