@@ -190,11 +190,19 @@ def runtime_figures(
     subscriptions: int,
     hedged_reads: int,
     events: tuple[int, int] = (0, 0),
+    routing_stale: bool = False,
 ) -> list[Metric]:
     """The scrape-time figures of a started gateway: its cache's counts (None: no cache),
-    the subscriptions running, the hedged reads started and the subscription events pushed
-    (written by a compiled writer, executed)."""
-    figures: list[Metric] = []
+    the subscriptions running, the hedged reads started, the subscription events pushed
+    (written by a compiled writer, executed) and whether membership brings no news (the
+    broker does not answer its reader: the routing table is kept as it was)."""
+    figures: list[Metric] = [
+        GaugeMetricFamily(
+            "statefed_gateway_routing_stale",
+            "1 while the broker does not answer the membership reader: routing is as it was",
+            1 if routing_stale else 0,
+        )
+    ]
     if cache_stats is not None:
         for name, text in (
             ("hits", "Keys answered from the gateway cache"),

@@ -426,6 +426,7 @@ class GatewayApp:
             self._slots.running,
             runtime.planner.watch.hedged_reads,
             (events.written, events.executed),
+            runtime.feed.current.stale_since_ms is not None,
         )
 
     async def _static(self, send: Send, name: str) -> None:

@@ -118,6 +118,11 @@ class NodeMetrics:
         failing = GaugeMetricFamily(
             "statefed_node_store_failing", "1 while the copy's store fails writes", labels=_COPY
         )
+        unknown = GaugeMetricFamily(
+            "statefed_node_lag_unknown",
+            "1 while the broker does not answer the copy's fetches: its lag is the last known",
+            labels=_COPY,
+        )
         for status in self._partitions.statuses():
             labels = [str(status.partition), status.role.value]
             lag.add_metric(labels, status.lag)
@@ -125,4 +130,5 @@ class NodeMetrics:
             done.add_metric(labels, status.restore_done)
             target.add_metric(labels, status.restore_total)
             failing.add_metric(labels, 0 if status.store_error is None else 1)
-        return (lag, restoring, done, target, failing)
+            unknown.add_metric(labels, 0 if status.lag_unknown_since_ms is None else 1)
+        return (lag, restoring, done, target, failing, unknown)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 from graphql import OperationDefinitionNode, parse
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.schema import build_schema
+from gateway.config import GatewayConfig
+from gateway.edge.app import GatewayApp
 from gateway.execute.labels import OperationLabels
 from gateway.metrics import GatewayMetrics, known_error_codes
 from runtime.metrics import bounded, exposition
+from tests.gateway.fakes import WORDS, FakeNode, Model, client_for, feed_for
 
 
 def _operation(text: str) -> OperationDefinitionNode:
@@ -63,3 +69,23 @@ def test_the_gateways_own_error_codes_are_exported_at_0_from_the_start() -> None
     } == dict.fromkeys(codes, 0.0)
     metrics.errors([{"extensions": {"code": "PARTITION_UNAVAILABLE"}}])
     assert metrics.registry.get_sample_value(name, {"code": "PARTITION_UNAVAILABLE"}) == 1
+
+
+def test_routing_kept_through_a_broker_outage_is_a_gauge() -> None:
+    """While the broker does not answer membership, nodes' lag gauges keep their last
+    values and the routing table is kept: this gauge tells."""
+    nodes = [FakeNode("n1", Model.of_counts({}), range(2), 2)]
+    feed = feed_for(nodes, 2, (WORDS,))
+    app = GatewayApp(GatewayConfig(), feed=feed, client=client_for(nodes), catalogue=(WORDS,))
+
+    async def scenario() -> list[float | None]:
+        await app.startup()
+        try:
+            seen = [app.metrics.registry.get_sample_value("statefed_gateway_routing_stale")]
+            feed.publish(dataclasses.replace(feed.current, stale_since_ms=1_700_000_000_000))
+            seen.append(app.metrics.registry.get_sample_value("statefed_gateway_routing_stale"))
+            return seen
+        finally:
+            await app.shutdown()
+
+    assert asyncio.run(scenario()) == [0, 1]

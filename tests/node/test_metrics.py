@@ -23,3 +23,16 @@ def test_a_held_partitions_store_errors_are_exported_at_0_before_the_first() -> 
     registry.detach(0)  # the count of a partition let go stays
     assert metrics.registry.get_sample_value(ERRORS, {"partition": "0"}) == 1
     assert metrics.registry.get_sample_value(ERRORS, {"partition": "2"}) is None
+
+
+def test_a_copys_lag_unknown_while_the_broker_does_not_answer_is_a_gauge() -> None:
+    """A broker outage leaves the lag gauges at their last values: this one tells."""
+    registry = PartitionRegistry("n1")
+    metrics = NodeMetrics(registry, CATALOGUE)
+    registry.attach(0, MemoryStore(), Role.ACTIVE, {})
+    copy = {"partition": "0", "role": "ACTIVE"}
+    assert metrics.registry.get_sample_value("statefed_node_lag_unknown", copy) == 0
+    registry.set_broker_unreachable_since(1_700_000_000_000)
+    assert metrics.registry.get_sample_value("statefed_node_lag_unknown", copy) == 1
+    registry.set_broker_unreachable_since(None)
+    assert metrics.registry.get_sample_value("statefed_node_lag_unknown", copy) == 0

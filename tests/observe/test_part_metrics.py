@@ -67,6 +67,7 @@ def test_a_node_exports_the_families_it_did() -> None:
         "statefed_node_restore_done_records": empty,
         "statefed_node_restore_target_records": empty,
         "statefed_node_store_failing": empty,
+        "statefed_node_lag_unknown": empty,
         "statefed_node_store_reads": ("counter", ["_total"], []),
         "statefed_node_store_errors": ("counter", [], []),
         "statefed_node_state": ("gauge", [""], ["state"]),
