@@ -22,10 +22,9 @@ answers again, the silence of the outage is not counted against any node.
 Heartbeat times are the nodes' clocks', and silence is judged on the gateway's: a node's
 clock a few seconds behind would make it dead, one ahead would make every other node
 suspect. So a record read live (written after the reader started) tells how far the
-node's clock is from the gateway's: the least of `received - heartbeat` over its last
-records (`ClockOffsets`: the skew plus the fastest delivery), and its heartbeat is taken
-on the gateway's clock, shifted by that. A backlog read late (after a pause of the
-gateway) keeps its records' times: the least offset is not raised by their delay.
+node's clock is from the gateway's (`runtime.clockoffsets`), and its heartbeat is taken
+on the gateway's clock. A backlog read late (after a pause of the gateway) keeps its
+records' times: their delay does not raise the offset.
 
 The partition count of each view comes from the broker's metadata, asked between polls
 while a view's changelog topic is missing (not created yet, or the broker not answering):
@@ -36,7 +35,6 @@ meanwhile; a view found missing is warned about once.
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import logging
 import threading
@@ -49,6 +47,7 @@ from confluent_kafka.admin import ClusterMetadata
 
 from gateway.cluster.routing import Liveness, RoutingFeed, RoutingTable, build_routing_table
 from runtime.clock import wall_clock_ms
+from runtime.clockoffsets import ClockOffsets
 from runtime.kafka import KafkaSettings
 from runtime.retrylog import RetryLog
 from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
@@ -70,27 +69,6 @@ _CONNECT_TIMEOUT_MS = 5000
 _RECONNECT_MAX_MS = 1000
 _DEFAULT_HEARTBEAT_MS = 1000  # how quiet the feed may be before a probe, with no records
 _MAX_WARNED = 1024  # node ids whose forged records were reported; then reported again
-_OFFSETS_KEPT = 16  # a node's latest clock offsets: a clock set back counts after these
-
-
-class ClockOffsets:
-    """How far each node's clock is behind the gateway's, from the records read live."""
-
-    def __init__(self) -> None:
-        self._seen: dict[str, collections.deque[int]] = {}
-
-    def heard(self, node_id: str, heartbeat_ms: int, received_ms: int) -> None:
-        """A record of `node_id` stamped `heartbeat_ms` arrived at `received_ms`."""
-        seen = self._seen.setdefault(node_id, collections.deque(maxlen=_OFFSETS_KEPT))
-        seen.append(received_ms - heartbeat_ms)
-
-    def on_gateway_clock(self, node_id: str, heartbeat_ms: int) -> int:
-        """`heartbeat_ms` of the node's clock on the gateway's (as is, until one is heard)."""
-        seen = self._seen.get(node_id)
-        return heartbeat_ms + min(seen) if seen else heartbeat_ms
-
-    def forget(self, node_id: str) -> None:
-        self._seen.pop(node_id, None)
 
 
 class MemberDirectory:
@@ -128,7 +106,7 @@ class MemberDirectory:
             return False
         if received_ms is not None:
             self.offsets.heard(node_id, record.heartbeat_ms, received_ms)
-        heartbeat_ms = self.offsets.on_gateway_clock(node_id, record.heartbeat_ms)
+        heartbeat_ms = self.offsets.on_own_clock(node_id, record.heartbeat_ms)
         self.records[node_id] = dataclasses.replace(record, heartbeat_ms=heartbeat_ms)
         return True
 

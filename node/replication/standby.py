@@ -19,6 +19,7 @@ see its role change; a copy closed here (claimed, dropped) ends its follows (`go
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -33,6 +34,7 @@ from node.config import NodeConfig
 from node.errors import StoreDamagedError
 from node.storage.store import PartitionStore
 from runtime.clock import Clock, wall_clock_ms
+from runtime.clockoffsets import ClockOffsets
 from runtime.trust import ClusterSecret, SignatureError, member_signature
 from schema import MEMBERS_TOPIC, MemberRecord, NodeState, Role, View, decode_member
 
@@ -96,6 +98,7 @@ class StandbyReplicator(Replicator):
         self._secret = secret  # with it, only signed membership records count
         self._signed_ms: dict[str, int] = {}  # the newest signed time read per node
         self._warned: set[str] = set()  # one warning per unsigned node id, not per heartbeat
+        self._offsets = ClockOffsets()  # how far other nodes' clocks are from this one's
         # held by the thread while it touches stores, and by claim(): one handle per store
         self._lock = threading.RLock()
         self._claimed: set[int] = set()
@@ -197,11 +200,18 @@ class StandbyReplicator(Replicator):
                 continue
             if value is None:
                 self._members.pop(node_id, None)
+                self._offsets.forget(node_id)
                 continue
             try:
-                self._members[node_id] = decode_member(value)
+                record = decode_member(value)
             except ValueError as exc:
                 log.warning("node %s: membership record ignored: %s", self.config.node_id, exc)
+                continue
+            # read from the topic's end on: every record is read as it comes, and tells how
+            # far its node's clock is from this node's (runtime.clockoffsets)
+            self._offsets.heard(node_id, record.heartbeat_ms, self._wall_ms())
+            heartbeat_ms = self._offsets.on_own_clock(node_id, record.heartbeat_ms)
+            self._members[node_id] = dataclasses.replace(record, heartbeat_ms=heartbeat_ms)
         return changelog
 
     def _authentic(self, node_id: str, message: Message) -> bool:

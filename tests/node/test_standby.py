@@ -114,6 +114,29 @@ def test_unsigned_membership_records_are_warned_about_once_per_node_id(
     assert set(standby._members) == {"stray"}
 
 
+@pytest.mark.parametrize("skew_ms", [-3_500, 2_500])
+def test_another_nodes_clock_off_this_ones_leaves_it_alive_for_placing_standbys(
+    skew_ms: int,
+) -> None:
+    """Membership records are stamped by their nodes' clocks: b's, seconds off a's, would
+    make b dead to a (or a behind b), and a place no standby on it."""
+    now = [NOW]
+    standby = StandbyReplicator(
+        NodeConfig(node_id="a"), [], PartitionRegistry("a"), wall_ms=lambda: now[0]
+    )
+
+    def record(node_id: str, active: list[int], beat: int) -> Message:
+        value = encode_member(member(node_id, active, beat))
+        return Message(
+            topic=MEMBERS_TOPIC, partition=0, offset=0, key=node_id.encode(), value=value
+        )
+
+    for beat in range(NOW - 5_000, NOW + 1, 1_000):
+        now[0] = beat + 20  # read as they come, 20 ms after
+        standby._read_members([record("a", [0], beat), record("b", [1], beat + skew_ms)])
+    assert standby_placement(standby._members, 1, now[0]) == {0: ("b",), 1: ("a",)}
+
+
 @pytest.fixture
 def endpoint(tmp_path: Path) -> Iterator[GraphQLEndpoint]:
     """Node n1 with partition 0 ACTIVE and partition 1 STANDBY, one word in each."""
