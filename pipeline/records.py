@@ -96,7 +96,8 @@ _STORED_SCALARS: dict[FieldType, Callable[[Column], Column]] = {
     FieldType.INT: lambda text: text.try_cast("int").cast("bigint"),  # null past 32 bits
     FieldType.LONG: lambda text: text.try_cast("bigint"),
     FieldType.FLOAT: lambda text: text.try_cast("double"),
-    FieldType.BOOLEAN: lambda text: text.try_cast("boolean"),
+    # only true and false: Spark's cast takes 1, yes, t and more, which no JSON Boolean is
+    FieldType.BOOLEAN: lambda text: F.when(text.isin("true", "false"), text == "true"),
     FieldType.DECIMAL: lambda text: text,
     FieldType.TIMESTAMP: lambda text: F.coalesce(
         text.try_cast("bigint"), F.unix_millis(text.try_cast("timestamp"))

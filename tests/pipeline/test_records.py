@@ -86,19 +86,23 @@ def test_event_time_and_value_fields_come_from_the_json_value(spark: SparkSessio
     raw = _valued(
         spark,
         b'{"timestamp": 1767225600000, "trip": "LIS", "seats": 2, "price": 9.5, "paid": true}',
-        b'{"timestamp": 1.7e12, "trip": 7, "seats": "many"}',
+        b'{"timestamp": 1.7e12, "trip": 7, "seats": "many", "paid": 1}',
+        b'{"timestamp": 1.7e12, "trip": "OPO", "paid": "yes"}',
+        b'{"timestamp": 1.7e12, "trip": "FAO", "paid": false}',
         when=None,  # the Kafka timestamp is not this view's event time
     )
     assert rejected_records(raw, [BOOKINGS]).count() == 0
     events = [e.asDict(recursive=True) for e in keyed_events(raw, BOOKINGS).collect()]
     assert [(e["key"], e["event_ms"], e["partition"], e["offset"]) for e in events] == [
         ("c1", 1_767_225_600_000, 0, 0),
-        ("c1", 1_700_000_000_000, 0, 1),
+        *(("c1", 1_700_000_000_000, 0, offset) for offset in (1, 2, 3)),
     ]
     assert [e["fields"] for e in events] == [
         {"trip": "LIS", "seats": 2, "price": 9.5, "paid": True},
         # a number where a string is expected is its text; a wrong type or no field is null
         {"trip": "7", "seats": None, "price": None, "paid": None},
+        {"trip": "OPO", "seats": None, "price": None, "paid": None},  # no JSON Boolean
+        {"trip": "FAO", "seats": None, "price": None, "paid": False},
     ]
 
 
