@@ -91,10 +91,10 @@ def test_a_ctrl_c_while_stopping_kills_every_part_left_and_says_which(tmp_path: 
     cluster = localcluster.LocalCluster(tmp_path)
     gateway = _InterruptedStop.of_command("gateway", ["sleep", "60"], {}, tmp_path / "g.log")
     cluster.gateway = gateway.start()
-    cluster.nodes = {n: _shell("exec sleep 60", tmp_path / f"{n}.log").start() for n in "ab"}
-    pipeline = cluster.pipeline = _shell("exit 3", tmp_path / "pipeline.log").start()
-    wait_until(lambda: not pipeline.running(), 10, "the pipeline to exit")
     try:
+        cluster.nodes = {n: _shell("exec sleep 60", tmp_path / f"{n}.log").start() for n in "ab"}
+        pipeline = cluster.pipeline = _shell("exit 3", tmp_path / "pipeline.log").start()
+        wait_until(lambda: not pipeline.running(), 10, "the pipeline to exit")
         stopped = cluster.stop()
         assert stopped == ["gateway", "part", "part", "part (had exited: 3)"]
         assert not gateway.running()

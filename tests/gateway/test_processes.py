@@ -4,6 +4,7 @@ both, and the parent's handle stops them all, also when one of them is lost."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -46,17 +47,22 @@ def _gateway(
         **settings,
     }
     with open(log, "wb") as out:
+        # a process group of its own: workers that outlive their supervisor (what these
+        # tests look for) are stopped with it
         process = subprocess.Popen(
-            [sys.executable, "-m", "gateway"], cwd=REPO, env=env, stdout=out, stderr=out
+            [sys.executable, "-m", "gateway"],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
         )
     try:
         yield process
     finally:
-        if process.poll() is None:
-            for child in psutil.Process(process.pid).children(recursive=True):
-                child.kill()
-            process.kill()
-            process.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
 
 
 def _per_worker(text: str, root_field: str) -> dict[str, float]:
@@ -103,6 +109,7 @@ def test_two_workers_share_the_port_and_stop_with_the_parent(
         scrape = httpx.get(f"{url}/metrics", timeout=10).text
         process.send_signal(signal.SIGTERM)
         code = process.wait(30)
+        stayed = [pid for pid in pids if psutil.pid_exists(pid)]  # before the group is killed
     output = log.read_text()
     assert code == 0, output
     names = [{"name": v.name} for v in CATALOGUE]
@@ -115,7 +122,7 @@ def test_two_workers_share_the_port_and_stop_with_the_parent(
         assert f"ready on {url}/graphql (worker {index} of 2)" in output
         assert f"stopped (worker {index} of 2)" in output
     assert output.rstrip().endswith("statefed gateway: stopped")
-    assert not any(psutil.pid_exists(pid) for pid in pids)
+    assert stayed == []
 
 
 def test_every_worker_serves_https_with_the_gateway_certificate(
@@ -152,10 +159,11 @@ def test_a_lost_worker_stops_the_gateway(broker: KafkaBroker, tmp_path: Path) ->
         pids = _wait_for_both_workers(f"http://127.0.0.1:{port}", process, log)
         os.kill(pids[1], signal.SIGKILL)
         code = process.wait(30)
+        stayed = [pid for pid in pids if psutil.pid_exists(pid)]  # before the group is killed
     output = log.read_text()
     assert code == 1, output
     assert f"(pid {pids[1]}) exited with status -9; stopping the others" in output
-    assert not any(psutil.pid_exists(pid) for pid in pids)
+    assert stayed == []
 
 
 def test_workers_refuse_a_port_something_answers_on(broker: KafkaBroker, tmp_path: Path) -> None:

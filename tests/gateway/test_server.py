@@ -139,7 +139,11 @@ def test_gateway_process_serves_queries_from_nodes_found_in_membership(
                 views = poll_late_dropped(http, WORDS.name, late)
         finally:
             process.send_signal(signal.SIGTERM)
-            code = process.wait(20)
+            try:
+                code = process.wait(20)
+            except subprocess.TimeoutExpired:  # hung on SIGTERM: killed, and failed below
+                process.kill()
+                code = process.wait(10)
         for node in nodes:
             producer.produce(MEMBERS_TOPIC, key=node.node_id.encode(), value=None)
         producer.flush(10)

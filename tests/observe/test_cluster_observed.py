@@ -237,7 +237,11 @@ def test_a_real_prometheus_scrapes_the_gateway_and_a_node(
         assert partitions == {str(p) for p in range(6)}
     finally:
         prometheus.terminate()
-        prometheus.wait(30)
+        try:
+            prometheus.wait(30)
+        except subprocess.TimeoutExpired:  # it did not stop on SIGTERM
+            prometheus.kill()
+            prometheus.wait(10)
 
 
 def test_one_request_id_and_trace_id_in_the_gateway_and_node_logs(

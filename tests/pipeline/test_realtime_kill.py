@@ -123,7 +123,11 @@ def test_both_modes_keep_the_same_rows_through_a_driver_sigkill(
     def pipeline() -> ManagedProcess:
         process = ManagedProcess("pipeline", ["pipeline"], env, tmp_path / "pipeline.log")
         process.start()
-        process.wait_for_log("statefed pipeline: ready", 240)
+        try:
+            process.wait_for_log("statefed pipeline: ready", 240)
+        except BaseException:  # never ready: stopped here, as the caller holds no handle
+            process.stop()
+            raise
         return process
 
     first = pipeline()

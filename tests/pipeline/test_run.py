@@ -120,6 +120,13 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
     }
     health = tmp_path / "pipeline.health"
     health.write_text("left by an earlier run")  # an old file does not stand for this run
+    view = WORD_COUNTS
+    assert view in CATALOGUE
+    others = [v for v in CATALOGUE if v is not view]
+    # a query per view, and a dead-letter query per input topic
+    queries = len(CATALOGUE) + len({v.topic for v in CATALOGUE})
+    changelog = ChangelogReader(broker.bootstrap, view.changelog_topic)
+    logs = {v.name: RecordLog(broker.bootstrap, v.changelog_topic) for v in others}
     process = subprocess.Popen(
         [sys.executable, "-m", "pipeline"],
         cwd=REPO,
@@ -129,13 +136,6 @@ def test_the_pipeline_process_counts_and_stops_cleanly_on_sigterm(
         stderr=subprocess.PIPE,
         text=True,
     )
-    view = WORD_COUNTS
-    assert view in CATALOGUE
-    others = [v for v in CATALOGUE if v is not view]
-    # a query per view, and a dead-letter query per input topic
-    queries = len(CATALOGUE) + len({v.topic for v in CATALOGUE})
-    changelog = ChangelogReader(broker.bootstrap, view.changelog_topic)
-    logs = {v.name: RecordLog(broker.bootstrap, v.changelog_topic) for v in others}
     assert process.stderr is not None
     lines = Lines(process.stderr)
     try:
