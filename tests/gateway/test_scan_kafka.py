@@ -305,6 +305,8 @@ def _check_views(
         keys: list[str], prefix: str, since: str | None, until: str | None, sizes: list[int]
     ) -> None:
         namespace = f"n{next(_namespaces)}-{uuid.uuid4().hex[:4]}/"
+        if since is not None and until is not None and since > until:
+            since, until = until, since  # a from after the to is BAD_USER_INPUT
         full = [namespace + k for k in keys]
         truths = _write_example(broker, views, full)
         counts.update(dict(truths[0]))
