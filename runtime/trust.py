@@ -28,8 +28,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import itertools
+import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -51,6 +52,7 @@ __all__ = [
     "NodeCallSigner",
     "RequestVerifier",
     "SignatureError",
+    "SignedMembers",
     "Stamp",
     "encode_callers",
     "member_signature",
@@ -195,6 +197,56 @@ def member_signature(headers: KafkaHeaders) -> bytes | None:
         if name == MEMBER_SIGNATURE_HEADER:
             return value.encode() if isinstance(value, str) else value
     return None
+
+
+class SignedMembers:
+    """Which membership records count with the cluster secret: those signed with it and
+    no older than the one taken of their node (a replayed record or tombstone undoes no
+    newer one). A node id whose records are not signed is warned about once (again after
+    it signed one, or once `MAX_WARNED` other ids were); `ignored` starts the warning, with
+    `{node}` for the node id."""
+
+    MAX_WARNED = 1024
+
+    def __init__(self, secret: ClusterSecret, log: logging.Logger, ignored: str) -> None:
+        self._secret = secret
+        self._log = log
+        self._ignored = ignored
+        self._signed_ms: dict[str, int] = {}  # when the record taken of each node was signed
+        self._warned: set[str] = set()
+
+    def authentic(self, node_id: str, value: bytes | None, headers: KafkaHeaders) -> bool:
+        """Whether the record (a tombstone: `value` None) of `node_id` counts."""
+        try:
+            signed_ms = self._secret.verify_member(node_id, value, member_signature(headers))
+        except SignatureError as exc:
+            self._warn(node_id, exc)
+            return False
+        self._warned.discard(node_id)
+        if signed_ms < self._signed_ms.get(node_id, 0):
+            self._log.debug("membership record of node %r older than the one held", node_id)
+            return False
+        self._signed_ms[node_id] = signed_ms  # a tombstone's too: no replayed record revives
+        return True
+
+    def forget(self, keep: Callable[[str, int], bool]) -> None:
+        """Forget the signing times of the nodes `keep(node_id, signed_ms)` is False for."""
+        for node_id, signed_ms in list(self._signed_ms.items()):
+            if not keep(node_id, signed_ms):
+                del self._signed_ms[node_id]
+
+    def _warn(self, node_id: str, exc: SignatureError) -> None:
+        if node_id in self._warned:
+            return
+        if len(self._warned) >= self.MAX_WARNED:
+            self._warned.clear()
+        self._warned.add(node_id)
+        self._log.warning(
+            "%s: %s (is it given the cluster's %s?)",
+            self._ignored.format(node=repr(node_id)),
+            exc,
+            SECRET_VARIABLE,
+        )
 
 
 def _parse_stamp(signature: bytes | None) -> Stamp:

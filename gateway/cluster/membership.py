@@ -50,7 +50,7 @@ from runtime.clock import wall_clock_ms
 from runtime.clockoffsets import ClockOffsets
 from runtime.kafka import KafkaSettings
 from runtime.retrylog import RetryLog
-from runtime.trust import ClusterSecret, KafkaHeaders, SignatureError, member_signature
+from runtime.trust import ClusterSecret, KafkaHeaders, SignedMembers
 from runtime.watermarks import watermarks
 from schema import CATALOGUE, MEMBERS_TOPIC, MemberRecord, View, decode_member
 
@@ -68,7 +68,6 @@ _CONNECT_TIMEOUT_MS = 5000
 # whose attempts failed through a 30 s outage go on reading nothing for 10 s after it
 _RECONNECT_MAX_MS = 1000
 _DEFAULT_HEARTBEAT_MS = 1000  # how quiet the feed may be before a probe, with no records
-_MAX_WARNED = 1024  # node ids whose forged records were reported; then reported again
 
 
 class MemberDirectory:
@@ -78,9 +77,8 @@ class MemberDirectory:
     def __init__(self, secret: ClusterSecret | None = None) -> None:
         self.records: dict[str, MemberRecord] = {}  # heartbeats on the gateway's clock
         self.offsets = ClockOffsets()
-        self._secret = secret
-        self._signed_ms: dict[str, int] = {}  # when the record held for a node was signed
-        self._warned: set[str] = set()  # one warning per forging node id, not per heartbeat
+        ignored = "membership record of node {node} ignored, not routed to"
+        self._signed = None if secret is None else SignedMembers(secret, log, ignored)
 
     def apply(
         self,
@@ -95,7 +93,7 @@ class MemberDirectory:
             log.warning("membership record without a key ignored")
             return False
         node_id = key.decode("utf-8", errors="replace")
-        if self._secret is not None and not self._authentic(node_id, value, headers):
+        if self._signed is not None and not self._signed.authentic(node_id, value, headers):
             return False
         if value is None:
             return self.records.pop(node_id, None) is not None
@@ -110,30 +108,6 @@ class MemberDirectory:
         self.records[node_id] = dataclasses.replace(record, heartbeat_ms=heartbeat_ms)
         return True
 
-    def _authentic(self, node_id: str, value: bytes | None, headers: KafkaHeaders) -> bool:
-        """Whether a record is signed with the secret and newer than the one held."""
-        assert self._secret is not None
-        try:
-            signed_ms = self._secret.verify_member(node_id, value, member_signature(headers))
-        except SignatureError as exc:
-            if node_id not in self._warned:
-                if len(self._warned) >= _MAX_WARNED:
-                    self._warned.clear()
-                self._warned.add(node_id)
-                log.warning(
-                    "membership record of node %r ignored, not routed to: %s (is it given "
-                    "the cluster's STATEFED_CLUSTER_SECRET_FILE?)",
-                    node_id,
-                    exc,
-                )
-            return False
-        self._warned.discard(node_id)
-        if signed_ms < self._signed_ms.get(node_id, 0):
-            log.debug("membership record of node %r older than the one held: ignored", node_id)
-            return False
-        self._signed_ms[node_id] = signed_ms  # a tombstone's too: no replayed record revives
-        return True
-
     def prune(self, now_ms: int, keep_ms: int, liveness: Liveness | None = None) -> bool:
         """Forget dead nodes silent for longer than `keep_ms` (a fresh reader would not see
         them either); silence as `liveness` judges it (default: as of `now_ms`)."""
@@ -146,9 +120,10 @@ class MemberDirectory:
         for node_id in stale:
             del self.records[node_id]
             self.offsets.forget(node_id)
-        for node_id, signed_ms in list(self._signed_ms.items()):
-            if node_id not in self.records and now_ms - signed_ms > keep_ms:
-                del self._signed_ms[node_id]
+        if self._signed is not None:
+            self._signed.forget(
+                lambda node, signed: node in self.records or now_ms - signed <= keep_ms
+            )
         return bool(stale)
 
 

@@ -35,7 +35,7 @@ from node.errors import StoreDamagedError
 from node.storage.store import PartitionStore
 from runtime.clock import Clock, wall_clock_ms
 from runtime.clockoffsets import ClockOffsets
-from runtime.trust import ClusterSecret, SignatureError, member_signature
+from runtime.trust import ClusterSecret, SignedMembers
 from schema import MEMBERS_TOPIC, MemberRecord, NodeState, Role, View, decode_member
 
 __all__ = ["StandbyReplicator", "standby_placement"]
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 # heartbeats to follow membership before placing standbys: every live node republishes
 # within one heartbeat, so the table is complete by then
 _WARM_UP_HEARTBEATS = 2
-_MAX_WARNED = 1024  # node ids whose unsigned records were reported; then reported again
 
 
 def standby_placement(
@@ -95,9 +94,9 @@ class StandbyReplicator(Replicator):
             feed=feed,
         )
         self._wall_ms = wall_ms
-        self._secret = secret  # with it, only signed membership records count
-        self._signed_ms: dict[str, int] = {}  # the newest signed time read per node
-        self._warned: set[str] = set()  # one warning per unsigned node id, not per heartbeat
+        # with the secret, only signed membership records count
+        ignored = f"node {config.node_id}: membership record of node {{node}} ignored"
+        self._signed = None if secret is None else SignedMembers(secret, log, ignored)
         self._offsets = ClockOffsets()  # how far other nodes' clocks are from this one's
         # held by the thread while it touches stores, and by claim(): one handle per store
         self._lock = threading.RLock()
@@ -196,7 +195,9 @@ class StandbyReplicator(Replicator):
                 continue
             node_id = (message.key() or b"").decode("utf-8", errors="replace")
             value = message.value()
-            if self._secret is not None and not self._authentic(node_id, message):
+            if self._signed is not None and not self._signed.authentic(
+                node_id, value, message.headers()
+            ):
                 continue
             if value is None:
                 self._members.pop(node_id, None)
@@ -213,34 +214,6 @@ class StandbyReplicator(Replicator):
             heartbeat_ms = self._offsets.on_own_clock(node_id, record.heartbeat_ms)
             self._members[node_id] = dataclasses.replace(record, heartbeat_ms=heartbeat_ms)
         return changelog
-
-    def _authentic(self, node_id: str, message: Message) -> bool:
-        """Whether a membership record is signed with the secret and newer than the one
-        held; an unsigned node id is warned about once, as the gateway does."""
-        assert self._secret is not None
-        try:
-            signed_ms = self._secret.verify_member(
-                node_id, message.value(), member_signature(message.headers())
-            )
-        except SignatureError as exc:
-            if node_id not in self._warned:
-                if len(self._warned) >= _MAX_WARNED:
-                    self._warned.clear()
-                self._warned.add(node_id)
-                log.warning(
-                    "node %s: membership record of node %r ignored: %s (is it given the "
-                    "cluster's STATEFED_CLUSTER_SECRET_FILE?)",
-                    self.config.node_id,
-                    node_id,
-                    exc,
-                )
-            return False
-        self._warned.discard(node_id)
-        # a replayed older record or tombstone undoes no newer one (as the gateway)
-        if signed_ms < self._signed_ms.get(node_id, 0):
-            return False
-        self._signed_ms[node_id] = signed_ms
-        return True
 
     def _consuming(self, partition: int) -> bool:
         return partition in self._assigned
