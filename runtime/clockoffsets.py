@@ -7,27 +7,41 @@ would look dead, one ahead would make every other node look behind it. A record 
 it comes tells `received - stamp`: the skew plus its delivery. The least of that over a
 node's last records is its offset (the fastest delivery holds the least delay), and a
 stamp plus the offset is the time on the reader's clock. A backlog read late (after a
-pause of the reader) does not raise it; a clock set back counts once the node's last
-`KEPT` records show it.
+pause of the reader) does not raise it; a node's clock set back counts once its last
+`KEPT` records show it. The reader's own clock stepped (NTP, a resumed machine) moves
+every offset with it at once, seen against the monotonic clock; a node's new process
+(another incarnation, maybe on another machine) starts anew.
 """
 
 from __future__ import annotations
 
 import collections
+import time
+from collections.abc import Callable
 
-__all__ = ["KEPT", "ClockOffsets"]
+__all__ = ["KEPT", "STEP_MS", "ClockOffsets"]
 
 KEPT = 16  # a node's latest offsets the least is taken over
+STEP_MS = 100  # a change of the reader's wall clock against its monotonic one that is a step
 
 
 class ClockOffsets:
-    """Each node's clock offset (ms to add to its stamps), from the records read live."""
+    """Each node's clock offset (ms to add to its stamps), from the records read live;
+    `monotonic` (seconds) tells the reader's own clock steps apart."""
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
         self._seen: dict[str, collections.deque[int]] = {}
+        self._incarnations: dict[str, str] = {}
+        self._wall_less_monotonic: int | None = None
 
-    def heard(self, node_id: str, stamp_ms: int, received_ms: int) -> None:
-        """A record of `node_id` stamped `stamp_ms` arrived at `received_ms`."""
+    def heard(self, node_id: str, stamp_ms: int, received_ms: int, incarnation: str = "") -> None:
+        """A record of `node_id`'s process `incarnation`, stamped `stamp_ms`, arrived at
+        `received_ms` (the reader's wall clock)."""
+        self._follow_own_clock(received_ms)
+        if self._incarnations.get(node_id, incarnation) != incarnation:
+            self._seen.pop(node_id, None)  # another process: maybe another machine's clock
+        self._incarnations[node_id] = incarnation
         seen = self._seen.setdefault(node_id, collections.deque(maxlen=KEPT))
         seen.append(received_ms - stamp_ms)
 
@@ -38,3 +52,14 @@ class ClockOffsets:
 
     def forget(self, node_id: str) -> None:
         self._seen.pop(node_id, None)
+        self._incarnations.pop(node_id, None)
+
+    def _follow_own_clock(self, wall_ms: int) -> None:
+        """Move every offset by a step of the reader's wall clock since the last record."""
+        wall_less_monotonic = wall_ms - int(self._monotonic() * 1000)
+        before, self._wall_less_monotonic = self._wall_less_monotonic, wall_less_monotonic
+        if before is None or abs(wall_less_monotonic - before) < STEP_MS:
+            return
+        step = wall_less_monotonic - before
+        for node_id, seen in self._seen.items():
+            self._seen[node_id] = collections.deque((o + step for o in seen), maxlen=KEPT)

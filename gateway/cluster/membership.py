@@ -74,9 +74,11 @@ class MemberDirectory:
     """The newest record of every node that has not left, from records applied in order;
     with `secret`, only from records signed with it."""
 
-    def __init__(self, secret: ClusterSecret | None = None) -> None:
+    def __init__(
+        self, secret: ClusterSecret | None = None, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self.records: dict[str, MemberRecord] = {}  # heartbeats on the gateway's clock
-        self.offsets = ClockOffsets()
+        self.offsets = ClockOffsets(monotonic)
         ignored = "membership record of node {node} ignored, not routed to"
         self._signed = None if secret is None else SignedMembers(secret, log, ignored)
 
@@ -96,6 +98,7 @@ class MemberDirectory:
         if self._signed is not None and not self._signed.authentic(node_id, value, headers):
             return False
         if value is None:
+            self.offsets.forget(node_id)
             return self.records.pop(node_id, None) is not None
         try:
             record = decode_member(value)
@@ -103,7 +106,7 @@ class MemberDirectory:
             log.warning("membership record of node %s ignored: %s", node_id, exc)
             return False
         if received_ms is not None:
-            self.offsets.heard(node_id, record.heartbeat_ms, received_ms)
+            self.offsets.heard(node_id, record.heartbeat_ms, received_ms, record.incarnation)
         heartbeat_ms = self.offsets.on_own_clock(node_id, record.heartbeat_ms)
         self.records[node_id] = dataclasses.replace(record, heartbeat_ms=heartbeat_ms)
         return True

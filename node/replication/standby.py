@@ -81,6 +81,7 @@ class StandbyReplicator(Replicator):
         on_fatal: Callable[[BaseException], None] | None = None,
         clock: Clock = wall_clock_ms,
         wall_ms: Callable[[], int] = wall_clock_ms,
+        monotonic: Callable[[], float] = time.monotonic,
         secret: ClusterSecret | None = None,
         feed: ChangeFeed | None = None,
     ):
@@ -97,7 +98,7 @@ class StandbyReplicator(Replicator):
         # with the secret, only signed membership records count
         ignored = f"node {config.node_id}: membership record of node {{node}} ignored"
         self._signed = None if secret is None else SignedMembers(secret, log, ignored)
-        self._offsets = ClockOffsets()  # how far other nodes' clocks are from this one's
+        self._offsets = ClockOffsets(monotonic)  # how far other nodes' clocks are from this one's
         # held by the thread while it touches stores, and by claim(): one handle per store
         self._lock = threading.RLock()
         self._claimed: set[int] = set()
@@ -210,7 +211,7 @@ class StandbyReplicator(Replicator):
                 continue
             # read from the topic's end on: every record is read as it comes, and tells how
             # far its node's clock is from this node's (runtime.clockoffsets)
-            self._offsets.heard(node_id, record.heartbeat_ms, self._wall_ms())
+            self._offsets.heard(node_id, record.heartbeat_ms, self._wall_ms(), record.incarnation)
             heartbeat_ms = self._offsets.on_own_clock(node_id, record.heartbeat_ms)
             self._members[node_id] = dataclasses.replace(record, heartbeat_ms=heartbeat_ms)
         return changelog

@@ -192,19 +192,38 @@ def test_directory_applies_records_and_tombstones() -> None:
     assert not directory.apply(b"a", None)
 
 
-def _heartbeats(directory: MemberDirectory, node: str, skew_ms: int, until_ms: int) -> None:
+class _Clocks:
+    """The gateway's wall clock (ms) and its monotonic clock (s), moved together."""
+
+    def __init__(self) -> None:
+        self.wall_ms = NOW - 10_000
+        self.monotonic_ms = 0
+
+    def at(self, wall_ms: int) -> int:
+        self.monotonic_ms += wall_ms - self.wall_ms
+        self.wall_ms = wall_ms
+        return wall_ms
+
+    def monotonic(self) -> float:
+        return self.monotonic_ms / 1000
+
+
+def _heartbeats(
+    directory: MemberDirectory, clocks: _Clocks, node: str, skew_ms: int, until_ms: int
+) -> None:
     """`node`'s heartbeats of 1 s up to `until_ms` on the gateway's clock, each read live
     20 ms after it was sent, stamped by a clock `skew_ms` ahead of the gateway's."""
     for sent in range(until_ms - 5_000, until_ms + 1, 1_000):
         record = encode_member(member(node, f"http://{node}:1", [0], sent + skew_ms))
-        assert directory.apply(node.encode(), record, received_ms=sent + 20)
+        assert directory.apply(node.encode(), record, received_ms=clocks.at(sent + 20))
 
 
 @pytest.mark.parametrize("skew_ms", [-3_500, -60_000, 2_500])
 def test_a_node_whose_clock_is_off_is_alive_and_makes_no_other_suspect(skew_ms: int) -> None:
-    directory = MemberDirectory()
-    _heartbeats(directory, "off", skew_ms, NOW)
-    _heartbeats(directory, "on", 0, NOW)
+    clocks = _Clocks()
+    directory = MemberDirectory(monotonic=clocks.monotonic)
+    _heartbeats(directory, clocks, "off", skew_ms, NOW)
+    _heartbeats(directory, clocks, "on", 0, NOW)
     table = build_routing_table(directory.records, {}, NOW + 100)
     for node in ("off", "on"):
         assert table.nodes[node].alive and not table.nodes[node].suspect, table.nodes[node]
@@ -215,12 +234,38 @@ def test_a_node_whose_clock_is_off_is_alive_and_makes_no_other_suspect(skew_ms: 
 def test_a_backlog_read_late_keeps_its_nodes_silence() -> None:
     """Records of a node that died while the gateway was paused, read once it woke: their
     delay is not taken for the node's clock."""
-    directory = MemberDirectory()
-    _heartbeats(directory, "died", -3_500, NOW)
+    clocks = _Clocks()
+    directory = MemberDirectory(monotonic=clocks.monotonic)
+    _heartbeats(directory, clocks, "died", -3_500, NOW)
     late = encode_member(member("died", "http://died:1", [0], NOW + 1_000 - 3_500))
-    directory.apply(b"died", late, received_ms=NOW + 30_000)  # read after a 30 s pause
+    directory.apply(b"died", late, received_ms=clocks.at(NOW + 30_000))  # after a 30 s pause
     assert directory.records["died"].heartbeat_ms == NOW + 1_020
     assert not build_routing_table(directory.records, {}, NOW + 30_000).nodes["died"].alive
+
+
+def test_the_gateways_own_clock_stepped_forward_leaves_every_node_alive() -> None:
+    """The gateway's clock was 5 s behind (the node's right: 5 s ahead of it), then NTP set
+    it 5 s forward: the node's offset moves with it at once."""
+    clocks = _Clocks()
+    directory = MemberDirectory(monotonic=clocks.monotonic)
+    _heartbeats(directory, clocks, "n", 5_000, NOW)
+    clocks.wall_ms += 5_000  # a step: the monotonic clock did not move
+    _heartbeats(directory, clocks, "n", 0, NOW + 6_000 + 5_000)
+    assert directory.records["n"].heartbeat_ms == NOW + 11_020
+    assert build_routing_table(directory.records, {}, NOW + 11_100).nodes["n"].alive
+
+
+def test_a_node_back_as_another_process_is_judged_on_its_new_clock() -> None:
+    """A node that left comes back (same id, another process: maybe another machine)."""
+    clocks = _Clocks()
+    directory = MemberDirectory(monotonic=clocks.monotonic)
+    _heartbeats(directory, clocks, "n", 0, NOW)
+    behind = dataclasses.replace(
+        member("n", "http://n:1", [0], NOW + 1_000 - 3_500), incarnation="second"
+    )
+    directory.apply(b"n", encode_member(behind), received_ms=clocks.at(NOW + 1_020))
+    assert directory.records["n"].heartbeat_ms == NOW + 1_020
+    assert build_routing_table(directory.records, {}, NOW + 1_100).nodes["n"].alive
 
 
 def test_directory_prunes_only_dead_nodes_past_the_lookback() -> None:
