@@ -1,5 +1,6 @@
-"""What a view's checkpoint keeps state for: its kind, its aggregates (each with the type
-of the field it computes over), its group fields and its windows.
+"""What a view's checkpoint keeps state for: its kind, its aggregates (each its function
+and the field it computes over, as the pipeline stores it), its group fields and its
+windows' size, slide or gap.
 
 Spark keeps a query's state by position, not by name: resumed after a view's aggregates
 changed, it refuses the state (an aggregate added or removed), or carries on from the
@@ -33,7 +34,8 @@ def has_commits(checkpoint: Path) -> bool:
 
 
 def state_shape(view: View) -> dict[str, Any]:
-    """The parts of `view` its query's state depends on, as JSON."""
+    """The parts of `view` its query's state depends on, as JSON: not the results' names,
+    a window's grace (the watermark's delay) nor an enum's symbols, which keep the state."""
     window = view.window
     return {
         "kind": view.kind.value,
@@ -41,22 +43,29 @@ def state_shape(view: View) -> dict[str, Any]:
         "group_by": list(view.group_by),
         "window": None
         if window is None
-        else (
-            f"size_ms={window.size_ms} slide_ms={window.slide_ms} gap_ms={window.gap_ms} "
-            f"grace_ms={window.grace_ms}"
-        ),
+        else f"size_ms={window.size_ms} slide_ms={window.slide_ms} gap_ms={window.gap_ms}",
     }
 
 
 def _aggregate(view: View, aggregate: Aggregate) -> str:
-    """`revenue sum of amount (Float)`: the result, its function and what it is over."""
-    text = f"{aggregate.name} {aggregate.function.value}"
+    """`sum of amount (a double)`: what an aggregate computes over what, as Spark keeps
+    it."""
     if aggregate.of is None:
-        return text
+        return f"{aggregate.function.value} of the events"
     types = {field.name: field.type for field in view.value_fields}
     of = types.get(aggregate.of)
-    type_name = of.value if isinstance(of, FieldType) else repr(of)
-    return f"{text} of {aggregate.of} ({type_name})"
+    stored = _STORED.get(of, "a text") if isinstance(of, FieldType) else "a text"
+    return f"{aggregate.function.value} of {aggregate.of} ({stored})"
+
+
+# how the pipeline stores the fields aggregates take (pipeline.records); an enum is text
+_STORED = {
+    FieldType.INT: "an integer",
+    FieldType.LONG: "an integer",
+    FieldType.TIMESTAMP: "an integer",
+    FieldType.FLOAT: "a double",
+    FieldType.BOOLEAN: "a boolean",
+}
 
 
 def check_state_shape(view: View, checkpoint: Path) -> None:
