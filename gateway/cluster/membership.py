@@ -219,6 +219,8 @@ class MembershipReader:
         self._poll_s = poll_s
         self._secret = secret
         self._retries = RetryLog(log, topic)
+        # the topics' metadata, for the partition counts of the views not routed yet
+        self._counts_retries = RetryLog(log, "the changelog topics' metadata")
         self._missing_said: set[str] = set()  # views whose missing topic was warned about
         self._stopping = threading.Event()
         self._poked = threading.Event()
@@ -357,11 +359,12 @@ class MembershipReader:
         try:
             if self._partition_counts is not None:
                 found = dict(self._partition_counts())
-            else:  # all topics: naming a missing one could make the broker create it
+            else:  # one request for every topic, however many views are missing
                 found = _changelog_counts(consumer.list_topics(timeout=_ANSWER_TIMEOUT_S), missing)
-        except Exception as exc:  # the broker did not answer: the probes tell of that
-            log.debug("membership: partition counts not read: %s", exc)
+        except Exception as exc:
+            self._counts_retries.failed(exc, self._kafka.hint(exc), _RETRY_S)
             return {}
+        self._counts_retries.read()
         self._say_missing([view for view in missing if view.name not in found])
         counts = {view.name: found[view.name] for view in missing if view.name in found}
         for name in self._missing_said & counts.keys():

@@ -117,7 +117,7 @@ async def until(condition: Callable[[], bool], what: str) -> None:
 
 
 def test_a_missing_changelog_topic_holds_up_neither_membership_nor_its_probes(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     broker = FakeBroker({MEMBERS_TOPIC: 1, READY.changelog_topic: 3})
     feed = RoutingFeed()
@@ -131,10 +131,16 @@ def test_a_missing_changelog_topic_holds_up_neither_membership_nor_its_probes(
             broker.down.set()  # and LATE's topic still missing: asked every round, unanswered
             table = await wait_for(feed, lambda t: t.stale_since_ms is not None)
             assert "a" in table.nodes
+            asked = broker.metadata_requests
+            await until(lambda: broker.metadata_requests > asked + 1, "two more unanswered asks")
         finally:
             await asyncio.to_thread(reader.stop)
 
-    asyncio.run(scenario())
+    with caplog.at_level(logging.DEBUG, membership.log.name):
+        asyncio.run(scenario())
+    failed = [r for r in caplog.records if "changelog topics' metadata failed" in r.getMessage()]
+    # said once at warning (the views stay ROUTING_NOT_READY), its retries at debug
+    assert [r.levelno for r in failed][:2] == [logging.WARNING, logging.DEBUG]
 
 
 def test_a_missing_changelog_topic_is_warned_about_once_and_counted_once_created(
