@@ -140,7 +140,11 @@ def _check_type(view: str, aggregate: Aggregate, of_type: ValueType) -> None:
         allowed = "a scalar or an enum"
     elif len(scalars) == len(FieldType) - 1:
         (left_out,) = set(FieldType) - set(scalars)
-        allowed = f"a scalar but {left_out.value} (its text, unchecked), or an enum"
+        allowed = (
+            f"a scalar but {left_out.value}, or an enum (a {left_out.value} is stored as its "
+            f"text, unchecked: 1.0 and 1.00 would be two; declare the field a String to "
+            f"count its texts)"
+        )
     else:
         allowed = ", ".join(t.value for t in scalars)
     raise ValueError(
