@@ -113,7 +113,7 @@ def test_distinct_counts_take_any_scalar_but_a_decimal_or_an_enum_but_no_list() 
     for other in ("tags", "price"):  # a decimal is its text: 1.0 and 1.00 would be two
         with pytest.raises(
             ValueError,
-            match=r"takes a scalar but Decimal, or an enum \(a Decimal .*declare the field a String",
+            match=r"takes a scalar but Decimal, or an enum \(a Decimal .*declare the field a Str",
         ):
             dataclasses.replace(
                 view, aggregates=(tiers, Aggregate("others", F.COUNT_DISTINCT, other))
