@@ -26,16 +26,11 @@ def check_shared_topics(views: Sequence[View]) -> None:
     for readers in by_topic.values():
         keyed = [v for v in readers if not v.group_by]
         _agree(keyed, lambda v: v.key_type, "key_type", "record keys")
-        valued = [v for v in readers if _reads_value(v)]
+        valued = [v for v in readers if v.reads_value]
         _agree(valued, lambda v: v.value_format, "value_format", "values")
         subjects = [v for v in valued if v.value_format is not ValueFormat.JSON]
         one_type = [v for v in subjects if not v.shares_topic]
         _agree(one_type, lambda v: v.subject, "value_subject", "value schemas' subject")
-
-
-def _reads_value(view: View) -> bool:
-    """Whether `view` decodes its records' values (as the pipeline's Decoding does)."""
-    return view.event_time_field is not None or bool(view.value_fields) or view.shares_topic
 
 
 def _agree(

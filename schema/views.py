@@ -333,6 +333,12 @@ class View:
         return self.key_type.partition(key, partitions)
 
     @property
+    def reads_value(self) -> bool:
+        """Whether the view decodes its records' values: an event time or fields from them,
+        or the type of each on a topic of several (else it reads keys and timestamps)."""
+        return self.event_time_field is not None or bool(self.value_fields) or self.shares_topic
+
+    @property
     def shares_topic(self) -> bool:
         """Whether the topic may carry values of other types than the view's
         (`SubjectStrategy`): they are skipped, not dead letters."""

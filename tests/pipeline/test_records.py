@@ -399,3 +399,14 @@ def test_a_version_the_newest_cannot_read_is_a_dead_letter_naming_both_and_why(
             "keep the subject's compatibility BACKWARD",
         )
     ]
+
+
+def test_a_decoding_reads_the_value_where_the_view_says_it_does() -> None:
+    """The catalogue's check of a shared topic and the produce mutation go by
+    `View.reads_value`; the pipeline by its decoding: they agree."""
+    from schema import CATALOGUE
+    from tests.differential.views import CATALOGUE as DIFFERENTIAL
+    from tests.orders import ORDER_VIEWS
+
+    for view in (*CATALOGUE, *ORDER_VIEWS, *DIFFERENTIAL):
+        assert Decoding.of(view).needs_value == view.reads_value, view.name

@@ -33,7 +33,7 @@ def test_exported_members_are_exactly_the_public_names() -> None:
     public = {name for name in dir(schema) if not name.startswith("_")}
     modules = {
         "aggregates", "catalogue", "changelog", "extensions", "fieldtypes", "keycodec", "keytypes",
-        "groups", "membership", "names", "partitioner", "recordkeys",
+        "groups", "membership", "names", "partitioner", "recordkeys", "sharedtopics",
         "sdlfile", "status", "views", "windows",
     }  # fmt: skip
     # schema.feed is imported by name (`from schema.feed import ...`) where it is used

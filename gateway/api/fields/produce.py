@@ -163,8 +163,7 @@ def _value(views: list[View], value: Any, event_ms: int) -> bytes:
     for view in views:
         if view.event_time_field is not None:
             document[view.event_time_field] = event_ms
-    decodes = any(v.value_fields or v.event_time_field for v in views)
-    if not document and not decodes:
+    if not document and not any(v.reads_value for v in views):
         return b""
     try:
         return orjson.dumps(document)
