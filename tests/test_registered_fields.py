@@ -238,6 +238,30 @@ def test_avro_names_resolve_in_their_namespace_and_local_timestamps_are_times() 
     )
 
 
+def test_avro_types_of_one_name_in_two_namespaces_get_two_graphql_names() -> None:
+    def address(namespace: str, field: str) -> dict[str, Any]:
+        return {
+            "type": "record",
+            "name": "Address",
+            "namespace": namespace,
+            "fields": [{"name": field, "type": "string"}],
+        }
+
+    document = {
+        "type": "record",
+        "name": "Order",
+        "fields": [
+            {"name": "billTo", "type": address("com.a", "city")},
+            {"name": "shipTo", "type": address("com.b", "town")},
+        ],
+    }
+    fields = derive("AVRO", json.dumps(document)).fields
+    assert [(f.name, f.type.name) for f in fields] == [  # type: ignore[union-attr]
+        ("billTo", "Address"),
+        ("shipTo", "ComBAddress"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("schema_type", "document", "registered"),
     [

@@ -118,11 +118,11 @@ def _avro_type(
     kind = declared.get("type")
     if kind == "record":
         full_name, fields = _avro_record(path, declared, named, namespace, skipped)
-        named[full_name] = record = _record(_short(full_name), fields)
+        named[full_name] = record = _record(_avro_source(full_name, named), fields)
         return record
     if kind == "enum":
         full_name = avro_full_name(declared, namespace)
-        named[full_name] = enum = _enum(_short(full_name), tuple(declared["symbols"]))
+        named[full_name] = enum = _enum(_avro_source(full_name, named), tuple(declared["symbols"]))
         return enum
     if kind == "array":
         item = _avro_type(f"{path}[]", declared["items"], named, namespace, skipped)
@@ -134,6 +134,15 @@ def _avro_type(
 
 def _short(full_name: str) -> str:
     return full_name.rpartition(".")[2]
+
+
+def _avro_source(full_name: str, named: dict[str, Found]) -> str:
+    """What a named Avro type's GraphQL name is made of: its name without namespace, or its
+    full name when another type of the schema has that name too (com.a.Address and
+    com.b.Address: Address and ComBAddress, which one catalogue can hold)."""
+    short = _short(full_name)
+    shared = any(other != full_name and _short(other) == short for other in named)
+    return full_name if shared else short
 
 
 def _avro_record(
