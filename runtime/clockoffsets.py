@@ -19,17 +19,26 @@ import collections
 import time
 from collections.abc import Callable
 
+from runtime.clock import wall_clock_ms
+
 __all__ = ["KEPT", "STEP_MS", "ClockOffsets"]
 
 KEPT = 16  # a node's latest offsets the least is taken over
-STEP_MS = 100  # a change of the reader's wall clock against its monotonic one that is a step
+# a change of the reader's wall clock against its monotonic one that is a step (NTP steps
+# from 128 ms; a thread preempted between the two reads must not look like one)
+STEP_MS = 1000
 
 
 class ClockOffsets:
     """Each node's clock offset (ms to add to its stamps), from the records read live;
-    `monotonic` (seconds) tells the reader's own clock steps apart."""
+    `wall` (ms) and `monotonic` (s), read together, tell the reader's own clock steps."""
 
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        wall: Callable[[], int] = wall_clock_ms,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._wall = wall
         self._monotonic = monotonic
         self._seen: dict[str, collections.deque[int]] = {}
         self._incarnations: dict[str, str] = {}
@@ -38,7 +47,7 @@ class ClockOffsets:
     def heard(self, node_id: str, stamp_ms: int, received_ms: int, incarnation: str = "") -> None:
         """A record of `node_id`'s process `incarnation`, stamped `stamp_ms`, arrived at
         `received_ms` (the reader's wall clock)."""
-        self._follow_own_clock(received_ms)
+        self._follow_own_clock()
         if self._incarnations.get(node_id, incarnation) != incarnation:
             self._seen.pop(node_id, None)  # another process: maybe another machine's clock
         self._incarnations[node_id] = incarnation
@@ -54,9 +63,9 @@ class ClockOffsets:
         self._seen.pop(node_id, None)
         self._incarnations.pop(node_id, None)
 
-    def _follow_own_clock(self, wall_ms: int) -> None:
+    def _follow_own_clock(self) -> None:
         """Move every offset by a step of the reader's wall clock since the last record."""
-        wall_less_monotonic = wall_ms - int(self._monotonic() * 1000)
+        wall_less_monotonic = self._wall() - int(self._monotonic() * 1000)
         before, self._wall_less_monotonic = self._wall_less_monotonic, wall_less_monotonic
         if before is None or abs(wall_less_monotonic - before) < STEP_MS:
             return

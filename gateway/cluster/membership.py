@@ -75,10 +75,13 @@ class MemberDirectory:
     with `secret`, only from records signed with it."""
 
     def __init__(
-        self, secret: ClusterSecret | None = None, monotonic: Callable[[], float] = time.monotonic
+        self,
+        secret: ClusterSecret | None = None,
+        wall: Callable[[], int] = wall_clock_ms,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.records: dict[str, MemberRecord] = {}  # heartbeats on the gateway's clock
-        self.offsets = ClockOffsets(monotonic)
+        self.offsets = ClockOffsets(wall, monotonic)
         ignored = "membership record of node {node} ignored, not routed to"
         self._signed = None if secret is None else SignedMembers(secret, log, ignored)
 
@@ -297,7 +300,7 @@ class MembershipReader:
             consumer.close()
 
     def _publish_changes(self, consumer: Consumer, live_from: int) -> None:
-        directory = MemberDirectory(self._secret)
+        directory = MemberDirectory(self._secret, self._clock)
         watch = FeedWatch(self._clock())
         counts: dict[str, int] = {}
         counts_due = 0.0

@@ -98,7 +98,9 @@ class StandbyReplicator(Replicator):
         # with the secret, only signed membership records count
         ignored = f"node {config.node_id}: membership record of node {{node}} ignored"
         self._signed = None if secret is None else SignedMembers(secret, log, ignored)
-        self._offsets = ClockOffsets(monotonic)  # how far other nodes' clocks are from this one's
+        self._offsets = ClockOffsets(
+            wall_ms, monotonic
+        )  # how far other nodes' clocks are from this one's
         # held by the thread while it touches stores, and by claim(): one handle per store
         self._lock = threading.RLock()
         self._claimed: set[int] = set()

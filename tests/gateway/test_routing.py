@@ -207,6 +207,9 @@ class _Clocks:
     def monotonic(self) -> float:
         return self.monotonic_ms / 1000
 
+    def wall(self) -> int:
+        return self.wall_ms
+
 
 def _heartbeats(
     directory: MemberDirectory, clocks: _Clocks, node: str, skew_ms: int, until_ms: int
@@ -221,7 +224,7 @@ def _heartbeats(
 @pytest.mark.parametrize("skew_ms", [-3_500, -60_000, 2_500])
 def test_a_node_whose_clock_is_off_is_alive_and_makes_no_other_suspect(skew_ms: int) -> None:
     clocks = _Clocks()
-    directory = MemberDirectory(monotonic=clocks.monotonic)
+    directory = MemberDirectory(wall=clocks.wall, monotonic=clocks.monotonic)
     _heartbeats(directory, clocks, "off", skew_ms, NOW)
     _heartbeats(directory, clocks, "on", 0, NOW)
     table = build_routing_table(directory.records, {}, NOW + 100)
@@ -235,7 +238,7 @@ def test_a_backlog_read_late_keeps_its_nodes_silence() -> None:
     """Records of a node that died while the gateway was paused, read once it woke: their
     delay is not taken for the node's clock."""
     clocks = _Clocks()
-    directory = MemberDirectory(monotonic=clocks.monotonic)
+    directory = MemberDirectory(wall=clocks.wall, monotonic=clocks.monotonic)
     _heartbeats(directory, clocks, "died", -3_500, NOW)
     late = encode_member(member("died", "http://died:1", [0], NOW + 1_000 - 3_500))
     directory.apply(b"died", late, received_ms=clocks.at(NOW + 30_000))  # after a 30 s pause
@@ -247,7 +250,7 @@ def test_the_gateways_own_clock_stepped_forward_leaves_every_node_alive() -> Non
     """The gateway's clock was 5 s behind (the node's right: 5 s ahead of it), then NTP set
     it 5 s forward: the node's offset moves with it at once."""
     clocks = _Clocks()
-    directory = MemberDirectory(monotonic=clocks.monotonic)
+    directory = MemberDirectory(wall=clocks.wall, monotonic=clocks.monotonic)
     _heartbeats(directory, clocks, "n", 5_000, NOW)
     clocks.wall_ms += 5_000  # a step: the monotonic clock did not move
     _heartbeats(directory, clocks, "n", 0, NOW + 6_000 + 5_000)
@@ -258,7 +261,7 @@ def test_the_gateways_own_clock_stepped_forward_leaves_every_node_alive() -> Non
 def test_a_node_back_as_another_process_is_judged_on_its_new_clock() -> None:
     """A node that left comes back (same id, another process: maybe another machine)."""
     clocks = _Clocks()
-    directory = MemberDirectory(monotonic=clocks.monotonic)
+    directory = MemberDirectory(wall=clocks.wall, monotonic=clocks.monotonic)
     _heartbeats(directory, clocks, "n", 0, NOW)
     behind = dataclasses.replace(
         member("n", "http://n:1", [0], NOW + 1_000 - 3_500), incarnation="second"

@@ -228,7 +228,10 @@ def test_a_nodes_standby_reader_keeps_the_newest_signed_record_of_each_node(
     secret = other_secret()
     now = wall_clock_ms()
     config = NodeConfig(node_id="n9", state_dir=tmp_path)
-    standby = StandbyReplicator(config, [], PartitionRegistry("n9"), secret=secret)
+    # read at the time of its stamp: the node's clock offset is 0 (runtime.clockoffsets)
+    standby = StandbyReplicator(
+        config, [], PartitionRegistry("n9"), wall_ms=lambda: now, secret=secret
+    )
 
     def message(node_id: str, beat: int | None, signed_ms: int) -> Message:
         value = (
