@@ -97,8 +97,8 @@ def _read(path: Path) -> Any:
 
 def _changed(checkpoint: Path, kept: Any, shape: dict[str, Any]) -> str:
     """What changed since the checkpoint was written, and how to go on."""
-    parts = sorted(shape.keys() | (kept.keys() if isinstance(kept, dict) else set()))
     was = kept if isinstance(kept, dict) else {}
+    parts = sorted(shape.keys() | was.keys())
     changes = [
         f"{part} was {json.dumps(was.get(part))}, now {json.dumps(shape.get(part))}"
         for part in parts
